@@ -1,0 +1,39 @@
+# baton's build and test entry points. `make test` is what CI runs (.ci/run).
+GO ?= go
+PKGS := ./...
+
+.PHONY: test redis-server fmt-check vet unit build bench-lock
+
+## test: gofmt check, go vet, and the whole suite with -race against real redis-server processes
+test: redis-server fmt-check vet unit
+
+## redis-server: make sure a redis-server binary exists (tests start their own on free ports)
+redis-server:
+	@if command -v redis-server >/dev/null 2>&1 || [ -n "$$BATON_REDIS_SERVER" ]; then \
+		:; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "redis-server missing: installing it with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+	else \
+		echo "redis-server is required for the tests: install it (Debian/Ubuntu: sudo apt-get install -y redis-server; macOS: brew install redis) or point BATON_REDIS_SERVER at a redis-server binary" >&2; \
+		exit 1; \
+	fi
+	@# the tests start their own servers; a distribution's service is not used
+	@redis-server --version
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+unit:
+	$(GO) test -race -count=1 -timeout 12m $(PKGS)
+
+build:
+	$(GO) build -o bin/baton ./cmd/baton
+
+## bench-lock: the lock benchmark against peer libraries (writes bench/results/locking.md)
+bench-lock:
+	cd bench && $(GO) run ./cmd/lockbench

@@ -1,0 +1,16 @@
+//go:build !linux
+
+package redistest
+
+import (
+	"syscall"
+	"time"
+)
+
+// sysProcAttr returns no special attributes: parent-death signals are
+// Linux-only.
+func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
+
+// waitStopped gives a SIGSTOP a moment to take effect; there is no portable
+// way to observe the stopped state.
+func waitStopped(_ int, _ time.Duration) { time.Sleep(10 * time.Millisecond) }

@@ -1,0 +1,79 @@
+package redistest
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// New starts a redis-server for the test (see [Start]) and closes it in
+// t.Cleanup. It calls t.Fatal if the server cannot start.
+func New(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	s, err := Start(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("redistest: close server %s: %v", s.Addr(), err)
+		}
+	})
+	return s
+}
+
+// NewN starts n redis-servers in parallel, each with opts, and closes them in
+// t.Cleanup. It calls t.Fatal if any fails to start.
+func NewN(t testing.TB, n int, opts ...Option) []*Server {
+	t.Helper()
+	servers := make([]*Server, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { servers[i], errs[i] = Start(opts...) })
+	}
+	wg.Wait()
+	for _, s := range servers {
+		if s != nil {
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("redistest: close server %s: %v", s.Addr(), err)
+				}
+			})
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return servers
+}
+
+// TestClient is [Server.Client] plus t.Cleanup(client.Close).
+func (s *Server) TestClient(t testing.TB, opts ...func(*redis.Options)) *redis.Client {
+	t.Helper()
+	c := s.Client(opts...)
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+			t.Errorf("redistest: close client: %v", err)
+		}
+	})
+	return c
+}
+
+// NewTestProxy is [NewProxy] plus t.Cleanup(Close); it calls t.Fatal if the
+// proxy cannot start.
+func NewTestProxy(t testing.TB, upstream string) *Proxy {
+	t.Helper()
+	p, err := NewProxy(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("redistest: close proxy %s: %v", p.Addr(), err)
+		}
+	})
+	return p
+}

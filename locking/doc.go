@@ -1,0 +1,26 @@
+// Package locking is baton's Redis lock library: leases on one Redis master or
+// on a quorum of independent masters (Redlock), with fencing tokens,
+// auto-extension, lost-lock signals and waiters that are woken rather than
+// polling.
+//
+// A Lease is a value: the random token that proves ownership, a fencing token
+// that strictly increases across successive holders of the same lock, a
+// validity deadline, and a Done channel and Context that end when the lease is
+// released or lost (Err says why). The lease ends at its validity deadline at
+// the latest, which is earlier than the moment the key expires in Redis, so a
+// holder always learns it lost the lock before anyone else can take it.
+// Auto-extension pushes the deadline out every ttl/3 while a quorum of masters
+// confirms the key is still this lease's; it never re-creates a key that has
+// gone.
+//
+// Release and extension compare the holder's token inside one atomic script;
+// nothing in this package deletes a lock with a plain DEL. Every script reads
+// the server's clock itself: no client clock decides another client's expiry.
+//
+// Operating requirements: maxmemory-policy noeviction on every master
+// (eviction deletes locks and counters); clocks slewed, never stepped; with
+// several masters, a master that restarted empty stays out of quorums until
+// repaired and quarantined (done automatically, see WithRestartQuarantine);
+// Sentinel or Cluster failover can lose a lock, so correctness-critical users
+// configure independent masters.
+package locking

@@ -1,0 +1,134 @@
+package locking
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Errors returned by this package. Compare with errors.Is: most are wrapped with
+// details (the key, the masters that failed and why).
+var (
+	// ErrNotObtained means the lock is held by someone else: TryLock found it
+	// taken, or Lock's context ended while waiting for it.
+	ErrNotObtained = errors.New("locking: not obtained")
+
+	// ErrUnavailable means too few masters answered to decide: a quorum could
+	// not be reached because of Redis errors, not because someone holds the lock.
+	ErrUnavailable = errors.New("locking: masters unavailable")
+
+	// ErrNotHeld is returned by Release and Extend when the lease is no longer
+	// held: it was lost (see Lease.Err for why) or already released.
+	ErrNotHeld = errors.New("locking: not held")
+
+	// ErrLost is a lease's end reason when the lock was lost while held: a
+	// quorum of masters no longer had the key, or no extension was confirmed
+	// before the validity deadline. Someone else may hold the lock now.
+	ErrLost = errors.New("locking: lock lost")
+
+	// ErrReleased is a lease's end reason after Release.
+	ErrReleased = errors.New("locking: released")
+
+	// ErrHoldLimit is a lease's end reason when auto-extension stopped at the
+	// configured cap (WithMaxHold, WithMaxExtensions) and the validity ran out.
+	ErrHoldLimit = errors.New("locking: hold limit reached")
+
+	// ErrClosed is returned by calls on a closed Client, and is the end reason
+	// of leases still held when it was closed.
+	ErrClosed = errors.New("locking: client closed")
+
+	// ErrInvalid marks bad arguments and options: an empty key, a ttl below
+	// MinTTL, no masters, a nil client. Nothing was sent to Redis.
+	ErrInvalid = errors.New("locking: invalid argument")
+
+	// ErrEviction means a master's maxmemory-policy can evict keys (locks and
+	// fencing counters) and the client was told to refuse such masters.
+	ErrEviction = errors.New("locking: master may evict keys")
+)
+
+// MasterError is one master's part in a failed operation.
+type MasterError struct {
+	Index int    // position in the list given to New
+	Addr  string // the master's address, without credentials
+	Err   error  // what went wrong there
+}
+
+func (e MasterError) Error() string {
+	return fmt.Sprintf("master %d (%s): %v", e.Index, e.Addr, e.Err)
+}
+
+func (e MasterError) Unwrap() error { return e.Err }
+
+// errBusy is a master's answer that someone else holds the key.
+var errBusy = errors.New("held by another client")
+
+// errUnrepaired is a master's answer that it restarted empty and has not been
+// repaired yet; it does not vote until then.
+var errUnrepaired = errors.New("restarted empty, kept out of quorums until repaired")
+
+// errQuarantine is a repaired master's answer while it waits out the quarantine.
+var errQuarantine = errors.New("in quarantine after a restart")
+
+// ObtainError reports a failed acquisition: how many masters granted the lock,
+// how many were needed, and what every other master answered.
+// errors.Is(err, ErrNotObtained) holds when at least one master answered that
+// the lock is taken; errors.Is(err, ErrUnavailable) holds when masters failed.
+type ObtainError struct {
+	Key      string
+	Granted  int
+	Quorum   int
+	Expired  bool // a quorum granted it, but the validity was used up on the way
+	Failures []MasterError
+}
+
+func (e *ObtainError) Error() string {
+	var b strings.Builder
+	b.WriteString("locking: not obtained: key ")
+	fmt.Fprintf(&b, "%q", e.Key)
+	if e.Expired {
+		fmt.Fprintf(&b, ": granted by %d of %d needed masters, but its validity ran out before the answers arrived", e.Granted, e.Quorum)
+	} else {
+		fmt.Fprintf(&b, ": granted by %d masters, %d needed", e.Granted, e.Quorum)
+	}
+	for _, f := range e.Failures {
+		b.WriteString("; ")
+		b.WriteString(f.Error())
+	}
+	return b.String()
+}
+
+// Unwrap lets errors.Is find ErrNotObtained (someone holds it, or the validity
+// ran out), ErrUnavailable (masters failed) and each master's error.
+func (e *ObtainError) Unwrap() []error {
+	var errs []error
+	busy, down := e.Expired, false
+	for _, f := range e.Failures {
+		if errors.Is(f.Err, errBusy) {
+			busy = true
+		} else {
+			down = true
+		}
+		errs = append(errs, f)
+	}
+	if busy {
+		errs = append(errs, ErrNotObtained)
+	}
+	if down {
+		errs = append(errs, ErrUnavailable)
+	}
+	return errs
+}
+
+// contended reports whether waiting can help: someone holds the lock, or the
+// masters that did not grant it are only temporarily out (quarantine, repair).
+func (e *ObtainError) contended() bool {
+	if e.Expired {
+		return true
+	}
+	for _, f := range e.Failures {
+		if errors.Is(f.Err, errBusy) || errors.Is(f.Err, errUnrepaired) || errors.Is(f.Err, errQuarantine) {
+			return true
+		}
+	}
+	return false
+}

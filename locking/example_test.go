@@ -1,0 +1,104 @@
+package locking_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/locking"
+)
+
+func ExampleClient_TryLock() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	locks, _ := locking.New([]redis.UniversalClient{rdb})
+	defer locks.Close()
+	ctx := context.Background()
+
+	lease, err := locks.TryLock(ctx, "example-try", 10*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	_, err = locks.TryLock(ctx, "example-try", 10*time.Second)
+	fmt.Println("second try not obtained:", errors.Is(err, locking.ErrNotObtained))
+	fmt.Println("release:", lease.Release(ctx))
+	// Output:
+	// second try not obtained: true
+	// release: <nil>
+}
+
+func ExampleClient_Lock() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	locks, _ := locking.New([]redis.UniversalClient{rdb})
+	defer locks.Close()
+
+	// ctx bounds the wait only; the lease is auto-extended until released
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lease, err := locks.Lock(ctx, "example-lock", 2*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	defer lease.Release(context.Background())
+
+	select {
+	case <-lease.Done(): // the lock was lost: stop writing
+		fmt.Println("lost:", lease.Err())
+	default:
+		fmt.Println("holding, fence > 0:", lease.Fence() > 0)
+	}
+	// Output: holding, fence > 0: true
+}
+
+func ExampleClient_Hold() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	locks, _ := locking.New([]redis.UniversalClient{rdb})
+	defer locks.Close()
+
+	err := locks.Hold(context.Background(), "nightly-invoices", 30*time.Second, func(ctx context.Context) error {
+		// ctx ends if the lock is lost: pass it to every call that does work
+		fmt.Println("sending invoices once")
+		return nil
+	})
+	fmt.Println("err:", err)
+	// Output:
+	// sending invoices once
+	// err: <nil>
+}
+
+func ExampleLease_Release() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	locks, _ := locking.New([]redis.UniversalClient{rdb})
+	defer locks.Close()
+	ctx := context.Background()
+
+	// without auto-extension a lease ends at its validity deadline
+	lease, _ := locks.TryLock(ctx, "example-expire", 50*time.Millisecond)
+	<-lease.Done()
+	err := lease.Release(ctx)
+	fmt.Println(errors.Is(err, locking.ErrNotHeld), errors.Is(err, locking.ErrLost))
+	// Output: true true
+}
+
+func ExampleNew_quorum() {
+	// three independent masters: every lock needs two of them
+	var masters []redis.UniversalClient
+	for range 3 {
+		rdb := redis.NewClient(&redis.Options{Addr: redisAddr}) // use three different servers
+		defer rdb.Close()
+		masters = append(masters, rdb)
+	}
+	locks, err := locking.New(masters, locking.WithRestartQuarantine(time.Minute))
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close()
+	fmt.Println("quorum:", locks.Quorum())
+	// Output: quorum: 2
+}

@@ -1,0 +1,272 @@
+package locking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Lease is one holding of a lock. It ends when released, when lost (no
+// extension confirmed by a quorum before its validity deadline, or a quorum no
+// longer holds the key) or when its Client closes; Done is closed and Context
+// is cancelled at that moment, no later than the validity deadline, which is
+// earlier than the moment the key expires in Redis (by the safety margin).
+type Lease struct {
+	c     *Client
+	keys  keys
+	token string
+	ttl   time.Duration
+	fence int64
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	deadline time.Time
+	timer    *time.Timer
+	err      error // end reason; nil while held
+	capped   bool  // auto-extension stopped at its cap
+	lastErr  error // last failed extension, for the loss reason
+
+	// auto-extension
+	maxHold  time.Duration
+	maxExt   int
+	acquired time.Time
+	done     chan struct{} // closed when the extender exits
+}
+
+func (c *Client) newLease(k keys, token string, ttl time.Duration, fence int64, deadline time.Time, auto bool, o *lockOptions) *Lease {
+	l := &Lease{c: c, keys: k, token: token, ttl: ttl, fence: fence, deadline: deadline,
+		maxHold: o.maxHold, maxExt: o.maxExtensions, acquired: time.Now()}
+	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	l.mu.Lock()
+	l.timer = time.AfterFunc(time.Until(deadline), l.onDeadline)
+	l.mu.Unlock()
+	if auto {
+		l.done = make(chan struct{})
+		c.wg.Add(1)
+		go l.extender()
+	}
+	return l
+}
+
+// Key returns the lock's name.
+func (l *Lease) Key() string { return l.keys.name }
+
+// Token returns the holder's random token (128 bits, base64url).
+func (l *Lease) Token() string { return l.token }
+
+// Fence returns the fencing token: it strictly increases across successive
+// holders of the same lock. Pass it to storage that can reject writes carrying
+// a smaller fence than one it has seen.
+func (l *Lease) Fence() int64 { return l.fence }
+
+// TTL returns the ttl the lease was taken with, or of its last extension.
+func (l *Lease) TTL() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ttl
+}
+
+// Deadline returns the current validity deadline (local monotonic clock). The
+// lease ends then at the latest unless an extension moves it.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// Done returns a channel closed when the lease ends.
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Context returns a context cancelled when the lease ends; context.Cause gives
+// the reason (the same as Err).
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Err returns nil while the lease is held, and then why it ended: ErrReleased,
+// an error wrapping ErrLost or ErrHoldLimit, or ErrClosed.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// end finishes the lease once; the first reason wins. Callers hold l.mu.
+func (l *Lease) end(err error) bool {
+	if l.err != nil {
+		return false
+	}
+	l.err = err
+	l.timer.Stop()
+	l.cancel(err)
+	return true
+}
+
+func (l *Lease) onDeadline() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return
+	}
+	if d := time.Until(l.deadline); d > 0 { // moved by an extension meanwhile
+		l.timer.Reset(d)
+		return
+	}
+	switch {
+	case l.capped:
+		l.end(fmt.Errorf("%w: key %q held for %v", ErrHoldLimit, l.keys.name, time.Since(l.acquired).Round(time.Millisecond)))
+	case l.lastErr != nil:
+		l.end(fmt.Errorf("%w: key %q: validity deadline passed, last extension failed: %w", ErrLost, l.keys.name, l.lastErr))
+	default:
+		l.end(fmt.Errorf("%w: key %q: validity deadline passed without extension", ErrLost, l.keys.name))
+	}
+}
+
+// Extend asks every master to push the key's expiry to ttl from now. On
+// success the validity deadline becomes (send time + ttl - margin). When a
+// quorum of masters no longer holds the key the lease ends, is released
+// everywhere, and Extend returns an error wrapping ErrNotHeld and ErrLost.
+// Other failures (masters unreachable) leave the lease as it was: it ends at
+// its deadline unless a later extension succeeds. A reply that arrives after
+// the lease ended never revives it.
+func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	if ttl < MinTTL || ttl%time.Millisecond != 0 {
+		return fmt.Errorf("%w: extension ttl %v for key %q (minimum %v, whole milliseconds)", ErrInvalid, ttl, l.keys.name, MinTTL)
+	}
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	}
+	c := l.c
+	start := time.Now()
+	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
+		return c.scripts.extend.Run(ctx, m.rdb, []string{l.keys.lock}, l.token, ttl.Milliseconds()).Int64()
+	})
+	acks, gone := 0, 0
+	var errs []error
+	for _, r := range rs {
+		switch {
+		case r.err != nil:
+			errs = append(errs, MasterError{r.m.idx, r.m.addr, r.err})
+		case r.val.(int64) == 1:
+			acks++
+		default:
+			gone++
+		}
+	}
+
+	l.mu.Lock()
+	if l.err != nil { // ended while we waited: a late reply changes nothing
+		err := l.err
+		l.mu.Unlock()
+		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	}
+	if acks >= c.quorum {
+		l.ttl = ttl
+		l.deadline = start.Add(ttl - c.margin(ttl))
+		l.lastErr = nil
+		l.timer.Reset(time.Until(l.deadline))
+		l.mu.Unlock()
+		return nil
+	}
+	if gone > len(c.masters)-c.quorum { // a quorum can no longer be had
+		err := fmt.Errorf("%w: key %q is held by this lease on %d masters only, %d needed", ErrLost, l.keys.name, acks, c.quorum)
+		l.end(err)
+		l.mu.Unlock()
+		c.releaseOn(ctx, l.keys, l.token, ttl)
+		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	}
+	err := fmt.Errorf("locking: extending %q: confirmed by %d masters, %d needed: %w", l.keys.name, acks, c.quorum, errors.Join(errs...))
+	l.lastErr = err
+	l.mu.Unlock()
+	return err
+}
+
+// Release ends the lease and deletes the key on every master where this
+// lease's token still holds it (or hands it to the next fair waiter). The
+// lease's context is cancelled before the key is freed. Releasing a lease
+// that already ended returns an error wrapping ErrNotHeld and the reason it
+// ended (ErrLost: the caller learns it had lost the lock). When the key was
+// found held by someone else on a quorum of masters (it had expired in Redis)
+// Release also returns ErrNotHeld.
+func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	if l.err != nil {
+		err := l.err
+		l.mu.Unlock()
+		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	}
+	l.end(ErrReleased)
+	l.mu.Unlock()
+	if l.done != nil {
+		<-l.done
+	}
+	released, notHeld, errs := l.c.releaseOn(ctx, l.keys, l.token, l.TTL())
+	switch {
+	case released >= l.c.quorum || released > 0 && len(errs) == 0:
+		return nil
+	case notHeld > len(l.c.masters)-l.c.quorum:
+		return fmt.Errorf("%w: key %q had already expired in Redis on %d of %d masters", ErrNotHeld, l.keys.name, notHeld, len(l.c.masters))
+	default:
+		return fmt.Errorf("locking: releasing %q: released on %d masters, %d needed (the rest expire at the ttl): %w", l.keys.name, released, l.c.quorum, errors.Join(errs...))
+	}
+}
+
+// extender keeps the lease alive: an extension every ttl/3, a failed one
+// retried at once and then every ttl/10, until the lease ends or a cap is hit.
+func (l *Lease) extender() {
+	defer l.c.wg.Done()
+	defer close(l.done)
+	n := 0
+	next := l.TTL() / 3
+	retried := false
+	for {
+		t := time.NewTimer(next)
+		select {
+		case <-l.ctx.Done():
+			t.Stop()
+			return
+		case <-l.c.ctx.Done():
+			t.Stop()
+			l.mu.Lock()
+			l.end(ErrClosed)
+			l.mu.Unlock()
+			return
+		case <-t.C:
+		}
+		if (l.maxExt > 0 && n >= l.maxExt) || (l.maxHold > 0 && time.Since(l.acquired) >= l.maxHold) {
+			l.mu.Lock()
+			l.capped = true
+			l.mu.Unlock()
+			select {
+			case <-l.ctx.Done():
+			case <-l.c.ctx.Done():
+				l.mu.Lock()
+				l.end(ErrClosed)
+				l.mu.Unlock()
+			}
+			return
+		}
+		l.mu.Lock()
+		ttl, remaining := l.ttl, time.Until(l.deadline)
+		l.mu.Unlock()
+		if remaining <= 0 {
+			remaining = time.Millisecond
+		}
+		ctx, cancel := context.WithTimeout(l.ctx, remaining)
+		err := l.Extend(ctx, ttl)
+		cancel()
+		switch {
+		case err == nil:
+			n++
+			next, retried = ttl/3, false
+		case errors.Is(err, ErrNotHeld):
+			return
+		case !retried:
+			next, retried = 0, true
+		default:
+			next = ttl / 10
+		}
+	}
+}

@@ -1,0 +1,315 @@
+package locking
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+func newToken() string {
+	var b [16]byte // 128 bits
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func (c *Client) validate(key string, ttl time.Duration, o *lockOptions) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty lock key", ErrInvalid)
+	}
+	if ttl < MinTTL || ttl <= 2*c.margin(ttl) {
+		return fmt.Errorf("%w: ttl %v for key %q is too short (minimum %v and more than twice the safety margin %v)", ErrInvalid, ttl, key, MinTTL, c.margin(ttl))
+	}
+	if ttl%time.Millisecond != 0 {
+		return fmt.Errorf("%w: ttl %v for key %q is not a whole number of milliseconds", ErrInvalid, ttl, key)
+	}
+	if o.fair && len(c.masters) > 1 {
+		return fmt.Errorf("%w: fair mode for key %q needs a single master (have %d)", ErrInvalid, key, len(c.masters))
+	}
+	if o.maxHold < 0 || o.maxExtensions < 0 {
+		return fmt.Errorf("%w: negative hold cap for key %q", ErrInvalid, key)
+	}
+	if c.closed() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// TryLock makes one attempt to take the lock named key for ttl. It returns a
+// Lease, or an *ObtainError that wraps ErrNotObtained when the lock is taken
+// and ErrUnavailable when too few masters answered. Auto-extension is off
+// unless WithAutoExtend(true) is given: the lease then ends at its validity
+// deadline, a little before the key expires in Redis.
+//
+// Cancelling ctx abandons the attempt; whatever was taken is released.
+func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lease, error) {
+	var o lockOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := c.validate(key, ttl, &o); err != nil {
+		return nil, err
+	}
+	l, _, err := c.attempt(ctx, c.keysFor(key), newToken(), ttl, "", &o, o.auto(false))
+	return l, err
+}
+
+// Lock takes the lock named key for ttl, waiting while someone else holds it.
+// A waiter is woken as soon as the holder releases (no polling), and re-checks
+// at the holder's remaining ttl in case the holder died. Auto-extension is on
+// unless WithAutoExtend(false) is given.
+//
+// Cancelling ctx ends the wait: Lock then returns an error joining
+// ErrNotObtained and ctx.Err(). ctx bounds only the wait; the lease lives on
+// until Release, loss or Close. Errors that waiting cannot cure (masters down,
+// bad arguments) return at once.
+func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lease, error) {
+	var o lockOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := c.validate(key, ttl, &o); err != nil {
+		return nil, err
+	}
+	k := c.keysFor(key)
+	token := newToken()
+	c.hub.ensure(ctx, c.masterTimeout(ttl))
+	w := c.hub.add(key, token)
+	won := false
+	defer func() { c.hub.remove(w, !won) }()
+
+	for {
+		l, retry, err := c.attempt(ctx, k, token, ttl, token, &o, o.auto(true))
+		if l != nil {
+			won = true
+			return l, nil
+		}
+		var oe *ObtainError
+		if !errors.As(err, &oe) || !oe.contended() {
+			if ctx.Err() != nil {
+				return nil, c.giveUp(k, token, ttl, &o, errors.Join(err, ctx.Err()))
+			}
+			return nil, err
+		}
+		timer := time.NewTimer(retry)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, c.giveUp(k, token, ttl, &o, errors.Join(err, ctx.Err()))
+		case <-c.ctx.Done():
+			timer.Stop()
+			return nil, ErrClosed
+		case <-w.ch:
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
+}
+
+// giveUp takes a waiter out of the queues; if a release had already handed the
+// key to it, the key is released on (handed to the next waiter).
+func (c *Client) giveUp(k keys, token string, ttl time.Duration, o *lockOptions, err error) error {
+	ctx, cancel := context.WithTimeout(c.ctx, c.masterTimeout(ttl))
+	defer cancel()
+	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
+		return c.scripts.leave.Run(ctx, m.rdb, []string{k.lock, k.waiters, k.queue, k.queueData}, token).Int64()
+	})
+	for _, r := range rs {
+		if r.err == nil && r.val.(int64) == 1 {
+			c.releaseOn(ctx, k, token, ttl)
+			break
+		}
+	}
+	return err
+}
+
+// Hold takes the lock named key (waiting like Lock), keeps it alive, runs fn
+// under a context that ends when the lease is lost or ctx ends, and releases
+// the lock with the token check. It returns fn's error joined with any lock
+// error: a failed acquisition (fn does not run), the loss of the lease while fn
+// ran (wrapping ErrLost), or a failed release.
+func (c *Client) Hold(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...LockOption) error {
+	l, err := c.Lock(ctx, key, ttl, opts...)
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancelCause(l.Context())
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	fnErr := fn(runCtx)
+	stop()
+	cancel(nil)
+
+	lost := l.Err() // non-nil only when lost (or the client closed) before release
+	relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), c.masterTimeout(ttl))
+	defer relCancel()
+	relErr := l.Release(relCtx)
+	if lost != nil {
+		return errors.Join(fnErr, fmt.Errorf("locking: lease on %q ended while held: %w", key, lost))
+	}
+	return errors.Join(fnErr, relErr)
+}
+
+// attempt runs the acquire script on all masters. On success it returns the
+// lease; otherwise the error and how long to wait before trying again.
+func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Duration, waiter string, o *lockOptions, auto bool) (*Lease, time.Duration, error) {
+	mode := "s"
+	keyList := []string{k.lock, k.fence, k.waiters, k.queue, k.queueData}
+	if len(c.masters) > 1 {
+		mode = "q"
+		keyList = append(keyList, c.markerKey())
+	}
+	fair := ""
+	if o.fair {
+		fair = "f"
+	}
+	ttlMs := ttl.Milliseconds()
+	life := 2*ttlMs + 1000 // a waiter's entry outlives its next re-check
+	start := time.Now()
+	run := func(ctx context.Context, m *master) (any, error) {
+		return c.scripts.acquire.Run(ctx, m.rdb, keyList, token, ttlMs, mode, waiter, life, fair).Int64Slice()
+	}
+	rs := c.fanout(ctx, c.masterTimeout(ttl), run)
+	if mode == "q" && unmarked(rs) > 0 && c.markFresh(ctx, ttl) {
+		start = time.Now()
+		rs = c.fanout(ctx, c.masterTimeout(ttl), run)
+	}
+
+	oe := &ObtainError{Key: k.name, Quorum: c.quorum}
+	var fences []int64
+	var waits []time.Duration
+	for _, r := range rs {
+		if r.err != nil {
+			oe.Failures = append(oe.Failures, MasterError{r.m.idx, r.m.addr, r.err})
+			continue
+		}
+		v := r.val.([]int64)
+		switch v[0] {
+		case 1:
+			fences = append(fences, v[1])
+			continue
+		case 0:
+			oe.Failures = append(oe.Failures, MasterError{r.m.idx, r.m.addr, errBusy})
+		case -1:
+			oe.Failures = append(oe.Failures, MasterError{r.m.idx, r.m.addr, errUnrepaired})
+			c.repairLater(r.m)
+			v[1] = 50
+		case -2:
+			oe.Failures = append(oe.Failures, MasterError{r.m.idx, r.m.addr, errQuarantine})
+		}
+		waits = append(waits, time.Duration(v[1])*time.Millisecond)
+	}
+	oe.Granted = len(fences)
+
+	// the earliest moment a quorum could be free: the holder's remaining ttl on
+	// the master that frees up last among the first quorum-minus-granted ones
+	retry := c.retryAfter(waits, c.quorum-len(fences))
+
+	if len(fences) < c.quorum {
+		if len(fences) > 0 {
+			c.releaseOn(ctx, k, token, ttl)
+		}
+		return nil, retry, oe
+	}
+
+	fence, ok := agreed(fences, c.quorum)
+	if !ok {
+		var err error
+		if fence, err = c.syncFence(ctx, k, token, ttl, fences); err != nil {
+			c.releaseOn(ctx, k, token, ttl)
+			oe.Failures = append(oe.Failures, MasterError{-1, "quorum", err})
+			return nil, retry, oe
+		}
+	}
+	validity := ttl - time.Since(start) - c.margin(ttl)
+	if validity <= 0 {
+		c.releaseOn(ctx, k, token, ttl)
+		oe.Expired = true
+		return nil, 0, oe
+	}
+	return c.newLease(k, token, ttl, fence, start.Add(ttl-c.margin(ttl)), auto, o), 0, nil
+}
+
+func (c *Client) retryAfter(waits []time.Duration, need int) time.Duration {
+	slices.Sort(waits)
+	d := 10 * time.Millisecond
+	if need >= 1 && need <= len(waits) {
+		d = waits[need-1] + time.Millisecond
+	} else if len(waits) > 0 {
+		d = waits[len(waits)-1] + time.Millisecond
+	}
+	if d < time.Millisecond {
+		d = time.Millisecond
+	}
+	return d
+}
+
+// agreed returns the value at least q of the fences share, if any, else the
+// largest fence.
+func agreed(fences []int64, q int) (int64, bool) {
+	var best int64
+	for _, f := range fences {
+		n := 0
+		for _, g := range fences {
+			if g == f {
+				n++
+			}
+		}
+		if n >= q {
+			return f, true
+		}
+		best = max(best, f)
+	}
+	return best, false
+}
+
+// syncFence writes the largest fence to every master where the lock is held by
+// token, and needs a quorum of acknowledgements: the fence then sits on a
+// majority, so any later holder's majority sees it and goes above it.
+func (c *Client) syncFence(ctx context.Context, k keys, token string, ttl time.Duration, fences []int64) (int64, error) {
+	fence := slices.Max(fences)
+	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
+		return c.scripts.fenceSync.Run(ctx, m.rdb, []string{k.lock, k.fence}, token, fmt.Sprint(fence)).Int64()
+	})
+	acks := 0
+	var errs []error
+	for _, r := range rs {
+		if r.err == nil && r.val.(int64) == 1 {
+			acks++
+		} else if r.err != nil {
+			errs = append(errs, MasterError{r.m.idx, r.m.addr, r.err})
+		}
+	}
+	if acks < c.quorum {
+		return 0, fmt.Errorf("fencing token %d acknowledged by %d masters, %d needed: %w", fence, acks, c.quorum, errors.Join(errs...))
+	}
+	return fence, nil
+}
+
+// releaseOn runs the release script on every master; it returns how many
+// masters released (the key held token there), how many did not hold it, and
+// the errors of the rest.
+func (c *Client) releaseOn(ctx context.Context, k keys, token string, ttl time.Duration) (released, notHeld int, errs []error) {
+	if ctx.Err() != nil {
+		// the caller gave up; still clean up, bounded
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.masterTimeout(ttl))
+		defer cancel()
+	}
+	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
+		return c.scripts.release.Run(ctx, m.rdb, []string{k.lock, k.fence, k.waiters, k.queue, k.queueData}, token, c.wakeChannel(), k.name).Int64()
+	})
+	for _, r := range rs {
+		switch {
+		case r.err != nil:
+			errs = append(errs, MasterError{r.m.idx, r.m.addr, r.err})
+		case r.val.(int64) == 1:
+			released++
+		default:
+			notHeld++
+		}
+	}
+	return released, notHeld, errs
+}

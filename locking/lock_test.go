@@ -1,0 +1,506 @@
+package locking_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/locking"
+)
+
+func TestBadInputTouchesNoRedis(t *testing.T) {
+	if _, err := locking.New(nil); !errors.Is(err, locking.ErrInvalid) {
+		t.Fatalf("New(nil) = %v, want ErrInvalid", err)
+	}
+	if _, err := locking.New([]redis.UniversalClient{nil}); !errors.Is(err, locking.ErrInvalid) || !strings.Contains(err.Error(), "master 0") {
+		t.Fatalf("New([nil]) = %v, want ErrInvalid naming master 0", err)
+	}
+	// a client pointing nowhere: any Redis contact would fail differently
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer dead.Close()
+	c, err := locking.New([]redis.UniversalClient{dead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		key string
+		ttl time.Duration
+	}{
+		{"", time.Second},
+		{"k", 0},
+		{"k", -time.Second},
+		{"k", 5 * time.Millisecond},
+		{"k", 1500 * time.Microsecond},
+	} {
+		if _, err := c.TryLock(ctx, tc.key, tc.ttl); !errors.Is(err, locking.ErrInvalid) {
+			t.Errorf("TryLock(%q, %v) = %v, want ErrInvalid", tc.key, tc.ttl, err)
+		}
+		if _, err := c.Lock(ctx, tc.key, tc.ttl); !errors.Is(err, locking.ErrInvalid) {
+			t.Errorf("Lock(%q, %v) = %v, want ErrInvalid", tc.key, tc.ttl, err)
+		}
+	}
+	three, _ := locking.New([]redis.UniversalClient{dead, dead, dead})
+	defer three.Close()
+	if _, err := three.Lock(ctx, "k", time.Second, locking.WithFair()); !errors.Is(err, locking.ErrInvalid) {
+		t.Errorf("fair on 3 masters = %v, want ErrInvalid", err)
+	}
+}
+
+func TestRedisDownIsNotNotObtained(t *testing.T) {
+	s := redistest.New(t)
+	c := newClient(t, clientsOf(t, s))
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.TryLock(testCtx(t), "k", time.Second)
+	if !errors.Is(err, locking.ErrUnavailable) || errors.Is(err, locking.ErrNotObtained) {
+		t.Fatalf("TryLock with Redis down = %v, want ErrUnavailable and not ErrNotObtained", err)
+	}
+	if !strings.Contains(err.Error(), s.Addr()) {
+		t.Errorf("error %q does not name the master %s", err, s.Addr())
+	}
+	// Lock must not wait on an outage it cannot cure
+	ctx, cancel := context.WithTimeout(testCtx(t), 5*time.Second)
+	defer cancel()
+	if _, err := c.Lock(ctx, "k", time.Second); !errors.Is(err, locking.ErrUnavailable) || ctx.Err() != nil {
+		t.Fatalf("Lock with Redis down = %v (ctx %v), want ErrUnavailable at once", err, ctx.Err())
+	}
+}
+
+func TestTryLockContended(t *testing.T) {
+	s := redistest.New(t)
+	c := newClient(t, clientsOf(t, s))
+	ctx := testCtx(t)
+	l, err := c.TryLock(ctx, "k", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Token()) < 22 { // 128 bits in base64
+		t.Errorf("token %q shorter than 128 bits", l.Token())
+	}
+	_, err = c.TryLock(ctx, "k", time.Second)
+	var oe *locking.ObtainError
+	if !errors.Is(err, locking.ErrNotObtained) || errors.Is(err, locking.ErrUnavailable) || !errors.As(err, &oe) || oe.Granted != 0 {
+		t.Fatalf("second TryLock = %v, want ErrNotObtained only", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l.Err() != locking.ErrReleased {
+		t.Errorf("Err after Release = %v", l.Err())
+	}
+	if err := l.Release(ctx); !errors.Is(err, locking.ErrNotHeld) {
+		t.Errorf("second Release = %v, want ErrNotHeld", err)
+	}
+	l2, err := c.TryLock(ctx, "k", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Fence() <= l.Fence() {
+		t.Errorf("fence %d after %d: not increasing", l2.Fence(), l.Fence())
+	}
+	_ = l2.Release(ctx)
+}
+
+// TestMutualExclusion: 50 goroutines increment a shared counter with a
+// non-atomic read-modify-write under the lock; any overlap loses updates.
+func TestMutualExclusion(t *testing.T) {
+	s := redistest.New(t)
+	c := newClient(t, clientsOf(t, s))
+	ctx := testCtx(t)
+	var counter, inside atomic.Int64
+	const workers, rounds = 50, 10
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range rounds {
+				err := c.Hold(ctx, "counter", time.Second, func(context.Context) error {
+					if inside.Add(1) != 1 {
+						t.Error("two holders at once")
+					}
+					v := counter.Load()
+					time.Sleep(100 * time.Microsecond) // widen the race window
+					counter.Store(v + 1)
+					inside.Add(-1)
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := counter.Load(); got != workers*rounds {
+		t.Fatalf("counter = %d, want %d: updates were lost", got, workers*rounds)
+	}
+}
+
+// Seed problem 1: a process took too long, the lock expired, and it does not
+// know; it might even release the lock someone else holds now.
+func TestSeedLostLockKnownToHolder(t *testing.T) {
+	s := redistest.New(t)
+	c := newClient(t, clientsOf(t, s))
+	ctx := testCtx(t)
+	l, err := c.TryLock(ctx, "slow", 200*time.Millisecond) // no auto-extension
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, l, 2*time.Second)
+	if !errors.Is(l.Err(), locking.ErrLost) {
+		t.Fatalf("Err = %v, want ErrLost", l.Err())
+	}
+	if !errors.Is(l.Context().Err(), context.Canceled) || !errors.Is(context.Cause(l.Context()), locking.ErrLost) {
+		t.Fatalf("context not cancelled with the loss: %v / %v", l.Context().Err(), context.Cause(l.Context()))
+	}
+	other, err := c.Lock(ctx, "slow", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release(ctx)
+	if err := l.Release(ctx); !errors.Is(err, locking.ErrNotHeld) || !errors.Is(err, locking.ErrLost) {
+		t.Fatalf("Release of a lost lease = %v, want ErrNotHeld wrapping ErrLost", err)
+	}
+	if err := l.Extend(ctx, time.Second); !errors.Is(err, locking.ErrNotHeld) {
+		t.Fatalf("Extend of a lost lease = %v, want ErrNotHeld", err)
+	}
+	if other.Err() != nil {
+		t.Fatalf("the new holder's lease ended: %v", other.Err())
+	}
+	if v, _ := s.TestClient(t).Get(ctx, "baton:lock:{slow}").Result(); v != other.Token() {
+		t.Fatalf("key holds %q, want the new holder's token", v)
+	}
+}
+
+// Seed problem 2: a holder crashed; others must not wait forever, and must
+// not poll blindly: they re-check when the crashed holder's ttl runs out.
+func TestSeedCrashedHolder(t *testing.T) {
+	s := redistest.New(t)
+	crashed := newClient(t, clientsOf(t, s))
+	c := newClient(t, clientsOf(t, s))
+	ctx := testCtx(t)
+	if _, err := crashed.Lock(ctx, "job", 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	crashed.Close() // stops extending: as good as a crash for Redis
+	start := time.Now()
+	l, err := c.Lock(ctx, "job", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	if waited := time.Since(start); waited > 2*time.Second {
+		t.Fatalf("took %v to take over a crashed holder's 300ms lock", waited)
+	}
+}
+
+// Seed problem 3: a lock timed out and several processes try to take it at
+// once; exactly one may win.
+func TestSeedConcurrentAcquireAfterTimeout(t *testing.T) {
+	s := redistest.New(t)
+	ctx := testCtx(t)
+	for round := range 5 {
+		first := newClient(t, clientsOf(t, s))
+		l, err := first.TryLock(ctx, "expiring", 100*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var wins atomic.Int64
+		var leases sync.Map
+		for i := range 10 {
+			c := newClient(t, clientsOf(t, s))
+			wg.Go(func() {
+				<-l.Done() // all rush in when it expires
+				l2, err := c.TryLock(ctx, "expiring", time.Second)
+				for errors.Is(err, locking.ErrNotObtained) && wins.Load() == 0 {
+					l2, err = c.TryLock(ctx, "expiring", time.Second)
+				}
+				if err == nil {
+					wins.Add(1)
+					leases.Store(i, l2)
+				}
+			})
+		}
+		wg.Wait()
+		if wins.Load() != 1 {
+			t.Fatalf("round %d: %d winners after the timeout, want 1", round, wins.Load())
+		}
+		leases.Range(func(_, v any) bool { _ = v.(*locking.Lease).Release(ctx); return true })
+	}
+}
+
+// Seed problem 4: 1 and 3 together: the old holder keeps working after its
+// lease ran out while a new holder works too. The old holder's context is
+// cancelled before the new one can acquire, and the fences order them.
+func TestSeedSeveralBelieveTheyHoldIt(t *testing.T) {
+	s := redistest.New(t)
+	old := newClient(t, clientsOf(t, s))
+	c := newClient(t, clientsOf(t, s))
+	ctx := testCtx(t)
+	l1, err := old.TryLock(ctx, "res", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oldEnded atomic.Bool
+	go func() { <-l1.Done(); oldEnded.Store(true) }()
+	l2, err := c.Lock(ctx, "res", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Release(ctx)
+	select {
+	case <-l1.Done():
+	default:
+		t.Fatal("new holder acquired while the old lease was still live")
+	}
+	if l2.Fence() <= l1.Fence() {
+		t.Fatalf("fence %d of the new holder not above %d", l2.Fence(), l1.Fence())
+	}
+}
+
+func TestAutoExtensionKeepsLockPastSeveralTTLs(t *testing.T) {
+	s := redistest.New(t)
+	c := newClient(t, clientsOf(t, s))
+	other := newClient(t, clientsOf(t, s))
+	ctx := testCtx(t)
+	l, err := c.Lock(ctx, "long", 150*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := l.Deadline()
+	// wait, without sleeping, until the deadline has moved 5 ttls on
+	for l.Deadline().Before(first.Add(750 * time.Millisecond)) {
+		if _, err := other.TryLock(ctx, "long", time.Second); !errors.Is(err, locking.ErrNotObtained) {
+			t.Fatalf("other TryLock while held = %v", err)
+		}
+		select {
+		case <-l.Done():
+			t.Fatalf("lease ended: %v", l.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHoldCapsEndTheLease(t *testing.T) {
+	s := redistest.New(t)
+	c := newClient(t, clientsOf(t, s))
+	ctx := testCtx(t)
+	err := c.Hold(ctx, "hung", 150*time.Millisecond, func(ctx context.Context) error {
+		<-ctx.Done() // hung work: ends only when the lease does
+		return ctx.Err()
+	}, locking.WithMaxExtensions(2))
+	if !errors.Is(err, locking.ErrHoldLimit) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Hold = %v, want ErrHoldLimit joined with the fn error", err)
+	}
+	err = c.Hold(ctx, "hung", 150*time.Millisecond, func(ctx context.Context) error {
+		<-ctx.Done()
+		return nil
+	}, locking.WithMaxHold(300*time.Millisecond))
+	if !errors.Is(err, locking.ErrHoldLimit) {
+		t.Fatalf("Hold with max hold = %v, want ErrHoldLimit", err)
+	}
+}
+
+func TestHoldReturnsFnErrorAndReleases(t *testing.T) {
+	s := redistest.New(t)
+	c := newClient(t, clientsOf(t, s))
+	ctx := testCtx(t)
+	boom := errors.New("boom")
+	if err := c.Hold(ctx, "h", time.Second, func(context.Context) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("Hold = %v, want boom", err)
+	}
+	if n, _ := s.TestClient(t).Exists(ctx, "baton:lock:{h}").Result(); n != 0 {
+		t.Fatal("key still exists after Hold returned")
+	}
+	// ctx ending cancels fn's context
+	hctx, cancel := context.WithCancel(ctx)
+	err := c.Hold(hctx, "h", time.Second, func(fctx context.Context) error {
+		cancel()
+		<-fctx.Done()
+		return fctx.Err()
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Hold after ctx cancel = %v", err)
+	}
+}
+
+// G3: when the masters stop answering, the lease ends before the key expires
+// in Redis, so nobody else can hold it while this holder still believes it does.
+func TestLeaseEndsBeforeRedisExpiryWhenMasterPaused(t *testing.T) {
+	s := redistest.New(t)
+	rdb := s.TestClient(t)
+	// the margin covers the holder's own lateness: generous here because CI
+	// machines are shared and -race slows timers down
+	c := newClient(t, []*redis.Client{rdb}, locking.WithLateness(50*time.Millisecond))
+	ctx := testCtx(t)
+	l, err := c.Lock(ctx, "p", 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Redis's own absolute expiry, read after each confirmed extension: pause
+	// right after one so we know the exact expiry Redis will apply.
+	var expiry time.Time
+	for {
+		d := l.Deadline()
+		for l.Deadline().Equal(d) {
+			select {
+			case <-time.After(2 * time.Millisecond):
+			case <-l.Done():
+				t.Fatalf("lease ended early: %v", l.Err())
+			}
+		}
+		ms, err := rdb.PExpireTime(ctx, "baton:lock:{p}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		expiry = time.UnixMilli(int64(ms / time.Millisecond))
+		break
+	}
+	defer s.Resume()
+	done := waitDone(t, l, 3*time.Second)
+	if !errors.Is(l.Err(), locking.ErrLost) {
+		t.Fatalf("Err = %v, want ErrLost", l.Err())
+	}
+	if !done.Before(expiry) {
+		t.Fatalf("lease ended at %v, not before Redis expiry %v", done, expiry)
+	}
+	t.Logf("lease ended %v before the key's expiry in Redis", expiry.Sub(done))
+}
+
+func TestScriptFlushMidTest(t *testing.T) {
+	s := redistest.New(t)
+	rdb := s.TestClient(t)
+	c := newClient(t, []*redis.Client{rdb})
+	ctx := testCtx(t)
+	l, err := c.Lock(ctx, "f", 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Extend(ctx, 300*time.Millisecond); err != nil {
+		t.Fatalf("Extend after SCRIPT FLUSH = %v", err)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release after SCRIPT FLUSH = %v", err)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = c.TryLock(ctx, "f", time.Second)
+	if err != nil {
+		t.Fatalf("TryLock after SCRIPT FLUSH = %v", err)
+	}
+	_ = l.Release(ctx)
+}
+
+func TestFencingSingleMasterSurvivesRestartEmpty(t *testing.T) {
+	s := redistest.New(t)
+	c := newClient(t, clientsOf(t, s))
+	ctx := testCtx(t)
+	var last int64
+	for i := range 6 {
+		if i == 3 {
+			if err := s.Restart(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l, err := c.TryLock(ctx, "fence", time.Second)
+		for err != nil && errors.Is(err, locking.ErrUnavailable) && i == 3 { // reconnecting
+			l, err = c.TryLock(ctx, "fence", time.Second)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Fence() <= last {
+			t.Fatalf("acquisition %d: fence %d not above %d", i, l.Fence(), last)
+		}
+		last = l.Fence()
+		_ = l.Release(ctx)
+	}
+}
+
+type logBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuf) Printf(f string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(strings.TrimSpace(strings.ReplaceAll(f, "%", "")) + "\n")
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestEvictionPolicyWarnsOrRefuses(t *testing.T) {
+	s := redistest.New(t, redistest.WithArgs("--maxmemory-policy", "allkeys-lru"))
+	ctx := testCtx(t)
+	var log logBuf
+	warn := newClient(t, clientsOf(t, s), locking.WithLogger(&log))
+	l, err := warn.TryLock(ctx, "e", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Release(ctx)
+	if !strings.Contains(log.String(), "maxmemory-policy") {
+		t.Errorf("no warning logged, got %q", log.String())
+	}
+	refuse := newClient(t, clientsOf(t, s), locking.WithRefuseEviction())
+	if _, err := refuse.TryLock(ctx, "e", time.Second); !errors.Is(err, locking.ErrEviction) || !strings.Contains(err.Error(), "allkeys-lru") {
+		t.Fatalf("TryLock on an evicting master = %v, want ErrEviction naming the policy", err)
+	}
+}
+
+func TestCloseEndsLeasesAndWaiters(t *testing.T) {
+	s := redistest.New(t)
+	c := newClient(t, clientsOf(t, s))
+	ctx := testCtx(t)
+	l, err := c.Lock(ctx, "c", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { _, err := c.Lock(ctx, "c", time.Second); errc <- err }()
+	// the waiter is registered once the waiter set exists
+	rdb := s.TestClient(t)
+	for n := int64(0); n == 0; n, _ = rdb.Exists(ctx, "baton:lock:{c}:w").Result() {
+		time.Sleep(time.Millisecond)
+	}
+	c.Close()
+	if err := <-errc; !errors.Is(err, locking.ErrClosed) {
+		t.Fatalf("waiter after Close = %v, want ErrClosed", err)
+	}
+	waitDone(t, l, time.Second)
+	if !errors.Is(l.Err(), locking.ErrClosed) {
+		t.Fatalf("lease after Close = %v, want ErrClosed", l.Err())
+	}
+	if _, err := c.TryLock(ctx, "c", time.Second); !errors.Is(err, locking.ErrClosed) {
+		t.Fatalf("TryLock after Close = %v", err)
+	}
+}

@@ -1,0 +1,16 @@
+-- fence_sync: raise a master's fencing counter to the fence a quorum agreed on,
+-- only while this token holds the lock there.
+--
+-- KEYS[1] the lock key
+-- KEYS[2] the lock's fencing counter
+-- ARGV[1] token
+-- ARGV[2] fence (decimal integer)
+--
+-- Returns 1 when the counter now equals the fence, 0 when the lock is not held by
+-- this token, -1 when the counter is already above the fence.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+local f = tonumber(ARGV[2])
+if c > f then return -1 end
+redis.call('SET', KEYS[2], ARGV[2])
+return 1

@@ -1,0 +1,44 @@
+-- release: delete a lock, or hand it to the live head of its fair queue, only for its holder.
+--
+-- KEYS[1] the lock key
+-- KEYS[2] the lock's fencing counter
+-- KEYS[3] the waiter set (sorted set, scored by expiry ms)
+-- KEYS[4] the fair queue (list of tokens)
+-- KEYS[5] the fair queue's data (hash token -> "expiry_ms:ttl_ms")
+-- ARGV[1] token
+-- ARGV[2] wake channel
+-- ARGV[3] the lock's name, for the wake message
+--
+-- Returns 1 when released (or handed over), 0 when the key did not hold this token.
+-- Publishes "h|<token>|<name>" to the new holder after a handover, or
+-- "r|<token>|<name>" when live waiters are registered; nothing otherwise.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+while true do
+  local head = redis.call('LPOP', KEYS[4])
+  if not head then break end
+  local d = redis.call('HGET', KEYS[5], head)
+  redis.call('HDEL', KEYS[5], head)
+  if d then
+    local exp, ttl = string.match(d, '^(%d+):(%d+)$')
+    if tonumber(exp) > now then
+      redis.call('SET', KEYS[1], head, 'PX', ttl)
+      local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+      local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      redis.call('SET', KEYS[2], string.format('%d', math.max(c + 1, us)))
+      redis.call('PUBLISH', ARGV[2], 'h|' .. head .. '|' .. ARGV[3])
+      return 1
+    end
+  end
+end
+
+redis.call('DEL', KEYS[1])
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  if redis.call('ZCARD', KEYS[3]) > 0 then
+    redis.call('PUBLISH', ARGV[2], 'r|' .. ARGV[1] .. '|' .. ARGV[3])
+  end
+end
+return 1

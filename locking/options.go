@@ -1,0 +1,129 @@
+package locking
+
+import "time"
+
+// MinTTL is the shortest lock ttl accepted. Shorter leases would spend most of
+// their life on the safety margin.
+const MinTTL = 20 * time.Millisecond
+
+// Logger receives the client's rare operational messages: a master that may
+// evict keys, a master repaired after a restart. *log.Logger and
+// zerolog.Logger satisfy it.
+type Logger interface {
+	Printf(format string, v ...any)
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Printf(string, ...any) {}
+
+// Option configures a Client.
+type Option func(*options)
+
+type options struct {
+	prefix        string
+	lateness      time.Duration
+	masterTimeout time.Duration
+	quarantine    time.Duration
+	refuseEvict   bool
+	logger        Logger
+}
+
+func defaultOptions() options {
+	return options{
+		prefix:     "baton:lock:",
+		lateness:   10 * time.Millisecond,
+		quarantine: time.Minute,
+		logger:     nopLogger{},
+	}
+}
+
+// WithPrefix sets the prefix of every key and channel the client uses.
+// Default "baton:lock:". A lock named K lives in PREFIX{K} (the braces are a
+// Redis Cluster hash tag, so a lock's keys share a slot).
+func WithPrefix(p string) Option { return func(o *options) { o.prefix = p } }
+
+// WithLateness sets the fixed part of the safety margin subtracted from every
+// lease's validity: margin = ttl/100 + lateness. It covers scheduling delays
+// between the moment a deadline passes and the moment the holder reacts.
+// Default 10ms; values below 1ms are raised to 1ms.
+func WithLateness(d time.Duration) Option { return func(o *options) { o.lateness = d } }
+
+// WithMasterTimeout sets how long one master may take to answer one call.
+// Default 0: a tenth of the lock's ttl, at least 20ms and at most ttl/2.
+func WithMasterTimeout(d time.Duration) Option { return func(o *options) { o.masterTimeout = d } }
+
+// WithRestartQuarantine sets how long a master that restarted empty stays out
+// of quorums after its repair (quorum mode only). It must be at least the
+// longest ttl any client uses, so that every lock the master forgot has expired
+// elsewhere before it votes again. Default 1 minute.
+func WithRestartQuarantine(d time.Duration) Option { return func(o *options) { o.quarantine = d } }
+
+// WithRefuseEviction makes the client refuse masters whose maxmemory-policy can
+// evict keys (anything but noeviction): their answers count as failures
+// wrapping ErrEviction. By default such masters are used and a warning is
+// logged once per master.
+func WithRefuseEviction() Option { return func(o *options) { o.refuseEvict = true } }
+
+// WithLogger sets where operational messages go. Default: nowhere.
+func WithLogger(l Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
+
+// LockOption configures one acquisition.
+type LockOption func(*lockOptions)
+
+type lockOptions struct {
+	autoExtend    *bool
+	maxHold       time.Duration
+	maxExtensions int
+	fair          bool
+}
+
+// WithAutoExtend turns auto-extension on or off. Default: on for Lock and
+// Hold, off for TryLock. An auto-extended lease is extended every ttl/3 until
+// it is released or lost.
+func WithAutoExtend(on bool) LockOption { return func(o *lockOptions) { o.autoExtend = &on } }
+
+// WithMaxHold caps how long auto-extension keeps the lease alive (for hung
+// work): after d no more extensions are sent and the lease ends with
+// ErrHoldLimit when its validity runs out. Default 0: no cap.
+func WithMaxHold(d time.Duration) LockOption { return func(o *lockOptions) { o.maxHold = d } }
+
+// WithMaxExtensions caps the number of automatic extensions; then the lease
+// ends with ErrHoldLimit when its validity runs out. Default 0: no cap.
+func WithMaxExtensions(n int) LockOption { return func(o *lockOptions) { o.maxExtensions = n } }
+
+// WithFair makes a waiting Lock queue in FIFO order: a release hands the key
+// straight to the oldest live waiter instead of letting everyone race for it.
+// Single master only (a quorum of masters cannot agree on one queue). Default off.
+func WithFair() LockOption { return func(o *lockOptions) { o.fair = true } }
+
+func (o *lockOptions) auto(def bool) bool {
+	if o.autoExtend == nil {
+		return def
+	}
+	return *o.autoExtend
+}
+
+func (c *Client) margin(ttl time.Duration) time.Duration {
+	return ttl/100 + c.opts.lateness
+}
+
+func (c *Client) masterTimeout(ttl time.Duration) time.Duration {
+	if c.opts.masterTimeout > 0 {
+		return c.opts.masterTimeout
+	}
+	d := ttl / 10
+	if d < 20*time.Millisecond {
+		d = 20 * time.Millisecond
+	}
+	if d > ttl/2 {
+		d = ttl / 2
+	}
+	return d
+}

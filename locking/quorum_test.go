@@ -1,0 +1,371 @@
+package locking_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/locking"
+)
+
+// via is a client whose connection to each master goes through its own
+// proxy, so a test can cut one client off one master.
+type via struct {
+	*locking.Client
+	proxies []*redistest.Proxy
+}
+
+func newVia(t *testing.T, servers []*redistest.Server, opts ...locking.Option) via {
+	t.Helper()
+	var rdbs []*redis.Client
+	var ps []*redistest.Proxy
+	for _, s := range servers {
+		p := redistest.NewTestProxy(t, s.Addr())
+		ps = append(ps, p)
+		rdbs = append(rdbs, through(t, s, p))
+	}
+	return via{newClient(t, rdbs, opts...), ps}
+}
+
+func cut(t *testing.T, p *redistest.Proxy) {
+	t.Helper()
+	if err := p.Cut(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func restore(t *testing.T, p *redistest.Proxy) {
+	t.Helper()
+	if err := p.Restore(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestQuorumSurvivesMinorityLoss(t *testing.T) {
+	for _, tc := range []struct{ n, kill int }{{3, 1}, {5, 1}, {5, 2}} {
+		t.Run(fmt.Sprintf("%d masters %d killed", tc.n, tc.kill), func(t *testing.T) {
+			servers := redistest.NewN(t, tc.n)
+			a := newClient(t, clientsOf(t, servers...))
+			b := newClient(t, clientsOf(t, servers...))
+			ctx := testCtx(t)
+			for _, s := range servers[:tc.kill] {
+				if err := s.Kill(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l, err := a.TryLock(ctx, "q", time.Second)
+			if err != nil {
+				t.Fatalf("TryLock with %d of %d masters down = %v", tc.kill, tc.n, err)
+			}
+			if _, err := b.TryLock(ctx, "q", time.Second); !errors.Is(err, locking.ErrNotObtained) {
+				t.Fatalf("second holder: %v, want ErrNotObtained", err)
+			}
+			prev := l.Fence()
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			l, err = b.Lock(ctx, "q", time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Fence() <= prev {
+				t.Fatalf("fence %d not above %d", l.Fence(), prev)
+			}
+			_ = l.Release(ctx)
+		})
+	}
+}
+
+func TestQuorumMajorityLostFailsCleanly(t *testing.T) {
+	for _, tc := range []struct{ n, kill int }{{3, 2}, {5, 3}} {
+		t.Run(fmt.Sprintf("%d masters %d killed", tc.n, tc.kill), func(t *testing.T) {
+			servers := redistest.NewN(t, tc.n)
+			a := newClient(t, clientsOf(t, servers...))
+			ctx := testCtx(t)
+			held, err := a.Lock(ctx, "m", 600*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range servers[:tc.kill] {
+				if err := s.Kill(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b := newClient(t, clientsOf(t, servers...))
+			_, err = b.TryLock(ctx, "m", time.Second)
+			var oe *locking.ObtainError
+			if !errors.As(err, &oe) || !errors.Is(err, locking.ErrUnavailable) || len(oe.Failures) != tc.n {
+				t.Fatalf("TryLock with a majority down = %v, want an ObtainError with every master's reason", err)
+			}
+			if oe.Granted != 0 {
+				t.Fatalf("granted by %d masters while another holds it", oe.Granted)
+			}
+			// the holder cannot extend below quorum: its lease ends, no later
+			// than its validity deadline
+			waitDone(t, held, 5*time.Second)
+			if !errors.Is(held.Err(), locking.ErrLost) {
+				t.Fatalf("holder's lease = %v, want ErrLost", held.Err())
+			}
+			// and nothing was left behind on the surviving masters by b
+			for _, s := range servers[tc.kill:] {
+				v, _ := s.TestClient(t).Get(ctx, "baton:lock:{m}").Result()
+				if v != "" && v != held.Token() {
+					t.Fatalf("master %s holds %q after a failed acquire", s.Addr(), v)
+				}
+			}
+		})
+	}
+}
+
+// DESIGN counterexample (a): H1 takes {A,B} and gets fence F; A restarts
+// empty; H2 reaches only {A,C}. Reading or incrementing counters would issue F
+// again. A restarted master must stay out until repaired, and once repaired
+// the fence must be above F.
+func TestFencingMasterRestartedEmpty(t *testing.T) {
+	servers := redistest.NewN(t, 3)
+	opts := []locking.Option{locking.WithRestartQuarantine(300 * time.Millisecond), locking.WithMasterTimeout(200 * time.Millisecond)}
+	h1 := newVia(t, servers, opts...)
+	h2 := newVia(t, servers, opts...)
+	ctx := testCtx(t)
+
+	l, err := h1.Lock(ctx, "inv", time.Second) // all three: counters agree
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Release(ctx)
+
+	cut(t, h1.proxies[2]) // H1 sees {A,B}
+	l, err = h1.TryLock(ctx, "inv", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f1 := l.Fence()
+	_ = l.Release(ctx)
+	restore(t, h1.proxies[2])
+
+	if err := servers[0].Restart(); err != nil { // A forgets everything
+		t.Fatal(err)
+	}
+	cut(t, h2.proxies[1]) // H2 sees {A,C}
+	_, err = h2.TryLock(ctx, "inv", time.Second)
+	if err == nil {
+		t.Fatal("H2 acquired through a restarted, unrepaired master")
+	}
+	if !errors.Is(err, locking.ErrUnavailable) {
+		t.Fatalf("H2 TryLock = %v", err)
+	}
+	t.Logf("kept out: %v", err)
+
+	// once H2 reaches a majority of marked masters it repairs A; A then waits
+	// out its quarantine and votes again with the copied counter
+	restore(t, h2.proxies[1])
+	l2, err := h2.Lock(ctx, "inv", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Fence() <= f1 {
+		t.Fatalf("fence %d issued after %d: repeats or goes back", l2.Fence(), f1)
+	}
+	_ = l2.Release(ctx)
+
+	// wait for the repair (it needs a majority of marked masters, so it can
+	// only have happened while H2 reached both B and C)
+	rawA := servers[0].TestClient(t)
+	for n := int64(0); n == 0; n, _ = rawA.Exists(ctx, "baton:lock:marker").Result() {
+		if ctx.Err() != nil {
+			t.Fatal("A was never repaired")
+		}
+		if _, err := h2.TryLock(ctx, "other", time.Second); err == nil { // contact triggers repair
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// repaired A now votes: {A,C} alone grant the lock, above every earlier fence
+	cut(t, h2.proxies[1])
+	var l3 *locking.Lease
+	for l3 == nil {
+		l3, err = h2.TryLock(ctx, "inv", time.Second)
+		if err != nil && ctx.Err() != nil {
+			t.Fatalf("A never voted again after repair: %v", err)
+		}
+		if err != nil {
+			time.Sleep(20 * time.Millisecond) // A's quarantine runs on Redis's clock
+		}
+	}
+	if l3.Fence() <= l2.Fence() {
+		t.Fatalf("fence %d after %d", l3.Fence(), l2.Fence())
+	}
+	_ = l3.Release(ctx)
+}
+
+// DESIGN counterexample (b): H1 reads the counters, stalls past the ttl, H2
+// acquires, H1 resumes. Here H1's answers arrive late (added latency on every
+// reply): its acquisition must fail for lack of validity, H2 takes the lock
+// once H1's keys expire, and fences never repeat.
+func TestFencingPausedAcquirer(t *testing.T) {
+	servers := redistest.NewN(t, 3)
+	h1 := newVia(t, servers, locking.WithMasterTimeout(time.Second))
+	h2 := newClient(t, clientsOf(t, servers...))
+	ctx := testCtx(t)
+	l0, err := h2.Lock(ctx, "p", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f0 := l0.Fence()
+	_ = l0.Release(ctx)
+
+	warm, err := h1.TryLock(ctx, "warm", time.Second) // connections and scripts in place
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = warm.Release(ctx)
+	for _, p := range h1.proxies {
+		if err := p.AddLatency(400*time.Millisecond, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := make(chan error, 1)
+	go func() {
+		l, err := h1.TryLock(ctx, "p", 300*time.Millisecond)
+		if err == nil {
+			err = fmt.Errorf("stalled acquirer got fence %d", l.Fence())
+		}
+		res <- err
+	}()
+	// H1's scripts ran (its replies are still on the way) before H2 tries
+	raw := servers[0].TestClient(t)
+	for n := int64(0); n == 0; n, _ = raw.Exists(ctx, "baton:lock:{p}").Result() {
+		time.Sleep(time.Millisecond)
+	}
+	l2, err := h2.Lock(ctx, "p", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Release(ctx)
+	err = <-res
+	var oe *locking.ObtainError
+	if !errors.As(err, &oe) || !oe.Expired {
+		t.Fatalf("stalled acquirer: %v, want not obtained for lack of validity", err)
+	}
+	if l2.Fence() <= f0 {
+		t.Fatalf("fence %d after %d", l2.Fence(), f0)
+	}
+}
+
+// A holder whose extensions stall (paused process, slow network) loses its
+// lease at its deadline, before H2 can take over; its late extension reply
+// does not revive it; fences order the two.
+func TestFencingPausedHolderResumes(t *testing.T) {
+	servers := redistest.NewN(t, 3)
+	h1 := newVia(t, servers, locking.WithMasterTimeout(2*time.Second))
+	h2 := newClient(t, clientsOf(t, servers...))
+	ctx := testCtx(t)
+	l1, err := h1.Lock(ctx, "r", 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range h1.proxies {
+		if err := p.AddLatency(600*time.Millisecond, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l2, err := h2.Lock(ctx, "r", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Release(ctx)
+	select {
+	case <-l1.Done():
+	default:
+		t.Fatal("H2 acquired while H1's lease was live")
+	}
+	if !errors.Is(l1.Err(), locking.ErrLost) {
+		t.Fatalf("H1 lease = %v", l1.Err())
+	}
+	if l2.Fence() <= l1.Fence() {
+		t.Fatalf("fence %d not above %d", l2.Fence(), l1.Fence())
+	}
+	// H1's delayed extension replies arrive (their extend scripts found H2's
+	// token or no key): H1 stays ended and H2 keeps the key
+	for _, p := range h1.proxies {
+		restore(t, p)
+	}
+	if err := l1.Extend(ctx, time.Second); !errors.Is(err, locking.ErrNotHeld) {
+		t.Fatalf("Extend of the ended lease = %v", err)
+	}
+	for _, s := range servers {
+		if v, _ := s.TestClient(t).Get(ctx, "baton:lock:{r}").Result(); v != l2.Token() {
+			t.Fatalf("master %s holds %q, want H2's token", s.Addr(), v)
+		}
+	}
+}
+
+// Fences increase strictly while the set of reachable masters keeps changing.
+func TestFencingMonotonicAcrossQuorumChanges(t *testing.T) {
+	servers := redistest.NewN(t, 5)
+	clients := []via{newVia(t, servers), newVia(t, servers)}
+	ctx := testCtx(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var last int64
+	for i := range 30 {
+		c := clients[i%2]
+		down := rng.Perm(5)[:rng.IntN(3)] // 0-2 of 5 masters unreachable
+		for _, d := range down {
+			cut(t, c.proxies[d])
+		}
+		l, err := c.Lock(ctx, "mono", time.Second)
+		if err != nil {
+			t.Fatalf("round %d (down %v): %v", i, down, err)
+		}
+		if l.Fence() <= last {
+			t.Fatalf("round %d (down %v): fence %d not above %d", i, down, l.Fence(), last)
+		}
+		last = l.Fence()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range down {
+			restore(t, c.proxies[d])
+		}
+	}
+}
+
+func TestQuorumMutualExclusion(t *testing.T) {
+	servers := redistest.NewN(t, 3)
+	ctx := testCtx(t)
+	var mu sync.Mutex
+	holders := 0
+	var wg sync.WaitGroup
+	for range 6 {
+		c := newClient(t, clientsOf(t, servers...))
+		wg.Go(func() {
+			for range 5 {
+				err := c.Hold(ctx, "qm", time.Second, func(context.Context) error {
+					mu.Lock()
+					holders++
+					n := holders
+					mu.Unlock()
+					if n != 1 {
+						t.Error("two holders at once")
+					}
+					time.Sleep(time.Millisecond)
+					mu.Lock()
+					holders--
+					mu.Unlock()
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

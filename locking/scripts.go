@@ -1,0 +1,65 @@
+package locking
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Every script runs by hash (EVALSHA) and is sent whole only when the server
+// answers NOSCRIPT, e.g. after a restart or SCRIPT FLUSH. The KEYS and ARGV
+// contract of each is written at the top of its file.
+var (
+	//go:embed lua/acquire.lua
+	acquireSrc string
+	//go:embed lua/extend.lua
+	extendSrc string
+	//go:embed lua/release.lua
+	releaseSrc string
+	//go:embed lua/leave.lua
+	leaveSrc string
+	//go:embed lua/fence_sync.lua
+	fenceSyncSrc string
+	//go:embed lua/raise.lua
+	raiseSrc string
+	//go:embed lua/mark.lua
+	markSrc string
+)
+
+// scripts holds the loaded scripts of one Client; go-redis caches each hash.
+type scripts struct {
+	acquire, extend, release, leave, fenceSync, raise, mark *redis.Script
+}
+
+func newScripts() *scripts {
+	return &scripts{
+		acquire:   redis.NewScript(acquireSrc),
+		extend:    redis.NewScript(extendSrc),
+		release:   redis.NewScript(releaseSrc),
+		leave:     redis.NewScript(leaveSrc),
+		fenceSync: redis.NewScript(fenceSyncSrc),
+		raise:     redis.NewScript(raiseSrc),
+		mark:      redis.NewScript(markSrc),
+	}
+}
+
+// keys of one lock; all share the hash tag {name}.
+type keys struct {
+	name                                   string
+	lock, fence, waiters, queue, queueData string
+}
+
+func (c *Client) keysFor(name string) keys {
+	base := c.opts.prefix + "{" + name + "}"
+	return keys{
+		name:      name,
+		lock:      base,
+		fence:     base + ":fence",
+		waiters:   base + ":w",
+		queue:     base + ":q",
+		queueData: base + ":qd",
+	}
+}
+
+func (c *Client) markerKey() string { return c.opts.prefix + "marker" }
+func (c *Client) wakeChannel() string { return c.opts.prefix + "wake" }

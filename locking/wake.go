@@ -1,0 +1,198 @@
+package locking
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// hub holds the client's one pub/sub subscription per master to the wake
+// channel and routes wake messages to the local waiters.
+//
+// A release publishes only when someone waits: "r|token|name" when the key
+// was freed (one local waiter of that name is woken: the others stay asleep,
+// so waiters do not stampede Redis), "h|token|name" when it was handed to the
+// fair waiter with that token. With several masters every release publishes
+// once per master; repeats of one payload wake nobody twice.
+type hub struct {
+	c *Client
+
+	mu      sync.Mutex
+	started bool
+	subs    []*redis.PubSub
+	byName  map[string][]*waiter
+	byToken map[string]*waiter
+	last    map[string]string // name -> last payload seen, to drop repeats
+}
+
+type waiter struct {
+	name, token string
+	ch          chan struct{} // buffered 1: a wake is never lost, never blocks
+}
+
+func newHub(c *Client) *hub {
+	return &hub{c: c, byName: map[string][]*waiter{}, byToken: map[string]*waiter{}, last: map[string]string{}}
+}
+
+// ensure subscribes on every master, once, and waits (at most timeout) for
+// the confirmations, so that a release right after our first attempt is heard.
+// A master that does not confirm is not fatal: its waiters fall back to
+// re-checking at the holder's remaining ttl.
+func (h *hub) ensure(ctx context.Context, timeout time.Duration) {
+	h.mu.Lock()
+	if h.started || h.c.closed() {
+		h.mu.Unlock()
+		return
+	}
+	h.started = true
+	confirmed := make(chan struct{}, len(h.c.masters))
+	for _, m := range h.c.masters {
+		ps := m.rdb.Subscribe(h.c.ctx)
+		h.subs = append(h.subs, ps)
+		h.c.wg.Add(1)
+		go h.loop(ps, confirmed)
+	}
+	h.mu.Unlock()
+	for _, ps := range h.subs {
+		_ = ps.Subscribe(h.c.ctx, h.c.wakeChannel())
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for range h.c.masters {
+		select {
+		case <-confirmed:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (h *hub) loop(ps *redis.PubSub, confirmed chan<- struct{}) {
+	defer h.c.wg.Done()
+	first := true
+	for {
+		msg, err := ps.Receive(h.c.ctx)
+		if h.c.closed() {
+			return
+		}
+		if err != nil {
+			// go-redis reconnects and re-subscribes on the next Receive;
+			// pause briefly so a dead master does not spin this loop.
+			t := time.NewTimer(50 * time.Millisecond)
+			select {
+			case <-h.c.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if first {
+				first = false
+				confirmed <- struct{}{}
+			} else {
+				// re-subscribed after a reconnect: releases may have been missed
+				h.wakeAll()
+			}
+		case *redis.Message:
+			h.dispatch(m.Payload)
+		}
+	}
+}
+
+func (h *hub) dispatch(payload string) {
+	kind, rest, ok := strings.Cut(payload, "|")
+	if !ok {
+		return
+	}
+	token, name, ok := strings.Cut(rest, "|")
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.last[name] == payload {
+		return // the same release, heard from another master
+	}
+	if ws := h.byName[name]; len(ws) > 0 {
+		h.last[name] = payload
+	}
+	if kind == "h" {
+		if w := h.byToken[token]; w != nil {
+			signal(w)
+		}
+		return
+	}
+	for _, w := range h.byName[name] {
+		if len(w.ch) == 0 {
+			signal(w)
+			return
+		}
+	}
+}
+
+func signal(w *waiter) {
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+
+func (h *hub) wakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ws := range h.byName {
+		for _, w := range ws {
+			signal(w)
+		}
+	}
+}
+
+func (h *hub) add(name, token string) *waiter {
+	w := &waiter{name: name, token: token, ch: make(chan struct{}, 1)}
+	h.mu.Lock()
+	h.byName[name] = append(h.byName[name], w)
+	h.byToken[token] = w
+	h.mu.Unlock()
+	return w
+}
+
+// remove forgets w. A waiter that gives up passes on a wake it did not use.
+func (h *hub) remove(w *waiter, gaveUp bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.byToken, w.token)
+	ws := h.byName[w.name]
+	for i, x := range ws {
+		if x == w {
+			ws = append(ws[:i:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(h.byName, w.name)
+		delete(h.last, w.name)
+	} else {
+		h.byName[w.name] = ws
+	}
+	// a wake that arrived for w but was not used goes to the next waiter
+	if gaveUp && len(w.ch) > 0 && len(ws) > 0 {
+		signal(ws[0])
+	}
+}
+
+func (h *hub) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ps := range h.subs {
+		_ = ps.Close()
+	}
+	h.subs = nil
+}
