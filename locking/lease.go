@@ -162,6 +162,15 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		l.mu.Unlock()
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
 	}
+	if time.Now().After(l.deadline) {
+		// the reply came after the deadline: the lease is over even if the
+		// deadline timer has not run yet
+		err := fmt.Errorf("%w: key %q: extension confirmed only after the validity deadline", ErrLost, l.keys.name)
+		l.end(err)
+		l.mu.Unlock()
+		c.releaseOn(ctx, l.keys, l.token, ttl)
+		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	}
 	if acks >= c.quorum {
 		l.ttl = ttl
 		l.deadline = start.Add(ttl - c.margin(ttl))

@@ -13,12 +13,18 @@
 -- Publishes "h|<token>|<name>" to the new holder after a handover, or
 -- "r|<token>|<name>" when live waiters are registered; nothing otherwise.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local t, now
+local function clock()
+  if not t then
+    t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+end
 
 while true do
   local head = redis.call('LPOP', KEYS[4])
   if not head then break end
+  clock()
   local d = redis.call('HGET', KEYS[5], head)
   redis.call('HDEL', KEYS[5], head)
   if d then
@@ -36,6 +42,7 @@ end
 
 redis.call('DEL', KEYS[1])
 if redis.call('EXISTS', KEYS[3]) == 1 then
+  clock()
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   if redis.call('ZCARD', KEYS[3]) > 0 then
     redis.call('PUBLISH', ARGV[2], 'r|' .. ARGV[1] .. '|' .. ARGV[3])
