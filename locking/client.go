@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,6 +34,7 @@ type master struct {
 	rdb  redis.UniversalClient
 	addr string
 
+	ok        atomic.Bool // checked and usable: the fast path of check
 	mu        sync.Mutex
 	checked   bool  // maxmemory-policy looked at
 	checkErr  error // non-nil: refuse this master
@@ -120,39 +122,69 @@ type reply struct {
 	err error
 }
 
-// fanout runs fn on every master in parallel, each under its own timeout, and
-// returns the answers in master order. A master that does not answer in time
-// counts as failed; its call is abandoned (it ends at the go-redis client's
-// own timeout). With one master fn runs inline.
-func (c *Client) fanout(ctx context.Context, timeout time.Duration, fn func(ctx context.Context, m *master) (any, error)) []reply {
+// fanout runs fn on every master in parallel, each under the per-master
+// timeout, and returns the answers in master order. When good is non-nil it
+// returns as soon as a quorum of answers is good (a failure waits for every
+// answer, to report each master and to learn when to retry); the calls still
+// running finish in the background and their answers are dropped (a release sent to every master
+// cleans up whatever they took). A master that does not answer in time counts
+// as failed. With one master fn runs inline, bounded by ctx and the go-redis
+// client's own timeouts.
+func (c *Client) fanout(ctx context.Context, timeout time.Duration, fn func(ctx context.Context, m *master) (any, error), good func(reply) bool) []reply {
 	out := make([]reply, len(c.masters))
-	call := func(m *master) reply {
-		cctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		if err := c.check(cctx, m); err != nil {
-			return reply{m: m, err: err}
-		}
-		v, err := fn(cctx, m)
-		return reply{m: m, val: v, err: err}
-	}
 	if len(c.masters) == 1 {
-		out[0] = call(c.masters[0])
+		m := c.masters[0]
+		if err := c.check(ctx, m); err != nil {
+			out[0] = reply{m: m, err: err}
+			return out
+		}
+		v, err := fn(ctx, m)
+		out[0] = reply{m: m, val: v, err: err}
 		return out
 	}
-	ch := make(chan reply, len(c.masters))
+	ch := make(chan reply, len(c.masters)) // buffered: stragglers never block
 	for _, m := range c.masters {
-		go func() { ch <- call(m) }()
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			if err := c.check(cctx, m); err != nil {
+				ch <- reply{m: m, err: err}
+				return
+			}
+			v, err := fn(cctx, m)
+			ch <- reply{m: m, val: v, err: err}
+		}()
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	got := make([]bool, len(c.masters))
-	for n := 0; n < len(c.masters); n++ {
+	ok, bad := 0, 0
+	for ok+bad < len(c.masters) {
 		select {
 		case r := <-ch:
 			out[r.m.idx], got[r.m.idx] = r, true
+			if good == nil {
+				bad++ // only counted, to know when all answered
+				continue
+			}
+			if good(r) {
+				ok++
+			} else {
+				bad++
+			}
+			if ok >= c.quorum {
+				for i, g := range got {
+					if !g {
+						out[i] = reply{m: c.masters[i], err: errPending}
+					}
+				}
+				return out
+			}
 		case <-timer.C:
-			for i, ok := range got {
-				if !ok {
+			for i, g := range got {
+				if !g {
 					out[i] = reply{m: c.masters[i], err: fmt.Errorf("no answer within %v", timeout)}
 				}
 			}
@@ -162,8 +194,14 @@ func (c *Client) fanout(ctx context.Context, timeout time.Duration, fn func(ctx 
 	return out
 }
 
+// errPending marks a master whose answer was not needed: a quorum had decided.
+var errPending = errors.New("answer not awaited: a quorum had decided")
+
 // check looks at a master's maxmemory-policy on first contact.
 func (c *Client) check(ctx context.Context, m *master) error {
+	if m.ok.Load() {
+		return nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.checked {
@@ -176,12 +214,14 @@ func (c *Client) check(ctx context.Context, m *master) error {
 		}
 		// CONFIG may be disabled (managed Redis): say so once and go on.
 		m.checked = true
+		m.ok.Store(true)
 		c.opts.logger.Printf("locking: master %d (%s): cannot read maxmemory-policy (%v); make sure it is noeviction", m.idx, m.addr, err)
 		return nil
 	}
 	m.checked = true
 	policy := res["maxmemory-policy"]
 	if policy == "" || policy == "noeviction" {
+		m.ok.Store(true)
 		return nil
 	}
 	if c.opts.refuseEvict {
@@ -189,6 +229,7 @@ func (c *Client) check(ctx context.Context, m *master) error {
 		return m.checkErr
 	}
 	c.opts.logger.Printf("locking: master %d (%s): maxmemory-policy is %s: under memory pressure Redis may evict locks and fencing counters; set noeviction", m.idx, m.addr, policy)
+	m.ok.Store(true)
 	return nil
 }
 

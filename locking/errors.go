@@ -77,7 +77,8 @@ type ObtainError struct {
 	Key      string
 	Granted  int
 	Quorum   int
-	Expired  bool // a quorum granted it, but the validity was used up on the way
+	Expired  bool  // a quorum granted it, but the validity was used up on the way
+	Fence    error // a quorum granted it, but no quorum confirmed the fencing token
 	Failures []MasterError
 }
 
@@ -85,9 +86,12 @@ func (e *ObtainError) Error() string {
 	var b strings.Builder
 	b.WriteString("locking: not obtained: key ")
 	fmt.Fprintf(&b, "%q", e.Key)
-	if e.Expired {
+	switch {
+	case e.Expired:
 		fmt.Fprintf(&b, ": granted by %d of %d needed masters, but its validity ran out before the answers arrived", e.Granted, e.Quorum)
-	} else {
+	case e.Fence != nil:
+		fmt.Fprintf(&b, ": granted by %d masters, but %v", e.Granted, e.Fence)
+	default:
 		fmt.Fprintf(&b, ": granted by %d masters, %d needed", e.Granted, e.Quorum)
 	}
 	for _, f := range e.Failures {
@@ -101,7 +105,7 @@ func (e *ObtainError) Error() string {
 // ran out), ErrUnavailable (masters failed) and each master's error.
 func (e *ObtainError) Unwrap() []error {
 	var errs []error
-	busy, down := e.Expired, false
+	busy, down := e.Expired || e.Fence != nil, false
 	for _, f := range e.Failures {
 		if errors.Is(f.Err, errBusy) {
 			busy = true
@@ -122,7 +126,7 @@ func (e *ObtainError) Unwrap() []error {
 // contended reports whether waiting can help: someone holds the lock, or the
 // masters that did not grant it are only temporarily out (quarantine, repair).
 func (e *ObtainError) contended() bool {
-	if e.Expired {
+	if e.Expired || e.Fence != nil {
 		return true
 	}
 	for _, f := range e.Failures {

@@ -40,16 +40,30 @@ type Lease struct {
 func (c *Client) newLease(k keys, token string, ttl time.Duration, fence int64, deadline time.Time, auto bool, o *lockOptions) *Lease {
 	l := &Lease{c: c, keys: k, token: token, ttl: ttl, fence: fence, deadline: deadline,
 		maxHold: o.maxHold, maxExt: o.maxExtensions, acquired: time.Now()}
-	l.ctx, l.cancel = context.WithCancelCause(context.Background())
-	l.mu.Lock()
-	l.timer = time.AfterFunc(time.Until(deadline), l.onDeadline)
-	l.mu.Unlock()
 	if auto {
+		l.Context() // the extender watches it
 		l.done = make(chan struct{})
 		c.wg.Add(1)
 		go l.extender()
 	}
 	return l
+}
+
+// Context returns a context cancelled when the lease ends; context.Cause gives
+// the reason (the same as Err). The context and its deadline timer are made
+// on first use, so a lease nobody watches costs no timer.
+func (l *Lease) Context() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil {
+		l.ctx, l.cancel = context.WithCancelCause(context.Background())
+		if l.err != nil {
+			l.cancel(l.err)
+		} else {
+			l.timer = time.AfterFunc(time.Until(l.deadline), l.onDeadline)
+		}
+	}
+	return l.ctx
 }
 
 // Key returns the lock's name.
@@ -79,17 +93,14 @@ func (l *Lease) Deadline() time.Time {
 }
 
 // Done returns a channel closed when the lease ends.
-func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
-
-// Context returns a context cancelled when the lease ends; context.Cause gives
-// the reason (the same as Err).
-func (l *Lease) Context() context.Context { return l.ctx }
+func (l *Lease) Done() <-chan struct{} { return l.Context().Done() }
 
 // Err returns nil while the lease is held, and then why it ended: ErrReleased,
 // an error wrapping ErrLost or ErrHoldLimit, or ErrClosed.
 func (l *Lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.expireLocked()
 	return l.err
 }
 
@@ -99,8 +110,12 @@ func (l *Lease) end(err error) bool {
 		return false
 	}
 	l.err = err
-	l.timer.Stop()
-	l.cancel(err)
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	if l.cancel != nil {
+		l.cancel(err)
+	}
 	return true
 }
 
@@ -112,6 +127,14 @@ func (l *Lease) onDeadline() {
 	}
 	if d := time.Until(l.deadline); d > 0 { // moved by an extension meanwhile
 		l.timer.Reset(d)
+		return
+	}
+	l.expireLocked()
+}
+
+// expireLocked ends the lease if its deadline has passed. Callers hold l.mu.
+func (l *Lease) expireLocked() {
+	if l.err != nil || time.Now().Before(l.deadline) {
 		return
 	}
 	switch {
@@ -142,11 +165,12 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
 	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
 		return c.scripts.extend.Run(ctx, m.rdb, []string{l.keys.lock}, l.token, ttl.Milliseconds()).Int64()
-	})
+	}, isOne)
 	acks, gone := 0, 0
 	var errs []error
 	for _, r := range rs {
 		switch {
+		case errors.Is(r.err, errPending):
 		case r.err != nil:
 			errs = append(errs, MasterError{r.m.idx, r.m.addr, r.err})
 		case r.val.(int64) == 1:
@@ -175,7 +199,9 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		l.ttl = ttl
 		l.deadline = start.Add(ttl - c.margin(ttl))
 		l.lastErr = nil
-		l.timer.Reset(time.Until(l.deadline))
+		if l.timer != nil {
+			l.timer.Reset(time.Until(l.deadline))
+		}
 		l.mu.Unlock()
 		return nil
 	}
@@ -201,6 +227,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 // Release also returns ErrNotHeld.
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
+	l.expireLocked()
 	if l.err != nil {
 		err := l.err
 		l.mu.Unlock()

@@ -116,7 +116,7 @@ func (c *Client) giveUp(k keys, token string, ttl time.Duration, o *lockOptions,
 	defer cancel()
 	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
 		return c.scripts.leave.Run(ctx, m.rdb, []string{k.lock, k.waiters, k.queue, k.queueData}, token).Int64()
-	})
+	}, nil)
 	for _, r := range rs {
 		if r.err == nil && r.val.(int64) == 1 {
 			c.releaseOn(ctx, k, token, ttl)
@@ -171,16 +171,19 @@ func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Dur
 	run := func(ctx context.Context, m *master) (any, error) {
 		return c.scripts.acquire.Run(ctx, m.rdb, keyList, token, ttlMs, mode, waiter, life, fair).Int64Slice()
 	}
-	rs := c.fanout(ctx, c.masterTimeout(ttl), run)
+	rs := c.fanout(ctx, c.masterTimeout(ttl), run, granted)
 	if mode == "q" && unmarked(rs) > 0 && c.markFresh(ctx, ttl) {
 		start = time.Now()
-		rs = c.fanout(ctx, c.masterTimeout(ttl), run)
+		rs = c.fanout(ctx, c.masterTimeout(ttl), run, granted)
 	}
 
 	oe := &ObtainError{Key: k.name, Quorum: c.quorum}
 	var fences []int64
 	var waits []time.Duration
 	for _, r := range rs {
+		if errors.Is(r.err, errPending) {
+			continue
+		}
 		if r.err != nil {
 			oe.Failures = append(oe.Failures, MasterError{r.m.idx, r.m.addr, r.err})
 			continue
@@ -208,7 +211,8 @@ func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Dur
 	retry := c.retryAfter(waits, c.quorum-len(fences))
 
 	if len(fences) < c.quorum {
-		if len(fences) > 0 {
+		if len(fences) > 0 || timedOut(rs) {
+			// undo what was granted, and what a late answer may still grant
 			c.releaseOn(ctx, k, token, ttl)
 		}
 		return nil, retry, oe
@@ -219,7 +223,7 @@ func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Dur
 		var err error
 		if fence, err = c.syncFence(ctx, k, token, ttl, fences); err != nil {
 			c.releaseOn(ctx, k, token, ttl)
-			oe.Failures = append(oe.Failures, MasterError{-1, "quorum", err})
+			oe.Fence = err
 			return nil, retry, oe
 		}
 	}
@@ -230,6 +234,29 @@ func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Dur
 		return nil, 0, oe
 	}
 	return c.newLease(k, token, ttl, fence, start.Add(ttl-c.margin(ttl)), auto, o), 0, nil
+}
+
+// timedOut tells whether some master failed with a transport error, so it
+// may have executed the script without us seeing the answer.
+func timedOut(rs []reply) bool {
+	for _, r := range rs {
+		if r.err != nil && isNetErr(r.err) {
+			return true
+		}
+	}
+	return false
+}
+
+// granted tells an acquire answer that took the lock.
+func granted(r reply) bool {
+	v, ok := r.val.([]int64)
+	return ok && r.err == nil && v[0] == 1
+}
+
+// isOne tells a script answer of 1.
+func isOne(r reply) bool {
+	v, ok := r.val.(int64)
+	return ok && r.err == nil && v == 1
 }
 
 func (c *Client) retryAfter(waits []time.Duration, need int) time.Duration {
@@ -272,18 +299,22 @@ func (c *Client) syncFence(ctx context.Context, k keys, token string, ttl time.D
 	fence := slices.Max(fences)
 	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
 		return c.scripts.fenceSync.Run(ctx, m.rdb, []string{k.lock, k.fence}, token, fmt.Sprint(fence)).Int64()
-	})
+	}, isOne)
 	acks := 0
 	var errs []error
 	for _, r := range rs {
-		if r.err == nil && r.val.(int64) == 1 {
+		if isOne(r) {
 			acks++
-		} else if r.err != nil {
+		} else if r.err != nil && !errors.Is(r.err, errPending) {
 			errs = append(errs, MasterError{r.m.idx, r.m.addr, r.err})
 		}
 	}
 	if acks < c.quorum {
-		return 0, fmt.Errorf("fencing token %d acknowledged by %d masters, %d needed: %w", fence, acks, c.quorum, errors.Join(errs...))
+		err := fmt.Errorf("fencing token %d confirmed by %d masters, %d needed", fence, acks, c.quorum)
+		if len(errs) > 0 {
+			err = fmt.Errorf("%w: %w", err, errors.Join(errs...))
+		}
+		return 0, err
 	}
 	return fence, nil
 }
@@ -300,7 +331,7 @@ func (c *Client) releaseOn(ctx context.Context, k keys, token string, ttl time.D
 	}
 	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
 		return c.scripts.release.Run(ctx, m.rdb, []string{k.lock, k.fence, k.waiters, k.queue, k.queueData}, token, c.wakeChannel(), k.name).Int64()
-	})
+	}, nil)
 	for _, r := range rs {
 		switch {
 		case r.err != nil:

@@ -36,7 +36,7 @@ func unmarked(rs []reply) int {
 func (c *Client) markFresh(ctx context.Context, ttl time.Duration) bool {
 	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
 		return m.rdb.Exists(ctx, c.markerKey()).Result()
-	})
+	}, nil)
 	answered := 0
 	for _, r := range rs {
 		if r.err != nil {
@@ -53,7 +53,7 @@ func (c *Client) markFresh(ctx context.Context, ttl time.Duration) bool {
 	marked := 0
 	for _, r := range c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
 		return c.scripts.mark.Run(ctx, m.rdb, []string{c.markerKey()}, 0).Int64()
-	}) {
+	}, nil) {
 		if r.err == nil && r.val.(int64) == 1 {
 			marked++
 		}

@@ -8,32 +8,32 @@
 -- ARGV[1] token
 -- ARGV[2] wake channel
 -- ARGV[3] the lock's name, for the wake message
+-- ARGV[4] mode: "s" single master, "q" quorum (as in acquire)
 --
 -- Returns 1 when released (or handed over), 0 when the key did not hold this token.
 -- Publishes "h|<token>|<name>" to the new holder after a handover, or
 -- "r|<token>|<name>" when live waiters are registered; nothing otherwise.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-local t, now
-local function clock()
-  if not t then
-    t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
+if redis.call('EXISTS', KEYS[3], KEYS[4]) == 0 then -- nobody waits: the common case
+  redis.call('DEL', KEYS[1])
+  return 1
 end
 
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 while true do
   local head = redis.call('LPOP', KEYS[4])
   if not head then break end
-  clock()
   local d = redis.call('HGET', KEYS[5], head)
   redis.call('HDEL', KEYS[5], head)
   if d then
     local exp, ttl = string.match(d, '^(%d+):(%d+)$')
     if tonumber(exp) > now then
       redis.call('SET', KEYS[1], head, 'PX', ttl)
-      local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+      -- the new holder's fence, as acquire computes it (fair mode is single-master)
       local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-      redis.call('SET', KEYS[2], string.format('%d', math.max(c + 1, us)))
+      local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+      redis.call('SET', KEYS[2], string.format('%d', math.max(c + 1, us)), 'PX', ttl)
       redis.call('PUBLISH', ARGV[2], 'h|' .. head .. '|' .. ARGV[3])
       return 1
     end
@@ -42,7 +42,6 @@ end
 
 redis.call('DEL', KEYS[1])
 if redis.call('EXISTS', KEYS[3]) == 1 then
-  clock()
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   if redis.call('ZCARD', KEYS[3]) > 0 then
     redis.call('PUBLISH', ARGV[2], 'r|' .. ARGV[1] .. '|' .. ARGV[3])
