@@ -115,7 +115,7 @@ func (c *Client) giveUp(k keys, token string, ttl time.Duration, o *lockOptions,
 	ctx, cancel := context.WithTimeout(c.ctx, c.masterTimeout(ttl))
 	defer cancel()
 	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
-		return c.scripts.leave.Run(ctx, m.rdb, []string{k.lock, k.waiters, k.queue, k.queueData}, token).Int64()
+		return c.scripts.leave.Run(ctx, m.rdb, []string{k.lock}, token).Int64()
 	}, nil)
 	for _, r := range rs {
 		if r.err == nil && r.val.(int64) == 1 {
@@ -156,20 +156,23 @@ func (c *Client) Hold(ctx context.Context, key string, ttl time.Duration, fn fun
 // lease; otherwise the error and how long to wait before trying again.
 func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Duration, waiter string, o *lockOptions, auto bool) (*Lease, time.Duration, error) {
 	mode := "s"
-	keyList := []string{k.lock, k.fence, k.waiters, k.queue, k.queueData}
+	keyList := []string{k.lock, k.fence}
 	if len(c.masters) > 1 {
 		mode = "q"
 		keyList = append(keyList, c.markerKey())
 	}
-	fair := ""
-	if o.fair {
-		fair = "f"
-	}
 	ttlMs := ttl.Milliseconds()
-	life := 2*ttlMs + 1000 // a waiter's entry outlives its next re-check
+	args := []any{token, ttlMs, mode}
+	if waiter != "" {
+		fair := ""
+		if o.fair {
+			fair = "f"
+		}
+		args = append(args, waiter, 2*ttlMs+1000, fair) // a waiter's entry outlives its next re-check
+	}
 	start := time.Now()
 	run := func(ctx context.Context, m *master) (any, error) {
-		return c.scripts.acquire.Run(ctx, m.rdb, keyList, token, ttlMs, mode, waiter, life, fair).Int64Slice()
+		return c.scripts.acquire.Run(ctx, m.rdb, keyList, args...).Int64Slice()
 	}
 	rs := c.fanout(ctx, c.masterTimeout(ttl), run, granted)
 	if mode == "q" && unmarked(rs) > 0 && c.markFresh(ctx, ttl) {
@@ -177,7 +180,7 @@ func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Dur
 		rs = c.fanout(ctx, c.masterTimeout(ttl), run, granted)
 	}
 
-	oe := &ObtainError{Key: k.name, Quorum: c.quorum}
+	var oe ObtainError
 	var fences []int64
 	var waits []time.Duration
 	for _, r := range rs {
@@ -215,7 +218,8 @@ func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Dur
 			// undo what was granted, and what a late answer may still grant
 			c.releaseOn(ctx, k, token, ttl)
 		}
-		return nil, retry, oe
+		oe.Key, oe.Quorum = k.name, c.quorum
+		return nil, retry, &oe
 	}
 
 	fence, ok := agreed(fences, c.quorum)
@@ -223,15 +227,15 @@ func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Dur
 		var err error
 		if fence, err = c.syncFence(ctx, k, token, ttl, fences); err != nil {
 			c.releaseOn(ctx, k, token, ttl)
-			oe.Fence = err
-			return nil, retry, oe
+			oe.Key, oe.Quorum, oe.Fence = k.name, c.quorum, err
+			return nil, retry, &oe
 		}
 	}
 	validity := ttl - time.Since(start) - c.margin(ttl)
 	if validity <= 0 {
 		c.releaseOn(ctx, k, token, ttl)
-		oe.Expired = true
-		return nil, 0, oe
+		oe.Key, oe.Quorum, oe.Expired = k.name, c.quorum, true
+		return nil, 0, &oe
 	}
 	return c.newLease(k, token, ttl, fence, start.Add(ttl-c.margin(ttl)), auto, o), 0, nil
 }
@@ -330,7 +334,7 @@ func (c *Client) releaseOn(ctx context.Context, k keys, token string, ttl time.D
 		defer cancel()
 	}
 	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
-		return c.scripts.release.Run(ctx, m.rdb, []string{k.lock, k.fence, k.waiters, k.queue, k.queueData}, token, c.wakeChannel(), k.name).Int64()
+		return c.scripts.release.Run(ctx, m.rdb, []string{k.lock, k.fence}, token, c.wakeChannel(), k.name).Int64()
 	}, nil)
 	for _, r := range rs {
 		switch {

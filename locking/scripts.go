@@ -43,23 +43,17 @@ func newScripts() *scripts {
 	}
 }
 
-// keys of one lock; all share the hash tag {name}.
+// keys of one lock; all share the hash tag {name}. The waiter set and the
+// fair queue are named from the lock key inside the scripts (lock+":w",
+// ":q", ":qd"), which keeps the hot path's arguments few.
 type keys struct {
-	name                                   string
-	lock, fence, waiters, queue, queueData string
+	name, lock, fence string
 }
 
 func (c *Client) keysFor(name string) keys {
 	base := c.opts.prefix + "{" + name + "}"
-	return keys{
-		name:      name,
-		lock:      base,
-		fence:     base + ":fence",
-		waiters:   base + ":w",
-		queue:     base + ":q",
-		queueData: base + ":qd",
-	}
+	return keys{name: name, lock: base, fence: base + ":fence"}
 }
 
-func (c *Client) markerKey() string { return c.opts.prefix + "marker" }
+func (c *Client) markerKey() string   { return c.opts.prefix + "marker" }
 func (c *Client) wakeChannel() string { return c.opts.prefix + "wake" }

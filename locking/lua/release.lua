@@ -1,20 +1,18 @@
 -- release: delete a lock, or hand it to the live head of its fair queue, only for its holder.
 --
--- KEYS[1] the lock key
+-- KEYS[1] the lock key L; its waiter set L..':w', fair queue L..':q' and queue data
+--         L..':qd' are named from it (see acquire)
 -- KEYS[2] the lock's fencing counter
--- KEYS[3] the waiter set (sorted set, scored by expiry ms)
--- KEYS[4] the fair queue (list of tokens)
--- KEYS[5] the fair queue's data (hash token -> "expiry_ms:ttl_ms")
 -- ARGV[1] token
 -- ARGV[2] wake channel
 -- ARGV[3] the lock's name, for the wake message
--- ARGV[4] mode: "s" single master, "q" quorum (as in acquire)
 --
 -- Returns 1 when released (or handed over), 0 when the key did not hold this token.
 -- Publishes "h|<token>|<name>" to the new holder after a handover, or
 -- "r|<token>|<name>" when live waiters are registered; nothing otherwise.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if redis.call('EXISTS', KEYS[3], KEYS[4]) == 0 then -- nobody waits: the common case
+local W, Q, QD = KEYS[1] .. ':w', KEYS[1] .. ':q', KEYS[1] .. ':qd'
+if redis.call('EXISTS', W, Q) == 0 then -- nobody waits: the common case
   redis.call('DEL', KEYS[1])
   return 1
 end
@@ -22,10 +20,10 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 while true do
-  local head = redis.call('LPOP', KEYS[4])
+  local head = redis.call('LPOP', Q)
   if not head then break end
-  local d = redis.call('HGET', KEYS[5], head)
-  redis.call('HDEL', KEYS[5], head)
+  local d = redis.call('HGET', QD, head)
+  redis.call('HDEL', QD, head)
   if d then
     local exp, ttl = string.match(d, '^(%d+):(%d+)$')
     if tonumber(exp) > now then
@@ -41,9 +39,9 @@ while true do
 end
 
 redis.call('DEL', KEYS[1])
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  if redis.call('ZCARD', KEYS[3]) > 0 then
+if redis.call('EXISTS', W) == 1 then
+  redis.call('ZREMRANGEBYSCORE', W, '-inf', now)
+  if redis.call('ZCARD', W) > 0 then
     redis.call('PUBLISH', ARGV[2], 'r|' .. ARGV[1] .. '|' .. ARGV[3])
   end
 end
