@@ -1,0 +1,150 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+var epoch = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// received returns the value waiting on c, if any, without blocking.
+func received(c <-chan time.Time) (time.Time, bool) {
+	select {
+	case v := <-c:
+		return v, true
+	default:
+		return time.Time{}, false
+	}
+}
+
+func TestFakeClockTimerFiresOnAdvance(t *testing.T) {
+	c := NewFakeClock(epoch)
+	tm := c.NewTimer(10 * time.Second)
+	c.Advance(9 * time.Second)
+	if v, ok := received(tm.C()); ok {
+		t.Fatalf("fired early with %v", v)
+	}
+	c.Advance(time.Second)
+	if v, ok := received(tm.C()); !ok || !v.Equal(epoch.Add(10*time.Second)) {
+		t.Fatalf("got %v, %v; want the deadline", v, ok)
+	}
+	if !c.Now().Equal(epoch.Add(10 * time.Second)) {
+		t.Fatalf("Now = %v", c.Now())
+	}
+	if tm.Stop() {
+		t.Fatal("Stop after firing reported active")
+	}
+}
+
+func TestFakeClockOrderAndDeadlines(t *testing.T) {
+	c := NewFakeClock(epoch)
+	late, early := c.NewTimer(3*time.Minute), c.NewTimer(time.Minute)
+	never := c.NewTimer(time.Hour)
+	c.Advance(5 * time.Minute)
+	for _, tc := range []struct {
+		tm   Timer
+		want time.Duration
+	}{{early, time.Minute}, {late, 3 * time.Minute}} {
+		if v, ok := received(tc.tm.C()); !ok || !v.Equal(epoch.Add(tc.want)) {
+			t.Fatalf("timer of %v: got %v, %v", tc.want, v, ok)
+		}
+	}
+	if _, ok := received(never.C()); ok {
+		t.Fatal("1h timer fired after 5m")
+	}
+	if n := c.Waiters(); n != 1 {
+		t.Fatalf("%d waiters, want 1", n)
+	}
+}
+
+func TestFakeClockStopReset(t *testing.T) {
+	c := NewFakeClock(epoch)
+	tm := c.NewTimer(time.Minute)
+	if !tm.Stop() {
+		t.Fatal("Stop of a waiting timer reported inactive")
+	}
+	c.Advance(time.Hour)
+	if _, ok := received(tm.C()); ok {
+		t.Fatal("stopped timer fired")
+	}
+	if tm.Reset(time.Minute) {
+		t.Fatal("Reset of a stopped timer reported active")
+	}
+	if !tm.Reset(2 * time.Minute) {
+		t.Fatal("Reset of a waiting timer reported inactive")
+	}
+	c.Advance(time.Minute)
+	if _, ok := received(tm.C()); ok {
+		t.Fatal("fired at the deadline it was reset away from")
+	}
+	c.Advance(time.Minute)
+	// Fired but not received: Reset drops the stale value.
+	if tm.Reset(time.Minute) {
+		t.Fatal("Reset of a fired timer reported active")
+	}
+	if _, ok := received(tm.C()); ok {
+		t.Fatal("stale value after Reset")
+	}
+	c.Advance(time.Minute)
+	if v, ok := received(tm.C()); !ok || !v.Equal(epoch.Add(time.Hour+3*time.Minute)) {
+		t.Fatalf("after Reset: %v, %v", v, ok)
+	}
+}
+
+func TestFakeClockSet(t *testing.T) {
+	c := NewFakeClock(epoch)
+	tm := c.NewTimer(time.Minute)
+	c.Set(epoch.Add(-time.Hour)) // backward: nothing fires
+	if _, ok := received(tm.C()); ok {
+		t.Fatal("fired when the clock went back")
+	}
+	c.Set(epoch.Add(time.Minute))
+	if _, ok := received(tm.C()); !ok {
+		t.Fatal("did not fire at its deadline")
+	}
+	if _, ok := received(c.NewTimer(0).C()); !ok {
+		t.Fatal("NewTimer(0) did not fire at once")
+	}
+}
+
+func TestFakeClockBlockUntil(t *testing.T) {
+	c := NewFakeClock(epoch)
+	done := make(chan time.Time)
+	go func() {
+		tm := c.NewTimer(30 * time.Second)
+		done <- <-tm.C()
+	}()
+	if err := c.BlockUntil(1); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(30 * time.Second)
+	if v := <-done; !v.Equal(epoch.Add(30 * time.Second)) {
+		t.Fatalf("got %v", v)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.BlockUntilContext(ctx, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("BlockUntilContext with a done context: %v", err)
+	}
+}
+
+func TestRealClock(t *testing.T) {
+	c := RealClock()
+	before := time.Now()
+	if now := c.Now(); now.Before(before) {
+		t.Fatalf("Now %v before %v", now, before)
+	}
+	tm := c.NewTimer(0)
+	if v := <-tm.C(); v.Before(before) {
+		t.Fatalf("timer sent %v", v)
+	}
+	if tm.Reset(time.Hour) {
+		t.Fatal("Reset of a fired timer reported active")
+	}
+	if !tm.Stop() {
+		t.Fatal("Stop of a waiting timer reported inactive")
+	}
+}
