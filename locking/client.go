@@ -72,6 +72,11 @@ func New(masters []redis.UniversalClient, opts ...Option) (*Client, error) {
 		}
 		c.masters = append(c.masters, &master{idx: i, rdb: rdb, addr: addrOf(rdb)})
 	}
+	for _, m := range c.masters {
+		if r, ok := m.rdb.(*redis.Client); ok && !r.Options().ContextTimeoutEnabled {
+			o.logger.Printf("locking: master %d (%s): ContextTimeoutEnabled is off, so per-call deadlines cannot interrupt a hung connection (go-redis's read timeout applies); enable it", m.idx, m.addr)
+		}
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.hub = newHub(c)
 	return c, nil
@@ -103,16 +108,34 @@ func addrOf(rdb redis.UniversalClient) string {
 	return fmt.Sprintf("%T", rdb)
 }
 
-// RedactURL returns u with any password replaced by "xxxxx", for logs.
+// RedactURL returns u with any password replaced by "xxxxx", for logs. It
+// also redacts strings that do not parse as URLs: everything between "://"
+// and the last "@" of the authority goes.
 func RedactURL(u string) string {
 	p, err := url.Parse(u)
-	if err != nil || p.User == nil {
+	if err == nil {
+		if p.User == nil {
+			return u
+		}
+		if _, ok := p.User.Password(); ok {
+			p.User = url.UserPassword(p.User.Username(), "xxxxx")
+		}
+		return p.String()
+	}
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok {
 		return u
 	}
-	if _, ok := p.User.Password(); ok {
-		p.User = url.UserPassword(p.User.Username(), "xxxxx")
+	authority := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority = rest[:i]
 	}
-	return p.String()
+	at := strings.LastIndex(authority, "@")
+	if at < 0 {
+		return u
+	}
+	user, _, _ := strings.Cut(authority[:at], ":")
+	return scheme + "://" + user + ":xxxxx" + rest[at:]
 }
 
 // reply is one master's answer to one call.

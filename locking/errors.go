@@ -123,6 +123,17 @@ func (e *ObtainError) Unwrap() []error {
 	return errs
 }
 
+// Held reports whether some master answered that another client holds the
+// lock (as opposed to masters failing).
+func (e *ObtainError) Held() bool {
+	for _, f := range e.Failures {
+		if errors.Is(f.Err, errBusy) {
+			return true
+		}
+	}
+	return e.Expired || e.Fence != nil
+}
+
 // contended reports whether waiting can help: someone holds the lock, or the
 // masters that did not grant it are only temporarily out (quarantine, repair).
 func (e *ObtainError) contended() bool {

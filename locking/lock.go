@@ -88,17 +88,17 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 			return l, nil
 		}
 		var oe *ObtainError
+		if ctx.Err() != nil {
+			return nil, c.giveUp(k, token, ttl, &o, waitEnded(err, ctx))
+		}
 		if !errors.As(err, &oe) || !oe.contended() {
-			if ctx.Err() != nil {
-				return nil, c.giveUp(k, token, ttl, &o, errors.Join(err, ctx.Err()))
-			}
 			return nil, err
 		}
 		timer := time.NewTimer(retry)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return nil, c.giveUp(k, token, ttl, &o, errors.Join(err, ctx.Err()))
+			return nil, c.giveUp(k, token, ttl, &o, waitEnded(err, ctx))
 		case <-c.ctx.Done():
 			timer.Stop()
 			return nil, ErrClosed
@@ -107,6 +107,15 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		case <-timer.C:
 		}
 	}
+}
+
+// waitEnded is Lock's error when ctx ends the wait: not obtained, why the last
+// attempt failed, and the context's error.
+func waitEnded(last error, ctx context.Context) error {
+	if errors.Is(last, ErrNotObtained) {
+		return errors.Join(last, ctx.Err())
+	}
+	return errors.Join(ErrNotObtained, last, ctx.Err())
 }
 
 // giveUp takes a waiter out of the queues; if a release had already handed the

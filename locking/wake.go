@@ -97,10 +97,11 @@ func (h *hub) loop(ps *redis.PubSub, confirmed chan<- struct{}) {
 			if first {
 				first = false
 				confirmed <- struct{}{}
-			} else {
-				// re-subscribed after a reconnect: releases may have been missed
-				h.wakeAll()
 			}
+			// (re)subscribed: a release may have published before we were
+			// listening (a slow first subscription, a reconnect), so every
+			// waiter re-checks once
+			h.wakeAll()
 		case *redis.Message:
 			h.dispatch(m.Payload)
 		}

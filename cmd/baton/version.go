@@ -1,0 +1,36 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+)
+
+// version overrides the version reported by "baton version" when set at link
+// time: go build -ldflags "-X main.version=v1.2.3" ./cmd/baton
+var version string
+
+// versionString returns "baton <version> (<go version>)". The version is, in
+// order: the link-time main.version, the main module's version from the build
+// info (set by "go install module@version" and by VCS stamping), else "dev".
+func versionString() string {
+	v := version
+	if v == "" {
+		v = "dev"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+	}
+	return fmt.Sprintf("baton %s (%s)", v, runtime.Version())
+}
+
+// runVersion implements "baton version": it takes no arguments.
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "baton version: unexpected argument %q\nusage: baton version\n", args[0])
+		return ExitUsage
+	}
+	fmt.Fprintln(stdout, versionString())
+	return 0
+}

@@ -1,0 +1,465 @@
+package jobs
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+	_ "time/tzdata" // every replica must use the same zone rules
+)
+
+// Config is a loaded, validated job list. Load and LoadFile return it only
+// when every value is valid; all defaults are filled in.
+type Config struct {
+	// Redis is the queue Redis, and the lock master unless Locking.Masters
+	// is set.
+	Redis RedisConfig `yaml:"redis"`
+	// Locking configures the lock masters and their safety margins.
+	Locking LockingConfig `yaml:"locking"`
+	// Namespace prefixes every Redis key baton writes ([a-z0-9_-]+, at most
+	// 64 characters). Default "baton".
+	Namespace string `yaml:"namespace"`
+	// Timezone is the zone of jobs that name none. Default "UTC". "Local" is
+	// rejected: replicas on hosts in different zones would disagree.
+	Timezone string `yaml:"timezone"`
+	// Location is Timezone loaded.
+	Location *time.Location `yaml:"-"`
+	// MaxClockSkew bounds the difference between a replica's clock and Redis
+	// TIME; a replica beyond it stops claiming ticks. Default 500ms; > 0.
+	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
+	// HTTP configures the metrics, health and API listener.
+	HTTP HTTPConfig `yaml:"http"`
+	// Worker configures the asynq worker.
+	Worker WorkerConfig `yaml:"worker"`
+	// Scheduler configures tick claiming and dispatch.
+	Scheduler SchedulerConfig `yaml:"scheduler"`
+	// Jobs is the job list, in file order.
+	Jobs []Job `yaml:"jobs"`
+	// File is the path the config was loaded from; empty for Load.
+	File string `yaml:"-"`
+}
+
+// RedisConfig says how to reach the queue Redis. Exactly one of URL, Sentinel
+// and Cluster is set.
+type RedisConfig struct {
+	// URL is a redis:// or rediss:// (TLS) URL, as go-redis ParseURL reads
+	// it: redis://user:password@host:port/db?options.
+	URL string `yaml:"url"`
+	// Sentinel reaches a master through Redis Sentinel.
+	Sentinel *SentinelConfig `yaml:"sentinel"`
+	// Cluster reaches a Redis Cluster.
+	Cluster *ClusterConfig `yaml:"cluster"`
+}
+
+// SentinelConfig reaches a Redis master through Sentinel.
+type SentinelConfig struct {
+	// Master is the master's name as the sentinels know it. Required.
+	Master string `yaml:"master"`
+	// Addrs are the sentinels' host:port addresses. At least one.
+	Addrs []string `yaml:"addrs"`
+	// Username and Password authenticate to the master.
+	Username string `yaml:"username"`
+	// Password authenticates to the master. Never logged (see Redacted).
+	Password string `yaml:"password"`
+	// DB is the database number, >= 0.
+	DB int `yaml:"db"`
+	// TLS connects with TLS.
+	TLS bool `yaml:"tls"`
+}
+
+// ClusterConfig reaches a Redis Cluster.
+type ClusterConfig struct {
+	// Addrs are seed nodes' host:port addresses. At least one.
+	Addrs []string `yaml:"addrs"`
+	// Username authenticates to the nodes.
+	Username string `yaml:"username"`
+	// Password authenticates to the nodes. Never logged (see Redacted).
+	Password string `yaml:"password"`
+	// TLS connects with TLS.
+	TLS bool `yaml:"tls"`
+}
+
+// LockingConfig configures the lock masters.
+type LockingConfig struct {
+	// Masters are redis:// URLs of independent masters that form a Redlock
+	// quorum. Empty means Redis is the one master. Otherwise 1, 3, 5 or 7
+	// distinct masters.
+	Masters []string `yaml:"masters"`
+	// Lateness is the fixed part of the validity safety margin
+	// (margin = ttl/100 + Lateness). Default 10ms; >= 0.
+	Lateness time.Duration `yaml:"lateness"`
+	// RestartQuarantine is how long a master that restarted empty refuses
+	// votes after being repaired. Default 1m; with several masters it must be
+	// at least the longest lock TTL in use.
+	RestartQuarantine time.Duration `yaml:"restart_quarantine"`
+}
+
+// HTTPConfig configures baton's HTTP listener.
+type HTTPConfig struct {
+	// Listen is a host:port to serve /metrics, /healthz, /readyz and the API
+	// on. Empty (the default) turns the listener off.
+	Listen string `yaml:"listen"`
+}
+
+// WorkerConfig configures the asynq worker that runs cron-mode jobs.
+type WorkerConfig struct {
+	// Concurrency is the number of tasks run at once. Default 10; >= 1.
+	Concurrency int `yaml:"concurrency"`
+	// Queues maps asynq queue names to priority weights (>= 1). Default
+	// {default: 1}. Setting it replaces the default map.
+	Queues map[string]int `yaml:"queues"`
+	// ShutdownGrace is how long running tasks get to finish on shutdown.
+	// Default 30s; > 0.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+}
+
+// SchedulerConfig configures tick claiming and dispatch.
+type SchedulerConfig struct {
+	// TickLeaseTTL is the TTL of the per-tick dispatch lease. Default 5s;
+	// >= 100ms.
+	TickLeaseTTL time.Duration `yaml:"tick_lease_ttl"`
+	// RetentionMargin is added to the asynq Retention of every task (see
+	// Config.Retention). Default 1m; >= 0.
+	RetentionMargin time.Duration `yaml:"retention_margin"`
+}
+
+// Mode says where a job runs.
+type Mode string
+
+// The job modes.
+const (
+	// ModeCron dispatches each tick into the asynq queue; any worker runs it.
+	ModeCron Mode = "cron"
+	// ModeLocal runs each tick in-process on the scheduler replica that
+	// claimed it, under the dispatch lease: leader-style maintenance without
+	// a queue.
+	ModeLocal Mode = "local"
+	// ModeSingleton runs one long-lived instance cluster-wide, restarted
+	// with RestartBackoff when it exits.
+	ModeSingleton Mode = "singleton"
+)
+
+func (m Mode) valid() bool {
+	return m == ModeCron || m == ModeLocal || m == ModeSingleton
+}
+
+// Concurrency says what happens when a tick is due while an earlier
+// execution of the same job still runs.
+type Concurrency string
+
+// The concurrency policies.
+const (
+	// ConcurrencyForbid skips the new execution (recorded as skipped).
+	ConcurrencyForbid Concurrency = "forbid"
+	// ConcurrencyAllow runs both.
+	ConcurrencyAllow Concurrency = "allow"
+	// ConcurrencyReplace stops the old execution before the new one starts.
+	ConcurrencyReplace Concurrency = "replace"
+)
+
+func (c Concurrency) valid() bool {
+	return c == ConcurrencyForbid || c == ConcurrencyAllow || c == ConcurrencyReplace
+}
+
+// Catchup says which ticks missed while no replica was running are
+// dispatched afterwards (always only within StartingDeadline).
+type Catchup string
+
+// The catch-up policies.
+const (
+	// CatchupSkip dispatches none of the missed ticks.
+	CatchupSkip Catchup = "skip"
+	// CatchupLatest dispatches the most recent missed tick.
+	CatchupLatest Catchup = "latest"
+	// CatchupAll dispatches every missed tick, oldest first, at most
+	// CatchupMax of them (the most recent ones).
+	CatchupAll Catchup = "all"
+)
+
+func (c Catchup) valid() bool {
+	return c == CatchupSkip || c == CatchupLatest || c == CatchupAll
+}
+
+// Job is one entry of the job list.
+type Job struct {
+	// Name identifies the job: unique, ^[a-z0-9._-]{1,64}$.
+	Name string `yaml:"name"`
+	// Schedule is a cron spec: 5 fields (minute resolution), 6 fields (with
+	// seconds first), a descriptor (@yearly, @annually, @monthly, @weekly,
+	// @daily, @midnight, @hourly) or "@every <duration>" (whole seconds,
+	// >= 1s, aligned to the Unix epoch). Required unless Mode is singleton,
+	// forbidden then. See ParseSchedule.
+	Schedule string `yaml:"schedule"`
+	// Timezone is the zone Schedule is read in. After loading it is set for
+	// every job with a schedule: empty in the file means Config.Timezone.
+	// Singleton jobs have neither schedule nor zone.
+	Timezone string `yaml:"timezone"`
+	// Location is Timezone loaded; nil for singleton jobs.
+	Location *time.Location `yaml:"-"`
+	// Mode says where the job runs. Default cron.
+	Mode Mode `yaml:"mode"`
+	// Exec runs a command. Exactly one of Exec, HTTP and Handler is set.
+	Exec *ExecSpec `yaml:"exec"`
+	// HTTP sends a request. Not allowed for singleton jobs.
+	HTTP *HTTPSpec `yaml:"http"`
+	// Handler calls a Go handler registered by name.
+	Handler *HandlerSpec `yaml:"handler"`
+	// Concurrency is the overlap policy. Default forbid. Not for singletons.
+	Concurrency Concurrency `yaml:"concurrency"`
+	// Timeout bounds one execution. Default 1h for cron and local jobs; for
+	// singleton jobs the default is 0, meaning no limit (a set Timeout stops
+	// and restarts the singleton after that long).
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxRetry is how often a failed execution is retried. Default 3; >= 0.
+	// Cron mode only (a queue concept).
+	MaxRetry int `yaml:"max_retry"`
+	// RetryBackoff is the delay before a retry. Default 10s; >= 0. Cron mode
+	// only.
+	RetryBackoff time.Duration `yaml:"retry_backoff"`
+	// Queue is the asynq queue, a key of Worker.Queues. Default "default".
+	// Cron mode only.
+	Queue string `yaml:"queue"`
+	// StartingDeadline is how late a tick may still be dispatched. Default
+	// 1m; > 0. Not for singletons.
+	StartingDeadline time.Duration `yaml:"starting_deadline"`
+	// Catchup is the policy for ticks missed while no replica ran. Default
+	// latest. Not for singletons.
+	Catchup Catchup `yaml:"catchup"`
+	// CatchupMax caps the ticks Catchup all dispatches. Default 10; 1..1000.
+	CatchupMax int `yaml:"catchup_max"`
+	// Jitter delays each dispatch by a random duration in [0, Jitter).
+	// Default 0; shorter than the schedule's shortest interval. Not for
+	// singletons.
+	Jitter time.Duration `yaml:"jitter"`
+	// LockTTL is the TTL of the execution lease (auto-extended while the
+	// job runs) and of the singleton lease. Default 30s; >= 1s.
+	LockTTL time.Duration `yaml:"lock_ttl"`
+	// RestartBackoff is the delay before a singleton is restarted after it
+	// exits, doubling from Initial to Max. Singleton jobs only. Default
+	// {initial: 1s, max: 1m}.
+	RestartBackoff Backoff `yaml:"restart_backoff"`
+	// Leader pins a local-mode job to the cluster leader instead of the
+	// replica that claimed the tick. Local mode only.
+	Leader bool `yaml:"leader"`
+	// Paused starts the job paused. The pause flag lives in Redis; this is
+	// its initial value when the job is first seen.
+	Paused bool `yaml:"paused"`
+	// Line is the line of the job's entry in the file.
+	Line int `yaml:"-"`
+}
+
+// ExecSpec runs a command.
+type ExecSpec struct {
+	// Command is the argv; no shell is involved unless it names one.
+	// Non-empty.
+	Command []string `yaml:"command"`
+	// Env is added to baton's environment. Keys starting with BATON_ are
+	// reserved for the run's identity (BATON_JOB, BATON_TICK, ...).
+	Env map[string]string `yaml:"env"`
+	// Dir is the working directory; empty means baton's.
+	Dir string `yaml:"dir"`
+}
+
+// HTTPSpec sends an HTTP request.
+type HTTPSpec struct {
+	// Method is the request method, upper case. Default GET.
+	Method string `yaml:"method"`
+	// URL is an absolute http or https URL.
+	URL string `yaml:"url"`
+	// Headers are added to the request. X-Baton-* names are reserved.
+	Headers map[string]string `yaml:"headers"`
+	// Body is the request body.
+	Body string `yaml:"body"`
+	// ExpectStatus lists the status codes that count as success (each
+	// 100..599). Empty (the default) means any 2xx.
+	ExpectStatus []int `yaml:"expect_status"`
+}
+
+// HandlerSpec calls a Go handler registered by name.
+type HandlerSpec struct {
+	// Name is the handler's registered name: [a-z0-9._-]{1,64}.
+	Name string `yaml:"name"`
+	// Payload is the YAML value under payload, converted to JSON (mapping
+	// keys must be strings). Nil when the file has no payload.
+	Payload json.RawMessage `yaml:"payload"`
+}
+
+// Backoff is an exponential delay: Initial, doubling up to Max.
+type Backoff struct {
+	// Initial is the first delay; > 0.
+	Initial time.Duration `yaml:"initial"`
+	// Max caps the delay; >= Initial.
+	Max time.Duration `yaml:"max"`
+}
+
+// Defaults.
+const (
+	defaultNamespace = "baton"
+	defaultTimezone  = "UTC"
+	defaultQueue     = "default"
+)
+
+// defaultConfig is where every Load starts.
+func defaultConfig() Config {
+	return Config{
+		Locking: LockingConfig{
+			Lateness:          10 * time.Millisecond,
+			RestartQuarantine: time.Minute,
+		},
+		Namespace:    defaultNamespace,
+		Timezone:     defaultTimezone,
+		MaxClockSkew: 500 * time.Millisecond,
+		Worker: WorkerConfig{
+			Concurrency:   10,
+			Queues:        map[string]int{defaultQueue: 1},
+			ShutdownGrace: 30 * time.Second,
+		},
+		Scheduler: SchedulerConfig{
+			TickLeaseTTL:    5 * time.Second,
+			RetentionMargin: time.Minute,
+		},
+	}
+}
+
+// applyDefaults is called on every job entry before it is decoded.
+func (j *Job) applyDefaults() {
+	*j = Job{
+		Mode:             ModeCron,
+		Concurrency:      ConcurrencyForbid,
+		Timeout:          time.Hour,
+		MaxRetry:         3,
+		RetryBackoff:     10 * time.Second,
+		Queue:            defaultQueue,
+		StartingDeadline: time.Minute,
+		Catchup:          CatchupLatest,
+		CatchupMax:       10,
+		LockTTL:          30 * time.Second,
+		RestartBackoff:   Backoff{Initial: time.Second, Max: time.Minute},
+	}
+}
+
+// Kind returns "exec", "http" or "handler": which of the job's specs is set.
+func (j *Job) Kind() string {
+	switch {
+	case j.Exec != nil:
+		return "exec"
+	case j.HTTP != nil:
+		return "http"
+	case j.Handler != nil:
+		return "handler"
+	}
+	return ""
+}
+
+// Job returns the job with the given name.
+func (c *Config) Job(name string) (*Job, bool) {
+	for i := range c.Jobs {
+		if c.Jobs[i].Name == name {
+			return &c.Jobs[i], true
+		}
+	}
+	return nil, false
+}
+
+// MaxRetention is the longest asynq Retention a config may imply (see
+// Config.Retention).
+const MaxRetention = 7 * 24 * time.Hour
+
+// Retention returns the asynq Retention for j's tasks: j.StartingDeadline +
+// Scheduler.TickLeaseTTL + 2*MaxClockSkew + Scheduler.RetentionMargin. asynq
+// remembers a task ID only while the task exists, so a completed task must
+// outlive every moment at which some replica could still try to dispatch the
+// same tick; the retained task is what turns that late attempt into a
+// duplicate-ID no-op. Validation keeps it at most MaxRetention.
+func (c *Config) Retention(j *Job) time.Duration {
+	return j.StartingDeadline + c.Scheduler.TickLeaseTTL + 2*c.MaxClockSkew + c.Scheduler.RetentionMargin
+}
+
+// FieldError is one problem in a config file.
+type FieldError struct {
+	// File is the file's path, "<input>" for Load.
+	File string
+	// Line is the 1-based line of the offending value, or 0 if unknown.
+	Line int
+	// Job is the name of the job the problem belongs to, or empty.
+	Job string
+	// Field is the key path, relative to the job if Job is set
+	// ("exec.command", "redis.url", "jobs[3].name").
+	Field string
+	// Msg says what is wrong.
+	Msg string
+}
+
+// Error formats e as `file:line: job "name": field: msg`, leaving out the
+// parts that are empty.
+func (e FieldError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	if e.Job != "" {
+		fmt.Fprintf(&b, "job %q: ", e.Job)
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// ConfigError is returned by Load and LoadFile for a file that is not a
+// valid config. It lists every problem found, ordered by line.
+type ConfigError struct {
+	// Errors are the problems, at least one.
+	Errors []FieldError
+}
+
+// Error returns one line per problem.
+func (e *ConfigError) Error() string {
+	lines := make([]string, len(e.Errors))
+	for i, fe := range e.Errors {
+		lines[i] = fe.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns the problems as errors, so errors.As finds a FieldError.
+func (e *ConfigError) Unwrap() []error {
+	errs := make([]error, len(e.Errors))
+	for i, fe := range e.Errors {
+		errs[i] = fe
+	}
+	return errs
+}
+
+// Load parses and validates a config from YAML. Errors are reported against
+// the file name "<input>". On any problem it returns (nil, *ConfigError)
+// listing all of them.
+//
+// Scalar values may use ${VAR}, replaced by the environment variable VAR (an
+// error if VAR is unset), and ${VAR:-default}, replaced by default when VAR
+// is unset or empty. $$ stands for a literal $. A bare $VAR is left as it is,
+// so shell variables in commands survive. A value that is empty after
+// expansion counts as absent: its default applies. Mapping keys are never
+// expanded.
+//
+// Unknown keys are errors, except top-level keys starting with "x-", which
+// are ignored and can hold YAML anchors (merge keys "<<" are supported).
+func Load(data []byte) (*Config, error) {
+	return load(data, "<input>", "", os.LookupEnv, time.Now())
+}
+
+// LoadFile reads and loads the config at path, as Load does; errors name
+// path. A file that cannot be read gives the *fs.PathError of os.ReadFile,
+// wrapped ("jobs: open ...").
+func LoadFile(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	return load(data, path, path, os.LookupEnv, time.Now())
+}

@@ -1,0 +1,272 @@
+package jobs
+
+import (
+	"encoding/json"
+	"net/url"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+const redacted = "xxxxx"
+
+// RedactURL returns s with the password of its user info replaced by
+// "xxxxx", for logs. A string that does not parse as a URL is replaced
+// entirely, since where its secret is cannot be known.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// Redacted returns the effective config (defaults included, zero values left
+// out) as YAML for logs and `baton validate`. Secrets are masked as "xxxxx":
+// passwords in Redis and HTTP URLs, sentinel and cluster passwords, every
+// exec env value and every HTTP header value. Handler payloads are shown as
+// they are.
+func (c *Config) Redacted() string {
+	r := *c
+	r.Redis.URL = redactNonEmpty(r.Redis.URL)
+	if s := r.Redis.Sentinel; s != nil {
+		s2 := *s
+		s2.Password = maskNonEmpty(s2.Password)
+		r.Redis.Sentinel = &s2
+	}
+	if cl := r.Redis.Cluster; cl != nil {
+		cl2 := *cl
+		cl2.Password = maskNonEmpty(cl2.Password)
+		r.Redis.Cluster = &cl2
+	}
+	if c.Locking.Masters != nil {
+		r.Locking.Masters = make([]string, len(c.Locking.Masters))
+		for i, m := range c.Locking.Masters {
+			r.Locking.Masters[i] = RedactURL(m)
+		}
+	}
+	r.Jobs = slices.Clone(c.Jobs)
+	for i := range r.Jobs {
+		j := &r.Jobs[i]
+		if e := j.Exec; e != nil {
+			e2 := *e
+			e2.Env = maskValues(e.Env)
+			j.Exec = &e2
+		}
+		if h := j.HTTP; h != nil {
+			h2 := *h
+			h2.URL = redactNonEmpty(h.URL)
+			h2.Headers = maskValues(h.Headers)
+			j.HTTP = &h2
+		}
+	}
+	root := encodeNode(reflect.ValueOf(r))
+	escapeDollars(root)
+	if jobs := mappingValue(root, "jobs"); jobs != nil {
+		for i, j := range r.Jobs {
+			dropKeys(jobs.Content[i], irrelevantKeys(&j)...)
+		}
+	}
+	var b strings.Builder
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(root); err != nil {
+		return "# " + err.Error() + "\n"
+	}
+	_ = enc.Close()
+	return b.String()
+}
+
+// escapeDollars doubles the $ in scalar values where Load would otherwise
+// expand or unescape it ("${" and "$$"), so the output loads as the same
+// values.
+func escapeDollars(n *yaml.Node) {
+	if n == nil {
+		return
+	}
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for _, c := range n.Content {
+			escapeDollars(c)
+		}
+	case yaml.MappingNode:
+		for i := 1; i < len(n.Content); i += 2 {
+			escapeDollars(n.Content[i])
+		}
+	case yaml.ScalarNode:
+		if !strings.Contains(n.Value, "$$") && !strings.Contains(n.Value, "${") {
+			return
+		}
+		var b strings.Builder
+		for i := 0; i < len(n.Value); i++ {
+			b.WriteByte(n.Value[i])
+			if n.Value[i] == '$' && i+1 < len(n.Value) && (n.Value[i+1] == '$' || n.Value[i+1] == '{') {
+				b.WriteByte('$')
+			}
+		}
+		n.Value = b.String()
+	}
+}
+
+// irrelevantKeys lists the keys that Load rejects for j's mode, so that
+// Redacted's output loads again.
+func irrelevantKeys(j *Job) []string {
+	switch j.Mode {
+	case ModeSingleton:
+		keys := append(slices.Clone(scheduleKeys), queueKeys...)
+		keys = append(keys, "concurrency", "leader")
+		if j.Timeout == 0 {
+			keys = append(keys, "timeout")
+		}
+		return keys
+	case ModeLocal:
+		return append(slices.Clone(queueKeys), "restart_backoff")
+	}
+	return []string{"restart_backoff", "leader"}
+}
+
+func dropKeys(m *yaml.Node, keys ...string) {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return
+	}
+	var kept []*yaml.Node
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if !slices.Contains(keys, m.Content[i].Value) {
+			kept = append(kept, m.Content[i], m.Content[i+1])
+		}
+	}
+	m.Content = kept
+}
+
+func redactNonEmpty(s string) string {
+	if s == "" {
+		return ""
+	}
+	return RedactURL(s)
+}
+
+func maskNonEmpty(s string) string {
+	if s == "" {
+		return ""
+	}
+	return redacted
+}
+
+func maskValues(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k := range m {
+		out[k] = redacted
+	}
+	return out
+}
+
+// encodeNode turns a config value into YAML the way Load reads it: snake_case
+// keys, durations as Go duration strings, payloads as YAML. Nil pointers,
+// nil maps and slices and empty strings give nil (left out).
+func encodeNode(v reflect.Value) *yaml.Node {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.String:
+		if v.IsZero() {
+			return nil
+		}
+	}
+	switch t := v.Type(); {
+	case t == durationType:
+		return scalarNode(formatDuration(time.Duration(v.Int())))
+	case t == rawMessageType:
+		var x any
+		if err := json.Unmarshal(v.Bytes(), &x); err != nil {
+			return nil
+		}
+		var n yaml.Node
+		if err := n.Encode(x); err != nil {
+			return nil
+		}
+		return &n
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		return encodeNode(v.Elem())
+	case reflect.Struct:
+		n := &yaml.Node{Kind: yaml.MappingNode}
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			if c := encodeNode(v.Field(i)); c != nil {
+				n.Content = append(n.Content, scalarNode(name), c)
+			}
+		}
+		if len(n.Content) == 0 {
+			return nil
+		}
+		return n
+	case reflect.Slice:
+		n := &yaml.Node{Kind: yaml.SequenceNode}
+		for i := range v.Len() {
+			c := encodeNode(v.Index(i))
+			if c == nil {
+				c = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}
+			}
+			n.Content = append(n.Content, c)
+		}
+		if v.Type().Elem().Kind() != reflect.Struct {
+			n.Style = yaml.FlowStyle
+		}
+		return n
+	case reflect.Map:
+		n := &yaml.Node{Kind: yaml.MappingNode}
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int {
+			switch {
+			case a.String() < b.String():
+				return -1
+			case a.String() > b.String():
+				return 1
+			}
+			return 0
+		})
+		for _, k := range keys {
+			c := encodeNode(v.MapIndex(k))
+			if c == nil {
+				c = &yaml.Node{}
+				_ = c.Encode(v.MapIndex(k).Interface())
+			}
+			n.Content = append(n.Content, scalarNode(k.String()), c)
+		}
+		return n
+	}
+	var n yaml.Node
+	if err := n.Encode(v.Interface()); err != nil {
+		return nil
+	}
+	return &n
+}
+
+// formatDuration is Duration.String without zero minutes and seconds at the
+// end: 1m rather than 1m0s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func scalarNode(s string) *yaml.Node {
+	var n yaml.Node
+	_ = n.Encode(s)
+	return &n
+}

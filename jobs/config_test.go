@@ -1,0 +1,704 @@
+package jobs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// minimal is the smallest useful config; it must load as written.
+const minimal = `redis:
+  url: redis://127.0.0.1:6379/0
+jobs:
+  - name: report
+    schedule: "*/5 * * * * *"
+    exec:
+      command: ["sh", "-c", "echo \"$BATON_JOB $BATON_TICK\" >> /tmp/report.log"]
+`
+
+func mustLoad(t *testing.T, data string) *Config {
+	t.Helper()
+	c, err := Load([]byte(data))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return c
+}
+
+func TestLoadMinimalAppliesDefaults(t *testing.T) {
+	c := mustLoad(t, minimal)
+	if c.Redis.URL != "redis://127.0.0.1:6379/0" || c.File != "" {
+		t.Errorf("Redis.URL = %q, File = %q", c.Redis.URL, c.File)
+	}
+	if c.Namespace != "baton" || c.Timezone != "UTC" || c.Location != time.UTC || c.MaxClockSkew != 500*time.Millisecond {
+		t.Errorf("top-level defaults: %q %q %v %s", c.Namespace, c.Timezone, c.Location, c.MaxClockSkew)
+	}
+	if c.Locking.Lateness != 10*time.Millisecond || c.Locking.RestartQuarantine != time.Minute || c.Locking.Masters != nil {
+		t.Errorf("locking defaults: %+v", c.Locking)
+	}
+	if c.HTTP.Listen != "" {
+		t.Errorf("http.listen = %q, want off", c.HTTP.Listen)
+	}
+	if w := c.Worker; w.Concurrency != 10 || !reflect.DeepEqual(w.Queues, map[string]int{"default": 1}) || w.ShutdownGrace != 30*time.Second {
+		t.Errorf("worker defaults: %+v", w)
+	}
+	if s := c.Scheduler; s.TickLeaseTTL != 5*time.Second || s.RetentionMargin != time.Minute {
+		t.Errorf("scheduler defaults: %+v", s)
+	}
+	if len(c.Jobs) != 1 {
+		t.Fatalf("%d jobs", len(c.Jobs))
+	}
+	want := Job{
+		Name:             "report",
+		Schedule:         "*/5 * * * * *",
+		Timezone:         "UTC",
+		Location:         time.UTC,
+		Mode:             ModeCron,
+		Exec:             &ExecSpec{Command: []string{"sh", "-c", `echo "$BATON_JOB $BATON_TICK" >> /tmp/report.log`}},
+		Concurrency:      ConcurrencyForbid,
+		Timeout:          time.Hour,
+		MaxRetry:         3,
+		RetryBackoff:     10 * time.Second,
+		Queue:            "default",
+		StartingDeadline: time.Minute,
+		Catchup:          CatchupLatest,
+		CatchupMax:       10,
+		LockTTL:          30 * time.Second,
+		RestartBackoff:   Backoff{Initial: time.Second, Max: time.Minute},
+		Line:             4,
+	}
+	if got := c.Jobs[0]; !reflect.DeepEqual(got, want) {
+		t.Errorf("job:\n got %+v\nwant %+v", got, want)
+	}
+	if j, ok := c.Job("report"); !ok || j != &c.Jobs[0] || j.Kind() != "exec" {
+		t.Errorf("Job(report) = %v, %v", j, ok)
+	}
+	if _, ok := c.Job("nope"); ok {
+		t.Error("Job(nope) found")
+	}
+	if got, want := c.Retention(&c.Jobs[0]), time.Minute+5*time.Second+time.Second+time.Minute; got != want {
+		t.Errorf("Retention = %s, want %s", got, want)
+	}
+}
+
+func TestLoadExampleConfig(t *testing.T) {
+	t.Setenv("BATON_REDIS_URL", "") // empty: the default applies
+	c, err := LoadFile("../config.example.yaml")
+	if err != nil {
+		t.Fatalf("config.example.yaml:\n%v", err)
+	}
+	if c.File != "../config.example.yaml" || c.Redis.URL != "redis://127.0.0.1:6379/0" {
+		t.Errorf("File = %q, Redis.URL = %q", c.File, c.Redis.URL)
+	}
+	modes := map[Mode]int{}
+	for _, j := range c.Jobs {
+		modes[j.Mode]++
+	}
+	if modes[ModeCron] < 2 || modes[ModeLocal] < 1 || modes[ModeSingleton] < 1 {
+		t.Errorf("the example should show cron, local and singleton jobs: %v", modes)
+	}
+	report, ok := c.Job("report")
+	if !ok || report.Schedule != "*/5 * * * * *" || !strings.Contains(strings.Join(report.Exec.Command, " "), "$BATON_JOB $BATON_TICK $BATON_FENCING_TOKEN") {
+		t.Errorf("report job: %+v", report)
+	}
+	if j, ok := c.Job("heartbeat"); !ok || j.Schedule != "@every 10s" {
+		t.Errorf("heartbeat job: %+v", j)
+	}
+	if p, ok := c.Job("pump"); !ok || p.Timeout != 0 || p.Schedule != "" || p.Location != nil {
+		t.Errorf("pump (singleton) job: %+v", p)
+	}
+	if d, ok := c.Job("nightly-digest"); !ok || d.Location.String() != "Europe/Berlin" {
+		t.Errorf("nightly-digest job: %+v", d)
+	}
+
+	t.Setenv("BATON_REDIS_URL", "rediss://:pw@redis.internal:6380/2")
+	c, err = LoadFile("../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Redis.URL != "rediss://:pw@redis.internal:6380/2" {
+		t.Errorf("Redis.URL = %q, want it from BATON_REDIS_URL", c.Redis.URL)
+	}
+}
+
+// TestExampleShowsEveryOption keeps config.example.yaml complete: every key
+// of the schema must appear in it, at least in a comment.
+func TestExampleShowsEveryOption(t *testing.T) {
+	data, err := os.ReadFile("../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	var walk func(reflect.Type, string)
+	walk = func(t reflect.Type, path string) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || t == reflect.TypeFor[time.Time]() {
+			return
+		}
+		for key, i := range structFields(t) {
+			p := joinPath(path, key)
+			if !regexp.MustCompile(`(?m)^[\s#-]*` + regexp.QuoteMeta(key) + `:`).Match(data) {
+				missing = append(missing, p)
+			}
+			walk(t.Field(i).Type, p)
+		}
+	}
+	walk(reflect.TypeFor[Config](), "")
+	slices.Sort(missing)
+	if len(missing) > 0 {
+		t.Errorf("config.example.yaml does not show: %s", strings.Join(missing, ", "))
+	}
+}
+
+// badFiles maps each testdata/*.bad.yaml to the errors it must give, one
+// entry per error, each ":line: ..." after the file name.
+var badFiles = map[string][]string{
+	"unknown-key": {
+		`:8: job "report": schedul: unknown field "schedul" (did you mean "schedule"?)`,
+		`:9: job "report": retries: unknown field "retries"`,
+	},
+	"bad-duration": {
+		`:8: job "report": timeout: invalid duration "5 minutes"`,
+		`:9: job "report": lock_ttl: invalid duration "30" (add a unit`,
+	},
+	"duplicate-name":   {`:8: job "report": name: duplicate job name "report" (first defined at line 4)`},
+	"bad-name":         {`:4: job "Daily Report": name: invalid name "Daily Report"`},
+	"missing-name":     {`:4: jobs[0].name: required`},
+	"missing-schedule": {`:4: job "report": schedule: required`},
+	"four-fields":      {`:5: job "report": schedule: expected 5 or 6 fields, found 4`},
+	"bad-cron-field":   {`:5: job "report": schedule: end of range (70) above maximum (23)`},
+	"never-fires":      {`:5: job "report": schedule: "0 0 30 2 *" never fires`},
+	"cron-tz":          {`:5: job "report": schedule: a CRON_TZ= or TZ= prefix is not supported: set the job's timezone instead`},
+	"every-subsecond":  {`:5: job "report": schedule: @every 1.5s: the interval must be whole seconds`},
+	"unknown-timezone": {
+		`:3: timezone: unknown time zone "Mars/Olympus_Mons"`,
+		`:9: job "report": timezone: unknown time zone "Europe/Berln"`,
+	},
+	"local-timezone": {`:3: timezone: "Local" is not allowed`},
+	"two-kinds":      {`:8: job "report": http: set only one of exec, http or handler, found exec and http`},
+	"no-kind":        {`:4: job "report": set one of exec, http or handler`},
+	"bad-concurrency": {
+		`:8: job "report": concurrency: unknown policy "skip" (want forbid, allow or replace)`,
+		`:9: job "report": catchup: unknown policy "none" (want skip, latest or all)`,
+		`:10: job "report": mode: unknown mode "daemon" (want cron, local or singleton)`,
+	},
+	"catchup-max": {
+		`:9: job "report": catchup_max: must be between 1 and 1000, got 0`,
+		`:14: job "other": catchup_max: must be between 1 and 1000, got 5000`,
+	},
+	"unset-env": {`:2: redis.url: environment variable BATON_TEST_SURELY_UNSET_VAR is not set`},
+	"bad-redis-url": {
+		`:2: redis.url: scheme must be redis:// or rediss:// (TLS), got "http://"`,
+		`:5: locking.masters[0]: invalid URL: invalid database number: "x"`,
+	},
+	"redis-none":        {`.bad.yaml: redis: required: set one of url, sentinel or cluster`},
+	"redis-two":         {`:3: redis.cluster: set only one of url, sentinel or cluster, found url and cluster`},
+	"even-masters":      {`:4: locking.masters: 2 masters: use 1, 3, 5 or 7. With an even number a quorum needs 2 of 2`},
+	"duplicate-masters": {`:7: locking.masters[2]: the same master as masters[0] (127.0.0.1:6380/0)`},
+	"quarantine":        {`:8: locking.restart_quarantine: 10s is shorter than the longest lock TTL (2m, lock_ttl of job "report")`},
+	"singleton-schedule": {
+		`:5: job "report": schedule: not allowed for singleton jobs`,
+		`:9: job "report": catchup: not allowed for singleton jobs`,
+		`:10: job "report": queue: not allowed for singleton jobs: they do not go through the queue`,
+		`:11: job "report": concurrency: not allowed for singleton jobs`,
+	},
+	"singleton-http": {`:5: job "report": http: a singleton runs exec or handler, not http`},
+	"local-queue": {
+		`:9: job "report": queue: not allowed for local jobs`,
+		`:10: job "report": max_retry: not allowed for local jobs`,
+	},
+	"leader-cron": {
+		`:8: job "report": leader: only for mode: local`,
+		`:9: job "report": restart_backoff: only for mode: singleton`,
+	},
+	"unknown-queue": {
+		`:11: job "report": queue: queue "critcal" is not in worker.queues (have: critical)`,
+		`:12: job "other": queue: the default queue "default" is not in worker.queues (have: critical): set queue`,
+	},
+	"retention":     {`:8: job "report": starting_deadline: asynq retention would be 200h1m6s (starting_deadline 200h + scheduler.tick_lease_ttl 5s + 2 x max_clock_skew 500ms + scheduler.retention_margin 1m), more than the 7-day limit`},
+	"reserved-env":  {`:9: job "report": exec.env.BATON_X: names starting with BATON_ are reserved`},
+	"empty-command": {`:7: job "report": exec.command: required: a non-empty argv`},
+	"http-spec": {
+		`:7: job "report": http.method: "post": write methods in upper case (POST)`,
+		`:8: job "report": http.url: scheme must be http:// or https://, got "ftp://example.com/"`,
+		`:10: job "report": http.headers.X-Baton-Job: X-Baton-* headers are reserved`,
+		`:11: job "report": http.expect_status[1]: status 999 is not between 100 and 599`,
+	},
+	"handler-name": {`:7: job "report": handler.name: required`},
+	"payload-keys": {`:9: job "report": handler.payload: mapping keys must be strings to convert to JSON`},
+	"jitter": {
+		`:8: job "report": jitter: 5s is not shorter than the schedule's interval (5s)`,
+		`:9: job "report": lock_ttl: must be at least 1s, got 500ms`,
+	},
+	"top-level": {
+		`:3: namespace: invalid namespace "Baton!"`,
+		`:4: max_clock_skew: must be > 0, got 0s`,
+		`:6: http.listen: invalid address "localhost": missing port in address`,
+		`:8: worker.concurrency: must be >= 1, got 0`,
+		`:10: worker.queues.default: priority weight must be >= 1, got 0`,
+		`:12: scheduler.tick_lease_ttl: must be at least 100ms, got 10ms`,
+	},
+	"wrong-types": {
+		`:7: job "report": exec.command: expected a list, got "sh -c true"`,
+		`:8: job "report": max_retry: expected an integer, got "many"`,
+		`:9: job "report": paused: expected true or false, got "maybe"`,
+		`:10: job "report": queue: expected a string, got a list`,
+	},
+	"duplicate-key": {`:9: job "report": timeout: duplicate key (first at line 8)`},
+	"syntax":        {`:5: found unexpected end of stream`},
+	"not-mapping":   {`:1: the top level must be a mapping, got a list`},
+	"two-documents": {`:8: a config file holds one YAML document; found another`},
+	"multi": {
+		`:3: redis.url: environment variable BATON_TEST_SURELY_UNSET_VAR is not set`,
+		`:4: namespace: invalid namespace "Baton"`,
+		`:6: worker.concurrency: must be >= 1, got 0`,
+		`:9: job "report": schedule: expected 5 or 6 fields, found 4`,
+		`:12: job "report": timeout: invalid duration "5 minutes"`,
+		`:13: job "report": colour: unknown field "colour"`,
+		`:14: job "report": name: duplicate job name "report" (first defined at line 8)`,
+		`:18: job "report": exec: set only one of exec, http or handler, found http and exec`,
+		`:22: job "pump": schedule: not allowed for singleton jobs`,
+		`:26: job "pump": exec.env.BATON_X: names starting with BATON_ are reserved`,
+		`:27: jobs[3].name: required`,
+		`:29: jobs[3].catchup_max: must be between 1 and 1000, got 0`,
+	},
+}
+
+func TestBadFiles(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.bad.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".bad.yaml")
+		seen[name] = true
+		t.Run(name, func(t *testing.T) {
+			want, ok := badFiles[name]
+			if !ok {
+				t.Fatalf("%s has no entry in badFiles", file)
+			}
+			c, err := LoadFile(file)
+			if c != nil {
+				t.Errorf("LoadFile returned a config along with the error")
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("err = %v (%T), want *ConfigError", err, err)
+			}
+			got := strings.Split(err.Error(), "\n")
+			if len(got) != len(ce.Errors) {
+				t.Errorf("Error() has %d lines for %d errors", len(got), len(ce.Errors))
+			}
+			if len(got) != len(want) {
+				t.Errorf("got %d errors, want %d:\n%s", len(got), len(want), err)
+			}
+			for i, w := range want {
+				if i >= len(got) || !strings.HasPrefix(got[i], file) || !strings.Contains(got[i], w) {
+					t.Errorf("error %d: want %s%s...\ngot:\n%s", i, file, w, err)
+				}
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("an error shows a password:\n%s", err)
+			}
+		})
+	}
+	for name := range badFiles {
+		if !seen[name] {
+			t.Errorf("badFiles[%q] has no testdata/%s.bad.yaml", name, name)
+		}
+	}
+}
+
+// TestManyErrorsFields checks the structured form of a file with many
+// problems: every one is reported, with file, line, job and field.
+func TestManyErrorsFields(t *testing.T) {
+	_, err := LoadFile("testdata/multi.bad.yaml")
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want *ConfigError", err)
+	}
+	type key struct {
+		Line       int
+		Job, Field string
+	}
+	var got []key
+	for _, fe := range ce.Errors {
+		if fe.File != "testdata/multi.bad.yaml" {
+			t.Errorf("File = %q", fe.File)
+		}
+		got = append(got, key{fe.Line, fe.Job, fe.Field})
+	}
+	want := []key{
+		{3, "", "redis.url"},
+		{4, "", "namespace"},
+		{6, "", "worker.concurrency"},
+		{9, "report", "schedule"},
+		{12, "report", "timeout"},
+		{13, "report", "colour"},
+		{14, "report", "name"},
+		{18, "report", "exec"},
+		{22, "pump", "schedule"},
+		{26, "pump", "exec.env.BATON_X"},
+		{27, "", "jobs[3].name"},
+		{29, "", "jobs[3].catchup_max"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("errors:\n got %v\nwant %v", got, want)
+	}
+	var fe FieldError
+	if !errors.As(err, &fe) || fe.Line != 3 {
+		t.Errorf("errors.As(FieldError) = %+v", fe)
+	}
+}
+
+func TestFieldErrorFormat(t *testing.T) {
+	for _, tc := range []struct {
+		fe   FieldError
+		want string
+	}{
+		{FieldError{"config.yaml", 12, "report", "schedule", "expected 5 or 6 fields, found 4"}, `config.yaml:12: job "report": schedule: expected 5 or 6 fields, found 4`},
+		{FieldError{"config.yaml", 3, "", "redis.url", "bad"}, `config.yaml:3: redis.url: bad`},
+		{FieldError{"<input>", 0, "", "redis", "required"}, `<input>: redis: required`},
+		{FieldError{"<input>", 7, "", "", "syntax"}, `<input>:7: syntax`},
+	} {
+		if got := tc.fe.Error(); got != tc.want {
+			t.Errorf("got  %s\nwant %s", got, tc.want)
+		}
+	}
+}
+
+func TestLoadFileMissing(t *testing.T) {
+	_, err := LoadFile("testdata/does-not-exist.yaml")
+	if !errors.Is(err, fs.ErrNotExist) || !strings.HasPrefix(err.Error(), "jobs: ") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestLoadEmpty(t *testing.T) {
+	for _, data := range []string{"", "# only a comment\n", "~\n"} {
+		_, err := Load([]byte(data))
+		if err == nil || err.Error() != "<input>: redis: required: set one of url, sentinel or cluster" {
+			t.Errorf("Load(%q) = %v", data, err)
+		}
+	}
+}
+
+func TestEnvExpansion(t *testing.T) {
+	t.Setenv("BATON_TEST_URL", "redis://10.0.0.7:6379/3")
+	t.Setenv("BATON_TEST_EMPTY", "")
+	t.Setenv("BATON_TEST_CONC", "4")
+	t.Setenv("BATON_TEST_TIMEOUT", "90s")
+	os.Unsetenv("BATON_TEST_SURELY_UNSET_VAR")
+	c := mustLoad(t, `redis:
+  url: ${BATON_TEST_URL}
+namespace: ${BATON_TEST_EMPTY:-}
+timezone: ${BATON_TEST_SURELY_UNSET_VAR:-Europe/Paris}
+worker:
+  concurrency: ${BATON_TEST_CONC}
+  queues: {default: "${BATON_TEST_CONC}"}
+jobs:
+  - name: report
+    schedule: "@every ${BATON_TEST_SURELY_UNSET_VAR:-10}s"
+    timeout: ${BATON_TEST_TIMEOUT}
+    exec:
+      command: ["sh", "-c", "echo $HOME $$HOME $${HOME} $$$$ $ a$ ${BATON_TEST_EMPTY:-dflt}"]
+      env:
+        "${NOT_EXPANDED}": "${BATON_TEST_EMPTY}"
+`)
+	j := &c.Jobs[0]
+	for _, tc := range []struct{ what, got, want string }{
+		{"set", c.Redis.URL, "redis://10.0.0.7:6379/3"},
+		{"empty counts as absent", c.Namespace, "baton"},
+		{"default", c.Timezone, "Europe/Paris"},
+		{"default inside a value", j.Schedule, "@every 10s"},
+		{"$$ and bare $VAR", j.Exec.Command[2], "echo $HOME $HOME ${HOME} $$ $ a$ dflt"},
+		{"keys are not expanded", strings.Join(slices.Collect(mapKeys(j.Exec.Env)), ","), "${NOT_EXPANDED}"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.what, tc.got, tc.want)
+		}
+	}
+	if c.Worker.Concurrency != 4 || c.Worker.Queues["default"] != 4 || j.Timeout != 90*time.Second {
+		t.Errorf("typed values from the environment: concurrency %d, queue weight %d, timeout %s", c.Worker.Concurrency, c.Worker.Queues["default"], j.Timeout)
+	}
+
+	_, err := Load([]byte("redis:\n  url: redis://h:1/0\njobs:\n  - name: a\n    schedule: '@hourly'\n    exec:\n      command: [echo, '${BATON_TEST_SURELY_UNSET_VAR}']\n"))
+	if err == nil || err.Error() != `<input>:7: job "a": exec.command[1]: environment variable BATON_TEST_SURELY_UNSET_VAR is not set (use ${BATON_TEST_SURELY_UNSET_VAR:-default} to give a default)` {
+		t.Errorf("unset variable: %v", err)
+	}
+}
+
+func TestExpandEnv(t *testing.T) {
+	env := map[string]string{"A": "1", "E": ""}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	for _, tc := range []struct{ in, want, err string }{
+		{in: "plain", want: "plain"},
+		{in: "${A}", want: "1"},
+		{in: "x${A}y${A}", want: "x1y1"},
+		{in: "${A:-d}", want: "1"},
+		{in: "${E:-d}", want: "d"},
+		{in: "${E}", want: ""},
+		{in: "${U:-}", want: ""},
+		{in: "${U:-a b:c}", want: "a b:c"},
+		{in: "$A $ $1 $", want: "$A $ $1 $"},
+		{in: "$$", want: "$"},
+		{in: "$${A}", want: "${A}"},
+		{in: "$$$${A}", want: "$${A}"},
+		{in: "$$${A}", want: "$1"},
+		{in: "${U}", err: "environment variable U is not set"},
+		{in: "${}", err: "bad variable name in ${}"},
+		{in: "${1A}", err: "bad variable name"},
+		{in: "${A-x}", err: "bad variable name in ${A-x}"},
+		{in: "a ${A", err: `unterminated "${A"`},
+	} {
+		got, err := expandEnv(tc.in, lookup)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("expandEnv(%q) error = %v, want %q", tc.in, err, tc.err)
+		case tc.err == "" && (err != nil || got != tc.want):
+			t.Errorf("expandEnv(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestModesAndKinds(t *testing.T) {
+	c := mustLoad(t, `redis:
+  sentinel: {master: mymaster, addrs: ["10.0.0.1:26379"], password: pw, db: 2}
+worker:
+  queues: {critical: 5, default: 1}
+jobs:
+  - name: ping
+    schedule: "0 */2 * * *"
+    timezone: America/New_York
+    queue: critical
+    concurrency: replace
+    catchup: all
+    catchup_max: 1000
+    http:
+      url: http://localhost:8080/tick
+      headers: {Authorization: Bearer x}
+      expect_status: [200, 204]
+  - name: cleanup
+    schedule: "@daily"
+    mode: local
+    leader: true
+    handler:
+      name: cleanup.sessions
+      payload: {older_than: 24h, batch: 500, tags: [a, b], nested: {ok: true}, none: ~}
+  - name: pump
+    mode: singleton
+    timeout: 6h
+    lock_ttl: 10s
+    restart_backoff: {initial: 500ms, max: 10s}
+    handler: {name: pump}
+`)
+	ping, _ := c.Job("ping")
+	if ping.HTTP.Method != "GET" || ping.Kind() != "http" || ping.Location.String() != "America/New_York" || ping.Concurrency != ConcurrencyReplace || ping.Catchup != CatchupAll {
+		t.Errorf("ping: %+v %+v", ping, ping.HTTP)
+	}
+	cleanup, _ := c.Job("cleanup")
+	var payload map[string]any
+	if err := json.Unmarshal(cleanup.Handler.Payload, &payload); err != nil {
+		t.Fatalf("payload %s: %v", cleanup.Handler.Payload, err)
+	}
+	wantPayload := map[string]any{"older_than": "24h", "batch": 500.0, "tags": []any{"a", "b"}, "nested": map[string]any{"ok": true}, "none": nil}
+	if !reflect.DeepEqual(payload, wantPayload) || !cleanup.Leader || cleanup.Mode != ModeLocal {
+		t.Errorf("cleanup payload = %s, job %+v", cleanup.Handler.Payload, cleanup)
+	}
+	pump, _ := c.Job("pump")
+	if pump.Timeout != 6*time.Hour || pump.RestartBackoff != (Backoff{500 * time.Millisecond, 10 * time.Second}) || pump.Handler.Payload != nil {
+		t.Errorf("pump: %+v", pump)
+	}
+}
+
+func TestAnchorsAndMerge(t *testing.T) {
+	c, err := LoadFile("testdata/anchors.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := c.Job("a")
+	b, _ := c.Job("b")
+	if a.Timeout != 30*time.Second || a.MaxRetry != 1 || a.Exec.Command[0] != "date" || a.Line != 10 {
+		t.Errorf("a: %+v", a)
+	}
+	if b.Timeout != 30*time.Second || b.MaxRetry != 0 || b.Schedule != "@every 7s" {
+		t.Errorf("b: %+v", b)
+	}
+}
+
+func TestRedacted(t *testing.T) {
+	c := mustLoad(t, `redis:
+  url: redis://user:s3cret@10.0.0.1:6379/0
+locking:
+  masters: [redis://:s3cret@10.0.0.1:6379, redis://:s3cret@10.0.0.2:6379, redis://:s3cret@10.0.0.3:6379]
+jobs:
+  - name: hook
+    schedule: "@every 1m"
+    http:
+      url: https://bot:s3cret@example.com/hook
+      headers: {Authorization: Bearer s3cret}
+  - name: script
+    schedule: "@every 1m"
+    exec:
+      command: [sh, -c, 'echo "$$PGPASSWORD" $${literal}']
+      env: {PGPASSWORD: s3cret}
+`)
+	out := c.Redacted()
+	if strings.Contains(out, "s3cret") || !strings.Contains(out, "xxxxx") {
+		t.Errorf("Redacted shows a secret:\n%s", out)
+	}
+	again, err := Load([]byte(out))
+	if err != nil {
+		t.Fatalf("Redacted output does not load: %v\n%s", err, out)
+	}
+	if again.Redacted() != out {
+		t.Errorf("Redacted is not stable:\n%s\n---\n%s", out, again.Redacted())
+	}
+	if s, _ := again.Job("script"); s.Exec.Command[2] != `echo "$PGPASSWORD" ${literal}` {
+		t.Errorf("$ not kept through Redacted: %q", s.Exec.Command[2])
+	}
+
+	if got := RedactURL("redis://user:pw@h:6379/0"); got != "redis://user:xxxxx@h:6379/0" {
+		t.Errorf("RedactURL = %q", got)
+	}
+	if got := RedactURL("redis://h:6379/0"); got != "redis://h:6379/0" {
+		t.Errorf("RedactURL = %q", got)
+	}
+	if got := RedactURL("redis://u:p w@h:bad port"); strings.Contains(got, "p w") {
+		t.Errorf("RedactURL = %q", got)
+	}
+}
+
+// TestRedactedExampleLoads: the effective example config prints as YAML that
+// loads to the same config (env values are masked).
+func TestRedactedExampleLoads(t *testing.T) {
+	t.Setenv("BATON_REDIS_URL", "")
+	c, err := LoadFile("../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Load([]byte(c.Redacted()))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, c.Redacted())
+	}
+	if again.Redacted() != c.Redacted() {
+		t.Errorf("round trip changed the config:\n%s\n---\n%s", c.Redacted(), again.Redacted())
+	}
+}
+
+func TestParseSchedule(t *testing.T) {
+	from := time.Date(2026, 3, 1, 10, 0, 7, 0, time.UTC)
+	for _, tc := range []struct {
+		spec string
+		next time.Time
+	}{
+		{"*/5 * * * * *", from.Add(3 * time.Second)},
+		{"0 11 * * *", time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)},
+		{"30 0 11 * * *", time.Date(2026, 3, 1, 11, 0, 30, 0, time.UTC)},
+		{"@hourly", time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)},
+		{"@daily", time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)},
+		{"@every 10s", time.Date(2026, 3, 1, 10, 0, 10, 0, time.UTC)},
+		{"@every 1m30s", time.Unix((from.Unix()/90+1)*90, 0).UTC()},
+		{"  0 0 29 2 *  ", time.Date(2028, 2, 29, 0, 0, 0, 0, time.UTC)},
+	} {
+		s, err := ParseSchedule(tc.spec)
+		if err != nil {
+			t.Errorf("ParseSchedule(%q): %v", tc.spec, err)
+			continue
+		}
+		if got := s.Next(from); !got.Equal(tc.next) {
+			t.Errorf("%q.Next(%s) = %s, want %s", tc.spec, from, got, tc.next)
+		}
+	}
+	for _, tc := range []struct{ spec, err string }{
+		{"", "empty"},
+		{"* * * *", "expected 5 or 6 fields, found 4"},
+		{"* * * * * * *", "expected 5 or 6 fields, found 7"},
+		{"61 * * * *", "above maximum"},
+		{"TZ=UTC 0 3 * * *", "CRON_TZ= or TZ= prefix"},
+		{"CRON_TZ=UTC", "CRON_TZ= or TZ= prefix"},
+		{"@every 500ms", "at least 1s"},
+		{"@every -5s", "at least 1s"},
+		{"@every 1.5s", "whole seconds"},
+		{"@every soon", `invalid duration "soon"`},
+		{"@reboot", "unrecognized descriptor"},
+	} {
+		_, err := ParseSchedule(tc.spec)
+		if err == nil || !strings.HasPrefix(err.Error(), "jobs: schedule ") || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("ParseSchedule(%q) error = %v, want %q", tc.spec, err, tc.err)
+		}
+	}
+}
+
+func TestEveryIsAlignedToTheEpoch(t *testing.T) {
+	s, err := ParseSchedule("@every 7s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	for _, tc := range []struct{ at, want int64 }{{0, 7}, {6, 7}, {7, 14}, {-1, 0}, {-7, 0}, {-8, -7}} {
+		got := s.Next(time.Unix(tc.at, 0).In(berlin))
+		if got.Unix() != tc.want || got.Location() != berlin {
+			t.Errorf("Next(%d) = %d (%s), want %d", tc.at, got.Unix(), got.Location(), tc.want)
+		}
+	}
+}
+
+func TestAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("x-a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < 8; i++ {
+		fmt.Fprintf(&b, "x-a%d: &a%d [", i, i)
+		for k := range 10 {
+			if k > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "*a%d", i-1)
+		}
+		b.WriteString("]\n")
+	}
+	b.WriteString("redis: {url: redis://h:1/0}\njobs:\n  - name: a\n    schedule: '@hourly'\n    handler: {name: x, payload: *a7}\n")
+	start := time.Now()
+	_, err := Load([]byte(b.String()))
+	if err == nil || !strings.Contains(err.Error(), "expands to more than") || time.Since(start) > 2*time.Second {
+		t.Errorf("after %s: %v", time.Since(start), err)
+	}
+}
+
+// FuzzLoad: Load never panics and returns exactly one of a config and an
+// error. Seeds are the test files.
+func FuzzLoad(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.yaml")
+	files = append(files, "../config.example.yaml")
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(minimal))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Load(data)
+		if (c == nil) == (err == nil) {
+			t.Fatalf("Load = %v, %v", c, err)
+		}
+		if c != nil {
+			if _, err := Load([]byte(c.Redacted())); err != nil {
+				t.Fatalf("Redacted output does not load: %v\n%s", err, c.Redacted())
+			}
+		}
+	})
+}

@@ -1,0 +1,626 @@
+package jobs
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/robfig/cron/v3"
+)
+
+var (
+	jobNameRE     = regexp.MustCompile(`^[a-z0-9._-]{1,64}$`)
+	namespaceRE   = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+	queueNameRE   = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+	httpMethodRE  = regexp.MustCompile(`^[A-Z]+$`)
+	headerNameRE  = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+	envNameCharRE = regexp.MustCompile(`^[^=\x00]+$`)
+)
+
+// validator checks a decoded config and fills in derived values (locations,
+// HTTP method, job lines). It reports through the decoder, whose key-path to
+// line map says where each value was written.
+type validator struct {
+	*decoder
+	cfg *Config
+	now time.Time
+}
+
+// errf records a problem at path, on the line of path or of its nearest
+// ancestor that was written in the file.
+func (v *validator) errf(path, format string, args ...any) {
+	v.add(v.lineOf(path), path, format, args...)
+}
+
+func (v *validator) lineOf(path string) int {
+	for ; path != ""; path = parentPath(path) {
+		if l, ok := v.lines[path]; ok {
+			return l
+		}
+	}
+	return 0
+}
+
+// set reports whether path was given in the file.
+func (v *validator) set(path string) bool {
+	_, ok := v.lines[path]
+	return ok
+}
+
+func (v *validator) validate() {
+	c := v.cfg
+	v.redis()
+	v.locking()
+	if !namespaceRE.MatchString(c.Namespace) {
+		v.errf("namespace", "invalid namespace %q: use 1 to 64 of a-z, 0-9, '_', '-'", c.Namespace)
+	}
+	if c.Timezone == "" {
+		c.Timezone = defaultTimezone
+	}
+	if loc, err := loadZone(c.Timezone); err != nil {
+		v.errf("timezone", "%s", err.Error())
+	} else {
+		c.Location = loc
+	}
+	if c.MaxClockSkew <= 0 {
+		v.errf("max_clock_skew", "must be > 0, got %s", c.MaxClockSkew)
+	}
+	if c.HTTP.Listen != "" {
+		if err := checkHostPort(c.HTTP.Listen); err != nil {
+			v.errf("http.listen", "%s (want host:port, e.g. 127.0.0.1:8080 or :8080; empty turns the listener off)", err.Error())
+		}
+	}
+	v.worker()
+	if c.Scheduler.TickLeaseTTL < 100*time.Millisecond {
+		v.errf("scheduler.tick_lease_ttl", "must be at least 100ms, got %s", c.Scheduler.TickLeaseTTL)
+	}
+	if c.Scheduler.RetentionMargin < 0 {
+		v.errf("scheduler.retention_margin", "must be >= 0, got %s", c.Scheduler.RetentionMargin)
+	}
+	firstLine := map[string]int{}
+	for i := range c.Jobs {
+		j := &c.Jobs[i]
+		p := fmt.Sprintf("jobs[%d]", i)
+		j.Line = v.lines[p]
+		if j.Name != "" {
+			if line, dup := firstLine[j.Name]; dup {
+				v.errf(p+".name", "duplicate job name %q (first defined at line %d)", j.Name, line)
+			} else {
+				firstLine[j.Name] = j.Line
+			}
+		}
+		v.job(p, j)
+	}
+	v.quarantine()
+}
+
+func (v *validator) redis() {
+	r := &v.cfg.Redis
+	var kinds []string
+	if r.URL != "" {
+		kinds = append(kinds, "url")
+		if err := checkRedisURL(r.URL); err != nil {
+			v.errf("redis.url", "%s", err.Error())
+		}
+	}
+	if s := r.Sentinel; s != nil {
+		kinds = append(kinds, "sentinel")
+		if s.Master == "" {
+			v.errf("redis.sentinel.master", "required: the master's name as the sentinels know it")
+		}
+		v.addrs("redis.sentinel.addrs", s.Addrs)
+		if s.DB < 0 {
+			v.errf("redis.sentinel.db", "must be >= 0, got %d", s.DB)
+		}
+	}
+	if cl := r.Cluster; cl != nil {
+		kinds = append(kinds, "cluster")
+		v.addrs("redis.cluster.addrs", cl.Addrs)
+	}
+	switch len(kinds) {
+	case 0:
+		v.errf("redis", "required: set one of url, sentinel or cluster")
+	case 1:
+	default:
+		v.errf("redis."+kinds[1], "set only one of url, sentinel or cluster, found %s", strings.Join(kinds, " and "))
+	}
+}
+
+func (v *validator) addrs(path string, addrs []string) {
+	if len(addrs) == 0 {
+		v.errf(path, "required: at least one host:port")
+	}
+	for i, a := range addrs {
+		if err := checkHostPort(a); err != nil {
+			v.errf(fmt.Sprintf("%s[%d]", path, i), "%s (want host:port)", err.Error())
+		}
+	}
+}
+
+func (v *validator) locking() {
+	l := &v.cfg.Locking
+	switch n := len(l.Masters); {
+	case n == 0, n == 1, n == 3, n == 5, n == 7:
+	case n%2 == 0:
+		v.errf("locking.masters", "%d masters: use 1, 3, 5 or 7. With an even number a quorum needs %d of %d, which tolerates no more failed masters than %d would, and split votes become possible", n, n/2+1, n, n-1)
+	default:
+		v.errf("locking.masters", "%d masters: use 1, 3, 5 or 7 (more adds latency, not safety)", n)
+	}
+	seen := map[string]int{}
+	for i, m := range l.Masters {
+		p := fmt.Sprintf("locking.masters[%d]", i)
+		if err := checkRedisURL(m); err != nil {
+			v.errf(p, "%s", err.Error())
+			continue
+		}
+		o, _ := redis.ParseURL(m)
+		id := fmt.Sprintf("%s/%d", o.Addr, o.DB)
+		if first, dup := seen[id]; dup {
+			v.errf(p, "the same master as masters[%d] (%s): a quorum needs independent masters", first, id)
+			continue
+		}
+		seen[id] = i
+	}
+	if l.Lateness < 0 {
+		v.errf("locking.lateness", "must be >= 0, got %s", l.Lateness)
+	}
+	if l.RestartQuarantine < 0 {
+		v.errf("locking.restart_quarantine", "must be >= 0, got %s", l.RestartQuarantine)
+	}
+}
+
+// quarantine checks that a master that restarted empty stays out of quorums
+// for longer than any lock it may have held could still be valid.
+func (v *validator) quarantine() {
+	l := &v.cfg.Locking
+	if len(l.Masters) < 2 {
+		return
+	}
+	longest, what := v.cfg.Scheduler.TickLeaseTTL, "scheduler.tick_lease_ttl"
+	for i := range v.cfg.Jobs {
+		if j := &v.cfg.Jobs[i]; j.LockTTL > longest {
+			longest, what = j.LockTTL, fmt.Sprintf("lock_ttl of job %q", j.Name)
+		}
+	}
+	if l.RestartQuarantine < longest {
+		v.errf("locking.restart_quarantine", "%s is shorter than the longest lock TTL (%s, %s): a master that restarted empty could vote for a lock that is still held", formatDuration(l.RestartQuarantine), formatDuration(longest), what)
+	}
+}
+
+func (v *validator) worker() {
+	w := &v.cfg.Worker
+	if w.Concurrency < 1 {
+		v.errf("worker.concurrency", "must be >= 1, got %d", w.Concurrency)
+	}
+	if len(w.Queues) == 0 {
+		v.errf("worker.queues", "required: at least one queue (default: {default: 1})")
+	}
+	for _, name := range slices.Sorted(mapKeys(w.Queues)) {
+		p := joinPath("worker.queues", name)
+		if !queueNameRE.MatchString(name) {
+			v.errf(p, "invalid queue name %q: use 1 to 64 of A-Z, a-z, 0-9, '.', '_', ':', '-'", name)
+		}
+		if w.Queues[name] < 1 {
+			v.errf(p, "priority weight must be >= 1, got %d", w.Queues[name])
+		}
+	}
+	if w.ShutdownGrace <= 0 {
+		v.errf("worker.shutdown_grace", "must be > 0, got %s", w.ShutdownGrace)
+	}
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// Keys that mean nothing for some modes.
+var (
+	scheduleKeys = []string{"schedule", "timezone", "catchup", "catchup_max", "jitter", "starting_deadline"}
+	queueKeys    = []string{"queue", "max_retry", "retry_backoff"}
+)
+
+func (v *validator) job(p string, j *Job) {
+	c := v.cfg
+	at := func(field string) string { return p + "." + field }
+
+	switch {
+	case j.Name == "":
+		v.errf(at("name"), "required")
+	case !jobNameRE.MatchString(j.Name):
+		v.errf(at("name"), "invalid name %q: use 1 to 64 of a-z, 0-9, '.', '_', '-'", j.Name)
+	}
+
+	mode := j.Mode
+	if !mode.valid() {
+		v.errf(at("mode"), "unknown mode %q (want cron, local or singleton)", j.Mode)
+		mode = ModeCron
+	}
+	switch mode {
+	case ModeSingleton:
+		for _, k := range scheduleKeys {
+			if v.set(at(k)) {
+				v.errf(at(k), "not allowed for singleton jobs: they run continuously, not on a schedule")
+			}
+		}
+		if v.set(at("concurrency")) {
+			v.errf(at("concurrency"), "not allowed for singleton jobs: one instance runs cluster-wide, so runs never overlap")
+		}
+		for _, k := range queueKeys {
+			if v.set(at(k)) {
+				v.errf(at(k), "not allowed for singleton jobs: they do not go through the queue (a failed run is restarted with restart_backoff)")
+			}
+		}
+		if !v.set(at("timeout")) {
+			j.Timeout = 0 // no limit: a singleton runs until stopped
+		}
+		b := j.RestartBackoff
+		if b.Initial <= 0 {
+			v.errf(at("restart_backoff.initial"), "must be > 0, got %s", b.Initial)
+		}
+		if b.Max < b.Initial {
+			v.errf(at("restart_backoff.max"), "must be >= initial (%s), got %s", b.Initial, b.Max)
+		}
+	case ModeLocal:
+		for _, k := range queueKeys {
+			if v.set(at(k)) {
+				v.errf(at(k), "not allowed for local jobs: they run in-process on the scheduler replica that claimed the tick, not through the asynq queue (no queue, no retries)")
+			}
+		}
+	}
+	if mode != ModeLocal && j.Leader {
+		v.errf(at("leader"), "only for mode: local (it pins the in-process run to the cluster leader)")
+	}
+	if mode != ModeSingleton && v.set(at("restart_backoff")) {
+		v.errf(at("restart_backoff"), "only for mode: singleton")
+	}
+
+	v.kind(p, j, mode)
+
+	if !j.Concurrency.valid() {
+		v.errf(at("concurrency"), "unknown policy %q (want forbid, allow or replace)", j.Concurrency)
+	}
+	if !j.Catchup.valid() {
+		v.errf(at("catchup"), "unknown policy %q (want skip, latest or all)", j.Catchup)
+	}
+	if j.CatchupMax < 1 || j.CatchupMax > 1000 {
+		v.errf(at("catchup_max"), "must be between 1 and 1000, got %d", j.CatchupMax)
+	}
+	switch {
+	case mode == ModeSingleton && v.set(at("timeout")) && j.Timeout <= 0:
+		v.errf(at("timeout"), "must be > 0 (leave it out for no limit), got %s", j.Timeout)
+	case mode != ModeSingleton && j.Timeout <= 0:
+		v.errf(at("timeout"), "must be > 0, got %s", j.Timeout)
+	}
+	if j.MaxRetry < 0 {
+		v.errf(at("max_retry"), "must be >= 0, got %d", j.MaxRetry)
+	}
+	if j.RetryBackoff < 0 {
+		v.errf(at("retry_backoff"), "must be >= 0, got %s", j.RetryBackoff)
+	}
+	if j.StartingDeadline <= 0 {
+		v.errf(at("starting_deadline"), "must be > 0, got %s", j.StartingDeadline)
+	}
+	if j.Jitter < 0 {
+		v.errf(at("jitter"), "must be >= 0, got %s", j.Jitter)
+	}
+	if j.LockTTL < time.Second {
+		v.errf(at("lock_ttl"), "must be at least 1s, got %s", j.LockTTL)
+	}
+
+	if mode == ModeCron {
+		if _, ok := c.Worker.Queues[j.Queue]; !ok && len(c.Worker.Queues) > 0 {
+			have := strings.Join(slices.Sorted(mapKeys(c.Worker.Queues)), ", ")
+			if v.set(at("queue")) {
+				v.errf(at("queue"), "queue %q is not in worker.queues (have: %s)", j.Queue, have)
+			} else {
+				v.errf(at("queue"), "the default queue %q is not in worker.queues (have: %s): set queue", j.Queue, have)
+			}
+		}
+		if r := c.Retention(j); j.StartingDeadline > 0 && r > MaxRetention {
+			v.errf(at("starting_deadline"), "asynq retention would be %s (starting_deadline %s + scheduler.tick_lease_ttl %s + 2 x max_clock_skew %s + scheduler.retention_margin %s), more than the 7-day limit: asynq remembers a task ID only while the task is retained, so every completed task is kept that long; lower starting_deadline",
+				formatDuration(r), formatDuration(j.StartingDeadline), formatDuration(c.Scheduler.TickLeaseTTL), formatDuration(c.MaxClockSkew), formatDuration(c.Scheduler.RetentionMargin))
+		}
+	}
+
+	if mode == ModeSingleton {
+		j.Schedule, j.Timezone, j.Location = "", "", nil
+		return
+	}
+	if j.Timezone == "" {
+		j.Timezone, j.Location = c.Timezone, c.Location
+	} else if loc, err := loadZone(j.Timezone); err != nil {
+		v.errf(at("timezone"), "%s", err.Error())
+	} else {
+		j.Location = loc
+	}
+	if strings.TrimSpace(j.Schedule) == "" {
+		v.errf(at("schedule"), "required (only mode: singleton runs without a schedule)")
+		return
+	}
+	sched, err := parseSchedule(j.Schedule)
+	if err != nil {
+		v.errf(at("schedule"), "%s", err.Error())
+		return
+	}
+	if j.Location == nil {
+		return // the zone is already reported
+	}
+	interval, ok := shortestInterval(sched, v.now.In(j.Location))
+	if !ok {
+		v.errf(at("schedule"), "%q never fires (no matching time in the next five years)", j.Schedule)
+		return
+	}
+	if j.Jitter >= interval && j.Jitter > 0 {
+		v.errf(at("jitter"), "%s is not shorter than the schedule's interval (%s): ticks would overlap", j.Jitter, interval)
+	}
+}
+
+// kind checks that exactly one of exec, http and handler is set, and the one
+// that is.
+func (v *validator) kind(p string, j *Job, mode Mode) {
+	at := func(field string) string { return p + "." + field }
+	var kinds []string
+	for _, k := range []struct {
+		name string
+		set  bool
+	}{{"exec", j.Exec != nil}, {"http", j.HTTP != nil}, {"handler", j.Handler != nil}} {
+		if k.set {
+			kinds = append(kinds, k.name)
+		}
+	}
+	switch len(kinds) {
+	case 0:
+		v.errf(p, "set one of exec, http or handler")
+		return
+	case 1:
+	default:
+		slices.SortStableFunc(kinds, func(a, b string) int { return v.lineOf(at(a)) - v.lineOf(at(b)) })
+		v.errf(at(kinds[1]), "set only one of exec, http or handler, found %s", strings.Join(kinds, " and "))
+		return
+	}
+	if mode == ModeSingleton && j.HTTP != nil {
+		v.errf(at("http"), "a singleton runs exec or handler, not http (a request is not a long-running process)")
+	}
+	if e := j.Exec; e != nil {
+		switch {
+		case len(e.Command) == 0:
+			v.errf(at("exec.command"), "required: a non-empty argv, e.g. [sh, -c, \"...\"]")
+		case e.Command[0] == "":
+			v.errf(at("exec.command[0]"), "the program name is empty")
+		}
+		for _, k := range slices.Sorted(mapKeys(e.Env)) {
+			kp := at("exec.env." + k)
+			switch {
+			case !envNameCharRE.MatchString(k):
+				v.errf(kp, "invalid environment variable name %q", k)
+			case strings.HasPrefix(k, "BATON_"):
+				v.errf(kp, "names starting with BATON_ are reserved for the run's identity (BATON_JOB, BATON_TICK, BATON_FENCING_TOKEN, ...)")
+			}
+		}
+	}
+	if h := j.HTTP; h != nil {
+		if h.Method == "" {
+			h.Method = "GET"
+		}
+		switch {
+		case httpMethodRE.MatchString(h.Method):
+		case httpMethodRE.MatchString(strings.ToUpper(h.Method)):
+			v.errf(at("http.method"), "%q: write methods in upper case (%s)", h.Method, strings.ToUpper(h.Method))
+		default:
+			v.errf(at("http.method"), "invalid method %q", h.Method)
+		}
+		if err := checkHTTPURL(h.URL); err != nil {
+			v.errf(at("http.url"), "%s", err.Error())
+		}
+		for _, k := range slices.Sorted(mapKeys(h.Headers)) {
+			kp := at("http.headers." + k)
+			switch {
+			case !headerNameRE.MatchString(k):
+				v.errf(kp, "invalid header name %q", k)
+			case strings.HasPrefix(strings.ToLower(k), "x-baton-"):
+				v.errf(kp, "X-Baton-* headers are reserved for the run's identity (X-Baton-Job, X-Baton-Tick, ...)")
+			}
+		}
+		for i, s := range h.ExpectStatus {
+			if s < 100 || s > 599 {
+				v.errf(fmt.Sprintf("%s[%d]", at("http.expect_status"), i), "status %d is not between 100 and 599", s)
+			}
+		}
+	}
+	if h := j.Handler; h != nil {
+		switch {
+		case h.Name == "":
+			v.errf(at("handler.name"), "required: the name the Go handler is registered under")
+		case !jobNameRE.MatchString(h.Name):
+			v.errf(at("handler.name"), "invalid handler name %q: use 1 to 64 of a-z, 0-9, '.', '_', '-'", h.Name)
+		}
+	}
+}
+
+func loadZone(name string) (*time.Location, error) {
+	if name == "Local" {
+		return nil, errors.New(`"Local" is not allowed: replicas on hosts in different zones would disagree on ticks; name a zone such as UTC or Europe/Berlin`)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("unknown time zone %q", name)
+	}
+	return loc, nil
+}
+
+func checkHostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return fmt.Errorf("invalid address %q: %s", s, ae.Err)
+		}
+		return fmt.Errorf("invalid address %q", s)
+	}
+	if strings.ContainsAny(host, " /") {
+		return fmt.Errorf("invalid host %q", host)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return fmt.Errorf("invalid port %q", port)
+	}
+	return nil
+}
+
+// checkRedisURL validates a redis:// or rediss:// URL without ever putting
+// the URL itself (which may hold a password) into the error.
+func checkRedisURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("invalid URL: %w", urlErr(err))
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return fmt.Errorf("scheme must be redis:// or rediss:// (TLS), got %q", u.Scheme+"://")
+	}
+	if _, err := redis.ParseURL(s); err != nil {
+		return fmt.Errorf("invalid URL: %s", strings.TrimPrefix(urlErr(err).Error(), "redis: "))
+	}
+	return nil
+}
+
+func checkHTTPURL(s string) error {
+	if s == "" {
+		return errors.New("required: an http:// or https:// URL")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("invalid URL: %w", urlErr(err))
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("scheme must be http:// or https://, got %q", RedactURL(s))
+	}
+	if u.Host == "" {
+		return fmt.Errorf("no host in %q", RedactURL(s))
+	}
+	return nil
+}
+
+// urlErr drops the URL from a *url.Error, keeping only what went wrong.
+func urlErr(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// Schedule says when a job's ticks are due.
+type Schedule interface {
+	// Next returns the first tick strictly after t, in t's location, or the
+	// zero time if there is none within five years.
+	Next(t time.Time) time.Time
+}
+
+// cronParser is the one place that decides which cron specs baton accepts.
+var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// ParseSchedule parses a job's schedule spec: 5 fields (minute hour
+// day-of-month month day-of-week), 6 fields (seconds first), a descriptor
+// (@yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly) or
+// "@every <duration>" (whole seconds, at least 1s). The spec is read in the
+// location of the time passed to Next. "@every D" ticks at multiples of D
+// since the Unix epoch, so every replica computes the same ticks whatever its
+// start time. A CRON_TZ= or TZ= prefix is rejected: a job's zone is its
+// timezone setting. Errors start with "jobs: ".
+func ParseSchedule(spec string) (Schedule, error) {
+	s, err := parseSchedule(spec)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: schedule %q: %w", spec, err)
+	}
+	return s, nil
+}
+
+func parseSchedule(spec string) (s Schedule, err error) {
+	spec = strings.TrimSpace(spec)
+	switch {
+	case spec == "":
+		return nil, errors.New("empty")
+	case strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ="):
+		return nil, errors.New("a CRON_TZ= or TZ= prefix is not supported: set the job's timezone instead")
+	case strings.HasPrefix(spec, "@every"):
+		arg := strings.TrimSpace(strings.TrimPrefix(spec, "@every"))
+		d, err := time.ParseDuration(arg)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("invalid duration %q in @every", arg)
+		case d < time.Second:
+			return nil, fmt.Errorf("@every %s: the interval must be at least 1s", d)
+		case d%time.Second != 0:
+			return nil, fmt.Errorf("@every %s: the interval must be whole seconds", d)
+		}
+		return every(d), nil
+	case !strings.HasPrefix(spec, "@"):
+		if n := len(strings.Fields(spec)); n != 5 && n != 6 {
+			return nil, fmt.Errorf("expected 5 or 6 fields, found %d", n)
+		}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("cannot parse %q", spec)
+		}
+	}()
+	sched, err := cronParser.Parse(spec)
+	if err != nil {
+		return nil, err
+	}
+	return sched, nil
+}
+
+// every ticks at the multiples of a duration since the Unix epoch.
+type every time.Duration
+
+// Next returns the first multiple of the interval since the epoch after t.
+func (e every) Next(t time.Time) time.Time {
+	d := int64(e)
+	u := t.UnixNano()
+	next := (u/d + 1) * d
+	if u < 0 && u%d != 0 {
+		next -= d
+	}
+	return time.Unix(0, next).In(t.Location())
+}
+
+// shortestInterval returns the shortest gap between the schedule's next
+// ticks after now (an estimate for calendar specs: the next 500 ticks are
+// looked at), and false if it never fires.
+func shortestInterval(s Schedule, now time.Time) (time.Duration, bool) {
+	if e, ok := s.(every); ok {
+		return time.Duration(e), true
+	}
+	prev := s.Next(now)
+	if prev.IsZero() {
+		return 0, false
+	}
+	shortest := time.Duration(-1)
+	for range 500 {
+		next := s.Next(prev)
+		if next.IsZero() {
+			break
+		}
+		if gap := next.Sub(prev); shortest < 0 || gap < shortest {
+			shortest = gap
+		}
+		prev = next
+	}
+	if shortest < 0 {
+		shortest = 5 * 365 * 24 * time.Hour // one tick in five years
+	}
+	return shortest, true
+}
