@@ -30,9 +30,10 @@ type Client struct {
 }
 
 type master struct {
-	idx  int
-	rdb  redis.UniversalClient
-	addr string
+	idx   int
+	rdb   redis.UniversalClient
+	addr  string
+	batch *batcher
 
 	ok        atomic.Bool // checked and usable: the fast path of check
 	mu        sync.Mutex
@@ -72,12 +73,15 @@ func New(masters []redis.UniversalClient, opts ...Option) (*Client, error) {
 		}
 		c.masters = append(c.masters, &master{idx: i, rdb: rdb, addr: addrOf(rdb)})
 	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	for _, m := range c.masters {
+		m.batch = &batcher{rdb: m.rdb, life: c.ctx}
+	}
 	for _, m := range c.masters {
 		if r, ok := m.rdb.(*redis.Client); ok && !r.Options().ContextTimeoutEnabled {
 			o.logger.Printf("locking: master %d (%s): ContextTimeoutEnabled is off, so per-call deadlines cannot interrupt a hung connection (go-redis's read timeout applies); enable it", m.idx, m.addr)
 		}
 	}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.hub = newHub(c)
 	return c, nil
 }

@@ -164,7 +164,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	c := l.c
 	start := time.Now()
 	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
-		return c.scripts.extend.Run(ctx, m.rdb, []string{l.keys.lock}, l.token, ttl.Milliseconds()).Int64()
+		return m.batch.run(ctx, c.scripts.extend, []string{l.keys.lock}, l.token, ttl.Milliseconds()).Int64()
 	}, isOne)
 	acks, gone := 0, 0
 	var errs []error

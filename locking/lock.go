@@ -124,7 +124,7 @@ func (c *Client) giveUp(k keys, token string, ttl time.Duration, o *lockOptions,
 	ctx, cancel := context.WithTimeout(c.ctx, c.masterTimeout(ttl))
 	defer cancel()
 	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
-		return c.scripts.leave.Run(ctx, m.rdb, []string{k.lock}, token).Int64()
+		return m.batch.run(ctx, c.scripts.leave, []string{k.lock}, token).Int64()
 	}, nil)
 	for _, r := range rs {
 		if r.err == nil && r.val.(int64) == 1 {
@@ -181,7 +181,7 @@ func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Dur
 	}
 	start := time.Now()
 	run := func(ctx context.Context, m *master) (any, error) {
-		return c.scripts.acquire.Run(ctx, m.rdb, keyList, args...).Int64Slice()
+		return m.batch.run(ctx, c.scripts.acquire, keyList, args...).Int64Slice()
 	}
 	rs := c.fanout(ctx, c.masterTimeout(ttl), run, granted)
 	if mode == "q" && unmarked(rs) > 0 && c.markFresh(ctx, ttl) {
@@ -311,7 +311,7 @@ func agreed(fences []int64, q int) (int64, bool) {
 func (c *Client) syncFence(ctx context.Context, k keys, token string, ttl time.Duration, fences []int64) (int64, error) {
 	fence := slices.Max(fences)
 	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
-		return c.scripts.fenceSync.Run(ctx, m.rdb, []string{k.lock, k.fence}, token, fmt.Sprint(fence)).Int64()
+		return m.batch.run(ctx, c.scripts.fenceSync, []string{k.lock, k.fence}, token, fmt.Sprint(fence)).Int64()
 	}, isOne)
 	acks := 0
 	var errs []error
@@ -343,7 +343,7 @@ func (c *Client) releaseOn(ctx context.Context, k keys, token string, ttl time.D
 		defer cancel()
 	}
 	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
-		return c.scripts.release.Run(ctx, m.rdb, []string{k.lock, k.fence}, token, c.wakeChannel(), k.name).Int64()
+		return m.batch.run(ctx, c.scripts.release, []string{k.lock, k.fence}, token, c.wakeChannel(), k.name).Int64()
 	}, nil)
 	for _, r := range rs {
 		switch {

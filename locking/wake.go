@@ -16,7 +16,9 @@ import (
 // was freed (one local waiter of that name is woken: the others stay asleep,
 // so waiters do not stampede Redis), "h|token|name" when it was handed to the
 // fair waiter with that token. With several masters every release publishes
-// once per master; repeats of one payload wake nobody twice.
+// once per master, and each message wakes a waiter: the first may arrive
+// before the other masters have released, and an attempt made on it alone
+// would fail and then sleep until the holder's ttl.
 type hub struct {
 	c *Client
 
@@ -25,7 +27,6 @@ type hub struct {
 	subs    []*redis.PubSub
 	byName  map[string][]*waiter
 	byToken map[string]*waiter
-	last    map[string]string // name -> last payload seen, to drop repeats
 }
 
 type waiter struct {
@@ -34,7 +35,7 @@ type waiter struct {
 }
 
 func newHub(c *Client) *hub {
-	return &hub{c: c, byName: map[string][]*waiter{}, byToken: map[string]*waiter{}, last: map[string]string{}}
+	return &hub{c: c, byName: map[string][]*waiter{}, byToken: map[string]*waiter{}}
 }
 
 // ensure subscribes on every master, once, and waits (at most timeout) for
@@ -119,12 +120,6 @@ func (h *hub) dispatch(payload string) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.last[name] == payload {
-		return // the same release, heard from another master
-	}
-	if ws := h.byName[name]; len(ws) > 0 {
-		h.last[name] = payload
-	}
 	if kind == "h" {
 		if w := h.byToken[token]; w != nil {
 			signal(w)
@@ -179,7 +174,6 @@ func (h *hub) remove(w *waiter, gaveUp bool) {
 	}
 	if len(ws) == 0 {
 		delete(h.byName, w.name)
-		delete(h.last, w.name)
 	} else {
 		h.byName[w.name] = ws
 	}
