@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	_ "time/tzdata" // every replica must use the same zone rules
+
+	"github.com/batonhq/baton/scheduler"
 )
 
 // Config is a loaded, validated job list. Load and LoadFile return it only
@@ -189,8 +191,12 @@ type Job struct {
 	// seconds first), a descriptor (@yearly, @annually, @monthly, @weekly,
 	// @daily, @midnight, @hourly) or "@every <duration>" (whole seconds,
 	// >= 1s, aligned to the Unix epoch). Required unless Mode is singleton,
-	// forbidden then. See ParseSchedule.
+	// forbidden then. It is read in Location with scheduler.ParseSchedule
+	// (Vixie-cron DST rules).
 	Schedule string `yaml:"schedule"`
+	// Sched is Schedule parsed in Location by scheduler.ParseSchedule; nil
+	// for singleton jobs.
+	Sched scheduler.Schedule `yaml:"-"`
 	// Timezone is the zone Schedule is read in. After loading it is set for
 	// every job with a schedule: empty in the file means Config.Timezone.
 	// Singleton jobs have neither schedule nor zone.

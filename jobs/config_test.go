@@ -76,7 +76,16 @@ func TestLoadMinimalAppliesDefaults(t *testing.T) {
 		RestartBackoff:   Backoff{Initial: time.Second, Max: time.Minute},
 		Line:             4,
 	}
-	if got := c.Jobs[0]; !reflect.DeepEqual(got, want) {
+	got := c.Jobs[0]
+	if got.Sched == nil {
+		t.Fatal("Sched not set")
+	}
+	from := time.Date(2026, 3, 1, 10, 0, 7, 0, time.UTC)
+	if next := got.Sched.Next(from); !next.Equal(from.Add(3 * time.Second)) {
+		t.Errorf("Sched.Next(%s) = %s", from, next)
+	}
+	got.Sched = nil
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("job:\n got %+v\nwant %+v", got, want)
 	}
 	if j, ok := c.Job("report"); !ok || j != &c.Jobs[0] || j.Kind() != "exec" {
@@ -179,8 +188,8 @@ var badFiles = map[string][]string{
 	"four-fields":      {`:5: job "report": schedule: expected 5 or 6 fields, found 4`},
 	"bad-cron-field":   {`:5: job "report": schedule: end of range (70) above maximum (23)`},
 	"never-fires":      {`:5: job "report": schedule: "0 0 30 2 *" never fires`},
-	"cron-tz":          {`:5: job "report": schedule: a CRON_TZ= or TZ= prefix is not supported: set the job's timezone instead`},
-	"every-subsecond":  {`:5: job "report": schedule: @every 1.5s: the interval must be whole seconds`},
+	"cron-tz":          {`:5: job "report": schedule: a CRON_TZ= or TZ= prefix is not accepted: set the job's time zone instead`},
+	"every-subsecond":  {`:5: job "report": schedule: @every: interval 1.5s is not a whole number of seconds of at least 1s`},
 	"unknown-timezone": {
 		`:3: timezone: unknown time zone "Mars/Olympus_Mons"`,
 		`:9: job "report": timezone: unknown time zone "Europe/Berln"`,
@@ -598,61 +607,38 @@ func TestRedactedExampleLoads(t *testing.T) {
 	}
 }
 
-func TestParseSchedule(t *testing.T) {
-	from := time.Date(2026, 3, 1, 10, 0, 7, 0, time.UTC)
+// TestScheduleParsedInZone checks that Load parses each schedule with
+// scheduler.ParseSchedule in the job's zone (the parser itself is tested in
+// package scheduler), and leaves singletons without one.
+func TestScheduleParsedInZone(t *testing.T) {
+	c := mustLoad(t, `redis: {url: redis://h:1/0}
+jobs:
+  - name: berlin
+    schedule: "0 3 * * *"
+    timezone: Europe/Berlin
+    exec: {command: ["true"]}
+  - name: every
+    schedule: "@every 7s"
+    exec: {command: ["true"]}
+  - name: pump
+    mode: singleton
+    exec: {command: ["true"]}
+`)
+	from := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
-		spec string
-		next time.Time
+		job  string
+		want time.Time
 	}{
-		{"*/5 * * * * *", from.Add(3 * time.Second)},
-		{"0 11 * * *", time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)},
-		{"30 0 11 * * *", time.Date(2026, 3, 1, 11, 0, 30, 0, time.UTC)},
-		{"@hourly", time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)},
-		{"@daily", time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)},
-		{"@every 10s", time.Date(2026, 3, 1, 10, 0, 10, 0, time.UTC)},
-		{"@every 1m30s", time.Unix((from.Unix()/90+1)*90, 0).UTC()},
-		{"  0 0 29 2 *  ", time.Date(2028, 2, 29, 0, 0, 0, 0, time.UTC)},
+		{"berlin", time.Date(2026, 3, 2, 2, 0, 0, 0, time.UTC)}, // 03:00 CET
+		{"every", time.Unix((from.Unix()/7+1)*7, 0)},
 	} {
-		s, err := ParseSchedule(tc.spec)
-		if err != nil {
-			t.Errorf("ParseSchedule(%q): %v", tc.spec, err)
-			continue
-		}
-		if got := s.Next(from); !got.Equal(tc.next) {
-			t.Errorf("%q.Next(%s) = %s, want %s", tc.spec, from, got, tc.next)
+		j, _ := c.Job(tc.job)
+		if got := j.Sched.Next(from); !got.Equal(tc.want) {
+			t.Errorf("%s: Next(%s) = %s, want %s", tc.job, from, got, tc.want)
 		}
 	}
-	for _, tc := range []struct{ spec, err string }{
-		{"", "empty"},
-		{"* * * *", "expected 5 or 6 fields, found 4"},
-		{"* * * * * * *", "expected 5 or 6 fields, found 7"},
-		{"61 * * * *", "above maximum"},
-		{"TZ=UTC 0 3 * * *", "CRON_TZ= or TZ= prefix"},
-		{"CRON_TZ=UTC", "CRON_TZ= or TZ= prefix"},
-		{"@every 500ms", "at least 1s"},
-		{"@every -5s", "at least 1s"},
-		{"@every 1.5s", "whole seconds"},
-		{"@every soon", `invalid duration "soon"`},
-		{"@reboot", "unrecognized descriptor"},
-	} {
-		_, err := ParseSchedule(tc.spec)
-		if err == nil || !strings.HasPrefix(err.Error(), "jobs: schedule ") || !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("ParseSchedule(%q) error = %v, want %q", tc.spec, err, tc.err)
-		}
-	}
-}
-
-func TestEveryIsAlignedToTheEpoch(t *testing.T) {
-	s, err := ParseSchedule("@every 7s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	berlin, _ := time.LoadLocation("Europe/Berlin")
-	for _, tc := range []struct{ at, want int64 }{{0, 7}, {6, 7}, {7, 14}, {-1, 0}, {-7, 0}, {-8, -7}} {
-		got := s.Next(time.Unix(tc.at, 0).In(berlin))
-		if got.Unix() != tc.want || got.Location() != berlin {
-			t.Errorf("Next(%d) = %d (%s), want %d", tc.at, got.Unix(), got.Location(), tc.want)
-		}
+	if p, _ := c.Job("pump"); p.Sched != nil {
+		t.Errorf("singleton has a schedule: %v", p.Sched)
 	}
 }
 

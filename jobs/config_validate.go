@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/robfig/cron/v3"
+
+	"github.com/batonhq/baton/scheduler"
 )
 
 var (
@@ -350,22 +351,39 @@ func (v *validator) job(p string, j *Job) {
 		v.errf(at("schedule"), "required (only mode: singleton runs without a schedule)")
 		return
 	}
-	sched, err := parseSchedule(j.Schedule)
+	if j.Location == nil {
+		return // the zone is already reported
+	}
+	sched, err := parseSchedule(j.Schedule, j.Location)
 	if err != nil {
 		v.errf(at("schedule"), "%s", err.Error())
 		return
 	}
-	if j.Location == nil {
-		return // the zone is already reported
-	}
-	interval, ok := shortestInterval(sched, v.now.In(j.Location))
-	if !ok {
-		v.errf(at("schedule"), "%q never fires (no matching time in the next five years)", j.Schedule)
-		return
-	}
-	if j.Jitter >= interval && j.Jitter > 0 {
+	j.Sched = sched
+	if interval := scheduler.ShortestInterval(sched, v.now); interval > 0 && j.Jitter >= interval && j.Jitter > 0 {
 		v.errf(at("jitter"), "%s is not shorter than the schedule's interval (%s): ticks would overlap", j.Jitter, interval)
 	}
+}
+
+// parseSchedule parses spec with scheduler.ParseSchedule, the one parser
+// every replica uses, and turns its error into a validation message: without
+// the "scheduler: schedule ..." prefix (the field path already names it), and
+// with a plain message for a wrong number of fields.
+func parseSchedule(spec string, loc *time.Location) (scheduler.Schedule, error) {
+	if f := strings.Fields(spec); !strings.HasPrefix(spec, "@") && (len(f) < 5 || len(f) > 6) &&
+		!strings.HasPrefix(spec, "TZ=") && !strings.HasPrefix(spec, "CRON_TZ=") {
+		return nil, fmt.Errorf("expected 5 or 6 fields, found %d", len(f))
+	}
+	s, err := scheduler.ParseSchedule(spec, loc)
+	if err == nil {
+		return s, nil
+	}
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, fmt.Sprintf("scheduler: schedule %q: ", spec))
+	if msg == "never fires" {
+		return nil, fmt.Errorf("%q never fires", spec)
+	}
+	return nil, errors.New(msg)
 }
 
 // kind checks that exactly one of exec, http and handler is set, and the one
@@ -519,108 +537,4 @@ func urlErr(err error) error {
 		return ue.Err
 	}
 	return err
-}
-
-// Schedule says when a job's ticks are due.
-type Schedule interface {
-	// Next returns the first tick strictly after t, in t's location, or the
-	// zero time if there is none within five years.
-	Next(t time.Time) time.Time
-}
-
-// cronParser is the one place that decides which cron specs baton accepts.
-var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// ParseSchedule parses a job's schedule spec: 5 fields (minute hour
-// day-of-month month day-of-week), 6 fields (seconds first), a descriptor
-// (@yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly) or
-// "@every <duration>" (whole seconds, at least 1s). The spec is read in the
-// location of the time passed to Next. "@every D" ticks at multiples of D
-// since the Unix epoch, so every replica computes the same ticks whatever its
-// start time. A CRON_TZ= or TZ= prefix is rejected: a job's zone is its
-// timezone setting. Errors start with "jobs: ".
-func ParseSchedule(spec string) (Schedule, error) {
-	s, err := parseSchedule(spec)
-	if err != nil {
-		return nil, fmt.Errorf("jobs: schedule %q: %w", spec, err)
-	}
-	return s, nil
-}
-
-func parseSchedule(spec string) (s Schedule, err error) {
-	spec = strings.TrimSpace(spec)
-	switch {
-	case spec == "":
-		return nil, errors.New("empty")
-	case strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ="):
-		return nil, errors.New("a CRON_TZ= or TZ= prefix is not supported: set the job's timezone instead")
-	case strings.HasPrefix(spec, "@every"):
-		arg := strings.TrimSpace(strings.TrimPrefix(spec, "@every"))
-		d, err := time.ParseDuration(arg)
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("invalid duration %q in @every", arg)
-		case d < time.Second:
-			return nil, fmt.Errorf("@every %s: the interval must be at least 1s", d)
-		case d%time.Second != 0:
-			return nil, fmt.Errorf("@every %s: the interval must be whole seconds", d)
-		}
-		return every(d), nil
-	case !strings.HasPrefix(spec, "@"):
-		if n := len(strings.Fields(spec)); n != 5 && n != 6 {
-			return nil, fmt.Errorf("expected 5 or 6 fields, found %d", n)
-		}
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			s, err = nil, fmt.Errorf("cannot parse %q", spec)
-		}
-	}()
-	sched, err := cronParser.Parse(spec)
-	if err != nil {
-		return nil, err
-	}
-	return sched, nil
-}
-
-// every ticks at the multiples of a duration since the Unix epoch.
-type every time.Duration
-
-// Next returns the first multiple of the interval since the epoch after t.
-func (e every) Next(t time.Time) time.Time {
-	d := int64(e)
-	u := t.UnixNano()
-	next := (u/d + 1) * d
-	if u < 0 && u%d != 0 {
-		next -= d
-	}
-	return time.Unix(0, next).In(t.Location())
-}
-
-// shortestInterval returns the shortest gap between the schedule's next
-// ticks after now (an estimate for calendar specs: the next 500 ticks are
-// looked at), and false if it never fires.
-func shortestInterval(s Schedule, now time.Time) (time.Duration, bool) {
-	if e, ok := s.(every); ok {
-		return time.Duration(e), true
-	}
-	prev := s.Next(now)
-	if prev.IsZero() {
-		return 0, false
-	}
-	shortest := time.Duration(-1)
-	for range 500 {
-		next := s.Next(prev)
-		if next.IsZero() {
-			break
-		}
-		if gap := next.Sub(prev); shortest < 0 || gap < shortest {
-			shortest = gap
-		}
-		prev = next
-	}
-	if shortest < 0 {
-		shortest = 5 * 365 * 24 * time.Hour // one tick in five years
-	}
-	return shortest, true
 }

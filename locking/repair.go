@@ -2,6 +2,7 @@ package locking
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -19,6 +20,51 @@ import (
 // A fresh deployment, where no master carries a marker yet, marks every
 // master at once without quarantine. Counters that were never seen start at
 // the master's clock in microseconds, so fences stay monotonic even then.
+
+// MarkerKey is the key every master of a quorum carries while it may vote.
+// Packages that run their own scripts on the same masters (the scheduler's
+// tick claims) check it the way the acquire script does: absent means the
+// master restarted empty and must not vote; a value above the server's time
+// in milliseconds means it is in quarantine until then.
+func (c *Client) MarkerKey() string { return c.markerKey() }
+
+// Prepare contacts every master: it checks the eviction policy, marks the
+// masters of a fresh quorum, and starts the repair of any master that
+// restarted empty. Locks do this on their own; callers that run their own
+// scripts on the masters call Prepare first, and again when a master answers
+// that it carries no marker. It returns an error only when no master answered.
+func (c *Client) Prepare(ctx context.Context) error {
+	ttl := time.Second
+	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
+		return m.rdb.Exists(ctx, c.markerKey()).Result()
+	}, nil)
+	var errs []error
+	unmarked := 0
+	for _, r := range rs {
+		if r.err != nil {
+			errs = append(errs, MasterError{r.m.idx, r.m.addr, r.err})
+			continue
+		}
+		if r.val.(int64) == 0 {
+			unmarked++
+		}
+	}
+	if len(errs) == len(rs) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, errors.Join(errs...))
+	}
+	if len(c.masters) == 1 || unmarked == 0 {
+		return nil
+	}
+	if c.markFresh(ctx, ttl) {
+		return nil
+	}
+	for _, r := range rs {
+		if r.err == nil && r.val.(int64) == 0 {
+			c.repairLater(r.m)
+		}
+	}
+	return nil
+}
 
 // unmarked counts the acquire answers of masters without a marker.
 func unmarked(rs []reply) int {

@@ -1,0 +1,40 @@
+// Package supervisor runs an exec job's child under a small watchdog process
+// so that the child never outlives the lease it runs under, nor the baton
+// replica that started it, even when baton itself is frozen (a long GC pause,
+// CPU starvation, SIGSTOP).
+//
+// The watchdog is the baton binary itself in a hidden mode: Start runs
+// Spec.Path (default os.Executable()) with the single argument Arg, and the
+// binary's main calls MaybeRun first thing, which turns the process into the
+// supervisor (Main). The supervisor starts the child in a process group of
+// its own and then keeps two deadlines on its own timers: SIGTERM to the
+// child's process group at "deadline - grace - margin" and SIGKILL at
+// "deadline - margin". The parent moves the deadline with Extend after every
+// confirmed lease extension; if no extension arrives, because the lease is
+// lost or because baton is frozen, the supervisor acts anyway.
+//
+// Deadlines travel as absolute CLOCK_MONOTONIC nanoseconds, a clock that
+// both processes share on one host and that no wall-clock step moves, over a
+// control pipe (file descriptor 3 in the supervisor). A status pipe (file
+// descriptor 4) carries the child's pid, start errors and "the deadline
+// fired" back. Three mechanisms stop the child when baton goes away: the
+// control pipe reaching EOF, a parent-death signal (SIGTERM) on the
+// supervisor, and a parent-death signal (SIGKILL) on the child should the
+// supervisor itself die. The first two end the whole process group, so
+// grandchildren die too; the last reaches only the child.
+//
+// Parent-death signals belong to the OS thread that forked, not to the
+// process, so both sides fork from a goroutine locked to its thread
+// (runtime.LockOSThread) that stays locked until the forked process exits:
+// every running supervisor holds one OS thread of baton.
+//
+// The supervisor exits with the child's exit code, 128+n if the child died
+// of signal n, ExitDeadline (254, after one line on stderr) if it signalled
+// the child because the deadline passed, and ExitFailure (255) if it could
+// not do its job. After the child exits the supervisor SIGKILLs whatever is
+// left in the child's process group, so background processes the job left
+// behind do not outlive it either.
+//
+// The package works on Linux only; elsewhere Start returns an error wrapping
+// errors.ErrUnsupported.
+package supervisor

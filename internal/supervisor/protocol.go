@@ -1,0 +1,81 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The supervisor's two pipes, as file descriptors in the supervisor (the
+// first two of exec.Cmd.ExtraFiles).
+const (
+	ctlFD    = 3 // parent -> supervisor: request, then deadline and stop lines
+	statusFD = 4 // supervisor -> parent: pid, start error, deadline fired
+)
+
+// request is the first line on the control pipe, JSON-encoded. Later lines
+// are "d <mono ns>" (a new deadline, 0 for none) and "s <grace ns>" (stop).
+//
+// The status pipe carries "pid <n>" once the child runs, or "err <kind>
+// <message>" if it could not start (kind: notfound, perm, other), and
+// "deadline" when a deadline timer fires (or, instead of "pid", when the
+// deadline had passed before the child could start).
+type request struct {
+	Argv     []string `json:"argv"`
+	Grace    int64    `json:"grace"`    // ns
+	Margin   int64    `json:"margin"`   // ns
+	Deadline int64    `json:"deadline"` // CLOCK_MONOTONIC ns; 0: none
+}
+
+func (r request) encode() ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// Status line kinds of a start error.
+const (
+	errKindNotFound = "notfound"
+	errKindPerm     = "perm"
+	errKindOther    = "other"
+)
+
+// monoNow reads CLOCK_MONOTONIC, the clock the Go runtime's timers also run
+// on (Linux), in nanoseconds.
+func monoNow() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic(fmt.Sprintf("supervisor: clock_gettime(CLOCK_MONOTONIC): %v", err))
+	}
+	return ts.Nano()
+}
+
+// toMono converts a deadline to CLOCK_MONOTONIC nanoseconds; the zero time
+// is 0 (no deadline). time.Until uses t's monotonic reading when it has one.
+func toMono(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	m := monoNow() + int64(time.Until(t))
+	if m <= 0 {
+		m = 1 // long past, but not "none"
+	}
+	return m
+}
+
+// parseLine splits a control or status line into its verb and the integer
+// that follows it (if any).
+func parseLine(line string) (verb string, n int64, err error) {
+	verb, rest, _ := strings.Cut(line, " ")
+	if rest == "" {
+		return verb, 0, nil
+	}
+	n, err = strconv.ParseInt(rest, 10, 64)
+	return verb, n, err
+}

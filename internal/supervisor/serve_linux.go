@@ -1,0 +1,268 @@
+package supervisor
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Main runs the supervisor (see the package documentation) and exits with
+// its exit status; it never returns. It is meant for a process started by Start; run by hand,
+// it finds no pipes and exits with ExitFailure.
+func Main() {
+	os.Exit(serve())
+}
+
+const never = math.MaxInt64
+
+// serve is the supervisor. It returns its exit status.
+func serve() int {
+	// Catch, rather than ignore, what must not kill us: an ignored
+	// disposition would be inherited by the child, a caught one is not.
+	// SIGINT and SIGHUP reach baton's terminal process group; baton decides
+	// what its runs do then. SIGPIPE: writes to a closed stderr or status
+	// pipe fail instead of killing us.
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+
+	status := os.NewFile(statusFD, "baton-supervisor-status")
+	ctl := os.NewFile(ctlFD, "baton-supervisor-control")
+	// The child must not inherit the pipes: the parent reads EOF on the
+	// status pipe when the supervisor exits.
+	unix.CloseOnExec(statusFD)
+	unix.CloseOnExec(ctlFD)
+	report := func(line string) { _, _ = io.WriteString(status, line+"\n") }
+
+	rd := bufio.NewReader(ctl)
+	line, err := rd.ReadBytes('\n')
+	var req request
+	if err == nil {
+		err = json.Unmarshal(line, &req)
+	}
+	if err == nil && len(req.Argv) == 0 {
+		err = errors.New("empty argv")
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "baton supervisor: %v (this mode is for baton's own use)\n", err)
+		return ExitFailure
+	}
+	grace, margin := req.Grace, req.Margin
+	if req.Deadline != 0 && monoNow() >= req.Deadline-margin {
+		report("deadline") // never start a child without a lease
+		return ExitDeadline
+	}
+
+	c, err := startChild(req.Argv)
+	if err != nil {
+		report("err " + errKind(err) + " " + strings.ReplaceAll(err.Error(), "\n", " "))
+		return ExitFailure
+	}
+	report(fmt.Sprintf("pid %d", c.pid))
+
+	msgs := make(chan [2]int64) // verb ('d' or 's'), value
+	go readControl(rd, msgs)
+
+	var (
+		deadline           = req.Deadline
+		dTerm, dKill int64 = never, never // from the deadline
+		sTerm, sKill int64 = never, never // from a stop
+		termSent     bool
+		killSent     bool
+		hit          bool // a deadline timer signalled the child
+	)
+	arm := func(now int64) {
+		if deadline == 0 {
+			dTerm, dKill = never, never
+			return
+		}
+		dKill = deadline - margin
+		// The grace must fit: with a short lease, TERM at half the time
+		// left, so that a regular extension still arrives before it.
+		g := grace
+		if half := (dKill - now) / 2; half < g {
+			g = max(half, 0)
+		}
+		dTerm = dKill - g
+	}
+	stop := func(now, g int64) {
+		sTerm = min(sTerm, now)
+		sKill = min(sKill, now+g)
+	}
+	arm(monoNow())
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := monoNow()
+		if !termSent && now >= min(dTerm, sTerm) {
+			termSent = true
+			c.signal(syscall.SIGTERM)
+			if now >= dTerm && !hit {
+				hit = true
+				report("deadline")
+			}
+		}
+		if !killSent && now >= min(dKill, sKill) {
+			killSent = true
+			c.signal(syscall.SIGKILL)
+			if now >= dKill && !hit {
+				hit = true
+				report("deadline")
+			}
+		}
+		next := int64(never)
+		if !termSent {
+			next = min(dTerm, sTerm)
+		}
+		if !killSent {
+			next = min(next, dKill, sKill)
+		}
+		var fire <-chan time.Time
+		if next != never {
+			timer.Reset(time.Duration(next - now))
+			fire = timer.C
+		}
+		select {
+		case <-c.done:
+			if hit {
+				fmt.Fprintf(os.Stderr, "baton supervisor: killed process group %d: lease validity deadline passed\n", c.pid)
+				return ExitDeadline
+			}
+			ws, _ := c.state.Sys().(syscall.WaitStatus)
+			if ws.Signaled() {
+				return 128 + int(ws.Signal())
+			}
+			return ws.ExitStatus()
+		case m, ok := <-msgs:
+			switch {
+			case !ok: // baton died or gave up on us
+				msgs = nil
+				stop(monoNow(), grace)
+			case m[0] == 'd':
+				deadline = m[1]
+				arm(monoNow())
+			case m[0] == 's':
+				stop(monoNow(), max(m[1], 0))
+			}
+		case <-term: // parent-death signal, or someone's kill
+			stop(monoNow(), grace)
+		case <-fire:
+		}
+	}
+}
+
+// readControl sends deadline and stop requests to msgs and closes it at EOF
+// or on a malformed line (either way the parent is gone for us).
+func readControl(rd *bufio.Reader, msgs chan<- [2]int64) {
+	defer close(msgs)
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			return
+		}
+		verb, n, err := parseLine(strings.TrimSuffix(line, "\n"))
+		if err != nil || (verb != "d" && verb != "s") {
+			fmt.Fprintf(os.Stderr, "baton supervisor: malformed control line %q\n", line)
+			return
+		}
+		msgs <- [2]int64{int64(verb[0]), n}
+	}
+}
+
+func errKind(err error) string {
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return errKindNotFound
+	case errors.Is(err, fs.ErrPermission):
+		return errKindPerm
+	}
+	return errKindOther
+}
+
+// child is the supervised process.
+type child struct {
+	pid   int
+	done  chan struct{} // closed once reaped
+	state *os.ProcessState
+
+	mu     sync.Mutex
+	reaped bool // the pid, and with it the process group id, may be reused
+}
+
+// startChild starts argv in its own process group with a parent-death
+// SIGKILL. The forking goroutine stays locked to its thread until the child
+// has exited: the parent-death signal fires when that thread ends.
+func startChild(argv []string) (*child, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = childEnv(os.Environ())
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	c := &child{done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		c.pid = cmd.Process.Pid
+		started <- nil
+		// Wait without reaping: while the child is a zombie its pid is
+		// still the group's id, so the final sweep cannot hit a stranger.
+		var info unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PID, c.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		c.mu.Lock()
+		_ = syscall.Kill(-c.pid, syscall.SIGKILL) // what the job left behind
+		c.reaped = true
+		c.mu.Unlock()
+		_ = cmd.Wait()
+		c.state = cmd.ProcessState
+		close(c.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// signal sends sig to the child's process group unless the child has been
+// reaped.
+func (c *child) signal(sig syscall.Signal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.reaped {
+		_ = syscall.Kill(-c.pid, sig)
+	}
+}
+
+// childEnv is env without EnvVar, so a child that is baton (or a test
+// binary) does not take itself for a supervisor.
+func childEnv(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, EnvVar+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

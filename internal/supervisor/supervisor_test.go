@@ -1,0 +1,316 @@
+//go:build linux
+
+package supervisor_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/supervisor"
+)
+
+// start starts a supervised child with the test binary as supervisor.
+func start(t *testing.T, spec supervisor.Spec) *supervisor.Process {
+	t.Helper()
+	spec.Path = os.Args[0]
+	p, err := supervisor.Start(testCtx(t), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killAtCleanup(t, p.ChildPid())
+	killAtCleanup(t, p.Pid())
+	t.Cleanup(func() { _ = p.Kill(); _, _ = p.Wait() })
+	return p
+}
+
+// wait waits up to 10s for p to exit.
+func wait(t *testing.T, p *supervisor.Process) (int, error) {
+	t.Helper()
+	type result struct {
+		code int
+		err  error
+	}
+	c := make(chan result, 1)
+	go func() {
+		code, err := p.Wait()
+		c <- result{code, err}
+	}()
+	select {
+	case r := <-c:
+		return r.code, r.err
+	case <-time.After(10 * time.Second):
+		_ = p.Kill()
+		<-c
+		t.Fatalf("supervisor %d did not exit within 10s", p.Pid())
+		return 0, nil
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		script string
+		code   int
+		out    string
+	}{
+		{"echo out; echo err >&2", 0, "out\nerr\n"},
+		{"exit 3", 3, ""},
+		{"kill -9 $$", 128 + 9, ""},
+		{"exit 254", 254, ""}, // the child's own 254 is not the deadline's
+	} {
+		t.Run(tc.script, func(t *testing.T) {
+			var out syncBuffer
+			p := start(t, supervisor.Spec{Args: []string{"sh", "-c", tc.script}, Stdout: &out, Stderr: &out})
+			code, err := wait(t, p)
+			if err != nil || code != tc.code {
+				t.Fatalf("Wait = %d, %v; want %d, nil", code, err, tc.code)
+			}
+			if out.String() != tc.out {
+				t.Errorf("output %q, want %q", out.String(), tc.out)
+			}
+			if p.KilledByDeadline() {
+				t.Error("KilledByDeadline")
+			}
+		})
+	}
+}
+
+func TestEnvAndDir(t *testing.T) {
+	dir := t.TempDir()
+	var out syncBuffer
+	p := start(t, supervisor.Spec{
+		Args:   []string{"sh", "-c", `echo "$FOO $` + supervisor.EnvVar + `"; pwd`},
+		Env:    []string{"FOO=bar", "PATH=" + os.Getenv("PATH"), supervisor.EnvVar + "=1", "GORACE=" + os.Getenv("GORACE")},
+		Dir:    dir,
+		Stdout: &out,
+	})
+	if code, err := wait(t, p); code != 0 || err != nil {
+		t.Fatalf("Wait = %d, %v", code, err)
+	}
+	real, _ := filepath.EvalSymlinks(dir)
+	if want := "bar \n" + real + "\n"; out.String() != want {
+		t.Errorf("output %q, want %q", out.String(), want)
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	ctx := testCtx(t)
+	_, err := supervisor.Start(ctx, supervisor.Spec{Path: os.Args[0], Args: []string{"baton-no-such-command"}})
+	if !errors.Is(err, exec.ErrNotFound) {
+		t.Errorf("missing command: %v, want exec.ErrNotFound", err)
+	}
+	_, err = supervisor.Start(ctx, supervisor.Spec{Path: os.Args[0], Args: []string{"/no/such/file"}})
+	if !errors.Is(err, exec.ErrNotFound) {
+		t.Errorf("missing file: %v, want exec.ErrNotFound", err)
+	}
+	_, err = supervisor.Start(ctx, supervisor.Spec{Path: os.Args[0], Args: []string{"true"}, Dir: "/no/such/dir"})
+	if err == nil {
+		t.Error("missing dir: no error")
+	}
+	_, err = supervisor.Start(ctx, supervisor.Spec{Path: "/bin/true", Args: []string{"true"}})
+	if err == nil || !strings.Contains(err.Error(), "MaybeRun") {
+		t.Errorf("not a supervisor: %v", err)
+	}
+	_, err = supervisor.Start(ctx, supervisor.Spec{Path: os.Args[0], Args: []string{"true"}, Deadline: time.Now().Add(10 * time.Millisecond)})
+	if !errors.Is(err, supervisor.ErrDeadline) {
+		t.Errorf("deadline within the margin: %v, want ErrDeadline", err)
+	}
+}
+
+func TestRunByHand(t *testing.T) {
+	out, err := exec.Command(os.Args[0], supervisor.Arg).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != supervisor.ExitFailure {
+		t.Fatalf("exit: %v, want %d; output %q", err, supervisor.ExitFailure, out)
+	}
+}
+
+func TestDeadlineKills(t *testing.T) {
+	var out syncBuffer
+	begin := time.Now()
+	p := start(t, supervisor.Spec{
+		Args:     []string{"sleep", "100"},
+		Stderr:   &out,
+		Deadline: begin.Add(300 * time.Millisecond),
+	})
+	code, err := wait(t, p)
+	if !errors.Is(err, supervisor.ErrDeadline) || code != supervisor.ExitDeadline || !p.KilledByDeadline() {
+		t.Fatalf("Wait = %d, %v (KilledByDeadline %v); want %d, ErrDeadline", code, err, p.KilledByDeadline(), supervisor.ExitDeadline)
+	}
+	if took := time.Since(begin); took > 300*time.Millisecond+time.Second {
+		t.Errorf("killed after %v", took)
+	}
+	if !strings.Contains(out.String(), "deadline") || strings.Count(out.String(), "\n") != 1 {
+		t.Errorf("stderr %q, want one line about the deadline", out.String())
+	}
+	waitGone(t, time.Second, p.ChildPid())
+}
+
+// TestDeadlineGraceFits: with a deadline 600ms away and the default 5s
+// grace, the child still gets SIGTERM before SIGKILL.
+func TestDeadlineGraceFits(t *testing.T) {
+	var out syncBuffer
+	p := start(t, supervisor.Spec{
+		Args:     []string{"sh", "-c", `trap 'echo term; exit 0' TERM; sleep 100 & wait`},
+		Stdout:   &out,
+		Deadline: time.Now().Add(600 * time.Millisecond),
+	})
+	if _, err := wait(t, p); !errors.Is(err, supervisor.ErrDeadline) {
+		t.Fatalf("Wait: %v, want ErrDeadline", err)
+	}
+	if !strings.Contains(out.String(), "term") {
+		t.Errorf("output %q: the child got no SIGTERM", out.String())
+	}
+}
+
+func TestExtendKeepsChildAlive(t *testing.T) {
+	const ttl = 300 * time.Millisecond
+	p := start(t, supervisor.Spec{Args: []string{"sleep", "100"}, Deadline: time.Now().Add(ttl)})
+	until := time.Now().Add(3 * ttl)
+	for time.Now().Before(until) {
+		if err := p.Extend(time.Now().Add(ttl)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(ttl / 6) // the extension rhythm of a lease
+	}
+	if !alive(p.ChildPid()) {
+		t.Fatal("child died although the deadline kept moving")
+	}
+	// No more extensions: the deadline ends it.
+	if code, err := wait(t, p); !errors.Is(err, supervisor.ErrDeadline) {
+		t.Fatalf("Wait = %d, %v; want ErrDeadline", code, err)
+	}
+}
+
+func TestExtendEarlier(t *testing.T) {
+	p := start(t, supervisor.Spec{Args: []string{"sleep", "100"}, Deadline: time.Now().Add(time.Hour)})
+	if err := p.Extend(time.Now().Add(200 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wait(t, p); !errors.Is(err, supervisor.ErrDeadline) {
+		t.Fatalf("Wait: %v, want ErrDeadline", err)
+	}
+	if err := p.Extend(time.Now().Add(time.Hour)); !errors.Is(err, supervisor.ErrDone) {
+		t.Errorf("Extend after exit: %v, want ErrDone", err)
+	}
+}
+
+func TestStopKillsGroup(t *testing.T) {
+	gpid := filepath.Join(t.TempDir(), "gpid")
+	p := start(t, supervisor.Spec{Args: []string{"sh", "-c", `sleep 100 & echo $! > ` + gpid + `; wait`}})
+	grandchild := readPidFile(t, gpid)
+	if err := p.Stop(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	code, err := wait(t, p)
+	if err != nil || code != 128+int(syscall.SIGTERM) {
+		t.Errorf("Wait = %d, %v; want %d, nil", code, err, 128+int(syscall.SIGTERM))
+	}
+	waitGone(t, time.Second, p.ChildPid(), grandchild)
+}
+
+func TestStopEscalatesToKill(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	p := start(t, supervisor.Spec{Args: []string{"sh", "-c", `trap '' TERM; echo $$ > ` + ready + `; sleep 100`}})
+	readPidFile(t, ready) // deaf to SIGTERM from now on
+	begin := time.Now()
+	if err := p.Stop(200 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	code, err := wait(t, p)
+	if err != nil || code != 128+int(syscall.SIGKILL) {
+		t.Errorf("Wait = %d, %v; want %d, nil", code, err, 128+int(syscall.SIGKILL))
+	}
+	if took := time.Since(begin); took < 200*time.Millisecond {
+		t.Errorf("SIGKILL after %v, before the grace", took)
+	}
+}
+
+func TestLeftoversKilled(t *testing.T) {
+	gpid := filepath.Join(t.TempDir(), "gpid")
+	p := start(t, supervisor.Spec{Args: []string{"sh", "-c", `sleep 100 & echo $! > ` + gpid}})
+	if code, err := wait(t, p); code != 0 || err != nil {
+		t.Fatalf("Wait = %d, %v", code, err)
+	}
+	waitGone(t, time.Second, readPidFile(t, gpid))
+}
+
+func TestSupervisorKilled(t *testing.T) {
+	p := start(t, supervisor.Spec{Args: []string{"sleep", "100"}})
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wait(t, p); err == nil || errors.Is(err, supervisor.ErrDeadline) {
+		t.Errorf("Wait: %v, want the supervisor's death", err)
+	}
+	waitGone(t, 2*time.Second, p.ChildPid()) // its parent-death signal
+}
+
+// startHelper starts the test binary as a stand-in for baton (helperMain) and
+// returns it with the supervisor's, the child's and the grandchild's pids.
+func startHelper(t *testing.T, mode string) (helper *exec.Cmd, sup, child, grandchild int) {
+	t.Helper()
+	gpid := filepath.Join(t.TempDir(), "gpid")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "GPID_FILE="+gpid)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(stdout).ReadString('\n')
+		line <- s
+	}()
+	select {
+	case s := <-line:
+		if _, err := fmt.Sscan(s, &sup, &child); err != nil {
+			t.Fatalf("helper said %q: %v", s, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("helper did not report its supervisor")
+	}
+	killAtCleanup(t, sup)
+	killAtCleanup(t, child)
+	return cmd, sup, child, readPidFile(t, gpid)
+}
+
+// TestParentFrozen: baton (the helper) stops itself right after starting a
+// child with a 500ms deadline; the supervisor kills the child's group on its
+// own while baton stays frozen.
+func TestParentFrozen(t *testing.T) {
+	helper, sup, child, grandchild := startHelper(t, "freeze")
+	if !waitFor(10*time.Second, func() bool { return procState(helper.Process.Pid) == "T" }) {
+		t.Fatal("helper did not stop")
+	}
+	waitGone(t, 5*time.Second, child, grandchild, sup)
+	if st := procState(helper.Process.Pid); st != "T" {
+		t.Errorf("helper state %q: it was not frozen throughout", st)
+	}
+}
+
+// TestParentKilled: when baton (the helper) is SIGKILLed, its supervisor
+// stops the child's group and exits.
+func TestParentKilled(t *testing.T) {
+	helper, sup, child, grandchild := startHelper(t, "hold")
+	if err := helper.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, 10*time.Second, child, grandchild, sup)
+}

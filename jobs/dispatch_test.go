@@ -1,0 +1,190 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/batonhq/baton/scheduler"
+)
+
+func TestDispatchEnqueuesOnceWithOptions(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: report
+    schedule: "@every 1m"
+    timeout: 90m
+    max_retry: 2
+    starting_deadline: 2m
+    queue: critical
+    handler: {name: report}
+  - name: quick
+    schedule: "@every 1m"
+    timeout: 1500ms
+    handler: {name: quick}
+`, "{queues: {critical: 2, default: 1}}")
+	d := NewDispatcher(cfg, e.client, nil, nil)
+	tick := tickOf("report", 1)
+	tick.Manual = true
+	for range 2 {
+		if err := d.Dispatch(context.Background(), tick); err != nil {
+			t.Fatalf("Dispatch: %v", err)
+		}
+	}
+	job, _ := cfg.Job("report")
+	info, err := e.insp.GetTaskInfo("critical", tick.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Type != TaskTypeRun || info.State != asynq.TaskStatePending || info.Timeout != 90*time.Minute ||
+		info.MaxRetry != 2 || info.Retention != cfg.Retention(job) || info.Queue != "critical" {
+		t.Errorf("task info %+v (retention want %s)", info, cfg.Retention(job))
+	}
+	var p TaskPayload
+	if err := json.Unmarshal(info.Payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	want := TaskPayload{Job: "report", Tick: "2026-01-01T00:01:00Z", RunID: tick.RunID, Fence: tick.Fence, Replica: "sched-1", Manual: true}
+	if p != want {
+		t.Errorf("payload %+v, want %+v", p, want)
+	}
+	if q, err := e.insp.GetQueueInfo("critical"); err != nil || q.Size != 1 {
+		t.Errorf("queue size %v, %v: want 1 task", q, err)
+	}
+
+	quick := tickOf("quick", 1)
+	if err := d.Dispatch(context.Background(), quick); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := e.insp.GetTaskInfo("default", quick.ID()); err != nil || info.Timeout != 2*time.Second {
+		t.Errorf("sub-second timeout: %+v, %v; want 2s (rounded up)", info, err)
+	}
+}
+
+func TestDispatchErrors(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: pump
+    mode: singleton
+    handler: {name: pump}
+  - name: loc
+    schedule: "@every 1m"
+    mode: local
+    handler: {name: loc}
+  - name: report
+    schedule: "@every 1m"
+    handler: {name: report}
+`)
+	d := NewDispatcher(cfg, e.client, nil, nil)
+	for _, tc := range []struct {
+		tick scheduler.Tick
+		want string
+	}{
+		{tickOf("nope", 1), `jobs: dispatch nope@2026-01-01T00:01:00Z: unknown job`},
+		{tickOf("pump", 1), `mode singleton is not dispatched`},
+		{tickOf("loc", 1), `no local runner`},
+	} {
+		if err := d.Dispatch(context.Background(), tc.tick); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Dispatch(%s) = %v, want %q", tc.tick.ID(), err, tc.want)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := d.Dispatch(ctx, tickOf("report", 1)); err == nil || !strings.Contains(err.Error(), "report@2026-01-01T00:01:00Z") {
+		t.Errorf("Dispatch with a cancelled context = %v", err)
+	}
+}
+
+func TestDispatchLocalRunsInProcess(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: cleanup
+    schedule: "@every 1m"
+    mode: local
+    handler: {name: cleanup}
+`)
+	exec := newFakeExec(nil)
+	w := NewWorker(cfg, e.opt, e.locks, exec, WithLocalOnly(), WithReplica("sched-1"), WithLogger(testLogger(t)))
+	d := NewDispatcher(cfg, e.client, w, nil)
+	tick := tickOf("cleanup", 1)
+	if err := d.Dispatch(context.Background(), tick); err == nil {
+		t.Error("Dispatch to a worker not started succeeded")
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Dispatch(context.Background(), tick); err != nil {
+		t.Fatal(err)
+	}
+	s := recv(t, exec.started, "local run")
+	if s.run.Attempt != 1 || s.run.Replica != "sched-1" || !s.run.Tick.Equal(tick.At) || s.v == nil {
+		t.Errorf("local run %+v, validity %v", s.run, s.v)
+	}
+	recv(t, exec.ended, "local run's end")
+	if qs, _ := e.insp.Queues(); len(qs) != 0 {
+		t.Errorf("a local run touched the queues: %v", qs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); st.Ran != 1 {
+		t.Errorf("stats %+v", st)
+	}
+	if err := d.Dispatch(context.Background(), tickOf("cleanup", 2)); err == nil {
+		t.Error("Dispatch after Shutdown succeeded")
+	}
+}
+
+func TestLocalDuplicateOfRunningTickIsSkipped(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: cleanup
+    schedule: "@every 1m"
+    mode: local
+    handler: {name: cleanup}
+`)
+	gate := make(chan struct{})
+	exec := newFakeExec(blockUntil(gate))
+	w := e.worker(t, cfg, exec, WithLocalOnly())
+	job, _ := cfg.Job("cleanup")
+	tick := tickOf("cleanup", 1)
+	if err := w.RunLocal(context.Background(), job, tick); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, exec.started, "local run")
+	if err := w.RunLocal(context.Background(), job, tick); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool { return w.Stats().Skipped == 1 }, "the duplicate to be skipped")
+	close(gate)
+	recv(t, exec.ended, "local run's end")
+}
+
+func TestTaskTimeout(t *testing.T) {
+	for _, tc := range []struct{ in, want time.Duration }{
+		{0, NoTimeout},
+		{time.Millisecond, time.Second},
+		{time.Second, time.Second},
+		{1500 * time.Millisecond, 2 * time.Second},
+		{time.Hour, time.Hour},
+	} {
+		if got := taskTimeout(tc.in); got != tc.want {
+			t.Errorf("taskTimeout(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestParseTaskRejects(t *testing.T) {
+	for _, task := range []*asynq.Task{
+		asynq.NewTask("other", []byte(`{}`)),
+		asynq.NewTask(TaskTypeRun, []byte(`nope`)),
+		asynq.NewTask(TaskTypeRun, []byte(`{"job":"a","tick":"yesterday"}`)),
+		asynq.NewTask(TaskTypeRun, []byte(`{"tick":"2026-01-01T00:00:00Z"}`)),
+	} {
+		if _, err := parseTask(task); err == nil {
+			t.Errorf("parseTask(%s %s) succeeded", task.Type(), task.Payload())
+		}
+	}
+}

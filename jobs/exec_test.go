@@ -1,0 +1,301 @@
+package jobs_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/jobs"
+)
+
+// execJob is an exec job running sh -c script. Under -race its supervisor
+// (this test binary) would sleep 1s before exiting 0 without GORACE.
+func execJob(t *testing.T, script string) *jobs.Job {
+	if runtime.GOOS != "linux" {
+		t.Skip("exec jobs need the Linux supervisor")
+	}
+	return &jobs.Job{
+		Name: "cmd",
+		Exec: &jobs.ExecSpec{
+			Command: []string{"sh", "-c", script},
+			Env:     map[string]string{"GORACE": "atexit_sleep_ms=0 " + os.Getenv("GORACE")},
+		},
+	}
+}
+
+// pidAlive reports whether pid runs (exists and is not a zombie).
+func pidAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
+// pollUntil polls cond every 5ms for up to d.
+func pollUntil(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); ; time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
+}
+
+// pidsGone fails the test unless every pid has exited within d.
+func pidsGone(t *testing.T, d time.Duration, pids ...int) {
+	t.Helper()
+	for _, pid := range pids {
+		if !pollUntil(d, func() bool { return !pidAlive(pid) }) {
+			t.Errorf("pid %d still alive after %v", pid, d)
+		}
+	}
+}
+
+// pidFrom waits up to 10s for path to hold a pid, and kills that process at
+// cleanup should it still run.
+func pidFrom(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	if !pollUntil(10*time.Second, func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	}) {
+		t.Fatalf("no pid in %s", path)
+	}
+	t.Cleanup(func() {
+		if pidAlive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return pid
+}
+
+// execAsync runs Execute in a goroutine; the result arrives on the channel.
+type execResult struct {
+	res jobs.Result
+	err error
+}
+
+func execAsync(ctx context.Context, e *jobs.Executor, j *jobs.Job, v jobs.Validity) <-chan execResult {
+	c := make(chan execResult, 1)
+	go func() {
+		res, err := e.Execute(ctx, j, exRun(j.Name), v)
+		c <- execResult{res, err}
+	}()
+	return c
+}
+
+// await waits up to 10s for an execution's result.
+func await(t *testing.T, c <-chan execResult) execResult {
+	t.Helper()
+	select {
+	case r := <-c:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("Execute did not return within 10s")
+		return execResult{}
+	}
+}
+
+func TestExecEnvContract(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("BATON_TEST_INHERITED", "from-baton")
+	j := execJob(t, `env > env.txt; pwd > pwd.txt; echo done`)
+	j.Exec.Dir = dir
+	j.Exec.Env["FOO"] = "bar baz"
+	j.Exec.Env["BATON_JOB"] = "spoofed" // config rejects it; the run's value wins anyway
+	res, err := exExecutor().Execute(exCtx(t), j, exRun("cmd"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || string(res.Output) != "done\n" || res.Duration <= 0 || res.KilledByDeadline {
+		t.Errorf("Result %+v", res)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "env.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			env[k] = v
+		}
+	}
+	want := map[string]string{
+		"BATON_JOB":            "cmd",
+		"BATON_TICK":           "2026-01-02T03:04:00Z",
+		"BATON_RUN_ID":         "run-1",
+		"BATON_ATTEMPT":        "2",
+		"BATON_FENCING_TOKEN":  "42",
+		"BATON_REPLICA":        "replica-a",
+		"FOO":                  "bar baz",
+		"BATON_TEST_INHERITED": "from-baton",
+	}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("%s = %q, want %q", k, env[k], v)
+		}
+	}
+	if _, ok := env["BATON_SUPERVISOR"]; ok {
+		t.Error("the child sees BATON_SUPERVISOR")
+	}
+	pwd, _ := os.ReadFile(filepath.Join(dir, "pwd.txt"))
+	if real, _ := filepath.EvalSymlinks(dir); strings.TrimSpace(string(pwd)) != real {
+		t.Errorf("dir %q, want %q", pwd, real)
+	}
+}
+
+func TestExecNonZeroExit(t *testing.T) {
+	res, err := exExecutor().Execute(exCtx(t), execJob(t, `echo oops >&2; exit 3`), exRun("cmd"), nil)
+	if !errors.Is(err, jobs.ErrNonZeroExit) || res.ExitCode != 3 || string(res.Output) != "oops\n" {
+		t.Errorf("Execute = %+v, %v; want exit code 3, ErrNonZeroExit", res, err)
+	}
+	if err != nil && !strings.Contains(err.Error(), "3") {
+		t.Errorf("error %q does not name the code", err)
+	}
+}
+
+func TestExecOutputKeepsTheEnd(t *testing.T) {
+	// about 1.2 MB on stdout and stderr; the result keeps the last 64 KiB
+	j := execJob(t, `seq 1 100000; seq 100001 200000 >&2`)
+	res, err := exExecutor().Execute(exCtx(t), j, exRun("cmd"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Output) != jobs.DefaultOutputLimit || !bytes.HasSuffix(res.Output, []byte("\n199999\n200000\n")) {
+		t.Errorf("kept %d bytes ending %q", len(res.Output), res.Output[max(len(res.Output)-20, 0):])
+	}
+}
+
+func TestExecCommandNotFound(t *testing.T) {
+	j := execJob(t, "")
+	j.Exec.Command = []string{"baton-no-such-command"}
+	_, err := exExecutor().Execute(exCtx(t), j, exRun("cmd"), nil)
+	if !errors.Is(err, exec.ErrNotFound) || !strings.Contains(err.Error(), "baton-no-such-command") {
+		t.Errorf("error %v, want exec.ErrNotFound naming the command", err)
+	}
+}
+
+func TestExecCancelKillsGroup(t *testing.T) {
+	dir := t.TempDir()
+	j := execJob(t, `echo $$ > pid; sleep 100 & echo $! > gpid; wait`)
+	j.Exec.Dir = dir
+	ctx, cancel := context.WithCancelCause(exCtx(t))
+	done := execAsync(ctx, exExecutor(), j, nil)
+	child, grandchild := pidFrom(t, filepath.Join(dir, "pid")), pidFrom(t, filepath.Join(dir, "gpid"))
+	stop := errors.New("replaced")
+	cancel(stop)
+	r := await(t, done)
+	// (Under load the cancel can come while Execute still waits for the
+	// supervisor's word that the command runs: no exit code then.)
+	if !errors.Is(r.err, stop) {
+		t.Errorf("Execute = %+v, %v; want the cause", r.res, r.err)
+	}
+	pidsGone(t, 2*time.Second, child, grandchild)
+}
+
+func TestExecTimeout(t *testing.T) {
+	j := execJob(t, `trap '' TERM; sleep 100`) // deaf to SIGTERM: SIGKILL after timeout/10
+	j.Timeout = 300 * time.Millisecond
+	r := await(t, execAsync(exCtx(t), exExecutor(), j, nil))
+	// SIGKILL's code, or SIGTERM's if the timeout came before the trap
+	if !errors.Is(r.err, context.DeadlineExceeded) || (r.res.ExitCode != 128+int(syscall.SIGKILL) && r.res.ExitCode != 128+int(syscall.SIGTERM)) {
+		t.Errorf("Execute = %+v, %v; want a signal's exit code and DeadlineExceeded", r.res, r.err)
+	}
+}
+
+// TestExecLeaseDeadline: the lease's deadline is 300ms away and never
+// moves, and nothing cancels ctx (as if baton were frozen): the supervisor
+// kills the command on its own.
+func TestExecLeaseDeadline(t *testing.T) {
+	dir := t.TempDir()
+	j := execJob(t, `echo $$ > pid; exec sleep 100`)
+	j.Exec.Dir = dir
+	begin := time.Now()
+	r := await(t, execAsync(exCtx(t), exExecutor(), j, newValidity(300*time.Millisecond)))
+	if !errors.Is(r.err, jobs.ErrLeaseDeadline) {
+		t.Fatalf("Execute = %+v, %v; want ErrLeaseDeadline", r.res, r.err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pid")); err != nil {
+		t.Skipf("the supervisor started too late to run the command (%v): nothing to kill", err)
+	}
+	if !r.res.KilledByDeadline || !strings.Contains(string(r.res.Output), "deadline") {
+		t.Errorf("Result %+v", r.res)
+	}
+	if took := time.Since(begin); took > 300*time.Millisecond+2*time.Second {
+		t.Errorf("killed after %v", took)
+	}
+	pidsGone(t, time.Second, pidFrom(t, filepath.Join(dir, "pid")))
+}
+
+func TestExecDeadlinePassedBeforeStart(t *testing.T) {
+	dir := t.TempDir()
+	j := execJob(t, `touch ran`)
+	j.Exec.Dir = dir
+	_, err := exExecutor().Execute(exCtx(t), j, exRun("cmd"), newValidity(-time.Second))
+	if !errors.Is(err, jobs.ErrLeaseDeadline) {
+		t.Errorf("error %v, want ErrLeaseDeadline", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Error("the command ran without a lease")
+	}
+}
+
+// TestExecLeaseExtended: extensions forwarded to the supervisor keep the
+// command alive well past the first deadline.
+func TestExecLeaseExtended(t *testing.T) {
+	const ttl = 300 * time.Millisecond
+	v := newValidity(ttl)
+	ctx := exCtx(t)
+	extending, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		tick := time.NewTicker(ttl / 3) // the lease's extension rhythm
+		defer tick.Stop()
+		for {
+			select {
+			case <-extending.Done():
+				return
+			case <-tick.C:
+				v.extend(ttl)
+			}
+		}
+	}()
+	r := await(t, execAsync(ctx, exExecutor(), execJob(t, `sleep 1; echo finished`), v))
+	if r.err != nil || r.res.KilledByDeadline || string(r.res.Output) != "finished\n" {
+		t.Errorf("Execute = %+v, %v", r.res, r.err)
+	}
+}
+
+// TestExecLeaseEnded: the lease's Done stops the command like ctx does.
+func TestExecLeaseEnded(t *testing.T) {
+	dir := t.TempDir()
+	j := execJob(t, `echo $$ > pid; exec sleep 100`)
+	j.Exec.Dir = dir
+	v := newValidity(time.Hour)
+	done := execAsync(exCtx(t), exExecutor(), j, v)
+	pid := pidFrom(t, filepath.Join(dir, "pid"))
+	v.end()
+	r := await(t, done)
+	if r.err == nil || r.res.ExitCode != 128+int(syscall.SIGTERM) {
+		t.Errorf("Execute = %+v, %v; want a stop by SIGTERM", r.res, r.err)
+	}
+	pidsGone(t, time.Second, pid)
+}

@@ -1,0 +1,216 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// Errors of Execute, each wrapped with the job's name and details.
+var (
+	// ErrNonZeroExit: an exec job's command exited with a code other than
+	// 0 (Result.ExitCode has it; 128+n means it died of signal n).
+	ErrNonZeroExit = errors.New("jobs: non-zero exit")
+	// ErrUnexpectedStatus: an http job's response status is not one of
+	// ExpectStatus (any 2xx if that is empty). Result.Status has it.
+	ErrUnexpectedStatus = errors.New("jobs: unexpected http status")
+	// ErrUnknownHandler: a handler job names no handler of the registry.
+	ErrUnknownHandler = errors.New("jobs: unknown handler")
+	// ErrLeaseDeadline: the run's validity deadline passed while an exec
+	// job's command ran, and its supervisor killed it
+	// (Result.KilledByDeadline), or it passed before the command started.
+	ErrLeaseDeadline = errors.New("jobs: lease validity deadline passed")
+)
+
+// DefaultOutputLimit is how much output Execute keeps by default.
+const DefaultOutputLimit = 64 << 10
+
+// Result is what one execution produced.
+type Result struct {
+	// Output is the end of an exec job's combined stdout and stderr (the
+	// last WithOutputLimit bytes), or the beginning of an http job's
+	// response body (the first WithOutputLimit bytes). Nil for handlers.
+	Output []byte
+	// ExitCode is an exec job's exit code, 128+n if it died of signal n,
+	// -1 if it did not start, was killed at the validity deadline (see
+	// KilledByDeadline), or its supervisor was lost.
+	ExitCode int
+	// Status is an http job's response status code, 0 without a response.
+	Status int
+	// Duration is how long Execute took.
+	Duration time.Duration
+	// KilledByDeadline is true when an exec job's supervisor signalled
+	// the command because the validity deadline passed.
+	KilledByDeadline bool
+}
+
+// Executor runs executions of jobs: exec commands under a supervisor
+// process, http requests, and Go handlers from a Registry. It is safe for
+// concurrent use.
+type Executor struct {
+	handlers       *Registry
+	supervisorPath string
+	outputLimit    int
+	client         *http.Client
+	log            *slog.Logger
+}
+
+// ExecutorOption configures an Executor.
+type ExecutorOption func(*Executor)
+
+// WithHandlers sets the registry handler jobs are looked up in. Default
+// none: every handler job fails with ErrUnknownHandler.
+func WithHandlers(r *Registry) ExecutorOption { return func(e *Executor) { e.handlers = r } }
+
+// WithSupervisorPath sets the executable exec jobs' supervisors run as: a
+// binary whose main calls supervisor.MaybeRun first thing. Default "", the
+// running binary (os.Executable()).
+func WithSupervisorPath(path string) ExecutorOption {
+	return func(e *Executor) { e.supervisorPath = path }
+}
+
+// WithOutputLimit sets how many bytes of output a Result keeps (see
+// Result.Output). Default DefaultOutputLimit (64 KiB); n <= 0 keeps none.
+func WithOutputLimit(n int) ExecutorOption {
+	return func(e *Executor) { e.outputLimit = max(n, 0) }
+}
+
+// WithHTTPClient sets the client of http jobs. Default a client with
+// http.DefaultTransport and no timeout of its own (ctx and Job.Timeout bound
+// each request).
+func WithHTTPClient(c *http.Client) ExecutorOption { return func(e *Executor) { e.client = c } }
+
+// WithExecutorLogger sets the logger. Default: discard.
+func WithExecutorLogger(l *slog.Logger) ExecutorOption { return func(e *Executor) { e.log = l } }
+
+// NewExecutor returns an executor with the given options.
+func NewExecutor(opts ...ExecutorOption) *Executor {
+	e := &Executor{outputLimit: DefaultOutputLimit}
+	for _, o := range opts {
+		o(e)
+	}
+	if e.client == nil {
+		e.client = &http.Client{}
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	return e
+}
+
+// Execute runs one execution of job and returns what it produced. ctx ends
+// the execution when it ends (the caller ends it when the lease is lost, the
+// run is replaced or the worker shuts down); Job.Timeout, if > 0, bounds it
+// too. v is the lease the run holds, nil for none: an exec job's command is
+// killed by its supervisor at v's validity deadline at the latest, even if
+// this process is frozen, and v.Done() stops it like ctx does.
+//
+// How the kinds run:
+//   - exec: Command without a shell, environment os.Environ() + Exec.Env +
+//     run.Env(), in Exec.Dir, under a supervisor process (see
+//     internal/supervisor). When ctx ends or v ends, the command's process
+//     group gets SIGTERM and, after a grace of min(5s, Job.Timeout/10),
+//     SIGKILL. Errors: ErrNonZeroExit, ErrLeaseDeadline, exec.ErrNotFound
+//     (no such command), ctx's cause (stopped).
+//   - http: Method to URL with Headers + run.Headers() and Body. Errors:
+//     ErrUnexpectedStatus, the client's error (which wraps ctx's).
+//   - handler: the registry's handler under ctx, with run.Payload set to
+//     Handler.Payload. Errors: ErrUnknownHandler, the handler's error (a
+//     panic becomes an error).
+func (e *Executor) Execute(ctx context.Context, job *Job, run Run, v Validity) (Result, error) {
+	start := time.Now()
+	if job.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, job.Timeout,
+			fmt.Errorf("jobs: job %q: timeout of %v: %w", job.Name, job.Timeout, context.DeadlineExceeded))
+		defer cancel()
+	}
+	var (
+		res Result
+		err error
+	)
+	switch {
+	case job.Exec != nil:
+		res, err = e.runExec(ctx, job, run, v)
+	case job.HTTP != nil:
+		res, err = e.runHTTP(ctx, job, run)
+	case job.Handler != nil:
+		res, err = e.runHandler(ctx, job, run)
+	default:
+		err = fmt.Errorf("jobs: job %q: nothing to run (no exec, http or handler)", job.Name)
+	}
+	res.Duration = time.Since(start)
+	return res, err
+}
+
+// runHandler calls the job's registered handler.
+func (e *Executor) runHandler(ctx context.Context, job *Job, run Run) (res Result, err error) {
+	name := job.Handler.Name
+	var h Handler
+	ok := false
+	if e.handlers != nil {
+		h, ok = e.handlers.Lookup(name)
+	}
+	if !ok {
+		return res, fmt.Errorf("%w: job %q: handler %q is not registered", ErrUnknownHandler, job.Name, name)
+	}
+	run.Payload = job.Handler.Payload
+	defer func() {
+		if p := recover(); p != nil {
+			e.log.Error("handler panicked", slog.String("job", job.Name), slog.String("handler", name),
+				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			err = fmt.Errorf("jobs: job %q: handler %q panicked: %v", job.Name, name, p)
+		}
+	}()
+	if err := h.Handle(ctx, run); err != nil {
+		return res, fmt.Errorf("jobs: job %q: handler %q: %w", job.Name, name, err)
+	}
+	return res, nil
+}
+
+// tailBuffer keeps the last limit bytes written to it.
+type tailBuffer struct {
+	mu    sync.Mutex
+	limit int
+	buf   []byte
+}
+
+var _ io.Writer = (*tailBuffer)(nil)
+
+func newTailBuffer(limit int) *tailBuffer { return &tailBuffer{limit: limit} }
+
+// Write keeps the end of p; it never fails.
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if len(p) >= t.limit {
+		t.buf = append(t.buf[:0], p[len(p)-t.limit:]...)
+		return n, nil
+	}
+	if len(t.buf)+len(p) > 2*t.limit { // compact: amortized O(1) per byte
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-(t.limit-len(p)):]...)
+	}
+	t.buf = append(t.buf, p...)
+	return n, nil
+}
+
+// Bytes returns a copy of the kept bytes: the last limit bytes written.
+func (t *tailBuffer) Bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.buf
+	if len(b) > t.limit {
+		b = b[len(b)-t.limit:]
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}

@@ -1,0 +1,488 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/locking"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// This file holds the concurrency policies: how a run of a job meets another
+// run of the same job, cluster-wide.
+//
+// Redis names (NS is Config.Namespace; the lock client adds its own prefix to
+// lock names):
+//
+//	lock "exec:<job>"            the job's execution lease (forbid, replace):
+//	                             auto-extended, fenced; the lock client stores
+//	                             it at <lock prefix>{exec:<job>}
+//	NS:{exec:<job>}:holder       side record of the lease's holder, JSON
+//	                             {id, tick, run_id, attempt, replica}, on the
+//	                             queue Redis; PX = the job's lock_ttl, refreshed
+//	                             every lock_ttl/3 while the lease lives
+//	NS:cancel:<job>              pub/sub channel of replace requests, JSON
+//	                             {id, tick, replica}, on the queue Redis
+//
+// The side record is advice, never safety: the lease alone keeps runs apart
+// (G2). The record only decides whether a run that finds the lease busy
+// waits (the holder is an earlier attempt of the same tick) or skips. It is
+// written just after the lease is taken and left to expire after release, so
+// for a moment it can name the previous holder; the worst outcome is that a
+// retry waits for a run it could have skipped, or skips a tick whose earlier
+// attempt is still running it.
+
+// ErrReplaced ends a run of a replace-policy job, running or still waiting
+// for the job's lease, when a newer tick of the job asks for the job. Such a
+// run is recorded as replaced and not retried (the asynq handler returns it
+// wrapped with asynq.SkipRetry).
+var ErrReplaced = errors.New("jobs: replaced by a newer tick")
+
+var (
+	// errShutdown is the cause that ends runs when the worker stops.
+	errShutdown = errors.New("jobs: worker shutting down")
+	// errRunTimeout is the cause that ends a run after its job's timeout.
+	errRunTimeout = errors.New("jobs: run timed out")
+)
+
+// executor runs one execution of a job; *Executor implements it. ctx ends
+// when the run must stop (lease lost, timeout, replaced, shutdown); v is the
+// run's execution lease, nil for concurrency: allow.
+type executor interface {
+	Execute(ctx context.Context, job *Job, run Run, v Validity) (Result, error)
+}
+
+// Stats counts a worker's runs since it was made.
+type Stats struct {
+	// Ran counts runs that finished successfully.
+	Ran uint64
+	// Failed counts runs that ended with an error, or could not start (an
+	// unknown job, a bad task, a lock error): the ones asynq retries or
+	// archives.
+	Failed uint64
+	// Skipped counts ticks not run because another run held the job
+	// (forbid), or a newer tick held it (replace), or it was a duplicate
+	// local dispatch of a running tick.
+	Skipped uint64
+	// Replaced counts runs stopped, or waits given up, because a newer tick
+	// of their replace-policy job asked for the job.
+	Replaced uint64
+}
+
+type counters struct {
+	ran, failed, skipped, replaced atomic.Uint64
+}
+
+// holderRecord is the value of the side record NS:{exec:<job>}:holder.
+type holderRecord struct {
+	ID      string `json:"id"`   // tick ID, job@RFC3339
+	Tick    string `json:"tick"` // RFC 3339, UTC
+	RunID   string `json:"run_id"`
+	Attempt int    `json:"attempt"`
+	Replica string `json:"replica"`
+}
+
+// cancelRequest is a message on NS:cancel:<job>.
+type cancelRequest struct {
+	ID      string `json:"id"`   // the requester's tick ID
+	Tick    string `json:"tick"` // the requester's tick, RFC 3339, UTC
+	Replica string `json:"replica"`
+}
+
+// activeRun is a run in progress on this worker (waiting for its lease or
+// executing): what a replace request or the shutdown needs to stop it.
+type activeRun struct {
+	at     time.Time
+	local  bool
+	cancel context.CancelCauseFunc
+}
+
+// engine applies the concurrency policies and runs executions. It serves the
+// asynq handler and local runs alike; only the asynq path has retries.
+type engine struct {
+	cfg     *Config
+	locks   *locking.Client
+	rdb     redis.UniversalClient // queue Redis: side records, cancel channel
+	exec    executor
+	replica string
+	log     *slog.Logger
+	stats   counters
+
+	mu      sync.Mutex
+	active  map[string]map[*activeRun]struct{} // by job name
+	closing bool
+	wg      sync.WaitGroup // runs in flight, asynq and local
+}
+
+// execLockName is the lock name of job's execution lease.
+func execLockName(job string) string { return "exec:" + job }
+
+func (e *engine) holderKey(job string) string {
+	return e.cfg.Namespace + ":{exec:" + job + "}:holder"
+}
+
+func (e *engine) cancelChannel(job string) string {
+	return e.cfg.Namespace + ":cancel:" + job
+}
+
+// Stats returns the run counters.
+func (e *engine) Stats() Stats {
+	return Stats{
+		Ran:      e.stats.ran.Load(),
+		Failed:   e.stats.failed.Load(),
+		Skipped:  e.stats.skipped.Load(),
+		Replaced: e.stats.replaced.Load(),
+	}
+}
+
+func (e *engine) register(job string, ar *activeRun) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.active == nil {
+		e.active = map[string]map[*activeRun]struct{}{}
+	}
+	if e.active[job] == nil {
+		e.active[job] = map[*activeRun]struct{}{}
+	}
+	e.active[job][ar] = struct{}{}
+}
+
+func (e *engine) unregister(job string, ar *activeRun) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.active[job], ar)
+	if len(e.active[job]) == 0 {
+		delete(e.active, job)
+	}
+}
+
+// cancelRuns cancels every active run that match reports true for, with
+// cause, and returns how many.
+func (e *engine) cancelRuns(cause error, match func(job string, ar *activeRun) bool) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for job, runs := range e.active {
+		for ar := range runs {
+			if match(job, ar) {
+				ar.cancel(cause)
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// onCancelRequest handles a replace request: every run of the job on this
+// worker whose tick is older than the requester's is cancelled with
+// ErrReplaced. A run of the same or a newer tick is left alone, so an older
+// tick never replaces a newer one.
+func (e *engine) onCancelRequest(job string, payload string) {
+	var req cancelRequest
+	if err := json.Unmarshal([]byte(payload), &req); err != nil {
+		e.log.Warn("bad replace request", slog.String("job", job), slog.Any("error", err))
+		return
+	}
+	at, err := time.Parse(time.RFC3339, req.Tick)
+	if err != nil {
+		e.log.Warn("bad replace request", slog.String("job", job), slog.Any("error", err))
+		return
+	}
+	n := e.cancelRuns(ErrReplaced, func(j string, ar *activeRun) bool { return j == job && ar.at.Before(at) })
+	if n > 0 {
+		e.log.Info("replacing older runs", slog.String("job", job), slog.String("by", req.ID),
+			slog.String("by_replica", req.Replica), slog.Int("runs", n))
+	}
+}
+
+// runTick runs tick t of job under the job's concurrency policy and returns
+// what the asynq handler returns:
+//
+//   - nil: the run succeeded, or the tick was skipped (forbid, or a newer
+//     tick holds a replace job). A skip is a success on purpose: an error
+//     would be retried, and RevokeTask would delete the task and with it the
+//     tick's ID, letting a late dispatch enqueue the tick again.
+//   - an error wrapping ErrReplaced and asynq.SkipRetry: a newer tick replaced
+//     the run; it is archived, not retried.
+//   - any other error: the run failed (handler error, timeout, execution
+//     lease lost mid-run, lock masters unreachable); asynq retries it per the
+//     job's max_retry, and the retry takes the lease anew.
+//
+// retries says that the caller retries failures (asynq): then a run that
+// finds the lease held by an earlier attempt of the same tick waits for it.
+// Without retries (local runs) the same tick's holder can only be a duplicate
+// dispatch, which is skipped.
+func (e *engine) runTick(ctx context.Context, job *Job, t scheduler.Tick, attempt int, retries bool) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ar := &activeRun{at: t.At, local: !retries, cancel: cancel}
+	e.register(job.Name, ar)
+	defer e.unregister(job.Name, ar)
+
+	run := Run{
+		Job:     job.Name,
+		Tick:    t.At.UTC(),
+		RunID:   t.RunID,
+		Attempt: attempt,
+		Fence:   t.Fence,
+		Replica: e.replica,
+	}
+	if job.Handler != nil {
+		run.Payload = job.Handler.Payload
+	}
+	base := e.log.With(
+		slog.String("job", job.Name),
+		slog.String("tick", run.Tick.Format(time.RFC3339)),
+		slog.String("run_id", run.RunID),
+		slog.String("replica", e.replica),
+		slog.Int("attempt", attempt),
+	)
+	if t.Manual {
+		base = base.With(slog.Bool("manual", true))
+	}
+	// Until the run holds its lease, "fence" is the dispatch fence.
+	log := base.With(slog.Int64("fence", t.Fence))
+
+	if job.Concurrency == ConcurrencyAllow {
+		return e.execute(ctx, job, t, run, nil, log)
+	}
+	lease, err := e.acquire(ctx, job, t, attempt, retries, log)
+	if lease == nil {
+		return err
+	}
+	run.Fence = lease.Fence()
+	log = base.With(slog.Int64("fence", run.Fence))
+	return e.execute(ctx, job, t, run, lease, log)
+}
+
+// acquire takes job's execution lease for tick t, applying the policy when
+// it is busy. It returns the lease, or nil and the handler's result: nil for
+// a skip, an error otherwise.
+func (e *engine) acquire(ctx context.Context, job *Job, t scheduler.Tick, attempt int, retries bool, log *slog.Logger) (*locking.Lease, error) {
+	name := execLockName(job.Name)
+	lease, err := e.locks.TryLock(ctx, name, job.LockTTL, locking.WithAutoExtend(true))
+	if err == nil {
+		return e.held(ctx, job, t, attempt, lease, log), nil
+	}
+	if done, res := e.notObtained(ctx, t, err, log); done {
+		return nil, res
+	}
+	h, ok := e.readHolder(ctx, job.Name, log)
+	holder := slog.String("holder", h.String())
+	sameTick := ok && h.ID == t.ID()
+	switch {
+	case sameTick && retries:
+		log.Info("waiting for an earlier attempt of this tick", holder)
+		lease, err = e.locks.Lock(ctx, name, job.LockTTL)
+	case job.Concurrency == ConcurrencyForbid || sameTick:
+		e.stats.skipped.Add(1)
+		log.Info("skipped: another run holds the job", holder)
+		return nil, nil
+	case ok && h.after(t.At):
+		e.stats.skipped.Add(1)
+		log.Info("skipped: a newer tick holds the job", holder)
+		return nil, nil
+	default:
+		log.Info("replacing the running run", holder)
+		lease, err = e.replace(ctx, job, t, log)
+	}
+	if err != nil {
+		if done, res := e.notObtained(ctx, t, err, log); done {
+			return nil, res
+		}
+		// Unreachable: Lock only gives up when ctx ends or masters fail.
+		e.stats.failed.Add(1)
+		return nil, fmt.Errorf("jobs: %s: execution lease: %w", t.ID(), err)
+	}
+	return e.held(ctx, job, t, attempt, lease, log), nil
+}
+
+// notObtained turns a failed TryLock or Lock into the handler's result. done
+// is false when the lock is merely held by another run (TryLock's busy case,
+// for the caller to apply the policy).
+func (e *engine) notObtained(ctx context.Context, t scheduler.Tick, err error, log *slog.Logger) (done bool, res error) {
+	if cause := context.Cause(ctx); ctx.Err() != nil {
+		if errors.Is(cause, ErrReplaced) {
+			e.stats.replaced.Add(1)
+			log.Info("replaced by a newer tick while waiting for the job")
+			return true, fmt.Errorf("jobs: %s: %w: %w", t.ID(), ErrReplaced, asynq.SkipRetry)
+		}
+		e.stats.failed.Add(1)
+		log.Warn("gave up waiting for the job", slog.Any("error", cause))
+		return true, fmt.Errorf("jobs: %s: waiting for the execution lease: %w", t.ID(), errors.Join(err, cause))
+	}
+	var oe *locking.ObtainError
+	if errors.As(err, &oe) && oe.Held() {
+		return false, nil
+	}
+	e.stats.failed.Add(1)
+	log.Error("cannot take the execution lease", slog.Any("error", err))
+	return true, fmt.Errorf("jobs: %s: execution lease: %w", t.ID(), err)
+}
+
+// replace asks every worker to stop the job's runs of older ticks, then waits
+// for the lease. The request is repeated every lock_ttl/3 while waiting,
+// because pub/sub delivers at most once (a worker reconnecting misses it).
+func (e *engine) replace(ctx context.Context, job *Job, t scheduler.Tick, log *slog.Logger) (*locking.Lease, error) {
+	msg, _ := json.Marshal(cancelRequest{ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339), Replica: e.replica})
+	ch := e.cancelChannel(job.Name)
+	publish := func() {
+		if err := e.rdb.Publish(ctx, ch, msg).Err(); err != nil && ctx.Err() == nil {
+			log.Warn("cannot publish the replace request", slog.Any("error", err))
+		}
+	}
+	publish()
+	waitCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(job.LockTTL / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-waitCtx.Done():
+				return
+			case <-tick.C:
+				publish()
+			}
+		}
+	})
+	lease, err := e.locks.Lock(ctx, execLockName(job.Name), job.LockTTL)
+	stop()
+	wg.Wait()
+	return lease, err
+}
+
+// held records the new holder and keeps the record alive with the lease.
+func (e *engine) held(ctx context.Context, job *Job, t scheduler.Tick, attempt int, lease *locking.Lease, log *slog.Logger) *locking.Lease {
+	rec, _ := json.Marshal(holderRecord{ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339), RunID: t.RunID, Attempt: attempt, Replica: e.replica})
+	key := e.holderKey(job.Name)
+	set := func(ctx context.Context) {
+		if err := e.rdb.Set(ctx, key, rec, job.LockTTL).Err(); err != nil && ctx.Err() == nil {
+			log.Warn("cannot write the holder record", slog.Any("error", err))
+		}
+	}
+	set(ctx)
+	e.wg.Go(func() {
+		tick := time.NewTicker(job.LockTTL / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-lease.Done():
+				return
+			case <-tick.C:
+				set(lease.Context())
+			}
+		}
+	})
+	return lease
+}
+
+// readHolder reads the job's holder record; ok is false if there is none or
+// it cannot be read.
+func (e *engine) readHolder(ctx context.Context, job string, log *slog.Logger) (h holderRecord, ok bool) {
+	v, err := e.rdb.Get(ctx, e.holderKey(job)).Bytes()
+	if err != nil {
+		if !errors.Is(err, redis.Nil) {
+			log.Warn("cannot read the holder record", slog.Any("error", err))
+		}
+		return h, false
+	}
+	if err := json.Unmarshal(v, &h); err != nil {
+		log.Warn("bad holder record", slog.Any("error", err))
+		return h, false
+	}
+	return h, true
+}
+
+// after reports whether the holder's tick is after at.
+func (h holderRecord) after(at time.Time) bool {
+	ht, err := time.Parse(time.RFC3339, h.Tick)
+	return err == nil && ht.After(at)
+}
+
+// String formats the record for logs: "job@tick run=<id> attempt=<n> on <replica>",
+// or "unknown".
+func (h holderRecord) String() string {
+	if h.ID == "" {
+		return "unknown"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s run=%s attempt=%d", h.ID, h.RunID, h.Attempt)
+	if h.Replica != "" {
+		b.WriteString(" on " + h.Replica)
+	}
+	return b.String()
+}
+
+// execute runs the execution: under the lease's context and with the lease as
+// Validity when there is one, bounded by the job's timeout. It releases the
+// lease (token-checked) before returning.
+func (e *engine) execute(ctx context.Context, job *Job, t scheduler.Tick, run Run, lease *locking.Lease, log *slog.Logger) error {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var validity Validity
+	if lease != nil {
+		validity = lease
+		stop := context.AfterFunc(lease.Context(), func() { cancel(context.Cause(lease.Context())) })
+		defer func() {
+			stop()
+			ctx, done := context.WithTimeout(context.WithoutCancel(ctx), job.LockTTL)
+			defer done()
+			if err := lease.Release(ctx); err != nil && !errors.Is(err, locking.ErrNotHeld) {
+				log.Warn("cannot release the execution lease (it expires at its ttl)", slog.Any("error", err))
+			}
+		}()
+	}
+	execCtx := runCtx
+	if job.Timeout > 0 {
+		var done context.CancelFunc
+		execCtx, done = context.WithTimeoutCause(runCtx, job.Timeout, errRunTimeout)
+		defer done()
+	}
+
+	log.Info("run started")
+	start := time.Now()
+	res, err := e.exec.Execute(execCtx, job, run, validity)
+	took := slog.Duration("took", time.Since(start))
+	switch {
+	case job.Exec != nil:
+		log = log.With(slog.Int("exit_code", res.ExitCode))
+	case job.HTTP != nil:
+		log = log.With(slog.Int("status", res.Status))
+	}
+
+	cause := context.Cause(runCtx)
+	switch {
+	case runCtx.Err() != nil && errors.Is(cause, ErrReplaced):
+		e.stats.replaced.Add(1)
+		log.Info("replaced by a newer tick", took)
+		return fmt.Errorf("jobs: %s: %w: %w", t.ID(), ErrReplaced, asynq.SkipRetry)
+	case err == nil:
+		e.stats.ran.Add(1)
+		log.Info("run succeeded", took)
+		return nil
+	}
+	e.stats.failed.Add(1)
+	switch {
+	case lease != nil && runCtx.Err() != nil && errors.Is(cause, locking.ErrLost):
+		err = errors.Join(err, fmt.Errorf("jobs: %s: execution lease lost mid-run: %w", t.ID(), cause))
+	case runCtx.Err() != nil:
+		err = errors.Join(err, fmt.Errorf("jobs: %s: stopped: %w", t.ID(), cause))
+	case errors.Is(context.Cause(execCtx), errRunTimeout):
+		err = errors.Join(err, fmt.Errorf("jobs: %s: %w after %s", t.ID(), errRunTimeout, job.Timeout))
+	default:
+		err = fmt.Errorf("jobs: %s: %w", t.ID(), err)
+	}
+	log.Warn("run failed", took, slog.Any("error", err))
+	return err
+}

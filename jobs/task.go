@@ -1,0 +1,106 @@
+package jobs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/batonhq/baton/scheduler"
+)
+
+// TaskTypeRun is the asynq task type of a cron-mode run.
+const TaskTypeRun = "baton:run"
+
+// NoTimeout is the asynq task timeout given to a job without a timeout (0):
+// about ten years, effectively none. A task always gets an explicit timeout,
+// because asynq cancels a task that has neither a timeout nor a deadline after
+// 30 minutes.
+const NoTimeout = 10 * 365 * 24 * time.Hour
+
+// TaskPayload is the JSON payload of a TaskTypeRun task: the tick it runs, as
+// the scheduler dispatched it.
+type TaskPayload struct {
+	Job     string `json:"job"`     // the job's name
+	Tick    string `json:"tick"`    // the instant the tick was due, RFC 3339, UTC
+	RunID   string `json:"run_id"`  // random id of the dispatch
+	Fence   int64  `json:"fence"`   // dispatch fencing token
+	Replica string `json:"replica"` // the replica that dispatched it
+	Manual  bool   `json:"manual"`  // dispatched by a trigger, not by the schedule
+}
+
+// PayloadOf returns t's payload.
+func PayloadOf(t scheduler.Tick) TaskPayload {
+	return TaskPayload{
+		Job:     t.Job,
+		Tick:    t.At.UTC().Format(time.RFC3339),
+		RunID:   t.RunID,
+		Fence:   t.Fence,
+		Replica: t.Replica,
+		Manual:  t.Manual,
+	}
+}
+
+// tick returns the tick the payload describes. It fails if Tick is not RFC
+// 3339 or Job is empty.
+func (p TaskPayload) tick() (scheduler.Tick, error) {
+	if p.Job == "" {
+		return scheduler.Tick{}, errors.New("no job")
+	}
+	at, err := time.Parse(time.RFC3339, p.Tick)
+	if err != nil {
+		return scheduler.Tick{}, fmt.Errorf("tick: %w", err)
+	}
+	return scheduler.Tick{Job: p.Job, At: at.UTC(), RunID: p.RunID, Fence: p.Fence, Replica: p.Replica, Manual: p.Manual}, nil
+}
+
+// parseTask decodes a TaskTypeRun task into the tick it runs.
+func parseTask(t *asynq.Task) (scheduler.Tick, error) {
+	if t.Type() != TaskTypeRun {
+		return scheduler.Tick{}, fmt.Errorf("jobs: task type %q is not %q", t.Type(), TaskTypeRun)
+	}
+	var p TaskPayload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+		return scheduler.Tick{}, fmt.Errorf("jobs: bad %s payload: %w", TaskTypeRun, err)
+	}
+	tick, err := p.tick()
+	if err != nil {
+		return scheduler.Tick{}, fmt.Errorf("jobs: bad %s payload: %w", TaskTypeRun, err)
+	}
+	return tick, nil
+}
+
+// NewRunTask returns the asynq task that runs tick t of cron-mode job j, with
+// its options:
+//
+//   - TaskID(t.ID()): a tick can be enqueued once; a second enqueue fails with
+//     asynq.ErrTaskIDConflict while the task exists (see Retention);
+//   - Queue(j.Queue);
+//   - Timeout(j.Timeout) rounded up to whole seconds (asynq counts seconds, and
+//     would drop a sub-second timeout), NoTimeout for 0;
+//   - MaxRetry(j.MaxRetry);
+//   - Retention(cfg.Retention(j)): the completed task, and with it its ID, is
+//     kept as long as some replica could still try to dispatch the tick.
+func NewRunTask(cfg *Config, j *Job, t scheduler.Tick) (*asynq.Task, error) {
+	payload, err := json.Marshal(PayloadOf(t))
+	if err != nil { // unreachable: plain fields
+		return nil, fmt.Errorf("jobs: encode %s: %w", t.ID(), err)
+	}
+	return asynq.NewTask(TaskTypeRun, payload,
+		asynq.TaskID(t.ID()),
+		asynq.Queue(j.Queue),
+		asynq.Timeout(taskTimeout(j.Timeout)),
+		asynq.MaxRetry(j.MaxRetry),
+		asynq.Retention(cfg.Retention(j)),
+	), nil
+}
+
+// taskTimeout is the asynq timeout for a job timeout d.
+func taskTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return NoTimeout
+	}
+	return (d + time.Second - 1).Truncate(time.Second)
+}

@@ -1,0 +1,370 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/locking"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// Worker runs jobs: cron-mode runs from the asynq queues, and local-mode runs
+// handed to it in-process (RunLocal). Every run goes through the job's
+// concurrency policy (forbid, replace, allow; see ErrReplaced and Stats) and
+// runs under the job's execution lease.
+type Worker struct {
+	engine
+	redisOpt     asynq.RedisConnOpt
+	localOnly    bool
+	taskCheck    time.Duration
+	delayedCheck time.Duration
+
+	srv     *asynq.Server
+	ps      *redis.PubSub
+	subDone chan struct{}
+	started bool
+
+	// localCtx is the base of local runs; cancelled when the shutdown grace
+	// is over.
+	localCtx    context.Context
+	localCancel context.CancelCauseFunc
+}
+
+var _ LocalRunner = (*Worker)(nil)
+
+// WorkerOption configures a Worker.
+type WorkerOption func(*Worker)
+
+// WithReplica sets the replica id that runs carry (Run.Replica,
+// BATON_REPLICA, log lines). Default: "<hostname>-<pid>".
+func WithReplica(id string) WorkerOption { return func(w *Worker) { w.replica = id } }
+
+// WithLogger sets the logger of the worker, its runs and asynq. Default: no
+// logging.
+func WithLogger(l *slog.Logger) WorkerOption {
+	return func(w *Worker) {
+		if l != nil {
+			w.log = l
+		}
+	}
+}
+
+// WithPollIntervals sets how often an idle worker asks asynq's queues for new
+// tasks (default 100ms, against asynq's 1s: it bounds the start lag of a run)
+// and how often due retries are moved back to their queue (default 1s: a
+// retry starts up to that much after its backoff). Zero keeps a default.
+func WithPollIntervals(tasks, retries time.Duration) WorkerOption {
+	return func(w *Worker) {
+		if tasks > 0 {
+			w.taskCheck = tasks
+		}
+		if retries > 0 {
+			w.delayedCheck = retries
+		}
+	}
+}
+
+// WithLocalOnly makes a worker that fetches nothing from asynq and only runs
+// local-mode jobs handed to RunLocal: for a replica that schedules but does
+// not work the queues.
+func WithLocalOnly() WorkerOption { return func(w *Worker) { w.localOnly = true } }
+
+// MaxRetryDelay caps the delay before a retry (unless the job's retry_backoff
+// alone is longer).
+const MaxRetryDelay = time.Hour
+
+// NewWorker returns a worker for cfg's jobs. queue is the queue Redis (asynq's
+// connection, also used for the holder records and replace requests); locks
+// takes the execution leases; exec runs executions (*Executor). It makes no
+// connection until Start. The locking client stays owned by the caller and must
+// outlive Shutdown.
+func NewWorker(cfg *Config, queue asynq.RedisConnOpt, locks *locking.Client, exec executor, opts ...WorkerOption) *Worker {
+	w := &Worker{
+		engine: engine{
+			cfg:   cfg,
+			locks: locks,
+			exec:  exec,
+			log:   slog.New(slog.DiscardHandler),
+		},
+		redisOpt:     queue,
+		taskCheck:    100 * time.Millisecond,
+		delayedCheck: time.Second,
+	}
+	for _, o := range opts {
+		o(w)
+	}
+	if w.replica == "" {
+		host, _ := os.Hostname()
+		w.replica = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	w.localCtx, w.localCancel = context.WithCancelCause(context.Background())
+	return w
+}
+
+// Stats returns the worker's run counters.
+func (w *Worker) Stats() Stats { return w.engine.Stats() }
+
+// Start subscribes to the replace requests of the config's replace-policy
+// jobs (one pub/sub connection) and starts the asynq server (unless
+// WithLocalOnly): Concurrency and Queues from cfg.Worker, ShutdownTimeout =
+// cfg.Worker.ShutdownGrace, retries delayed as RetryDelay says. It fails if
+// Redis cannot be reached or the worker was started before.
+func (w *Worker) Start() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started || w.closing {
+		return errors.New("jobs: worker already started")
+	}
+	rdb, ok := w.redisOpt.MakeRedisClient().(redis.UniversalClient)
+	if !ok {
+		return fmt.Errorf("jobs: worker: unsupported redis option %T", w.redisOpt)
+	}
+	w.rdb = rdb
+	var channels []string
+	jobOf := map[string]string{}
+	for i := range w.cfg.Jobs {
+		if j := &w.cfg.Jobs[i]; j.Concurrency == ConcurrencyReplace && (j.Mode == ModeCron || j.Mode == ModeLocal) {
+			ch := w.cancelChannel(j.Name)
+			channels = append(channels, ch)
+			jobOf[ch] = j.Name
+		}
+	}
+	if len(channels) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ps := w.rdb.Subscribe(ctx, channels...)
+		if _, err := ps.Receive(ctx); err != nil {
+			ps.Close()
+			w.closeRedis()
+			return fmt.Errorf("jobs: worker: subscribe to replace requests: %w", err)
+		}
+		w.ps, w.subDone = ps, make(chan struct{})
+		msgs := ps.Channel()
+		go func() {
+			defer close(w.subDone)
+			for m := range msgs {
+				w.onCancelRequest(jobOf[m.Channel], m.Payload)
+			}
+		}()
+	}
+	if !w.localOnly {
+		w.srv = asynq.NewServer(w.redisOpt, asynq.Config{
+			Concurrency:              w.cfg.Worker.Concurrency,
+			Queues:                   w.cfg.Worker.Queues,
+			ShutdownTimeout:          w.cfg.Worker.ShutdownGrace,
+			RetryDelayFunc:           w.retryDelay,
+			TaskCheckInterval:        w.taskCheck,
+			DelayedTaskCheckInterval: w.delayedCheck,
+			Logger:                   asynqLogger{w.log.With(slog.String("component", "asynq"))},
+			ErrorHandler:             asynq.ErrorHandlerFunc(w.handleError),
+		})
+		if err := w.srv.Start(asynq.HandlerFunc(w.process)); err != nil {
+			w.stopSubscriber()
+			w.closeRedis()
+			return fmt.Errorf("jobs: worker: %w", err)
+		}
+	}
+	w.started = true
+	return nil
+}
+
+// Shutdown stops the worker, in this order:
+//
+//  1. RunLocal refuses new runs, and asynq stops fetching tasks.
+//  2. Running runs get cfg.Worker.ShutdownGrace to finish.
+//  3. Then the rest are cancelled: asynq pushes their tasks back to the queue
+//     (not counted as a retry; the next attempt of the same tick waits for
+//     this one to let go of the lease), and their executors stop them (exec
+//     children are killed).
+//  4. Each run releases its execution lease with its token check as it
+//     returns; Shutdown waits for all of them.
+//  5. The replace subscription and the Redis connections are closed.
+//
+// If ctx ends before that, every remaining run is cancelled at once and
+// Shutdown still waits for the runs to return (and release their leases),
+// then returns ctx's error. A Go handler that ignores its context holds
+// Shutdown up. A worker that was never started holds nothing: Shutdown only
+// marks it closed.
+func (w *Worker) Shutdown(ctx context.Context) error {
+	w.mu.Lock()
+	if w.closing {
+		w.mu.Unlock()
+		return errors.New("jobs: worker already shut down")
+	}
+	w.closing = true
+	w.mu.Unlock()
+
+	grace := time.AfterFunc(w.cfg.Worker.ShutdownGrace, func() { w.localCancel(errShutdown) })
+	defer grace.Stop()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if w.srv != nil {
+			w.srv.Shutdown()
+		}
+		w.wg.Wait()
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("jobs: worker shutdown: %w", ctx.Err())
+		w.localCancel(errShutdown)
+		n := w.cancelRuns(errShutdown, func(string, *activeRun) bool { return true })
+		w.log.Warn("shutdown deadline passed: cancelling the remaining runs", slog.Int("runs", n))
+		<-done
+	}
+	w.localCancel(errShutdown)
+	w.stopSubscriber()
+	return errors.Join(err, w.closeRedis())
+}
+
+// closeRedis closes the worker's own Redis client, if it has one.
+func (w *Worker) closeRedis() error {
+	if w.rdb == nil {
+		return nil
+	}
+	err := w.rdb.Close()
+	w.rdb = nil
+	if err == nil || errors.Is(err, redis.ErrClosed) {
+		return nil
+	}
+	return fmt.Errorf("jobs: worker: close redis: %w", err)
+}
+
+func (w *Worker) stopSubscriber() {
+	if w.ps == nil {
+		return
+	}
+	w.ps.Close()
+	<-w.subDone
+	w.ps = nil
+}
+
+// RunLocal starts tick t of local-mode job in-process and returns at once.
+// The run goes through the job's concurrency policy like a queued run, as
+// attempt 1 and without retries; it is not bound to ctx (which only covers
+// the hand-off) but to the worker: Shutdown gives it the grace period and
+// then cancels it. RunLocal fails if the worker is not started or is
+// shutting down.
+func (w *Worker) RunLocal(ctx context.Context, job *Job, t scheduler.Tick) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.closing:
+		return errors.New("jobs: worker shutting down")
+	case !w.started:
+		return errors.New("jobs: worker not started")
+	}
+	w.wg.Go(func() {
+		_ = w.runTick(w.localCtx, job, t, 1, false) // logged and counted by runTick
+	})
+	return nil
+}
+
+// process is the asynq handler of TaskTypeRun tasks.
+func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
+	w.wg.Add(1)
+	defer w.wg.Done()
+	t, err := parseTask(task)
+	if err != nil {
+		w.stats.failed.Add(1)
+		id, _ := asynq.GetTaskID(ctx)
+		w.log.Error("dropping a bad task", slog.String("task_id", id), slog.Any("error", err))
+		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
+	}
+	job, ok := w.cfg.Job(t.Job)
+	if !ok || job.Mode != ModeCron {
+		w.stats.failed.Add(1)
+		err := fmt.Errorf("jobs: %s: no cron job %q in this replica's config", t.ID(), t.Job)
+		w.log.Error("dropping a task of an unknown job", append(tickAttrs(t), slog.Any("error", err))...)
+		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
+	}
+	retried, _ := asynq.GetRetryCount(ctx)
+	return w.runTick(ctx, job, t, retried+1, true)
+}
+
+// retryDelay is the asynq RetryDelayFunc: RetryDelay of the task's job.
+func (w *Worker) retryDelay(n int, _ error, task *asynq.Task) time.Duration {
+	backoff := 10 * time.Second // the job default, for tasks of unknown jobs
+	if t, err := parseTask(task); err == nil {
+		if job, ok := w.cfg.Job(t.Job); ok {
+			backoff = job.RetryBackoff
+		}
+	}
+	return RetryDelay(backoff, n)
+}
+
+// RetryDelay is the delay before retry n+1 of a job (n retries so far):
+// backoff * 2^n, capped at MaxRetryDelay or at backoff if that is longer.
+// A zero backoff retries at once. asynq moves a due retry back to its queue
+// at the worker's next retry poll (see WithPollIntervals), so the actual
+// delay is up to that much longer.
+func RetryDelay(backoff time.Duration, n int) time.Duration {
+	if backoff <= 0 {
+		return 0
+	}
+	limit := max(backoff, MaxRetryDelay)
+	d := backoff
+	for range max(n, 0) {
+		if d >= limit/2 {
+			return limit
+		}
+		d *= 2
+	}
+	return d
+}
+
+// handleError is asynq's ErrorHandler: it logs every failed task with what
+// asynq does next. runTick has logged the run's own failures already; this
+// line also covers what asynq decides alone (its timeout, its lease).
+func (w *Worker) handleError(ctx context.Context, task *asynq.Task, err error) {
+	retried, _ := asynq.GetRetryCount(ctx)
+	maxRetry, _ := asynq.GetMaxRetry(ctx)
+	id, _ := asynq.GetTaskID(ctx)
+	next := "retry"
+	switch {
+	case errors.Is(err, ErrReplaced):
+		next = "archive (replaced)"
+	case errors.Is(err, asynq.SkipRetry):
+		next = "archive"
+	case retried >= maxRetry:
+		next = "archive (retries exhausted)"
+	}
+	attrs := []any{slog.String("task_id", id), slog.Int("retried", retried), slog.Int("max_retry", maxRetry),
+		slog.String("next", next), slog.String("replica", w.replica), slog.Any("error", err)}
+	if t, perr := parseTask(task); perr == nil {
+		attrs = append(tickAttrs(t)[:4], attrs...) // job, tick, run_id, dispatch fence
+	}
+	if errors.Is(err, ErrReplaced) {
+		w.log.Info("task ended", attrs...)
+		return
+	}
+	w.log.Warn("task failed", attrs...)
+}
+
+// asynqLogger adapts slog to asynq's Logger. Fatal logs at error level and
+// does not exit (asynq itself never calls it).
+type asynqLogger struct{ l *slog.Logger }
+
+func (a asynqLogger) log(level slog.Level, args []any) {
+	if a.l.Enabled(context.Background(), level) {
+		a.l.Log(context.Background(), level, strings.TrimSpace(fmt.Sprint(args...)))
+	}
+}
+
+func (a asynqLogger) Debug(args ...any) { a.log(slog.LevelDebug, args) }
+func (a asynqLogger) Info(args ...any)  { a.log(slog.LevelInfo, args) }
+func (a asynqLogger) Warn(args ...any)  { a.log(slog.LevelWarn, args) }
+func (a asynqLogger) Error(args ...any) { a.log(slog.LevelError, args) }
+func (a asynqLogger) Fatal(args ...any) { a.log(slog.LevelError, args) }
+
+var _ asynq.Logger = asynqLogger{}

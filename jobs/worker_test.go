@@ -1,0 +1,713 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/locking"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// wait bounds every wait for an event in these tests.
+const wait = 10 * time.Second
+
+// env is one real Redis with the clients a worker test needs.
+type env struct {
+	srv    *redistest.Server
+	opt    asynq.RedisClientOpt
+	rdb    *redis.Client
+	locks  *locking.Client
+	client *asynq.Client
+	insp   *asynq.Inspector
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	s := redistest.New(t)
+	e := &env{srv: s, opt: asynq.RedisClientOpt{Addr: s.Addr()}, rdb: s.TestClient(t)}
+	locks, err := locking.New([]redis.UniversalClient{e.rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.locks = locks
+	e.client = asynq.NewClient(e.opt)
+	e.insp = asynq.NewInspector(e.opt)
+	t.Cleanup(func() {
+		e.insp.Close()
+		e.client.Close()
+		locks.Close()
+	})
+	return e
+}
+
+// config loads a config on e's Redis with the given job entries (YAML list
+// items, indented by two spaces) and worker settings (default: a 2s grace).
+func (e *env) config(t *testing.T, jobs string, worker ...string) *Config {
+	t.Helper()
+	w := "{shutdown_grace: 2s}"
+	if len(worker) > 0 {
+		w = worker[0]
+	}
+	y := fmt.Sprintf("redis: {url: %q}\nworker: %s\njobs:\n%s", "redis://"+e.srv.Addr()+"/0", w, jobs)
+	cfg, err := Load([]byte(y))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, y)
+	}
+	return cfg
+}
+
+// worker starts a worker and shuts it down at cleanup.
+func (e *env) worker(t *testing.T, cfg *Config, exec executor, opts ...WorkerOption) *Worker {
+	t.Helper()
+	opts = append([]WorkerOption{WithPollIntervals(10*time.Millisecond, 20*time.Millisecond), WithLogger(testLogger(t))}, opts...)
+	w := NewWorker(cfg, e.opt, e.locks, exec, opts...)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		if err := w.Shutdown(ctx); err != nil && !strings.Contains(err.Error(), "already shut down") {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return w
+}
+
+// dispatch enqueues tick t through a Dispatcher, as the scheduler does.
+func (e *env) dispatch(t *testing.T, cfg *Config, tick scheduler.Tick) {
+	t.Helper()
+	if err := NewDispatcher(cfg, e.client, nil, nil).Dispatch(context.Background(), tick); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// state waits until the task of tick is in state want and returns its info.
+func (e *env) state(t *testing.T, queue string, tick scheduler.Tick, want asynq.TaskState) *asynq.TaskInfo {
+	t.Helper()
+	var info *asynq.TaskInfo
+	var err error
+	eventually(t, func() bool {
+		info, err = e.insp.GetTaskInfo(queue, tick.ID())
+		return err == nil && info.State == want
+	}, "task %s in state %s (last: %+v, %v)", tick.ID(), want, info, err)
+	return info
+}
+
+// eventually polls cond (10ms apart) until it holds, for at most wait.
+func eventually(t *testing.T, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for "+format, args...)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func tickOf(job string, minute int) scheduler.Tick {
+	return scheduler.Tick{
+		Job:     job,
+		At:      time.Date(2026, 1, 1, 0, minute, 0, 0, time.UTC),
+		RunID:   fmt.Sprintf("run-%s-%d", job, minute),
+		Fence:   int64(1000 + minute),
+		Replica: "sched-1",
+	}
+}
+
+// testLogger writes to t.Log.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// fakeExec is a test double of the executor interface: it reports each run's
+// start and end on channels and behaves as fn says (nil: succeed at once).
+type fakeExec struct {
+	started chan started
+	ended   chan ended
+	fn      func(ctx context.Context, run Run, v Validity) error
+}
+
+type started struct {
+	run Run
+	v   Validity
+	ctx context.Context
+}
+
+type ended struct {
+	run   Run
+	err   error
+	cause error
+}
+
+func newFakeExec(fn func(ctx context.Context, run Run, v Validity) error) *fakeExec {
+	return &fakeExec{started: make(chan started, 64), ended: make(chan ended, 64), fn: fn}
+}
+
+func (f *fakeExec) Execute(ctx context.Context, job *Job, run Run, v Validity) (Result, error) {
+	f.started <- started{run, v, ctx}
+	var err error
+	if f.fn != nil {
+		err = f.fn(ctx, run, v)
+	}
+	f.ended <- ended{run, err, context.Cause(ctx)}
+	var res Result
+	return res, err
+}
+
+// blockUntil returns an fn that blocks until gate is closed (then succeeds)
+// or ctx ends (then fails with ctx's cause).
+func blockUntil(gate <-chan struct{}) func(ctx context.Context, run Run, v Validity) error {
+	return func(ctx context.Context, _ Run, _ Validity) error {
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(wait):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// none checks that nothing arrives on ch for d.
+func none[T any](t *testing.T, ch <-chan T, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case v := <-ch:
+		t.Fatalf("unexpected %s: %+v", what, v)
+	case <-time.After(d):
+	}
+}
+
+func TestWorkerRunsTickOnceWithIdentity(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: report
+    schedule: "@every 1m"
+    handler: {name: report, payload: {a: 1}}
+`)
+	exec := newFakeExec(nil)
+	e.worker(t, cfg, exec, WithReplica("worker-1"))
+	tick := tickOf("report", 1)
+	e.dispatch(t, cfg, tick)
+	e.dispatch(t, cfg, tick) // the same tick again: task ID conflict, nil
+
+	s := recv(t, exec.started, "run")
+	r := s.run
+	if r.Job != "report" || !r.Tick.Equal(tick.At) || r.RunID != tick.RunID || r.Attempt != 1 || r.Replica != "worker-1" || string(r.Payload) != `{"a":1}` {
+		t.Errorf("run = %+v", r)
+	}
+	lease, ok := s.v.(*locking.Lease)
+	if !ok || lease.Fence() != r.Fence || r.Fence <= 0 || lease.Key() != "exec:report" {
+		t.Errorf("validity = %T %v, fence %d", s.v, s.v, r.Fence)
+	}
+	if d := time.Until(s.v.Deadline()); d <= 0 || d > 30*time.Second {
+		t.Errorf("validity deadline in %s", d)
+	}
+	e.state(t, "default", tick, asynq.TaskStateCompleted)
+	e.dispatch(t, cfg, tick) // retained: still a conflict
+	none(t, exec.started, 200*time.Millisecond, "second run")
+	if st := NewWorker(cfg, e.opt, e.locks, exec).Stats(); st != (Stats{}) {
+		t.Errorf("fresh worker stats %+v", st)
+	}
+	// The lease was released: the lock is free at once.
+	l, err := e.locks.TryLock(context.Background(), "exec:report", time.Second)
+	if err != nil {
+		t.Fatalf("execution lease not released: %v", err)
+	}
+	l.Release(context.Background())
+}
+
+func TestForbidSkipsOverlap(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: slow
+    schedule: "@every 1m"
+    handler: {name: slow}
+`)
+	gate := make(chan struct{})
+	exec := newFakeExec(blockUntil(gate))
+	w := e.worker(t, cfg, exec)
+	t1, t2 := tickOf("slow", 1), tickOf("slow", 2)
+	e.dispatch(t, cfg, t1)
+	first := recv(t, exec.started, "first run")
+	e.dispatch(t, cfg, t2)
+	info := e.state(t, "default", t2, asynq.TaskStateCompleted) // skipped = success
+	if info.Retried != 0 || info.LastErr != "" {
+		t.Errorf("skipped task: retried %d, last error %q", info.Retried, info.LastErr)
+	}
+	if st := w.Stats(); st.Skipped != 1 || st.Ran != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	if first.ctx.Err() != nil {
+		t.Error("the running run was disturbed")
+	}
+	close(gate)
+	if end := recv(t, exec.ended, "first run's end"); end.err != nil || !end.run.Tick.Equal(t1.At) {
+		t.Errorf("first run ended: %+v", end)
+	}
+	e.state(t, "default", t1, asynq.TaskStateCompleted)
+	none(t, exec.started, 100*time.Millisecond, "run of the skipped tick")
+	if st := w.Stats(); st.Skipped != 1 || st.Ran != 1 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestSameTickRetryWaitsForItsEarlierAttempt(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: job
+    schedule: "@every 1m"
+    handler: {name: job}
+`)
+	exec := newFakeExec(nil)
+	w := e.worker(t, cfg, exec)
+	tick := tickOf("job", 1)
+	// An earlier attempt of this tick holds the lease.
+	ctx := context.Background()
+	held, err := e.locks.Lock(ctx, "exec:job", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := json.Marshal(holderRecord{ID: tick.ID(), Tick: tick.At.Format(time.RFC3339), RunID: tick.RunID, Attempt: 1, Replica: "other"})
+	if err := e.rdb.Set(ctx, "baton:{exec:job}:holder", rec, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.dispatch(t, cfg, tick)
+	e.state(t, "default", tick, asynq.TaskStateActive)
+	none(t, exec.started, 200*time.Millisecond, "run while the earlier attempt holds the lease")
+	if st := w.Stats(); st.Skipped != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := recv(t, exec.started, "run after the earlier attempt let go")
+	if s.run.Fence <= held.Fence() {
+		t.Errorf("fence %d, earlier holder's %d", s.run.Fence, held.Fence())
+	}
+	e.state(t, "default", tick, asynq.TaskStateCompleted)
+	if st := w.Stats(); st.Ran != 1 || st.Skipped != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestReplaceAcrossWorkers(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: sync
+    schedule: "@every 1m"
+    concurrency: replace
+    handler: {name: sync}
+`)
+	cfg.Worker.Concurrency = 1 // one run per worker: the newer tick goes to the other one
+	exec1 := newFakeExec(blockUntil(nil))
+	exec2 := newFakeExec(nil)
+	w1 := e.worker(t, cfg, exec1, WithReplica("w1"))
+	t1, t2 := tickOf("sync", 1), tickOf("sync", 2)
+	e.dispatch(t, cfg, t1)
+	old := recv(t, exec1.started, "old run on w1")
+	w2 := e.worker(t, cfg, exec2, WithReplica("w2"))
+	e.dispatch(t, cfg, t2)
+
+	end := recv(t, exec1.ended, "old run's end")
+	if !errors.Is(end.cause, ErrReplaced) || !end.run.Tick.Equal(t1.At) {
+		t.Errorf("old run ended with %v (cause %v)", end.err, end.cause)
+	}
+	s := recv(t, exec2.started, "new run on w2")
+	if !s.run.Tick.Equal(t2.At) || s.run.Replica != "w2" || s.run.Fence <= old.run.Fence {
+		t.Errorf("new run %+v (old fence %d)", s.run, old.run.Fence)
+	}
+	info := e.state(t, "default", t1, asynq.TaskStateArchived) // replaced: not retried
+	if info.Retried != 0 || !strings.Contains(info.LastErr, "replaced") {
+		t.Errorf("replaced task: retried %d, last error %q", info.Retried, info.LastErr)
+	}
+	e.state(t, "default", t2, asynq.TaskStateCompleted)
+	if st := w1.Stats(); st.Replaced != 1 || st.Failed != 0 {
+		t.Errorf("w1 stats %+v", st)
+	}
+	if st := w2.Stats(); st.Ran != 1 {
+		t.Errorf("w2 stats %+v", st)
+	}
+}
+
+func TestReplaceOlderTickNeverReplacesNewer(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: sync
+    schedule: "@every 1m"
+    concurrency: replace
+    handler: {name: sync}
+`)
+	gate := make(chan struct{})
+	exec := newFakeExec(blockUntil(gate))
+	w := e.worker(t, cfg, exec)
+	newer, older := tickOf("sync", 2), tickOf("sync", 1)
+	e.dispatch(t, cfg, newer)
+	running := recv(t, exec.started, "newer run")
+	e.dispatch(t, cfg, older)
+	e.state(t, "default", older, asynq.TaskStateCompleted) // skipped
+	if running.ctx.Err() != nil {
+		t.Fatalf("the newer run was stopped: %v", context.Cause(running.ctx))
+	}
+	if st := w.Stats(); st.Skipped != 1 || st.Replaced != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	close(gate)
+	e.state(t, "default", newer, asynq.TaskStateCompleted)
+	none(t, exec.started, 100*time.Millisecond, "run of the older tick")
+}
+
+// TestCancelRequestOnlyStopsOlderTicks checks the receiving side of replace:
+// a request cancels runs of older ticks of its job, and nothing else.
+func TestCancelRequestOnlyStopsOlderTicks(t *testing.T) {
+	var e engine
+	e.log = slog.New(slog.DiscardHandler)
+	mk := func(job string, minute int) (*activeRun, context.Context) {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		t.Cleanup(func() { cancel(nil) })
+		ar := &activeRun{at: tickOf(job, minute).At, cancel: cancel}
+		e.register(job, ar)
+		return ar, ctx
+	}
+	_, older := mk("a", 1)
+	_, same := mk("a", 2)
+	_, newer := mk("a", 3)
+	_, other := mk("b", 1)
+	req, _ := json.Marshal(cancelRequest{ID: tickOf("a", 2).ID(), Tick: tickOf("a", 2).At.Format(time.RFC3339)})
+	e.onCancelRequest("a", string(req))
+	if !errors.Is(context.Cause(older), ErrReplaced) {
+		t.Errorf("older run: %v", context.Cause(older))
+	}
+	for name, ctx := range map[string]context.Context{"same tick": same, "newer": newer, "other job": other} {
+		if ctx.Err() != nil {
+			t.Errorf("%s run cancelled", name)
+		}
+	}
+	e.onCancelRequest("a", "not json") // logged, ignored
+}
+
+func TestAllowOverlaps(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: par
+    schedule: "@every 1m"
+    concurrency: allow
+    handler: {name: par}
+`)
+	gate := make(chan struct{})
+	exec := newFakeExec(blockUntil(gate))
+	w := e.worker(t, cfg, exec)
+	t1, t2 := tickOf("par", 1), tickOf("par", 2)
+	e.dispatch(t, cfg, t1)
+	e.dispatch(t, cfg, t2)
+	fences := map[int64]bool{}
+	for range 2 {
+		s := recv(t, exec.started, "overlapping run")
+		if s.v != nil {
+			t.Errorf("allow run got validity %v", s.v)
+		}
+		fences[s.run.Fence] = true
+	}
+	if !fences[t1.Fence] || !fences[t2.Fence] {
+		t.Errorf("fences %v, want the dispatch fences %d and %d", fences, t1.Fence, t2.Fence)
+	}
+	close(gate)
+	e.state(t, "default", t1, asynq.TaskStateCompleted)
+	e.state(t, "default", t2, asynq.TaskStateCompleted)
+	if st := w.Stats(); st.Ran != 2 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestUnknownJobIsArchived(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: known
+    schedule: "@every 1m"
+    handler: {name: known}
+`)
+	exec := newFakeExec(nil)
+	w := e.worker(t, cfg, exec)
+	ghost := &Job{Name: "ghost", Queue: "default", Timeout: time.Minute, MaxRetry: 5, StartingDeadline: time.Minute}
+	tick := tickOf("ghost", 1)
+	task, err := NewRunTask(cfg, ghost, tick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.Enqueue(task); err != nil {
+		t.Fatal(err)
+	}
+	info := e.state(t, "default", tick, asynq.TaskStateArchived)
+	if info.Retried != 0 || !strings.Contains(info.LastErr, "ghost") {
+		t.Errorf("retried %d, last error %q", info.Retried, info.LastErr)
+	}
+	if st := w.Stats(); st.Failed != 1 {
+		t.Errorf("stats %+v", st)
+	}
+	none(t, exec.started, 50*time.Millisecond, "run of an unknown job")
+}
+
+func TestFailedRunIsRetriedPerMaxRetry(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: flaky
+    schedule: "@every 1m"
+    max_retry: 1
+    retry_backoff: 10ms
+    handler: {name: flaky}
+`)
+	exec := newFakeExec(func(context.Context, Run, Validity) error { return errors.New("boom") })
+	w := e.worker(t, cfg, exec)
+	tick := tickOf("flaky", 1)
+	start := time.Now()
+	e.dispatch(t, cfg, tick)
+	for want := 1; want <= 2; want++ {
+		if s := recv(t, exec.started, "attempt"); s.run.Attempt != want {
+			t.Errorf("attempt %d, want %d", s.run.Attempt, want)
+		}
+	}
+	info := e.state(t, "default", tick, asynq.TaskStateArchived)
+	if info.Retried != 1 || !strings.Contains(info.LastErr, "boom") {
+		t.Errorf("retried %d, last error %q", info.Retried, info.LastErr)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("retry took %s: retry_backoff 10ms not honoured", took)
+	}
+	none(t, exec.started, 100*time.Millisecond, "a third attempt")
+	if st := w.Stats(); st.Failed != 2 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestRetryDelay(t *testing.T) {
+	for _, tc := range []struct {
+		backoff time.Duration
+		n       int
+		want    time.Duration
+	}{
+		{10 * time.Millisecond, 0, 10 * time.Millisecond},
+		{10 * time.Millisecond, 1, 20 * time.Millisecond},
+		{10 * time.Second, 3, 80 * time.Second},
+		{10 * time.Second, 100, MaxRetryDelay},
+		{2 * time.Hour, 5, 2 * time.Hour},
+		{0, 3, 0},
+	} {
+		if got := RetryDelay(tc.backoff, tc.n); got != tc.want {
+			t.Errorf("RetryDelay(%s, %d) = %s, want %s", tc.backoff, tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestLeaseLostMidRunIsRetried(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: lossy
+    schedule: "@every 1m"
+    max_retry: 1
+    retry_backoff: 10ms
+    lock_ttl: 1s
+    handler: {name: lossy}
+`)
+	exec := newFakeExec(func(ctx context.Context, run Run, _ Validity) error {
+		if run.Attempt > 1 {
+			return nil
+		}
+		<-ctx.Done()
+		return context.Cause(ctx)
+	})
+	w := e.worker(t, cfg, exec)
+	tick := tickOf("lossy", 1)
+	e.dispatch(t, cfg, tick)
+	recv(t, exec.started, "first attempt")
+	// The key vanishes (as if expired while the holder was frozen): the next
+	// extension finds it gone and the lease ends.
+	if err := e.rdb.Del(context.Background(), "baton:lock:{exec:lossy}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	end := recv(t, exec.ended, "first attempt's end")
+	if !errors.Is(end.cause, locking.ErrLost) {
+		t.Errorf("first attempt ended with cause %v", end.cause)
+	}
+	if s := recv(t, exec.started, "retry"); s.run.Attempt != 2 {
+		t.Errorf("retry attempt %d", s.run.Attempt)
+	}
+	info := e.state(t, "default", tick, asynq.TaskStateCompleted)
+	if info.Retried != 1 || !strings.Contains(info.LastErr, "lease lost") {
+		t.Errorf("retried %d, last error %q", info.Retried, info.LastErr)
+	}
+	if st := w.Stats(); st.Failed != 1 || st.Ran != 1 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestShutdownCancelsAfterGraceAndReleases(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: long
+    schedule: "@every 1m"
+    handler: {name: long}
+  - name: loc
+    schedule: "@every 1m"
+    mode: local
+    handler: {name: loc}
+`)
+	cfg.Worker.ShutdownGrace = 200 * time.Millisecond
+	exec := newFakeExec(blockUntil(nil))
+	w := e.worker(t, cfg, exec)
+	tick := tickOf("long", 1)
+	e.dispatch(t, cfg, tick)
+	queued := recv(t, exec.started, "queued run")
+	job, _ := cfg.Job("loc")
+	if err := w.RunLocal(context.Background(), job, tickOf("loc", 1)); err != nil {
+		t.Fatal(err)
+	}
+	local := recv(t, exec.started, "local run")
+
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	start := time.Now()
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < cfg.Worker.ShutdownGrace {
+		t.Errorf("Shutdown took %s, less than the grace", took)
+	}
+	for _, s := range []started{queued, local} {
+		if s.ctx.Err() == nil {
+			t.Errorf("run %s still running after Shutdown", s.run.Job)
+		}
+		if _, err := e.locks.TryLock(ctx, "exec:"+s.run.Job, time.Second); err != nil {
+			t.Errorf("lease of %s not released: %v", s.run.Job, err)
+		}
+	}
+	e.state(t, "default", tick, asynq.TaskStatePending) // pushed back, not retried
+	if err := w.RunLocal(ctx, job, tickOf("loc", 2)); err == nil {
+		t.Error("RunLocal after Shutdown succeeded")
+	}
+}
+
+func TestShutdownDeadline(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: long
+    schedule: "@every 1m"
+    handler: {name: long}
+`)
+	cfg.Worker.ShutdownGrace = time.Minute
+	exec := newFakeExec(blockUntil(nil))
+	w := e.worker(t, cfg, exec)
+	e.dispatch(t, cfg, tickOf("long", 1))
+	s := recv(t, exec.started, "run")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := w.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown = %v, want the deadline", err)
+	}
+	if !errors.Is(context.Cause(s.ctx), errShutdown) {
+		t.Errorf("run's cause %v", context.Cause(s.ctx))
+	}
+	if l, err := e.locks.TryLock(context.Background(), "exec:long", time.Second); err != nil {
+		t.Errorf("lease not released: %v", err)
+	} else {
+		l.Release(context.Background())
+	}
+}
+
+// TestWorkerLogsCarryRunIdentity checks that a run's log lines carry job,
+// tick, run_id, fence and replica.
+func TestWorkerLogsCarryRunIdentity(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: report
+    schedule: "@every 1m"
+    handler: {name: report}
+`)
+	var mu sync.Mutex
+	var lines []map[string]any
+	h := slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+		var m map[string]any
+		if err := json.Unmarshal(p, &m); err == nil {
+			mu.Lock()
+			lines = append(lines, m)
+			mu.Unlock()
+		}
+		return len(p), nil
+	}), nil)
+	exec := newFakeExec(nil)
+	e.worker(t, cfg, exec, WithLogger(slog.New(h)), WithReplica("r-9"))
+	tick := tickOf("report", 1)
+	e.dispatch(t, cfg, tick)
+	e.state(t, "default", tick, asynq.TaskStateCompleted)
+	mu.Lock()
+	defer mu.Unlock()
+	n := 0
+	for _, l := range lines {
+		if l["job"] != "report" {
+			continue
+		}
+		n++
+		if l["tick"] != "2026-01-01T00:01:00Z" || l["run_id"] != tick.RunID || l["replica"] != "r-9" || l["fence"] == nil {
+			t.Errorf("log line without the run's identity: %v", l)
+		}
+	}
+	if n < 2 {
+		t.Errorf("%d run log lines", n)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestWorkerWithRealExecutor runs an exec job through the worker and the real
+// Executor (its supervisor is this test binary, see TestMain): the command
+// sees the run's identity, with the execution lease's fence.
+func TestWorkerWithRealExecutor(t *testing.T) {
+	e := newEnv(t)
+	out := t.TempDir() + "/out"
+	cfg := e.config(t, fmt.Sprintf(`  - name: report
+    schedule: "@every 1m"
+    exec:
+      command: [sh, -c, 'echo "$BATON_JOB $BATON_TICK $BATON_RUN_ID $BATON_ATTEMPT $BATON_FENCING_TOKEN $BATON_REPLICA" > %s']
+`, out))
+	w := e.worker(t, cfg, NewExecutor(), WithReplica("real-1"))
+	tick := tickOf("report", 1)
+	e.dispatch(t, cfg, tick)
+	e.state(t, "default", tick, asynq.TaskStateCompleted)
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 6 || f[0] != "report" || f[1] != "2026-01-01T00:01:00Z" || f[2] != tick.RunID || f[3] != "1" || f[5] != "real-1" {
+		t.Fatalf("command saw %q", data)
+	}
+	fence, err := strconv.ParseInt(f[4], 10, 64)
+	if err != nil || fence <= 0 || fence == tick.Fence {
+		t.Errorf("BATON_FENCING_TOKEN = %q: want the execution lease's fence", f[4])
+	}
+	if st := w.Stats(); st.Ran != 1 {
+		t.Errorf("stats %+v", st)
+	}
+}

@@ -1,0 +1,90 @@
+package scheduler
+
+import (
+	"context"
+	"strconv"
+	"time"
+)
+
+// maxMissedLog bounds the per-tick log lines of one job's catch-up; the rest
+// are counted and summarised.
+const maxMissedLog = 20
+
+// catchUp lists the ticks to claim at start: for each job, the ticks between
+// its mark (the latest tick any replica decided) and now, within the starting
+// deadline, chosen by the job's catch-up policy. Ticks past the deadline, and
+// the ones the policy drops, are logged and counted as missed. A job without
+// a mark (never run) catches up nothing.
+func (s *Scheduler) catchUp(ctx context.Context, now time.Time) []item {
+	names := make([]string, 0, len(s.jobs))
+	for name := range s.jobs {
+		names = append(names, name)
+	}
+	marks := make(map[string]int64, len(names))
+	for _, rdb := range s.masters {
+		cctx, cancel := context.WithTimeout(ctx, s.opts.timeout)
+		pipe := rdb.Pipeline()
+		cmds := make([]interface{ Val() string }, len(names))
+		for i, n := range names {
+			cmds[i] = pipe.Get(cctx, s.keys(n, time.Time{}).mark)
+		}
+		_, _ = pipe.Exec(cctx)
+		cancel()
+		for i, n := range names {
+			if v, err := strconv.ParseInt(cmds[i].Val(), 10, 64); err == nil && v > marks[n] {
+				marks[n] = v
+			}
+		}
+	}
+
+	var out []item
+	for _, name := range names {
+		j := s.jobs[name]
+		mark, ok := marks[name]
+		if !ok || mark == 0 {
+			continue
+		}
+		from := time.UnixMilli(mark).UTC()
+		ticks := Ticks(j.Schedule, from, now, 100000)
+		if len(ticks) == 0 {
+			continue
+		}
+		var live, missed []time.Time
+		for _, t := range ticks {
+			if now.Sub(t) > j.StartingDeadline {
+				missed = append(missed, t)
+			} else {
+				live = append(live, t)
+			}
+		}
+		keep := live
+		switch j.Catchup {
+		case CatchupSkip:
+			keep = nil
+		case CatchupLatest:
+			if len(live) > 1 {
+				keep = live[len(live)-1:]
+			}
+		case CatchupAll:
+			if len(live) > j.CatchupMax {
+				keep = live[len(live)-j.CatchupMax:]
+			}
+		}
+		dropped := append(missed, live[:len(live)-len(keep)]...)
+		log := s.opts.log.With("job", name, "replica", s.opts.replica)
+		for i, t := range dropped {
+			if i == maxMissedLog {
+				log.Warn("more ticks missed while no replica ran", "count", len(dropped)-maxMissedLog)
+				break
+			}
+			log.Warn("tick missed while no replica ran", "tick", t.UTC().Format(time.RFC3339), "catchup", j.Catchup)
+		}
+		s.stats.missed.Add(int64(len(dropped)))
+		for _, t := range keep {
+			s.stats.caughtUp.Add(1)
+			log.Info("catching up a missed tick", "tick", t.UTC().Format(time.RFC3339), "catchup", j.Catchup)
+			out = append(out, item{job: j, at: t.UTC(), fireAt: now, follower: true})
+		}
+	}
+	return out
+}

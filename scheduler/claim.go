@@ -1,0 +1,362 @@
+package scheduler
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed lua/claim.lua
+	claimSrc string
+	//go:embed lua/commit.lua
+	commitSrc string
+	//go:embed lua/release.lua
+	releaseSrc string
+
+	claimScript   = redis.NewScript(claimSrc)
+	commitScript  = redis.NewScript(commitSrc)
+	releaseScript = redis.NewScript(releaseSrc)
+)
+
+// Claim answers, as the claim script returns them.
+const (
+	stOwned      = 0
+	stDone       = 1
+	stBusy       = 2
+	stMissed     = 3
+	stPaused     = 4
+	stUnrepaired = -1
+	stQuarantine = -2
+)
+
+// keys of one tick; all share the job's hash tag.
+type tickKeys struct {
+	record, lease, paused, mark, fence string
+}
+
+func (s *Scheduler) keys(job string, at time.Time) tickKeys {
+	base := s.opts.namespace + ":{" + job + "}:"
+	ms := strconv.FormatInt(at.UnixMilli(), 10)
+	return tickKeys{
+		record: base + "tick:" + ms,
+		lease:  base + "lease:" + ms,
+		paused: base + "paused",
+		mark:   base + "mark",
+		fence:  base + "fence",
+	}
+}
+
+// PauseKey is the Redis key whose presence pauses a job on every replica.
+func PauseKey(namespace, job string) string { return namespace + ":{" + job + "}:paused" }
+
+func (s *Scheduler) recordTTL(j *Job) time.Duration {
+	return j.StartingDeadline + s.opts.leaseTTL + 2*s.opts.maxSkew + s.opts.recordMargin
+}
+
+// answer is one master's answer to one claim.
+type answer struct {
+	st  int64
+	val int64
+	err error
+}
+
+// pipeline runs one script per item on every master, one pipelined round
+// trip per master, all masters in parallel. Scripts unknown to a master
+// (restart, SCRIPT FLUSH) are loaded and the affected items sent again.
+func (s *Scheduler) pipeline(ctx context.Context, n int, script *redis.Script, args func(i int, quorum bool) ([]string, []any)) [][]answer {
+	out := make([][]answer, len(s.masters))
+	var wg sync.WaitGroup
+	for mi, rdb := range s.masters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, s.opts.timeout)
+			defer cancel()
+			out[mi] = runPipeline(ctx, rdb, n, script, func(i int) ([]string, []any) { return args(i, len(s.masters) > 1) })
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func runPipeline(ctx context.Context, rdb redis.UniversalClient, n int, script *redis.Script, args func(i int) ([]string, []any)) []answer {
+	res := make([]answer, n)
+	todo := make([]int, n)
+	for i := range todo {
+		todo[i] = i
+	}
+	for round := 0; round < 2 && len(todo) > 0; round++ {
+		pipe := rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(todo))
+		for k, i := range todo {
+			keys, a := args(i)
+			cmds[k] = pipe.EvalSha(ctx, script.Hash(), keys, a...)
+		}
+		_, _ = pipe.Exec(ctx)
+		var again []int
+		for k, i := range todo {
+			err := cmds[k].Err()
+			if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") && round == 0 {
+				again = append(again, i)
+				continue
+			}
+			res[i] = toAnswer(cmds[k].Val(), err)
+		}
+		if len(again) > 0 {
+			if err := script.Load(ctx, rdb).Err(); err != nil {
+				for _, i := range again {
+					res[i] = answer{err: err}
+				}
+				return res
+			}
+		}
+		todo = again
+	}
+	return res
+}
+
+func toAnswer(v any, err error) answer {
+	if err != nil {
+		return answer{err: err}
+	}
+	switch x := v.(type) {
+	case []any:
+		if len(x) == 2 {
+			a, _ := x[0].(int64)
+			b, _ := x[1].(int64)
+			return answer{st: a, val: b}
+		}
+	case int64:
+		return answer{st: x}
+	}
+	return answer{err: fmt.Errorf("scheduler: unexpected script answer %v", v)}
+}
+
+// outcome is the quorum's verdict on one claim.
+type outcome struct {
+	st    int64
+	wait  time.Duration // BUSY: the lease's remaining ttl
+	fence int64         // OWNED
+	split bool          // OWNED on some masters, not on a quorum: release and retry
+	err   error
+}
+
+func (s *Scheduler) decide(as []answer) outcome {
+	var owned, missed, paused, busy, errs int
+	var o outcome
+	var errList []error
+	for _, a := range as {
+		if a.err != nil {
+			errs++
+			errList = append(errList, a.err)
+			continue
+		}
+		switch a.st {
+		case stDone:
+			return outcome{st: stDone}
+		case stOwned:
+			owned++
+			o.fence = max(o.fence, a.val)
+		case stBusy:
+			busy++
+			o.wait = max(o.wait, time.Duration(a.val)*time.Millisecond)
+		case stMissed:
+			missed++
+			o.wait = time.Duration(a.val) * time.Millisecond
+		case stPaused:
+			paused++
+		case stUnrepaired, stQuarantine:
+			errs++
+			errList = append(errList, fmt.Errorf("master out of quorums (status %d)", a.st))
+		}
+	}
+	switch {
+	case owned >= s.quorum:
+		o.st = stOwned
+	case paused > 0:
+		o.st = stPaused
+	case missed >= s.quorum:
+		o.st = stMissed
+	case busy > 0:
+		o.st, o.split = stBusy, owned > 0
+	default:
+		o.st, o.split = stBusy, owned > 0
+		o.err = fmt.Errorf("scheduler: no quorum (%d of %d masters agreed): %w", owned, s.quorum, errors.Join(errList...))
+	}
+	return o
+}
+
+// process claims a batch of ticks, dispatches the ones this replica owns,
+// commits them, and reschedules the busy ones.
+func (s *Scheduler) process(ctx context.Context, batch []item) {
+	token := randomID() + randomID()
+	answers := s.pipeline(ctx, len(batch), claimScript, func(i int, quorum bool) ([]string, []any) {
+		it := batch[i]
+		k := s.keys(it.job.Name, it.at)
+		keys := []string{k.record, k.lease, k.paused, k.mark, k.fence}
+		mode := "s"
+		if quorum {
+			keys = append(keys, s.locks.MarkerKey())
+			mode = "q"
+		}
+		paused := ""
+		if it.job.Paused {
+			paused = "1"
+		}
+		return keys, []any{token, it.at.UnixMilli(), it.job.StartingDeadline.Milliseconds(), s.opts.leaseTTL.Milliseconds(),
+			s.recordTTL(it.job).Milliseconds(), mode, paused}
+	})
+
+	var owned []int
+	var fences []int64
+	var release []int
+	needRepair := false
+	for i, it := range batch {
+		per := make([]answer, len(s.masters))
+		for m := range s.masters {
+			per[m] = answers[m][i]
+			if per[m].st == stUnrepaired && per[m].err == nil {
+				needRepair = true
+			}
+		}
+		o := s.decide(per)
+		log := s.opts.log.With("job", it.job.Name, "tick", it.at.Format(time.RFC3339), "replica", s.opts.replica)
+		switch o.st {
+		case stOwned:
+			s.stats.owned.Add(1)
+			owned = append(owned, i)
+			fences = append(fences, o.fence)
+		case stDone:
+			s.stats.done.Add(1)
+		case stPaused:
+			s.stats.paused.Add(1)
+			log.Info("tick skipped: job paused")
+		case stMissed:
+			s.stats.missed.Add(1)
+			log.Warn("tick missed: past its starting deadline", "late", o.wait.Round(time.Millisecond), "starting_deadline", it.job.StartingDeadline)
+		case stBusy:
+			s.stats.busy.Add(1)
+			if o.split {
+				release = append(release, i)
+			}
+			wait := o.wait
+			if o.err != nil || o.split {
+				// split vote or masters failing: back off with jitter
+				wait = time.Duration(10+rand.IntN(40)) * time.Millisecond << min(it.attempts, 6)
+				if o.err != nil {
+					log.Warn("claim failed; retrying", "err", o.err, "attempt", it.attempts+1)
+				}
+			}
+			if s.opts.clock.Now().Add(wait).After(it.at.Add(it.job.StartingDeadline + time.Second)) {
+				wait = max(it.at.Add(it.job.StartingDeadline+time.Second).Sub(s.opts.clock.Now()), 0)
+			}
+			s.reschedule(ctx, it, s.opts.clock.Now().Add(wait+time.Millisecond))
+		}
+	}
+	if needRepair {
+		go func() { _ = s.locks.Prepare(context.WithoutCancel(ctx)) }()
+	}
+	if len(release) > 0 {
+		s.releaseLeases(ctx, batch, release, token)
+	}
+	if len(owned) > 0 {
+		s.dispatch(ctx, batch, owned, fences, token)
+	}
+}
+
+func (s *Scheduler) releaseLeases(ctx context.Context, batch []item, idx []int, token string) {
+	s.pipeline(ctx, len(idx), releaseScript, func(i int, _ bool) ([]string, []any) {
+		it := batch[idx[i]]
+		return []string{s.keys(it.job.Name, it.at).lease}, []any{token}
+	})
+}
+
+// dispatch hands the owned ticks to the dispatcher, in parallel, and commits
+// the dispatched ones in pipelined chunks as they complete.
+func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fences []int64, token string) {
+	type result struct {
+		i   int
+		err error
+	}
+	results := make(chan result, len(owned))
+	sem := make(chan struct{}, s.opts.parallel)
+	var wg sync.WaitGroup
+	for n, i := range owned {
+		it := batch[i]
+		tick := Tick{Job: it.job.Name, At: it.at, RunID: randomID() + randomID(), Fence: fences[n], Replica: s.opts.replica}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			dctx, cancel := context.WithTimeout(ctx, s.opts.leaseTTL)
+			defer cancel()
+			err := s.disp.Dispatch(dctx, tick)
+			results <- result{i, err}
+		}()
+	}
+	go func() { wg.Wait(); close(results) }()
+
+	var commit, failed []int
+	flush := func() {
+		if len(commit) > 0 {
+			c := commit
+			s.pipeline(ctx, len(c), commitScript, func(k int, _ bool) ([]string, []any) {
+				it := batch[c[k]]
+				keys := s.keys(it.job.Name, it.at)
+				return []string{keys.record, keys.lease, keys.mark}, []any{token, it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}
+			})
+			commit = nil
+		}
+		if len(failed) > 0 {
+			s.releaseLeases(ctx, batch, failed, token)
+			for _, i := range failed {
+				it := batch[i]
+				s.reschedule(ctx, it, s.opts.clock.Now().Add(time.Duration(50+rand.IntN(200))*time.Millisecond))
+			}
+			failed = nil
+		}
+	}
+	handle := func(r result) {
+		it := batch[r.i]
+		if r.err != nil {
+			s.stats.dispatchErrors.Add(1)
+			s.opts.log.Error("dispatch failed; the tick is released for another try", "job", it.job.Name,
+				"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica, "err", r.err)
+			failed = append(failed, r.i)
+			return
+		}
+		s.stats.dispatched.Add(1)
+		commit = append(commit, r.i)
+	}
+	// commit whenever the results pause, and at least every 256 of them
+	for {
+		select {
+		case r, ok := <-results:
+			if !ok {
+				flush()
+				return
+			}
+			handle(r)
+			if len(commit)+len(failed) >= 256 {
+				flush()
+			}
+		default:
+			flush()
+			r, ok := <-results
+			if !ok {
+				return
+			}
+			handle(r)
+		}
+	}
+}

@@ -1,0 +1,332 @@
+package scheduler
+
+import (
+	"container/heap"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/locking"
+)
+
+// Catch-up policies: what a job does with the ticks it missed while no
+// replica was running (only ticks still inside the starting deadline count).
+const (
+	CatchupSkip   = "skip"   // none of them
+	CatchupLatest = "latest" // the most recent one
+	CatchupAll    = "all"    // all of them, the most recent CatchupMax
+)
+
+// Job is what the scheduler knows of a job.
+type Job struct {
+	Name     string
+	Schedule Schedule
+	// StartingDeadline: a tick not dispatched within this of its due time
+	// (by Redis TIME) is missed. Must be > 0.
+	StartingDeadline time.Duration
+	Catchup          string // CatchupSkip, CatchupLatest (default) or CatchupAll
+	CatchupMax       int    // cap for CatchupAll; default 10
+	// Jitter delays every fire by a stable per-job offset in [0, Jitter);
+	// the tick's identity stays its due time.
+	Jitter time.Duration
+	Paused bool // paused in the configuration (a Redis flag can pause it too)
+}
+
+// Option configures a Scheduler.
+type Option func(*options)
+
+type options struct {
+	clock         Clock
+	log           *slog.Logger
+	replica       string
+	namespace     string
+	leaseTTL      time.Duration
+	maxSkew       time.Duration
+	followerDelay time.Duration
+	recordMargin  time.Duration
+	timeout       time.Duration
+	parallel      int
+}
+
+// WithClock injects the clock (tests use a FakeClock). Default: the real one.
+func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithLogger sets the logger. Default: discard.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithReplica names this replica in logs, ticks and the membership set.
+// Default: a random id.
+func WithReplica(id string) Option { return func(o *options) { o.replica = id } }
+
+// WithNamespace sets the prefix of every key the scheduler keeps. Default "baton".
+func WithNamespace(ns string) Option { return func(o *options) { o.namespace = ns } }
+
+// WithTickLeaseTTL sets how long a claimed tick stays reserved for its owner
+// before another replica may take it over. Default 5s.
+func WithTickLeaseTTL(d time.Duration) Option { return func(o *options) { o.leaseTTL = d } }
+
+// WithMaxClockSkew sets how far this replica's clock may be from Redis TIME
+// before it stops claiming. Default 500ms.
+func WithMaxClockSkew(d time.Duration) Option { return func(o *options) { o.maxSkew = d } }
+
+// WithFollowerDelay sets how long the replicas that are not a tick's
+// preferred claimer wait before claiming it themselves (they normally find it
+// done). Default 500ms.
+func WithFollowerDelay(d time.Duration) Option { return func(o *options) { o.followerDelay = d } }
+
+// WithRecordMargin sets how long a tick's record outlives its starting
+// deadline plus the lease ttl and twice the skew bound. Default 1m.
+func WithRecordMargin(d time.Duration) Option { return func(o *options) { o.recordMargin = d } }
+
+// WithMasterTimeout bounds one pipelined round trip to one master. Default 2s.
+func WithMasterTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithDispatchParallelism caps concurrent Dispatch calls. Default 64.
+func WithDispatchParallelism(n int) Option { return func(o *options) { o.parallel = n } }
+
+// Stats are counters since Start.
+type Stats struct {
+	Owned, Done, Busy, Missed, Paused, Dispatched, DispatchErrors, CaughtUp, SkewStops int64
+}
+
+type stats struct {
+	owned, done, busy, missed, paused, dispatched, dispatchErrors, caughtUp, skewStops atomic.Int64
+}
+
+// Scheduler claims and dispatches the ticks of a set of jobs. Any number of
+// replicas run one each, over the same jobs and the same lock masters; every
+// tick is dispatched once.
+type Scheduler struct {
+	masters []redis.UniversalClient
+	quorum  int
+	locks   *locking.Client
+	jobs    map[string]*Job
+	disp    Dispatcher
+	opts    options
+
+	stats   stats
+	skewBad atomic.Bool
+	members atomic.Pointer[membership]
+	retry   chan item
+	wg      sync.WaitGroup
+}
+
+// New returns a scheduler over the lock masters (the same go-redis clients,
+// in the same order, as locks was built from: one is the ordinary case,
+// several form a quorum). It validates the jobs and contacts no server.
+func New(locks *locking.Client, masters []redis.UniversalClient, jobs []Job, d Dispatcher, opts ...Option) (*Scheduler, error) {
+	o := options{
+		clock: RealClock(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), namespace: "baton",
+		leaseTTL: 5 * time.Second, maxSkew: 500 * time.Millisecond, followerDelay: 500 * time.Millisecond,
+		recordMargin: time.Minute, timeout: 2 * time.Second, parallel: 64,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.replica == "" {
+		o.replica = randomID()
+	}
+	var errs []error
+	if locks == nil || d == nil {
+		errs = append(errs, errors.New("scheduler: a lock client and a dispatcher are required"))
+	}
+	if len(masters) == 0 {
+		errs = append(errs, errors.New("scheduler: no lock masters"))
+	}
+	if o.leaseTTL < 100*time.Millisecond || o.maxSkew <= 0 || o.timeout <= 0 || o.parallel < 1 || o.followerDelay < 0 {
+		errs = append(errs, fmt.Errorf("scheduler: bad options: tick lease ttl %v (min 100ms), max skew %v, master timeout %v, parallelism %d, follower delay %v", o.leaseTTL, o.maxSkew, o.timeout, o.parallel, o.followerDelay))
+	}
+	s := &Scheduler{masters: masters, quorum: len(masters)/2 + 1, locks: locks, disp: d, opts: o,
+		jobs: map[string]*Job{}, retry: make(chan item, 1024)}
+	for i := range jobs {
+		j := jobs[i]
+		switch {
+		case j.Name == "":
+			errs = append(errs, fmt.Errorf("scheduler: job %d has no name", i))
+			continue
+		case s.jobs[j.Name] != nil:
+			errs = append(errs, fmt.Errorf("scheduler: job %q listed twice", j.Name))
+			continue
+		case j.Schedule == nil:
+			errs = append(errs, fmt.Errorf("scheduler: job %q has no schedule", j.Name))
+		case j.StartingDeadline <= 0:
+			errs = append(errs, fmt.Errorf("scheduler: job %q: starting deadline must be > 0", j.Name))
+		case j.Jitter < 0 || j.Jitter >= j.StartingDeadline:
+			errs = append(errs, fmt.Errorf("scheduler: job %q: jitter %v must be >= 0 and below the starting deadline %v", j.Name, j.Jitter, j.StartingDeadline))
+		}
+		switch j.Catchup {
+		case "":
+			j.Catchup = CatchupLatest
+		case CatchupSkip, CatchupLatest, CatchupAll:
+		default:
+			errs = append(errs, fmt.Errorf("scheduler: job %q: unknown catch-up policy %q", j.Name, j.Catchup))
+		}
+		if j.CatchupMax <= 0 {
+			j.CatchupMax = 10
+		}
+		s.jobs[j.Name] = &j
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Stats returns the counters.
+func (s *Scheduler) Stats() Stats {
+	return Stats{
+		Owned: s.stats.owned.Load(), Done: s.stats.done.Load(), Busy: s.stats.busy.Load(),
+		Missed: s.stats.missed.Load(), Paused: s.stats.paused.Load(), Dispatched: s.stats.dispatched.Load(),
+		DispatchErrors: s.stats.dispatchErrors.Load(), CaughtUp: s.stats.caughtUp.Load(), SkewStops: s.stats.skewStops.Load(),
+	}
+}
+
+// Replica returns this replica's id.
+func (s *Scheduler) Replica() string { return s.opts.replica }
+
+// item is one claim to make: tick At of job, at the moment fireAt.
+type item struct {
+	job      *Job
+	at       time.Time // the tick's due instant (identity)
+	fireAt   time.Time
+	next     bool // the job's regular entry: schedule the next tick when it fires
+	follower bool // already deferred once as a non-preferred claimer
+	attempts int
+}
+
+type itemHeap []item
+
+func (h itemHeap) Len() int           { return len(h) }
+func (h itemHeap) Less(i, j int) bool { return h[i].fireAt.Before(h[j].fireAt) }
+func (h itemHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *itemHeap) Push(x any)        { *h = append(*h, x.(item)) }
+func (h *itemHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// Run schedules until ctx ends, then waits for claims in flight (their
+// leases are released or committed) and returns. Shutdown order: stop
+// firing new ticks, let running claims and dispatches finish, stop the
+// membership and clock checks.
+func (s *Scheduler) Run(ctx context.Context) error {
+	if err := s.locks.Prepare(ctx); err != nil {
+		s.opts.log.Warn("lock masters not reachable at start; will keep trying", "err", err)
+	}
+	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	s.wg.Add(2)
+	go s.membershipLoop(bg)
+	go s.skewLoop(bg)
+
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		stopWork()
+		s.wg.Wait()
+	}()
+	defer stopBg()
+
+	now := s.opts.clock.Now()
+	h := &itemHeap{}
+	for _, it := range s.catchUp(ctx, now) {
+		heap.Push(h, it)
+	}
+	for _, j := range s.jobs {
+		if t := j.Schedule.Next(now); !t.IsZero() {
+			heap.Push(h, item{job: j, at: t.UTC(), fireAt: t.Add(Jitter(j.Name, j.Jitter)), next: true})
+		}
+	}
+	var batch []item
+	for {
+		var wait <-chan time.Time
+		var timer Timer
+		if h.Len() > 0 {
+			timer = s.opts.clock.NewTimer((*h)[0].fireAt.Sub(s.opts.clock.Now()))
+			wait = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
+			return nil
+		case it := <-s.retry:
+			heap.Push(h, it)
+		case <-wait:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		now = s.opts.clock.Now()
+		batch = batch[:0]
+		for h.Len() > 0 && !(*h)[0].fireAt.After(now) {
+			it := heap.Pop(h).(item)
+			if it.next {
+				it.next = false
+				if t := it.job.Schedule.Next(it.at); !t.IsZero() {
+					heap.Push(h, item{job: it.job, at: t.UTC(), fireAt: t.Add(Jitter(it.job.Name, it.job.Jitter)), next: true})
+				}
+			}
+			if !it.follower && !s.preferred(it) {
+				it.follower = true
+				it.fireAt = it.fireAt.Add(s.opts.followerDelay)
+				heap.Push(h, it)
+				continue
+			}
+			batch = append(batch, it)
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		if s.skewBad.Load() {
+			s.opts.log.Warn("clock skew beyond the bound: not claiming", "ticks", len(batch))
+			continue
+		}
+		b := append([]item(nil), batch...)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.process(work, b)
+		}()
+	}
+}
+
+// preferred tells whether this replica claims the tick first; the others
+// claim after the follower delay and normally find it done.
+func (s *Scheduler) preferred(it item) bool {
+	m := s.members.Load()
+	if m == nil || len(m.ids) <= 1 || m.self < 0 {
+		return true
+	}
+	h := fnv.New32a()
+	_, _ = io.WriteString(h, it.job.Name)
+	_, _ = io.WriteString(h, it.at.Format(time.RFC3339))
+	return int(h.Sum32()%uint32(len(m.ids))) == m.self
+}
+
+// reschedule hands an item back to the loop to claim again at fireAt.
+func (s *Scheduler) reschedule(ctx context.Context, it item, fireAt time.Time) {
+	it.fireAt, it.next, it.follower = fireAt, false, true
+	it.attempts++
+	select {
+	case s.retry <- it:
+	case <-ctx.Done():
+	}
+}
+
+func randomID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

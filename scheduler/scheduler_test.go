@@ -1,0 +1,367 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/locking"
+	"github.com/batonhq/baton/scheduler"
+)
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(redistest.GoleakOptions()...); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// recorder is a Dispatcher that records every tick it is handed, the way
+// asynq would dedupe them by tick ID: a second dispatch of one ID is counted
+// as a duplicate.
+type recorder struct {
+	mu    sync.Mutex
+	ticks map[string][]scheduler.Tick
+	n     chan struct{}
+	fail  atomic.Int64 // fail this many dispatches first
+}
+
+func newRecorder() *recorder {
+	return &recorder{ticks: map[string][]scheduler.Tick{}, n: make(chan struct{}, 100000)}
+}
+
+func (r *recorder) Dispatch(_ context.Context, t scheduler.Tick) error {
+	if r.fail.Add(-1) >= 0 {
+		return errors.New("queue down")
+	}
+	r.mu.Lock()
+	r.ticks[t.ID()] = append(r.ticks[t.ID()], t)
+	r.mu.Unlock()
+	r.n <- struct{}{}
+	return nil
+}
+
+// wait waits until n dispatches happened in all.
+func (r *recorder) wait(t *testing.T, n int) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for i := 0; i < n; i++ {
+		select {
+		case <-r.n:
+		case <-timeout:
+			t.Fatalf("only %d of %d dispatches", i, n)
+		}
+	}
+}
+
+// waitAdvancing waits for n dispatches while moving the fake clock on in
+// small steps, for retries that wait on it (split votes, busy leases).
+func (r *recorder) waitAdvancing(t *testing.T, clock *scheduler.FakeClock, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for got := 0; got < n; {
+		select {
+		case <-r.n:
+			got++
+		case <-time.After(20 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d of %d dispatches", got, n)
+			}
+			clock.Advance(25 * time.Millisecond)
+		}
+	}
+}
+
+func (r *recorder) snapshot() map[string][]scheduler.Tick {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string][]scheduler.Tick{}
+	for k, v := range r.ticks {
+		out[k] = append([]scheduler.Tick(nil), v...)
+	}
+	return out
+}
+
+type replica struct {
+	s      *scheduler.Scheduler
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+// stop ends the replica and waits for Run to return (once).
+func (r *replica) stop() {
+	r.once.Do(func() {
+		r.cancel()
+		<-r.done
+	})
+}
+
+// start runs a scheduler replica over the masters until the test ends.
+func start(t *testing.T, rdbs []*redis.Client, jobs []scheduler.Job, d scheduler.Dispatcher, opts ...scheduler.Option) *replica {
+	t.Helper()
+	ms := make([]redis.UniversalClient, len(rdbs))
+	for i, r := range rdbs {
+		ms[i] = r
+	}
+	locks, err := locking.New(ms, locking.WithPrefix("baton:lock:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scheduler.New(locks, ms, jobs, d, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &replica{s: s, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- s.Run(ctx); locks.Close() }()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func every(t *testing.T, spec string) scheduler.Schedule {
+	s, err := scheduler.ParseSchedule(spec, time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// now is the real time truncated to the second: fake clocks start there so
+// that Redis TIME (which decides "missed") agrees with them.
+func now() time.Time { return time.Now().Truncate(time.Second) }
+
+// Three replicas, one clock: every tick of every job is dispatched exactly once.
+func TestExactlyOnceAcrossReplicas(t *testing.T) {
+	srv := redistest.New(t)
+	clock := scheduler.NewFakeClock(now())
+	rec := newRecorder()
+	jobs := []scheduler.Job{
+		{Name: "a", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute},
+		{Name: "b", Schedule: every(t, "*/2 * * * * *"), StartingDeadline: time.Minute},
+	}
+	for i := range 3 {
+		start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clock),
+			scheduler.WithReplica(fmt.Sprintf("r%d", i)), scheduler.WithMaxClockSkew(time.Hour),
+			scheduler.WithFollowerDelay(100*time.Millisecond))
+	}
+	waited := 0
+	for range 10 {
+		// each replica waits on: its tick timer, membership and skew timers
+		if err := clock.BlockUntil(9); err != nil {
+			t.Fatal(err)
+		}
+		from := clock.Now()
+		clock.Advance(time.Second)
+		due := 0
+		for _, j := range jobs {
+			due += len(scheduler.Ticks(j.Schedule, from, clock.Now(), 10))
+		}
+		rec.wait(t, due)
+		waited += due
+		clock.Advance(100 * time.Millisecond) // followers claim and find it done
+	}
+	got := rec.snapshot()
+	for id, ticks := range got {
+		if len(ticks) != 1 {
+			t.Errorf("tick %s dispatched %d times", id, len(ticks))
+		}
+	}
+	if len(got) != waited {
+		t.Errorf("%d ticks dispatched, want %d", len(got), waited)
+	}
+}
+
+// An owner that dies after claiming, before dispatching, loses nothing: the
+// next replica waits for its lease to expire and dispatches the tick.
+func TestOwnerDiesBeforeDispatch(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	tick := time.Now().Add(time.Second).Truncate(time.Second)
+	// the dead owner's lease on the coming tick, 400ms to live
+	lease := fmt.Sprintf("baton:{d}:lease:%d", tick.UnixMilli())
+	rdb.Set(ctx, lease, "dead-owner", 0)
+	rec := newRecorder()
+	jobs := []scheduler.Job{{Name: "d", Schedule: every(t, "@every 1s"), StartingDeadline: 30 * time.Second}}
+	start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithReplica("live"))
+	// the lease expires a moment after the tick is due
+	for time.Now().Before(tick) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	rdb.PExpire(ctx, lease, 300*time.Millisecond)
+	rec.wait(t, 1)
+	got := rec.snapshot()
+	id := "d@" + tick.UTC().Format(time.RFC3339)
+	if len(got[id]) != 1 {
+		t.Fatalf("tick %s dispatched %d times (all: %v)", id, len(got[id]), got)
+	}
+}
+
+func TestCatchupPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		max    int
+		want   int
+	}{{scheduler.CatchupSkip, 0, 0}, {scheduler.CatchupLatest, 0, 1}, {scheduler.CatchupAll, 3, 3}, {scheduler.CatchupAll, 10, 6}} {
+		t.Run(fmt.Sprintf("%s-%d", tc.policy, tc.max), func(t *testing.T) {
+			srv := redistest.New(t)
+			rdb := srv.TestClient(t)
+			n := now()
+			// every replica was down for 15 ticks: the last 6 are within the deadline
+			rdb.Set(context.Background(), "baton:{c}:mark", n.Add(-15*time.Second).UnixMilli(), 0)
+			rec := newRecorder()
+			clock := scheduler.NewFakeClock(n.Add(100 * time.Millisecond))
+			jobs := []scheduler.Job{{Name: "c", Schedule: every(t, "@every 1s"), StartingDeadline: 5500 * time.Millisecond,
+				Catchup: tc.policy, CatchupMax: tc.max}}
+			r := start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour))
+			rec.wait(t, tc.want)
+			if err := clock.BlockUntil(3); err != nil { // settled: waiting for the next tick
+				t.Fatal(err)
+			}
+			r.stop()
+			got := rec.snapshot()
+			if len(got) != tc.want {
+				t.Fatalf("%d ticks caught up, want %d: %v", len(got), tc.want, got)
+			}
+			if tc.want > 0 {
+				last := "c@" + n.UTC().Format(time.RFC3339)
+				if len(got[last]) != 1 {
+					t.Fatalf("the latest missed tick %s was not caught up: %v", last, got)
+				}
+			}
+			if st := r.s.Stats(); st.Missed != int64(15-tc.want) {
+				t.Errorf("missed = %d, want %d", st.Missed, 15-tc.want)
+			}
+		})
+	}
+}
+
+func TestPausedJobSkipsTicks(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	rdb.Set(context.Background(), scheduler.PauseKey("baton", "p"), "1", 0)
+	clock := scheduler.NewFakeClock(now())
+	rec := newRecorder()
+	jobs := []scheduler.Job{
+		{Name: "p", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute},
+		{Name: "q", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute, Paused: true},
+		{Name: "r", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute},
+	}
+	r := start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour))
+	for range 3 {
+		if err := clock.BlockUntil(3); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Second)
+		rec.wait(t, 1)
+	}
+	for id := range rec.snapshot() {
+		if id[0] != 'r' {
+			t.Fatalf("paused job dispatched: %s", id)
+		}
+	}
+	r.stop()
+	if st := r.s.Stats(); st.Paused < 4 {
+		t.Fatalf("paused = %d, want >= 4", st.Paused)
+	}
+}
+
+// A failed dispatch releases the tick; it is tried again and dispatched once.
+func TestDispatchFailureRetries(t *testing.T) {
+	srv := redistest.New(t)
+	rec := newRecorder()
+	rec.fail.Store(2)
+	jobs := []scheduler.Job{{Name: "f", Schedule: every(t, "@every 1s"), StartingDeadline: 30 * time.Second}}
+	r := start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec)
+	rec.wait(t, 3)
+	r.stop()
+	seen := map[string]int{}
+	for id, ticks := range rec.snapshot() {
+		seen[id] = len(ticks)
+		if len(ticks) != 1 {
+			t.Fatalf("tick %s dispatched %d times", id, len(ticks))
+		}
+	}
+	if st := r.s.Stats(); st.DispatchErrors != 2 {
+		t.Fatalf("dispatch errors = %d, want 2", st.DispatchErrors)
+	}
+}
+
+// A replica whose clock is off Redis TIME by more than the bound stops claiming.
+func TestSkewedReplicaStopsClaiming(t *testing.T) {
+	srv := redistest.New(t)
+	clock := scheduler.NewFakeClock(now().Add(10 * time.Second))
+	rec := newRecorder()
+	jobs := []scheduler.Job{{Name: "s", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute}}
+	r := start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Second))
+	deadline := time.Now().Add(10 * time.Second)
+	for !r.s.Skewed() {
+		if time.Now().After(deadline) {
+			t.Fatal("a replica 10s off Redis TIME did not notice")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := clock.BlockUntil(3); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	if err := clock.BlockUntil(3); err != nil {
+		t.Fatal(err)
+	}
+	r.stop()
+	if n := len(rec.snapshot()); n != 0 {
+		t.Fatalf("a skewed replica dispatched %d ticks", n)
+	}
+}
+
+// With a quorum of lock masters, one of them down, ticks still go out once.
+func TestQuorumMastersExactlyOnce(t *testing.T) {
+	servers := redistest.NewN(t, 3)
+	clock := scheduler.NewFakeClock(now())
+	rec := newRecorder()
+	jobs := []scheduler.Job{{Name: "q", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute}}
+	for i := range 3 {
+		var rdbs []*redis.Client
+		for _, s := range servers {
+			rdbs = append(rdbs, s.TestClient(t))
+		}
+		start(t, rdbs, jobs, rec, scheduler.WithClock(clock), scheduler.WithReplica(fmt.Sprintf("r%d", i)),
+			scheduler.WithMaxClockSkew(time.Hour), scheduler.WithFollowerDelay(0))
+	}
+	for step := range 6 {
+		if step == 3 {
+			if err := servers[2].Kill(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := clock.BlockUntil(9); err != nil {
+			t.Fatal(err)
+		}
+		clock.Set(clock.Now().Truncate(time.Second).Add(time.Second))
+		rec.waitAdvancing(t, clock, 1) // three replicas at once split votes now and then
+	}
+	for id, ticks := range rec.snapshot() {
+		if len(ticks) != 1 {
+			t.Fatalf("tick %s dispatched %d times", id, len(ticks))
+		}
+	}
+}

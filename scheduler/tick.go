@@ -1,0 +1,38 @@
+package scheduler
+
+import (
+	"context"
+	"time"
+)
+
+// Tick is one scheduled (or manually triggered) run of a job. Its identity is
+// the job's name and the UTC instant it was due; every replica computes the
+// same ticks, so the identity never depends on who noticed it.
+type Tick struct {
+	Job     string    // the job's name
+	At      time.Time // the instant the tick was due, UTC, whole seconds
+	RunID   string    // random id of this dispatch (a manual trigger gets its own)
+	Fence   int64     // dispatch fencing token: increases across the job's dispatches
+	Replica string    // the replica that dispatched it
+	Manual  bool      // dispatched by a trigger, not by the schedule
+}
+
+// ID is the tick's identity, "job@2006-01-02T15:04:05Z". It is the asynq task
+// ID of the run, so a tick can be enqueued only once.
+func (t Tick) ID() string { return t.Job + "@" + t.At.UTC().Format(time.RFC3339) }
+
+// Dispatcher hands a claimed tick to whatever runs it: it enqueues a cron
+// job's run into asynq, or starts a local job in-process. Dispatch must be
+// idempotent per tick ID: a tick that was already dispatched (asynq's task ID
+// conflict) returns nil, so a replica that takes over a half-done claim never
+// runs a tick twice. A returned error leaves the tick unclaimed for another
+// try before its starting deadline.
+type Dispatcher interface {
+	Dispatch(ctx context.Context, t Tick) error
+}
+
+// DispatcherFunc adapts a function to Dispatcher.
+type DispatcherFunc func(ctx context.Context, t Tick) error
+
+// Dispatch calls f.
+func (f DispatcherFunc) Dispatch(ctx context.Context, t Tick) error { return f(ctx, t) }
