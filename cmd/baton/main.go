@@ -2,12 +2,18 @@
 //
 // Subcommands:
 //
+//	baton run [flags]                      scheduler + worker: one replica
+//	baton scheduler [flags]                the scheduler alone
+//	baton worker [flags]                   the worker alone
+//	baton dev [flags]                      embedded Redis + 3 replicas in one process
+//	baton validate [--config FILE] [FILE]  check a config file
+//	baton next [-n N] [--job NAME] [--from TIME]  the next fire times
 //	baton lock [flags] KEY -- CMD [ARGS]   run CMD while holding a distributed lock
 //	baton version                          print the version
 //	baton help [COMMAND]                   print help
 //
-// The binary is deliberately thin: it parses flags, wires signals and calls
-// the library packages (see package github.com/batonhq/baton/locking).
+// The binary is deliberately thin: it parses flags, sets up logging and
+// signals, and wires the library packages together (app.go).
 package main
 
 import (
@@ -15,22 +21,41 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/batonhq/baton/internal/supervisor"
 )
 
 // mainUsage is the top-level help text.
 const mainUsage = `usage: baton <command> [arguments]
 
 commands:
-  lock      run a command while holding a distributed lock (a flock(1) for crontabs)
-  version   print the version
-  help      print help; "baton help lock" for the lock command
+  run        run a replica: scheduler and worker
+  scheduler  run the scheduler alone (claims and dispatches ticks)
+  worker     run the worker alone (runs the queued jobs)
+  dev        embedded Redis and 3 replicas in one process, zero set-up
+  validate   check a config file
+  next       print the next fire times of the jobs
+  lock       run a command while holding a distributed lock (a flock(1) for crontabs)
+  version    print the version
+  help       print help; "baton help COMMAND" for a command's flags
+
+Common flags of run, scheduler, worker and dev (each also from the
+environment): --config FILE ($BATON_CONFIG, default baton.yaml; dev:
+config.example.yaml), --id ID ($BATON_ID, default host-pid), --http ADDR
+($BATON_HTTP, overrides http.listen), --log-format json|console
+($BATON_LOG_FORMAT), --log-level LEVEL ($BATON_LOG_LEVEL).
 `
 
 func main() {
+	// exec jobs run under this binary as their supervisor: become one if asked
+	supervisor.MaybeRun()
 	// go-redis logs dial failures on its own; baton reports them once, itself.
 	redis.SetLogger(quietLogger{})
+	zerolog.TimeFieldFormat = time.RFC3339Nano
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -43,6 +68,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	switch args[0] {
+	case "run":
+		return runServe(roleRun, args[1:], stdout, stderr)
+	case "scheduler":
+		return runServe(roleScheduler, args[1:], stdout, stderr)
+	case "worker":
+		return runServe(roleWorker, args[1:], stdout, stderr)
+	case "dev":
+		return runDev(args[1:], stdout, stderr)
+	case "validate":
+		return runValidate(args[1:], stdout, stderr)
+	case "next":
+		return runNext(args[1:], stdout, stderr)
 	case "lock":
 		return runLock(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
@@ -63,8 +100,8 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	switch args[0] {
-	case "lock":
-		return runLock([]string{"-h"}, stdout, stderr)
+	case "run", "scheduler", "worker", "dev", "validate", "next", "lock":
+		return run([]string{args[0], "-h"}, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "usage: baton version\n\nPrints the baton version and the Go version it was built with.")
 		return 0

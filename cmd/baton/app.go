@@ -1,0 +1,314 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/locking"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// role says which parts a replica runs.
+type role int
+
+const (
+	roleRun       role = iota // scheduler and worker (baton run, baton dev)
+	roleScheduler             // scheduler, and a local-only worker for local jobs
+	roleWorker                // worker only
+)
+
+func (r role) String() string {
+	switch r {
+	case roleScheduler:
+		return "scheduler"
+	case roleWorker:
+		return "worker"
+	}
+	return "run"
+}
+
+// replica is one baton replica wired from a config: its Redis clients, lock
+// client, scheduler (nil in the worker role), dispatcher and worker. It
+// owns everything it built.
+type replica struct {
+	id     string
+	role   role
+	cfg    *jobs.Config
+	log    *slog.Logger
+	queue  redis.UniversalClient   // the queue Redis: readiness pings
+	mast   []redis.UniversalClient // lock masters (queue itself when none are configured)
+	own    []redis.UniversalClient // clients to close
+	locks  *locking.Client
+	client *asynq.Client // enqueues cron ticks; nil in the worker role
+	sched  *scheduler.Scheduler
+	worker *jobs.Worker
+}
+
+// newReplica builds (without connecting) the replica id of cfg in role r.
+// dropLockMsg, if not nil, filters the lock client's messages.
+func newReplica(cfg *jobs.Config, id string, r role, log *slog.Logger, dropLockMsg func(string) bool) (*replica, error) {
+	rp := &replica{id: id, role: r, cfg: cfg, log: log}
+	ok := false
+	defer func() {
+		if !ok {
+			rp.close()
+		}
+	}()
+	queue, queueOpt, err := queueRedis(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rp.queue = queue
+	rp.own = append(rp.own, queue)
+	if len(cfg.Locking.Masters) == 0 {
+		rp.mast = []redis.UniversalClient{queue}
+	}
+	for i, raw := range cfg.Locking.Masters {
+		opts, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, fmt.Errorf("locking.masters[%d] %s: %s", i, jobs.RedactURL(raw), urlErr(err))
+		}
+		opts.ContextTimeoutEnabled = true
+		c := redis.NewClient(opts)
+		rp.own = append(rp.own, c)
+		rp.mast = append(rp.mast, c)
+	}
+	rp.locks, err = locking.New(rp.mast,
+		locking.WithPrefix(cfg.Namespace+":lock:"),
+		locking.WithLateness(cfg.Locking.Lateness),
+		locking.WithRestartQuarantine(cfg.Locking.RestartQuarantine),
+		locking.WithLogger(printfLogger{log.With("component", "locking"), dropLockMsg}))
+	if err != nil {
+		return nil, err
+	}
+
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("cannot find baton's own executable (exec jobs run under it as supervisor): %w", err)
+	}
+	executor := jobs.NewExecutor(jobs.WithSupervisorPath(exe), jobs.WithExecutorLogger(log))
+	wopts := []jobs.WorkerOption{jobs.WithReplica(id), jobs.WithLogger(log)}
+	if r == roleScheduler {
+		wopts = append(wopts, jobs.WithLocalOnly())
+	}
+	rp.worker = jobs.NewWorker(cfg, queueOpt, rp.locks, executor, wopts...)
+
+	if r != roleWorker {
+		rp.client = asynq.NewClient(queueOpt)
+		disp := loggingDispatcher{jobs.NewDispatcher(cfg, rp.client, rp.worker, log), log}
+		var sj []scheduler.Job
+		for _, j := range cfg.Jobs {
+			switch j.Mode {
+			case jobs.ModeSingleton:
+				log.Warn("singleton jobs arrive in a later release: not running this one", "job", j.Name)
+				continue
+			case jobs.ModeLocal:
+				if j.Leader {
+					log.Warn("leader election arrives in a later release: this leader job runs on the replica that claims each tick", "job", j.Name)
+				}
+			}
+			sj = append(sj, scheduler.Job{
+				Name:             j.Name,
+				Schedule:         j.Sched,
+				StartingDeadline: j.StartingDeadline,
+				Catchup:          string(j.Catchup),
+				CatchupMax:       j.CatchupMax,
+				Jitter:           j.Jitter,
+				Paused:           j.Paused,
+			})
+		}
+		rp.sched, err = scheduler.New(rp.locks, rp.mast, sj, disp,
+			scheduler.WithNamespace(cfg.Namespace),
+			scheduler.WithReplica(id),
+			scheduler.WithTickLeaseTTL(cfg.Scheduler.TickLeaseTTL),
+			scheduler.WithMaxClockSkew(cfg.MaxClockSkew),
+			scheduler.WithLogger(log))
+		if err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return rp, nil
+}
+
+// queueRedis returns a go-redis client and the asynq connection option for
+// the queue Redis of cfg: a URL (rediss:// is TLS), Sentinel or Cluster.
+func queueRedis(cfg *jobs.Config) (redis.UniversalClient, asynq.RedisConnOpt, error) {
+	rc := cfg.Redis
+	tlsConfig := func(on bool) *tls.Config {
+		if !on {
+			return nil
+		}
+		return &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	switch {
+	case rc.Sentinel != nil:
+		s := rc.Sentinel
+		c := redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: s.Master, SentinelAddrs: s.Addrs, Username: s.Username, Password: s.Password,
+			DB: s.DB, TLSConfig: tlsConfig(s.TLS), ContextTimeoutEnabled: true,
+		})
+		return c, asynq.RedisFailoverClientOpt{
+			MasterName: s.Master, SentinelAddrs: s.Addrs, Username: s.Username, Password: s.Password,
+			DB: s.DB, TLSConfig: tlsConfig(s.TLS),
+		}, nil
+	case rc.Cluster != nil:
+		cl := rc.Cluster
+		c := redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: cl.Addrs, Username: cl.Username, Password: cl.Password,
+			TLSConfig: tlsConfig(cl.TLS), ContextTimeoutEnabled: true,
+		})
+		return c, asynq.RedisClusterClientOpt{
+			Addrs: cl.Addrs, Username: cl.Username, Password: cl.Password, TLSConfig: tlsConfig(cl.TLS),
+		}, nil
+	}
+	opts, err := redis.ParseURL(rc.URL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis.url %s: %s", jobs.RedactURL(rc.URL), urlErr(err))
+	}
+	opts.ContextTimeoutEnabled = true
+	return redis.NewClient(opts), asynq.RedisClientOpt{
+		Network: opts.Network, Addr: opts.Addr, Username: opts.Username, Password: opts.Password, DB: opts.DB,
+		DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout,
+		PoolSize: opts.PoolSize, TLSConfig: opts.TLSConfig,
+	}, nil
+}
+
+// urlErr is a URL parse error without the URL itself (url.Error quotes it,
+// password included).
+func urlErr(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return err.Error()
+}
+
+// describeRedis names the queue Redis for logs, without secrets.
+func describeRedis(cfg *jobs.Config) string {
+	switch {
+	case cfg.Redis.Sentinel != nil:
+		return fmt.Sprintf("sentinel master %q via %v", cfg.Redis.Sentinel.Master, cfg.Redis.Sentinel.Addrs)
+	case cfg.Redis.Cluster != nil:
+		return fmt.Sprintf("cluster %v", cfg.Redis.Cluster.Addrs)
+	}
+	return jobs.RedactURL(cfg.Redis.URL)
+}
+
+// start connects: it checks the queue Redis answers and starts the worker.
+func (rp *replica) start(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rp.queue.Ping(pctx).Err(); err != nil {
+		return fmt.Errorf("replica %s: queue Redis %s does not answer: %w", rp.id, describeRedis(rp.cfg), err)
+	}
+	if err := rp.worker.Start(); err != nil {
+		return fmt.Errorf("replica %s: start worker: %w", rp.id, err)
+	}
+	return nil
+}
+
+// run runs the replica until ctx ends, then shuts it down:
+//
+//  1. ctx ending cancels the scheduler's Run: it stops claiming ticks, lets
+//     claims in flight commit or release their tick leases, and returns.
+//  2. worker.Shutdown: asynq stops fetching, running jobs get
+//     worker.shutdown_grace to finish, then are cancelled (their tasks go
+//     back to the queue, exec children are killed); every run releases its
+//     execution lease. The scheduler stops first because it hands local
+//     ticks to this worker.
+//  3. close: the asynq client, the lock client (no lease is left to
+//     extend) and the Redis connections.
+//
+// It returns the scheduler's error, or the worker's shutdown error.
+func (rp *replica) run(ctx context.Context) error {
+	rp.log.Info("replica started", "replica", rp.id, "role", rp.role.String())
+	var err error
+	if rp.sched != nil {
+		err = rp.sched.Run(ctx)
+	} else {
+		<-ctx.Done()
+	}
+	rp.log.Info("replica stopping: no new ticks; waiting for running jobs", "replica", rp.id, "grace", rp.cfg.Worker.ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), rp.cfg.Worker.ShutdownGrace+10*time.Second)
+	defer cancel()
+	if serr := rp.worker.Shutdown(sctx); serr != nil {
+		err = errors.Join(err, fmt.Errorf("replica %s: %w", rp.id, serr))
+	}
+	rp.close()
+	rp.log.Info("replica stopped", "replica", rp.id)
+	return err
+}
+
+// close releases what the replica holds. It is safe on a half-built replica.
+func (rp *replica) close() {
+	if rp.client != nil {
+		_ = rp.client.Close()
+		rp.client = nil
+	}
+	if rp.locks != nil {
+		_ = rp.locks.Close()
+		rp.locks = nil
+	}
+	for _, c := range rp.own {
+		_ = c.Close()
+	}
+	rp.own = nil
+}
+
+// ready reports why the replica is not ready, or "" when it is: the queue
+// Redis and a majority of lock masters answer PING, and the scheduler's clock
+// is within the skew bound.
+func (rp *replica) ready(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := rp.queue.Ping(ctx).Err(); err != nil {
+		return fmt.Sprintf("replica %s: queue Redis does not answer PING: %v", rp.id, err)
+	}
+	if len(rp.cfg.Locking.Masters) > 0 {
+		up := 0
+		var last error
+		for _, m := range rp.mast {
+			if err := m.Ping(ctx).Err(); err != nil {
+				last = err
+				continue
+			}
+			up++
+		}
+		if need := len(rp.mast)/2 + 1; up < need {
+			return fmt.Sprintf("replica %s: %d of %d lock masters answer PING, %d needed: %v", rp.id, up, len(rp.mast), need, last)
+		}
+	}
+	if rp.sched != nil && rp.sched.Skewed() {
+		return fmt.Sprintf("replica %s: clock off Redis TIME beyond max_clock_skew %v: not claiming ticks", rp.id, rp.cfg.MaxClockSkew)
+	}
+	return ""
+}
+
+// loggingDispatcher logs every tick it dispatched, naming the replica that
+// did: with the run lines of the worker, the log shows who dispatched and who
+// ran each tick.
+type loggingDispatcher struct {
+	d   scheduler.Dispatcher
+	log *slog.Logger
+}
+
+// Dispatch dispatches t and logs it.
+func (l loggingDispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
+	if err := l.d.Dispatch(ctx, t); err != nil {
+		return err
+	}
+	l.log.Info("tick dispatched", "job", t.Job, "tick", t.At.UTC().Format(time.RFC3339),
+		"run_id", t.RunID, "fence", t.Fence, "replica", t.Replica)
+	return nil
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/batonhq/baton/jobs"
+)
+
+const devHelp = `usage: baton dev [flags]
+
+Runs a whole cluster in one process with zero set-up: an embedded
+Redis-compatible server (miniredis, in memory, on a random 127.0.0.1 port)
+and several replicas (scheduler + worker each, ids dev-1, dev-2, ...) over
+the config's jobs (default config.example.yaml), with redis.url and
+locking.masters pointed at the embedded server. The log shows which replica
+dispatched and which ran each tick. Ctrl-C stops everything.
+
+For trying configs out, not for production: nothing survives a restart.
+
+flags:
+`
+
+// devClockStep is how often the embedded server's clock is advanced:
+// miniredis expires keys only when told time has passed.
+const devClockStep = 10 * time.Millisecond
+
+// runDev implements "baton dev".
+func runDev(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("dev")
+	cf, finish := addCommon(fs, defaultDevConfigFile)
+	n := fs.Int("replicas", 3, "number of replicas (1..9)")
+	if err := fs.parse(args, devHelp, stdout); err != nil {
+		return exitParse("dev", err, stderr)
+	}
+	if err := finish(); err != nil {
+		return usageExit("dev", err, stderr)
+	}
+	if *n < 1 || *n > 9 {
+		return usageExit("dev", usagef("--replicas %d: want 1..9", *n), stderr)
+	}
+	prefix := "dev"
+	if fs.isSet("id") {
+		prefix = cf.id
+	}
+	if cf.logFormat == "" {
+		cf.logFormat = logFormatConsole
+	}
+	cfg, err := loadConfigFile(fs, cf.config)
+	if err != nil {
+		return usageExit("dev", err, stderr)
+	}
+	addr, err := httpListen(fs, cf, cfg)
+	if err != nil {
+		return usageExit("dev", err, stderr)
+	}
+	zl := newZerolog(stderr, cf.logFormat, cf.logLevel)
+	log := newSlog(zl)
+
+	mr := miniredis.NewMiniRedis()
+	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+		log.Error("cannot start the embedded Redis", "err", err)
+		return 1
+	}
+	stopClock := runDevClock(mr)
+	defer func() {
+		stopClock()
+		mr.Close()
+	}()
+	cfg.Redis = jobs.RedisConfig{URL: "redis://" + mr.Addr() + "/0"}
+	cfg.Locking.Masters = nil
+
+	ids := make([]string, *n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%d", prefix, i+1)
+	}
+	log.Info("baton dev: embedded Redis and replicas in one process; Ctrl-C stops",
+		"version", versionString(), "redis", cfg.Redis.URL, "replicas", fmt.Sprint(ids),
+		"config", cf.config, "jobs", len(cfg.Jobs))
+	var replicas []*replica
+	for _, id := range ids {
+		rlog := log.With("replica", id)
+		rp, err := newReplica(cfg, id, roleRun, rlog, devQuiet)
+		if err != nil {
+			log.Error("cannot build a replica", "replica", id, "err", err)
+			for _, r := range replicas {
+				r.close()
+			}
+			return 1
+		}
+		replicas = append(replicas, rp)
+	}
+	return serve(replicas, addr, true, log, zl)
+}
+
+// devQuiet drops the lock client's warning that it cannot read the
+// maxmemory-policy: miniredis has no CONFIG command, and never evicts.
+func devQuiet(msg string) bool { return strings.Contains(msg, "maxmemory-policy") }
+
+// runDevClock advances mr's clock by the real time elapsed, every
+// devClockStep, so keys expire in real time (miniredis only expires keys on
+// FastForward). TIME is unaffected: miniredis answers it from the real
+// clock. The returned function stops it.
+func runDevClock(mr *miniredis.Miniredis) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(devClockStep)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				mr.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}

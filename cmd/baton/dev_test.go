@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/locking"
+)
+
+// TestMiniredisCompat checks, in-process, what baton dev relies on from the
+// embedded server: the lock scripts (acquire, release, fencing), expiry in
+// real time through runDevClock, waiters woken by pub/sub, and asynq's task
+// ID dedup with retention. (The scheduler's claim scripts and the asynq
+// server run in TestDevSmoke.)
+func TestMiniredisCompat(t *testing.T) {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	stop := runDevClock(mr)
+	defer func() { stop(); mr.Close() }()
+
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	locks, err := locking.New([]redis.UniversalClient{rdb}, locking.WithPrefix("baton:lock:"), locking.WithLogger(printfLogger{l: newSlog(newZerolog(nopWriter{}, logFormatJSON, 0))}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locks.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// acquire, busy, expiry in real time
+	l1, err := locks.TryLock(ctx, "k", 300*time.Millisecond)
+	if err != nil {
+		t.Fatalf("TryLock: %v", err)
+	}
+	if _, err := locks.TryLock(ctx, "k", time.Second); !errors.Is(err, locking.ErrNotObtained) {
+		t.Fatalf("second TryLock: %v, want not obtained", err)
+	}
+	time.Sleep(400 * time.Millisecond) // no auto-extension: the key expires
+	l2, err := locks.TryLock(ctx, "k", 5*time.Second)
+	if err != nil {
+		t.Fatalf("TryLock after expiry: %v", err)
+	}
+	if l2.Fence() <= l1.Fence() {
+		t.Errorf("fence %d after %d", l2.Fence(), l1.Fence())
+	}
+
+	// a waiter is woken by the release (pub/sub), long before the ttl
+	got := make(chan error, 1)
+	began := time.Now()
+	go func() {
+		l3, err := locks.Lock(ctx, "k", time.Second)
+		if err == nil {
+			err = l3.Release(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := l2.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	if d := time.Since(began); d > 2*time.Second {
+		t.Errorf("waiter woken after %v; the ttl was 5s", d)
+	}
+
+	// asynq: a task ID is refused while the task is retained
+	client := asynq.NewClient(asynq.RedisClientOpt{Addr: mr.Addr()})
+	defer client.Close()
+	task := func() *asynq.Task {
+		return asynq.NewTask("t", nil, asynq.TaskID("job@2026-01-01T00:00:00Z"), asynq.Retention(time.Minute))
+	}
+	if _, err := client.EnqueueContext(ctx, task()); err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	if _, err := client.EnqueueContext(ctx, task()); !errors.Is(err, asynq.ErrTaskIDConflict) {
+		t.Fatalf("second enqueue: %v, want task ID conflict", err)
+	}
+}
+
+type nopWriter struct{}
+
+func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// httpServer serves /healthz, /readyz and /metrics for the replicas of this
+// process.
+type httpServer struct {
+	replicas []*replica
+	draining atomic.Bool // set on shutdown: /readyz answers 503
+	srv      *http.Server
+	ln       net.Listener
+	log      *slog.Logger
+}
+
+// newHTTPServer listens on addr (so that a taken port fails at start) and
+// returns the server; serve starts answering.
+func newHTTPServer(addr string, replicas []*replica, log *slog.Logger) (*httpServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http: %w", err)
+	}
+	h := &httpServer{replicas: replicas, ln: ln, log: log}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&statsCollector{replicas: replicas},
+	)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", h.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return h, nil
+}
+
+// Addr is the address the server listens on.
+func (h *httpServer) Addr() string { return h.ln.Addr().String() }
+
+// serve answers requests until shutdown; it returns nil after shutdown.
+func (h *httpServer) serve() error {
+	h.log.Info("http listening", "addr", h.Addr(), "paths", "/healthz /readyz /metrics")
+	if err := h.srv.Serve(h.ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http: %w", err)
+	}
+	return nil
+}
+
+// shutdown stops the server, giving requests in flight a few seconds.
+func (h *httpServer) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		_ = h.srv.Close()
+	}
+}
+
+// readyz answers 200 "ok" when every replica is ready (see replica.ready),
+// 503 and the reasons otherwise.
+func (h *httpServer) readyz(w http.ResponseWriter, r *http.Request) {
+	var reasons []string
+	if h.draining.Load() {
+		reasons = append(reasons, "shutting down")
+	} else {
+		for _, rp := range h.replicas {
+			if why := rp.ready(r.Context()); why != "" {
+				reasons = append(reasons, why)
+			}
+		}
+	}
+	if len(reasons) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, strings.Join(reasons, "\n"))
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// statsCollector exposes the scheduler's and the worker's counters of each
+// replica, labelled with the replica id, read at scrape time.
+type statsCollector struct {
+	replicas []*replica
+}
+
+// counter is one exported counter and how to read it.
+type counter[S any] struct {
+	desc *prometheus.Desc
+	get  func(S) float64
+}
+
+func newCounter[S any](name, help string, get func(S) float64) counter[S] {
+	return counter[S]{prometheus.NewDesc(name, help, []string{"replica"}, nil), get}
+}
+
+var schedulerCounters = []counter[scheduler.Stats]{
+	newCounter("baton_scheduler_owned_total", "Tick claims this replica won.", func(s scheduler.Stats) float64 { return float64(s.Owned) }),
+	newCounter("baton_scheduler_done_total", "Tick claims that found the tick already dispatched.", func(s scheduler.Stats) float64 { return float64(s.Done) }),
+	newCounter("baton_scheduler_busy_total", "Tick claims that found another replica's lease.", func(s scheduler.Stats) float64 { return float64(s.Busy) }),
+	newCounter("baton_scheduler_missed_total", "Ticks past their starting deadline.", func(s scheduler.Stats) float64 { return float64(s.Missed) }),
+	newCounter("baton_scheduler_paused_total", "Ticks skipped because the job was paused.", func(s scheduler.Stats) float64 { return float64(s.Paused) }),
+	newCounter("baton_scheduler_dispatched_total", "Ticks this replica dispatched.", func(s scheduler.Stats) float64 { return float64(s.Dispatched) }),
+	newCounter("baton_scheduler_dispatch_errors_total", "Dispatches that failed (the tick was released for another try).", func(s scheduler.Stats) float64 { return float64(s.DispatchErrors) }),
+	newCounter("baton_scheduler_caught_up_total", "Missed ticks dispatched by the catch-up policy.", func(s scheduler.Stats) float64 { return float64(s.CaughtUp) }),
+	newCounter("baton_scheduler_skew_stops_total", "Times this replica stopped claiming because of clock skew.", func(s scheduler.Stats) float64 { return float64(s.SkewStops) }),
+}
+
+var workerCounters = []counter[jobs.Stats]{
+	newCounter("baton_worker_ran_total", "Runs that succeeded.", func(s jobs.Stats) float64 { return float64(s.Ran) }),
+	newCounter("baton_worker_failed_total", "Runs that failed or could not start.", func(s jobs.Stats) float64 { return float64(s.Failed) }),
+	newCounter("baton_worker_skipped_total", "Ticks skipped by the concurrency policy.", func(s jobs.Stats) float64 { return float64(s.Skipped) }),
+	newCounter("baton_worker_replaced_total", "Runs stopped by a newer tick (concurrency: replace).", func(s jobs.Stats) float64 { return float64(s.Replaced) }),
+}
+
+var skewedDesc = prometheus.NewDesc("baton_scheduler_clock_skewed",
+	"1 while this replica's clock is off Redis TIME beyond max_clock_skew (it does not claim).", []string{"replica"}, nil)
+
+// Describe implements prometheus.Collector.
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, k := range schedulerCounters {
+		ch <- k.desc
+	}
+	for _, k := range workerCounters {
+		ch <- k.desc
+	}
+	ch <- skewedDesc
+}
+
+// Collect implements prometheus.Collector.
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, rp := range c.replicas {
+		if rp.sched != nil {
+			s := rp.sched.Stats()
+			for _, k := range schedulerCounters {
+				ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, k.get(s), rp.id)
+			}
+			skewed := 0.0
+			if rp.sched.Skewed() {
+				skewed = 1
+			}
+			ch <- prometheus.MustNewConstMetric(skewedDesc, prometheus.GaugeValue, skewed, rp.id)
+		}
+		w := rp.worker.Stats()
+		for _, k := range workerCounters {
+			ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, k.get(w), rp.id)
+		}
+	}
+}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/batonhq/baton/jobs"
+)
+
+// ExitInterrupted is the status of a process stopped by a second signal
+// while it was shutting down (128+SIGINT, as a shell reports Ctrl-C).
+const ExitInterrupted = 130
+
+// serveHelp is the help of run, scheduler and worker.
+var serveHelp = map[role]string{
+	roleRun: `usage: baton run [flags]
+
+Runs a replica: the scheduler, which claims every tick of every job once
+across all replicas and dispatches it, and the worker, which runs the jobs
+dispatched into the queue. SIGTERM or SIGINT stops it gracefully (running
+jobs get worker.shutdown_grace); a second signal exits at once.
+
+flags:
+`,
+	roleScheduler: `usage: baton scheduler [flags]
+
+Runs the scheduler alone: it claims and dispatches ticks; cron-mode jobs run
+on workers elsewhere ("baton worker"), local-mode jobs run here.
+
+flags:
+`,
+	roleWorker: `usage: baton worker [flags]
+
+Runs the worker alone: it runs the cron-mode jobs that schedulers dispatched
+into the queue.
+
+flags:
+`,
+}
+
+// runServe implements "baton run", "baton scheduler" and "baton worker".
+func runServe(r role, args []string, stdout, stderr io.Writer) int {
+	name := r.String()
+	fs := newFlagSet(name)
+	cf, finish := addCommon(fs, defaultConfigFile)
+	if err := fs.parse(args, serveHelp[r], stdout); err != nil {
+		return exitParse(name, err, stderr)
+	}
+	if err := finish(); err != nil {
+		return usageExit(name, err, stderr)
+	}
+	cfg, err := loadConfigFile(fs, cf.config)
+	if err != nil {
+		return usageExit(name, err, stderr)
+	}
+	addr, err := httpListen(fs, cf, cfg)
+	if err != nil {
+		return usageExit(name, err, stderr)
+	}
+	zl := newZerolog(stderr, cf.logFormat, cf.logLevel)
+	log := newSlog(zl)
+	log.Info("baton starting", "version", versionString(), "command", name, "replica", cf.id,
+		"config", cf.config, "redis", describeRedis(cfg), "jobs", len(cfg.Jobs))
+	log.Debug("effective config\n" + cfg.Redacted())
+	rp, err := newReplica(cfg, cf.id, r, log, nil)
+	if err != nil {
+		log.Error("cannot build the replica", "err", err)
+		return 1
+	}
+	return serve([]*replica{rp}, addr, false, log, zl)
+}
+
+// httpListen returns the HTTP listen address: --http, else http.listen of
+// the config; empty for none. It must be host:port.
+func httpListen(fs *flagSet, cf *commonFlags, cfg *jobs.Config) (string, error) {
+	addr, src := cfg.HTTP.Listen, "http.listen in "+cf.config
+	if cf.http != "" {
+		addr, src = cf.http, fs.source("http")
+	}
+	if addr == "" {
+		return "", nil
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return "", usagef("%s: listen address %q: want host:port", src, addr)
+	}
+	return addr, nil
+}
+
+// exitParse reports a flag parsing error (help: status 0).
+func exitParse(name string, err error, stderr io.Writer) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return usageExit(name, err, stderr)
+}
+
+// usageExit prints the one line "baton NAME: err" (every line of a config error on its
+// own, as it is: each names file and line) and returns ExitUsage.
+func usageExit(name string, err error, stderr io.Writer) int {
+	var ce *configErrors
+	if errors.As(err, &ce) {
+		fmt.Fprintln(stderr, ce.Error())
+		return ExitUsage
+	}
+	fmt.Fprintf(stderr, "baton %s: %v\n", name, err)
+	return ExitUsage
+}
+
+// signalError is what the signal actor returns: a signal asked to stop.
+type signalError struct{ sig os.Signal }
+
+func (e signalError) Error() string { return "received " + e.sig.String() }
+
+// serve starts the replicas and the HTTP server (addr empty: none; optional:
+// a listen failure is only logged) and runs them until SIGTERM or SIGINT.
+// It returns the exit status.
+//
+// Shutdown order, on the first signal (or when any part fails):
+//
+//  1. /readyz answers 503 "shutting down" while the rest drains.
+//  2. Each replica's scheduler stops claiming (its Run ctx is cancelled);
+//     claims in flight commit or release their tick leases.
+//  3. Each worker shuts down: no new runs; running jobs get
+//     worker.shutdown_grace, then are cancelled; every execution lease is
+//     released.
+//  4. Lock clients and Redis connections are closed, then the HTTP server.
+//
+// Exit 0 after a signal. A second signal exits at once with status 130.
+func serve(replicas []*replica, addr string, optional bool, log *slog.Logger, zl zerolog.Logger) int {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	for i, rp := range replicas {
+		if err := rp.start(context.Background()); err != nil {
+			log.Error("cannot start", "err", err)
+			for _, started := range replicas[:i] {
+				started.abort()
+			}
+			for _, rest := range replicas[i:] {
+				rest.close()
+			}
+			return 1
+		}
+	}
+	var h *httpServer
+	if addr != "" {
+		var err error
+		h, err = newHTTPServer(addr, replicas, log)
+		if err != nil && optional {
+			log.Warn("no HTTP endpoints", "err", err)
+		} else if err != nil {
+			log.Error("cannot serve HTTP", "err", err)
+			for _, rp := range replicas {
+				rp.abort()
+			}
+			return 1
+		}
+	}
+
+	var g group
+	// signals: the first stops everything; a second exits at once
+	stopSignals, quit := make(chan struct{}), make(chan struct{})
+	g.add(func() error {
+		select {
+		case sig := <-sigs:
+			log.Info("signal received: shutting down (a second signal exits at once)", "signal", sig.String())
+			go func() {
+				select {
+				case sig := <-sigs:
+					zl.Error().Str("signal", sig.String()).Msg("second signal: exiting at once, without waiting for running jobs")
+					os.Exit(ExitInterrupted)
+				case <-stopSignals:
+				}
+			}()
+			return signalError{sig}
+		case <-quit:
+			return nil
+		}
+	}, func(error) { close(quit) })
+	var replicasDone sync.WaitGroup
+	for _, rp := range replicas {
+		ctx, cancel := context.WithCancel(context.Background())
+		replicasDone.Add(1)
+		g.add(func() error {
+			defer replicasDone.Done()
+			err := rp.run(ctx)
+			if err == nil && ctx.Err() == nil {
+				err = fmt.Errorf("replica %s stopped on its own", rp.id)
+			}
+			return err
+		}, func(error) { cancel() })
+	}
+	if h != nil {
+		g.add(h.serve, func(error) {
+			h.draining.Store(true)
+			go func() {
+				replicasDone.Wait()
+				h.shutdown()
+			}()
+		})
+	}
+	first, rest := g.run()
+	close(stopSignals)
+
+	var se signalError
+	code := 0
+	if !errors.As(first, &se) {
+		log.Error("stopping on error", "err", first)
+		code = 1
+	}
+	for _, err := range rest {
+		log.Error("shutdown error", "err", err)
+		code = 1
+	}
+	if code == 0 {
+		log.Info("baton stopped")
+	}
+	return code
+}
+
+// abort stops a started replica that never ran (another part failed to
+// start).
+func (rp *replica) abort() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = rp.worker.Shutdown(ctx)
+	rp.close()
+}

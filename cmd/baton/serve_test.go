@@ -1,0 +1,444 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
+
+// httpGet fetches url and returns the status and body (status 0 when the
+// request failed).
+func httpGet(url string) (int, string) {
+	c := &http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitRunning polls cond every 10ms for at most timeout while the processes
+// run; it fails with their logs if one exits or the time is up.
+func waitRunning(t *testing.T, timeout time.Duration, what string, cond func() bool, ps ...*proc) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		for _, p := range ps {
+			select {
+			case <-p.done:
+				t.Fatalf("baton %v exited %d while waiting for %s; stderr:\n%s", p.cmd.Args[1:], p.code, what, p.stderr.String())
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			for _, p := range ps {
+				t.Logf("baton %v stderr:\n%s", p.cmd.Args[1:], p.stderr.String())
+			}
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// listenRE finds the HTTP address in the "http listening" log line, JSON or
+// console.
+var listenRE = regexp.MustCompile(`"addr":"([^"]+)"[^\n]*"message":"http listening"|http listening addr=(\S+)`)
+
+// listenAddr waits for p to log the address its HTTP server listens on (so
+// tests can use port 0 and never race for a free port).
+func listenAddr(t *testing.T, p *proc) string {
+	t.Helper()
+	var addr string
+	waitRunning(t, 15*time.Second, "the HTTP listener", func() bool {
+		m := listenRE.FindStringSubmatch(p.stderr.String())
+		if m != nil {
+			addr = m[1] + m[2]
+		}
+		return m != nil
+	}, p)
+	return addr
+}
+
+// tickLine is one line an exec job wrote: "job tick fence replica".
+type tickLine struct {
+	job, tick, replica string
+	fence              int64
+}
+
+// readTicks parses the lines of path written by tickCommand.
+func readTicks(t *testing.T, path string) []tickLine {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []tickLine
+	for l := range strings.Lines(string(b)) {
+		f := strings.Fields(l)
+		if len(f) != 4 {
+			continue // a line being written
+		}
+		fence, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			t.Fatalf("bad fence in %q", l)
+		}
+		out = append(out, tickLine{f[0], f[1], f[3], fence})
+	}
+	return out
+}
+
+// tickCommand appends "$BATON_JOB $BATON_TICK $BATON_FENCING_TOKEN
+// $BATON_REPLICA" to path, as one write.
+func tickCommand(path string) string {
+	return fmt.Sprintf(`["sh", "-c", "echo \"$BATON_JOB $BATON_TICK $BATON_FENCING_TOKEN $BATON_REPLICA\" >> %s"]`, path)
+}
+
+// checkOnce fails if a tick appears twice, and checks that execution fences
+// increase with the ticks of each job.
+func checkOnce(t *testing.T, lines []tickLine) {
+	t.Helper()
+	seen := map[string]bool{}
+	last := map[string]tickLine{}
+	sorted := slices.Clone(lines)
+	slices.SortFunc(sorted, func(a, b tickLine) int { return strings.Compare(a.tick, b.tick) })
+	for _, l := range sorted {
+		id := l.job + "@" + l.tick
+		if seen[id] {
+			t.Errorf("tick %s ran twice: %v", id, lines)
+		}
+		seen[id] = true
+		if prev, ok := last[l.job]; ok && l.fence <= prev.fence {
+			t.Errorf("fence of %s@%s (%d) not above the previous tick's (%d)", l.job, l.tick, l.fence, prev.fence)
+		}
+		last[l.job] = l
+	}
+}
+
+// signalAndWait sends sig and expects the process to exit with want.
+func signalAndWait(t *testing.T, p *proc, sig syscall.Signal, want int) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 15*time.Second); code != want {
+		t.Fatalf("exit %d after %v, want %d; stderr:\n%s", code, sig, want, p.stderr.String())
+	}
+}
+
+// leftoverLeases lists lease keys still in Redis: execution leases
+// (NS:lock:{exec:JOB}) and tick leases (NS:{JOB}:lease:MS).
+func leftoverLeases(t *testing.T, srv *redistest.Server) []string {
+	t.Helper()
+	keys, err := srv.TestClient(t).Keys(context.Background(), "baton:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, k := range keys {
+		if (strings.HasPrefix(k, "baton:lock:{") && strings.HasSuffix(k, "}")) || strings.Contains(k, "}:lease:") {
+			left = append(left, k)
+		}
+	}
+	return left
+}
+
+func TestRunEndToEnd(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	cfg := filepath.Join(dir, "baton.yaml")
+	if err := writeFile(cfg, fmt.Sprintf(`redis:
+  url: %s
+worker:
+  shutdown_grace: 5s
+jobs:
+  - name: every-second
+    schedule: "@every 1s"
+    exec:
+      command: %s
+`, redisURL(srv), tickCommand(out))); err != nil {
+		t.Fatal(err)
+	}
+	// r1 takes everything from the environment, r2 from flags
+	r1 := start(t, []string{"BATON_CONFIG=" + cfg, "BATON_ID=r1", "BATON_HTTP=127.0.0.1:0",
+		"BATON_LOG_FORMAT=json", "BATON_LOG_LEVEL=debug"}, "run")
+	r2 := start(t, nil, "run", "--config", cfg, "--id", "r2", "--log-format", "json")
+	base := "http://" + listenAddr(t, r1)
+
+	waitRunning(t, 15*time.Second, "3 ticks run", func() bool { return len(readTicks(t, out)) >= 3 }, r1, r2)
+	if code, body := httpGet(base + "/healthz"); code != 200 {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	if code, body := httpGet(base + "/readyz"); code != 200 || body != "ok\n" {
+		t.Errorf("/readyz: %d %q", code, body)
+	}
+	code, metrics := httpGet(base + "/metrics")
+	for _, want := range []string{
+		`baton_scheduler_owned_total{replica="r1"}`, `baton_scheduler_dispatched_total{replica="r1"}`,
+		`baton_worker_ran_total{replica="r1"}`, `baton_scheduler_clock_skewed{replica="r1"} 0`,
+		"go_goroutines", "process_start_time_seconds",
+	} {
+		if code != 200 || !strings.Contains(metrics, want) {
+			t.Errorf("/metrics (%d) lacks %s", code, want)
+		}
+	}
+
+	signalAndWait(t, r1, syscall.SIGTERM, 0)
+	signalAndWait(t, r2, syscall.SIGTERM, 0)
+	lines := readTicks(t, out)
+	checkOnce(t, lines)
+	for _, l := range lines {
+		if l.job != "every-second" || (l.replica != "r1" && l.replica != "r2") {
+			t.Errorf("unexpected line %+v", l)
+		}
+	}
+	if left := leftoverLeases(t, srv); len(left) > 0 {
+		t.Errorf("leases left after shutdown: %v", left)
+	}
+
+	// r1 logged JSON with the run's identity on its run lines
+	var runLines int
+	for l := range strings.Lines(r1.stderr.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not a JSON log line: %q", l)
+		}
+		if m["message"] == "run started" || m["message"] == "run succeeded" {
+			runLines++
+			for _, k := range []string{"job", "tick", "run_id", "fence", "replica"} {
+				if _, ok := m[k]; !ok {
+					t.Errorf("run line without %s: %q", k, l)
+				}
+			}
+			if m["replica"] != "r1" {
+				t.Errorf("r1's run line names replica %v", m["replica"])
+			}
+		}
+	}
+	if !strings.Contains(r1.stderr.String(), `"message":"baton stopped"`) {
+		t.Errorf("r1 did not log its stop:\n%s", r1.stderr.String())
+	}
+	t.Logf("%d ticks, %d run lines on r1", len(lines), runLines)
+}
+
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	dir := t.TempDir()
+	started := filepath.Join(dir, "started")
+	cfg := filepath.Join(dir, "baton.yaml")
+	if err := writeFile(cfg, fmt.Sprintf(`redis:
+  url: %s
+worker:
+  shutdown_grace: 1m
+jobs:
+  - name: slow
+    schedule: "@every 1s"
+    exec:
+      command: ["sh", "-c", "touch %s; exec sleep 30"]
+`, redisURL(srv), started)); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, nil, "run", "--config", cfg)
+	waitRunning(t, 15*time.Second, "the job to start", func() bool {
+		_, err := os.Stat(started)
+		return err == nil
+	}, p)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the shutdown to begin", func() bool {
+		return strings.Contains(p.stderr.String(), "signal received")
+	})
+	select {
+	case <-p.done:
+		t.Fatalf("exited (%d) without waiting for the running job; stderr:\n%s", p.code, p.stderr.String())
+	case <-time.After(300 * time.Millisecond):
+	}
+	began := time.Now()
+	signalAndWait(t, p, syscall.SIGTERM, ExitInterrupted)
+	if d := time.Since(began); d > 3*time.Second {
+		t.Errorf("second signal took %v", d)
+	}
+	if !strings.Contains(p.stderr.String(), "second signal: exiting at once") {
+		t.Errorf("no message for the second signal:\n%s", p.stderr.String())
+	}
+}
+
+func TestSchedulerAndWorkerApart(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	dir := t.TempDir()
+	queued, local := filepath.Join(dir, "queued"), filepath.Join(dir, "local")
+	cfg := filepath.Join(dir, "baton.yaml")
+	if err := writeFile(cfg, fmt.Sprintf(`redis:
+  url: %s
+jobs:
+  - name: queued
+    schedule: "@every 1s"
+    exec:
+      command: %s
+  - name: local
+    schedule: "@every 1s"
+    mode: local
+    exec:
+      command: %s
+  - name: forever
+    mode: singleton
+    exec:
+      command: ["sleep", "100"]
+`, redisURL(srv), tickCommand(queued), tickCommand(local))); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, nil, "scheduler", "--config", cfg, "--id", "s1")
+	w := start(t, nil, "worker", "--config", cfg, "--id", "w1")
+	waitRunning(t, 15*time.Second, "2 ticks of each job", func() bool {
+		return len(readTicks(t, queued)) >= 2 && len(readTicks(t, local)) >= 2
+	}, s, w)
+	signalAndWait(t, s, syscall.SIGINT, 0)
+	signalAndWait(t, w, syscall.SIGINT, 0)
+	for path, want := range map[string]string{queued: "w1", local: "s1"} {
+		lines := readTicks(t, path)
+		checkOnce(t, lines)
+		for _, l := range lines {
+			if l.replica != want {
+				t.Errorf("%s ran on %s, want %s", l.job, l.replica, want)
+			}
+		}
+	}
+	if !strings.Contains(s.stderr.String(), "singleton jobs arrive in a later release") {
+		t.Errorf("no singleton note in the scheduler's log:\n%s", s.stderr.String())
+	}
+}
+
+func TestRunWithoutRedis(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, `redis:
+  url: redis://:hunter2@127.0.0.1:1/0
+jobs:
+  - name: a
+    schedule: "@every 1m"
+    exec: {command: ["true"]}
+`)
+	began := time.Now()
+	code, stderr := runBaton(t, 15*time.Second, nil, "run", "--config", cfg, "--log-format", "console")
+	if code != 1 || !strings.Contains(stderr, "does not answer") || strings.Contains(stderr, "hunter2") {
+		t.Errorf("exit %d, stderr:\n%s\nwant 1, the Redis named without password", code, stderr)
+	}
+	if d := time.Since(began); d > 10*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
+
+// TestDevSmoke runs before the parallel tests: the embedded server takes a
+// random port, which could be one that a parallel test picked as surely
+// free.
+func TestDevSmoke(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	cfg := filepath.Join(dir, "dev.yaml")
+	// redis.url is replaced by the embedded server: this one is never dialled
+	if err := writeFile(cfg, fmt.Sprintf(`redis:
+  url: redis://127.0.0.1:1/0
+locking:
+  masters: ["redis://127.0.0.1:1/0"]
+jobs:
+  - name: tiny
+    schedule: "@every 1s"
+    exec:
+      command: %s
+`, tickCommand(out))); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, nil, "dev", "--config", cfg, "--http", "127.0.0.1:0")
+	base := "http://" + listenAddr(t, p)
+	waitRunning(t, 15*time.Second, "4 ticks run", func() bool { return len(readTicks(t, out)) >= 4 }, p)
+	if code, body := httpGet(base + "/healthz"); code != 200 {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	if code, body := httpGet(base + "/readyz"); code != 200 {
+		t.Errorf("/readyz: %d %q", code, body)
+	}
+	code, metrics := httpGet(base + "/metrics")
+	for _, id := range []string{"dev-1", "dev-2", "dev-3"} {
+		if want := `baton_worker_ran_total{replica="` + id + `"}`; code != 200 || !strings.Contains(metrics, want) {
+			t.Errorf("/metrics (%d) lacks %s", code, want)
+		}
+	}
+	signalAndWait(t, p, syscall.SIGINT, 0)
+
+	lines := readTicks(t, out)
+	checkOnce(t, lines)
+	logs := p.stderr.String()
+	for _, l := range lines {
+		if !strings.HasPrefix(l.replica, "dev-") {
+			t.Errorf("tick %s ran on %q", l.tick, l.replica)
+		}
+		// the console log names who dispatched and who ran the tick
+		if !strings.Contains(logs, "tick dispatched") || !strings.Contains(logs, "tick="+l.tick) {
+			t.Errorf("tick %s not in the log", l.tick)
+		}
+	}
+	for _, want := range []string{"INF", "run succeeded", "replica=dev-", "baton stopped"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("dev log lacks %q:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs, "ERR") || strings.Contains(logs, "maxmemory-policy") {
+		t.Errorf("dev log has errors or the CONFIG warning:\n%s", logs)
+	}
+}
+
+func TestReadyzFollowsRedis(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	t.Cleanup(func() { _ = srv.Resume() })
+	cfg := writeConfig(t, fmt.Sprintf(`redis:
+  url: %s
+jobs:
+  - name: a
+    schedule: "@every 1h"
+    exec: {command: ["true"]}
+`, redisURL(srv)))
+	p := start(t, nil, "worker", "--config", cfg, "--http", "127.0.0.1:0")
+	base := "http://" + listenAddr(t, p)
+	if code, body := httpGet(base + "/readyz"); code != 200 {
+		t.Fatalf("/readyz: %d %q", code, body)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	code, body := httpGet(base + "/readyz")
+	if code != 503 || !strings.Contains(body, "queue Redis does not answer PING") {
+		t.Errorf("/readyz with Redis paused: %d %q", code, body)
+	}
+	if code, _ := httpGet(base + "/healthz"); code != 200 {
+		t.Errorf("/healthz with Redis paused: %d", code)
+	}
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, 10*time.Second, "/readyz to recover", func() bool {
+		code, _ := httpGet(base + "/readyz")
+		return code == 200
+	}, p)
+	signalAndWait(t, p, syscall.SIGTERM, 0)
+}

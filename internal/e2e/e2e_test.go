@@ -1,0 +1,349 @@
+// Package e2e runs the baton binary as real processes against a real
+// redis-server: several schedulers and workers, killed and restarted while
+// jobs run, and checks from the jobs' own output that every tick ran once.
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "baton-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "baton")
+	build := exec.Command("go", "build", "-o", binary, "github.com/batonhq/baton/cmd/baton")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building baton:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(redistest.GoleakOptions()...); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// proc is one baton process.
+type proc struct {
+	name string
+	args []string
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{}
+}
+
+func (p *proc) start(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, p.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.log = f
+	p.cmd = exec.Command(binary, p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.done = make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+}
+
+func (p *proc) signal(sig syscall.Signal) {
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
+// wait waits for the process to exit, bounded; a process that does not is killed.
+func (p *proc) wait(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		t.Errorf("%s did not exit within %v; killing it", p.name, d)
+		p.signal(syscall.SIGKILL)
+		<-p.done
+	}
+	p.log.Close()
+}
+
+func writeConfig(t *testing.T, dir, redisAddr string) (cfg, once, forbid string) {
+	once = filepath.Join(dir, "once.out")
+	forbid = filepath.Join(dir, "forbid.out")
+	cfg = filepath.Join(dir, "baton.yaml")
+	y := fmt.Sprintf(`redis:
+  url: redis://%s/0
+namespace: e2e
+worker:
+  concurrency: 20
+  shutdown_grace: 5s
+jobs:
+  - name: every-second
+    schedule: "@every 1s"
+    starting_deadline: 20s
+    exec:
+      command: ["sh", "-c", "echo \"$BATON_JOB $BATON_TICK $BATON_FENCING_TOKEN start\" >> %[2]s; echo \"$BATON_JOB $BATON_TICK $BATON_FENCING_TOKEN end\" >> %[2]s"]
+  - name: slow-forbid
+    schedule: "@every 1s"
+    starting_deadline: 20s
+    concurrency: forbid
+    lock_ttl: 2s
+    exec:
+      command: ["sh", "-c", "echo \"start $BATON_TICK $BATON_FENCING_TOKEN $(date +%%s%%N)\" >> %[3]s; sleep 1.5; echo \"end $BATON_TICK $BATON_FENCING_TOKEN $(date +%%s%%N)\" >> %[3]s"]
+`, redisAddr, once, forbid)
+	if err := os.WriteFile(cfg, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, once, forbid
+}
+
+type line struct {
+	tick  time.Time
+	fence int64
+	what  string
+}
+
+// readRuns parses "job tick fence start|end" lines.
+func readRuns(t *testing.T, path string) []line {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []line
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) != 4 {
+			continue // a line cut by a kill
+		}
+		tick, err1 := time.Parse(time.RFC3339, fs[1])
+		fence, err2 := strconv.ParseInt(fs[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		out = append(out, line{tick, fence, fs[3]})
+	}
+	return out
+}
+
+// checkForbid asserts the slow forbid job never overlapped itself and its
+// fences only grew.
+func checkForbid(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type run struct {
+		start, end int64
+		fence      int64
+		tick       string
+	}
+	runs := map[string]*run{}
+	for _, l := range strings.Split(string(data), "\n") {
+		fs := strings.Fields(l)
+		if len(fs) != 4 {
+			continue
+		}
+		fence, _ := strconv.ParseInt(fs[2], 10, 64)
+		ns, _ := strconv.ParseInt(fs[3], 10, 64)
+		key := fs[1] + "/" + fs[2]
+		r := runs[key]
+		if r == nil {
+			r = &run{fence: fence, tick: fs[1]}
+			runs[key] = r
+		}
+		if fs[0] == "start" {
+			r.start = ns
+		} else {
+			r.end = ns
+		}
+	}
+	var list []*run
+	for _, r := range runs {
+		if r.start > 0 {
+			list = append(list, r)
+		}
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].start < list[j].start })
+	if len(list) < 3 {
+		t.Fatalf("the slow forbid job ran only %d times", len(list))
+	}
+	for i := 1; i < len(list); i++ {
+		prev, cur := list[i-1], list[i]
+		if prev.end == 0 || cur.start < prev.end {
+			if prev.end != 0 || i != len(list)-1 {
+				t.Errorf("forbid job overlapped: run of %s (fence %d) started before run of %s (fence %d) ended", cur.tick, cur.fence, prev.tick, prev.fence)
+			}
+		}
+		if cur.fence <= prev.fence {
+			t.Errorf("forbid job fence %d (tick %s) not above %d (tick %s)", cur.fence, cur.tick, prev.fence, prev.tick)
+		}
+	}
+	t.Logf("slow forbid job: %d runs, none overlapping", len(list))
+}
+
+// Phase 1: 3 schedulers and 2 workers; schedulers are SIGKILLed and
+// restarted at random (never all at once). Every tick in the window runs
+// exactly once, fences never repeat, and the forbid job never overlaps.
+func TestSchedulersKilledEveryTickOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	srv := redistest.New(t)
+	dir := t.TempDir()
+	cfg, once, forbid := writeConfig(t, dir, srv.Addr())
+
+	var scheds, workers []*proc
+	for i := range 3 {
+		p := &proc{name: fmt.Sprintf("scheduler-%d", i), args: []string{"scheduler", "--config", cfg, "--id", fmt.Sprintf("s%d", i), "--log-format", "json"}}
+		p.start(t, dir)
+		scheds = append(scheds, p)
+	}
+	for i := range 2 {
+		p := &proc{name: fmt.Sprintf("worker-%d", i), args: []string{"worker", "--config", cfg, "--id", fmt.Sprintf("w%d", i), "--log-format", "json"}}
+		p.start(t, dir)
+		workers = append(workers, p)
+	}
+	windowStart := time.Now().Add(3 * time.Second).Truncate(time.Second)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	kills := 0
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
+		time.Sleep(time.Duration(1500+rng.IntN(1500)) * time.Millisecond)
+		p := scheds[rng.IntN(len(scheds))]
+		p.signal(syscall.SIGKILL)
+		p.wait(t, 5*time.Second)
+		kills++
+		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
+		p.start(t, dir)
+	}
+	windowEnd := time.Now().Add(-2 * time.Second).Truncate(time.Second)
+	time.Sleep(3 * time.Second) // the window's last ticks finish
+	for _, p := range append(scheds, workers...) {
+		p.signal(syscall.SIGTERM)
+	}
+	for _, p := range append(scheds, workers...) {
+		p.wait(t, 15*time.Second)
+		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("%s exited %d after SIGTERM", p.name, code)
+		}
+	}
+
+	runs := readRuns(t, once)
+	starts := map[int64]int{} // by tick, unix seconds
+	fences := map[int64]time.Time{}
+	for _, r := range runs {
+		if r.what != "start" {
+			continue
+		}
+		starts[r.tick.Unix()]++
+		if other, dup := fences[r.fence]; dup && !other.Equal(r.tick) {
+			t.Errorf("fence %d used by ticks %v and %v", r.fence, other, r.tick)
+		}
+		fences[r.fence] = r.tick
+	}
+	missing, dups := 0, 0
+	for tick := windowStart; !tick.After(windowEnd); tick = tick.Add(time.Second) {
+		switch n := starts[tick.Unix()]; {
+		case n == 0:
+			missing++
+			t.Errorf("tick %v never ran", tick.Format(time.RFC3339))
+		case n > 1:
+			dups++
+			t.Errorf("tick %v ran %d times", tick.Format(time.RFC3339), n)
+		}
+	}
+	t.Logf("%d scheduler kills; window %v..%v: %d ticks, %d missing, %d duplicated",
+		kills, windowStart.Format(time.TimeOnly), windowEnd.Format(time.TimeOnly),
+		int(windowEnd.Sub(windowStart)/time.Second)+1, missing, dups)
+	checkForbid(t, forbid)
+}
+
+// Phase 2: 3 `baton run` replicas (scheduler and worker in one) are
+// SIGKILLed and restarted. No tick is missed; a tick may run twice only if
+// its first run was cut off by a kill (it has a start and no end), which
+// is asynq's at-least-once execution.
+func TestRunReplicasKilledNoTickMissed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	srv := redistest.New(t)
+	dir := t.TempDir()
+	cfg, once, _ := writeConfig(t, dir, srv.Addr())
+	var reps []*proc
+	for i := range 3 {
+		p := &proc{name: fmt.Sprintf("run-%d", i), args: []string{"run", "--config", cfg, "--id", fmt.Sprintf("r%d", i), "--log-format", "json"}}
+		p.start(t, dir)
+		reps = append(reps, p)
+	}
+	windowStart := time.Now().Add(3 * time.Second).Truncate(time.Second)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
+		time.Sleep(time.Duration(2000+rng.IntN(1500)) * time.Millisecond)
+		p := reps[rng.IntN(len(reps))]
+		p.signal(syscall.SIGKILL)
+		p.wait(t, 5*time.Second)
+		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
+		p.start(t, dir)
+	}
+	windowEnd := time.Now().Add(-2 * time.Second).Truncate(time.Second)
+	time.Sleep(3 * time.Second)
+	for _, p := range reps {
+		p.signal(syscall.SIGTERM)
+	}
+	for _, p := range reps {
+		p.wait(t, 15*time.Second)
+	}
+
+	type seen struct{ starts, ends int }
+	per := map[int64]*seen{} // by tick, unix seconds
+	for _, r := range readRuns(t, once) {
+		s := per[r.tick.Unix()]
+		if s == nil {
+			s = &seen{}
+			per[r.tick.Unix()] = s
+		}
+		if r.what == "start" {
+			s.starts++
+		} else {
+			s.ends++
+		}
+	}
+	for tick := windowStart; !tick.After(windowEnd); tick = tick.Add(time.Second) {
+		s := per[tick.Unix()]
+		switch {
+		case s == nil || s.starts == 0:
+			t.Errorf("tick %v never ran", tick.Format(time.RFC3339))
+		case s.starts > 1 && s.starts-s.ends < s.starts-1:
+			// every extra start must belong to a run cut off before its end
+			t.Errorf("tick %v ran %d times with %d complete runs: a duplicate not explained by a kill", tick.Format(time.RFC3339), s.starts, s.ends)
+		}
+	}
+}
