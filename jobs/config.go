@@ -40,6 +40,8 @@ type Config struct {
 	Jobs []Job `yaml:"jobs"`
 	// File is the path the config was loaded from; empty for Load.
 	File string `yaml:"-"`
+
+	byName map[string]int // job name -> index in Jobs, built by Load
 }
 
 // RedisConfig says how to reach the queue Redis. Exactly one of URL, Sentinel
@@ -360,7 +362,10 @@ func (j *Job) Kind() string {
 
 // Job returns the job with the given name.
 func (c *Config) Job(name string) (*Job, bool) {
-	for i := range c.Jobs {
+	if i, ok := c.byName[name]; ok && i < len(c.Jobs) && c.Jobs[i].Name == name {
+		return &c.Jobs[i], true
+	}
+	for i := range c.Jobs { // a Config built or changed by hand
 		if c.Jobs[i].Name == name {
 			return &c.Jobs[i], true
 		}

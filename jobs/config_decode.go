@@ -69,6 +69,10 @@ func load(data []byte, file, path string, lookup func(string) (string, bool), no
 		return nil, &ConfigError{Errors: d.errs}
 	}
 	cfg.File = path
+	cfg.byName = make(map[string]int, len(cfg.Jobs))
+	for i := range cfg.Jobs {
+		cfg.byName[cfg.Jobs[i].Name] = i
+	}
 	return &cfg, nil
 }
 

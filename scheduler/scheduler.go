@@ -114,11 +114,14 @@ type Scheduler struct {
 	disp    Dispatcher
 	opts    options
 
-	stats   stats
-	skewBad atomic.Bool
-	members atomic.Pointer[membership]
-	retry   chan item
-	wg      sync.WaitGroup
+	stats    stats
+	skewBad  atomic.Bool
+	members  atomic.Pointer[membership]
+	retry    chan item
+	sem      chan struct{} // bounds Dispatch calls in flight, across batches
+	stopping chan struct{} // closed when Run stops firing: retries are dropped
+	procs    sync.WaitGroup
+	wg       sync.WaitGroup
 }
 
 // New returns a scheduler over the lock masters (the same go-redis clients,
@@ -147,7 +150,8 @@ func New(locks *locking.Client, masters []redis.UniversalClient, jobs []Job, d D
 		errs = append(errs, fmt.Errorf("scheduler: bad options: tick lease ttl %v (min 100ms), max skew %v, master timeout %v, parallelism %d, follower delay %v", o.leaseTTL, o.maxSkew, o.timeout, o.parallel, o.followerDelay))
 	}
 	s := &Scheduler{masters: masters, quorum: len(masters)/2 + 1, locks: locks, disp: d, opts: o,
-		jobs: map[string]*Job{}, retry: make(chan item, 1024)}
+		jobs: map[string]*Job{}, retry: make(chan item, 1024), sem: make(chan struct{}, max(o.parallel, 1)),
+		stopping: make(chan struct{})}
 	for i := range jobs {
 		j := jobs[i]
 		switch {
@@ -202,6 +206,7 @@ type item struct {
 	next     bool // the job's regular entry: schedule the next tick when it fires
 	follower bool // already deferred once as a non-preferred claimer
 	attempts int
+	token    string // the claim's token, kept across retries of this tick
 }
 
 type itemHeap []item
@@ -217,10 +222,11 @@ func (h *itemHeap) Pop() any {
 	return x
 }
 
-// Run schedules until ctx ends, then waits for claims in flight (their
-// leases are released or committed) and returns. Shutdown order: stop
-// firing new ticks, let running claims and dispatches finish, stop the
-// membership and clock checks.
+// Run schedules until ctx ends, then lets the claims in flight finish (each
+// is committed, or its lease released; at most the tick lease ttl) and
+// returns. Shutdown order: stop firing new ticks and drop retries (another
+// replica, or the next start's catch-up, takes them), wait for the claims
+// and dispatches in flight, then stop the membership and clock checks.
 func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.locks.Prepare(ctx); err != nil {
 		s.opts.log.Warn("lock masters not reachable at start; will keep trying", "err", err)
@@ -232,10 +238,21 @@ func (s *Scheduler) Run(ctx context.Context) error {
 
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer func() {
+		close(s.stopping)
+		drained := make(chan struct{})
+		go func() { s.procs.Wait(); close(drained) }()
+		t := time.NewTimer(s.opts.leaseTTL)
+		select {
+		case <-drained:
+		case <-t.C:
+			s.opts.log.Warn("claims still in flight at shutdown: cancelling them", "after", s.opts.leaseTTL)
+		}
+		t.Stop()
 		stopWork()
+		s.procs.Wait()
+		stopBg()
 		s.wg.Wait()
 	}()
-	defer stopBg()
 
 	now := s.opts.clock.Now()
 	h := &itemHeap{}
@@ -293,14 +310,24 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			s.opts.log.Warn("clock skew beyond the bound: not claiming", "ticks", len(batch))
 			continue
 		}
-		b := append([]item(nil), batch...)
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.process(work, b)
-		}()
+		// one pipelined claim per master for up to claimChunk ticks: bigger
+		// instants go out in chunks so the first dispatches need not wait
+		// for the whole instant's answers
+		for len(batch) > 0 {
+			n := min(len(batch), claimChunk)
+			b := append([]item(nil), batch[:n]...)
+			batch = batch[n:]
+			s.procs.Add(1)
+			go func() {
+				defer s.procs.Done()
+				s.process(work, b)
+			}()
+		}
 	}
 }
+
+// claimChunk is the most ticks claimed in one pipeline.
+const claimChunk = 1000
 
 // preferred tells whether this replica claims the tick first; the others
 // claim after the follower delay and normally find it done.
@@ -315,12 +342,17 @@ func (s *Scheduler) preferred(it item) bool {
 	return int(h.Sum32()%uint32(len(m.ids))) == m.self
 }
 
-// reschedule hands an item back to the loop to claim again at fireAt.
+// reschedule hands an item back to the loop to claim again at fireAt. After
+// Run stopped firing, the item is dropped: another replica claims it (a
+// lease of ours expires), or the next start catches it up.
 func (s *Scheduler) reschedule(ctx context.Context, it item, fireAt time.Time) {
+	// on a 10ms grid, so retries that come due together are claimed together
+	fireAt = fireAt.Truncate(10 * time.Millisecond).Add(10 * time.Millisecond)
 	it.fireAt, it.next, it.follower = fireAt, false, true
 	it.attempts++
 	select {
 	case s.retry <- it:
+	case <-s.stopping:
 	case <-ctx.Done():
 	}
 }
