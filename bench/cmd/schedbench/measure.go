@@ -1,0 +1,277 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// counter is a go-redis hook counting the commands a set of clients sends
+// (ProcessHook and ProcessPipelineHook; every command of a pipeline counts)
+// and the round trips (one per single command, one per pipeline). Connection
+// handshakes (HELLO, CLIENT, AUTH, SELECT) are left out. Pipelines holding an
+// EVALSHA with 5 or 6 keys are baton claim pipelines (claim.lua takes 5 keys,
+// 6 in quorum mode; commit takes 3 and release 1).
+type counter struct {
+	cmds, trips, claimPipes, claimCmds atomic.Int64
+
+	mu    sync.Mutex
+	spans []span // claim and commit pipelines, at most maxSpans
+}
+
+// span is one claim or commit pipeline: when it was sent and answered.
+type span struct {
+	claim      bool // else commit
+	n          int
+	start, end time.Time
+}
+
+const maxSpans = 200000
+
+func (c *counter) spansCopy() []span {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.spans)
+}
+
+type counts struct{ cmds, trips, claimPipes, claimCmds int64 }
+
+func (c *counter) snap() counts {
+	return counts{c.cmds.Load(), c.trips.Load(), c.claimPipes.Load(), c.claimCmds.Load()}
+}
+
+func (a counts) sub(b counts) counts {
+	return counts{a.cmds - b.cmds, a.trips - b.trips, a.claimPipes - b.claimPipes, a.claimCmds - b.claimCmds}
+}
+
+func countable(cmd redis.Cmder) bool {
+	switch cmd.Name() {
+	case "hello", "client", "auth", "select":
+		return false
+	}
+	return true
+}
+
+// evalKeys is the number of keys of an EVALSHA, -1 for other commands.
+func evalKeys(cmd redis.Cmder) int {
+	if cmd.Name() != "evalsha" {
+		return -1
+	}
+	args := cmd.Args()
+	if len(args) < 3 {
+		return -1
+	}
+	n, err := strconv.Atoi(fmt.Sprint(args[2]))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if countable(cmd) {
+			c.cmds.Add(1)
+			c.trips.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var n, claims, commits int64
+		for _, cmd := range cmds {
+			if countable(cmd) {
+				n++
+			}
+			switch evalKeys(cmd) {
+			case 5, 6:
+				claims++
+			case 3:
+				commits++
+			}
+		}
+		if n > 0 {
+			c.cmds.Add(n)
+			c.trips.Add(1)
+		}
+		if claims > 0 {
+			c.claimPipes.Add(1)
+			c.claimCmds.Add(claims)
+		}
+		if claims == 0 && commits == 0 {
+			return next(ctx, cmds)
+		}
+		start := time.Now()
+		err := next(ctx, cmds)
+		sp := span{claim: claims > 0, n: int(claims + commits), start: start, end: time.Now()}
+		c.mu.Lock()
+		if len(c.spans) < maxSpans {
+			c.spans = append(c.spans, sp)
+		}
+		c.mu.Unlock()
+		return err
+	}
+}
+
+// newClient is a go-redis client with defaults (PoolSize 10 x GOMAXPROCS)
+// plus ContextTimeoutEnabled, counted by c (nil: not counted).
+func newClient(addr string, c *counter) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	if c != nil {
+		rdb.AddHook(c)
+	}
+	return rdb
+}
+
+// selfCPU is the CPU time (user + system) of this process so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is the CPU time (utime + stime) of another process, from
+// /proc/<pid>/stat, in USER_HZ (100/s) resolution; 0 if unreadable.
+func procCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * (time.Second / 100)
+}
+
+func redisPID(rdb *redis.Client) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, fmt.Errorf("no process_id in INFO server")
+}
+
+// commandStats is INFO commandstats: calls per command. Redis 7 also counts
+// the commands a Lua script runs, under their own names.
+func commandStats(rdb *redis.Client) (map[string]int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		l := sc.Text()
+		name, rest, ok := strings.Cut(strings.TrimPrefix(l, "cmdstat_"), ":")
+		if !ok || !strings.HasPrefix(l, "cmdstat_") {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				out[name] = n
+			}
+		}
+	}
+	return out, nil
+}
+
+// snapshot is everything read at a window boundary.
+type snapshot struct {
+	at        time.Time
+	self      time.Duration
+	redis     time.Duration
+	worker    time.Duration
+	workerCmd int64
+	stats     map[string]int64
+	ctrs      []counts
+}
+
+func (e *env) snapshot(w *workerProc, ctrs ...*counter) (snapshot, error) {
+	s := snapshot{at: time.Now(), self: selfCPU(), redis: procCPU(e.redisPID)}
+	if w != nil {
+		s.worker = procCPU(w.pid())
+		s.workerCmd = w.cmds()
+	}
+	for _, c := range ctrs {
+		s.ctrs = append(s.ctrs, c.snap())
+	}
+	var err error
+	s.stats, err = commandStats(e.admin)
+	return s, err
+}
+
+// window is the difference between two snapshots.
+type window struct {
+	wall                       time.Duration
+	self, redis, worker        time.Duration
+	workerCmds                 int64
+	serverCalls, serverEvals   int64 // commandstats: all calls; eval + evalsha calls
+	serverInfo                 int64 // our own INFO calls, subtracted from serverCalls
+	ctrs                       []counts
+	serverByCmd                map[string]int64
+	selfPct, redisPct, workPct float64
+}
+
+func diff(a, b snapshot) window {
+	w := window{wall: b.at.Sub(a.at), self: b.self - a.self, redis: b.redis - a.redis, worker: b.worker - a.worker,
+		workerCmds: b.workerCmd - a.workerCmd, serverByCmd: map[string]int64{}}
+	for k, v := range b.stats {
+		d := v - a.stats[k]
+		if d == 0 {
+			continue
+		}
+		w.serverByCmd[k] = d
+		switch k {
+		case "info":
+			w.serverInfo += d
+			continue
+		case "eval", "evalsha":
+			w.serverEvals += d
+		}
+		w.serverCalls += d
+	}
+	for i := range b.ctrs {
+		w.ctrs = append(w.ctrs, b.ctrs[i].sub(a.ctrs[i]))
+	}
+	pct := func(d time.Duration) float64 { return 100 * d.Seconds() / w.wall.Seconds() }
+	w.selfPct, w.redisPct, w.workPct = pct(w.self), pct(w.redis), pct(w.worker)
+	return w
+}
