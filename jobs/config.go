@@ -136,7 +136,7 @@ const (
 	// ModeCron dispatches each tick into the asynq queue; any worker runs it.
 	ModeCron Mode = "cron"
 	// ModeLocal runs each tick in-process on the scheduler replica that
-	// claimed it, under the dispatch lease: leader-style maintenance without
+	// claimed it, under the job's execution lease: leader-style maintenance without
 	// a queue.
 	ModeLocal Mode = "local"
 	// ModeSingleton runs one long-lived instance cluster-wide, restarted
