@@ -1,19 +1,15 @@
 package main
 
 import (
+	"github.com/batonhq/baton/bench/internal/machine"
+
 	"fmt"
-	"os"
-	"os/exec"
-	"regexp"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/batonhq/baton/bench/internal/mdtable"
 	"github.com/batonhq/baton/bench/internal/stats"
-	"github.com/batonhq/baton/internal/redistest"
 )
 
 type report struct {
@@ -249,46 +245,6 @@ func (r *report) render(machine []string) string {
 
 // describeMachine lists what the numbers depend on.
 func describeMachine(cfg config, began time.Time) []string {
-	cpu := "unknown"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		if m := regexp.MustCompile(`(?m)^model name\s*:\s*(.+)$`).FindSubmatch(b); m != nil {
-			cpu = strings.TrimSpace(string(m[1]))
-		}
-	}
-	redisVer := "unknown"
-	if bin, err := redistest.Binary(); err == nil {
-		if out, err := exec.Command(bin, "--version").Output(); err == nil {
-			redisVer = strings.TrimSpace(string(out))
-			if m := regexp.MustCompile(`v=(\S+)`).FindStringSubmatch(redisVer); m != nil {
-				redisVer = m[1]
-			}
-		}
-	}
-	var libs []string
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			switch d.Path {
-			case "github.com/batonhq/baton", "github.com/go-co-op/gocron/v2", "github.com/go-redsync/redsync/v4",
-				"github.com/hibiken/asynq", "github.com/redis/go-redis/v9":
-				v := d.Version
-				if d.Replace != nil {
-					v = "local " + d.Replace.Path
-				}
-				libs = append(libs, d.Path+" "+v)
-			}
-		}
-	}
-	args := ""
-	if len(cfg.args) > 0 {
-		args = " " + strings.Join(cfg.args, " ")
-	}
-	return []string{
-		"CPU: " + cpu,
-		fmt.Sprintf("cores: %d (GOMAXPROCS %d), %s/%s", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH),
-		"Go: " + runtime.Version(),
-		"redis-server: " + redisVer + " (persistence off, loopback, one process started by the benchmark; queue and lock master on it)",
-		"libraries: " + strings.Join(libs, ", "),
-		"date: " + began.UTC().Format(time.RFC3339),
-		"command: `cd bench && go run ./cmd/schedbench" + args + "`",
-	}
+	return machine.Describe(began, "persistence off, loopback, one process started by the benchmark; queue and lock master on it",
+		[]string{"github.com/batonhq/baton", "github.com/go-co-op/gocron/v2", "github.com/go-redsync/redsync/v4", "github.com/hibiken/asynq", "github.com/redis/go-redis/v9"}, "cd bench && go run ./cmd/schedbench", cfg.args)
 }
