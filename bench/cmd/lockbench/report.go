@@ -1,14 +1,13 @@
 package main
 
 import (
-	"github.com/batonhq/baton/bench/internal/machine"
-
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/batonhq/baton/bench/internal/machine"
 	"github.com/batonhq/baton/bench/internal/mdtable"
 	"github.com/batonhq/baton/bench/internal/stats"
 )

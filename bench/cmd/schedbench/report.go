@@ -1,13 +1,12 @@
 package main
 
 import (
-	"github.com/batonhq/baton/bench/internal/machine"
-
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/batonhq/baton/bench/internal/machine"
 	"github.com/batonhq/baton/bench/internal/mdtable"
 	"github.com/batonhq/baton/bench/internal/stats"
 )
