@@ -24,6 +24,10 @@ var (
 	raiseSrc string
 	//go:embed lua/mark.lua
 	markSrc string
+	//go:embed lua/elect_info.lua
+	electInfoSrc string
+	//go:embed lua/observe.lua
+	observeSrc string
 )
 
 // scripts holds the loaded scripts of one Client; go-redis caches each hash.

@@ -1,0 +1,367 @@
+package jobs
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonhq/baton/locking"
+)
+
+// This file runs mode: singleton jobs: one long-running holder cluster-wide
+// (G6). Every replica campaigns in the job's election, lock
+// "singleton:<job>" with ttl = the job's lock_ttl; the leader runs the job
+// under its term (the term's lease is the run's Validity, so an exec child is
+// killed at the lease's validity deadline at the latest, G3) and restarts it
+// with restart_backoff when it exits while still leading.
+
+// errSingletonShutdown is the cause that ends singleton runs on Shutdown.
+var errSingletonShutdown = errors.New("jobs: singletons shutting down")
+
+// Singletons runs the config's singleton jobs: every replica campaigns for
+// each; the leader runs it.
+type Singletons struct {
+	cfg     *Config
+	locks   *locking.Client
+	exec    executor
+	replica string
+	log     *slog.Logger
+	jobs    []*Job
+
+	started, exited, lost atomic.Uint64
+
+	ctx    context.Context // ends at Shutdown
+	cancel context.CancelCauseFunc
+
+	mu        sync.Mutex
+	elections map[string]*locking.Election // by job name
+	running   bool
+	closing   bool
+	wg        sync.WaitGroup
+}
+
+// SingletonOption configures Singletons.
+type SingletonOption func(*Singletons)
+
+// WithSingletonReplica sets the replica id that campaigns and runs carry
+// (Run.Replica, the leader id, log lines). Default: "<hostname>-<pid>".
+func WithSingletonReplica(id string) SingletonOption { return func(s *Singletons) { s.replica = id } }
+
+// WithSingletonLogger sets the logger. Default: no logging.
+func WithSingletonLogger(l *slog.Logger) SingletonOption {
+	return func(s *Singletons) {
+		if l != nil {
+			s.log = l
+		}
+	}
+}
+
+// SingletonStats counts a replica's singleton runs since it was made.
+type SingletonStats struct {
+	// Started counts runs started (first runs and restarts).
+	Started uint64
+	// Exited counts runs that returned on their own while still leading
+	// (with an error or not) and were restarted after the backoff.
+	Exited uint64
+	// Lost counts terms that ended because leadership was lost.
+	Lost uint64
+}
+
+// SingletonHolder is one singleton job's current leader, for `baton status`.
+type SingletonHolder struct {
+	Job     string
+	Leader  locking.Leader
+	Leading bool // some replica leads; Leader is meaningful only then
+}
+
+// NewSingletons returns the runner of cfg's singleton jobs. locks holds the
+// elections (it stays owned by the caller and must outlive Shutdown); exec
+// runs the jobs (*Executor). Nothing happens until Start.
+func NewSingletons(cfg *Config, locks *locking.Client, exec executor, opts ...SingletonOption) *Singletons {
+	s := &Singletons{
+		cfg:       cfg,
+		locks:     locks,
+		exec:      exec,
+		log:       slog.New(slog.DiscardHandler),
+		elections: map[string]*locking.Election{},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.replica == "" {
+		host, _ := os.Hostname()
+		s.replica = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	for i := range cfg.Jobs {
+		if cfg.Jobs[i].Mode == ModeSingleton {
+			s.jobs = append(s.jobs, &cfg.Jobs[i])
+		}
+	}
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	return s
+}
+
+// singletonElection is the election name of a singleton job.
+func singletonElection(job string) string { return "singleton:" + job }
+
+// election returns the job's election, made on first use.
+func (s *Singletons) election(job *Job) (*locking.Election, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.elections[job.Name]; ok {
+		return e, nil
+	}
+	e, err := s.locks.Election(singletonElection(job.Name), job.LockTTL)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: singleton %q: election: %w", job.Name, err)
+	}
+	s.elections[job.Name] = e
+	return e, nil
+}
+
+// Stats returns the run counters.
+func (s *Singletons) Stats() SingletonStats {
+	return SingletonStats{Started: s.started.Load(), Exited: s.exited.Load(), Lost: s.lost.Load()}
+}
+
+// Start starts one goroutine per singleton job, each campaigning for its job
+// and running it while leading. It fails if an election cannot be made or it
+// was started (or shut down) before; then nothing runs.
+func (s *Singletons) Start() error {
+	s.mu.Lock()
+	if s.running || s.closing {
+		s.mu.Unlock()
+		return errors.New("jobs: singletons already started")
+	}
+	s.mu.Unlock()
+	elections := make([]*locking.Election, len(s.jobs))
+	for i, job := range s.jobs {
+		e, err := s.election(job)
+		if err != nil {
+			return err
+		}
+		elections[i] = e
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running || s.closing {
+		return errors.New("jobs: singletons already started")
+	}
+	s.running = true
+	for i, job := range s.jobs {
+		s.wg.Go(func() { s.loop(job, elections[i]) })
+	}
+	return nil
+}
+
+// Shutdown stops every running singleton (its context is cancelled: the
+// executor stops the process, SIGTERM then SIGKILL for exec jobs), then
+// resigns every term, so the next candidate is woken at once, and waits for
+// the goroutines. If ctx ends first it returns ctx's error; the goroutines
+// still finish on their own (each resign is bounded by its job's lock_ttl).
+func (s *Singletons) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return errors.New("jobs: singletons already shut down")
+	}
+	s.closing = true
+	s.mu.Unlock()
+	s.cancel(errSingletonShutdown)
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("jobs: singletons shutdown: %w", ctx.Err())
+	}
+}
+
+// Holders returns, per singleton job in config order, who leads it.
+func (s *Singletons) Holders(ctx context.Context) ([]SingletonHolder, error) {
+	out := make([]SingletonHolder, 0, len(s.jobs))
+	for _, job := range s.jobs {
+		e, err := s.election(job)
+		if err != nil {
+			return nil, err
+		}
+		l, ok, err := e.Observe(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("jobs: singleton %q: observe: %w", job.Name, err)
+		}
+		out = append(out, SingletonHolder{Job: job.Name, Leader: l, Leading: ok})
+	}
+	return out, nil
+}
+
+// loop campaigns for job until Shutdown (or the lock client is closed), and
+// leads while it can.
+func (s *Singletons) loop(job *Job, e *locking.Election) {
+	log := s.log.With(slog.String("job", job.Name), slog.String("replica", s.replica))
+	retry := newRestartBackoff(job.RestartBackoff)
+	for s.ctx.Err() == nil {
+		term, err := e.Campaign(s.ctx, s.replica)
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, locking.ErrClosed) {
+				log.Error("singleton stopped: the lock client is closed", slog.Any("error", err))
+				return
+			}
+			d := retry.next(0)
+			log.Warn("cannot campaign; retrying", slog.Any("error", err), slog.Duration("in", d))
+			if !sleep(s.ctx, d) {
+				return
+			}
+			continue
+		}
+		retry.reset()
+		s.lead(job, term, log.With(slog.Int64("fence", term.Fence())))
+	}
+}
+
+// lead runs job under term, restarting it with backoff while leading, until
+// the term ends or Shutdown. On Shutdown it resigns the term.
+func (s *Singletons) lead(job *Job, term *locking.Term, log *slog.Logger) {
+	tick := term.Leader().Since
+	if tick.IsZero() {
+		tick = time.Now()
+	}
+	log.Info("leading: singleton elected")
+	bo := newRestartBackoff(job.RestartBackoff)
+	for attempt := 1; ; attempt++ {
+		if s.ctx.Err() != nil {
+			s.resign(job, term, log)
+			return
+		}
+		alog := log.With(slog.Int("attempt", attempt))
+		run := Run{
+			Job:     job.Name,
+			Tick:    tick.UTC(),
+			RunID:   rand.Text(),
+			Attempt: attempt,
+			Fence:   term.Fence(),
+			Replica: s.replica,
+		}
+		if job.Handler != nil {
+			run.Payload = job.Handler.Payload
+		}
+		runCtx, cancel := context.WithCancelCause(term.Context())
+		stop := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
+		s.started.Add(1)
+		alog.Info("singleton started", slog.String("run_id", run.RunID))
+		start := time.Now()
+		res, err := s.exec.Execute(runCtx, job, run, term.Lease())
+		took := time.Since(start)
+		stop()
+		cancel(nil)
+		logRes := alog.With(slog.String("run_id", run.RunID), slog.Duration("took", took))
+		switch {
+		case job.Exec != nil:
+			logRes = logRes.With(slog.Int("exit_code", res.ExitCode))
+		case job.HTTP != nil:
+			logRes = logRes.With(slog.Int("status", res.Status))
+		}
+
+		if s.ctx.Err() != nil {
+			logRes.Info("singleton stopped for shutdown", slog.Any("error", err))
+			s.resign(job, term, log)
+			return
+		}
+		if lostTerm(term) {
+			s.lost.Add(1)
+			logRes.Warn("singleton stopped: leadership lost", slog.Any("error", err), slog.Any("cause", term.Err()))
+			return
+		}
+		s.exited.Add(1)
+		d := bo.next(took)
+		if err != nil {
+			logRes.Warn("singleton exited; restarting", slog.Any("error", err), slog.Duration("backoff", d))
+		} else {
+			logRes.Info("singleton exited; restarting", slog.Duration("backoff", d))
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+			t.Stop()
+		case <-term.Done():
+			t.Stop()
+			s.lost.Add(1)
+			log.Warn("leadership lost while waiting to restart", slog.Any("cause", term.Err()))
+			return
+		}
+	}
+}
+
+func lostTerm(term *locking.Term) bool {
+	select {
+	case <-term.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// resign gives up term so the next candidate is woken at once.
+func (s *Singletons) resign(job *Job, term *locking.Term, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), job.LockTTL)
+	defer cancel()
+	if err := term.Resign(ctx); err != nil && !errors.Is(err, locking.ErrNotHeld) {
+		log.Warn("cannot resign (the term expires at its ttl)", slog.Any("error", err))
+		return
+	}
+	log.Info("resigned")
+}
+
+// restartBackoff is RestartBackoff's delay: Initial, doubling up to Max; reset after
+// a run that lasted longer than Max.
+type restartBackoff struct {
+	b   Backoff
+	cur time.Duration
+}
+
+func newRestartBackoff(b Backoff) *restartBackoff {
+	if b.Initial <= 0 {
+		b.Initial = time.Second
+	}
+	if b.Max < b.Initial {
+		b.Max = b.Initial
+	}
+	return &restartBackoff{b: b}
+}
+
+// next returns the delay before the next start after a run that took took.
+func (b *restartBackoff) next(took time.Duration) time.Duration {
+	if b.cur == 0 || took > b.b.Max {
+		b.cur = b.b.Initial
+	} else {
+		b.cur = min(2*b.cur, b.b.Max)
+	}
+	return b.cur
+}
+
+func (b *restartBackoff) reset() { b.cur = 0 }
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

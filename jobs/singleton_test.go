@@ -1,0 +1,270 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/locking"
+)
+
+// interval is one singleton run as the fake executor saw it.
+type interval struct {
+	replica    string
+	fence      int64
+	attempt    int
+	start, end time.Time
+	ctxEnded   bool // the run's ctx had ended when it returned
+}
+
+// intervalExec is a fake executor shared by all replicas of a test: it
+// records every run's interval and reports starts and ends on channels. Runs
+// block until their ctx ends, unless exitAtOnce.
+type intervalExec struct {
+	exitAtOnce bool
+
+	mu      sync.Mutex
+	runs    []*interval
+	started chan *interval
+	ended   chan *interval
+}
+
+func newIntervalExec(exitAtOnce bool) *intervalExec {
+	return &intervalExec{exitAtOnce: exitAtOnce, started: make(chan *interval, 256), ended: make(chan *interval, 256)}
+}
+
+func (f *intervalExec) Execute(ctx context.Context, job *Job, run Run, v Validity) (Result, error) {
+	if v == nil {
+		return Result{}, errors.New("no validity")
+	}
+	iv := &interval{replica: run.Replica, fence: run.Fence, attempt: run.Attempt, start: time.Now()}
+	f.mu.Lock()
+	f.runs = append(f.runs, iv)
+	f.mu.Unlock()
+	f.started <- iv
+	var err error
+	if f.exitAtOnce {
+		err = errors.New("exited")
+	} else {
+		<-ctx.Done()
+		err = context.Cause(ctx)
+	}
+	f.mu.Lock()
+	iv.end = time.Now()
+	iv.ctxEnded = ctx.Err() != nil
+	f.mu.Unlock()
+	f.ended <- iv
+	return Result{}, err
+}
+
+// check asserts that no two recorded runs overlapped and that fences never
+// decrease from one run to the next (and increase with each new term).
+func (f *intervalExec) check(t *testing.T) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	runs := slices.Clone(f.runs)
+	slices.SortFunc(runs, func(a, b *interval) int { return a.start.Compare(b.start) })
+	for i, r := range runs {
+		if r.end.IsZero() {
+			t.Errorf("run %d (%s fence %d) never ended", i, r.replica, r.fence)
+			continue
+		}
+		if i == 0 {
+			continue
+		}
+		p := runs[i-1]
+		if r.start.Before(p.end) {
+			t.Errorf("runs overlap: %s fence %d [%v, %v] and %s fence %d started %v",
+				p.replica, p.fence, p.start.Format(time.StampMicro), p.end.Format(time.StampMicro),
+				r.replica, r.fence, r.start.Format(time.StampMicro))
+		}
+		if r.fence < p.fence || (r.attempt == 1 && r.fence <= p.fence) {
+			t.Errorf("fence went from %d to %d (attempt %d)", p.fence, r.fence, r.attempt)
+		}
+	}
+}
+
+// singletonCluster is one Redis and the replicas of a singleton test, each
+// with its own go-redis and lock client.
+type singletonCluster struct {
+	srv *redistest.Server
+	cfg *Config
+}
+
+func newSingletonCluster(t *testing.T, ttl time.Duration, b Backoff) *singletonCluster {
+	cfg := &Config{
+		Namespace: "baton",
+		Jobs: []Job{{
+			Name:           "pump",
+			Mode:           ModeSingleton,
+			Handler:        &HandlerSpec{Name: "pump"},
+			LockTTL:        ttl,
+			RestartBackoff: b,
+		}},
+	}
+	return &singletonCluster{srv: redistest.New(t), cfg: cfg}
+}
+
+// replica starts a Singletons with its own lock client; both are stopped at
+// cleanup (Shutdown first).
+func (c *singletonCluster) replica(t *testing.T, id string, exec executor) (*Singletons, *locking.Client) {
+	t.Helper()
+	rdb := c.srv.TestClient(t)
+	locks, err := locking.New([]redis.UniversalClient{rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { locks.Close() })
+	s := NewSingletons(c.cfg, locks, exec, WithSingletonReplica(id), WithSingletonLogger(testLogger(t)))
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { shutdownSingletons(t, s) })
+	return s, locks
+}
+
+func shutdownSingletons(t *testing.T, s *Singletons) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil && !strings.Contains(err.Error(), "already shut down") {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+// noStart asserts that no run starts within d.
+func noStart(t *testing.T, ch <-chan *interval, d time.Duration) {
+	t.Helper()
+	select {
+	case iv := <-ch:
+		t.Fatalf("unexpected run on %s fence %d", iv.replica, iv.fence)
+	case <-time.After(d):
+	}
+}
+
+func TestSingletonOneAtATimeAndGracefulFailover(t *testing.T) {
+	c := newSingletonCluster(t, 10*time.Second, Backoff{Initial: 50 * time.Millisecond, Max: time.Second})
+	exec := newIntervalExec(false)
+	reps := map[string]*Singletons{}
+	for i := range 3 {
+		id := fmt.Sprintf("r%d", i)
+		reps[id], _ = c.replica(t, id, exec)
+	}
+
+	first := recv(t, exec.started, "the first leader's run")
+	noStart(t, exec.started, 300*time.Millisecond)
+
+	hs, err := reps["r0"].Holders(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != 1 || hs[0].Job != "pump" || !hs[0].Leading || hs[0].Leader.ID != first.replica || hs[0].Leader.Fence != first.fence {
+		t.Fatalf("Holders = %+v, want pump led by %s fence %d", hs, first.replica, first.fence)
+	}
+
+	leader := first
+	for range 2 {
+		at := time.Now()
+		shutdownSingletons(t, reps[leader.replica])
+		delete(reps, leader.replica)
+		if e := recv(t, exec.ended, "the old run's end"); e != leader || !e.ctxEnded {
+			t.Fatalf("ended %+v, want the leader's run with its ctx ended", e)
+		}
+		next := recv(t, exec.started, "the next leader's run")
+		if took := next.start.Sub(at); took > time.Second {
+			t.Errorf("next leader started %v after the graceful stop, want < 1s (woken, not expiry)", took)
+		}
+		if _, ok := reps[next.replica]; !ok || next.fence <= leader.fence || next.attempt != 1 {
+			t.Fatalf("next run %+v after %+v", next, leader)
+		}
+		noStart(t, exec.started, 200*time.Millisecond)
+		leader = next
+	}
+	shutdownSingletons(t, reps[leader.replica])
+	recv(t, exec.ended, "the last run's end")
+	exec.check(t)
+	if n := len(exec.runs); n != 3 {
+		t.Errorf("%d runs, want 3", n)
+	}
+}
+
+func TestSingletonRestartsWithBackoffKeepingLeadership(t *testing.T) {
+	b := Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}
+	c := newSingletonCluster(t, 5*time.Second, b)
+	exec := newIntervalExec(true)
+	reps := map[string]*Singletons{}
+	for i := range 2 {
+		id := fmt.Sprintf("r%d", i)
+		reps[id], _ = c.replica(t, id, exec)
+	}
+	var runs []*interval
+	for i := range 6 {
+		runs = append(runs, recv(t, exec.started, fmt.Sprintf("run %d", i+1)))
+	}
+	want := []time.Duration{50, 100, 200, 200, 200}
+	for i, r := range runs {
+		if r.replica != runs[0].replica || r.fence != runs[0].fence || r.attempt != i+1 {
+			t.Errorf("run %d: %s fence %d attempt %d, want %s fence %d attempt %d",
+				i+1, r.replica, r.fence, r.attempt, runs[0].replica, runs[0].fence, i+1)
+		}
+		if i > 0 {
+			gap := r.start.Sub(runs[i-1].start)
+			if d := want[i-1] * time.Millisecond; gap < d || gap > d+time.Second {
+				t.Errorf("run %d started %v after run %d, want about %v", i+1, gap, i, d)
+			}
+		}
+	}
+	leader := reps[runs[0].replica]
+	shutdownSingletons(t, leader)
+	if st := leader.Stats(); st.Started < 6 || st.Exited < 5 || st.Lost != 0 {
+		t.Errorf("leader stats %+v", st)
+	}
+	exec.check(t)
+}
+
+func TestSingletonCrashFailoverAfterTTL(t *testing.T) {
+	const ttl = 500 * time.Millisecond
+	c := newSingletonCluster(t, ttl, Backoff{Initial: 50 * time.Millisecond, Max: time.Second})
+	exec := newIntervalExec(false)
+	locks := map[string]*locking.Client{}
+	reps := map[string]*Singletons{}
+	for i := range 3 {
+		id := fmt.Sprintf("r%d", i)
+		reps[id], locks[id] = c.replica(t, id, exec)
+	}
+	first := recv(t, exec.started, "the first leader's run")
+
+	at := time.Now()
+	locks[first.replica].Close() // crash-like: no resign, the keys expire at their ttl
+	old := recv(t, exec.ended, "the old run's end")
+	if old != first || !old.ctxEnded {
+		t.Fatalf("ended %+v, want the first run with its ctx ended", old)
+	}
+	next := recv(t, exec.started, "the takeover")
+	took := next.start.Sub(at)
+	if next.replica == first.replica || next.fence <= first.fence {
+		t.Fatalf("takeover %+v after %+v", next, first)
+	}
+	if took < ttl/3 || took > ttl+1500*time.Millisecond {
+		t.Errorf("takeover %v after the crash, want about the ttl (%v)", took, ttl)
+	}
+	if !old.end.Before(next.start) {
+		t.Errorf("old run ended %v, not before the new one started %v", old.end, next.start)
+	}
+	shutdownSingletons(t, reps[first.replica])
+	if st := reps[first.replica].Stats(); st.Started != 1 || st.Lost != 1 {
+		t.Errorf("crashed replica stats %+v, want 1 started, 1 lost", st)
+	}
+	shutdownSingletons(t, reps[next.replica])
+	recv(t, exec.ended, "the new run's end")
+	exec.check(t)
+}

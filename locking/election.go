@@ -1,0 +1,243 @@
+package locking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Leader election on top of a lease: candidates Campaign for the election's
+// lock (waiting like Lock: woken when the leader resigns, re-checking at the
+// lease's expiry when it died), the winner records who leads in a companion
+// key, and Observe reads that record only while its lease still holds the
+// lock, so a dead leader is never reported once its key expired.
+
+var (
+	electInfoScript = redis.NewScript(electInfoSrc)
+	observeScript   = redis.NewScript(observeSrc)
+)
+
+// Election is a named election among candidates on the client's masters.
+// Its lock is named "election:"+name (key PREFIX{election:NAME}); the
+// leader record lives in PREFIX{election:NAME}:leader.
+type Election struct {
+	c    *Client
+	name string
+	lock string // the lock's name
+	keys keys
+	ttl  time.Duration
+}
+
+// Leader describes the current leader.
+type Leader struct {
+	ID    string    // the candidate id given to Campaign
+	Since time.Time // when the term began (a master's clock, ms precision)
+	Fence int64     // the term's fencing token
+}
+
+// Election returns the election called name whose leaders hold a lease of
+// ttl (auto-extended). It fails with ErrInvalid on an empty name or a ttl
+// Lock would refuse (below MinTTL, not whole milliseconds), and with
+// ErrClosed on a closed client.
+func (c *Client) Election(name string, ttl time.Duration) (*Election, error) {
+	if name == "" {
+		return nil, fmt.Errorf("%w: empty election name", ErrInvalid)
+	}
+	lock := "election:" + name
+	if err := c.validate(lock, ttl, &lockOptions{}); err != nil {
+		return nil, err
+	}
+	return &Election{c: c, name: name, lock: lock, keys: c.keysFor(lock), ttl: ttl}, nil
+}
+
+func (e *Election) leaderKey() string { return e.keys.lock + ":leader" }
+
+// Term is one leadership: it lasts while its auto-extended lease is held.
+type Term struct {
+	e      *Election
+	lease  *Lease
+	leader Leader
+}
+
+// Campaign blocks until this candidate leads or ctx ends; id names the
+// candidate (e.g. a replica id) and must not be empty. Waiting candidates are
+// woken when the leader resigns, and re-check at the lease's expiry when the
+// leader died without resigning. When ctx ends first Campaign returns an error
+// joining ErrNotObtained and ctx.Err(). ctx bounds only the wait: the term
+// lasts until Resign, loss of the lease or Close.
+func (e *Election) Campaign(ctx context.Context, id string) (*Term, error) {
+	if id == "" {
+		return nil, fmt.Errorf("%w: empty candidate id in election %q", ErrInvalid, e.name)
+	}
+	c := e.c
+	for {
+		l, err := c.Lock(ctx, e.lock, e.ttl)
+		if err != nil {
+			return nil, err
+		}
+		since, retry, err := e.record(ctx, l, id)
+		if err == nil {
+			return &Term{e: e, lease: l, leader: Leader{ID: id, Since: time.UnixMilli(since), Fence: l.Fence()}}, nil
+		}
+		relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.masterTimeout(e.ttl))
+		_ = l.Release(relCtx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil, errors.Join(ErrNotObtained, err, ctx.Err())
+		}
+		if !retry {
+			return nil, err
+		}
+	}
+}
+
+// record writes the leader record on every master where the lease holds the
+// lock and needs a quorum. It returns the term's start (the earliest of the
+// masters' clocks), and on failure whether campaigning again may help (the
+// lease was found gone, rather than masters failing).
+func (e *Election) record(ctx context.Context, l *Lease, id string) (int64, bool, error) {
+	c := e.c
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.masterTimeout(e.ttl))
+	defer cancel()
+	px := 10 * e.ttl.Milliseconds()
+	rs := c.fanout(ctx, c.masterTimeout(e.ttl), func(ctx context.Context, m *master) (any, error) {
+		return m.batch.run(ctx, electInfoScript, []string{e.keys.lock, e.leaderKey()}, l.Token(), id, strconv.FormatInt(l.Fence(), 10), px).Int64()
+	}, func(r reply) bool { v, ok := r.val.(int64); return ok && r.err == nil && v > 0 })
+	acks, gone := 0, 0
+	var since int64
+	var errs []error
+	for _, r := range rs {
+		switch {
+		case errors.Is(r.err, errPending):
+		case r.err != nil:
+			errs = append(errs, MasterError{r.m.idx, r.m.addr, r.err})
+		case r.val.(int64) > 0:
+			if v := r.val.(int64); acks == 0 || v < since {
+				since = v
+			}
+			acks++
+		default:
+			gone++
+		}
+	}
+	if acks >= c.quorum {
+		return since, false, nil
+	}
+	err := fmt.Errorf("locking: election %q: leader recorded on %d masters, %d needed", e.name, acks, c.quorum)
+	if len(errs) > 0 {
+		err = fmt.Errorf("%w: %w: %w", err, ErrUnavailable, errors.Join(errs...))
+	}
+	return 0, gone > 0, err
+}
+
+// Observe returns who leads now; ok is false when nobody does (no lease holds
+// the lock, or its holder has not recorded itself yet). A leader is reported
+// only while its lease's key exists on the masters, and with several masters
+// only when a quorum agrees on the same lease. It fails, wrapping
+// ErrUnavailable, when too few masters answered to decide.
+func (e *Election) Observe(ctx context.Context) (Leader, bool, error) {
+	c := e.c
+	if c.closed() {
+		return Leader{}, false, ErrClosed
+	}
+	rs := c.fanout(ctx, c.masterTimeout(e.ttl), func(ctx context.Context, m *master) (any, error) {
+		v, err := m.batch.run(ctx, observeScript, []string{e.keys.lock, e.leaderKey()}).Slice()
+		if errors.Is(err, redis.Nil) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return parseLeader(v)
+	}, nil)
+	var got []observed
+	var errs []error
+	for _, r := range rs {
+		switch {
+		case r.err != nil:
+			errs = append(errs, MasterError{r.m.idx, r.m.addr, r.err})
+		case r.val != nil:
+			got = append(got, r.val.(observed))
+		}
+	}
+	for _, s := range got {
+		n := 0
+		best := s.l
+		for _, o := range got {
+			if o.token == s.token {
+				n++
+				if o.l.Since.Before(best.Since) {
+					best.Since = o.l.Since
+				}
+			}
+		}
+		if n >= c.quorum {
+			return best, true, nil
+		}
+	}
+	if len(errs) > len(c.masters)-c.quorum {
+		return Leader{}, false, fmt.Errorf("locking: observing election %q: %w: %w", e.name, ErrUnavailable, errors.Join(errs...))
+	}
+	return Leader{}, false, nil
+}
+
+// observed is one master's view of the leader.
+type observed struct {
+	token string
+	l     Leader
+}
+
+func parseLeader(v []any) (any, error) {
+	if len(v) != 4 {
+		return nil, fmt.Errorf("observe: %d fields", len(v))
+	}
+	s := make([]string, 4)
+	for i, x := range v {
+		str, ok := x.(string)
+		if !ok {
+			return nil, fmt.Errorf("observe: field %d is %T", i, x)
+		}
+		s[i] = str
+	}
+	since, err := strconv.ParseInt(s[2], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("observe: since: %w", err)
+	}
+	fence, err := strconv.ParseInt(s[3], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("observe: fence: %w", err)
+	}
+	return observed{token: s[0], l: Leader{ID: s[1], Since: time.UnixMilli(since), Fence: fence}}, nil
+}
+
+// Context returns a context that ends when leadership is lost or resigned
+// (the lease's context; context.Cause says why).
+func (t *Term) Context() context.Context { return t.lease.Context() }
+
+// Done returns a channel closed when the term ends.
+func (t *Term) Done() <-chan struct{} { return t.lease.Done() }
+
+// Err returns nil while leading, and then why the term ended (see Lease.Err).
+func (t *Term) Err() error { return t.lease.Err() }
+
+// Fence returns the leadership's fencing token: it strictly increases from
+// one term to the next.
+func (t *Term) Fence() int64 { return t.lease.Fence() }
+
+// Deadline returns the term's validity deadline; it moves with extensions.
+func (t *Term) Deadline() time.Time { return t.lease.Deadline() }
+
+// Lease returns the lease behind the term.
+func (t *Term) Lease() *Lease { return t.lease }
+
+// Leader returns this term's leader record.
+func (t *Term) Leader() Leader { return t.leader }
+
+// Resign ends the term: the lease is released with the token check, which
+// wakes the next candidate. It returns an error wrapping ErrNotHeld when the
+// term had already ended (lost, resigned, client closed).
+func (t *Term) Resign(ctx context.Context) error { return t.lease.Release(ctx) }

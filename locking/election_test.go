@@ -1,0 +1,305 @@
+package locking_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/locking"
+)
+
+func election(t *testing.T, c *locking.Client, name string, ttl time.Duration) *locking.Election {
+	t.Helper()
+	e, err := c.Election(name, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+type campaignResult struct {
+	term *locking.Term
+	err  error
+	at   time.Time
+}
+
+func campaign(ctx context.Context, e *locking.Election, id string) <-chan campaignResult {
+	ch := make(chan campaignResult, 1)
+	go func() {
+		t, err := e.Campaign(ctx, id)
+		ch <- campaignResult{t, err, time.Now()}
+	}()
+	return ch
+}
+
+func observe(t *testing.T, e *locking.Election) (locking.Leader, bool) {
+	t.Helper()
+	l, ok, err := e.Observe(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, ok
+}
+
+// handover: one of two candidates leads, Observe shows it, Resign wakes the
+// other at once (the ttl is 20s: a polling waiter would take that long).
+func handover(t *testing.T, servers []*redistest.Server) {
+	ctx := testCtx(t)
+	a := newClient(t, clientsOf(t, servers...))
+	b := newClient(t, clientsOf(t, servers...))
+	ea := election(t, a, "handover", 20*time.Second)
+	eb := election(t, b, "handover", 20*time.Second)
+
+	if _, ok := observe(t, eb); ok {
+		t.Fatal("a leader before any campaign")
+	}
+	ta, err := ea.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, ok := observe(t, eb)
+	if !ok || l.ID != "a" || l.Fence != ta.Fence() || !l.Since.Equal(ta.Leader().Since) {
+		t.Fatalf("observed %+v %v, want a with fence %d since %v", l, ok, ta.Fence(), ta.Leader().Since)
+	}
+	if d := time.Since(l.Since); d < -time.Second || d > 10*time.Second {
+		t.Fatalf("since %v is %v ago", l.Since, d)
+	}
+
+	chB := campaign(ctx, eb, "b")
+	select {
+	case r := <-chB:
+		t.Fatalf("second candidate leads while the first does: %v %v", r.term, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	resigned := time.Now()
+	if err := ta.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var r campaignResult
+	select {
+	case r = <-chB:
+	case <-time.After(time.Second):
+		t.Fatal("next candidate not leading 1s after resign: not woken")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	t.Logf("handover took %v", r.at.Sub(resigned))
+	tb := r.term
+	if tb.Fence() <= ta.Fence() {
+		t.Fatalf("fence %d after %d", tb.Fence(), ta.Fence())
+	}
+	select {
+	case <-ta.Done():
+	default:
+		t.Fatal("resigned term not done")
+	}
+	if !errors.Is(ta.Err(), locking.ErrReleased) {
+		t.Fatalf("resigned term's err %v", ta.Err())
+	}
+	if err := ta.Resign(ctx); !errors.Is(err, locking.ErrNotHeld) {
+		t.Fatalf("second resign: %v, want ErrNotHeld", err)
+	}
+	l, ok = observe(t, ea)
+	if !ok || l.ID != "b" || l.Fence != tb.Fence() {
+		t.Fatalf("observed %+v %v, want b with fence %d", l, ok, tb.Fence())
+	}
+	if tb.Err() != nil || tb.Context().Err() != nil || !tb.Deadline().After(time.Now()) || tb.Lease().Fence() != tb.Fence() {
+		t.Fatalf("new term not live: %v %v", tb.Err(), tb.Deadline())
+	}
+	if err := tb.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := observe(t, ea); ok {
+		t.Fatal("a leader after everyone resigned")
+	}
+}
+
+func TestElectionHandover(t *testing.T) {
+	handover(t, []*redistest.Server{redistest.New(t)})
+}
+
+func TestElectionHandoverQuorum(t *testing.T) {
+	handover(t, redistest.NewN(t, 3))
+}
+
+// A leader that dies without resigning (its client closed) is replaced after
+// the ttl, and its record is not reported once its key expired.
+func TestElectionLeaderCrash(t *testing.T) {
+	s := redistest.New(t)
+	ctx := testCtx(t)
+	rdb := s.TestClient(t)
+	const ttl = 400 * time.Millisecond
+	a := newClient(t, clientsOf(t, s))
+	b := newClient(t, clientsOf(t, s))
+	ea := election(t, a, "crash", ttl)
+	eb := election(t, b, "crash", ttl)
+
+	ta, err := ea.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil { // crash-like: no resign, the key stays until its ttl
+		t.Fatal(err)
+	}
+	waitDone(t, ta.Lease(), time.Second)
+	if !errors.Is(ta.Err(), locking.ErrClosed) {
+		t.Fatalf("term err %v", ta.Err())
+	}
+	if err := ta.Resign(ctx); !errors.Is(err, locking.ErrNotHeld) {
+		t.Fatalf("resign of a lost term: %v, want ErrNotHeld", err)
+	}
+
+	// nobody campaigns: watch the dead leader's key expire
+	lockKey := "baton:lock:{election:crash}"
+	for {
+		n, err := rdb.Exists(ctx, lockKey).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, ok := observe(t, eb)
+		if n == 0 {
+			break
+		}
+		if ok && l.ID != "a" {
+			t.Fatalf("observed %+v while a's key lives", l)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := rdb.Exists(ctx, lockKey+":leader").Val(); n != 1 {
+		t.Fatalf("stale leader record gone (%d): the test proves nothing", n)
+	}
+	for range 3 {
+		if l, ok := observe(t, eb); ok {
+			t.Fatalf("dead leader reported after its lease expired: %+v", l)
+		}
+	}
+	tb, err := eb.Campaign(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tb.Fence() <= ta.Fence() {
+		t.Fatalf("fence %d after %d", tb.Fence(), ta.Fence())
+	}
+	if l, ok := observe(t, eb); !ok || l.ID != "b" {
+		t.Fatalf("observed %+v %v, want b", l, ok)
+	}
+	if err := tb.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A waiting candidate takes over after the ttl when the leader dies.
+func TestElectionWaiterReplacesDeadLeader(t *testing.T) {
+	s := redistest.New(t)
+	ctx := testCtx(t)
+	const ttl = 400 * time.Millisecond
+	a := newClient(t, clientsOf(t, s))
+	b := newClient(t, clientsOf(t, s))
+	ea := election(t, a, "replace", ttl)
+	eb := election(t, b, "replace", ttl)
+	ta, err := ea.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chB := campaign(ctx, eb, "b")
+	time.Sleep(50 * time.Millisecond)
+	closed := time.Now()
+	_ = a.Close()
+	var r campaignResult
+	select {
+	case r = <-chB:
+	case <-time.After(5 * time.Second):
+		t.Fatal("dead leader not replaced")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if d := r.at.Sub(closed); d > ttl+time.Second {
+		t.Fatalf("replaced after %v, ttl %v", d, ttl)
+	}
+	if r.term.Fence() <= ta.Fence() {
+		t.Fatalf("fence %d after %d", r.term.Fence(), ta.Fence())
+	}
+	// the new leader's record wins; the old one was overwritten
+	if l, ok := observe(t, eb); !ok || l.ID != "b" || l.Fence != r.term.Fence() {
+		t.Fatalf("observed %+v %v, want b", l, ok)
+	}
+	if err := r.term.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestElectionCampaignHonoursContext(t *testing.T) {
+	s := redistest.New(t)
+	ctx := testCtx(t)
+	a := newClient(t, clientsOf(t, s))
+	b := newClient(t, clientsOf(t, s))
+	ta, err := election(t, a, "ctx", 10*time.Second).Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb := election(t, b, "ctx", 10*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = eb.Campaign(wctx, "b")
+	if !errors.Is(err, locking.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want ErrNotObtained and DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("campaign returned after %v", d)
+	}
+	if l, ok := observe(t, eb); !ok || l.ID != "a" {
+		t.Fatalf("observed %+v %v, want a", l, ok)
+	}
+	if err := ta.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestElectionInvalid(t *testing.T) {
+	c := newClient(t, []*redis.Client{redistest.New(t).TestClient(t)})
+	if _, err := c.Election("", time.Second); !errors.Is(err, locking.ErrInvalid) {
+		t.Fatalf("empty name: %v", err)
+	}
+	if _, err := c.Election("x", time.Millisecond); !errors.Is(err, locking.ErrInvalid) {
+		t.Fatalf("short ttl: %v", err)
+	}
+	e := election(t, c, "x", time.Second)
+	if _, err := e.Campaign(testCtx(t), ""); !errors.Is(err, locking.ErrInvalid) {
+		t.Fatalf("empty id: %v", err)
+	}
+}
+
+func ExampleElection() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	locks, _ := locking.New([]redis.UniversalClient{rdb})
+	defer locks.Close()
+	ctx := context.Background()
+
+	election, err := locks.Election("example-scheduler", 10*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	term, err := election.Campaign(ctx, "replica-1")
+	if err != nil {
+		panic(err)
+	}
+	leader, ok, _ := election.Observe(ctx)
+	fmt.Println("leader:", leader.ID, ok, leader.Fence == term.Fence())
+	// lead while term.Context() lives; resign on graceful stop
+	fmt.Println("resign:", term.Resign(ctx))
+	_, ok, _ = election.Observe(ctx)
+	fmt.Println("anyone leading:", ok)
+	// Output:
+	// leader: replica-1 true true
+	// resign: <nil>
+	// anyone leading: false
+}
