@@ -41,17 +41,18 @@ func (r role) String() string {
 // client, scheduler (nil in the worker role), dispatcher and worker. It
 // owns everything it built.
 type replica struct {
-	id     string
-	role   role
-	cfg    *jobs.Config
-	log    *slog.Logger
-	queue  redis.UniversalClient   // the queue Redis: readiness pings
-	mast   []redis.UniversalClient // lock masters (queue itself when none are configured)
-	own    []redis.UniversalClient // clients to close
-	locks  *locking.Client
-	client *asynq.Client // enqueues cron ticks; nil in the worker role
-	sched  *scheduler.Scheduler
-	worker *jobs.Worker
+	id      string
+	role    role
+	cfg     *jobs.Config
+	log     *slog.Logger
+	queue   redis.UniversalClient   // the queue Redis: readiness pings
+	mast    []redis.UniversalClient // lock masters (queue itself when none are configured)
+	own     []redis.UniversalClient // clients to close
+	locks   *locking.Client
+	client  *asynq.Client // enqueues cron ticks; nil in the worker role
+	sched   *scheduler.Scheduler
+	worker  *jobs.Worker
+	singles *jobs.Singletons // singleton jobs; nil in the scheduler role or without any
 }
 
 // newReplica builds (without connecting) the replica id of cfg in role r.
@@ -102,6 +103,15 @@ func newReplica(cfg *jobs.Config, id string, r role, log *slog.Logger, dropLockM
 		wopts = append(wopts, jobs.WithLocalOnly())
 	}
 	rp.worker = jobs.NewWorker(cfg, queueOpt, rp.locks, executor, wopts...)
+	if r != roleScheduler {
+		for _, j := range cfg.Jobs {
+			if j.Mode == jobs.ModeSingleton {
+				rp.singles = jobs.NewSingletons(cfg, rp.locks, executor,
+					jobs.WithSingletonReplica(id), jobs.WithSingletonLogger(log))
+				break
+			}
+		}
+	}
 
 	if r != roleWorker {
 		rp.client = asynq.NewClient(queueOpt)
@@ -110,8 +120,7 @@ func newReplica(cfg *jobs.Config, id string, r role, log *slog.Logger, dropLockM
 		for _, j := range cfg.Jobs {
 			switch j.Mode {
 			case jobs.ModeSingleton:
-				log.Warn("singleton jobs arrive in a later release: not running this one", "job", j.Name)
-				continue
+				continue // no ticks: the workers campaign for it
 			case jobs.ModeLocal:
 				if j.Leader {
 					log.Warn("leader election arrives in a later release: this leader job runs on the replica that claims each tick", "job", j.Name)
@@ -215,6 +224,11 @@ func (rp *replica) start(ctx context.Context) error {
 	if err := rp.worker.Start(); err != nil {
 		return fmt.Errorf("replica %s: start worker: %w", rp.id, err)
 	}
+	if rp.singles != nil {
+		if err := rp.singles.Start(); err != nil {
+			return fmt.Errorf("replica %s: start singleton jobs: %w", rp.id, err)
+		}
+	}
 	return nil
 }
 
@@ -222,12 +236,14 @@ func (rp *replica) start(ctx context.Context) error {
 //
 //  1. ctx ending cancels the scheduler's Run: it stops claiming ticks, lets
 //     claims in flight commit or release their tick leases, and returns.
-//  2. worker.Shutdown: asynq stops fetching, running jobs get
+//  2. singleton jobs stop (SIGTERM, then SIGKILL) and resign, so a standby
+//     replica takes over at once, not after the lease ttl;
+//  3. worker.Shutdown: asynq stops fetching, running jobs get
 //     worker.shutdown_grace to finish, then are cancelled (their tasks go
 //     back to the queue, exec children are killed); every run releases its
 //     execution lease. The scheduler stops first because it hands local
 //     ticks to this worker.
-//  3. close: the asynq client, the lock client (no lease is left to
+//  4. close: the asynq client, the lock client (no lease is left to
 //     extend) and the Redis connections.
 //
 // It returns the scheduler's error, or the worker's shutdown error.
@@ -242,6 +258,11 @@ func (rp *replica) run(ctx context.Context) error {
 	rp.log.Info("replica stopping: no new ticks; waiting for running jobs", "replica", rp.id, "grace", rp.cfg.Worker.ShutdownGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), rp.cfg.Worker.ShutdownGrace+10*time.Second)
 	defer cancel()
+	if rp.singles != nil {
+		if serr := rp.singles.Shutdown(sctx); serr != nil {
+			err = errors.Join(err, fmt.Errorf("replica %s: singleton jobs: %w", rp.id, serr))
+		}
+	}
 	if serr := rp.worker.Shutdown(sctx); serr != nil {
 		err = errors.Join(err, fmt.Errorf("replica %s: %w", rp.id, serr))
 	}
