@@ -40,6 +40,9 @@ func (s *Scheduler) catchUp(ctx context.Context, now time.Time) []item {
 	var out []item
 	for _, name := range names {
 		j := s.jobs[name]
+		if j.LeaderOnly && (s.opts.leader == nil || !s.opts.leader()) {
+			continue
+		}
 		mark, ok := marks[name]
 		if !ok || mark == 0 {
 			continue

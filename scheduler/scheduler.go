@@ -40,6 +40,11 @@ type Job struct {
 	// the tick's identity stays its due time.
 	Jitter time.Duration
 	Paused bool // paused in the configuration (a Redis flag can pause it too)
+	// LeaderOnly: only the replica that currently leads the cluster (see
+	// WithLeader) claims this job's ticks, so a Go program can keep
+	// in-memory state between runs. While no replica leads (after the
+	// leader died, until a standby is elected) its ticks are not claimed.
+	LeaderOnly bool
 }
 
 // Option configures a Scheduler.
@@ -56,6 +61,7 @@ type options struct {
 	recordMargin  time.Duration
 	timeout       time.Duration
 	parallel      int
+	leader        func() bool
 }
 
 // WithClock injects the clock (tests use a FakeClock). Default: the real one.
@@ -90,6 +96,10 @@ func WithRecordMargin(d time.Duration) Option { return func(o *options) { o.reco
 
 // WithMasterTimeout bounds one pipelined round trip to one master. Default 2s.
 func WithMasterTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithLeader tells the scheduler whether this replica leads the cluster now;
+// only then does it claim the ticks of LeaderOnly jobs. Default: never.
+func WithLeader(leading func() bool) Option { return func(o *options) { o.leader = leading } }
 
 // WithDispatchParallelism caps concurrent Dispatch calls. Default 64.
 func WithDispatchParallelism(n int) Option { return func(o *options) { o.parallel = n } }
@@ -294,6 +304,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 				if t := it.job.Schedule.Next(it.at); !t.IsZero() {
 					heap.Push(h, item{job: it.job, at: t.UTC(), fireAt: t.Add(Jitter(it.job.Name, it.job.Jitter)), next: true})
 				}
+			}
+			if it.job.LeaderOnly {
+				if s.opts.leader == nil || !s.opts.leader() {
+					continue // not the leader: the leader claims it
+				}
+				batch = append(batch, it)
+				continue
 			}
 			if !it.follower && !s.preferred(it) {
 				it.follower = true

@@ -365,3 +365,42 @@ func TestQuorumMastersExactlyOnce(t *testing.T) {
 		}
 	}
 }
+
+// A LeaderOnly job is claimed only by the replica that leads.
+func TestLeaderOnlyJob(t *testing.T) {
+	srv := redistest.New(t)
+	clock := scheduler.NewFakeClock(now())
+	rec := newRecorder()
+	jobs := []scheduler.Job{{Name: "m", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute, LeaderOnly: true}}
+	var leading atomic.Bool
+	leading.Store(true)
+	start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clock), scheduler.WithReplica("leader"),
+		scheduler.WithMaxClockSkew(time.Hour), scheduler.WithLeader(leading.Load))
+	start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clock), scheduler.WithReplica("other"),
+		scheduler.WithMaxClockSkew(time.Hour), scheduler.WithLeader(func() bool { return false }))
+	for range 3 {
+		if err := clock.BlockUntil(6); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Second)
+		rec.wait(t, 1)
+	}
+	for id, ticks := range rec.snapshot() {
+		if len(ticks) != 1 || ticks[0].Replica != "leader" {
+			t.Fatalf("tick %s: %v", id, ticks)
+		}
+	}
+	// leadership lost: nobody claims
+	leading.Store(false)
+	if err := clock.BlockUntil(6); err != nil {
+		t.Fatal(err)
+	}
+	before := len(rec.snapshot())
+	clock.Advance(time.Second)
+	if err := clock.BlockUntil(6); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(rec.snapshot()); got != before {
+		t.Fatalf("%d ticks dispatched without a leader", got-before)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -53,6 +54,7 @@ type replica struct {
 	sched   *scheduler.Scheduler
 	worker  *jobs.Worker
 	singles *jobs.Singletons // singleton jobs; nil in the scheduler role or without any
+	leader  *leadership      // cluster leader election; nil unless a job sets leader: true
 }
 
 // newReplica builds (without connecting) the replica id of cfg in role r.
@@ -121,10 +123,13 @@ func newReplica(cfg *jobs.Config, id string, r role, log *slog.Logger, dropLockM
 			switch j.Mode {
 			case jobs.ModeSingleton:
 				continue // no ticks: the workers campaign for it
-			case jobs.ModeLocal:
-				if j.Leader {
-					log.Warn("leader election arrives in a later release: this leader job runs on the replica that claims each tick", "job", j.Name)
+			}
+			if j.Leader && rp.leader == nil {
+				e, err := rp.locks.Election("cluster-leader", 2*cfg.Scheduler.TickLeaseTTL)
+				if err != nil {
+					return nil, err
 				}
+				rp.leader = &leadership{e: e, id: id, log: log}
 			}
 			sj = append(sj, scheduler.Job{
 				Name:             j.Name,
@@ -134,9 +139,11 @@ func newReplica(cfg *jobs.Config, id string, r role, log *slog.Logger, dropLockM
 				CatchupMax:       j.CatchupMax,
 				Jitter:           j.Jitter,
 				Paused:           j.Paused,
+				LeaderOnly:       j.Leader,
 			})
 		}
 		rp.sched, err = scheduler.New(rp.locks, rp.mast, sj, disp,
+			scheduler.WithLeader(rp.leader.leading),
 			scheduler.WithNamespace(cfg.Namespace),
 			scheduler.WithReplica(id),
 			scheduler.WithTickLeaseTTL(cfg.Scheduler.TickLeaseTTL),
@@ -250,6 +257,11 @@ func (rp *replica) start(ctx context.Context) error {
 func (rp *replica) run(ctx context.Context) error {
 	rp.log.Info("replica started", "replica", rp.id, "role", rp.role.String())
 	var err error
+	if rp.leader != nil {
+		lctx, stop := context.WithCancel(ctx)
+		done := rp.leader.start(lctx)
+		defer func() { stop(); <-done }()
+	}
 	if rp.sched != nil {
 		err = rp.sched.Run(ctx)
 	} else {
@@ -332,4 +344,57 @@ func (l loggingDispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error
 	l.log.Info("tick dispatched", "job", t.Job, "tick", t.At.UTC().Format(time.RFC3339),
 		"run_id", t.RunID, "fence", t.Fence, "replica", t.Replica)
 	return nil
+}
+
+// leadership campaigns for the cluster leader role, which pins leader: true
+// jobs to one replica so a Go program can keep in-memory state between runs.
+type leadership struct {
+	e    *locking.Election
+	id   string
+	log  *slog.Logger
+	term atomic.Pointer[locking.Term]
+}
+
+// leading reports whether this replica leads now. Safe on a nil leadership.
+func (l *leadership) leading() bool {
+	if l == nil {
+		return false
+	}
+	t := l.term.Load()
+	return t != nil && t.Err() == nil
+}
+
+// start campaigns until ctx ends, leading while it can; on ctx's end it
+// resigns, which wakes the next candidate. The returned channel closes
+// when it is done.
+func (l *leadership) start(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			term, err := l.e.Campaign(ctx, l.id)
+			if err != nil {
+				if ctx.Err() == nil {
+					l.log.Warn("cluster leader campaign failed; retrying", "err", err)
+					select {
+					case <-ctx.Done():
+					case <-time.After(time.Second):
+					}
+				}
+				continue
+			}
+			l.term.Store(term)
+			l.log.Info("leading the cluster: running leader jobs", "replica", l.id, "fence", term.Fence())
+			select {
+			case <-ctx.Done():
+				rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = term.Resign(rctx)
+				cancel()
+			case <-term.Done():
+				l.log.Warn("cluster leadership lost", "replica", l.id, "err", term.Err())
+			}
+			l.term.Store(nil)
+		}
+	}()
+	return done
 }

@@ -324,8 +324,12 @@ jobs:
 			}
 		}
 	}
-	if !strings.Contains(s.stderr.String(), "singleton jobs arrive in a later release") {
-		t.Errorf("no singleton note in the scheduler's log:\n%s", s.stderr.String())
+	// the singleton runs on the worker, never on the scheduler-only replica
+	if !strings.Contains(w.stderr.String(), "leading: singleton elected") {
+		t.Errorf("the worker did not run the singleton:\n%s", w.stderr.String())
+	}
+	if strings.Contains(s.stderr.String(), "leading: singleton elected") {
+		t.Errorf("the scheduler-only replica ran the singleton")
 	}
 }
 
