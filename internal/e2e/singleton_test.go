@@ -266,6 +266,10 @@ func checkSingleton(t *testing.T, bs []beat, stopFence int64, contAt time.Time) 
 		list = append(list, iv)
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].start < list[j].start })
+	for _, iv := range list {
+		t.Logf("child pid %d fence %d: %d heartbeats, %s .. %s", iv.pid, iv.fence, iv.n,
+			time.Unix(0, iv.start).Format("15:04:05.000"), time.Unix(0, iv.end).Format("15:04:05.000"))
+	}
 	terms := 0
 	for i, cur := range list {
 		if i == 0 {

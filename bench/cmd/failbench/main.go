@@ -3,13 +3,14 @@
 // share one singleton exec job that appends "pid fence unix-ns replica" to a
 // file every 20ms, on a redis-server started by the command.
 //
-//	cd bench && go run ./cmd/failbench            # full run, ~6 minutes
+//	cd bench && go run ./cmd/failbench            # full run, ~7 minutes
 //	cd bench && go run ./cmd/failbench -quick     # smoke run: 3 reps, ttl 2s
 //
 // For every lock_ttl it measures, -reps times each:
 //
 //   - failover: SIGKILL the holder's baton process; time from the kill to
-//     the first heartbeat of the next term (the killed replica is restarted);
+//     the first heartbeat of the next term (the killed replica is restarted;
+//     each kill comes at a random point, uniform in [0, ttl), after it);
 //   - handoff: SIGTERM the holder; time from its "resigned" log line (and,
 //     separately, from the SIGTERM) to the first heartbeat of the next term.
 package main
@@ -31,6 +32,7 @@ func main() {
 	ttls := flag.String("ttls", "2s,10s", "comma-separated lock_ttl values")
 	quick := flag.Bool("quick", false, "smoke run: 3 reps, ttl 2s only (explicit flags win)")
 	flag.StringVar(&cfg.out, "out", "results/singleton.md", "where to write the markdown report")
+	flag.BoolVar(&cfg.keep, "keep", false, "keep the work directory (logs, heartbeat files)")
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -62,6 +64,7 @@ type config struct {
 	reps int
 	ttls []time.Duration
 	out  string
+	keep bool
 	args []string
 }
 
@@ -80,7 +83,11 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	if cfg.keep {
+		logf("work directory: %s", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
 	bin, err := buildBaton(dir)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,9 +196,10 @@ func logTime(path, msg string, fence int64) (time.Time, bool) {
 		var l struct {
 			Time  time.Time `json:"time"`
 			Msg   string    `json:"msg"`
+			Mesg  string    `json:"message"`
 			Fence int64     `json:"fence"`
 		}
-		if json.Unmarshal(sc.Bytes(), &l) != nil || l.Msg != msg || (fence != 0 && l.Fence != fence) {
+		if json.Unmarshal(sc.Bytes(), &l) != nil || (l.Msg != msg && l.Mesg != msg) || (fence != 0 && l.Fence != fence) {
 			continue
 		}
 		last, found = l.Time, true
@@ -271,6 +273,9 @@ jobs:
 	logf("lock_ttl %v: %d SIGKILL failovers, then %d SIGTERM handoffs", ttl, reps, reps)
 
 	for i := range reps {
+		// A random point in the lease's renewal cycle: without it every kill
+		// would land the same time after the previous take-over.
+		time.Sleep(rand.N(ttl))
 		cur, err := tl.current(wait)
 		if err != nil {
 			return nil, err

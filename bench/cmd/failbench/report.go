@@ -40,7 +40,8 @@ func makeReport(results []*ttlResult, cfg config, began time.Time) string {
 		"that appends `pid fence unix-ns replica` to a file every 20 ms. Times come from the heartbeat lines " +
 		"(`date +%s%N` in the child) and the replicas' JSON logs; all processes are on one host, one clock.\n\n")
 	fmt.Fprintf(&b, "- **failover**: SIGKILL the holder's baton process; from the kill to the first heartbeat of the next term "+
-		"(fence above the old one). The killed replica is restarted after each take-over.\n")
+		"(fence above the old one). The killed replica is restarted after each take-over; each kill comes 0.5 s + "+
+		"a random delay, uniform in [0, TTL), after that restart, so it falls at a random point of the lease's renewal cycle.\n")
 	b.WriteString("- **handoff**: SIGTERM the holder; from its `resigned` log line (the child already stopped, the lease " +
 		"released) to the first heartbeat of the next term; \"from SIGTERM\" adds the time to stop the child and resign.\n\n")
 
@@ -74,10 +75,10 @@ func makeReport(results []*ttlResult, cfg config, began time.Time) string {
 
 	b.WriteString("\n## The floor\n\n")
 	b.WriteString("A SIGKILLed holder cannot release its lease, so no one may take over before the lease expires: " +
-		"failover ≥ **remaining TTL** at the kill (between TTL minus the renewal interval and TTL, " +
-		"depending on when the lease was last extended) + **wake-up** (how long a standby's campaign " +
-		"takes to notice the expiry) + **acquire** (one lock round trip) + **process start** (supervisor, " +
-		"`sh`, first `echo`). The old holder's supervisor kills its child before the lease deadline on " +
+		"failover ≥ **remaining TTL** at the kill (the lease is extended every TTL/3, so between 2/3·TTL " +
+		"and TTL, depending on when it was last extended) + **wake-up** (standbys re-check at the expiry " +
+		"they read) + **acquire** (one lock round trip) + **process start** (supervisor, `sh`, first " +
+		"`echo`; the \"elected → first heartbeat\" row). The old holder's supervisor kills its child before the lease deadline on " +
 		"its own, so the heartbeats never overlap. Target: p99 ≤ TTL + 250 ms.\n\n")
 	b.WriteString("A graceful handoff has no TTL in it: the holder stops its child, releases the lease and " +
 		"standbys are woken at once, so only wake-up + acquire + process start remain. Target: p99 ≤ 50 ms " +
