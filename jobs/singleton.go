@@ -279,6 +279,18 @@ func (s *Singletons) lead(job *Job, term *locking.Term, log *slog.Logger) {
 			s.resign(job, term, log)
 			return
 		}
+		if errors.Is(err, ErrLeaseDeadline) {
+			// the supervisor stopped the child at the lease's deadline: no
+			// extension was confirmed, so leadership is ending. Restarting
+			// now would run a child that the supervisor kills at once.
+			t := time.NewTimer(time.Until(term.Deadline()) + 10*time.Millisecond)
+			select {
+			case <-term.Done():
+			case <-t.C:
+			case <-s.ctx.Done():
+			}
+			t.Stop()
+		}
 		if lostTerm(term) {
 			s.lost.Add(1)
 			logRes.Warn("singleton stopped: leadership lost", slog.Any("error", err), slog.Any("cause", term.Err()))
