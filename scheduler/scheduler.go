@@ -101,7 +101,10 @@ func WithMasterTimeout(d time.Duration) Option { return func(o *options) { o.tim
 // only then does it claim the ticks of LeaderOnly jobs. Default: never.
 func WithLeader(leading func() bool) Option { return func(o *options) { o.leader = leading } }
 
-// WithDispatchParallelism caps concurrent Dispatch calls. Default 64.
+// WithDispatchParallelism caps concurrent Dispatch calls. Default 16: one
+// Redis serialises enqueues anyway, and more calls than the dispatcher's
+// connection pool (go-redis: 10 per CPU) only wait for a connection and time
+// out under load.
 func WithDispatchParallelism(n int) Option { return func(o *options) { o.parallel = n } }
 
 // Stats are counters since Start.
@@ -141,7 +144,7 @@ func New(locks *locking.Client, masters []redis.UniversalClient, jobs []Job, d D
 	o := options{
 		clock: RealClock(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), namespace: "baton",
 		leaseTTL: 5 * time.Second, maxSkew: 500 * time.Millisecond, followerDelay: 500 * time.Millisecond,
-		recordMargin: time.Minute, timeout: 2 * time.Second, parallel: 64,
+		recordMargin: time.Minute, timeout: 2 * time.Second, parallel: 16,
 	}
 	for _, opt := range opts {
 		opt(&o)
