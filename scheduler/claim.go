@@ -370,7 +370,13 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 	for n, i := range owned {
 		it := batch[i]
 		tick := Tick{Job: it.job.Name, At: it.at, RunID: randomID() + randomID(), Fence: fences[n], Replica: s.opts.replica}
-		s.sem <- struct{}{}
+		select {
+		case s.sem <- struct{}{}:
+		case <-ctx.Done():
+			// shutting down: the remaining ticks are released, not dispatched
+			results <- result{i, ctx.Err()}
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -384,10 +390,13 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 	go func() { wg.Wait(); close(results) }()
 
 	var commit, failed []int
+	// commits and releases go out even when ctx ended (shutdown): each
+	// pipeline is bounded by the master timeout
+	wctx := context.WithoutCancel(ctx)
 	flush := func() {
 		if len(commit) > 0 {
 			c := commit
-			s.pipeline(ctx, len(c), commitScript, func(k int, _ bool) ([]string, []any) {
+			s.pipeline(wctx, len(c), commitScript, func(k int, _ bool) ([]string, []any) {
 				it := batch[c[k]]
 				keys := s.keys(it.job.Name, it.at)
 				return []string{keys.record, keys.lease, keys.mark}, []any{it.token, it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}
@@ -395,7 +404,7 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 			commit = nil
 		}
 		if len(failed) > 0 {
-			s.releaseLeases(ctx, batch, failed)
+			s.releaseLeases(wctx, batch, failed)
 			// back off harder each time: a queue that is slow to answer
 			// must not be answered with more work
 			for _, i := range failed {
@@ -408,6 +417,10 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 	}
 	handle := func(r result) {
 		it := batch[r.i]
+		if r.err != nil && ctx.Err() != nil {
+			failed = append(failed, r.i) // cut short by shutdown: release, no error
+			return
+		}
 		if r.err != nil {
 			s.stats.dispatchErrors.Add(1)
 			s.opts.log.Error("dispatch failed; the tick is released for another try", "job", it.job.Name,
