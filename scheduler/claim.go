@@ -301,14 +301,15 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 	}
 }
 
-// skipDone drops the follower claims whose tick is already recorded done,
-// after one pipelined EXISTS per master: a plain command costs Redis a
-// fraction of a claim script, and followers normally find the tick done.
+// skipDone drops the follower claims and retries whose tick is already
+// recorded done, after one pipelined EXISTS per master: a plain command
+// costs Redis a fraction of a claim script, and followers and retries
+// (after a busy lease expired) normally find the tick done.
 // Any master holding the record means done, as in the claim.
 func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 	var check []int
 	for i, it := range batch {
-		if it.follower && it.attempts == 0 {
+		if it.follower { // a follower's first claim, or any retry
 			check = append(check, i)
 		}
 	}
