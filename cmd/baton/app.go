@@ -73,18 +73,14 @@ func newReplica(cfg *jobs.Config, id string, r role, log *slog.Logger, dropLockM
 	}
 	rp.queue = queue
 	rp.own = append(rp.own, queue)
-	if len(cfg.Locking.Masters) == 0 {
-		rp.mast = []redis.UniversalClient{queue}
+	masters, err := dialMasters(cfg)
+	if err != nil {
+		return nil, err
 	}
-	for i, raw := range cfg.Locking.Masters {
-		opts, err := redis.ParseURL(raw)
-		if err != nil {
-			return nil, fmt.Errorf("locking.masters[%d] %s: %s", i, jobs.RedactURL(raw), urlErr(err))
-		}
-		opts.ContextTimeoutEnabled = true
-		c := redis.NewClient(opts)
-		rp.own = append(rp.own, c)
-		rp.mast = append(rp.mast, c)
+	rp.own = append(rp.own, masters...)
+	rp.mast = masters
+	if len(masters) == 0 {
+		rp.mast = []redis.UniversalClient{queue}
 	}
 	rp.locks, err = locking.New(rp.mast,
 		locking.WithPrefix(cfg.Namespace+":lock:"),

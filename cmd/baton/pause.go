@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -39,12 +38,7 @@ func runPause(name string, on bool, args []string, stdout, stderr io.Writer) int
 	}
 	cfg, err := loadConfigFile(fs, path)
 	if err != nil {
-		var ce *configErrors
-		if errors.As(err, &ce) {
-			fmt.Fprintln(stderr, ce.Error())
-			return ExitUsage
-		}
-		return usageExit(name, err, stderr)
+		return usageExit(name, err, stderr) // config errors: one line each
 	}
 	for _, job := range fs.Args() {
 		j, ok := cfg.Job(job)
@@ -88,28 +82,39 @@ func runPause(name string, on bool, args []string, stdout, stderr io.Writer) int
 // lockMasters opens a client per lock master of cfg (locking.masters, else
 // the queue Redis).
 func lockMasters(cfg *jobs.Config) ([]redis.UniversalClient, func(), error) {
-	var out []redis.UniversalClient
-	closeAll := func() {
-		for _, c := range out {
-			_ = c.Close()
-		}
+	out, err := dialMasters(cfg)
+	if err != nil {
+		return nil, nil, err
 	}
-	if len(cfg.Locking.Masters) == 0 {
+	if len(out) == 0 {
 		q, _, err := queueRedis(cfg)
 		if err != nil {
 			return nil, nil, err
 		}
 		out = append(out, q)
-		return out, closeAll, nil
 	}
+	return out, func() { closeClients(out) }, nil
+}
+
+// dialMasters opens a client per URL of locking.masters (none when the list
+// is empty: the queue Redis is the lock master). On error it closes what it
+// opened.
+func dialMasters(cfg *jobs.Config) ([]redis.UniversalClient, error) {
+	var out []redis.UniversalClient
 	for i, raw := range cfg.Locking.Masters {
 		opts, err := redis.ParseURL(raw)
 		if err != nil {
-			closeAll()
-			return nil, nil, fmt.Errorf("locking.masters[%d] %s: %s", i, jobs.RedactURL(raw), urlErr(err))
+			closeClients(out)
+			return nil, fmt.Errorf("locking.masters[%d] %s: %s", i, jobs.RedactURL(raw), urlErr(err))
 		}
 		opts.ContextTimeoutEnabled = true
 		out = append(out, redis.NewClient(opts))
 	}
-	return out, closeAll, nil
+	return out, nil
+}
+
+func closeClients(cs []redis.UniversalClient) {
+	for _, c := range cs {
+		_ = c.Close()
+	}
 }

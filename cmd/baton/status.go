@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -37,12 +36,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, err := loadConfigFile(fs, path)
 	if err != nil {
-		var ce *configErrors
-		if errors.As(err, &ce) {
-			fmt.Fprintln(stderr, ce.Error())
-			return ExitUsage
-		}
-		return usageExit("status", err, stderr)
+		return usageExit("status", err, stderr) // config errors: one line each
 	}
 	masters, closeAll, err := lockMasters(cfg)
 	if err != nil {
