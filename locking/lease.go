@@ -166,19 +166,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
 		return m.batch.run(ctx, c.scripts.extend, []string{l.keys.lock}, l.token, ttl.Milliseconds()).Int64()
 	}, isOne)
-	acks, gone := 0, 0
-	var errs []error
-	for _, r := range rs {
-		switch {
-		case errors.Is(r.err, errPending):
-		case r.err != nil:
-			errs = append(errs, MasterError{r.m.idx, r.m.addr, r.err})
-		case r.val.(int64) == 1:
-			acks++
-		default:
-			gone++
-		}
-	}
+	acks, gone, errs := tally(rs)
 
 	l.mu.Lock()
 	if l.err != nil { // ended while we waited: a late reply changes nothing

@@ -345,15 +345,23 @@ func (c *Client) releaseOn(ctx context.Context, k keys, token string, ttl time.D
 	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
 		return m.batch.run(ctx, c.scripts.release, []string{k.lock, k.fence}, token, c.wakeChannel(), k.name).Int64()
 	}, nil)
+	return tally(rs)
+}
+
+// tally counts the answers of a token-checked script: ones (the key held the
+// token), others (it did not), and the masters' errors. Answers a quorum
+// made unnecessary (errPending) count nowhere.
+func tally(rs []reply) (ones, others int, errs []error) {
 	for _, r := range rs {
 		switch {
+		case errors.Is(r.err, errPending):
 		case r.err != nil:
 			errs = append(errs, MasterError{r.m.idx, r.m.addr, r.err})
 		case r.val.(int64) == 1:
-			released++
+			ones++
 		default:
-			notHeld++
+			others++
 		}
 	}
-	return released, notHeld, errs
+	return ones, others, errs
 }
