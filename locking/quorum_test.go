@@ -182,8 +182,10 @@ func TestFencingMasterRestartedEmpty(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatal("A was never repaired")
 		}
-		if _, err := h2.TryLock(ctx, "other", time.Second); err == nil { // contact triggers repair
-			break
+		// contact triggers the repair, which runs in the background: keep
+		// going until A carries the marker, not merely until a lock succeeds
+		if l, err := h2.TryLock(ctx, "other", time.Second); err == nil {
+			_ = l.Release(ctx)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
