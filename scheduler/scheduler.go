@@ -87,7 +87,8 @@ func WithMaxClockSkew(d time.Duration) Option { return func(o *options) { o.maxS
 
 // WithFollowerDelay sets how long the replicas that are not a tick's
 // preferred claimer wait before claiming it themselves (they normally find it
-// done). Default 500ms.
+// done). Default 500ms; instants with thousands of ticks due add 100ms per
+// thousand.
 func WithFollowerDelay(d time.Duration) Option { return func(o *options) { o.followerDelay = d } }
 
 // WithRecordMargin sets how long a tick's record outlives its starting
@@ -277,7 +278,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			heap.Push(h, item{job: j, at: t.UTC(), fireAt: t.Add(Jitter(j.Name, j.Jitter)), next: true})
 		}
 	}
-	var batch []item
+	var batch, ready []item
 	for {
 		var wait <-chan time.Time
 		var timer Timer
@@ -299,9 +300,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			timer.Stop()
 		}
 		now = s.opts.clock.Now()
-		batch = batch[:0]
+		batch, ready = batch[:0], ready[:0]
 		for h.Len() > 0 && !(*h)[0].fireAt.After(now) {
-			it := heap.Pop(h).(item)
+			ready = append(ready, heap.Pop(h).(item))
+		}
+		delay := followerDelay(s.opts.followerDelay, len(ready))
+		for _, it := range ready {
 			if it.next {
 				it.next = false
 				if t := it.job.Schedule.Next(it.at); !t.IsZero() {
@@ -317,7 +321,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			}
 			if !it.follower && !s.preferred(it) {
 				it.follower = true
-				it.fireAt = it.fireAt.Add(s.opts.followerDelay)
+				it.fireAt = it.fireAt.Add(delay)
 				heap.Push(h, it)
 				continue
 			}
@@ -346,8 +350,20 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 }
 
-// claimChunk is the most ticks claimed in one pipeline.
-const claimChunk = 1000
+// claimChunk is the most ticks claimed in one pipeline: an instant of up to
+// this many ticks is claimed in one round trip per master.
+const claimChunk = 10000
+
+// followerDelay is how long the replicas that are not a tick's preferred
+// claimer wait before they check it themselves: the configured delay, plus
+// 100ms per thousand ticks due at the same instant, because the preferred
+// claimers need about that long to claim, dispatch and commit a large
+// instant (one Redis runs its scripts one at a time). A follower that checked
+// too early would find the tick's lease held, claim it in vain and come back
+// when the lease ends, adding load where the instant is already slow.
+func followerDelay(base time.Duration, due int) time.Duration {
+	return base + time.Duration(due/1000)*100*time.Millisecond
+}
 
 // preferred tells whether this replica claims the tick first; the others
 // claim after the follower delay and normally find it done.
