@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
+	"github.com/batonhq/baton/internal/supervisor"
 	"github.com/batonhq/baton/locking"
 )
 
@@ -457,22 +457,9 @@ func (r *lockRun) supervise(lease *locking.Lease, sigs <-chan os.Signal) int {
 	cmd.SysProcAttr = childSysProcAttr()
 	cmd.WaitDelay = time.Second // only matters when stdout/stderr are not files
 
-	started := make(chan error, 1)
 	exited := make(chan error, 1)
-	go func() {
-		// The parent-death signal fires when the thread that forked the
-		// child exits, not the process: keep this goroutine on its thread
-		// until the child is gone.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		exited <- cmd.Wait()
-	}()
-	if err := <-started; err != nil {
+	// the child's parent-death signal is tied to the forking thread
+	if err := supervisor.StartLocked(cmd, func() { exited <- cmd.Wait() }); err != nil {
 		code := ExitCannotExec
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 			code = ExitNotFound

@@ -152,9 +152,10 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		first:      make(chan statusLine, 1),
 		statusDone: make(chan struct{}),
 	}
-	started := make(chan error, 1)
-	go p.run(started)
-	err = <-started
+	err = StartLocked(cmd, func() {
+		p.waitErr = cmd.Wait()
+		close(p.done)
+	})
 	ctlR.Close()
 	stW.Close()
 	if err != nil {
@@ -256,21 +257,6 @@ func notSupervisor(spec Spec, err error) error {
 		return errors.New(msg)
 	}
 	return fmt.Errorf("%s: %w", msg, err)
-}
-
-// run starts and reaps the supervisor from a goroutine locked to its OS
-// thread: the supervisor's parent-death signal fires when the forking thread
-// ends, so that thread must not end (or serve others) while it runs.
-func (p *Process) run(started chan<- error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := p.cmd.Start(); err != nil {
-		started <- err
-		return
-	}
-	started <- nil
-	p.waitErr = p.cmd.Wait()
-	close(p.done)
 }
 
 // readStatus reads status lines until the supervisor exits.

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -212,36 +211,29 @@ func startChild(argv []string) (*child, error) {
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	c := &child{done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		c.pid = cmd.Process.Pid
-		started <- nil
+	err := StartLocked(cmd, func() {
+		pid := cmd.Process.Pid
 		// Wait without reaping: while the child is a zombie its pid is
 		// still the group's id, so the final sweep cannot hit a stranger.
 		var info unix.Siginfo
 		for {
-			err := unix.Waitid(unix.P_PID, c.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
 			if !errors.Is(err, unix.EINTR) {
 				break
 			}
 		}
 		c.mu.Lock()
-		_ = syscall.Kill(-c.pid, syscall.SIGKILL) // what the job left behind
+		_ = syscall.Kill(-pid, syscall.SIGKILL) // what the job left behind
 		c.reaped = true
 		c.mu.Unlock()
 		_ = cmd.Wait()
 		c.state = cmd.ProcessState
 		close(c.done)
-	}()
-	if err := <-started; err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
+	c.pid = cmd.Process.Pid
 	return c, nil
 }
 
