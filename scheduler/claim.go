@@ -39,22 +39,25 @@ const (
 	stQuarantine = -2
 )
 
-// keys of one tick; all share the job's hash tag.
+// keys of one tick; all share the job's hash tag. The tick key is both the
+// tick's lease (value: the owner's token) and its record ("done" or
+// "paused"), so a claim reads one key and a commit overwrites it.
 type tickKeys struct {
-	record, lease, paused, mark, fence string
+	tick, paused, mark, fence string
 }
 
 func (s *Scheduler) keys(job string, at time.Time) tickKeys {
 	base := s.opts.namespace + ":{" + job + "}:"
-	ms := strconv.FormatInt(at.UnixMilli(), 10)
 	return tickKeys{
-		record: base + "tick:" + ms,
-		lease:  base + "lease:" + ms,
+		tick:   base + "tick:" + strconv.FormatInt(at.UnixMilli(), 10),
 		paused: base + "paused",
 		mark:   base + "mark",
 		fence:  base + "fence",
 	}
 }
+
+// decided tells whether a tick key's value records the tick as decided.
+func decided(v string) bool { return v == "done" || v == "paused" }
 
 // PauseKey is the Redis key whose presence pauses a job on every replica.
 func PauseKey(namespace, job string) string { return namespace + ":{" + job + "}:paused" }
@@ -213,7 +216,7 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 	answers := s.pipeline(ctx, len(batch), claimScript, func(i int, quorum bool) ([]string, []any) {
 		it := batch[i]
 		k := s.keys(it.job.Name, it.at)
-		keys := []string{k.record, k.lease, k.paused, k.mark, k.fence}
+		keys := []string{k.tick, k.paused, k.mark, k.fence}
 		mode := "s"
 		if quorum {
 			keys = append(keys, s.locks.MarkerKey())
@@ -301,11 +304,13 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 	}
 }
 
-// skipDone drops the follower claims and retries whose tick is already
-// recorded done, after one pipelined EXISTS per master: a plain command
-// costs Redis a fraction of a claim script, and followers and retries
-// (after a busy lease expired) normally find the tick done.
-// Any master holding the record means done, as in the claim.
+// skipDone looks before a follower claims, or a retry claims again: one
+// pipelined GET of the tick key per master. A plain command costs Redis a
+// fraction of a claim script, and followers normally find the tick done.
+// Any master holding the record means done, as in the claim. A lease held
+// by another replica on a quorum of masters means that replica is still
+// dispatching: the item comes back when that lease has surely ended (done,
+// or expired and free to claim) without running the claim script now.
 func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 	var check []int
 	for i, it := range batch {
@@ -317,6 +322,7 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 		return batch
 	}
 	done := make([]bool, len(batch))
+	leased := make([]int, len(batch)) // masters where another replica holds the lease
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, rdb := range s.masters {
@@ -326,28 +332,41 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 			cctx, cancel := context.WithTimeout(ctx, s.opts.timeout+time.Duration(len(check))*5*time.Microsecond)
 			defer cancel()
 			pipe := rdb.Pipeline()
-			cmds := make([]*redis.IntCmd, len(check))
+			cmds := make([]*redis.StringCmd, len(check))
 			for k, i := range check {
-				cmds[k] = pipe.Exists(cctx, s.keys(batch[i].job.Name, batch[i].at).record)
+				cmds[k] = pipe.Get(cctx, s.keys(batch[i].job.Name, batch[i].at).tick)
 			}
 			_, _ = pipe.Exec(cctx)
 			mu.Lock()
 			defer mu.Unlock()
 			for k, i := range check {
-				if cmds[k].Err() == nil && cmds[k].Val() == 1 {
+				v, err := cmds[k].Result()
+				switch {
+				case err != nil: // absent, or the master failed: the claim decides
+				case decided(v):
 					done[i] = true
+				case v != batch[i].token:
+					leased[i]++
 				}
 			}
 		}()
 	}
 	wg.Wait()
 	out := batch[:0]
+	var later []item
 	for i, it := range batch {
-		if done[i] {
+		switch {
+		case done[i]:
 			s.stats.done.Add(1)
-			continue
+		case leased[i] >= s.quorum:
+			s.stats.busy.Add(1)
+			later = append(later, it)
+		default:
+			out = append(out, it)
 		}
-		out = append(out, it)
+	}
+	for _, it := range later {
+		s.reschedule(ctx, it, s.opts.clock.Now().Add(s.opts.leaseTTL))
 	}
 	return out
 }
@@ -355,7 +374,7 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 func (s *Scheduler) releaseLeases(ctx context.Context, batch []item, idx []int) {
 	s.pipeline(ctx, len(idx), releaseScript, func(i int, _ bool) ([]string, []any) {
 		it := batch[idx[i]]
-		return []string{s.keys(it.job.Name, it.at).lease}, []any{it.token}
+		return []string{s.keys(it.job.Name, it.at).tick}, []any{it.token}
 	})
 }
 
@@ -400,7 +419,7 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 			s.pipeline(wctx, len(c), commitScript, func(k int, _ bool) ([]string, []any) {
 				it := batch[c[k]]
 				keys := s.keys(it.job.Name, it.at)
-				return []string{keys.record, keys.lease, keys.mark}, []any{it.token, it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}
+				return []string{keys.tick, keys.mark}, []any{it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}
 			})
 			commit = nil
 		}

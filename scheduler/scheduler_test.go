@@ -197,17 +197,12 @@ func TestOwnerDiesBeforeDispatch(t *testing.T) {
 	rdb := srv.TestClient(t)
 	ctx := context.Background()
 	tick := time.Now().Add(time.Second).Truncate(time.Second)
-	// the dead owner's lease on the coming tick, 400ms to live
-	lease := fmt.Sprintf("baton:{d}:lease:%d", tick.UnixMilli())
-	rdb.Set(ctx, lease, "dead-owner", 0)
+	lease := fmt.Sprintf("baton:{d}:tick:%d", tick.UnixMilli())
+	// the dead owner's lease on the coming tick ends a moment after it is due
+	rdb.Set(ctx, lease, "dead-owner", time.Until(tick)+300*time.Millisecond)
 	rec := newRecorder()
 	jobs := []scheduler.Job{{Name: "d", Schedule: every(t, "@every 1s"), StartingDeadline: 30 * time.Second}}
 	start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithReplica("live"))
-	// the lease expires a moment after the tick is due
-	for time.Now().Before(tick) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	rdb.PExpire(ctx, lease, 300*time.Millisecond)
 	rec.wait(t, 1)
 	got := rec.snapshot()
 	id := "d@" + tick.UTC().Format(time.RFC3339)

@@ -143,17 +143,25 @@ func signalAndWait(t *testing.T, p *proc, sig syscall.Signal, want int) {
 }
 
 // leftoverLeases lists lease keys still in Redis: execution leases
-// (NS:lock:{exec:JOB}) and tick leases (NS:{JOB}:lease:MS).
+// (NS:lock:{exec:JOB}) and tick leases (NS:{JOB}:tick:MS holding a token
+// rather than "done" or "paused").
 func leftoverLeases(t *testing.T, srv *redistest.Server) []string {
 	t.Helper()
-	keys, err := srv.TestClient(t).Keys(context.Background(), "baton:*").Result()
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "baton:*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var left []string
 	for _, k := range keys {
-		if (strings.HasPrefix(k, "baton:lock:{") && strings.HasSuffix(k, "}")) || strings.Contains(k, "}:lease:") {
+		if strings.HasPrefix(k, "baton:lock:{") && strings.HasSuffix(k, "}") {
 			left = append(left, k)
+		}
+		if strings.Contains(k, "}:tick:") {
+			if v, err := rdb.Get(ctx, k).Result(); err == nil && v != "done" && v != "paused" {
+				left = append(left, k)
+			}
 		}
 	}
 	return left

@@ -1,13 +1,16 @@
 -- claim: decide who dispatches tick T of job J, on one lock master.
 --
--- KEYS[1] the tick record J@T (absent, or "done" / "paused" once decided)
--- KEYS[2] the tick lease J@T (value: the owner's token)
--- KEYS[3] the job's pause flag (present = paused)
--- KEYS[4] the job's mark: the latest tick decided (unix ms); lists catch-up
+-- One key per tick holds both its lease and its record: while a replica
+-- dispatches the tick its value is the owner's token (ttl: the tick lease);
+-- once decided it is "done" or "paused" (ttl: beyond the starting deadline).
+--
+-- KEYS[1] the tick J@T
+-- KEYS[2] the job's pause flag (present = paused)
+-- KEYS[3] the job's mark: the latest tick decided (unix ms); lists catch-up
 --         candidates after downtime, never answers "done"
--- KEYS[5] the job's dispatch fencing counter
--- KEYS[6] quorum mode only: this master's marker key (see package locking)
--- ARGV[1] token (random, >= 128 bits)
+-- KEYS[4] the job's dispatch fencing counter
+-- KEYS[5] quorum mode only: this master's marker key (see package locking)
+-- ARGV[1] token (random hex, >= 128 bits)
 -- ARGV[2] T, unix milliseconds
 -- ARGV[3] starting deadline, milliseconds: later than T + this, the tick is missed
 -- ARGV[4] tick lease ttl, milliseconds
@@ -26,44 +29,40 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local quorum = ARGV[6] == 'q'
 if quorum then
-  local m = redis.call('GET', KEYS[6])
+  local m = redis.call('GET', KEYS[5])
   if not m then return {-1, 0} end
   local after = tonumber(m) or 0
   if after > now then return {-2, after - now} end
 end
 
-if redis.call('EXISTS', KEYS[1]) == 1 then return {1, 0} end
-local holder = redis.call('GET', KEYS[2])
-if holder and holder ~= ARGV[1] then
-  local ms = redis.call('PTTL', KEYS[2])
+local v = redis.call('GET', KEYS[1])
+if v == 'done' or v == 'paused' then return {1, 0} end
+if v and v ~= ARGV[1] then
+  local ms = redis.call('PTTL', KEYS[1])
   if ms < 0 then ms = 0 end
   return {2, ms}
 end
 local tick = tonumber(ARGV[2])
 if now > tick + tonumber(ARGV[3]) then return {3, now - tick} end
 
-local function mark()
-  local m = tonumber(redis.call('GET', KEYS[4]) or '0')
-  if tick > m then redis.call('SET', KEYS[4], ARGV[2]) end
-end
-
-if ARGV[7] == '1' or redis.call('EXISTS', KEYS[3]) == 1 then
+if ARGV[7] == '1' or redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('SET', KEYS[1], 'paused', 'PX', ARGV[5])
-  mark()
+  local m = tonumber(redis.call('GET', KEYS[3]) or '0')
+  if tick > m then redis.call('SET', KEYS[3], ARGV[2]) end
   return {4, 0}
 end
 
-redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[4])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[4])
 local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local f
 if quorum then
-  f = redis.call('INCR', KEYS[5])
+  f = redis.call('INCR', KEYS[4])
   if f == 1 then
     f = us
-    redis.call('SET', KEYS[5], string.format('%d', f))
+    redis.call('SET', KEYS[4], string.format('%d', f))
   end
 else
-  f = math.max(tonumber(redis.call('GET', KEYS[5]) or '0') + 1, us)
-  redis.call('SET', KEYS[5], string.format('%d', f))
+  f = math.max(tonumber(redis.call('GET', KEYS[4]) or '0') + 1, us)
+  redis.call('SET', KEYS[4], string.format('%d', f))
 end
 return {0, f}
