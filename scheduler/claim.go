@@ -83,8 +83,9 @@ func (s *Scheduler) pipeline(ctx context.Context, n int, script *redis.Script, a
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// big pipelines take longer to answer: 20µs a script on top
-			ctx, cancel := context.WithTimeout(ctx, s.opts.timeout+time.Duration(n)*20*time.Microsecond)
+			// big pipelines take longer to answer, more so on a loaded
+			// Redis: 100µs a script on top (a claim costs Redis ~15µs)
+			ctx, cancel := context.WithTimeout(ctx, s.opts.timeout+time.Duration(n)*100*time.Microsecond)
 			defer cancel()
 			out[mi] = runPipeline(ctx, rdb, n, script, func(i int) ([]string, []any) { return args(i, len(s.masters) > 1) })
 		}()
@@ -203,8 +204,9 @@ func (s *Scheduler) decide(as []answer) outcome {
 // process claims a batch of ticks, dispatches the ones this replica owns,
 // commits them, and reschedules the busy ones.
 func (s *Scheduler) process(ctx context.Context, batch []item) {
-	batch = s.skipDone(ctx, batch)
+	batch, again := s.skipDone(ctx, batch)
 	if len(batch) == 0 {
+		s.reschedule(ctx, again)
 		return
 	}
 	for i := range batch {
@@ -287,9 +289,10 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 			if s.opts.clock.Now().Add(wait).After(it.at.Add(it.job.StartingDeadline + time.Second)) {
 				wait = max(it.at.Add(it.job.StartingDeadline+time.Second).Sub(s.opts.clock.Now()), 0)
 			}
-			s.reschedule(ctx, it, s.opts.clock.Now().Add(wait+time.Millisecond))
+			again = append(again, retryAt(it, s.opts.clock.Now().Add(wait+time.Millisecond)))
 		}
 	}
+	s.reschedule(ctx, again)
 	if failures > 0 {
 		s.opts.log.Warn("claims failed; retrying", "ticks", failures, "err", firstErr, "attempt", attempts+1, "replica", s.opts.replica)
 	}
@@ -311,7 +314,7 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 // by another replica on a quorum of masters means that replica is still
 // dispatching: the item comes back when that lease has surely ended (done,
 // or expired and free to claim) without running the claim script now.
-func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
+func (s *Scheduler) skipDone(ctx context.Context, batch []item) (claim, later []item) {
 	var check []int
 	for i, it := range batch {
 		if it.follower { // a follower's first claim, or any retry
@@ -319,7 +322,7 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 		}
 	}
 	if len(check) == 0 {
-		return batch
+		return batch, nil
 	}
 	done := make([]bool, len(batch))
 	leased := make([]int, len(batch)) // masters where another replica holds the lease
@@ -352,23 +355,19 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 		}()
 	}
 	wg.Wait()
-	out := batch[:0]
-	var later []item
+	claim = batch[:0]
 	for i, it := range batch {
 		switch {
 		case done[i]:
 			s.stats.done.Add(1)
 		case leased[i] >= s.quorum:
 			s.stats.busy.Add(1)
-			later = append(later, it)
+			later = append(later, retryAt(it, s.opts.clock.Now().Add(s.opts.leaseTTL)))
 		default:
-			out = append(out, it)
+			claim = append(claim, it)
 		}
 	}
-	for _, it := range later {
-		s.reschedule(ctx, it, s.opts.clock.Now().Add(s.opts.leaseTTL))
-	}
-	return out
+	return claim, later
 }
 
 func (s *Scheduler) releaseLeases(ctx context.Context, batch []item, idx []int) {
@@ -378,36 +377,39 @@ func (s *Scheduler) releaseLeases(ctx context.Context, batch []item, idx []int) 
 	})
 }
 
-// dispatch hands the owned ticks to the dispatcher, in parallel, and commits
-// the dispatched ones in pipelined chunks as they complete.
+// dispatch hands the owned ticks to the dispatcher, at most the scheduler's
+// parallelism at a time, and commits the dispatched ones in pipelined chunks
+// as they complete, so a big instant's first ticks are recorded done while
+// its last ones are still being enqueued.
 func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fences []int64) {
 	type result struct {
 		i   int
 		err error
 	}
 	results := make(chan result, len(owned))
-	var wg sync.WaitGroup
-	for n, i := range owned {
-		it := batch[i]
-		tick := Tick{Job: it.job.Name, At: it.at, RunID: randomID() + randomID(), Fence: fences[n], Replica: s.opts.replica}
-		select {
-		case s.sem <- struct{}{}:
-		case <-ctx.Done():
-			// shutting down: the remaining ticks are released, not dispatched
-			results <- result{i, ctx.Err()}
-			continue
+	go func() {
+		var wg sync.WaitGroup
+		defer func() { wg.Wait(); close(results) }()
+		for n, i := range owned {
+			it := batch[i]
+			tick := Tick{Job: it.job.Name, At: it.at, RunID: randomID() + randomID(), Fence: fences[n], Replica: s.opts.replica}
+			select {
+			case s.sem <- struct{}{}:
+			case <-ctx.Done():
+				// shutting down: the remaining ticks are released, not dispatched
+				results <- result{i, ctx.Err()}
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-s.sem }()
+				dctx, cancel := context.WithTimeout(ctx, s.opts.leaseTTL)
+				defer cancel()
+				results <- result{i, s.disp.Dispatch(dctx, tick)}
+			}()
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-s.sem }()
-			dctx, cancel := context.WithTimeout(ctx, s.opts.leaseTTL)
-			defer cancel()
-			err := s.disp.Dispatch(dctx, tick)
-			results <- result{i, err}
-		}()
-	}
-	go func() { wg.Wait(); close(results) }()
+	}()
 
 	var commit, failed []int
 	// commits and releases go out even when ctx ended (shutdown): each
@@ -427,11 +429,13 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 			s.releaseLeases(wctx, batch, failed)
 			// back off harder each time: a queue that is slow to answer
 			// must not be answered with more work
+			again := make([]item, 0, len(failed))
 			for _, i := range failed {
 				it := batch[i]
 				wait := time.Duration(100+rand.IntN(200)) * time.Millisecond << min(it.attempts, 5)
-				s.reschedule(ctx, it, s.opts.clock.Now().Add(wait))
+				again = append(again, retryAt(it, s.opts.clock.Now().Add(wait)))
 			}
+			s.reschedule(ctx, again)
 			failed = nil
 		}
 	}

@@ -131,7 +131,7 @@ type Scheduler struct {
 	stats    stats
 	skewBad  atomic.Bool
 	members  atomic.Pointer[membership]
-	retry    chan item
+	retry    chan []item
 	sem      chan struct{} // bounds Dispatch calls in flight, across batches
 	stopping chan struct{} // closed when Run stops firing: retries are dropped
 	procs    sync.WaitGroup
@@ -164,7 +164,7 @@ func New(locks *locking.Client, masters []redis.UniversalClient, jobs []Job, d D
 		errs = append(errs, fmt.Errorf("scheduler: bad options: tick lease ttl %v (min 100ms), max skew %v, master timeout %v, parallelism %d, follower delay %v", o.leaseTTL, o.maxSkew, o.timeout, o.parallel, o.followerDelay))
 	}
 	s := &Scheduler{masters: masters, quorum: len(masters)/2 + 1, locks: locks, disp: d, opts: o,
-		jobs: map[string]*Job{}, retry: make(chan item, 1024), sem: make(chan struct{}, max(o.parallel, 1)),
+		jobs: map[string]*Job{}, retry: make(chan []item, 64), sem: make(chan struct{}, max(o.parallel, 1)),
 		stopping: make(chan struct{})}
 	for i := range jobs {
 		j := jobs[i]
@@ -292,8 +292,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 				timer.Stop()
 			}
 			return nil
-		case it := <-s.retry:
-			heap.Push(h, it)
+		case its := <-s.retry:
+			for _, it := range its {
+				heap.Push(h, it)
+			}
 		case <-wait:
 		}
 		if timer != nil {
@@ -378,16 +380,24 @@ func (s *Scheduler) preferred(it item) bool {
 	return int(h.Sum32()%uint32(len(m.ids))) == m.self
 }
 
-// reschedule hands an item back to the loop to claim again at fireAt. After
-// Run stopped firing, the item is dropped: another replica claims it (a
-// lease of ours expires), or the next start catches it up.
-func (s *Scheduler) reschedule(ctx context.Context, it item, fireAt time.Time) {
-	// on a 10ms grid, so retries that come due together are claimed together
-	fireAt = fireAt.Truncate(10 * time.Millisecond).Add(10 * time.Millisecond)
-	it.fireAt, it.next, it.follower = fireAt, false, true
+// retryAt readies an item to be claimed again at fireAt, on a 10ms grid so
+// retries that come due together are claimed together.
+func retryAt(it item, fireAt time.Time) item {
+	it.fireAt = fireAt.Truncate(10 * time.Millisecond).Add(10 * time.Millisecond)
+	it.next, it.follower = false, true
 	it.attempts++
+	return it
+}
+
+// reschedule hands items readied by retryAt back to the loop, all at once.
+// After Run stopped firing they are dropped: another replica claims them (a
+// lease of ours expires), or the next start catches them up.
+func (s *Scheduler) reschedule(ctx context.Context, its []item) {
+	if len(its) == 0 {
+		return
+	}
 	select {
-	case s.retry <- it:
+	case s.retry <- its:
 	case <-s.stopping:
 	case <-ctx.Done():
 	}

@@ -20,8 +20,8 @@ import (
 // (ProcessHook and ProcessPipelineHook; every command of a pipeline counts)
 // and the round trips (one per single command, one per pipeline). Connection
 // handshakes (HELLO, CLIENT, AUTH, SELECT) are left out. Pipelines holding an
-// EVALSHA with 5 or 6 keys are baton claim pipelines (claim.lua takes 5 keys,
-// 6 in quorum mode; commit takes 3 and release 1).
+// EVALSHA with 4 or 5 keys are baton claim pipelines (claim.lua takes 4 keys,
+// 5 in quorum mode; commit takes 2 and release 1).
 type counter struct {
 	cmds, trips, claimPipes, claimCmds atomic.Int64
 
@@ -98,9 +98,9 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 				n++
 			}
 			switch evalKeys(cmd) {
-			case 5, 6:
+			case 4, 5:
 				claims++
-			case 3:
+			case 2:
 				commits++
 			}
 		}
