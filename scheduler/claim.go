@@ -22,10 +22,13 @@ var (
 	commitSrc string
 	//go:embed lua/release.lua
 	releaseSrc string
+	//go:embed lua/extend.lua
+	extendSrc string
 
 	claimScript   = redis.NewScript(claimSrc)
 	commitScript  = redis.NewScript(commitSrc)
 	releaseScript = redis.NewScript(releaseSrc)
+	extendScript  = redis.NewScript(extendSrc)
 )
 
 // Claim answers, as the claim script returns them.
@@ -370,6 +373,65 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) (claim, later []
 	return claim, later
 }
 
+// slot takes a dispatch slot. It returns false when ctx ended, or when the
+// extension timer (started by the first wait) fired first.
+func (s *Scheduler) slot(ctx context.Context, extend *Timer) bool {
+	select {
+	case s.sem <- struct{}{}:
+		return true
+	default:
+	}
+	if *extend == nil {
+		*extend = s.opts.clock.NewTimer(s.opts.leaseTTL / 3)
+	}
+	select {
+	case s.sem <- struct{}{}:
+		return true
+	case <-(*extend).C():
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// extendLeases extends the leases of the owned ticks from position n on,
+// which still wait for a dispatch slot. The ones not extended on a quorum
+// of masters (taken over by another replica after our lease expired, or
+// already decided) are dropped from owned and go back as retries, whose
+// check finds them done, leased elsewhere or free to claim again.
+func (s *Scheduler) extendLeases(ctx context.Context, batch []item, owned []int, fences []int64, n int) ([]int, []int64) {
+	wait := owned[n:]
+	answers := s.pipeline(ctx, len(wait), extendScript, func(k int, _ bool) ([]string, []any) {
+		it := batch[wait[k]]
+		return []string{s.keys(it.job.Name, it.at).tick}, []any{it.token, s.opts.leaseTTL.Milliseconds()}
+	})
+	keptI, keptF := owned[:n:n], fences[:n:n]
+	var lost []int
+	for k, i := range wait {
+		ok := 0
+		for m := range s.masters {
+			if a := answers[m][k]; a.err == nil && a.st == 1 {
+				ok++
+			}
+		}
+		if ok >= s.quorum {
+			keptI, keptF = append(keptI, i), append(keptF, fences[n+k])
+			continue
+		}
+		lost = append(lost, i)
+	}
+	if len(lost) > 0 {
+		s.opts.log.Warn("tick leases lost while waiting for a dispatch slot; checking them again", "ticks", len(lost), "replica", s.opts.replica)
+		s.releaseLeases(ctx, batch, lost)
+		again := make([]item, 0, len(lost))
+		for _, i := range lost {
+			again = append(again, retryAt(batch[i], s.opts.clock.Now()))
+		}
+		s.reschedule(ctx, again)
+	}
+	return keptI, keptF
+}
+
 func (s *Scheduler) releaseLeases(ctx context.Context, batch []item, idx []int) {
 	s.pipeline(ctx, len(idx), releaseScript, func(i int, _ bool) ([]string, []any) {
 		it := batch[idx[i]]
@@ -390,16 +452,30 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 	go func() {
 		var wg sync.WaitGroup
 		defer func() { wg.Wait(); close(results) }()
-		for n, i := range owned {
+		owned, fences := owned, fences
+		// ticks left waiting for a dispatch slot have their leases extended
+		// every third of the lease ttl (the timer starts with the first wait)
+		var extend Timer
+		defer func() {
+			if extend != nil {
+				extend.Stop()
+			}
+		}()
+		for n := 0; n < len(owned); n++ {
+			i := owned[n]
 			it := batch[i]
-			tick := Tick{Job: it.job.Name, At: it.at, RunID: randomID() + randomID(), Fence: fences[n], Replica: s.opts.replica}
-			select {
-			case s.sem <- struct{}{}:
-			case <-ctx.Done():
-				// shutting down: the remaining ticks are released, not dispatched
-				results <- result{i, ctx.Err()}
+			if !s.slot(ctx, &extend) {
+				if ctx.Err() != nil {
+					// shutting down: the remaining ticks are released, not dispatched
+					results <- result{i, ctx.Err()}
+					continue
+				}
+				owned, fences = s.extendLeases(ctx, batch, owned, fences, n)
+				extend.Reset(s.opts.leaseTTL / 3)
+				n--
 				continue
 			}
+			tick := Tick{Job: it.job.Name, At: it.at, RunID: randomID() + randomID(), Fence: fences[n], Replica: s.opts.replica}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -402,3 +402,115 @@ func TestLeaderOnlyJob(t *testing.T) {
 		t.Fatalf("%d ticks dispatched without a leader", got-before)
 	}
 }
+
+// gate is a Dispatcher that holds the first dispatch until released and
+// records all of them.
+type gate struct {
+	entered chan string
+	open    chan struct{}
+	held    atomic.Bool
+	rec     *recorder
+}
+
+func (g *gate) Dispatch(ctx context.Context, t scheduler.Tick) error {
+	g.entered <- t.Job
+	if g.held.CompareAndSwap(false, true) {
+		select {
+		case <-g.open:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return g.rec.Dispatch(ctx, t)
+}
+
+// Ticks owned by a live replica but waiting for a dispatch slot keep their
+// leases (no other replica takes them over), and one whose lease was lost
+// meanwhile is not dispatched by the replica that lost it.
+func TestWaitingTicksKeepTheirLeases(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	clock := scheduler.NewFakeClock(now())
+	g := &gate{entered: make(chan string, 10), open: make(chan struct{}), rec: newRecorder()}
+	jobs := []scheduler.Job{
+		{Name: "a", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute},
+		{Name: "b", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute},
+		{Name: "c", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute},
+	}
+	ttl := time.Second
+	r := start(t, []*redis.Client{rdb}, jobs, g, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour),
+		scheduler.WithTickLeaseTTL(ttl), scheduler.WithDispatchParallelism(1))
+	if err := clock.BlockUntil(3); err != nil { // tick, membership and skew timers
+		t.Fatal(err)
+	}
+	tick := scheduler.Ticks(jobs[0].Schedule, clock.Now(), clock.Now().Add(time.Minute), 1)[0]
+	clock.Set(tick)
+	first := <-g.entered // holds the only dispatch slot
+	var waiting []string
+	for _, j := range jobs {
+		if j.Name != first {
+			waiting = append(waiting, j.Name)
+		}
+	}
+	key := func(job string) string { return fmt.Sprintf("baton:{%s}:tick:%d", job, tick.UnixMilli()) }
+	tokens := map[string]string{}
+	for _, name := range waiting {
+		tok, err := rdb.Get(ctx, key(name)).Result()
+		if err != nil || tok == "done" {
+			t.Fatalf("%s's tick key = %q, %v; want the owner's token", name, tok, err)
+		}
+		tokens[name] = tok
+		// far beyond the ttl, so an extension shows as a shorter pttl
+		rdb.PExpire(ctx, key(name), time.Hour)
+	}
+	if err := clock.BlockUntil(4); err != nil { // + the extension timer
+		t.Fatal(err)
+	}
+	clock.Advance(ttl / 3)
+	for _, name := range waiting {
+		waitExtended(t, rdb, key(name), tokens[name], ttl)
+	}
+	// another replica took one tick over and dispatched it: that lease is
+	// lost; the other is extended again in the same pipeline
+	lost, kept := waiting[0], waiting[1]
+	rdb.Set(ctx, key(lost), "done", time.Hour)
+	rdb.PExpire(ctx, key(kept), time.Hour)
+	if err := clock.BlockUntil(4); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(ttl / 3)
+	waitExtended(t, rdb, key(kept), tokens[kept], ttl)
+	close(g.open) // the first dispatch goes through, then the kept tick
+	g.rec.wait(t, 2)
+	r.stop()
+	got := g.rec.snapshot()
+	at := "@" + tick.UTC().Format(time.RFC3339)
+	if len(got[first+at]) != 1 || len(got[kept+at]) != 1 || len(got[lost+at]) != 0 {
+		t.Fatalf("dispatched %v; want %s and %s once, not %s (lease lost while waiting)", got, first, kept, lost)
+	}
+}
+
+// waitExtended waits until the lease at key, set far beyond ttl by the test,
+// has been extended to ttl by its owner (token).
+func waitExtended(t *testing.T, rdb *redis.Client, key, token string, ttl time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if v, _ := rdb.Get(ctx, key).Result(); v != token {
+			t.Fatalf("%s changed hands: %q", key, v)
+		}
+		pttl, err := rdb.PTTL(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pttl <= ttl {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never extended (pttl %v)", key, pttl)
+		}
+		time.Sleep(5 * time.Millisecond) // the extension runs against Redis's clock
+	}
+}
