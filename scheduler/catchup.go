@@ -26,7 +26,7 @@ func (s *Scheduler) catchUp(ctx context.Context, now time.Time) []item {
 		pipe := rdb.Pipeline()
 		cmds := make([]interface{ Val() string }, len(names))
 		for i, n := range names {
-			cmds[i] = pipe.Get(cctx, s.keys(n, time.Time{}).mark)
+			cmds[i] = pipe.Get(cctx, s.jobs[n].keys.mark)
 		}
 		_, _ = pipe.Exec(cctx)
 		cancel()

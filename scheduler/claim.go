@@ -42,28 +42,27 @@ const (
 	stQuarantine = -2
 )
 
-// keys of one tick; all share the job's hash tag. The tick key is both the
-// tick's lease (value: the owner's token) and its record ("done" or
-// "paused"), so a claim reads one key and a commit overwrites it.
-type tickKeys struct {
-	tick, paused, mark, fence string
+// jobKeys are the keys of one job; all share its hash tag. A tick's own key
+// (tickKey) is both the tick's lease (value: the owner's token) and its
+// record ("done" or "paused"), so a claim reads one key and a commit
+// overwrites it.
+type jobKeys struct {
+	prefix, paused, mark, fence string
 }
 
-func (s *Scheduler) keys(job string, at time.Time) tickKeys {
-	base := s.opts.namespace + ":{" + job + "}:"
-	return tickKeys{
-		tick:   base + "tick:" + strconv.FormatInt(at.UnixMilli(), 10),
-		paused: base + "paused",
-		mark:   base + "mark",
-		fence:  base + "fence",
-	}
+func newJobKeys(namespace, job string) jobKeys {
+	base := namespace + ":{" + job + "}:"
+	return jobKeys{prefix: base + "tick:", paused: base + "paused", mark: base + "mark", fence: base + "fence"}
 }
+
+// tickKey is the key of tick at of the job.
+func (k jobKeys) tickKey(at time.Time) string { return k.prefix + strconv.FormatInt(at.UnixMilli(), 10) }
 
 // decided tells whether a tick key's value records the tick as decided.
 func decided(v string) bool { return v == "done" || v == "paused" }
 
 // PauseKey is the Redis key whose presence pauses a job on every replica.
-func PauseKey(namespace, job string) string { return namespace + ":{" + job + "}:paused" }
+func PauseKey(namespace, job string) string { return newJobKeys(namespace, job).paused }
 
 func (s *Scheduler) recordTTL(j *Job) time.Duration {
 	return j.StartingDeadline + s.opts.leaseTTL + 2*s.opts.maxSkew + s.opts.recordMargin
@@ -207,6 +206,11 @@ func (s *Scheduler) decide(as []answer) outcome {
 // process claims a batch of ticks, dispatches the ones this replica owns,
 // commits them, and reschedules the busy ones.
 func (s *Scheduler) process(ctx context.Context, batch []item) {
+	for i := range batch {
+		if batch[i].key == "" {
+			batch[i].key = batch[i].job.keys.tickKey(batch[i].at)
+		}
+	}
 	batch, again := s.skipDone(ctx, batch)
 	if len(batch) == 0 {
 		s.reschedule(ctx, again)
@@ -215,13 +219,13 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 	for i := range batch {
 		if batch[i].token == "" {
 			// kept across retries: a claim whose answer was lost is ours again
-			batch[i].token = randomID() + randomID()
+			batch[i].token = randomToken()
 		}
 	}
 	answers := s.pipeline(ctx, len(batch), claimScript, func(i int, quorum bool) ([]string, []any) {
 		it := batch[i]
-		k := s.keys(it.job.Name, it.at)
-		keys := []string{k.tick, k.paused, k.mark, k.fence}
+		k := &it.job.keys
+		keys := []string{it.key, k.paused, k.mark, k.fence}
 		mode := "s"
 		if quorum {
 			keys = append(keys, s.locks.MarkerKey())
@@ -340,7 +344,7 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) (claim, later []
 			pipe := rdb.Pipeline()
 			cmds := make([]*redis.StringCmd, len(check))
 			for k, i := range check {
-				cmds[k] = pipe.Get(cctx, s.keys(batch[i].job.Name, batch[i].at).tick)
+				cmds[k] = pipe.Get(cctx, batch[i].key)
 			}
 			_, _ = pipe.Exec(cctx)
 			mu.Lock()
@@ -403,7 +407,7 @@ func (s *Scheduler) extendLeases(ctx context.Context, batch []item, owned []int,
 	wait := owned[n:]
 	answers := s.pipeline(ctx, len(wait), extendScript, func(k int, _ bool) ([]string, []any) {
 		it := batch[wait[k]]
-		return []string{s.keys(it.job.Name, it.at).tick}, []any{it.token, s.opts.leaseTTL.Milliseconds()}
+		return []string{it.key}, []any{it.token, s.opts.leaseTTL.Milliseconds()}
 	})
 	keptI, keptF := owned[:n:n], fences[:n:n]
 	var lost []int
@@ -435,7 +439,7 @@ func (s *Scheduler) extendLeases(ctx context.Context, batch []item, owned []int,
 func (s *Scheduler) releaseLeases(ctx context.Context, batch []item, idx []int) {
 	s.pipeline(ctx, len(idx), releaseScript, func(i int, _ bool) ([]string, []any) {
 		it := batch[idx[i]]
-		return []string{s.keys(it.job.Name, it.at).tick}, []any{it.token}
+		return []string{it.key}, []any{it.token}
 	})
 }
 
@@ -475,7 +479,7 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 				n--
 				continue
 			}
-			tick := Tick{Job: it.job.Name, At: it.at, RunID: randomID() + randomID(), Fence: fences[n], Replica: s.opts.replica}
+			tick := Tick{Job: it.job.Name, At: it.at, RunID: randomToken(), Fence: fences[n], Replica: s.opts.replica}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -496,8 +500,7 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 			c := commit
 			s.pipeline(wctx, len(c), commitScript, func(k int, _ bool) ([]string, []any) {
 				it := batch[c[k]]
-				keys := s.keys(it.job.Name, it.at)
-				return []string{keys.tick, keys.mark}, []any{it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}
+				return []string{it.key, it.job.keys.mark}, []any{it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}
 			})
 			commit = nil
 		}

@@ -45,6 +45,8 @@ type Job struct {
 	// in-memory state between runs. While no replica leads (after the
 	// leader died, until a standby is elected) its ticks are not claimed.
 	LeaderOnly bool
+
+	keys jobKeys // set by New
 }
 
 // Option configures a Scheduler.
@@ -192,6 +194,7 @@ func New(locks *locking.Client, masters []redis.UniversalClient, jobs []Job, d D
 		if j.CatchupMax <= 0 {
 			j.CatchupMax = 10
 		}
+		j.keys = newJobKeys(o.namespace, j.Name)
 		s.jobs[j.Name] = &j
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -221,6 +224,7 @@ type item struct {
 	follower bool // already deferred once as a non-preferred claimer
 	attempts int
 	token    string // the claim's token, kept across retries of this tick
+	key      string // the tick's key, set at its first claim
 }
 
 type itemHeap []item
@@ -405,6 +409,13 @@ func (s *Scheduler) reschedule(ctx context.Context, its []item) {
 
 func randomID() string {
 	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// randomToken is a tick lease's token or a run's id: 128 random bits.
+func randomToken() string {
+	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
