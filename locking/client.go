@@ -23,6 +23,9 @@ type Client struct {
 	opts    options
 	scripts *scripts
 	hub     *hub
+	marker  string // the marker key (quorum mode)
+	wake    string // the wake channel
+	wakeArg any    // the wake channel, boxed once for the release script
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -66,7 +69,9 @@ func New(masters []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if o.masterTimeout < 0 {
 		return nil, fmt.Errorf("%w: master timeout %v is negative", ErrInvalid, o.masterTimeout)
 	}
-	c := &Client{quorum: len(masters)/2 + 1, opts: o, scripts: newScripts()}
+	c := &Client{quorum: len(masters)/2 + 1, opts: o, scripts: newScripts(),
+		marker: o.prefix + "marker", wake: o.prefix + "wake"}
+	c.wakeArg = c.wake
 	for i, rdb := range masters {
 		if rdb == nil {
 			return nil, fmt.Errorf("%w: master %d is a nil client", ErrInvalid, i)
@@ -75,7 +80,7 @@ func New(masters []redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for _, m := range c.masters {
-		m.batch = &batcher{rdb: m.rdb, life: c.ctx}
+		m.batch = &batcher{m: m, rdb: m.rdb, life: c.ctx, wg: &c.wg}
 	}
 	for _, m := range c.masters {
 		if r, ok := m.rdb.(*redis.Client); ok && !r.Options().ContextTimeoutEnabled {
@@ -158,8 +163,8 @@ type reply struct {
 // as failed. With one master fn runs inline, bounded by ctx and the go-redis
 // client's own timeouts.
 func (c *Client) fanout(ctx context.Context, timeout time.Duration, fn func(ctx context.Context, m *master) (any, error), good func(reply) bool) []reply {
-	out := make([]reply, len(c.masters))
 	if len(c.masters) == 1 {
+		out := make([]reply, 1)
 		m := c.masters[0]
 		if err := c.check(ctx, m); err != nil {
 			out[0] = reply{m: m, err: err}
@@ -169,13 +174,27 @@ func (c *Client) fanout(ctx context.Context, timeout time.Duration, fn func(ctx 
 		out[0] = reply{m: m, val: v, err: err}
 		return out
 	}
+	// one deadline for all: one timer, cancelled by whoever finishes last
+	// (stragglers outlive a quorum's early return)
+	deadline := time.Now().Add(timeout) // ours: ctx's may come earlier
+	cctx, cancel := context.WithDeadlineCause(ctx, deadline, errNoAnswer)
+	var left atomic.Int32
+	left.Store(int32(len(c.masters)) + 1)
+	defer func() {
+		if left.Add(-1) == 0 {
+			cancel()
+		}
+	}()
 	ch := make(chan reply, len(c.masters)) // buffered: stragglers never block
 	for _, m := range c.masters {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
+			defer func() {
+				if left.Add(-1) == 0 {
+					cancel()
+				}
+			}()
 			if err := c.check(cctx, m); err != nil {
 				ch <- reply{m: m, err: err}
 				return
@@ -184,8 +203,52 @@ func (c *Client) fanout(ctx context.Context, timeout time.Duration, fn func(ctx 
 			ch <- reply{m: m, val: v, err: err}
 		}()
 	}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	return c.collect(cctx, deadline, ch, good, timeout)
+}
+
+// fanScript runs one command line of s (see script.line) on every master,
+// with parse reading each answer, as fanout does, but without a goroutine
+// per master: each call joins its master's batch and whoever sends that batch
+// delivers the answer.
+func (c *Client) fanScript(ctx context.Context, timeout time.Duration, s *script, line []any, parse func(*redis.Cmd) (any, error), good func(reply) bool) []reply {
+	if len(c.masters) == 1 { // inline, as fanout does
+		m := c.masters[0]
+		out := make([]reply, 1)
+		if err := c.check(ctx, m); err != nil {
+			out[0] = reply{m: m, err: err}
+			return out
+		}
+		v, err := parse(m.batch.do(ctx, s, line))
+		out[0] = reply{m: m, val: v, err: err}
+		return out
+	}
+	ready := true
+	for _, m := range c.masters {
+		ready = ready && m.ok.Load()
+	}
+	if !ready { // first contact: fanout checks each master
+		return c.fanout(ctx, timeout, func(ctx context.Context, m *master) (any, error) {
+			return parse(m.batch.do(ctx, s, line))
+		}, good)
+	}
+	deadline := time.Now().Add(timeout) // ours: ctx's may come earlier
+	cctx, cancel := context.WithDeadlineCause(ctx, deadline, errNoAnswer)
+	f := &fan{parse: parse, ch: make(chan reply, len(c.masters)), cancel: cancel}
+	f.left.Store(int32(len(c.masters)) + 1)
+	defer f.release()
+	for _, m := range c.masters {
+		m.batch.submit(cctx, s, line, f)
+	}
+	return c.collect(cctx, deadline, f.ch, good, timeout)
+}
+
+// collect gathers a fan-out's answers from ch, as fanout describes. cctx is
+// the calls' context: it ends at deadline with errNoAnswer, or with the
+// caller's ctx.
+func (c *Client) collect(cctx context.Context, deadline time.Time, ch <-chan reply, good func(reply) bool, timeout time.Duration) []reply {
+	out := make([]reply, len(c.masters))
+	expired := cctx.Done()
+	var timer <-chan time.Time
 	got := make([]bool, len(c.masters))
 	ok, bad := 0, 0
 	for ok+bad < len(c.masters) {
@@ -209,13 +272,32 @@ func (c *Client) fanout(ctx context.Context, timeout time.Duration, fn func(ctx 
 				}
 				return out
 			}
-		case <-timer.C:
-			for i, g := range got {
-				if !g {
-					out[i] = reply{m: c.masters[i], err: fmt.Errorf("no answer within %v", timeout)}
-				}
+		case <-expired:
+			expired = nil
+			if context.Cause(cctx) != errNoAnswer {
+				// ctx ended: the calls return at once with its error; wait
+				// for them, still no longer than the timeout
+				t := time.NewTimer(time.Until(deadline))
+				defer t.Stop()
+				timer = t.C
+				continue
 			}
-			return out
+			return c.unanswered(out, got, timeout)
+		case <-timer:
+			return c.unanswered(out, got, timeout)
+		}
+	}
+	return out
+}
+
+// errNoAnswer ends a fanout's calls at its timeout.
+var errNoAnswer = errors.New("locking: master timeout")
+
+// unanswered fills in the masters that did not answer in time.
+func (c *Client) unanswered(out []reply, got []bool, timeout time.Duration) []reply {
+	for i, g := range got {
+		if !g {
+			out[i] = reply{m: c.masters[i], err: fmt.Errorf("no answer within %v", timeout)}
 		}
 	}
 	return out

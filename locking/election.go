@@ -17,8 +17,8 @@ import (
 // lock, so a dead leader is never reported once its key expired.
 
 var (
-	electInfoScript = redis.NewScript(electInfoSrc)
-	observeScript   = redis.NewScript(observeSrc)
+	electInfoScript = newScript(electInfoSrc)
+	observeScript   = newScript(observeSrc)
 )
 
 // Election is a named election among candidates on the client's masters.

@@ -33,14 +33,15 @@ type Lease struct {
 	// auto-extension
 	maxHold  time.Duration
 	maxExt   int
-	acquired time.Time
+	acquired time.Time     // set when auto-extended: the hold caps count from it
 	done     chan struct{} // closed when the extender exits
 }
 
 func (c *Client) newLease(k keys, token string, ttl time.Duration, fence int64, deadline time.Time, auto bool, o *lockOptions) *Lease {
 	l := &Lease{c: c, keys: k, token: token, ttl: ttl, fence: fence, deadline: deadline,
-		maxHold: o.maxHold, maxExt: o.maxExtensions, acquired: time.Now()}
+		maxHold: o.maxHold, maxExt: o.maxExtensions}
 	if auto {
+		l.acquired = time.Now()
 		l.Context() // the extender watches it
 		l.done = make(chan struct{})
 		c.wg.Add(1)
@@ -163,9 +164,8 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	c := l.c
 	start := time.Now()
-	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
-		return m.batch.run(ctx, c.scripts.extend, []string{l.keys.lock}, l.token, ttl.Milliseconds()).Int64()
-	}, isOne)
+	line := c.scripts.extend.line([]string{l.keys.lock}, l.token, ttl.Milliseconds())
+	rs := c.fanScript(ctx, c.masterTimeout(ttl), c.scripts.extend, line, parseInt, isOne)
 	acks, gone, errs := tally(rs)
 
 	l.mu.Lock()
@@ -222,11 +222,13 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
 	}
 	l.end(ErrReleased)
+	ttl := l.ttl
 	l.mu.Unlock()
 	if l.done != nil {
 		<-l.done
+		ttl = l.TTL() // the extender may have changed it
 	}
-	released, notHeld, errs := l.c.releaseOn(ctx, l.keys, l.token, l.TTL())
+	released, notHeld, errs := l.c.releaseOn(ctx, l.keys, l.token, ttl)
 	switch {
 	case released >= l.c.quorum || released > 0 && len(errs) == 0:
 		return nil

@@ -8,12 +8,16 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func newToken() string {
 	var b [16]byte // 128 bits
+	var t [22]byte // base64url without padding
 	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	base64.RawURLEncoding.Encode(t[:], b[:])
+	return string(t[:])
 }
 
 func (c *Client) validate(key string, ttl time.Duration, o *lockOptions) error {
@@ -164,33 +168,30 @@ func (c *Client) Hold(ctx context.Context, key string, ttl time.Duration, fn fun
 // attempt runs the acquire script on all masters. On success it returns the
 // lease; otherwise the error and how long to wait before trying again.
 func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Duration, waiter string, o *lockOptions, auto bool) (*Lease, time.Duration, error) {
-	mode := "s"
-	keyList := []string{k.lock, k.fence}
-	if len(c.masters) > 1 {
-		mode = "q"
-		keyList = append(keyList, c.markerKey())
-	}
 	ttlMs := ttl.Milliseconds()
-	args := []any{token, ttlMs, mode}
+	var line []any // one command line, shared by every master
+	if len(c.masters) > 1 {
+		line = c.scripts.acquire.line([]string{k.lock, k.fence, c.marker}, token, ttlMs, "q")
+	} else {
+		line = c.scripts.acquire.line([]string{k.lock, k.fence}, token, ttlMs, "s")
+	}
 	if waiter != "" {
 		fair := ""
 		if o.fair {
 			fair = "f"
 		}
-		args = append(args, waiter, 2*ttlMs+1000, fair) // a waiter's entry outlives its next re-check
+		line = append(line, waiter, 2*ttlMs+1000, fair) // a waiter's entry outlives its next re-check
 	}
 	start := time.Now()
-	run := func(ctx context.Context, m *master) (any, error) {
-		return m.batch.run(ctx, c.scripts.acquire, keyList, args...).Int64Slice()
-	}
-	rs := c.fanout(ctx, c.masterTimeout(ttl), run, granted)
-	if mode == "q" && unmarked(rs) > 0 && c.markFresh(ctx, ttl) {
+	rs := c.fanScript(ctx, c.masterTimeout(ttl), c.scripts.acquire, line, parseAcquire, granted)
+	if len(c.masters) > 1 && unmarked(rs) > 0 && c.markFresh(ctx, ttl) {
 		start = time.Now()
-		rs = c.fanout(ctx, c.masterTimeout(ttl), run, granted)
+		rs = c.fanScript(ctx, c.masterTimeout(ttl), c.scripts.acquire, line, parseAcquire, granted)
 	}
 
-	var oe ObtainError
-	var fences []int64
+	var oe ObtainError // copied out on failure: success allocates none
+	var fbuf [8]int64
+	fences := fbuf[:0]
 	var waits []time.Duration
 	for _, r := range rs {
 		if errors.Is(r.err, errPending) {
@@ -200,21 +201,21 @@ func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Dur
 			oe.Failures = append(oe.Failures, MasterError{r.m.idx, r.m.addr, r.err})
 			continue
 		}
-		v := r.val.([]int64)
-		switch v[0] {
+		code, n, _ := acquireAnswer(r.val)
+		switch code {
 		case 1:
-			fences = append(fences, v[1])
+			fences = append(fences, n)
 			continue
 		case 0:
 			oe.Failures = append(oe.Failures, MasterError{r.m.idx, r.m.addr, errBusy})
 		case -1:
 			oe.Failures = append(oe.Failures, MasterError{r.m.idx, r.m.addr, errUnrepaired})
 			c.repairLater(r.m)
-			v[1] = 50
+			n = 50
 		case -2:
 			oe.Failures = append(oe.Failures, MasterError{r.m.idx, r.m.addr, errQuarantine})
 		}
-		waits = append(waits, time.Duration(v[1])*time.Millisecond)
+		waits = append(waits, time.Duration(n)*time.Millisecond)
 	}
 	oe.Granted = len(fences)
 
@@ -227,8 +228,9 @@ func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Dur
 			// undo what was granted, and what a late answer may still grant
 			c.releaseOn(ctx, k, token, ttl)
 		}
-		oe.Key, oe.Quorum = k.name, c.quorum
-		return nil, retry, &oe
+		e := oe
+		e.Key, e.Quorum = k.name, c.quorum
+		return nil, retry, &e
 	}
 
 	fence, ok := agreed(fences, c.quorum)
@@ -236,15 +238,17 @@ func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Dur
 		var err error
 		if fence, err = c.syncFence(ctx, k, token, ttl, fences); err != nil {
 			c.releaseOn(ctx, k, token, ttl)
-			oe.Key, oe.Quorum, oe.Fence = k.name, c.quorum, err
-			return nil, retry, &oe
+			e := oe
+			e.Key, e.Quorum, e.Fence = k.name, c.quorum, err
+			return nil, retry, &e
 		}
 	}
 	validity := ttl - time.Since(start) - c.margin(ttl)
 	if validity <= 0 {
 		c.releaseOn(ctx, k, token, ttl)
-		oe.Key, oe.Quorum, oe.Expired = k.name, c.quorum, true
-		return nil, 0, &oe
+		e := oe
+		e.Key, e.Quorum, e.Expired = k.name, c.quorum, true
+		return nil, 0, &e
 	}
 	return c.newLease(k, token, ttl, fence, start.Add(ttl-c.margin(ttl)), auto, o), 0, nil
 }
@@ -260,10 +264,37 @@ func timedOut(rs []reply) bool {
 	return false
 }
 
+// parseAcquire reads an acquire script's answer for a fan-out.
+func parseAcquire(cmd *redis.Cmd) (any, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return nil, err
+	}
+	if _, _, ok := acquireAnswer(v); !ok {
+		return nil, fmt.Errorf("acquire script answered %v", v)
+	}
+	return v, nil
+}
+
+// parseInt reads a script's integer answer for a fan-out.
+func parseInt(cmd *redis.Cmd) (any, error) { return cmd.Int64() }
+
+// acquireAnswer reads an acquire script's answer {code, n}; ok is false when
+// it has another shape.
+func acquireAnswer(v any) (code, n int64, ok bool) {
+	a, _ := v.([]any)
+	if len(a) != 2 {
+		return 0, 0, false
+	}
+	code, ok1 := a[0].(int64)
+	n, ok2 := a[1].(int64)
+	return code, n, ok1 && ok2
+}
+
 // granted tells an acquire answer that took the lock.
 func granted(r reply) bool {
-	v, ok := r.val.([]int64)
-	return ok && r.err == nil && v[0] == 1
+	code, _, ok := acquireAnswer(r.val)
+	return ok && r.err == nil && code == 1
 }
 
 // isOne tells a script answer of 1.
@@ -342,9 +373,8 @@ func (c *Client) releaseOn(ctx context.Context, k keys, token string, ttl time.D
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.masterTimeout(ttl))
 		defer cancel()
 	}
-	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
-		return m.batch.run(ctx, c.scripts.release, []string{k.lock, k.fence}, token, c.wakeChannel(), k.name).Int64()
-	}, nil)
+	line := c.scripts.release.line([]string{k.lock, k.fence}, token, c.wakeArg, k.name)
+	rs := c.fanScript(ctx, c.masterTimeout(ttl), c.scripts.release, line, parseInt, nil)
 	return tally(rs)
 }
 

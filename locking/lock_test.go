@@ -299,17 +299,19 @@ func TestHoldCapsEndTheLease(t *testing.T) {
 	s := redistest.New(t)
 	c := newClient(t, clientsOf(t, s))
 	ctx := testCtx(t)
-	err := c.Hold(ctx, "hung", 150*time.Millisecond, func(ctx context.Context) error {
+	// ttls long enough that a loaded machine still extends in time: the
+	// caps, not a late extension, must end these leases
+	err := c.Hold(ctx, "hung", 600*time.Millisecond, func(ctx context.Context) error {
 		<-ctx.Done() // hung work: ends only when the lease does
 		return ctx.Err()
 	}, locking.WithMaxExtensions(2))
 	if !errors.Is(err, locking.ErrHoldLimit) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Hold = %v, want ErrHoldLimit joined with the fn error", err)
 	}
-	err = c.Hold(ctx, "hung", 150*time.Millisecond, func(ctx context.Context) error {
+	err = c.Hold(ctx, "hung", 600*time.Millisecond, func(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
-	}, locking.WithMaxHold(300*time.Millisecond))
+	}, locking.WithMaxHold(1200*time.Millisecond))
 	if !errors.Is(err, locking.ErrHoldLimit) {
 		t.Fatalf("Hold with max hold = %v, want ErrHoldLimit", err)
 	}

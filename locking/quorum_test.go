@@ -379,3 +379,46 @@ func TestQuorumMutualExclusion(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// Concurrent quorum calls share pipelines per master (answers handed out by
+// whoever sends the batch); after SCRIPT FLUSH every master answers NOSCRIPT
+// to the batched calls too, which must be sent again and succeed.
+func TestQuorumBatchedCallsAfterScriptFlush(t *testing.T) {
+	servers := redistest.NewN(t, 3)
+	rdbs := clientsOf(t, servers...)
+	c := newClient(t, rdbs)
+	ctx := testCtx(t)
+	if err := c.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		for _, r := range rdbs {
+			if err := r.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wg sync.WaitGroup
+		for g := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				key := fmt.Sprintf("flush-%d", g)
+				for range 20 {
+					l, err := c.TryLock(ctx, key, time.Second)
+					if err != nil {
+						t.Errorf("round %d: TryLock %s = %v", round, key, err)
+						return
+					}
+					if err := l.Extend(ctx, time.Second); err != nil {
+						t.Errorf("round %d: Extend %s = %v", round, key, err)
+					}
+					if err := l.Release(ctx); err != nil {
+						t.Errorf("round %d: Release %s = %v", round, key, err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}

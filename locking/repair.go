@@ -70,7 +70,7 @@ func (c *Client) Prepare(ctx context.Context) error {
 func unmarked(rs []reply) int {
 	n := 0
 	for _, r := range rs {
-		if v, ok := r.val.([]int64); ok && r.err == nil && v[0] == -1 {
+		if code, _, ok := acquireAnswer(r.val); ok && r.err == nil && code == -1 {
 			n++
 		}
 	}

@@ -56,7 +56,9 @@ func newJobKeys(namespace, job string) jobKeys {
 }
 
 // tickKey is the key of tick at of the job.
-func (k jobKeys) tickKey(at time.Time) string { return k.prefix + strconv.FormatInt(at.UnixMilli(), 10) }
+func (k jobKeys) tickKey(at time.Time) string {
+	return k.prefix + strconv.FormatInt(at.UnixMilli(), 10)
+}
 
 // decided tells whether a tick key's value records the tick as decided.
 func decided(v string) bool { return v == "done" || v == "paused" }
