@@ -78,7 +78,7 @@ func (r *report) render(machine []string) string {
 	p("\nEvery job is `@every 1s`; baton's ticks are aligned to the Unix epoch, so all J jobs are due at the same instant every second. "+
 		"Each cell starts fresh (FLUSHALL), starts its replicas, skips a warm-up, then measures %d ticks (J × %d job-ticks). A job-tick is one (job, due second). "+
 		"baton's warm-up is %v: in the first second after a start the replicas do not yet see each other (membership heartbeat every 2s), "+
-		"so they all claim the first tick; the losers get BUSY and retry each tick one by one when the 5s tick lease ends, which would land in the window. "+
+		"so they all claim the first tick; the losers get BUSY and check those ticks again when the 5s tick lease ends, which would land in the window. "+
 		"The peers skip one tick.\n\n", r.cfg.ticks, r.cfg.ticks, r.cfg.warm)
 
 	p("## Targets\n\n")
@@ -142,7 +142,7 @@ func (r *report) render(machine []string) string {
 			"claims answered BUSY (lease held by another replica: the claim is retried later), ticks judged past their starting deadline, failed Dispatch calls.\n\n")
 
 		p("### Where the time goes (per measured instant, median over the %d instants)\n\n", r.cfg.ticks)
-		p("claim = due → the last preferred-claimer claim pipeline answered (all replicas); follower = due → the last follower claim pipeline answered (R > 1, sent after the 500 ms follower delay); " +
+		p("claim = due → the last preferred-claimer claim pipeline answered (all replicas); follower = due → the last follower claim pipeline answered (R > 1; followers check with a plain GET 500 ms + 100 ms per thousand ticks after the instant and only claim a tick they find neither done nor leased, so — means none did); " +
 			"Dispatch call = duration of one `Dispatch` call (JSON, config lookup, asynq enqueue, waiting for a pooled connection), p50 / p99 over the measured ticks; " +
 			"last commit = due → the last commit pipeline answered; commit pipes = commit pipelines per instant (all replicas). Pipelines are attributed to the second they were sent in.\n\n")
 		tw := mdtable.Table{Header: []string{"jobs", "R", "worker", "claim ms", "follower ms", "Dispatch call p50 / p99 ms", "dispatch lag p99 ms", "last commit ms", "commit pipes"},
@@ -229,14 +229,14 @@ func (r *report) render(machine []string) string {
 
 	p("## Settings\n\n")
 	p("- baton: `scheduler.New` per replica with its own go-redis clients (one for the lock master, one for the asynq client), `WithReplica(rN)`, " +
-		"defaults otherwise (follower delay 500ms, dispatch parallelism 64, tick lease 5s, master timeout 2s); one lock master = the queue Redis. " +
+		"defaults otherwise (follower delay 500ms + 100ms per thousand ticks due, dispatch parallelism 16, tick lease 5s, master timeout 2s); one lock master = the queue Redis. " +
 		"Jobs come from `jobs.Load` of a generated YAML (`handler` jobs, mode cron, queue default, starting deadline 1m, catch-up latest). " +
 		"Dispatch: `jobs.NewDispatcher(cfg, asynq.NewClientFromRedisClient(rdb), nil, nil)` wrapped to time the return.\n")
 	p("- go-redis clients: defaults (PoolSize 10 × GOMAXPROCS) plus ContextTimeoutEnabled.\n")
 	p("- worker: one `asynq.Server` in a separate process (this binary re-executed, under `nice -n %d`), Concurrency %d, TaskCheckInterval %v, queue default; "+
 		"the handler only records its start time (written to a pipe, read by this process).\n", r.cfg.workerNice, r.cfg.workerConc, r.cfg.checkEvery)
 	p("- windows: counters, CPU and commandstats are read 200 ms before the first measured tick and 200 ms before the tick after the last one; " +
-		"so the window holds the work of exactly the measured instants when each instant's work ends within ~800 ms (the follower claims come 500 ms after the instant). " +
+		"so the window holds the work of exactly the measured instants when each instant's work ends within ~800 ms (the follower checks come 500 ms after the instant, 1.5 s at 10,000 jobs; those of the instant before the first measured one fall inside the window in their place). " +
 		"After the window the schedulers run until every measured tick is dispatched (at most 10 s more), then stop; the worker then drains (at most -drain).\n")
 	p("- Everything shares 2 cores with the redis-server and the worker: lags include CPU contention.\n")
 	return w.String()
