@@ -23,6 +23,7 @@ import (
 // a fan-out costs no goroutine per master while its master is busy.
 type batcher struct {
 	m    *master
+	solo bool // the client's only master: extra pipelines allowed
 	rdb  redis.UniversalClient
 	life context.Context // the client's: a batch is not cut short by one caller's ctx
 	wg   *sync.WaitGroup // the client's background work: the workers
@@ -43,7 +44,11 @@ const maxInFlight = 1
 // under way, when at least minBatch calls queue (its own included): the
 // master then has work while the client reads the previous answers, and the
 // batches stay large. On one master with 16 goroutines this gained about a
-// tenth of the throughput of the strict single pipeline.
+// tenth of the throughput of the strict single pipeline. Only a client with a
+// single master does this: there every caller waits for each answer before
+// its next call, so pipelines on several connections cannot reorder one
+// caller's calls; a quorum's early return leaves calls in flight that a
+// release must follow, not overtake.
 const (
 	maxPipelines = 3
 	minBatch     = 3
@@ -54,7 +59,7 @@ type call struct {
 	line  []any // the EVALSHA command line
 	cmd   *redis.Cmd
 	done  chan bool // a waiting caller's: true lead the next batch; false cmd holds the answer
-	batch []*call   // set with done <- true: the calls to send, this one first
+	batch []*call   // set with done <- true: the calls to send, in queue order
 	fan   *fan      // a submitted call's: where its answer goes
 }
 
@@ -106,7 +111,7 @@ func (b *batcher) do(ctx context.Context, s *script, line []any) *redis.Cmd {
 	}
 	c := b.newCall(s, line)
 	b.queue = append(b.queue, c)
-	if b.busy < maxPipelines && len(b.queue) >= minBatch {
+	if b.solo && b.busy < maxPipelines && len(b.queue) >= minBatch {
 		b.busy++
 		batch := b.queue
 		b.queue = nil
@@ -167,9 +172,11 @@ func (b *batcher) next(done []*call) []*call {
 	}
 	batch := b.queue
 	b.queue = done[:0]
-	for i, c := range batch {
+	// the batch keeps its order: a master runs one caller's calls in the
+	// order they were made (a release sent after an acquire must not run
+	// before it)
+	for _, c := range batch {
 		if c.fan == nil {
-			batch[0], batch[i] = c, batch[0]
 			c.batch = batch
 			c.done <- true
 			return nil

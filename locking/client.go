@@ -80,7 +80,7 @@ func New(masters []redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for _, m := range c.masters {
-		m.batch = &batcher{m: m, rdb: m.rdb, life: c.ctx, wg: &c.wg}
+		m.batch = &batcher{m: m, solo: len(c.masters) == 1, rdb: m.rdb, life: c.ctx, wg: &c.wg}
 	}
 	for _, m := range c.masters {
 		if r, ok := m.rdb.(*redis.Client); ok && !r.Options().ContextTimeoutEnabled {
@@ -207,9 +207,10 @@ func (c *Client) fanout(ctx context.Context, timeout time.Duration, fn func(ctx 
 }
 
 // fanScript runs one command line of s (see script.line) on every master,
-// with parse reading each answer, as fanout does, but without a goroutine
-// per master: each call joins its master's batch and whoever sends that batch
-// delivers the answer.
+// with parse reading each answer, as fanout does, but each call joins its
+// master's batch and whoever sends that batch delivers the answer: a busy
+// master costs no goroutine per call (an idle one still gets one, which
+// sends the call at once).
 func (c *Client) fanScript(ctx context.Context, timeout time.Duration, s *script, line []any, parse func(*redis.Cmd) (any, error), good func(reply) bool) []reply {
 	if len(c.masters) == 1 { // inline, as fanout does
 		m := c.masters[0]
