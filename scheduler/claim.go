@@ -24,11 +24,14 @@ var (
 	releaseSrc string
 	//go:embed lua/extend.lua
 	extendSrc string
+	//go:embed lua/raise.lua
+	raiseSrc string
 
 	claimScript   = redis.NewScript(claimSrc)
 	commitScript  = redis.NewScript(commitSrc)
 	releaseScript = redis.NewScript(releaseSrc)
 	extendScript  = redis.NewScript(extendSrc)
+	raiseScript   = redis.NewScript(raiseSrc)
 )
 
 // Claim answers, as the claim script returns them.
@@ -155,7 +158,8 @@ func toAnswer(v any, err error) answer {
 type outcome struct {
 	st    int64
 	wait  time.Duration // BUSY: the lease's remaining ttl
-	fence int64         // OWNED
+	fence int64         // OWNED: the largest fence the owning masters answered
+	agree bool          // OWNED: every owning master answered the same fence
 	split bool          // OWNED on some masters, not on a quorum: release and retry
 	err   error
 }
@@ -163,6 +167,7 @@ type outcome struct {
 func (s *Scheduler) decide(as []answer) outcome {
 	var owned, missed, paused, busy, errs int
 	var o outcome
+	var low int64
 	var errList []error
 	for _, a := range as {
 		if a.err != nil {
@@ -175,6 +180,10 @@ func (s *Scheduler) decide(as []answer) outcome {
 			return outcome{st: stDone}
 		case stOwned:
 			owned++
+			if owned == 1 {
+				low = a.val
+			}
+			low = min(low, a.val)
 			o.fence = max(o.fence, a.val)
 		case stBusy:
 			busy++
@@ -191,7 +200,7 @@ func (s *Scheduler) decide(as []answer) outcome {
 	}
 	switch {
 	case owned >= s.quorum:
-		o.st = stOwned
+		o.st, o.agree = stOwned, low == o.fence
 	case paused > 0:
 		o.st = stPaused
 	case missed >= s.quorum:
@@ -213,9 +222,8 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 			batch[i].key = batch[i].job.keys.tickKey(batch[i].at)
 		}
 	}
-	batch, again := s.skipDone(ctx, batch)
+	batch = s.skipDone(ctx, batch)
 	if len(batch) == 0 {
-		s.reschedule(ctx, again)
 		return
 	}
 	for i := range batch {
@@ -224,6 +232,7 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 			batch[i].token = randomToken()
 		}
 	}
+	claimedAt := s.opts.clock.Now()
 	answers := s.pipeline(ctx, len(batch), claimScript, func(i int, quorum bool) ([]string, []any) {
 		it := batch[i]
 		k := &it.job.keys
@@ -244,6 +253,8 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 	var owned []int
 	var fences []int64
 	var release []int
+	var again []item
+	var unsynced []int // positions in owned whose fence must be raised on a majority
 	needRepair := false
 	// one back-off for every tick of the batch that failed, so they are
 	// retried together, in one pipeline
@@ -269,6 +280,9 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 		switch o.st {
 		case stOwned:
 			s.stats.owned.Add(1)
+			if !o.agree {
+				unsynced = append(unsynced, len(owned))
+			}
 			owned = append(owned, i)
 			fences = append(fences, o.fence)
 		case stDone:
@@ -301,29 +315,79 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 			again = append(again, retryAt(it, s.opts.clock.Now().Add(wait+time.Millisecond)))
 		}
 	}
-	s.reschedule(ctx, again)
+	if len(unsynced) > 0 {
+		var lost []int
+		owned, fences, lost = s.raiseFences(ctx, batch, owned, fences, unsynced)
+		for _, i := range lost {
+			release = append(release, i)
+			again = append(again, retryAt(batch[i], s.opts.clock.Now().Add(backoff)))
+		}
+	}
 	if failures > 0 {
 		s.opts.log.Warn("claims failed; retrying", "ticks", failures, "err", firstErr, "attempt", attempts+1, "replica", s.opts.replica)
 	}
 	if needRepair {
-		go func() { _ = s.locks.Prepare(context.WithoutCancel(ctx)) }()
+		s.procs.Add(1)
+		go func() {
+			defer s.procs.Done()
+			_ = s.locks.Prepare(context.WithoutCancel(ctx))
+		}()
 	}
+	// leases given up are released before their ticks are retried, so a
+	// retry's fresh claim (same token) cannot be undone by a late release
 	if len(release) > 0 {
-		s.releaseLeases(ctx, batch, release)
+		s.releaseLeases(context.WithoutCancel(ctx), batch, release)
 	}
+	s.reschedule(ctx, again)
 	if len(owned) > 0 {
-		s.dispatch(ctx, batch, owned, fences)
+		s.dispatch(ctx, batch, owned, fences, claimedAt)
 	}
 }
 
-// skipDone looks before a follower claims, or a retry claims again: one
-// pipelined GET of the tick key per master. A plain command costs Redis a
-// fraction of a claim script, and followers normally find the tick done.
-// Any master holding the record means done, as in the claim. A lease held
-// by another replica on a quorum of masters means that replica is still
-// dispatching: the item comes back when that lease has surely ended (done,
-// or expired and free to claim) without running the claim script now.
-func (s *Scheduler) skipDone(ctx context.Context, batch []item) (claim, later []item) {
+// raiseFences writes the fence of each owned tick at the given positions,
+// whose owning masters answered different counters, to every master's
+// counter (never lowering it). A fence that reaches a majority stays above
+// every later one; the ticks where it did not are removed from owned and
+// returned, to be released and claimed again.
+func (s *Scheduler) raiseFences(ctx context.Context, batch []item, owned []int, fences []int64, pos []int) ([]int, []int64, []int) {
+	answers := s.pipeline(context.WithoutCancel(ctx), len(pos), raiseScript, func(k int, _ bool) ([]string, []any) {
+		return []string{batch[owned[pos[k]]].job.keys.fence}, []any{fences[pos[k]]}
+	})
+	bad := map[int]bool{}
+	for k, p := range pos {
+		ok := 0
+		for m := range s.masters {
+			if answers[m][k].err == nil {
+				ok++
+			}
+		}
+		if ok < s.quorum {
+			bad[p] = true
+		}
+	}
+	if len(bad) == 0 {
+		return owned, fences, nil
+	}
+	keptI, keptF := owned[:0:0], fences[:0:0]
+	var lost []int
+	for p, i := range owned {
+		if bad[p] {
+			lost = append(lost, i)
+			continue
+		}
+		keptI, keptF = append(keptI, i), append(keptF, fences[p])
+	}
+	s.opts.log.Warn("dispatch fences not written to a majority; retrying those ticks", "ticks", len(lost), "replica", s.opts.replica)
+	return keptI, keptF, lost
+}
+
+// skipDone drops the follower claims and retries whose tick is already
+// decided, after one pipelined GET of the tick key per master: a plain
+// command costs Redis a fraction of a claim script, and followers normally
+// find the tick done. Any master holding the record means done, as in the
+// claim. The others are claimed: a lease held elsewhere answers BUSY with
+// its remaining ttl, which tells when to look again.
+func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 	var check []int
 	for i, it := range batch {
 		if it.follower { // a follower's first claim, or any retry
@@ -331,10 +395,9 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) (claim, later []
 		}
 	}
 	if len(check) == 0 {
-		return batch, nil
+		return batch
 	}
 	done := make([]bool, len(batch))
-	leased := make([]int, len(batch)) // masters where another replica holds the lease
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, rdb := range s.masters {
@@ -352,43 +415,38 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) (claim, later []
 			mu.Lock()
 			defer mu.Unlock()
 			for k, i := range check {
-				v, err := cmds[k].Result()
-				switch {
-				case err != nil: // absent, or the master failed: the claim decides
-				case decided(v):
+				if v, err := cmds[k].Result(); err == nil && decided(v) {
 					done[i] = true
-				case v != batch[i].token:
-					leased[i]++
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	claim = batch[:0]
+	out := batch[:0]
 	for i, it := range batch {
-		switch {
-		case done[i]:
+		if done[i] {
 			s.stats.done.Add(1)
-		case leased[i] >= s.quorum:
-			s.stats.busy.Add(1)
-			later = append(later, retryAt(it, s.opts.clock.Now().Add(s.opts.leaseTTL)))
-		default:
-			claim = append(claim, it)
+			continue
 		}
+		out = append(out, it)
 	}
-	return claim, later
+	return out
 }
 
 // slot takes a dispatch slot. It returns false when ctx ended, or when the
-// extension timer (started by the first wait) fired first.
-func (s *Scheduler) slot(ctx context.Context, extend *Timer) bool {
+// extension timer fired first; the first wait starts that timer, to fire at
+// firstExtend.
+func (s *Scheduler) slot(ctx context.Context, extend *Timer, firstExtend time.Time) bool {
+	if ctx.Err() != nil {
+		return false
+	}
 	select {
 	case s.sem <- struct{}{}:
 		return true
 	default:
 	}
 	if *extend == nil {
-		*extend = s.opts.clock.NewTimer(s.opts.leaseTTL / 3)
+		*extend = s.opts.clock.NewTimer(max(firstExtend.Sub(s.opts.clock.Now()), 0))
 	}
 	select {
 	case s.sem <- struct{}{}:
@@ -406,6 +464,9 @@ func (s *Scheduler) slot(ctx context.Context, extend *Timer) bool {
 // already decided) are dropped from owned and go back as retries, whose
 // check finds them done, leased elsewhere or free to claim again.
 func (s *Scheduler) extendLeases(ctx context.Context, batch []item, owned []int, fences []int64, n int) ([]int, []int64) {
+	// bounded by the master timeout, also when ctx ends meanwhile: a failed
+	// extension would read as lost leases and leave them held
+	ctx = context.WithoutCancel(ctx)
 	wait := owned[n:]
 	answers := s.pipeline(ctx, len(wait), extendScript, func(k int, _ bool) ([]string, []any) {
 		it := batch[wait[k]]
@@ -449,7 +510,7 @@ func (s *Scheduler) releaseLeases(ctx context.Context, batch []item, idx []int) 
 // parallelism at a time, and commits the dispatched ones in pipelined chunks
 // as they complete, so a big instant's first ticks are recorded done while
 // its last ones are still being enqueued.
-func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fences []int64) {
+func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fences []int64, claimedAt time.Time) {
 	type result struct {
 		i   int
 		err error
@@ -460,8 +521,10 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 		defer func() { wg.Wait(); close(results) }()
 		owned, fences := owned, fences
 		// ticks left waiting for a dispatch slot have their leases extended
-		// every third of the lease ttl (the timer starts with the first wait)
+		// every third of the lease ttl, counted from the claim (the timer
+		// starts with the first wait)
 		var extend Timer
+		firstExtend := claimedAt.Add(s.opts.leaseTTL / 3)
 		defer func() {
 			if extend != nil {
 				extend.Stop()
@@ -470,7 +533,7 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 		for n := 0; n < len(owned); n++ {
 			i := owned[n]
 			it := batch[i]
-			if !s.slot(ctx, &extend) {
+			if !s.slot(ctx, &extend, firstExtend) {
 				if ctx.Err() != nil {
 					// shutting down: the remaining ticks are released, not dispatched
 					results <- result{i, ctx.Err()}

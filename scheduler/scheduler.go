@@ -310,7 +310,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		for h.Len() > 0 && !(*h)[0].fireAt.After(now) {
 			ready = append(ready, heap.Pop(h).(item))
 		}
-		delay := followerDelay(s.opts.followerDelay, len(ready))
+		fresh := 0 // ticks coming due now, not retries or deferred ones
+		for _, it := range ready {
+			if !it.follower {
+				fresh++
+			}
+		}
+		delay := followerDelay(s.opts.followerDelay, fresh)
 		for _, it := range ready {
 			if it.next {
 				it.next = false

@@ -514,3 +514,52 @@ func waitExtended(t *testing.T, rdb *redis.Client, key, token string, ttl time.D
 		time.Sleep(5 * time.Millisecond) // the extension runs against Redis's clock
 	}
 }
+
+// With a quorum, a tick's dispatch fence is the largest counter its owning
+// masters answered; when they differ it is written back to a majority, so a
+// later tick granted by other masters still gets a larger fence.
+func TestQuorumFenceNeverGoesBack(t *testing.T) {
+	servers := redistest.NewN(t, 3)
+	ctx := context.Background()
+	var rdbs []*redis.Client
+	for _, s := range servers {
+		rdbs = append(rdbs, s.TestClient(t))
+	}
+	// A and B counted few dispatches; C, once cut off, many more
+	rdbs[0].Set(ctx, "baton:{f}:fence", 1000, 0)
+	rdbs[1].Set(ctx, "baton:{f}:fence", 1000, 0)
+	rdbs[2].Set(ctx, "baton:{f}:fence", int64(9e15), 0)
+	clock := scheduler.NewFakeClock(now())
+	rec := newRecorder()
+	jobs := []scheduler.Job{{Name: "f", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute}}
+	start(t, rdbs, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour))
+	next := func() {
+		t.Helper()
+		if err := clock.BlockUntil(3); err != nil {
+			t.Fatal(err)
+		}
+		clock.Set(clock.Now().Truncate(time.Second).Add(time.Second))
+		rec.waitAdvancing(t, clock, 1)
+	}
+	next() // granted by A, B and C: fence from C
+	if err := servers[2].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	next() // granted by A and B alone
+	var ticks []scheduler.Tick
+	for _, ts := range rec.snapshot() {
+		ticks = append(ticks, ts[0])
+	}
+	if len(ticks) != 2 {
+		t.Fatalf("%d ticks dispatched, want 2", len(ticks))
+	}
+	if ticks[1].At.Before(ticks[0].At) {
+		ticks[0], ticks[1] = ticks[1], ticks[0]
+	}
+	if ticks[0].Fence <= 9e15 {
+		t.Fatalf("first fence %d, want C's counter + 1", ticks[0].Fence)
+	}
+	if ticks[1].Fence <= ticks[0].Fence {
+		t.Fatalf("the later tick got fence %d, not above the earlier %d", ticks[1].Fence, ticks[0].Fence)
+	}
+}

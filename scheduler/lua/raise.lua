@@ -1,0 +1,16 @@
+-- raise: make a job's dispatch fencing counter at least F on one master
+-- (quorum mode), after the masters that granted a claim answered different
+-- counters and the claim took the largest, F. Once a majority holds F, any
+-- later majority overlaps one of them and issues a larger fence.
+--
+-- KEYS[1] the job's dispatch fencing counter
+-- ARGV[1] F
+--
+-- Returns the counter after the call. Never lowers it.
+local c = tonumber(redis.call('GET', KEYS[1]) or '0')
+local f = tonumber(ARGV[1])
+if c < f then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return f
+end
+return c
