@@ -26,7 +26,7 @@ type batcher struct {
 	solo bool // the client's only master: extra pipelines allowed
 	rdb  redis.UniversalClient
 	life context.Context // the client's: a batch is not cut short by one caller's ctx
-	wg   *sync.WaitGroup // the client's background work: the workers
+	bg   *tracker        // the client's background work: the workers
 
 	mu    sync.Mutex
 	busy  int // calls or pipelines under way
@@ -141,13 +141,16 @@ func (b *batcher) submit(ctx context.Context, s *script, line []any, f *fan) {
 	if b.busy < maxInFlight {
 		b.busy++
 		b.mu.Unlock()
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
+		if !b.bg.spawn(func() {
 			c.cmd = b.send(ctx, s, line)
 			b.deliver(c)
 			b.work(b.next(nil))
-		}()
+		}) {
+			c.cmd = redis.NewCmd(ctx)
+			c.cmd.SetErr(ErrClosed)
+			b.deliver(c)
+			b.work(b.next(nil)) // what queued meanwhile still gets its answers
+		}
 		return
 	}
 	b.queue = append(b.queue, c)
@@ -191,11 +194,9 @@ func (b *batcher) handOff(batch []*call) {
 	if batch == nil {
 		return
 	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		b.work(batch)
-	}()
+	if !b.bg.spawn(func() { b.work(batch) }) {
+		b.work(batch) // the client is closing: the caller sends them
+	}
 }
 
 // work sends batches of submitted calls until none queue.

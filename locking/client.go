@@ -29,7 +29,7 @@ type Client struct {
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // background work: extenders, repairs, pub/sub
+	bg     tracker // background work: extenders, repairs, pub/sub, fan-outs
 }
 
 type master struct {
@@ -80,7 +80,7 @@ func New(masters []redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for _, m := range c.masters {
-		m.batch = &batcher{m: m, solo: len(c.masters) == 1, rdb: m.rdb, life: c.ctx, wg: &c.wg}
+		m.batch = &batcher{m: m, solo: len(c.masters) == 1, rdb: m.rdb, life: c.ctx, bg: &c.bg}
 	}
 	for _, m := range c.masters {
 		if r, ok := m.rdb.(*redis.Client); ok && !r.Options().ContextTimeoutEnabled {
@@ -100,8 +100,42 @@ func (c *Client) Quorum() int { return c.quorum }
 func (c *Client) Close() error {
 	c.cancel()
 	c.hub.close()
-	c.wg.Wait()
+	c.bg.close()
 	return nil
+}
+
+// tracker runs the client's background goroutines so that Close can wait
+// for them, and refuses new ones once Close has begun: a WaitGroup must not
+// gain work while Close waits on it (calls still in flight at Close would
+// otherwise race it).
+type tracker struct {
+	mu     sync.RWMutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// spawn runs f on a goroutine that Close waits for. After Close it runs
+// nothing and returns false.
+func (t *tracker) spawn(f func()) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// close refuses new goroutines and waits for the running ones.
+func (t *tracker) close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.wg.Wait()
 }
 
 func (c *Client) closed() bool { return c.ctx.Err() != nil }
@@ -187,21 +221,23 @@ func (c *Client) fanout(ctx context.Context, timeout time.Duration, fn func(ctx 
 	}()
 	ch := make(chan reply, len(c.masters)) // buffered: stragglers never block
 	for _, m := range c.masters {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			defer func() {
-				if left.Add(-1) == 0 {
-					cancel()
-				}
-			}()
+		done := func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		}
+		if !c.bg.spawn(func() {
+			defer done()
 			if err := c.check(cctx, m); err != nil {
 				ch <- reply{m: m, err: err}
 				return
 			}
 			v, err := fn(cctx, m)
 			ch <- reply{m: m, val: v, err: err}
-		}()
+		}) {
+			ch <- reply{m: m, err: ErrClosed}
+			done()
+		}
 	}
 	return c.collect(cctx, deadline, ch, good, timeout)
 }

@@ -44,8 +44,12 @@ func (c *Client) newLease(k keys, token string, ttl time.Duration, fence int64, 
 		l.acquired = time.Now()
 		l.Context() // the extender watches it
 		l.done = make(chan struct{})
-		c.wg.Add(1)
-		go l.extender()
+		if !c.bg.spawn(l.extender) {
+			close(l.done)
+			l.mu.Lock()
+			l.end(ErrClosed)
+			l.mu.Unlock()
+		}
 	}
 	return l
 }
@@ -242,7 +246,6 @@ func (l *Lease) Release(ctx context.Context) error {
 // extender keeps the lease alive: an extension every ttl/3, a failed one
 // retried at once and then every ttl/10, until the lease ends or a cap is hit.
 func (l *Lease) extender() {
-	defer l.c.wg.Done()
 	defer close(l.done)
 	n := 0
 	next := l.TTL() / 3

@@ -3,6 +3,7 @@ package locking_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -519,5 +520,58 @@ func TestRedactURL(t *testing.T) {
 		if got := locking.RedactURL(in); got != want {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// Close while calls are in flight: no panic, the calls end (a call started
+// after Close fails with ErrClosed), and nothing keeps running (goleak).
+func TestCloseWhileCallsRun(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d masters", n), func(t *testing.T) {
+			servers := redistest.NewN(t, n)
+			c := newClient(t, clientsOf(t, servers...))
+			ctx := testCtx(t)
+			var wg sync.WaitGroup
+			started := make(chan struct{}, 16)
+			for g := range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; ; i++ {
+						key := fmt.Sprintf("close-%d-%d", g, i%4)
+						var l *locking.Lease
+						var err error
+						if i%2 == 0 {
+							l, err = c.TryLock(ctx, key, time.Second)
+						} else {
+							l, err = c.Lock(ctx, key, time.Second) // auto-extended
+						}
+						if i == 0 {
+							started <- struct{}{}
+						}
+						if errors.Is(err, locking.ErrClosed) {
+							return
+						}
+						if l != nil {
+							_ = l.Release(ctx)
+						}
+						if ctx.Err() != nil {
+							t.Error("calls kept going after Close")
+							return
+						}
+					}
+				}()
+			}
+			for range 16 {
+				<-started
+			}
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			wg.Wait()
+			if _, err := c.TryLock(ctx, "after", time.Second); !errors.Is(err, locking.ErrClosed) {
+				t.Fatalf("TryLock after Close = %v, want ErrClosed", err)
+			}
+		})
 	}
 }

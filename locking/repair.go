@@ -119,9 +119,7 @@ func (c *Client) repairLater(m *master) {
 	}
 	m.repairing = true
 	m.mu.Unlock()
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	if !c.bg.spawn(func() {
 		err := c.repair(c.ctx, m)
 		if err != nil && !c.closed() {
 			c.opts.logger.Printf("locking: repair of master %d (%s) failed, will retry on next contact: %v", m.idx, m.addr, err)
@@ -129,7 +127,11 @@ func (c *Client) repairLater(m *master) {
 		m.mu.Lock()
 		m.repairing = false
 		m.mu.Unlock()
-	}()
+	}) {
+		m.mu.Lock()
+		m.repairing = false
+		m.mu.Unlock()
+	}
 }
 
 // repair brings one unmarked master back into quorums.

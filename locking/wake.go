@@ -53,8 +53,9 @@ func (h *hub) ensure(ctx context.Context, timeout time.Duration) {
 	for _, m := range h.c.masters {
 		ps := m.rdb.Subscribe(h.c.ctx)
 		h.subs = append(h.subs, ps)
-		h.c.wg.Add(1)
-		go h.loop(ps, confirmed)
+		if !h.c.bg.spawn(func() { h.loop(ps, confirmed) }) {
+			confirmed <- struct{}{} // closing: nobody waits for this one
+		}
 	}
 	h.mu.Unlock()
 	for _, ps := range h.subs {
@@ -74,7 +75,6 @@ func (h *hub) ensure(ctx context.Context, timeout time.Duration) {
 }
 
 func (h *hub) loop(ps *redis.PubSub, confirmed chan<- struct{}) {
-	defer h.c.wg.Done()
 	first := true
 	for {
 		msg, err := ps.Receive(h.c.ctx)
