@@ -537,7 +537,7 @@ func TestCloseWhileCallsRun(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					for i := 0; ; i++ {
+					for i := 0; i < 1_000_000; i++ { // bounded; Close ends it long before
 						key := fmt.Sprintf("close-%d-%d", g, i%4)
 						var l *locking.Lease
 						var err error
@@ -560,6 +560,7 @@ func TestCloseWhileCallsRun(t *testing.T) {
 							return
 						}
 					}
+					t.Error("a million calls and no ErrClosed")
 				}()
 			}
 			for range 16 {
