@@ -144,6 +144,8 @@ func newReplica(cfg *jobs.Config, id string, r role, log *slog.Logger, dropLockM
 			scheduler.WithReplica(id),
 			scheduler.WithTickLeaseTTL(cfg.Scheduler.TickLeaseTTL),
 			scheduler.WithMaxClockSkew(cfg.MaxClockSkew),
+			// tick records live exactly as long as the tasks' Retention
+			scheduler.WithRecordMargin(cfg.Scheduler.RetentionMargin),
 			scheduler.WithLogger(log))
 		if err != nil {
 			return nil, err

@@ -120,8 +120,8 @@ type fileConfig struct {
 	} `yaml:"redis"`
 	Locking struct {
 		Masters []string `yaml:"masters"`
-		Prefix  string   `yaml:"prefix"`
 	} `yaml:"locking"`
+	Namespace string `yaml:"namespace"` // the keys' prefix: <namespace>:lock:, as baton run uses
 }
 
 // urlList is a repeatable string flag.
@@ -183,7 +183,7 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 	fs.SetOutput(io.Discard)
 	var urls urlList
 	fs.Var(&urls, "redis", "Redis master `URL`; repeat for a quorum of independent masters")
-	configFile := fs.String("config", "", "baton YAML config `FILE` (reads redis.url, locking.masters, locking.prefix)")
+	configFile := fs.String("config", "", "baton YAML config `FILE` (reads redis.url, locking.masters, namespace)")
 	fs.DurationVar(&cfg.ttl, "ttl", defaultTTL, "lease ttl; extended every ttl/3 while CMD runs")
 	fs.DurationVar(&cfg.wait, "wait", 0, "how long to wait for the lock; 0 tries once")
 	fs.DurationVar(&cfg.grace, "grace", defaultGrace, "after losing the lock, time between SIGTERM and SIGKILL of CMD")
@@ -270,8 +270,8 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 				raws, source = []string{fc.Redis.URL}, "redis.url in "+*configFile
 			}
 		}
-		if !prefixSet && fc.Locking.Prefix != "" {
-			cfg.prefix = fc.Locking.Prefix
+		if !prefixSet && fc.Namespace != "" {
+			cfg.prefix = fc.Namespace + ":lock:"
 		}
 	}
 	if raws == nil {

@@ -503,6 +503,7 @@ func TestConfigFile(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "baton.yaml")
 	yml := fmt.Sprintf(`# a full baton config; lock reads only three keys
+namespace: cfgtest
 scheduler:
   workers: 4
 redis:
@@ -510,7 +511,6 @@ redis:
 locking:
   masters:
     - %s
-  prefix: "cfgtest:"
   retries: 3
 `, redisURL(srv))
 	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
@@ -523,9 +523,9 @@ locking:
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
 	}
 	fence(t, waitFile(t, out, time.Second))
-	n, err := srv.TestClient(t).Exists(context.Background(), "cfgtest:{job:cfg}:fence").Result()
+	n, err := srv.TestClient(t).Exists(context.Background(), "cfgtest:lock:{job:cfg}:fence").Result()
 	if err != nil || n != 1 {
-		t.Fatalf("prefix from config not used: exists=%d err=%v", n, err)
+		t.Fatalf("namespace from config not used as the prefix: exists=%d err=%v", n, err)
 	}
 
 	// explicit --redis wins over the file
