@@ -304,10 +304,20 @@ func TestFencingPausedHolderResumes(t *testing.T) {
 	if err := l1.Extend(ctx, time.Second); !errors.Is(err, locking.ErrNotHeld) {
 		t.Fatalf("Extend of the ended lease = %v", err)
 	}
+	// H2 holds a quorum (a master where H1's key expired a moment later
+	// than on the others may have said busy to H2 and be empty now); no
+	// master went back to H1
+	held := 0
 	for _, s := range servers {
-		if v, _ := s.TestClient(t).Get(ctx, "baton:lock:{r}").Result(); v != l2.Token() {
-			t.Fatalf("master %s holds %q, want H2's token", s.Addr(), v)
+		switch v, _ := s.TestClient(t).Get(ctx, "baton:lock:{r}").Result(); v {
+		case l2.Token():
+			held++
+		case l1.Token():
+			t.Fatalf("master %s holds H1's token again", s.Addr())
 		}
+	}
+	if held < h2.Quorum() {
+		t.Fatalf("H2's token on %d masters, want a quorum of %d", held, h2.Quorum())
 	}
 }
 
