@@ -355,30 +355,43 @@ func (s *Scheduler) raiseFences(ctx context.Context, batch []item, owned []int, 
 	})
 	bad := map[int]bool{}
 	for k, p := range pos {
-		ok := 0
-		for m := range s.masters {
-			if answers[m][k].err == nil {
-				ok++
-			}
-		}
-		if ok < s.quorum {
+		if !s.onQuorum(answers, k, func(a answer) bool { return true }) {
 			bad[p] = true
 		}
 	}
 	if len(bad) == 0 {
 		return owned, fences, nil
 	}
-	keptI, keptF := owned[:0:0], fences[:0:0]
-	var lost []int
+	keptI, keptF, lost := splitOwned(owned, fences, func(p int) bool { return bad[p] })
+	s.opts.log.Warn("dispatch fences not written to a majority; retrying those ticks", "ticks", len(lost), "replica", s.opts.replica)
+	return keptI, keptF, lost
+}
+
+// onQuorum tells whether item k of a pipeline's answers succeeded (no
+// error, and ok) on a quorum of masters.
+func (s *Scheduler) onQuorum(answers [][]answer, k int, ok func(answer) bool) bool {
+	n := 0
+	for m := range s.masters {
+		if a := answers[m][k]; a.err == nil && ok(a) {
+			n++
+		}
+	}
+	return n >= s.quorum
+}
+
+// splitOwned removes from owned (and fences, position for position) the
+// ticks at the positions lost says, returning the kept ones in new slices
+// and the lost ones' batch indices.
+func splitOwned(owned []int, fences []int64, lost func(pos int) bool) (keptI []int, keptF []int64, gone []int) {
+	keptI, keptF = make([]int, 0, len(owned)), make([]int64, 0, len(owned))
 	for p, i := range owned {
-		if bad[p] {
-			lost = append(lost, i)
+		if lost(p) {
+			gone = append(gone, i)
 			continue
 		}
 		keptI, keptF = append(keptI, i), append(keptF, fences[p])
 	}
-	s.opts.log.Warn("dispatch fences not written to a majority; retrying those ticks", "ticks", len(lost), "replica", s.opts.replica)
-	return keptI, keptF, lost
+	return keptI, keptF, gone
 }
 
 // skipDone drops the follower claims and retries whose tick is already
@@ -472,21 +485,10 @@ func (s *Scheduler) extendLeases(ctx context.Context, batch []item, owned []int,
 		it := batch[wait[k]]
 		return []string{it.key}, []any{it.token, s.opts.leaseTTL.Milliseconds()}
 	})
-	keptI, keptF := owned[:n:n], fences[:n:n]
-	var lost []int
-	for k, i := range wait {
-		ok := 0
-		for m := range s.masters {
-			if a := answers[m][k]; a.err == nil && a.st == 1 {
-				ok++
-			}
-		}
-		if ok >= s.quorum {
-			keptI, keptF = append(keptI, i), append(keptF, fences[n+k])
-			continue
-		}
-		lost = append(lost, i)
-	}
+	extended := func(a answer) bool { return a.st == 1 }
+	keptI, keptF, lost := splitOwned(owned, fences, func(p int) bool {
+		return p >= n && !s.onQuorum(answers, p-n, extended)
+	})
 	if len(lost) > 0 {
 		s.opts.log.Warn("tick leases lost while waiting for a dispatch slot; checking them again", "ticks", len(lost), "replica", s.opts.replica)
 		s.releaseLeases(ctx, batch, lost)
