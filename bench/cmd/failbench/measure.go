@@ -269,6 +269,18 @@ jobs:
 	}()
 	tl := &tail{path: beats}
 	wait := ttl + 10*time.Second
+	// holder is the replica whose heartbeat is the latest
+	holder := func() (beat, *replica, error) {
+		cur, err := tl.current(wait)
+		if err != nil {
+			return beat{}, nil, err
+		}
+		r := reps3[cur.replica]
+		if r == nil {
+			return beat{}, nil, fmt.Errorf("heartbeat from unknown replica %q", cur.replica)
+		}
+		return cur, r, nil
+	}
 	res := &ttlResult{ttl: ttl}
 	logf("lock_ttl %v: %d SIGKILL failovers, then %d SIGTERM handoffs", ttl, reps, reps)
 
@@ -276,13 +288,9 @@ jobs:
 		// A random point in the lease's renewal cycle: without it every kill
 		// would land the same time after the previous take-over.
 		time.Sleep(rand.N(ttl))
-		cur, err := tl.current(wait)
+		cur, r, err := holder()
 		if err != nil {
 			return nil, err
-		}
-		r := reps3[cur.replica]
-		if r == nil {
-			return nil, fmt.Errorf("heartbeat from unknown replica %q", cur.replica)
 		}
 		kill := time.Now()
 		r.signal(syscall.SIGKILL)
@@ -306,13 +314,9 @@ jobs:
 	}
 
 	for i := range reps {
-		cur, err := tl.current(wait)
+		cur, r, err := holder()
 		if err != nil {
 			return nil, err
-		}
-		r := reps3[cur.replica]
-		if r == nil {
-			return nil, fmt.Errorf("heartbeat from unknown replica %q", cur.replica)
 		}
 		sig := time.Now()
 		r.signal(syscall.SIGTERM)
