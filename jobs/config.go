@@ -93,10 +93,16 @@ type LockingConfig struct {
 	// Lateness is the fixed part of the validity safety margin
 	// (margin = ttl/100 + Lateness). Default 10ms; >= 0.
 	Lateness time.Duration `yaml:"lateness"`
-	// RestartQuarantine is how long a master that restarted empty refuses
-	// votes after being repaired. Default 1m; with several masters it must be
-	// at least the longest lock TTL in use.
+	// RestartQuarantine is how long a master that restarted (empty, or from a
+	// snapshot older than its last writes) grants nothing, counted from the
+	// server's start. Default 1m; at least the longest lock TTL in use.
 	RestartQuarantine time.Duration `yaml:"restart_quarantine"`
+	// FreshDeployment lets lock masters that carry no trace of an earlier
+	// life vote at once, as a brand-new deployment, instead of waiting out
+	// the quarantine. Redis cannot tell that from every master having
+	// restarted empty at once, when a live holder's lock may be granted
+	// again: set it for a first deployment, then remove it. Default false.
+	FreshDeployment bool `yaml:"fresh_deployment"`
 }
 
 // HTTPConfig configures baton's HTTP listener.

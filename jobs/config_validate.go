@@ -172,26 +172,27 @@ func (v *validator) locking() {
 	if l.Lateness < 0 {
 		v.errf("locking.lateness", "must be >= 0, got %s", l.Lateness)
 	}
-	if l.RestartQuarantine < 0 {
-		v.errf("locking.restart_quarantine", "must be >= 0, got %s", l.RestartQuarantine)
+	if l.RestartQuarantine <= 0 {
+		v.errf("locking.restart_quarantine", "must be > 0, got %s (fresh_deployment: true skips it for a brand-new deployment)", l.RestartQuarantine)
 	}
 }
 
-// quarantine checks that a master that restarted empty stays out of quorums
+// quarantine checks that a master that restarted stays out of every lock
 // for longer than any lock it may have held could still be valid.
 func (v *validator) quarantine() {
 	l := &v.cfg.Locking
-	if len(l.Masters) < 2 {
-		return
+	if l.RestartQuarantine <= 0 {
+		return // reported by locking()
 	}
-	longest, what := v.cfg.Scheduler.TickLeaseTTL, "scheduler.tick_lease_ttl"
+	// the cluster-leader election holds a lease of twice the tick lease
+	longest, what := 2*v.cfg.Scheduler.TickLeaseTTL, "the cluster-leader election, 2 x scheduler.tick_lease_ttl"
 	for i := range v.cfg.Jobs {
 		if j := &v.cfg.Jobs[i]; j.LockTTL > longest {
 			longest, what = j.LockTTL, fmt.Sprintf("lock_ttl of job %q", j.Name)
 		}
 	}
 	if l.RestartQuarantine < longest {
-		v.errf("locking.restart_quarantine", "%s is shorter than the longest lock TTL (%s, %s): a master that restarted empty could vote for a lock that is still held", formatDuration(l.RestartQuarantine), formatDuration(longest), what)
+		v.errf("locking.restart_quarantine", "%s is shorter than the longest lock TTL (%s, %s): a master that restarted could grant a lock that is still held", formatDuration(l.RestartQuarantine), formatDuration(longest), what)
 	}
 }
 

@@ -119,7 +119,7 @@ func newSingletonCluster(t *testing.T, ttl time.Duration, b Backoff) *singletonC
 func (c *singletonCluster) replica(t *testing.T, id string, exec executor) (*Singletons, *locking.Client) {
 	t.Helper()
 	rdb := c.srv.TestClient(t)
-	locks, err := locking.New([]redis.UniversalClient{rdb})
+	locks, err := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
 	if err != nil {
 		t.Fatal(err)
 	}

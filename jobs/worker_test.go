@@ -38,7 +38,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	s := redistest.New(t)
 	e := &env{srv: s, opt: asynq.RedisClientOpt{Addr: s.Addr()}, rdb: s.TestClient(t)}
-	locks, err := locking.New([]redis.UniversalClient{e.rdb})
+	locks, err := locking.New([]redis.UniversalClient{e.rdb}, locking.WithFreshDeployment())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/quorum"
 )
 
 // Leader election on top of a lease: candidates Campaign for the election's
@@ -17,8 +19,8 @@ import (
 // lock, so a dead leader is never reported once its key expired.
 
 var (
-	electInfoScript = newScript(electInfoSrc)
-	observeScript   = newScript(observeSrc)
+	electInfoScript = quorum.NewScript(electInfoSrc)
+	observeScript   = quorum.NewScript(observeSrc)
 )
 
 // Election is a named election among candidates on the client's masters.
@@ -104,19 +106,19 @@ func (e *Election) record(ctx context.Context, l *Lease, id string) (int64, bool
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.masterTimeout(e.ttl))
 	defer cancel()
 	px := 10 * e.ttl.Milliseconds()
-	rs := c.fanout(ctx, c.masterTimeout(e.ttl), func(ctx context.Context, m *master) (any, error) {
-		return m.batch.run(ctx, electInfoScript, []string{e.keys.lock, e.leaderKey()}, l.Token(), id, strconv.FormatInt(l.Fence(), 10), px).Int64()
-	}, func(r reply) bool { v, ok := r.val.(int64); return ok && r.err == nil && v > 0 })
+	line := electInfoScript.Line([]string{e.keys.lock, e.leaderKey()}, l.Token(), id, strconv.FormatInt(l.Fence(), 10), px)
+	rs := c.fan(ctx, e.ttl, electInfoScript, line, parseInt,
+		func(r quorum.Reply) bool { v, ok := r.Val.(int64); return ok && r.Err == nil && v > 0 })
 	acks, gone := 0, 0
 	var since int64
 	var errs []error
 	for _, r := range rs {
 		switch {
-		case errors.Is(r.err, errPending):
-		case r.err != nil:
-			errs = append(errs, MasterError{r.m.idx, r.m.addr, r.err})
-		case r.val.(int64) > 0:
-			if v := r.val.(int64); acks == 0 || v < since {
+		case errors.Is(r.Err, quorum.ErrPending):
+		case r.Err != nil:
+			errs = append(errs, masterErr(r))
+		case r.Val.(int64) > 0:
+			if v := r.Val.(int64); acks == 0 || v < since {
 				since = v
 			}
 			acks++
@@ -144,8 +146,9 @@ func (e *Election) Observe(ctx context.Context) (Leader, bool, error) {
 	if c.closed() {
 		return Leader{}, false, ErrClosed
 	}
-	rs := c.fanout(ctx, c.masterTimeout(e.ttl), func(ctx context.Context, m *master) (any, error) {
-		v, err := m.batch.run(ctx, observeScript, []string{e.keys.lock, e.leaderKey()}).Slice()
+	line := observeScript.Line([]string{e.keys.lock, e.leaderKey()})
+	rs := c.fan(ctx, e.ttl, observeScript, line, func(cmd *redis.Cmd) (any, error) {
+		v, err := cmd.Slice()
 		if errors.Is(err, redis.Nil) {
 			return nil, nil
 		}
@@ -158,10 +161,10 @@ func (e *Election) Observe(ctx context.Context) (Leader, bool, error) {
 	var errs []error
 	for _, r := range rs {
 		switch {
-		case r.err != nil:
-			errs = append(errs, MasterError{r.m.idx, r.m.addr, r.err})
-		case r.val != nil:
-			got = append(got, r.val.(observed))
+		case r.Err != nil:
+			errs = append(errs, masterErr(r))
+		case r.Val != nil:
+			got = append(got, r.Val.(observed))
 		}
 	}
 	for _, s := range got {

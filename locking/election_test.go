@@ -280,7 +280,7 @@ func TestElectionInvalid(t *testing.T) {
 func ExampleElection() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	locks, _ := locking.New([]redis.UniversalClient{rdb})
+	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
 	defer locks.Close()
 	ctx := context.Background()
 

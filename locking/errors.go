@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/batonhq/baton/internal/quorum"
 )
 
 // Errors returned by this package. Compare with errors.Is: most are wrapped with
@@ -35,7 +37,7 @@ var (
 
 	// ErrClosed is returned by calls on a closed Client, and is the end reason
 	// of leases still held when it was closed.
-	ErrClosed = errors.New("locking: client closed")
+	ErrClosed = quorum.ErrClosed
 
 	// ErrInvalid marks bad arguments and options: an empty key, a ttl below
 	// MinTTL, no masters, a nil client. Nothing was sent to Redis.
@@ -43,7 +45,7 @@ var (
 
 	// ErrEviction means a master's maxmemory-policy can evict keys (locks and
 	// fencing counters) and the client was told to refuse such masters.
-	ErrEviction = errors.New("locking: master may evict keys")
+	ErrEviction = quorum.ErrEviction
 )
 
 // MasterError is one master's part in a failed operation.
@@ -62,17 +64,14 @@ func (e MasterError) Unwrap() error { return e.Err }
 // errBusy is a master's answer that someone else holds the key.
 var errBusy = errors.New("held by another client")
 
-// errUnrepaired is a master's answer that it restarted empty and has not been
-// repaired yet; it does not vote until then.
-var errUnrepaired = errors.New("restarted empty, kept out of quorums until repaired")
-
-// errQuarantine is a repaired master's answer while it waits out the quarantine.
-var errQuarantine = errors.New("in quarantine after a restart")
 
 // ObtainError reports a failed acquisition: how many masters granted the lock,
 // how many were needed, and what every other master answered.
 // errors.Is(err, ErrNotObtained) holds when at least one master answered that
-// the lock is taken; errors.Is(err, ErrUnavailable) holds when masters failed.
+// the lock is taken; errors.Is(err, ErrUnavailable) holds when masters failed,
+// were slow (a quorum granted the lock but its validity ran out on the way,
+// or its fencing token could not be confirmed on a quorum), or were kept out
+// of quorums after a restart. A Redis failure is never only "not obtained".
 type ObtainError struct {
 	Key      string
 	Granted  int
@@ -105,7 +104,7 @@ func (e *ObtainError) Error() string {
 // ran out), ErrUnavailable (masters failed) and each master's error.
 func (e *ObtainError) Unwrap() []error {
 	var errs []error
-	busy, down := e.Expired || e.Fence != nil, false
+	busy, down := false, e.Expired || e.Fence != nil
 	for _, f := range e.Failures {
 		if errors.Is(f.Err, errBusy) {
 			busy = true
@@ -131,7 +130,18 @@ func (e *ObtainError) Held() bool {
 			return true
 		}
 	}
-	return e.Expired || e.Fence != nil
+	return false
+}
+
+// mayQueue reports whether the attempt may have registered its caller as a
+// waiter somewhere: a master answered busy, or did not answer.
+func (e *ObtainError) mayQueue() bool {
+	for _, f := range e.Failures {
+		if errors.Is(f.Err, errBusy) || isNetErr(f.Err) {
+			return true
+		}
+	}
+	return false
 }
 
 // contended reports whether waiting can help: someone holds the lock, or the
@@ -141,7 +151,7 @@ func (e *ObtainError) contended() bool {
 		return true
 	}
 	for _, f := range e.Failures {
-		if errors.Is(f.Err, errBusy) || errors.Is(f.Err, errUnrepaired) || errors.Is(f.Err, errQuarantine) {
+		if errors.Is(f.Err, errBusy) || errors.Is(f.Err, quorum.ErrRestarted) || errors.Is(f.Err, quorum.ErrQuarantine) {
 			return true
 		}
 	}

@@ -14,7 +14,8 @@ import (
 func ExampleClient_TryLock() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	locks, _ := locking.New([]redis.UniversalClient{rdb})
+	// the example server is brand new: no restart quarantine (see WithFreshDeployment)
+	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -33,7 +34,7 @@ func ExampleClient_TryLock() {
 func ExampleClient_Lock() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	locks, _ := locking.New([]redis.UniversalClient{rdb})
+	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
 	defer locks.Close()
 
 	// ctx bounds the wait only; the lease is auto-extended until released
@@ -57,7 +58,7 @@ func ExampleClient_Lock() {
 func ExampleClient_Hold() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	locks, _ := locking.New([]redis.UniversalClient{rdb})
+	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
 	defer locks.Close()
 
 	err := locks.Hold(context.Background(), "nightly-invoices", 30*time.Second, func(ctx context.Context) error {
@@ -74,7 +75,7 @@ func ExampleClient_Hold() {
 func ExampleLease_Release() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	locks, _ := locking.New([]redis.UniversalClient{rdb})
+	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
 	defer locks.Close()
 	ctx := context.Background()
 

@@ -23,6 +23,8 @@ type Lease struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	extMu sync.Mutex // serializes extensions: their answers apply in the order they were sent
+
 	mu       sync.Mutex
 	deadline time.Time
 	timer    *time.Timer
@@ -44,7 +46,7 @@ func (c *Client) newLease(k keys, token string, ttl time.Duration, fence int64, 
 		l.acquired = time.Now()
 		l.Context() // the extender watches it
 		l.done = make(chan struct{})
-		if !c.bg.spawn(l.extender) {
+		if !c.g.Spawn(l.extender) {
 			close(l.done)
 			l.mu.Lock()
 			l.end(ErrClosed)
@@ -137,11 +139,20 @@ func (l *Lease) onDeadline() {
 	l.expireLocked()
 }
 
-// expireLocked ends the lease if its deadline has passed. Callers hold l.mu.
+// expireLocked ends the lease if its deadline has passed, and then releases
+// the key (token-checked, best effort): it may still be this lease's in
+// Redis for the safety margin, or longer when only the extensions' answers
+// were lost, and a waiter should not wait for it. Callers hold l.mu.
 func (l *Lease) expireLocked() {
 	if l.err != nil || time.Now().Before(l.deadline) {
 		return
 	}
+	ttl := l.ttl
+	defer l.c.g.Spawn(func() {
+		ctx, cancel := context.WithTimeout(l.c.ctx, l.c.masterTimeout(ttl))
+		defer cancel()
+		l.c.releaseOn(ctx, l.keys, l.token, ttl)
+	})
 	switch {
 	case l.capped:
 		l.end(fmt.Errorf("%w: key %q held for %v", ErrHoldLimit, l.keys.name, time.Since(l.acquired).Round(time.Millisecond)))
@@ -158,18 +169,28 @@ func (l *Lease) expireLocked() {
 // everywhere, and Extend returns an error wrapping ErrNotHeld and ErrLost.
 // Other failures (masters unreachable) leave the lease as it was: it ends at
 // its deadline unless a later extension succeeds. A reply that arrives after
-// the lease ended never revives it.
+// the lease ended never revives it. Extensions of one lease (concurrent calls,
+// or a call racing auto-extension) run one at a time, in order, so the
+// deadline always comes from the extension that ran last.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < MinTTL || ttl%time.Millisecond != 0 {
 		return fmt.Errorf("%w: extension ttl %v for key %q (minimum %v, whole milliseconds)", ErrInvalid, ttl, l.keys.name, MinTTL)
 	}
+	if ttl > l.c.opts.quarantine {
+		return fmt.Errorf("%w: extension ttl %v for key %q is longer than the restart quarantine %v", ErrInvalid, ttl, l.keys.name, l.c.opts.quarantine)
+	}
+	l.extMu.Lock()
+	defer l.extMu.Unlock()
 	if err := l.Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
 	}
 	c := l.c
 	start := time.Now()
-	line := c.scripts.extend.line([]string{l.keys.lock}, l.token, ttl.Milliseconds())
-	rs := c.fanScript(ctx, c.masterTimeout(ttl), c.scripts.extend, line, parseInt, isOne)
+	line := c.scripts.extend.Line([]string{l.keys.lock}, l.token, ttl.Milliseconds())
+	// every answer is awaited (bounded by the master timeout), so no
+	// extension of this lease is still on its way to a master when the next
+	// one is sent
+	rs := c.fan(ctx, ttl, c.scripts.extend, line, parseInt, nil)
 	acks, gone, errs := tally(rs)
 
 	l.mu.Lock()
@@ -215,8 +236,13 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 // lease's context is cancelled before the key is freed. Releasing a lease
 // that already ended returns an error wrapping ErrNotHeld and the reason it
 // ended (ErrLost: the caller learns it had lost the lock). When the key was
-// found held by someone else on a quorum of masters (it had expired in Redis)
-// Release also returns ErrNotHeld.
+// found no longer held by this lease on enough masters that a quorum cannot
+// have held it (it expired, was evicted, or a master restarted), Release
+// returns an error wrapping ErrNotHeld and ErrLost: the caller learns it may
+// not have held the lock to the end. A release that go-redis sent twice (its
+// answer was lost and the command retried on a new connection to the same
+// server process) counts as this lease's own. Other failures wrap
+// ErrUnavailable (the key expires at its ttl where it was not released).
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	l.expireLocked()
@@ -232,14 +258,29 @@ func (l *Lease) Release(ctx context.Context) error {
 		<-l.done
 		ttl = l.TTL() // the extender may have changed it
 	}
-	released, notHeld, errs := l.c.releaseOn(ctx, l.keys, l.token, ttl)
+	released, notHeld := 0, 0
+	var errs []error
+	for _, r := range l.c.releaseOn(ctx, l.keys, l.token, ttl) {
+		switch {
+		case r.Err != nil:
+			errs = append(errs, masterErr(r))
+		case r.Val.(int64) == 1 || r.Redialed:
+			// a 0 after a re-dial is our own earlier release answering
+			// twice: the same server process (Trust checked it) cannot
+			// have dropped the key before its expiry, which our deadline
+			// precedes
+			released++
+		default:
+			notHeld++
+		}
+	}
 	switch {
-	case released >= l.c.quorum || released > 0 && len(errs) == 0:
+	case released >= l.c.quorum:
 		return nil
 	case notHeld > len(l.c.masters)-l.c.quorum:
-		return fmt.Errorf("%w: key %q had already expired in Redis on %d of %d masters", ErrNotHeld, l.keys.name, notHeld, len(l.c.masters))
+		return fmt.Errorf("%w: %w: key %q was no longer held by this lease on %d of %d masters (expired, evicted, or the master restarted)", ErrNotHeld, ErrLost, l.keys.name, notHeld, len(l.c.masters))
 	default:
-		return fmt.Errorf("locking: releasing %q: released on %d masters, %d needed (the rest expire at the ttl): %w", l.keys.name, released, l.c.quorum, errors.Join(errs...))
+		return fmt.Errorf("locking: releasing %q: released on %d masters, %d needed (the rest expire at the ttl): %w: %w", l.keys.name, released, l.c.quorum, ErrUnavailable, errors.Join(errs...))
 	}
 }
 

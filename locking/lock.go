@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/quorum"
 )
 
 func newToken() string {
@@ -30,6 +33,9 @@ func (c *Client) validate(key string, ttl time.Duration, o *lockOptions) error {
 	if ttl%time.Millisecond != 0 {
 		return fmt.Errorf("%w: ttl %v for key %q is not a whole number of milliseconds", ErrInvalid, ttl, key)
 	}
+	if ttl > c.opts.quarantine {
+		return fmt.Errorf("%w: ttl %v for key %q is longer than the restart quarantine %v: a restarted master could grant it while it is still held (raise WithRestartQuarantine)", ErrInvalid, ttl, key, c.opts.quarantine)
+	}
 	if o.fair && len(c.masters) > 1 {
 		return fmt.Errorf("%w: fair mode for key %q needs a single master (have %d)", ErrInvalid, key, len(c.masters))
 	}
@@ -46,7 +52,8 @@ func (c *Client) validate(key string, ttl time.Duration, o *lockOptions) error {
 // Lease, or an *ObtainError that wraps ErrNotObtained when the lock is taken
 // and ErrUnavailable when too few masters answered. Auto-extension is off
 // unless WithAutoExtend(true) is given: the lease then ends at its validity
-// deadline, a little before the key expires in Redis.
+// deadline, a little before the key expires in Redis. With WithFair it does
+// not take a free key while fair waiters queue for it.
 //
 // Cancelling ctx abandons the attempt; whatever was taken is released.
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lease, error) {
@@ -57,7 +64,7 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 	if err := c.validate(key, ttl, &o); err != nil {
 		return nil, err
 	}
-	l, _, err := c.attempt(ctx, c.keysFor(key), newToken(), ttl, "", &o, o.auto(false))
+	l, _, err := c.attempt(ctx, c.keysFor(key), newToken(), ttl, false, &o, o.auto(false))
 	return l, err
 }
 
@@ -69,7 +76,9 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 // Cancelling ctx ends the wait: Lock then returns an error joining
 // ErrNotObtained and ctx.Err(). ctx bounds only the wait; the lease lives on
 // until Release, loss or Close. Errors that waiting cannot cure (masters down,
-// bad arguments) return at once.
+// bad arguments) return at once. Whichever way Lock returns without a lease,
+// it has left the lock's wait queues (so a fair queue never keeps a ghost at
+// its head), also when Close ends the wait.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lease, error) {
 	var o lockOptions
 	for _, opt := range opts {
@@ -78,34 +87,52 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	if err := c.validate(key, ttl, &o); err != nil {
 		return nil, err
 	}
+	if !c.calls.Enter() {
+		return nil, ErrClosed
+	}
+	defer c.calls.Leave()
 	k := c.keysFor(key)
 	token := newToken()
 	c.hub.ensure(ctx, c.masterTimeout(ttl))
 	w := c.hub.add(key, token)
-	won := false
-	defer func() { c.hub.remove(w, !won) }()
+	l, queued, err := c.wait(ctx, k, token, ttl, &o, w)
+	c.hub.remove(w, l == nil)
+	if l == nil && queued {
+		c.giveUp(k, token, ttl)
+	}
+	return l, err
+}
 
+// wait makes attempts until one succeeds, ctx ends, the client closes or an
+// attempt fails in a way waiting cannot cure. queued reports whether some
+// attempt may have entered the wait queues (a master answered busy, or did
+// not answer).
+func (c *Client) wait(ctx context.Context, k keys, token string, ttl time.Duration, o *lockOptions, w *waiter) (l *Lease, queued bool, err error) {
 	for {
-		l, retry, err := c.attempt(ctx, k, token, ttl, token, &o, o.auto(true))
+		l, retry, err := c.attempt(ctx, k, token, ttl, true, o, o.auto(true))
 		if l != nil {
-			won = true
-			return l, nil
+			return l, queued, nil
 		}
 		var oe *ObtainError
-		if ctx.Err() != nil {
-			return nil, c.giveUp(k, token, ttl, &o, waitEnded(err, ctx))
+		if errors.As(err, &oe) {
+			queued = queued || oe.mayQueue()
 		}
-		if !errors.As(err, &oe) || !oe.contended() {
-			return nil, err
+		switch {
+		case ctx.Err() != nil:
+			return nil, queued, waitEnded(err, ctx)
+		case c.closed():
+			return nil, queued, ErrClosed
+		case oe == nil || !oe.contended():
+			return nil, queued, err
 		}
 		timer := time.NewTimer(retry)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return nil, c.giveUp(k, token, ttl, &o, waitEnded(err, ctx))
+			return nil, queued, waitEnded(err, ctx)
 		case <-c.ctx.Done():
 			timer.Stop()
-			return nil, ErrClosed
+			return nil, queued, ErrClosed
 		case <-w.ch:
 			timer.Stop()
 		case <-timer.C:
@@ -122,21 +149,24 @@ func waitEnded(last error, ctx context.Context) error {
 	return errors.Join(ErrNotObtained, last, ctx.Err())
 }
 
-// giveUp takes a waiter out of the queues; if a release had already handed the
-// key to it, the key is released on (handed to the next waiter).
-func (c *Client) giveUp(k keys, token string, ttl time.Duration, o *lockOptions, err error) error {
-	ctx, cancel := context.WithTimeout(c.ctx, c.masterTimeout(ttl))
-	defer cancel()
-	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
-		return m.batch.run(ctx, c.scripts.leave, []string{k.lock}, token).Int64()
-	}, nil)
+// giveUp takes a waiter that got no lease out of the queues; if a release
+// had already handed the key to it, the key is released on (handed to the
+// next waiter). Bounded by the master timeout, also after Close.
+func (c *Client) giveUp(k keys, token string, ttl time.Duration) {
+	var rs []quorum.Reply
+	if c.closed() {
+		rs = c.direct(ttl, c.scripts.leave, []string{k.lock}, token)
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), c.masterTimeout(ttl))
+		defer cancel()
+		rs = c.fan(ctx, ttl, c.scripts.leave, c.scripts.leave.Line([]string{k.lock}, token), parseInt, nil)
+	}
 	for _, r := range rs {
-		if r.err == nil && r.val.(int64) == 1 {
-			c.releaseOn(ctx, k, token, ttl)
-			break
+		if v, ok := r.Val.(int64); ok && r.Err == nil && v == 1 {
+			c.releaseOn(context.Background(), k, token, ttl)
+			return
 		}
 	}
-	return err
 }
 
 // Hold takes the lock named key (waiting like Lock), keeps it alive, runs fn
@@ -166,62 +196,65 @@ func (c *Client) Hold(ctx context.Context, key string, ttl time.Duration, fn fun
 }
 
 // attempt runs the acquire script on all masters. On success it returns the
-// lease; otherwise the error and how long to wait before trying again.
-func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Duration, waiter string, o *lockOptions, auto bool) (*Lease, time.Duration, error) {
+// lease; otherwise the error and how long to wait before trying again. A
+// caller that will wait registers as a waiter (its token is its id).
+func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Duration, waits bool, o *lockOptions, auto bool) (*Lease, time.Duration, error) {
 	ttlMs := ttl.Milliseconds()
-	var line []any // one command line, shared by every master
-	if len(c.masters) > 1 {
-		line = c.scripts.acquire.line([]string{k.lock, k.fence, c.marker}, token, ttlMs, "q")
-	} else {
-		line = c.scripts.acquire.line([]string{k.lock, k.fence}, token, ttlMs, "s")
+	waiter, fair := "", ""
+	if waits {
+		waiter = token
 	}
-	if waiter != "" {
-		fair := ""
-		if o.fair {
-			fair = "f"
-		}
-		line = append(line, waiter, 2*ttlMs+1000, fair) // a waiter's entry outlives its next re-check
+	if o.fair {
+		fair = "f"
+	}
+	// one command line, shared by every master
+	var line []any
+	if c.mode == "u" {
+		line = c.scripts.acquire.Line([]string{k.lock, k.fence}, token, ttlMs, c.mode, waiter, ttlMs+1000, fair)
+	} else {
+		line = c.scripts.acquire.Line([]string{k.lock, k.fence, c.g.MarkerKey()}, token, ttlMs, c.mode, waiter, ttlMs+1000, fair)
 	}
 	start := time.Now()
-	rs := c.fanScript(ctx, c.masterTimeout(ttl), c.scripts.acquire, line, parseAcquire, granted)
-	if len(c.masters) > 1 && unmarked(rs) > 0 && c.markFresh(ctx, ttl) {
-		start = time.Now()
-		rs = c.fanScript(ctx, c.masterTimeout(ttl), c.scripts.acquire, line, parseAcquire, granted)
-	}
+	rs := c.fan(ctx, ttl, c.scripts.acquire, line, parseAcquire, granted)
 
 	var oe ObtainError // copied out on failure: success allocates none
 	var fbuf [8]int64
 	fences := fbuf[:0]
-	var waits []time.Duration
+	var waitFor []time.Duration
 	for _, r := range rs {
-		if errors.Is(r.err, errPending) {
+		if errors.Is(r.Err, quorum.ErrPending) {
 			continue
 		}
-		if r.err != nil {
-			oe.Failures = append(oe.Failures, MasterError{r.m.idx, r.m.addr, r.err})
+		if r.Err != nil {
+			oe.Failures = append(oe.Failures, MasterError{r.M.Idx, r.M.Addr, r.Err})
+			var q *quorum.QuarantineError
+			switch {
+			case errors.As(r.Err, &q):
+				waitFor = append(waitFor, q.Left)
+			case errors.Is(r.Err, quorum.ErrRestarted):
+				waitFor = append(waitFor, 50*time.Millisecond)
+			}
 			continue
 		}
-		code, n, _ := acquireAnswer(r.val)
+		code, n, _ := acquireAnswer(r.Val)
 		switch code {
 		case 1:
 			fences = append(fences, n)
 			continue
 		case 0:
-			oe.Failures = append(oe.Failures, MasterError{r.m.idx, r.m.addr, errBusy})
-		case -1:
-			oe.Failures = append(oe.Failures, MasterError{r.m.idx, r.m.addr, errUnrepaired})
-			c.repairLater(r.m)
+			oe.Failures = append(oe.Failures, MasterError{r.M.Idx, r.M.Addr, errBusy})
+		default: // -1: the marker went missing under a running server
+			r.M.Invalidate()
+			oe.Failures = append(oe.Failures, MasterError{r.M.Idx, r.M.Addr, quorum.ErrRestarted})
 			n = 50
-		case -2:
-			oe.Failures = append(oe.Failures, MasterError{r.m.idx, r.m.addr, errQuarantine})
 		}
-		waits = append(waits, time.Duration(n)*time.Millisecond)
+		waitFor = append(waitFor, time.Duration(n)*time.Millisecond)
 	}
 	oe.Granted = len(fences)
 
 	// the earliest moment a quorum could be free: the holder's remaining ttl on
 	// the master that frees up last among the first quorum-minus-granted ones
-	retry := c.retryAfter(waits, c.quorum-len(fences))
+	retry := c.retryAfter(waitFor, c.quorum-len(fences))
 
 	if len(fences) < c.quorum {
 		if len(fences) > 0 || timedOut(rs) {
@@ -255,9 +288,9 @@ func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Dur
 
 // timedOut tells whether some master failed with a transport error, so it
 // may have executed the script without us seeing the answer.
-func timedOut(rs []reply) bool {
+func timedOut(rs []quorum.Reply) bool {
 	for _, r := range rs {
-		if r.err != nil && isNetErr(r.err) {
+		if r.Err != nil && isNetErr(r.Err) {
 			return true
 		}
 	}
@@ -292,15 +325,15 @@ func acquireAnswer(v any) (code, n int64, ok bool) {
 }
 
 // granted tells an acquire answer that took the lock.
-func granted(r reply) bool {
-	code, _, ok := acquireAnswer(r.val)
-	return ok && r.err == nil && code == 1
+func granted(r quorum.Reply) bool {
+	code, _, ok := acquireAnswer(r.Val)
+	return ok && r.Err == nil && code == 1
 }
 
 // isOne tells a script answer of 1.
-func isOne(r reply) bool {
-	v, ok := r.val.(int64)
-	return ok && r.err == nil && v == 1
+func isOne(r quorum.Reply) bool {
+	v, ok := r.Val.(int64)
+	return ok && r.Err == nil && v == 1
 }
 
 func (c *Client) retryAfter(waits []time.Duration, need int) time.Duration {
@@ -341,18 +374,9 @@ func agreed(fences []int64, q int) (int64, bool) {
 // majority, so any later holder's majority sees it and goes above it.
 func (c *Client) syncFence(ctx context.Context, k keys, token string, ttl time.Duration, fences []int64) (int64, error) {
 	fence := slices.Max(fences)
-	rs := c.fanout(ctx, c.masterTimeout(ttl), func(ctx context.Context, m *master) (any, error) {
-		return m.batch.run(ctx, c.scripts.fenceSync, []string{k.lock, k.fence}, token, fmt.Sprint(fence)).Int64()
-	}, isOne)
-	acks := 0
-	var errs []error
-	for _, r := range rs {
-		if isOne(r) {
-			acks++
-		} else if r.err != nil && !errors.Is(r.err, errPending) {
-			errs = append(errs, MasterError{r.m.idx, r.m.addr, r.err})
-		}
-	}
+	line := c.scripts.fenceSync.Line([]string{k.lock, k.fence}, token, strconv.FormatInt(fence, 10))
+	rs := c.fan(ctx, ttl, c.scripts.fenceSync, line, parseInt, isOne)
+	acks, _, errs := tally(rs)
 	if acks < c.quorum {
 		err := fmt.Errorf("fencing token %d confirmed by %d masters, %d needed", fence, acks, c.quorum)
 		if len(errs) > 0 {
@@ -363,35 +387,14 @@ func (c *Client) syncFence(ctx context.Context, k keys, token string, ttl time.D
 	return fence, nil
 }
 
-// releaseOn runs the release script on every master; it returns how many
-// masters released (the key held token there), how many did not hold it, and
-// the errors of the rest.
-func (c *Client) releaseOn(ctx context.Context, k keys, token string, ttl time.Duration) (released, notHeld int, errs []error) {
+// releaseOn runs the release script on every master and returns the answers.
+func (c *Client) releaseOn(ctx context.Context, k keys, token string, ttl time.Duration) []quorum.Reply {
 	if ctx.Err() != nil {
 		// the caller gave up; still clean up, bounded
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.masterTimeout(ttl))
 		defer cancel()
 	}
-	line := c.scripts.release.line([]string{k.lock, k.fence}, token, c.wakeArg, k.name)
-	rs := c.fanScript(ctx, c.masterTimeout(ttl), c.scripts.release, line, parseInt, nil)
-	return tally(rs)
-}
-
-// tally counts the answers of a token-checked script: ones (the key held the
-// token), others (it did not), and the masters' errors. Answers a quorum
-// made unnecessary (errPending) count nowhere.
-func tally(rs []reply) (ones, others int, errs []error) {
-	for _, r := range rs {
-		switch {
-		case errors.Is(r.err, errPending):
-		case r.err != nil:
-			errs = append(errs, MasterError{r.m.idx, r.m.addr, r.err})
-		case r.val.(int64) == 1:
-			ones++
-		default:
-			others++
-		}
-	}
-	return ones, others, errs
+	line := c.scripts.release.Line([]string{k.lock, k.fence}, token, c.wakeArg, k.name)
+	return c.fan(ctx, ttl, c.scripts.release, line, parseInt, nil)
 }

@@ -25,6 +25,7 @@ type options struct {
 	lateness      time.Duration
 	masterTimeout time.Duration
 	quarantine    time.Duration
+	fresh         bool
 	refuseEvict   bool
 	logger        Logger
 }
@@ -53,11 +54,30 @@ func WithLateness(d time.Duration) Option { return func(o *options) { o.lateness
 // Default 0: a tenth of the lock's ttl, at least 20ms and at most ttl/2.
 func WithMasterTimeout(d time.Duration) Option { return func(o *options) { o.masterTimeout = d } }
 
-// WithRestartQuarantine sets how long a master that restarted empty stays out
-// of quorums after its repair (quorum mode only). It must be at least the
-// longest ttl any client uses, so that every lock the master forgot has expired
-// elsewhere before it votes again. Default 1 minute.
+// WithRestartQuarantine sets how long a master that restarted stays out of
+// every lock, counted from the server's start (INFO uptime_in_seconds): a
+// restart is found when the client's first new connection meets a server
+// whose marker key is missing (restarted empty) or names another process
+// (reloaded from a snapshot older than its last writes). Such a master is
+// repaired (marked anew, with a fencing floor above every fence it may have
+// forgotten) and grants nothing until it has been up for d, by which time
+// every lock its previous process granted has expired. A master that has
+// been up longer than d costs nothing. With one master this is a delayed
+// restart: up to d of unavailability after each restart.
+//
+// d must be > 0 and at least the longest ttl any client uses on these
+// masters; locks with a longer ttl are refused with ErrInvalid. Default 1
+// minute.
 func WithRestartQuarantine(d time.Duration) Option { return func(o *options) { o.quarantine = d } }
+
+// WithFreshDeployment makes masters that carry no trace of an earlier life
+// (no master of the set has a marker key) vote at once, as a brand-new
+// deployment, instead of waiting out the restart quarantine. Redis cannot
+// tell a brand-new set from one where every master restarted empty at once
+// (a compose restart, a power loss), which this option then treats as new:
+// a lock still held by a live client may be granted again. Meant for first
+// deployments, tests and baton dev's embedded server. Default off.
+func WithFreshDeployment() Option { return func(o *options) { o.fresh = true } }
 
 // WithRefuseEviction makes the client refuse masters whose maxmemory-policy can
 // evict keys (anything but noeviction): their answers count as failures

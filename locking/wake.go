@@ -51,9 +51,9 @@ func (h *hub) ensure(ctx context.Context, timeout time.Duration) {
 	h.started = true
 	confirmed := make(chan struct{}, len(h.c.masters))
 	for _, m := range h.c.masters {
-		ps := m.rdb.Subscribe(h.c.ctx)
+		ps := m.RDB.Subscribe(h.c.ctx)
 		h.subs = append(h.subs, ps)
-		if !h.c.bg.spawn(func() { h.loop(ps, confirmed) }) {
+		if !h.c.g.Spawn(func() { h.loop(ps, confirmed) }) {
 			confirmed <- struct{}{} // closing: nobody waits for this one
 		}
 	}

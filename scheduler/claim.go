@@ -8,11 +8,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/quorum"
 )
 
 var (
@@ -27,11 +28,13 @@ var (
 	//go:embed lua/raise.lua
 	raiseSrc string
 
-	claimScript   = redis.NewScript(claimSrc)
-	commitScript  = redis.NewScript(commitSrc)
-	releaseScript = redis.NewScript(releaseSrc)
-	extendScript  = redis.NewScript(extendSrc)
-	raiseScript   = redis.NewScript(raiseSrc)
+	// the claim grants and fences: it carries the quorum prelude (q_guard,
+	// q_fence), shared with the lock acquire
+	claimScript   = quorum.NewGuardedScript(claimSrc)
+	commitScript  = quorum.NewScript(commitSrc)
+	releaseScript = quorum.NewScript(releaseSrc)
+	extendScript  = quorum.NewScript(extendSrc)
+	raiseScript   = quorum.NewScript(raiseSrc)
 )
 
 // Claim answers, as the claim script returns them.
@@ -41,8 +44,7 @@ const (
 	stBusy       = 2
 	stMissed     = 3
 	stPaused     = 4
-	stUnrepaired = -1
-	stQuarantine = -2
+	stUnmarked   = -1 // the master's marker went missing: it grants nothing
 )
 
 // jobKeys are the keys of one job; all share its hash tag. A tick's own key
@@ -81,60 +83,18 @@ type answer struct {
 }
 
 // pipeline runs one script per item on every master, one pipelined round
-// trip per master, all masters in parallel. Scripts unknown to a master
-// (restart, SCRIPT FLUSH) are loaded and the affected items sent again.
-func (s *Scheduler) pipeline(ctx context.Context, n int, script *redis.Script, args func(i int, quorum bool) ([]string, []any)) [][]answer {
-	out := make([][]answer, len(s.masters))
-	var wg sync.WaitGroup
-	for mi, rdb := range s.masters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// big pipelines take longer to answer, more so on a loaded
-			// Redis: 100µs a script on top (a claim costs Redis ~15µs)
-			ctx, cancel := context.WithTimeout(ctx, s.opts.timeout+time.Duration(n)*100*time.Microsecond)
-			defer cancel()
-			out[mi] = runPipeline(ctx, rdb, n, script, func(i int) ([]string, []any) { return args(i, len(s.masters) > 1) })
-		}()
+// trip per master, all masters in parallel (see quorum.Group.Pipeline: a
+// master that restarted answers every item with why, and is repaired).
+func (s *Scheduler) pipeline(ctx context.Context, n int, script *quorum.Script, args func(i int) ([]string, []any)) [][]answer {
+	replies := s.g.Pipeline(ctx, s.opts.timeout, script, n, args)
+	out := make([][]answer, len(replies))
+	for mi, rs := range replies {
+		out[mi] = make([]answer, len(rs))
+		for i, r := range rs {
+			out[mi][i] = toAnswer(r.Val, r.Err)
+		}
 	}
-	wg.Wait()
 	return out
-}
-
-func runPipeline(ctx context.Context, rdb redis.UniversalClient, n int, script *redis.Script, args func(i int) ([]string, []any)) []answer {
-	res := make([]answer, n)
-	todo := make([]int, n)
-	for i := range todo {
-		todo[i] = i
-	}
-	for round := 0; round < 2 && len(todo) > 0; round++ {
-		pipe := rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(todo))
-		for k, i := range todo {
-			keys, a := args(i)
-			cmds[k] = pipe.EvalSha(ctx, script.Hash(), keys, a...)
-		}
-		_, _ = pipe.Exec(ctx)
-		var again []int
-		for k, i := range todo {
-			err := cmds[k].Err()
-			if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") && round == 0 {
-				again = append(again, i)
-				continue
-			}
-			res[i] = toAnswer(cmds[k].Val(), err)
-		}
-		if len(again) > 0 {
-			if err := script.Load(ctx, rdb).Err(); err != nil {
-				for _, i := range again {
-					res[i] = answer{err: err}
-				}
-				return res
-			}
-		}
-		todo = again
-	}
-	return res
 }
 
 func toAnswer(v any, err error) answer {
@@ -193,9 +153,9 @@ func (s *Scheduler) decide(as []answer) outcome {
 			o.wait = time.Duration(a.val) * time.Millisecond
 		case stPaused:
 			paused++
-		case stUnrepaired, stQuarantine:
+		case stUnmarked:
 			errs++
-			errList = append(errList, fmt.Errorf("master out of quorums (status %d)", a.st))
+			errList = append(errList, errors.New("master's marker missing (restarted or flushed)"))
 		}
 	}
 	switch {
@@ -233,14 +193,13 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 		}
 	}
 	claimedAt := s.opts.clock.Now()
-	answers := s.pipeline(ctx, len(batch), claimScript, func(i int, quorum bool) ([]string, []any) {
+	mode := s.g.Mode()
+	answers := s.pipeline(ctx, len(batch), claimScript, func(i int) ([]string, []any) {
 		it := batch[i]
 		k := &it.job.keys
 		keys := []string{it.key, k.paused, k.mark, k.fence}
-		mode := "s"
-		if quorum {
-			keys = append(keys, s.locks.MarkerKey())
-			mode = "q"
+		if mode != "u" {
+			keys = append(keys, s.g.MarkerKey())
 		}
 		paused := ""
 		if it.job.Paused {
@@ -255,7 +214,6 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 	var release []int
 	var again []item
 	var unsynced []int // positions in owned whose fence must be raised on a majority
-	needRepair := false
 	// one back-off for every tick of the batch that failed, so they are
 	// retried together, in one pipeline
 	attempts := 0
@@ -269,8 +227,8 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 		per := make([]answer, len(s.masters))
 		for m := range s.masters {
 			per[m] = answers[m][i]
-			if per[m].st == stUnrepaired && per[m].err == nil {
-				needRepair = true
+			if per[m].st == stUnmarked && per[m].err == nil {
+				s.g.Masters()[m].Invalidate() // checked (and repaired) on the next call
 			}
 		}
 		o := s.decide(per)
@@ -326,13 +284,6 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 	if failures > 0 {
 		s.opts.log.Warn("claims failed; retrying", "ticks", failures, "err", firstErr, "attempt", attempts+1, "replica", s.opts.replica)
 	}
-	if needRepair {
-		s.procs.Add(1)
-		go func() {
-			defer s.procs.Done()
-			_ = s.locks.Prepare(context.WithoutCancel(ctx))
-		}()
-	}
 	// leases given up are released before their ticks are retried, so a
 	// retry's fresh claim (same token) cannot be undone by a late release
 	if len(release) > 0 {
@@ -350,7 +301,7 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 // every later one; the ticks where it did not are removed from owned and
 // returned, to be released and claimed again.
 func (s *Scheduler) raiseFences(ctx context.Context, batch []item, owned []int, fences []int64, pos []int) ([]int, []int64, []int) {
-	answers := s.pipeline(context.WithoutCancel(ctx), len(pos), raiseScript, func(k int, _ bool) ([]string, []any) {
+	answers := s.pipeline(context.WithoutCancel(ctx), len(pos), raiseScript, func(k int) ([]string, []any) {
 		return []string{batch[owned[pos[k]]].job.keys.fence}, []any{fences[pos[k]]}
 	})
 	bad := map[int]bool{}
@@ -481,7 +432,7 @@ func (s *Scheduler) extendLeases(ctx context.Context, batch []item, owned []int,
 	// extension would read as lost leases and leave them held
 	ctx = context.WithoutCancel(ctx)
 	wait := owned[n:]
-	answers := s.pipeline(ctx, len(wait), extendScript, func(k int, _ bool) ([]string, []any) {
+	answers := s.pipeline(ctx, len(wait), extendScript, func(k int) ([]string, []any) {
 		it := batch[wait[k]]
 		return []string{it.key}, []any{it.token, s.opts.leaseTTL.Milliseconds()}
 	})
@@ -502,7 +453,7 @@ func (s *Scheduler) extendLeases(ctx context.Context, batch []item, owned []int,
 }
 
 func (s *Scheduler) releaseLeases(ctx context.Context, batch []item, idx []int) {
-	s.pipeline(ctx, len(idx), releaseScript, func(i int, _ bool) ([]string, []any) {
+	s.pipeline(ctx, len(idx), releaseScript, func(i int) ([]string, []any) {
 		it := batch[idx[i]]
 		return []string{it.key}, []any{it.token}
 	})
@@ -565,7 +516,7 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 	flush := func() {
 		if len(commit) > 0 {
 			c := commit
-			s.pipeline(wctx, len(c), commitScript, func(k int, _ bool) ([]string, []any) {
+			s.pipeline(wctx, len(c), commitScript, func(k int) ([]string, []any) {
 				it := batch[c[k]]
 				return []string{it.key, it.job.keys.mark}, []any{it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}
 			})

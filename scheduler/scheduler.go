@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/quorum"
 	"github.com/batonhq/baton/locking"
 )
 
@@ -123,7 +124,8 @@ type stats struct {
 // replicas run one each, over the same jobs and the same lock masters; every
 // tick is dispatched once.
 type Scheduler struct {
-	masters []redis.UniversalClient
+	g       *quorum.Group           // the lock masters: claims run through it
+	masters []redis.UniversalClient // the same masters, for plain reads
 	quorum  int
 	locks   *locking.Client
 	jobs    map[string]*Job
@@ -140,10 +142,11 @@ type Scheduler struct {
 	wg       sync.WaitGroup
 }
 
-// New returns a scheduler over the lock masters (the same go-redis clients,
-// in the same order, as locks was built from: one is the ordinary case,
-// several form a quorum). It validates the jobs and contacts no server.
-func New(locks *locking.Client, masters []redis.UniversalClient, jobs []Job, d Dispatcher, opts ...Option) (*Scheduler, error) {
+// New returns a scheduler whose tick claims run on the lock client's masters
+// (one is the ordinary case, several form a quorum), with the same restart
+// checks, batching and quorum counting as its locks. It validates the jobs
+// and contacts no server.
+func New(locks *locking.Client, jobs []Job, d Dispatcher, opts ...Option) (*Scheduler, error) {
 	o := options{
 		clock: RealClock(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), namespace: "baton",
 		leaseTTL: 5 * time.Second, maxSkew: 500 * time.Millisecond, followerDelay: 500 * time.Millisecond,
@@ -159,13 +162,10 @@ func New(locks *locking.Client, masters []redis.UniversalClient, jobs []Job, d D
 	if locks == nil || d == nil {
 		errs = append(errs, errors.New("scheduler: a lock client and a dispatcher are required"))
 	}
-	if len(masters) == 0 {
-		errs = append(errs, errors.New("scheduler: no lock masters"))
-	}
 	if o.leaseTTL < 100*time.Millisecond || o.maxSkew <= 0 || o.timeout <= 0 || o.parallel < 1 || o.followerDelay < 0 {
 		errs = append(errs, fmt.Errorf("scheduler: bad options: tick lease ttl %v (min 100ms), max skew %v, master timeout %v, parallelism %d, follower delay %v", o.leaseTTL, o.maxSkew, o.timeout, o.parallel, o.followerDelay))
 	}
-	s := &Scheduler{masters: masters, quorum: len(masters)/2 + 1, locks: locks, disp: d, opts: o,
+	s := &Scheduler{locks: locks, disp: d, opts: o,
 		jobs: map[string]*Job{}, retry: make(chan []item, 64), sem: make(chan struct{}, max(o.parallel, 1)),
 		stopping: make(chan struct{})}
 	for i := range jobs {
@@ -199,6 +199,11 @@ func New(locks *locking.Client, masters []redis.UniversalClient, jobs []Job, d D
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	s.g = locks.Group()
+	s.quorum = s.g.Quorum()
+	for _, m := range s.g.Masters() {
+		s.masters = append(s.masters, m.RDB)
 	}
 	return s, nil
 }

@@ -122,11 +122,11 @@ func start(t *testing.T, rdbs []*redis.Client, jobs []scheduler.Job, d scheduler
 	for i, r := range rdbs {
 		ms[i] = r
 	}
-	locks, err := locking.New(ms, locking.WithPrefix("baton:lock:"))
+	locks, err := locking.New(ms, locking.WithPrefix("baton:lock:"), locking.WithFreshDeployment())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := scheduler.New(locks, ms, jobs, d, opts...)
+	s, err := scheduler.New(locks, jobs, d, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,6 +86,7 @@ func newReplica(cfg *jobs.Config, id string, r role, log *slog.Logger, dropLockM
 		locking.WithPrefix(cfg.Namespace+":lock:"),
 		locking.WithLateness(cfg.Locking.Lateness),
 		locking.WithRestartQuarantine(cfg.Locking.RestartQuarantine),
+		freshOpt(cfg),
 		locking.WithLogger(printfLogger{log.With("component", "locking"), dropLockMsg}))
 	if err != nil {
 		return nil, err
@@ -138,7 +139,7 @@ func newReplica(cfg *jobs.Config, id string, r role, log *slog.Logger, dropLockM
 				LeaderOnly:       j.Leader,
 			})
 		}
-		rp.sched, err = scheduler.New(rp.locks, rp.mast, sj, disp,
+		rp.sched, err = scheduler.New(rp.locks, sj, disp,
 			scheduler.WithLeader(rp.leader.leading),
 			scheduler.WithNamespace(cfg.Namespace),
 			scheduler.WithReplica(id),
@@ -395,4 +396,12 @@ func (l *leadership) start(ctx context.Context) <-chan struct{} {
 		}
 	}()
 	return done
+}
+
+// freshOpt is the lock client's fresh-deployment opt-in of cfg (nil: none).
+func freshOpt(cfg *jobs.Config) locking.Option {
+	if cfg.Locking.FreshDeployment {
+		return locking.WithFreshDeployment()
+	}
+	return nil
 }

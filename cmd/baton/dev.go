@@ -74,6 +74,9 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	}()
 	cfg.Redis = jobs.RedisConfig{URL: "redis://" + mr.Addr() + "/0"}
 	cfg.Locking.Masters = nil
+	// the embedded server is new at every start and reports no run_id: it is
+	// a brand-new deployment each time, nothing to wait out
+	cfg.Locking.FreshDeployment = true
 
 	ids := make([]string, *n)
 	for i := range ids {
@@ -100,7 +103,9 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 
 // devQuiet drops the lock client's warning that it cannot read the
 // maxmemory-policy: miniredis has no CONFIG command, and never evicts.
-func devQuiet(msg string) bool { return strings.Contains(msg, "maxmemory-policy") }
+func devQuiet(msg string) bool {
+	return strings.Contains(msg, "maxmemory-policy") || strings.Contains(msg, "configuration")
+}
 
 // runDevClock advances mr's clock by the real time elapsed, every
 // devClockStep, so keys expire in real time (miniredis only expires keys on

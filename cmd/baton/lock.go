@@ -110,6 +110,9 @@ type lockConfig struct {
 	grace   time.Duration
 	fair    bool
 	prefix  string
+	// the lock masters' restart handling, as baton run uses them
+	quarantine time.Duration
+	fresh      bool
 }
 
 // fileConfig is the part of a baton YAML config file that "baton lock"
@@ -119,7 +122,9 @@ type fileConfig struct {
 		URL string `yaml:"url"`
 	} `yaml:"redis"`
 	Locking struct {
-		Masters []string `yaml:"masters"`
+		Masters           []string      `yaml:"masters"`
+		RestartQuarantine time.Duration `yaml:"restart_quarantine"`
+		FreshDeployment   bool          `yaml:"fresh_deployment"`
 	} `yaml:"locking"`
 	Namespace string `yaml:"namespace"` // the keys' prefix: <namespace>:lock:, as baton run uses
 }
@@ -189,6 +194,8 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 	fs.DurationVar(&cfg.grace, "grace", defaultGrace, "after losing the lock, time between SIGTERM and SIGKILL of CMD")
 	fs.BoolVar(&cfg.fair, "fair", false, "wait in FIFO order (single master only)")
 	fs.StringVar(&cfg.prefix, "prefix", defaultPrefix, "prefix of the lock's Redis keys")
+	fs.DurationVar(&cfg.quarantine, "restart-quarantine", time.Minute, "how long a lock master that restarted grants nothing, from its start (at least --ttl)")
+	fs.BoolVar(&cfg.fresh, "fresh-deployment", false, "masters with no trace of an earlier life (no marker key) vote at once instead of waiting out the quarantine")
 
 	parse := func(a []string) error {
 		err := fs.Parse(a)
@@ -248,8 +255,9 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 		return cfg, false, usagef("--grace %v must not be negative", cfg.grace)
 	}
 
-	prefixSet := false
-	fs.Visit(func(f *flag.Flag) { prefixSet = prefixSet || f.Name == "prefix" })
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	prefixSet := set["prefix"]
 
 	// masters: --redis, else the config file, else $BATON_REDIS_URL, else the default
 	var raws []string
@@ -273,6 +281,10 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 		if !prefixSet && fc.Namespace != "" {
 			cfg.prefix = fc.Namespace + ":lock:"
 		}
+		if !set["restart-quarantine"] && fc.Locking.RestartQuarantine > 0 {
+			cfg.quarantine = fc.Locking.RestartQuarantine
+		}
+		cfg.fresh = cfg.fresh || fc.Locking.FreshDeployment
 	}
 	if raws == nil {
 		if env := os.Getenv(envRedisURL); env != "" {
@@ -334,7 +346,12 @@ func (r *lockRun) lockAndRun() int {
 		}
 	}()
 	logger := log.New(&scrubWriter{w: r.stderr, scrub: r.scrub}, "baton lock: ", 0)
-	client, err := locking.New(rdbs, locking.WithPrefix(cfg.prefix), locking.WithLogger(logger))
+	var fresh locking.Option
+	if cfg.fresh {
+		fresh = locking.WithFreshDeployment()
+	}
+	client, err := locking.New(rdbs, locking.WithPrefix(cfg.prefix), locking.WithLogger(logger),
+		locking.WithRestartQuarantine(cfg.quarantine), fresh)
 	if err != nil {
 		return r.usage(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,6 +88,10 @@ type proc struct {
 func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{done: make(chan struct{})}
+	if len(args) > 0 && args[0] == "lock" && !slices.Contains(args, "--restart-quarantine") {
+		// every test's Redis is brand new: a fresh deployment
+		args = append([]string{"lock", "--fresh-deployment"}, args[1:]...)
+	}
 	p.cmd = exec.Command(batonBin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr

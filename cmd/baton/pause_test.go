@@ -13,6 +13,8 @@ func TestPauseResume(t *testing.T) {
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0
+locking:
+  fresh_deployment: true
 namespace: ptest
 jobs:
   - name: a
@@ -41,6 +43,8 @@ jobs:
 	}
 	down := writeConfig(t, `redis:
   url: redis://:secret@127.0.0.1:1/0
+locking:
+  fresh_deployment: true
 jobs:
   - name: a
     schedule: "@every 1m"

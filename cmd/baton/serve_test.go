@@ -175,6 +175,8 @@ func TestRunEndToEnd(t *testing.T) {
 	cfg := filepath.Join(dir, "baton.yaml")
 	if err := writeFile(cfg, fmt.Sprintf(`redis:
   url: %s
+locking:
+  fresh_deployment: true
 worker:
   shutdown_grace: 5s
 jobs:
@@ -255,6 +257,8 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	cfg := filepath.Join(dir, "baton.yaml")
 	if err := writeFile(cfg, fmt.Sprintf(`redis:
   url: %s
+locking:
+  fresh_deployment: true
 worker:
   shutdown_grace: 1m
 jobs:
@@ -299,6 +303,8 @@ func TestSchedulerAndWorkerApart(t *testing.T) {
 	cfg := filepath.Join(dir, "baton.yaml")
 	if err := writeFile(cfg, fmt.Sprintf(`redis:
   url: %s
+locking:
+  fresh_deployment: true
 jobs:
   - name: queued
     schedule: "@every 1s"
@@ -345,6 +351,8 @@ func TestRunWithoutRedis(t *testing.T) {
 	t.Parallel()
 	cfg := writeConfig(t, `redis:
   url: redis://:hunter2@127.0.0.1:1/0
+locking:
+  fresh_deployment: true
 jobs:
   - name: a
     schedule: "@every 1m"
@@ -371,6 +379,7 @@ func TestDevSmoke(t *testing.T) {
 	if err := writeFile(cfg, fmt.Sprintf(`redis:
   url: redis://127.0.0.1:1/0
 locking:
+  fresh_deployment: true
   masters: ["redis://127.0.0.1:1/0"]
 jobs:
   - name: tiny
@@ -425,6 +434,8 @@ func TestReadyzFollowsRedis(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Resume() })
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: %s
+locking:
+  fresh_deployment: true
 jobs:
   - name: a
     schedule: "@every 1h"

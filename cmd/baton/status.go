@@ -43,7 +43,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		return usageExit("status", err, stderr)
 	}
 	defer closeAll()
-	locks, err := locking.New(masters, locking.WithPrefix(cfg.Namespace+":lock:"))
+	locks, err := locking.New(masters, locking.WithPrefix(cfg.Namespace+":lock:"),
+		locking.WithRestartQuarantine(cfg.Locking.RestartQuarantine), freshOpt(cfg))
 	if err != nil {
 		return usageExit("status", err, stderr)
 	}

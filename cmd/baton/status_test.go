@@ -17,6 +17,8 @@ func TestStatusShowsSingletonHolder(t *testing.T) {
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0
+locking:
+  fresh_deployment: true
 namespace: stest
 jobs:
   - name: pump
@@ -33,7 +35,7 @@ jobs:
 		t.Fatalf("status without a holder: %d %q %q", code, out, errs)
 	}
 	rdb := srv.TestClient(t)
-	locks, err := locking.New([]redis.UniversalClient{rdb}, locking.WithPrefix("stest:lock:"))
+	locks, err := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment(), locking.WithPrefix("stest:lock:"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,6 +98,8 @@ func writeConfig(t *testing.T, dir, redisAddr string) (cfg, once, forbid string)
 	cfg = filepath.Join(dir, "baton.yaml")
 	y := fmt.Sprintf(`redis:
   url: redis://%s/0
+locking:
+  fresh_deployment: true
 namespace: e2e
 worker:
   concurrency: 20

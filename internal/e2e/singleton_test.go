@@ -117,6 +117,8 @@ func TestSingletonFailover(t *testing.T) {
 	cfg := filepath.Join(dir, "baton.yaml")
 	y := fmt.Sprintf(`redis:
   url: redis://%s/0
+locking:
+  fresh_deployment: true
 namespace: e2e-single
 http:
   listen: ""

@@ -1,56 +1,39 @@
--- acquire: take a lock on one master, or report why not.
+-- acquire: take a lock on one master, or report why not. Loaded after the
+-- quorum prelude (q_guard, q_fence: internal/quorum/lua/prelude.lua).
 --
 -- KEYS[1] the lock key L (value: the holder's token). Its companions share its hash
 --         tag and are named from it: L..':w' the waiter set (sorted set of waiter ids
 --         scored by expiry, ms server time), L..':q' the fair queue (list of tokens,
 --         oldest first), L..':qd' the fair queue's data (hash token -> "expiry_ms:ttl_ms").
 -- KEYS[2] the lock's fencing counter
--- KEYS[3] quorum mode only: this master's marker key (absent after a restart empty)
+-- KEYS[3] this master's marker key (modes "q" and "s"; absent in mode "u")
 -- ARGV[1] token (random, >= 128 bits)
 -- ARGV[2] ttl in milliseconds
--- ARGV[3] mode: "s" single master: fence = max(counter + 1, server time in µs); the
---         counter only has to outlive the lock, so it expires with it.
---         "q" quorum: permanent counter, incremented; the master must carry its marker
---         and be out of quarantine.
--- ARGV[4] optional: waiter id of a caller that will wait (absent: it will not)
--- ARGV[5] optional: lifetime of the waiter's entry in milliseconds
--- ARGV[6] optional: "f" for a fair caller (respects and joins the FIFO). A lock name
---         is used either fairly or not: non-fair callers ignore the queue.
+-- ARGV[3] mode: "q" one of a quorum, "s" a single master, "u" a single master
+--         whose restarts are not tracked (a Cluster: no marker). See q_fence.
+-- ARGV[4] waiter id of a caller that will wait, "" for one that will not
+-- ARGV[5] how long the waiter's entry must outlive the holder's remaining ttl,
+--         milliseconds: it lives until the waiter's next attempt and a little more
+-- ARGV[6] "f" for a fair caller (respects and, when waiting, joins the FIFO).
+--         A lock name is used either fairly or not: non-fair callers ignore the queue.
 --
 -- Returns {1, fence} owned (also when a release handed the key to this token),
 --         {0, ms} busy, retry in ms (remaining ttl of the holder or of the queue head),
---         {-1, 0} master has no marker (restarted empty, not repaired),
---         {-2, ms} master in quarantine for ms more.
+--         {-1, 0} the master's marker is missing (restarted or flushed since the
+--                 client checked it): it grants nothing until repaired.
 local t = redis.call('TIME')
-local quorum = ARGV[3] == 'q'
-local waiter = ARGV[4] or ''
-local W, Q, QD = KEYS[1] .. ':w', KEYS[1] .. ':q', KEYS[1] .. ':qd'
-
-if quorum then
-  local m = redis.call('GET', KEYS[3])
-  if not m then return {-1, 0} end
-  local after = tonumber(m) or 0
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if after > now then return {-2, after - now} end
+local mode = ARGV[3]
+local floor = 0
+if mode ~= 'u' then
+  floor = q_guard(KEYS[3])
+  if not floor then return {-1, 0} end
 end
-
-local function fence()
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  if quorum then
-    local f = redis.call('INCR', KEYS[2])
-    if f == 1 then -- never seen (or lost): start from server time, never at 1
-      f = us
-      redis.call('SET', KEYS[2], string.format('%d', f))
-    end
-    return f
-  end
-  local old = tonumber(redis.call('SET', KEYS[2], string.format('%d', us), 'PX', ARGV[2], 'GET') or '0')
-  if old < us then return us end
-  redis.call('SET', KEYS[2], string.format('%d', old + 1), 'PX', ARGV[2])
-  return old + 1
-end
-
+local quorum = mode == 'q'
+local waiter = ARGV[4]
 local fair = ARGV[6] == 'f'
+local W, Q, QD = KEYS[1] .. ':w', KEYS[1] .. ':q', KEYS[1] .. ':qd'
+local function fence() return q_fence(KEYS[2], quorum, t, floor, ARGV[2]) end
+
 local wait = -1
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if fair and redis.call('EXISTS', Q) == 1 then
@@ -75,9 +58,11 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
 else
   if redis.call('GET', KEYS[1]) == ARGV[1] then
-    -- handed over by a fair release: confirm, and measure validity from this call
+    -- handed over by a fair release (or our own earlier attempt whose answer
+    -- was lost): confirm, and measure validity from this call
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     if redis.call('HDEL', QD, ARGV[1]) == 1 then redis.call('LREM', Q, 1, ARGV[1]) end
+    redis.call('ZREM', W, ARGV[1])
     local f = tonumber(redis.call('GET', KEYS[2]) or '0')
     if f == 0 then f = fence() end
     return {1, f}
@@ -89,7 +74,7 @@ end
 if wait >= 0 then
   if waiter ~= '' then
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    local life = tonumber(ARGV[5])
+    local life = wait + tonumber(ARGV[5])
     if fair then
       if redis.call('HSET', QD, ARGV[1], (now + life) .. ':' .. ARGV[2]) == 1 then
         redis.call('RPUSH', Q, ARGV[1])

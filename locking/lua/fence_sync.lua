@@ -12,5 +12,5 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local c = tonumber(redis.call('GET', KEYS[2]) or '0')
 local f = tonumber(ARGV[2])
 if c > f then return -1 end
-redis.call('SET', KEYS[2], ARGV[2])
+redis.call('SET', KEYS[2], ARGV[2], 'PX', 86400000) -- as q_fence keeps quorum counters
 return 1

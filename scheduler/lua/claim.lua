@@ -1,4 +1,6 @@
--- claim: decide who dispatches tick T of job J, on one lock master.
+-- claim: decide who dispatches tick T of job J, on one lock master. Loaded
+-- after the quorum prelude (q_guard, q_fence: internal/quorum/lua/prelude.lua),
+-- which it shares with the lock acquire.
 --
 -- One key per tick holds both its lease and its record: while a replica
 -- dispatches the tick its value is the owner's token (ttl: the tick lease);
@@ -9,13 +11,14 @@
 -- KEYS[3] the job's mark: the latest tick decided (unix ms); lists catch-up
 --         candidates after downtime, never answers "done"
 -- KEYS[4] the job's dispatch fencing counter
--- KEYS[5] quorum mode only: this master's marker key (see package locking)
+-- KEYS[5] this master's marker key (modes "q" and "s"; absent in mode "u")
 -- ARGV[1] token (random hex, >= 128 bits)
 -- ARGV[2] T, unix milliseconds
 -- ARGV[3] starting deadline, milliseconds: later than T + this, the tick is missed
 -- ARGV[4] tick lease ttl, milliseconds
 -- ARGV[5] tick record ttl, milliseconds (beyond the starting deadline)
--- ARGV[6] mode: "s" single master, "q" quorum
+-- ARGV[6] mode: "q" one of a quorum, "s" a single master, "u" a single
+--         master whose restarts are not tracked (a Cluster: no marker)
 -- ARGV[7] "1" when the job is paused in its configuration
 --
 -- Returns {0, fence} OWNED: the caller holds the tick lease and must dispatch
@@ -23,16 +26,15 @@
 --         {2, ms}    BUSY: another replica holds the tick lease for ms more
 --         {3, ms}    MISSED: now is ms past T, beyond the starting deadline
 --         {4, 0}     PAUSED: recorded as skipped
---         {-1, 0}    master restarted empty and not repaired (quorum mode)
---         {-2, ms}   master in quarantine for ms more (quorum mode)
+--         {-1, 0}    the master's marker is missing (restarted or flushed since
+--                    the client checked it): it grants nothing until repaired
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local quorum = ARGV[6] == 'q'
-if quorum then
-  local m = redis.call('GET', KEYS[5])
-  if not m then return {-1, 0} end
-  local after = tonumber(m) or 0
-  if after > now then return {-2, after - now} end
+local floor = 0
+if ARGV[6] ~= 'u' then
+  floor = q_guard(KEYS[5])
+  if not floor then return {-1, 0} end
 end
 
 local v = redis.call('GET', KEYS[1])
@@ -53,16 +55,6 @@ if ARGV[7] == '1' or redis.call('EXISTS', KEYS[2]) == 1 then
 end
 
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[4])
-local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local f
-if quorum then
-  f = redis.call('INCR', KEYS[4])
-  if f == 1 then
-    f = us
-    redis.call('SET', KEYS[4], string.format('%d', f))
-  end
-else
-  f = math.max(tonumber(redis.call('GET', KEYS[4]) or '0') + 1, us)
-  redis.call('SET', KEYS[4], string.format('%d', f))
-end
-return {0, f}
+-- one master: the counter outlives the tick record (its clock keeps the next
+-- fence above it anyway)
+return {0, q_fence(KEYS[4], quorum, t, floor, ARGV[5])}

@@ -10,7 +10,7 @@
 local c = tonumber(redis.call('GET', KEYS[1]) or '0')
 local f = tonumber(ARGV[1])
 if c < f then
-  redis.call('SET', KEYS[1], ARGV[1])
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', 86400000) -- as q_fence keeps quorum counters
   return f
 end
 return c

@@ -1,4 +1,4 @@
-package locking
+package quorum
 
 import (
 	"context"
@@ -22,11 +22,10 @@ import (
 // waits, a worker goroutine sends the pipelines until the queue is empty, so
 // a fan-out costs no goroutine per master while its master is busy.
 type batcher struct {
-	m    *master
-	solo bool // the client's only master: extra pipelines allowed
-	rdb  redis.UniversalClient
+	m    *Master
+	solo bool // the group's only master: extra pipelines allowed
 	life context.Context // the client's: a batch is not cut short by one caller's ctx
-	bg   *tracker        // the client's background work: the workers
+	bg   *Tracker        // the client's background work: the workers
 
 	mu    sync.Mutex
 	busy  int // calls or pipelines under way
@@ -55,9 +54,10 @@ const (
 )
 
 type call struct {
-	s     *script
+	s     *Script
 	line  []any // the EVALSHA command line
 	cmd   *redis.Cmd
+	again bool      // the master was re-dialed during the call (see Master.Trust)
 	done  chan bool // a waiting caller's: true lead the next batch; false cmd holds the answer
 	batch []*call   // set with done <- true: the calls to send, in queue order
 	fan   *fan      // a submitted call's: where its answer goes
@@ -66,7 +66,7 @@ type call struct {
 // fan collects the answers of one script call submitted to every master.
 type fan struct {
 	parse  func(*redis.Cmd) (any, error)
-	ch     chan reply // buffered, one slot per master: a late answer never blocks
+	ch     chan Reply // buffered, one slot per master: a late answer never blocks
 	left   atomic.Int32
 	cancel context.CancelFunc // of the calls' context: when all have answered
 }
@@ -78,7 +78,7 @@ func (f *fan) release() {
 	}
 }
 
-func (b *batcher) newCall(s *script, line []any) *call {
+func (b *batcher) newCall(s *Script, line []any) *call {
 	c, _ := b.calls.Get().(*call)
 	if c == nil {
 		c = &call{done: make(chan bool, 1)}
@@ -92,22 +92,17 @@ func (b *batcher) freeCall(c *call) {
 	b.calls.Put(c)
 }
 
-// run executes s with keys and args on the master, batched with concurrent
-// calls.
-func (b *batcher) run(ctx context.Context, s *script, keys []string, args ...any) *redis.Cmd {
-	return b.do(ctx, s, s.line(keys, args...))
-}
 
 // do executes the command line of s (see script.line), batched with
 // concurrent calls.
-func (b *batcher) do(ctx context.Context, s *script, line []any) *redis.Cmd {
+func (b *batcher) do(ctx context.Context, s *Script, line []any) (*redis.Cmd, bool) {
 	b.mu.Lock()
 	if b.busy < maxInFlight {
 		b.busy++
 		b.mu.Unlock()
-		cmd := b.send(ctx, s, line)
+		cmd, again := b.send(ctx, s, line)
 		b.handOff(b.next(nil))
-		return cmd
+		return cmd, again
 	}
 	c := b.newCall(s, line)
 	b.queue = append(b.queue, c)
@@ -126,23 +121,23 @@ func (b *batcher) do(ctx context.Context, s *script, line []any) *redis.Cmd {
 			b.handOff(b.next(batch))
 		}
 	}
-	cmd := c.cmd
+	cmd, again := c.cmd, c.again
 	b.freeCall(c)
-	return cmd
+	return cmd, again
 }
 
 // submit sends the command line of s, batched with concurrent calls, and
 // delivers the answer to f. It does not wait. A call sent alone at once runs
 // under ctx.
-func (b *batcher) submit(ctx context.Context, s *script, line []any, f *fan) {
+func (b *batcher) submit(ctx context.Context, s *Script, line []any, f *fan) {
 	c := b.newCall(s, line)
 	c.fan = f
 	b.mu.Lock()
 	if b.busy < maxInFlight {
 		b.busy++
 		b.mu.Unlock()
-		if !b.bg.spawn(func() {
-			c.cmd = b.send(ctx, s, line)
+		if !b.bg.Spawn(func() {
+			c.cmd, c.again = b.send(ctx, s, line)
 			b.deliver(c)
 			b.work(b.next(nil))
 		}) {
@@ -194,7 +189,7 @@ func (b *batcher) handOff(batch []*call) {
 	if batch == nil {
 		return
 	}
-	if !b.bg.spawn(func() { b.work(batch) }) {
+	if !b.bg.Spawn(func() { b.work(batch) }) {
 		b.work(batch) // the client is closing: the caller sends them
 	}
 }
@@ -211,20 +206,43 @@ func (b *batcher) work(batch []*call) {
 func (b *batcher) deliver(c *call) {
 	f := c.fan
 	v, err := f.parse(c.cmd)
+	again := c.again
 	b.freeCall(c)
-	f.ch <- reply{m: b.m, val: v, err: err}
+	f.ch <- Reply{M: b.m, Val: v, Err: err, Redialed: again}
 	f.release()
 }
 
-// send runs one command line on its own. A server that does not know the
-// script (restart, SCRIPT FLUSH) gets it whole, which caches it there.
-func (b *batcher) send(ctx context.Context, s *script, line []any) *redis.Cmd {
+// send runs one command line on its own, if the master may receive it (see
+// Master.Admit), and keeps its answer only if it can be trusted (see
+// Master.Trust). A server that does not know the script (restart, SCRIPT
+// FLUSH) gets it whole, which caches it there.
+func (b *batcher) send(ctx context.Context, s *Script, line []any) (*redis.Cmd, bool) {
+	d, err := b.m.Admit(ctx)
+	if err != nil {
+		return failed(ctx, err), false
+	}
+	cmd := b.process(ctx, s, line)
+	ok, again := b.m.Trust(ctx, d)
+	if !ok {
+		return failed(ctx, ErrReconnected), again
+	}
+	return cmd, again
+}
+
+func (b *batcher) process(ctx context.Context, s *Script, line []any) *redis.Cmd {
 	cmd := evalCmd(ctx, line)
-	_ = b.rdb.Process(ctx, cmd)
+	_ = b.m.RDB.Process(ctx, cmd)
 	if noScript(cmd.Err()) {
 		cmd = evalCmd(ctx, s.evalLine(line))
-		_ = b.rdb.Process(ctx, cmd)
+		_ = b.m.RDB.Process(ctx, cmd)
 	}
+	return cmd
+}
+
+// failed is a command that carries err as its answer.
+func failed(ctx context.Context, err error) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(err)
 	return cmd
 }
 
@@ -251,9 +269,13 @@ func (b *batcher) exec(batch []*call, leader *call) {
 	ctx := b.life
 	if len(batch) == 1 {
 		c := batch[0]
-		c.cmd = b.send(ctx, c.s, c.line)
+		c.cmd, c.again = b.send(ctx, c.s, c.line)
+	} else if d, err := b.m.Admit(ctx); err != nil {
+		for _, c := range batch {
+			c.cmd = failed(ctx, err)
+		}
 	} else {
-		pipe := b.rdb.Pipeline()
+		pipe := b.m.RDB.Pipeline()
 		for _, c := range batch {
 			c.cmd = evalCmd(ctx, c.line)
 			_ = pipe.Process(ctx, c.cmd)
@@ -261,7 +283,14 @@ func (b *batcher) exec(batch []*call, leader *call) {
 		_, _ = pipe.Exec(ctx) // each cmd carries its own error
 		for _, c := range batch {
 			if noScript(c.cmd.Err()) {
-				c.cmd = b.send(ctx, c.s, c.line)
+				c.cmd = b.process(ctx, c.s, c.line)
+			}
+		}
+		ok, again := b.m.Trust(ctx, d)
+		for _, c := range batch {
+			c.again = again
+			if !ok {
+				c.cmd = failed(ctx, ErrReconnected)
 			}
 		}
 	}

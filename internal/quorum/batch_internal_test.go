@@ -1,4 +1,4 @@
-package locking
+package quorum
 
 import (
 	"context"
@@ -17,31 +17,37 @@ import (
 func TestBatchKeepsCallOrder(t *testing.T) {
 	s := redistest.New(t)
 	rdb := s.TestClient(t)
-	c, err := New([]redis.UniversalClient{rdb})
+	g, err := New([]redis.UniversalClient{rdb}, Options{Marker: "m", Quarantine: time.Minute, Fresh: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer g.Close()
 	ctx := context.Background()
-	b := c.masters[0].batch
-	k := c.keysFor("x")
-	const tok = "token-x"
+	if err := g.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := g.masters[0].batch
+	const key, tok = "lock-x", "token-x"
+	acquire := NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', 60000) and 1 or 0`)
+	release := NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+	other := NewScript(`return 0`)
 	b.mu.Lock()
 	b.busy = maxPipelines // as if pipelines were under way: calls queue
 	b.mu.Unlock()
-	fan := func(parse func(*redis.Cmd) (any, error)) *fan {
+	parseInt := func(cmd *redis.Cmd) (any, error) { return cmd.Int64() }
+	newFan := func() *fan {
 		_, cancel := context.WithCancel(ctx)
-		f := &fan{parse: parse, ch: make(chan reply, 1), cancel: cancel}
+		f := &fan{parse: parseInt, ch: make(chan Reply, 1), cancel: cancel}
 		f.left.Store(1)
 		return f
 	}
-	acquired, released := fan(parseAcquire), fan(parseInt)
-	b.submit(ctx, c.scripts.acquire, c.scripts.acquire.line([]string{k.lock, k.fence}, tok, int64(60000), "s"), acquired)
-	b.submit(ctx, c.scripts.release, c.scripts.release.line([]string{k.lock, k.fence}, tok, c.wakeArg, k.name), released)
+	acquired, released := newFan(), newFan()
+	b.submit(ctx, acquire, acquire.Line([]string{key}, tok), acquired)
+	b.submit(ctx, release, release.Line([]string{key}, tok), released)
 	waiter := make(chan struct{})
 	go func() {
 		defer close(waiter)
-		b.do(ctx, c.scripts.leave, c.scripts.leave.line([]string{"other"}, "w"))
+		b.do(ctx, other, other.Line([]string{"other"}))
 	}()
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		b.mu.Lock()
@@ -57,13 +63,13 @@ func TestBatchKeepsCallOrder(t *testing.T) {
 	}
 	b.handOff(b.next(nil)) // one pipeline under way returns: the waiter leads
 	<-waiter
-	if r := <-acquired.ch; r.err != nil {
-		t.Fatalf("acquire: %v", r.err)
+	if r := <-acquired.ch; r.Err != nil || r.Val != int64(1) {
+		t.Fatalf("acquire = %v, %v; want 1", r.Val, r.Err)
 	}
-	if r := <-released.ch; r.err != nil || r.val != int64(1) {
-		t.Fatalf("release = %v, %v; want 1 (it ran after the acquire)", r.val, r.err)
+	if r := <-released.ch; r.Err != nil || r.Val != int64(1) {
+		t.Fatalf("release = %v, %v; want 1 (it ran after the acquire)", r.Val, r.Err)
 	}
-	if v, _ := rdb.Get(ctx, k.lock).Result(); v != "" {
+	if v, _ := rdb.Get(ctx, key).Result(); v != "" {
 		t.Fatalf("lock key still held by %q: the release overtook the acquire", v)
 	}
 	b.mu.Lock()

@@ -1,0 +1,21 @@
+-- mark: give a master its marker, which lets it vote (after the quarantine).
+--
+-- KEYS[1] the marker key (permanent)
+-- ARGV[1] the marker's value as the repair read it ("" when absent): it is
+--         replaced only if still the same, so concurrent repairs write once
+-- ARGV[2] the run_id of the server process the repair saw ("-" when none)
+-- ARGV[3] fence floor, microseconds: the highest clock the repair read on the
+--         masters; the floor written is at least this server's own clock
+-- ARGV[4] "fresh" when the whole set carried no marker and the deployment
+--         opted in to treat that as brand new (no quarantine), else ""
+--
+-- Returns 1 when written, 0 when the marker changed meanwhile.
+local cur = redis.call('GET', KEYS[1])
+if (cur or '') ~= ARGV[1] then return 0 end
+local t = redis.call('TIME')
+local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local floor = math.max(tonumber(ARGV[3]), us)
+local v = ARGV[2] .. ' ' .. string.format('%d', floor)
+if ARGV[4] == 'fresh' then v = v .. ' fresh' end
+redis.call('SET', KEYS[1], v)
+return 1

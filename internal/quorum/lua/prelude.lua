@@ -1,0 +1,45 @@
+-- prelude: shared by the scripts that grant ownership and issue fencing tokens
+-- on a lock master (the lock acquire, the scheduler's tick claim). It is put in
+-- front of their source when they are loaded (see Script in internal/quorum).
+--
+-- q_guard(marker) returns nil when this master's marker is missing (restarted
+-- empty or flushed since the client checked it: it must grant nothing), else
+-- the marker's fence floor in microseconds. The marker's value is
+-- "RUNID FLOOR [fresh]" (see mark.lua).
+--
+-- q_fence(counter, quorum, t, floor, px) issues the next fencing token from a
+-- counter; t is the server's TIME.
+--   one master: max(counter + 1, TIME in µs); the counter lives px ms (it
+--     only has to outlive the lease: the clock keeps the next one above it).
+--   quorum: INCR, seeded from max(TIME in µs, floor) when missing, and never
+--     below the floor (a counter reloaded from an old snapshot is lifted to
+--     it); the counter lives 24 h after its last use (bounded keys: an
+--     expired counter is seeded again from the clock, above every fence
+--     issued before). Masters that answer different values are reconciled
+--     by the caller (the largest is written back to a majority).
+local function q_guard(marker)
+  local m = redis.call('GET', marker)
+  if not m then return nil end
+  return tonumber(string.match(m, '^%S+ (%d+)')) or 0
+end
+
+local function q_fence(k, quorum, t, floor, px)
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if quorum then
+    local f = redis.call('INCR', k)
+    local lo = floor
+    if f == 1 and us > lo then lo = us end
+    if f < lo then
+      f = lo
+      redis.call('SET', k, string.format('%d', f), 'PX', 86400000)
+    else
+      redis.call('PEXPIRE', k, 86400000)
+    end
+    return f
+  end
+  local old = tonumber(redis.call('SET', k, string.format('%d', us), 'PX', px, 'GET') or '0')
+  if old < us then return us end
+  redis.call('SET', k, string.format('%d', old + 1), 'PX', px)
+  return old + 1
+end
+

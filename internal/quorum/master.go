@@ -1,0 +1,362 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Errors a master answers in place of a call it was not allowed to receive.
+var (
+	// ErrRestarted: the master restarted (empty, or from a snapshot older
+	// than its last write) and is not repaired yet; it grants nothing.
+	ErrRestarted = errors.New("restarted; kept out of quorums until repaired")
+	// ErrQuarantine: the master was repaired after a restart and waits until
+	// every lock its previous process granted has expired.
+	ErrQuarantine = errors.New("in quarantine after a restart")
+	// ErrReconnected: the answer came over a connection dialed after the
+	// last check, and the master could not be confirmed to be the same process.
+	ErrReconnected = errors.New("reconnected during the call to a server not confirmed as the same process")
+	// ErrTooOld: the server is older than the scripts need.
+	ErrTooOld = errors.New("Redis too old")
+	// ErrEviction: the master may evict keys and the group refuses such masters.
+	ErrEviction = errors.New("master may evict keys")
+)
+
+// errNoIdentity: the server does not report a run_id and fresh deployments
+// were not opted in to.
+var errNoIdentity = errors.New("no server identity")
+
+// QuarantineError is ErrQuarantine with the time left.
+type QuarantineError struct{ Left time.Duration }
+
+func (e *QuarantineError) Error() string {
+	return fmt.Sprintf("%v for %v more", ErrQuarantine, e.Left.Round(time.Millisecond))
+}
+
+// Is makes errors.Is(err, ErrQuarantine) hold.
+func (e *QuarantineError) Is(target error) bool { return target == ErrQuarantine }
+
+// Master is one Redis master of a group.
+type Master struct {
+	Idx  int                   // position in the list given to New
+	Addr string                // address, without credentials
+	RDB  redis.UniversalClient // the caller's client
+	g    *Group
+
+	batch   *batcher
+	tracked bool // restarts detected (standalone server)
+
+	dials  atomic.Uint64 // connections dialed so far (the dial hook)
+	voting atomic.Uint64 // dials+1 as of the last check that let it vote; 0: check first
+
+	mu        sync.Mutex // held through checks: one at a time
+	state     int        // stUnknown ... stRefused
+	checked   uint64     // dials when the last check began
+	runID     string     // of the process the last check saw
+	votesAt   time.Time     // end of the quarantine, local clock
+	fatal     error         // refused for good
+	looked    bool          // configuration read and reported
+	repairing chan struct{} // closed when the running repair ends; nil: none runs
+}
+
+const (
+	stUnknown = iota
+	stVoting
+	stQuarantine
+	stRestarted
+)
+
+type dialCounter struct{ m *Master }
+
+func (h dialCounter) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		h.m.dials.Add(1)
+		return next(ctx, network, addr)
+	}
+}
+func (dialCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// Admit returns the dial count a call may be sent under (pass it to Trust
+// with the answer), or the reason the master may not receive calls now. It
+// checks the master first when a connection was dialed since the last check.
+func (m *Master) Admit(ctx context.Context) (uint64, error) {
+	if !m.tracked {
+		return 0, nil
+	}
+	d := m.dials.Load()
+	if m.voting.Load() == d+1 {
+		return d, nil
+	}
+	return m.admitSlow(ctx)
+}
+
+func (m *Master) admitSlow(ctx context.Context) (uint64, error) {
+	d, err, repair := m.admitLocked(ctx)
+	if repair == nil {
+		return d, err
+	}
+	// a restarted master is repaired before the call goes on (a brand-new
+	// deployment is marked on its first call); waiting is bounded by ctx
+	select {
+	case <-repair:
+	case <-ctx.Done():
+		return 0, err
+	}
+	d, err, _ = m.admitLocked(ctx)
+	return d, err
+}
+
+// admitLocked is Admit's slow path under m.mu; for a restarted master it
+// also returns the channel closed when its repair ends.
+func (m *Master) admitLocked(ctx context.Context) (uint64, error, <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fatal != nil {
+		return 0, m.fatal, nil
+	}
+	// a check that began at dial count d speaks for every connection
+	// dialed before it: such a connection leads to the process the check
+	// saw, or to an earlier one, which is dead (one port, one process), so
+	// a call over it fails. Calls are admitted under the check's count;
+	// Trust confirms answers that came after later dials.
+	if m.state == stUnknown || m.checked != m.dials.Load() {
+		if err := m.checkLocked(ctx); err != nil {
+			return 0, err, nil
+		}
+	}
+	d := m.checked
+	switch m.state {
+	case stVoting:
+		m.voting.Store(d + 1)
+		return d, nil, nil
+	case stQuarantine:
+		if left := time.Until(m.votesAt); left > 0 {
+			return 0, &QuarantineError{Left: left}, nil
+		}
+		m.state = stVoting
+		m.voting.Store(d + 1)
+		return d, nil, nil
+	default:
+		return 0, ErrRestarted, m.g.repairLater(m)
+	}
+}
+
+// Trust reports whether an answer received under dial count d (from Admit)
+// came from the process the master was checked as: no connection was
+// dialed meanwhile, or INFO confirms that process still runs (a run_id is
+// never reused, so a call that reached another process is never trusted).
+// redialed is true when a connection was dialed during the call: go-redis
+// may have sent the call twice (a retry after a lost reply).
+func (m *Master) Trust(ctx context.Context, d uint64) (ok, redialed bool) {
+	if !m.tracked || m.dials.Load() == d {
+		return true, false
+	}
+	m.voting.Store(0)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	before := m.runID
+	if m.checkLocked(context.WithoutCancel(ctx)) != nil || m.state == stRestarted || m.runID != before {
+		return false, true
+	}
+	return true, true
+}
+
+// Invalidate makes the next call check the master again (a script answered
+// that its marker is missing: flushed while running).
+func (m *Master) Invalidate() {
+	m.mu.Lock()
+	m.state = stUnknown
+	m.voting.Store(0)
+	m.mu.Unlock()
+}
+
+// checkTimeout bounds one check when the caller's context has no deadline.
+const checkTimeout = 2 * time.Second
+
+// checkLocked reads the server's identity and the master's marker and sets
+// the master's state. Callers hold m.mu.
+func (m *Master) checkLocked(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, checkTimeout)
+		defer cancel()
+	}
+	d := m.dials.Load()
+	id, err := m.identity(ctx)
+	if errors.Is(err, errNoIdentity) {
+		m.fatal = err
+	}
+	if err != nil {
+		return err
+	}
+	if !m.looked {
+		if err := m.look(ctx, id); err != nil {
+			return err
+		}
+	}
+	m.checked, m.runID = d, id.runID
+	marker, _ := parseMarker(id.marker)
+	switch {
+	case !id.hasMarker || marker.runID != id.runID:
+		m.state = stRestarted
+		m.g.repairLater(m)
+	case marker.fresh || id.uptime >= m.g.opts.Quarantine:
+		m.state = stVoting
+	default:
+		m.state, m.votesAt = stQuarantine, time.Now().Add(m.g.opts.Quarantine-id.uptime)
+	}
+	return nil
+}
+
+// identity is what a check reads from a master.
+type identity struct {
+	runID     string // "" when the server does not report one (not Redis)
+	version   string
+	uptime    time.Duration
+	hasMarker bool
+	marker    string
+}
+
+// identity reads INFO server and the marker in one round trip.
+func (m *Master) identity(ctx context.Context) (identity, error) {
+	var id identity
+	pipe := m.RDB.Pipeline()
+	info := pipe.Info(ctx, "server")
+	mk := pipe.Get(ctx, m.g.opts.Marker)
+	_, _ = pipe.Exec(ctx)
+	if err := mk.Err(); err != nil && err != redis.Nil {
+		return id, err
+	}
+	id.marker, id.hasMarker = mk.Val(), mk.Err() == nil
+	if err := info.Err(); err != nil {
+		if IsNetErr(err) {
+			return id, err
+		}
+		if !m.g.opts.Fresh {
+			return id, fmt.Errorf("%w: INFO server failed (%v): baton reads the server's run_id to detect restarts; allow INFO, or opt in to fresh deployments for a server that cannot report it", errNoIdentity, err)
+		}
+		return id, nil // a server without INFO (baton dev's embedded one): no identity
+	}
+	for _, line := range strings.Split(info.Val(), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "run_id":
+			id.runID = v
+		case "redis_version":
+			id.version = v
+		case "uptime_in_seconds":
+			s, _ := strconv.ParseInt(v, 10, 64)
+			id.uptime = time.Duration(s) * time.Second
+		}
+	}
+	return id, nil
+}
+
+// look reads the master's version, eviction policy and persistence settings
+// once and reports them. Callers hold m.mu.
+func (m *Master) look(ctx context.Context, id identity) error {
+	if id.version != "" && !atLeast(id.version, 6, 2) {
+		m.fatal = fmt.Errorf("%w: version %s; baton's scripts need 6.2 or later (SET ... GET)", ErrTooOld, id.version)
+		return m.fatal
+	}
+	res, err := m.RDB.ConfigGet(ctx, "*").Result()
+	if err != nil {
+		if IsNetErr(err) {
+			return err
+		}
+		m.looked = true // CONFIG may be disabled (managed Redis): say so once
+		m.g.opts.Logger.Printf("quorum: master %d (%s): cannot read its configuration (%v); make sure maxmemory-policy is noeviction and know what its persistence brings back after a restart", m.Idx, m.Addr, err)
+		return nil
+	}
+	m.looked = true
+	policy := res["maxmemory-policy"]
+	if policy != "" && policy != "noeviction" {
+		if m.g.opts.RefuseEviction {
+			m.fatal = fmt.Errorf("%w: maxmemory-policy is %s, locks need noeviction", ErrEviction, policy)
+			return m.fatal
+		}
+		m.g.opts.Logger.Printf("quorum: master %d (%s): maxmemory-policy is %s: under memory pressure Redis may evict locks and fencing counters; set noeviction", m.Idx, m.Addr, policy)
+	}
+	persist := "no persistence: a restart comes back empty"
+	switch {
+	case res["appendonly"] == "yes":
+		persist = fmt.Sprintf("AOF with appendfsync %s: a restart comes back with the writes of the last %s", res["appendfsync"], fsyncLoss(res["appendfsync"]))
+	case strings.TrimSpace(res["save"]) != "":
+		persist = fmt.Sprintf("RDB snapshots (save %q): a restart comes back with the last snapshot, older than the last writes", res["save"])
+	}
+	m.g.opts.Logger.Printf("quorum: master %d (%s): Redis %s, %s; either way a restart is detected, and the master votes again once up for %v (the restart quarantine)", m.Idx, m.Addr, id.version, persist, m.g.opts.Quarantine)
+	return nil
+}
+
+func fsyncLoss(mode string) string {
+	switch mode {
+	case "always":
+		return "moment (fsync always)"
+	case "no":
+		return "tens of seconds at most (the OS decides when to flush)"
+	}
+	return "second lost at most"
+}
+
+// atLeast compares a "major.minor.patch" version with major.minor.
+func atLeast(v string, major, minor int) bool {
+	parts := strings.SplitN(v, ".", 3)
+	a, _ := strconv.Atoi(parts[0])
+	b := 0
+	if len(parts) > 1 {
+		b, _ = strconv.Atoi(parts[1])
+	}
+	return a > major || a == major && b >= minor
+}
+
+// marker is a marker key's value: "RUNID FLOOR" or "RUNID FLOOR fresh". RUNID is
+// the server process it was written under ("-" for a server that reports
+// none), FLOOR the fence floor in microseconds (see lua/prelude.lua).
+type marker struct {
+	runID string
+	floor int64
+	fresh bool
+}
+
+func parseMarker(v string) (marker, bool) {
+	f := strings.Fields(v)
+	if len(f) < 2 {
+		return marker{}, false
+	}
+	floor, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return marker{}, false
+	}
+	id := f[0]
+	if id == "-" {
+		id = ""
+	}
+	return marker{runID: id, floor: floor, fresh: len(f) > 2 && f[2] == "fresh"}, true
+}
+
+func (mk marker) String() string {
+	id := mk.runID
+	if id == "" {
+		id = "-"
+	}
+	s := id + " " + strconv.FormatInt(mk.floor, 10)
+	if mk.fresh {
+		s += " fresh"
+	}
+	return s
+}

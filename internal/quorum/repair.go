@@ -1,0 +1,215 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// A master found restarted (no marker, or the marker of another process) is
+// repaired: it gets a marker naming its running process and a fence floor,
+// the highest clock (µs) read on the masters that answer. Every fence ever
+// issued is at most the clock of the master that issued it at that moment
+// (fences start from a clock and grow by one per grant, far slower than a
+// microsecond clock), so a floor read later is above all of them: counters
+// this master reloaded from an old snapshot, or lost, can never issue a
+// fence that goes back. Nothing is scanned or copied, so a repair takes one
+// round trip per master whatever the number of lock names, and a source
+// master restarting meanwhile cannot roll back what it contributes (a clock).
+// Each round still reads every master's identity again at its end and starts
+// over when one changed, so a round's view of the set is never mixed.
+//
+// Then the master waits out the quarantine, read off its own uptime (see
+// Master.Admit): every lock its earlier process granted has expired by then.
+// When no master carries a marker at all (a brand-new deployment, or every
+// master restarted empty at once, which Redis cannot tell apart), the safe
+// answer is the same quarantine; with Options.Fresh they are marked "fresh"
+// and vote at once.
+
+// repairLater starts one background repair of m unless one is running, and
+// returns a channel closed when it ends. Callers hold m.mu.
+func (g *Group) repairLater(m *Master) <-chan struct{} {
+	if m.repairing != nil {
+		return m.repairing
+	}
+	done := make(chan struct{})
+	if g.Closed() || !g.bg.Spawn(func() {
+		err := g.repair(g.ctx, m)
+		if err != nil && !g.Closed() {
+			g.opts.Logger.Printf("quorum: repair of master %d (%s) failed; it stays out of quorums and is retried on the next call: %v", m.Idx, m.Addr, err)
+		}
+		m.mu.Lock()
+		m.repairing = nil
+		m.mu.Unlock()
+		close(done)
+	}) {
+		close(done)
+		return done
+	}
+	m.repairing = done
+	return done
+}
+
+// probe is one master's state as a repair reads it.
+type probe struct {
+	m   *Master
+	id  identity
+	us  int64 // server clock, µs
+	err error
+}
+
+// repairRounds bounds the rounds of one repair whose view changed under it.
+const repairRounds = 3
+
+// repair marks m (and, for a fresh set, every unmarked master).
+func (g *Group) repair(ctx context.Context, m *Master) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var err error
+	for range repairRounds {
+		var again bool
+		if again, err = g.repairRound(ctx, m); err == nil && !again {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("the masters kept restarting during %d repair rounds", repairRounds)
+}
+
+// repairRound runs one round; again reports that a master restarted during
+// it and the round must be run again.
+func (g *Group) repairRound(ctx context.Context, m *Master) (again bool, err error) {
+	ps := g.probeAll(ctx)
+	self := ps[m.Idx]
+	if self.err != nil {
+		return false, fmt.Errorf("reading master %d: %w", m.Idx, self.err)
+	}
+	if mk, ok := parseMarker(self.id.marker); self.id.hasMarker && ok && mk.runID == self.id.runID {
+		m.Invalidate() // repaired meanwhile (another client): check again
+		return false, nil
+	}
+	answered, marked := 0, 0
+	var floor int64
+	for _, p := range ps {
+		if p.err != nil {
+			continue
+		}
+		answered++
+		floor = max(floor, p.us)
+		if p.id.hasMarker {
+			marked++
+		}
+	}
+	fresh := marked == 0 && answered >= g.quorum
+	targets := []probe{self}
+	if fresh {
+		targets = targets[:0]
+		for _, p := range ps {
+			if p.err == nil && !p.id.hasMarker {
+				targets = append(targets, p)
+			}
+		}
+	}
+	if g.testHook != nil {
+		g.testHook("probed", m)
+	}
+	for _, t := range targets {
+		mk := marker{runID: t.id.runID, floor: floor + 1, fresh: fresh && g.opts.Fresh}
+		if err := g.mark.Run(ctx, t.m.RDB, []string{g.opts.Marker}, t.id.marker, runIDArg(t.id.runID), mk.floor, freshArg(mk.fresh)).Err(); err != nil {
+			return false, fmt.Errorf("marking master %d: %w", t.m.Idx, err)
+		}
+	}
+	// the view must not have changed under the round: a master that
+	// restarted meanwhile may have been marked with its old process's id
+	// (harmless: it is found restarted again) or have given a stale view
+	for _, p := range g.probeAll(ctx) {
+		if q := ps[p.m.Idx]; p.err == nil && q.err == nil && p.id.runID != q.id.runID {
+			again = true
+		}
+	}
+	for _, t := range targets {
+		t.m.Invalidate()
+	}
+	if again {
+		return true, nil
+	}
+	switch {
+	case fresh && g.opts.Fresh:
+		g.opts.Logger.Printf("quorum: no master carried a marker: marked %d masters as a brand-new deployment (fresh deployment opted in), voting at once", len(targets))
+	case fresh:
+		g.opts.Logger.Printf("quorum: no master carried a marker (a brand-new deployment, or every master restarted empty at once): marked %d masters; each votes once it has been up for %v. A brand-new deployment can opt in to skip this wait", len(targets), g.opts.Quarantine)
+	default:
+		how := "empty"
+		if self.id.hasMarker {
+			how = "from a snapshot older than its last writes"
+		}
+		g.opts.Logger.Printf("quorum: master %d (%s) restarted %s: marked with fence floor %d; it votes once it has been up for %v", m.Idx, m.Addr, how, floor+1, g.opts.Quarantine)
+	}
+	return false, nil
+}
+
+func runIDArg(id string) string {
+	if id == "" {
+		return "-"
+	}
+	return id
+}
+
+func freshArg(fresh bool) string {
+	if fresh {
+		return "fresh"
+	}
+	return ""
+}
+
+// probeAll reads every master's identity, marker and clock in parallel.
+func (g *Group) probeAll(ctx context.Context) []probe {
+	ps := make([]probe, len(g.masters))
+	var wg sync.WaitGroup
+	for i, m := range g.masters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := probe{m: m}
+			cctx, cancel := context.WithTimeout(ctx, checkTimeout)
+			defer cancel()
+			p.id, p.err = m.identity(cctx)
+			if p.err == nil {
+				var t time.Time
+				if t, p.err = m.RDB.Time(cctx).Result(); p.err == nil {
+					p.us = t.UnixMicro()
+				}
+			}
+			ps[i] = p
+		}()
+	}
+	wg.Wait()
+	return ps
+}
+
+// Prepare checks every master now (Admit), starting the repair of those that
+// restarted, and returns an error only when no master answered at all.
+func (g *Group) Prepare(ctx context.Context) error {
+	errs := make([]error, len(g.masters))
+	var wg sync.WaitGroup
+	for i, m := range g.masters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, checkTimeout)
+			defer cancel()
+			_, errs[i] = m.Admit(cctx)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err == nil || !IsNetErr(err) || errors.Is(err, ErrRestarted) || errors.Is(err, ErrQuarantine) {
+			return nil // it answered
+		}
+	}
+	return fmt.Errorf("no master answered: %w", errs[0])
+}
