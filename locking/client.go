@@ -179,5 +179,3 @@ func (c *Client) direct(ttl time.Duration, s *quorum.Script, keys []string, args
 	}
 	return out
 }
-
-

@@ -64,7 +64,6 @@ func (e MasterError) Unwrap() error { return e.Err }
 // errBusy is a master's answer that someone else holds the key.
 var errBusy = errors.New("held by another client")
 
-
 // ObtainError reports a failed acquisition: how many masters granted the lock,
 // how many were needed, and what every other master answered.
 // errors.Is(err, ErrNotObtained) holds when at least one master answered that

@@ -6,9 +6,11 @@ import "time"
 // their life on the safety margin.
 const MinTTL = 20 * time.Millisecond
 
-// Logger receives the client's rare operational messages: a master that may
-// evict keys, a master repaired after a restart. *log.Logger and
-// zerolog.Logger satisfy it.
+// Logger receives the client's rare warnings: a master that may evict keys,
+// a master repaired after a restart. *log.Logger and zerolog.Logger satisfy
+// it. A logger that also has an Infof(format string, v ...any) method gets
+// the one-time reports too: each master's version and persistence settings
+// at first contact, a brand-new deployment marked.
 type Logger interface {
 	Printf(format string, v ...any)
 }

@@ -39,12 +39,12 @@ var (
 
 // Claim answers, as the claim script returns them.
 const (
-	stOwned      = 0
-	stDone       = 1
-	stBusy       = 2
-	stMissed     = 3
-	stPaused     = 4
-	stUnmarked   = -1 // the master's marker went missing: it grants nothing
+	stOwned    = 0
+	stDone     = 1
+	stBusy     = 2
+	stMissed   = 3
+	stPaused   = 4
+	stUnmarked = -1 // the master's marker went missing: it grants nothing
 )
 
 // jobKeys are the keys of one job; all share its hash tag. A tick's own key

@@ -236,3 +236,12 @@ func (p printfLogger) Printf(format string, args ...any) {
 	}
 	p.l.Warn(msg)
 }
+
+// Infof logs one informational message (the lock masters' one-time reports).
+func (p printfLogger) Infof(format string, args ...any) {
+	msg := strings.TrimSpace(fmt.Sprintf(format, args...))
+	if p.drop != nil && p.drop(msg) {
+		return
+	}
+	p.l.Info(msg)
+}

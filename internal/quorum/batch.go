@@ -23,7 +23,7 @@ import (
 // a fan-out costs no goroutine per master while its master is busy.
 type batcher struct {
 	m    *Master
-	solo bool // the group's only master: extra pipelines allowed
+	solo bool            // the group's only master: extra pipelines allowed
 	life context.Context // the client's: a batch is not cut short by one caller's ctx
 	bg   *Tracker        // the client's background work: the workers
 
@@ -91,7 +91,6 @@ func (b *batcher) freeCall(c *call) {
 	*c = call{done: c.done}
 	b.calls.Put(c)
 }
-
 
 // do executes the command line of s (see script.line), batched with
 // concurrent calls.

@@ -11,9 +11,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Logger receives the group's rare operational messages.
+// Logger receives the group's warnings. A logger that also has an Infof
+// method gets the one-time reports (each master's persistence, a fresh
+// deployment marked); others do not.
 type Logger interface {
 	Printf(format string, v ...any)
+}
+
+// infof sends an informational message to loggers that take them.
+func (g *Group) infof(format string, v ...any) {
+	if l, ok := g.opts.Logger.(interface{ Infof(string, ...any) }); ok {
+		l.Infof(format, v...)
+	}
 }
 
 type nopLogger struct{}

@@ -58,10 +58,10 @@ type Master struct {
 	dials  atomic.Uint64 // connections dialed so far (the dial hook)
 	voting atomic.Uint64 // dials+1 as of the last check that let it vote; 0: check first
 
-	mu        sync.Mutex // held through checks: one at a time
-	state     int        // stUnknown ... stRefused
-	checked   uint64     // dials when the last check began
-	runID     string     // of the process the last check saw
+	mu        sync.Mutex    // held through checks: one at a time
+	state     int           // stUnknown ... stRefused
+	checked   uint64        // dials when the last check began
+	runID     string        // of the process the last check saw
 	votesAt   time.Time     // end of the quarantine, local clock
 	fatal     error         // refused for good
 	looked    bool          // configuration read and reported
@@ -167,7 +167,13 @@ func (m *Master) Trust(ctx context.Context, d uint64) (ok, redialed bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	before := m.runID
-	if m.checkLocked(context.WithoutCancel(ctx)) != nil || m.state == stRestarted || m.runID != before {
+	// a connection that broke under the call may have left others broken
+	// in the pool: a second check runs over a new one
+	err := m.checkLocked(context.WithoutCancel(ctx))
+	if err != nil && IsNetErr(err) {
+		err = m.checkLocked(context.WithoutCancel(ctx))
+	}
+	if err != nil || m.state == stRestarted || m.runID != before {
 		return false, true
 	}
 	return true, true
@@ -229,13 +235,16 @@ type identity struct {
 	marker    string
 }
 
-// identity reads INFO server and the marker in one round trip.
+// identity reads INFO server and the marker. (Two plain commands rather
+// than a pipeline: they share the regular pool with the calls they vouch
+// for, whose connections are the freshest.)
 func (m *Master) identity(ctx context.Context) (identity, error) {
 	var id identity
-	pipe := m.RDB.Pipeline()
-	info := pipe.Info(ctx, "server")
-	mk := pipe.Get(ctx, m.g.opts.Marker)
-	_, _ = pipe.Exec(ctx)
+	info := m.RDB.Info(ctx, "server")
+	if err := info.Err(); err != nil && IsNetErr(err) {
+		return id, err
+	}
+	mk := m.RDB.Get(ctx, m.g.opts.Marker)
 	if err := mk.Err(); err != nil && err != redis.Nil {
 		return id, err
 	}
@@ -299,7 +308,7 @@ func (m *Master) look(ctx context.Context, id identity) error {
 	case strings.TrimSpace(res["save"]) != "":
 		persist = fmt.Sprintf("RDB snapshots (save %q): a restart comes back with the last snapshot, older than the last writes", res["save"])
 	}
-	m.g.opts.Logger.Printf("quorum: master %d (%s): Redis %s, %s; either way a restart is detected, and the master votes again once up for %v (the restart quarantine)", m.Idx, m.Addr, id.version, persist, m.g.opts.Quarantine)
+	m.g.infof("quorum: master %d (%s): Redis %s, %s; either way a restart is detected, and the master votes again once up for %v (the restart quarantine)", m.Idx, m.Addr, id.version, persist, m.g.opts.Quarantine)
 	return nil
 }
 

@@ -139,7 +139,7 @@ func (g *Group) repairRound(ctx context.Context, m *Master) (again bool, err err
 	}
 	switch {
 	case fresh && g.opts.Fresh:
-		g.opts.Logger.Printf("quorum: no master carried a marker: marked %d masters as a brand-new deployment (fresh deployment opted in), voting at once", len(targets))
+		g.infof("quorum: no master carried a marker: marked %d masters as a brand-new deployment (fresh deployment opted in), voting at once", len(targets))
 	case fresh:
 		g.opts.Logger.Printf("quorum: no master carried a marker (a brand-new deployment, or every master restarted empty at once): marked %d masters; each votes once it has been up for %v. A brand-new deployment can opt in to skip this wait", len(targets), g.opts.Quarantine)
 	default:

@@ -88,6 +88,24 @@ func (p *Proxy) AddLatency(d time.Duration, upstream bool) error {
 	return p.addToxic(fmt.Sprintf(`{"name":"%s_guard","type":"noop","stream":%q}`, name, stream))
 }
 
+// CloseAfter closes each connection once it has carried n more bytes in one
+// direction (toxiproxy "limit_data"): with upstream=false and n=0, a
+// command reaches the server and runs, and its reply is lost with the
+// connection. It applies to new connections too; Restore removes it.
+func (p *Proxy) CloseAfter(n int64, upstream bool) error {
+	stream := "downstream"
+	if upstream {
+		stream = "upstream"
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return errors.New("redistest: CloseAfter: proxy is closed")
+	}
+	p.seq++
+	return p.addToxic(fmt.Sprintf(`{"name":"limit_%s_%d","type":"limit_data","stream":%q,"attributes":{"bytes":%d}}`, stream, p.seq, stream, n))
+}
+
 // Blackhole makes the proxy swallow all data in both directions while keeping
 // connections open (toxiproxy "timeout" toxics with timeout 0), simulating a
 // hung network: commands time out instead of failing fast. New connections

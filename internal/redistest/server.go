@@ -3,6 +3,7 @@ package redistest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -189,8 +190,14 @@ func freePort() (int, error) {
 
 // launch starts redis-server on port with an empty data dir and waits until it
 // answers. On failure the process has exited and the error carries the log.
-func (s *Server) launch(port int) (*process, error) {
-	if err := os.RemoveAll(s.dataDir); err != nil {
+func (s *Server) launch(port int) (*process, error) { return s.launchKeep(port, false) }
+
+// launchKeep is launch; with keep the data dir is kept, so the server loads
+// the snapshot (dump.rdb) saved there.
+func (s *Server) launchKeep(port int, keep bool) (*process, error) {
+	if keep {
+		// nothing to wipe
+	} else if err := os.RemoveAll(s.dataDir); err != nil {
 		return nil, fmt.Errorf("redistest: wipe data dir: %w", err)
 	}
 	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
@@ -430,7 +437,27 @@ func (s *Server) Resume() error {
 // same port with EMPTY data (the data dir is wiped) and waits until it
 // answers PING. Existing clients reconnect on their next command; pooled
 // connections to the old process are dead.
-func (s *Server) Restart() error {
+func (s *Server) Restart() error { return s.restart(false) }
+
+// RestartFromSnapshot kills the server (no save at exit) and starts it again
+// on the same port from the last snapshot written by [Server.Save]: a
+// restart that loads data older than the last writes, as after a crash of a
+// server persisting with RDB snapshots.
+func (s *Server) RestartFromSnapshot() error { return s.restart(true) }
+
+// Save writes a snapshot (SAVE) that RestartFromSnapshot will load.
+func (s *Server) Save() error {
+	c := redis.NewClient(&redis.Options{Addr: s.addr})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Save(ctx).Err(); err != nil {
+		return fmt.Errorf("redistest: SAVE: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) restart(keep bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -448,7 +475,7 @@ func (s *Server) Restart() error {
 			time.Sleep(100 * time.Millisecond)
 		}
 		var p *process
-		if p, err = s.launch(s.port); err == nil {
+		if p, err = s.launchKeep(s.port, keep); err == nil {
 			s.proc = p
 			return nil
 		}
