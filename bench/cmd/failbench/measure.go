@@ -231,6 +231,8 @@ func measureTTL(bin, dir, redisAddr, namespace string, ttl time.Duration, reps i
 	cfg := filepath.Join(dir, "baton.yaml")
 	y := fmt.Sprintf(`redis:
   url: redis://%s/0
+locking:
+  fresh_deployment: true
 namespace: %s
 http:
   listen: ""

@@ -166,12 +166,12 @@ func (e *env) batonCell(nJobs, nRep int, withWorker bool) (batonResult, error) {
 		r := &replica{clients: []*redis.Client{lockRDB, enqRDB}, done: make(chan struct{})}
 		r.asynq = asynq.NewClientFromRedisClient(enqRDB)
 		masters := []redis.UniversalClient{lockRDB}
-		if r.locks, err = locking.New(masters); err != nil {
+		if r.locks, err = locking.New(masters, locking.WithFreshDeployment()); err != nil {
 			return res, err
 		}
 		reps = append(reps, r)
 		d := timedDispatcher{inner: jobs.NewDispatcher(cfg, r.asynq, nil, nil), rec: rec}
-		r.sched, err = scheduler.New(r.locks, masters, sj, d,
+		r.sched, err = scheduler.New(r.locks, sj, d,
 			scheduler.WithReplica(fmt.Sprintf("r%d", i)),
 			scheduler.WithLogger(slog.New(lc)),
 			scheduler.WithNamespace(cfg.Namespace),
