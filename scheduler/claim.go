@@ -44,6 +44,7 @@ const (
 	stBusy     = 2
 	stMissed   = 3
 	stPaused   = 4
+	stAbstain  = 5  // the master restarted after the tick was due (may have lost its record)
 	stUnmarked = -1 // the master's marker went missing: it grants nothing
 )
 
@@ -121,11 +122,14 @@ type outcome struct {
 	fence int64         // OWNED: the largest fence the owning masters answered
 	agree bool          // OWNED: every owning master answered the same fence
 	split bool          // OWNED on some masters, not on a quorum: release and retry
-	err   error
+	// MISSED because too many masters restarted after the tick was due: no
+	// majority can vouch that it was not dispatched, so it never will be
+	unknown bool
+	err     error
 }
 
 func (s *Scheduler) decide(as []answer) outcome {
-	var owned, missed, paused, busy, errs int
+	var owned, missed, paused, busy, errs, abstain int
 	var o outcome
 	var low int64
 	var errList []error
@@ -153,6 +157,8 @@ func (s *Scheduler) decide(as []answer) outcome {
 			o.wait = time.Duration(a.val) * time.Millisecond
 		case stPaused:
 			paused++
+		case stAbstain:
+			abstain++
 		case stUnmarked:
 			errs++
 			errList = append(errList, errors.New("master's marker missing (restarted or flushed)"))
@@ -165,6 +171,8 @@ func (s *Scheduler) decide(as []answer) outcome {
 		o.st = stPaused
 	case missed >= s.quorum:
 		o.st = stMissed
+	case abstain > len(as)-s.quorum:
+		o.st, o.unknown, o.split = stMissed, true, owned > 0
 	case busy > 0:
 		o.st, o.split = stBusy, owned > 0
 	default:
@@ -250,6 +258,13 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 			log().Info("tick skipped: job paused")
 		case stMissed:
 			s.stats.missed.Add(1)
+			if o.unknown {
+				if o.split {
+					release = append(release, i)
+				}
+				log().Warn("tick missed: lock masters restarted after it was due and may have lost its record; not dispatched, since no majority can vouch that it was not dispatched already")
+				break
+			}
 			log().Warn("tick missed: past its starting deadline", "late", o.wait.Round(time.Millisecond), "starting_deadline", it.job.StartingDeadline)
 		case stBusy:
 			s.stats.busy.Add(1)

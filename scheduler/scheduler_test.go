@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 type recorder struct {
 	mu    sync.Mutex
 	ticks map[string][]scheduler.Tick
+	order []scheduler.Tick // in dispatch order
 	n     chan struct{}
 	fail  atomic.Int64 // fail this many dispatches first
 }
@@ -54,6 +55,7 @@ func (r *recorder) Dispatch(_ context.Context, t scheduler.Tick) error {
 	}
 	r.mu.Lock()
 	r.ticks[t.ID()] = append(r.ticks[t.ID()], t)
+	r.order = append(r.order, t)
 	r.mu.Unlock()
 	r.n <- struct{}{}
 	return nil
@@ -88,6 +90,13 @@ func (r *recorder) waitAdvancing(t *testing.T, clock *scheduler.FakeClock, n int
 			clock.Advance(25 * time.Millisecond)
 		}
 	}
+}
+
+// dispatched returns the ticks in dispatch order.
+func (r *recorder) dispatched() []scheduler.Tick {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]scheduler.Tick(nil), r.order...)
 }
 
 func (r *recorder) snapshot() map[string][]scheduler.Tick {
@@ -126,8 +135,16 @@ func start(t *testing.T, rdbs []*redis.Client, jobs []scheduler.Job, d scheduler
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startWith(t, locks, jobs, d, opts...)
+}
+
+// startWith runs a scheduler replica over locks (closed when it stops)
+// until the test ends.
+func startWith(t *testing.T, locks *locking.Client, jobs []scheduler.Job, d scheduler.Dispatcher, opts ...scheduler.Option) *replica {
+	t.Helper()
 	s, err := scheduler.New(locks, jobs, d, opts...)
 	if err != nil {
+		_ = locks.Close()
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -333,9 +333,10 @@ func atLeast(v string, major, minor int) bool {
 	return a > major || a == major && b >= minor
 }
 
-// marker is a marker key's value: "RUNID FLOOR" or "RUNID FLOOR fresh". RUNID is
-// the server process it was written under ("-" for a server that reports
-// none), FLOOR the fence floor in microseconds (see lua/prelude.lua).
+// marker is a marker key's value: "RUNID FLOOR BORN" or "RUNID FLOOR BORN
+// fresh". RUNID is the server process it was written under ("-" for a server
+// that reports none), FLOOR the fence floor in microseconds, BORN the
+// process's start in server ms (0 when fresh): see lua/prelude.lua.
 type marker struct {
 	runID string
 	floor int64
@@ -344,8 +345,8 @@ type marker struct {
 
 func parseMarker(v string) (marker, bool) {
 	f := strings.Fields(v)
-	if len(f) < 2 {
-		return marker{}, false
+	if len(f) < 3 {
+		return marker{}, false // none, or written by an earlier format
 	}
 	floor, err := strconv.ParseInt(f[1], 10, 64)
 	if err != nil {
@@ -355,17 +356,5 @@ func parseMarker(v string) (marker, bool) {
 	if id == "-" {
 		id = ""
 	}
-	return marker{runID: id, floor: floor, fresh: len(f) > 2 && f[2] == "fresh"}, true
-}
-
-func (mk marker) String() string {
-	id := mk.runID
-	if id == "" {
-		id = "-"
-	}
-	s := id + " " + strconv.FormatInt(mk.floor, 10)
-	if mk.fresh {
-		s += " fresh"
-	}
-	return s
+	return marker{runID: id, floor: floor, fresh: len(f) > 3 && f[3] == "fresh"}, true
 }

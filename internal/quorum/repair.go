@@ -119,7 +119,7 @@ func (g *Group) repairRound(ctx context.Context, m *Master) (again bool, err err
 	}
 	for _, t := range targets {
 		mk := marker{runID: t.id.runID, floor: floor + 1, fresh: fresh && g.opts.Fresh}
-		if err := g.mark.Run(ctx, t.m.RDB, []string{g.opts.Marker}, t.id.marker, runIDArg(t.id.runID), mk.floor, freshArg(mk.fresh)).Err(); err != nil {
+		if err := g.mark.Run(ctx, t.m.RDB, []string{g.opts.Marker}, t.id.marker, runIDArg(t.id.runID), mk.floor, freshArg(mk.fresh), t.id.uptime.Milliseconds()).Err(); err != nil {
 			return false, fmt.Errorf("marking master %d: %w", t.m.Idx, err)
 		}
 	}

@@ -26,25 +26,30 @@
 --         {2, ms}    BUSY: another replica holds the tick lease for ms more
 --         {3, ms}    MISSED: now is ms past T, beyond the starting deadline
 --         {4, 0}     PAUSED: recorded as skipped
+--         {5, ms}    ABSTAIN: this master restarted ms after T and may have lost
+--                    T's record; it neither grants nor refuses
 --         {-1, 0}    the master's marker is missing (restarted or flushed since
 --                    the client checked it): it grants nothing until repaired
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local quorum = ARGV[6] == 'q'
-local floor = 0
+local floor, born = 0, 0
 if ARGV[6] ~= 'u' then
-  floor = q_guard(KEYS[5])
+  floor, born = q_guard(KEYS[5])
   if not floor then return {-1, 0} end
 end
 
 local v = redis.call('GET', KEYS[1])
 if v == 'done' or v == 'paused' then return {1, 0} end
+local tick = tonumber(ARGV[2])
+-- restarted after the tick was due: its record may have been lost with the
+-- old process, so this master cannot say the tick is free
+if tick < born then return {5, born - tick} end
 if v and v ~= ARGV[1] then
   local ms = redis.call('PTTL', KEYS[1])
   if ms < 0 then ms = 0 end
   return {2, ms}
 end
-local tick = tonumber(ARGV[2])
 if now > tick + tonumber(ARGV[3]) then return {3, now - tick} end
 
 if ARGV[7] == '1' or redis.call('EXISTS', KEYS[2]) == 1 then

@@ -8,6 +8,9 @@
 --         masters; the floor written is at least this server's own clock
 -- ARGV[4] "fresh" when the whole set carried no marker and the deployment
 --         opted in to treat that as brand new (no quarantine), else ""
+-- ARGV[5] the server's uptime in ms as the repair read it (whole seconds):
+--         the marker records its process's start (BORN, server ms), before
+--         which the master may have lost writes; 0 for a fresh deployment
 --
 -- Returns 1 when written, 0 when the marker changed meanwhile.
 local cur = redis.call('GET', KEYS[1])
@@ -15,7 +18,9 @@ if (cur or '') ~= ARGV[1] then return 0 end
 local t = redis.call('TIME')
 local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local floor = math.max(tonumber(ARGV[3]), us)
-local v = ARGV[2] .. ' ' .. string.format('%d', floor)
+local born = 0
+if ARGV[4] ~= 'fresh' then born = math.floor(us / 1000) - tonumber(ARGV[5]) end
+local v = ARGV[2] .. ' ' .. string.format('%d', floor) .. ' ' .. string.format('%d', born)
 if ARGV[4] == 'fresh' then v = v .. ' fresh' end
 redis.call('SET', KEYS[1], v)
 return 1

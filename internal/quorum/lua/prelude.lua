@@ -4,8 +4,10 @@
 --
 -- q_guard(marker) returns nil when this master's marker is missing (restarted
 -- empty or flushed since the client checked it: it must grant nothing), else
--- the marker's fence floor in microseconds. The marker's value is
--- "RUNID FLOOR [fresh]" (see mark.lua).
+-- the marker's fence floor in microseconds and the moment (server ms) before
+-- which this master may have lost writes: its process's start when it was
+-- repaired after a restart, 0 for a brand-new deployment. The marker's value
+-- is "RUNID FLOOR BORN [fresh]" (see mark.lua).
 --
 -- q_fence(counter, quorum, t, floor, px) issues the next fencing token from a
 -- counter; t is the server's TIME.
@@ -20,7 +22,8 @@
 local function q_guard(marker)
   local m = redis.call('GET', marker)
   if not m then return nil end
-  return tonumber(string.match(m, '^%S+ (%d+)')) or 0
+  local floor, born = string.match(m, '^%S+ (%d+) (%d+)')
+  return tonumber(floor) or 0, tonumber(born) or 0
 end
 
 local function q_fence(k, quorum, t, floor, px)
