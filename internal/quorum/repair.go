@@ -83,6 +83,9 @@ func (g *Group) repair(ctx context.Context, m *Master) error {
 // repairRound runs one round; again reports that a master restarted during
 // it and the round must be run again.
 func (g *Group) repairRound(ctx context.Context, m *Master) (again bool, err error) {
+	if g.testHook != nil {
+		g.testHook("round", m)
+	}
 	ps := g.probeAll(ctx)
 	self := ps[m.Idx]
 	if self.err != nil {
@@ -127,7 +130,9 @@ func (g *Group) repairRound(ctx context.Context, m *Master) (again bool, err err
 	// restarted meanwhile may have been marked with its old process's id
 	// (harmless: it is found restarted again) or have given a stale view
 	for _, p := range g.probeAll(ctx) {
-		if q := ps[p.m.Idx]; p.err == nil && q.err == nil && p.id.runID != q.id.runID {
+		// a master that answered the first read but not this one cannot
+		// vouch that it is the process the round saw
+		if q := ps[p.m.Idx]; q.err == nil && (p.err != nil || p.id.runID != q.id.runID) {
 			again = true
 		}
 	}
@@ -178,6 +183,9 @@ func (g *Group) probeAll(ctx context.Context) []probe {
 			cctx, cancel := context.WithTimeout(ctx, checkTimeout)
 			defer cancel()
 			p.id, p.err = m.identity(cctx)
+			if p.err != nil && IsNetErr(p.err) && cctx.Err() == nil {
+				p.id, p.err = m.identity(cctx) // a broken connection: once more, on a new one
+			}
 			if p.err == nil {
 				var t time.Time
 				if t, p.err = m.RDB.Time(cctx).Result(); p.err == nil {

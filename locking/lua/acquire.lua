@@ -24,9 +24,11 @@
 local t = redis.call('TIME')
 local mode = ARGV[3]
 local floor = 0
-if mode ~= 'u' then
+if mode == 'q' then
   floor = q_guard(KEYS[3])
   if not floor then return {-1, 0} end
+elseif mode == 's' then -- one master: its clock is the fence floor; the marker need only exist
+  if redis.call('EXISTS', KEYS[3]) == 0 then return {-1, 0} end
 end
 local quorum = mode == 'q'
 local waiter = ARGV[4]
