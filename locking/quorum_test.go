@@ -24,6 +24,19 @@ type via struct {
 
 func newVia(t *testing.T, servers []*redistest.Server, opts ...locking.Option) via {
 	t.Helper()
+	rdbs, ps := proxied(t, servers)
+	return via{newClient(t, rdbs, opts...), ps}
+}
+
+// strictVia is newVia without the fresh-deployment opt-in, with restart
+// quarantine q.
+func strictVia(t *testing.T, servers []*redistest.Server, q time.Duration, opts ...locking.Option) via {
+	t.Helper()
+	rdbs, ps := proxied(t, servers)
+	return via{strict(t, rdbs, q, opts...), ps}
+}
+
+func proxied(t *testing.T, servers []*redistest.Server) ([]*redis.Client, []*redistest.Proxy) {
 	var rdbs []*redis.Client
 	var ps []*redistest.Proxy
 	for _, s := range servers {
@@ -31,7 +44,7 @@ func newVia(t *testing.T, servers []*redistest.Server, opts ...locking.Option) v
 		ps = append(ps, p)
 		rdbs = append(rdbs, through(t, s, p))
 	}
-	return via{newClient(t, rdbs, opts...), ps}
+	return rdbs, ps
 }
 
 func cut(t *testing.T, p *redistest.Proxy) {
@@ -130,9 +143,9 @@ func TestQuorumMajorityLostFailsCleanly(t *testing.T) {
 // the fence must be above F.
 func TestFencingMasterRestartedEmpty(t *testing.T) {
 	servers := redistest.NewN(t, 3)
-	opts := []locking.Option{locking.WithRestartQuarantine(2 * time.Second)}
-	h1 := newVia(t, servers, opts...)
-	h2 := newVia(t, servers, opts...)
+	deploy(t, servers...)
+	h1 := strictVia(t, servers, 2*time.Second)
+	h2 := strictVia(t, servers, 2*time.Second)
 	ctx := testCtx(t)
 
 	l, err := h1.Lock(ctx, "inv", time.Second) // all three: counters agree
@@ -325,6 +338,13 @@ func TestFencingMonotonicAcrossQuorumChanges(t *testing.T) {
 	servers := redistest.NewN(t, 5)
 	clients := []via{newVia(t, servers), newVia(t, servers)}
 	ctx := testCtx(t)
+	// deployed with every master up: a master first met without a marker
+	// after others have one counts as restarted (and waits out the quarantine)
+	for _, c := range clients {
+		if err := c.Prepare(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	var last int64
 	for i := range 30 {

@@ -171,8 +171,8 @@ func TestStaleSnapshotReload(t *testing.T) {
 	servers := redistest.NewN(t, 3)
 	deploy(t, servers...)
 	const ttl, q = 2 * time.Second, 3 * time.Second
-	h1 := newVia(t, servers, locking.WithRestartQuarantine(q))
-	h2 := newVia(t, servers, locking.WithRestartQuarantine(q))
+	h1 := strictVia(t, servers, q)
+	h2 := strictVia(t, servers, q)
 	ctx := testCtx(t)
 
 	l, err := h1.TryLock(ctx, "inv", ttl)

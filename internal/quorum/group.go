@@ -67,6 +67,8 @@ type Group struct {
 	cancel context.CancelFunc
 	bg     Tracker
 
+	repairMu sync.Mutex // one repair at a time
+
 	// testHook, when set, is called at named points of a repair (tests).
 	testHook func(point string, m *Master)
 }

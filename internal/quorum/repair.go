@@ -63,10 +63,14 @@ type probe struct {
 // repairRounds bounds the rounds of one repair whose view changed under it.
 const repairRounds = 3
 
-// repair marks m (and, for a fresh set, every unmarked master).
+// repair marks m (and, for a fresh set, every unmarked master). One repair
+// runs at a time in a group: concurrent ones would judge "fresh" on views
+// the other is changing.
 func (g *Group) repair(ctx context.Context, m *Master) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	g.repairMu.Lock()
+	defer g.repairMu.Unlock()
 	var err error
 	for range repairRounds {
 		var again bool
@@ -103,7 +107,7 @@ func (g *Group) repairRound(ctx context.Context, m *Master) (again bool, err err
 		}
 		answered++
 		floor = max(floor, p.us)
-		if p.id.hasMarker {
+		if p.id.hasMarker && !markingFresh(p) {
 			marked++
 		}
 	}
@@ -155,6 +159,19 @@ func (g *Group) repairRound(ctx context.Context, m *Master) (again bool, err err
 		g.opts.Logger.Printf("quorum: master %d (%s) restarted %s: marked with fence floor %d; it votes once it has been up for %v", m.Idx, m.Addr, how, floor+1, g.opts.Quarantine)
 	}
 	return false, nil
+}
+
+// freshWindow is how long after a fresh deployment was marked another
+// client's repair still takes part in it: replicas of a brand-new
+// deployment that start together must not find one another's fresh markers
+// and quarantine the masters they reach next.
+const freshWindow = 3 * time.Second
+
+// markingFresh reports whether p carries a fresh marker written in the last
+// freshWindow (by its own clock): a fresh deployment being marked now.
+func markingFresh(p probe) bool {
+	mk, ok := parseMarker(p.id.marker)
+	return ok && mk.fresh && mk.runID == p.id.runID && p.us-mk.floor < freshWindow.Microseconds()
 }
 
 func runIDArg(id string) string {
