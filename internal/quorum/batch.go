@@ -216,12 +216,12 @@ func (b *batcher) deliver(c *call) {
 // Master.Trust). A server that does not know the script (restart, SCRIPT
 // FLUSH) gets it whole, which caches it there.
 func (b *batcher) send(ctx context.Context, s *Script, line []any) (*redis.Cmd, bool) {
-	d, err := b.m.Admit(ctx)
+	a, err := b.m.Admit(ctx)
 	if err != nil {
 		return failed(ctx, err), false
 	}
 	cmd := b.process(ctx, s, line)
-	ok, again := b.m.Trust(ctx, d)
+	ok, again := b.m.Trust(ctx, a)
 	if !ok {
 		return failed(ctx, ErrReconnected), again
 	}
@@ -269,7 +269,7 @@ func (b *batcher) exec(batch []*call, leader *call) {
 	if len(batch) == 1 {
 		c := batch[0]
 		c.cmd, c.again = b.send(ctx, c.s, c.line)
-	} else if d, err := b.m.Admit(ctx); err != nil {
+	} else if a, err := b.m.Admit(ctx); err != nil {
 		for _, c := range batch {
 			c.cmd = failed(ctx, err)
 		}
@@ -285,7 +285,7 @@ func (b *batcher) exec(batch []*call, leader *call) {
 				c.cmd = b.process(ctx, c.s, c.line)
 			}
 		}
-		ok, again := b.m.Trust(ctx, d)
+		ok, again := b.m.Trust(ctx, a)
 		for _, c := range batch {
 			c.again = again
 			if !ok {

@@ -168,7 +168,7 @@ func (m *Master) pipeline(ctx context.Context, s *Script, lines [][]any) []Reply
 		}
 		return res
 	}
-	d, err := m.Admit(ctx)
+	a, err := m.Admit(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -199,7 +199,7 @@ func (m *Master) pipeline(ctx context.Context, s *Script, lines [][]any) []Reply
 			_, _ = pipe.Exec(ctx)
 		}
 	}
-	ok, redialed := m.Trust(ctx, d)
+	ok, redialed := m.Trust(ctx, a)
 	if !ok {
 		return fail(ErrReconnected)
 	}

@@ -55,8 +55,8 @@ type Master struct {
 	batch   *batcher
 	tracked bool // restarts detected (standalone server)
 
-	dials  atomic.Uint64 // connections dialed so far (the dial hook)
-	voting atomic.Uint64 // dials+1 as of the last check that let it vote; 0: check first
+	dials  atomic.Uint64             // connections dialed so far (the dial hook)
+	voting atomic.Pointer[Admission] // as of the last check that let it vote; nil: check first
 
 	mu        sync.Mutex    // held through checks: one at a time
 	state     int           // stUnknown ... stRefused
@@ -88,43 +88,49 @@ func (dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	return next
 }
 
-// Admit returns the dial count a call may be sent under (pass it to Trust
-// with the answer), or the reason the master may not receive calls now. It
-// checks the master first when a connection was dialed since the last check.
-func (m *Master) Admit(ctx context.Context) (uint64, error) {
+// Admission is what a call was admitted under: the dial count of the check
+// that let the master vote, and the server process that check saw.
+type Admission struct {
+	dials uint64
+	runID string
+}
+
+// Admit returns what a call may be sent under (pass it to Trust with the
+// answer), or the reason the master may not receive calls now. It checks the
+// master first when a connection was dialed since the last check.
+func (m *Master) Admit(ctx context.Context) (Admission, error) {
 	if !m.tracked {
-		return 0, nil
+		return Admission{}, nil
 	}
-	d := m.dials.Load()
-	if m.voting.Load() == d+1 {
-		return d, nil
+	if a := m.voting.Load(); a != nil && a.dials == m.dials.Load() {
+		return *a, nil
 	}
 	return m.admitSlow(ctx)
 }
 
-func (m *Master) admitSlow(ctx context.Context) (uint64, error) {
-	d, err, repair := m.admitLocked(ctx)
+func (m *Master) admitSlow(ctx context.Context) (Admission, error) {
+	a, err, repair := m.admitLocked(ctx)
 	if repair == nil {
-		return d, err
+		return a, err
 	}
 	// a restarted master is repaired before the call goes on (a brand-new
 	// deployment is marked on its first call); waiting is bounded by ctx
 	select {
 	case <-repair:
 	case <-ctx.Done():
-		return 0, err
+		return a, err
 	}
-	d, err, _ = m.admitLocked(ctx)
-	return d, err
+	a, err, _ = m.admitLocked(ctx)
+	return a, err
 }
 
 // admitLocked is Admit's slow path under m.mu; for a restarted master it
 // also returns the channel closed when its repair ends.
-func (m *Master) admitLocked(ctx context.Context) (uint64, error, <-chan struct{}) {
+func (m *Master) admitLocked(ctx context.Context) (Admission, error, <-chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.fatal != nil {
-		return 0, m.fatal, nil
+		return Admission{}, m.fatal, nil
 	}
 	// a check that began at dial count d speaks for every connection
 	// dialed before it: such a connection leads to the process the check
@@ -133,47 +139,47 @@ func (m *Master) admitLocked(ctx context.Context) (uint64, error, <-chan struct{
 	// Trust confirms answers that came after later dials.
 	if m.state == stUnknown || m.checked != m.dials.Load() {
 		if err := m.checkLocked(ctx); err != nil {
-			return 0, err, nil
+			return Admission{}, err, nil
 		}
 	}
-	d := m.checked
+	a := &Admission{dials: m.checked, runID: m.runID}
 	switch m.state {
 	case stVoting:
-		m.voting.Store(d + 1)
-		return d, nil, nil
+		m.voting.Store(a)
+		return *a, nil, nil
 	case stQuarantine:
 		if left := time.Until(m.votesAt); left > 0 {
-			return 0, &QuarantineError{Left: left}, nil
+			return Admission{}, &QuarantineError{Left: left}, nil
 		}
 		m.state = stVoting
-		m.voting.Store(d + 1)
-		return d, nil, nil
+		m.voting.Store(a)
+		return *a, nil, nil
 	default:
-		return 0, ErrRestarted, m.g.repairLater(m)
+		return Admission{}, ErrRestarted, m.g.repairLater(m)
 	}
 }
 
-// Trust reports whether an answer received under dial count d (from Admit)
-// came from the process the master was checked as: no connection was
-// dialed meanwhile, or INFO confirms that process still runs (a run_id is
-// never reused, so a call that reached another process is never trusted).
-// redialed is true when a connection was dialed during the call: go-redis
-// may have sent the call twice (a retry after a lost reply).
-func (m *Master) Trust(ctx context.Context, d uint64) (ok, redialed bool) {
-	if !m.tracked || m.dials.Load() == d {
+// Trust reports whether an answer to a call admitted under a came from the
+// process it was admitted for: no connection was dialed meanwhile, or INFO
+// confirms that process still runs and still votes (a run_id is never
+// reused, so a call that reached another process, e.g. re-sent by go-redis
+// on a new connection after a restart, is never trusted, whatever that
+// process's state is now). redialed is true when a connection was dialed
+// during the call: go-redis may have sent it twice (after a lost reply).
+func (m *Master) Trust(ctx context.Context, a Admission) (ok, redialed bool) {
+	if !m.tracked || m.dials.Load() == a.dials {
 		return true, false
 	}
-	m.voting.Store(0)
+	m.voting.Store(nil)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	before := m.runID
 	// a connection that broke under the call may have left others broken
 	// in the pool: a second check runs over a new one
 	err := m.checkLocked(context.WithoutCancel(ctx))
 	if err != nil && IsNetErr(err) {
 		err = m.checkLocked(context.WithoutCancel(ctx))
 	}
-	if err != nil || m.state == stRestarted || m.runID != before {
+	if err != nil || m.state == stRestarted || m.runID != a.runID {
 		return false, true
 	}
 	return true, true
@@ -184,7 +190,7 @@ func (m *Master) Trust(ctx context.Context, d uint64) (ok, redialed bool) {
 func (m *Master) Invalidate() {
 	m.mu.Lock()
 	m.state = stUnknown
-	m.voting.Store(0)
+	m.voting.Store(nil)
 	m.mu.Unlock()
 }
 
