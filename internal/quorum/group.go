@@ -29,11 +29,12 @@ type nopLogger struct{}
 
 func (nopLogger) Printf(string, ...any) {}
 
-// CounterTTL is how long a fencing counter outlives its last use on a master
-// of a quorum. A counter that expired is seeded again from the master's clock
-// in microseconds, which is above every fence issued before as long as the
-// masters' clocks are within CounterTTL of each other; so counters stay
-// bounded by the names used in the last CounterTTL.
+// CounterTTL is how long a fencing counter lives on a master of a quorum
+// after it was seeded or written back (INCR keeps the expiry). A counter that
+// expired is seeded again from the master's clock in microseconds, which is
+// above every fence issued before as long as the masters' clocks are within
+// CounterTTL of each other; so counters stay bounded by the names used in the
+// last CounterTTL, and a busy lock pays one fence write-back a day.
 const CounterTTL = 24 * time.Hour
 
 // Options configure a Group.

@@ -15,10 +15,12 @@
 --     only has to outlive the lease: the clock keeps the next one above it).
 --   quorum: INCR, seeded from max(TIME in µs, floor) when missing, and never
 --     below the floor (a counter reloaded from an old snapshot is lifted to
---     it); the counter lives 24 h after its last use (bounded keys: an
+--     it); the counter lives 24 h from its seeding or last write-back (INCR
+--     keeps the expiry, so the hot path writes no PEXPIRE). Bounded keys: an
 --     expired counter is seeded again from the clock, above every fence
---     issued before). Masters that answer different values are reconciled
---     by the caller (the largest is written back to a majority).
+--     issued before (fences grow by one per grant, far slower than a µs
+--     clock). Masters that answer different values are reconciled by the
+--     caller (the largest is written back to a majority).
 local function q_guard(marker)
   local m = redis.call('GET', marker)
   if not m then return nil end
@@ -35,8 +37,6 @@ local function q_fence(k, quorum, t, floor, px)
     if f < lo then
       f = lo
       redis.call('SET', k, string.format('%d', f), 'PX', 86400000)
-    else
-      redis.call('PEXPIRE', k, 86400000)
     end
     return f
   end
