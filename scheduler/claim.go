@@ -214,7 +214,7 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 			paused = "1"
 		}
 		return keys, []any{it.token, it.at.UnixMilli(), it.job.StartingDeadline.Milliseconds(), s.opts.leaseTTL.Milliseconds(),
-			s.recordTTL(it.job).Milliseconds(), mode, paused}
+			s.recordTTL(it.job).Milliseconds(), mode, paused, s.opts.maxSkew.Milliseconds()}
 	})
 
 	var owned []int

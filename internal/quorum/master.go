@@ -236,7 +236,7 @@ func (m *Master) checkLocked(ctx context.Context) error {
 type identity struct {
 	runID     string // "" when the server does not report one (not Redis)
 	version   string
-	uptime    time.Duration
+	uptime    time.Duration // a lower bound: INFO's whole seconds, minus one
 	hasMarker bool
 	marker    string
 }
@@ -275,8 +275,10 @@ func (m *Master) identity(ctx context.Context) (identity, error) {
 		case "redis_version":
 			id.version = v
 		case "uptime_in_seconds":
+			// floor(now) - floor(start): up to a second more than the
+			// real uptime; one second less is a lower bound
 			s, _ := strconv.ParseInt(v, 10, 64)
-			id.uptime = time.Duration(s) * time.Second
+			id.uptime = max(time.Duration(s-1)*time.Second, 0)
 		}
 	}
 	return id, nil

@@ -71,35 +71,42 @@ func (g *Group) repair(ctx context.Context, m *Master) error {
 	defer cancel()
 	g.repairMu.Lock()
 	defer g.repairMu.Unlock()
-	var err error
-	for range repairRounds {
-		var again bool
-		if again, err = g.repairRound(ctx, m); err == nil && !again {
-			return nil
-		}
-		if err != nil {
+	waits := 0
+	for round := 0; round < repairRounds; {
+		again, waited, err := g.repairRound(ctx, m, waits < freshWaits)
+		switch {
+		case err != nil:
 			return err
+		case !again:
+			return nil
+		case waited:
+			waits++
+		default:
+			round++
 		}
 	}
 	return fmt.Errorf("the masters kept restarting during %d repair rounds", repairRounds)
 }
 
 // repairRound runs one round; again reports that a master restarted during
-// it and the round must be run again.
-func (g *Group) repairRound(ctx context.Context, m *Master) (again bool, err error) {
+// it, or (waited) that another client is marking a fresh deployment right
+// now and the round waited for it; either way it must be run again. When it
+// may not wait any more, a fresh marking that has not reached m did not
+// include it: m is marked as restarted.
+func (g *Group) repairRound(ctx context.Context, m *Master, mayWait bool) (again, waited bool, err error) {
 	if g.testHook != nil {
 		g.testHook("round", m)
 	}
 	ps := g.probeAll(ctx)
 	self := ps[m.Idx]
 	if self.err != nil {
-		return false, fmt.Errorf("reading master %d: %w", m.Idx, self.err)
+		return false, false, fmt.Errorf("reading master %d: %w", m.Idx, self.err)
 	}
 	if mk, ok := parseMarker(self.id.marker); self.id.hasMarker && ok && mk.runID == self.id.runID {
 		m.Invalidate() // repaired meanwhile (another client): check again
-		return false, nil
+		return false, false, nil
 	}
-	answered, marked := 0, 0
+	answered, marked, marking := 0, 0, 0
 	var floor int64
 	for _, p := range ps {
 		if p.err != nil {
@@ -107,9 +114,24 @@ func (g *Group) repairRound(ctx context.Context, m *Master) (again bool, err err
 		}
 		answered++
 		floor = max(floor, p.us)
-		if p.id.hasMarker && !markingFresh(p) {
+		if p.id.hasMarker {
 			marked++
 		}
+		if markingFresh(p) {
+			marking++
+		}
+	}
+	if marking > 0 && marking == marked && mayWait {
+		// another client is marking a brand-new set: its marking reaches m
+		// in a moment, or m was not part of it
+		t := time.NewTimer(freshWait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return false, false, ctx.Err()
+		}
+		return true, true, nil
 	}
 	fresh := marked == 0 && answered >= g.quorum
 	targets := []probe{self}
@@ -127,7 +149,7 @@ func (g *Group) repairRound(ctx context.Context, m *Master) (again bool, err err
 	for _, t := range targets {
 		mk := marker{runID: t.id.runID, floor: floor + 1, fresh: fresh && g.opts.Fresh}
 		if err := g.mark.Run(ctx, t.m.RDB, []string{g.opts.Marker}, t.id.marker, runIDArg(t.id.runID), mk.floor, freshArg(mk.fresh), t.id.uptime.Milliseconds()).Err(); err != nil {
-			return false, fmt.Errorf("marking master %d: %w", t.m.Idx, err)
+			return false, false, fmt.Errorf("marking master %d: %w", t.m.Idx, err)
 		}
 	}
 	// the view must not have changed under the round: a master that
@@ -144,7 +166,7 @@ func (g *Group) repairRound(ctx context.Context, m *Master) (again bool, err err
 		t.m.Invalidate()
 	}
 	if again {
-		return true, nil
+		return true, false, nil
 	}
 	switch {
 	case fresh && g.opts.Fresh:
@@ -158,14 +180,20 @@ func (g *Group) repairRound(ctx context.Context, m *Master) (again bool, err err
 		}
 		g.opts.Logger.Printf("quorum: master %d (%s) restarted %s: marked with fence floor %d; it votes once it has been up for %v", m.Idx, m.Addr, how, floor+1, g.opts.Quarantine)
 	}
-	return false, nil
+	return false, false, nil
 }
 
-// freshWindow is how long after a fresh deployment was marked another
-// client's repair still takes part in it: replicas of a brand-new
-// deployment that start together must not find one another's fresh markers
-// and quarantine the masters they reach next.
-const freshWindow = 3 * time.Second
+// Replicas of a brand-new deployment that start together must not find one
+// another's fresh markers half-written and quarantine the masters they reach
+// next: a repair that finds fresh markers written in the last freshWindow
+// (and no others) waits freshWait and reads again, up to freshWaits times. Only a marking that reached the master counts: a master that
+// restarted after it is marked as restarted (the window never makes a
+// restarted master fresh).
+const (
+	freshWindow = 3 * time.Second
+	freshWait   = 100 * time.Millisecond
+	freshWaits  = 20
+)
 
 // markingFresh reports whether p carries a fresh marker written in the last
 // freshWindow (by its own clock): a fresh deployment being marked now.

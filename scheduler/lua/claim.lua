@@ -20,14 +20,17 @@
 -- ARGV[6] mode: "q" one of a quorum, "s" a single master, "u" a single
 --         master whose restarts are not tracked (a Cluster: no marker)
 -- ARGV[7] "1" when the job is paused in its configuration
+-- ARGV[8] the replicas' clock skew bound, milliseconds: a replica within it may
+--         have claimed and recorded a tick up to this much before it was due
 --
 -- Returns {0, fence} OWNED: the caller holds the tick lease and must dispatch
 --         {1, 0}     DONE: the tick was dispatched (or skipped while paused)
 --         {2, ms}    BUSY: another replica holds the tick lease for ms more
 --         {3, ms}    MISSED: now is ms past T, beyond the starting deadline
 --         {4, 0}     PAUSED: recorded as skipped
---         {5, ms}    ABSTAIN: this master restarted ms after T and may have lost
---                    T's record; it neither grants nor refuses
+--         {5, ms}    ABSTAIN: this master restarted after T's record may have been
+--                    written (ms: its start minus T) and may have lost it; it
+--                    neither grants nor refuses
 --         {-1, 0}    the master's marker is missing (restarted or flushed since
 --                    the client checked it): it grants nothing until repaired
 local t = redis.call('TIME')
@@ -42,9 +45,10 @@ end
 local v = redis.call('GET', KEYS[1])
 if v == 'done' or v == 'paused' then return {1, 0} end
 local tick = tonumber(ARGV[2])
--- restarted after the tick was due: its record may have been lost with the
--- old process, so this master cannot say the tick is free
-if tick < born then return {5, born - tick} end
+-- restarted after the tick's record may have been written (as early as the
+-- skew bound before it was due): the record may have been lost with the old
+-- process, so this master cannot say the tick is free
+if born > 0 and tick < born + tonumber(ARGV[8]) then return {5, born - tick} end
 if v and v ~= ARGV[1] then
   local ms = redis.call('PTTL', KEYS[1])
   if ms < 0 then ms = 0 end
