@@ -56,16 +56,17 @@ func WithLateness(d time.Duration) Option { return func(o *options) { o.lateness
 // Default 0: a tenth of the lock's ttl, at least 20ms and at most ttl/2.
 func WithMasterTimeout(d time.Duration) Option { return func(o *options) { o.masterTimeout = d } }
 
-// WithRestartQuarantine sets how long a master that restarted stays out of
-// every lock, counted from the server's start (INFO uptime_in_seconds): a
-// restart is found when the client's first new connection meets a server
-// whose marker key is missing (restarted empty) or names another process
-// (reloaded from a snapshot older than its last writes). Such a master is
-// repaired (marked anew, with a fencing floor above every fence it may have
-// forgotten) and grants nothing until it has been up for d, by which time
-// every lock its previous process granted has expired. A master that has
-// been up longer than d costs nothing. With one master this is a delayed
-// restart: up to d of unavailability after each restart.
+// WithRestartQuarantine sets how long a master that lost writes stays out of
+// every lock. A restart is found when the client's first new connection
+// meets a server whose marker key names another process (it came back from
+// a snapshot older than its last writes: lost at its start) or is missing
+// (restarted empty, or flushed while running: lost at the latest when the
+// client finds it). Such a master is repaired (marked anew, with a fencing
+// floor above every fence it may have forgotten) and grants nothing until d
+// has passed on its own clock since that moment, by which time every lock it
+// forgot has expired. A master restarted from a snapshot long ago costs
+// nothing; one found without a marker waits d from then. With one master
+// this is a delayed restart: up to d of unavailability after each restart.
 //
 // d must be > 0 and at least the longest ttl any client uses on these
 // masters; locks with a longer ttl are refused with ErrInvalid. Default 1

@@ -11,7 +11,8 @@
 // marker naming the running process: a master restarted empty has no marker,
 // one restarted from an RDB/AOF snapshot has the marker of an earlier process;
 // both are repaired (marked anew, with a fence floor read from the masters'
-// clocks) and then wait out a quarantine read off the server's own uptime.
+// clocks) and then wait out a quarantine on the server's own clock, from the
+// moment they may have lost writes.
 //
 // A restart always breaks the client's connections, so the check runs once
 // per new connection rather than in every script: a hook counts the

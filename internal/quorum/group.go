@@ -42,8 +42,8 @@ type Options struct {
 	// Marker is the marker key every master carries while it may vote.
 	Marker string
 	// Quarantine is how long a restarted master stays out of quorums,
-	// counted from the server's start (INFO uptime): at least the longest
-	// lock ttl in use. Must be > 0.
+	// counted on its clock from the moment it may have lost writes: at least
+	// the longest lock ttl in use. Must be > 0.
 	Quarantine time.Duration
 	// Fresh lets masters that carry no trace of an earlier life (no master
 	// has a marker) vote at once, as a brand-new deployment. When every

@@ -219,15 +219,16 @@ func (m *Master) checkLocked(ctx context.Context) error {
 		}
 	}
 	m.checked, m.runID = d, id.runID
-	marker, _ := parseMarker(id.marker)
+	marker, ok := parseMarker(id.marker)
+	votes := time.UnixMilli(marker.born).Add(m.g.opts.Quarantine) // server time
 	switch {
-	case !id.hasMarker || marker.runID != id.runID:
+	case !ok || marker.runID != id.runID:
 		m.state = stRestarted
 		m.g.repairLater(m)
-	case marker.fresh || id.uptime >= m.g.opts.Quarantine:
+	case marker.fresh || !id.now.Before(votes):
 		m.state = stVoting
 	default:
-		m.state, m.votesAt = stQuarantine, time.Now().Add(m.g.opts.Quarantine-id.uptime)
+		m.state, m.votesAt = stQuarantine, time.Now().Add(votes.Sub(id.now))
 	}
 	return nil
 }
@@ -237,6 +238,7 @@ type identity struct {
 	runID     string // "" when the server does not report one (not Redis)
 	version   string
 	uptime    time.Duration // a lower bound: INFO's whole seconds, minus one
+	now       time.Time     // the server's clock (TIME)
 	hasMarker bool
 	marker    string
 }
@@ -254,6 +256,11 @@ func (m *Master) identity(ctx context.Context) (identity, error) {
 	if err := mk.Err(); err != nil && err != redis.Nil {
 		return id, err
 	}
+	now, err := m.RDB.Time(ctx).Result()
+	if err != nil {
+		return id, err
+	}
+	id.now = now
 	id.marker, id.hasMarker = mk.Val(), mk.Err() == nil
 	if err := info.Err(); err != nil {
 		if IsNetErr(err) {
@@ -343,11 +350,14 @@ func atLeast(v string, major, minor int) bool {
 
 // marker is a marker key's value: "RUNID FLOOR BORN" or "RUNID FLOOR BORN
 // fresh". RUNID is the server process it was written under ("-" for a server
-// that reports none), FLOOR the fence floor in microseconds, BORN the
-// process's start in server ms (0 when fresh): see lua/prelude.lua.
+// that reports none), FLOOR the fence floor in microseconds, BORN the moment
+// (server ms) before which the master may have lost writes (0 when fresh):
+// see lua/prelude.lua and lua/mark.lua. The master votes from BORN plus the
+// quarantine on.
 type marker struct {
 	runID string
 	floor int64
+	born  int64
 	fresh bool
 }
 
@@ -360,9 +370,13 @@ func parseMarker(v string) (marker, bool) {
 	if err != nil {
 		return marker{}, false
 	}
+	born, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil {
+		return marker{}, false
+	}
 	id := f[0]
 	if id == "-" {
 		id = ""
 	}
-	return marker{runID: id, floor: floor, fresh: len(f) > 3 && f[3] == "fresh"}, true
+	return marker{runID: id, floor: floor, born: born, fresh: len(f) > 3 && f[3] == "fresh"}, true
 }

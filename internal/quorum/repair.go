@@ -21,8 +21,10 @@ import (
 // Each round still reads every master's identity again at its end and starts
 // over when one changed, so a round's view of the set is never mixed.
 //
-// Then the master waits out the quarantine, read off its own uptime (see
-// Master.Admit): every lock its earlier process granted has expired by then.
+// Then the master waits out the quarantine, counted on its own clock from the
+// moment it may have lost writes (BORN: its process's start when it came back
+// from a snapshot, the repair when its marker was missing, which a flush of a
+// live process causes too): every lock it forgot has expired by then.
 // When no master carries a marker at all (a brand-new deployment, or every
 // master restarted empty at once, which Redis cannot tell apart), the safe
 // answer is the same quarantine; with Options.Fresh they are marked "fresh"
@@ -133,7 +135,9 @@ func (g *Group) repairRound(ctx context.Context, m *Master, mayWait bool) (again
 		}
 		return true, true, nil
 	}
-	fresh := marked == 0 && answered >= g.quorum
+	// brand new only if every master answered without a trace: an
+	// unreachable master may carry one (and its clock may be ahead)
+	fresh := marked == 0 && answered == len(g.masters)
 	targets := []probe{self}
 	if fresh {
 		targets = targets[:0]
@@ -148,7 +152,14 @@ func (g *Group) repairRound(ctx context.Context, m *Master, mayWait bool) (again
 	}
 	for _, t := range targets {
 		mk := marker{runID: t.id.runID, floor: floor + 1, fresh: fresh && g.opts.Fresh}
-		if err := g.mark.Run(ctx, t.m.RDB, []string{g.opts.Marker}, t.id.marker, runIDArg(t.id.runID), mk.floor, freshArg(mk.fresh), t.id.uptime.Milliseconds()).Err(); err != nil {
+		// writes were lost at the process's start when the marker names
+		// another process (a snapshot), and at the latest now when it is
+		// missing (a restart, or a flush of a live process)
+		var lostAgo time.Duration
+		if t.id.hasMarker {
+			lostAgo = t.id.uptime
+		}
+		if err := g.mark.Run(ctx, t.m.RDB, []string{g.opts.Marker}, t.id.marker, runIDArg(t.id.runID), mk.floor, freshArg(mk.fresh), lostAgo.Milliseconds()).Err(); err != nil {
 			return false, false, fmt.Errorf("marking master %d: %w", t.m.Idx, err)
 		}
 	}
@@ -231,12 +242,7 @@ func (g *Group) probeAll(ctx context.Context) []probe {
 			if p.err != nil && IsNetErr(p.err) && cctx.Err() == nil {
 				p.id, p.err = m.identity(cctx) // a broken connection: once more, on a new one
 			}
-			if p.err == nil {
-				var t time.Time
-				if t, p.err = m.RDB.Time(cctx).Result(); p.err == nil {
-					p.us = t.UnixMicro()
-				}
-			}
+			p.us = p.id.now.UnixMicro()
 			ps[i] = p
 		}()
 	}

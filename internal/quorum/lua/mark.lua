@@ -8,9 +8,13 @@
 --         masters; the floor written is at least this server's own clock
 -- ARGV[4] "fresh" when the whole set carried no marker and the deployment
 --         opted in to treat that as brand new (no quarantine), else ""
--- ARGV[5] the server's uptime in ms as the repair read it (whole seconds):
---         the marker records its process's start (BORN, server ms), before
---         which the master may have lost writes; 0 for a fresh deployment
+-- ARGV[5] how long before now (ms) the master may have lost writes: its uptime
+--         (a lower bound) when its marker names another process (it came back
+--         from a snapshot at its start), 0 when the marker is missing (lost at
+--         a restart or in a flush, at the latest now). The marker records that
+--         moment (BORN, server ms; 0 for a fresh deployment): the master
+--         votes from BORN + the quarantine on, and claims abstain on ticks
+--         due before it
 --
 -- Returns 1 when written, 0 when the marker changed meanwhile.
 local cur = redis.call('GET', KEYS[1])
