@@ -68,6 +68,11 @@ func TestQuorumSurvivesMinorityLoss(t *testing.T) {
 			a := newClient(t, clientsOf(t, servers...))
 			b := newClient(t, clientsOf(t, servers...))
 			ctx := testCtx(t)
+			// deployed with every master up (a brand-new set is fresh only
+			// if every master answers)
+			if err := a.Prepare(ctx); err != nil {
+				t.Fatal(err)
+			}
 			for _, s := range servers[:tc.kill] {
 				if err := s.Kill(); err != nil {
 					t.Fatal(err)
