@@ -45,6 +45,7 @@ const (
 	stMissed   = 3
 	stPaused   = 4
 	stAbstain  = 5  // the master restarted after the tick was due (may have lost its record)
+	stEarly    = 6  // not yet due by the master's clock (beyond the skew bound)
 	stUnmarked = -1 // the master's marker went missing: it grants nothing
 )
 
@@ -125,11 +126,12 @@ type outcome struct {
 	// MISSED because too many masters restarted after the tick was due: no
 	// majority can vouch that it was not dispatched, so it never will be
 	unknown bool
+	early   bool // BUSY because the tick is not due yet by a master's clock
 	err     error
 }
 
 func (s *Scheduler) decide(as []answer) outcome {
-	var owned, missed, paused, busy, errs, abstain int
+	var owned, missed, paused, busy, errs, abstain, early int
 	var o outcome
 	var low int64
 	var errList []error
@@ -159,12 +161,19 @@ func (s *Scheduler) decide(as []answer) outcome {
 			paused++
 		case stAbstain:
 			abstain++
+		case stEarly:
+			early++
+			o.wait = max(o.wait, time.Duration(a.val)*time.Millisecond)
 		case stUnmarked:
 			errs++
 			errList = append(errList, errors.New("master's marker missing (restarted or flushed)"))
 		}
 	}
 	switch {
+	case early > 0:
+		// some master's clock says the tick is not due: this replica's
+		// clock is ahead; ask again when it is (releasing what was owned)
+		o.st, o.split, o.early = stBusy, owned > 0, true
 	case owned >= s.quorum:
 		o.st, o.agree = stOwned, low == o.fence
 	case paused > 0:
@@ -268,11 +277,14 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 			log().Warn("tick missed: past its starting deadline", "late", o.wait.Round(time.Millisecond), "starting_deadline", it.job.StartingDeadline)
 		case stBusy:
 			s.stats.busy.Add(1)
+			if o.early {
+				s.stats.early.Add(1)
+			}
 			if o.split {
 				release = append(release, i)
 			}
 			wait := o.wait
-			if o.err != nil || o.split {
+			if (o.err != nil || o.split) && !o.early {
 				// split vote or masters failing: back off with jitter
 				wait = backoff
 				if o.err != nil {

@@ -114,10 +114,13 @@ func WithDispatchParallelism(n int) Option { return func(o *options) { o.paralle
 // Stats are counters since Start.
 type Stats struct {
 	Owned, Done, Busy, Missed, Paused, Dispatched, DispatchErrors, CaughtUp, SkewStops int64
+	// Early counts claims refused because the tick was not due yet by a
+	// lock master's clock (this replica's clock is ahead).
+	Early int64
 }
 
 type stats struct {
-	owned, done, busy, missed, paused, dispatched, dispatchErrors, caughtUp, skewStops atomic.Int64
+	owned, done, busy, missed, paused, dispatched, dispatchErrors, caughtUp, skewStops, early atomic.Int64
 }
 
 // Scheduler claims and dispatches the ticks of a set of jobs. Any number of
@@ -214,6 +217,7 @@ func (s *Scheduler) Stats() Stats {
 		Owned: s.stats.owned.Load(), Done: s.stats.done.Load(), Busy: s.stats.busy.Load(),
 		Missed: s.stats.missed.Load(), Paused: s.stats.paused.Load(), Dispatched: s.stats.dispatched.Load(),
 		DispatchErrors: s.stats.dispatchErrors.Load(), CaughtUp: s.stats.caughtUp.Load(), SkewStops: s.stats.skewStops.Load(),
+		Early: s.stats.early.Load(),
 	}
 }
 
@@ -254,6 +258,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.locks.Prepare(ctx); err != nil {
 		s.opts.log.Warn("lock masters not reachable at start; will keep trying", "err", err)
 	}
+	// the first skew check finishes before anything is claimed
+	s.checkSkew(ctx)
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	s.wg.Add(2)
 	go s.membershipLoop(bg)

@@ -12,10 +12,10 @@ const skewInterval = 5 * time.Second
 // every few seconds. Past the bound the replica warns and stops claiming
 // until its clock is back inside it: tick identity does not depend on local
 // clocks, but a replica whose clock is far off fires at the wrong moments.
+// The first check runs in Run, before anything is claimed.
 func (s *Scheduler) skewLoop(ctx context.Context) {
 	defer s.wg.Done()
 	for {
-		s.checkSkew(ctx)
 		t := s.opts.clock.NewTimer(skewInterval)
 		select {
 		case <-ctx.Done():
@@ -23,6 +23,7 @@ func (s *Scheduler) skewLoop(ctx context.Context) {
 			return
 		case <-t.C():
 		}
+		s.checkSkew(ctx)
 	}
 }
 

@@ -28,6 +28,9 @@
 --         {2, ms}    BUSY: another replica holds the tick lease for ms more
 --         {3, ms}    MISSED: now is ms past T, beyond the starting deadline
 --         {4, 0}     PAUSED: recorded as skipped
+--         {6, ms}    EARLY: T is more than the skew bound (ARGV[8]) ahead of this
+--                    master's clock: not yet, ask again in ms. Nothing is written
+--                    (a record made now would expire before T is due)
 --         {5, ms}    ABSTAIN: this master restarted after T's record may have been
 --                    written (ms: its start minus T) and may have lost it; it
 --                    neither grants nor refuses
@@ -45,6 +48,7 @@ end
 local v = redis.call('GET', KEYS[1])
 if v == 'done' or v == 'paused' then return {1, 0} end
 local tick = tonumber(ARGV[2])
+if tick > now + tonumber(ARGV[8]) then return {6, tick - tonumber(ARGV[8]) - now} end
 -- restarted after the tick's record may have been written (as early as the
 -- skew bound before it was due): the record may have been lost with the old
 -- process, so this master cannot say the tick is free
