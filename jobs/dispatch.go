@@ -64,8 +64,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 		_, err = d.client.EnqueueContext(ctx, task)
 		switch {
 		case errors.Is(err, asynq.ErrTaskIDConflict):
-			d.log.Debug("tick already enqueued", tickAttrs(t)...)
-			return nil
+			return fmt.Errorf("jobs: dispatch %s: %w", t.ID(), scheduler.ErrAlreadyDispatched)
 		case err != nil:
 			return fmt.Errorf("jobs: dispatch %s: enqueue: %w", t.ID(), err)
 		}

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -29,10 +30,12 @@ func TestDispatchEnqueuesOnceWithOptions(t *testing.T) {
 	d := NewDispatcher(cfg, e.client, nil, nil)
 	tick := tickOf("report", 1)
 	tick.Manual = true
-	for range 2 {
-		if err := d.Dispatch(context.Background(), tick); err != nil {
-			t.Fatalf("Dispatch: %v", err)
-		}
+	if err := d.Dispatch(context.Background(), tick); err != nil {
+		t.Fatalf("Dispatch: %v", err)
+	}
+	// the second dispatch of the tick finds it enqueued, and says so
+	if err := d.Dispatch(context.Background(), tick); !errors.Is(err, scheduler.ErrAlreadyDispatched) {
+		t.Fatalf("second Dispatch = %v, want ErrAlreadyDispatched", err)
 	}
 	job, _ := cfg.Job("report")
 	info, err := e.insp.GetTaskInfo("critical", tick.ID())

@@ -27,6 +27,8 @@ var (
 	extendSrc string
 	//go:embed lua/raise.lua
 	raiseSrc string
+	//go:embed lua/commit_owned.lua
+	commitOwnedSrc string
 
 	// the claim grants and fences: it carries the quorum prelude (q_guard,
 	// q_fence), shared with the lock acquire
@@ -35,6 +37,8 @@ var (
 	releaseScript = quorum.NewScript(releaseSrc)
 	extendScript  = quorum.NewScript(extendSrc)
 	raiseScript   = quorum.NewScript(raiseSrc)
+	// commits before the dispatch, token-checked (jobs that commit first)
+	commitOwnedScript = quorum.NewScript(commitOwnedSrc)
 )
 
 // Claim answers, as the claim script returns them.
@@ -479,6 +483,33 @@ func (s *Scheduler) extendLeases(ctx context.Context, batch []item, owned []int,
 	return keptI, keptF
 }
 
+// notOnQuorum counts the items of a token-checked pipeline (n items) that
+// did not answer 1 on a quorum of masters.
+func (s *Scheduler) notOnQuorum(answers [][]answer, n int) int {
+	bad := 0
+	for k := range n {
+		if !s.onQuorum(answers, k, func(a answer) bool { return a.st == 1 }) {
+			bad++
+		}
+	}
+	return bad
+}
+
+// errNotRecorded: a CommitFirst tick could not be recorded on a quorum
+// before its dispatch (its lease lost, or masters failing): it is not
+// dispatched.
+var errNotRecorded = errors.New("scheduler: tick not recorded before its run")
+
+// commitOwned records a CommitFirst tick as dispatched, with a check that
+// its lease is still ours, and reports whether a quorum did. Bounded by the
+// master timeout, also at shutdown (a tick recorded but not run is lost).
+func (s *Scheduler) commitOwned(ctx context.Context, it item) bool {
+	answers := s.pipeline(context.WithoutCancel(ctx), 1, commitOwnedScript, func(int) ([]string, []any) {
+		return []string{it.key, it.job.keys.mark}, []any{it.token, it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}
+	})
+	return s.onQuorum(answers, 0, func(a answer) bool { return a.st == 1 })
+}
+
 func (s *Scheduler) releaseLeases(ctx context.Context, batch []item, idx []int) {
 	s.pipeline(ctx, len(idx), releaseScript, func(i int) ([]string, []any) {
 		it := batch[idx[i]]
@@ -492,8 +523,9 @@ func (s *Scheduler) releaseLeases(ctx context.Context, batch []item, idx []int) 
 // its last ones are still being enqueued.
 func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fences []int64, claimedAt time.Time) {
 	type result struct {
-		i   int
-		err error
+		i         int
+		err       error
+		committed bool // recorded before the dispatch (CommitFirst)
 	}
 	results := make(chan result, len(owned))
 	go func() {
@@ -516,7 +548,7 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 			if !s.slot(ctx, &extend, firstExtend) {
 				if ctx.Err() != nil {
 					// shutting down: the remaining ticks are released, not dispatched
-					results <- result{i, ctx.Err()}
+					results <- result{i: i, err: ctx.Err()}
 					continue
 				}
 				owned, fences = s.extendLeases(ctx, batch, owned, fences, n)
@@ -529,9 +561,23 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 			go func() {
 				defer wg.Done()
 				defer func() { <-s.sem }()
+				if it.job.CommitFirst {
+					if ctx.Err() != nil {
+						results <- result{i: i, err: ctx.Err()} // shutting down: released, not run
+						return
+					}
+					if !s.commitOwned(ctx, it) {
+						results <- result{i: i, err: errNotRecorded}
+						return
+					}
+					dctx, cancel := context.WithTimeout(ctx, s.opts.leaseTTL)
+					defer cancel()
+					results <- result{i: i, err: s.disp.Dispatch(dctx, tick), committed: true}
+					return
+				}
 				dctx, cancel := context.WithTimeout(ctx, s.opts.leaseTTL)
 				defer cancel()
-				results <- result{i, s.disp.Dispatch(dctx, tick)}
+				results <- result{i: i, err: s.disp.Dispatch(dctx, tick)}
 			}()
 		}
 	}()
@@ -543,10 +589,16 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 	flush := func() {
 		if len(commit) > 0 {
 			c := commit
-			s.pipeline(wctx, len(c), commitScript, func(k int) ([]string, []any) {
+			answers := s.pipeline(wctx, len(c), commitScript, func(k int) ([]string, []any) {
 				it := batch[c[k]]
 				return []string{it.key, it.job.keys.mark}, []any{it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}
 			})
+			if n := s.notOnQuorum(answers, len(c)); n > 0 {
+				// the runs are in the queue (its task IDs dedupe them); the
+				// records are what lets followers skip the ticks
+				s.stats.commitErrors.Add(int64(n))
+				s.opts.log.Warn("dispatched ticks not recorded on a majority of lock masters; followers will find them enqueued", "ticks", n, "replica", s.opts.replica)
+			}
 			commit = nil
 		}
 		if len(failed) > 0 {
@@ -565,6 +617,27 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 	}
 	handle := func(r result) {
 		it := batch[r.i]
+		if errors.Is(r.err, ErrAlreadyDispatched) {
+			r.err = nil // dispatched earlier (by an owner that died before committing): done
+		}
+		if r.committed {
+			// recorded before the dispatch: nothing to commit, nothing to undo
+			if r.err != nil {
+				s.stats.dispatchErrors.Add(1)
+				s.opts.log.Error("tick recorded but its run did not start; it is not retried (it may have started)", "job", it.job.Name,
+					"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica, "err", r.err)
+				return
+			}
+			s.stats.dispatched.Add(1)
+			return
+		}
+		if errors.Is(r.err, errNotRecorded) {
+			s.stats.commitErrors.Add(1)
+			s.opts.log.Warn("tick not recorded on a majority of lock masters before its run: not run, released to be claimed again", "job", it.job.Name,
+				"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica)
+			failed = append(failed, r.i)
+			return
+		}
 		if r.err != nil && ctx.Err() != nil {
 			failed = append(failed, r.i) // cut short by shutdown: release, no error
 			return

@@ -46,6 +46,14 @@ type Job struct {
 	// in-memory state between runs. While no replica leads (after the
 	// leader died, until a standby is elected) its ticks are not claimed.
 	LeaderOnly bool
+	// CommitFirst: the tick is recorded as dispatched, with a check that the
+	// lease is still this replica's, before Dispatch is called, and a tick
+	// that cannot be recorded on a quorum is not dispatched (it goes back to
+	// the claim). For runs that start in-process (baton's local mode), which
+	// nothing else dedupes: a replica that loses its link to Redis after
+	// starting one never lets another replica run it again. The price: a
+	// dispatch that fails after the commit is not retried.
+	CommitFirst bool
 
 	keys jobKeys // set by New
 }
@@ -117,10 +125,13 @@ type Stats struct {
 	// Early counts claims refused because the tick was not due yet by a
 	// lock master's clock (this replica's clock is ahead).
 	Early int64
+	// CommitErrors counts ticks not recorded on a quorum: before their
+	// dispatch (CommitFirst jobs: not dispatched) or after it.
+	CommitErrors int64
 }
 
 type stats struct {
-	owned, done, busy, missed, paused, dispatched, dispatchErrors, caughtUp, skewStops, early atomic.Int64
+	owned, done, busy, missed, paused, dispatched, dispatchErrors, caughtUp, skewStops, early, commitErrors atomic.Int64
 }
 
 // Scheduler claims and dispatches the ticks of a set of jobs. Any number of
@@ -217,7 +228,7 @@ func (s *Scheduler) Stats() Stats {
 		Owned: s.stats.owned.Load(), Done: s.stats.done.Load(), Busy: s.stats.busy.Load(),
 		Missed: s.stats.missed.Load(), Paused: s.stats.paused.Load(), Dispatched: s.stats.dispatched.Load(),
 		DispatchErrors: s.stats.dispatchErrors.Load(), CaughtUp: s.stats.caughtUp.Load(), SkewStops: s.stats.skewStops.Load(),
-		Early: s.stats.early.Load(),
+		Early: s.stats.early.Load(), CommitErrors: s.stats.commitErrors.Load(),
 	}
 }
 

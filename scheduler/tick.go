@@ -2,8 +2,14 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"time"
 )
+
+// ErrAlreadyDispatched is what a Dispatcher may return for a tick an earlier
+// dispatch already handed on (asynq's task ID conflict): the tick counts as
+// dispatched, and logs can tell it from a first dispatch.
+var ErrAlreadyDispatched = errors.New("scheduler: tick already dispatched")
 
 // Tick is one scheduled (or manually triggered) run of a job. Its identity is
 // the job's name and the UTC instant it was due; every replica computes the
@@ -24,9 +30,10 @@ func (t Tick) ID() string { return t.Job + "@" + t.At.UTC().Format(time.RFC3339)
 // Dispatcher hands a claimed tick to whatever runs it: it enqueues a cron
 // job's run into asynq, or starts a local job in-process. Dispatch must be
 // idempotent per tick ID: a tick that was already dispatched (asynq's task ID
-// conflict) returns nil, so a replica that takes over a half-done claim never
-// runs a tick twice. A returned error leaves the tick unclaimed for another
-// try before its starting deadline.
+// conflict) returns nil or an error wrapping ErrAlreadyDispatched (which the
+// scheduler counts as dispatched), so a replica that takes over a half-done
+// claim never runs a tick twice. Any other error leaves the tick unclaimed
+// for another try before its starting deadline.
 type Dispatcher interface {
 	Dispatch(ctx context.Context, t Tick) error
 }

@@ -137,6 +137,9 @@ func newReplica(cfg *jobs.Config, id string, r role, log *slog.Logger, dropLockM
 				Jitter:           j.Jitter,
 				Paused:           j.Paused,
 				LeaderOnly:       j.Leader,
+				// a local run starts in-process: nothing but the tick's
+				// record keeps another replica from running it again
+				CommitFirst: j.Mode == jobs.ModeLocal,
 			})
 		}
 		rp.sched, err = scheduler.New(rp.locks, sj, disp,
@@ -337,7 +340,13 @@ type loggingDispatcher struct {
 
 // Dispatch dispatches t and logs it.
 func (l loggingDispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
-	if err := l.d.Dispatch(ctx, t); err != nil {
+	err := l.d.Dispatch(ctx, t)
+	if errors.Is(err, scheduler.ErrAlreadyDispatched) {
+		l.log.Info("tick already enqueued by an earlier dispatch", "job", t.Job, "tick", t.At.UTC().Format(time.RFC3339),
+			"replica", t.Replica)
+		return err
+	}
+	if err != nil {
 		return err
 	}
 	l.log.Info("tick dispatched", "job", t.Job, "tick", t.At.UTC().Format(time.RFC3339),
