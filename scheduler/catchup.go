@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -9,6 +10,10 @@ import (
 // maxMissedLog bounds the per-tick log lines of one job's catch-up; the rest
 // are counted and summarised.
 const maxMissedLog = 20
+
+// maxMissedCount bounds the ticks of one job a catch-up lists, on each side
+// of the starting deadline.
+const maxMissedCount = 100000
 
 // catchUp lists the ticks to claim at start: for each job, the ticks between
 // its mark (the latest tick any replica decided) and now, within the starting
@@ -47,18 +52,21 @@ func (s *Scheduler) catchUp(ctx context.Context, now time.Time) []item {
 		if !ok || mark == 0 {
 			continue
 		}
+		// ticks older than the starting deadline are missed; the live ones
+		// are listed from there on, not from the mark: after a long outage
+		// the mark's first 100,000 ticks can all be long past their deadline
 		from := time.UnixMilli(mark).UTC()
-		ticks := Ticks(j.Schedule, from, now, 100000)
-		if len(ticks) == 0 {
-			continue
+		lo := now.Add(-j.StartingDeadline) // a tick before lo is missed
+		var missed []time.Time
+		more := false
+		if from.Before(lo) {
+			missed = Ticks(j.Schedule, from, lo.Add(-time.Nanosecond), maxMissedCount)
+			more = len(missed) == maxMissedCount
+			from = lo.Add(-time.Nanosecond)
 		}
-		var live, missed []time.Time
-		for _, t := range ticks {
-			if now.Sub(t) > j.StartingDeadline {
-				missed = append(missed, t)
-			} else {
-				live = append(live, t)
-			}
+		live := Ticks(j.Schedule, from, now, maxMissedCount)
+		if len(live)+len(missed) == 0 {
+			continue
 		}
 		keep := live
 		switch j.Catchup {
@@ -77,7 +85,11 @@ func (s *Scheduler) catchUp(ctx context.Context, now time.Time) []item {
 		log := s.opts.log.With("job", name, "replica", s.opts.replica)
 		for i, t := range dropped {
 			if i == maxMissedLog {
-				log.Warn("more ticks missed while no replica ran", "count", len(dropped)-maxMissedLog)
+				count := fmt.Sprint(len(dropped) - maxMissedLog)
+				if more {
+					count = "at least " + count
+				}
+				log.Warn("more ticks missed while no replica ran", "count", count)
 				break
 			}
 			log.Warn("tick missed while no replica ran", "tick", t.UTC().Format(time.RFC3339), "catchup", j.Catchup)

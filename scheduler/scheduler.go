@@ -365,7 +365,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			continue
 		}
 		if s.skewBad.Load() {
-			s.opts.log.Warn("clock skew beyond the bound: not claiming", "ticks", len(batch))
+			// warned once when the skew went beyond the bound (checkSkew)
+			s.opts.log.Debug("clock skew beyond the bound: not claiming", "ticks", len(batch), "replica", s.opts.replica)
 			continue
 		}
 		// one pipelined claim per master for up to claimChunk ticks: bigger

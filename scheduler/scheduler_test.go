@@ -580,3 +580,31 @@ func TestQuorumFenceNeverGoesBack(t *testing.T) {
 		t.Fatalf("the later tick got fence %d, not above the earlier %d", ticks[1].Fence, ticks[0].Fence)
 	}
 }
+
+// After 48 hours without a replica, an @every 1s job with catch-up "latest"
+// still catches up its latest tick: the live ticks are listed from the
+// starting deadline on, not from the mark (whose first 100,000 ticks are
+// all long past their deadline).
+func TestCatchupAfterLongOutage(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	n := now().Add(3 * time.Second) // ahead of Redis's clock, as in TestCatchupPolicies
+	rdb.Set(context.Background(), "baton:{c}:mark", n.Add(-48*time.Hour).UnixMilli(), 0)
+	rec := newRecorder()
+	clock := scheduler.NewFakeClock(n.Add(100 * time.Millisecond))
+	jobs := []scheduler.Job{{Name: "c", Schedule: every(t, "@every 1s"), StartingDeadline: 5500 * time.Millisecond,
+		Catchup: scheduler.CatchupLatest}}
+	r := start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour))
+	rec.wait(t, 1)
+	if err := clock.BlockUntil(3); err != nil {
+		t.Fatal(err)
+	}
+	r.stop()
+	last := "c@" + n.UTC().Format(time.RFC3339)
+	if got := rec.snapshot(); len(got) != 1 || len(got[last]) != 1 {
+		t.Fatalf("caught up %v, want only the latest tick %s", got, last)
+	}
+	if st := r.s.Stats(); st.CaughtUp != 1 || st.Missed < 100000 {
+		t.Errorf("caught up %d, missed %d; want 1 and at least 100,000 counted", st.CaughtUp, st.Missed)
+	}
+}
