@@ -84,6 +84,12 @@ type ClusterConfig struct {
 	TLS bool `yaml:"tls"`
 }
 
+// FollowerDelay is how long the replicas that are not a tick's preferred
+// claimer wait before they look at it (the scheduler's default, which baton
+// uses): a job's starting deadline must leave a follower room to take over
+// a tick whose owner died.
+const FollowerDelay = 500 * time.Millisecond
+
 // LockingConfig configures the lock masters.
 type LockingConfig struct {
 	// Masters are redis:// URLs of independent masters that form a Redlock

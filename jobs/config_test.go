@@ -246,6 +246,12 @@ var badFiles = map[string][]string{
 	},
 	"handler-name": {`:7: job "report": handler.name: required`},
 	"payload-keys": {`:9: job "report": handler.payload: mapping keys must be strings to convert to JSON`},
+	"jitter-deadline": {
+		`:9: job "report": jitter: 30s must be below starting_deadline (30s)`,
+	},
+	"deadline-takeover": {
+		`:10: job "report": starting_deadline: 5s is too short for another replica to take over a tick whose owner died: it must exceed scheduler.tick_lease_ttl 5s + the follower delay 500ms + jitter 0s = 5.5s`,
+	},
 	"jitter": {
 		`:8: job "report": jitter: 5s is not shorter than the schedule's interval (5s)`,
 		`:9: job "report": lock_ttl: must be at least 1s, got 500ms`,

@@ -318,6 +318,17 @@ func (v *validator) job(p string, j *Job) {
 	if j.Jitter < 0 {
 		v.errf(at("jitter"), "must be >= 0, got %s", j.Jitter)
 	}
+	// an owner that dies after claiming a tick holds it for the tick lease;
+	// a follower looks again after its delay: the deadline must leave room
+	takeover := c.Scheduler.TickLeaseTTL + FollowerDelay + j.Jitter
+	switch {
+	case mode == ModeSingleton || j.StartingDeadline <= 0:
+	case j.Jitter >= j.StartingDeadline:
+		v.errf(at("jitter"), "%s must be below starting_deadline (%s): a tick fired that late would already be missed", formatDuration(j.Jitter), formatDuration(j.StartingDeadline))
+	case j.StartingDeadline <= takeover:
+		v.errf(at("starting_deadline"), "%s is too short for another replica to take over a tick whose owner died: it must exceed scheduler.tick_lease_ttl %s + the follower delay %s + jitter %s = %s",
+			formatDuration(j.StartingDeadline), formatDuration(c.Scheduler.TickLeaseTTL), formatDuration(FollowerDelay), formatDuration(j.Jitter), formatDuration(takeover))
+	}
 	if j.LockTTL < time.Second {
 		v.errf(at("lock_ttl"), "must be at least 1s, got %s", j.LockTTL)
 	}

@@ -147,6 +147,7 @@ func newReplica(cfg *jobs.Config, id string, r role, log *slog.Logger, dropLockM
 			scheduler.WithNamespace(cfg.Namespace),
 			scheduler.WithReplica(id),
 			scheduler.WithTickLeaseTTL(cfg.Scheduler.TickLeaseTTL),
+			scheduler.WithFollowerDelay(jobs.FollowerDelay), // the config's starting deadlines leave room for it
 			scheduler.WithMaxClockSkew(cfg.MaxClockSkew),
 			// tick records live exactly as long as the tasks' Retention
 			scheduler.WithRecordMargin(cfg.Scheduler.RetentionMargin),

@@ -233,3 +233,27 @@ func TestEnvFlags(t *testing.T) {
 		}
 	}
 }
+
+// baton validate accepts exactly what baton run accepts: every bad file of
+// the config package's table stops both, with the same errors.
+func TestValidateAndRunAgreeOnBadFiles(t *testing.T) {
+	files, err := filepath.Glob("../../jobs/testdata/*.bad.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no bad files: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			vcode, _, verrs := runIn("validate", f)
+			rcode, rerrs := runBaton(t, 20*time.Second, nil, "run", "--config", f)
+			// validate's "invalid" is 1, run's configuration error 2
+			if vcode != 1 || rcode != 2 {
+				t.Fatalf("validate exit %d, run exit %d; want 1 and 2\nvalidate: %s\nrun: %s", vcode, rcode, verrs, rerrs)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(verrs), "\n") {
+				if !strings.Contains(rerrs, strings.TrimPrefix(line, "baton validate: ")) {
+					t.Errorf("run does not report %q\nrun: %s", line, rerrs)
+				}
+			}
+		})
+	}
+}
