@@ -30,10 +30,11 @@ type decoder struct {
 	file     string
 	lookup   func(string) (string, bool)
 	errs     []FieldError
-	lines    map[string]int      // key path -> line of its key
-	errPaths map[string]bool     // key paths that already have an error
-	expanded map[*yaml.Node]bool // scalars whose value came from ${...}
-	jobNames map[int]string      // job index -> name as written, for messages
+	lines    map[string]int        // key path -> line of its key
+	errPaths map[string]bool       // key paths that already have an error
+	expanded map[*yaml.Node]bool   // scalars whose value came from ${...}
+	emptyVar map[*yaml.Node]string // scalars that are exactly ${VAR}, VAR set but empty
+	jobNames map[int]string        // job index -> name as written, for messages
 }
 
 func load(data []byte, file, path string, lookup func(string) (string, bool), now time.Time) (*Config, error) {
@@ -43,6 +44,7 @@ func load(data []byte, file, path string, lookup func(string) (string, bool), no
 		lines:    map[string]int{},
 		errPaths: map[string]bool{},
 		expanded: map[*yaml.Node]bool{},
+		emptyVar: map[*yaml.Node]string{},
 		jobNames: map[int]string{},
 	}
 	cfg := defaultConfig()
@@ -268,6 +270,9 @@ func (d *decoder) expandTree(n *yaml.Node, path string) {
 		if out == n.Value {
 			return
 		}
+		if m := plainVarRE.FindStringSubmatch(n.Value); m != nil && out == "" {
+			d.emptyVar[n] = m[1]
+		}
 		n.Value = out
 		d.expanded[n] = true
 		if n.Style&yaml.TaggedStyle == 0 {
@@ -276,7 +281,15 @@ func (d *decoder) expandTree(n *yaml.Node, path string) {
 	}
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var (
+	envNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	plainVarRE = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
+)
+
+// runVars are the variables a run gets from baton: they exist when the job
+// runs, not when the config is loaded.
+var runVars = map[string]bool{"BATON_JOB": true, "BATON_TICK": true, "BATON_RUN_ID": true, "BATON_ATTEMPT": true,
+	"BATON_FENCING_TOKEN": true, "BATON_REPLICA": true, "BATON_LOCK_KEY": true}
 
 // expandEnv replaces ${VAR} and ${VAR:-default} in s and turns $$ into $.
 // Any other $ is kept as it is.
@@ -314,6 +327,8 @@ func expandEnv(s string, lookup func(string) (string, bool)) (string, error) {
 		switch {
 		case hasDef && val == "":
 			val = def
+		case !ok && runVars[name]:
+			return "", fmt.Errorf("${%s} is expanded when the config is loaded, but %s exists only when the job runs: write $${%s} (or $%s in a shell command) to leave it to the run", name, name, name, name)
 		case !ok:
 			return "", fmt.Errorf("environment variable %s is not set (use ${%s:-default} to give a default)", name, name)
 		}
@@ -481,7 +496,11 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			d.add(kv.key.Line, p, "%s", msg)
 			continue
 		}
-		if !d.absent(resolveAlias(kv.value)) {
+		if val := resolveAlias(kv.value); d.absent(val) {
+			if name := d.emptyVar[val]; name != "" {
+				d.add(val.Line, p, "environment variable %s is set but empty, so this field would silently keep its default: give it a value, or write ${%s:-} to take the default on purpose", name, name)
+			}
+		} else {
 			d.lines[p] = kv.key.Line
 		}
 		d.decode(kv.value, v.Field(idx), p)

@@ -473,6 +473,7 @@ func TestExpandEnv(t *testing.T) {
 		{in: "$$$${A}", want: "$${A}"},
 		{in: "$$${A}", want: "$1"},
 		{in: "${U}", err: "environment variable U is not set"},
+		{in: "echo ${BATON_TICK}", err: "write $${BATON_TICK} (or $BATON_TICK in a shell command)"},
 		{in: "${}", err: "bad variable name in ${}"},
 		{in: "${1A}", err: "bad variable name"},
 		{in: "${A-x}", err: "bad variable name in ${A-x}"},
@@ -693,4 +694,29 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A variable that is set but empty, written as ${VAR} where the field needs
+// a value, is an error naming the variable, not a silent fall-back to the
+// field's default; ${VAR:-} takes the default on purpose, and an empty env
+// value for a job stays a value.
+func TestSetButEmptyVariable(t *testing.T) {
+	t.Setenv("BATON_TEST_NS", "")
+	_, err := Load([]byte("redis:\n  url: redis://h:1/0\nnamespace: ${BATON_TEST_NS}\njobs: []\n"))
+	if err == nil || !strings.Contains(err.Error(), `<input>:3: namespace: environment variable BATON_TEST_NS is set but empty`) {
+		t.Fatalf("Load = %v, want an error naming BATON_TEST_NS", err)
+	}
+	c := mustLoad(t, `redis:
+  url: redis://h:1/0
+namespace: ${BATON_TEST_NS:-}
+jobs:
+  - name: a
+    schedule: "@hourly"
+    exec:
+      command: ["true"]
+      env: {EMPTY: "${BATON_TEST_NS}"}
+`)
+	if c.Namespace != "baton" || c.Jobs[0].Exec.Env["EMPTY"] != "" {
+		t.Fatalf("namespace %q, env %q", c.Namespace, c.Jobs[0].Exec.Env)
+	}
 }
