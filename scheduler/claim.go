@@ -72,7 +72,7 @@ func (k jobKeys) tickKey(at time.Time) string {
 }
 
 // decided tells whether a tick key's value records the tick as decided.
-func decided(v string) bool { return v == "done" || v == "paused" }
+func decided(v string) bool { return v == "done" || v == "paused" || v == "missed" }
 
 // PauseKey is the Redis key whose presence pauses a job on every replica.
 func PauseKey(namespace, job string) string { return newJobKeys(namespace, job).paused }
@@ -83,9 +83,10 @@ func (s *Scheduler) recordTTL(j *Job) time.Duration {
 
 // answer is one master's answer to one claim.
 type answer struct {
-	st  int64
-	val int64
-	err error
+	st    int64
+	val   int64
+	first bool // MISSED: this claim recorded the tick as missed
+	err   error
 }
 
 // pipeline runs one script per item on every master, one pipelined round
@@ -109,10 +110,15 @@ func toAnswer(v any, err error) answer {
 	}
 	switch x := v.(type) {
 	case []any:
-		if len(x) == 2 {
+		if len(x) == 2 || len(x) == 3 {
 			a, _ := x[0].(int64)
 			b, _ := x[1].(int64)
-			return answer{st: a, val: b}
+			an := answer{st: a, val: b}
+			if len(x) == 3 {
+				f, _ := x[2].(int64)
+				an.first = f == 1
+			}
+			return an
 		}
 	case int64:
 		return answer{st: x}
@@ -130,13 +136,17 @@ type outcome struct {
 	// MISSED because too many masters restarted after the tick was due: no
 	// majority can vouch that it was not dispatched, so it never will be
 	unknown bool
-	early   bool // BUSY because the tick is not due yet by a master's clock
-	err     error
+	// MISSED: this claim recorded the miss on the first master that answered,
+	// so this replica logs and counts it (once across replicas)
+	first bool
+	early bool // BUSY because the tick is not due yet by a master's clock
+	err   error
 }
 
 func (s *Scheduler) decide(as []answer) outcome {
 	var owned, missed, paused, busy, errs, abstain, early int
 	var o outcome
+	answered := false // some master answered: the first one decides o.first
 	var low int64
 	var errList []error
 	for _, a := range as {
@@ -144,6 +154,9 @@ func (s *Scheduler) decide(as []answer) outcome {
 			errs++
 			errList = append(errList, a.err)
 			continue
+		}
+		if !answered {
+			answered, o.first = true, a.first
 		}
 		switch a.st {
 		case stDone:
@@ -270,6 +283,9 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 			s.stats.paused.Add(1)
 			log().Info("tick skipped: job paused")
 		case stMissed:
+			if !o.unknown && !o.first {
+				break // another replica recorded it missed, and logged it
+			}
 			s.stats.missed.Add(1)
 			if o.unknown {
 				if o.split {

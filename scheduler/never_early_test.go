@@ -100,3 +100,38 @@ func TestNeverEarlyAfterAClockStep(t *testing.T) {
 		})
 	}
 }
+
+// A missed tick is recorded once, by the first replica to find it missed,
+// so logs and counters count it once, not once per replica. Here both
+// replicas' clocks run 10 s behind Redis (inside a generous skew bound):
+// every tick they claim is past its 2 s starting deadline.
+func TestMissedTickCountedOnce(t *testing.T) {
+	s := redistest.New(t)
+	jobs := []scheduler.Job{{Name: "m", Schedule: every(t, "@every 1s"), StartingDeadline: 2 * time.Second}}
+	var clock steppedClock
+	clock.off.Store(int64(-10 * time.Second))
+	var rs []*replica
+	for _, id := range []string{"r1", "r2"} {
+		l, err := locking.New(universal(clients(t, []*redistest.Server{s})), locking.WithFreshDeployment())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, startWith(t, l, jobs, newRecorder(), scheduler.WithReplica(id), scheduler.WithClock(&clock),
+			scheduler.WithMaxClockSkew(time.Hour), scheduler.WithFollowerDelay(100*time.Millisecond)))
+	}
+	time.Sleep(3500 * time.Millisecond) // real time: Redis TIME judges the deadline
+	for _, r := range rs {
+		r.stop()
+	}
+	keys, err := s.TestClient(t).Keys(context.Background(), "baton:{m}:tick:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missed int64
+	for _, r := range rs {
+		missed += r.s.Stats().Missed
+	}
+	if len(keys) < 2 || missed != int64(len(keys)) {
+		t.Fatalf("%d ticks recorded missed, counted %d times across the replicas", len(keys), missed)
+	}
+}

@@ -26,7 +26,9 @@
 -- Returns {0, fence} OWNED: the caller holds the tick lease and must dispatch
 --         {1, 0}     DONE: the tick was dispatched (or skipped while paused)
 --         {2, ms}    BUSY: another replica holds the tick lease for ms more
---         {3, ms}    MISSED: now is ms past T, beyond the starting deadline
+--         {3, ms, first} MISSED: now is ms past T, beyond the starting deadline; the
+--                    tick is recorded "missed", first = 1 for the claim that
+--                    recorded it (so it is logged and counted once), else 0
 --         {4, 0}     PAUSED: recorded as skipped
 --         {6, ms}    EARLY: T is more than the skew bound (ARGV[8]) ahead of this
 --                    master's clock: not yet, ask again in ms. Nothing is written
@@ -48,6 +50,7 @@ end
 local v = redis.call('GET', KEYS[1])
 if v == 'done' or v == 'paused' then return {1, 0} end
 local tick = tonumber(ARGV[2])
+if v == 'missed' then return {3, now - tick, 0} end
 if tick > now + tonumber(ARGV[8]) then return {6, tick - tonumber(ARGV[8]) - now} end
 -- restarted after the tick's record may have been written (as early as the
 -- skew bound before it was due): the record may have been lost with the old
@@ -58,7 +61,10 @@ if v and v ~= ARGV[1] then
   if ms < 0 then ms = 0 end
   return {2, ms}
 end
-if now > tick + tonumber(ARGV[3]) then return {3, now - tick} end
+if now > tick + tonumber(ARGV[3]) then
+  redis.call('SET', KEYS[1], 'missed', 'PX', ARGV[5])
+  return {3, now - tick, 1}
+end
 
 if ARGV[7] == '1' or redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('SET', KEYS[1], 'paused', 'PX', ARGV[5])
