@@ -13,8 +13,9 @@
 // confirmed lease extension; if no extension arrives, because the lease is
 // lost or because baton is frozen, the supervisor acts anyway.
 //
-// Deadlines travel as absolute CLOCK_MONOTONIC nanoseconds, a clock that
-// both processes share on one host and that no wall-clock step moves, over a
+// Deadlines travel as absolute CLOCK_BOOTTIME nanoseconds, a clock that both
+// processes share on one host, that no wall-clock step moves, and that keeps
+// counting while the host is suspended (as Redis expiries do), over a
 // control pipe (file descriptor 3 in the supervisor). A status pipe (file
 // descriptor 4) carries the child's pid, start errors and "the deadline
 // fired" back. Three mechanisms stop the child when baton goes away: the

@@ -233,7 +233,8 @@ func (p *Process) abort() {
 	select {
 	case <-p.done:
 	case <-time.After(abortTimeout):
-		_ = p.cmd.Process.Kill() // the child gets its parent-death SIGKILL
+		_ = p.cmd.Process.Kill()
+		p.killGroup()
 	}
 	_, _ = p.Wait()
 }
@@ -309,11 +310,13 @@ func (p *Process) Stop(grace time.Duration) error {
 	return err
 }
 
-// Kill kills the supervisor with SIGKILL; the kernel then kills the child
-// (its parent-death signal), but not processes the child started. It is the
-// last resort for a supervisor that does not react to Stop.
+// Kill kills the supervisor with SIGKILL, and the child's whole process
+// group (the child's parent-death signal alone would spare the processes it
+// started). It is the last resort for a supervisor that does not react to
+// Stop.
 func (p *Process) Kill() error {
 	err := p.cmd.Process.Kill()
+	p.killGroup()
 	if errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("%w", ErrDone)
 	}
@@ -402,4 +405,12 @@ func (e *remoteError) Unwrap() error {
 		return fs.ErrPermission
 	}
 	return nil
+}
+
+// killGroup kills the child's process group with SIGKILL (its id is the
+// child's pid: the supervisor starts the child in a group of its own).
+func (p *Process) killGroup() {
+	if pid := p.childPid; pid > 0 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
 }

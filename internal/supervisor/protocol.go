@@ -2,12 +2,9 @@ package supervisor
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // The supervisor's two pipes, as file descriptors in the supervisor (the
@@ -28,7 +25,7 @@ type request struct {
 	Argv     []string `json:"argv"`
 	Grace    int64    `json:"grace"`    // ns
 	Margin   int64    `json:"margin"`   // ns
-	Deadline int64    `json:"deadline"` // CLOCK_MONOTONIC ns; 0: none
+	Deadline int64    `json:"deadline"` // CLOCK_BOOTTIME ns; 0: none
 }
 
 func (r request) encode() ([]byte, error) {
@@ -46,17 +43,7 @@ const (
 	errKindOther    = "other"
 )
 
-// monoNow reads CLOCK_MONOTONIC, the clock the Go runtime's timers also run
-// on (Linux), in nanoseconds.
-func monoNow() int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		panic(fmt.Sprintf("supervisor: clock_gettime(CLOCK_MONOTONIC): %v", err))
-	}
-	return ts.Nano()
-}
-
-// toMono converts a deadline to CLOCK_MONOTONIC nanoseconds; the zero time
+// toMono converts a deadline to CLOCK_BOOTTIME nanoseconds; the zero time
 // is 0 (no deadline). time.Until uses t's monotonic reading when it has one.
 func toMono(t time.Time) int64 {
 	if t.IsZero() {

@@ -103,6 +103,7 @@ func serve() int {
 		sKill = min(sKill, now+g)
 	}
 	arm(monoNow())
+	const bootPoll = 100 * time.Millisecond
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -132,7 +133,10 @@ func serve() int {
 		}
 		var fire <-chan time.Time
 		if next != never {
-			timer.Reset(time.Duration(next - now))
+			// Go's timers run on CLOCK_MONOTONIC, which stops while the
+			// host is suspended; the deadline is on CLOCK_BOOTTIME, which
+			// does not: look at the clock at least every bootPoll
+			timer.Reset(min(time.Duration(next-now), bootPoll))
 			fire = timer.C
 		}
 		select {

@@ -253,6 +253,23 @@ func TestSupervisorKilled(t *testing.T) {
 	waitGone(t, 2*time.Second, p.ChildPid()) // its parent-death signal
 }
 
+// A supervisor that does not react (frozen) is killed with its child's whole
+// process group: the processes the child started go too.
+func TestSupervisorKilledTakesTheGroup(t *testing.T) {
+	gpid := filepath.Join(t.TempDir(), "gpid")
+	p := start(t, supervisor.Spec{Args: []string{"sh", "-c", `sleep 100 & echo $! > ` + gpid + `; wait`}})
+	grandchild := readPidFile(t, gpid)
+	killAtCleanup(t, grandchild)
+	if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); err != nil { // unresponsive
+		t.Fatal(err)
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = wait(t, p)
+	waitGone(t, 2*time.Second, p.ChildPid(), grandchild)
+}
+
 // startHelper starts the test binary as a stand-in for baton (helperMain) and
 // returns it with the supervisor's, the child's and the grandchild's pids.
 func startHelper(t *testing.T, mode string) (helper *exec.Cmd, sup, child, grandchild int) {

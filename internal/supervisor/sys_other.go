@@ -7,6 +7,8 @@ import (
 	"os"
 	"runtime"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // supported is false: without parent-death signals the supervisor cannot
@@ -19,4 +21,14 @@ func supervisorAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid
 func Main() {
 	fmt.Fprintf(os.Stderr, "baton supervisor: not supported on %s\n", runtime.GOOS)
 	os.Exit(ExitFailure)
+}
+
+// monoNow reads CLOCK_MONOTONIC in nanoseconds (CLOCK_BOOTTIME, which counts
+// a host's suspend, is Linux's).
+func monoNow() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic(fmt.Sprintf("supervisor: clock_gettime(CLOCK_MONOTONIC): %v", err))
+	}
+	return ts.Nano()
 }
