@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -480,9 +482,51 @@ func (e *engine) execute(ctx context.Context, job *Job, t scheduler.Tick, run Ru
 		err = errors.Join(err, fmt.Errorf("jobs: %s: stopped: %w", t.ID(), cause))
 	case errors.Is(context.Cause(execCtx), errRunTimeout):
 		err = errors.Join(err, fmt.Errorf("jobs: %s: %w after %s", t.ID(), errRunTimeout, job.Timeout))
+	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrPermission):
+		// a command that cannot start fails the same way on every attempt
+		err = fmt.Errorf("jobs: %s: command cannot start (not retried): %w: %w", t.ID(), err, asynq.SkipRetry)
 	default:
 		err = fmt.Errorf("jobs: %s: %w", t.ID(), err)
 	}
+	if tail := outputTail(res.Output, job); tail != "" {
+		log = log.With(slog.String("output_tail", tail))
+	}
 	log.Warn("run failed", took, slog.Any("error", err))
 	return err
+}
+
+// Bounds of the output tail a failed run's log line carries.
+const (
+	tailLines = 10
+	tailBytes = 2 << 10
+)
+
+// outputTail is the end of a run's captured output for its failure line: at
+// most tailLines lines and tailBytes bytes, with the job's own env and
+// header values (where its secrets come from) masked.
+func outputTail(out []byte, job *Job) string {
+	s := strings.TrimRight(string(out), "\n")
+	if len(s) > tailBytes {
+		s = s[len(s)-tailBytes:]
+	}
+	if lines := strings.Split(s, "\n"); len(lines) > tailLines {
+		s = strings.Join(lines[len(lines)-tailLines:], "\n")
+	}
+	var secrets []string
+	if job.Exec != nil {
+		for _, v := range job.Exec.Env {
+			secrets = append(secrets, v)
+		}
+	}
+	if job.HTTP != nil {
+		for _, v := range job.HTTP.Headers {
+			secrets = append(secrets, v)
+		}
+	}
+	for _, v := range secrets {
+		if len(v) >= 4 { // shorter values would mask ordinary words
+			s = strings.ReplaceAll(s, v, "xxxxx")
+		}
+	}
+	return strings.ToValidUTF8(s, "?")
 }

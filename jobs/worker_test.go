@@ -713,3 +713,53 @@ func TestWorkerWithRealExecutor(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+// A failed run's log line carries the end of its output, with the job's own
+// env values masked; a command that cannot start fails once, not once per
+// retry.
+func TestFailedRunsShowWhy(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: fails
+    schedule: "@every 1m"
+    max_retry: 0
+    exec:
+      command: [sh, -c, 'for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo "line $i"; done; echo "token $TOKEN"; exit 3']
+      env: {TOKEN: s3cret-value}
+  - name: missing
+    schedule: "@every 1m"
+    max_retry: 5
+    exec:
+      command: [/no/such/baton-test-binary]
+`)
+	var mu sync.Mutex
+	var lines []map[string]any
+	h := slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+		var m map[string]any
+		if err := json.Unmarshal(p, &m); err == nil {
+			mu.Lock()
+			lines = append(lines, m)
+			mu.Unlock()
+		}
+		return len(p), nil
+	}), nil)
+	e.worker(t, cfg, NewExecutor(), WithLogger(slog.New(h)))
+	fails, missing := tickOf("fails", 1), tickOf("missing", 1)
+	e.dispatch(t, cfg, fails)
+	e.dispatch(t, cfg, missing)
+	e.state(t, "default", fails, asynq.TaskStateArchived)
+	info := e.state(t, "default", missing, asynq.TaskStateArchived)
+	if info.Retried != 0 {
+		t.Errorf("a command that cannot start was retried %d times", info.Retried)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var tail string
+	for _, l := range lines {
+		if l["job"] == "fails" && l["msg"] == "run failed" {
+			tail, _ = l["output_tail"].(string)
+		}
+	}
+	if !strings.HasSuffix(tail, "line 12\ntoken xxxxx") || strings.Contains(tail, "line 2\n") || strings.Contains(tail, "s3cret") {
+		t.Errorf("output_tail = %q, want the last 10 lines with the secret masked", tail)
+	}
+}
