@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -227,23 +229,37 @@ func (s *Singletons) loop(job *Job, e *locking.Election) {
 			continue
 		}
 		retry.reset()
-		s.lead(job, term, log.With(slog.Int64("fence", term.Fence())))
+		if cool := s.lead(job, term, log.With(slog.Int64("fence", term.Fence()))); cool > 0 {
+			// this replica cannot start the job: let the others campaign
+			// first (they were woken by the resign)
+			if !sleep(s.ctx, cool) {
+				return
+			}
+		}
 	}
 }
 
+// startFailures is how many consecutive runs that cannot start (command not
+// found or not executable) make a leader resign, so that a replica where the
+// job can start takes over.
+const startFailures = 3
+
 // lead runs job under term, restarting it with backoff while leading, until
-// the term ends or Shutdown. On Shutdown it resigns the term.
-func (s *Singletons) lead(job *Job, term *locking.Term, log *slog.Logger) {
+// the term ends or Shutdown. On Shutdown it resigns the term. After
+// startFailures runs in a row that could not start it resigns too, and
+// returns how long to wait before campaigning again.
+func (s *Singletons) lead(job *Job, term *locking.Term, log *slog.Logger) time.Duration {
 	tick := term.Leader().Since
 	if tick.IsZero() {
 		tick = time.Now()
 	}
 	log.Info("leading: singleton elected")
 	bo := newRestartBackoff(job.RestartBackoff)
+	cannotStart := 0
 	for attempt := 1; ; attempt++ {
 		if s.ctx.Err() != nil {
 			s.resign(job, term, log)
-			return
+			return 0
 		}
 		alog := log.With(slog.Int("attempt", attempt))
 		run := Run{
@@ -277,7 +293,16 @@ func (s *Singletons) lead(job *Job, term *locking.Term, log *slog.Logger) {
 		if s.ctx.Err() != nil {
 			logRes.Info("singleton stopped for shutdown", slog.Any("error", err))
 			s.resign(job, term, log)
-			return
+			return 0
+		}
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrPermission) {
+			if cannotStart++; cannotStart >= startFailures {
+				logRes.Error("singleton cannot start on this replica: resigning so another replica can take over", slog.Any("error", err), slog.Int("failures", cannotStart))
+				s.resign(job, term, log)
+				return max(job.RestartBackoff.Max, time.Second)
+			}
+		} else {
+			cannotStart = 0
 		}
 		if errors.Is(err, ErrLeaseDeadline) {
 			// the supervisor stopped the child at the lease's deadline: no
@@ -294,7 +319,7 @@ func (s *Singletons) lead(job *Job, term *locking.Term, log *slog.Logger) {
 		if lostTerm(term) {
 			s.lost.Add(1)
 			logRes.Warn("singleton stopped: leadership lost", slog.Any("error", err), slog.Any("cause", term.Err()))
-			return
+			return 0
 		}
 		s.exited.Add(1)
 		d := bo.next(took)
@@ -312,7 +337,7 @@ func (s *Singletons) lead(job *Job, term *locking.Term, log *slog.Logger) {
 			t.Stop()
 			s.lost.Add(1)
 			log.Warn("leadership lost while waiting to restart", slog.Any("cause", term.Err()))
-			return
+			return 0
 		}
 	}
 }

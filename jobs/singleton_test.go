@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -267,4 +268,31 @@ func TestSingletonCrashFailoverAfterTTL(t *testing.T) {
 	shutdownSingletons(t, reps[next.replica])
 	recv(t, exec.ended, "the new run's end")
 	exec.check(t)
+}
+
+// cannotStartExec is an executor on a replica where the job's command is
+// missing: every run fails to start.
+type cannotStartExec struct{ calls chan struct{} }
+
+func (c cannotStartExec) Execute(context.Context, *Job, Run, Validity) (Result, error) {
+	select {
+	case c.calls <- struct{}{}:
+	default:
+	}
+	return Result{}, fmt.Errorf("jobs: exec: %w", exec.ErrNotFound)
+}
+
+// A leader whose command cannot start resigns after a few quick failures, so
+// a replica where it can start takes over.
+func TestSingletonThatCannotStartResigns(t *testing.T) {
+	c := newSingletonCluster(t, 10*time.Second, Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond})
+	bad := cannotStartExec{calls: make(chan struct{}, 16)}
+	c.replica(t, "broken", bad)
+	recv(t, bad.calls, "the broken replica's first attempt") // it leads
+	good := newIntervalExec(false)
+	c.replica(t, "healthy", good)
+	run := recv(t, good.started, "the healthy replica's run")
+	if run.replica != "healthy" {
+		t.Fatalf("run on %s", run.replica)
+	}
 }
