@@ -72,7 +72,9 @@ func (k jobKeys) tickKey(at time.Time) string {
 }
 
 // decided tells whether a tick key's value records the tick as decided.
-func decided(v string) bool { return v == "done" || v == "paused" || v == "missed" }
+// (A "paused" record is not decided on its own: pausing takes a quorum, see
+// the claim.)
+func decided(v string) bool { return v == "done" || v == "missed" }
 
 // PauseKey is the Redis key whose presence pauses a job on every replica.
 func PauseKey(namespace, job string) string { return newJobKeys(namespace, job).paused }
@@ -193,11 +195,11 @@ func (s *Scheduler) decide(as []answer) outcome {
 		o.st, o.split, o.early = stBusy, owned > 0, true
 	case owned >= s.quorum:
 		o.st, o.agree = stOwned, low == o.fence
-	case paused > 0:
+	case paused >= s.quorum:
 		o.st = stPaused
 	case missed >= s.quorum:
 		o.st = stMissed
-	case abstain > len(as)-s.quorum:
+	case abstain+paused > len(as)-s.quorum:
 		o.st, o.unknown, o.split = stMissed, true, owned > 0
 	case busy > 0:
 		o.st, o.split = stBusy, owned > 0
@@ -291,7 +293,7 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 				if o.split {
 					release = append(release, i)
 				}
-				log().Warn("tick missed: lock masters restarted after it was due and may have lost its record; not dispatched, since no majority can vouch that it was not dispatched already")
+				log().Warn("tick missed: no majority of lock masters can grant it (some restarted after it was due and may have lost its record, or the job is paused on some of them); not dispatched, since none can vouch that it was not dispatched already")
 				break
 			}
 			log().Warn("tick missed: past its starting deadline", "late", o.wait.Round(time.Millisecond), "starting_deadline", it.job.StartingDeadline)

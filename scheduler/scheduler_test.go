@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -606,5 +608,58 @@ func TestCatchupAfterLongOutage(t *testing.T) {
 	}
 	if st := r.s.Stats(); st.CaughtUp != 1 || st.Missed < 100000 {
 		t.Errorf("caught up %d, missed %d; want 1 and at least 100,000 counted", st.CaughtUp, st.Missed)
+	}
+}
+
+// Pausing is decided by a quorum of lock masters, like owning: a pause flag
+// on one master of three (a pause or resume that reached only it) does not
+// pause the job, and the "paused" record that master keeps of a tick does
+// not count as done; on two masters it pauses the job.
+func TestPauseDecidedByQuorum(t *testing.T) {
+	servers := redistest.NewN(t, 3)
+	var rdbs []*redis.Client
+	for _, s := range servers {
+		rdbs = append(rdbs, s.TestClient(t))
+	}
+	ctx := context.Background()
+	rdbs[0].Set(ctx, scheduler.PauseKey("baton", "minority"), "1", 0)
+	for _, r := range rdbs[:2] {
+		r.Set(ctx, scheduler.PauseKey("baton", "majority"), "1", 0)
+	}
+	clock0 := now()
+	clock := scheduler.NewFakeClock(clock0)
+	rec := newRecorder()
+	// the first dispatch fails: its retry must not find the paused
+	// master's record of the tick and take it for done
+	rec.fail.Store(1)
+	jobs := []scheduler.Job{
+		{Name: "minority", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute},
+		{Name: "majority", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute},
+	}
+	r := start(t, rdbs, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour))
+	for range 3 {
+		if err := clock.BlockUntil(3); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Second)
+		rec.waitAdvancing(t, clock, 1)
+	}
+	r.stop()
+	var ats []time.Time
+	for id, ts := range rec.snapshot() {
+		if strings.HasPrefix(id, "majority@") {
+			t.Fatalf("job paused on a majority dispatched: %s", id)
+		}
+		ats = append(ats, ts[0].At)
+	}
+	slices.SortFunc(ats, time.Time.Compare)
+	first := clock0.Truncate(time.Second).Add(time.Second)
+	if len(ats) < 3 || !ats[0].Equal(first) {
+		t.Fatalf("job paused on one master of three dispatched %v, want every tick from %v", ats, first)
+	}
+	for i := 1; i < len(ats); i++ {
+		if ats[i].Sub(ats[i-1]) != time.Second {
+			t.Fatalf("tick after %v not dispatched (the retry of a failed dispatch took the paused master's record for done): %v", ats[i-1], ats)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,12 +16,16 @@ import (
 const pauseHelp = `usage: baton pause|resume [--config FILE] JOB...
 
 pause sets a job's pause flag in Redis, on every lock master; resume clears
-it. The scheduler's claim reads the flag, so the change reaches every
-replica at the next tick: a paused job's ticks are recorded as skipped (and
-not caught up later). A job with paused: true in the config stays paused
-until the config changes.
+it. The scheduler's claim reads the flag and decides by a quorum of lock
+masters, so the change reaches every replica at the next tick once a
+majority has it: a paused job's ticks are recorded as skipped (and not
+caught up later). When some masters could not be written, the command says
+so and whether the change is in effect; running it again repairs the rest.
+A job with paused: true in the config stays paused until the config
+changes (the config wins over resume).
 
-Exit status: 0 done; 1 Redis unreachable; 2 usage error (unknown job, bad config).
+Exit status: 0 done; 1 not written to every master (see the message) or
+Redis unreachable; 2 usage error (unknown job, bad config).
 
 flags:
 `
@@ -57,24 +62,55 @@ func runPause(name string, on bool, args []string, stdout, stderr io.Writer) int
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// every master is written, in parallel; the claim decides by quorum, so
+	// a change that reached a majority is in effect, and running the
+	// command again repairs the rest
+	failed := false
 	for _, job := range fs.Args() {
 		key := scheduler.PauseKey(cfg.Namespace, job)
+		errs := make([]error, len(masters))
+		var wg sync.WaitGroup
 		for i, m := range masters {
-			if on {
-				err = m.Set(ctx, key, "1", 0).Err()
-			} else {
-				err = m.Del(ctx, key).Err()
-			}
-			if err != nil {
-				fmt.Fprintf(stderr, "baton %s: job %q: lock master %d: %v\n", name, job, i, err)
-				return 1
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if on {
+					errs[i] = m.Set(ctx, key, "1", 0).Err()
+				} else {
+					errs[i] = m.Del(ctx, key).Err()
+				}
+			}()
+		}
+		wg.Wait()
+		ok := 0
+		for _, err := range errs {
+			if err == nil {
+				ok++
 			}
 		}
 		state := "paused"
 		if !on {
 			state = "resumed"
 		}
-		fmt.Fprintf(stdout, "%s %s\n", job, state)
+		quorum := len(masters)/2 + 1
+		switch {
+		case ok == len(masters):
+			fmt.Fprintf(stdout, "%s %s\n", job, state)
+			continue
+		case ok >= quorum:
+			fmt.Fprintf(stdout, "%s %s (on %d of %d lock masters: in effect; run the command again to repair the rest)\n", job, state, ok, len(masters))
+		default:
+			fmt.Fprintf(stderr, "baton %s: job %q: written to %d of %d lock masters, %d needed: NOT %s; run the command again\n", name, job, ok, len(masters), quorum, state)
+		}
+		failed = true
+		for i, err := range errs {
+			if err != nil {
+				fmt.Fprintf(stderr, "baton %s: job %q: lock master %d: %v\n", name, job, i, err)
+			}
+		}
+	}
+	if failed {
+		return 1
 	}
 	return 0
 }

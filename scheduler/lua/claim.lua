@@ -24,12 +24,15 @@
 --         have claimed and recorded a tick up to this much before it was due
 --
 -- Returns {0, fence} OWNED: the caller holds the tick lease and must dispatch
---         {1, 0}     DONE: the tick was dispatched (or skipped while paused)
+--         {1, 0}     DONE: the tick was dispatched
 --         {2, ms}    BUSY: another replica holds the tick lease for ms more
 --         {3, ms, first} MISSED: now is ms past T, beyond the starting deadline; the
 --                    tick is recorded "missed", first = 1 for the claim that
 --                    recorded it (so it is logged and counted once), else 0
---         {4, 0}     PAUSED: recorded as skipped
+--         {4, 0}     PAUSED: recorded as skipped (now or before). Pausing is decided
+--                    by a quorum of masters, like owning: a master paused alone
+--                    (a pause or resume that reached only some masters) neither
+--                    grants nor refuses
 --         {6, ms}    EARLY: T is more than the skew bound (ARGV[8]) ahead of this
 --                    master's clock: not yet, ask again in ms. Nothing is written
 --                    (a record made now would expire before T is due)
@@ -48,7 +51,8 @@ if ARGV[6] ~= 'u' then
 end
 
 local v = redis.call('GET', KEYS[1])
-if v == 'done' or v == 'paused' then return {1, 0} end
+if v == 'done' then return {1, 0} end
+if v == 'paused' then return {4, 0} end
 local tick = tonumber(ARGV[2])
 if v == 'missed' then return {3, now - tick, 0} end
 if tick > now + tonumber(ARGV[8]) then return {6, tick - tonumber(ARGV[8]) - now} end
