@@ -53,15 +53,7 @@ func (e *early) Dispatch(ctx context.Context, t scheduler.Tick) error {
 // ticks due before its start plus the skew bound.
 func TestEarlyClaimLostByRestartBeforeTickDue(t *testing.T) {
 	s := redistest.New(t)
-	ctx := context.Background()
-	first, err := locking.New(universal(clients(t, []*redistest.Server{s})), locking.WithFreshDeployment())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := first.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_ = first.Close()
+	deployFresh(t, []*redistest.Server{s})
 
 	rec := newRecorder()
 	jobs := []scheduler.Job{{Name: "r", Schedule: every(t, "@every 4s"), StartingDeadline: time.Minute}}

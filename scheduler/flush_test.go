@@ -22,14 +22,7 @@ import (
 func TestFlushedMasterNeverRedispatches(t *testing.T) {
 	s := redistest.New(t)
 	{
-		first, err := locking.New(universal(clients(t, []*redistest.Server{s})), locking.WithFreshDeployment())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := first.Prepare(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		_ = first.Close()
+		deployFresh(t, []*redistest.Server{s})
 	}
 	const q = 2 * time.Second
 	time.Sleep(q + 1500*time.Millisecond) // uptime (lower bound) past q

@@ -34,16 +34,8 @@ func TestClaimsSurviveMasterRestarts(t *testing.T) {
 		}
 		return out
 	}
-	ctx := context.Background()
 	// a first deployment marks the masters
-	first, err := locking.New(universal(clients(t, servers)), locking.WithFreshDeployment())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := first.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_ = first.Close()
+	deployFresh(t, servers)
 
 	// real time throughout: a restarted master's votes depend on when ticks
 	// were due by its clock, and the scheduler's retries on the clock too
@@ -124,4 +116,17 @@ func universal(rdbs []*redis.Client) []redis.UniversalClient {
 		out[i] = r
 	}
 	return out
+}
+
+// deployFresh marks brand-new servers as a first deployment would.
+func deployFresh(t *testing.T, servers []*redistest.Server) {
+	t.Helper()
+	first, err := locking.New(universal(clients(t, servers)), locking.WithFreshDeployment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if err := first.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }
