@@ -43,7 +43,7 @@ func TestDispatchEnqueuesOnceWithOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if info.Type != TaskTypeRun || info.State != asynq.TaskStatePending || info.Timeout != 90*time.Minute ||
-		info.MaxRetry != 2 || info.Retention != cfg.Retention(job) || info.Queue != "critical" {
+		info.MaxRetry != 3 || info.Retention != cfg.Retention(job) || info.Queue != "critical" {
 		t.Errorf("task info %+v (retention want %s)", info, cfg.Retention(job))
 	}
 	var p TaskPayload

@@ -80,7 +80,10 @@ func parseTask(t *asynq.Task) (scheduler.Tick, error) {
 //   - Queue(j.Queue);
 //   - Timeout(j.Timeout) rounded up to whole seconds (asynq counts seconds, and
 //     would drop a sub-second timeout), NoTimeout for 0;
-//   - MaxRetry(j.MaxRetry);
+//   - MaxRetry(j.MaxRetry + 1): one more than the job allows, because asynq
+//     archives a task whose retries are used up before it looks at why it
+//     failed, and a task handed back (ErrHandedBack, no attempt spent) must
+//     not be archived; the worker enforces the job's max_retry itself;
 //   - Retention(cfg.Retention(j)): the completed task, and with it its ID, is
 //     kept as long as some replica could still try to dispatch the tick.
 func NewRunTask(cfg *Config, j *Job, t scheduler.Tick) (*asynq.Task, error) {
@@ -92,7 +95,7 @@ func NewRunTask(cfg *Config, j *Job, t scheduler.Tick) (*asynq.Task, error) {
 		asynq.TaskID(t.ID()),
 		asynq.Queue(j.Queue),
 		asynq.Timeout(taskTimeout(j.Timeout)),
-		asynq.MaxRetry(j.MaxRetry),
+		asynq.MaxRetry(j.MaxRetry+1),
 		asynq.Retention(cfg.Retention(j)),
 	), nil
 }

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -26,6 +29,13 @@ type Worker struct {
 	localOnly    bool
 	taskCheck    time.Duration
 	delayedCheck time.Duration
+	version      string
+	role         string
+
+	roster     *roster
+	rosterStop context.CancelFunc
+	rosterDone chan struct{}
+	handing    sync.Map // job name -> true: its hand-back was logged
 
 	srv     *asynq.Server
 	ps      *redis.PubSub
@@ -72,6 +82,14 @@ func WithPollIntervals(tasks, retries time.Duration) WorkerOption {
 	}
 }
 
+// WithReplicaInfo sets what the worker publishes about its replica in the
+// roster besides its id and job list: the baton version and the replica's
+// role ("run", "worker" or "scheduler"). Defaults: "dev", and "worker"
+// ("scheduler" with WithLocalOnly).
+func WithReplicaInfo(version, role string) WorkerOption {
+	return func(w *Worker) { w.version, w.role = version, role }
+}
+
 // WithLocalOnly makes a worker that fetches nothing from asynq and only runs
 // local-mode jobs handed to RunLocal: for a replica that schedules but does
 // not work the queues.
@@ -105,6 +123,15 @@ func NewWorker(cfg *Config, queue asynq.RedisConnOpt, locks *locking.Client, exe
 		host, _ := os.Hostname()
 		w.replica = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
+	if w.version == "" {
+		w.version = "dev"
+	}
+	if w.role == "" {
+		w.role = "worker"
+		if w.localOnly {
+			w.role = "scheduler"
+		}
+	}
 	w.localCtx, w.localCancel = context.WithCancelCause(context.Background())
 	return w
 }
@@ -128,6 +155,7 @@ func (w *Worker) Start() error {
 		return fmt.Errorf("jobs: worker: unsupported redis option %T", w.redisOpt)
 	}
 	w.rdb = rdb
+	w.startRoster()
 	var channels []string
 	jobOf := map[string]string{}
 	for i := range w.cfg.Jobs {
@@ -143,6 +171,7 @@ func (w *Worker) Start() error {
 		ps := w.rdb.Subscribe(ctx, channels...)
 		if _, err := ps.Receive(ctx); err != nil {
 			ps.Close()
+			w.stopRoster(false)
 			w.closeRedis()
 			return fmt.Errorf("jobs: worker: subscribe to replace requests: %w", err)
 		}
@@ -165,9 +194,12 @@ func (w *Worker) Start() error {
 			DelayedTaskCheckInterval: w.delayedCheck,
 			Logger:                   asynqLogger{w.log.With(slog.String("component", "asynq"))},
 			ErrorHandler:             asynq.ErrorHandlerFunc(w.handleError),
+			// a task handed back to a replica that can run it spends no attempt
+			IsFailure: func(err error) bool { return !errors.Is(err, ErrHandedBack) },
 		})
 		if err := w.srv.Start(asynq.HandlerFunc(w.process)); err != nil {
 			w.stopSubscriber()
+			w.stopRoster(false)
 			w.closeRedis()
 			return fmt.Errorf("jobs: worker: %w", err)
 		}
@@ -224,6 +256,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	}
 	w.localCancel(errShutdown)
 	w.stopSubscriber()
+	w.stopRoster(true)
 	return errors.Join(err, w.closeRedis())
 }
 
@@ -283,17 +316,145 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 	}
 	job, ok := w.cfg.Job(t.Job)
 	if !ok || job.Mode != ModeCron {
-		w.stats.failed.Add(1)
-		err := fmt.Errorf("jobs: %s: no cron job %q in this replica's config", t.ID(), t.Job)
-		w.log.Error("dropping a task of an unknown job", append(tickAttrs(t), slog.Any("error", err))...)
-		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
+		return w.cannotRun(ctx, t, job)
 	}
 	retried, _ := asynq.GetRetryCount(ctx)
-	return w.runTick(ctx, job, t, retried+1, true)
+	if retried > job.MaxRetry {
+		// asynq's budget is one above the job's (see NewRunTask): a task
+		// retried after a crash of its last allowed attempt ends here
+		w.stats.failed.Add(1)
+		w.log.Error("retries exhausted: archiving the task", append(tickAttrs(t), slog.Int("retried", retried),
+			slog.Int("max_retry", job.MaxRetry))...)
+		return fmt.Errorf("jobs: %s: retries exhausted (%d of max_retry %d): %w", t.ID(), retried, job.MaxRetry, asynq.SkipRetry)
+	}
+	err = w.runTick(ctx, job, t, retried+1, true)
+	if err != nil && retried >= job.MaxRetry && !errors.Is(err, asynq.SkipRetry) {
+		err = fmt.Errorf("%w (last attempt: max_retry %d): %w", err, job.MaxRetry, asynq.SkipRetry)
+	}
+	return err
+}
+
+// ErrHandedBack is what the worker returns for a task it cannot run (its job
+// is not in this replica's job list, or not in cron mode) while a live
+// replica can: asynq puts the task back after HandBackDelay without
+// counting an attempt, and a replica that knows the job runs it. It happens
+// during rolling deploys, when replicas with different job lists run side by
+// side.
+var ErrHandedBack = errors.New("jobs: handed back to a replica that can run it")
+
+// HandBackDelay is how long a handed-back task waits before a worker may
+// fetch it again.
+const HandBackDelay = time.Second
+
+// cannotRun decides what happens to a task this replica cannot run (job is
+// nil when the job is not in its list): handed back while a live replica's
+// worker can run it (its list has the job in cron mode and it consumes the
+// task's queue), archived when none can. The roster is read fresh: a
+// replica that just started with the job must not be missed.
+func (w *Worker) cannotRun(ctx context.Context, t scheduler.Tick, job *Job) error {
+	why := "not in this replica's job list"
+	if job != nil {
+		why = fmt.Sprintf("mode %s in this replica's job list", job.Mode)
+	}
+	queue, _ := asynq.GetQueueName(ctx)
+	var members []Member
+	err := errors.New("no roster")
+	if w.roster != nil {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		members, err = w.roster.read(rctx)
+		cancel()
+	}
+	if err != nil {
+		if w.roster == nil {
+			// a worker without a Redis client (not started) cannot ask
+			w.stats.failed.Add(1)
+			w.log.Error("dropping a task of an unknown job", append(tickAttrs(t), slog.String("why", why))...)
+			return fmt.Errorf("jobs: %s: job %q is %s: %w", t.ID(), t.Job, why, asynq.SkipRetry)
+		}
+		w.log.Warn("cannot run this task here and cannot read the roster: handing it back", append(tickAttrs(t),
+			slog.String("why", why), slog.Any("error", err))...)
+		return fmt.Errorf("jobs: %s: job %q is %s; roster unreadable: %w: %w", t.ID(), t.Job, why, err, ErrHandedBack)
+	}
+	var can []string
+	for i := range members {
+		if m := &members[i]; m.Live && m.ID != w.replica && m.runs(t.Job, queue) {
+			can = append(can, m.ID)
+		}
+	}
+	if len(can) == 0 {
+		w.stats.failed.Add(1)
+		w.log.Error("archiving a task no live replica can run: its job is in no live replica's job list in cron mode on its queue",
+			append(tickAttrs(t), slog.String("queue", queue), slog.String("why", why))...)
+		return fmt.Errorf("jobs: %s: job %q is %s, and no live replica runs it from queue %q: %w",
+			t.ID(), t.Job, why, queue, asynq.SkipRetry)
+	}
+	if _, logged := w.handing.LoadOrStore(t.Job, true); !logged {
+		w.log.Info("handing tasks of a job this replica cannot run back to replicas that can (rolling deploy?)",
+			slog.String("job", t.Job), slog.String("why", why), slog.String("queue", queue), slog.Any("can", can))
+	}
+	return fmt.Errorf("jobs: %s: job %q is %s; %s can run it: %w", t.ID(), t.Job, why, strings.Join(can, ", "), ErrHandedBack)
+}
+
+// startRoster publishes this replica in the roster (one heartbeat now, then
+// every RosterBeat) and warns once about each live replica whose job list
+// differs.
+func (w *Worker) startRoster() {
+	var queues []string
+	if !w.localOnly {
+		queues = slices.Sorted(maps.Keys(w.cfg.Worker.Queues))
+	}
+	w.roster = newRoster(w.rdb, w.cfg, Member{ID: w.replica, Version: w.version, Role: w.role, Queues: queues}, w.log)
+	ctx, cancel := context.WithCancel(context.Background())
+	w.rosterStop, w.rosterDone = cancel, make(chan struct{})
+	beat := func() {
+		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		members, err := w.roster.beat(bctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Debug("roster heartbeat failed", slog.Any("error", err))
+			}
+			return
+		}
+		w.roster.warnDiffering(members)
+	}
+	beat()
+	go func() {
+		defer close(w.rosterDone)
+		t := time.NewTicker(RosterBeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				beat()
+			}
+		}
+	}()
+}
+
+// stopRoster stops the heartbeat; leave also removes the replica from the
+// roster at once (a graceful stop).
+func (w *Worker) stopRoster(leave bool) {
+	if w.rosterStop == nil {
+		return
+	}
+	w.rosterStop()
+	<-w.rosterDone
+	w.rosterStop = nil
+	if leave {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = w.roster.leave(ctx)
+	}
 }
 
 // retryDelay is the asynq RetryDelayFunc: RetryDelay of the task's job.
-func (w *Worker) retryDelay(n int, _ error, task *asynq.Task) time.Duration {
+func (w *Worker) retryDelay(n int, err error, task *asynq.Task) time.Duration {
+	if errors.Is(err, ErrHandedBack) {
+		return HandBackDelay
+	}
 	backoff := 10 * time.Second // the job default, for tasks of unknown jobs
 	if t, err := parseTask(task); err == nil {
 		if job, ok := w.cfg.Job(t.Job); ok {
@@ -330,8 +491,15 @@ func (w *Worker) handleError(ctx context.Context, task *asynq.Task, err error) {
 	retried, _ := asynq.GetRetryCount(ctx)
 	maxRetry, _ := asynq.GetMaxRetry(ctx)
 	id, _ := asynq.GetTaskID(ctx)
+	if t, perr := parseTask(task); perr == nil {
+		if job, ok := w.cfg.Job(t.Job); ok && job.Mode == ModeCron {
+			maxRetry = job.MaxRetry // asynq's is one above, for hand-backs
+		}
+	}
 	next := "retry"
 	switch {
+	case errors.Is(err, ErrHandedBack):
+		next = "hand back"
 	case errors.Is(err, ErrReplaced):
 		next = "archive (replaced)"
 	case errors.Is(err, asynq.SkipRetry):
@@ -344,7 +512,11 @@ func (w *Worker) handleError(ctx context.Context, task *asynq.Task, err error) {
 	if t, perr := parseTask(task); perr == nil {
 		attrs = append(tickAttrs(t)[:4], attrs...) // job, tick, run_id, dispatch fence
 	}
-	if errors.Is(err, ErrReplaced) {
+	switch {
+	case errors.Is(err, ErrHandedBack):
+		w.log.Debug("task handed back", attrs...)
+		return
+	case errors.Is(err, ErrReplaced):
 		w.log.Info("task ended", attrs...)
 		return
 	}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -645,26 +644,14 @@ func TestWorkerLogsCarryRunIdentity(t *testing.T) {
     schedule: "@every 1m"
     handler: {name: report}
 `)
-	var mu sync.Mutex
-	var lines []map[string]any
-	h := slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
-		var m map[string]any
-		if err := json.Unmarshal(p, &m); err == nil {
-			mu.Lock()
-			lines = append(lines, m)
-			mu.Unlock()
-		}
-		return len(p), nil
-	}), nil)
+	logs := &logBuf{}
 	exec := newFakeExec(nil)
-	e.worker(t, cfg, exec, WithLogger(slog.New(h)), WithReplica("r-9"))
+	e.worker(t, cfg, exec, WithLogger(logs.logger()), WithReplica("r-9"))
 	tick := tickOf("report", 1)
 	e.dispatch(t, cfg, tick)
 	e.state(t, "default", tick, asynq.TaskStateCompleted)
-	mu.Lock()
-	defer mu.Unlock()
 	n := 0
-	for _, l := range lines {
+	for _, l := range logs.all() {
 		if l["job"] != "report" {
 			continue
 		}
@@ -731,18 +718,8 @@ func TestFailedRunsShowWhy(t *testing.T) {
     exec:
       command: [/no/such/baton-test-binary]
 `)
-	var mu sync.Mutex
-	var lines []map[string]any
-	h := slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
-		var m map[string]any
-		if err := json.Unmarshal(p, &m); err == nil {
-			mu.Lock()
-			lines = append(lines, m)
-			mu.Unlock()
-		}
-		return len(p), nil
-	}), nil)
-	e.worker(t, cfg, NewExecutor(), WithLogger(slog.New(h)))
+	logs := &logBuf{}
+	e.worker(t, cfg, NewExecutor(), WithLogger(logs.logger()))
 	fails, missing := tickOf("fails", 1), tickOf("missing", 1)
 	e.dispatch(t, cfg, fails)
 	e.dispatch(t, cfg, missing)
@@ -751,10 +728,8 @@ func TestFailedRunsShowWhy(t *testing.T) {
 	if info.Retried != 0 {
 		t.Errorf("a command that cannot start was retried %d times", info.Retried)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	var tail string
-	for _, l := range lines {
+	for _, l := range logs.all() {
 		if l["job"] == "fails" && l["msg"] == "run failed" {
 			tail, _ = l["output_tail"].(string)
 		}

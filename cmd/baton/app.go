@@ -97,7 +97,7 @@ func newReplica(cfg *jobs.Config, id string, r role, log *slog.Logger, dropLockM
 		return nil, fmt.Errorf("cannot find baton's own executable (exec jobs run under it as supervisor): %w", err)
 	}
 	executor := jobs.NewExecutor(jobs.WithSupervisorPath(exe), jobs.WithExecutorLogger(log))
-	wopts := []jobs.WorkerOption{jobs.WithReplica(id), jobs.WithLogger(log)}
+	wopts := []jobs.WorkerOption{jobs.WithReplica(id), jobs.WithLogger(log), jobs.WithReplicaInfo(shortVersion(), r.String())}
 	if r == roleScheduler {
 		wopts = append(wopts, jobs.WithLocalOnly())
 	}
@@ -114,7 +114,7 @@ func newReplica(cfg *jobs.Config, id string, r role, log *slog.Logger, dropLockM
 
 	if r != roleWorker {
 		rp.client = asynq.NewClient(queueOpt)
-		disp := loggingDispatcher{jobs.NewDispatcher(cfg, rp.client, rp.worker, log), log}
+		disp := loggingDispatcher{jobs.NewDispatcher(cfg, rp.client, rp.worker, log, jobs.WithQueueRedis(queue)), log}
 		var sj []scheduler.Job
 		for _, j := range cfg.Jobs {
 			switch j.Mode {
@@ -344,7 +344,7 @@ func (l loggingDispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error
 	err := l.d.Dispatch(ctx, t)
 	if errors.Is(err, scheduler.ErrAlreadyDispatched) {
 		l.log.Info("tick already enqueued by an earlier dispatch", "job", t.Job, "tick", t.At.UTC().Format(time.RFC3339),
-			"replica", t.Replica)
+			"replica", t.Replica, "detail", err.Error())
 		return err
 	}
 	if err != nil {

@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"time"
 
 	"github.com/batonhq/baton/jobs"
@@ -15,8 +19,11 @@ import (
 const statusHelp = `usage: baton status [--config FILE]
 
 Shows every singleton job's holder (replica id), since when it holds the
-job, and its fencing token; and which jobs are paused (by the config or by
-baton pause).
+job, and its fencing token; which jobs are paused (by the config, or by
+baton pause on a majority of lock masters); and the replicas: id, role,
+version, job list hash, last heartbeat. When live replicas run different
+job lists (during a rolling deploy) it lists the jobs they differ on and
+which replicas have which definition.
 
 Exit status: 0 done; 1 Redis unreachable; 2 usage error.
 
@@ -79,17 +86,103 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		if j.Paused {
 			paused = "yes (config)"
 		} else {
-			n, err := masters[0].Exists(ctx, scheduler.PauseKey(cfg.Namespace, j.Name)).Result()
-			if err != nil {
-				fmt.Fprintf(stderr, "baton status: lock master: %v\n", err)
-				return 1
+			on, answered := 0, 0
+			var last error
+			for _, m := range masters {
+				n, err := m.Exists(ctx, scheduler.PauseKey(cfg.Namespace, j.Name)).Result()
+				if err != nil {
+					last = err
+					continue
+				}
+				answered++
+				on += int(n)
 			}
-			if n == 1 {
+			quorum := len(masters)/2 + 1
+			switch {
+			case answered < quorum:
+				fmt.Fprintf(stderr, "baton status: %d of %d lock masters answer, %d needed: %v\n", answered, len(masters), quorum, last)
+				return 1
+			case on >= quorum:
 				paused = "yes (baton pause)"
+			case on > 0:
+				paused = fmt.Sprintf("no (paused on %d of %d lock masters: run baton pause or resume again)", on, len(masters))
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", j.Name, j.Mode, paused)
 	}
 	_ = tw.Flush()
+	if code := printReplicas(ctx, cfg, stdout, stderr); code != 0 {
+		return code
+	}
 	return 0
+}
+
+// printReplicas prints the roster: every replica seen in the last
+// jobs.RosterForget, and the jobs on which live replicas' lists differ.
+func printReplicas(ctx context.Context, cfg *jobs.Config, stdout, stderr io.Writer) int {
+	queue, _, err := queueRedis(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "baton status: %v\n", err)
+		return 2
+	}
+	defer queue.Close()
+	members, err := jobs.ReadRoster(ctx, queue, cfg.Namespace)
+	if err != nil {
+		fmt.Fprintf(stderr, "baton status: queue Redis %s: %v\n", describeRedis(cfg), err)
+		return 1
+	}
+	fmt.Fprintln(stdout)
+	defer warnOrphanQueues(queue, members, stdout)
+	if len(members) == 0 {
+		fmt.Fprintln(stdout, "REPLICAS: none seen in the last", jobs.RosterForget)
+		return 0
+	}
+	diffs := jobs.DiffLists(members)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "REPLICA\tROLE\tVERSION\tJOB LIST\tLAST SEEN\tQUEUES")
+	for _, m := range members {
+		seen := time.Since(m.Seen).Round(time.Second).String() + " ago"
+		if !m.Live {
+			seen += " (gone)"
+		}
+		queues := strings.Join(m.Queues, ",")
+		if queues == "" {
+			queues = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Role, m.Version, m.Hash, seen, queues)
+	}
+	_ = tw.Flush()
+	if len(diffs) > 0 {
+		fmt.Fprintf(stdout, "\nlive replicas run different job lists; they differ on %d jobs (definition: mode queue digest):\n", len(diffs))
+		for _, d := range diffs {
+			fmt.Fprintf(stdout, "  %s\n", d)
+		}
+	}
+	return 0
+}
+
+// warnOrphanQueues points out tasks waiting in a queue no live replica
+// consumes: they wait forever (a job moved to another queue while its old
+// queue still held tasks, or a queue dropped from worker.queues).
+func warnOrphanQueues(queue redis.UniversalClient, members []jobs.Member, stdout io.Writer) {
+	consumed := map[string]bool{}
+	for _, m := range members {
+		for _, q := range m.Queues {
+			if m.Live {
+				consumed[q] = true
+			}
+		}
+	}
+	insp := asynq.NewInspectorFromRedisClient(queue)
+	if names, err := insp.Queues(); err == nil {
+		for _, q := range names {
+			if consumed[q] {
+				continue
+			}
+			if info, err := insp.GetQueueInfo(q); err == nil && info.Pending+info.Scheduled+info.Retry > 0 {
+				fmt.Fprintf(stdout, "\nqueue %q holds %d pending, %d scheduled and %d retry tasks, but no live replica consumes it: add it to worker.queues\n",
+					q, info.Pending, info.Scheduled, info.Retry)
+			}
+		}
+	}
 }

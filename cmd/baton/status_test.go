@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/internal/redistest"
@@ -54,5 +55,17 @@ jobs:
 	code, out, errs = runIn("status", "--config", cfg)
 	if code != 0 || !strings.Contains(out, "replica-7") || !strings.Contains(out, fmt.Sprint(term.Fence())) {
 		t.Fatalf("status with a holder: %d %q %q", code, out, errs)
+	}
+	if !strings.Contains(out, "REPLICAS: none seen") {
+		t.Errorf("status without replicas:\n%s", out)
+	}
+	// a task left in a queue nobody consumes is pointed out
+	client := asynq.NewClientFromRedisClient(rdb)
+	if _, err := client.Enqueue(asynq.NewTask("baton:run", nil, asynq.Queue("orphan"))); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = runIn("status", "--config", cfg)
+	if code != 0 || !strings.Contains(out, `queue "orphan" holds 1 pending`) {
+		t.Errorf("status with an orphaned queue: %d\n%s%s", code, out, errs)
 	}
 }

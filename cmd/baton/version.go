@@ -15,14 +15,18 @@ var version string
 // order: the link-time main.version, the main module's version from the build
 // info (set by "go install module@version" and by VCS stamping), else "dev".
 func versionString() string {
-	v := version
-	if v == "" {
-		v = "dev"
-		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			v = bi.Main.Version
-		}
+	return fmt.Sprintf("baton %s (%s)", shortVersion(), runtime.Version())
+}
+
+// shortVersion is the version alone, as replicas publish it in the roster.
+func shortVersion() string {
+	if version != "" {
+		return version
 	}
-	return fmt.Sprintf("baton %s (%s)", v, runtime.Version())
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
 }
 
 // runVersion implements "baton version": it takes no arguments.

@@ -170,7 +170,8 @@ func (e *env) batonCell(nJobs, nRep int, withWorker bool) (batonResult, error) {
 			return res, err
 		}
 		reps = append(reps, r)
-		d := timedDispatcher{inner: jobs.NewDispatcher(cfg, r.asynq, nil, nil), rec: rec}
+		// wired as baton run wires it: with the check across queues
+		d := timedDispatcher{inner: jobs.NewDispatcher(cfg, r.asynq, nil, nil, jobs.WithQueueRedis(enqRDB)), rec: rec}
 		r.sched, err = scheduler.New(r.locks, sj, d,
 			scheduler.WithReplica(fmt.Sprintf("r%d", i)),
 			scheduler.WithLogger(slog.New(lc)),

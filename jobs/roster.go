@@ -1,0 +1,386 @@
+package jobs
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The roster is how replicas with different job lists (every rolling deploy)
+// learn about each other. Each replica's worker publishes, every
+// RosterBeat, its id, version, role, the queues it consumes and a hash of
+// its job list; the job list itself is stored once per distinct hash. A
+// worker handed a task it cannot run asks the roster whether a live replica
+// can, and `baton status` shows which replicas differ and on which jobs.
+//
+// Redis names, on the queue Redis (NS is Config.Namespace; one hash tag so a
+// Cluster keeps both in one slot):
+//
+//	{NS:roster}          hash: replica id -> "<seen ms> <JSON member>", seen
+//	                     by the queue Redis's clock
+//	{NS:roster}:lists    hash: job list hash -> JSON {job: "mode queue digest"}
+//
+// Both keys expire RosterForget after the last heartbeat; a member not seen
+// for RosterForget is removed, and a list no member refers to with it.
+
+// RosterBeat is how often a replica publishes itself in the roster.
+const RosterBeat = 2 * time.Second
+
+// RosterLive is how recently a member must have been seen to count as live:
+// three heartbeats.
+const RosterLive = 3 * RosterBeat
+
+// RosterForget is how long a member that stopped beating stays listed (as
+// gone) before it is removed.
+const RosterForget = 10 * time.Minute
+
+// Member is one replica as the roster shows it.
+type Member struct {
+	// ID is the replica id.
+	ID string `json:"-"`
+	// Version is the baton version it runs.
+	Version string `json:"version"`
+	// Role is "run" (scheduler and worker), "worker" or "scheduler".
+	Role string `json:"role"`
+	// Queues are the asynq queues its worker consumes; empty for a
+	// scheduler-only replica (it runs local jobs only).
+	Queues []string `json:"queues"`
+	// Hash identifies its job list (ListHash).
+	Hash string `json:"hash"`
+	// Seen is its last heartbeat, by the queue Redis's clock.
+	Seen time.Time `json:"-"`
+	// Live is true if it was seen within RosterLive of the read.
+	Live bool `json:"-"`
+	// Jobs is its job list; nil if the list could not be read.
+	Jobs map[string]ListedJob `json:"-"`
+}
+
+// ListedJob is one job of a replica's job list as the roster keeps it.
+type ListedJob struct {
+	// Mode is the job's mode.
+	Mode Mode
+	// Queue is its asynq queue (cron mode), else empty.
+	Queue string
+	// Digest identifies the job's definition (with secrets masked: a change
+	// of a secret value alone does not change it).
+	Digest string
+}
+
+func (l ListedJob) String() string {
+	return string(l.Mode) + " " + l.Queue + " " + l.Digest
+}
+
+func parseListedJob(s string) (ListedJob, bool) {
+	f := strings.Split(s, " ")
+	if len(f) != 3 {
+		return ListedJob{}, false
+	}
+	return ListedJob{Mode: Mode(f[0]), Queue: f[1], Digest: f[2]}, true
+}
+
+// consumes reports whether m's worker fetches from queue q.
+func (m *Member) consumes(q string) bool { return slices.Contains(m.Queues, q) }
+
+// runs reports whether m's worker can run a queued task of job from queue
+// q: it consumes q and its list has the job in cron mode.
+func (m *Member) runs(job, q string) bool {
+	j, ok := m.Jobs[job]
+	return ok && j.Mode == ModeCron && m.consumes(q)
+}
+
+// ListJobs returns cfg's job list as the roster publishes it.
+func ListJobs(cfg *Config) map[string]ListedJob {
+	out := make(map[string]ListedJob, len(cfg.Jobs))
+	for i := range cfg.Jobs {
+		j := &cfg.Jobs[i]
+		l := ListedJob{Mode: j.Mode, Digest: jobDigest(cfg, j)}
+		if j.Mode == ModeCron {
+			l.Queue = j.Queue
+		}
+		out[j.Name] = l
+	}
+	return out
+}
+
+// jobDigest hashes j's definition as `baton validate` prints it (secrets
+// masked), so a digest in Redis reveals nothing a printed config would not.
+func jobDigest(cfg *Config, j *Job) string {
+	one := Config{Namespace: cfg.Namespace, Timezone: cfg.Timezone, Jobs: []Job{*j}}
+	sum := sha256.Sum256([]byte(one.Redacted()))
+	return hex.EncodeToString(sum[:6])
+}
+
+// ListHash returns the hash that names a job list: equal lists, equal
+// hashes.
+func ListHash(list map[string]ListedJob) string {
+	h := sha256.New()
+	for _, name := range slices.Sorted(maps.Keys(list)) {
+		fmt.Fprintf(h, "%s %s\n", name, list[name])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:6])
+}
+
+func encodeList(list map[string]ListedJob) string {
+	m := make(map[string]string, len(list))
+	for k, v := range list {
+		m[k] = v.String()
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+func decodeList(s string) (map[string]ListedJob, error) {
+	var m map[string]string
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		return nil, err
+	}
+	out := make(map[string]ListedJob, len(m))
+	for k, v := range m {
+		l, ok := parseListedJob(v)
+		if !ok {
+			return nil, fmt.Errorf("job %q: bad entry %q", k, v)
+		}
+		out[k] = l
+	}
+	return out, nil
+}
+
+func rosterKeys(ns string) []string {
+	k := "{" + ns + ":roster}"
+	return []string{k, k + ":lists"}
+}
+
+var (
+	//go:embed lua/roster_beat.lua
+	rosterBeatSrc string
+	rosterBeat    = redis.NewScript(rosterBeatSrc)
+	//go:embed lua/roster_read.lua
+	rosterReadSrc string
+	rosterRead    = redis.NewScript(rosterReadSrc)
+)
+
+// roster publishes one replica and reads the others.
+type roster struct {
+	rdb  redis.UniversalClient
+	ns   string
+	self Member
+	list map[string]ListedJob
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	lists  map[string]map[string]ListedJob // job list hash -> list (immutable)
+	warned map[string]bool                 // list hashes already warned about
+}
+
+func newRoster(rdb redis.UniversalClient, cfg *Config, self Member, log *slog.Logger) *roster {
+	list := ListJobs(cfg)
+	self.Hash = ListHash(list)
+	self.Jobs = list
+	return &roster{rdb: rdb, ns: cfg.Namespace, self: self, list: list, log: log,
+		lists:  map[string]map[string]ListedJob{self.Hash: list},
+		warned: map[string]bool{}}
+}
+
+// beat publishes this replica and returns the roster as read at once after.
+func (r *roster) beat(ctx context.Context) ([]Member, error) {
+	me, _ := json.Marshal(r.self)
+	args := []any{r.self.ID, string(me), r.self.Hash, "", RosterForget.Milliseconds()}
+	res, err := rosterBeat.Run(ctx, r.rdb, rosterKeys(r.ns), args...).Slice()
+	if err == nil && len(res) > 0 && res[0] == int64(-1) { // the list is not stored yet
+		args[3] = encodeList(r.list)
+		res, err = rosterBeat.Run(ctx, r.rdb, rosterKeys(r.ns), args...).Slice()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("roster heartbeat: %w", err)
+	}
+	return r.members(ctx, res)
+}
+
+// leave removes this replica from the roster (a graceful stop).
+func (r *roster) leave(ctx context.Context) error {
+	return r.rdb.HDel(ctx, rosterKeys(r.ns)[0], r.self.ID).Err()
+}
+
+// read returns the roster now.
+func (r *roster) read(ctx context.Context) ([]Member, error) {
+	return readRoster(ctx, r.rdb, r.ns, r)
+}
+
+// ReadRoster returns the replicas of namespace ns on the queue Redis rdb,
+// sorted by id, with their job lists.
+func ReadRoster(ctx context.Context, rdb redis.UniversalClient, ns string) ([]Member, error) {
+	return readRoster(ctx, rdb, ns, nil)
+}
+
+func readRoster(ctx context.Context, rdb redis.UniversalClient, ns string, cache *roster) ([]Member, error) {
+	res, err := rosterRead.Run(ctx, rdb, rosterKeys(ns), RosterForget.Milliseconds()).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("read the roster: %w", err)
+	}
+	r := cache
+	if r == nil {
+		r = &roster{rdb: rdb, ns: ns, lists: map[string]map[string]ListedJob{}}
+	}
+	return r.members(ctx, res)
+}
+
+// members decodes a script's answer {now ms, id, "seen json", ...} and
+// fills in the job lists (cached by hash; one HMGET for the missing ones).
+func (r *roster) members(ctx context.Context, res []any) ([]Member, error) {
+	if len(res) < 1 || len(res)%2 != 1 {
+		return nil, errors.New("roster: malformed reply")
+	}
+	now, _ := res[0].(int64)
+	var out []Member
+	for i := 1; i+1 < len(res); i += 2 {
+		id, _ := res[i].(string)
+		v, _ := res[i+1].(string)
+		seen, js, ok := strings.Cut(v, " ")
+		ms, err := strconv.ParseInt(seen, 10, 64)
+		var m Member
+		if !ok || err != nil || json.Unmarshal([]byte(js), &m) != nil {
+			continue // a member this version cannot read: not counted
+		}
+		m.ID = id
+		m.Seen = time.UnixMilli(ms)
+		m.Live = now-ms <= RosterLive.Milliseconds()
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+
+	r.mu.Lock()
+	var missing []string
+	for _, m := range out {
+		if _, ok := r.lists[m.Hash]; !ok && !slices.Contains(missing, m.Hash) {
+			missing = append(missing, m.Hash)
+		}
+	}
+	r.mu.Unlock()
+	if len(missing) > 0 {
+		vals, err := r.rdb.HMGet(ctx, rosterKeys(r.ns)[1], missing...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("read the roster's job lists: %w", err)
+		}
+		r.mu.Lock()
+		for i, v := range vals {
+			s, ok := v.(string)
+			if !ok {
+				continue
+			}
+			if l, err := decodeList(s); err == nil {
+				if len(r.lists) > 64 { // a bound: hashes of long-gone lists
+					clear(r.lists)
+					r.lists[r.self.Hash] = r.list
+				}
+				r.lists[missing[i]] = l
+			}
+		}
+		r.mu.Unlock()
+	}
+	r.mu.Lock()
+	for i := range out {
+		out[i].Jobs = r.lists[out[i].Hash]
+	}
+	r.mu.Unlock()
+	return out, nil
+}
+
+// ListDiff is how one job differs between job lists.
+type ListDiff struct {
+	// Job is the job's name.
+	Job string
+	// By maps each distinct definition ("" for "not in the list", else
+	// "mode queue digest") to the ids of the live replicas that have it.
+	By map[string][]string
+}
+
+// String formats d for a log line or status: `report: absent on a; cron
+// default 1f2e3d on b, c`.
+func (d ListDiff) String() string {
+	var parts []string
+	for _, def := range slices.Sorted(maps.Keys(d.By)) {
+		what := def
+		if def == "" {
+			what = "absent"
+		}
+		parts = append(parts, what+" on "+strings.Join(d.By[def], ", "))
+	}
+	return d.Job + ": " + strings.Join(parts, "; ")
+}
+
+// DiffLists returns the jobs on which the live members' job lists differ,
+// sorted by job name; nil when they agree. Members whose list could not be
+// read are left out.
+func DiffLists(members []Member) []ListDiff {
+	var live []Member
+	hashes := map[string]bool{}
+	for _, m := range members {
+		if m.Live && m.Jobs != nil {
+			live = append(live, m)
+			hashes[m.Hash] = true
+		}
+	}
+	if len(hashes) < 2 {
+		return nil
+	}
+	names := map[string]bool{}
+	for _, m := range live {
+		for n := range m.Jobs {
+			names[n] = true
+		}
+	}
+	var out []ListDiff
+	for _, n := range slices.Sorted(maps.Keys(names)) {
+		by := map[string][]string{}
+		for _, m := range live {
+			def := ""
+			if j, ok := m.Jobs[n]; ok {
+				def = j.String()
+			}
+			by[def] = append(by[def], m.ID)
+		}
+		if len(by) > 1 {
+			out = append(out, ListDiff{Job: n, By: by})
+		}
+	}
+	return out
+}
+
+// warnDiffering logs, once per other job list, that live replicas run a job
+// list different from this one's, and on which jobs.
+func (r *roster) warnDiffering(members []Member) {
+	for _, m := range members {
+		if !m.Live || m.Jobs == nil || m.Hash == r.self.Hash {
+			continue
+		}
+		r.mu.Lock()
+		seen := r.warned[m.Hash]
+		r.warned[m.Hash] = true
+		r.mu.Unlock()
+		if seen {
+			continue
+		}
+		pair := []Member{{ID: r.self.ID, Hash: r.self.Hash, Live: true, Jobs: r.list}, m}
+		var diffs []string
+		for _, d := range DiffLists(pair) {
+			diffs = append(diffs, d.String())
+		}
+		r.log.Warn("a live replica runs a different job list (normal during a rolling deploy; tasks either list cannot run are handed to a replica that can)",
+			slog.String("replica", r.self.ID), slog.String("list", r.self.Hash),
+			slog.String("other", m.ID), slog.String("other_list", m.Hash), slog.String("other_version", m.Version),
+			slog.Any("jobs", diffs))
+	}
+}
