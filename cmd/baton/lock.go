@@ -71,8 +71,11 @@ across machines. The lease is extended every ttl/3 while CMD runs. CMD gets
 BATON_LOCK_KEY and BATON_FENCING_TOKEN (strictly increasing across holders)
 in its environment and runs in its own process group (so it cannot read from
 a terminal); SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to
-baton are forwarded to that group. If the lock is lost while CMD runs, the
-group gets SIGTERM, then SIGKILL after --grace, and baton exits 76.
+baton are forwarded to that group. CMD runs under baton's supervisor, which
+knows the lease's deadline: if the lock is lost, or baton itself stops
+extending it (frozen, starved), the group gets SIGTERM up to --grace before
+the deadline and SIGKILL just before it, so CMD never outlives the lock;
+baton then exits 76. Linux only.
 
 Each --redis URL (redis:// or rediss://, with user, password, db) is one
 independent master; several masters form a Redlock quorum. Without --redis:
@@ -461,50 +464,82 @@ func (r *lockRun) masterName(f locking.MasterError) string {
 	return f.Addr
 }
 
-// supervise runs CMD under the lease and returns baton's exit status.
+// supervise runs CMD under the lease and returns baton's exit status. CMD
+// runs under baton's supervisor process, as exec jobs do: the supervisor
+// knows the lease's validity deadline (forwarded after every extension) and
+// stops CMD's process group on its own before the deadline (SIGTERM, then
+// SIGKILL at the deadline), so CMD never outlives the lock, even when this
+// process is frozen and cannot react.
 func (r *lockRun) supervise(lease *locking.Lease, sigs <-chan os.Signal) int {
 	cfg := r.cfg
-	cmd := exec.Command(cfg.argv[0], cfg.argv[1:]...)
-	cmd.Env = append(os.Environ(),
-		envLockKey+"="+cfg.key,
-		envFencingToken+"="+strconv.FormatInt(lease.Fence(), 10))
-	cmd.Stdin = os.Stdin
-	cmd.Stdout = r.stdout
-	cmd.Stderr = r.child
-	cmd.SysProcAttr = childSysProcAttr()
-	cmd.WaitDelay = time.Second // only matters when stdout/stderr are not files
-
-	exited := make(chan error, 1)
-	// the child's parent-death signal is tied to the forking thread
-	if err := supervisor.StartLocked(cmd, func() { exited <- cmd.Wait() }); err != nil {
+	deadline := lease.Deadline()
+	p, err := supervisor.Start(context.Background(), supervisor.Spec{
+		Args: cfg.argv,
+		Env: append(os.Environ(),
+			envLockKey+"="+cfg.key,
+			envFencingToken+"="+strconv.FormatInt(lease.Fence(), 10)),
+		Stdin:    os.Stdin,
+		Stdout:   r.stdout,
+		Stderr:   r.child,
+		Deadline: deadline,
+		Grace:    cfg.grace,
+		// a short lease needs a short margin, or the supervisor's SIGTERM
+		// (no earlier than half the time left) would beat the regular
+		// extension at a third of the ttl
+		Margin: min(supervisor.DefaultMargin, cfg.ttl/20),
+		Quiet:  true,
+	})
+	if err != nil {
 		code := ExitCannotExec
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		switch {
+		case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
 			code = ExitNotFound
+		case errors.Is(err, supervisor.ErrDeadline):
+			r.printf("lock %q lost before %q could start: %v", cfg.key, cfg.argv[0], err)
+			r.release(lease)
+			return ExitLockLost
+		case errors.Is(err, errors.ErrUnsupported):
+			code = ExitUsage
 		}
 		r.printf("cannot run %q: %v", cfg.argv[0], err)
 		r.release(lease)
 		return code
 	}
-	pgid := cmd.Process.Pid // Setpgid: the child leads its own group
 
+	type result struct {
+		code int
+		err  error
+	}
+	exited := make(chan result, 1)
+	go func() {
+		code, err := p.Wait()
+		exited <- result{code, err}
+	}()
 	var (
 		lost      bool
 		leaseDone = lease.Done()
-		grace     *time.Timer
-		graceC    <-chan time.Time
+		poll      = time.NewTimer(r.deadlinePoll())
+		escalate  <-chan time.Time
+		res       result
 	)
-	defer func() {
-		if grace != nil {
-			grace.Stop()
-		}
-	}()
+	defer poll.Stop()
 wait:
 	for {
 		select {
-		case <-exited:
+		case res = <-exited:
 			break wait
 		case sig := <-sigs:
-			_ = syscall.Kill(-pgid, sig.(syscall.Signal))
+			if err := p.Signal(sig.(syscall.Signal)); err != nil && !errors.Is(err, supervisor.ErrDone) {
+				r.printf("cannot forward %v to the command: %v", sig, err)
+			}
+		case <-poll.C:
+			if d := lease.Deadline(); !d.Equal(deadline) {
+				deadline = d
+				if err := p.Extend(d); err != nil && !errors.Is(err, supervisor.ErrDone) {
+					r.printf("cannot tell the supervisor the lease's new deadline: %v", err)
+				}
+			}
+			poll.Reset(r.deadlinePoll())
 		case <-leaseDone:
 			leaseDone = nil
 			reason := lease.Err()
@@ -513,22 +548,37 @@ wait:
 			}
 			lost = true
 			r.printf("lock %q lost: %v; stopping command", cfg.key, reason)
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
-			grace = time.NewTimer(cfg.grace)
-			graceC = grace.C
-		case <-graceC:
-			graceC = nil
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			if err := p.Stop(cfg.grace); err != nil && !errors.Is(err, supervisor.ErrDone) {
+				r.printf("cannot stop the command: %v", err)
+			}
+			escalate = time.After(cfg.grace + 2*time.Second)
+		case <-escalate:
+			escalate = nil
+			_ = p.Kill() // the supervisor did not act on Stop: the group goes too
 		}
 	}
+	if errors.Is(res.err, supervisor.ErrDeadline) && !lost {
+		// the supervisor acted before this process saw the lease end
+		lost = true
+		r.printf("lock %q lost: its validity ran out; the supervisor stopped the command", cfg.key)
+	}
 	if lost {
-		// The lock no longer protects anything CMD left behind.
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		return ExitLockLost
 	}
-	status := exitStatus(cmd.ProcessState)
+	if res.err != nil {
+		r.printf("supervising %q: %v", cfg.argv[0], res.err)
+		r.release(lease)
+		return ExitCannotExec
+	}
 	r.release(lease)
-	return status
+	return res.code
+}
+
+// deadlinePoll is how often the lease's deadline is re-read and forwarded
+// to the supervisor: a fiftieth of the ttl, within [2ms, 200ms], so an
+// extension reaches the supervisor well before the half-time SIGTERM.
+func (r *lockRun) deadlinePoll() time.Duration {
+	return min(max(r.cfg.ttl/50, 2*time.Millisecond), 200*time.Millisecond)
 }
 
 // release gives the lock back, token-checked, and warns when it had been lost.

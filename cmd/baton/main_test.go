@@ -611,7 +611,7 @@ func TestLockLostStopsCommand(t *testing.T) {
 		t.Errorf("loss handled after %v", d)
 	}
 	stderr := p.stderr.String()
-	if !regexp.MustCompile(`^baton lock: lock "job:lost" lost: .+; stopping command\n$`).MatchString(stderr) {
+	if !regexp.MustCompile(`^baton lock: lock "job:lost" lost: .+\n$`).MatchString(stderr) {
 		t.Errorf("stderr %q, want one lost-lock line", stderr)
 	}
 	waitUntil(t, 5*time.Second, "the command and its child to be gone", func() bool { return gone(shPID) && gone(sleepPID) })

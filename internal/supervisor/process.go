@@ -33,6 +33,8 @@ type Spec struct {
 	// own one-line messages on Stderr). Nil means /dev/null. If they are
 	// the same writer, output arrives on one pipe, in order.
 	Stdout, Stderr io.Writer
+	// Stdin is the child's standard input. Nil means /dev/null.
+	Stdin io.Reader
 	// Deadline is the initial validity deadline. Zero means none: only Stop,
 	// the end of this process and Extend can end the child.
 	Deadline time.Time
@@ -46,6 +48,9 @@ type Spec struct {
 	// for delivering it and for the kernel to end the processes. Default
 	// DefaultMargin (50ms).
 	Margin time.Duration
+	// Quiet keeps the supervisor from writing its own line to Stderr when
+	// the deadline killed the child (Wait's error says it anyway).
+	Quiet bool
 }
 
 // Process is a running supervisor and its child.
@@ -140,7 +145,7 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 	cmd := exec.Command(spec.Path, Arg)
 	cmd.Env = spec.Env
 	cmd.Dir = spec.Dir
-	cmd.Stdout, cmd.Stderr = spec.Stdout, spec.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
 	cmd.ExtraFiles = []*os.File{ctlR, stW} // fds 3 and 4
 	cmd.SysProcAttr = supervisorAttr()
 	cmd.WaitDelay = waitDelay
@@ -175,6 +180,7 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		Grace:    int64(spec.Grace),
 		Margin:   int64(spec.Margin),
 		Deadline: toMono(spec.Deadline),
+		Quiet:    spec.Quiet,
 	}.encode()
 	if err != nil {
 		return fail(fmt.Errorf("supervisor: %w", err))
@@ -308,6 +314,14 @@ func (p *Process) Stop(grace time.Duration) error {
 		}
 	}
 	return err
+}
+
+// Signal asks the supervisor to send sig to the child's process group (the
+// supervisor knows when the group is gone, so a reused process group id is
+// never hit). It returns an error wrapping ErrDone after the supervisor
+// exited.
+func (p *Process) Signal(sig syscall.Signal) error {
+	return p.send(fmt.Sprintf("k %d\n", int(sig)))
 }
 
 // Kill kills the supervisor with SIGKILL, and the child's whole process

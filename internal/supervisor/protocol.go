@@ -15,7 +15,8 @@ const (
 )
 
 // request is the first line on the control pipe, JSON-encoded. Later lines
-// are "d <mono ns>" (a new deadline, 0 for none) and "s <grace ns>" (stop).
+// are "d <mono ns>" (a new deadline, 0 for none), "s <grace ns>" (stop) and
+// "k <signal>" (send the signal to the child's process group).
 //
 // The status pipe carries "pid <n>" once the child runs, or "err <kind>
 // <message>" if it could not start (kind: notfound, perm, other), and
@@ -26,6 +27,7 @@ type request struct {
 	Grace    int64    `json:"grace"`    // ns
 	Margin   int64    `json:"margin"`   // ns
 	Deadline int64    `json:"deadline"` // CLOCK_BOOTTIME ns; 0: none
+	Quiet    bool     `json:"quiet"`    // no line of its own on stderr
 }
 
 func (r request) encode() ([]byte, error) {

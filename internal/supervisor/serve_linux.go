@@ -73,7 +73,7 @@ func serve() int {
 	}
 	report(fmt.Sprintf("pid %d", c.pid))
 
-	msgs := make(chan [2]int64) // verb ('d' or 's'), value
+	msgs := make(chan [2]int64) // verb ('d', 's' or 'k'), value
 	go readControl(rd, msgs)
 
 	var (
@@ -142,7 +142,9 @@ func serve() int {
 		select {
 		case <-c.done:
 			if hit {
-				fmt.Fprintf(os.Stderr, "baton supervisor: killed process group %d: lease validity deadline passed\n", c.pid)
+				if !req.Quiet {
+					fmt.Fprintf(os.Stderr, "baton supervisor: killed process group %d: lease validity deadline passed\n", c.pid)
+				}
 				return ExitDeadline
 			}
 			ws, _ := c.state.Sys().(syscall.WaitStatus)
@@ -160,6 +162,8 @@ func serve() int {
 				arm(monoNow())
 			case m[0] == 's':
 				stop(monoNow(), max(m[1], 0))
+			case m[0] == 'k':
+				c.signal(syscall.Signal(m[1]))
 			}
 		case <-term: // parent-death signal, or someone's kill
 			stop(monoNow(), grace)
@@ -178,7 +182,7 @@ func readControl(rd *bufio.Reader, msgs chan<- [2]int64) {
 			return
 		}
 		verb, n, err := parseLine(strings.TrimSuffix(line, "\n"))
-		if err != nil || (verb != "d" && verb != "s") {
+		if err != nil || (verb != "d" && verb != "s" && verb != "k") || verb == "k" && (n <= 0 || n > 64) {
 			fmt.Fprintf(os.Stderr, "baton supervisor: malformed control line %q\n", line)
 			return
 		}
@@ -212,7 +216,7 @@ type child struct {
 func startChild(argv []string) (*child, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = childEnv(os.Environ())
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	c := &child{done: make(chan struct{})}
 	err := StartLocked(cmd, func() {
