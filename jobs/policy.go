@@ -119,6 +119,7 @@ type engine struct {
 	replica string
 	log     *slog.Logger
 	stats   counters
+	byJob   sync.Map // job name -> *counters, jobs of cfg only
 
 	mu      sync.Mutex
 	active  map[string]map[*activeRun]struct{} // by job name
@@ -137,14 +138,48 @@ func (e *engine) cancelChannel(job string) string {
 	return e.cfg.Namespace + ":cancel:" + job
 }
 
-// Stats returns the run counters.
-func (e *engine) Stats() Stats {
-	return Stats{
-		Ran:      e.stats.ran.Load(),
-		Failed:   e.stats.failed.Load(),
-		Skipped:  e.stats.skipped.Load(),
-		Replaced: e.stats.replaced.Load(),
+// Stats returns the run counters, summed over the jobs.
+func (e *engine) Stats() Stats { return e.stats.snapshot() }
+
+// JobStats returns the run counters of each job of the config, by name.
+// Tasks of jobs not in the config count in Stats only.
+func (e *engine) JobStats() map[string]Stats {
+	out := make(map[string]Stats, len(e.cfg.Jobs))
+	for i := range e.cfg.Jobs {
+		name := e.cfg.Jobs[i].Name
+		if c := e.jobCounters(name); c != nil {
+			out[name] = c.snapshot()
+		} else {
+			out[name] = Stats{}
+		}
 	}
+	return out
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{Ran: c.ran.Load(), Failed: c.failed.Load(), Skipped: c.skipped.Load(), Replaced: c.replaced.Load()}
+}
+
+// count counts with f on the totals and, for a job of the config, on the
+// job's counters.
+func (e *engine) count(job string, f func(*counters)) {
+	f(&e.stats)
+	if _, ok := e.cfg.Job(job); !ok {
+		return // bounded by the job list: a task's name is not a label
+	}
+	if c := e.jobCounters(job); c != nil {
+		f(c)
+		return
+	}
+	c, _ := e.byJob.LoadOrStore(job, &counters{})
+	f(c.(*counters))
+}
+
+func (e *engine) jobCounters(job string) *counters {
+	if c, ok := e.byJob.Load(job); ok {
+		return c.(*counters)
+	}
+	return nil
 }
 
 func (e *engine) register(job string, ar *activeRun) {
@@ -287,11 +322,11 @@ func (e *engine) acquire(ctx context.Context, job *Job, t scheduler.Tick, attemp
 		log.Info("waiting for an earlier attempt of this tick", holder)
 		lease, err = e.locks.Lock(ctx, name, job.LockTTL)
 	case job.Concurrency == ConcurrencyForbid || sameTick:
-		e.stats.skipped.Add(1)
+		e.count(t.Job, func(c *counters) { c.skipped.Add(1) })
 		log.Info("skipped: another run holds the job", holder)
 		return nil, nil
 	case ok && h.after(t.At):
-		e.stats.skipped.Add(1)
+		e.count(t.Job, func(c *counters) { c.skipped.Add(1) })
 		log.Info("skipped: a newer tick holds the job", holder)
 		return nil, nil
 	default:
@@ -303,7 +338,7 @@ func (e *engine) acquire(ctx context.Context, job *Job, t scheduler.Tick, attemp
 			return nil, res
 		}
 		// Unreachable: Lock only gives up when ctx ends or masters fail.
-		e.stats.failed.Add(1)
+		e.count(t.Job, func(c *counters) { c.failed.Add(1) })
 		return nil, fmt.Errorf("jobs: %s: execution lease: %w", t.ID(), err)
 	}
 	return e.held(ctx, job, t, attempt, lease, log), nil
@@ -315,11 +350,11 @@ func (e *engine) acquire(ctx context.Context, job *Job, t scheduler.Tick, attemp
 func (e *engine) notObtained(ctx context.Context, t scheduler.Tick, err error, log *slog.Logger) (done bool, res error) {
 	if cause := context.Cause(ctx); ctx.Err() != nil {
 		if errors.Is(cause, ErrReplaced) {
-			e.stats.replaced.Add(1)
+			e.count(t.Job, func(c *counters) { c.replaced.Add(1) })
 			log.Info("replaced by a newer tick while waiting for the job")
 			return true, fmt.Errorf("jobs: %s: %w: %w", t.ID(), ErrReplaced, asynq.SkipRetry)
 		}
-		e.stats.failed.Add(1)
+		e.count(t.Job, func(c *counters) { c.failed.Add(1) })
 		log.Warn("gave up waiting for the job", slog.Any("error", cause))
 		return true, fmt.Errorf("jobs: %s: waiting for the execution lease: %w", t.ID(), errors.Join(err, cause))
 	}
@@ -327,7 +362,7 @@ func (e *engine) notObtained(ctx context.Context, t scheduler.Tick, err error, l
 	if errors.As(err, &oe) && oe.Held() {
 		return false, nil
 	}
-	e.stats.failed.Add(1)
+	e.count(t.Job, func(c *counters) { c.failed.Add(1) })
 	log.Error("cannot take the execution lease", slog.Any("error", err))
 	return true, fmt.Errorf("jobs: %s: execution lease: %w", t.ID(), err)
 }
@@ -466,15 +501,15 @@ func (e *engine) execute(ctx context.Context, job *Job, t scheduler.Tick, run Ru
 	cause := context.Cause(runCtx)
 	switch {
 	case runCtx.Err() != nil && errors.Is(cause, ErrReplaced):
-		e.stats.replaced.Add(1)
+		e.count(t.Job, func(c *counters) { c.replaced.Add(1) })
 		log.Info("replaced by a newer tick", took)
 		return fmt.Errorf("jobs: %s: %w: %w", t.ID(), ErrReplaced, asynq.SkipRetry)
 	case err == nil:
-		e.stats.ran.Add(1)
+		e.count(t.Job, func(c *counters) { c.ran.Add(1) })
 		log.Info("run succeeded", took)
 		return nil
 	}
-	e.stats.failed.Add(1)
+	e.count(t.Job, func(c *counters) { c.failed.Add(1) })
 	switch {
 	case lease != nil && runCtx.Err() != nil && errors.Is(cause, locking.ErrLost):
 		err = errors.Join(err, fmt.Errorf("jobs: %s: execution lease lost mid-run: %w", t.ID(), cause))

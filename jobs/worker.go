@@ -309,7 +309,7 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 	defer w.wg.Done()
 	t, err := parseTask(task)
 	if err != nil {
-		w.stats.failed.Add(1)
+		w.count(t.Job, func(c *counters) { c.failed.Add(1) })
 		id, _ := asynq.GetTaskID(ctx)
 		w.log.Error("dropping a bad task", slog.String("task_id", id), slog.Any("error", err))
 		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
@@ -322,7 +322,7 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 	if retried > job.MaxRetry {
 		// asynq's budget is one above the job's (see NewRunTask): a task
 		// retried after a crash of its last allowed attempt ends here
-		w.stats.failed.Add(1)
+		w.count(t.Job, func(c *counters) { c.failed.Add(1) })
 		w.log.Error("retries exhausted: archiving the task", append(tickAttrs(t), slog.Int("retried", retried),
 			slog.Int("max_retry", job.MaxRetry))...)
 		return fmt.Errorf("jobs: %s: retries exhausted (%d of max_retry %d): %w", t.ID(), retried, job.MaxRetry, asynq.SkipRetry)
@@ -367,7 +367,7 @@ func (w *Worker) cannotRun(ctx context.Context, t scheduler.Tick, job *Job) erro
 	if err != nil {
 		if w.roster == nil {
 			// a worker without a Redis client (not started) cannot ask
-			w.stats.failed.Add(1)
+			w.count(t.Job, func(c *counters) { c.failed.Add(1) })
 			w.log.Error("dropping a task of an unknown job", append(tickAttrs(t), slog.String("why", why))...)
 			return fmt.Errorf("jobs: %s: job %q is %s: %w", t.ID(), t.Job, why, asynq.SkipRetry)
 		}
@@ -382,7 +382,7 @@ func (w *Worker) cannotRun(ctx context.Context, t scheduler.Tick, job *Job) erro
 		}
 	}
 	if len(can) == 0 {
-		w.stats.failed.Add(1)
+		w.count(t.Job, func(c *counters) { c.failed.Add(1) })
 		w.log.Error("archiving a task no live replica can run: its job is in no live replica's job list in cron mode on its queue",
 			append(tickAttrs(t), slog.String("queue", queue), slog.String("why", why))...)
 		return fmt.Errorf("jobs: %s: job %q is %s, and no live replica runs it from queue %q: %w",

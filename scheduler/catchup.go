@@ -94,9 +94,9 @@ func (s *Scheduler) catchUp(ctx context.Context, now time.Time) []item {
 			}
 			log.Warn("tick missed while no replica ran", "tick", t.UTC().Format(time.RFC3339), "catchup", j.Catchup)
 		}
-		s.stats.missed.Add(int64(len(dropped)))
+		s.add(j, func(c *stats) { c.missed.Add(int64(len(dropped))) })
 		for _, t := range keep {
-			s.stats.caughtUp.Add(1)
+			s.add(j, func(c *stats) { c.caughtUp.Add(1) })
 			log.Info("catching up a missed tick", "tick", t.UTC().Format(time.RFC3339), "catchup", j.Catchup)
 			out = append(out, item{job: j, at: t.UTC(), fireAt: now, follower: true})
 		}

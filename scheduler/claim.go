@@ -241,8 +241,12 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 		if it.job.Paused {
 			paused = "1"
 		}
+		drop := ""
+		if it.drop {
+			drop = "1"
+		}
 		return keys, []any{it.token, it.at.UnixMilli(), it.job.StartingDeadline.Milliseconds(), s.opts.leaseTTL.Milliseconds(),
-			s.recordTTL(it.job).Milliseconds(), mode, paused, s.opts.maxSkew.Milliseconds()}
+			s.recordTTL(it.job).Milliseconds(), mode, paused, s.opts.maxSkew.Milliseconds(), drop}
 	})
 
 	var owned []int
@@ -273,22 +277,22 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 		}
 		switch o.st {
 		case stOwned:
-			s.stats.owned.Add(1)
+			s.add(it.job, func(c *stats) { c.owned.Add(1) })
 			if !o.agree {
 				unsynced = append(unsynced, len(owned))
 			}
 			owned = append(owned, i)
 			fences = append(fences, o.fence)
 		case stDone:
-			s.stats.done.Add(1)
+			s.add(it.job, func(c *stats) { c.done.Add(1) })
 		case stPaused:
-			s.stats.paused.Add(1)
+			s.add(it.job, func(c *stats) { c.paused.Add(1) })
 			log().Info("tick skipped: job paused")
 		case stMissed:
 			if !o.unknown && !o.first {
 				break // another replica recorded it missed, and logged it
 			}
-			s.stats.missed.Add(1)
+			s.add(it.job, func(c *stats) { c.missed.Add(1) })
 			if o.unknown {
 				if o.split {
 					release = append(release, i)
@@ -296,11 +300,28 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 				log().Warn("tick missed: no majority of lock masters can grant it (some restarted after it was due and may have lost its record, or the job is paused on some of them); not dispatched, since none can vouch that it was not dispatched already")
 				break
 			}
+			if it.drop && o.wait <= it.job.StartingDeadline {
+				log().Warn("tick missed: left out by the catch-up policy after lock masters or the queue were unreachable", "catchup", it.job.Catchup)
+				break
+			}
 			log().Warn("tick missed: past its starting deadline", "late", o.wait.Round(time.Millisecond), "starting_deadline", it.job.StartingDeadline)
 		case stBusy:
-			s.stats.busy.Add(1)
+			if it.drop && o.err == nil {
+				break // leased by another replica, which dispatches it
+			}
+			if o.err != nil && !o.early && it.attempts > 0 {
+				// failing again: an outage; held back until the masters
+				// answer, then claimed as the job's catch-up policy says
+				if failures == 0 {
+					firstErr = o.err
+				}
+				failures++
+				s.hold(it)
+				break
+			}
+			s.add(it.job, func(c *stats) { c.busy.Add(1) })
 			if o.early {
-				s.stats.early.Add(1)
+				s.add(it.job, func(c *stats) { c.early.Add(1) })
 			}
 			if o.split {
 				release = append(release, i)
@@ -332,8 +353,9 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 			again = append(again, retryAt(batch[i], s.opts.clock.Now().Add(backoff)))
 		}
 	}
-	if failures > 0 {
-		s.opts.log.Warn("claims failed; retrying", "ticks", failures, "err", firstErr, "attempt", attempts+1, "replica", s.opts.replica)
+	if failures > 0 && s.opts.log.Enabled(ctx, slog.LevelDebug) {
+		// warned once per outage (hold); each failing batch at debug level
+		s.opts.log.Debug("claims failed", "ticks", failures, "err", firstErr, "attempt", attempts+1, "replica", s.opts.replica)
 	}
 	// leases given up are released before their ticks are retried, so a
 	// retry's fresh claim (same token) cannot be undone by a late release
@@ -440,7 +462,7 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 	out := batch[:0]
 	for i, it := range batch {
 		if done[i] {
-			s.stats.done.Add(1)
+			s.add(it.job, func(c *stats) { c.done.Add(1) })
 			continue
 		}
 		out = append(out, it)
@@ -505,11 +527,11 @@ func (s *Scheduler) extendLeases(ctx context.Context, batch []item, owned []int,
 
 // notOnQuorum counts the items of a token-checked pipeline (n items) that
 // did not answer 1 on a quorum of masters.
-func (s *Scheduler) notOnQuorum(answers [][]answer, n int) int {
-	bad := 0
+func (s *Scheduler) notOnQuorum(answers [][]answer, n int) []int {
+	var bad []int
 	for k := range n {
 		if !s.onQuorum(answers, k, func(a answer) bool { return a.st == 1 }) {
-			bad++
+			bad = append(bad, k)
 		}
 	}
 	return bad
@@ -613,10 +635,13 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 				it := batch[c[k]]
 				return []string{it.key, it.job.keys.mark}, []any{it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}
 			})
-			if n := s.notOnQuorum(answers, len(c)); n > 0 {
+			if bad := s.notOnQuorum(answers, len(c)); len(bad) > 0 {
 				// the runs are in the queue (its task IDs dedupe them); the
 				// records are what lets followers skip the ticks
-				s.stats.commitErrors.Add(int64(n))
+				for _, k := range bad {
+					s.add(batch[c[k]].job, func(c *stats) { c.commitErrors.Add(1) })
+				}
+				n := len(bad)
 				s.opts.log.Warn("dispatched ticks not recorded on a majority of lock masters; followers will find them enqueued", "ticks", n, "replica", s.opts.replica)
 			}
 			commit = nil
@@ -628,6 +653,12 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 			again := make([]item, 0, len(failed))
 			for _, i := range failed {
 				it := batch[i]
+				if it.attempts > 0 && ctx.Err() == nil {
+					// the queue failing again: an outage; held back until
+					// it answers, then claimed as the catch-up policy says
+					s.hold(it)
+					continue
+				}
 				wait := time.Duration(100+rand.IntN(200)) * time.Millisecond << min(it.attempts, 5)
 				again = append(again, retryAt(it, s.opts.clock.Now().Add(wait)))
 			}
@@ -643,16 +674,16 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 		if r.committed {
 			// recorded before the dispatch: nothing to commit, nothing to undo
 			if r.err != nil {
-				s.stats.dispatchErrors.Add(1)
+				s.add(it.job, func(c *stats) { c.dispatchErrors.Add(1) })
 				s.opts.log.Error("tick recorded but its run did not start; it is not retried (it may have started)", "job", it.job.Name,
 					"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica, "err", r.err)
 				return
 			}
-			s.stats.dispatched.Add(1)
+			s.add(it.job, func(c *stats) { c.dispatched.Add(1) })
 			return
 		}
 		if errors.Is(r.err, errNotRecorded) {
-			s.stats.commitErrors.Add(1)
+			s.add(it.job, func(c *stats) { c.commitErrors.Add(1) })
 			s.opts.log.Warn("tick not recorded on a majority of lock masters before its run: not run, released to be claimed again", "job", it.job.Name,
 				"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica)
 			failed = append(failed, r.i)
@@ -663,13 +694,13 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []int, fen
 			return
 		}
 		if r.err != nil {
-			s.stats.dispatchErrors.Add(1)
+			s.add(it.job, func(c *stats) { c.dispatchErrors.Add(1) })
 			s.opts.log.Error("dispatch failed; the tick is released for another try", "job", it.job.Name,
 				"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica, "err", r.err)
 			failed = append(failed, r.i)
 			return
 		}
-		s.stats.dispatched.Add(1)
+		s.add(it.job, func(c *stats) { c.dispatched.Add(1) })
 		commit = append(commit, r.i)
 	}
 	// commit whenever the results pause, and at least every 256 of them

@@ -56,6 +56,7 @@ type Job struct {
 	CommitFirst bool
 
 	keys jobKeys // set by New
+	ctr  *stats  // its counters, set by New
 }
 
 // Option configures a Scheduler.
@@ -128,6 +129,9 @@ type Stats struct {
 	// CommitErrors counts ticks not recorded on a quorum: before their
 	// dispatch (CommitFirst jobs: not dispatched) or after it.
 	CommitErrors int64
+	// Held is how many ticks are held back now because the lock masters or
+	// the queue fail (a gauge; totals only).
+	Held int64
 }
 
 type stats struct {
@@ -154,6 +158,8 @@ type Scheduler struct {
 	stopping chan struct{} // closed when Run stops firing: retries are dropped
 	procs    sync.WaitGroup
 	wg       sync.WaitGroup
+
+	held heldTicks // ticks held back while masters or the queue fail
 }
 
 // New returns a scheduler whose tick claims run on the lock client's masters
@@ -209,6 +215,7 @@ func New(locks *locking.Client, jobs []Job, d Dispatcher, opts ...Option) (*Sche
 			j.CatchupMax = 10
 		}
 		j.keys = newJobKeys(o.namespace, j.Name)
+		j.ctr = &stats{}
 		s.jobs[j.Name] = &j
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -222,13 +229,42 @@ func New(locks *locking.Client, jobs []Job, d Dispatcher, opts ...Option) (*Sche
 	return s, nil
 }
 
-// Stats returns the counters.
+// Stats returns the counters, summed over the jobs.
 func (s *Scheduler) Stats() Stats {
+	st := s.stats.snapshot()
+	s.held.mu.Lock()
+	for _, l := range s.held.byJob {
+		st.Held += int64(len(l))
+	}
+	s.held.mu.Unlock()
+	return st
+}
+
+// JobStats returns the counters of each job, by name (SkewStops, which
+// belongs to no job, is 0 in them).
+func (s *Scheduler) JobStats() map[string]Stats {
+	out := make(map[string]Stats, len(s.jobs))
+	for name, j := range s.jobs {
+		out[name] = j.ctr.snapshot()
+	}
+	return out
+}
+
+func (c *stats) snapshot() Stats {
 	return Stats{
-		Owned: s.stats.owned.Load(), Done: s.stats.done.Load(), Busy: s.stats.busy.Load(),
-		Missed: s.stats.missed.Load(), Paused: s.stats.paused.Load(), Dispatched: s.stats.dispatched.Load(),
-		DispatchErrors: s.stats.dispatchErrors.Load(), CaughtUp: s.stats.caughtUp.Load(), SkewStops: s.stats.skewStops.Load(),
-		Early: s.stats.early.Load(), CommitErrors: s.stats.commitErrors.Load(),
+		Owned: c.owned.Load(), Done: c.done.Load(), Busy: c.busy.Load(),
+		Missed: c.missed.Load(), Paused: c.paused.Load(), Dispatched: c.dispatched.Load(),
+		DispatchErrors: c.dispatchErrors.Load(), CaughtUp: c.caughtUp.Load(), SkewStops: c.skewStops.Load(),
+		Early: c.early.Load(), CommitErrors: c.commitErrors.Load(),
+	}
+}
+
+// add counts with f on the totals and on job's counters (j nil: the totals
+// only).
+func (s *Scheduler) add(j *Job, f func(*stats)) {
+	f(&s.stats)
+	if j != nil && j.ctr != nil {
+		f(j.ctr)
 	}
 }
 
@@ -245,6 +281,7 @@ type item struct {
 	attempts int
 	token    string // the claim's token, kept across retries of this tick
 	key      string // the tick's key, set at its first claim
+	drop     bool   // left out by the catch-up policy: record it missed unless decided
 }
 
 type itemHeap []item
@@ -296,9 +333,15 @@ func (s *Scheduler) Run(ctx context.Context) error {
 
 	now := s.opts.clock.Now()
 	h := &itemHeap{}
-	for _, it := range s.catchUp(ctx, now) {
-		heap.Push(h, it)
-	}
+	// the catch-up reads every master's marks: it runs beside the first
+	// claims, not before them
+	s.procs.Add(1)
+	go func(start time.Time) {
+		defer s.procs.Done()
+		s.reschedule(work, s.catchUp(work, start))
+	}(now)
+	s.wg.Add(1)
+	go s.heldLoop(bg)
 	for _, j := range s.jobs {
 		if t := j.Schedule.Next(now); !t.IsZero() {
 			heap.Push(h, item{job: j, at: t.UTC(), fireAt: t.Add(Jitter(j.Name, j.Jitter)), next: true})

@@ -107,8 +107,10 @@ type counter[S any] struct {
 	get  func(S) float64
 }
 
+// newCounter is a counter per replica and job (the job list bounds the
+// label's values).
 func newCounter[S any](name, help string, get func(S) float64) counter[S] {
-	return counter[S]{prometheus.NewDesc(name, help, []string{"replica"}, nil), get}
+	return counter[S]{prometheus.NewDesc(name, help, []string{"replica", "job"}, nil), get}
 }
 
 var schedulerCounters = []counter[scheduler.Stats]{
@@ -120,8 +122,15 @@ var schedulerCounters = []counter[scheduler.Stats]{
 	newCounter("baton_scheduler_dispatched_total", "Ticks this replica dispatched.", func(s scheduler.Stats) float64 { return float64(s.Dispatched) }),
 	newCounter("baton_scheduler_dispatch_errors_total", "Dispatches that failed (the tick was released for another try).", func(s scheduler.Stats) float64 { return float64(s.DispatchErrors) }),
 	newCounter("baton_scheduler_caught_up_total", "Missed ticks dispatched by the catch-up policy.", func(s scheduler.Stats) float64 { return float64(s.CaughtUp) }),
-	newCounter("baton_scheduler_skew_stops_total", "Times this replica stopped claiming because of clock skew.", func(s scheduler.Stats) float64 { return float64(s.SkewStops) }),
+	newCounter("baton_scheduler_early_total", "Tick claims refused as not due yet by a lock master's clock.", func(s scheduler.Stats) float64 { return float64(s.Early) }),
+	newCounter("baton_scheduler_commit_errors_total", "Ticks not recorded on a quorum of lock masters.", func(s scheduler.Stats) float64 { return float64(s.CommitErrors) }),
 }
+
+var heldDesc = prometheus.NewDesc("baton_scheduler_held_ticks",
+	"Ticks held back now because the lock masters or the queue fail (claimed with the catch-up policy when they answer).", []string{"replica"}, nil)
+
+var skewStopsDesc = prometheus.NewDesc("baton_scheduler_skew_stops_total",
+	"Times this replica stopped claiming because of clock skew.", []string{"replica"}, nil)
 
 var workerCounters = []counter[jobs.Stats]{
 	newCounter("baton_worker_ran_total", "Runs that succeeded.", func(s jobs.Stats) float64 { return float64(s.Ran) }),
@@ -142,25 +151,32 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- k.desc
 	}
 	ch <- skewedDesc
+	ch <- skewStopsDesc
+	ch <- heldDesc
 }
 
 // Collect implements prometheus.Collector.
 func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, rp := range c.replicas {
 		if rp.sched != nil {
-			s := rp.sched.Stats()
-			for _, k := range schedulerCounters {
-				ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, k.get(s), rp.id)
+			for job, s := range rp.sched.JobStats() {
+				for _, k := range schedulerCounters {
+					ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, k.get(s), rp.id, job)
+				}
 			}
+			total := rp.sched.Stats()
+			ch <- prometheus.MustNewConstMetric(skewStopsDesc, prometheus.CounterValue, float64(total.SkewStops), rp.id)
+			ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, float64(total.Held), rp.id)
 			skewed := 0.0
 			if rp.sched.Skewed() {
 				skewed = 1
 			}
 			ch <- prometheus.MustNewConstMetric(skewedDesc, prometheus.GaugeValue, skewed, rp.id)
 		}
-		w := rp.worker.Stats()
-		for _, k := range workerCounters {
-			ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, k.get(w), rp.id)
+		for job, w := range rp.worker.JobStats() {
+			for _, k := range workerCounters {
+				ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, k.get(w), rp.id, job)
+			}
 		}
 	}
 }

@@ -202,8 +202,9 @@ jobs:
 	}
 	code, metrics := httpGet(base + "/metrics")
 	for _, want := range []string{
-		`baton_scheduler_owned_total{replica="r1"}`, `baton_scheduler_dispatched_total{replica="r1"}`,
-		`baton_worker_ran_total{replica="r1"}`, `baton_scheduler_clock_skewed{replica="r1"} 0`,
+		`baton_scheduler_owned_total{job="every-second",replica="r1"}`, `baton_scheduler_dispatched_total{job="every-second",replica="r1"}`,
+		`baton_worker_ran_total{job="every-second",replica="r1"}`, `baton_scheduler_clock_skewed{replica="r1"} 0`,
+		`baton_scheduler_skew_stops_total{replica="r1"} 0`,
 		"go_goroutines", "process_start_time_seconds",
 	} {
 		if code != 200 || !strings.Contains(metrics, want) {
@@ -400,7 +401,7 @@ jobs:
 	}
 	code, metrics := httpGet(base + "/metrics")
 	for _, id := range []string{"dev-1", "dev-2", "dev-3"} {
-		if want := `baton_worker_ran_total{replica="` + id + `"}`; code != 200 || !strings.Contains(metrics, want) {
+		if want := `baton_worker_ran_total{job="`; code != 200 || !strings.Contains(metrics, want) || !strings.Contains(metrics, `replica="`+id+`"}`) {
 			t.Errorf("/metrics (%d) lacks %s", code, want)
 		}
 	}

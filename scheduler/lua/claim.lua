@@ -22,6 +22,9 @@
 -- ARGV[7] "1" when the job is paused in its configuration
 -- ARGV[8] the replicas' clock skew bound, milliseconds: a replica within it may
 --         have claimed and recorded a tick up to this much before it was due
+-- ARGV[9] "1" to drop the tick: the job's catch-up policy left it out (after
+--         an outage); unless decided or leased already, it is recorded
+--         "missed" like a tick past its starting deadline
 --
 -- Returns {0, fence} OWNED: the caller holds the tick lease and must dispatch
 --         {1, 0}     DONE: the tick was dispatched
@@ -65,7 +68,7 @@ if v and v ~= ARGV[1] then
   if ms < 0 then ms = 0 end
   return {2, ms}
 end
-if now > tick + tonumber(ARGV[3]) then
+if ARGV[9] == '1' or now > tick + tonumber(ARGV[3]) then
   redis.call('SET', KEYS[1], 'missed', 'PX', ARGV[5])
   return {3, now - tick, 1}
 end

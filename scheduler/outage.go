@@ -1,0 +1,123 @@
+package scheduler
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// An outage of the lock masters or the queue Redis while the replicas stay
+// up: the ticks that come due meanwhile fail to be claimed or dispatched.
+// Retrying each one until it succeeds would dispatch every tick of the
+// outage still within its starting deadline at once when Redis is back,
+// whatever the job's catch-up policy says. So a tick that fails a second
+// time is held back; every heldProbe the held ticks are claimed again as the
+// catch-up policy says (skip: none; latest: the newest; all: the newest
+// catchup_max), and the rest are claimed as dropped, which records them
+// missed unless some replica dispatched them (so each is counted once,
+// cluster-wide). While the outage lasts those claims fail too and the ticks
+// are held again.
+
+// heldProbe is how often held ticks are tried again.
+const heldProbe = time.Second
+
+// maxHeld bounds the ticks held per job; older ones are let go (counted
+// missed by this replica, with one line).
+const maxHeld = 1000
+
+type heldTicks struct {
+	mu     sync.Mutex
+	byJob  map[string][]item
+	active bool // an outage is on: warned, not yet over
+}
+
+// hold keeps it for the next probe.
+func (s *Scheduler) hold(it item) {
+	s.held.mu.Lock()
+	defer s.held.mu.Unlock()
+	if s.held.byJob == nil {
+		s.held.byJob = map[string][]item{}
+	}
+	if !s.held.active {
+		s.held.active = true
+		s.opts.log.Warn("lock masters or the queue failing: holding ticks back until they answer; the jobs' catch-up policies apply then",
+			"replica", s.opts.replica)
+	}
+	list := s.held.byJob[it.job.Name]
+	if i := slices.IndexFunc(list, func(x item) bool { return x.at.Equal(it.at) }); i >= 0 {
+		list[i].drop = list[i].drop || it.drop
+		return
+	}
+	list = append(list, it)
+	if len(list) > maxHeld {
+		slices.SortFunc(list, func(a, b item) int { return a.at.Compare(b.at) })
+		n := len(list) - maxHeld
+		s.add(it.job, func(c *stats) { c.missed.Add(int64(n)) })
+		s.opts.log.Warn("ticks held back too long: letting the oldest go as missed", "job", it.job.Name, "count", n, "replica", s.opts.replica)
+		list = slices.Delete(list, 0, n)
+	}
+	s.held.byJob[it.job.Name] = list
+}
+
+// heldLoop tries the held ticks every heldProbe until ctx ends.
+func (s *Scheduler) heldLoop(ctx context.Context) {
+	defer s.wg.Done()
+	for {
+		t := s.opts.clock.NewTimer(heldProbe)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		its := s.releaseHeld(s.opts.clock.Now())
+		if len(its) > 0 {
+			s.reschedule(ctx, its)
+		}
+	}
+}
+
+// releaseHeld takes every held tick and returns them to claim now, with the
+// catch-up policy of each job applied: the ticks it leaves out are marked
+// drop. When nothing was held since the last call, an outage is over.
+func (s *Scheduler) releaseHeld(now time.Time) []item {
+	s.held.mu.Lock()
+	held := s.held.byJob
+	s.held.byJob = nil
+	if len(held) == 0 && s.held.active {
+		s.held.active = false
+		s.opts.log.Info("lock masters and queue answer again: held ticks claimed", "replica", s.opts.replica)
+	}
+	s.held.mu.Unlock()
+	var out []item
+	for _, list := range held {
+		slices.SortFunc(list, func(a, b item) int { return a.at.Compare(b.at) })
+		j := list[0].job
+		var live []int // positions of ticks within the starting deadline, not dropped yet
+		for i, it := range list {
+			if !it.drop && !now.After(it.at.Add(j.StartingDeadline)) {
+				live = append(live, i)
+			}
+		}
+		keep := len(live)
+		switch j.Catchup {
+		case CatchupSkip:
+			keep = 0
+		case CatchupLatest:
+			keep = min(keep, 1)
+		case CatchupAll:
+			keep = min(keep, j.CatchupMax)
+		}
+		for k, i := range live {
+			if k < len(live)-keep {
+				list[i].drop = true
+			}
+		}
+		for _, it := range list {
+			it.fireAt, it.follower, it.next = now, true, false
+			out = append(out, it)
+		}
+	}
+	return out
+}
