@@ -228,7 +228,7 @@ func TestCatchupDoesNotDelayFirstClaims(t *testing.T) {
 		{Name: "r", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute},
 	}
 	r := start(t, []*redis.Client{hooked}, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour))
-	t.Cleanup(release) // before r stops (cleanups run last first)
+	t.Cleanup(release)                          // before r stops (cleanups run last first)
 	if err := clock.BlockUntil(4); err != nil { // the loop's timer exists while the catch-up hangs
 		t.Fatal(err)
 	}
