@@ -68,6 +68,7 @@ func TestRollingDeployEveryTickOnce(t *testing.T) {
 		!strings.Contains(status, "moved: cron q1") {
 		t.Errorf("status during the deploy: %d\n%s%s", code, status, errs)
 	}
+	oldStop := time.Now()
 	signalAndWait(t, oldP, syscall.SIGTERM, 0)
 	n := len(readTicks(t, out("kept")))
 	waitRunning(t, 15*time.Second, "the new replica alone for 2 ticks", func() bool { return len(readTicks(t, out("kept"))) >= n+2 }, newP)
@@ -93,6 +94,12 @@ func TestRollingDeployEveryTickOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			ticks = append(ticks, at)
+		}
+		if job == "removed" {
+			// its tasks dispatched just before the old replica left may
+			// find only the new worker, which archives them (with a line)
+			// once no live replica knows the job
+			ticks = slices.DeleteFunc(ticks, func(at time.Time) bool { return at.After(oldStop.Add(-3 * time.Second)) })
 		}
 		slices.SortFunc(ticks, func(a, b time.Time) int { return a.Compare(b) })
 		if len(ticks) < 3 {
