@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // maxMissedLog bounds the per-tick log lines of one job's catch-up; the rest
@@ -15,31 +18,54 @@ const maxMissedLog = 20
 // of the starting deadline.
 const maxMissedCount = 100000
 
-// catchUp lists the ticks to claim at start: for each job, the ticks between
-// its mark (the latest tick any replica decided) and now, within the starting
-// deadline, chosen by the job's catch-up policy. Ticks past the deadline, and
-// the ones the policy drops, are logged and counted as missed. A job without
-// a mark (never run) catches up nothing.
-func (s *Scheduler) catchUp(ctx context.Context, now time.Time) []item {
+// readMarks reads every job's mark on every master (in parallel, each
+// bounded by the master timeout) and returns the highest per job. It runs
+// before the first claim: a live claim advances its job's mark, and a
+// catch-up that read the mark after that would list nothing.
+func (s *Scheduler) readMarks(ctx context.Context) map[string]int64 {
 	names := make([]string, 0, len(s.jobs))
 	for name := range s.jobs {
 		names = append(names, name)
 	}
-	marks := make(map[string]int64, len(names))
-	for _, rdb := range s.masters {
-		cctx, cancel := context.WithTimeout(ctx, s.opts.timeout)
-		pipe := rdb.Pipeline()
-		cmds := make([]interface{ Val() string }, len(names))
-		for i, n := range names {
-			cmds[i] = pipe.Get(cctx, s.jobs[n].keys.mark)
-		}
-		_, _ = pipe.Exec(cctx)
-		cancel()
-		for i, n := range names {
-			if v, err := strconv.ParseInt(cmds[i].Val(), 10, 64); err == nil && v > marks[n] {
-				marks[n] = v
+	per := make([][]int64, len(s.masters))
+	var wg sync.WaitGroup
+	for mi, rdb := range s.masters {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, s.opts.timeout)
+			defer cancel()
+			pipe := rdb.Pipeline()
+			cmds := make([]*redis.StringCmd, len(names))
+			for i, n := range names {
+				cmds[i] = pipe.Get(cctx, s.jobs[n].keys.mark)
 			}
+			_, _ = pipe.Exec(cctx)
+			per[mi] = make([]int64, len(names))
+			for i := range names {
+				per[mi][i], _ = strconv.ParseInt(cmds[i].Val(), 10, 64)
+			}
+		})
+	}
+	wg.Wait()
+	marks := make(map[string]int64, len(names))
+	for _, vals := range per {
+		for i, n := range names {
+			marks[n] = max(marks[n], vals[i])
 		}
+	}
+	return marks
+}
+
+// catchUp lists the ticks to claim at start: for each job, the ticks between
+// its mark (the latest tick any replica decided, as read before the first
+// claim) and now, within the starting deadline, chosen by the job's catch-up
+// policy. Ticks past the deadline, and the ones the policy drops, are logged
+// and counted as missed. A job without a mark (never run) catches up
+// nothing. It runs beside the live claims: listing and logging up to
+// 100,000 ticks per job delays no other job.
+func (s *Scheduler) catchUp(now time.Time, marks map[string]int64) []item {
+	names := make([]string, 0, len(s.jobs))
+	for name := range s.jobs {
+		names = append(names, name)
 	}
 
 	var out []item

@@ -17,7 +17,8 @@ import (
 // catchup_max), and the rest are claimed as dropped, which records them
 // missed unless some replica dispatched them (so each is counted once,
 // cluster-wide). While the outage lasts those claims fail too and the ticks
-// are held again.
+// are held again. The job's current tick (the newest held, whose successor
+// is not due yet) is not a missed one: it is always kept.
 
 // heldProbe is how often held ticks are tried again.
 const heldProbe = time.Second
@@ -100,6 +101,10 @@ func (s *Scheduler) releaseHeld(now time.Time) []item {
 				live = append(live, i)
 			}
 		}
+		// the newest held tick whose successor is not due yet is the job's
+		// current tick, not one the outage made it miss: it always runs
+		// (a blip of a second must not drop it under skip)
+		current := len(live) > 0 && live[len(live)-1] == len(list)-1 && j.Schedule.Next(list[len(list)-1].at).After(now)
 		keep := len(live)
 		switch j.Catchup {
 		case CatchupSkip:
@@ -108,6 +113,9 @@ func (s *Scheduler) releaseHeld(now time.Time) []item {
 			keep = min(keep, 1)
 		case CatchupAll:
 			keep = min(keep, j.CatchupMax)
+		}
+		if current {
+			keep = max(keep, 1)
 		}
 		for k, i := range live {
 			if k < len(live)-keep {

@@ -331,17 +331,18 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.wg.Wait()
 	}()
 
+	s.wg.Add(1)
+	go s.heldLoop(bg)
 	now := s.opts.clock.Now()
 	h := &itemHeap{}
-	// the catch-up reads every master's marks: it runs beside the first
-	// claims, not before them
+	// the marks are read before any claim (one parallel round trip); the
+	// catch-up's listing then runs beside the first claims
+	marks := s.readMarks(work)
 	s.procs.Add(1)
 	go func(start time.Time) {
 		defer s.procs.Done()
-		s.reschedule(work, s.catchUp(work, start))
+		s.reschedule(work, s.catchUp(start, marks))
 	}(now)
-	s.wg.Add(1)
-	go s.heldLoop(bg)
 	for _, j := range s.jobs {
 		if t := j.Schedule.Next(now); !t.IsZero() {
 			heap.Push(h, item{job: j, at: t.UTC(), fireAt: t.Add(Jitter(j.Name, j.Jitter)), next: true})
