@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,11 +74,13 @@ func NewDispatcher(cfg *Config, client *asynq.Client, local LocalRunner, log *sl
 //     its run) and Dispatch returns nil: exactly once holds.
 //   - mode local: calls RunLocal, which starts the run in-process.
 //
-// With WithQueueRedis, a tick already enqueued in another asynq queue (a
-// replica with an older or newer job list dispatched it there) is not
-// enqueued or run again: Dispatch returns ErrAlreadyDispatched. The check
-// costs one round trip, made only when asynq knows a queue other than the
-// job's (for a local job: any queue).
+// With WithQueueRedis, each tick is bound to one queue (or to a local run)
+// before it is enqueued, when asynq knows more than one queue: a replica
+// with another job list (a rolling deploy that moved the job) enqueues the
+// tick into the queue it is bound to, under the same task ID, so asynq
+// dedupes the two; a local job bound to a queue is not run locally
+// (ErrAlreadyDispatched), and a cron job bound to a local run is not
+// enqueued. See boundElsewhere.
 //
 // Other errors (an unknown job, a singleton job, a failed enqueue) are
 // returned wrapped, naming the tick ID; cancelling ctx abandons the enqueue.
@@ -92,27 +95,38 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 		if err != nil {
 			return err
 		}
-		q, err := d.enqueuedElsewhere(ctx, t, job.Queue)
+		queue := job.Queue
+		q, err := d.boundElsewhere(ctx, t, job.Queue, d.cfg.Retention(job))
 		switch {
 		case err != nil:
 			return fmt.Errorf("jobs: dispatch %s: %w", t.ID(), err)
+		case q == "(run locally)":
+			return fmt.Errorf("jobs: dispatch %s: run locally by a replica with another job list: %w", t.ID(), scheduler.ErrAlreadyDispatched)
 		case q != "":
-			return fmt.Errorf("jobs: dispatch %s: in queue %q: %w", t.ID(), q, scheduler.ErrAlreadyDispatched)
+			// bound to another queue by a dispatcher with another job list:
+			// enqueued there under the same ID, which dedupes with its
+			// enqueue whether it has landed yet or not
+			queue = q
+			moved := *job
+			moved.Queue = q
+			if task, err = NewRunTask(d.cfg, &moved, t); err != nil {
+				return err
+			}
 		}
 		_, err = d.client.EnqueueContext(ctx, task)
 		switch {
 		case errors.Is(err, asynq.ErrTaskIDConflict):
-			return fmt.Errorf("jobs: dispatch %s: %w", t.ID(), scheduler.ErrAlreadyDispatched)
+			return fmt.Errorf("jobs: dispatch %s: in queue %q: %w", t.ID(), queue, scheduler.ErrAlreadyDispatched)
 		case err != nil:
-			return fmt.Errorf("jobs: dispatch %s: enqueue: %w", t.ID(), err)
+			return fmt.Errorf("jobs: dispatch %s: enqueue into %q: %w", t.ID(), queue, err)
 		}
-		d.log.Debug("tick enqueued", append(tickAttrs(t), slog.String("queue", job.Queue))...)
+		d.log.Debug("tick enqueued", append(tickAttrs(t), slog.String("queue", queue))...)
 		return nil
 	case ModeLocal:
 		if d.local == nil {
 			return fmt.Errorf("jobs: dispatch %s: local job, but no local runner", t.ID())
 		}
-		q, err := d.enqueuedElsewhere(ctx, t, "")
+		q, err := d.boundElsewhere(ctx, t, "", d.cfg.Retention(job))
 		switch {
 		case err != nil:
 			// the queue Redis failing must not stop local runs, which work
@@ -135,9 +149,23 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 // queuesFresh is how old the dispatcher's list of asynq's queues may be.
 const queuesFresh = 250 * time.Millisecond
 
-// enqueuedElsewhere returns the asynq queue other than own where tick t's
-// task exists ("" if none, or without a queue Redis client).
-func (d *Dispatcher) enqueuedElsewhere(ctx context.Context, t scheduler.Tick, own string) (string, error) {
+var (
+	//go:embed lua/bind_queue.lua
+	bindQueueSrc string
+	bindQueue    = redis.NewScript(bindQueueSrc)
+)
+
+// boundElsewhere binds tick t to a queue before it is enqueued into target
+// (a queue, or "" for a local run) and returns the queue it is bound to
+// when that is not target: the tick is dispatched there, or about to be.
+// The binding is one script on the queue Redis: two dispatchers of one tick
+// with different job lists (a rolling deploy that moves the job) agree on
+// one queue even when one's enqueue is slow to land. It is made only when
+// asynq knows a queue other than target (one round trip), and without a
+// queue Redis client not at all. On a Redis Cluster, where the script's
+// keys live in different slots, the other queues are only looked at, which
+// leaves a slow enqueue's window open.
+func (d *Dispatcher) boundElsewhere(ctx context.Context, t scheduler.Tick, target string, retention time.Duration) (string, error) {
 	if d.rdb == nil {
 		return "", nil
 	}
@@ -152,7 +180,7 @@ func (d *Dispatcher) enqueuedElsewhere(ctx context.Context, t scheduler.Tick, ow
 	}
 	var others []string
 	for _, q := range d.queues {
-		if q != own {
+		if q != target {
 			others = append(others, q)
 		}
 	}
@@ -160,20 +188,41 @@ func (d *Dispatcher) enqueuedElsewhere(ctx context.Context, t scheduler.Tick, ow
 	if len(others) == 0 {
 		return "", nil
 	}
-	pipe := d.rdb.Pipeline()
-	found := make([]*redis.IntCmd, len(others))
-	for i, q := range others {
-		found[i] = pipe.Exists(ctx, asynqTaskKey(q, t.ID()))
+	keys := make([]string, 0, len(others)+1)
+	keys = append(keys, d.cfg.Namespace+":{"+t.ID()+"}:queue")
+	args := make([]any, 0, len(others)+2)
+	args = append(args, target, max(retention, time.Minute).Milliseconds())
+	for _, q := range others {
+		keys = append(keys, asynqTaskKey(q, t.ID()))
+		args = append(args, q)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return "", fmt.Errorf("look for the tick's task in other queues: %w", err)
-	}
-	for i, c := range found {
-		if c.Val() > 0 {
-			return others[i], nil
+	if _, cluster := d.rdb.(*redis.ClusterClient); cluster {
+		pipe := d.rdb.Pipeline()
+		found := make([]*redis.IntCmd, len(others))
+		for i := range others {
+			found[i] = pipe.Exists(ctx, keys[i+1])
 		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return "", fmt.Errorf("look for the tick's task in other queues: %w", err)
+		}
+		for i, c := range found {
+			if c.Val() > 0 {
+				return others[i], nil
+			}
+		}
+		return "", nil
 	}
-	return "", nil
+	q, err := bindQueue.Run(ctx, d.rdb, keys, args...).Text()
+	if err != nil {
+		return "", fmt.Errorf("bind the tick to a queue: %w", err)
+	}
+	if q == target {
+		return "", nil
+	}
+	if q == "" {
+		q = "(run locally)"
+	}
+	return q, nil
 }
 
 // asynq's Redis layout (v0.2x), which the dispatcher reads to find a task

@@ -1,0 +1,80 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// Schedule (one tick, two queues, a slow enqueue):
+//  1. a rolling deploy moves job "report" from queue old to queue new; both
+//     queues exist (asynq:queues lists them);
+//  2. the old-list owner of tick T checks the other queues (T is nowhere),
+//     then its enqueue into "old" is slow (a congested link to the queue
+//     Redis): still in flight when the scheduler's dispatch deadline
+//     its tick lease expires (the dispatch's deadline is the lease ttl from the
+//     dispatch's start, later than the lease's own end);
+//  3. a new-list replica claims T, checks queue "old" (T not there yet) and
+//     enqueues T into "new";
+//  4. the old owner's enqueue lands in "old".
+//
+// T is now in two queues: two runs. enqueuedElsewhere is a check-then-act
+// across two keys that asynq's enqueue script does not make atomic.
+func TestSlowEnqueueStaysInOneQueue(t *testing.T) {
+	e := newEnv(t)
+	jobOn := func(queue string) *Config {
+		return e.config(t, `  - name: report
+    schedule: "@every 1m"
+    queue: `+queue+`
+    handler: {name: report}
+`, "{queues: {old: 1, new: 1}}")
+	}
+	oldCfg, newCfg := jobOn("old"), jobOn("new")
+	// both queues known to asynq
+	for i, q := range []*Config{oldCfg, newCfg} {
+		if err := NewDispatcher(q, e.client, nil, nil).Dispatch(context.Background(), tickOf("report", 10+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := redistest.NewTestProxy(t, e.srv.Addr())
+	slow := asynq.NewClient(asynq.RedisClientOpt{Addr: p.Addr()})
+	t.Cleanup(func() { slow.Close() })
+	if err := slow.Ping(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AddLatency(1500*time.Millisecond, true); err != nil {
+		t.Fatal(err)
+	}
+	tick := tickOf("report", 1)
+	oldD := NewDispatcher(oldCfg, slow, nil, nil, WithQueueRedis(e.rdb))
+	oldErr := make(chan error, 1)
+	go func() {
+		// the scheduler bounds a dispatch by the tick lease ttl counted from
+		// the dispatch's start, not from the claim: the lease (taken earlier)
+		// expires first, and another replica takes the tick over
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		oldErr <- oldD.Dispatch(ctx, tick)
+	}()
+	time.Sleep(700 * time.Millisecond) // old's tick lease expired meanwhile: the tick goes to another owner
+	newD := NewDispatcher(newCfg, e.client, nil, nil, WithQueueRedis(e.rdb))
+	newErr := newD.Dispatch(context.Background(), tick)
+	t.Logf("old Dispatch: %v; new Dispatch: %v", <-oldErr, newErr) // old's enqueue has landed
+	var in []string
+	for _, q := range []string{"old", "new"} {
+		if _, err := e.insp.GetTaskInfo(q, tick.ID()); err == nil {
+			in = append(in, q)
+		} else if !errors.Is(err, asynq.ErrTaskNotFound) && !errors.Is(err, asynq.ErrQueueNotFound) {
+			t.Fatal(err)
+		}
+	}
+	if len(in) > 1 || (len(in) == 1 && newErr != nil && !errors.Is(newErr, scheduler.ErrAlreadyDispatched)) {
+		t.Errorf("tick %s enqueued in queues %v: it runs twice", tick.ID(), in)
+	}
+}
