@@ -109,6 +109,11 @@ func (s *Scheduler) catchUp(now time.Time, marks map[string]int64) []item {
 		}
 		dropped := append(missed, live[:len(live)-len(keep)]...)
 		log := s.opts.log.With("job", name, "replica", s.opts.replica)
+		if len(dropped) > 0 && !s.firstToCount(j, mark) {
+			// replicas that start together read the same mark: the first
+			// to claim counting its misses logs and counts them
+			dropped = nil
+		}
 		for i, t := range dropped {
 			if i == maxMissedLog {
 				count := fmt.Sprint(len(dropped) - maxMissedLog)
@@ -128,4 +133,16 @@ func (s *Scheduler) catchUp(now time.Time, marks map[string]int64) []item {
 		}
 	}
 	return out
+}
+
+// firstToCount reports whether this replica is the first to count the
+// ticks a catch-up from job j's mark found missed: a SET NX of
+// <counted><mark> on the first lock master (a count, not a safety
+// decision: one master decides it). When that master does not answer it
+// counts anyway (a count twice beats none).
+func (s *Scheduler) firstToCount(j *Job, mark int64) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.timeout)
+	defer cancel()
+	won, err := s.masters[0].SetNX(ctx, j.keys.counted+strconv.FormatInt(mark, 10), s.opts.replica, j.StartingDeadline+time.Hour).Result()
+	return won || err != nil
 }

@@ -88,3 +88,29 @@ func TestCatchupReadsMarksBeforeLiveClaims(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Two replicas start together after every replica was down for 15 ticks:
+// both read the same mark and find the same ticks missed. They are logged
+// and counted once across the two (14: the newest is caught up), not once
+// per replica.
+func TestCatchupMissesCountedOnce(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	n := now().Add(3 * time.Second) // ahead of Redis's clock, as in TestCatchupPolicies
+	rdb.Set(context.Background(), "baton:{c}:mark", n.Add(-15*time.Second).UnixMilli(), 0)
+	rec := newRecorder()
+	clock := scheduler.NewFakeClock(n.Add(100 * time.Millisecond))
+	jobs := []scheduler.Job{{Name: "c", Schedule: every(t, "@every 1s"), StartingDeadline: 5500 * time.Millisecond,
+		Catchup: scheduler.CatchupLatest}}
+	a := start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithReplica("a"))
+	b := start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithReplica("b"))
+	rec.waitAdvancing(t, clock, 1)
+	a.stop()
+	b.stop()
+	if got := rec.snapshot(); len(got) != 1 {
+		t.Fatalf("caught up %v, want the newest tick once", got)
+	}
+	if sa, sb := a.s.Stats(), b.s.Stats(); sa.Missed+sb.Missed != 14 {
+		t.Errorf("missed counted %d (a) + %d (b), want 14 in all", sa.Missed, sb.Missed)
+	}
+}

@@ -59,11 +59,14 @@ const (
 // overwrites it.
 type jobKeys struct {
 	prefix, paused, mark, fence string
+	// counted + <mark ms>: which replica counted the ticks a catch-up from
+	// that mark found missed (so they are logged and counted once)
+	counted string
 }
 
 func newJobKeys(namespace, job string) jobKeys {
 	base := namespace + ":{" + job + "}:"
-	return jobKeys{prefix: base + "tick:", paused: base + "paused", mark: base + "mark", fence: base + "fence"}
+	return jobKeys{prefix: base + "tick:", paused: base + "paused", mark: base + "mark", fence: base + "fence", counted: base + "counted:"}
 }
 
 // tickKey is the key of tick at of the job.
