@@ -32,6 +32,7 @@ type Dispatcher struct {
 	local  LocalRunner
 	log    *slog.Logger
 	rdb    redis.UniversalClient // the queue Redis; nil: no check across queues
+	moving func(job string) bool // jobs live replicas route differently; nil: none
 
 	mu       sync.Mutex
 	queues   []string  // asynq's queue names, as last read
@@ -40,6 +41,15 @@ type Dispatcher struct {
 
 // DispatcherOption configures a Dispatcher.
 type DispatcherOption func(*Dispatcher)
+
+// WithMovingJobs tells the dispatcher which jobs live replicas route
+// differently (another mode or queue: a rolling deploy in progress; see
+// Worker.RoutedDifferently). Their ticks are bound to a queue even when
+// asynq knows only one, so a replica that runs the job locally and one that
+// enqueues it agree.
+func WithMovingJobs(moving func(job string) bool) DispatcherOption {
+	return func(d *Dispatcher) { d.moving = moving }
+}
 
 // WithQueueRedis gives the dispatcher a client of the queue Redis (the one
 // the asynq client enqueues into), so it can keep a tick's exactly-once
@@ -96,7 +106,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 			return err
 		}
 		queue := job.Queue
-		q, err := d.boundElsewhere(ctx, t, job.Queue, d.cfg.Retention(job))
+		q, err := d.boundElsewhere(ctx, t, job.Queue, d.cfg.Retention(job), d.isMoving(job.Name))
 		switch {
 		case err != nil:
 			return fmt.Errorf("jobs: dispatch %s: %w", t.ID(), err)
@@ -126,7 +136,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 		if d.local == nil {
 			return fmt.Errorf("jobs: dispatch %s: local job, but no local runner", t.ID())
 		}
-		q, err := d.boundElsewhere(ctx, t, "", d.cfg.Retention(job))
+		q, err := d.boundElsewhere(ctx, t, "", d.cfg.Retention(job), d.isMoving(job.Name))
 		switch {
 		case err != nil:
 			// the queue Redis failing must not stop local runs, which work
@@ -134,10 +144,35 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 			// would lose it
 			d.log.Warn("cannot check whether a local tick was enqueued by a replica with another job list; running it",
 				append(tickAttrs(t), slog.Any("error", err))...)
+		case q != "" && d.client != nil:
+			// bound to a queue by a replica whose list has the job in cron
+			// mode: its enqueue may have failed or be slow to land, so the
+			// tick goes into that queue under the same ID (asynq dedupes)
+			moved := *job
+			moved.Mode, moved.Queue = ModeCron, q
+			task, err := NewRunTask(d.cfg, &moved, t)
+			if err != nil {
+				return err
+			}
+			_, err = d.client.EnqueueContext(ctx, task)
+			switch {
+			case errors.Is(err, asynq.ErrTaskIDConflict):
+				return fmt.Errorf("jobs: dispatch %s: in queue %q: %w", t.ID(), q, scheduler.ErrAlreadyDispatched)
+			case err != nil:
+				return fmt.Errorf("jobs: dispatch %s: enqueue into %q (bound there by a replica with another job list): %w", t.ID(), q, err)
+			}
+			d.log.Info("local tick enqueued into the queue a replica with another job list bound it to", append(tickAttrs(t), slog.String("queue", q))...)
+			return nil
 		case q != "":
 			return fmt.Errorf("jobs: dispatch %s: in queue %q: %w", t.ID(), q, scheduler.ErrAlreadyDispatched)
 		}
 		if err := d.local.RunLocal(ctx, job, t); err != nil {
+			if d.rdb != nil {
+				// the binding to a local run promised a run that did not
+				// start: drop it (if still ours) so another dispatch is not
+				// turned away by it
+				_ = unbindLocal.Run(context.WithoutCancel(ctx), d.rdb, []string{d.bindingKey(t)}).Err()
+			}
 			return fmt.Errorf("jobs: dispatch %s: %w", t.ID(), err)
 		}
 		return nil
@@ -162,10 +197,11 @@ var (
 // with different job lists (a rolling deploy that moves the job) agree on
 // one queue even when one's enqueue is slow to land. It is made only when
 // asynq knows a queue other than target (one round trip), and without a
-// queue Redis client not at all. On a Redis Cluster, where the script's
+// queue Redis client not at all; force makes it also when asynq knows no
+// other queue (the job is moving: WithMovingJobs). On a Redis Cluster, where the script's
 // keys live in different slots, the other queues are only looked at, which
 // leaves a slow enqueue's window open.
-func (d *Dispatcher) boundElsewhere(ctx context.Context, t scheduler.Tick, target string, retention time.Duration) (string, error) {
+func (d *Dispatcher) boundElsewhere(ctx context.Context, t scheduler.Tick, target string, retention time.Duration, force bool) (string, error) {
 	if d.rdb == nil {
 		return "", nil
 	}
@@ -185,11 +221,11 @@ func (d *Dispatcher) boundElsewhere(ctx context.Context, t scheduler.Tick, targe
 		}
 	}
 	d.mu.Unlock()
-	if len(others) == 0 {
+	if len(others) == 0 && !force {
 		return "", nil
 	}
 	keys := make([]string, 0, len(others)+1)
-	keys = append(keys, d.cfg.Namespace+":{"+t.ID()+"}:queue")
+	keys = append(keys, d.bindingKey(t))
 	args := make([]any, 0, len(others)+2)
 	args = append(args, target, max(retention, time.Minute).Milliseconds())
 	for _, q := range others {
@@ -224,6 +260,16 @@ func (d *Dispatcher) boundElsewhere(ctx context.Context, t scheduler.Tick, targe
 	}
 	return q, nil
 }
+
+// bindingKey is tick t's queue binding.
+func (d *Dispatcher) bindingKey(t scheduler.Tick) string {
+	return d.cfg.Namespace + ":{" + t.ID() + "}:queue"
+}
+
+// unbindLocal deletes a binding to a local run ("").
+var unbindLocal = redis.NewScript(`if redis.call('GET', KEYS[1]) == '' then return redis.call('DEL', KEYS[1]) end return 0`)
+
+func (d *Dispatcher) isMoving(job string) bool { return d.moving != nil && d.moving(job) }
 
 // asynq's Redis layout (v0.2x), which the dispatcher reads to find a task
 // ID in another queue; TestAsynqKeyLayout guards it.

@@ -181,6 +181,7 @@ type roster struct {
 	log  *slog.Logger
 
 	mu     sync.Mutex
+	last   []Member                        // as of the last heartbeat
 	lists  map[string]map[string]ListedJob // job list hash -> list (immutable)
 	warned map[string]bool                 // list hashes already warned about
 }
@@ -206,7 +207,30 @@ func (r *roster) beat(ctx context.Context) ([]Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("roster heartbeat: %w", err)
 	}
-	return r.members(ctx, res)
+	ms, err := r.members(ctx, res)
+	if err == nil {
+		r.mu.Lock()
+		r.last = ms
+		r.mu.Unlock()
+	}
+	return ms, err
+}
+
+// routedDifferently reports whether, as of the last heartbeat, a live
+// replica has job in another mode or queue than this one.
+func (r *roster) routedDifferently(job string) bool {
+	mine, ok := r.list[job]
+	if !ok {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.last {
+		if j, ok := m.Jobs[job]; ok && m.Live && (j.Mode != mine.Mode || j.Queue != mine.Queue) {
+			return true
+		}
+	}
+	return false
 }
 
 // leave removes this replica from the roster (a graceful stop).

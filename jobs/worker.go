@@ -395,6 +395,16 @@ func (w *Worker) cannotRun(ctx context.Context, t scheduler.Tick, job *Job) erro
 	return fmt.Errorf("jobs: %s: job %q is %s; %s can run it: %w", t.ID(), t.Job, why, strings.Join(can, ", "), ErrHandedBack)
 }
 
+// RoutedDifferently reports whether a live replica's job list, as of the
+// last roster heartbeat, has job in another mode or queue than this
+// replica's (a rolling deploy that moves it). For WithMovingJobs.
+func (w *Worker) RoutedDifferently(job string) bool {
+	w.mu.Lock()
+	r := w.roster
+	w.mu.Unlock()
+	return r != nil && r.routedDifferently(job)
+}
+
 // startRoster publishes this replica in the roster (one heartbeat now, then
 // every RosterBeat) and warns once about each live replica whose job list
 // differs.

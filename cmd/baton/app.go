@@ -114,7 +114,8 @@ func newReplica(cfg *jobs.Config, id string, r role, log *slog.Logger, dropLockM
 
 	if r != roleWorker {
 		rp.client = asynq.NewClient(queueOpt)
-		disp := loggingDispatcher{jobs.NewDispatcher(cfg, rp.client, rp.worker, log, jobs.WithQueueRedis(queue)), log}
+		disp := loggingDispatcher{jobs.NewDispatcher(cfg, rp.client, rp.worker, log, jobs.WithQueueRedis(queue),
+			jobs.WithMovingJobs(rp.worker.RoutedDifferently)), log}
 		var sj []scheduler.Job
 		for _, j := range cfg.Jobs {
 			switch j.Mode {

@@ -1,0 +1,165 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/scheduler"
+)
+
+type failingRunner struct{ n atomic.Int32 }
+
+func (f *failingRunner) RunLocal(context.Context, *Job, scheduler.Tick) error {
+	f.n.Add(1)
+	return errors.New("jobs: worker shutting down")
+}
+
+// Schedule (rolling deploy cron -> local, the local replica stopping):
+//  1. asynq knows queues "default" and "other"; the new list has job "report" in local mode,
+//     the old list in cron mode;
+//  2. a new-list replica owns tick T: bind_queue binds T to "" (local run),
+//     then RunLocal fails (its worker is shutting down): Dispatch errors, the
+//     scheduler releases the lease "for another try";
+//  3. an old-list replica claims T: bind_queue answers "" -> "(run locally)"
+//     -> ErrAlreadyDispatched, which the scheduler commits as done.
+//
+// T never runs although a replica was alive and Redis reachable: the binding
+// is taken as proof of a dispatch that never happened.
+func TestLocalRunThatFailedLeavesNoBinding(t *testing.T) {
+	e := newEnv(t)
+	cronCfg := e.config(t, `  - name: report
+    schedule: "@every 1m"
+    handler: {name: report}
+  - name: other
+    schedule: "@every 1m"
+    queue: other
+    handler: {name: other}
+`, "{queues: {default: 1, other: 1}}")
+	localCfg := e.config(t, `  - name: report
+    schedule: "@every 1m"
+    mode: local
+    handler: {name: report}
+`)
+	// asynq knows two queues
+	e.dispatch(t, cronCfg, tickOf("report", 50))
+	e.dispatch(t, cronCfg, tickOf("other", 50))
+	tick := tickOf("report", 1)
+	fr := &failingRunner{}
+	err := NewDispatcher(localCfg, e.client, fr, nil, WithQueueRedis(e.rdb)).Dispatch(context.Background(), tick)
+	if err == nil || errors.Is(err, scheduler.ErrAlreadyDispatched) || fr.n.Load() != 1 {
+		t.Fatalf("local Dispatch = %v (runs tried %d), want a plain error", err, fr.n.Load())
+	}
+	// the scheduler leaves the tick for another try: an old-list replica
+	err = NewDispatcher(cronCfg, e.client, nil, nil, WithQueueRedis(e.rdb)).Dispatch(context.Background(), tick)
+	_, infoErr := e.insp.GetTaskInfo("default", tick.ID())
+	if errors.Is(err, scheduler.ErrAlreadyDispatched) && infoErr != nil {
+		t.Errorf("tick %s: the local run failed to start, and the cron replica's Dispatch = %v (committed done) without enqueueing: the tick is lost", tick.ID(), err)
+	}
+}
+
+// Schedule (rolling deploy local <- cron, enqueue fails after binding):
+//  1. asynq knows queues "old" and "other"; the old list has "report" in cron
+//     mode on queue "old", the new list in local mode;
+//  2. an old-list replica owns T, binds T to "old", and its enqueue fails
+//     (the link to the queue Redis drops between the two calls, or the
+//     dispatch deadline hits): Dispatch errors, the lease is released;
+//  3. a new-list replica claims T: the binding says "old" ->
+//     ErrAlreadyDispatched, committed done; T is in no queue and never runs.
+func TestCronBindingWithFailedEnqueueIsNotLost(t *testing.T) {
+	e := newEnv(t)
+	oldCfg := e.config(t, `  - name: report
+    schedule: "@every 1m"
+    queue: old
+    handler: {name: report}
+`, "{queues: {old: 1, other: 1}}")
+	otherCfg := e.config(t, `  - name: report
+    schedule: "@every 1m"
+    queue: other
+    handler: {name: report}
+`, "{queues: {old: 1, other: 1}}")
+	localCfg := e.config(t, `  - name: report
+    schedule: "@every 1m"
+    mode: local
+    handler: {name: report}
+`)
+	e.dispatch(t, oldCfg, tickOf("report", 50))
+	e.dispatch(t, otherCfg, tickOf("report", 51))
+	// an asynq client whose enqueue fails: nothing listens there
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	broken := asynq.NewClient(asynq.RedisClientOpt{Addr: dead, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { broken.Close() })
+	tick := tickOf("report", 1)
+	err = NewDispatcher(oldCfg, broken, nil, nil, WithQueueRedis(e.rdb)).Dispatch(context.Background(), tick)
+	if err == nil || errors.Is(err, scheduler.ErrAlreadyDispatched) {
+		t.Fatalf("old Dispatch = %v, want an enqueue error", err)
+	}
+	runner := &countingRunner{}
+	err = NewDispatcher(localCfg, e.client, runner, nil, WithQueueRedis(e.rdb)).Dispatch(context.Background(), tick)
+	_, infoErr := e.insp.GetTaskInfo("old", tick.ID())
+	if errors.Is(err, scheduler.ErrAlreadyDispatched) && runner.n.Load() == 0 && infoErr != nil {
+		t.Errorf("tick %s: the old owner's enqueue failed after binding, and the local replica's Dispatch = %v (committed done) without running it: the tick is lost", tick.ID(), err)
+	}
+}
+
+// Schedule (single-queue deployment, a rolling deploy moves "report" from
+// cron to local mode, a slow enqueue):
+//  1. asynq knows one queue, "default";
+//  2. an old-list (cron) replica owns T: its queue is the only one, so it
+//     binds nothing; its enqueue is slow (congested link), still in flight
+//     when its tick lease expires;
+//  3. a new-list (local) replica claims T (commit first), binds T to a
+//     local run (the task has not landed in "default" yet) and runs it;
+//  4. the old enqueue lands in "default": a worker runs T a second time.
+func TestMovingJobBoundInOneQueueDeployment(t *testing.T) {
+	e := newEnv(t)
+	cronCfg := e.config(t, `  - name: report
+    schedule: "@every 1m"
+    handler: {name: report}
+`)
+	localCfg := e.config(t, `  - name: report
+    schedule: "@every 1m"
+    mode: local
+    handler: {name: report}
+`)
+	e.dispatch(t, cronCfg, tickOf("report", 50)) // asynq knows "default"
+	p := redistest.NewTestProxy(t, e.srv.Addr())
+	slow := asynq.NewClient(asynq.RedisClientOpt{Addr: p.Addr()})
+	t.Cleanup(func() { slow.Close() })
+	if err := slow.Ping(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AddLatency(1500*time.Millisecond, true); err != nil {
+		t.Fatal(err)
+	}
+	tick := tickOf("report", 1)
+	// both replicas see in the roster that the other routes the job
+	// differently (the worker's RoutedDifferently, as baton run wires it)
+	moving := func(string) bool { return true }
+	oldErr := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		oldErr <- NewDispatcher(cronCfg, slow, nil, nil, WithQueueRedis(e.rdb), WithMovingJobs(moving)).Dispatch(ctx, tick)
+	}()
+	time.Sleep(700 * time.Millisecond) // the old owner's lease expired; a local replica takes T
+	runner := &countingRunner{}
+	localErr := NewDispatcher(localCfg, e.client, runner, nil, WithQueueRedis(e.rdb), WithMovingJobs(moving)).Dispatch(context.Background(), tick)
+	oe := <-oldErr
+	_, infoErr := e.insp.GetTaskInfo("default", tick.ID())
+	t.Logf("old Dispatch: %v; local Dispatch: %v; local runs %d; task in default: %v", oe, localErr, runner.n.Load(), infoErr == nil)
+	if runner.n.Load() > 0 && infoErr == nil {
+		t.Errorf("tick %s run locally and enqueued into \"default\": it runs twice", tick.ID())
+	}
+}
