@@ -107,11 +107,13 @@ func (s *Scheduler) catchUp(now time.Time, marks map[string]int64) []item {
 				keep = live[len(live)-j.CatchupMax:]
 			}
 		}
-		dropped := append(missed, live[:len(live)-len(keep)]...)
+		// the ticks past the deadline are counted here, by the first
+		// replica to catch up from this mark; the live ones the policy
+		// leaves out are claimed as dropped, which records each missed
+		// unless some replica dispatched it, and counts it once
+		dropped := missed
 		log := s.opts.log.With("job", name, "replica", s.opts.replica)
 		if len(dropped) > 0 && !s.firstToCount(j, mark) {
-			// replicas that start together read the same mark: the first
-			// to claim counting its misses logs and counts them
 			dropped = nil
 		}
 		for i, t := range dropped {
@@ -126,6 +128,9 @@ func (s *Scheduler) catchUp(now time.Time, marks map[string]int64) []item {
 			log.Warn("tick missed while no replica ran", "tick", t.UTC().Format(time.RFC3339), "catchup", j.Catchup)
 		}
 		s.add(j, func(c *stats) { c.missed.Add(int64(len(dropped))) })
+		for _, t := range live[:len(live)-len(keep)] {
+			out = append(out, item{job: j, at: t.UTC(), fireAt: now, follower: true, drop: true})
+		}
 		for _, t := range keep {
 			s.add(j, func(c *stats) { c.caughtUp.Add(1) })
 			log.Info("catching up a missed tick", "tick", t.UTC().Format(time.RFC3339), "catchup", j.Catchup)

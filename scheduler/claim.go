@@ -304,7 +304,7 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 				break
 			}
 			if it.drop && o.wait <= it.job.StartingDeadline {
-				log().Warn("tick missed: left out by the catch-up policy after lock masters or the queue were unreachable", "catchup", it.job.Catchup)
+				log().Warn("tick missed: left out by the job's catch-up policy (after a restart, or lock masters or the queue unreachable)", "catchup", it.job.Catchup)
 				break
 			}
 			log().Warn("tick missed: past its starting deadline", "late", o.wait.Round(time.Millisecond), "starting_deadline", it.job.StartingDeadline)

@@ -8,7 +8,8 @@
 --
 -- KEYS[1] the tick J@T
 -- KEYS[2] the job's pause flag (present = paused)
--- KEYS[3] the job's mark: the latest tick decided (unix ms); lists catch-up
+-- KEYS[3] the job's mark: the latest tick decided (dispatched, paused or
+--         recorded missed; unix ms); lists catch-up
 --         candidates after downtime, never answers "done"
 -- KEYS[4] the job's dispatch fencing counter
 -- KEYS[5] this master's marker key (modes "q" and "s"; absent in mode "u")
@@ -70,6 +71,9 @@ if v and v ~= ARGV[1] then
 end
 if ARGV[9] == '1' or now > tick + tonumber(ARGV[3]) then
   redis.call('SET', KEYS[1], 'missed', 'PX', ARGV[5])
+  -- decided: a catch-up after a restart starts after it
+  local m = tonumber(redis.call('GET', KEYS[3]) or '0')
+  if tick > m then redis.call('SET', KEYS[3], ARGV[2]) end
   return {3, now - tick, 1}
 end
 
