@@ -274,11 +274,17 @@ type ExecSpec struct {
 	// Command is the argv; no shell is involved unless it names one.
 	// Non-empty.
 	Command []string `yaml:"command"`
-	// Env is added to baton's environment. Keys starting with BATON_ are
-	// reserved for the run's identity (BATON_JOB, BATON_TICK, ...).
+	// Env is added to the command's environment. Keys starting with BATON_
+	// are reserved for the run's identity (BATON_JOB, BATON_TICK, ...).
 	Env map[string]string `yaml:"env"`
 	// Dir is the working directory; empty means baton's.
 	Dir string `yaml:"dir"`
+	// InheritEnv names more of baton's environment variables the command
+	// gets (a name, a prefix ending in "*", or "*" for all). It always gets
+	// PATH, HOME, LANG, LC_*, TZ and USER, then Env, then the run's
+	// identity; nothing else of baton's environment (which may hold a Redis
+	// password).
+	InheritEnv []string `yaml:"inherit_env"`
 }
 
 // HTTPSpec sends an HTTP request.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/childenv"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -430,6 +431,11 @@ func (v *validator) kind(p string, j *Job, mode Mode) {
 			v.errf(at("exec.command"), "required: a non-empty argv, e.g. [sh, -c, \"...\"]")
 		case e.Command[0] == "":
 			v.errf(at("exec.command[0]"), "the program name is empty")
+		}
+		for i, p := range e.InheritEnv {
+			if err := childenv.Check(p); err != nil {
+				v.errf(at(fmt.Sprintf("exec.inherit_env[%d]", i)), "%s", err.Error())
+			}
 		}
 		for _, k := range slices.Sorted(mapKeys(e.Env)) {
 			kp := at("exec.env." + k)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/batonhq/baton/internal/childenv"
 	"github.com/batonhq/baton/internal/supervisor"
 )
 
@@ -55,7 +56,7 @@ func (e *Executor) runExec(ctx context.Context, job *Job, run Run, v Validity) (
 	if len(argv) == 0 {
 		return res, fmt.Errorf("jobs: job %q: exec: empty command", job.Name)
 	}
-	env := os.Environ()
+	env := childenv.Filter(os.Environ(), job.Exec.InheritEnv)
 	for _, k := range slices.Sorted(maps.Keys(job.Exec.Env)) {
 		env = append(env, k+"="+job.Exec.Env[k])
 	}

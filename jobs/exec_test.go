@@ -117,8 +117,17 @@ func await(t *testing.T, c <-chan execResult) execResult {
 func TestExecEnvContract(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("BATON_TEST_INHERITED", "from-baton")
-	j := execJob(t, `env > env.txt; pwd > pwd.txt; echo done`)
+	t.Setenv("REDISCLI_AUTH", "s3cret-password")
+	t.Setenv("APP_MODE", "prod")
+	// an inherited descriptor that is not close-on-exec (a parent's leak)
+	leak, err := syscall.Dup(int(os.Stderr.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(leak)
+	j := execJob(t, `env > env.txt; pwd > pwd.txt; [ -e /proc/$$/fd/`+strconv.Itoa(leak)+` ] && echo leaked > fd.txt; echo done`)
 	j.Exec.Dir = dir
+	j.Exec.InheritEnv = []string{"APP_*"}
 	j.Exec.Env["FOO"] = "bar baz"
 	j.Exec.Env["BATON_JOB"] = "spoofed" // config rejects it; the run's value wins anyway
 	res, err := exExecutor().Execute(exCtx(t), j, exRun("cmd"), nil)
@@ -146,7 +155,8 @@ func TestExecEnvContract(t *testing.T) {
 		"BATON_FENCING_TOKEN":  "42",
 		"BATON_REPLICA":        "replica-a",
 		"FOO":                  "bar baz",
-		"BATON_TEST_INHERITED": "from-baton",
+		"APP_MODE":             "prod",
+		"PATH":                 os.Getenv("PATH"),
 	}
 	for k, v := range want {
 		if env[k] != v {
@@ -155,6 +165,15 @@ func TestExecEnvContract(t *testing.T) {
 	}
 	if _, ok := env["BATON_SUPERVISOR"]; ok {
 		t.Error("the child sees BATON_SUPERVISOR")
+	}
+	// only the allowlist of baton's own environment: no secrets
+	for _, k := range []string{"REDISCLI_AUTH", "BATON_TEST_INHERITED"} {
+		if _, ok := env[k]; ok {
+			t.Errorf("the child inherited %s", k)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "fd.txt")); err == nil {
+		t.Errorf("the child inherited baton's descriptor %d", leak)
 	}
 	pwd, _ := os.ReadFile(filepath.Join(dir, "pwd.txt"))
 	if real, _ := filepath.EvalSymlinks(dir); strings.TrimSpace(string(pwd)) != real {

@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
+	"github.com/batonhq/baton/internal/childenv"
 	"github.com/batonhq/baton/internal/supervisor"
 	"github.com/batonhq/baton/locking"
 )
@@ -69,7 +70,9 @@ const lockHelp = lockUsageLine + `
 Runs CMD (no shell) while holding the distributed lock KEY, like flock(1)
 across machines. The lease is extended every ttl/3 while CMD runs. CMD gets
 BATON_LOCK_KEY and BATON_FENCING_TOKEN (strictly increasing across holders)
-in its environment and runs in its own process group (so it cannot read from
+in its environment (of baton's own environment only PATH, HOME, LANG, LC_*,
+TZ and USER, and what --inherit-env names: baton's may hold a Redis
+password) and runs in its own process group (so it cannot read from
 a terminal); SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to
 baton are forwarded to that group. CMD runs under baton's supervisor, which
 knows the lease's deadline: if the lock is lost, or baton itself stops
@@ -116,6 +119,7 @@ type lockConfig struct {
 	// the lock masters' restart handling, as baton run uses them
 	quarantine time.Duration
 	fresh      bool
+	inherit    []string // more of baton's environment for CMD (childenv patterns)
 }
 
 // fileConfig is the part of a baton YAML config file that "baton lock"
@@ -198,6 +202,8 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 	fs.BoolVar(&cfg.fair, "fair", false, "wait in FIFO order (single master only)")
 	fs.StringVar(&cfg.prefix, "prefix", defaultPrefix, "prefix of the lock's Redis keys")
 	fs.DurationVar(&cfg.quarantine, "restart-quarantine", time.Minute, "how long a lock master that restarted grants nothing, from its start (at least --ttl)")
+	var inherit urlList
+	fs.Var(&inherit, "inherit-env", "pass baton's environment variable `NAME` on to CMD (a name, a prefix ending in *, or * for all; repeatable); CMD always gets "+strings.Join(childenv.Default, ", "))
 	fs.BoolVar(&cfg.fresh, "fresh-deployment", false, "masters with no trace of an earlier life (no marker key) vote at once instead of waiting out the quarantine")
 
 	parse := func(a []string) error {
@@ -257,6 +263,12 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 	case cfg.grace < 0:
 		return cfg, false, usagef("--grace %v must not be negative", cfg.grace)
 	}
+	for _, p := range inherit {
+		if err := childenv.Check(p); err != nil {
+			return cfg, false, usagef("--inherit-env: %v", err)
+		}
+	}
+	cfg.inherit = inherit
 
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -475,7 +487,7 @@ func (r *lockRun) supervise(lease *locking.Lease, sigs <-chan os.Signal) int {
 	deadline := lease.Deadline()
 	p, err := supervisor.Start(context.Background(), supervisor.Spec{
 		Args: cfg.argv,
-		Env: append(os.Environ(),
+		Env: append(childenv.Filter(os.Environ(), cfg.inherit),
 			envLockKey+"="+cfg.key,
 			envFencingToken+"="+strconv.FormatInt(lease.Fence(), 10)),
 		Stdin:    os.Stdin,

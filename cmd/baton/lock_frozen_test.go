@@ -85,3 +85,34 @@ func TestLockPassesStdin(t *testing.T) {
 		t.Fatalf("output %q, %v", out, err)
 	}
 }
+
+// CMD gets PATH and the like, the lock's identity and what --inherit-env
+// names; not baton's secrets (REDISCLI_AUTH, BATON_REDIS_URL with a password).
+func TestLockCommandEnvironment(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	out := filepath.Join(t.TempDir(), "env")
+	cmd := exec.Command(batonBin, "lock", "--fresh-deployment", "--inherit-env", "APP_*", "job:env", "--", "sh", "-c", "env > "+out)
+	cmd.Env = append(os.Environ(), "BATON_REDIS_URL="+redisURL(srv), "REDISCLI_AUTH=s3cret", "APP_MODE=prod", "OTHER=x")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := string(b)
+	for _, want := range []string{"APP_MODE=prod", "BATON_LOCK_KEY=job:env", "BATON_FENCING_TOKEN=", "PATH="} {
+		if !strings.Contains(env, want) {
+			t.Errorf("CMD lacks %s:\n%s", want, env)
+		}
+	}
+	for _, no := range []string{"s3cret", "BATON_REDIS_URL", "OTHER="} {
+		if strings.Contains(env, no) {
+			t.Errorf("CMD got %s:\n%s", no, env)
+		}
+	}
+	if code, _ := runBaton(t, 10*time.Second, nil, "lock", "--inherit-env", "A-B", "k", "--", "true"); code != ExitUsage {
+		t.Errorf("--inherit-env A-B: exit %d, want %d", code, ExitUsage)
+	}
+}

@@ -92,6 +92,16 @@ func start(t *testing.T, env []string, args ...string) *proc {
 		// every test's Redis is brand new: a fresh deployment
 		args = append([]string{"lock", "--fresh-deployment"}, args[1:]...)
 	}
+	if len(args) > 0 && args[0] == "lock" {
+		// the variables a test hands baton are meant for CMD
+		pass := []string{"lock"}
+		for _, kv := range env {
+			if name, _, _ := strings.Cut(kv, "="); name != "BATON_REDIS_URL" {
+				pass = append(pass, "--inherit-env", name)
+			}
+		}
+		args = append(pass, args[1:]...)
+	}
 	p.cmd = exec.Command(batonBin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr

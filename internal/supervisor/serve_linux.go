@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,6 +46,7 @@ func serve() int {
 	// status pipe when the supervisor exits.
 	unix.CloseOnExec(statusFD)
 	unix.CloseOnExec(ctlFD)
+	closeInheritedOnExec()
 	report := func(line string) { _, _ = io.WriteString(status, line+"\n") }
 
 	rd := bufio.NewReader(ctl)
@@ -265,4 +267,19 @@ func childEnv(env []string) []string {
 		}
 	}
 	return out
+}
+
+// closeInheritedOnExec marks every descriptor above stderr close-on-exec:
+// whatever baton inherited without the flag (a parent's leak, a socket) is
+// not passed on to the child.
+func closeInheritedOnExec() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
 }
