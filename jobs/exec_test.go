@@ -148,15 +148,15 @@ func TestExecEnvContract(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"BATON_JOB":            "cmd",
-		"BATON_TICK":           "2026-01-02T03:04:00Z",
-		"BATON_RUN_ID":         "run-1",
-		"BATON_ATTEMPT":        "2",
-		"BATON_FENCING_TOKEN":  "42",
-		"BATON_REPLICA":        "replica-a",
-		"FOO":                  "bar baz",
-		"APP_MODE":             "prod",
-		"PATH":                 os.Getenv("PATH"),
+		"BATON_JOB":           "cmd",
+		"BATON_TICK":          "2026-01-02T03:04:00Z",
+		"BATON_RUN_ID":        "run-1",
+		"BATON_ATTEMPT":       "2",
+		"BATON_FENCING_TOKEN": "42",
+		"BATON_REPLICA":       "replica-a",
+		"FOO":                 "bar baz",
+		"APP_MODE":            "prod",
+		"PATH":                os.Getenv("PATH"),
 	}
 	for k, v := range want {
 		if env[k] != v {
