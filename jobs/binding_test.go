@@ -58,7 +58,7 @@ func TestLocalRunThatFailedLeavesNoBinding(t *testing.T) {
 	}
 	// the scheduler leaves the tick for another try: an old-list replica
 	err = NewDispatcher(cronCfg, e.client, nil, nil, WithQueueRedis(e.rdb)).Dispatch(context.Background(), tick)
-	_, infoErr := e.insp.GetTaskInfo("default", tick.ID())
+	_, infoErr := e.insp.GetTaskInfo("baton:default", tick.ID())
 	if errors.Is(err, scheduler.ErrAlreadyDispatched) && infoErr != nil {
 		t.Errorf("tick %s: the local run failed to start, and the cron replica's Dispatch = %v (committed done) without enqueueing: the tick is lost", tick.ID(), err)
 	}
@@ -107,7 +107,7 @@ func TestCronBindingWithFailedEnqueueIsNotLost(t *testing.T) {
 	}
 	runner := &countingRunner{}
 	err = NewDispatcher(localCfg, e.client, runner, nil, WithQueueRedis(e.rdb)).Dispatch(context.Background(), tick)
-	_, infoErr := e.insp.GetTaskInfo("old", tick.ID())
+	_, infoErr := e.insp.GetTaskInfo("baton:old", tick.ID())
 	if errors.Is(err, scheduler.ErrAlreadyDispatched) && runner.n.Load() == 0 && infoErr != nil {
 		t.Errorf("tick %s: the old owner's enqueue failed after binding, and the local replica's Dispatch = %v (committed done) without running it: the tick is lost", tick.ID(), err)
 	}
@@ -157,7 +157,7 @@ func TestMovingJobBoundInOneQueueDeployment(t *testing.T) {
 	runner := &countingRunner{}
 	localErr := NewDispatcher(localCfg, e.client, runner, nil, WithQueueRedis(e.rdb), WithMovingJobs(moving)).Dispatch(context.Background(), tick)
 	oe := <-oldErr
-	_, infoErr := e.insp.GetTaskInfo("default", tick.ID())
+	_, infoErr := e.insp.GetTaskInfo("baton:default", tick.ID())
 	t.Logf("old Dispatch: %v; local Dispatch: %v; local runs %d; task in default: %v", oe, localErr, runner.n.Load(), infoErr == nil)
 	if runner.n.Load() > 0 && infoErr == nil {
 		t.Errorf("tick %s run locally and enqueued into \"default\": it runs twice", tick.ID())

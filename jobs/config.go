@@ -391,6 +391,17 @@ func (c *Config) Job(name string) (*Job, bool) {
 	return nil, false
 }
 
+// QueueName is the asynq queue of config queue q: the namespace, a colon,
+// q. Deployments that share a Redis (staging and prod) never fetch or
+// dedupe each other's tasks.
+func (c *Config) QueueName(q string) string { return c.Namespace + ":" + q }
+
+// queueOf returns the config queue of asynq queue name, and whether name is
+// one of this namespace's.
+func (c *Config) queueOf(name string) (string, bool) {
+	return strings.CutPrefix(name, c.Namespace+":")
+}
+
 // MaxRetention is the longest asynq Retention a config may imply (see
 // Config.Retention).
 const MaxRetention = 7 * 24 * time.Hour

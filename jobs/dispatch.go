@@ -214,9 +214,9 @@ func (d *Dispatcher) boundElsewhere(ctx context.Context, t scheduler.Tick, targe
 		}
 		d.queues, d.queuesAt = names, time.Now()
 	}
-	var others []string
-	for _, q := range d.queues {
-		if q != target {
+	var others []string // this namespace's other queues, config names
+	for _, name := range d.queues {
+		if q, ours := d.cfg.queueOf(name); ours && q != target {
 			others = append(others, q)
 		}
 	}
@@ -229,7 +229,7 @@ func (d *Dispatcher) boundElsewhere(ctx context.Context, t scheduler.Tick, targe
 	args := make([]any, 0, len(others)+2)
 	args = append(args, target, max(retention, time.Minute).Milliseconds())
 	for _, q := range others {
-		keys = append(keys, asynqTaskKey(q, t.ID()))
+		keys = append(keys, asynqTaskKey(d.cfg.QueueName(q), t.ID()))
 		args = append(args, q)
 	}
 	if _, cluster := d.rdb.(*redis.ClusterClient); cluster {

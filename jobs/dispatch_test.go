@@ -38,23 +38,23 @@ func TestDispatchEnqueuesOnceWithOptions(t *testing.T) {
 		t.Fatalf("second Dispatch = %v, want ErrAlreadyDispatched", err)
 	}
 	job, _ := cfg.Job("report")
-	info, err := e.insp.GetTaskInfo("critical", tick.ID())
+	info, err := e.insp.GetTaskInfo("baton:critical", tick.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info.Type != TaskTypeRun || info.State != asynq.TaskStatePending || info.Timeout != 90*time.Minute ||
-		info.MaxRetry != 3 || info.Retention != cfg.Retention(job) || info.Queue != "critical" {
+		info.MaxRetry != 3 || info.Retention != cfg.Retention(job) || info.Queue != "baton:critical" {
 		t.Errorf("task info %+v (retention want %s)", info, cfg.Retention(job))
 	}
 	var p TaskPayload
 	if err := json.Unmarshal(info.Payload, &p); err != nil {
 		t.Fatal(err)
 	}
-	want := TaskPayload{Job: "report", Tick: "2026-01-01T00:01:00Z", RunID: tick.RunID, Fence: tick.Fence, Replica: "sched-1", Manual: true}
+	want := TaskPayload{Job: "report", Tick: "2026-01-01T00:01:00Z", RunID: tick.RunID, Fence: tick.Fence, Replica: "sched-1", Manual: true, Namespace: "baton"}
 	if p != want {
 		t.Errorf("payload %+v, want %+v", p, want)
 	}
-	if q, err := e.insp.GetQueueInfo("critical"); err != nil || q.Size != 1 {
+	if q, err := e.insp.GetQueueInfo("baton:critical"); err != nil || q.Size != 1 {
 		t.Errorf("queue size %v, %v: want 1 task", q, err)
 	}
 
@@ -62,7 +62,7 @@ func TestDispatchEnqueuesOnceWithOptions(t *testing.T) {
 	if err := d.Dispatch(context.Background(), quick); err != nil {
 		t.Fatal(err)
 	}
-	if info, err := e.insp.GetTaskInfo("default", quick.ID()); err != nil || info.Timeout != 2*time.Second {
+	if info, err := e.insp.GetTaskInfo("baton:default", quick.ID()); err != nil || info.Timeout != 2*time.Second {
 		t.Errorf("sub-second timeout: %+v, %v; want 2s (rounded up)", info, err)
 	}
 }

@@ -127,6 +127,18 @@ type engine struct {
 	wg      sync.WaitGroup // runs in flight, asynq and local
 }
 
+// InternalLockName reports whether name is one baton uses for its own
+// leases (execution leases, singleton and leader elections): `baton lock`
+// refuses it, so a user's lock cannot take a job's lease by accident.
+func InternalLockName(name string) bool {
+	return strings.HasPrefix(name, "exec:") || strings.HasPrefix(name, "singleton:") ||
+		name == ClusterLeaderElection || strings.HasPrefix(name, ClusterLeaderElection+":")
+}
+
+// ClusterLeaderElection is the election of the replica that runs leader:
+// true jobs.
+const ClusterLeaderElection = "cluster-leader"
+
 // execLockName is the lock name of job's execution lease.
 func execLockName(job string) string { return "exec:" + job }
 

@@ -31,10 +31,10 @@ func TestAsynqKeyLayout(t *testing.T) {
 	tick := tickOf("report", 1)
 	e.dispatch(t, cfg, tick)
 	ctx := context.Background()
-	if n := e.rdb.Exists(ctx, asynqTaskKey("critical", tick.ID())).Val(); n != 1 {
-		t.Errorf("asynq's task key %q not found: asynq's layout changed", asynqTaskKey("critical", tick.ID()))
+	if n := e.rdb.Exists(ctx, asynqTaskKey("baton:critical", tick.ID())).Val(); n != 1 {
+		t.Errorf("asynq's task key %q not found: asynq's layout changed", asynqTaskKey("baton:critical", tick.ID()))
 	}
-	if !e.rdb.SIsMember(ctx, asynqQueuesKey, "critical").Val() {
+	if !e.rdb.SIsMember(ctx, asynqQueuesKey, "baton:critical").Val() {
 		t.Errorf("asynq's queue set %q does not list the queue: asynq's layout changed", asynqQueuesKey)
 	}
 }
@@ -74,7 +74,7 @@ func TestTickEnqueuedOnceAcrossQueues(t *testing.T) {
 	if !errors.Is(err, scheduler.ErrAlreadyDispatched) || !strings.Contains(err.Error(), `"old"`) {
 		t.Fatalf("new list's Dispatch = %v, want ErrAlreadyDispatched naming queue old", err)
 	}
-	if _, err := e.insp.GetTaskInfo("new", tick.ID()); err == nil {
+	if _, err := e.insp.GetTaskInfo("baton:new", tick.ID()); err == nil {
 		t.Errorf("the tick was enqueued into the new queue too")
 	}
 	runner := &countingRunner{}
@@ -90,7 +90,7 @@ func TestTickEnqueuedOnceAcrossQueues(t *testing.T) {
 	if err := newD.Dispatch(context.Background(), fresh); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.insp.GetTaskInfo("new", fresh.ID()); err != nil {
+	if _, err := e.insp.GetTaskInfo("baton:new", fresh.ID()); err != nil {
 		t.Errorf("tick not in the new queue: %v", err)
 	}
 	if err := localD.Dispatch(context.Background(), tickOf("report", 4)); err != nil || runner.n.Load() != 1 {
@@ -147,10 +147,10 @@ func TestTaskHandedBackToAReplicaThatKnowsTheJob(t *testing.T) {
 	e.dispatch(t, newCfg, moved)
 	for _, tick := range []scheduler.Tick{added, moved} {
 		eventually(t, func() bool {
-			info, err := e.insp.GetTaskInfo("default", tick.ID())
+			info, err := e.insp.GetTaskInfo("baton:default", tick.ID())
 			return err == nil && info.State == asynq.TaskStateRetry && strings.Contains(info.LastErr, "handed back")
 		}, "%s handed back", tick.ID())
-		info, _ := e.insp.GetTaskInfo("default", tick.ID())
+		info, _ := e.insp.GetTaskInfo("baton:default", tick.ID())
 		if info.Retried != 0 {
 			t.Errorf("%s: hand-back spent an attempt: retried %d", tick.ID(), info.Retried)
 		}
@@ -177,8 +177,8 @@ func TestTaskHandedBackToAReplicaThatKnowsTheJob(t *testing.T) {
 	if runs["added"] != 1 || runs["moved"] != 1 {
 		t.Errorf("runs %v", runs)
 	}
-	e.state(t, "default", added, asynq.TaskStateCompleted)
-	e.state(t, "default", moved, asynq.TaskStateCompleted)
+	e.state(t, "baton:default", added, asynq.TaskStateCompleted)
+	e.state(t, "baton:default", moved, asynq.TaskStateCompleted)
 	none(t, newExec.started, 100*time.Millisecond, "a second run")
 	none(t, oldExec.started, 10*time.Millisecond, "a run on the old worker")
 
@@ -191,7 +191,7 @@ func TestTaskHandedBackToAReplicaThatKnowsTheJob(t *testing.T) {
 	if _, err := e.client.Enqueue(task); err != nil {
 		t.Fatal(err)
 	}
-	info := e.state(t, "default", ghost, asynq.TaskStateArchived)
+	info := e.state(t, "baton:default", ghost, asynq.TaskStateArchived)
 	if info.Retried != 0 || !strings.Contains(info.LastErr, "no live replica runs it") {
 		t.Errorf("ghost: retried %d, last error %q", info.Retried, info.LastErr)
 	}

@@ -67,7 +67,7 @@ func TestSlowEnqueueStaysInOneQueue(t *testing.T) {
 	newErr := newD.Dispatch(context.Background(), tick)
 	t.Logf("old Dispatch: %v; new Dispatch: %v", <-oldErr, newErr) // old's enqueue has landed
 	var in []string
-	for _, q := range []string{"old", "new"} {
+	for _, q := range []string{"baton:old", "baton:new"} {
 		if _, err := e.insp.GetTaskInfo(q, tick.ID()); err == nil {
 			in = append(in, q)
 		} else if !errors.Is(err, asynq.ErrTaskNotFound) && !errors.Is(err, asynq.ErrQueueNotFound) {

@@ -29,6 +29,8 @@ type TaskPayload struct {
 	Fence   int64  `json:"fence"`   // dispatch fencing token
 	Replica string `json:"replica"` // the replica that dispatched it
 	Manual  bool   `json:"manual"`  // dispatched by a trigger, not by the schedule
+	// Namespace is the deployment that dispatched it (Config.Namespace).
+	Namespace string `json:"ns,omitempty"`
 }
 
 // PayloadOf returns t's payload.
@@ -56,6 +58,16 @@ func (p TaskPayload) tick() (scheduler.Tick, error) {
 	return scheduler.Tick{Job: p.Job, At: at.UTC(), RunID: p.RunID, Fence: p.Fence, Replica: p.Replica, Manual: p.Manual}, nil
 }
 
+// taskNamespace returns the namespace a TaskTypeRun task's payload names
+// ("" if none or unreadable).
+func taskNamespace(t *asynq.Task) string {
+	var p struct {
+		Namespace string `json:"ns"`
+	}
+	_ = json.Unmarshal(t.Payload(), &p)
+	return p.Namespace
+}
+
 // parseTask decodes a TaskTypeRun task into the tick it runs.
 func parseTask(t *asynq.Task) (scheduler.Tick, error) {
 	if t.Type() != TaskTypeRun {
@@ -77,7 +89,7 @@ func parseTask(t *asynq.Task) (scheduler.Tick, error) {
 //
 //   - TaskID(t.ID()): a tick can be enqueued once; a second enqueue fails with
 //     asynq.ErrTaskIDConflict while the task exists (see Retention);
-//   - Queue(j.Queue);
+//   - Queue(cfg.QueueName(j.Queue)): the queue carries the namespace;
 //   - Timeout(j.Timeout) rounded up to whole seconds (asynq counts seconds, and
 //     would drop a sub-second timeout), NoTimeout for 0;
 //   - MaxRetry(j.MaxRetry + 1): one more than the job allows, because asynq
@@ -87,13 +99,15 @@ func parseTask(t *asynq.Task) (scheduler.Tick, error) {
 //   - Retention(cfg.Retention(j)): the completed task, and with it its ID, is
 //     kept as long as some replica could still try to dispatch the tick.
 func NewRunTask(cfg *Config, j *Job, t scheduler.Tick) (*asynq.Task, error) {
-	payload, err := json.Marshal(PayloadOf(t))
+	p := PayloadOf(t)
+	p.Namespace = cfg.Namespace
+	payload, err := json.Marshal(p)
 	if err != nil { // unreachable: plain fields
 		return nil, fmt.Errorf("jobs: encode %s: %w", t.ID(), err)
 	}
 	return asynq.NewTask(TaskTypeRun, payload,
 		asynq.TaskID(t.ID()),
-		asynq.Queue(j.Queue),
+		asynq.Queue(cfg.QueueName(j.Queue)),
 		asynq.Timeout(taskTimeout(j.Timeout)),
 		asynq.MaxRetry(j.MaxRetry+1),
 		asynq.Retention(cfg.Retention(j)),

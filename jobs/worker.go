@@ -36,6 +36,7 @@ type Worker struct {
 	rosterStop context.CancelFunc
 	rosterDone chan struct{}
 	handing    sync.Map // job name -> true: its hand-back was logged
+	foreign    sync.Map // namespace -> true: its tasks' refusal was logged
 
 	srv     *asynq.Server
 	ps      *redis.PubSub
@@ -187,7 +188,7 @@ func (w *Worker) Start() error {
 	if !w.localOnly {
 		w.srv = asynq.NewServer(w.redisOpt, asynq.Config{
 			Concurrency:              w.cfg.Worker.Concurrency,
-			Queues:                   w.cfg.Worker.Queues,
+			Queues:                   w.asynqQueues(),
 			ShutdownTimeout:          w.cfg.Worker.ShutdownGrace,
 			RetryDelayFunc:           w.retryDelay,
 			TaskCheckInterval:        w.taskCheck,
@@ -314,6 +315,15 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 		w.log.Error("dropping a bad task", slog.String("task_id", id), slog.Any("error", err))
 		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 	}
+	if ns := taskNamespace(task); ns != w.cfg.Namespace {
+		// a task of another deployment sharing this Redis: never run it
+		w.count(t.Job, func(c *counters) { c.failed.Add(1) })
+		if _, logged := w.foreign.LoadOrStore(ns, true); !logged {
+			w.log.Error("refusing tasks of another namespace (a deployment sharing this Redis, or a task written by hand)",
+				append(tickAttrs(t), slog.String("task_namespace", ns), slog.String("namespace", w.cfg.Namespace))...)
+		}
+		return fmt.Errorf("jobs: %s: task of namespace %q, this worker's is %q: %w", t.ID(), ns, w.cfg.Namespace, asynq.SkipRetry)
+	}
 	job, ok := w.cfg.Job(t.Job)
 	if !ok || job.Mode != ModeCron {
 		return w.cannotRun(ctx, t, job)
@@ -356,7 +366,8 @@ func (w *Worker) cannotRun(ctx context.Context, t scheduler.Tick, job *Job) erro
 	if job != nil {
 		why = fmt.Sprintf("mode %s in this replica's job list", job.Mode)
 	}
-	queue, _ := asynq.GetQueueName(ctx)
+	asynqQueue, _ := asynq.GetQueueName(ctx)
+	queue, _ := w.cfg.queueOf(asynqQueue)
 	var members []Member
 	err := errors.New("no roster")
 	if w.roster != nil {
@@ -403,6 +414,15 @@ func (w *Worker) RoutedDifferently(job string) bool {
 	r := w.roster
 	w.mu.Unlock()
 	return r != nil && r.routedDifferently(job)
+}
+
+// asynqQueues is cfg.Worker.Queues with the namespace in each name.
+func (w *Worker) asynqQueues() map[string]int {
+	out := make(map[string]int, len(w.cfg.Worker.Queues))
+	for q, p := range w.cfg.Worker.Queues {
+		out[w.cfg.QueueName(q)] = p
+	}
+	return out
 }
 
 // startRoster publishes this replica in the roster (one heartbeat now, then

@@ -236,7 +236,7 @@ func TestWorkerRunsTickOnceWithIdentity(t *testing.T) {
 	if d := time.Until(s.v.Deadline()); d <= 0 || d > 30*time.Second {
 		t.Errorf("validity deadline in %s", d)
 	}
-	e.state(t, "default", tick, asynq.TaskStateCompleted)
+	e.state(t, "baton:default", tick, asynq.TaskStateCompleted)
 	e.dispatch(t, cfg, tick) // retained: still a conflict
 	none(t, exec.started, 200*time.Millisecond, "second run")
 	if st := NewWorker(cfg, e.opt, e.locks, exec).Stats(); st != (Stats{}) {
@@ -263,7 +263,7 @@ func TestForbidSkipsOverlap(t *testing.T) {
 	e.dispatch(t, cfg, t1)
 	first := recv(t, exec.started, "first run")
 	e.dispatch(t, cfg, t2)
-	info := e.state(t, "default", t2, asynq.TaskStateCompleted) // skipped = success
+	info := e.state(t, "baton:default", t2, asynq.TaskStateCompleted) // skipped = success
 	if info.Retried != 0 || info.LastErr != "" {
 		t.Errorf("skipped task: retried %d, last error %q", info.Retried, info.LastErr)
 	}
@@ -277,7 +277,7 @@ func TestForbidSkipsOverlap(t *testing.T) {
 	if end := recv(t, exec.ended, "first run's end"); end.err != nil || !end.run.Tick.Equal(t1.At) {
 		t.Errorf("first run ended: %+v", end)
 	}
-	e.state(t, "default", t1, asynq.TaskStateCompleted)
+	e.state(t, "baton:default", t1, asynq.TaskStateCompleted)
 	none(t, exec.started, 100*time.Millisecond, "run of the skipped tick")
 	if st := w.Stats(); st.Skipped != 1 || st.Ran != 1 {
 		t.Errorf("stats %+v", st)
@@ -304,7 +304,7 @@ func TestSameTickRetryWaitsForItsEarlierAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.dispatch(t, cfg, tick)
-	e.state(t, "default", tick, asynq.TaskStateActive)
+	e.state(t, "baton:default", tick, asynq.TaskStateActive)
 	none(t, exec.started, 200*time.Millisecond, "run while the earlier attempt holds the lease")
 	if st := w.Stats(); st.Skipped != 0 {
 		t.Fatalf("stats %+v", st)
@@ -316,7 +316,7 @@ func TestSameTickRetryWaitsForItsEarlierAttempt(t *testing.T) {
 	if s.run.Fence <= held.Fence() {
 		t.Errorf("fence %d, earlier holder's %d", s.run.Fence, held.Fence())
 	}
-	e.state(t, "default", tick, asynq.TaskStateCompleted)
+	e.state(t, "baton:default", tick, asynq.TaskStateCompleted)
 	if st := w.Stats(); st.Ran != 1 || st.Skipped != 0 {
 		t.Errorf("stats %+v", st)
 	}
@@ -347,11 +347,11 @@ func TestReplaceAcrossWorkers(t *testing.T) {
 	if !s.run.Tick.Equal(t2.At) || s.run.Replica != "w2" || s.run.Fence <= old.run.Fence {
 		t.Errorf("new run %+v (old fence %d)", s.run, old.run.Fence)
 	}
-	info := e.state(t, "default", t1, asynq.TaskStateArchived) // replaced: not retried
+	info := e.state(t, "baton:default", t1, asynq.TaskStateArchived) // replaced: not retried
 	if info.Retried != 0 || !strings.Contains(info.LastErr, "replaced") {
 		t.Errorf("replaced task: retried %d, last error %q", info.Retried, info.LastErr)
 	}
-	e.state(t, "default", t2, asynq.TaskStateCompleted)
+	e.state(t, "baton:default", t2, asynq.TaskStateCompleted)
 	if st := w1.Stats(); st.Replaced != 1 || st.Failed != 0 {
 		t.Errorf("w1 stats %+v", st)
 	}
@@ -374,7 +374,7 @@ func TestReplaceOlderTickNeverReplacesNewer(t *testing.T) {
 	e.dispatch(t, cfg, newer)
 	running := recv(t, exec.started, "newer run")
 	e.dispatch(t, cfg, older)
-	e.state(t, "default", older, asynq.TaskStateCompleted) // skipped
+	e.state(t, "baton:default", older, asynq.TaskStateCompleted) // skipped
 	if running.ctx.Err() != nil {
 		t.Fatalf("the newer run was stopped: %v", context.Cause(running.ctx))
 	}
@@ -382,7 +382,7 @@ func TestReplaceOlderTickNeverReplacesNewer(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	close(gate)
-	e.state(t, "default", newer, asynq.TaskStateCompleted)
+	e.state(t, "baton:default", newer, asynq.TaskStateCompleted)
 	none(t, exec.started, 100*time.Millisecond, "run of the older tick")
 }
 
@@ -440,8 +440,8 @@ func TestAllowOverlaps(t *testing.T) {
 		t.Errorf("fences %v, want the dispatch fences %d and %d", fences, t1.Fence, t2.Fence)
 	}
 	close(gate)
-	e.state(t, "default", t1, asynq.TaskStateCompleted)
-	e.state(t, "default", t2, asynq.TaskStateCompleted)
+	e.state(t, "baton:default", t1, asynq.TaskStateCompleted)
+	e.state(t, "baton:default", t2, asynq.TaskStateCompleted)
 	if st := w.Stats(); st.Ran != 2 {
 		t.Errorf("stats %+v", st)
 	}
@@ -464,7 +464,7 @@ func TestUnknownJobIsArchived(t *testing.T) {
 	if _, err := e.client.Enqueue(task); err != nil {
 		t.Fatal(err)
 	}
-	info := e.state(t, "default", tick, asynq.TaskStateArchived)
+	info := e.state(t, "baton:default", tick, asynq.TaskStateArchived)
 	if info.Retried != 0 || !strings.Contains(info.LastErr, "ghost") {
 		t.Errorf("retried %d, last error %q", info.Retried, info.LastErr)
 	}
@@ -492,7 +492,7 @@ func TestFailedRunIsRetriedPerMaxRetry(t *testing.T) {
 			t.Errorf("attempt %d, want %d", s.run.Attempt, want)
 		}
 	}
-	info := e.state(t, "default", tick, asynq.TaskStateArchived)
+	info := e.state(t, "baton:default", tick, asynq.TaskStateArchived)
 	if info.Retried != 1 || !strings.Contains(info.LastErr, "boom") {
 		t.Errorf("retried %d, last error %q", info.Retried, info.LastErr)
 	}
@@ -556,7 +556,7 @@ func TestLeaseLostMidRunIsRetried(t *testing.T) {
 	if s := recv(t, exec.started, "retry"); s.run.Attempt != 2 {
 		t.Errorf("retry attempt %d", s.run.Attempt)
 	}
-	info := e.state(t, "default", tick, asynq.TaskStateCompleted)
+	info := e.state(t, "baton:default", tick, asynq.TaskStateCompleted)
 	if info.Retried != 1 || !strings.Contains(info.LastErr, "lease lost") {
 		t.Errorf("retried %d, last error %q", info.Retried, info.LastErr)
 	}
@@ -604,7 +604,7 @@ func TestShutdownCancelsAfterGraceAndReleases(t *testing.T) {
 			t.Errorf("lease of %s not released: %v", s.run.Job, err)
 		}
 	}
-	e.state(t, "default", tick, asynq.TaskStatePending) // pushed back, not retried
+	e.state(t, "baton:default", tick, asynq.TaskStatePending) // pushed back, not retried
 	if err := w.RunLocal(ctx, job, tickOf("loc", 2)); err == nil {
 		t.Error("RunLocal after Shutdown succeeded")
 	}
@@ -649,7 +649,7 @@ func TestWorkerLogsCarryRunIdentity(t *testing.T) {
 	e.worker(t, cfg, exec, WithLogger(logs.logger()), WithReplica("r-9"))
 	tick := tickOf("report", 1)
 	e.dispatch(t, cfg, tick)
-	e.state(t, "default", tick, asynq.TaskStateCompleted)
+	e.state(t, "baton:default", tick, asynq.TaskStateCompleted)
 	n := 0
 	for _, l := range logs.all() {
 		if l["job"] != "report" {
@@ -683,7 +683,7 @@ func TestWorkerWithRealExecutor(t *testing.T) {
 	w := e.worker(t, cfg, NewExecutor(), WithReplica("real-1"))
 	tick := tickOf("report", 1)
 	e.dispatch(t, cfg, tick)
-	e.state(t, "default", tick, asynq.TaskStateCompleted)
+	e.state(t, "baton:default", tick, asynq.TaskStateCompleted)
 	data, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
@@ -723,8 +723,8 @@ func TestFailedRunsShowWhy(t *testing.T) {
 	fails, missing := tickOf("fails", 1), tickOf("missing", 1)
 	e.dispatch(t, cfg, fails)
 	e.dispatch(t, cfg, missing)
-	e.state(t, "default", fails, asynq.TaskStateArchived)
-	info := e.state(t, "default", missing, asynq.TaskStateArchived)
+	e.state(t, "baton:default", fails, asynq.TaskStateArchived)
+	info := e.state(t, "baton:default", missing, asynq.TaskStateArchived)
 	if info.Retried != 0 {
 		t.Errorf("a command that cannot start was retried %d times", info.Retried)
 	}

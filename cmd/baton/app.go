@@ -123,7 +123,7 @@ func newReplica(cfg *jobs.Config, id string, r role, log *slog.Logger, dropLockM
 				continue // no ticks: the workers campaign for it
 			}
 			if j.Leader && rp.leader == nil {
-				e, err := rp.locks.Election("cluster-leader", 2*cfg.Scheduler.TickLeaseTTL)
+				e, err := rp.locks.Election(jobs.ClusterLeaderElection, 2*cfg.Scheduler.TickLeaseTTL)
 				if err != nil {
 					return nil, err
 				}

@@ -23,6 +23,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/batonhq/baton/internal/childenv"
+	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/internal/supervisor"
 	"github.com/batonhq/baton/locking"
 )
@@ -229,6 +230,9 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 	cfg.key, rest = rest[0], rest[1:]
 	if cfg.key == "" {
 		return cfg, false, usagef("KEY is empty")
+	}
+	if jobs.InternalLockName(cfg.key) {
+		return cfg, false, usagef("KEY %q is a name baton uses for its own leases (exec:JOB, singleton:JOB, %s); pick another", cfg.key, jobs.ClusterLeaderElection)
 	}
 	// flags may also come between KEY and "--"
 	sep := -1

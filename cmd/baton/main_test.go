@@ -271,6 +271,8 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"no key", []string{"lock"}, "missing KEY"},
+		{"internal key", []string{"lock", "exec:report", "--", "true"}, "a name baton uses for its own leases"},
+		{"election key", []string{"lock", "cluster-leader", "--", "true"}, "a name baton uses for its own leases"},
 		{"no separator", []string{"lock", "k", "true"}, "missing --"},
 		{"no command", []string{"lock", "k", "--"}, "missing CMD"},
 		{"no separator no command", []string{"lock", "k"}, "missing --"},

@@ -132,7 +132,7 @@ func printReplicas(ctx context.Context, cfg *jobs.Config, stdout, stderr io.Writ
 		return 1
 	}
 	fmt.Fprintln(stdout)
-	defer warnOrphanQueues(queue, members, stdout)
+	defer warnOrphanQueues(cfg, queue, members, stdout)
 	if len(members) == 0 {
 		fmt.Fprintln(stdout, "REPLICAS: none seen in the last", jobs.RosterForget)
 		return 0
@@ -164,20 +164,20 @@ func printReplicas(ctx context.Context, cfg *jobs.Config, stdout, stderr io.Writ
 // warnOrphanQueues points out tasks waiting in a queue no live replica
 // consumes: they wait forever (a job moved to another queue while its old
 // queue still held tasks, or a queue dropped from worker.queues).
-func warnOrphanQueues(queue redis.UniversalClient, members []jobs.Member, stdout io.Writer) {
+func warnOrphanQueues(cfg *jobs.Config, queue redis.UniversalClient, members []jobs.Member, stdout io.Writer) {
 	consumed := map[string]bool{}
 	for _, m := range members {
 		for _, q := range m.Queues {
 			if m.Live {
-				consumed[q] = true
+				consumed[cfg.QueueName(q)] = true
 			}
 		}
 	}
 	insp := asynq.NewInspectorFromRedisClient(queue)
 	if names, err := insp.Queues(); err == nil {
 		for _, q := range names {
-			if consumed[q] {
-				continue
+			if consumed[q] || !strings.HasPrefix(q, cfg.Namespace+":") {
+				continue // consumed, or another deployment's
 			}
 			if info, err := insp.GetQueueInfo(q); err == nil && info.Pending+info.Scheduled+info.Retry > 0 {
 				fmt.Fprintf(stdout, "\nqueue %q holds %d pending, %d scheduled and %d retry tasks, but no live replica consumes it: add it to worker.queues\n",

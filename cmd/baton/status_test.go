@@ -61,11 +61,11 @@ jobs:
 	}
 	// a task left in a queue nobody consumes is pointed out
 	client := asynq.NewClientFromRedisClient(rdb)
-	if _, err := client.Enqueue(asynq.NewTask("baton:run", nil, asynq.Queue("orphan"))); err != nil {
+	if _, err := client.Enqueue(asynq.NewTask("baton:run", nil, asynq.Queue("stest:orphan"))); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errs = runIn("status", "--config", cfg)
-	if code != 0 || !strings.Contains(out, `queue "orphan" holds 1 pending`) {
+	if code != 0 || !strings.Contains(out, `queue "stest:orphan" holds 1 pending`) {
 		t.Errorf("status with an orphaned queue: %d\n%s%s", code, out, errs)
 	}
 }

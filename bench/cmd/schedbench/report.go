@@ -233,7 +233,7 @@ func (r *report) render(machine []string) string {
 		"Jobs come from `jobs.Load` of a generated YAML (`handler` jobs, mode cron, queue default, starting deadline 1m, catch-up latest). " +
 		"Dispatch: `jobs.NewDispatcher(cfg, asynq.NewClientFromRedisClient(rdb), nil, nil, jobs.WithQueueRedis(rdb))` wrapped to time the return.\n")
 	p("- go-redis clients: defaults (PoolSize 10 × GOMAXPROCS) plus ContextTimeoutEnabled.\n")
-	p("- worker: one `asynq.Server` in a separate process (this binary re-executed, under `nice -n %d`), Concurrency %d, TaskCheckInterval %v, queue default; "+
+	p("- worker: one `asynq.Server` in a separate process (this binary re-executed, under `nice -n %d`), Concurrency %d, TaskCheckInterval %v, queue baton:default; "+
 		"the handler only records its start time (written to a pipe, read by this process).\n", r.cfg.workerNice, r.cfg.workerConc, r.cfg.checkEvery)
 	p("- windows: counters, CPU and commandstats are read 200 ms before the first measured tick and 200 ms before the tick after the last one; " +
 		"so the window holds the work of exactly the measured instants when each instant's work ends within ~800 ms (the follower checks come 500 ms after the instant, 1.5 s at 10,000 jobs; those of the instant before the first measured one fall inside the window in their place). " +

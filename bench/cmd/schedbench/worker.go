@@ -49,7 +49,7 @@ func workerMain(args []string) int {
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:       *conc,
 		TaskCheckInterval: *check,
-		Queues:            map[string]int{"default": 1},
+		Queues:            map[string]int{"baton:default": 1}, // the queue of a config queue "default" in namespace "baton"
 		LogLevel:          asynq.ErrorLevel,
 		ShutdownTimeout:   3 * time.Second,
 	})
