@@ -23,8 +23,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/batonhq/baton/internal/childenv"
-	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/internal/supervisor"
+	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 )
 
