@@ -96,10 +96,24 @@ func TestRollingDeployEveryTickOnce(t *testing.T) {
 			ticks = append(ticks, at)
 		}
 		if job == "removed" {
-			// its tasks dispatched just before the old replica left may
-			// find only the new worker, which archives them (with a line)
-			// once no live replica knows the job
-			ticks = slices.DeleteFunc(ticks, func(at time.Time) bool { return at.After(oldStop.Add(-3 * time.Second)) })
+			// its tasks that only the new worker fetched after the old
+			// replica left are archived, each with a line: decided too
+			for l := range strings.Lines(newP.stderr.String()) {
+				if !strings.Contains(l, "archiving a task no live replica can run") || !strings.Contains(l, `"job":"removed"`) {
+					continue
+				}
+				if i := strings.Index(l, `"tick":"`); i >= 0 {
+					if at, err := time.Parse(time.RFC3339, l[i+8:i+8+20]); err == nil {
+						if at.Before(oldStop.Add(-10 * time.Second)) {
+							t.Errorf("removed@%s archived while the old replica ran", at.Format(time.RFC3339))
+						}
+						if slices.ContainsFunc(ticks, at.Equal) {
+							t.Errorf("removed@%s ran and was archived", at.Format(time.RFC3339))
+						}
+						ticks = append(ticks, at)
+					}
+				}
+			}
 		}
 		slices.SortFunc(ticks, func(a, b time.Time) int { return a.Compare(b) })
 		if len(ticks) < 3 {

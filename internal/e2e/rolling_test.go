@@ -134,14 +134,26 @@ func TestRollingDeployOfThree(t *testing.T) {
 	checkContiguous(t, "changed", ticksOf(t, out("changed-old"), out("changed-new")))
 	checkContiguous(t, "moved", ticksOf(t, out("moved")))
 	af, _ := checkContiguous(t, "added", ticksOf(t, out("added")))
-	// a removed job's tasks dispatched just before its last replica left
-	// may find only new workers, which archive them (with a line) once no
-	// live replica knows the job: its ticks are checked up to then
+	// a removed job's tasks that only new workers fetched after its last
+	// replica left are archived, each with a line: they count as decided
 	removed := ticksOf(t, out("removed"))
-	cutoff := lastOldStop.Add(-3 * time.Second).Unix()
-	for s := range removed {
-		if s > cutoff {
-			delete(removed, s)
+	for _, name := range []string{"new-0", "new-1", "new-2"} {
+		b, _ := os.ReadFile(filepath.Join(dir, name+".log"))
+		for l := range strings.Lines(string(b)) {
+			if !strings.Contains(l, "archiving a task no live replica can run") || !strings.Contains(l, `"job":"removed"`) {
+				continue
+			}
+			if i := strings.Index(l, `"tick":"`); i >= 0 {
+				if at, err := time.Parse(time.RFC3339, l[i+8:i+8+20]); err == nil {
+					if removed[at.Unix()] > 0 {
+						t.Errorf("removed@%s ran and was archived", at.Format(time.RFC3339))
+					}
+					removed[at.Unix()]++
+					if at.Before(lastOldStop.Add(-10 * time.Second)) {
+						t.Errorf("removed@%s archived while its replicas ran", at.Format(time.RFC3339))
+					}
+				}
+			}
 		}
 	}
 	_, rl := checkContiguous(t, "removed", removed)
