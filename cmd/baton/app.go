@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
+	"strings"
+	"syscall"
 	"os"
 	"sync/atomic"
 	"time"
@@ -310,7 +313,7 @@ func (rp *replica) ready(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := rp.queue.Ping(ctx).Err(); err != nil {
-		return fmt.Sprintf("replica %s: queue Redis does not answer PING: %v", rp.id, err)
+		return fmt.Sprintf("replica %s: queue Redis does not answer PING: %s", rp.id, errClass(err))
 	}
 	if len(rp.cfg.Locking.Masters) > 0 {
 		up := 0
@@ -323,13 +326,32 @@ func (rp *replica) ready(ctx context.Context) string {
 			up++
 		}
 		if need := len(rp.mast)/2 + 1; up < need {
-			return fmt.Sprintf("replica %s: %d of %d lock masters answer PING, %d needed: %v", rp.id, up, len(rp.mast), need, last)
+			return fmt.Sprintf("replica %s: %d of %d lock masters answer PING, %d needed: %s", rp.id, up, len(rp.mast), need, errClass(last))
 		}
 	}
 	if rp.sched != nil && rp.sched.Skewed() {
 		return fmt.Sprintf("replica %s: clock off Redis TIME beyond max_clock_skew %v: not claiming ticks", rp.id, rp.cfg.MaxClockSkew)
 	}
 	return ""
+}
+
+// errClass names the kind of a Redis error without the error's text, which
+// can hold an address (for /readyz, which anyone who reaches it may read).
+func errClass(err error) string {
+	var ne net.Error
+	switch {
+	case err == nil:
+		return "no error"
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return "timed out"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, redis.ErrClosed):
+		return "client closed"
+	case strings.Contains(err.Error(), "NOAUTH") || strings.Contains(err.Error(), "WRONGPASS"):
+		return "authentication failed"
+	}
+	return "error"
 }
 
 // loggingDispatcher logs every tick it dispatched, naming the replica that

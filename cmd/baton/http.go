@@ -27,7 +27,25 @@ type httpServer struct {
 	srv      *http.Server
 	ln       net.Listener
 	log      *slog.Logger
+
+	// the readiness as last checked (every readyEvery, in the background):
+	// a request costs no Redis round trip
+	ready     atomic.Pointer[string] // "" ready, else the reasons
+	stopCheck chan struct{}
+	checkDone chan struct{}
 }
+
+// Limits of the HTTP listener: a slow or oversized client cannot hold a
+// connection or memory.
+const (
+	httpReadHeaderTimeout = 5 * time.Second
+	httpReadTimeout       = 10 * time.Second
+	httpWriteTimeout      = 30 * time.Second // a /metrics scrape
+	httpIdleTimeout       = 60 * time.Second
+	httpMaxHeaderBytes    = 16 << 10
+	httpMaxBodyBytes      = 1 << 20
+	readyEvery            = time.Second
+)
 
 // newHTTPServer listens on addr (so that a taken port fails at start) and
 // returns the server; serve starts answering.
@@ -36,7 +54,9 @@ func newHTTPServer(addr string, replicas []*replica, log *slog.Logger) (*httpSer
 	if err != nil {
 		return nil, fmt.Errorf("http: %w", err)
 	}
-	h := &httpServer{replicas: replicas, ln: ln, log: log}
+	h := &httpServer{replicas: replicas, ln: ln, log: log, stopCheck: make(chan struct{}), checkDone: make(chan struct{})}
+	starting := "starting: readiness not checked yet"
+	h.ready.Store(&starting)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -49,7 +69,17 @@ func newHTTPServer(addr string, replicas []*replica, log *slog.Logger) (*httpSer
 	})
 	mux.HandleFunc("GET /readyz", h.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	h.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Body = http.MaxBytesReader(w, r.Body, httpMaxBodyBytes)
+			mux.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+	}
 	return h, nil
 }
 
@@ -58,6 +88,8 @@ func (h *httpServer) Addr() string { return h.ln.Addr().String() }
 
 // serve answers requests until shutdown; it returns nil after shutdown.
 func (h *httpServer) serve() error {
+	go h.checkLoop()
+	defer func() { close(h.stopCheck); <-h.checkDone }()
 	h.log.Info("http listening", "addr", h.Addr(), "paths", "/healthz /readyz /metrics")
 	if err := h.srv.Serve(h.ln); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("http: %w", err)
@@ -74,22 +106,40 @@ func (h *httpServer) shutdown() {
 	}
 }
 
-// readyz answers 200 "ok" when every replica is ready (see replica.ready),
-// 503 and the reasons otherwise.
-func (h *httpServer) readyz(w http.ResponseWriter, r *http.Request) {
-	var reasons []string
-	if h.draining.Load() {
-		reasons = append(reasons, "shutting down")
-	} else {
+// checkLoop checks every replica's readiness (see replica.ready) now and
+// every readyEvery, until serve returns.
+func (h *httpServer) checkLoop() {
+	defer close(h.checkDone)
+	t := time.NewTicker(readyEvery)
+	defer t.Stop()
+	for {
+		var reasons []string
 		for _, rp := range h.replicas {
-			if why := rp.ready(r.Context()); why != "" {
+			if why := rp.ready(context.Background()); why != "" {
 				reasons = append(reasons, why)
 			}
 		}
+		r := strings.Join(reasons, "\n")
+		h.ready.Store(&r)
+		select {
+		case <-h.stopCheck:
+			return
+		case <-t.C:
+		}
 	}
-	if len(reasons) > 0 {
+}
+
+// readyz answers 200 "ok" when every replica was ready at the last check
+// (at most readyEvery ago), 503 and the reasons otherwise; the reasons name
+// no address.
+func (h *httpServer) readyz(w http.ResponseWriter, _ *http.Request) {
+	reasons := *h.ready.Load()
+	if h.draining.Load() {
+		reasons = "shutting down"
+	}
+	if reasons != "" {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintln(w, strings.Join(reasons, "\n"))
+		fmt.Fprintln(w, reasons)
 		return
 	}
 	fmt.Fprintln(w, "ok")

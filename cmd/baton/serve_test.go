@@ -444,15 +444,43 @@ jobs:
 `, redisURL(srv)))
 	p := start(t, nil, "worker", "--config", cfg, "--http", "127.0.0.1:0")
 	base := "http://" + listenAddr(t, p)
-	if code, body := httpGet(base + "/readyz"); code != 200 {
-		t.Fatalf("/readyz: %d %q", code, body)
+	waitRunning(t, 10*time.Second, "/readyz ok", func() bool { code, _ := httpGet(base + "/readyz"); return code == 200 }, p)
+	// answered from a cached check: requests cost no Redis round trip
+	rdb := srv.TestClient(t)
+	pings := func() int {
+		info := rdb.Info(context.Background(), "commandstats").Val()
+		for l := range strings.Lines(info) {
+			if rest, ok := strings.CutPrefix(l, "cmdstat_ping:calls="); ok {
+				n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+				return n
+			}
+		}
+		return 0
+	}
+	before := pings()
+	for range 50 {
+		httpGet(base + "/readyz")
+	}
+	if n := pings() - before; n > 10 {
+		t.Errorf("50 /readyz requests sent %d PINGs", n)
+	}
+	// oversized headers are refused
+	req, _ := http.NewRequest("GET", base+"/healthz", nil)
+	req.Header.Set("X-Big", strings.Repeat("x", 64<<10))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("64 KiB header: %d, want 431", resp.StatusCode)
+		}
 	}
 	if err := srv.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	code, body := httpGet(base + "/readyz")
-	if code != 503 || !strings.Contains(body, "queue Redis does not answer PING") {
-		t.Errorf("/readyz with Redis paused: %d %q", code, body)
+	var code int
+	var body string
+	waitRunning(t, 15*time.Second, "/readyz 503", func() bool { code, body = httpGet(base + "/readyz"); return code == 503 }, p)
+	if !strings.Contains(body, "queue Redis does not answer PING") || strings.Contains(body, "127.0.0.1") {
+		t.Errorf("/readyz with Redis paused: %d %q (want the reason, no address)", code, body)
 	}
 	if code, _ := httpGet(base + "/healthz"); code != 200 {
 		t.Errorf("/healthz with Redis paused: %d", code)
