@@ -8,10 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"strings"
-	"syscall"
 	"os"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hibiken/asynq"
