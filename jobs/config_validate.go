@@ -76,7 +76,7 @@ func (v *validator) validate() {
 	}
 	if c.HTTP.Listen != "" {
 		if err := checkHostPort(c.HTTP.Listen); err != nil {
-			v.errf("http.listen", "%s (want host:port, e.g. 127.0.0.1:8080 or :8080; empty turns the listener off)", err.Error())
+			v.errf("http.listen", "%s (want host:port, e.g. 127.0.0.1:8080, a loopback address unless the endpoints must be reached from elsewhere; empty turns the listener off)", err.Error())
 		}
 	}
 	v.worker()

@@ -93,7 +93,7 @@ func httpListen(fs *flagSet, cf *commonFlags, cfg *jobs.Config) (string, error) 
 		return "", nil
 	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return "", usagef("%s: listen address %q: want host:port", src, addr)
+		return "", usagef("%s: listen address %q: want host:port, e.g. 127.0.0.1:8080", src, addr)
 	}
 	return addr, nil
 }
