@@ -10,7 +10,6 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -134,15 +133,7 @@ func TestMovingJobBoundInOneQueueDeployment(t *testing.T) {
     handler: {name: report}
 `)
 	e.dispatch(t, cronCfg, tickOf("report", 50)) // asynq knows "default"
-	p := redistest.NewTestProxy(t, e.srv.Addr())
-	slow := asynq.NewClient(asynq.RedisClientOpt{Addr: p.Addr()})
-	t.Cleanup(func() { slow.Close() })
-	if err := slow.Ping(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.AddLatency(1500*time.Millisecond, true); err != nil {
-		t.Fatal(err)
-	}
+	slow := e.slowClient(t, 1500*time.Millisecond)
 	tick := tickOf("report", 1)
 	// both replicas see in the roster that the other routes the job
 	// differently (the worker's RoutedDifferently, as baton run wires it)

@@ -42,15 +42,7 @@ func TestSlowEnqueueStaysInOneQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := redistest.NewTestProxy(t, e.srv.Addr())
-	slow := asynq.NewClient(asynq.RedisClientOpt{Addr: p.Addr()})
-	t.Cleanup(func() { slow.Close() })
-	if err := slow.Ping(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.AddLatency(1500*time.Millisecond, true); err != nil {
-		t.Fatal(err)
-	}
+	slow := e.slowClient(t, 1500*time.Millisecond)
 	tick := tickOf("report", 1)
 	oldD := NewDispatcher(oldCfg, slow, nil, nil, WithQueueRedis(e.rdb))
 	oldErr := make(chan error, 1)
@@ -77,4 +69,20 @@ func TestSlowEnqueueStaysInOneQueue(t *testing.T) {
 	if len(in) > 1 || (len(in) == 1 && newErr != nil && !errors.Is(newErr, scheduler.ErrAlreadyDispatched)) {
 		t.Errorf("tick %s enqueued in queues %v: it runs twice", tick.ID(), in)
 	}
+}
+
+// slowClient is an asynq client of e's Redis whose commands reach it d late
+// (a congested link, through the fault proxy).
+func (e *env) slowClient(t *testing.T, d time.Duration) *asynq.Client {
+	t.Helper()
+	p := redistest.NewTestProxy(t, e.srv.Addr())
+	slow := asynq.NewClient(asynq.RedisClientOpt{Addr: p.Addr()})
+	t.Cleanup(func() { slow.Close() })
+	if err := slow.Ping(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AddLatency(d, true); err != nil {
+		t.Fatal(err)
+	}
+	return slow
 }

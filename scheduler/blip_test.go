@@ -29,22 +29,11 @@ import (
 func TestQueueBlipKeepsTheCurrentTick(t *testing.T) {
 	s := redistest.New(t)
 	rec := newRecorder()
-	var mu sync.Mutex
-	fails := 0
-	d := scheduler.DispatcherFunc(func(ctx context.Context, tk scheduler.Tick) error {
-		mu.Lock()
-		if fails < 2 {
-			fails++
-			mu.Unlock()
-			return errors.New("queue blip")
-		}
-		mu.Unlock()
-		return rec.Dispatch(ctx, tk)
-	})
+	blip := failFirst(rec, 2, func(scheduler.Tick) bool { return true })
 	t0 := now()
 	clock := scheduler.NewFakeClock(t0.Add(100 * time.Millisecond))
 	jobs := []scheduler.Job{{Name: "s", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute, Catchup: scheduler.CatchupSkip}}
-	r := start(t, []*redis.Client{s.TestClient(t)}, jobs, d, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour))
+	r := start(t, []*redis.Client{s.TestClient(t)}, jobs, blip, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour))
 	if err := clock.BlockUntil(4); err != nil {
 		t.Fatal(err)
 	}
@@ -52,12 +41,42 @@ func TestQueueBlipKeepsTheCurrentTick(t *testing.T) {
 	clock.Set(due)
 	// the blip is over after two failed calls; give it 10 s of fake time
 	advanceUntil(t, clock, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return fails == 2 && !clock.Now().Before(due.Add(10*time.Second))
+		return blip.failed() == 2 && !clock.Now().Before(due.Add(10*time.Second))
 	}, "10 s past the tick")
 	id := "s@" + due.UTC().Format(time.RFC3339)
 	if n := len(rec.snapshot()[id]); n != 1 {
 		t.Errorf("%s dispatched %d times after a sub-second queue blip, 50 s before its starting deadline; want 1 (stats %+v)", id, n, r.s.Stats())
 	}
+}
+
+// blipDispatcher fails the first n dispatches of the ticks match selects
+// ("queue blip"), then hands every dispatch to rec.
+type blipDispatcher struct {
+	rec   *recorder
+	n     int
+	match func(scheduler.Tick) bool
+	mu    sync.Mutex
+	fails int
+}
+
+func failFirst(rec *recorder, n int, match func(scheduler.Tick) bool) *blipDispatcher {
+	return &blipDispatcher{rec: rec, n: n, match: match}
+}
+
+func (b *blipDispatcher) Dispatch(ctx context.Context, tk scheduler.Tick) error {
+	b.mu.Lock()
+	if b.match(tk) && b.fails < b.n {
+		b.fails++
+		b.mu.Unlock()
+		return errors.New("queue blip")
+	}
+	b.mu.Unlock()
+	return b.rec.Dispatch(ctx, tk)
+}
+
+// failed returns how many dispatches failed.
+func (b *blipDispatcher) failed() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.fails
 }
