@@ -206,21 +206,28 @@ func (d *Dispatcher) boundElsewhere(ctx context.Context, t scheduler.Tick, targe
 		return "", nil
 	}
 	d.mu.Lock()
-	if time.Since(d.queuesAt) > queuesFresh {
-		names, err := d.rdb.SMembers(ctx, asynqQueuesKey).Result()
+	names, stale := d.queues, time.Since(d.queuesAt) > queuesFresh
+	d.mu.Unlock()
+	if stale {
+		// read outside the lock: other dispatches do not wait for it
+		at := time.Now()
+		fresh, err := d.rdb.SMembers(ctx, asynqQueuesKey).Result()
 		if err != nil {
-			d.mu.Unlock()
 			return "", fmt.Errorf("read asynq's queues: %w", err)
 		}
-		d.queues, d.queuesAt = names, time.Now()
+		names = fresh
+		d.mu.Lock()
+		if at.After(d.queuesAt) {
+			d.queues, d.queuesAt = fresh, at
+		}
+		d.mu.Unlock()
 	}
 	var others []string // this namespace's other queues, config names
-	for _, name := range d.queues {
+	for _, name := range names {
 		if q, ours := d.cfg.queueOf(name); ours && q != target {
 			others = append(others, q)
 		}
 	}
-	d.mu.Unlock()
 	if len(others) == 0 && !force {
 		return "", nil
 	}
