@@ -63,14 +63,17 @@ func (s *Scheduler) readMarks(ctx context.Context) map[string]int64 {
 // nothing. It runs beside the live claims: listing and logging up to
 // 100,000 ticks per job delays no other job.
 func (s *Scheduler) catchUp(now time.Time, marks map[string]int64) []item {
-	names := make([]string, 0, len(s.jobs))
-	for name := range s.jobs {
-		names = append(names, name)
+	// one job's catch-up: what its policy keeps and leaves out
+	type plan struct {
+		j                  *Job
+		mark               int64
+		missed, live, keep []time.Time
+		more               bool
 	}
-
-	var out []item
-	for _, name := range names {
-		j := s.jobs[name]
+	var plans []plan
+	var counting []*Job // jobs with ticks past the deadline to count
+	var countMarks []int64
+	for name, j := range s.jobs {
 		if j.LeaderOnly && (s.opts.leader == nil || !s.opts.leader()) {
 			continue
 		}
@@ -81,45 +84,55 @@ func (s *Scheduler) catchUp(now time.Time, marks map[string]int64) []item {
 		// ticks older than the starting deadline are missed; the live ones
 		// are listed from there on, not from the mark: after a long outage
 		// the mark's first 100,000 ticks can all be long past their deadline
+		p := plan{j: j, mark: mark}
 		from := time.UnixMilli(mark).UTC()
 		lo := now.Add(-j.StartingDeadline) // a tick before lo is missed
-		var missed []time.Time
-		more := false
 		if from.Before(lo) {
-			missed = Ticks(j.Schedule, from, lo.Add(-time.Nanosecond), maxMissedCount)
-			more = len(missed) == maxMissedCount
+			p.missed = Ticks(j.Schedule, from, lo.Add(-time.Nanosecond), maxMissedCount)
+			p.more = len(p.missed) == maxMissedCount
 			from = lo.Add(-time.Nanosecond)
 		}
-		live := Ticks(j.Schedule, from, now, maxMissedCount)
-		if len(live)+len(missed) == 0 {
+		p.live = Ticks(j.Schedule, from, now, maxMissedCount)
+		if len(p.live)+len(p.missed) == 0 {
 			continue
 		}
-		keep := live
+		p.keep = p.live
 		switch j.Catchup {
 		case CatchupSkip:
-			keep = nil
+			p.keep = nil
 		case CatchupLatest:
-			if len(live) > 1 {
-				keep = live[len(live)-1:]
+			if len(p.live) > 1 {
+				p.keep = p.live[len(p.live)-1:]
 			}
 		case CatchupAll:
-			if len(live) > j.CatchupMax {
-				keep = live[len(live)-j.CatchupMax:]
+			if len(p.live) > j.CatchupMax {
+				p.keep = p.live[len(p.live)-j.CatchupMax:]
 			}
 		}
-		// the ticks past the deadline are counted here, by the first
-		// replica to catch up from this mark; the live ones the policy
-		// leaves out are claimed as dropped, which records each missed
-		// unless some replica dispatched it, and counts it once
-		dropped := missed
-		log := s.opts.log.With("job", name, "replica", s.opts.replica)
-		if len(dropped) > 0 && !s.firstToCount(j, mark) {
+		if len(p.missed) > 0 {
+			counting = append(counting, j)
+			countMarks = append(countMarks, mark)
+		}
+		plans = append(plans, p)
+	}
+	// the ticks past the deadline are counted here, by the first replica to
+	// catch up from this mark (one pipeline for all jobs); the live ones the
+	// policy leaves out are claimed as dropped, which records each missed
+	// unless some replica dispatched it, and counts it once
+	first := s.firstToCount(counting, countMarks)
+
+	var out []item
+	for _, p := range plans {
+		j := p.j
+		dropped := p.missed
+		if len(dropped) > 0 && !first[j] {
 			dropped = nil
 		}
+		log := s.opts.log.With("job", j.Name, "replica", s.opts.replica)
 		for i, t := range dropped {
 			if i == maxMissedLog {
 				count := fmt.Sprint(len(dropped) - maxMissedLog)
-				if more {
+				if p.more {
 					count = "at least " + count
 				}
 				log.Warn("more ticks missed while no replica ran", "count", count)
@@ -128,10 +141,10 @@ func (s *Scheduler) catchUp(now time.Time, marks map[string]int64) []item {
 			log.Warn("tick missed while no replica ran", "tick", t.UTC().Format(time.RFC3339), "catchup", j.Catchup)
 		}
 		s.add(j, func(c *stats) { c.missed.Add(int64(len(dropped))) })
-		for _, t := range live[:len(live)-len(keep)] {
+		for _, t := range p.live[:len(p.live)-len(p.keep)] {
 			out = append(out, item{job: j, at: t.UTC(), fireAt: now, follower: true, drop: true})
 		}
-		for _, t := range keep {
+		for _, t := range p.keep {
 			s.add(j, func(c *stats) { c.caughtUp.Add(1) })
 			log.Info("catching up a missed tick", "tick", t.UTC().Format(time.RFC3339), "catchup", j.Catchup)
 			out = append(out, item{job: j, at: t.UTC(), fireAt: now, follower: true})
@@ -140,14 +153,28 @@ func (s *Scheduler) catchUp(now time.Time, marks map[string]int64) []item {
 	return out
 }
 
-// firstToCount reports whether this replica is the first to count the
-// ticks a catch-up from job j's mark found missed: a SET NX of
-// <counted><mark> on the first lock master (a count, not a safety
-// decision: one master decides it). When that master does not answer it
-// counts anyway (a count twice beats none).
-func (s *Scheduler) firstToCount(j *Job, mark int64) bool {
+// firstToCount reports, for each job and the mark its catch-up started
+// from, whether this replica is the first to count the ticks that catch-up
+// found missed: a SET NX of <counted><mark> on the first lock master, all in
+// one pipeline (a count, not a safety decision: one master decides it).
+// When that master does not answer it counts anyway (a count twice beats
+// none).
+func (s *Scheduler) firstToCount(js []*Job, marks []int64) map[*Job]bool {
+	out := make(map[*Job]bool, len(js))
+	if len(js) == 0 {
+		return out
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.timeout)
 	defer cancel()
-	won, err := s.masters[0].SetNX(ctx, j.keys.counted+strconv.FormatInt(mark, 10), s.opts.replica, j.StartingDeadline+time.Hour).Result()
-	return won || err != nil
+	pipe := s.masters[0].Pipeline()
+	cmds := make([]*redis.BoolCmd, len(js))
+	for i, j := range js {
+		cmds[i] = pipe.SetNX(ctx, j.keys.counted+strconv.FormatInt(marks[i], 10), s.opts.replica, j.StartingDeadline+time.Hour)
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, j := range js {
+		won, err := cmds[i].Result()
+		out[j] = won || err != nil
+	}
+	return out
 }
