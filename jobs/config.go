@@ -1,6 +1,8 @@
 package jobs
 
 import (
+	"github.com/batonhq/baton/internal/redact"
+
 	"encoding/json"
 	"fmt"
 	"os"
@@ -41,8 +43,19 @@ type Config struct {
 	// File is the path the config was loaded from; empty for Load.
 	File string `yaml:"-"`
 
-	byName map[string]int // job name -> index in Jobs, built by Load
+	byName  map[string]int  // job name -> index in Jobs, built by Load
+	secrets *redact.Secrets // values that came from ${VAR}
 }
+
+// SecretValues returns the values that came from the environment through
+// ${VAR} when the config was loaded. They are masked wherever baton prints
+// the config or a job's errors and output; programs that log the config
+// themselves mask them with MaskSecrets.
+func (c *Config) SecretValues() []string { return c.secrets.Values() }
+
+// MaskSecrets returns s with every value from SecretValues of at least 4
+// bytes replaced by "xxxxx".
+func (c *Config) MaskSecrets(s string) string { return c.secrets.Text(s) }
 
 // RedisConfig says how to reach the queue Redis. Exactly one of URL, Sentinel
 // and Cluster is set.
@@ -267,6 +280,8 @@ type Job struct {
 	Paused bool `yaml:"paused"`
 	// Line is the line of the job's entry in the file.
 	Line int `yaml:"-"`
+
+	secrets *redact.Secrets // the config's ${VAR} values, masked in errors and output
 }
 
 // ExecSpec runs a command.

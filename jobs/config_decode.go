@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/batonhq/baton/internal/redact"
 )
 
 // decoder carries the state of one Load.
@@ -35,6 +37,7 @@ type decoder struct {
 	expanded map[*yaml.Node]bool   // scalars whose value came from ${...}
 	emptyVar map[*yaml.Node]string // scalars that are exactly ${VAR}, VAR set but empty
 	jobNames map[int]string        // job index -> name as written, for messages
+	secrets  redact.Builder        // values that came from the environment
 }
 
 func load(data []byte, file, path string, lookup func(string) (string, bool), now time.Time) (*Config, error) {
@@ -66,14 +69,20 @@ func load(data []byte, file, path string, lookup func(string) (string, bool), no
 		v := &validator{decoder: d, cfg: &cfg, now: now}
 		v.validate()
 	}
+	secrets := d.secrets.Secrets()
 	if len(d.errs) > 0 {
 		sort.SliceStable(d.errs, func(i, j int) bool { return d.errs[i].Line < d.errs[j].Line })
+		for i := range d.errs {
+			d.errs[i].Msg = secrets.Text(d.errs[i].Msg)
+		}
 		return nil, &ConfigError{Errors: d.errs}
 	}
 	cfg.File = path
+	cfg.secrets = secrets
 	cfg.byName = make(map[string]int, len(cfg.Jobs))
 	for i := range cfg.Jobs {
 		cfg.byName[cfg.Jobs[i].Name] = i
+		cfg.Jobs[i].secrets = secrets
 	}
 	return &cfg, nil
 }
@@ -262,7 +271,7 @@ func (d *decoder) expandTree(n *yaml.Node, path string) {
 		if !strings.Contains(n.Value, "$") {
 			return
 		}
-		out, err := expandEnv(n.Value, d.lookup)
+		out, masked, err := expandEnv(n.Value, d.lookup, &d.secrets)
 		if err != nil {
 			d.add(n.Line, path, "%s", err.Error())
 			return
@@ -275,6 +284,7 @@ func (d *decoder) expandTree(n *yaml.Node, path string) {
 		}
 		n.Value = out
 		d.expanded[n] = true
+		d.secrets.AddValue(out, masked)
 		if n.Style&yaml.TaggedStyle == 0 {
 			n.Tag = "" // resolve the new value afresh (a number stays a number)
 		}
@@ -292,47 +302,57 @@ var runVars = map[string]bool{"BATON_JOB": true, "BATON_TICK": true, "BATON_RUN_
 	"BATON_FENCING_TOKEN": true, "BATON_REPLICA": true, "BATON_LOCK_KEY": true}
 
 // expandEnv replaces ${VAR} and ${VAR:-default} in s and turns $$ into $.
-// Any other $ is kept as it is.
-func expandEnv(s string, lookup func(string) (string, bool)) (string, error) {
-	var b strings.Builder
+// Any other $ is kept as it is. masked is out with every value that came
+// from the environment replaced by redact.Mask (defaults, written in the
+// file, are shown).
+func expandEnv(s string, lookup func(string) (string, bool), sec *redact.Builder) (out, masked string, err error) {
+	var b, m strings.Builder
 	for {
 		i := strings.IndexByte(s, '$')
 		if i < 0 || i == len(s)-1 {
 			b.WriteString(s)
-			return b.String(), nil
+			m.WriteString(s)
+			return b.String(), m.String(), nil
 		}
 		b.WriteString(s[:i])
+		m.WriteString(s[:i])
 		switch s[i+1] {
 		case '$':
 			b.WriteByte('$')
+			m.WriteByte('$')
 			s = s[i+2:]
 			continue
 		case '{':
 		default:
 			b.WriteByte('$')
+			m.WriteByte('$')
 			s = s[i+1:]
 			continue
 		}
 		end := strings.IndexByte(s[i:], '}')
 		if end < 0 {
-			return "", fmt.Errorf("unterminated %q (write $$ for a literal $)", s[i:])
+			return "", "", fmt.Errorf("unterminated %q (write $$ for a literal $)", s[i:])
 		}
 		expr := s[i+2 : i+end]
 		s = s[i+end+1:]
 		name, def, hasDef := strings.Cut(expr, ":-")
 		if !envNameRE.MatchString(name) {
-			return "", fmt.Errorf("bad variable name in ${%s} (want ${NAME} or ${NAME:-default}; write $$ for a literal $)", expr)
+			return "", "", fmt.Errorf("bad variable name in ${%s} (want ${NAME} or ${NAME:-default}; write $$ for a literal $)", expr)
 		}
 		val, ok := lookup(name)
 		switch {
 		case hasDef && val == "":
-			val = def
+			b.WriteString(def)
+			m.WriteString(def)
+			continue
 		case !ok && runVars[name]:
-			return "", fmt.Errorf("${%s} is expanded when the config is loaded, but %s exists only when the job runs: write $${%s} (or $%s in a shell command) to leave it to the run", name, name, name, name)
+			return "", "", fmt.Errorf("${%s} is expanded when the config is loaded, but %s exists only when the job runs: write $${%s} (or $%s in a shell command) to leave it to the run", name, name, name, name)
 		case !ok:
-			return "", fmt.Errorf("environment variable %s is not set (use ${%s:-default} to give a default)", name, name)
+			return "", "", fmt.Errorf("environment variable %s is not set (use ${%s:-default} to give a default)", name, name)
 		}
 		b.WriteString(val)
+		m.WriteString(redact.Mask)
+		sec.Add(val)
 	}
 }
 

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/batonhq/baton/internal/redact"
 )
 
-const redacted = "xxxxx"
+const redacted = redact.Mask
 
 // RedactURL returns s with the password of its user info replaced by
 // "xxxxx", for logs. A string that does not parse as a URL is replaced
@@ -27,11 +29,12 @@ func RedactURL(s string) string {
 // Redacted returns the effective config (defaults included, zero values left
 // out) as YAML for logs and `baton validate`. Secrets are masked as "xxxxx":
 // passwords in Redis and HTTP URLs, sentinel and cluster passwords, every
-// exec env value and every HTTP header value. Handler payloads are shown as
-// they are.
+// exec env value and every HTTP header value, and every value that came
+// from the environment through ${VAR} (in argv, URLs, bodies, payloads,
+// anywhere). Defaults written in the file are shown.
 func (c *Config) Redacted() string {
 	r := *c
-	r.Redis.URL = redactNonEmpty(r.Redis.URL)
+	r.Redis.URL = redactNonEmpty(c.secrets.Value(r.Redis.URL))
 	if s := r.Redis.Sentinel; s != nil {
 		s2 := *s
 		s2.Password = maskNonEmpty(s2.Password)
@@ -45,7 +48,7 @@ func (c *Config) Redacted() string {
 	if c.Locking.Masters != nil {
 		r.Locking.Masters = make([]string, len(c.Locking.Masters))
 		for i, m := range c.Locking.Masters {
-			r.Locking.Masters[i] = RedactURL(m)
+			r.Locking.Masters[i] = RedactURL(c.secrets.Value(m))
 		}
 	}
 	r.Jobs = slices.Clone(c.Jobs)
@@ -58,12 +61,13 @@ func (c *Config) Redacted() string {
 		}
 		if h := j.HTTP; h != nil {
 			h2 := *h
-			h2.URL = redactNonEmpty(h.URL)
+			h2.URL = redactNonEmpty(c.secrets.Value(h.URL))
 			h2.Headers = maskValues(h.Headers)
 			j.HTTP = &h2
 		}
 	}
 	root := encodeNode(reflect.ValueOf(r))
+	maskScalars(root, c.secrets)
 	escapeDollars(root)
 	if jobs := mappingValue(root, "jobs"); jobs != nil {
 		for i, j := range r.Jobs {
@@ -78,6 +82,28 @@ func (c *Config) Redacted() string {
 	}
 	_ = enc.Close()
 	return b.String()
+}
+
+// maskScalars masks the secrets in every scalar value under n.
+func maskScalars(n *yaml.Node, s *redact.Secrets) {
+	if n == nil || s == nil {
+		return
+	}
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for _, c := range n.Content {
+			maskScalars(c, s)
+		}
+	case yaml.MappingNode:
+		for i := 1; i < len(n.Content); i += 2 {
+			maskScalars(n.Content[i], s)
+		}
+	case yaml.ScalarNode:
+		if m := s.Value(n.Value); m != n.Value {
+			n.Value = m
+			n.Tag, n.Style = "!!str", 0
+		}
+	}
 }
 
 // escapeDollars doubles the $ in scalar values where Load would otherwise

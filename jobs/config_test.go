@@ -479,7 +479,7 @@ func TestExpandEnv(t *testing.T) {
 		{in: "${A-x}", err: "bad variable name in ${A-x}"},
 		{in: "a ${A", err: `unterminated "${A"`},
 	} {
-		got, err := expandEnv(tc.in, lookup)
+		got, _, err := expandEnv(tc.in, lookup, nil)
 		switch {
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 			t.Errorf("expandEnv(%q) error = %v, want %q", tc.in, err, tc.err)

@@ -112,8 +112,9 @@ func NewExecutor(opts ...ExecutorOption) *Executor {
 // this process is frozen, and v.Done() stops it like ctx does.
 //
 // How the kinds run:
-//   - exec: Command without a shell, environment os.Environ() + Exec.Env +
-//     run.Env(), in Exec.Dir, under a supervisor process (see
+//   - exec: Command without a shell, environment the allowlisted part of
+//     os.Environ() (internal/childenv: PATH, HOME, LANG, LC_*, TZ, USER and
+//     Exec.InheritEnv) + Exec.Env + run.Env(), in Exec.Dir, under a supervisor process (see
 //     internal/supervisor). When ctx ends or v ends, the command's process
 //     group gets SIGTERM and, after a grace of min(5s, Job.Timeout/10),
 //     SIGKILL. Errors: ErrNonZeroExit, ErrLeaseDeadline, exec.ErrNotFound
@@ -123,6 +124,9 @@ func NewExecutor(opts ...ExecutorOption) *Executor {
 //   - handler: the registry's handler under ctx, with run.Payload set to
 //     Handler.Payload. Errors: ErrUnknownHandler, the handler's error (a
 //     panic becomes an error).
+//
+// Error messages have the config's ${VAR} values masked; http errors name
+// the URL as scheme://host/path.
 func (e *Executor) Execute(ctx context.Context, job *Job, run Run, v Validity) (Result, error) {
 	start := time.Now()
 	if job.Timeout > 0 {
@@ -146,8 +150,22 @@ func (e *Executor) Execute(ctx context.Context, job *Job, run Run, v Validity) (
 		err = fmt.Errorf("jobs: job %q: nothing to run (no exec, http or handler)", job.Name)
 	}
 	res.Duration = time.Since(start)
+	if err != nil && !job.secrets.Empty() {
+		err = &maskedError{err: err, msg: job.secrets.Text(err.Error())}
+	}
 	return res, err
 }
+
+// maskedError is an execution error whose message has the config's secrets
+// masked (a command path or argument, a URL, echoed in the error of exec or
+// net/http). errors.Is and As still see the original.
+type maskedError struct {
+	err error
+	msg string
+}
+
+func (e *maskedError) Error() string { return e.msg }
+func (e *maskedError) Unwrap() error { return e.err }
 
 // runHandler calls the job's registered handler.
 func (e *Executor) runHandler(ctx context.Context, job *Job, run Run) (res Result, err error) {

@@ -2,12 +2,15 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/batonhq/baton/internal/redact"
 )
 
 // runHTTP sends the job's request and checks the response status.
@@ -17,10 +20,7 @@ func (e *Executor) runHTTP(ctx context.Context, job *Job, run Run) (Result, erro
 	if method == "" {
 		method = http.MethodGet
 	}
-	target := spec.URL
-	if u, err := url.Parse(spec.URL); err == nil {
-		target = u.Redacted() // no password in errors
-	}
+	target := redact.Endpoint(spec.URL) // no password or query (tokens) in errors
 	var body io.Reader = http.NoBody
 	if spec.Body != "" {
 		body = strings.NewReader(spec.Body)
@@ -42,6 +42,10 @@ func (e *Executor) runHTTP(ctx context.Context, job *Job, run Run) (Result, erro
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // it quotes the whole URL, query included
+		}
 		return res, fmt.Errorf("jobs: job %q: http %s %s: %w", job.Name, method, target, err)
 	}
 	defer resp.Body.Close()

@@ -16,6 +16,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -571,9 +572,10 @@ func outputTail(out []byte, job *Job) string {
 		}
 	}
 	for _, v := range secrets {
-		if len(v) >= 4 { // shorter values would mask ordinary words
-			s = strings.ReplaceAll(s, v, "xxxxx")
+		if len(v) >= redact.MinSubstring { // shorter values would mask ordinary words
+			s = strings.ReplaceAll(s, v, redact.Mask)
 		}
 	}
+	s = job.secrets.Text(s)
 	return strings.ToValidUTF8(s, "?")
 }

@@ -1,6 +1,8 @@
 package jobs
 
 import (
+	"github.com/batonhq/baton/internal/redact"
+
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -334,15 +336,20 @@ type ListDiff struct {
 // String formats d for a log line or status: `report: absent on a; cron
 // default 1f2e3d on b, c`.
 func (d ListDiff) String() string {
+	// job names, replica ids and definitions were read from Redis: quoted
 	var parts []string
 	for _, def := range slices.Sorted(maps.Keys(d.By)) {
-		what := def
+		what := redact.Quote(def)
 		if def == "" {
 			what = "absent"
 		}
-		parts = append(parts, what+" on "+strings.Join(d.By[def], ", "))
+		ids := make([]string, len(d.By[def]))
+		for i, id := range d.By[def] {
+			ids[i] = redact.Quote(id)
+		}
+		parts = append(parts, what+" on "+strings.Join(ids, ", "))
 	}
-	return d.Job + ": " + strings.Join(parts, "; ")
+	return redact.Quote(d.Job) + ": " + strings.Join(parts, "; ")
 }
 
 // DiffLists returns the jobs on which the live members' job lists differ,

@@ -59,7 +59,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageExit("dev", err, stderr)
 	}
-	zl := newZerolog(stderr, cf.logFormat, cf.logLevel)
+	zl := newZerolog(stderr, cf.logFormat, cf.logLevel, cfg.SecretValues())
 	log := newSlog(zl)
 
 	mr := miniredis.NewMiniRedis()

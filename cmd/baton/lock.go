@@ -20,9 +20,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"gopkg.in/yaml.v3"
 
 	"github.com/batonhq/baton/internal/childenv"
+	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/supervisor"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
@@ -60,11 +60,12 @@ const (
 	defaultPrefix   = "baton:lock:"
 	releaseTimeout  = 5 * time.Second
 	envRedisURL     = "BATON_REDIS_URL"
+	envRedisAuth    = "REDISCLI_AUTH"
 	envLockKey      = "BATON_LOCK_KEY"
 	envFencingToken = "BATON_FENCING_TOKEN"
 )
 
-const lockUsageLine = "usage: baton lock [--redis URL]... [--config FILE] [--ttl D] [--wait D] [--grace D] [--fair] [--prefix P] KEY -- CMD [ARGS]"
+const lockUsageLine = "usage: baton lock [--redis URL]... [--redis-password-file FILE] [--config FILE] [--ttl D] [--wait D] [--grace D] [--fair] [--prefix P] KEY -- CMD [ARGS]"
 
 const lockHelp = lockUsageLine + `
 
@@ -84,7 +85,10 @@ baton then exits 76. Linux only.
 Each --redis URL (redis:// or rediss://, with user, password, db) is one
 independent master; several masters form a Redlock quorum. Without --redis:
 locking.masters, then redis.url from --config, then $BATON_REDIS_URL, then
-` + defaultRedisURL + `.
+` + defaultRedisURL + `. A URL without a password gets the first line of
+--redis-password-file, else $REDISCLI_AUTH: a password there stays out of
+the command line that ps shows. --config reads a baton config as every
+command does (${VAR} expanded, the whole file validated).
 
 Exit status: CMD's status (128+N if killed by signal N); 2 usage error;
 69 Redis unavailable; 75 lock busy; 76 lock lost while CMD ran (CMD stopped);
@@ -121,20 +125,7 @@ type lockConfig struct {
 	quarantine time.Duration
 	fresh      bool
 	inherit    []string // more of baton's environment for CMD (childenv patterns)
-}
-
-// fileConfig is the part of a baton YAML config file that "baton lock"
-// reads. Other keys are ignored.
-type fileConfig struct {
-	Redis struct {
-		URL string `yaml:"url"`
-	} `yaml:"redis"`
-	Locking struct {
-		Masters           []string      `yaml:"masters"`
-		RestartQuarantine time.Duration `yaml:"restart_quarantine"`
-		FreshDeployment   bool          `yaml:"fresh_deployment"`
-	} `yaml:"locking"`
-	Namespace string `yaml:"namespace"` // the keys' prefix: <namespace>:lock:, as baton run uses
+	secrets    []string // the config's ${VAR} values, scrubbed from messages
 }
 
 // urlList is a repeatable string flag.
@@ -186,6 +177,11 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 			r.secrets = append(r.secrets, p)
 		}
 	}
+	for _, v := range cfg.secrets {
+		if len(v) >= redact.MinSubstring {
+			r.secrets = append(r.secrets, v)
+		}
+	}
 	return r.lockAndRun()
 }
 
@@ -196,7 +192,8 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 	fs.SetOutput(io.Discard)
 	var urls urlList
 	fs.Var(&urls, "redis", "Redis master `URL`; repeat for a quorum of independent masters")
-	configFile := fs.String("config", "", "baton YAML config `FILE` (reads redis.url, locking.masters, namespace)")
+	configFile := fs.String("config", "", "baton YAML config `FILE` (reads redis.url, locking.masters, namespace; ${VAR} expanded)")
+	passwordFile := fs.String("redis-password-file", "", "read the Redis password from the first line of `FILE` (for URLs without one; else $"+envRedisAuth+")")
 	fs.DurationVar(&cfg.ttl, "ttl", defaultTTL, "lease ttl; extended every ttl/3 while CMD runs")
 	fs.DurationVar(&cfg.wait, "wait", 0, "how long to wait for the lock; 0 tries once")
 	fs.DurationVar(&cfg.grace, "grace", defaultGrace, "after losing the lock, time between SIGTERM and SIGKILL of CMD")
@@ -304,6 +301,11 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 			cfg.quarantine = fc.Locking.RestartQuarantine
 		}
 		cfg.fresh = cfg.fresh || fc.Locking.FreshDeployment
+		cfg.secrets = fc.SecretValues()
+	}
+	password, passwordSource, err := redisPassword(*passwordFile)
+	if err != nil {
+		return cfg, false, err
 	}
 	if raws == nil {
 		if env := os.Getenv(envRedisURL); env != "" {
@@ -320,36 +322,59 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 			if errors.As(err, &ue) {
 				err = ue.Err // url.Error quotes the whole URL, password included
 			}
-			return cfg, false, usagef("bad Redis URL %s (%s): %v", redact(raw), source, err)
+			return cfg, false, usagef("bad Redis URL %s (%s): %v", redactURL(raw), source, err)
 		}
 		if prev, dup := seen[opts.Addr]; dup {
-			return cfg, false, usagef("Redis master %s (%s) is listed twice (also as %s); quorum masters must be independent servers", opts.Addr, source, redact(prev))
+			return cfg, false, usagef("Redis master %s (%s) is listed twice (also as %s); quorum masters must be independent servers", opts.Addr, source, redactURL(prev))
 		}
 		seen[opts.Addr] = raw
+		src := source
+		if opts.Password == "" && password != "" {
+			opts.Password = password
+			src += " with the password of " + passwordSource
+		}
 		// let the lock library's per-call deadlines bound every network call
 		opts.ContextTimeoutEnabled = true
-		cfg.masters = append(cfg.masters, masterURL{raw: raw, source: source, opts: opts})
+		cfg.masters = append(cfg.masters, masterURL{raw: raw, source: src, opts: opts})
 	}
 	return cfg, false, nil
 }
 
-// loadConfig reads the keys "baton lock" needs from a baton YAML config file.
-// Unknown keys are ignored. Errors name the file and, when known, the line.
-func loadConfig(path string) (fileConfig, error) {
-	var fc fileConfig
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fc, usagef("config: %v", err)
+// loadConfig loads a baton config file as every other command does (${VAR}
+// expanded, validated); "baton lock" uses its Redis and locking settings
+// and its namespace.
+func loadConfig(path string) (*jobs.Config, error) {
+	cfg, err := jobs.LoadFile(path)
+	if err == nil {
+		return cfg, nil
 	}
-	if err := yaml.Unmarshal(data, &fc); err != nil {
-		var te *yaml.TypeError
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		if errors.As(err, &te) {
-			msg = strings.Join(te.Errors, "; ")
+	var ce *jobs.ConfigError
+	if errors.As(err, &ce) {
+		return nil, usagef("config: %s", strings.ReplaceAll(ce.Error(), "\n", "; "))
+	}
+	return nil, usagef("config: %s", strings.TrimPrefix(err.Error(), "jobs: "))
+}
+
+// redisPassword returns the password for masters whose URL carries none:
+// the first line of --redis-password-file, else $REDISCLI_AUTH (as
+// redis-cli reads it), else "". source names where it came from.
+func redisPassword(file string) (password, source string, err error) {
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return "", "", usagef("--redis-password-file: %v", err)
 		}
-		return fc, usagef("config %s: %s", path, strings.ReplaceAll(msg, "\n", " "))
+		p, _, _ := strings.Cut(string(data), "\n")
+		p = strings.TrimSuffix(p, "\r")
+		if p == "" {
+			return "", "", usagef("--redis-password-file %s: the first line is empty", file)
+		}
+		return p, "--redis-password-file", nil
 	}
-	return fc, nil
+	if p := os.Getenv(envRedisAuth); p != "" {
+		return p, "$" + envRedisAuth, nil
+	}
+	return "", "", nil
 }
 
 // lockAndRun takes the lock, runs CMD under it and returns the exit status.
@@ -475,7 +500,7 @@ func isBusy(f locking.MasterError) bool {
 // masterName names the master of a failure by its redacted URL.
 func (r *lockRun) masterName(f locking.MasterError) string {
 	if f.Index >= 0 && f.Index < len(r.cfg.masters) {
-		return redact(r.cfg.masters[f.Index].raw)
+		return redactURL(r.cfg.masters[f.Index].raw)
 	}
 	return f.Addr
 }
@@ -653,9 +678,9 @@ func (r *lockRun) scrub(s string) string {
 	return s
 }
 
-// redact shows a Redis URL without its password. locking.RedactURL returns
+// redactURL shows a Redis URL without its password. locking.RedactURL returns
 // URLs it cannot parse unchanged; those get their user info masked here.
-func redact(raw string) string {
+func redactURL(raw string) string {
 	if red := locking.RedactURL(raw); red != raw {
 		return red
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/batonhq/baton/internal/redact"
 )
 
 // Log formats accepted by --log-format. Empty means console when stderr is a
@@ -57,12 +59,32 @@ func isTerminal(w io.Writer) bool {
 }
 
 // newZerolog returns the process logger writing to w: JSON, or the console
-// format when format says so or (format empty) w is a terminal.
-func newZerolog(w io.Writer, format string, level zerolog.Level) zerolog.Logger {
-	if format == logFormatConsole || (format == "" && isTerminal(w)) {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
+// format when format says so or (format empty) w is a terminal. The values
+// in secrets (the config's ${VAR} values) are masked in every line.
+func newZerolog(w io.Writer, format string, level zerolog.Level, secrets []string) zerolog.Logger {
+	out := w
+	if s := redact.Of(secrets...); !s.Empty() {
+		out = &maskWriter{w: w, s: s}
 	}
-	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+	if format == logFormatConsole || (format == "" && isTerminal(w)) {
+		out = zerolog.ConsoleWriter{Out: out, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
+	}
+	return zerolog.New(out).Level(level).With().Timestamp().Logger()
+}
+
+// maskWriter masks secrets in each log line, as they are and JSON-escaped:
+// whatever logged them (baton, asynq, an error from exec or net/http).
+type maskWriter struct {
+	w io.Writer
+	s *redact.Secrets
+}
+
+// Write writes p with secrets masked; it reports len(p) written.
+func (m *maskWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(m.w, m.s.JSON(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // newSlog returns a *slog.Logger (what baton's packages take) that writes
@@ -117,8 +139,18 @@ func (h *zerologHandler) Handle(_ context.Context, r slog.Record) error {
 			seen[a.Key] = true
 		}
 	}
-	ev.Msg(r.Message)
+	ev.Msg(escapeLines(r.Message))
 	return nil
+}
+
+// escapeLines escapes control characters in a message as redact.Escape
+// does, except the newlines baton's own multi-line messages use.
+func escapeLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = redact.Escape(l)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // WithAttrs returns a handler that adds as to every record, inside the open
@@ -194,7 +226,7 @@ func appendAttr(ev *zerolog.Event, a slog.Attr) bool {
 		}
 		ev.Dict(a.Key, d)
 	case slog.KindString:
-		ev.Str(a.Key, v.String())
+		ev.Str(a.Key, redact.Escape(v.String())) // values read from Redis may hold terminal escapes
 	case slog.KindInt64:
 		ev.Int64(a.Key, v.Int64())
 	case slog.KindUint64:
@@ -210,9 +242,9 @@ func appendAttr(ev *zerolog.Event, a slog.Attr) bool {
 	default:
 		switch x := v.Any().(type) {
 		case error:
-			ev.AnErr(a.Key, x)
+			ev.Str(a.Key, redact.Escape(x.Error()))
 		case fmt.Stringer:
-			ev.Stringer(a.Key, x)
+			ev.Str(a.Key, redact.Escape(x.String()))
 		default:
 			ev.Interface(a.Key, x)
 		}

@@ -287,8 +287,9 @@ func TestUsageErrors(t *testing.T) {
 		{"fair with quorum", []string{"lock", "--fair", "--redis", r, "--redis", "redis://127.0.0.1:2", "--redis", "redis://127.0.0.1:3", "k", "--", "true"}, "fair"},
 		{"stray argument", []string{"lock", "k", "x", "--", "true"}, `unexpected argument "x"`},
 		{"missing config", []string{"lock", "--config", filepath.Join(dir, "nope.yaml"), "k", "--", "true"}, "nope.yaml"},
-		{"bad yaml", []string{"lock", "--config", badYAML, "k", "--", "true"}, badYAML + ": line"},
-		{"bad yaml type", []string{"lock", "--config", badType, "k", "--", "true"}, badType + ": line 3"},
+		{"bad yaml", []string{"lock", "--config", badYAML, "k", "--", "true"}, badYAML + ":1: "},
+		{"bad yaml type", []string{"lock", "--config", badType, "k", "--", "true"}, badType + ":3: locking.masters: expected a list"},
+		{"unknown key", []string{"lock", "--config", badType, "k", "--", "true"}, badType + `:1: scheduler.workers: unknown field "workers"`},
 	} {
 		var out, errb bytes.Buffer
 		code := run(tc.args, &out, &errb)
@@ -519,16 +520,18 @@ func TestConfigFile(t *testing.T) {
 	srv := redistest.New(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "baton.yaml")
-	yml := fmt.Sprintf(`# a full baton config; lock reads only three keys
+	yml := fmt.Sprintf(`# a full baton config; lock uses locking.masters and namespace
 namespace: cfgtest
-scheduler:
-  workers: 4
+max_clock_skew: 1s
 redis:
   url: redis://127.0.0.1:1/0
 locking:
   masters:
     - %s
-  retries: 3
+jobs:
+  - name: report
+    schedule: "@hourly"
+    exec: {command: ["true"]}
 `, redisURL(srv))
 	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
@@ -547,7 +550,7 @@ locking:
 
 	// explicit --redis wins over the file
 	bad := filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(bad, []byte("locking:\n  masters: [\"redis://127.0.0.1:1/0\"]\n"), 0o600); err != nil {
+	if err := os.WriteFile(bad, []byte("redis:\n  url: redis://127.0.0.1:1/0\nlocking:\n  masters: [\"redis://127.0.0.1:1/0\"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	code, stderr = runBaton(t, 20*time.Second, nil, "lock", "--config", bad, "--redis", redisURL(srv), "job:cfg", "--", "true")

@@ -69,7 +69,7 @@ func runServe(r role, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageExit(name, err, stderr)
 	}
-	zl := newZerolog(stderr, cf.logFormat, cf.logLevel)
+	zl := newZerolog(stderr, cf.logFormat, cf.logLevel, cfg.SecretValues())
 	log := newSlog(zl)
 	log.Info("baton starting", "version", versionString(), "command", name, "replica", cf.id,
 		"config", cf.config, "redis", describeRedis(cfg), "jobs", len(cfg.Jobs))

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/batonhq/baton/internal/redact"
+
 	"context"
 	"fmt"
 	"io"
@@ -72,7 +74,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(tw, "%s\t-\t-\t-\n", h.Job)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s (%s ago)\t%d\n", h.Job, h.Leader.ID, h.Leader.Since.UTC().Format(time.RFC3339),
+			fmt.Fprintf(tw, "%s\t%q\t%s (%s ago)\t%d\n", h.Job, h.Leader.ID, h.Leader.Since.UTC().Format(time.RFC3339),
 				time.Since(h.Leader.Since).Round(time.Second), h.Leader.Fence)
 		}
 		fmt.Fprintln(tw)
@@ -145,11 +147,16 @@ func printReplicas(ctx context.Context, cfg *jobs.Config, stdout, stderr io.Writ
 		if !m.Live {
 			seen += " (gone)"
 		}
-		queues := strings.Join(m.Queues, ",")
+		// everything but the times was read from Redis: quoted, escaped
+		qs := make([]string, len(m.Queues))
+		for i, q := range m.Queues {
+			qs[i] = redact.Quote(q)
+		}
+		queues := strings.Join(qs, ",")
 		if queues == "" {
 			queues = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Role, m.Version, m.Hash, seen, queues)
+		fmt.Fprintf(tw, "%q\t%q\t%q\t%q\t%s\t%s\n", m.ID, m.Role, m.Version, m.Hash, seen, queues)
 	}
 	_ = tw.Flush()
 	if len(diffs) > 0 {

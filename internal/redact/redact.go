@@ -1,0 +1,243 @@
+// Package redact keeps baton's secrets out of what it prints: passwords in
+// URLs, values that came from ${VAR} in the config, and bytes read from Redis
+// that could drive a terminal.
+package redact
+
+import (
+	"encoding/json"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Mask is what a secret is replaced with.
+const Mask = "xxxxx"
+
+// MinSubstring is the shortest secret masked where it appears inside other
+// text (logs, output tails, error messages). Shorter values are masked only
+// where a whole config value is printed: masking every "ab" in a log would
+// hide nothing and garble everything.
+const MinSubstring = 4
+
+// Secrets is a set of secret values and, for config values that held them,
+// how each value is shown masked. The zero value and nil hold none. A
+// Secrets is not changed after it is built, so it is safe to share.
+type Secrets struct {
+	values []string          // longest first, so a secret inside another is masked whole
+	whole  map[string]string // a full config value -> the same with its secrets masked
+}
+
+// Builder collects secrets while a config is loaded.
+type Builder struct {
+	values map[string]bool
+	whole  map[string]string
+}
+
+// Add records a secret value.
+func (b *Builder) Add(v string) {
+	if b == nil || v == "" {
+		return
+	}
+	if b.values == nil {
+		b.values = map[string]bool{}
+	}
+	b.values[v] = true
+}
+
+// AddValue records that a config value, as loaded, is shown as masked.
+func (b *Builder) AddValue(value, masked string) {
+	if value == masked {
+		return
+	}
+	if b.whole == nil {
+		b.whole = map[string]string{}
+	}
+	b.whole[value] = masked
+}
+
+// Secrets returns what b collected; nil when nothing.
+func (b *Builder) Secrets() *Secrets {
+	if len(b.values) == 0 && len(b.whole) == 0 {
+		return nil
+	}
+	s := &Secrets{whole: b.whole}
+	for v := range b.values {
+		s.values = append(s.values, v)
+	}
+	slices.SortFunc(s.values, func(a, b string) int {
+		if d := len(b) - len(a); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	return s
+}
+
+// Of returns the Secrets holding values.
+func Of(values ...string) *Secrets {
+	var b Builder
+	for _, v := range values {
+		b.Add(v)
+	}
+	return b.Secrets()
+}
+
+// Empty reports whether s holds no secret.
+func (s *Secrets) Empty() bool { return s == nil || len(s.values) == 0 }
+
+// Values returns the secret values, longest first.
+func (s *Secrets) Values() []string {
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.values)
+}
+
+// Value masks a whole config value: the parts that came from secrets become
+// Mask, the rest stays ("https://host/?key=xxxxx"). Text that is no config
+// value as loaded is masked as Text does.
+func (s *Secrets) Value(v string) string {
+	if s == nil {
+		return v
+	}
+	if m, ok := s.whole[v]; ok {
+		return m
+	}
+	for _, sec := range s.values {
+		if v == sec {
+			return Mask
+		}
+	}
+	return s.Text(v)
+}
+
+// Text masks every secret of at least MinSubstring bytes inside free text.
+func (s *Secrets) Text(t string) string {
+	if s == nil {
+		return t
+	}
+	for _, sec := range s.values {
+		if len(sec) >= MinSubstring && strings.Contains(t, sec) {
+			t = strings.ReplaceAll(t, sec, Mask)
+		}
+	}
+	return t
+}
+
+// JSON masks secrets in JSON text (a log line): each secret both as it is
+// and as JSON escapes it inside a string.
+func (s *Secrets) JSON(t string) string {
+	if s == nil {
+		return t
+	}
+	for _, sec := range s.values {
+		if len(sec) < MinSubstring {
+			continue
+		}
+		if strings.Contains(t, sec) {
+			t = strings.ReplaceAll(t, sec, Mask)
+		}
+		b, _ := json.Marshal(sec)
+		if esc := string(b[1 : len(b)-1]); esc != sec && strings.Contains(t, esc) {
+			t = strings.ReplaceAll(t, esc, Mask)
+		}
+	}
+	return t
+}
+
+// Merge returns the union of s and o.
+func (s *Secrets) Merge(o *Secrets) *Secrets {
+	if s == nil {
+		return o
+	}
+	if o == nil {
+		return s
+	}
+	var b Builder
+	for _, v := range s.values {
+		b.Add(v)
+	}
+	for _, v := range o.values {
+		b.Add(v)
+	}
+	for k, v := range s.whole {
+		b.AddValue(k, v)
+	}
+	for k, v := range o.whole {
+		b.AddValue(k, v)
+	}
+	return b.Secrets()
+}
+
+// URL returns u with the password of its user info replaced by Mask. A
+// string that does not parse as a URL loses everything between "://" and
+// the last "@" of its authority.
+func URL(u string) string {
+	p, err := url.Parse(u)
+	if err == nil {
+		if p.User == nil {
+			return u
+		}
+		if _, ok := p.User.Password(); ok {
+			p.User = url.UserPassword(p.User.Username(), Mask)
+		}
+		return p.String()
+	}
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return u
+	}
+	authority := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority = rest[:i]
+	}
+	at := strings.LastIndex(authority, "@")
+	if at < 0 {
+		return u
+	}
+	return scheme + "://" + Mask + rest[at:]
+}
+
+// Endpoint returns an HTTP URL as scheme://host/path, for logs: no user
+// info, no query, no fragment (tokens travel in queries). A string that
+// does not parse gives "(unparsable URL)".
+func Endpoint(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.Scheme == "" {
+		return "(unparsable URL)"
+	}
+	return (&url.URL{Scheme: p.Scheme, Host: p.Host, Path: p.Path, RawPath: p.RawPath}).String()
+}
+
+// Quote returns s in double quotes with control characters, invalid UTF-8
+// and non-printing runes escaped: for values read from Redis, which anyone
+// who can write to it chose.
+func Quote(s string) string { return strconv.Quote(s) }
+
+// Escape returns s with control characters, invalid UTF-8 and non-printing
+// runes escaped as Quote does, without the quotes; a clean s comes back
+// as it is.
+func Escape(s string) string {
+	if clean(s) {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+func clean(s string) bool {
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return false
+		}
+		if !unicode.IsPrint(r) {
+			return false
+		}
+		i += n
+	}
+	return true
+}
