@@ -151,6 +151,10 @@ type SchedulerConfig struct {
 	// RetentionMargin is added to the asynq Retention of every task (see
 	// Config.Retention). Default 1m; >= 0.
 	RetentionMargin time.Duration `yaml:"retention_margin"`
+	// MaxTickRecords bounds the tick records (and retained asynq tasks) one
+	// job may keep: retention (Config.Retention) / the schedule's shortest
+	// interval. A job that would keep more is refused. Default 10000; >= 1.
+	MaxTickRecords int `yaml:"max_tick_records"`
 }
 
 // Mode says where a job runs.
@@ -359,6 +363,7 @@ func defaultConfig() Config {
 		Scheduler: SchedulerConfig{
 			TickLeaseTTL:    5 * time.Second,
 			RetentionMargin: time.Minute,
+			MaxTickRecords:  10000,
 		},
 	}
 }

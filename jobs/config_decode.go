@@ -52,9 +52,15 @@ func load(data []byte, file, path string, lookup func(string) (string, bool), no
 	}
 	cfg := defaultConfig()
 	root := d.parse(data)
-	if root != nil && expandedSize(root, map[*yaml.Node]int{}) > maxNodes {
-		d.add(0, "", "the document expands to more than %d values through aliases", maxNodes)
-		root = nil
+	if root != nil {
+		switch size := expandedSize(root, map[*yaml.Node]expansion{}); {
+		case size.nodes > maxNodes:
+			d.add(0, "", "the document expands to more than %d values through aliases", maxNodes)
+			root = nil
+		case size.bytes > maxBytes:
+			d.add(0, "", "the document expands to more than %d MiB of text through aliases", maxBytes>>20)
+			root = nil
+		}
 	}
 	if root != nil {
 		d.scanJobNames(root)
@@ -124,32 +130,44 @@ func (d *decoder) parse(data []byte) *yaml.Node {
 	return root
 }
 
-// maxNodes bounds the size of a document with its aliases expanded, so a
-// small file cannot make Load walk billions of nodes.
-const maxNodes = 1_000_000
+// maxNodes and maxBytes bound the size of a document with its aliases
+// expanded, so a small file cannot make Load walk billions of nodes or copy
+// gigabytes of text (one long string aliased thousands of times).
+const (
+	maxNodes = 1_000_000
+	maxBytes = 16 << 20
+)
 
-// expandedSize returns the number of nodes under n with aliases expanded,
-// memoized per node so it takes time linear in the file; it saturates above
-// maxNodes.
-func expandedSize(n *yaml.Node, memo map[*yaml.Node]int) int {
+// expansion is the size of a node with its aliases expanded.
+type expansion struct{ nodes, bytes int }
+
+func (e expansion) tooLarge() bool { return e.nodes > maxNodes || e.bytes > maxBytes }
+
+// expandedSize returns the size of n with aliases expanded, memoized per
+// node so it takes time linear in the file; it saturates above the bounds.
+func expandedSize(n *yaml.Node, memo map[*yaml.Node]expansion) expansion {
 	if n == nil {
-		return 0
+		return expansion{}
 	}
 	if size, ok := memo[n]; ok {
 		return size
 	}
-	memo[n] = maxNodes + 1 // an alias cycle counts as too large
-	size := 1
+	memo[n] = expansion{maxNodes + 1, maxBytes + 1} // an alias cycle counts as too large
+	size := expansion{1, len(n.Value)}
 	if n.Kind == yaml.AliasNode {
-		size += expandedSize(n.Alias, memo)
+		a := expandedSize(n.Alias, memo)
+		size.nodes += a.nodes
+		size.bytes += a.bytes
 	}
 	for _, c := range n.Content {
-		size += expandedSize(c, memo)
-		if size > maxNodes {
+		cs := expandedSize(c, memo)
+		size.nodes += cs.nodes
+		size.bytes += cs.bytes
+		if size.tooLarge() {
 			break
 		}
 	}
-	size = min(size, maxNodes+1)
+	size.nodes, size.bytes = min(size.nodes, maxNodes+1), min(size.bytes, maxBytes+1)
 	memo[n] = size
 	return size
 }

@@ -99,9 +99,14 @@ func maskScalars(n *yaml.Node, s *redact.Secrets) {
 			maskScalars(n.Content[i], s)
 		}
 	case yaml.ScalarNode:
+		// strings only: a number or a flag from the environment is no
+		// secret, and masking it would make the output not load
+		if n.ShortTag() != "!!str" {
+			return
+		}
 		if m := s.Value(n.Value); m != n.Value {
 			n.Value = m
-			n.Tag, n.Style = "!!str", 0
+			n.Style = 0
 		}
 	}
 }

@@ -670,6 +670,53 @@ func TestAliasBomb(t *testing.T) {
 	}
 }
 
+// A few long strings aliased a few thousand times: few nodes, gigabytes of
+// text. Refused at once, naming the bound.
+func TestAliasBombOfBytes(t *testing.T) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "x-s: &s %q\n", strings.Repeat("y", 60_000))
+	b.WriteString("x-a0: &a0 [*s, *s, *s, *s, *s, *s, *s, *s, *s, *s, *s, *s, *s, *s, *s, *s]\n")
+	for i := 1; i < 4; i++ {
+		fmt.Fprintf(&b, "x-a%d: &a%d [", i, i)
+		for k := range 16 {
+			if k > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "*a%d", i-1)
+		}
+		b.WriteString("]\n")
+	}
+	b.WriteString("redis: {url: redis://h:1/0}\njobs:\n  - name: a\n    schedule: '@hourly'\n    handler: {name: x, payload: *a3}\n")
+	if b.Len() > 70_000 {
+		t.Fatalf("the file is %d bytes; the point is a small one", b.Len())
+	}
+	start := time.Now()
+	_, err := Load([]byte(b.String()))
+	if err == nil || !strings.Contains(err.Error(), "MiB of text through aliases") || time.Since(start) > 2*time.Second {
+		t.Errorf("after %s: %v", time.Since(start), err)
+	}
+}
+
+// A job whose records would outnumber scheduler.max_tick_records is
+// refused, with the number.
+func TestTooManyTickRecords(t *testing.T) {
+	base := "redis: {url: redis://h:1/0}\n%sjobs:\n  - name: a\n    schedule: '@every 1s'\n    starting_deadline: %s\n    exec: {command: [\"true\"]}\n"
+	// retention 3h + 5s + 1s + 1m = 10866s: one record a second
+	_, err := Load(fmt.Appendf(nil, base, "", "3h"))
+	if err == nil || !strings.Contains(err.Error(), "would keep 10867 tick records") || !strings.Contains(err.Error(), "max_tick_records 10000") {
+		t.Errorf("3h deadline, every second: %v", err)
+	}
+	if _, err := Load(fmt.Appendf(nil, base, "scheduler: {max_tick_records: 20000}\n", "3h")); err != nil {
+		t.Errorf("raised bound: %v", err)
+	}
+	if _, err := Load(fmt.Appendf(nil, base, "", "1h")); err != nil {
+		t.Errorf("1h deadline: %v", err)
+	}
+	if _, err := Load(fmt.Appendf(nil, base, "scheduler: {max_tick_records: 0}\n", "1m")); err == nil || !strings.Contains(err.Error(), "max_tick_records: must be >= 1") {
+		t.Errorf("zero bound: %v", err)
+	}
+}
+
 // FuzzLoad: Load never panics and returns exactly one of a config and an
 // error. Seeds are the test files.
 func FuzzLoad(f *testing.F) {

@@ -83,6 +83,9 @@ func (v *validator) validate() {
 	if c.Scheduler.TickLeaseTTL < 100*time.Millisecond {
 		v.errf("scheduler.tick_lease_ttl", "must be at least 100ms, got %s", c.Scheduler.TickLeaseTTL)
 	}
+	if c.Scheduler.MaxTickRecords < 1 {
+		v.errf("scheduler.max_tick_records", "must be >= 1, got %d", c.Scheduler.MaxTickRecords)
+	}
 	if c.Scheduler.RetentionMargin < 0 {
 		v.errf("scheduler.retention_margin", "must be >= 0, got %s", c.Scheduler.RetentionMargin)
 	}
@@ -373,8 +376,15 @@ func (v *validator) job(p string, j *Job) {
 		return
 	}
 	j.Sched = sched
-	if interval := scheduler.ShortestInterval(sched, v.now); interval > 0 && j.Jitter >= interval && j.Jitter > 0 {
+	interval := scheduler.ShortestInterval(sched, v.now)
+	if interval > 0 && j.Jitter >= interval && j.Jitter > 0 {
 		v.errf(at("jitter"), "%s is not shorter than the schedule's interval (%s): ticks would overlap", j.Jitter, interval)
+	}
+	if r, limit := c.Retention(j), c.Scheduler.MaxTickRecords; interval > 0 && j.StartingDeadline > 0 && limit >= 1 {
+		if n := int64(r/interval) + 1; n > int64(limit) {
+			v.errf(at("starting_deadline"), "the job would keep %d tick records (records and retained tasks live %s: starting_deadline %s + scheduler.tick_lease_ttl %s + 2 x max_clock_skew %s + scheduler.retention_margin %s; a tick every %s), more than scheduler.max_tick_records %d: lower starting_deadline, or raise scheduler.max_tick_records",
+				n, formatDuration(r), formatDuration(j.StartingDeadline), formatDuration(c.Scheduler.TickLeaseTTL), formatDuration(c.MaxClockSkew), formatDuration(c.Scheduler.RetentionMargin), formatDuration(interval), limit)
+		}
 	}
 }
 
