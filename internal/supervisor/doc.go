@@ -36,6 +36,19 @@
 // left in the child's process group, so background processes the job left
 // behind do not outlive it either.
 //
+// A process can leave its group and session with setsid(), and a double
+// fork orphans it; neither lets it escape. The supervisor is a child
+// subreaper (PR_SET_CHILD_SUBREAPER), so orphans are reparented to it
+// rather than to init, and every signal that ends a run (the deadline's
+// SIGTERM and SIGKILL, a stop, the final sweep) goes to each descendant
+// found in /proc as well as to the child's group: through a pidfd checked
+// against the process's start time, so a reused pid is never hit. The
+// supervisor reaps what was reparented to it before it exits. Signals the
+// parent forwards ('k', baton lock's SIGINT/SIGTERM/... relay) go to the
+// child's group only, and never after the child has been reaped: the child
+// is waited for with WNOWAIT, so its pid, the group's id, cannot be reused
+// before the supervisor stops signalling it.
+//
 // The package works on Linux only; elsewhere Start returns an error wrapping
 // errors.ErrUnsupported.
 package supervisor

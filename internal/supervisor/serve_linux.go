@@ -48,6 +48,10 @@ func serve() int {
 	unix.CloseOnExec(ctlFD)
 	closeInheritedOnExec()
 	report := func(line string) { _, _ = io.WriteString(status, line+"\n") }
+	if err := becomeSubreaper(); err != nil {
+		fmt.Fprintf(os.Stderr, "baton supervisor: cannot become a child subreaper: %v\n", err)
+		return ExitFailure
+	}
 
 	rd := bufio.NewReader(ctl)
 	line, err := rd.ReadBytes('\n')
@@ -112,7 +116,7 @@ func serve() int {
 		now := monoNow()
 		if !termSent && now >= min(dTerm, sTerm) {
 			termSent = true
-			c.signal(syscall.SIGTERM)
+			c.stop(syscall.SIGTERM)
 			if now >= dTerm && !hit {
 				hit = true
 				report("deadline")
@@ -120,7 +124,7 @@ func serve() int {
 		}
 		if !killSent && now >= min(dKill, sKill) {
 			killSent = true
-			c.signal(syscall.SIGKILL)
+			c.stop(syscall.SIGKILL)
 			if now >= dKill && !hit {
 				hit = true
 				report("deadline")
@@ -236,8 +240,10 @@ func startChild(argv []string) (*child, error) {
 		_ = syscall.Kill(-pid, syscall.SIGKILL) // what the job left behind
 		c.reaped = true
 		c.mu.Unlock()
+		sweep(time.Second) // and what left the group (setsid)
 		_ = cmd.Wait()
 		c.state = cmd.ProcessState
+		reapOrphans(time.Second)
 		close(c.done)
 	})
 	if err != nil {
@@ -255,6 +261,14 @@ func (c *child) signal(sig syscall.Signal) {
 	if !c.reaped {
 		_ = syscall.Kill(-c.pid, sig)
 	}
+}
+
+// stop sends sig to the child's process group, as signal does, and to
+// every other descendant of the supervisor: a process that left the group
+// with setsid() does not escape the end of the run.
+func (c *child) stop(sig syscall.Signal) {
+	c.signal(sig)
+	signalDescendants(sig)
 }
 
 // childEnv is env without EnvVar, so a child that is baton (or a test

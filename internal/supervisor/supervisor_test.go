@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/batonhq/baton/internal/supervisor"
 )
 
@@ -330,4 +332,50 @@ func TestParentKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, 10*time.Second, child, grandchild, sup)
+}
+
+// A job that leaves its process group and session (setsid), even through a
+// double fork that orphans the daemon, is still stopped at the deadline:
+// the supervisor is a child subreaper and signals every descendant.
+func TestDeadlineKillsSetsidEscapees(t *testing.T) {
+	dir := t.TempDir()
+	inner, orphan := filepath.Join(dir, "inner"), filepath.Join(dir, "orphan")
+	// inner: setsid'd, its parent (the child) alive; orphan: setsid'd by a
+	// subshell that exits at once
+	script := `setsid sleep 100 & echo $! > ` + inner + `
+( setsid sh -c 'echo $$ > ` + orphan + `; exec sleep 100' & )
+sleep 100`
+	p := start(t, supervisor.Spec{Args: []string{"sh", "-c", script}, Deadline: time.Now().Add(2 * time.Second)})
+	a, b := readPidFile(t, inner), readPidFile(t, orphan)
+	killAtCleanup(t, a)
+	killAtCleanup(t, b)
+	for _, pid := range []int{a, b} {
+		if sid, _ := unix.Getsid(pid); sid != pid {
+			t.Fatalf("pid %d is in session %d: the test did not set up an escapee", pid, sid)
+		}
+	}
+	if code, err := wait(t, p); !errors.Is(err, supervisor.ErrDeadline) {
+		t.Fatalf("Wait = %d, %v; want ErrDeadline", code, err)
+	}
+	// gone, not even zombies: the supervisor reaped what was reparented to it
+	for _, pid := range []int{a, b} {
+		if st := procState(pid); st != "" {
+			t.Errorf("pid %d survived the deadline (state %s)", pid, st)
+		}
+	}
+}
+
+// The same after a normal exit: a daemon the job started does not outlive
+// the run.
+func TestLeftoversOutsideTheGroupKilled(t *testing.T) {
+	orphan := filepath.Join(t.TempDir(), "orphan")
+	p := start(t, supervisor.Spec{Args: []string{"sh", "-c", `( setsid sh -c 'echo $$ > ` + orphan + `; exec sleep 100' & ); sleep 0.2`}})
+	pid := readPidFile(t, orphan)
+	killAtCleanup(t, pid)
+	if code, err := wait(t, p); code != 0 || err != nil {
+		t.Fatalf("Wait = %d, %v", code, err)
+	}
+	if st := procState(pid); st != "" {
+		t.Errorf("daemon %d outlived the run (state %s)", pid, st)
+	}
 }

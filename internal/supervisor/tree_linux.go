@@ -1,0 +1,146 @@
+package supervisor
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The supervisor is a child subreaper (PR_SET_CHILD_SUBREAPER): a process
+// of the job orphaned by its parent's exit (a daemon that double-forked)
+// is reparented to the supervisor, not to init. With that, every process
+// the job started stays a descendant of the supervisor, whatever process
+// group or session it moved to with setsid(), and the signals that end a
+// run (the deadline, a stop, the final sweep) go to every descendant as
+// well as to the child's process group.
+
+// becomeSubreaper makes orphaned descendants the supervisor's children.
+func becomeSubreaper() error {
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+}
+
+// proc is one process as /proc/PID/stat shows it.
+type proc struct {
+	ppid   int
+	start  uint64 // start time in clock ticks after boot: tells pid reuse apart
+	zombie bool
+}
+
+// readStat reads pid's parent, start time and state.
+func readStat(pid int) (proc, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return proc{}, false
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return proc{}, false
+	}
+	f := bytes.Fields(b[i+1:])
+	// after comm: state(0) ppid(1) ... starttime is field 22 of stat, 19 here
+	if len(f) < 20 {
+		return proc{}, false
+	}
+	ppid, err1 := strconv.Atoi(string(f[1]))
+	start, err2 := strconv.ParseUint(string(f[19]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return proc{}, false
+	}
+	return proc{ppid: ppid, start: start, zombie: f[0][0] == 'Z' || f[0][0] == 'X'}, true
+}
+
+// descendants returns every process below root, by a scan of /proc.
+func descendants(root int) map[int]proc {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	all := map[int]proc{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if p, ok := readStat(pid); ok {
+			all[pid] = p
+			children[p.ppid] = append(children[p.ppid], pid)
+		}
+	}
+	out := map[int]proc{}
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range children[pid] {
+			if _, seen := out[c]; !seen {
+				out[c] = all[c]
+				queue = append(queue, c)
+			}
+		}
+	}
+	return out
+}
+
+// signalDescendants sends sig to every live descendant of the supervisor
+// and returns how many it signalled. A pid is signalled through a pidfd
+// opened after the scan and checked against the scan's start time, so a
+// pid reused by a stranger in between is never hit.
+func signalDescendants(sig syscall.Signal) int {
+	n := 0
+	for pid, p := range descendants(os.Getpid()) {
+		if p.zombie {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue // gone (ESRCH), or a kernel without pidfds: the group kill still applies
+		}
+		if now, ok := readStat(pid); ok && now.start == p.start {
+			if unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
+				n++
+			}
+		}
+		_ = unix.Close(fd)
+	}
+	return n
+}
+
+// sweep SIGKILLs every descendant until none is left alive, for at most d:
+// a process killed mid-fork may leave a child that the next round finds.
+func sweep(d time.Duration) {
+	end := time.Now().Add(d)
+	for signalDescendants(syscall.SIGKILL) > 0 && time.Now().Before(end) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// reapOrphans reaps the descendants that were reparented to the
+// supervisor, once the child itself has been reaped; it returns when none
+// is left, or after d.
+func reapOrphans(d time.Duration) {
+	end := time.Now().Add(d)
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil: // ECHILD: nothing left
+			return
+		case pid > 0:
+			continue
+		}
+		if time.Now().After(end) {
+			return
+		}
+		sweep(10 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
+}
