@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test redis-server fmt-check vet unit build bench-lock
+.PHONY: test redis-server fmt-check vet unit build dev bench-lock
 
 ## test: gofmt check, go vet, and the whole suite with -race against real redis-server processes
 test: redis-server fmt-check vet unit
@@ -27,12 +27,17 @@ fmt-check:
 
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags dev ./cmd/baton
 
 unit:
 	$(GO) test -race -count=1 -timeout 12m $(PKGS)
 
 build:
 	$(GO) build -o bin/baton ./cmd/baton
+
+## dev: baton dev (embedded Redis + 3 replicas); the embedded server needs the dev build tag
+dev:
+	$(GO) run -tags dev ./cmd/baton dev
 
 ## bench-lock: the lock benchmark against peer libraries (writes bench/results/locking.md)
 bench-lock:

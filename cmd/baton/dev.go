@@ -4,10 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
-	"time"
-
-	"github.com/alicebob/miniredis/v2"
 
 	"github.com/batonhq/baton/jobs"
 )
@@ -22,13 +18,12 @@ locking.masters pointed at the embedded server. The log shows which replica
 dispatched and which ran each tick. Ctrl-C stops everything.
 
 For trying configs out, not for production: nothing survives a restart.
+The embedded server is only in a binary built with the "dev" build tag
+(go run -tags dev ./cmd/baton dev, or make dev); the production binary
+carries none.
 
 flags:
 `
-
-// devClockStep is how often the embedded server's clock is advanced:
-// miniredis expires keys only when told time has passed.
-const devClockStep = 10 * time.Millisecond
 
 // runDev implements "baton dev".
 func runDev(args []string, stdout, stderr io.Writer) int {
@@ -38,11 +33,16 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	if err := fs.parse(args, devHelp, stdout); err != nil {
 		return exitParse("dev", err, stderr)
 	}
-	if err := finish(); err != nil {
-		return usageExit("dev", err, stderr)
-	}
 	if *n < 1 || *n > 9 {
 		return usageExit("dev", usagef("--replicas %d: want 1..9", *n), stderr)
+	}
+	if !hasEmbedded {
+		_, _, err := startEmbedded()
+		fmt.Fprintf(stderr, "baton dev: %v\n", err)
+		return 1
+	}
+	if err := finish(); err != nil {
+		return usageExit("dev", err, stderr)
 	}
 	prefix := "dev"
 	if fs.isSet("id") {
@@ -62,17 +62,13 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	zl := newZerolog(stderr, cf.logFormat, cf.logLevel, cfg.SecretValues())
 	log := newSlog(zl)
 
-	mr := miniredis.NewMiniRedis()
-	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+	url, stopEmbedded, err := startEmbedded()
+	if err != nil {
 		log.Error("cannot start the embedded Redis", "err", err)
 		return 1
 	}
-	stopClock := runDevClock(mr)
-	defer func() {
-		stopClock()
-		mr.Close()
-	}()
-	cfg.Redis = jobs.RedisConfig{URL: "redis://" + mr.Addr() + "/0"}
+	defer stopEmbedded()
+	cfg.Redis = jobs.RedisConfig{URL: url}
 	cfg.Locking.Masters = nil
 	// the embedded server is new at every start and reports no run_id: it is
 	// a brand-new deployment each time, nothing to wait out
@@ -107,26 +103,3 @@ func devQuiet(msg string) bool {
 	return strings.Contains(msg, "maxmemory-policy") || strings.Contains(msg, "configuration")
 }
 
-// runDevClock advances mr's clock by the real time elapsed, every
-// devClockStep, so keys expire in real time (miniredis only expires keys on
-// FastForward). TIME is unaffected: miniredis answers it from the real
-// clock. The returned function stops it.
-func runDevClock(mr *miniredis.Miniredis) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(devClockStep)
-		defer t.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-done:
-				return
-			case now := <-t.C:
-				mr.FastForward(now.Sub(last))
-				last = now
-			}
-		}
-	})
-	return func() { close(done); wg.Wait() }
-}

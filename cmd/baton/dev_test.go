@@ -3,28 +3,29 @@ package main
 import (
 	"context"
 	"errors"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/devredis"
 	"github.com/batonhq/baton/locking"
 )
 
 // TestMiniredisCompat checks, in-process, what baton dev relies on from the
 // embedded server: the lock scripts (acquire, release, fencing), expiry in
-// real time through runDevClock, waiters woken by pub/sub, and asynq's task
+// real time through devredis's clock, waiters woken by pub/sub, and asynq's task
 // ID dedup with retention. (The scheduler's claim scripts and the asynq
 // server run in TestDevSmoke.)
 func TestMiniredisCompat(t *testing.T) {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+	mr, err := devredis.Start()
+	if err != nil {
 		t.Fatal(err)
 	}
-	stop := runDevClock(mr)
-	defer func() { stop(); mr.Close() }()
+	defer mr.Close()
 
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
@@ -91,3 +92,28 @@ func TestMiniredisCompat(t *testing.T) {
 type nopWriter struct{}
 
 func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// The production binary carries no test server: miniredis is linked only
+// into a build with the "dev" tag, and the production binary's baton dev
+// says how to get one.
+func TestProductionBinaryHasNoTestServer(t *testing.T) {
+	t.Parallel()
+	deps := func(bin string) string {
+		out, err := exec.Command("go", "version", "-m", bin).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go version -m %s: %v\n%s", bin, err, out)
+		}
+		return string(out)
+	}
+	if d := deps(batonBin); strings.Contains(d, "miniredis") {
+		t.Errorf("the production binary links miniredis:\n%s", d)
+	}
+	if d := deps(devBin); !strings.Contains(d, "miniredis") {
+		t.Errorf("the dev binary does not link miniredis; the check above proves nothing:\n%s", d)
+	}
+	out, err := exec.Command(batonBin, "dev").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "go run -tags dev ./cmd/baton dev") {
+		t.Errorf("baton dev on the production binary: %v, %q", err, out)
+	}
+}

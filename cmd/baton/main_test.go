@@ -23,8 +23,10 @@ import (
 	"github.com/batonhq/baton/internal/redistest"
 )
 
-// batonBin is the baton binary built once by TestMain.
-var batonBin string
+// batonBin is the baton binary built once by TestMain, as a release is
+// (no build tags); devBin is built with the "dev" tag (baton dev's
+// embedded Redis).
+var batonBin, devBin string
 
 // testMain runs the tests and then removes the build directory (goleak's
 // VerifyTestMain calls os.Exit, so a defer in TestMain would not run).
@@ -49,10 +51,13 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	}
-	if out, err := exec.Command(gobin, "build", "-o", batonBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building baton: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
+	devBin = filepath.Join(dir, "baton-dev")
+	for _, b := range [][]string{{"-o", batonBin}, {"-tags", "dev", "-o", devBin}} {
+		if out, err := exec.Command(gobin, append(append([]string{"build"}, b...), ".")...).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building baton: %v\n%s", err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
 	}
 	goleak.VerifyTestMain(testMain{m, dir})
 }
@@ -102,7 +107,11 @@ func start(t *testing.T, env []string, args ...string) *proc {
 		}
 		args = append(pass, args[1:]...)
 	}
-	p.cmd = exec.Command(batonBin, args...)
+	bin := batonBin
+	if len(args) > 0 && args[0] == "dev" {
+		bin = devBin
+	}
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	// a stray grandchild holding the output pipes must not stall Wait
