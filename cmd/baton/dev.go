@@ -102,4 +102,3 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 func devQuiet(msg string) bool {
 	return strings.Contains(msg, "maxmemory-policy") || strings.Contains(msg, "configuration")
 }
-
