@@ -38,6 +38,9 @@ type Config struct {
 	Worker WorkerConfig `yaml:"worker"`
 	// Scheduler configures tick claiming and dispatch.
 	Scheduler SchedulerConfig `yaml:"scheduler"`
+	// Security configures the signing of what replicas hand each other
+	// through Redis.
+	Security SecurityConfig `yaml:"security"`
 	// Jobs is the job list, in file order.
 	Jobs []Job `yaml:"jobs"`
 	// File is the path the config was loaded from; empty for Load.
@@ -129,6 +132,24 @@ type HTTPConfig struct {
 	// Listen is a host:port to serve /metrics, /healthz, /readyz and the API
 	// on. Empty (the default) turns the listener off.
 	Listen string `yaml:"listen"`
+}
+
+// SecurityConfig says how replicas authenticate what they hand each other
+// through Redis: task payloads and replace requests carry an HMAC-SHA256
+// signature, and a worker runs nothing a key of its own did not sign. A
+// writer to Redis without the key can then neither enqueue a run nor stop
+// one.
+type SecurityConfig struct {
+	// SigningKeys are the HMAC keys (at least 32 bytes each; at most two;
+	// empty entries are dropped, so "${KEY_OLD:-}" can stand for a key that
+	// is not set, and a list of empty entries is no keys). The first signs; every one verifies. To rotate: add the
+	// new key second on every replica, then move it first, then drop the
+	// old one. Without keys nothing is signed, and baton says so at start.
+	SigningKeys []string `yaml:"signing_keys"`
+	// AcceptUnsigned makes workers with keys also run unsigned tasks and
+	// replace requests: for the rolling deploy that introduces signing
+	// (replicas without keys still send unsigned ones). Default false.
+	AcceptUnsigned bool `yaml:"accept_unsigned"`
 }
 
 // WorkerConfig configures the asynq worker that runs cron-mode jobs.

@@ -75,6 +75,9 @@ func load(data []byte, file, path string, lookup func(string) (string, bool), no
 		v := &validator{decoder: d, cfg: &cfg, now: now}
 		v.validate()
 	}
+	for _, k := range cfg.Security.SigningKeys {
+		d.secrets.Add(k) // masked however they were written
+	}
 	secrets := d.secrets.Secrets()
 	if len(d.errs) > 0 {
 		sort.SliceStable(d.errs, func(i, j int) bool { return d.errs[i].Line < d.errs[j].Line })

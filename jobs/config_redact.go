@@ -28,7 +28,8 @@ func RedactURL(s string) string {
 
 // Redacted returns the effective config (defaults included, zero values left
 // out) as YAML for logs and `baton validate`. Secrets are masked as "xxxxx":
-// passwords in Redis and HTTP URLs, sentinel and cluster passwords, every
+// passwords in Redis and HTTP URLs, sentinel and cluster passwords, signing
+// keys, every
 // exec env value and every HTTP header value, and every value that came
 // from the environment through ${VAR} (in argv, URLs, bodies, payloads,
 // anywhere). Defaults written in the file are shown.
@@ -49,6 +50,12 @@ func (c *Config) Redacted() string {
 		r.Locking.Masters = make([]string, len(c.Locking.Masters))
 		for i, m := range c.Locking.Masters {
 			r.Locking.Masters[i] = RedactURL(c.secrets.Value(m))
+		}
+	}
+	if c.Security.SigningKeys != nil {
+		r.Security.SigningKeys = make([]string, len(c.Security.SigningKeys))
+		for i := range r.Security.SigningKeys {
+			r.Security.SigningKeys[i] = redacted
 		}
 	}
 	r.Jobs = slices.Clone(c.Jobs)

@@ -56,6 +56,40 @@ func (v *validator) set(path string) bool {
 	return ok
 }
 
+// MinSigningKey is the shortest signing key accepted, in bytes.
+const MinSigningKey = 32
+
+// security checks the signing keys and drops empty entries; a list whose
+// entries are all empty ("${KEY:-}" unset) is no keys.
+func (v *validator) security() {
+	s := &v.cfg.Security
+	if len(s.SigningKeys) == 0 {
+		if s.AcceptUnsigned {
+			v.errf("security.accept_unsigned", "only means something with security.signing_keys (without keys nothing is signed or checked)")
+		}
+		return
+	}
+	var keys []string
+	for i, k := range s.SigningKeys {
+		switch {
+		case k == "":
+			continue
+		case len(k) < MinSigningKey:
+			v.errf(fmt.Sprintf("security.signing_keys[%d]", i), "a key of %d bytes is too short: use at least %d random bytes (e.g. openssl rand -base64 48)", len(k), MinSigningKey)
+		case slices.Contains(keys, k):
+			v.errf(fmt.Sprintf("security.signing_keys[%d]", i), "the same key twice")
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) > 2 {
+		v.errf("security.signing_keys", "%d keys: at most two (the signing key and, while rotating, one more that verifies)", len(keys))
+	}
+	s.SigningKeys = keys // every entry empty: none, unsigned (baton warns at start)
+	if len(keys) == 0 && s.AcceptUnsigned {
+		v.errf("security.accept_unsigned", "only means something with security.signing_keys (every key is empty)")
+	}
+}
+
 func (v *validator) validate() {
 	c := v.cfg
 	v.redis()
@@ -80,6 +114,7 @@ func (v *validator) validate() {
 		}
 	}
 	v.worker()
+	v.security()
 	if c.Scheduler.TickLeaseTTL < 100*time.Millisecond {
 		v.errf("scheduler.tick_lease_ttl", "must be at least 100ms, got %s", c.Scheduler.TickLeaseTTL)
 	}

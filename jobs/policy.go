@@ -121,6 +121,8 @@ type engine struct {
 	log     *slog.Logger
 	stats   counters
 	byJob   sync.Map // job name -> *counters, jobs of cfg only
+	// job + reason -> true: a refused replace request was logged
+	badCancel sync.Map
 
 	mu      sync.Mutex
 	active  map[string]map[*activeRun]struct{} // by job name
@@ -129,10 +131,11 @@ type engine struct {
 }
 
 // InternalLockName reports whether name is one baton uses for its own
-// leases (execution leases, singleton and leader elections): `baton lock`
+// leases (execution leases, allow jobs' fences, singleton and leader
+// elections): `baton lock`
 // refuses it, so a user's lock cannot take a job's lease by accident.
 func InternalLockName(name string) bool {
-	return strings.HasPrefix(name, "exec:") || strings.HasPrefix(name, "singleton:") ||
+	return strings.HasPrefix(name, "exec:") || strings.HasPrefix(name, "fence:") || strings.HasPrefix(name, "singleton:") ||
 		name == ClusterLeaderElection || strings.HasPrefix(name, ClusterLeaderElection+":")
 }
 
@@ -143,8 +146,19 @@ const ClusterLeaderElection = "cluster-leader"
 // execLockName is the lock name of job's execution lease.
 func execLockName(job string) string { return "exec:" + job }
 
+// fenceLockName is the lock an allow job's runs take their fences from.
+func fenceLockName(job string) string { return "fence:" + job }
+
 func (e *engine) holderKey(job string) string {
 	return e.cfg.Namespace + ":{exec:" + job + "}:holder"
+}
+
+// signer signs and checks replace requests.
+func (e *engine) signer() *signer {
+	if e.cfg == nil {
+		return nil
+	}
+	return newSigner(e.cfg.Security)
 }
 
 func (e *engine) cancelChannel(job string) string {
@@ -238,8 +252,18 @@ func (e *engine) cancelRuns(cause error, match func(job string, ar *activeRun) b
 // ErrReplaced. A run of the same or a newer tick is left alone, so an older
 // tick never replaces a newer one.
 func (e *engine) onCancelRequest(job string, payload string) {
+	body, err := []byte(payload), error(nil)
+	if g := e.signer(); g.enabled() {
+		body, err = g.verify(domainCancel+"\x00"+e.cancelChannel(job), body)
+	}
+	if err != nil {
+		if _, logged := e.badCancel.LoadOrStore(job+"\x00"+err.Error(), true); !logged {
+			e.log.Error("ignoring a replace request (logged once per job and reason)", slog.String("job", job), slog.Any("error", err))
+		}
+		return
+	}
 	var req cancelRequest
-	if err := json.Unmarshal([]byte(payload), &req); err != nil {
+	if err := json.Unmarshal(body, &req); err != nil {
 		e.log.Warn("bad replace request", slog.String("job", job), slog.Any("error", err))
 		return
 	}
@@ -300,10 +324,23 @@ func (e *engine) runTick(ctx context.Context, job *Job, t scheduler.Tick, attemp
 	if t.Manual {
 		base = base.With(slog.Bool("manual", true))
 	}
-	// Until the run holds its lease, "fence" is the dispatch fence.
+	// Until the run holds its lease (or, allow, its fence), "fence" is the
+	// dispatch fence of a local run, 0 for a queued one (a payload's fence
+	// is never used).
 	log := base.With(slog.Int64("fence", t.Fence))
 
 	if job.Concurrency == ConcurrencyAllow {
+		if retries {
+			// a queued run's tick came through Redis: its fence comes
+			// from the lock masters, like every run's (a local run's
+			// came from them through the claim, in this process)
+			f, err := e.allowFence(ctx, job, log)
+			if err != nil {
+				return err
+			}
+			run.Fence = f
+			log = base.With(slog.Int64("fence", f))
+		}
 		return e.execute(ctx, job, t, run, nil, log)
 	}
 	lease, err := e.acquire(ctx, job, t, attempt, retries, log)
@@ -313,6 +350,30 @@ func (e *engine) runTick(ctx context.Context, job *Job, t scheduler.Tick, attemp
 	run.Fence = lease.Fence()
 	log = base.With(slog.Int64("fence", run.Fence))
 	return e.execute(ctx, job, t, run, lease, log)
+}
+
+// fenceLockTTL is the ttl of the momentary lease an allow run takes for its
+// fence.
+const fenceLockTTL = 2 * time.Second
+
+// allowFence returns a fencing token for a run of an allow job, which runs
+// without the execution lease: the fence of a momentary lease on
+// "fence:JOB", taken (waiting for a concurrent run's) and released at once.
+// The lock masters issue it, so fences grow in the order runs start and no
+// payload decides one.
+func (e *engine) allowFence(ctx context.Context, job *Job, log *slog.Logger) (int64, error) {
+	lctx, cancel := context.WithTimeout(ctx, max(job.LockTTL, 10*time.Second))
+	defer cancel()
+	lease, err := e.locks.Lock(lctx, fenceLockName(job.Name), fenceLockTTL)
+	if err != nil {
+		e.count(job.Name, func(c *counters) { c.failed.Add(1) })
+		log.Error("cannot take a fencing token from the lock masters", slog.Any("error", err))
+		return 0, fmt.Errorf("jobs: job %q: fencing token: %w", job.Name, err)
+	}
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), fenceLockTTL)
+	_ = lease.Release(rctx) // it expires within fenceLockTTL anyway
+	rcancel()
+	return lease.Fence(), nil
 }
 
 // acquire takes job's execution lease for tick t, applying the policy when
@@ -386,6 +447,7 @@ func (e *engine) notObtained(ctx context.Context, t scheduler.Tick, err error, l
 func (e *engine) replace(ctx context.Context, job *Job, t scheduler.Tick, log *slog.Logger) (*locking.Lease, error) {
 	msg, _ := json.Marshal(cancelRequest{ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339), Replica: e.replica})
 	ch := e.cancelChannel(job.Name)
+	msg = e.signer().sign(domainCancel+"\x00"+ch, msg)
 	publish := func() {
 		if err := e.rdb.Publish(ctx, ch, msg).Err(); err != nil && ctx.Err() == nil {
 			log.Warn("cannot publish the replace request", slog.Any("error", err))

@@ -236,9 +236,9 @@ func TestRosterLeaveAndDiff(t *testing.T) {
 		got = append(got, d.String())
 	}
 	want := []string{
-		"x: cron default " + ListJobs(a)["x"].Digest + " on a; cron default " + ListJobs(b)["x"].Digest + " on b",
-		"y: absent on b; cron default " + ListJobs(a)["y"].Digest + " on a",
-		"z: absent on a; cron other " + ListJobs(b)["z"].Digest + " on b",
+		`"x": "cron default ` + ListJobs(a)["x"].Digest + `" on "a"; "cron default ` + ListJobs(b)["x"].Digest + `" on "b"`,
+		`"y": absent on "b"; "cron default ` + ListJobs(a)["y"].Digest + `" on "a"`,
+		`"z": absent on "a"; "cron other ` + ListJobs(b)["z"].Digest + `" on "b"`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("diff:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -21,7 +21,9 @@ const TaskTypeRun = "baton:run"
 const NoTimeout = 10 * 365 * 24 * time.Hour
 
 // TaskPayload is the JSON payload of a TaskTypeRun task: the tick it runs, as
-// the scheduler dispatched it.
+// the scheduler dispatched it. With signing keys it ends in a "sig" member
+// (see sign.go). Fence is informational: a worker takes every fence it
+// hands a run from the lock masters, never from a payload.
 type TaskPayload struct {
 	Job     string `json:"job"`     // the job's name
 	Tick    string `json:"tick"`    // the instant the tick was due, RFC 3339, UTC
@@ -73,8 +75,13 @@ func parseTask(t *asynq.Task) (scheduler.Tick, error) {
 	if t.Type() != TaskTypeRun {
 		return scheduler.Tick{}, fmt.Errorf("jobs: task type %q is not %q", t.Type(), TaskTypeRun)
 	}
+	return parsePayload(t.Payload())
+}
+
+// parsePayload decodes a TaskTypeRun payload into the tick it runs.
+func parsePayload(b []byte) (scheduler.Tick, error) {
 	var p TaskPayload
-	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+	if err := json.Unmarshal(b, &p); err != nil {
 		return scheduler.Tick{}, fmt.Errorf("jobs: bad %s payload: %w", TaskTypeRun, err)
 	}
 	tick, err := p.tick()
@@ -84,8 +91,8 @@ func parseTask(t *asynq.Task) (scheduler.Tick, error) {
 	return tick, nil
 }
 
-// NewRunTask returns the asynq task that runs tick t of cron-mode job j, with
-// its options:
+// NewRunTask returns the asynq task that runs tick t of cron-mode job j,
+// its payload signed when cfg.Security has keys, with its options:
 //
 //   - TaskID(t.ID()): a tick can be enqueued once; a second enqueue fails with
 //     asynq.ErrTaskIDConflict while the task exists (see Retention);
@@ -105,6 +112,7 @@ func NewRunTask(cfg *Config, j *Job, t scheduler.Tick) (*asynq.Task, error) {
 	if err != nil { // unreachable: plain fields
 		return nil, fmt.Errorf("jobs: encode %s: %w", t.ID(), err)
 	}
+	payload = newSigner(cfg.Security).sign(domainTask, payload)
 	return asynq.NewTask(TaskTypeRun, payload,
 		asynq.TaskID(t.ID()),
 		asynq.Queue(cfg.QueueName(j.Queue)),

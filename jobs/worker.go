@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -37,6 +38,7 @@ type Worker struct {
 	rosterDone chan struct{}
 	handing    sync.Map // job name -> true: its hand-back was logged
 	foreign    sync.Map // namespace -> true: its tasks' refusal was logged
+	refused    sync.Map // job + reason -> true: a refusal was logged
 
 	srv     *asynq.Server
 	ps      *redis.PubSub
@@ -324,9 +326,25 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 		}
 		return fmt.Errorf("jobs: %s: task of namespace %q, this worker's is %q: %w", t.ID(), ns, w.cfg.Namespace, asynq.SkipRetry)
 	}
+	// from here on, only what a key of this deployment signed
+	body, err := newSigner(w.cfg.Security).verify(domainTask, task.Payload())
+	if err == nil {
+		t, err = parsePayload(body)
+	}
+	if err == nil {
+		id, _ := asynq.GetTaskID(ctx)
+		err = validTask(t, id)
+	}
+	if err != nil {
+		return w.refuse(t, err)
+	}
+	t.Fence = 0 // never from a payload: runs take theirs from the lock masters
 	job, ok := w.cfg.Job(t.Job)
 	if !ok || job.Mode != ModeCron {
 		return w.cannotRun(ctx, t, job)
+	}
+	if err := w.validTick(job, t); err != nil {
+		return w.refuse(t, err)
 	}
 	retried, _ := asynq.GetRetryCount(ctx)
 	if retried > job.MaxRetry {
@@ -342,6 +360,56 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 		err = fmt.Errorf("%w (last attempt: max_retry %d): %w", err, job.MaxRetry, asynq.SkipRetry)
 	}
 	return err
+}
+
+// ErrRefused wraps why a worker refused a task it will never run: a bad
+// or missing signature, a task ID that is not its tick's, a tick its job's
+// schedule does not have or one in the future, a malformed run id.
+var ErrRefused = errors.New("jobs: task refused")
+
+// refuse archives a task the worker will not run, logging once per job and
+// reason (a writer to Redis must not flood the log).
+func (w *Worker) refuse(t scheduler.Tick, err error) error {
+	w.count(t.Job, func(c *counters) { c.failed.Add(1) })
+	key := t.Job + "\x00" + err.Error()
+	if _, logged := w.refused.LoadOrStore(key, true); !logged {
+		w.log.Error("refusing a task: not run, archived (logged once per job and reason)", append(tickAttrs(t), slog.Any("error", err))...)
+	}
+	return fmt.Errorf("%w: %s: %w: %w", ErrRefused, t.ID(), err, asynq.SkipRetry)
+}
+
+// runIDRE is the shape of a run id (the scheduler's are 32 hex digits):
+// nothing that could not be a token.
+var runIDRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// validTask checks what a signed payload says against the task that
+// carried it: the task ID is the tick's (job@tick, so asynq's ID dedup
+// covers the tick), and the run id has its shape.
+func validTask(t scheduler.Tick, taskID string) error {
+	if taskID != t.ID() {
+		return fmt.Errorf("task ID %q is not its tick's %q", taskID, t.ID())
+	}
+	if !runIDRE.MatchString(t.RunID) {
+		return fmt.Errorf("run id %q is not 1 to 64 of A-Z a-z 0-9 _ . -", t.RunID)
+	}
+	return nil
+}
+
+// validTick checks that t is a tick job's schedule has (a trigger's may be
+// any instant) and that it is not in the future: a scheduler never
+// dispatches a tick before it is due, by its clock within max_clock_skew of
+// Redis, as this worker's is.
+func (w *Worker) validTick(job *Job, t scheduler.Tick) error {
+	if ahead := time.Until(t.At); ahead > 2*w.cfg.MaxClockSkew+time.Second {
+		return fmt.Errorf("tick %s is %s in the future", t.At.Format(time.RFC3339), ahead.Round(time.Second))
+	}
+	if t.Manual || job.Sched == nil {
+		return nil
+	}
+	if next := job.Sched.Next(t.At.Add(-time.Second)); !next.Equal(t.At) {
+		return fmt.Errorf("%s is not a tick of schedule %q", t.At.Format(time.RFC3339), job.Schedule)
+	}
+	return nil
 }
 
 // ErrHandedBack is what the worker returns for a task it cannot run (its job

@@ -81,6 +81,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	log.Info("baton dev: embedded Redis and replicas in one process; Ctrl-C stops",
 		"version", versionString(), "redis", cfg.Redis.URL, "replicas", fmt.Sprint(ids),
 		"config", cf.config, "jobs", len(cfg.Jobs))
+	warnUnsigned(cfg, log)
 	var replicas []*replica
 	for _, id := range ids {
 		rlog := log.With("replica", id)

@@ -229,7 +229,7 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 		return cfg, false, usagef("KEY is empty")
 	}
 	if jobs.InternalLockName(cfg.key) {
-		return cfg, false, usagef("KEY %q is a name baton uses for its own leases (exec:JOB, singleton:JOB, %s); pick another", cfg.key, jobs.ClusterLeaderElection)
+		return cfg, false, usagef("KEY %q is a name baton uses for its own leases (exec:JOB, fence:JOB, singleton:JOB, %s); pick another", cfg.key, jobs.ClusterLeaderElection)
 	}
 	// flags may also come between KEY and "--"
 	sep := -1

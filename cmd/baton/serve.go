@@ -74,12 +74,20 @@ func runServe(r role, args []string, stdout, stderr io.Writer) int {
 	log.Info("baton starting", "version", versionString(), "command", name, "replica", cf.id,
 		"config", cf.config, "redis", describeRedis(cfg), "jobs", len(cfg.Jobs))
 	log.Debug("effective config\n" + cfg.Redacted())
+	warnUnsigned(cfg, log)
 	rp, err := newReplica(cfg, cf.id, r, log, nil)
 	if err != nil {
 		log.Error("cannot build the replica", "err", err)
 		return 1
 	}
 	return serve([]*replica{rp}, addr, false, log, zl)
+}
+
+// warnUnsigned says, once at start, that tasks are not signed.
+func warnUnsigned(cfg *jobs.Config, log *slog.Logger) {
+	if len(cfg.Security.SigningKeys) == 0 {
+		log.Warn("security.signing_keys is not set: tasks and replace requests are not signed, so anyone who can write to this Redis can make baton run any cron job (see the README's Security section)")
+	}
 }
 
 // httpListen returns the HTTP listen address: --http, else http.listen of

@@ -1,0 +1,225 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/batonhq/baton/scheduler"
+)
+
+const (
+	keyA = "key-A-0123456789abcdef0123456789abcdef"
+	keyB = "key-B-0123456789abcdef0123456789abcdef"
+)
+
+// signedConfig loads a config on e's Redis with signing keys and jobs.
+func (e *env) signedConfig(t *testing.T, keys []string, acceptUnsigned bool, jobs string) *Config {
+	t.Helper()
+	k, _ := json.Marshal(keys)
+	y := fmt.Sprintf("redis: {url: %q}\nworker: {shutdown_grace: 2s}\nsecurity: {signing_keys: %s, accept_unsigned: %v}\njobs:\n%s",
+		"redis://"+e.srv.Addr()+"/0", k, acceptUnsigned, jobs)
+	cfg, err := Load([]byte(y))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, y)
+	}
+	return cfg
+}
+
+// enqueueRaw writes a task into Redis as anyone with write access could.
+func (e *env) enqueueRaw(t *testing.T, id string, payload []byte) {
+	t.Helper()
+	_, err := e.client.Enqueue(asynq.NewTask(TaskTypeRun, payload), asynq.TaskID(id), asynq.Queue("baton:default"), asynq.MaxRetry(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// payloadOf is a tick's payload as a dispatcher in namespace baton writes
+// it, unsigned.
+func payloadOf(t scheduler.Tick) []byte {
+	p := PayloadOf(t)
+	p.Namespace = "baton"
+	b, _ := json.Marshal(p)
+	return b
+}
+
+// With signing keys, a worker runs only what its keys signed: a writer to
+// Redis cannot enqueue a run (unsigned, signed with another key, a signed
+// payload under another task ID, a tick the schedule does not have or one
+// in the future), and a payload's fence never reaches the run, not even a
+// signed one's. A legitimate dispatch runs.
+func TestWorkerRunsOnlySignedTasks(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.signedConfig(t, []string{keyA}, false, `  - name: job
+    schedule: "@every 1m"
+    concurrency: allow
+    handler: {name: job}
+  - name: lone
+    schedule: "@every 1m"
+    handler: {name: lone}
+`)
+	exec := newFakeExec(nil)
+	logs := &logBuf{}
+	w := e.worker(t, cfg, exec, WithLogger(logs.logger()))
+	own := newSigner(cfg.Security)
+	other := newSigner(SecurityConfig{SigningKeys: []string{keyB}})
+
+	future := scheduler.Tick{Job: "job", At: time.Now().Add(time.Hour).Truncate(time.Minute), RunID: "r-future", Replica: "x"}
+	offSchedule := tickOf("job", 7)
+	offSchedule.At = offSchedule.At.Add(13 * time.Second)
+	for _, tc := range []struct {
+		name, id string
+		payload  []byte
+		reason   string
+	}{
+		{"unsigned", tickOf("job", 1).ID(), payloadOf(tickOf("job", 1)), "unsigned"},
+		{"another key", tickOf("job", 2).ID(), other.sign(domainTask, payloadOf(tickOf("job", 2))), "bad signature"},
+		{"tampered", tickOf("job", 3).ID(), []byte(strings.Replace(string(own.sign(domainTask, payloadOf(tickOf("job", 3)))), `"job":"job"`, `"job":"lone"`, 1)), "bad signature"},
+		{"signed payload under another task ID", tickOf("job", 4).ID(), own.sign(domainTask, payloadOf(tickOf("job", 5))), "is not its tick's"},
+		{"tick not on the schedule", offSchedule.ID(), own.sign(domainTask, payloadOf(offSchedule)), "is not a tick of schedule"},
+		{"tick in the future", future.ID(), own.sign(domainTask, payloadOf(future)), "in the future"},
+		{"bad run id", tickOf("job", 6).ID(), own.sign(domainTask, []byte(strings.Replace(string(payloadOf(tickOf("job", 6))), "run-job-6", "a b\\u001b", 1))), "run id"},
+	} {
+		e.enqueueRaw(t, tc.id, tc.payload)
+		info := e.stateByID(t, tc.id, asynq.TaskStateArchived)
+		if info.Retried != 0 || !strings.Contains(info.LastErr, tc.reason) || !strings.Contains(info.LastErr, "refused") {
+			t.Errorf("%s: archived after %d retries with %q; want refused, %q", tc.name, info.Retried, info.LastErr, tc.reason)
+		}
+	}
+	none(t, exec.started, 100*time.Millisecond, "a run of a refused task")
+	if n := logs.count("refusing a task"); n != 7 {
+		t.Errorf("%d refusal lines, want one per job and reason (7)", n)
+	}
+
+	// the same forgery again: archived, not logged again
+	t8 := tickOf("job", 8)
+	e.enqueueRaw(t, t8.ID(), payloadOf(t8))
+	e.stateByID(t, t8.ID(), asynq.TaskStateArchived)
+	if n := logs.count("refusing a task"); n != 7 {
+		t.Errorf("%d refusal lines after a repeat, want 7", n)
+	}
+
+	// a signed task with a poisoned fence runs with a fence of the masters
+	t9 := tickOf("job", 9)
+	t9.Fence = math.MaxInt64
+	e.enqueueRaw(t, t9.ID(), own.sign(domainTask, payloadOf(t9)))
+	s := recv(t, exec.started, "the signed run")
+	if s.run.Fence == math.MaxInt64 || s.run.Fence <= 0 {
+		t.Errorf("run fence %d: want one from the lock masters", s.run.Fence)
+	}
+	// and a dispatch through the dispatcher runs
+	e.dispatch(t, cfg, tickOf("lone", 10))
+	if s := recv(t, exec.started, "the dispatched run"); s.run.Job != "lone" || s.run.Fence == tickOf("lone", 10).Fence {
+		t.Errorf("dispatched run %+v: want lone with a lease fence", s.run)
+	}
+	if st := w.Stats(); st.Ran != 2 || st.Failed != 8 {
+		t.Errorf("stats %+v, want 2 ran, 8 refused", st)
+	}
+}
+
+// Rotation: a worker verifies with both of its keys and signs with the
+// first. Replicas on [A], then [A, B], then [B, A], then [B]: each step's
+// tasks run on the next step's workers. accept_unsigned lets a worker with
+// keys run unsigned tasks while signing is being introduced.
+func TestSigningKeyRotation(t *testing.T) {
+	e := newEnv(t)
+	jobs := "  - name: job\n    schedule: \"@every 1m\"\n    handler: {name: job}\n"
+	steps := [][]string{{keyA}, {keyA, keyB}, {keyB, keyA}, {keyB}}
+	minute := 1
+	for i := 1; i < len(steps); i++ {
+		from, to := e.signedConfig(t, steps[i-1], false, jobs), e.signedConfig(t, steps[i], false, jobs)
+		exec := newFakeExec(nil)
+		w := e.worker(t, to, exec)
+		tk := tickOf("job", minute)
+		minute++
+		e.dispatch(t, from, tk)
+		if s := recv(t, exec.started, fmt.Sprintf("a task signed by %v on a worker with %v", steps[i-1], steps[i])); !s.run.Tick.Equal(tk.At) {
+			t.Errorf("ran %v", s.run.Tick)
+		}
+		e.state(t, "baton:default", tk, asynq.TaskStateCompleted)
+		shutdown(t, w)
+	}
+	// skipping a step: [A] signs, [B] refuses
+	exec := newFakeExec(nil)
+	w := e.worker(t, e.signedConfig(t, []string{keyB}, false, jobs), exec)
+	tk := tickOf("job", 30)
+	e.dispatch(t, e.signedConfig(t, []string{keyA}, false, jobs), tk)
+	if info := e.state(t, "baton:default", tk, asynq.TaskStateArchived); !strings.Contains(info.LastErr, "bad signature") {
+		t.Errorf("last error %q", info.LastErr)
+	}
+	shutdown(t, w)
+
+	// introducing keys: an unsigned dispatch runs on a worker that accepts it
+	exec = newFakeExec(nil)
+	e.worker(t, e.signedConfig(t, []string{keyA}, true, jobs), exec)
+	tk = tickOf("job", 31)
+	e.dispatch(t, e.config(t, jobs), tk)
+	recv(t, exec.started, "an unsigned task on a worker with accept_unsigned")
+}
+
+// A replace request must be signed too: a forged one on the cancel channel
+// stops nothing; the signed one a newer run sends stops the older run.
+func TestForgedReplaceRequestStopsNothing(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.signedConfig(t, []string{keyA}, false, `  - name: sync
+    schedule: "@every 1m"
+    concurrency: replace
+    handler: {name: sync}
+`)
+	cfg.Worker.Concurrency = 1
+	exec1 := newFakeExec(blockUntil(nil))
+	logs := &logBuf{}
+	e.worker(t, cfg, exec1, WithReplica("w1"), WithLogger(logs.logger()))
+	t1 := tickOf("sync", 1)
+	e.dispatch(t, cfg, t1)
+	recv(t, exec1.started, "the old run")
+	ch := "baton:cancel:sync"
+	newer, _ := json.Marshal(cancelRequest{ID: tickOf("sync", 59).ID(), Tick: tickOf("sync", 59).At.Format(time.RFC3339), Replica: "evil"})
+	for _, forged := range [][]byte{newer, newSigner(SecurityConfig{SigningKeys: []string{keyB}}).sign(domainCancel+"\x00"+ch, newer),
+		newSigner(cfg.Security).sign(domainCancel+"\x00baton:cancel:other", newer)} { // signed for another job's channel
+		if err := e.rdb.Publish(context.Background(), ch, forged).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, func() bool { return logs.count("ignoring a replace request") == 2 }, "two refusals logged (unsigned, bad signature)")
+	none(t, exec1.ended, 200*time.Millisecond, "the old run stopped by a forged request")
+
+	// the real thing: a newer tick's run on another worker replaces it
+	exec2 := newFakeExec(nil)
+	e.worker(t, cfg, exec2, WithReplica("w2"))
+	e.dispatch(t, cfg, tickOf("sync", 2))
+	end := recv(t, exec1.ended, "the old run's end")
+	if end.cause == nil || !strings.Contains(end.cause.Error(), "replaced") {
+		t.Errorf("old run ended by %v", end.cause)
+	}
+}
+
+// stateByID waits until the task with id in queue baton:default is in state
+// want.
+func (e *env) stateByID(t *testing.T, id string, want asynq.TaskState) *asynq.TaskInfo {
+	t.Helper()
+	var info *asynq.TaskInfo
+	var err error
+	eventually(t, func() bool {
+		info, err = e.insp.GetTaskInfo("baton:default", id)
+		return err == nil && info.State == want
+	}, "task %s in state %s (last: %+v, %v)", id, want, info, err)
+	return info
+}
+
+// shutdown stops w now (cleanup would do it too, later).
+func shutdown(t *testing.T, w *Worker) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
