@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -472,6 +474,23 @@ jobs:
 		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 			t.Errorf("64 KiB header: %d, want 431", resp.StatusCode)
 		}
+	}
+	// a client that never finishes its headers is cut off (header timeout
+	// 5s), not kept forever; in the meantime other requests are served
+	slow, err := net.Dial("tcp", listenAddr(t, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	if _, err := io.WriteString(slow, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := httpGet(base + "/healthz"); code != 200 {
+		t.Errorf("/healthz beside a slow client: %d", code)
+	}
+	_ = slow.SetReadDeadline(time.Now().Add(15 * time.Second))
+	if n, err := slow.Read(make([]byte, 512)); !errors.Is(err, io.EOF) {
+		t.Errorf("a client stuck in its headers: read %d bytes, %v; want the connection closed by the server", n, err)
 	}
 	if err := srv.Pause(); err != nil {
 		t.Fatal(err)
