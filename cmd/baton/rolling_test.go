@@ -64,8 +64,8 @@ func TestRollingDeployEveryTickOnce(t *testing.T) {
 
 	code, status, errs := runIn("status", "--config", newCfg)
 	if code != 0 || !strings.Contains(status, "live replicas run different job lists") ||
-		!strings.Contains(status, "added: absent on old") || !strings.Contains(status, "removed: absent on new") ||
-		!strings.Contains(status, "moved: cron q1") {
+		!strings.Contains(status, `"added": absent on "old"`) || !strings.Contains(status, `"removed": absent on "new"`) ||
+		!strings.Contains(status, `"moved": "cron q1`) {
 		t.Errorf("status during the deploy: %d\n%s%s", code, status, errs)
 	}
 	oldStop := time.Now()

@@ -81,6 +81,9 @@ func singletonHolder(t *testing.T, cfg, job string) string {
 	for _, l := range strings.Split(out.String(), "\n") {
 		fs := strings.Fields(l)
 		if len(fs) >= 2 && fs[0] == job && fs[1] != "-" {
+			if id, err := strconv.Unquote(fs[1]); err == nil {
+				return id // status quotes what it read from Redis
+			}
 			return fs[1]
 		}
 	}
