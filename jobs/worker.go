@@ -343,10 +343,13 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 	if !ok || job.Mode != ModeCron {
 		return w.cannotRun(ctx, t, job)
 	}
-	if err := w.validTick(job, t); err != nil {
-		return w.refuse(t, err)
+	if err := w.validTick(t); err != nil {
+		return err
 	}
 	retried, _ := asynq.GetRetryCount(ctx)
+	if retried < 0 {
+		return w.refuse(t, fmt.Errorf("retry count %d", retried))
+	}
 	if retried > job.MaxRetry {
 		// asynq's budget is one above the job's (see NewRunTask): a task
 		// retried after a crash of its last allowed attempt ends here
@@ -363,8 +366,8 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 }
 
 // ErrRefused wraps why a worker refused a task it will never run: a bad
-// or missing signature, a task ID that is not its tick's, a tick its job's
-// schedule does not have or one in the future, a malformed run id.
+// or missing signature, a task ID that is not its tick's, a malformed run
+// id or retry count.
 var ErrRefused = errors.New("jobs: task refused")
 
 // refuse archives a task the worker will not run, logging once per job and
@@ -395,19 +398,25 @@ func validTask(t scheduler.Tick, taskID string) error {
 	return nil
 }
 
-// validTick checks that t is a tick job's schedule has (a trigger's may be
-// any instant) and that it is not in the future: a scheduler never
-// dispatches a tick before it is due, by its clock within max_clock_skew of
-// Redis, as this worker's is.
-func (w *Worker) validTick(job *Job, t scheduler.Tick) error {
+// errNotDue: a tick in the future by this worker's clock. A scheduler
+// never dispatches a tick before it is due (by Redis's clock, within
+// max_clock_skew), so either this worker's clock is behind or the task was
+// signed for later; either way it waits, handed back without spending an
+// attempt, rather than be lost.
+var errNotDue = fmt.Errorf("tick not due yet by this worker's clock: %w", ErrHandedBack)
+
+// validTick checks what the worker can check of a tick without Redis: it is
+// not in the future beyond the clock skew both replicas may have. (Whether
+// the job's schedule has the tick is not checked: during a rolling deploy
+// that changes the schedule, replicas with the old one dispatch ticks the
+// new one does not have, and those must run.)
+func (w *Worker) validTick(t scheduler.Tick) error {
 	if ahead := time.Until(t.At); ahead > 2*w.cfg.MaxClockSkew+time.Second {
-		return fmt.Errorf("tick %s is %s in the future", t.At.Format(time.RFC3339), ahead.Round(time.Second))
-	}
-	if t.Manual || job.Sched == nil {
-		return nil
-	}
-	if next := job.Sched.Next(t.At.Add(-time.Second)); !next.Equal(t.At) {
-		return fmt.Errorf("%s is not a tick of schedule %q", t.At.Format(time.RFC3339), job.Schedule)
+		if _, logged := w.refused.LoadOrStore(t.Job+"\x00not due", true); !logged {
+			w.log.Warn("a task's tick is in the future by this worker's clock: it waits (is this host's clock behind?)",
+				append(tickAttrs(t), slog.Duration("ahead", ahead))...)
+		}
+		return fmt.Errorf("jobs: %s: %s ahead: %w", t.ID(), ahead.Round(time.Millisecond), errNotDue)
 	}
 	return nil
 }
@@ -550,6 +559,11 @@ func (w *Worker) stopRoster(leave bool) {
 
 // retryDelay is the asynq RetryDelayFunc: RetryDelay of the task's job.
 func (w *Worker) retryDelay(n int, err error, task *asynq.Task) time.Duration {
+	if errors.Is(err, errNotDue) {
+		if t, perr := parseTask(task); perr == nil {
+			return min(max(time.Until(t.At), HandBackDelay), time.Minute)
+		}
+	}
 	if errors.Is(err, ErrHandedBack) {
 		return HandBackDelay
 	}
