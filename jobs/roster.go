@@ -120,7 +120,7 @@ func ListJobs(cfg *Config) map[string]ListedJob {
 // jobDigest hashes j's definition as `baton validate` prints it (secrets
 // masked), so a digest in Redis reveals nothing a printed config would not.
 func jobDigest(cfg *Config, j *Job) string {
-	one := Config{Namespace: cfg.Namespace, Timezone: cfg.Timezone, Jobs: []Job{*j}}
+	one := Config{Namespace: cfg.Namespace, Timezone: cfg.Timezone, Jobs: []Job{*j}, secrets: cfg.secrets}
 	sum := sha256.Sum256([]byte(one.Redacted()))
 	return hex.EncodeToString(sum[:6])
 }
