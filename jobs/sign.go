@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
-	"regexp"
 )
 
 // What replicas hand each other through Redis (task payloads, replace
@@ -80,8 +79,39 @@ func (g *signer) sign(domain string, body []byte) []byte {
 	return append(out, `"}`...)
 }
 
-// sigSuffix matches the signature member at the end of a signed object.
-var sigSuffix = regexp.MustCompile(`,?"sig":"([A-Za-z0-9_-]{43})"}$`)
+// sigMember is how the signature member starts; the signature itself is
+// 43 base64url characters (a 32-byte MAC, unpadded).
+const (
+	sigMember = `"sig":"`
+	sigLen    = 43
+)
+
+// splitSig finds the signature member at the very end of msg: it returns the
+// object without it and the signature, or ok false.
+func splitSig(msg []byte) (body []byte, sig string, ok bool) {
+	n := len(msg)
+	start := n - 2 - sigLen - len(sigMember) // where sigMember would begin
+	if start < 1 || msg[n-1] != '}' || msg[n-2] != '"' || string(msg[start:start+len(sigMember)]) != sigMember {
+		return nil, "", false
+	}
+	s := msg[start+len(sigMember) : n-2]
+	for _, c := range s {
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return nil, "", false
+		}
+	}
+	end := start // the body ends before the member and its comma
+	switch {
+	case msg[start-1] == ',':
+		end = start - 1
+	case start != 1: // only "{" may precede a member without a comma
+		return nil, "", false
+	}
+	body = make([]byte, end+1)
+	copy(body, msg[:end])
+	body[end] = '}'
+	return body, string(s), true
+}
 
 // verify checks msg's signature and returns the object without it. Without
 // keys every message is accepted as it is; with keys, an unsigned one only
@@ -90,8 +120,8 @@ func (g *signer) verify(domain string, msg []byte) ([]byte, error) {
 	if !g.enabled() {
 		return msg, nil
 	}
-	m := sigSuffix.FindSubmatchIndex(msg)
-	if m == nil {
+	body, s, ok := splitSig(msg)
+	if !ok {
 		if g.acceptUnsigned && !bytes.Contains(msg, []byte(`"sig"`)) {
 			return msg, nil
 		}
@@ -100,8 +130,7 @@ func (g *signer) verify(domain string, msg []byte) ([]byte, error) {
 		}
 		return nil, ErrUnsigned
 	}
-	body := append(msg[:m[0]:m[0]], '}')
-	sig, err := base64.RawURLEncoding.DecodeString(string(msg[m[2]:m[3]]))
+	sig, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return nil, ErrBadSignature
 	}

@@ -233,3 +233,45 @@ func shutdown(t *testing.T, w *Worker) {
 		t.Fatal(err)
 	}
 }
+
+// The signature member is found only at the very end of the object, and
+// anything but the exact bytes signed fails.
+func TestSignatureFraming(t *testing.T) {
+	g := newSigner(SecurityConfig{SigningKeys: []string{keyA}})
+	for _, body := range []string{`{}`, `{"a":1}`, `{"note":"\"sig\":\"x\"}"}`} {
+		msg := g.sign(domainTask, []byte(body))
+		got, err := g.verify(domainTask, msg)
+		if err != nil || string(got) != body {
+			t.Errorf("%s: verify(%s) = %s, %v", body, msg, got, err)
+		}
+		if _, err := g.verify(domainCancel, msg); err != ErrBadSignature {
+			t.Errorf("%s: verified as another kind of message: %v", body, err)
+		}
+		for _, bad := range []string{
+			strings.Replace(string(msg), "{", "{ ", 1),                                           // a byte changed
+			string(msg[:len(msg)-1]) + ` }`,                                                      // trailing space
+			strings.Replace(string(msg), `,"sig"`, `,"sig" `, 1),                                 // not the framing sign writes
+			string(msg[:len(msg)-3]) + `A"}`,                                                     // a signature byte changed
+			`{"x":1,` + string(msg[1:]),                                                          // a member added in front
+			strings.TrimSuffix(string(msg), `"}`) + `","sig":"` + strings.Repeat("A", 43) + `"}`, // a second sig
+		} {
+			if bad == string(msg) {
+				continue // the change does not apply to this body
+			}
+			if _, err := g.verify(domainTask, []byte(bad)); err == nil {
+				t.Errorf("%s: accepted %s", body, bad)
+			}
+		}
+	}
+	unsigned := []byte(`{"a":1}`)
+	if _, err := g.verify(domainTask, unsigned); err != ErrUnsigned {
+		t.Errorf("unsigned: %v", err)
+	}
+	lax := newSigner(SecurityConfig{SigningKeys: []string{keyA}, AcceptUnsigned: true})
+	if _, err := lax.verify(domainTask, unsigned); err != nil {
+		t.Errorf("accept_unsigned: %v", err)
+	}
+	if _, err := lax.verify(domainTask, []byte(`{"a":1,"sig":"forged"}`)); err != ErrBadSignature {
+		t.Errorf("accept_unsigned with a forged sig: %v", err)
+	}
+}

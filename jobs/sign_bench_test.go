@@ -1,0 +1,18 @@
+package jobs
+
+import (
+	"testing"
+)
+
+// BenchmarkSignVerify: what signing adds to a dispatch and a run.
+func BenchmarkSignVerify(b *testing.B) {
+	g := newSigner(SecurityConfig{SigningKeys: []string{keyA, keyB}})
+	body := payloadOf(tickOf("report", 1))
+	b.ReportAllocs()
+	for b.Loop() {
+		msg := g.sign(domainTask, body)
+		if _, err := g.verify(domainTask, msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
