@@ -27,6 +27,7 @@ import (
 type Worker struct {
 	engine
 	redisOpt     asynq.RedisConnOpt
+	asynqRDB     redis.UniversalClient // the asynq server's connection
 	localOnly    bool
 	taskCheck    time.Duration
 	delayedCheck time.Duration
@@ -188,7 +189,11 @@ func (w *Worker) Start() error {
 		}()
 	}
 	if !w.localOnly {
-		w.srv = asynq.NewServer(w.redisOpt, asynq.Config{
+		// asynq's connection, its cancel subscription moved off the shared
+		// channel (see cancelRedirect); closed by closeRedis
+		qc, _ := w.redisOpt.MakeRedisClient().(redis.UniversalClient)
+		w.asynqRDB = qc
+		w.srv = asynq.NewServerFromRedisClient(cancelRedirect{UniversalClient: qc, channel: w.cfg.Namespace + ":asynq-cancel"}, asynq.Config{
 			Concurrency:              w.cfg.Worker.Concurrency,
 			Queues:                   w.asynqQueues(),
 			ShutdownTimeout:          w.cfg.Worker.ShutdownGrace,
@@ -263,8 +268,40 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	return errors.Join(err, w.closeRedis())
 }
 
-// closeRedis closes the worker's own Redis client, if it has one.
+// cancelRedirect is the Redis client the worker's asynq server uses, with
+// asynq's subscription to its cancel channel (asynq:cancel, shared by every
+// deployment on the database, writable without a key) moved to a channel of
+// this namespace that nothing publishes on. asynq would otherwise fail a
+// task as soon as anyone published its ID there (and retry or archive it
+// while its run goes on), and one deployment's cancel would hit another's
+// task of the same job@tick. baton stops runs through its own signed
+// replace requests.
+type cancelRedirect struct {
+	redis.UniversalClient
+	channel string
+}
+
+// Subscribe subscribes to channels, asynq's cancel channel replaced.
+func (c cancelRedirect) Subscribe(ctx context.Context, channels ...string) *redis.PubSub {
+	out := make([]string, len(channels))
+	for i, ch := range channels {
+		out[i] = ch
+		if ch == asynqCancelChannel {
+			out[i] = c.channel
+		}
+	}
+	return c.UniversalClient.Subscribe(ctx, out...)
+}
+
+// asynqCancelChannel is asynq's cancel channel (base.CancelChannel).
+const asynqCancelChannel = "asynq:cancel"
+
+// closeRedis closes the worker's own Redis clients, if it has them.
 func (w *Worker) closeRedis() error {
+	if w.asynqRDB != nil {
+		_ = w.asynqRDB.Close()
+		w.asynqRDB = nil
+	}
 	if w.rdb == nil {
 		return nil
 	}

@@ -1,0 +1,88 @@
+//go:build linux
+
+package supervisor_test
+
+// Review 9: the subreaper change. A test that fails demonstrates a bug.
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/batonhq/baton/internal/supervisor"
+)
+
+// The last resort, Kill (baton's answer to a supervisor that stopped
+// answering: frozen, stuck), SIGKILLs the supervisor and the child's process
+// group. A process that left the group with setsid() was kept in reach only
+// by the supervisor being its subreaper; with the supervisor dead it is
+// reparented to init and outlives the run and its lease, which the README
+// says cannot happen (TestSupervisorKilledTakesTheGroup covers the group
+// only).
+func TestSupervisorKilledTakesSetsidEscapees_review9(t *testing.T) {
+	orphan := filepath.Join(t.TempDir(), "orphan")
+	p := start(t, supervisor.Spec{Args: []string{"sh", "-c", `( setsid sh -c 'echo $$ > ` + orphan + `; exec sleep 100' & ); sleep 100`}})
+	pid := readPidFile(t, orphan)
+	if sid, _ := unix.Getsid(pid); sid != pid {
+		t.Fatalf("pid %d is in session %d: no escapee", pid, sid)
+	}
+	if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); err != nil { // unresponsive
+		t.Fatal(err)
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = wait(t, p)
+	if !waitFor(2*time.Second, func() bool { return !alive(pid) }) {
+		t.Errorf("setsid'd pid %d outlived the killed supervisor (state %s, parent %d)", pid, procState(pid), ppid(pid))
+	}
+}
+
+// Orphans reparented to the supervisor are reaped only after the child
+// exits. A long-running job (a singleton runs for days) that starts
+// short-lived daemons or background subshells, "( cmd & )", leaves one
+// zombie per orphan under the supervisor for as long as it runs: before the
+// change init reaped them. 200 here; enough of them exhaust pid_max (or the
+// cgroup's pids.max) of the host.
+func TestReparentedOrphansAreReapedWhileTheJobRuns_review9(t *testing.T) {
+	done := filepath.Join(t.TempDir(), "done")
+	p := start(t, supervisor.Spec{Args: []string{"sh", "-c", `i=0; while [ $i -lt 200 ]; do ( true & ); i=$((i+1)); done; echo ok > ` + done + `; sleep 100`}})
+	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(done); return err == nil }) {
+		t.Fatal("the job did not get through its loop")
+	}
+	time.Sleep(500 * time.Millisecond)
+	zombies := 0
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid(pid) == p.Pid() && procState(pid) == "Z" {
+			zombies++
+		}
+	}
+	if zombies > 10 {
+		t.Errorf("%d zombies wait under the supervisor %d while its job runs", zombies, p.Pid())
+	}
+}
+
+func ppid(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
+}
