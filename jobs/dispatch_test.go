@@ -50,7 +50,7 @@ func TestDispatchEnqueuesOnceWithOptions(t *testing.T) {
 	if err := json.Unmarshal(info.Payload, &p); err != nil {
 		t.Fatal(err)
 	}
-	want := TaskPayload{Job: "report", Tick: "2026-01-01T00:01:00Z", RunID: tick.RunID, Fence: tick.Fence, Replica: "sched-1", Manual: true, Namespace: "baton"}
+	want := TaskPayload{Job: "report", Tick: "2026-01-01T00:01:00Z", RunID: tick.RunID, Fence: tick.Fence, Replica: "sched-1", Manual: true, Namespace: "baton", Queue: "baton:critical"}
 	if p != want {
 		t.Errorf("payload %+v, want %+v", p, want)
 	}

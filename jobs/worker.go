@@ -38,7 +38,6 @@ type Worker struct {
 	rosterStop context.CancelFunc
 	rosterDone chan struct{}
 	handing    sync.Map // job name -> true: its hand-back was logged
-	foreign    sync.Map // namespace -> true: its tasks' refusal was logged
 	refused    sync.Map // job + reason -> true: a refusal was logged
 
 	srv     *asynq.Server
@@ -349,22 +348,16 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 	defer w.wg.Done()
 	t, err := parseTask(task)
 	if err != nil {
-		w.count(t.Job, func(c *counters) { c.failed.Add(1) })
-		id, _ := asynq.GetTaskID(ctx)
-		w.log.Error("dropping a bad task", slog.String("task_id", id), slog.Any("error", err))
-		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
+		return w.refuse(t, "a bad payload", err)
 	}
 	if ns := taskNamespace(task); ns != w.cfg.Namespace {
-		// a task of another deployment sharing this Redis: never run it
-		w.count(t.Job, func(c *counters) { c.failed.Add(1) })
-		if _, logged := w.foreign.LoadOrStore(ns, true); !logged {
-			w.log.Error("refusing tasks of another namespace (a deployment sharing this Redis, or a task written by hand)",
-				append(tickAttrs(t), slog.String("task_namespace", ns), slog.String("namespace", w.cfg.Namespace))...)
-		}
-		return fmt.Errorf("jobs: %s: task of namespace %q, this worker's is %q: %w", t.ID(), ns, w.cfg.Namespace, asynq.SkipRetry)
+		// queues carry the namespace: a task of another in ours was put
+		// there by hand
+		return w.refuse(t, "another namespace", fmt.Errorf("task of namespace %q, this worker's is %q", ns, w.cfg.Namespace))
 	}
 	// from here on, only what a key of this deployment signed
-	body, err := newSigner(w.cfg.Security).verify(domainTask, task.Payload())
+	g := newSigner(w.cfg.Security)
+	body, err := g.verify(domainTask, task.Payload())
 	if err == nil {
 		t, err = parsePayload(body)
 	}
@@ -372,8 +365,12 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 		id, _ := asynq.GetTaskID(ctx)
 		err = validTask(t, id)
 	}
+	if q, _ := asynq.GetQueueName(ctx); err == nil && (g.enabled() || payloadQueue(body) != "") && payloadQueue(body) != q {
+		// asynq dedupes task IDs per queue: a copy in another queue would run
+		err = fmt.Errorf("payload names queue %q, the task is in %q", payloadQueue(body), q)
+	}
 	if err != nil {
-		return w.refuse(t, err)
+		return w.refuse(t, "a bad signature or a payload that does not match its task", err)
 	}
 	t.Fence = 0 // never from a payload: runs take theirs from the lock masters
 	job, ok := w.cfg.Job(t.Job)
@@ -385,7 +382,7 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 	}
 	retried, _ := asynq.GetRetryCount(ctx)
 	if retried < 0 {
-		return w.refuse(t, fmt.Errorf("retry count %d", retried))
+		return w.refuse(t, "a negative retry count", fmt.Errorf("retry count %d", retried))
 	}
 	if retried > job.MaxRetry {
 		// asynq's budget is one above the job's (see NewRunTask): a task
@@ -407,13 +404,15 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 // id or retry count.
 var ErrRefused = errors.New("jobs: task refused")
 
-// refuse archives a task the worker will not run, logging once per job and
-// reason (a writer to Redis must not flood the log).
-func (w *Worker) refuse(t scheduler.Tick, err error) error {
-	w.count(t.Job, func(c *counters) { c.failed.Add(1) })
-	key := t.Job + "\x00" + err.Error()
-	if _, logged := w.refused.LoadOrStore(key, true); !logged {
-		w.log.Error("refusing a task: not run, archived (logged once per job and reason)", append(tickAttrs(t), slog.Any("error", err))...)
+// refuse archives a task the worker will not run. It logs the first
+// refusal of each kind and counts every one: what a forged task says (job,
+// tick, namespace) is the forger's to choose, so neither the log nor the
+// worker's memory may grow with it.
+func (w *Worker) refuse(t scheduler.Tick, kind string, err error) error {
+	w.count(t.Job, func(c *counters) { c.failed.Add(1) }) // per job only for jobs of the config
+	if _, logged := w.refused.LoadOrStore(kind, true); !logged {
+		w.log.Error("refusing a task: "+kind+" (archived, not run; later refusals of this kind are counted, not logged)",
+			append(tickAttrs(t), slog.Any("error", err))...)
 	}
 	return fmt.Errorf("%w: %s: %w: %w", ErrRefused, t.ID(), err, asynq.SkipRetry)
 }
@@ -662,6 +661,8 @@ func (w *Worker) handleError(ctx context.Context, task *asynq.Task, err error) {
 		attrs = append(tickAttrs(t)[:4], attrs...) // job, tick, run_id, dispatch fence
 	}
 	switch {
+	case errors.Is(err, ErrRefused):
+		return // logged by refuse, once per kind
 	case errors.Is(err, ErrHandedBack):
 		w.log.Debug("task handed back", attrs...)
 		return
