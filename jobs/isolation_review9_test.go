@@ -112,7 +112,6 @@ func TestWorkerClockBehindArchivesTicks_review9(t *testing.T) {
 	}
 }
 
-
 // A signed task copied by a Redis writer into another queue of the same
 // namespace, under the same task ID, while its completed copy is retained:
 // asynq dedupes task IDs per queue only, the signature does not cover the

@@ -613,31 +613,30 @@ const (
 
 // outputTail is the end of a run's captured output for its failure line: at
 // most tailLines lines and tailBytes bytes, with the job's own env and
-// header values (where its secrets come from) masked.
+// header values (where its secrets come from) and the config's ${VAR}
+// values masked, longest first and before the cut (so a secret the cut
+// would fall into is masked whole).
 func outputTail(out []byte, job *Job) string {
-	s := strings.TrimRight(string(out), "\n")
+	var values []string
+	if job.Exec != nil {
+		for _, v := range job.Exec.Env {
+			values = append(values, v)
+		}
+	}
+	if job.HTTP != nil {
+		for _, v := range job.HTTP.Headers {
+			values = append(values, v)
+		}
+	}
+	values = append(values, job.secrets.Values()...)
+	// the whole capture (at most the executor's output limit) is masked
+	// first: a cut made before could fall inside a secret
+	s := redact.Of(values...).Text(strings.TrimRight(string(out), "\n"))
 	if len(s) > tailBytes {
 		s = s[len(s)-tailBytes:]
 	}
 	if lines := strings.Split(s, "\n"); len(lines) > tailLines {
 		s = strings.Join(lines[len(lines)-tailLines:], "\n")
 	}
-	var secrets []string
-	if job.Exec != nil {
-		for _, v := range job.Exec.Env {
-			secrets = append(secrets, v)
-		}
-	}
-	if job.HTTP != nil {
-		for _, v := range job.HTTP.Headers {
-			secrets = append(secrets, v)
-		}
-	}
-	for _, v := range secrets {
-		if len(v) >= redact.MinSubstring { // shorter values would mask ordinary words
-			s = strings.ReplaceAll(s, v, redact.Mask)
-		}
-	}
-	s = job.secrets.Text(s)
 	return strings.ToValidUTF8(s, "?")
 }

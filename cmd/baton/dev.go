@@ -59,8 +59,8 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageExit("dev", err, stderr)
 	}
-	zl := newZerolog(stderr, cf.logFormat, cf.logLevel, cfg.SecretValues())
-	log := newSlog(zl)
+	zl := newZerolog(stderr, cf.logFormat, cf.logLevel)
+	log := newSlog(zl, cfg.SecretValues())
 
 	url, stopEmbedded, err := startEmbedded()
 	if err != nil {

@@ -59,38 +59,20 @@ func isTerminal(w io.Writer) bool {
 }
 
 // newZerolog returns the process logger writing to w: JSON, or the console
-// format when format says so or (format empty) w is a terminal. The values
-// in secrets (the config's ${VAR} values) are masked in every line.
-func newZerolog(w io.Writer, format string, level zerolog.Level, secrets []string) zerolog.Logger {
-	out := w
-	if s := redact.Of(secrets...); !s.Empty() {
-		out = &maskWriter{w: w, s: s}
-	}
+// format when format says so or (format empty) w is a terminal.
+func newZerolog(w io.Writer, format string, level zerolog.Level) zerolog.Logger {
 	if format == logFormatConsole || (format == "" && isTerminal(w)) {
-		out = zerolog.ConsoleWriter{Out: out, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
 	}
-	return zerolog.New(out).Level(level).With().Timestamp().Logger()
-}
-
-// maskWriter masks secrets in each log line, as they are and JSON-escaped:
-// whatever logged them (baton, asynq, an error from exec or net/http).
-type maskWriter struct {
-	w io.Writer
-	s *redact.Secrets
-}
-
-// Write writes p with secrets masked; it reports len(p) written.
-func (m *maskWriter) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(m.w, m.s.JSON(string(p))); err != nil {
-		return 0, err
-	}
-	return len(p), nil
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
 }
 
 // newSlog returns a *slog.Logger (what baton's packages take) that writes
-// through zl.
-func newSlog(zl zerolog.Logger) *slog.Logger {
-	return slog.New(&zerologHandler{zl: zl})
+// through zl, with the values in secrets (the config's ${VAR} values)
+// masked in every message and attribute, whoever logged them (baton, asynq,
+// an error from exec or net/http), before anything is escaped.
+func newSlog(zl zerolog.Logger, secrets []string) *slog.Logger {
+	return slog.New(&zerologHandler{zl: zl, mask: redact.Of(secrets...)})
 }
 
 // zerologHandler is a slog.Handler that forwards records to zerolog. Groups
@@ -100,6 +82,7 @@ func newSlog(zl zerolog.Logger) *slog.Logger {
 // packages add "replica" themselves, and baton dev adds it to every line).
 type zerologHandler struct {
 	zl     zerolog.Logger
+	mask   *redact.Secrets // nil: none
 	head   []slog.Attr // top-level attributes from WithAttrs
 	groups []frame     // open groups, outermost first
 }
@@ -135,11 +118,11 @@ func (h *zerologHandler) Handle(_ context.Context, r slog.Record) error {
 		if a.Key != "" && seen[a.Key] {
 			continue
 		}
-		if appendAttr(ev, a) {
+		if h.appendAttr(ev, a) {
 			seen[a.Key] = true
 		}
 	}
-	ev.Msg(escapeLines(r.Message))
+	ev.Msg(escapeLines(h.mask.Text(r.Message)))
 	return nil
 }
 
@@ -196,8 +179,10 @@ func zerologLevel(l slog.Level) zerolog.Level {
 }
 
 // appendAttr adds a to ev and reports whether it wrote anything (empty
-// attributes and empty groups are left out, as slog's handlers do).
-func appendAttr(ev *zerolog.Event, a slog.Attr) bool {
+// attributes and empty groups are left out, as slog's handlers do). Strings
+// are masked, then escaped.
+func (h *zerologHandler) appendAttr(ev *zerolog.Event, a slog.Attr) bool {
+	str := func(s string) string { return redact.Escape(h.mask.Text(s)) }
 	a.Value = a.Value.Resolve()
 	if a.Equal(slog.Attr{}) {
 		return false
@@ -212,21 +197,21 @@ func appendAttr(ev *zerolog.Event, a slog.Attr) bool {
 		if a.Key == "" { // inline, as slog does
 			wrote := false
 			for _, g := range as {
-				wrote = appendAttr(ev, g) || wrote
+				wrote = h.appendAttr(ev, g) || wrote
 			}
 			return wrote
 		}
 		d := zerolog.Dict()
 		wrote := false
 		for _, g := range as {
-			wrote = appendAttr(d, g) || wrote
+			wrote = h.appendAttr(d, g) || wrote
 		}
 		if !wrote {
 			return false
 		}
 		ev.Dict(a.Key, d)
 	case slog.KindString:
-		ev.Str(a.Key, redact.Escape(v.String())) // values read from Redis may hold terminal escapes
+		ev.Str(a.Key, str(v.String())) // values read from Redis may hold terminal escapes
 	case slog.KindInt64:
 		ev.Int64(a.Key, v.Int64())
 	case slog.KindUint64:
@@ -242,9 +227,15 @@ func appendAttr(ev *zerolog.Event, a slog.Attr) bool {
 	default:
 		switch x := v.Any().(type) {
 		case error:
-			ev.Str(a.Key, redact.Escape(x.Error()))
+			ev.Str(a.Key, str(x.Error()))
 		case fmt.Stringer:
-			ev.Str(a.Key, redact.Escape(x.String()))
+			ev.Str(a.Key, str(x.String()))
+		case []string:
+			out := make([]string, len(x))
+			for i, s := range x {
+				out[i] = str(s)
+			}
+			ev.Strs(a.Key, out)
 		default:
 			ev.Interface(a.Key, x)
 		}

@@ -14,7 +14,7 @@ import (
 
 func TestSlogToZerolog(t *testing.T) {
 	var buf bytes.Buffer
-	log := newSlog(newZerolog(&buf, logFormatJSON, zerolog.InfoLevel, nil))
+	log := newSlog(newZerolog(&buf, logFormatJSON, zerolog.InfoLevel), nil)
 
 	log.Debug("hidden")
 	log.With("replica", "r1", "job", "a").
@@ -56,7 +56,7 @@ func TestSlogToZerolog(t *testing.T) {
 
 func TestConsoleFormat(t *testing.T) {
 	var buf bytes.Buffer
-	newSlog(newZerolog(&buf, logFormatConsole, zerolog.DebugLevel, nil)).Debug("tick dispatched", "job", "a", "replica", "dev-1")
+	newSlog(newZerolog(&buf, logFormatConsole, zerolog.DebugLevel), nil).Debug("tick dispatched", "job", "a", "replica", "dev-1")
 	if got := buf.String(); !strings.Contains(got, "DBG tick dispatched job=a replica=dev-1") {
 		t.Errorf("console line %q", got)
 	}

@@ -46,7 +46,7 @@ func TestLogMaskMissesZerologEscapes_review9(t *testing.T) {
 		}},
 	} {
 		var buf bytes.Buffer
-		log := newSlog(newZerolog(&buf, tc.format, zerolog.InfoLevel, []string{tc.secret}))
+		log := newSlog(newZerolog(&buf, tc.format, zerolog.InfoLevel), []string{tc.secret})
 		log.Error("run failed", tc.log(tc.secret)...)
 		line := buf.String()
 		// the secret with only its quote and backslash escaped (once or
@@ -199,7 +199,7 @@ func waitFileOrEmpty(path string) string {
 func TestLogMaskBreaksJSONLines_review9(t *testing.T) {
 	for _, secret := range []string{"8080", "true", "error"} {
 		var buf bytes.Buffer
-		log := newSlog(newZerolog(&buf, logFormatJSON, zerolog.InfoLevel, []string{secret}))
+		log := newSlog(newZerolog(&buf, logFormatJSON, zerolog.InfoLevel), []string{secret})
 		log.Error("run failed", "job", "hook", "fence", int64(1763018080123), "manual", true)
 		line := buf.String()
 		var m map[string]any

@@ -69,8 +69,8 @@ func runServe(r role, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageExit(name, err, stderr)
 	}
-	zl := newZerolog(stderr, cf.logFormat, cf.logLevel, cfg.SecretValues())
-	log := newSlog(zl)
+	zl := newZerolog(stderr, cf.logFormat, cf.logLevel)
+	log := newSlog(zl, cfg.SecretValues())
 	log.Info("baton starting", "version", versionString(), "command", name, "replica", cf.id,
 		"config", cf.config, "redis", describeRedis(cfg), "jobs", len(cfg.Jobs))
 	log.Debug("effective config\n" + cfg.Redacted())

@@ -27,6 +27,7 @@ const MinSubstring = 4
 // Secrets is not changed after it is built, so it is safe to share.
 type Secrets struct {
 	values []string          // longest first, so a secret inside another is masked whole
+	forms  []string          // values and their escaped forms, longest first
 	whole  map[string]string // a full config value -> the same with its secrets masked
 }
 
@@ -67,13 +68,37 @@ func (b *Builder) Secrets() *Secrets {
 	for v := range b.values {
 		s.values = append(s.values, v)
 	}
-	slices.SortFunc(s.values, func(a, b string) int {
+	longestFirst := func(a, b string) int {
 		if d := len(b) - len(a); d != 0 {
 			return d
 		}
 		return strings.Compare(a, b)
-	})
+	}
+	slices.SortFunc(s.values, longestFirst)
+	seen := map[string]bool{}
+	for _, v := range s.values {
+		for _, f := range escapedForms(v) {
+			if len(f) >= MinSubstring && !seen[f] {
+				seen[f] = true
+				s.forms = append(s.forms, f)
+			}
+		}
+	}
+	slices.SortFunc(s.forms, longestFirst)
 	return s
+}
+
+// escapedForms returns v as it is and as it reads inside a Go-quoted string
+// (%q, once and quoted again, as nested error messages have it) and inside
+// a JSON string.
+func escapedForms(v string) []string {
+	inner := func(q string) string { return q[1 : len(q)-1] }
+	q1 := inner(strconv.Quote(v))
+	out := []string{v, q1, inner(strconv.Quote(q1))}
+	if b, err := json.Marshal(v); err == nil {
+		out = append(out, inner(string(b)))
+	}
+	return out
 }
 
 // Of returns the Secrets holding values.
@@ -114,35 +139,15 @@ func (s *Secrets) Value(v string) string {
 	return s.Text(v)
 }
 
-// Text masks every secret of at least MinSubstring bytes inside free text.
+// Text masks every secret of at least MinSubstring bytes inside free text,
+// also where the text quotes it (%q, nested once, or JSON).
 func (s *Secrets) Text(t string) string {
 	if s == nil {
 		return t
 	}
-	for _, sec := range s.values {
-		if len(sec) >= MinSubstring && strings.Contains(t, sec) {
-			t = strings.ReplaceAll(t, sec, Mask)
-		}
-	}
-	return t
-}
-
-// JSON masks secrets in JSON text (a log line): each secret both as it is
-// and as JSON escapes it inside a string.
-func (s *Secrets) JSON(t string) string {
-	if s == nil {
-		return t
-	}
-	for _, sec := range s.values {
-		if len(sec) < MinSubstring {
-			continue
-		}
-		if strings.Contains(t, sec) {
-			t = strings.ReplaceAll(t, sec, Mask)
-		}
-		b, _ := json.Marshal(sec)
-		if esc := string(b[1 : len(b)-1]); esc != sec && strings.Contains(t, esc) {
-			t = strings.ReplaceAll(t, esc, Mask)
+	for _, f := range s.forms {
+		if strings.Contains(t, f) {
+			t = strings.ReplaceAll(t, f, Mask)
 		}
 	}
 	return t
