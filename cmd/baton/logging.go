@@ -83,8 +83,8 @@ func newSlog(zl zerolog.Logger, secrets []string) *slog.Logger {
 type zerologHandler struct {
 	zl     zerolog.Logger
 	mask   *redact.Secrets // nil: none
-	head   []slog.Attr // top-level attributes from WithAttrs
-	groups []frame     // open groups, outermost first
+	head   []slog.Attr     // top-level attributes from WithAttrs
+	groups []frame         // open groups, outermost first
 }
 
 // frame is an open group and the attributes added inside it.
