@@ -173,8 +173,9 @@ type SchedulerConfig struct {
 	// Config.Retention). Default 1m; >= 0.
 	RetentionMargin time.Duration `yaml:"retention_margin"`
 	// MaxTickRecords bounds the tick records (and retained asynq tasks) one
-	// job may keep: retention (Config.Retention) / the schedule's shortest
-	// interval. A job that would keep more is refused. Default 10000; >= 1.
+	// job may keep: the most ticks its schedule has within one retention
+	// span (Config.Retention), over the next 8 days. A job that would keep
+	// more is refused. Default 10000; >= 1.
 	MaxTickRecords int `yaml:"max_tick_records"`
 }
 

@@ -58,7 +58,7 @@ func load(data []byte, file, path string, lookup func(string) (string, bool), no
 			d.add(0, "", "the document expands to more than %d values through aliases", maxNodes)
 			root = nil
 		case size.bytes > maxBytes:
-			d.add(0, "", "the document expands to more than %d MiB of text through aliases", maxBytes>>20)
+			d.add(0, "", "the document is more than %d MiB of text, counting an aliased value at each of its uses", maxBytes>>20)
 			root = nil
 		}
 	}
@@ -138,7 +138,7 @@ func (d *decoder) parse(data []byte) *yaml.Node {
 // gigabytes of text (one long string aliased thousands of times).
 const (
 	maxNodes = 1_000_000
-	maxBytes = 16 << 20
+	maxBytes = 64 << 20
 )
 
 // expansion is the size of a node with its aliases expanded.

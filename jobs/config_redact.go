@@ -74,7 +74,14 @@ func (c *Config) Redacted() string {
 		}
 	}
 	root := encodeNode(reflect.ValueOf(r))
-	maskScalars(root, c.secrets)
+	if jobs := mappingValue(root, "jobs"); jobs != nil && c.secrets != nil {
+		// a handler payload has no types to keep: every scalar from the
+		// environment is masked, numbers and flags too
+		for _, j := range jobs.Content {
+			maskScalars(mappingValue(mappingValue(j, "handler"), "payload"), c.secrets, true)
+		}
+	}
+	maskScalars(root, c.secrets, false)
 	escapeDollars(root)
 	if jobs := mappingValue(root, "jobs"); jobs != nil {
 		for i, j := range r.Jobs {
@@ -91,29 +98,29 @@ func (c *Config) Redacted() string {
 	return b.String()
 }
 
-// maskScalars masks the secrets in every scalar value under n.
-func maskScalars(n *yaml.Node, s *redact.Secrets) {
+// maskScalars masks the secrets in every scalar value under n: strings
+// only unless all (elsewhere a number or a flag from the environment is no
+// secret, and masking it would make the output not load).
+func maskScalars(n *yaml.Node, s *redact.Secrets, all bool) {
 	if n == nil || s == nil {
 		return
 	}
 	switch n.Kind {
 	case yaml.DocumentNode, yaml.SequenceNode:
 		for _, c := range n.Content {
-			maskScalars(c, s)
+			maskScalars(c, s, all)
 		}
 	case yaml.MappingNode:
 		for i := 1; i < len(n.Content); i += 2 {
-			maskScalars(n.Content[i], s)
+			maskScalars(n.Content[i], s, all)
 		}
 	case yaml.ScalarNode:
-		// strings only: a number or a flag from the environment is no
-		// secret, and masking it would make the output not load
-		if n.ShortTag() != "!!str" {
+		if n.ShortTag() != "!!str" && !all {
 			return
 		}
 		if m := s.Value(n.Value); m != n.Value {
 			n.Value = m
-			n.Style = 0
+			n.Tag, n.Style = "!!str", 0
 		}
 	}
 }

@@ -416,11 +416,41 @@ func (v *validator) job(p string, j *Job) {
 		v.errf(at("jitter"), "%s is not shorter than the schedule's interval (%s): ticks would overlap", j.Jitter, interval)
 	}
 	if r, limit := c.Retention(j), c.Scheduler.MaxTickRecords; interval > 0 && j.StartingDeadline > 0 && limit >= 1 {
-		if n := int64(r/interval) + 1; n > int64(limit) {
+		if n := int64(r/interval) + 1; n > int64(limit) && maxTicksWithin(sched, v.now, r, limit) > limit {
+			n = int64(maxTicksWithin(sched, v.now, r, limit))
 			v.errf(at("starting_deadline"), "the job would keep %d tick records (records and retained tasks live %s: starting_deadline %s + scheduler.tick_lease_ttl %s + 2 x max_clock_skew %s + scheduler.retention_margin %s; a tick every %s), more than scheduler.max_tick_records %d: lower starting_deadline, or raise scheduler.max_tick_records",
 				n, formatDuration(r), formatDuration(j.StartingDeadline), formatDuration(c.Scheduler.TickLeaseTTL), formatDuration(c.MaxClockSkew), formatDuration(c.Scheduler.RetentionMargin), formatDuration(interval), limit)
 		}
 	}
+}
+
+// maxTicksWithin returns the most ticks of s that fall within any span of
+// length r (the records alive at once), looking at the ticks of the 8 days
+// after from (a week's pattern) plus r. Once some span holds more than
+// limit, it finishes that span and returns its count. It looks at no more
+// than a million ticks.
+func maxTicksWithin(s scheduler.Schedule, from time.Time, r time.Duration, limit int) int {
+	end := from.Add(8*24*time.Hour + r)
+	var window []time.Time // the ticks of the current span, oldest first
+	best, bestStart := 0, time.Time{}
+	t := from
+	for range 1_000_000 {
+		t = s.Next(t)
+		if t.IsZero() || t.After(end) {
+			break
+		}
+		if best > limit && t.Sub(bestStart) > r {
+			break // the span that went over is complete
+		}
+		window = append(window, t)
+		for t.Sub(window[0]) > r {
+			window = window[1:]
+		}
+		if len(window) > best {
+			best, bestStart = len(window), window[0]
+		}
+	}
+	return best
 }
 
 // parseSchedule parses spec with scheduler.ParseSchedule, the one parser
