@@ -545,3 +545,19 @@ func LoadFile(path string) (*Config, error) {
 	}
 	return load(data, path, path, os.LookupEnv, time.Now())
 }
+
+// LoadConnectionFile reads the config at path as LoadFile does, but only
+// what reaching Redis takes: the redis, locking and namespace sections (and
+// the x- keys, which may hold anchors). The jobs and the other known
+// sections are not read: their ${VAR}s need not be set, and their problems
+// are not reported (unknown top-level keys still are). The result has no
+// jobs and the other sections' defaults. For `baton lock` on a host (a crontab)
+// that shares the replicas' config but not their environment.
+func LoadConnectionFile(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	return loadSections(data, path, path, os.LookupEnv, time.Now(),
+		[]string{"jobs", "worker", "scheduler", "http", "security", "timezone", "max_clock_skew"})
+}

@@ -16,6 +16,7 @@ import (
 	"io"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,6 +42,12 @@ type decoder struct {
 }
 
 func load(data []byte, file, path string, lookup func(string) (string, bool), now time.Time) (*Config, error) {
+	return loadSections(data, file, path, lookup, now, nil)
+}
+
+// loadSections is load without the top-level sections named in skip:
+// they are neither expanded nor checked. Unknown keys are still errors.
+func loadSections(data []byte, file, path string, lookup func(string) (string, bool), now time.Time, skip []string) (*Config, error) {
 	d := &decoder{
 		file:     file,
 		lookup:   lookup,
@@ -52,6 +59,15 @@ func load(data []byte, file, path string, lookup func(string) (string, bool), no
 	}
 	cfg := defaultConfig()
 	root := d.parse(data)
+	if root != nil && skip != nil {
+		var kept []*yaml.Node
+		for i := 0; i+1 < len(root.Content); i += 2 {
+			if !slices.Contains(skip, root.Content[i].Value) {
+				kept = append(kept, root.Content[i], root.Content[i+1])
+			}
+		}
+		root.Content = kept
+	}
 	if root != nil {
 		switch size := expandedSize(root, map[*yaml.Node]expansion{}); {
 		case size.nodes > maxNodes:

@@ -87,8 +87,9 @@ independent master; several masters form a Redlock quorum. Without --redis:
 locking.masters, then redis.url from --config, then $BATON_REDIS_URL, then
 ` + defaultRedisURL + `. A URL without a password gets the first line of
 --redis-password-file, else $REDISCLI_AUTH: a password there stays out of
-the command line that ps shows. --config reads a baton config as every
-command does (${VAR} expanded, the whole file validated).
+the command line that ps shows. --config reads the redis, locking and
+namespace sections of a baton config as every command does (${VAR}
+expanded, validated); the jobs are not read.
 
 Exit status: CMD's status (128+N if killed by signal N); 2 usage error;
 69 Redis unavailable; 75 lock busy; 76 lock lost while CMD ran (CMD stopped);
@@ -192,7 +193,7 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 	fs.SetOutput(io.Discard)
 	var urls urlList
 	fs.Var(&urls, "redis", "Redis master `URL`; repeat for a quorum of independent masters")
-	configFile := fs.String("config", "", "baton YAML config `FILE` (reads redis.url, locking.masters, namespace; ${VAR} expanded)")
+	configFile := fs.String("config", "", "baton YAML config `FILE` (reads its redis, locking and namespace sections; ${VAR} expanded)")
 	passwordFile := fs.String("redis-password-file", "", "read the Redis password from the first line of `FILE` (for URLs without one; else $"+envRedisAuth+")")
 	fs.DurationVar(&cfg.ttl, "ttl", defaultTTL, "lease ttl; extended every ttl/3 while CMD runs")
 	fs.DurationVar(&cfg.wait, "wait", 0, "how long to wait for the lock; 0 tries once")
@@ -340,11 +341,12 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 	return cfg, false, nil
 }
 
-// loadConfig loads a baton config file as every other command does (${VAR}
-// expanded, validated); "baton lock" uses its Redis and locking settings
-// and its namespace.
+// loadConfig loads the redis, locking and namespace sections of a baton
+// config file as every other command loads them (${VAR} expanded,
+// validated); the jobs are not read, so a crontab need not have their
+// variables.
 func loadConfig(path string) (*jobs.Config, error) {
-	cfg, err := jobs.LoadFile(path)
+	cfg, err := jobs.LoadConnectionFile(path)
 	if err == nil {
 		return cfg, nil
 	}

@@ -273,6 +273,10 @@ func TestUsageErrors(t *testing.T) {
 	if err := os.WriteFile(badType, []byte("scheduler: {workers: 3}\nlocking:\n  masters: 5\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	badKey := filepath.Join(dir, "key.yaml")
+	if err := os.WriteFile(badKey, []byte("redsi: {url: redis://127.0.0.1:1/0}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	r := "redis://127.0.0.1:1/0"
 	for _, tc := range []struct {
 		name string
@@ -298,7 +302,7 @@ func TestUsageErrors(t *testing.T) {
 		{"missing config", []string{"lock", "--config", filepath.Join(dir, "nope.yaml"), "k", "--", "true"}, "nope.yaml"},
 		{"bad yaml", []string{"lock", "--config", badYAML, "k", "--", "true"}, badYAML + ":1: "},
 		{"bad yaml type", []string{"lock", "--config", badType, "k", "--", "true"}, badType + ":3: locking.masters: expected a list"},
-		{"unknown key", []string{"lock", "--config", badType, "k", "--", "true"}, badType + `:1: scheduler.workers: unknown field "workers"`},
+		{"unknown key", []string{"lock", "--config", badKey, "k", "--", "true"}, badKey + `:1: redsi: unknown field "redsi" (did you mean "redis"?)`},
 	} {
 		var out, errb bytes.Buffer
 		code := run(tc.args, &out, &errb)
