@@ -56,6 +56,7 @@ config.example.yaml), --id ID ($BATON_ID, default host-pid), --http ADDR
 `
 
 func main() {
+	harden() // before anything: jobs must not read baton's memory or environment
 	// exec jobs run under this binary as their supervisor: become one if asked
 	supervisor.MaybeRun()
 	// go-redis logs dial failures on its own; baton reports them once, itself.

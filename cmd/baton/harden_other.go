@@ -1,0 +1,6 @@
+//go:build !linux
+
+package main
+
+// harden does nothing outside Linux.
+func harden() {}
