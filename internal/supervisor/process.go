@@ -63,7 +63,9 @@ type Process struct {
 	ctl *os.File   // nil once closed
 
 	done    chan struct{} // closed when the supervisor has been reaped
-	waitErr error         // of cmd.Wait, set before done closes
+	reapMu  sync.Mutex
+	reaped  bool  // the supervisor exited: its pid may be reused by now
+	waitErr error // of cmd.Wait, set before done closes
 
 	status     *os.File
 	first      chan statusLine // the first status line
@@ -158,6 +160,10 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		statusDone: make(chan struct{}),
 	}
 	err = StartLocked(cmd, func() {
+		waitExited(cmd.Process.Pid) // without reaping: Kill may still use the pid
+		p.reapMu.Lock()
+		p.reaped = true
+		p.reapMu.Unlock()
 		p.waitErr = cmd.Wait()
 		close(p.done)
 	})
@@ -329,6 +335,11 @@ func (p *Process) Signal(sig syscall.Signal) error {
 // started). It is the last resort for a supervisor that does not react to
 // Stop.
 func (p *Process) Kill() error {
+	p.reapMu.Lock()
+	if !p.reaped {
+		killTree(p.pid) // what the job started, wherever it moved (setsid)
+	}
+	p.reapMu.Unlock()
 	err := p.cmd.Process.Kill()
 	p.killGroup()
 	if errors.Is(err, os.ErrProcessDone) {

@@ -81,6 +81,10 @@ func serve() int {
 
 	msgs := make(chan [2]int64) // verb ('d', 's' or 'k'), value
 	go readControl(rd, msgs)
+	// orphans of the job reparented here are reaped as they exit
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
+	defer signal.Stop(chld)
 
 	var (
 		deadline           = req.Deadline
@@ -173,6 +177,8 @@ func serve() int {
 			}
 		case <-term: // parent-death signal, or someone's kill
 			stop(monoNow(), grace)
+		case <-chld:
+			reapZombies(c.pid)
 		case <-fire:
 		}
 	}

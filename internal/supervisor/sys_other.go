@@ -32,3 +32,9 @@ func monoNow() int64 {
 	}
 	return ts.Nano()
 }
+
+// killTree does nothing: descendants are tracked on Linux only.
+func killTree(int) {}
+
+// waitExited returns at once: Wait reaps.
+func waitExited(int) {}

@@ -89,12 +89,16 @@ func descendants(root int) map[int]proc {
 }
 
 // signalDescendants sends sig to every live descendant of the supervisor
-// and returns how many it signalled. A pid is signalled through a pidfd
-// opened after the scan and checked against the scan's start time, so a
-// pid reused by a stranger in between is never hit.
-func signalDescendants(sig syscall.Signal) int {
+// and returns how many it signalled.
+func signalDescendants(sig syscall.Signal) int { return signalTree(os.Getpid(), sig) }
+
+// signalTree sends sig to every live descendant of root and returns how
+// many it signalled. A pid is signalled through a pidfd opened after the
+// scan and checked against the scan's start time, so a pid reused by a
+// stranger in between is never hit.
+func signalTree(root int, sig syscall.Signal) int {
 	n := 0
-	for pid, p := range descendants(os.Getpid()) {
+	for pid, p := range descendants(root) {
 		if p.zombie {
 			continue
 		}
@@ -142,5 +146,42 @@ func reapOrphans(d time.Duration) {
 		}
 		sweep(10 * time.Millisecond)
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// killTree kills every descendant of root, a supervisor that no longer
+// answers (baton's last resort), before root itself is killed: once root
+// is gone its orphans would be reparented to init, out of reach. They are
+// stopped first, in rounds, so none forks a process the kill would miss.
+func killTree(root int) {
+	for range 3 {
+		signalTree(root, syscall.SIGSTOP)
+	}
+	signalTree(root, syscall.SIGKILL)
+}
+
+// reapZombies reaps the supervisor's direct children that have exited,
+// except keep (the child, which is waited for elsewhere): orphans of the
+// job reparented here would otherwise stay zombies for as long as the job
+// runs.
+func reapZombies(keep int) {
+	self := os.Getpid()
+	for pid, p := range descendants(self) {
+		if p.ppid == self && p.zombie && pid != keep {
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		}
+	}
+}
+
+// waitExited waits until pid has exited, without reaping it: while it is a
+// zombie its pid cannot be reused.
+func waitExited(pid int) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return
+		}
 	}
 }
