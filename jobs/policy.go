@@ -364,7 +364,18 @@ const fenceLockTTL = 2 * time.Second
 func (e *engine) allowFence(ctx context.Context, job *Job, log *slog.Logger) (int64, error) {
 	lctx, cancel := context.WithTimeout(ctx, max(job.LockTTL, 10*time.Second))
 	defer cancel()
+	// masters out of reach for a moment (a blip, a failover) are waited
+	// for, as a run of a lease-holding job waits for its lease
 	lease, err := e.locks.Lock(lctx, fenceLockName(job.Name), fenceLockTTL)
+	for backoff := 100 * time.Millisecond; err != nil && lctx.Err() == nil; backoff = min(2*backoff, time.Second) {
+		t := time.NewTimer(backoff)
+		select {
+		case <-lctx.Done():
+		case <-t.C:
+			lease, err = e.locks.Lock(lctx, fenceLockName(job.Name), fenceLockTTL)
+		}
+		t.Stop()
+	}
 	if err != nil {
 		e.count(job.Name, func(c *counters) { c.failed.Add(1) })
 		log.Error("cannot take a fencing token from the lock masters", slog.Any("error", err))

@@ -232,6 +232,16 @@ func TestLinkCutAndRestored(t *testing.T) {
 			t.Errorf("%s ran only %d ticks", job, l-f+1)
 		}
 	}
+	if t.Failed() {
+		for _, name := range []string{"direct", "cut"} {
+			b, _ := os.ReadFile(filepath.Join(dir, name+".log"))
+			for l := range strings.Lines(string(b)) {
+				if strings.Contains(l, `"queued"`) && !strings.Contains(l, "run started") && !strings.Contains(l, "run succeeded") || strings.Contains(l, "error") {
+					t.Logf("%s: %s", name, strings.TrimSpace(l))
+				}
+			}
+		}
+	}
 	b, _ := os.ReadFile(filepath.Join(dir, "cut.log"))
 	if !strings.Contains(string(b), "holding ticks back") {
 		t.Errorf("the cut replica did not hold its ticks back:\n%s", b)
