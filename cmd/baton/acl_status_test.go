@@ -1,6 +1,6 @@
 package main
 
-// Review 9: ACL paths the documented-ACL test does not reach.
+// ACL paths the documented-ACL test does not reach.
 
 import (
 	"context"
@@ -14,11 +14,8 @@ import (
 	"github.com/batonhq/baton/internal/redistest"
 )
 
-// baton status under the documented ACL when a queue of the namespace holds
-// tasks no live replica consumes: the path that reads the queue's size
-// (asynq's GetQueueInfo) is not exercised by TestRunsUnderTheDocumentedACL
-// (a replica was live there). passes: coverage
-func TestStatusOrphanQueueUnderTheDocumentedACL_review9(t *testing.T) {
+// `baton status` reads an orphan queue's size under the documented ACL.
+func TestStatusOrphanQueueUnderTheDocumentedACL(t *testing.T) {
 	t.Parallel()
 	srv := redistest.New(t)
 	admin := srv.TestClient(t)

@@ -1,7 +1,7 @@
 package main
 
-// Review 9: masking gaps and baton lock --config. A test that fails
-// demonstrates a bug.
+// Secrets in logs and errors, baton lock --config, and what a job can read
+// of baton.
 
 import (
 	"bytes"
@@ -21,16 +21,9 @@ import (
 	"github.com/batonhq/baton/internal/redistest"
 )
 
-// The log filter masks a secret "as it is and as JSON escapes it", but the
-// JSON it sees is zerolog's, not encoding/json's: json.Marshal escapes & < >
-// (as \u0026 \u003c \u003e), zerolog does not. A secret with one of & < >
-// and one of " \ (a generated password) is written by zerolog as
-// p&ss\"w..., which is neither form: it leaks in every log line that holds
-// it, in both formats. And a string attribute that holds a control
-// character (a multi-line error: errors.Join, an exec error) is escaped
-// twice (redact.Escape, then zerolog), so a secret with " or \ in it
-// leaks there even without & < >.
-func TestLogMaskMissesZerologEscapes_review9(t *testing.T) {
+// Secrets with characters that logs escape (& < > " \\ and newlines) are
+// masked in JSON and console lines: masking happens before escaping.
+func TestLogMaskCoversEscapedForms(t *testing.T) {
 	for _, tc := range []struct {
 		name, secret, format string
 		log                  func(secret string) []any
@@ -58,11 +51,9 @@ func TestLogMaskMissesZerologEscapes_review9(t *testing.T) {
 	}
 }
 
-// The same end to end: an exec job whose command comes from ${VAR} and is
-// not found. exec quotes the name (%q), the supervisor's client quotes it
-// again; maskedError looks for the raw value only, so a secret with a "
-// reaches the log.
-func TestCommandFromSecretLeaksWhenQuoted_review9(t *testing.T) {
+// An exec command from ${VAR} that is not found: the run error quotes it
+// (%q, nested), and the secret is masked in every form.
+func TestQuotedSecretInARunErrorMasked(t *testing.T) {
 	t.Parallel()
 	srv := redistest.New(t)
 	const secret = `tool"x-9b2f61d4`
@@ -89,14 +80,9 @@ jobs:
 	}
 }
 
-// baton lock --config used to read only redis, locking and namespace; it
-// now loads and validates the whole file, ${VAR}s included. A crontab line
-// (cron's environment is nearly empty) that shares the replicas' config,
-// whose jobs take a secret from ${API_TOKEN}, stops working on upgrade:
-// exit 2, "environment variable API_TOKEN is not set". (Documented in the
-// README, so a compatibility note rather than a bug; kept as a test since
-// the upgrade breaks working crontabs silently: cron mails the error.)
-func TestLockConfigNeedsEveryJobsVariable_review9(t *testing.T) {
+// baton lock --config reads only the redis, locking and namespace sections: a
+// crontab whose environment lacks the jobs' ${VAR}s still works.
+func TestLockConfigNeedsOnlyItsSections(t *testing.T) {
 	t.Parallel()
 	srv := redistest.New(t)
 	cfg := filepath.Join(t.TempDir(), "baton.yaml")
@@ -117,13 +103,9 @@ jobs:
 	}
 }
 
-// The child's environment is an allowlist so that "a job gets only what it
-// is given" (REDISCLI_AUTH, a signing key in BATON_SIGNING_KEY, cloud
-// keys). But the job runs as baton's user and baton stays dumpable: the
-// job reads /proc/<baton>/environ (its supervisor's parent) and has all of
-// it. baton runs as an unprivileged user here (nobody), as in production;
-// prctl(PR_SET_DUMPABLE, 0) in baton would close this.
-func TestJobReadsBatonsEnvironmentThroughProc_review9(t *testing.T) {
+// baton is not dumpable: a job running as baton's (unprivileged) user cannot
+// read /proc/<baton>/environ, where a signing key or a Redis password may be.
+func TestJobCannotReadBatonsEnvironment(t *testing.T) {
 	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run baton as nobody")
@@ -189,14 +171,9 @@ func waitFileOrEmpty(path string) string {
 	return string(b)
 }
 
-// The log filter replaces every secret of 4 bytes or more anywhere in the
-// JSON line, structure included. A config value from the environment that
-// is a number or a flag - url: http://127.0.0.1:${PORT}/hook with
-// PORT=8080, env: {VERBOSE: "${VERBOSE}"} with VERBOSE=true - turns
-// "fence":1763018080123 into "fence":176301xxxxx123 and true into xxxxx:
-// the line is no longer JSON, and log shippers drop or mangle it (and a
-// secret "info" or "error" rewrites every line's level).
-func TestLogMaskBreaksJSONLines_review9(t *testing.T) {
+// A ${VAR} value that looks like a number, a flag or a level is masked in
+// strings only: every line stays valid JSON with its level.
+func TestLogMaskKeepsJSONValid(t *testing.T) {
 	for _, secret := range []string{"8080", "true", "error"} {
 		var buf bytes.Buffer
 		log := newSlog(newZerolog(&buf, logFormatJSON, zerolog.InfoLevel), []string{secret})

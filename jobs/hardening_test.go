@@ -1,7 +1,7 @@
 package jobs
 
-// Review 9: event schedules against the isolation-and-secrets change.
-// A test that fails demonstrates a bug.
+// Event schedules against namespaces, signing and masking: forged and
+// replayed tasks, cancels, rolling deploys, skewed clocks, secrets.
 
 import (
 	"context"
@@ -17,13 +17,10 @@ import (
 	"github.com/batonhq/baton/scheduler"
 )
 
-// A Redis writer without the signing key stops a running signed run: asynq's
-// own cancel channel (asynq:cancel, which the documented ACL grants) cancels
-// the handler's context of the task whose ID (job@tick, predictable) is
-// published. With max_retry 0 the tick is lost; with retries it runs again
-// after a partial run. The README says a writer without the key cannot make
-// baton stop anything.
-func TestAsynqCancelChannelStopsASignedRun_review9(t *testing.T) {
+// asynq's cancel channel (asynq:cancel) is shared by every deployment and
+// needs no key: a PUBLISH of a task ID there stops no baton run (the
+// worker's asynq server listens on NS:asynq-cancel instead).
+func TestAsynqCancelChannelStopsNoRun(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.signedConfig(t, []string{keyA}, false, `  - name: long
     schedule: "@every 1m"
@@ -51,13 +48,10 @@ func TestAsynqCancelChannelStopsASignedRun_review9(t *testing.T) {
 	}
 }
 
-// Rolling deploy that changes a job's schedule (@every 1m -> @every 2m): a
-// tick the old replica claimed, recorded done and dispatched is archived by
-// a new replica's worker as "not a tick of schedule" - a lost run that is
-// not recorded missed. The same happens to a task pending or waiting for a
-// retry when a single replica restarts with the new schedule. No keys are
-// needed: validTick runs for every deployment.
-func TestScheduleChangeArchivesDispatchedTick_review9(t *testing.T) {
+// A rolling deploy changes a job's schedule (@every 1m -> @every 2m): a tick
+// the old schedule had, dispatched by a replica that still has it, runs on
+// a worker with the new one.
+func TestTickOfAChangedScheduleRuns(t *testing.T) {
 	e := newEnv(t)
 	old := e.config(t, "  - name: job\n    schedule: \"@every 1m\"\n    handler: {name: job}\n")
 	cur := e.config(t, "  - name: job\n    schedule: \"@every 2m\"\n    handler: {name: job}\n")
@@ -73,9 +67,8 @@ func TestScheduleChangeArchivesDispatchedTick_review9(t *testing.T) {
 	}
 }
 
-// Same with a time zone change of a job (UTC -> Europe/Berlin, "0 3 * * *"):
-// the old replica's tick at 03:00 UTC is refused by the new worker.
-func TestTimezoneChangeArchivesDispatchedTick_review9(t *testing.T) {
+// The same for a job moved from UTC to Europe/Berlin.
+func TestTickOfAChangedTimezoneRuns(t *testing.T) {
 	e := newEnv(t)
 	old := e.config(t, "  - name: job\n    schedule: \"0 3 * * *\"\n    handler: {name: job}\n")
 	cur := e.config(t, "  - name: job\n    schedule: \"0 3 * * *\"\n    timezone: Europe/Berlin\n    handler: {name: job}\n")
@@ -91,12 +84,9 @@ func TestTimezoneChangeArchivesDispatchedTick_review9(t *testing.T) {
 	}
 }
 
-// A worker-only replica ("baton worker") whose clock is 4 s behind Redis:
-// nothing checks a worker's clock (only schedulers compare with Redis TIME),
-// and validTick archives every on-time tick as "in the future" (bound 2 x
-// max_clock_skew + 1s = 2s by default) instead of running it or putting it
-// back until it is due. Simulated by a tick due 4 s after the worker's now.
-func TestWorkerClockBehindArchivesTicks_review9(t *testing.T) {
+// A worker whose clock is behind Redis sees on-time ticks in the future: they
+// wait (handed back) instead of being archived.
+func TestWorkerClockBehindLosesNoTick(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config(t, "  - name: job\n    schedule: \"@every 1s\"\n    handler: {name: job}\n")
 	exec := newFakeExec(nil)
@@ -112,13 +102,10 @@ func TestWorkerClockBehindArchivesTicks_review9(t *testing.T) {
 	}
 }
 
-// A signed task copied by a Redis writer into another queue of the same
-// namespace, under the same task ID, while its completed copy is retained:
-// asynq dedupes task IDs per queue only, the signature does not cover the
-// queue, and validTask checks only the ID, so the tick runs a second time.
-// The README says asynq's retention makes a second enqueue a no-op and that
-// re-addressed tasks are refused.
-func TestSignedTaskReplayedIntoAnotherQueueRunsTwice_review9(t *testing.T) {
+// asynq dedupes task IDs per queue: a copy of a signed, completed task in
+// another queue of the deployment is refused (the payload's queue is
+// signed), so the tick does not run twice.
+func TestSignedTaskCopiedToAnotherQueueIsRefused(t *testing.T) {
 	e := newEnv(t)
 	k := `["` + keyA + `"]`
 	y := "redis: {url: \"redis://" + e.srv.Addr() + "/0\"}\nworker: {shutdown_grace: 2s, queues: {default: 1, other: 1}}\nsecurity: {signing_keys: " + k + "}\njobs:\n" +
@@ -144,10 +131,9 @@ func TestSignedTaskReplayedIntoAnotherQueueRunsTwice_review9(t *testing.T) {
 	}
 }
 
-// validate --print masks every value from ${VAR}, README says; a handler
-// payload value from the environment that YAML reads as a number (a PIN,
-// an account number, a numeric API key) is printed as it is.
-func TestNumericSecretInPayloadPrinted_review9(t *testing.T) {
+// A number from ${VAR} in a handler payload (a PIN) is masked in the printed
+// config like any other value from the environment.
+func TestNumericSecretInPayloadMasked(t *testing.T) {
 	t.Setenv("BATON_R9_PIN", "424242")
 	cfg, err := Load([]byte("redis: {url: \"redis://127.0.0.1:6379/0\"}\njobs:\n  - name: job\n    schedule: \"@every 1m\"\n    handler:\n      name: job\n      payload:\n        pin: ${BATON_R9_PIN}\n"))
 	if err != nil {
@@ -159,13 +145,10 @@ func TestNumericSecretInPayloadPrinted_review9(t *testing.T) {
 	}
 }
 
-// Introducing signing (accept_unsigned: true): replicas without keys still
-// dispatch unsigned tasks, which a worker with keys must run. verify treats
-// any unsigned message that contains the bytes "sig" (with quotes) as a
-// forged signature - and a job named sig, or a replica whose --id is sig,
-// puts exactly that in every payload: each of those ticks is archived as
-// "bad signature" during the switch-over.
-func TestAcceptUnsignedRefusesJobNamedSig_review9(t *testing.T) {
+// While signing is introduced (accept_unsigned), an unsigned payload that
+// holds the bytes "sig" (a job or replica named sig) is unsigned, not
+// forged: it runs.
+func TestAcceptUnsignedRunsJobNamedSig(t *testing.T) {
 	e := newEnv(t)
 	jobs := "  - name: sig\n    schedule: \"@every 1m\"\n    handler: {name: sig}\n  - name: other\n    schedule: \"@every 1m\"\n    handler: {name: other}\n"
 	switching := e.signedConfig(t, []string{keyA}, true, jobs)
@@ -186,14 +169,10 @@ func TestAcceptUnsignedRefusesJobNamedSig_review9(t *testing.T) {
 	}
 }
 
-// Two deployments share one Redis (namespaces prod and staging, the same
-// job names, as TestTwoNamespacesOnOneRedis has them). An operator of prod
-// cancels prod's running task with asynq's inspector (or a prod-only ACL
-// user publishes on asynq:cancel, which the documented ACL grants to every
-// namespace): asynq's cancel channel is shared and keyed by the task ID
-// alone (job@tick, the same in both), so staging's run of that tick is
-// stopped too. The README says another namespace cannot touch its tasks.
-func TestCancelInOneNamespaceStopsTheOther_review9(t *testing.T) {
+// Two deployments on one Redis run the same job@tick: a cancel through
+// asynq's inspector (a shared channel, keyed by task ID alone) stops
+// neither run and fails neither task.
+func TestAsynqCancelCrossesNoNamespace(t *testing.T) {
 	e := newEnv(t)
 	load := func(ns string) *Config {
 		y := "redis: {url: \"redis://" + e.srv.Addr() + "/0\"}\nnamespace: " + ns + "\nworker: {shutdown_grace: 2s}\njobs:\n  - name: long\n    schedule: \"@every 1m\"\n    max_retry: 0\n    handler: {name: long}\n"
@@ -250,14 +229,9 @@ func TestCancelInOneNamespaceStopsTheOther_review9(t *testing.T) {
 	}
 }
 
-// "logs once per job and reason (a writer to Redis must not flood the
-// log)": the job name, the tick and the namespace in a forged payload are
-// the writer's to choose, and the once-only key is built from them (the
-// reason's text names the tick); asynq's ErrorHandler (handleError) then
-// logs every refused task again as "task failed". 40 forged tasks give 80
-// lines here, and each distinct key stays in the worker's maps for good:
-// the log and the memory grow with what the writer enqueues.
-func TestForgedTasksFloodTheLog_review9(t *testing.T) {
+// Forged tasks choose their job, tick and namespace: refusals are logged
+// once per kind, not per forged value, and not again as task failures.
+func TestForgedTasksDoNotFloodTheLog(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.signedConfig(t, []string{keyA}, false, "  - name: job\n    schedule: \"@every 1m\"\n    handler: {name: job}\n")
 	logs := &logBuf{}
@@ -282,24 +256,19 @@ func TestForgedTasksFloodTheLog_review9(t *testing.T) {
 	none(t, exec.started, 10*time.Millisecond, "a forged run")
 }
 
-// scheduler.max_tick_records counts retention / the shortest interval, as
-// if the schedule fired at that rate around the clock. A business-hours
-// poll (every 10 s, 09:00-16:59 Monday to Friday) with a 60 h
-// starting_deadline keeps at most 3 x 2880 = 8640 records in any 60 h
-// window, below the default 10000, but is refused as "21607 tick records".
-func TestMaxTickRecordsCountsTicksThatNeverFire_review9(t *testing.T) {
+// max_tick_records counts the ticks of the busiest retention span, not
+// retention / shortest interval: a business-hours poll is not charged for
+// nights and weekends.
+func TestMaxTickRecordsCountsTheBusiestSpan(t *testing.T) {
 	_, err := Load([]byte("redis: {url: \"redis://127.0.0.1:6379/0\"}\njobs:\n  - name: poll\n    schedule: \"*/10 * 9-16 * * 1-5\"\n    starting_deadline: 60h\n    handler: {name: poll}\n"))
 	if err != nil {
 		t.Errorf("a job whose records never exceed 8640 refused: %v", err)
 	}
 }
 
-// The alias bound counts bytes as if each alias were a copy; yaml.v3
-// decodes an aliased string into the same Go string, so nothing is copied.
-// One 200 KiB script anchored once and used by 100 jobs (the kind of thing
-// anchors are for) is refused as an alias bomb; so is any plain file over
-// 16 MiB, with a message about aliases it does not have.
-func TestAliasByteBoundRefusesSharedScript_review9(t *testing.T) {
+// One 200 KiB script anchored once and used by 100 jobs (what anchors are
+// for) is within the alias bound.
+func TestAliasByteBoundAllowsASharedScript(t *testing.T) {
 	script := strings.Repeat("echo line of a long maintenance script\n", 200<<10/40)
 	var b strings.Builder
 	b.WriteString("redis: {url: \"redis://127.0.0.1:6379/0\"}\njobs:\n  - name: maint\n    schedule: \"@daily\"\n    exec:\n      command:\n        - sh\n        - -c\n        - &maint |\n")
@@ -315,13 +284,10 @@ func TestAliasByteBoundRefusesSharedScript_review9(t *testing.T) {
 	}
 }
 
-// outputTail masks the job's env values one by one in map order, not
-// longest first: with env {USER_ID: "tok1", TOKEN: "tok1-very-secret-part"}
-// a tail that prints TOKEN comes out as "xxxxx-very-secret-part" whenever
-// USER_ID is replaced first (about half the runs). And it cuts the output
-// to its last 2 KiB before masking: a secret the cut falls into loses its
-// first byte and is printed without it.
-func TestOutputTailLeaksSecrets_review9(t *testing.T) {
+// An output tail masks the job's secrets longest first (a secret that starts
+// with another is masked whole) and before it cuts the output (a secret the
+// cut would split is masked whole).
+func TestOutputTailMasksLongestFirstBeforeTheCut(t *testing.T) {
 	job := &Job{Name: "j", Exec: &ExecSpec{Command: []string{"x"}, Env: map[string]string{
 		"USER_ID": "tok1", "TOKEN": "tok1-very-secret-part", "A": "aaaa", "B": "bbbb", "C": "cccc"}}}
 	for range 50 {

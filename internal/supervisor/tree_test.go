@@ -2,7 +2,7 @@
 
 package supervisor_test
 
-// Review 9: the subreaper change. A test that fails demonstrates a bug.
+// The supervisor as a child subreaper: descendants that left the group.
 
 import (
 	"os"
@@ -18,14 +18,9 @@ import (
 	"github.com/batonhq/baton/internal/supervisor"
 )
 
-// The last resort, Kill (baton's answer to a supervisor that stopped
-// answering: frozen, stuck), SIGKILLs the supervisor and the child's process
-// group. A process that left the group with setsid() was kept in reach only
-// by the supervisor being its subreaper; with the supervisor dead it is
-// reparented to init and outlives the run and its lease, which the README
-// says cannot happen (TestSupervisorKilledTakesTheGroup covers the group
-// only).
-func TestSupervisorKilledTakesSetsidEscapees_review9(t *testing.T) {
+// A stuck supervisor killed by baton (its last resort) takes a double-forked
+// setsid daemon of its job with it.
+func TestSupervisorKilledTakesSetsidEscapees(t *testing.T) {
 	orphan := filepath.Join(t.TempDir(), "orphan")
 	p := start(t, supervisor.Spec{Args: []string{"sh", "-c", `( setsid sh -c 'echo $$ > ` + orphan + `; exec sleep 100' & ); sleep 100`}})
 	pid := readPidFile(t, orphan)
@@ -44,13 +39,9 @@ func TestSupervisorKilledTakesSetsidEscapees_review9(t *testing.T) {
 	}
 }
 
-// Orphans reparented to the supervisor are reaped only after the child
-// exits. A long-running job (a singleton runs for days) that starts
-// short-lived daemons or background subshells, "( cmd & )", leaves one
-// zombie per orphan under the supervisor for as long as it runs: before the
-// change init reaped them. 200 here; enough of them exhaust pid_max (or the
-// cgroup's pids.max) of the host.
-func TestReparentedOrphansAreReapedWhileTheJobRuns_review9(t *testing.T) {
+// Orphans of a long-running job reparented to the supervisor are reaped as
+// they exit, not when the job ends.
+func TestReparentedOrphansAreReapedWhileTheJobRuns(t *testing.T) {
 	done := filepath.Join(t.TempDir(), "done")
 	p := start(t, supervisor.Spec{Args: []string{"sh", "-c", `i=0; while [ $i -lt 200 ]; do ( true & ); i=$((i+1)); done; echo ok > ` + done + `; sleep 100`}})
 	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(done); return err == nil }) {
