@@ -1,6 +1,8 @@
 package locking
 
 import (
+	"github.com/batonhq/baton/internal/redact"
+
 	"context"
 	"fmt"
 	"net/url"
@@ -115,33 +117,8 @@ func (c *Client) closed() bool { return c.g.Closed() }
 
 // RedactURL returns u with any password replaced by "xxxxx", for logs. It
 // also redacts strings that do not parse as URLs: everything between "://"
-// and the last "@" of the authority goes.
-func RedactURL(u string) string {
-	p, err := url.Parse(u)
-	if err == nil {
-		if p.User == nil {
-			return u
-		}
-		if _, ok := p.User.Password(); ok {
-			p.User = url.UserPassword(p.User.Username(), "xxxxx")
-		}
-		return p.String()
-	}
-	scheme, rest, ok := strings.Cut(u, "://")
-	if !ok {
-		return u
-	}
-	authority := rest
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		authority = rest[:i]
-	}
-	at := strings.LastIndex(authority, "@")
-	if at < 0 {
-		return u
-	}
-	user, _, _ := strings.Cut(authority[:at], ":")
-	return scheme + "://" + user + ":xxxxx" + rest[at:]
-}
+// and the last "@" of the authority goes but the user name.
+func RedactURL(u string) string { return redact.URL(u) }
 
 // fan runs one command line of s on every master (see quorum.Group.Fan).
 func (c *Client) fan(ctx context.Context, ttl time.Duration, s *quorum.Script, line []any, parse func(*redis.Cmd) (any, error), good func(quorum.Reply) bool) []quorum.Reply {

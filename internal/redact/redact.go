@@ -179,7 +179,7 @@ func (s *Secrets) Merge(o *Secrets) *Secrets {
 
 // URL returns u with the password of its user info replaced by Mask. A
 // string that does not parse as a URL loses everything between "://" and
-// the last "@" of its authority.
+// the last "@" of its authority but the user name.
 func URL(u string) string {
 	p, err := url.Parse(u)
 	if err == nil {
@@ -203,7 +203,8 @@ func URL(u string) string {
 	if at < 0 {
 		return u
 	}
-	return scheme + "://" + Mask + rest[at:]
+	user, _, _ := strings.Cut(authority[:at], ":")
+	return scheme + "://" + user + ":" + Mask + rest[at:]
 }
 
 // Endpoint returns an HTTP URL as scheme://host/path, for logs: no user
