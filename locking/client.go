@@ -5,8 +5,6 @@ import (
 
 	"context"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
