@@ -15,7 +15,7 @@ type Run struct {
 	Tick    time.Time // the instant the tick was due, UTC
 	RunID   string    // random id of the dispatch
 	Attempt int       // 1 for the first attempt, 2 for the first retry, ...
-	Fence   int64     // fencing token of the execution lease (or of the dispatch, for concurrency: allow)
+	Fence   int64     // fencing token from the lock masters: of the execution lease (concurrency: allow, of a momentary lease taken as the run starts)
 	Replica string    // the replica running it
 	Payload json.RawMessage
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/batonhq/baton"
+
 	"fmt"
 	"io"
 	"strings"
@@ -82,14 +84,15 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		"version", versionString(), "redis", cfg.Redis.URL, "replicas", fmt.Sprint(ids),
 		"config", cf.config, "jobs", len(cfg.Jobs))
 	warnUnsigned(cfg, log)
-	var replicas []*replica
+	var replicas []*baton.Replica
 	for _, id := range ids {
 		rlog := log.With("replica", id)
-		rp, err := newReplica(cfg, id, roleRun, rlog, devQuiet)
+		rp, err := baton.New(cfg, baton.WithReplicaID(id), baton.WithLogger(rlog), baton.WithVersion(shortVersion()),
+			baton.WithLockMessageFilter(devQuiet))
 		if err != nil {
 			log.Error("cannot build a replica", "replica", id, "err", err)
 			for _, r := range replicas {
-				r.close()
+				r.Close()
 			}
 			return 1
 		}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/batonhq/baton/internal/wiring"
+
 	"context"
 	"errors"
 	"os/exec"
@@ -29,7 +31,7 @@ func TestMiniredisCompat(t *testing.T) {
 
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locks, err := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment(), locking.WithPrefix("baton:lock:"), locking.WithLogger(printfLogger{l: newSlog(newZerolog(nopWriter{}, logFormatJSON, 0), nil)}))
+	locks, err := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment(), locking.WithPrefix("baton:lock:"), locking.WithLogger(wiring.PrintfLogger{L: newSlog(newZerolog(nopWriter{}, logFormatJSON, 0), nil)}))
 	if err != nil {
 		t.Fatal(err)
 	}

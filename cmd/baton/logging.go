@@ -242,29 +242,3 @@ func (h *zerologHandler) appendAttr(ev *zerolog.Event, a slog.Attr) bool {
 	}
 	return true
 }
-
-// printfLogger adapts a *slog.Logger to the Printf logger of package locking
-// (its rare messages are operational warnings). Messages that drop matches
-// are left out.
-type printfLogger struct {
-	l    *slog.Logger
-	drop func(msg string) bool
-}
-
-// Printf logs one warning.
-func (p printfLogger) Printf(format string, args ...any) {
-	msg := strings.TrimSpace(fmt.Sprintf(format, args...))
-	if p.drop != nil && p.drop(msg) {
-		return
-	}
-	p.l.Warn(msg)
-}
-
-// Infof logs one informational message (the lock masters' one-time reports).
-func (p printfLogger) Infof(format string, args ...any) {
-	msg := strings.TrimSpace(fmt.Sprintf(format, args...))
-	if p.drop != nil && p.drop(msg) {
-		return
-	}
-	p.l.Info(msg)
-}

@@ -19,6 +19,8 @@
 package main
 
 import (
+	"github.com/batonhq/baton"
+
 	"context"
 	"fmt"
 	"io"
@@ -27,8 +29,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
-
-	"github.com/batonhq/baton/internal/supervisor"
 )
 
 // mainUsage is the top-level help text.
@@ -58,7 +58,7 @@ config.example.yaml), --id ID ($BATON_ID, default host-pid), --http ADDR
 func main() {
 	harden() // before anything: jobs must not read baton's memory or environment
 	// exec jobs run under this binary as their supervisor: become one if asked
-	supervisor.MaybeRun()
+	baton.MaybeRunSupervisor()
 	// go-redis logs dial failures on its own; baton reports them once, itself.
 	redis.SetLogger(quietLogger{})
 	zerolog.TimeFieldFormat = time.RFC3339Nano
@@ -75,11 +75,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "run":
-		return runServe(roleRun, args[1:], stdout, stderr)
+		return runServe(baton.RoleAll, args[1:], stdout, stderr)
 	case "scheduler":
-		return runServe(roleScheduler, args[1:], stdout, stderr)
+		return runServe(baton.RoleScheduler, args[1:], stdout, stderr)
 	case "worker":
-		return runServe(roleWorker, args[1:], stdout, stderr)
+		return runServe(baton.RoleWorker, args[1:], stdout, stderr)
 	case "dev":
 		return runDev(args[1:], stdout, stderr)
 	case "validate":

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/batonhq/baton/internal/wiring"
+
 	"context"
 	"fmt"
 	"io"
@@ -118,39 +120,16 @@ func runPause(name string, on bool, args []string, stdout, stderr io.Writer) int
 // lockMasters opens a client per lock master of cfg (locking.masters, else
 // the queue Redis).
 func lockMasters(cfg *jobs.Config) ([]redis.UniversalClient, func(), error) {
-	out, err := dialMasters(cfg)
+	out, err := wiring.DialMasters(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(out) == 0 {
-		q, _, err := queueRedis(cfg)
+		q, _, err := wiring.QueueRedis(cfg)
 		if err != nil {
 			return nil, nil, err
 		}
 		out = append(out, q)
 	}
-	return out, func() { closeClients(out) }, nil
-}
-
-// dialMasters opens a client per URL of locking.masters (none when the list
-// is empty: the queue Redis is the lock master). On error it closes what it
-// opened.
-func dialMasters(cfg *jobs.Config) ([]redis.UniversalClient, error) {
-	var out []redis.UniversalClient
-	for i, raw := range cfg.Locking.Masters {
-		opts, err := redis.ParseURL(raw)
-		if err != nil {
-			closeClients(out)
-			return nil, fmt.Errorf("locking.masters[%d] %s: %s", i, jobs.RedactURL(raw), urlErr(err))
-		}
-		opts.ContextTimeoutEnabled = true
-		out = append(out, redis.NewClient(opts))
-	}
-	return out, nil
-}
-
-func closeClients(cs []redis.UniversalClient) {
-	for _, c := range cs {
-		_ = c.Close()
-	}
+	return out, func() { wiring.CloseAll(out) }, nil
 }

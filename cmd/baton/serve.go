@@ -1,6 +1,9 @@
 package main
 
 import (
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/wiring"
+
 	"context"
 	"errors"
 	"flag"
@@ -12,7 +15,6 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -24,8 +26,8 @@ import (
 const ExitInterrupted = 130
 
 // serveHelp is the help of run, scheduler and worker.
-var serveHelp = map[role]string{
-	roleRun: `usage: baton run [flags]
+var serveHelp = map[baton.Role]string{
+	baton.RoleAll: `usage: baton run [flags]
 
 Runs a replica: the scheduler, which claims every tick of every job once
 across all replicas and dispatches it, and the worker, which runs the jobs
@@ -34,14 +36,14 @@ jobs get worker.shutdown_grace); a second signal exits at once.
 
 flags:
 `,
-	roleScheduler: `usage: baton scheduler [flags]
+	baton.RoleScheduler: `usage: baton scheduler [flags]
 
 Runs the scheduler alone: it claims and dispatches ticks; cron-mode jobs run
 on workers elsewhere ("baton worker"), local-mode jobs run here.
 
 flags:
 `,
-	roleWorker: `usage: baton worker [flags]
+	baton.RoleWorker: `usage: baton worker [flags]
 
 Runs the worker alone: it runs the cron-mode jobs that schedulers dispatched
 into the queue.
@@ -51,7 +53,7 @@ flags:
 }
 
 // runServe implements "baton run", "baton scheduler" and "baton worker".
-func runServe(r role, args []string, stdout, stderr io.Writer) int {
+func runServe(r baton.Role, args []string, stdout, stderr io.Writer) int {
 	name := r.String()
 	fs := newFlagSet(name)
 	cf, finish := addCommon(fs, defaultConfigFile)
@@ -72,15 +74,15 @@ func runServe(r role, args []string, stdout, stderr io.Writer) int {
 	zl := newZerolog(stderr, cf.logFormat, cf.logLevel)
 	log := newSlog(zl, cfg.SecretValues())
 	log.Info("baton starting", "version", versionString(), "command", name, "replica", cf.id,
-		"config", cf.config, "redis", describeRedis(cfg), "jobs", len(cfg.Jobs))
+		"config", cf.config, "redis", wiring.DescribeRedis(cfg), "jobs", len(cfg.Jobs))
 	log.Debug("effective config\n" + cfg.Redacted())
 	warnUnsigned(cfg, log)
-	rp, err := newReplica(cfg, cf.id, r, log, nil)
+	rp, err := baton.New(cfg, baton.WithReplicaID(cf.id), baton.WithRole(r), baton.WithLogger(log), baton.WithVersion(shortVersion()))
 	if err != nil {
 		log.Error("cannot build the replica", "err", err)
 		return 1
 	}
-	return serve([]*replica{rp}, addr, false, log, zl)
+	return serve([]*baton.Replica{rp}, addr, false, log, zl)
 }
 
 // warnUnsigned says, once at start, that tasks are not signed.
@@ -146,19 +148,16 @@ func (e signalError) Error() string { return "received " + e.sig.String() }
 //  4. Lock clients and Redis connections are closed, then the HTTP server.
 //
 // Exit 0 after a signal. A second signal exits at once with status 130.
-func serve(replicas []*replica, addr string, optional bool, log *slog.Logger, zl zerolog.Logger) int {
+func serve(replicas []*baton.Replica, addr string, optional bool, log *slog.Logger, zl zerolog.Logger) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	for i, rp := range replicas {
-		if err := rp.start(context.Background()); err != nil {
+	for _, rp := range replicas {
+		if err := rp.Start(context.Background()); err != nil {
 			log.Error("cannot start", "err", err)
-			for _, started := range replicas[:i] {
-				started.abort()
-			}
-			for _, rest := range replicas[i:] {
-				rest.close()
+			for _, r := range replicas {
+				r.Close()
 			}
 			return 1
 		}
@@ -172,7 +171,7 @@ func serve(replicas []*replica, addr string, optional bool, log *slog.Logger, zl
 		} else if err != nil {
 			log.Error("cannot serve HTTP", "err", err)
 			for _, rp := range replicas {
-				rp.abort()
+				rp.Close()
 			}
 			return 1
 		}
@@ -204,16 +203,16 @@ func serve(replicas []*replica, addr string, optional bool, log *slog.Logger, zl
 		replicasDone.Add(1)
 		g.add(func() error {
 			defer replicasDone.Done()
-			err := rp.run(ctx)
+			err := rp.Run(ctx)
 			if err == nil && ctx.Err() == nil {
-				err = fmt.Errorf("replica %s stopped on its own", rp.id)
+				err = fmt.Errorf("replica %s stopped on its own", rp.ID())
 			}
 			return err
 		}, func(error) { cancel() })
 	}
 	if h != nil {
 		g.add(h.serve, func(error) {
-			h.draining.Store(true)
+			h.drain()
 			go func() {
 				replicasDone.Wait()
 				h.shutdown()
@@ -237,13 +236,4 @@ func serve(replicas []*replica, addr string, optional bool, log *slog.Logger, zl
 		log.Info("baton stopped")
 	}
 	return code
-}
-
-// abort stops a started replica that never ran (another part failed to
-// start).
-func (rp *replica) abort() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = rp.worker.Shutdown(ctx)
-	rp.close()
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/batonhq/baton/internal/wiring"
+
 	"github.com/batonhq/baton/internal/redact"
 
 	"context"
@@ -52,8 +54,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		return usageExit("status", err, stderr)
 	}
 	defer closeAll()
-	locks, err := locking.New(masters, locking.WithPrefix(cfg.Namespace+":lock:"),
-		locking.WithRestartQuarantine(cfg.Locking.RestartQuarantine), freshOpt(cfg))
+	locks, err := locking.New(masters, wiring.LockOptions(cfg)...)
 	if err != nil {
 		return usageExit("status", err, stderr)
 	}
@@ -122,7 +123,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 // printReplicas prints the roster: every replica seen in the last
 // jobs.RosterForget, and the jobs on which live replicas' lists differ.
 func printReplicas(ctx context.Context, cfg *jobs.Config, stdout, stderr io.Writer) int {
-	queue, _, err := queueRedis(cfg)
+	queue, _, err := wiring.QueueRedis(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "baton status: %v\n", err)
 		return 2
@@ -130,7 +131,7 @@ func printReplicas(ctx context.Context, cfg *jobs.Config, stdout, stderr io.Writ
 	defer queue.Close()
 	members, err := jobs.ReadRoster(ctx, queue, cfg.Namespace)
 	if err != nil {
-		fmt.Fprintf(stderr, "baton status: queue Redis %s: %v\n", describeRedis(cfg), err)
+		fmt.Fprintf(stderr, "baton status: queue Redis %s: %v\n", wiring.DescribeRedis(cfg), err)
 		return 1
 	}
 	fmt.Fprintln(stdout)

@@ -1,0 +1,458 @@
+// Package baton assembles baton replicas: the composition root that the
+// baton command and Go programs share. A replica reads a config (package
+// jobs), claims and dispatches ticks (package scheduler) under locks
+// (package locking) and runs jobs on asynq workers, Go handlers included.
+//
+//	cfg, err := jobs.LoadFile("baton.yaml")
+//	...
+//	reg := jobs.NewRegistry()
+//	reg.Register("report", func(ctx context.Context, run jobs.Run) error { ... })
+//	r, err := baton.New(cfg, baton.WithHandlers(reg), baton.WithLogger(logger))
+//	...
+//	err = r.Run(ctx) // until ctx ends, then a graceful shutdown
+//
+// NewHTTPHandler serves /healthz, /readyz and /metrics for the replicas of
+// a process, to mount on the program's own server.
+//
+// A program whose config has exec jobs runs them under a supervisor, which
+// is the program's own binary in a hidden mode: call MaybeRunSupervisor
+// first thing in main.
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/supervisor"
+	"github.com/batonhq/baton/internal/wiring"
+	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/locking"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// MaybeRunSupervisor turns this process into an exec job's supervisor and
+// exits, if it was started as one; otherwise it returns at once. A program
+// that runs exec jobs calls it first thing in main (the baton command
+// does): replicas start their supervisors from os.Executable().
+func MaybeRunSupervisor() { supervisor.MaybeRun() }
+
+// Role says which parts a replica runs.
+type Role int
+
+// The roles.
+const (
+	// RoleAll runs the scheduler and the worker (baton run).
+	RoleAll Role = iota
+	// RoleScheduler claims and dispatches ticks, and runs local-mode jobs
+	// (baton scheduler).
+	RoleScheduler
+	// RoleWorker runs queued jobs and singletons (baton worker).
+	RoleWorker
+)
+
+// String returns "run", "scheduler" or "worker", as the roster shows it.
+func (r Role) String() string {
+	switch r {
+	case RoleScheduler:
+		return "scheduler"
+	case RoleWorker:
+		return "worker"
+	}
+	return "run"
+}
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	id         string
+	role       Role
+	log        *slog.Logger
+	handlers   *jobs.Registry
+	version    string
+	supervisor string
+	dropLock   func(string) bool
+}
+
+// WithReplicaID names the replica (default host-pid): in logs, metrics,
+// the roster and lock holder records.
+func WithReplicaID(id string) Option { return func(o *options) { o.id = id } }
+
+// WithRole sets what the replica runs (default RoleAll).
+func WithRole(r Role) Option { return func(o *options) { o.role = r } }
+
+// WithLogger sets the logger of every part (default: none).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithHandlers registers the Go handlers that handler jobs name.
+func WithHandlers(r *jobs.Registry) Option { return func(o *options) { o.handlers = r } }
+
+// WithVersion is the version the replica publishes in the roster (default
+// "dev").
+func WithVersion(v string) Option { return func(o *options) { o.version = v } }
+
+// WithSupervisorPath is the binary exec jobs run under as supervisor
+// (default os.Executable(); it must call MaybeRunSupervisor).
+func WithSupervisorPath(path string) Option { return func(o *options) { o.supervisor = path } }
+
+// WithLockMessageFilter leaves out the lock client's messages that drop
+// matches (baton dev: an embedded server has no CONFIG command).
+func WithLockMessageFilter(drop func(msg string) bool) Option {
+	return func(o *options) { o.dropLock = drop }
+}
+
+// Replica is one baton replica wired from a config: its Redis clients, lock
+// client, scheduler (none in RoleWorker), dispatcher and worker. It owns
+// everything it built. Start it, then Run it; or Run it, which starts it.
+type Replica struct {
+	id      string
+	role    Role
+	cfg     *jobs.Config
+	log     *slog.Logger
+	queue   redis.UniversalClient   // the queue Redis: readiness pings
+	mast    []redis.UniversalClient // lock masters (queue itself when none are configured)
+	own     []redis.UniversalClient // clients to close
+	locks   *locking.Client
+	client  *asynq.Client // enqueues cron ticks; nil in RoleWorker
+	sched   *scheduler.Scheduler
+	worker  *jobs.Worker
+	singles *jobs.Singletons // singleton jobs; nil in RoleScheduler or without any
+	leader  *leadership      // cluster leader election; nil unless a job sets leader: true
+	started bool
+}
+
+// New builds, without connecting, a replica of cfg. It fails on a config
+// it cannot wire (a bad Redis URL, a lock master listed twice).
+func New(cfg *jobs.Config, opts ...Option) (*Replica, error) {
+	o := options{version: "dev", log: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.id == "" {
+		host, _ := os.Hostname()
+		o.id = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	log := o.log
+	r := &Replica{id: o.id, role: o.role, cfg: cfg, log: log}
+	ok := false
+	defer func() {
+		if !ok {
+			r.Close()
+		}
+	}()
+	queue, queueOpt, err := wiring.QueueRedis(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.queue = queue
+	r.own = append(r.own, queue)
+	masters, err := wiring.DialMasters(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.own = append(r.own, masters...)
+	r.mast = masters
+	if len(masters) == 0 {
+		r.mast = []redis.UniversalClient{queue}
+	}
+	r.locks, err = locking.New(r.mast, append(wiring.LockOptions(cfg),
+		locking.WithLogger(wiring.PrintfLogger{L: log.With("component", "locking"), Drop: o.dropLock}))...)
+	if err != nil {
+		return nil, err
+	}
+
+	sup := o.supervisor
+	if sup == "" {
+		if sup, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("cannot find this program's executable (exec jobs run under it as supervisor): %w", err)
+		}
+	}
+	eopts := []jobs.ExecutorOption{jobs.WithSupervisorPath(sup), jobs.WithExecutorLogger(log)}
+	if o.handlers != nil {
+		eopts = append(eopts, jobs.WithHandlers(o.handlers))
+	}
+	executor := jobs.NewExecutor(eopts...)
+	wopts := []jobs.WorkerOption{jobs.WithReplica(o.id), jobs.WithLogger(log), jobs.WithReplicaInfo(o.version, o.role.String())}
+	if o.role == RoleScheduler {
+		wopts = append(wopts, jobs.WithLocalOnly())
+	}
+	r.worker = jobs.NewWorker(cfg, queueOpt, r.locks, executor, wopts...)
+	if o.role != RoleScheduler {
+		for _, j := range cfg.Jobs {
+			if j.Mode == jobs.ModeSingleton {
+				r.singles = jobs.NewSingletons(cfg, r.locks, executor,
+					jobs.WithSingletonReplica(o.id), jobs.WithSingletonLogger(log))
+				break
+			}
+		}
+	}
+
+	if o.role != RoleWorker {
+		r.client = asynq.NewClient(queueOpt)
+		disp := loggingDispatcher{jobs.NewDispatcher(cfg, r.client, r.worker, log, jobs.WithQueueRedis(queue),
+			jobs.WithMovingJobs(r.worker.RoutedDifferently)), log}
+		var sj []scheduler.Job
+		for _, j := range cfg.Jobs {
+			if j.Mode == jobs.ModeSingleton {
+				continue // no ticks: the workers campaign for it
+			}
+			if j.Leader && r.leader == nil {
+				e, err := r.locks.Election(jobs.ClusterLeaderElection, 2*cfg.Scheduler.TickLeaseTTL)
+				if err != nil {
+					return nil, err
+				}
+				r.leader = &leadership{e: e, id: o.id, log: log}
+			}
+			sj = append(sj, SchedulerJob(&j))
+		}
+		r.sched, err = scheduler.New(r.locks, sj, disp,
+			scheduler.WithLeader(r.leader.leading),
+			scheduler.WithNamespace(cfg.Namespace),
+			scheduler.WithReplica(o.id),
+			scheduler.WithTickLeaseTTL(cfg.Scheduler.TickLeaseTTL),
+			scheduler.WithFollowerDelay(jobs.FollowerDelay), // the config's starting deadlines leave room for it
+			scheduler.WithMaxClockSkew(cfg.MaxClockSkew),
+			// tick records live exactly as long as the tasks' Retention
+			scheduler.WithRecordMargin(cfg.Scheduler.RetentionMargin),
+			scheduler.WithLogger(log))
+		if err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return r, nil
+}
+
+// SchedulerJob is the scheduler's view of a config job: the one conversion
+// from a config job to a scheduler.Job.
+func SchedulerJob(j *jobs.Job) scheduler.Job {
+	return scheduler.Job{
+		Name:             j.Name,
+		Schedule:         j.Sched,
+		StartingDeadline: j.StartingDeadline,
+		Catchup:          string(j.Catchup),
+		CatchupMax:       j.CatchupMax,
+		Jitter:           j.Jitter,
+		Paused:           j.Paused,
+		LeaderOnly:       j.Leader,
+		// a local run starts in-process: nothing but the tick's record
+		// keeps another replica from running it again
+		CommitFirst: j.Mode == jobs.ModeLocal,
+	}
+}
+
+// ID is the replica's id.
+func (r *Replica) ID() string { return r.id }
+
+// Role is what the replica runs.
+func (r *Replica) Role() Role { return r.role }
+
+// Start connects: it checks that the queue Redis answers and starts the
+// worker and the singleton jobs. Run calls it if it was not called.
+func (r *Replica) Start(ctx context.Context) error {
+	if r.started {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := r.queue.Ping(pctx).Err(); err != nil {
+		return fmt.Errorf("replica %s: queue Redis %s does not answer: %w", r.id, wiring.DescribeRedis(r.cfg), err)
+	}
+	if err := r.worker.Start(); err != nil {
+		return fmt.Errorf("replica %s: start worker: %w", r.id, err)
+	}
+	if r.singles != nil {
+		if err := r.singles.Start(); err != nil {
+			return fmt.Errorf("replica %s: start singleton jobs: %w", r.id, err)
+		}
+	}
+	r.started = true
+	return nil
+}
+
+// Run starts the replica if needed and runs it until ctx ends, then shuts
+// it down:
+//
+//  1. ctx ending cancels the scheduler's Run: it stops claiming ticks, lets
+//     claims in flight commit or release their tick leases, and returns.
+//  2. singleton jobs stop (SIGTERM, then SIGKILL) and resign, so a standby
+//     replica takes over at once, not after the lease ttl;
+//  3. the worker shuts down: asynq stops fetching, running jobs get
+//     worker.shutdown_grace to finish, then are cancelled (their tasks go
+//     back to the queue, exec children are killed); every run releases its
+//     execution lease. The scheduler stops first because it hands local
+//     ticks to this worker.
+//  4. Close: the asynq client, the lock client (no lease is left to
+//     extend) and the Redis connections.
+//
+// It returns the scheduler's error, or the worker's shutdown error. A
+// replica runs once.
+func (r *Replica) Run(ctx context.Context) error {
+	if err := r.Start(ctx); err != nil {
+		r.Close()
+		return err
+	}
+	r.log.Info("replica started", "replica", r.id, "role", r.role.String())
+	var err error
+	if r.leader != nil {
+		lctx, stop := context.WithCancel(ctx)
+		done := r.leader.start(lctx)
+		defer func() { stop(); <-done }()
+	}
+	if r.sched != nil {
+		err = r.sched.Run(ctx)
+	} else {
+		<-ctx.Done()
+	}
+	r.log.Info("replica stopping: no new ticks; waiting for running jobs", "replica", r.id, "grace", r.cfg.Worker.ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), r.cfg.Worker.ShutdownGrace+10*time.Second)
+	defer cancel()
+	if r.singles != nil {
+		if serr := r.singles.Shutdown(sctx); serr != nil {
+			err = errors.Join(err, fmt.Errorf("replica %s: singleton jobs: %w", r.id, serr))
+		}
+	}
+	if serr := r.worker.Shutdown(sctx); serr != nil {
+		err = errors.Join(err, fmt.Errorf("replica %s: %w", r.id, serr))
+	}
+	r.Close()
+	r.log.Info("replica stopped", "replica", r.id)
+	return err
+}
+
+// Close releases what the replica holds without running it: a started
+// replica's worker is shut down first. Run closes the replica itself; Close
+// is for a replica that will not run (another part of the program failed
+// to start). It is safe on a half-built or closed replica.
+func (r *Replica) Close() {
+	if r.started {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = r.worker.Shutdown(ctx)
+		cancel()
+		r.started = false
+	}
+	if r.client != nil {
+		_ = r.client.Close()
+		r.client = nil
+	}
+	if r.locks != nil {
+		_ = r.locks.Close()
+		r.locks = nil
+	}
+	wiring.CloseAll(r.own)
+	r.own = nil
+}
+
+// Ready reports why the replica is not ready, or "" when it is: the queue
+// Redis and a majority of lock masters answer PING, and the scheduler's
+// clock is within the skew bound. The reason names no address.
+func (r *Replica) Ready(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := r.queue.Ping(ctx).Err(); err != nil {
+		return fmt.Sprintf("replica %s: queue Redis does not answer PING: %s", r.id, wiring.ErrClass(err))
+	}
+	if len(r.cfg.Locking.Masters) > 0 {
+		up := 0
+		var last error
+		for _, m := range r.mast {
+			if err := m.Ping(ctx).Err(); err != nil {
+				last = err
+				continue
+			}
+			up++
+		}
+		if need := len(r.mast)/2 + 1; up < need {
+			return fmt.Sprintf("replica %s: %d of %d lock masters answer PING, %d needed: %s", r.id, up, len(r.mast), need, wiring.ErrClass(last))
+		}
+	}
+	if r.sched != nil && r.sched.Skewed() {
+		return fmt.Sprintf("replica %s: clock off Redis TIME beyond max_clock_skew %v: not claiming ticks", r.id, r.cfg.MaxClockSkew)
+	}
+	return ""
+}
+
+// loggingDispatcher logs every tick it dispatched, naming the replica that
+// did: with the run lines of the worker, the log shows who dispatched and who
+// ran each tick.
+type loggingDispatcher struct {
+	d   scheduler.Dispatcher
+	log *slog.Logger
+}
+
+// Dispatch dispatches t and logs it.
+func (l loggingDispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
+	err := l.d.Dispatch(ctx, t)
+	if errors.Is(err, scheduler.ErrAlreadyDispatched) {
+		l.log.Info("tick already enqueued by an earlier dispatch", "job", t.Job, "tick", t.At.UTC().Format(time.RFC3339),
+			"replica", t.Replica, "detail", err.Error())
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	l.log.Info("tick dispatched", "job", t.Job, "tick", t.At.UTC().Format(time.RFC3339),
+		"run_id", t.RunID, "fence", t.Fence, "replica", t.Replica)
+	return nil
+}
+
+// leadership campaigns for the cluster leader role, which pins leader: true
+// jobs to one replica so a Go program can keep in-memory state between runs.
+type leadership struct {
+	e    *locking.Election
+	id   string
+	log  *slog.Logger
+	term atomic.Pointer[locking.Term]
+}
+
+// leading reports whether this replica leads now. Safe on a nil leadership.
+func (l *leadership) leading() bool {
+	if l == nil {
+		return false
+	}
+	t := l.term.Load()
+	return t != nil && t.Err() == nil
+}
+
+// start campaigns until ctx ends, leading while it can; on ctx's end it
+// resigns, which wakes the next candidate. The returned channel closes
+// when it is done.
+func (l *leadership) start(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			term, err := l.e.Campaign(ctx, l.id)
+			if err != nil {
+				if ctx.Err() == nil {
+					l.log.Warn("cluster leader campaign failed; retrying", "err", err)
+					select {
+					case <-ctx.Done():
+					case <-time.After(time.Second):
+					}
+				}
+				continue
+			}
+			l.term.Store(term)
+			l.log.Info("leading the cluster: running leader jobs", "replica", l.id, "fence", term.Fence())
+			select {
+			case <-ctx.Done():
+				rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = term.Resign(rctx)
+				cancel()
+			case <-term.Done():
+				l.log.Warn("cluster leadership lost", "replica", l.id, "err", term.Err())
+			}
+			l.term.Store(nil)
+		}
+	}()
+	return done
+}

@@ -1,0 +1,149 @@
+package baton_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, redistest.GoleakOptions()...)
+}
+
+// A Go program runs a handler job through the public API: two replicas of
+// one config, built with baton.New and run with Run, each tick of the job
+// handled once, with its payload and its run identity; the HTTP handler
+// reports them ready and counts the runs; both stop cleanly when the
+// context ends.
+func TestGoHandlerJobEndToEnd(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := jobs.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: embed
+worker: {shutdown_grace: 2s}
+jobs:
+  - name: greet
+    schedule: "@every 1s"
+    handler:
+      name: greet
+      payload: {who: world}
+`, srv.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type seen struct {
+		run jobs.Run
+		who string
+	}
+	runs := make(chan seen, 64)
+	reg := jobs.NewRegistry()
+	if err := reg.HandleFunc("greet", func(_ context.Context, run jobs.Run) error {
+		var p struct{ Who string }
+		if err := json.Unmarshal(run.Payload, &p); err != nil {
+			return err
+		}
+		runs <- seen{run, p.Who}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	var replicas []*baton.Replica
+	for _, id := range []string{"embed-1", "embed-2"} {
+		r, err := baton.New(cfg, baton.WithHandlers(reg), baton.WithReplicaID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		replicas = append(replicas, r)
+	}
+	h := baton.NewHTTPHandler(replicas...)
+	defer h.Close()
+	web := httptest.NewServer(h)
+	defer web.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errs := make(chan error, len(replicas))
+	for _, r := range replicas {
+		wg.Go(func() { errs <- r.Run(ctx) })
+	}
+	ticks := map[time.Time]string{}
+	deadline := time.After(20 * time.Second)
+	for len(ticks) < 4 {
+		select {
+		case s := <-runs:
+			if prev, dup := ticks[s.run.Tick]; dup {
+				t.Errorf("tick %s handled twice (by %s and %s)", s.run.Tick, prev, s.run.Replica)
+			}
+			ticks[s.run.Tick] = s.run.Replica
+			if s.who != "world" || s.run.Job != "greet" || s.run.RunID == "" || s.run.Fence <= 0 || s.run.Attempt != 1 {
+				t.Errorf("run %+v with payload %q", s.run, s.who)
+			}
+		case <-deadline:
+			t.Fatalf("%d runs in 20s", len(ticks))
+		}
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get(web.URL + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if code, _ := get("/readyz"); code == 200 {
+			break
+		} else if time.Now().After(end) {
+			t.Fatalf("/readyz: %d", code)
+		}
+	}
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `baton_worker_ran_total{job="greet",replica="embed-`) {
+		t.Errorf("/metrics: %d, no run counter", code)
+	}
+	h.Drain()
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "shutting down") {
+		t.Errorf("/readyz after Drain: %d %q", code, body)
+	}
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Run: %v", err)
+		}
+	}
+}
+
+// New refuses a config it cannot wire, naming what is wrong and no secret.
+func TestNewBadConfig(t *testing.T) {
+	cfg, err := jobs.Load([]byte("redis: {url: \"redis://:s3cret@127.0.0.1:1/0\"}\nlocking: {masters: [\"redis://:s3cret@127.0.0.1:1/0\"]}\njobs: []\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := baton.New(cfg, baton.WithRole(baton.RoleWorker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = r.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "does not answer") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("Run against a Redis that is not there: %v", err)
+	}
+}

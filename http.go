@@ -1,0 +1,201 @@
+package baton
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// ReadyEvery is how often an HTTPHandler checks its replicas' readiness.
+const ReadyEvery = time.Second
+
+// HTTPHandler serves, for the replicas of a process:
+//
+//   - GET /healthz: 200 "ok" while the process serves;
+//   - GET /readyz: 200 "ok" when every replica was ready at the last check
+//     (see Replica.Ready; checked every ReadyEvery in the background, so a
+//     request costs no Redis round trip), else 503 and the reasons, which
+//     name no address; 503 "shutting down" once Drain was called;
+//   - GET /metrics: Prometheus metrics of the schedulers and workers
+//     (labelled with the replica id and the job), Go and process metrics.
+//
+// Mount it on the program's server (its limits and timeouts are the
+// server's); Close it when done.
+type HTTPHandler struct {
+	mux      *http.ServeMux
+	replicas []*Replica
+	draining atomic.Bool
+	ready    atomic.Pointer[string] // "" ready, else the reasons
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
+}
+
+// NewHTTPHandler returns the handler of replicas and starts its readiness
+// checks.
+func NewHTTPHandler(replicas ...*Replica) *HTTPHandler {
+	h := &HTTPHandler{replicas: replicas, mux: http.NewServeMux(), stop: make(chan struct{}), done: make(chan struct{})}
+	starting := "starting: readiness not checked yet"
+	h.ready.Store(&starting)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&statsCollector{replicas: replicas},
+	)
+	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	h.mux.HandleFunc("GET /readyz", h.readyz)
+	h.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	go h.checkLoop()
+	return h
+}
+
+// ServeHTTP implements http.Handler.
+func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// Drain makes /readyz answer 503 "shutting down" from now on: call it when
+// the replicas start to stop, so load balancers look elsewhere.
+func (h *HTTPHandler) Drain() { h.draining.Store(true) }
+
+// Close stops the readiness checks.
+func (h *HTTPHandler) Close() {
+	h.once.Do(func() { close(h.stop) })
+	<-h.done
+}
+
+// checkLoop checks every replica's readiness now and every ReadyEvery,
+// until Close.
+func (h *HTTPHandler) checkLoop() {
+	defer close(h.done)
+	t := time.NewTicker(ReadyEvery)
+	defer t.Stop()
+	for {
+		var reasons []string
+		for _, r := range h.replicas {
+			if why := r.Ready(context.Background()); why != "" {
+				reasons = append(reasons, why)
+			}
+		}
+		s := strings.Join(reasons, "\n")
+		h.ready.Store(&s)
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// readyz answers 200 "ok" when every replica was ready at the last check,
+// 503 and the reasons otherwise.
+func (h *HTTPHandler) readyz(w http.ResponseWriter, _ *http.Request) {
+	reasons := *h.ready.Load()
+	if h.draining.Load() {
+		reasons = "shutting down"
+	}
+	if reasons != "" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, reasons)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// statsCollector exposes the scheduler's and the worker's counters of each
+// replica, labelled with the replica id, read at scrape time.
+type statsCollector struct {
+	replicas []*Replica
+}
+
+// counter is one exported counter and how to read it.
+type counter[S any] struct {
+	desc *prometheus.Desc
+	get  func(S) float64
+}
+
+// newCounter is a counter per replica and job (the job list bounds the
+// label's values).
+func newCounter[S any](name, help string, get func(S) float64) counter[S] {
+	return counter[S]{prometheus.NewDesc(name, help, []string{"replica", "job"}, nil), get}
+}
+
+var schedulerCounters = []counter[scheduler.Stats]{
+	newCounter("baton_scheduler_owned_total", "Tick claims this replica won.", func(s scheduler.Stats) float64 { return float64(s.Owned) }),
+	newCounter("baton_scheduler_done_total", "Tick claims that found the tick already dispatched.", func(s scheduler.Stats) float64 { return float64(s.Done) }),
+	newCounter("baton_scheduler_busy_total", "Tick claims that found another replica's lease.", func(s scheduler.Stats) float64 { return float64(s.Busy) }),
+	newCounter("baton_scheduler_missed_total", "Ticks past their starting deadline.", func(s scheduler.Stats) float64 { return float64(s.Missed) }),
+	newCounter("baton_scheduler_paused_total", "Ticks skipped because the job was paused.", func(s scheduler.Stats) float64 { return float64(s.Paused) }),
+	newCounter("baton_scheduler_dispatched_total", "Ticks this replica dispatched.", func(s scheduler.Stats) float64 { return float64(s.Dispatched) }),
+	newCounter("baton_scheduler_dispatch_errors_total", "Dispatches that failed (the tick was released for another try).", func(s scheduler.Stats) float64 { return float64(s.DispatchErrors) }),
+	newCounter("baton_scheduler_caught_up_total", "Missed ticks dispatched by the catch-up policy.", func(s scheduler.Stats) float64 { return float64(s.CaughtUp) }),
+	newCounter("baton_scheduler_early_total", "Tick claims refused as not due yet by a lock master's clock.", func(s scheduler.Stats) float64 { return float64(s.Early) }),
+	newCounter("baton_scheduler_commit_errors_total", "Ticks not recorded on a quorum of lock masters.", func(s scheduler.Stats) float64 { return float64(s.CommitErrors) }),
+}
+
+var heldDesc = prometheus.NewDesc("baton_scheduler_held_ticks",
+	"Ticks held back now because the lock masters or the queue fail (claimed with the catch-up policy when they answer).", []string{"replica"}, nil)
+
+var skewStopsDesc = prometheus.NewDesc("baton_scheduler_skew_stops_total",
+	"Times this replica stopped claiming because of clock skew.", []string{"replica"}, nil)
+
+var workerCounters = []counter[jobs.Stats]{
+	newCounter("baton_worker_ran_total", "Runs that succeeded.", func(s jobs.Stats) float64 { return float64(s.Ran) }),
+	newCounter("baton_worker_failed_total", "Runs that failed or could not start.", func(s jobs.Stats) float64 { return float64(s.Failed) }),
+	newCounter("baton_worker_skipped_total", "Ticks skipped by the concurrency policy.", func(s jobs.Stats) float64 { return float64(s.Skipped) }),
+	newCounter("baton_worker_replaced_total", "Runs stopped by a newer tick (concurrency: replace).", func(s jobs.Stats) float64 { return float64(s.Replaced) }),
+}
+
+var skewedDesc = prometheus.NewDesc("baton_scheduler_clock_skewed",
+	"1 while this replica's clock is off Redis TIME beyond max_clock_skew (it does not claim).", []string{"replica"}, nil)
+
+// Describe implements prometheus.Collector.
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, k := range schedulerCounters {
+		ch <- k.desc
+	}
+	for _, k := range workerCounters {
+		ch <- k.desc
+	}
+	ch <- skewedDesc
+	ch <- skewStopsDesc
+	ch <- heldDesc
+}
+
+// Collect implements prometheus.Collector.
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, rp := range c.replicas {
+		if rp.sched != nil {
+			for job, s := range rp.sched.JobStats() {
+				for _, k := range schedulerCounters {
+					ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, k.get(s), rp.id, job)
+				}
+			}
+			total := rp.sched.Stats()
+			ch <- prometheus.MustNewConstMetric(skewStopsDesc, prometheus.CounterValue, float64(total.SkewStops), rp.id)
+			ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, float64(total.Held), rp.id)
+			skewed := 0.0
+			if rp.sched.Skewed() {
+				skewed = 1
+			}
+			ch <- prometheus.MustNewConstMetric(skewedDesc, prometheus.GaugeValue, skewed, rp.id)
+		}
+		for job, w := range rp.worker.JobStats() {
+			for _, k := range workerCounters {
+				ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, k.get(w), rp.id, job)
+			}
+		}
+	}
+}

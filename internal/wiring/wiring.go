@@ -1,0 +1,170 @@
+// Package wiring holds what the composition root (package baton) and the
+// baton command share to reach Redis from a config: the queue Redis client
+// and its asynq option, the lock masters, the lock client's options, and
+// messages about them that name no secret.
+package wiring
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/redact"
+	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/locking"
+)
+
+// QueueRedis returns a go-redis client and the asynq connection option for
+// the queue Redis of cfg: a URL (rediss:// is TLS), Sentinel or Cluster.
+func QueueRedis(cfg *jobs.Config) (redis.UniversalClient, asynq.RedisConnOpt, error) {
+	rc := cfg.Redis
+	tlsConfig := func(on bool) *tls.Config {
+		if !on {
+			return nil
+		}
+		return &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	switch {
+	case rc.Sentinel != nil:
+		s := rc.Sentinel
+		c := redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: s.Master, SentinelAddrs: s.Addrs, Username: s.Username, Password: s.Password,
+			DB: s.DB, TLSConfig: tlsConfig(s.TLS), ContextTimeoutEnabled: true,
+		})
+		return c, asynq.RedisFailoverClientOpt{
+			MasterName: s.Master, SentinelAddrs: s.Addrs, Username: s.Username, Password: s.Password,
+			DB: s.DB, TLSConfig: tlsConfig(s.TLS),
+		}, nil
+	case rc.Cluster != nil:
+		cl := rc.Cluster
+		c := redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: cl.Addrs, Username: cl.Username, Password: cl.Password,
+			TLSConfig: tlsConfig(cl.TLS), ContextTimeoutEnabled: true,
+		})
+		return c, asynq.RedisClusterClientOpt{
+			Addrs: cl.Addrs, Username: cl.Username, Password: cl.Password, TLSConfig: tlsConfig(cl.TLS),
+		}, nil
+	}
+	opts, err := redis.ParseURL(rc.URL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis.url %s: %s", redact.URL(rc.URL), URLErr(err))
+	}
+	opts.ContextTimeoutEnabled = true
+	return redis.NewClient(opts), asynq.RedisClientOpt{
+		Network: opts.Network, Addr: opts.Addr, Username: opts.Username, Password: opts.Password, DB: opts.DB,
+		DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout,
+		PoolSize: opts.PoolSize, TLSConfig: opts.TLSConfig,
+	}, nil
+}
+
+// DialMasters opens a client per URL of locking.masters (none when the list
+// is empty: the queue Redis is the lock master then).
+func DialMasters(cfg *jobs.Config) ([]redis.UniversalClient, error) {
+	var out []redis.UniversalClient
+	for i, raw := range cfg.Locking.Masters {
+		opts, err := redis.ParseURL(raw)
+		if err != nil {
+			CloseAll(out)
+			return nil, fmt.Errorf("locking.masters[%d] %s: %s", i, redact.URL(raw), URLErr(err))
+		}
+		opts.ContextTimeoutEnabled = true
+		out = append(out, redis.NewClient(opts))
+	}
+	return out, nil
+}
+
+// CloseAll closes every client.
+func CloseAll(cs []redis.UniversalClient) {
+	for _, c := range cs {
+		_ = c.Close()
+	}
+}
+
+// LockOptions are the lock client's options for cfg, as every replica
+// uses them: the namespace's prefix, the margins, the restart handling.
+func LockOptions(cfg *jobs.Config) []locking.Option {
+	opts := []locking.Option{
+		locking.WithPrefix(cfg.Namespace + ":lock:"),
+		locking.WithLateness(cfg.Locking.Lateness),
+		locking.WithRestartQuarantine(cfg.Locking.RestartQuarantine),
+	}
+	if cfg.Locking.FreshDeployment {
+		opts = append(opts, locking.WithFreshDeployment())
+	}
+	return opts
+}
+
+// URLErr is a URL parse error without the URL itself (url.Error quotes it,
+// password included).
+func URLErr(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return err.Error()
+}
+
+// DescribeRedis names the queue Redis for logs, without secrets.
+func DescribeRedis(cfg *jobs.Config) string {
+	switch {
+	case cfg.Redis.Sentinel != nil:
+		return fmt.Sprintf("sentinel master %q via %v", cfg.Redis.Sentinel.Master, cfg.Redis.Sentinel.Addrs)
+	case cfg.Redis.Cluster != nil:
+		return fmt.Sprintf("cluster %v", cfg.Redis.Cluster.Addrs)
+	}
+	return redact.URL(cfg.Redis.URL)
+}
+
+// ErrClass names the kind of a Redis error without the error's text, which
+// can hold an address (for /readyz, which anyone who reaches it may read).
+func ErrClass(err error) string {
+	var ne net.Error
+	switch {
+	case err == nil:
+		return "no error"
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return "timed out"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, redis.ErrClosed):
+		return "client closed"
+	case strings.Contains(err.Error(), "NOAUTH") || strings.Contains(err.Error(), "WRONGPASS"):
+		return "authentication failed"
+	}
+	return "error"
+}
+
+// PrintfLogger adapts a *slog.Logger to the Printf logger of package
+// locking (its rare messages are operational warnings). Messages that Drop
+// matches are left out.
+type PrintfLogger struct {
+	L    *slog.Logger
+	Drop func(msg string) bool
+}
+
+// Printf logs one warning.
+func (p PrintfLogger) Printf(format string, args ...any) {
+	msg := strings.TrimSpace(fmt.Sprintf(format, args...))
+	if p.Drop != nil && p.Drop(msg) {
+		return
+	}
+	p.L.Warn(msg)
+}
+
+// Infof logs one informational message (the lock masters' one-time reports).
+func (p PrintfLogger) Infof(format string, args ...any) {
+	msg := strings.TrimSpace(fmt.Sprintf(format, args...))
+	if p.Drop != nil && p.Drop(msg) {
+		return
+	}
+	p.L.Info(msg)
+}
