@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/batonhq/baton"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -104,12 +106,11 @@ func jobConfig(addr string, n int) (*jobs.Config, error) {
 
 func jobName(i int) string { return fmt.Sprintf("j%05d", i) }
 
-// schedJobs converts the config's jobs to the scheduler's.
+// schedJobs converts the config's jobs to the scheduler's, as replicas do.
 func schedJobs(cfg *jobs.Config) []scheduler.Job {
 	out := make([]scheduler.Job, 0, len(cfg.Jobs))
-	for _, j := range cfg.Jobs {
-		out = append(out, scheduler.Job{Name: j.Name, Schedule: j.Sched, StartingDeadline: j.StartingDeadline,
-			Catchup: string(j.Catchup), CatchupMax: j.CatchupMax, Jitter: j.Jitter, Paused: j.Paused})
+	for i := range cfg.Jobs {
+		out = append(out, baton.SchedulerJob(&cfg.Jobs[i]))
 	}
 	return out
 }
