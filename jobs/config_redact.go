@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"encoding/json"
-	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -14,17 +13,6 @@ import (
 )
 
 const redacted = redact.Mask
-
-// RedactURL returns s with the password of its user info replaced by
-// "xxxxx", for logs. A string that does not parse as a URL is replaced
-// entirely, since where its secret is cannot be known.
-func RedactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
 
 // Redacted returns the effective config (defaults included, zero values left
 // out) as YAML for logs and `baton validate`. Secrets are masked as "xxxxx":
@@ -49,7 +37,7 @@ func (c *Config) Redacted() string {
 	if c.Locking.Masters != nil {
 		r.Locking.Masters = make([]string, len(c.Locking.Masters))
 		for i, m := range c.Locking.Masters {
-			r.Locking.Masters[i] = RedactURL(c.secrets.Value(m))
+			r.Locking.Masters[i] = redact.URL(c.secrets.Value(m))
 		}
 	}
 	if c.Security.SigningKeys != nil {
@@ -190,7 +178,7 @@ func redactNonEmpty(s string) string {
 	if s == "" {
 		return ""
 	}
-	return RedactURL(s)
+	return redact.URL(s)
 }
 
 func maskNonEmpty(s string) string {

@@ -1,6 +1,8 @@
 package jobs
 
 import (
+	"github.com/batonhq/baton/internal/redact"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -586,14 +588,14 @@ jobs:
 		t.Errorf("$ not kept through Redacted: %q", s.Exec.Command[2])
 	}
 
-	if got := RedactURL("redis://user:pw@h:6379/0"); got != "redis://user:xxxxx@h:6379/0" {
-		t.Errorf("RedactURL = %q", got)
+	if got := redact.URL("redis://user:pw@h:6379/0"); got != "redis://user:xxxxx@h:6379/0" {
+		t.Errorf("redact.URL = %q", got)
 	}
-	if got := RedactURL("redis://h:6379/0"); got != "redis://h:6379/0" {
-		t.Errorf("RedactURL = %q", got)
+	if got := redact.URL("redis://h:6379/0"); got != "redis://h:6379/0" {
+		t.Errorf("redact.URL = %q", got)
 	}
-	if got := RedactURL("redis://u:p w@h:bad port"); strings.Contains(got, "p w") {
-		t.Errorf("RedactURL = %q", got)
+	if got := redact.URL("redis://u:p w@h:bad port"); strings.Contains(got, "p w") {
+		t.Errorf("redact.URL = %q", got)
 	}
 }
 

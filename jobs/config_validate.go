@@ -1,6 +1,8 @@
 package jobs
 
 import (
+	"github.com/batonhq/baton/internal/redact"
+
 	"errors"
 	"fmt"
 	"net"
@@ -615,10 +617,10 @@ func checkHTTPURL(s string) error {
 		return fmt.Errorf("invalid URL: %w", urlErr(err))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("scheme must be http:// or https://, got %q", RedactURL(s))
+		return fmt.Errorf("scheme must be http:// or https://, got %q", redact.URL(s))
 	}
 	if u.Host == "" {
-		return fmt.Errorf("no host in %q", RedactURL(s))
+		return fmt.Errorf("no host in %q", redact.URL(s))
 	}
 	return nil
 }

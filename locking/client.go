@@ -1,8 +1,6 @@
 package locking
 
 import (
-	"github.com/batonhq/baton/internal/redact"
-
 	"context"
 	"fmt"
 	"time"
@@ -112,11 +110,6 @@ func (c *Client) Close() error {
 }
 
 func (c *Client) closed() bool { return c.g.Closed() }
-
-// RedactURL returns u with any password replaced by "xxxxx", for logs. It
-// also redacts strings that do not parse as URLs: everything between "://"
-// and the last "@" of the authority goes but the user name.
-func RedactURL(u string) string { return redact.URL(u) }
 
 // fan runs one command line of s on every master (see quorum.Group.Fan).
 func (c *Client) fan(ctx context.Context, ttl time.Duration, s *quorum.Script, line []any, parse func(*redis.Cmd) (any, error), good func(quorum.Reply) bool) []quorum.Reply {

@@ -508,21 +508,6 @@ func TestCloseEndsLeasesAndWaiters(t *testing.T) {
 	}
 }
 
-func TestRedactURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"redis://127.0.0.1:6379/0":         "redis://127.0.0.1:6379/0",
-		"redis://:secret@127.0.0.1:6379/0": "redis://:xxxxx@127.0.0.1:6379/0",
-		"rediss://user:secret@host:6380/2": "rediss://user:xxxxx@host:6380/2",
-		"redis://:secret@h:badport/0":      "redis://:xxxxx@h:badport/0",
-		"redis://u:p@ss@h:1%zz/0":          "redis://u:xxxxx@h:1%zz/0",
-		"not a url":                        "not a url",
-	} {
-		if got := locking.RedactURL(in); got != want {
-			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // Close while calls are in flight: no panic, the calls end (a call started
 // after Close fails with ErrClosed), and nothing keeps running (goleak).
 func TestCloseWhileCallsRun(t *testing.T) {

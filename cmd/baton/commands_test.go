@@ -83,10 +83,10 @@ jobs:
 	if code, _, errs := runIn("validate", missing); code != 1 || !strings.Contains(errs, missing) || strings.Count(errs, "\n") != 1 {
 		t.Errorf("validate missing: %d %q", code, errs)
 	}
-	if code, _, errs := runIn("validate", "--frob"); code != ExitUsage || !strings.Contains(errs, "frob") {
+	if code, _, errs := runIn("validate", "--frob"); code != exitUsage || !strings.Contains(errs, "frob") {
 		t.Errorf("validate --frob: %d %q", code, errs)
 	}
-	if code, _, errs := runIn("validate", good, "extra"); code != ExitUsage || !strings.Contains(errs, `"extra"`) {
+	if code, _, errs := runIn("validate", good, "extra"); code != exitUsage || !strings.Contains(errs, `"extra"`) {
 		t.Errorf("validate two files: %d %q", code, errs)
 	}
 }
@@ -186,8 +186,8 @@ func TestCommandUsageErrors(t *testing.T) {
 		{[]string{"next", "--config", bad}, bad + ":5: "},
 	} {
 		code, _, errs := runIn(tc.args...)
-		if code != ExitUsage || !strings.Contains(errs, tc.want) {
-			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, errs, ExitUsage, tc.want)
+		if code != exitUsage || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, errs, exitUsage, tc.want)
 		}
 	}
 	for _, cmd := range []string{"run", "scheduler", "worker", "dev", "validate", "next"} {
@@ -215,12 +215,12 @@ func TestEnvFlags(t *testing.T) {
 	}{
 		{[]string{"BATON_CONFIG=" + cfg}, []string{"validate"}, 0, "ok: 2 jobs"},
 		{[]string{"BATON_CONFIG=" + missing}, []string{"validate", "--config", cfg}, 0, "ok: 2 jobs"}, // the flag wins
-		{[]string{"BATON_CONFIG=" + missing}, []string{"run"}, ExitUsage, missing + " ($BATON_CONFIG) does not exist"},
+		{[]string{"BATON_CONFIG=" + missing}, []string{"run"}, exitUsage, missing + " ($BATON_CONFIG) does not exist"},
 		{[]string{"BATON_CONFIG=" + cfg}, []string{"next", "--job", "a", "-n", "1"}, 0, `a: "@every 1m" in UTC`},
-		{[]string{"BATON_LOG_LEVEL=loud"}, []string{"run", "--config", cfg}, ExitUsage, `$BATON_LOG_LEVEL: unknown log level "loud"`},
-		{[]string{"BATON_LOG_FORMAT=xml"}, []string{"worker", "--config", cfg}, ExitUsage, `$BATON_LOG_FORMAT: unknown log format "xml"`},
-		{[]string{"BATON_HTTP=nonsense"}, []string{"run", "--config", cfg}, ExitUsage, `$BATON_HTTP: listen address "nonsense"`},
-		{[]string{"BATON_ID=has space"}, []string{"run", "--config", cfg}, ExitUsage, `$BATON_ID: replica id "has space"`},
+		{[]string{"BATON_LOG_LEVEL=loud"}, []string{"run", "--config", cfg}, exitUsage, `$BATON_LOG_LEVEL: unknown log level "loud"`},
+		{[]string{"BATON_LOG_FORMAT=xml"}, []string{"worker", "--config", cfg}, exitUsage, `$BATON_LOG_FORMAT: unknown log format "xml"`},
+		{[]string{"BATON_HTTP=nonsense"}, []string{"run", "--config", cfg}, exitUsage, `$BATON_HTTP: listen address "nonsense"`},
+		{[]string{"BATON_ID=has space"}, []string{"run", "--config", cfg}, exitUsage, `$BATON_ID: replica id "has space"`},
 	} {
 		p := start(t, tc.env, tc.args...)
 		code := p.wait(t, 10*time.Second)

@@ -66,8 +66,8 @@ func TestFrozenLockStopsCommandBeforeLeaseEnds(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		t.Fatal(err)
 	}
-	if code := p.wait(t, 15*time.Second); code != ExitLockLost {
-		t.Fatalf("exit %d, want %d; stderr:\n%s", code, ExitLockLost, p.stderr.String())
+	if code := p.wait(t, 15*time.Second); code != exitLockLost {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitLockLost, p.stderr.String())
 	}
 	if got := strings.Count(p.stderr.String(), "\n"); got != 1 || !strings.Contains(p.stderr.String(), `lock "job:frozen" lost`) {
 		t.Errorf("stderr %q, want one lost-lock line", p.stderr.String())
@@ -112,7 +112,7 @@ func TestLockCommandEnvironment(t *testing.T) {
 			t.Errorf("CMD got %s:\n%s", no, env)
 		}
 	}
-	if code, _ := runBaton(t, 10*time.Second, nil, "lock", "--inherit-env", "A-B", "k", "--", "true"); code != ExitUsage {
-		t.Errorf("--inherit-env A-B: exit %d, want %d", code, ExitUsage)
+	if code, _ := runBaton(t, 10*time.Second, nil, "lock", "--inherit-env", "A-B", "k", "--", "true"); code != exitUsage {
+		t.Errorf("--inherit-env A-B: exit %d, want %d", code, exitUsage)
 	}
 }

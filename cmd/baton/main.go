@@ -71,7 +71,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, mainUsage)
-		return ExitUsage
+		return exitUsage
 	}
 	switch args[0] {
 	case "run":
@@ -101,7 +101,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "baton: unknown command %q\n", args[0])
 		fmt.Fprint(stderr, mainUsage)
-		return ExitUsage
+		return exitUsage
 	}
 }
 
@@ -123,7 +123,7 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "baton help: unknown command %q\n", args[0])
 		fmt.Fprint(stderr, mainUsage)
-		return ExitUsage
+		return exitUsage
 	}
 }
 

@@ -307,8 +307,8 @@ func TestUsageErrors(t *testing.T) {
 		var out, errb bytes.Buffer
 		code := run(tc.args, &out, &errb)
 		msg := errb.String()
-		if code != ExitUsage || !strings.Contains(msg, tc.want) || !strings.Contains(msg, "usage: baton lock") {
-			t.Errorf("%s: exit %d, stderr %q; want %d and %q plus usage", tc.name, code, msg, ExitUsage, tc.want)
+		if code != exitUsage || !strings.Contains(msg, tc.want) || !strings.Contains(msg, "usage: baton lock") {
+			t.Errorf("%s: exit %d, stderr %q; want %d and %q plus usage", tc.name, code, msg, exitUsage, tc.want)
 		}
 		if strings.Contains(msg, "secret") {
 			t.Errorf("%s: password printed: %q", tc.name, msg)
@@ -357,8 +357,8 @@ func TestSecondInvocationIsBusy(t *testing.T) {
 	began := time.Now()
 	code, stderr := runBaton(t, 10*time.Second, []string{"RAN=" + ran},
 		"lock", "--redis", urls[0], "job:busy", "--", "sh", "-c", `touch "$RAN"`)
-	if code != ExitBusy {
-		t.Fatalf("exit %d, want %d; stderr:\n%s", code, ExitBusy, stderr)
+	if code != exitBusy {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitBusy, stderr)
 	}
 	if d := time.Since(began); d > 5*time.Second {
 		t.Errorf("busy answer took %v", d)
@@ -419,8 +419,8 @@ func TestWaitTimesOutBusy(t *testing.T) {
 	first := holder(t, []string{redisURL(srv)}, "job:waitbusy")
 	code, stderr := runBaton(t, 10*time.Second, nil,
 		"lock", "--redis", redisURL(srv), "--wait", "300ms", "job:waitbusy", "--", "true")
-	if code != ExitBusy || !strings.Contains(stderr, "(waited 300ms)") {
-		t.Fatalf("exit %d, stderr %q; want %d and the wait", code, stderr, ExitBusy)
+	if code != exitBusy || !strings.Contains(stderr, "(waited 300ms)") {
+		t.Fatalf("exit %d, stderr %q; want %d and the wait", code, stderr, exitBusy)
 	}
 	first.stop(t)
 }
@@ -465,8 +465,8 @@ func TestQuorumOfThree(t *testing.T) {
 	first := holder(t, urls, "job:quorum")
 	code, stderr = runBaton(t, 10*time.Second, nil,
 		append(append([]string{"lock"}, args...), "job:quorum", "--", "true")...)
-	if code != ExitBusy {
-		t.Fatalf("second exit %d, want %d; stderr:\n%s", code, ExitBusy, stderr)
+	if code != exitBusy {
+		t.Fatalf("second exit %d, want %d; stderr:\n%s", code, exitBusy, stderr)
 	}
 	first.stop(t)
 }
@@ -497,8 +497,8 @@ func TestUnreachableRedis(t *testing.T) {
 		args := append(append([]string{"lock"}, tc.flags...), "job:down", "--", "sh", "-c", `touch "$RAN"`)
 		began := time.Now()
 		code, stderr := runBaton(t, 20*time.Second, append(tc.env, "RAN="+ran), args...)
-		if code != ExitUnavailable {
-			t.Fatalf("exit %d, want %d; stderr:\n%s", code, ExitUnavailable, stderr)
+		if code != exitUnavailable {
+			t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitUnavailable, stderr)
 		}
 		if d := time.Since(began); d > 10*time.Second {
 			t.Errorf("took %v", d)
@@ -523,8 +523,8 @@ func TestQuorumLostMajorityUnavailable(t *testing.T) {
 		args = append(args, "--redis", fmt.Sprintf("redis://u:hunter2@127.0.0.1:%d", freePort(t)))
 	}
 	code, stderr := runBaton(t, 20*time.Second, nil, append(args, "job:minority", "--", "true")...)
-	if code != ExitUnavailable || strings.Contains(stderr, "hunter2") || !strings.Contains(stderr, "of 3 Redis masters failed, 2 must answer") {
-		t.Fatalf("exit %d, stderr %q; want %d, masters failed, no password", code, stderr, ExitUnavailable)
+	if code != exitUnavailable || strings.Contains(stderr, "hunter2") || !strings.Contains(stderr, "of 3 Redis masters failed, 2 must answer") {
+		t.Fatalf("exit %d, stderr %q; want %d, masters failed, no password", code, stderr, exitUnavailable)
 	}
 }
 
@@ -577,8 +577,8 @@ func TestCommandNotFoundReleasesLock(t *testing.T) {
 	srv := redistest.New(t)
 	for _, cmd := range []string{"/nonexistent/baton-test-cmd", "baton-test-no-such-command"} {
 		code, stderr := runBaton(t, 20*time.Second, nil, "lock", "--redis", redisURL(srv), "job:nf", "--", cmd)
-		if code != ExitNotFound || !strings.Contains(stderr, cmd) {
-			t.Fatalf("%s: exit %d, stderr %q; want %d", cmd, code, stderr, ExitNotFound)
+		if code != exitNotFound || !strings.Contains(stderr, cmd) {
+			t.Fatalf("%s: exit %d, stderr %q; want %d", cmd, code, stderr, exitNotFound)
 		}
 		// released: the next run does not find the lock busy
 		if code, stderr := runBaton(t, 20*time.Second, nil, "lock", "--redis", redisURL(srv), "job:nf", "--", "true"); code != 0 {
@@ -632,8 +632,8 @@ func TestLockLostStopsCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	code := p.wait(t, 15*time.Second)
-	if code != ExitLockLost {
-		t.Fatalf("exit %d, want %d; stderr:\n%s", code, ExitLockLost, p.stderr.String())
+	if code != exitLockLost {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitLockLost, p.stderr.String())
 	}
 	if d := time.Since(began); d > 10*time.Second {
 		t.Errorf("loss handled after %v", d)
@@ -686,8 +686,8 @@ func TestLockLostKillsAfterGrace(t *testing.T) {
 	if err := srv.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.wait(t, 15*time.Second); code != ExitLockLost {
-		t.Fatalf("exit %d, want %d; stderr:\n%s", code, ExitLockLost, p.stderr.String())
+	if code := p.wait(t, 15*time.Second); code != exitLockLost {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitLockLost, p.stderr.String())
 	}
 	waitUntil(t, 5*time.Second, "the command to be gone", func() bool { return gone(pid) })
 }

@@ -131,7 +131,7 @@ func TestLockPasswordOutsideTheURL(t *testing.T) {
 	url := redisURL(srv)
 	// no password: refused by the server, exit 69, nothing leaked
 	code, errs := runBaton(t, 10*time.Second, nil, "lock", "--fresh-deployment", "--redis", url, "k", "--", "true")
-	if code != ExitUnavailable || !strings.Contains(errs, "NOAUTH") && !strings.Contains(errs, "auth") {
+	if code != exitUnavailable || !strings.Contains(errs, "NOAUTH") && !strings.Contains(errs, "auth") {
 		t.Errorf("no password: exit %d, %s", code, errs)
 	}
 	for name, tc := range map[string]struct {
@@ -157,7 +157,7 @@ func TestLockPasswordOutsideTheURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, errs = runBaton(t, 10*time.Second, nil, "lock", "--fresh-deployment", "--redis", url, "--redis-password-file", bad, "k", "--", "true")
-	if code != ExitUnavailable || strings.Contains(errs, "wrong-password-77") {
+	if code != exitUnavailable || strings.Contains(errs, "wrong-password-77") {
 		t.Errorf("wrong password: exit %d, %s", code, errs)
 	}
 	for _, tc := range []struct{ file, want string }{
@@ -165,7 +165,7 @@ func TestLockPasswordOutsideTheURL(t *testing.T) {
 		{writeTemp(t, dir, "\n"), "the first line is empty"},
 	} {
 		code, errs := runBaton(t, 10*time.Second, nil, "lock", "--redis", url, "--redis-password-file", tc.file, "k", "--", "true")
-		if code != ExitUsage || !strings.Contains(errs, tc.want) {
+		if code != exitUsage || !strings.Contains(errs, tc.want) {
 			t.Errorf("--redis-password-file %s: exit %d, %s; want %q", tc.file, code, errs, tc.want)
 		}
 	}

@@ -21,9 +21,9 @@ import (
 	"github.com/batonhq/baton/jobs"
 )
 
-// ExitInterrupted is the status of a process stopped by a second signal
+// exitInterrupted is the status of a process stopped by a second signal
 // while it was shutting down (128+SIGINT, as a shell reports Ctrl-C).
-const ExitInterrupted = 130
+const exitInterrupted = 130
 
 // serveHelp is the help of run, scheduler and worker.
 var serveHelp = map[baton.Role]string{
@@ -117,15 +117,15 @@ func exitParse(name string, err error, stderr io.Writer) int {
 }
 
 // usageExit prints the one line "baton NAME: err" (every line of a config error on its
-// own, as it is: each names file and line) and returns ExitUsage.
+// own, as it is: each names file and line) and returns exitUsage.
 func usageExit(name string, err error, stderr io.Writer) int {
 	var ce *configErrors
 	if errors.As(err, &ce) {
 		fmt.Fprintln(stderr, ce.Error())
-		return ExitUsage
+		return exitUsage
 	}
 	fmt.Fprintf(stderr, "baton %s: %v\n", name, err)
-	return ExitUsage
+	return exitUsage
 }
 
 // signalError is what the signal actor returns: a signal asked to stop.
@@ -188,7 +188,7 @@ func serve(replicas []*baton.Replica, addr string, optional bool, log *slog.Logg
 				select {
 				case sig := <-sigs:
 					zl.Error().Str("signal", sig.String()).Msg("second signal: exiting at once, without waiting for running jobs")
-					os.Exit(ExitInterrupted)
+					os.Exit(exitInterrupted)
 				case <-stopSignals:
 				}
 			}()

@@ -289,7 +289,7 @@ jobs:
 	case <-time.After(300 * time.Millisecond):
 	}
 	began := time.Now()
-	signalAndWait(t, p, syscall.SIGTERM, ExitInterrupted)
+	signalAndWait(t, p, syscall.SIGTERM, exitInterrupted)
 	if d := time.Since(began); d > 3*time.Second {
 		t.Errorf("second signal took %v", d)
 	}

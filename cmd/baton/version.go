@@ -33,7 +33,7 @@ func shortVersion() string {
 func runVersion(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		fmt.Fprintf(stderr, "baton version: unexpected argument %q\nusage: baton version\n", args[0])
-		return ExitUsage
+		return exitUsage
 	}
 	fmt.Fprintln(stdout, versionString())
 	return 0
