@@ -444,16 +444,16 @@ func (c *Config) queueOf(name string) (string, bool) {
 	return strings.CutPrefix(name, c.Namespace+":")
 }
 
-// MaxRetention is the longest asynq Retention a config may imply (see
+// maxRetention is the longest asynq Retention a config may imply (see
 // Config.Retention).
-const MaxRetention = 7 * 24 * time.Hour
+const maxRetention = 7 * 24 * time.Hour
 
 // Retention returns the asynq Retention for j's tasks: j.StartingDeadline +
 // Scheduler.TickLeaseTTL + 2*MaxClockSkew + Scheduler.RetentionMargin. asynq
 // remembers a task ID only while the task exists, so a completed task must
 // outlive every moment at which some replica could still try to dispatch the
 // same tick; the retained task is what turns that late attempt into a
-// duplicate-ID no-op. Validation keeps it at most MaxRetention.
+// duplicate-ID no-op. Validation keeps it at most maxRetention.
 func (c *Config) Retention(j *Job) time.Duration {
 	return j.StartingDeadline + c.Scheduler.TickLeaseTTL + 2*c.MaxClockSkew + c.Scheduler.RetentionMargin
 }

@@ -383,7 +383,7 @@ func (v *validator) job(p string, j *Job) {
 				v.errf(at("queue"), "the default queue %q is not in worker.queues (have: %s): set queue", j.Queue, have)
 			}
 		}
-		if r := c.Retention(j); j.StartingDeadline > 0 && r > MaxRetention {
+		if r := c.Retention(j); j.StartingDeadline > 0 && r > maxRetention {
 			v.errf(at("starting_deadline"), "asynq retention would be %s (starting_deadline %s + scheduler.tick_lease_ttl %s + 2 x max_clock_skew %s + scheduler.retention_margin %s), more than the 7-day limit: asynq remembers a task ID only while the task is retained, so every completed task is kept that long; lower starting_deadline",
 				formatDuration(r), formatDuration(j.StartingDeadline), formatDuration(c.Scheduler.TickLeaseTTL), formatDuration(c.MaxClockSkew), formatDuration(c.Scheduler.RetentionMargin))
 		}

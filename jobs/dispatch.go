@@ -79,7 +79,7 @@ func NewDispatcher(cfg *Config, client *asynq.Client, local LocalRunner, log *sl
 
 // Dispatch hands tick t off, once per tick ID:
 //
-//   - mode cron: enqueues the task NewRunTask builds (task ID t.ID()). If asynq
+//   - mode cron: enqueues the task newRunTask builds (task ID t.ID()). If asynq
 //     answers ErrTaskIDConflict the tick is already enqueued (or retained after
 //     its run) and Dispatch returns nil: exactly once holds.
 //   - mode local: calls RunLocal, which starts the run in-process.
@@ -101,7 +101,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 	}
 	switch job.Mode {
 	case ModeCron:
-		task, err := NewRunTask(d.cfg, job, t)
+		task, err := newRunTask(d.cfg, job, t)
 		if err != nil {
 			return err
 		}
@@ -119,7 +119,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 			queue = q
 			moved := *job
 			moved.Queue = q
-			if task, err = NewRunTask(d.cfg, &moved, t); err != nil {
+			if task, err = newRunTask(d.cfg, &moved, t); err != nil {
 				return err
 			}
 		}
@@ -150,7 +150,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 			// tick goes into that queue under the same ID (asynq dedupes)
 			moved := *job
 			moved.Mode, moved.Queue = ModeCron, q
-			task, err := NewRunTask(d.cfg, &moved, t)
+			task, err := newRunTask(d.cfg, &moved, t)
 			if err != nil {
 				return err
 			}

@@ -42,15 +42,15 @@ func TestDispatchEnqueuesOnceWithOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Type != TaskTypeRun || info.State != asynq.TaskStatePending || info.Timeout != 90*time.Minute ||
+	if info.Type != taskTypeRun || info.State != asynq.TaskStatePending || info.Timeout != 90*time.Minute ||
 		info.MaxRetry != 3 || info.Retention != cfg.Retention(job) || info.Queue != "baton:critical" {
 		t.Errorf("task info %+v (retention want %s)", info, cfg.Retention(job))
 	}
-	var p TaskPayload
+	var p taskPayload
 	if err := json.Unmarshal(info.Payload, &p); err != nil {
 		t.Fatal(err)
 	}
-	want := TaskPayload{Job: "report", Tick: "2026-01-01T00:01:00Z", RunID: tick.RunID, Fence: tick.Fence, Replica: "sched-1", Manual: true, Namespace: "baton", Queue: "baton:critical"}
+	want := taskPayload{Job: "report", Tick: "2026-01-01T00:01:00Z", RunID: tick.RunID, Fence: tick.Fence, Replica: "sched-1", Manual: true, Namespace: "baton", Queue: "baton:critical"}
 	if p != want {
 		t.Errorf("payload %+v, want %+v", p, want)
 	}
@@ -167,7 +167,7 @@ func TestLocalDuplicateOfRunningTickIsSkipped(t *testing.T) {
 
 func TestTaskTimeout(t *testing.T) {
 	for _, tc := range []struct{ in, want time.Duration }{
-		{0, NoTimeout},
+		{0, noTimeout},
 		{time.Millisecond, time.Second},
 		{time.Second, time.Second},
 		{1500 * time.Millisecond, 2 * time.Second},
@@ -182,9 +182,9 @@ func TestTaskTimeout(t *testing.T) {
 func TestParseTaskRejects(t *testing.T) {
 	for _, task := range []*asynq.Task{
 		asynq.NewTask("other", []byte(`{}`)),
-		asynq.NewTask(TaskTypeRun, []byte(`nope`)),
-		asynq.NewTask(TaskTypeRun, []byte(`{"job":"a","tick":"yesterday"}`)),
-		asynq.NewTask(TaskTypeRun, []byte(`{"tick":"2026-01-01T00:00:00Z"}`)),
+		asynq.NewTask(taskTypeRun, []byte(`nope`)),
+		asynq.NewTask(taskTypeRun, []byte(`{"job":"a","tick":"yesterday"}`)),
+		asynq.NewTask(taskTypeRun, []byte(`{"tick":"2026-01-01T00:00:00Z"}`)),
 	} {
 		if _, err := parseTask(task); err == nil {
 			t.Errorf("parseTask(%s %s) succeeded", task.Type(), task.Payload())

@@ -121,7 +121,7 @@ func TestSignedTaskCopiedToAnotherQueueIsRefused(t *testing.T) {
 	recv(t, exec.started, "the run")
 	info := e.state(t, "baton:default", tk, asynq.TaskStateCompleted)
 	// the replay: the same signed bytes, the same task ID, another queue
-	if _, err := e.client.Enqueue(asynq.NewTask(TaskTypeRun, info.Payload), asynq.TaskID(tk.ID()), asynq.Queue("baton:other")); err != nil {
+	if _, err := e.client.Enqueue(asynq.NewTask(taskTypeRun, info.Payload), asynq.TaskID(tk.ID()), asynq.Queue("baton:other")); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -242,7 +242,7 @@ func TestForgedTasksDoNotFloodTheLog(t *testing.T) {
 		tk := tickOf("job", 0)
 		tk.At = tk.At.Add(time.Duration(i) * time.Minute)
 		tk.Job = "forged-" + strconv.Itoa(i) // any name
-		e.enqueueRaw(t, tk.ID(), payloadOf(tk))
+		e.enqueueRaw(t, tk.ID(), unsignedPayload(tk))
 	}
 	eventually(t, func() bool {
 		q, err := e.insp.GetQueueInfo("baton:default")

@@ -184,7 +184,7 @@ func TestTaskHandedBackToAReplicaThatKnowsTheJob(t *testing.T) {
 
 	// a job no live replica runs from this queue is archived
 	ghost := tickOf("ghost", 1)
-	task, err := NewRunTask(newCfg, &Job{Name: "ghost", Queue: "default", Timeout: time.Minute, MaxRetry: 3}, ghost)
+	task, err := newRunTask(newCfg, &Job{Name: "ghost", Queue: "default", Timeout: time.Minute, MaxRetry: 3}, ghost)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,9 +236,9 @@ func TestRosterLeaveAndDiff(t *testing.T) {
 		got = append(got, d.String())
 	}
 	want := []string{
-		`"x": "cron default ` + ListJobs(a)["x"].Digest + `" on "a"; "cron default ` + ListJobs(b)["x"].Digest + `" on "b"`,
-		`"y": absent on "b"; "cron default ` + ListJobs(a)["y"].Digest + `" on "a"`,
-		`"z": absent on "a"; "cron other ` + ListJobs(b)["z"].Digest + `" on "b"`,
+		`"x": "cron default ` + listJobs(a)["x"].Digest + `" on "a"; "cron default ` + listJobs(b)["x"].Digest + `" on "b"`,
+		`"y": absent on "b"; "cron default ` + listJobs(a)["y"].Digest + `" on "a"`,
+		`"z": absent on "a"; "cron other ` + listJobs(b)["z"].Digest + `" on "b"`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("diff:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

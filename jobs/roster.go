@@ -23,7 +23,7 @@ import (
 
 // The roster is how replicas with different job lists (every rolling deploy)
 // learn about each other. Each replica's worker publishes, every
-// RosterBeat, its id, version, role, the queues it consumes and a hash of
+// rosterEvery, its id, version, role, the queues it consumes and a hash of
 // its job list; the job list itself is stored once per distinct hash. A
 // worker handed a task it cannot run asks the roster whether a live replica
 // can, and `baton status` shows which replicas differ and on which jobs.
@@ -38,12 +38,12 @@ import (
 // Both keys expire RosterForget after the last heartbeat; a member not seen
 // for RosterForget is removed, and a list no member refers to with it.
 
-// RosterBeat is how often a replica publishes itself in the roster.
-const RosterBeat = 2 * time.Second
+// rosterEvery is how often a replica publishes itself in the roster.
+const rosterEvery = 2 * time.Second
 
-// RosterLive is how recently a member must have been seen to count as live:
+// rosterLive is how recently a member must have been seen to count as live:
 // three heartbeats.
-const RosterLive = 3 * RosterBeat
+const rosterLive = 3 * rosterEvery
 
 // RosterForget is how long a member that stopped beating stays listed (as
 // gone) before it is removed.
@@ -60,11 +60,11 @@ type Member struct {
 	// Queues are the asynq queues its worker consumes; empty for a
 	// scheduler-only replica (it runs local jobs only).
 	Queues []string `json:"queues"`
-	// Hash identifies its job list (ListHash).
+	// Hash identifies its job list (listHash).
 	Hash string `json:"hash"`
 	// Seen is its last heartbeat, by the queue Redis's clock.
 	Seen time.Time `json:"-"`
-	// Live is true if it was seen within RosterLive of the read.
+	// Live is true if it was seen within rosterLive of the read.
 	Live bool `json:"-"`
 	// Jobs is its job list; nil if the list could not be read.
 	Jobs map[string]ListedJob `json:"-"`
@@ -103,8 +103,8 @@ func (m *Member) runs(job, q string) bool {
 	return ok && j.Mode == ModeCron && m.consumes(q)
 }
 
-// ListJobs returns cfg's job list as the roster publishes it.
-func ListJobs(cfg *Config) map[string]ListedJob {
+// listJobs returns cfg's job list as the roster publishes it.
+func listJobs(cfg *Config) map[string]ListedJob {
 	out := make(map[string]ListedJob, len(cfg.Jobs))
 	for i := range cfg.Jobs {
 		j := &cfg.Jobs[i]
@@ -125,9 +125,9 @@ func jobDigest(cfg *Config, j *Job) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// ListHash returns the hash that names a job list: equal lists, equal
+// listHash returns the hash that names a job list: equal lists, equal
 // hashes.
-func ListHash(list map[string]ListedJob) string {
+func listHash(list map[string]ListedJob) string {
 	h := sha256.New()
 	for _, name := range slices.Sorted(maps.Keys(list)) {
 		fmt.Fprintf(h, "%s %s\n", name, list[name])
@@ -189,8 +189,8 @@ type roster struct {
 }
 
 func newRoster(rdb redis.UniversalClient, cfg *Config, self Member, log *slog.Logger) *roster {
-	list := ListJobs(cfg)
-	self.Hash = ListHash(list)
+	list := listJobs(cfg)
+	self.Hash = listHash(list)
 	self.Jobs = list
 	return &roster{rdb: rdb, ns: cfg.Namespace, self: self, list: list, log: log,
 		lists:  map[string]map[string]ListedJob{self.Hash: list},
@@ -282,7 +282,7 @@ func (r *roster) members(ctx context.Context, res []any) ([]Member, error) {
 		}
 		m.ID = id
 		m.Seen = time.UnixMilli(ms)
-		m.Live = now-ms <= RosterLive.Milliseconds()
+		m.Live = now-ms <= rosterLive.Milliseconds()
 		out = append(out, m)
 	}
 	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })

@@ -7,7 +7,7 @@ import (
 // BenchmarkSignVerify: what signing adds to a dispatch and a run.
 func BenchmarkSignVerify(b *testing.B) {
 	g := newSigner(SecurityConfig{SigningKeys: []string{keyA, keyB}})
-	body := payloadOf(tickOf("report", 1))
+	body := unsignedPayload(tickOf("report", 1))
 	b.ReportAllocs()
 	for b.Loop() {
 		msg := g.sign(domainTask, body)

@@ -35,16 +35,16 @@ func (e *env) signedConfig(t *testing.T, keys []string, acceptUnsigned bool, job
 // enqueueRaw writes a task into Redis as anyone with write access could.
 func (e *env) enqueueRaw(t *testing.T, id string, payload []byte) {
 	t.Helper()
-	_, err := e.client.Enqueue(asynq.NewTask(TaskTypeRun, payload), asynq.TaskID(id), asynq.Queue("baton:default"), asynq.MaxRetry(3))
+	_, err := e.client.Enqueue(asynq.NewTask(taskTypeRun, payload), asynq.TaskID(id), asynq.Queue("baton:default"), asynq.MaxRetry(3))
 	if err != nil {
 		t.Fatal(err)
 	}
 }
 
-// payloadOf is a tick's payload as a dispatcher in namespace baton writes
+// unsignedPayload is a tick's payload as a dispatcher in namespace baton writes
 // it, unsigned.
-func payloadOf(t scheduler.Tick) []byte {
-	p := PayloadOf(t)
+func unsignedPayload(t scheduler.Tick) []byte {
+	p := payloadOf(t)
 	p.Namespace, p.Queue = "baton", "baton:default"
 	b, _ := json.Marshal(p)
 	return b
@@ -79,11 +79,11 @@ func TestWorkerRunsOnlySignedTasks(t *testing.T) {
 		payload  []byte
 		reason   string
 	}{
-		{"unsigned", tickOf("job", 1).ID(), payloadOf(tickOf("job", 1)), "unsigned"},
-		{"another key", tickOf("job", 2).ID(), other.sign(domainTask, payloadOf(tickOf("job", 2))), "bad signature"},
-		{"tampered", tickOf("job", 3).ID(), []byte(strings.Replace(string(own.sign(domainTask, payloadOf(tickOf("job", 3)))), `"job":"job"`, `"job":"lone"`, 1)), "bad signature"},
-		{"signed payload under another task ID", tickOf("job", 4).ID(), own.sign(domainTask, payloadOf(tickOf("job", 5))), "is not its tick's"},
-		{"bad run id", tickOf("job", 6).ID(), own.sign(domainTask, []byte(strings.Replace(string(payloadOf(tickOf("job", 6))), "run-job-6", "a b\\u001b", 1))), "run id"},
+		{"unsigned", tickOf("job", 1).ID(), unsignedPayload(tickOf("job", 1)), "unsigned"},
+		{"another key", tickOf("job", 2).ID(), other.sign(domainTask, unsignedPayload(tickOf("job", 2))), "bad signature"},
+		{"tampered", tickOf("job", 3).ID(), []byte(strings.Replace(string(own.sign(domainTask, unsignedPayload(tickOf("job", 3)))), `"job":"job"`, `"job":"lone"`, 1)), "bad signature"},
+		{"signed payload under another task ID", tickOf("job", 4).ID(), own.sign(domainTask, unsignedPayload(tickOf("job", 5))), "is not its tick's"},
+		{"bad run id", tickOf("job", 6).ID(), own.sign(domainTask, []byte(strings.Replace(string(unsignedPayload(tickOf("job", 6))), "run-job-6", "a b\\u001b", 1))), "run id"},
 	} {
 		e.enqueueRaw(t, tc.id, tc.payload)
 		info := e.stateByID(t, tc.id, asynq.TaskStateArchived)
@@ -97,20 +97,20 @@ func TestWorkerRunsOnlySignedTasks(t *testing.T) {
 	}
 	// a signed tick from the future waits (handed back, no attempt spent)
 	// instead of being lost: this worker's clock may be the one behind
-	e.enqueueRaw(t, future.ID(), own.sign(domainTask, payloadOf(future)))
+	e.enqueueRaw(t, future.ID(), own.sign(domainTask, unsignedPayload(future)))
 	if info := e.stateByID(t, future.ID(), asynq.TaskStateRetry); info.Retried != 0 || !strings.Contains(info.LastErr, "not due yet") {
 		t.Errorf("future tick: retried %d, last error %q", info.Retried, info.LastErr)
 	}
 	// a signed tick the job's current schedule does not have runs: a replica
 	// with the schedule before a rolling deploy changed it dispatched it
-	e.enqueueRaw(t, offSchedule.ID(), own.sign(domainTask, payloadOf(offSchedule)))
+	e.enqueueRaw(t, offSchedule.ID(), own.sign(domainTask, unsignedPayload(offSchedule)))
 	if s := recv(t, exec.started, "the off-schedule run"); !s.run.Tick.Equal(offSchedule.At) {
 		t.Errorf("ran %v", s.run.Tick)
 	}
 
 	// the same forgery again: archived, not logged again
 	t8 := tickOf("job", 8)
-	e.enqueueRaw(t, t8.ID(), payloadOf(t8))
+	e.enqueueRaw(t, t8.ID(), unsignedPayload(t8))
 	e.stateByID(t, t8.ID(), asynq.TaskStateArchived)
 	if n := logs.count("refusing a task"); n != 1 {
 		t.Errorf("%d refusal lines after a repeat, want 1", n)
@@ -119,7 +119,7 @@ func TestWorkerRunsOnlySignedTasks(t *testing.T) {
 	// a signed task with a poisoned fence runs with a fence of the masters
 	t9 := tickOf("job", 9)
 	t9.Fence = math.MaxInt64
-	e.enqueueRaw(t, t9.ID(), own.sign(domainTask, payloadOf(t9)))
+	e.enqueueRaw(t, t9.ID(), own.sign(domainTask, unsignedPayload(t9)))
 	s := recv(t, exec.started, "the signed run")
 	if s.run.Fence == math.MaxInt64 || s.run.Fence <= 0 {
 		t.Errorf("run fence %d: want one from the lock masters", s.run.Fence)

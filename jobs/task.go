@@ -11,20 +11,20 @@ import (
 	"github.com/batonhq/baton/scheduler"
 )
 
-// TaskTypeRun is the asynq task type of a cron-mode run.
-const TaskTypeRun = "baton:run"
+// taskTypeRun is the asynq task type of a cron-mode run.
+const taskTypeRun = "baton:run"
 
-// NoTimeout is the asynq task timeout given to a job without a timeout (0):
+// noTimeout is the asynq task timeout given to a job without a timeout (0):
 // about ten years, effectively none. A task always gets an explicit timeout,
 // because asynq cancels a task that has neither a timeout nor a deadline after
 // 30 minutes.
-const NoTimeout = 10 * 365 * 24 * time.Hour
+const noTimeout = 10 * 365 * 24 * time.Hour
 
-// TaskPayload is the JSON payload of a TaskTypeRun task: the tick it runs, as
+// taskPayload is the JSON payload of a taskTypeRun task: the tick it runs, as
 // the scheduler dispatched it. With signing keys it ends in a "sig" member
 // (see sign.go). Fence is informational: a worker takes every fence it
 // hands a run from the lock masters, never from a payload.
-type TaskPayload struct {
+type taskPayload struct {
 	Job     string `json:"job"`     // the job's name
 	Tick    string `json:"tick"`    // the instant the tick was due, RFC 3339, UTC
 	RunID   string `json:"run_id"`  // random id of the dispatch
@@ -39,9 +39,9 @@ type TaskPayload struct {
 	Queue string `json:"q,omitempty"`
 }
 
-// PayloadOf returns t's payload.
-func PayloadOf(t scheduler.Tick) TaskPayload {
-	return TaskPayload{
+// payloadOf returns t's payload.
+func payloadOf(t scheduler.Tick) taskPayload {
+	return taskPayload{
 		Job:     t.Job,
 		Tick:    t.At.UTC().Format(time.RFC3339),
 		RunID:   t.RunID,
@@ -53,7 +53,7 @@ func PayloadOf(t scheduler.Tick) TaskPayload {
 
 // tick returns the tick the payload describes. It fails if Tick is not RFC
 // 3339 or Job is empty.
-func (p TaskPayload) tick() (scheduler.Tick, error) {
+func (p taskPayload) tick() (scheduler.Tick, error) {
 	if p.Job == "" {
 		return scheduler.Tick{}, errors.New("no job")
 	}
@@ -64,7 +64,7 @@ func (p TaskPayload) tick() (scheduler.Tick, error) {
 	return scheduler.Tick{Job: p.Job, At: at.UTC(), RunID: p.RunID, Fence: p.Fence, Replica: p.Replica, Manual: p.Manual}, nil
 }
 
-// taskNamespace returns the namespace a TaskTypeRun task's payload names
+// taskNamespace returns the namespace a taskTypeRun task's payload names
 // ("" if none or unreadable).
 func taskNamespace(t *asynq.Task) string {
 	var p struct {
@@ -74,15 +74,15 @@ func taskNamespace(t *asynq.Task) string {
 	return p.Namespace
 }
 
-// parseTask decodes a TaskTypeRun task into the tick it runs.
+// parseTask decodes a taskTypeRun task into the tick it runs.
 func parseTask(t *asynq.Task) (scheduler.Tick, error) {
-	if t.Type() != TaskTypeRun {
-		return scheduler.Tick{}, fmt.Errorf("jobs: task type %q is not %q", t.Type(), TaskTypeRun)
+	if t.Type() != taskTypeRun {
+		return scheduler.Tick{}, fmt.Errorf("jobs: task type %q is not %q", t.Type(), taskTypeRun)
 	}
 	return parsePayload(t.Payload())
 }
 
-// payloadQueue returns the queue a TaskTypeRun payload names ("" if none).
+// payloadQueue returns the queue a taskTypeRun payload names ("" if none).
 func payloadQueue(b []byte) string {
 	var p struct {
 		Queue string `json:"q"`
@@ -91,35 +91,35 @@ func payloadQueue(b []byte) string {
 	return p.Queue
 }
 
-// parsePayload decodes a TaskTypeRun payload into the tick it runs.
+// parsePayload decodes a taskTypeRun payload into the tick it runs.
 func parsePayload(b []byte) (scheduler.Tick, error) {
-	var p TaskPayload
+	var p taskPayload
 	if err := json.Unmarshal(b, &p); err != nil {
-		return scheduler.Tick{}, fmt.Errorf("jobs: bad %s payload: %w", TaskTypeRun, err)
+		return scheduler.Tick{}, fmt.Errorf("jobs: bad %s payload: %w", taskTypeRun, err)
 	}
 	tick, err := p.tick()
 	if err != nil {
-		return scheduler.Tick{}, fmt.Errorf("jobs: bad %s payload: %w", TaskTypeRun, err)
+		return scheduler.Tick{}, fmt.Errorf("jobs: bad %s payload: %w", taskTypeRun, err)
 	}
 	return tick, nil
 }
 
-// NewRunTask returns the asynq task that runs tick t of cron-mode job j,
+// newRunTask returns the asynq task that runs tick t of cron-mode job j,
 // its payload signed when cfg.Security has keys, with its options:
 //
 //   - TaskID(t.ID()): a tick can be enqueued once; a second enqueue fails with
 //     asynq.ErrTaskIDConflict while the task exists (see Retention);
 //   - Queue(cfg.QueueName(j.Queue)): the queue carries the namespace;
 //   - Timeout(j.Timeout) rounded up to whole seconds (asynq counts seconds, and
-//     would drop a sub-second timeout), NoTimeout for 0;
+//     would drop a sub-second timeout), noTimeout for 0;
 //   - MaxRetry(j.MaxRetry + 1): one more than the job allows, because asynq
 //     archives a task whose retries are used up before it looks at why it
 //     failed, and a task handed back (ErrHandedBack, no attempt spent) must
 //     not be archived; the worker enforces the job's max_retry itself;
 //   - Retention(cfg.Retention(j)): the completed task, and with it its ID, is
 //     kept as long as some replica could still try to dispatch the tick.
-func NewRunTask(cfg *Config, j *Job, t scheduler.Tick) (*asynq.Task, error) {
-	p := PayloadOf(t)
+func newRunTask(cfg *Config, j *Job, t scheduler.Tick) (*asynq.Task, error) {
+	p := payloadOf(t)
 	p.Namespace = cfg.Namespace
 	p.Queue = cfg.QueueName(j.Queue)
 	payload, err := json.Marshal(p)
@@ -127,7 +127,7 @@ func NewRunTask(cfg *Config, j *Job, t scheduler.Tick) (*asynq.Task, error) {
 		return nil, fmt.Errorf("jobs: encode %s: %w", t.ID(), err)
 	}
 	payload = newSigner(cfg.Security).sign(domainTask, payload)
-	return asynq.NewTask(TaskTypeRun, payload,
+	return asynq.NewTask(taskTypeRun, payload,
 		asynq.TaskID(t.ID()),
 		asynq.Queue(p.Queue),
 		asynq.Timeout(taskTimeout(j.Timeout)),
@@ -139,7 +139,7 @@ func NewRunTask(cfg *Config, j *Job, t scheduler.Tick) (*asynq.Task, error) {
 // taskTimeout is the asynq timeout for a job timeout d.
 func taskTimeout(d time.Duration) time.Duration {
 	if d <= 0 {
-		return NoTimeout
+		return noTimeout
 	}
 	return (d + time.Second - 1).Truncate(time.Second)
 }

@@ -98,9 +98,9 @@ func WithReplicaInfo(version, role string) WorkerOption {
 // not work the queues.
 func WithLocalOnly() WorkerOption { return func(w *Worker) { w.localOnly = true } }
 
-// MaxRetryDelay caps the delay before a retry (unless the job's retry_backoff
+// maxRetryDelay caps the delay before a retry (unless the job's retry_backoff
 // alone is longer).
-const MaxRetryDelay = time.Hour
+const maxRetryDelay = time.Hour
 
 // NewWorker returns a worker for cfg's jobs. queue is the queue Redis (asynq's
 // connection, also used for the holder records and replace requests); locks
@@ -145,7 +145,7 @@ func (w *Worker) Stats() Stats { return w.engine.Stats() }
 // Start subscribes to the replace requests of the config's replace-policy
 // jobs (one pub/sub connection) and starts the asynq server (unless
 // WithLocalOnly): Concurrency and Queues from cfg.Worker, ShutdownTimeout =
-// cfg.Worker.ShutdownGrace, retries delayed as RetryDelay says. It fails if
+// cfg.Worker.ShutdownGrace, retries delayed as backoffDelay says. It fails if
 // Redis cannot be reached or the worker was started before.
 func (w *Worker) Start() error {
 	w.mu.Lock()
@@ -342,7 +342,7 @@ func (w *Worker) RunLocal(ctx context.Context, job *Job, t scheduler.Tick) error
 	return nil
 }
 
-// process is the asynq handler of TaskTypeRun tasks.
+// process is the asynq handler of taskTypeRun tasks.
 func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 	w.wg.Add(1)
 	defer w.wg.Done()
@@ -385,7 +385,7 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 		return w.refuse(t, "a negative retry count", fmt.Errorf("retry count %d", retried))
 	}
 	if retried > job.MaxRetry {
-		// asynq's budget is one above the job's (see NewRunTask): a task
+		// asynq's budget is one above the job's (see newRunTask): a task
 		// retried after a crash of its last allowed attempt ends here
 		w.count(t.Job, func(c *counters) { c.failed.Add(1) })
 		w.log.Error("retries exhausted: archiving the task", append(tickAttrs(t), slog.Int("retried", retried),
@@ -459,15 +459,15 @@ func (w *Worker) validTick(t scheduler.Tick) error {
 
 // ErrHandedBack is what the worker returns for a task it cannot run (its job
 // is not in this replica's job list, or not in cron mode) while a live
-// replica can: asynq puts the task back after HandBackDelay without
+// replica can: asynq puts the task back after handBackDelay without
 // counting an attempt, and a replica that knows the job runs it. It happens
 // during rolling deploys, when replicas with different job lists run side by
 // side.
 var ErrHandedBack = errors.New("jobs: handed back to a replica that can run it")
 
-// HandBackDelay is how long a handed-back task waits before a worker may
+// handBackDelay is how long a handed-back task waits before a worker may
 // fetch it again.
-const HandBackDelay = time.Second
+const handBackDelay = time.Second
 
 // cannotRun decides what happens to a task this replica cannot run (job is
 // nil when the job is not in its list): handed back while a live replica's
@@ -539,7 +539,7 @@ func (w *Worker) asynqQueues() map[string]int {
 }
 
 // startRoster publishes this replica in the roster (one heartbeat now, then
-// every RosterBeat) and warns once about each live replica whose job list
+// every rosterEvery) and warns once about each live replica whose job list
 // differs.
 func (w *Worker) startRoster() {
 	var queues []string
@@ -564,7 +564,7 @@ func (w *Worker) startRoster() {
 	beat()
 	go func() {
 		defer close(w.rosterDone)
-		t := time.NewTicker(RosterBeat)
+		t := time.NewTicker(rosterEvery)
 		defer t.Stop()
 		for {
 			select {
@@ -593,15 +593,15 @@ func (w *Worker) stopRoster(leave bool) {
 	}
 }
 
-// retryDelay is the asynq RetryDelayFunc: RetryDelay of the task's job.
+// retryDelay is the asynq RetryDelayFunc: backoffDelay of the task's job.
 func (w *Worker) retryDelay(n int, err error, task *asynq.Task) time.Duration {
 	if errors.Is(err, errNotDue) {
 		if t, perr := parseTask(task); perr == nil {
-			return min(max(time.Until(t.At), HandBackDelay), time.Minute)
+			return min(max(time.Until(t.At), handBackDelay), time.Minute)
 		}
 	}
 	if errors.Is(err, ErrHandedBack) {
-		return HandBackDelay
+		return handBackDelay
 	}
 	backoff := 10 * time.Second // the job default, for tasks of unknown jobs
 	if t, err := parseTask(task); err == nil {
@@ -609,19 +609,19 @@ func (w *Worker) retryDelay(n int, err error, task *asynq.Task) time.Duration {
 			backoff = job.RetryBackoff
 		}
 	}
-	return RetryDelay(backoff, n)
+	return backoffDelay(backoff, n)
 }
 
-// RetryDelay is the delay before retry n+1 of a job (n retries so far):
-// backoff * 2^n, capped at MaxRetryDelay or at backoff if that is longer.
+// backoffDelay is the delay before retry n+1 of a job (n retries so far):
+// backoff * 2^n, capped at maxRetryDelay or at backoff if that is longer.
 // A zero backoff retries at once. asynq moves a due retry back to its queue
 // at the worker's next retry poll (see WithPollIntervals), so the actual
 // delay is up to that much longer.
-func RetryDelay(backoff time.Duration, n int) time.Duration {
+func backoffDelay(backoff time.Duration, n int) time.Duration {
 	if backoff <= 0 {
 		return 0
 	}
-	limit := max(backoff, MaxRetryDelay)
+	limit := max(backoff, maxRetryDelay)
 	d := backoff
 	for range max(n, 0) {
 		if d >= limit/2 {

@@ -458,7 +458,7 @@ func TestUnknownJobIsArchived(t *testing.T) {
 	w := e.worker(t, cfg, exec)
 	ghost := &Job{Name: "ghost", Queue: "default", Timeout: time.Minute, MaxRetry: 5, StartingDeadline: time.Minute}
 	tick := tickOf("ghost", 1)
-	task, err := NewRunTask(cfg, ghost, tick)
+	task, err := newRunTask(cfg, ghost, tick)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,12 +515,12 @@ func TestRetryDelay(t *testing.T) {
 		{10 * time.Millisecond, 0, 10 * time.Millisecond},
 		{10 * time.Millisecond, 1, 20 * time.Millisecond},
 		{10 * time.Second, 3, 80 * time.Second},
-		{10 * time.Second, 100, MaxRetryDelay},
+		{10 * time.Second, 100, maxRetryDelay},
 		{2 * time.Hour, 5, 2 * time.Hour},
 		{0, 3, 0},
 	} {
-		if got := RetryDelay(tc.backoff, tc.n); got != tc.want {
-			t.Errorf("RetryDelay(%s, %d) = %s, want %s", tc.backoff, tc.n, got, tc.want)
+		if got := backoffDelay(tc.backoff, tc.n); got != tc.want {
+			t.Errorf("backoffDelay(%s, %d) = %s, want %s", tc.backoff, tc.n, got, tc.want)
 		}
 	}
 }
