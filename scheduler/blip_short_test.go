@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -29,14 +30,14 @@ func TestShortBlipKeepsTheTickDue(t *testing.T) {
 	due := t0.Add(2 * time.Second)
 	id := "s@" + due.UTC().Format(time.RFC3339)
 	blip := failFirst(rec, 2, func(tk scheduler.Tick) bool { return tk.ID() == id })
-	clock := scheduler.NewFakeClock(t0)
+	clk := clock.NewFake(t0)
 	jobs := []scheduler.Job{{Name: "s", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute, Catchup: scheduler.CatchupSkip}}
-	r := start(t, []*redis.Client{s.TestClient(t)}, jobs, blip, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour))
-	if err := clock.BlockUntil(4); err != nil {
+	r := start(t, []*redis.Client{s.TestClient(t)}, jobs, blip, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour))
+	if err := clk.BlockUntil(4); err != nil {
 		t.Fatal(err)
 	}
-	advanceUntil(t, clock, func() bool {
-		return blip.failed() == 2 && !clock.Now().Before(due.Add(4*time.Second)) && r.s.Stats().Held == 0
+	advanceUntil(t, clk, func() bool {
+		return blip.failed() == 2 && !clk.Now().Before(due.Add(4*time.Second)) && r.s.Stats().Held == 0
 	}, "4 s past the tick")
 	if n := len(rec.snapshot()[id]); n != 1 {
 		t.Errorf("%s dispatched %d times after a ~50 ms blip; want 1 (stats %+v)", id, n, r.s.Stats())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -31,17 +32,17 @@ func TestQueueBlipKeepsTheCurrentTick(t *testing.T) {
 	rec := newRecorder()
 	blip := failFirst(rec, 2, func(scheduler.Tick) bool { return true })
 	t0 := now()
-	clock := scheduler.NewFakeClock(t0.Add(100 * time.Millisecond))
+	clk := clock.NewFake(t0.Add(100 * time.Millisecond))
 	jobs := []scheduler.Job{{Name: "s", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute, Catchup: scheduler.CatchupSkip}}
-	r := start(t, []*redis.Client{s.TestClient(t)}, jobs, blip, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour))
-	if err := clock.BlockUntil(4); err != nil {
+	r := start(t, []*redis.Client{s.TestClient(t)}, jobs, blip, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour))
+	if err := clk.BlockUntil(4); err != nil {
 		t.Fatal(err)
 	}
-	due := jobs[0].Schedule.Next(clock.Now())
-	clock.Set(due)
+	due := jobs[0].Schedule.Next(clk.Now())
+	clk.Set(due)
 	// the blip is over after two failed calls; give it 10 s of fake time
-	advanceUntil(t, clock, func() bool {
-		return blip.failed() == 2 && !clock.Now().Before(due.Add(10*time.Second))
+	advanceUntil(t, clk, func() bool {
+		return blip.failed() == 2 && !clk.Now().Before(due.Add(10*time.Second))
 	}, "10 s past the tick")
 	id := "s@" + due.UTC().Format(time.RFC3339)
 	if n := len(rec.snapshot()[id]); n != 1 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -37,16 +38,16 @@ func TestCatchupReadsMarksBeforeLiveClaims(t *testing.T) {
 	var once sync.Once
 	release := func() { once.Do(func() { close(b.release) }) }
 	rec := newRecorder()
-	clock := scheduler.NewFakeClock(t0.Add(100 * time.Millisecond))
+	clk := clock.NewFake(t0.Add(100 * time.Millisecond))
 	jobs := []scheduler.Job{
 		{Name: "c", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute, Catchup: scheduler.CatchupAll, CatchupMax: 3},
 	}
-	r := start(t, []*redis.Client{hooked}, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour))
+	r := start(t, []*redis.Client{hooked}, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour))
 	t.Cleanup(release)
-	if err := clock.BlockUntil(3); err != nil { // membership, skew, held ticks: the loop waits for the marks
+	if err := clk.BlockUntil(3); err != nil { // membership, skew, held ticks: the loop waits for the marks
 		t.Fatal(err)
 	}
-	clock.Set(t0.Add(time.Second))
+	clk.Set(t0.Add(time.Second))
 	live := "c@" + t0.Add(time.Second).UTC().Format(time.RFC3339)
 	// while the marks are not read, c's live tick must wait (a claim now
 	// would advance the mark the catch-up has yet to read)
@@ -62,7 +63,7 @@ func TestCatchupReadsMarksBeforeLiveClaims(t *testing.T) {
 		want = append(want, "c@"+t0.Add(time.Duration(sec)*time.Second).UTC().Format(time.RFC3339))
 	}
 	for time.Now().Before(deadline) {
-		clock.Advance(50 * time.Millisecond)
+		clk.Advance(50 * time.Millisecond)
 		time.Sleep(10 * time.Millisecond)
 		snap := rec.snapshot()
 		ok := true
@@ -99,12 +100,12 @@ func TestCatchupMissesCountedOnce(t *testing.T) {
 	n := now().Add(3 * time.Second) // ahead of Redis's clock, as in TestCatchupPolicies
 	rdb.Set(context.Background(), "baton:{c}:mark", n.Add(-15*time.Second).UnixMilli(), 0)
 	rec := newRecorder()
-	clock := scheduler.NewFakeClock(n.Add(100 * time.Millisecond))
+	clk := clock.NewFake(n.Add(100 * time.Millisecond))
 	jobs := []scheduler.Job{{Name: "c", Schedule: every(t, "@every 1s"), StartingDeadline: 5500 * time.Millisecond,
 		Catchup: scheduler.CatchupLatest}}
-	a := start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithReplica("a"))
-	b := start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithReplica("b"))
-	rec.waitAdvancing(t, clock, 1)
+	a := start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithReplica("a"))
+	b := start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithReplica("b"))
+	rec.waitAdvancing(t, clk, 1)
 	a.stop()
 	b.stop()
 	if got := rec.snapshot(); len(got) != 1 {

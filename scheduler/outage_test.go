@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
@@ -56,13 +57,13 @@ func TestOutageAppliesCatchupPolicy(t *testing.T) {
 				{Name: "skip", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute, Catchup: scheduler.CatchupSkip},
 			}
 			t0 := now()
-			clock := scheduler.NewFakeClock(t0.Add(100 * time.Millisecond))
-			r := startWith(t, locks, jobs, d, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour),
+			clk := clock.NewFake(t0.Add(100 * time.Millisecond))
+			r := startWith(t, locks, jobs, d, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour),
 				scheduler.WithLogger(slog.New(slog.NewTextHandler(tlog{t}, nil))))
-			if err := clock.BlockUntil(4); err != nil { // the loop, membership, skew and held-tick timers
+			if err := clk.BlockUntil(4); err != nil { // the loop, membership, skew and held-tick timers
 				t.Fatal(err)
 			}
-			clock.Advance(900 * time.Millisecond)
+			clk.Advance(900 * time.Millisecond)
 			rec.wait(t, 3) // the ticks of t0+1s, with the clock standing still
 			rdb := s.TestClient(t)
 			waitFor(t, func() bool { // and their commits
@@ -84,7 +85,7 @@ func TestOutageAppliesCatchupPolicy(t *testing.T) {
 				queueDown.Store(true)
 			}
 			// ticks t0+2s .. t0+6s come due, fail, and are held back
-			advanceUntil(t, clock, func() bool { return !clock.Now().Before(t0.Add(6600 * time.Millisecond)) }, "t0+6.6s")
+			advanceUntil(t, clk, func() bool { return !clk.Now().Before(t0.Add(6600 * time.Millisecond)) }, "t0+6.6s")
 			if kind == "masters" {
 				// the claims of dropped ticks fail too: all stay held
 				waitFor(t, func() bool { return r.s.Stats().Held == 15 }, "15 ticks held back")
@@ -113,8 +114,8 @@ func TestOutageAppliesCatchupPolicy(t *testing.T) {
 				}, "the ticks of t0+6s to fail twice")
 				queueDown.Store(false)
 			}
-			advanceUntil(t, clock, func() bool {
-				return !clock.Now().Before(t0.Add(9*time.Second)) && r.s.Stats().Held == 0
+			advanceUntil(t, clk, func() bool {
+				return !clk.Now().Before(t0.Add(9*time.Second)) && r.s.Stats().Held == 0
 			}, "the held ticks claimed")
 			r.stop()
 
@@ -159,14 +160,14 @@ func TestOutageAppliesCatchupPolicy(t *testing.T) {
 // advanceUntil moves the fake clock on in small steps (letting the
 // scheduler's goroutines run between them) until cond holds, for at most 30
 // seconds of real time.
-func advanceUntil(t *testing.T, clock *scheduler.FakeClock, cond func() bool, what string) {
+func advanceUntil(t *testing.T, clk *clock.Fake, cond func() bool, what string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s (fake clock at %s)", what, clock.Now().Format(time.RFC3339Nano))
+			t.Fatalf("timed out waiting for %s (fake clk at %s)", what, clk.Now().Format(time.RFC3339Nano))
 		}
-		clock.Advance(25 * time.Millisecond)
+		clk.Advance(25 * time.Millisecond)
 		time.Sleep(5 * time.Millisecond)
 	}
 }
@@ -239,19 +240,19 @@ func TestCatchupDoesNotDelayFirstClaims(t *testing.T) {
 	var once sync.Once
 	release := func() { once.Do(func() { close(b.release) }) }
 	rec := newRecorder()
-	clock := scheduler.NewFakeClock(t0.Add(100 * time.Millisecond))
+	clk := clock.NewFake(t0.Add(100 * time.Millisecond))
 	jobs := []scheduler.Job{
 		{Name: "c", Schedule: every(t, "@every 1s"), StartingDeadline: 5 * time.Second, Catchup: scheduler.CatchupLatest},
 		{Name: "r", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute},
 	}
-	r := start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour),
+	r := start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour),
 		scheduler.WithLogger(slog.New(b)))
-	t.Cleanup(release)                          // before r stops (cleanups run last first)
-	if err := clock.BlockUntil(4); err != nil { // the loop's timer exists while the catch-up hangs
+	t.Cleanup(release)                        // before r stops (cleanups run last first)
+	if err := clk.BlockUntil(4); err != nil { // the loop's timer exists while the catch-up hangs
 		t.Fatal(err)
 	}
-	next := jobs[1].Schedule.Next(clock.Now())
-	clock.Set(next)
+	next := jobs[1].Schedule.Next(clk.Now())
+	clk.Set(next)
 	id := "r@" + next.UTC().Format(time.RFC3339)
 	waitFor(t, func() bool { return len(rec.snapshot()[id]) == 1 }, "r's first tick, while the catch-up hangs")
 	release()

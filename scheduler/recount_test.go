@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -45,27 +46,27 @@ func TestOutageMissesNotCountedAgainByAStartingReplica(t *testing.T) {
 	})
 	jobs := []scheduler.Job{{Name: "s", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute, Catchup: scheduler.CatchupSkip}}
 	t0 := now()
-	clock := scheduler.NewFakeClock(t0.Add(100 * time.Millisecond))
-	a := start(t, []*redis.Client{s.TestClient(t)}, jobs, d, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithReplica("a"))
-	if err := clock.BlockUntil(4); err != nil {
+	clk := clock.NewFake(t0.Add(100 * time.Millisecond))
+	a := start(t, []*redis.Client{s.TestClient(t)}, jobs, d, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithReplica("a"))
+	if err := clk.BlockUntil(4); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(900 * time.Millisecond)
+	clk.Advance(900 * time.Millisecond)
 	rec.wait(t, 1)
 	rdb := s.TestClient(t)
 	waitFor(t, func() bool {
 		return rdb.Get(context.Background(), fmt.Sprintf("baton:{s}:tick:%d", t0.Add(time.Second).UnixMilli())).Val() == "done"
 	}, "t0+1s committed")
 	queueDown.Store(true)
-	advanceUntil(t, clock, func() bool {
-		if clock.Now().Before(t0.Add(6600 * time.Millisecond)) {
+	advanceUntil(t, clk, func() bool {
+		if clk.Now().Before(t0.Add(6600 * time.Millisecond)) {
 			return false
 		}
 		return a.s.Stats().Missed >= 4
 	}, "A to drop t0+2s..t0+5s")
 	missedA := a.s.Stats().Missed
 	// B starts now (its dispatcher sees the same queue outage)
-	b := start(t, []*redis.Client{s.TestClient(t)}, jobs, d, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithReplica("b"))
+	b := start(t, []*redis.Client{s.TestClient(t)}, jobs, d, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithReplica("b"))
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) && b.s.Stats().Missed == 0 {
 		time.Sleep(20 * time.Millisecond)
@@ -73,7 +74,7 @@ func TestOutageMissesNotCountedAgainByAStartingReplica(t *testing.T) {
 	missedB := b.s.Stats().Missed
 	// distinct ticks of the outage not dispatched so far: t0+2s .. now
 	distinct := 0
-	for at := t0.Add(2 * time.Second); !at.After(clock.Now()); at = at.Add(time.Second) {
+	for at := t0.Add(2 * time.Second); !at.After(clk.Now()); at = at.Add(time.Second) {
 		if len(rec.snapshot()["s@"+at.UTC().Format(time.RFC3339)]) == 0 {
 			distinct++
 		}

@@ -565,3 +565,5 @@ func TestFollowerDelayGrowsWithTheInstant(t *testing.T) {
 		}
 	}
 }
+
+var epoch = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)

@@ -76,7 +76,7 @@ type options struct {
 	leader        func() bool
 }
 
-// WithClock injects the clock (tests use a FakeClock). Default: the real one.
+// WithClock injects the clock (baton's tests use a fake one). Default: the real one.
 func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithLogger sets the logger. Default: discard.

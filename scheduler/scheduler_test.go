@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
@@ -78,7 +79,7 @@ func (r *recorder) wait(t *testing.T, n int) {
 
 // waitAdvancing waits for n dispatches while moving the fake clock on in
 // small steps, for retries that wait on it (split votes, busy leases).
-func (r *recorder) waitAdvancing(t *testing.T, clock *scheduler.FakeClock, n int) {
+func (r *recorder) waitAdvancing(t *testing.T, clk *clock.Fake, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for got := 0; got < n; {
@@ -89,7 +90,7 @@ func (r *recorder) waitAdvancing(t *testing.T, clock *scheduler.FakeClock, n int
 			if time.Now().After(deadline) {
 				t.Fatalf("only %d of %d dispatches", got, n)
 			}
-			clock.Advance(25 * time.Millisecond)
+			clk.Advance(25 * time.Millisecond)
 		}
 	}
 }
@@ -171,32 +172,32 @@ func now() time.Time { return time.Now().Truncate(time.Second) }
 // Three replicas, one clock: every tick of every job is dispatched exactly once.
 func TestExactlyOnceAcrossReplicas(t *testing.T) {
 	srv := redistest.New(t)
-	clock := scheduler.NewFakeClock(now())
+	clk := clock.NewFake(now())
 	rec := newRecorder()
 	jobs := []scheduler.Job{
 		{Name: "a", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute},
 		{Name: "b", Schedule: every(t, "*/2 * * * * *"), StartingDeadline: time.Minute},
 	}
 	for i := range 3 {
-		start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clock),
+		start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clk),
 			scheduler.WithReplica(fmt.Sprintf("r%d", i)), scheduler.WithMaxClockSkew(time.Hour),
 			scheduler.WithFollowerDelay(100*time.Millisecond))
 	}
 	waited := 0
 	for range 10 {
 		// each replica waits on: its tick timer, membership and skew timers
-		if err := clock.BlockUntil(9); err != nil {
+		if err := clk.BlockUntil(9); err != nil {
 			t.Fatal(err)
 		}
-		from := clock.Now()
-		clock.Advance(time.Second)
+		from := clk.Now()
+		clk.Advance(time.Second)
 		due := 0
 		for _, j := range jobs {
-			due += len(scheduler.Ticks(j.Schedule, from, clock.Now(), 10))
+			due += len(scheduler.Ticks(j.Schedule, from, clk.Now(), 10))
 		}
 		rec.wait(t, due)
 		waited += due
-		clock.Advance(100 * time.Millisecond) // followers claim and find it done
+		clk.Advance(100 * time.Millisecond) // followers claim and find it done
 	}
 	got := rec.snapshot()
 	for id, ticks := range got {
@@ -246,10 +247,10 @@ func TestCatchupPolicies(t *testing.T) {
 			// every replica was down for 15 ticks: the last 6 are within the deadline
 			rdb.Set(context.Background(), "baton:{c}:mark", n.Add(-15*time.Second).UnixMilli(), 0)
 			rec := newRecorder()
-			clock := scheduler.NewFakeClock(n.Add(100 * time.Millisecond))
+			clk := clock.NewFake(n.Add(100 * time.Millisecond))
 			jobs := []scheduler.Job{{Name: "c", Schedule: every(t, "@every 1s"), StartingDeadline: 5500 * time.Millisecond,
 				Catchup: tc.policy, CatchupMax: tc.max}}
-			r := start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour))
+			r := start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour))
 			rec.wait(t, tc.want)
 			// the ticks the policy leaves out are claimed as dropped, which
 			// records and counts them missed
@@ -276,19 +277,19 @@ func TestPausedJobSkipsTicks(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	rdb.Set(context.Background(), scheduler.PauseKey("baton", "p"), "1", 0)
-	clock := scheduler.NewFakeClock(now())
+	clk := clock.NewFake(now())
 	rec := newRecorder()
 	jobs := []scheduler.Job{
 		{Name: "p", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute},
 		{Name: "q", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute, Paused: true},
 		{Name: "r", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute},
 	}
-	r := start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour))
+	r := start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour))
 	for range 3 {
-		if err := clock.BlockUntil(3); err != nil {
+		if err := clk.BlockUntil(3); err != nil {
 			t.Fatal(err)
 		}
-		clock.Advance(time.Second)
+		clk.Advance(time.Second)
 		rec.wait(t, 1)
 	}
 	for id := range rec.snapshot() {
@@ -326,10 +327,10 @@ func TestDispatchFailureRetries(t *testing.T) {
 // A replica whose clock is off Redis TIME by more than the bound stops claiming.
 func TestSkewedReplicaStopsClaiming(t *testing.T) {
 	srv := redistest.New(t)
-	clock := scheduler.NewFakeClock(now().Add(10 * time.Second))
+	clk := clock.NewFake(now().Add(10 * time.Second))
 	rec := newRecorder()
 	jobs := []scheduler.Job{{Name: "s", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute}}
-	r := start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Second))
+	r := start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Second))
 	deadline := time.Now().Add(10 * time.Second)
 	for !r.s.Skewed() {
 		if time.Now().After(deadline) {
@@ -337,11 +338,11 @@ func TestSkewedReplicaStopsClaiming(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := clock.BlockUntil(3); err != nil {
+	if err := clk.BlockUntil(3); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(time.Second)
-	if err := clock.BlockUntil(3); err != nil {
+	clk.Advance(time.Second)
+	if err := clk.BlockUntil(3); err != nil {
 		t.Fatal(err)
 	}
 	r.stop()
@@ -353,7 +354,7 @@ func TestSkewedReplicaStopsClaiming(t *testing.T) {
 // With a quorum of lock masters, one of them down, ticks still go out once.
 func TestQuorumMastersExactlyOnce(t *testing.T) {
 	servers := redistest.NewN(t, 3)
-	clock := scheduler.NewFakeClock(now())
+	clk := clock.NewFake(now())
 	rec := newRecorder()
 	jobs := []scheduler.Job{{Name: "q", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute}}
 	for i := range 3 {
@@ -361,7 +362,7 @@ func TestQuorumMastersExactlyOnce(t *testing.T) {
 		for _, s := range servers {
 			rdbs = append(rdbs, s.TestClient(t))
 		}
-		start(t, rdbs, jobs, rec, scheduler.WithClock(clock), scheduler.WithReplica(fmt.Sprintf("r%d", i)),
+		start(t, rdbs, jobs, rec, scheduler.WithClock(clk), scheduler.WithReplica(fmt.Sprintf("r%d", i)),
 			scheduler.WithMaxClockSkew(time.Hour), scheduler.WithFollowerDelay(0))
 	}
 	for step := range 6 {
@@ -370,11 +371,11 @@ func TestQuorumMastersExactlyOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := clock.BlockUntil(9); err != nil {
+		if err := clk.BlockUntil(9); err != nil {
 			t.Fatal(err)
 		}
-		clock.Set(clock.Now().Truncate(time.Second).Add(time.Second))
-		rec.waitAdvancing(t, clock, 1) // three replicas at once split votes now and then
+		clk.Set(clk.Now().Truncate(time.Second).Add(time.Second))
+		rec.waitAdvancing(t, clk, 1) // three replicas at once split votes now and then
 	}
 	for id, ticks := range rec.snapshot() {
 		if len(ticks) != 1 {
@@ -386,20 +387,20 @@ func TestQuorumMastersExactlyOnce(t *testing.T) {
 // A LeaderOnly job is claimed only by the replica that leads.
 func TestLeaderOnlyJob(t *testing.T) {
 	srv := redistest.New(t)
-	clock := scheduler.NewFakeClock(now())
+	clk := clock.NewFake(now())
 	rec := newRecorder()
 	jobs := []scheduler.Job{{Name: "m", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute, LeaderOnly: true}}
 	var leading atomic.Bool
 	leading.Store(true)
-	start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clock), scheduler.WithReplica("leader"),
+	start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clk), scheduler.WithReplica("leader"),
 		scheduler.WithMaxClockSkew(time.Hour), scheduler.WithLeader(leading.Load))
-	start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clock), scheduler.WithReplica("other"),
+	start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clk), scheduler.WithReplica("other"),
 		scheduler.WithMaxClockSkew(time.Hour), scheduler.WithLeader(func() bool { return false }))
 	for range 3 {
-		if err := clock.BlockUntil(6); err != nil {
+		if err := clk.BlockUntil(6); err != nil {
 			t.Fatal(err)
 		}
-		clock.Advance(time.Second)
+		clk.Advance(time.Second)
 		rec.wait(t, 1)
 	}
 	for id, ticks := range rec.snapshot() {
@@ -409,12 +410,12 @@ func TestLeaderOnlyJob(t *testing.T) {
 	}
 	// leadership lost: nobody claims
 	leading.Store(false)
-	if err := clock.BlockUntil(6); err != nil {
+	if err := clk.BlockUntil(6); err != nil {
 		t.Fatal(err)
 	}
 	before := len(rec.snapshot())
-	clock.Advance(time.Second)
-	if err := clock.BlockUntil(6); err != nil {
+	clk.Advance(time.Second)
+	if err := clk.BlockUntil(6); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(rec.snapshot()); got != before {
@@ -450,7 +451,7 @@ func TestWaitingTicksKeepTheirLeases(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	ctx := context.Background()
-	clock := scheduler.NewFakeClock(now())
+	clk := clock.NewFake(now())
 	g := &gate{entered: make(chan string, 10), open: make(chan struct{}), rec: newRecorder()}
 	jobs := []scheduler.Job{
 		{Name: "a", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute},
@@ -458,13 +459,13 @@ func TestWaitingTicksKeepTheirLeases(t *testing.T) {
 		{Name: "c", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute},
 	}
 	ttl := time.Second
-	r := start(t, []*redis.Client{rdb}, jobs, g, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour),
+	r := start(t, []*redis.Client{rdb}, jobs, g, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour),
 		scheduler.WithTickLeaseTTL(ttl), scheduler.WithDispatchParallelism(1))
-	if err := clock.BlockUntil(3); err != nil { // tick, membership and skew timers
+	if err := clk.BlockUntil(3); err != nil { // tick, membership and skew timers
 		t.Fatal(err)
 	}
-	tick := scheduler.Ticks(jobs[0].Schedule, clock.Now(), clock.Now().Add(time.Minute), 1)[0]
-	clock.Set(tick)
+	tick := scheduler.Ticks(jobs[0].Schedule, clk.Now(), clk.Now().Add(time.Minute), 1)[0]
+	clk.Set(tick)
 	first := <-g.entered // holds the only dispatch slot
 	var waiting []string
 	for _, j := range jobs {
@@ -483,10 +484,10 @@ func TestWaitingTicksKeepTheirLeases(t *testing.T) {
 		// far beyond the ttl, so an extension shows as a shorter pttl
 		rdb.PExpire(ctx, key(name), time.Hour)
 	}
-	if err := clock.BlockUntil(4); err != nil { // + the extension timer
+	if err := clk.BlockUntil(4); err != nil { // + the extension timer
 		t.Fatal(err)
 	}
-	clock.Advance(ttl / 3)
+	clk.Advance(ttl / 3)
 	for _, name := range waiting {
 		waitExtended(t, rdb, key(name), tokens[name], ttl)
 	}
@@ -495,10 +496,10 @@ func TestWaitingTicksKeepTheirLeases(t *testing.T) {
 	lost, kept := waiting[0], waiting[1]
 	rdb.Set(ctx, key(lost), "done", time.Hour)
 	rdb.PExpire(ctx, key(kept), time.Hour)
-	if err := clock.BlockUntil(4); err != nil {
+	if err := clk.BlockUntil(4); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(ttl / 3)
+	clk.Advance(ttl / 3)
 	waitExtended(t, rdb, key(kept), tokens[kept], ttl)
 	close(g.open) // the first dispatch goes through, then the kept tick
 	g.rec.wait(t, 2)
@@ -548,17 +549,17 @@ func TestQuorumFenceNeverGoesBack(t *testing.T) {
 	rdbs[0].Set(ctx, "baton:{f}:fence", 1000, 0)
 	rdbs[1].Set(ctx, "baton:{f}:fence", 1000, 0)
 	rdbs[2].Set(ctx, "baton:{f}:fence", int64(9e15), 0)
-	clock := scheduler.NewFakeClock(now())
+	clk := clock.NewFake(now())
 	rec := newRecorder()
 	jobs := []scheduler.Job{{Name: "f", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute}}
-	start(t, rdbs, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour))
+	start(t, rdbs, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour))
 	next := func() {
 		t.Helper()
-		if err := clock.BlockUntil(3); err != nil {
+		if err := clk.BlockUntil(3); err != nil {
 			t.Fatal(err)
 		}
-		clock.Set(clock.Now().Truncate(time.Second).Add(time.Second))
-		rec.waitAdvancing(t, clock, 1)
+		clk.Set(clk.Now().Truncate(time.Second).Add(time.Second))
+		rec.waitAdvancing(t, clk, 1)
 	}
 	next() // granted by A, B and C: fence from C
 	if err := servers[2].Stop(); err != nil {
@@ -593,12 +594,12 @@ func TestCatchupAfterLongOutage(t *testing.T) {
 	n := now().Add(3 * time.Second) // ahead of Redis's clock, as in TestCatchupPolicies
 	rdb.Set(context.Background(), "baton:{c}:mark", n.Add(-48*time.Hour).UnixMilli(), 0)
 	rec := newRecorder()
-	clock := scheduler.NewFakeClock(n.Add(100 * time.Millisecond))
+	clk := clock.NewFake(n.Add(100 * time.Millisecond))
 	jobs := []scheduler.Job{{Name: "c", Schedule: every(t, "@every 1s"), StartingDeadline: 5500 * time.Millisecond,
 		Catchup: scheduler.CatchupLatest}}
-	r := start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour))
+	r := start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour))
 	rec.wait(t, 1)
-	if err := clock.BlockUntil(3); err != nil {
+	if err := clk.BlockUntil(3); err != nil {
 		t.Fatal(err)
 	}
 	r.stop()
@@ -627,7 +628,7 @@ func TestPauseDecidedByQuorum(t *testing.T) {
 		r.Set(ctx, scheduler.PauseKey("baton", "majority"), "1", 0)
 	}
 	clock0 := now()
-	clock := scheduler.NewFakeClock(clock0)
+	clk := clock.NewFake(clock0)
 	rec := newRecorder()
 	// the first dispatch fails: its retry must not find the paused
 	// master's record of the tick and take it for done
@@ -636,13 +637,13 @@ func TestPauseDecidedByQuorum(t *testing.T) {
 		{Name: "minority", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute},
 		{Name: "majority", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute},
 	}
-	r := start(t, rdbs, jobs, rec, scheduler.WithClock(clock), scheduler.WithMaxClockSkew(time.Hour))
+	r := start(t, rdbs, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour))
 	for range 3 {
-		if err := clock.BlockUntil(3); err != nil {
+		if err := clk.BlockUntil(3); err != nil {
 			t.Fatal(err)
 		}
-		clock.Advance(time.Second)
-		rec.waitAdvancing(t, clock, 1)
+		clk.Advance(time.Second)
+		rec.waitAdvancing(t, clk, 1)
 	}
 	r.stop()
 	var ats []time.Time

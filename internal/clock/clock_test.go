@@ -1,4 +1,4 @@
-package scheduler
+package clock
 
 import (
 	"context"
@@ -20,7 +20,7 @@ func received(c <-chan time.Time) (time.Time, bool) {
 }
 
 func TestFakeClockTimerFiresOnAdvance(t *testing.T) {
-	c := NewFakeClock(epoch)
+	c := NewFake(epoch)
 	tm := c.NewTimer(10 * time.Second)
 	c.Advance(9 * time.Second)
 	if v, ok := received(tm.C()); ok {
@@ -39,7 +39,7 @@ func TestFakeClockTimerFiresOnAdvance(t *testing.T) {
 }
 
 func TestFakeClockOrderAndDeadlines(t *testing.T) {
-	c := NewFakeClock(epoch)
+	c := NewFake(epoch)
 	late, early := c.NewTimer(3*time.Minute), c.NewTimer(time.Minute)
 	never := c.NewTimer(time.Hour)
 	c.Advance(5 * time.Minute)
@@ -60,7 +60,7 @@ func TestFakeClockOrderAndDeadlines(t *testing.T) {
 }
 
 func TestFakeClockStopReset(t *testing.T) {
-	c := NewFakeClock(epoch)
+	c := NewFake(epoch)
 	tm := c.NewTimer(time.Minute)
 	if !tm.Stop() {
 		t.Fatal("Stop of a waiting timer reported inactive")
@@ -94,7 +94,7 @@ func TestFakeClockStopReset(t *testing.T) {
 }
 
 func TestFakeClockSet(t *testing.T) {
-	c := NewFakeClock(epoch)
+	c := NewFake(epoch)
 	tm := c.NewTimer(time.Minute)
 	c.Set(epoch.Add(-time.Hour)) // backward: nothing fires
 	if _, ok := received(tm.C()); ok {
@@ -110,7 +110,7 @@ func TestFakeClockSet(t *testing.T) {
 }
 
 func TestFakeClockBlockUntil(t *testing.T) {
-	c := NewFakeClock(epoch)
+	c := NewFake(epoch)
 	done := make(chan time.Time)
 	go func() {
 		tm := c.NewTimer(30 * time.Second)
@@ -132,7 +132,7 @@ func TestFakeClockBlockUntil(t *testing.T) {
 }
 
 func TestRealClock(t *testing.T) {
-	c := RealClock()
+	c := Real()
 	before := time.Now()
 	if now := c.Now(); now.Before(before) {
 		t.Fatalf("Now %v before %v", now, before)
