@@ -3,7 +3,7 @@
 // jobs), claims and dispatches ticks (package scheduler) under locks
 // (package locking) and runs jobs on asynq workers, Go handlers included.
 //
-//	cfg, err := jobs.LoadFile("baton.yaml")
+//	cfg, err := config.LoadFile("baton.yaml")
 //	...
 //	reg := jobs.NewRegistry()
 //	reg.Register("report", func(ctx context.Context, run jobs.Run) error { ... })
@@ -27,6 +27,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/batonhq/baton/config"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -115,7 +117,7 @@ func WithLockMessageFilter(drop func(msg string) bool) Option {
 type Replica struct {
 	id      string
 	role    Role
-	cfg     *jobs.Config
+	cfg     *config.Config
 	log     *slog.Logger
 	queue   redis.UniversalClient   // the queue Redis: readiness pings
 	mast    []redis.UniversalClient // lock masters (queue itself when none are configured)
@@ -131,7 +133,7 @@ type Replica struct {
 
 // New builds, without connecting, a replica of cfg. It fails on a config
 // it cannot wire (a bad Redis URL, a lock master listed twice).
-func New(cfg *jobs.Config, opts ...Option) (*Replica, error) {
+func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	o := options{version: "dev", log: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		opt(&o)
@@ -175,21 +177,17 @@ func New(cfg *jobs.Config, opts ...Option) (*Replica, error) {
 			return nil, fmt.Errorf("cannot find this program's executable (exec jobs run under it as supervisor): %w", err)
 		}
 	}
-	eopts := []jobs.ExecutorOption{jobs.WithSupervisorPath(sup), jobs.WithExecutorLogger(log)}
-	if o.handlers != nil {
-		eopts = append(eopts, jobs.WithHandlers(o.handlers))
-	}
-	executor := jobs.NewExecutor(eopts...)
-	wopts := []jobs.WorkerOption{jobs.WithReplica(o.id), jobs.WithLogger(log), jobs.WithReplicaInfo(o.version, o.role.String())}
+	jopts := []jobs.Option{jobs.WithLogger(log), jobs.WithReplica(o.id), jobs.WithReplicaInfo(o.version, o.role.String()),
+		jobs.WithSupervisorPath(sup), jobs.WithHandlers(o.handlers)}
 	if o.role == RoleScheduler {
-		wopts = append(wopts, jobs.WithLocalOnly())
+		jopts = append(jopts, jobs.WithLocalOnly())
 	}
-	r.worker = jobs.NewWorker(cfg, queueOpt, r.locks, executor, wopts...)
+	executor := jobs.NewExecutor(jopts...)
+	r.worker = jobs.NewWorker(cfg, queueOpt, r.locks, executor, jopts...)
 	if o.role != RoleScheduler {
 		for _, j := range cfg.Jobs {
-			if j.Mode == jobs.ModeSingleton {
-				r.singles = jobs.NewSingletons(cfg, r.locks, executor,
-					jobs.WithSingletonReplica(o.id), jobs.WithSingletonLogger(log))
+			if j.Mode == config.ModeSingleton {
+				r.singles = jobs.NewSingletons(cfg, r.locks, executor, jopts...)
 				break
 			}
 		}
@@ -197,11 +195,11 @@ func New(cfg *jobs.Config, opts ...Option) (*Replica, error) {
 
 	if o.role != RoleWorker {
 		r.client = asynq.NewClient(queueOpt)
-		disp := loggingDispatcher{jobs.NewDispatcher(cfg, r.client, r.worker, log, jobs.WithQueueRedis(queue),
-			jobs.WithMovingJobs(r.worker.RoutedDifferently)), log}
+		disp := loggingDispatcher{jobs.NewDispatcher(cfg, r.client, r.worker, jobs.WithLogger(log),
+			jobs.WithQueueRedis(queue), jobs.WithMovingJobs(r.worker.RoutedDifferently)), log}
 		var sj []scheduler.Job
 		for _, j := range cfg.Jobs {
-			if j.Mode == jobs.ModeSingleton {
+			if j.Mode == config.ModeSingleton {
 				continue // no ticks: the workers campaign for it
 			}
 			if j.Leader && r.leader == nil {
@@ -218,7 +216,7 @@ func New(cfg *jobs.Config, opts ...Option) (*Replica, error) {
 			scheduler.WithNamespace(cfg.Namespace),
 			scheduler.WithReplica(o.id),
 			scheduler.WithTickLeaseTTL(cfg.Scheduler.TickLeaseTTL),
-			scheduler.WithFollowerDelay(jobs.FollowerDelay), // the config's starting deadlines leave room for it
+			scheduler.WithFollowerDelay(config.FollowerDelay), // the config's starting deadlines leave room for it
 			scheduler.WithMaxClockSkew(cfg.MaxClockSkew),
 			// tick records live exactly as long as the tasks' Retention
 			scheduler.WithRecordMargin(cfg.Scheduler.RetentionMargin),
@@ -233,7 +231,7 @@ func New(cfg *jobs.Config, opts ...Option) (*Replica, error) {
 
 // SchedulerJob is the scheduler's view of a config job: the one conversion
 // from a config job to a scheduler.Job.
-func SchedulerJob(j *jobs.Job) scheduler.Job {
+func SchedulerJob(j *config.Job) scheduler.Job {
 	return scheduler.Job{
 		Name:             j.Name,
 		Schedule:         j.Sched,
@@ -245,7 +243,7 @@ func SchedulerJob(j *jobs.Job) scheduler.Job {
 		LeaderOnly:       j.Leader,
 		// a local run starts in-process: nothing but the tick's record
 		// keeps another replica from running it again
-		CommitFirst: j.Mode == jobs.ModeLocal,
+		CommitFirst: j.Mode == config.ModeLocal,
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/config"
+
 	"go.uber.org/goleak"
 
 	"github.com/batonhq/baton"
@@ -31,7 +33,7 @@ func TestMain(m *testing.M) {
 // context ends.
 func TestGoHandlerJobEndToEnd(t *testing.T) {
 	srv := redistest.New(t)
-	cfg, err := jobs.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}
 namespace: embed
 worker: {shutdown_grace: 2s}
@@ -132,7 +134,7 @@ jobs:
 
 // New refuses a config it cannot wire, naming what is wrong and no secret.
 func TestNewBadConfig(t *testing.T) {
-	cfg, err := jobs.Load([]byte("redis: {url: \"redis://:s3cret@127.0.0.1:1/0\"}\nlocking: {masters: [\"redis://:s3cret@127.0.0.1:1/0\"]}\njobs: []\n"))
+	cfg, err := config.Load([]byte("redis: {url: \"redis://:s3cret@127.0.0.1:1/0\"}\nlocking: {masters: [\"redis://:s3cret@127.0.0.1:1/0\"]}\njobs: []\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

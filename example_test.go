@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/batonhq/baton/config"
+
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/jobs"
 )
@@ -24,7 +26,7 @@ import (
 func ExampleNew() {
 	baton.MaybeRunSupervisor() // first thing in main, if the config has exec jobs
 
-	cfg, err := jobs.LoadFile("baton.yaml")
+	cfg, err := config.LoadFile("baton.yaml")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -10,12 +10,13 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/scheduler"
 )
 
 type failingRunner struct{ n atomic.Int32 }
 
-func (f *failingRunner) RunLocal(context.Context, *Job, scheduler.Tick) error {
+func (f *failingRunner) RunLocal(context.Context, *config.Job, scheduler.Tick) error {
 	f.n.Add(1)
 	return errors.New("jobs: worker shutting down")
 }
@@ -51,12 +52,12 @@ func TestLocalRunThatFailedLeavesNoBinding(t *testing.T) {
 	e.dispatch(t, cronCfg, tickOf("other", 50))
 	tick := tickOf("report", 1)
 	fr := &failingRunner{}
-	err := NewDispatcher(localCfg, e.client, fr, nil, WithQueueRedis(e.rdb)).Dispatch(context.Background(), tick)
+	err := NewDispatcher(localCfg, e.client, fr, WithQueueRedis(e.rdb)).Dispatch(context.Background(), tick)
 	if err == nil || errors.Is(err, scheduler.ErrAlreadyDispatched) || fr.n.Load() != 1 {
 		t.Fatalf("local Dispatch = %v (runs tried %d), want a plain error", err, fr.n.Load())
 	}
 	// the scheduler leaves the tick for another try: an old-list replica
-	err = NewDispatcher(cronCfg, e.client, nil, nil, WithQueueRedis(e.rdb)).Dispatch(context.Background(), tick)
+	err = NewDispatcher(cronCfg, e.client, nil, WithQueueRedis(e.rdb)).Dispatch(context.Background(), tick)
 	_, infoErr := e.insp.GetTaskInfo("baton:default", tick.ID())
 	if errors.Is(err, scheduler.ErrAlreadyDispatched) && infoErr != nil {
 		t.Errorf("tick %s: the local run failed to start, and the cron replica's Dispatch = %v (committed done) without enqueueing: the tick is lost", tick.ID(), err)
@@ -100,12 +101,12 @@ func TestCronBindingWithFailedEnqueueIsNotLost(t *testing.T) {
 	broken := asynq.NewClient(asynq.RedisClientOpt{Addr: dead, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { broken.Close() })
 	tick := tickOf("report", 1)
-	err = NewDispatcher(oldCfg, broken, nil, nil, WithQueueRedis(e.rdb)).Dispatch(context.Background(), tick)
+	err = NewDispatcher(oldCfg, broken, nil, WithQueueRedis(e.rdb)).Dispatch(context.Background(), tick)
 	if err == nil || errors.Is(err, scheduler.ErrAlreadyDispatched) {
 		t.Fatalf("old Dispatch = %v, want an enqueue error", err)
 	}
 	runner := &countingRunner{}
-	err = NewDispatcher(localCfg, e.client, runner, nil, WithQueueRedis(e.rdb)).Dispatch(context.Background(), tick)
+	err = NewDispatcher(localCfg, e.client, runner, WithQueueRedis(e.rdb)).Dispatch(context.Background(), tick)
 	_, infoErr := e.insp.GetTaskInfo("baton:old", tick.ID())
 	if errors.Is(err, scheduler.ErrAlreadyDispatched) && runner.n.Load() == 0 && infoErr != nil {
 		t.Errorf("tick %s: the old owner's enqueue failed after binding, and the local replica's Dispatch = %v (committed done) without running it: the tick is lost", tick.ID(), err)
@@ -142,11 +143,11 @@ func TestMovingJobBoundInOneQueueDeployment(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		oldErr <- NewDispatcher(cronCfg, slow, nil, nil, WithQueueRedis(e.rdb), WithMovingJobs(moving)).Dispatch(ctx, tick)
+		oldErr <- NewDispatcher(cronCfg, slow, nil, WithQueueRedis(e.rdb), WithMovingJobs(moving)).Dispatch(ctx, tick)
 	}()
 	time.Sleep(700 * time.Millisecond) // the old owner's lease expired; a local replica takes T
 	runner := &countingRunner{}
-	localErr := NewDispatcher(localCfg, e.client, runner, nil, WithQueueRedis(e.rdb), WithMovingJobs(moving)).Dispatch(context.Background(), tick)
+	localErr := NewDispatcher(localCfg, e.client, runner, WithQueueRedis(e.rdb), WithMovingJobs(moving)).Dispatch(context.Background(), tick)
 	oe := <-oldErr
 	_, infoErr := e.insp.GetTaskInfo("baton:default", tick.ID())
 	t.Logf("old Dispatch: %v; local Dispatch: %v; local runs %d; task in default: %v", oe, localErr, runner.n.Load(), infoErr == nil)

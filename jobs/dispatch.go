@@ -12,6 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -20,14 +21,14 @@ import (
 // an error means it was not started (the runner is shutting down), so the
 // scheduler leaves the tick for another try. *Worker implements it.
 type LocalRunner interface {
-	RunLocal(ctx context.Context, job *Job, t scheduler.Tick) error
+	RunLocal(ctx context.Context, job *config.Job, t scheduler.Tick) error
 }
 
 // Dispatcher hands claimed ticks to whatever runs them: cron-mode ticks are
 // enqueued into asynq, local-mode ticks are started in-process through a
 // LocalRunner. It implements scheduler.Dispatcher.
 type Dispatcher struct {
-	cfg    *Config
+	cfg    *config.Config
 	client *asynq.Client
 	local  LocalRunner
 	log    *slog.Logger
@@ -39,42 +40,15 @@ type Dispatcher struct {
 	queuesAt time.Time // when they were read
 }
 
-// DispatcherOption configures a Dispatcher.
-type DispatcherOption func(*Dispatcher)
-
-// WithMovingJobs tells the dispatcher which jobs live replicas route
-// differently (another mode or queue: a rolling deploy in progress; see
-// Worker.RoutedDifferently). Their ticks are bound to a queue even when
-// asynq knows only one, so a replica that runs the job locally and one that
-// enqueues it agree.
-func WithMovingJobs(moving func(job string) bool) DispatcherOption {
-	return func(d *Dispatcher) { d.moving = moving }
-}
-
-// WithQueueRedis gives the dispatcher a client of the queue Redis (the one
-// the asynq client enqueues into), so it can keep a tick's exactly-once
-// across queues: asynq refuses a task ID twice only within one queue, and
-// replicas with different job lists (a rolling deploy that moves a job to
-// another queue, or from cron to local mode) could otherwise enqueue one
-// tick into two queues, or run it locally after it was enqueued.
-func WithQueueRedis(rdb redis.UniversalClient) DispatcherOption {
-	return func(d *Dispatcher) { d.rdb = rdb }
-}
-
 var _ scheduler.Dispatcher = (*Dispatcher)(nil)
 
 // NewDispatcher returns a Dispatcher for cfg's jobs. client enqueues cron-mode
-// runs; local starts local-mode runs (nil: local ticks fail to dispatch); log
-// may be nil (no logging). The client stays owned by the caller.
-func NewDispatcher(cfg *Config, client *asynq.Client, local LocalRunner, log *slog.Logger, opts ...DispatcherOption) *Dispatcher {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	d := &Dispatcher{cfg: cfg, client: client, local: local, log: log}
-	for _, o := range opts {
-		o(d)
-	}
-	return d
+// runs; local starts local-mode runs (nil: local ticks fail to dispatch).
+// The client stays owned by the caller. Options: WithLogger, WithQueueRedis,
+// WithMovingJobs.
+func NewDispatcher(cfg *config.Config, client *asynq.Client, local LocalRunner, opts ...Option) *Dispatcher {
+	o := newOptions(opts)
+	return &Dispatcher{cfg: cfg, client: client, local: local, log: o.log, rdb: o.queueRedis, moving: o.moving}
 }
 
 // Dispatch hands tick t off, once per tick ID:
@@ -100,7 +74,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 		return fmt.Errorf("jobs: dispatch %s: unknown job", t.ID())
 	}
 	switch job.Mode {
-	case ModeCron:
+	case config.ModeCron:
 		task, err := newRunTask(d.cfg, job, t)
 		if err != nil {
 			return err
@@ -132,7 +106,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 		}
 		d.log.Debug("tick enqueued", append(tickAttrs(t), slog.String("queue", queue))...)
 		return nil
-	case ModeLocal:
+	case config.ModeLocal:
 		if d.local == nil {
 			return fmt.Errorf("jobs: dispatch %s: local job, but no local runner", t.ID())
 		}
@@ -149,7 +123,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 			// mode: its enqueue may have failed or be slow to land, so the
 			// tick goes into that queue under the same ID (asynq dedupes)
 			moved := *job
-			moved.Mode, moved.Queue = ModeCron, q
+			moved.Mode, moved.Queue = config.ModeCron, q
 			task, err := newRunTask(d.cfg, &moved, t)
 			if err != nil {
 				return err
@@ -224,7 +198,7 @@ func (d *Dispatcher) boundElsewhere(ctx context.Context, t scheduler.Tick, targe
 	}
 	var others []string // this namespace's other queues, config names
 	for _, name := range names {
-		if q, ours := d.cfg.queueOf(name); ours && q != target {
+		if q, ours := d.cfg.QueueOf(name); ours && q != target {
 			others = append(others, q)
 		}
 	}

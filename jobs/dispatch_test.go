@@ -27,7 +27,7 @@ func TestDispatchEnqueuesOnceWithOptions(t *testing.T) {
     timeout: 1500ms
     handler: {name: quick}
 `, "{queues: {critical: 2, default: 1}}")
-	d := NewDispatcher(cfg, e.client, nil, nil)
+	d := NewDispatcher(cfg, e.client, nil)
 	tick := tickOf("report", 1)
 	tick.Manual = true
 	if err := d.Dispatch(context.Background(), tick); err != nil {
@@ -80,7 +80,7 @@ func TestDispatchErrors(t *testing.T) {
     schedule: "@every 1m"
     handler: {name: report}
 `)
-	d := NewDispatcher(cfg, e.client, nil, nil)
+	d := NewDispatcher(cfg, e.client, nil)
 	for _, tc := range []struct {
 		tick scheduler.Tick
 		want string
@@ -109,7 +109,7 @@ func TestDispatchLocalRunsInProcess(t *testing.T) {
 `)
 	exec := newFakeExec(nil)
 	w := NewWorker(cfg, e.opt, e.locks, exec, WithLocalOnly(), WithReplica("sched-1"), WithLogger(testLogger(t)))
-	d := NewDispatcher(cfg, e.client, w, nil)
+	d := NewDispatcher(cfg, e.client, w)
 	tick := tickOf("cleanup", 1)
 	if err := d.Dispatch(context.Background(), tick); err == nil {
 		t.Error("Dispatch to a worker not started succeeded")

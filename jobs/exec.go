@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/childenv"
 	"github.com/batonhq/baton/internal/supervisor"
 )
@@ -26,7 +27,7 @@ const (
 const stopEscalation = 2 * time.Second
 
 // stopGrace is the time between SIGTERM and SIGKILL for job's command.
-func stopGrace(job *Job) time.Duration {
+func stopGrace(job *config.Job) time.Duration {
 	g := maxStopGrace
 	if job.Timeout > 0 {
 		g = min(g, job.Timeout/10)
@@ -50,7 +51,7 @@ type waitResult struct {
 
 // runExec runs the job's command under a supervisor, forwarding v's
 // deadline to it, and stops it when ctx or v ends.
-func (e *Executor) runExec(ctx context.Context, job *Job, run Run, v Validity) (Result, error) {
+func (e *Executor) runExec(ctx context.Context, job *config.Job, run Run, v Validity) (Result, error) {
 	res := Result{ExitCode: -1}
 	argv := job.Exec.Command
 	if len(argv) == 0 {

@@ -14,18 +14,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/config"
+
 	"github.com/batonhq/baton/jobs"
 )
 
 // execJob is an exec job running sh -c script. Under -race its supervisor
 // (this test binary) would sleep 1s before exiting 0 without GORACE.
-func execJob(t *testing.T, script string) *jobs.Job {
+func execJob(t *testing.T, script string) *config.Job {
 	if runtime.GOOS != "linux" {
 		t.Skip("exec jobs need the Linux supervisor")
 	}
-	return &jobs.Job{
+	return &config.Job{
 		Name: "cmd",
-		Exec: &jobs.ExecSpec{
+		Exec: &config.ExecSpec{
 			Command: []string{"sh", "-c", script},
 			Env:     map[string]string{"GORACE": "atexit_sleep_ms=0 " + os.Getenv("GORACE")},
 		},
@@ -93,7 +95,7 @@ type execResult struct {
 	err error
 }
 
-func execAsync(ctx context.Context, e *jobs.Executor, j *jobs.Job, v jobs.Validity) <-chan execResult {
+func execAsync(ctx context.Context, e *jobs.Executor, j *config.Job, v jobs.Validity) <-chan execResult {
 	c := make(chan execResult, 1)
 	go func() {
 		res, err := e.Execute(ctx, j, exRun(j.Name), v)

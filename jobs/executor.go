@@ -10,6 +10,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/batonhq/baton/config"
 )
 
 // Errors of Execute, each wrapped with the job's name and details.
@@ -61,45 +63,13 @@ type Executor struct {
 	log            *slog.Logger
 }
 
-// ExecutorOption configures an Executor.
-type ExecutorOption func(*Executor)
-
-// WithHandlers sets the registry handler jobs are looked up in. Default
-// none: every handler job fails with ErrUnknownHandler.
-func WithHandlers(r *Registry) ExecutorOption { return func(e *Executor) { e.handlers = r } }
-
-// WithSupervisorPath sets the executable exec jobs' supervisors run as: a
-// binary whose main calls supervisor.MaybeRun first thing. Default "", the
-// running binary (os.Executable()).
-func WithSupervisorPath(path string) ExecutorOption {
-	return func(e *Executor) { e.supervisorPath = path }
-}
-
-// WithOutputLimit sets how many bytes of output a Result keeps (see
-// Result.Output). Default DefaultOutputLimit (64 KiB); n <= 0 keeps none.
-func WithOutputLimit(n int) ExecutorOption {
-	return func(e *Executor) { e.outputLimit = max(n, 0) }
-}
-
-// WithHTTPClient sets the client of http jobs. Default a client with
-// http.DefaultTransport and no timeout of its own (ctx and Job.Timeout bound
-// each request).
-func WithHTTPClient(c *http.Client) ExecutorOption { return func(e *Executor) { e.client = c } }
-
-// WithExecutorLogger sets the logger. Default: discard.
-func WithExecutorLogger(l *slog.Logger) ExecutorOption { return func(e *Executor) { e.log = l } }
-
-// NewExecutor returns an executor with the given options.
-func NewExecutor(opts ...ExecutorOption) *Executor {
-	e := &Executor{outputLimit: DefaultOutputLimit}
-	for _, o := range opts {
-		o(e)
-	}
+// NewExecutor returns an executor with the given options: WithHandlers,
+// WithSupervisorPath, WithOutputLimit, WithHTTPClient, WithLogger.
+func NewExecutor(opts ...Option) *Executor {
+	o := newOptions(opts)
+	e := &Executor{handlers: o.handlers, supervisorPath: o.supervisor, outputLimit: o.outputLimit, client: o.httpClient, log: o.log}
 	if e.client == nil {
 		e.client = &http.Client{}
-	}
-	if e.log == nil {
-		e.log = slog.New(slog.DiscardHandler)
 	}
 	return e
 }
@@ -127,7 +97,7 @@ func NewExecutor(opts ...ExecutorOption) *Executor {
 //
 // Error messages have the config's ${VAR} values masked; http errors name
 // the URL as scheme://host/path.
-func (e *Executor) Execute(ctx context.Context, job *Job, run Run, v Validity) (Result, error) {
+func (e *Executor) Execute(ctx context.Context, job *config.Job, run Run, v Validity) (Result, error) {
 	start := time.Now()
 	if job.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -150,8 +120,8 @@ func (e *Executor) Execute(ctx context.Context, job *Job, run Run, v Validity) (
 		err = fmt.Errorf("jobs: job %q: nothing to run (no exec, http or handler)", job.Name)
 	}
 	res.Duration = time.Since(start)
-	if err != nil && !job.secrets.Empty() {
-		err = &maskedError{err: err, msg: job.secrets.Text(err.Error())}
+	if err != nil && len(job.SecretValues()) > 0 {
+		err = &maskedError{err: err, msg: job.MaskSecrets(err.Error())}
 	}
 	return res, err
 }
@@ -168,7 +138,7 @@ func (e *maskedError) Error() string { return e.msg }
 func (e *maskedError) Unwrap() error { return e.err }
 
 // runHandler calls the job's registered handler.
-func (e *Executor) runHandler(ctx context.Context, job *Job, run Run) (res Result, err error) {
+func (e *Executor) runHandler(ctx context.Context, job *config.Job, run Run) (res Result, err error) {
 	name := job.Handler.Name
 	var h Handler
 	ok := false

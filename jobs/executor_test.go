@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/config"
+
 	"github.com/batonhq/baton/jobs"
 )
 
@@ -22,8 +24,8 @@ func exCtx(t *testing.T) context.Context {
 
 // exExecutor is an Executor whose supervisors are this test binary (TestMain
 // calls supervisor.MaybeRun).
-func exExecutor(opts ...jobs.ExecutorOption) *jobs.Executor {
-	return jobs.NewExecutor(append([]jobs.ExecutorOption{jobs.WithSupervisorPath(os.Args[0])}, opts...)...)
+func exExecutor(opts ...jobs.Option) *jobs.Executor {
+	return jobs.NewExecutor(append([]jobs.Option{jobs.WithSupervisorPath(os.Args[0])}, opts...)...)
 }
 
 // exRun is the run every test executes.
@@ -67,8 +69,8 @@ func (v *validity) extend(d time.Duration) {
 
 func (v *validity) end() { v.once.Do(func() { close(v.done) }) }
 
-func handlerJob(name string, payload string) *jobs.Job {
-	j := &jobs.Job{Name: "h", Handler: &jobs.HandlerSpec{Name: name}}
+func handlerJob(name string, payload string) *config.Job {
+	j := &config.Job{Name: "h", Handler: &config.HandlerSpec{Name: name}}
 	if payload != "" {
 		j.Handler.Payload = json.RawMessage(payload)
 	}
@@ -134,7 +136,7 @@ func TestExecuteHandler(t *testing.T) {
 }
 
 func TestExecuteNothing(t *testing.T) {
-	if _, err := exExecutor().Execute(exCtx(t), &jobs.Job{Name: "empty"}, exRun("empty"), nil); err == nil {
+	if _, err := exExecutor().Execute(exCtx(t), &config.Job{Name: "empty"}, exRun("empty"), nil); err == nil {
 		t.Error("a job without exec, http or handler ran")
 	}
 }

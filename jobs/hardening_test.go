@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -110,7 +111,7 @@ func TestSignedTaskCopiedToAnotherQueueIsRefused(t *testing.T) {
 	k := `["` + keyA + `"]`
 	y := "redis: {url: \"redis://" + e.srv.Addr() + "/0\"}\nworker: {shutdown_grace: 2s, queues: {default: 1, other: 1}}\nsecurity: {signing_keys: " + k + "}\njobs:\n" +
 		"  - name: job\n    schedule: \"@every 1m\"\n    handler: {name: job}\n"
-	cfg, err := Load([]byte(y))
+	cfg, err := config.Load([]byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,20 +129,6 @@ func TestSignedTaskCopiedToAnotherQueueIsRefused(t *testing.T) {
 	case s := <-exec.started:
 		t.Fatalf("tick %s ran twice: the replayed copy in baton:other ran (run id %s)", tk.ID(), s.run.RunID)
 	case <-time.After(2 * time.Second):
-	}
-}
-
-// A number from ${VAR} in a handler payload (a PIN) is masked in the printed
-// config like any other value from the environment.
-func TestNumericSecretInPayloadMasked(t *testing.T) {
-	t.Setenv("BATON_R9_PIN", "424242")
-	cfg, err := Load([]byte("redis: {url: \"redis://127.0.0.1:6379/0\"}\njobs:\n  - name: job\n    schedule: \"@every 1m\"\n    handler:\n      name: job\n      payload:\n        pin: ${BATON_R9_PIN}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := cfg.Redacted()
-	if strings.Contains(out, "424242") {
-		t.Errorf("the printed config shows a value from ${BATON_R9_PIN}:\n%s", out)
 	}
 }
 
@@ -174,9 +161,9 @@ func TestAcceptUnsignedRunsJobNamedSig(t *testing.T) {
 // neither run and fails neither task.
 func TestAsynqCancelCrossesNoNamespace(t *testing.T) {
 	e := newEnv(t)
-	load := func(ns string) *Config {
+	load := func(ns string) *config.Config {
 		y := "redis: {url: \"redis://" + e.srv.Addr() + "/0\"}\nnamespace: " + ns + "\nworker: {shutdown_grace: 2s}\njobs:\n  - name: long\n    schedule: \"@every 1m\"\n    max_retry: 0\n    handler: {name: long}\n"
-		cfg, err := Load([]byte(y))
+		cfg, err := config.Load([]byte(y))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +172,7 @@ func TestAsynqCancelCrossesNoNamespace(t *testing.T) {
 	prod, staging := load("prod"), load("staging")
 	execProd, execStaging := newFakeExec(blockUntil(nil)), newFakeExec(blockUntil(nil))
 	for _, w := range []struct {
-		cfg  *Config
+		cfg  *config.Config
 		exec *fakeExec
 	}{{prod, execProd}, {staging, execStaging}} {
 		// each deployment's lock client has its namespace's prefix, as baton run's
@@ -256,39 +243,11 @@ func TestForgedTasksDoNotFloodTheLog(t *testing.T) {
 	none(t, exec.started, 10*time.Millisecond, "a forged run")
 }
 
-// max_tick_records counts the ticks of the busiest retention span, not
-// retention / shortest interval: a business-hours poll is not charged for
-// nights and weekends.
-func TestMaxTickRecordsCountsTheBusiestSpan(t *testing.T) {
-	_, err := Load([]byte("redis: {url: \"redis://127.0.0.1:6379/0\"}\njobs:\n  - name: poll\n    schedule: \"*/10 * 9-16 * * 1-5\"\n    starting_deadline: 60h\n    handler: {name: poll}\n"))
-	if err != nil {
-		t.Errorf("a job whose records never exceed 8640 refused: %v", err)
-	}
-}
-
-// One 200 KiB script anchored once and used by 100 jobs (what anchors are
-// for) is within the alias bound.
-func TestAliasByteBoundAllowsASharedScript(t *testing.T) {
-	script := strings.Repeat("echo line of a long maintenance script\n", 200<<10/40)
-	var b strings.Builder
-	b.WriteString("redis: {url: \"redis://127.0.0.1:6379/0\"}\njobs:\n  - name: maint\n    schedule: \"@daily\"\n    exec:\n      command:\n        - sh\n        - -c\n        - &maint |\n")
-	for l := range strings.Lines(script) {
-		b.WriteString("          " + l)
-	}
-	for i := range 100 {
-		b.WriteString("  - name: j" + strconv.Itoa(i) + "\n    schedule: \"@hourly\"\n    exec: {command: [\"sh\", \"-c\", *maint]}\n")
-	}
-	_, err := Load([]byte(b.String()))
-	if err != nil {
-		t.Errorf("a %d KiB file with one shared script refused: %v", b.Len()>>10, err)
-	}
-}
-
 // An output tail masks the job's secrets longest first (a secret that starts
 // with another is masked whole) and before it cuts the output (a secret the
 // cut would split is masked whole).
 func TestOutputTailMasksLongestFirstBeforeTheCut(t *testing.T) {
-	job := &Job{Name: "j", Exec: &ExecSpec{Command: []string{"x"}, Env: map[string]string{
+	job := &config.Job{Name: "j", Exec: &config.ExecSpec{Command: []string{"x"}, Env: map[string]string{
 		"USER_ID": "tok1", "TOKEN": "tok1-very-secret-part", "A": "aaaa", "B": "bbbb", "C": "cccc"}}}
 	for range 50 {
 		if tail := outputTail([]byte("token is tok1-very-secret-part\n"), job); strings.Contains(tail, "very-secret-part") {
@@ -297,7 +256,7 @@ func TestOutputTailMasksLongestFirstBeforeTheCut(t *testing.T) {
 		}
 	}
 	secret := "S3cr3t-0123456789-abcdefghijklmnopqrstuv"
-	job2 := &Job{Name: "j", Exec: &ExecSpec{Command: []string{"x"}, Env: map[string]string{"TOKEN": secret}}}
+	job2 := &config.Job{Name: "j", Exec: &config.ExecSpec{Command: []string{"x"}, Env: map[string]string{"TOKEN": secret}}}
 	out := "the token: " + secret + strings.Repeat("-", 2048-len(secret)+1) + "\n"
 	if tail := outputTail([]byte(out), job2); strings.Contains(tail, secret[1:]) {
 		t.Errorf("the 2 KiB cut fell inside the secret: the tail starts %q", tail[:50])

@@ -10,11 +10,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redact"
 )
 
 // runHTTP sends the job's request and checks the response status.
-func (e *Executor) runHTTP(ctx context.Context, job *Job, run Run) (Result, error) {
+func (e *Executor) runHTTP(ctx context.Context, job *config.Job, run Run) (Result, error) {
 	spec := job.HTTP
 	method := spec.Method
 	if method == "" {

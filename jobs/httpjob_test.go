@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/config"
+
 	"github.com/batonhq/baton/jobs"
 )
 
@@ -20,8 +22,8 @@ func exServer(t *testing.T, h http.HandlerFunc) *httptest.Server {
 	return srv
 }
 
-func httpJob(url string) *jobs.Job {
-	return &jobs.Job{Name: "ping", HTTP: &jobs.HTTPSpec{Method: "GET", URL: url}}
+func httpJob(url string) *config.Job {
+	return &config.Job{Name: "ping", HTTP: &config.HTTPSpec{Method: "GET", URL: url}}
 }
 
 func TestHTTPSuccess(t *testing.T) {
@@ -39,7 +41,7 @@ func TestHTTPSuccess(t *testing.T) {
 	j := httpJob(srv.URL + "/hook")
 	j.HTTP.Method = "POST"
 	j.HTTP.Body = `{"x":1}`
-	j.HTTP.Headers = map[string]string{"Content-Type": "application/json", "X-Baton-Job": "spoofed"}
+	j.HTTP.Headers = map[string]string{"Content-Type": "application/json", "X-Baton-config.Job": "spoofed"}
 	res, err := exExecutor(jobs.WithHTTPClient(srv.Client())).Execute(exCtx(t), j, exRun("ping"), nil)
 	if err != nil {
 		t.Fatal(err)

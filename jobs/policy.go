@@ -16,6 +16,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
@@ -58,11 +60,12 @@ var (
 	errRunTimeout = errors.New("jobs: run timed out")
 )
 
-// executor runs one execution of a job; *Executor implements it. ctx ends
-// when the run must stop (lease lost, timeout, replaced, shutdown); v is the
-// run's execution lease, nil for concurrency: allow.
-type executor interface {
-	Execute(ctx context.Context, job *Job, run Run, v Validity) (Result, error)
+// Runner runs one execution of a job; *Executor is the one baton uses, and
+// a program may wrap it (to time runs, say). ctx ends when the run must stop
+// (lease lost, timeout, replaced, shutdown); v is the run's execution lease,
+// nil for concurrency: allow.
+type Runner interface {
+	Execute(ctx context.Context, job *config.Job, run Run, v Validity) (Result, error)
 }
 
 // Stats counts a worker's runs since it was made.
@@ -113,12 +116,13 @@ type activeRun struct {
 // engine applies the concurrency policies and runs executions. It serves the
 // asynq handler and local runs alike; only the asynq path has retries.
 type engine struct {
-	cfg     *Config
+	cfg     *config.Config
 	locks   *locking.Client
 	rdb     redis.UniversalClient // queue Redis: side records, cancel channel
-	exec    executor
+	exec    Runner
 	replica string
 	log     *slog.Logger
+	clock   clock.Clock // backoffs, heartbeats and waits
 	stats   counters
 	byJob   sync.Map // job name -> *counters, jobs of cfg only
 	// job + reason -> true: a refused replace request was logged
@@ -296,7 +300,7 @@ func (e *engine) onCancelRequest(job string, payload string) {
 // finds the lease held by an earlier attempt of the same tick waits for it.
 // Without retries (local runs) the same tick's holder can only be a duplicate
 // dispatch, which is skipped.
-func (e *engine) runTick(ctx context.Context, job *Job, t scheduler.Tick, attempt int, retries bool) error {
+func (e *engine) runTick(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	ar := &activeRun{at: t.At, local: !retries, cancel: cancel}
@@ -329,7 +333,7 @@ func (e *engine) runTick(ctx context.Context, job *Job, t scheduler.Tick, attemp
 	// is never used).
 	log := base.With(slog.Int64("fence", t.Fence))
 
-	if job.Concurrency == ConcurrencyAllow {
+	if job.Concurrency == config.ConcurrencyAllow {
 		if retries {
 			// a queued run's tick came through Redis: its fence comes
 			// from the lock masters, like every run's (a local run's
@@ -361,17 +365,17 @@ const fenceLockTTL = 2 * time.Second
 // "fence:JOB", taken (waiting for a concurrent run's) and released at once.
 // The lock masters issue it, so fences grow in the order runs start and no
 // payload decides one.
-func (e *engine) allowFence(ctx context.Context, job *Job, log *slog.Logger) (int64, error) {
+func (e *engine) allowFence(ctx context.Context, job *config.Job, log *slog.Logger) (int64, error) {
 	lctx, cancel := context.WithTimeout(ctx, max(job.LockTTL, 10*time.Second))
 	defer cancel()
 	// masters out of reach for a moment (a blip, a failover) are waited
 	// for, as a run of a lease-holding job waits for its lease
 	lease, err := e.locks.Lock(lctx, fenceLockName(job.Name), fenceLockTTL)
 	for backoff := 100 * time.Millisecond; err != nil && lctx.Err() == nil; backoff = min(2*backoff, time.Second) {
-		t := time.NewTimer(backoff)
+		t := e.clock.NewTimer(backoff)
 		select {
 		case <-lctx.Done():
-		case <-t.C:
+		case <-t.C():
 			lease, err = e.locks.Lock(lctx, fenceLockName(job.Name), fenceLockTTL)
 		}
 		t.Stop()
@@ -390,7 +394,7 @@ func (e *engine) allowFence(ctx context.Context, job *Job, log *slog.Logger) (in
 // acquire takes job's execution lease for tick t, applying the policy when
 // it is busy. It returns the lease, or nil and the handler's result: nil for
 // a skip, an error otherwise.
-func (e *engine) acquire(ctx context.Context, job *Job, t scheduler.Tick, attempt int, retries bool, log *slog.Logger) (*locking.Lease, error) {
+func (e *engine) acquire(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool, log *slog.Logger) (*locking.Lease, error) {
 	name := execLockName(job.Name)
 	lease, err := e.locks.TryLock(ctx, name, job.LockTTL, locking.WithAutoExtend(true))
 	if err == nil {
@@ -406,7 +410,7 @@ func (e *engine) acquire(ctx context.Context, job *Job, t scheduler.Tick, attemp
 	case sameTick && retries:
 		log.Info("waiting for an earlier attempt of this tick", holder)
 		lease, err = e.locks.Lock(ctx, name, job.LockTTL)
-	case job.Concurrency == ConcurrencyForbid || sameTick:
+	case job.Concurrency == config.ConcurrencyForbid || sameTick:
 		e.count(t.Job, func(c *counters) { c.skipped.Add(1) })
 		log.Info("skipped: another run holds the job", holder)
 		return nil, nil
@@ -455,7 +459,7 @@ func (e *engine) notObtained(ctx context.Context, t scheduler.Tick, err error, l
 // replace asks every worker to stop the job's runs of older ticks, then waits
 // for the lease. The request is repeated every lock_ttl/3 while waiting,
 // because pub/sub delivers at most once (a worker reconnecting misses it).
-func (e *engine) replace(ctx context.Context, job *Job, t scheduler.Tick, log *slog.Logger) (*locking.Lease, error) {
+func (e *engine) replace(ctx context.Context, job *config.Job, t scheduler.Tick, log *slog.Logger) (*locking.Lease, error) {
 	msg, _ := json.Marshal(cancelRequest{ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339), Replica: e.replica})
 	ch := e.cancelChannel(job.Name)
 	msg = e.signer().sign(domainCancel+"\x00"+ch, msg)
@@ -468,16 +472,7 @@ func (e *engine) replace(ctx context.Context, job *Job, t scheduler.Tick, log *s
 	waitCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		tick := time.NewTicker(job.LockTTL / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-waitCtx.Done():
-				return
-			case <-tick.C:
-				publish()
-			}
-		}
+		every(waitCtx.Done(), e.clock, job.LockTTL/3, publish)
 	})
 	lease, err := e.locks.Lock(ctx, execLockName(job.Name), job.LockTTL)
 	stop()
@@ -486,7 +481,7 @@ func (e *engine) replace(ctx context.Context, job *Job, t scheduler.Tick, log *s
 }
 
 // held records the new holder and keeps the record alive with the lease.
-func (e *engine) held(ctx context.Context, job *Job, t scheduler.Tick, attempt int, lease *locking.Lease, log *slog.Logger) *locking.Lease {
+func (e *engine) held(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, lease *locking.Lease, log *slog.Logger) *locking.Lease {
 	rec, _ := json.Marshal(holderRecord{ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339), RunID: t.RunID, Attempt: attempt, Replica: e.replica})
 	key := e.holderKey(job.Name)
 	set := func(ctx context.Context) {
@@ -496,16 +491,7 @@ func (e *engine) held(ctx context.Context, job *Job, t scheduler.Tick, attempt i
 	}
 	set(ctx)
 	e.wg.Go(func() {
-		tick := time.NewTicker(job.LockTTL / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-lease.Done():
-				return
-			case <-tick.C:
-				set(lease.Context())
-			}
-		}
+		every(lease.Done(), e.clock, job.LockTTL/3, func() { set(lease.Context()) })
 	})
 	return lease
 }
@@ -550,7 +536,7 @@ func (h holderRecord) String() string {
 // execute runs the execution: under the lease's context and with the lease as
 // Validity when there is one, bounded by the job's timeout. It releases the
 // lease (token-checked) before returning.
-func (e *engine) execute(ctx context.Context, job *Job, t scheduler.Tick, run Run, lease *locking.Lease, log *slog.Logger) error {
+func (e *engine) execute(ctx context.Context, job *config.Job, t scheduler.Tick, run Run, lease *locking.Lease, log *slog.Logger) error {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var validity Validity
@@ -627,7 +613,7 @@ const (
 // header values (where its secrets come from) and the config's ${VAR}
 // values masked, longest first and before the cut (so a secret the cut
 // would fall into is masked whole).
-func outputTail(out []byte, job *Job) string {
+func outputTail(out []byte, job *config.Job) string {
 	var values []string
 	if job.Exec != nil {
 		for _, v := range job.Exec.Env {
@@ -639,7 +625,7 @@ func outputTail(out []byte, job *Job) string {
 			values = append(values, v)
 		}
 	}
-	values = append(values, job.secrets.Values()...)
+	values = append(values, job.SecretValues()...)
 	// the whole capture (at most the executor's output limit) is masked
 	// first: a cut made before could fall inside a secret
 	s := redact.Of(values...).Text(strings.TrimRight(string(out), "\n"))
@@ -650,4 +636,19 @@ func outputTail(out []byte, job *Job) string {
 		s = strings.Join(lines[len(lines)-tailLines:], "\n")
 	}
 	return strings.ToValidUTF8(s, "?")
+}
+
+// every calls f every d on c until done is closed.
+func every(done <-chan struct{}, c clock.Clock, d time.Duration, f func()) {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C():
+			f()
+			t.Reset(d)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -45,7 +46,7 @@ func TestAsynqKeyLayout(t *testing.T) {
 // unique within one queue only).
 func TestTickEnqueuedOnceAcrossQueues(t *testing.T) {
 	e := newEnv(t)
-	jobOn := func(queue, mode string) *Config {
+	jobOn := func(queue, mode string) *config.Config {
 		return e.config(t, `  - name: report
     schedule: "@every 1m"
     queue: `+queue+`
@@ -60,16 +61,16 @@ func TestTickEnqueuedOnceAcrossQueues(t *testing.T) {
     handler: {name: report}
 `)
 	tick := tickOf("report", 1)
-	if err := NewDispatcher(oldCfg, e.client, nil, nil, WithQueueRedis(e.rdb)).Dispatch(context.Background(), tick); err != nil {
+	if err := NewDispatcher(oldCfg, e.client, nil, WithQueueRedis(e.rdb)).Dispatch(context.Background(), tick); err != nil {
 		t.Fatal(err)
 	}
 	// without the queue Redis the dispatcher cannot look: the old behaviour
 	// enqueues the tick a second time, into the other queue
 	other := tickOf("report", 2)
-	if err := NewDispatcher(oldCfg, e.client, nil, nil).Dispatch(context.Background(), other); err != nil {
+	if err := NewDispatcher(oldCfg, e.client, nil).Dispatch(context.Background(), other); err != nil {
 		t.Fatal(err)
 	}
-	newD := NewDispatcher(newCfg, e.client, nil, nil, WithQueueRedis(e.rdb))
+	newD := NewDispatcher(newCfg, e.client, nil, WithQueueRedis(e.rdb))
 	err := newD.Dispatch(context.Background(), tick)
 	if !errors.Is(err, scheduler.ErrAlreadyDispatched) || !strings.Contains(err.Error(), `"old"`) {
 		t.Fatalf("new list's Dispatch = %v, want ErrAlreadyDispatched naming queue old", err)
@@ -78,7 +79,7 @@ func TestTickEnqueuedOnceAcrossQueues(t *testing.T) {
 		t.Errorf("the tick was enqueued into the new queue too")
 	}
 	runner := &countingRunner{}
-	localD := NewDispatcher(localCfg, e.client, runner, nil, WithQueueRedis(e.rdb))
+	localD := NewDispatcher(localCfg, e.client, runner, WithQueueRedis(e.rdb))
 	if err := localD.Dispatch(context.Background(), tick); !errors.Is(err, scheduler.ErrAlreadyDispatched) {
 		t.Fatalf("local Dispatch = %v, want ErrAlreadyDispatched", err)
 	}
@@ -100,7 +101,7 @@ func TestTickEnqueuedOnceAcrossQueues(t *testing.T) {
 
 type countingRunner struct{ n atomic.Int32 }
 
-func (c *countingRunner) RunLocal(context.Context, *Job, scheduler.Tick) error {
+func (c *countingRunner) RunLocal(context.Context, *config.Job, scheduler.Tick) error {
 	c.n.Add(1)
 	return nil
 }
@@ -184,7 +185,7 @@ func TestTaskHandedBackToAReplicaThatKnowsTheJob(t *testing.T) {
 
 	// a job no live replica runs from this queue is archived
 	ghost := tickOf("ghost", 1)
-	task, err := newRunTask(newCfg, &Job{Name: "ghost", Queue: "default", Timeout: time.Minute, MaxRetry: 3}, ghost)
+	task, err := newRunTask(newCfg, &config.Job{Name: "ghost", Queue: "default", Timeout: time.Minute, MaxRetry: 3}, ghost)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redact"
 
 	"context"
@@ -73,7 +74,7 @@ type Member struct {
 // ListedJob is one job of a replica's job list as the roster keeps it.
 type ListedJob struct {
 	// Mode is the job's mode.
-	Mode Mode
+	Mode config.Mode
 	// Queue is its asynq queue (cron mode), else empty.
 	Queue string
 	// Digest identifies the job's definition (with secrets masked: a change
@@ -90,7 +91,7 @@ func parseListedJob(s string) (ListedJob, bool) {
 	if len(f) != 3 {
 		return ListedJob{}, false
 	}
-	return ListedJob{Mode: Mode(f[0]), Queue: f[1], Digest: f[2]}, true
+	return ListedJob{Mode: config.Mode(f[0]), Queue: f[1], Digest: f[2]}, true
 }
 
 // consumes reports whether m's worker fetches from queue q.
@@ -100,16 +101,16 @@ func (m *Member) consumes(q string) bool { return slices.Contains(m.Queues, q) }
 // q: it consumes q and its list has the job in cron mode.
 func (m *Member) runs(job, q string) bool {
 	j, ok := m.Jobs[job]
-	return ok && j.Mode == ModeCron && m.consumes(q)
+	return ok && j.Mode == config.ModeCron && m.consumes(q)
 }
 
 // listJobs returns cfg's job list as the roster publishes it.
-func listJobs(cfg *Config) map[string]ListedJob {
+func listJobs(cfg *config.Config) map[string]ListedJob {
 	out := make(map[string]ListedJob, len(cfg.Jobs))
 	for i := range cfg.Jobs {
 		j := &cfg.Jobs[i]
 		l := ListedJob{Mode: j.Mode, Digest: jobDigest(cfg, j)}
-		if j.Mode == ModeCron {
+		if j.Mode == config.ModeCron {
 			l.Queue = j.Queue
 		}
 		out[j.Name] = l
@@ -119,9 +120,8 @@ func listJobs(cfg *Config) map[string]ListedJob {
 
 // jobDigest hashes j's definition as `baton validate` prints it (secrets
 // masked), so a digest in Redis reveals nothing a printed config would not.
-func jobDigest(cfg *Config, j *Job) string {
-	one := Config{Namespace: cfg.Namespace, Timezone: cfg.Timezone, Jobs: []Job{*j}, secrets: cfg.secrets}
-	sum := sha256.Sum256([]byte(one.Redacted()))
+func jobDigest(cfg *config.Config, j *config.Job) string {
+	sum := sha256.Sum256([]byte(cfg.RedactedJob(j)))
 	return hex.EncodeToString(sum[:6])
 }
 
@@ -188,7 +188,7 @@ type roster struct {
 	warned map[string]bool                 // list hashes already warned about
 }
 
-func newRoster(rdb redis.UniversalClient, cfg *Config, self Member, log *slog.Logger) *roster {
+func newRoster(rdb redis.UniversalClient, cfg *config.Config, self Member, log *slog.Logger) *roster {
 	list := listJobs(cfg)
 	self.Hash = listHash(list)
 	self.Jobs = list

@@ -1,6 +1,10 @@
 package jobs
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/batonhq/baton/config"
+)
 
 // The roster publishes a digest of each job's definition in Redis; the
 // ${VAR} values in it are masked first, so the digest neither changes with a
@@ -8,7 +12,7 @@ import "testing"
 func TestJobDigestHidesSecrets(t *testing.T) {
 	digest := func(token string) string {
 		t.Setenv("BATON_TEST_DIGEST_TOKEN", token)
-		cfg, err := Load([]byte("redis: {url: redis://h:1/0}\njobs:\n  - name: a\n    schedule: '@hourly'\n    exec: {command: [push, '--token=${BATON_TEST_DIGEST_TOKEN}']}\n"))
+		cfg, err := config.Load([]byte("redis: {url: redis://h:1/0}\njobs:\n  - name: a\n    schedule: '@hourly'\n    exec: {command: [push, '--token=${BATON_TEST_DIGEST_TOKEN}']}\n"))
 		if err != nil {
 			t.Fatal(err)
 		}

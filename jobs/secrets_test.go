@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batonhq/baton/config"
+
 	"github.com/batonhq/baton/jobs"
 )
 
@@ -22,7 +24,7 @@ func TestSecretsFromTheEnvironmentAreMasked(t *testing.T) {
 	srv := exServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusTeapot)
 	})
-	cfg, err := jobs.Load([]byte(`redis:
+	cfg, err := config.Load([]byte(`redis:
   url: redis://:${BATON_TEST_PASS}@127.0.0.1:6379/0
 jobs:
   - name: push
@@ -82,7 +84,7 @@ jobs:
 	}
 
 	// Load's own errors
-	_, err = jobs.Load([]byte(`redis:
+	_, err = config.Load([]byte(`redis:
   url: redis://127.0.0.1:6379/0
 jobs:
   - name: bad
@@ -90,6 +92,6 @@ jobs:
     http: {url: "ftp://${BATON_TEST_TOKEN}.example/x"}
 `))
 	if err == nil || strings.Contains(err.Error(), token) {
-		t.Errorf("Load error %q: want the secret masked", err)
+		t.Errorf("config.Load error %q: want the secret masked", err)
 	}
 }

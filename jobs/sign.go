@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+
+	"github.com/batonhq/baton/config"
 )
 
 // What replicas hand each other through Redis (task payloads, replace
@@ -40,7 +42,7 @@ type signer struct {
 	acceptUnsigned bool
 }
 
-func newSigner(s SecurityConfig) *signer {
+func newSigner(s config.SecurityConfig) *signer {
 	g := &signer{acceptUnsigned: s.AcceptUnsigned}
 	for _, k := range s.SigningKeys {
 		if k != "" {

@@ -2,11 +2,13 @@ package jobs
 
 import (
 	"testing"
+
+	"github.com/batonhq/baton/config"
 )
 
 // BenchmarkSignVerify: what signing adds to a dispatch and a run.
 func BenchmarkSignVerify(b *testing.B) {
-	g := newSigner(SecurityConfig{SigningKeys: []string{keyA, keyB}})
+	g := newSigner(config.SecurityConfig{SigningKeys: []string{keyA, keyB}})
 	body := unsignedPayload(tickOf("report", 1))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -20,12 +21,12 @@ const (
 )
 
 // signedConfig loads a config on e's Redis with signing keys and jobs.
-func (e *env) signedConfig(t *testing.T, keys []string, acceptUnsigned bool, jobs string) *Config {
+func (e *env) signedConfig(t *testing.T, keys []string, acceptUnsigned bool, jobs string) *config.Config {
 	t.Helper()
 	k, _ := json.Marshal(keys)
 	y := fmt.Sprintf("redis: {url: %q}\nworker: {shutdown_grace: 2s}\nsecurity: {signing_keys: %s, accept_unsigned: %v}\njobs:\n%s",
 		"redis://"+e.srv.Addr()+"/0", k, acceptUnsigned, jobs)
-	cfg, err := Load([]byte(y))
+	cfg, err := config.Load([]byte(y))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, y)
 	}
@@ -69,7 +70,7 @@ func TestWorkerRunsOnlySignedTasks(t *testing.T) {
 	logs := &logBuf{}
 	w := e.worker(t, cfg, exec, WithLogger(logs.logger()))
 	own := newSigner(cfg.Security)
-	other := newSigner(SecurityConfig{SigningKeys: []string{keyB}})
+	other := newSigner(config.SecurityConfig{SigningKeys: []string{keyB}})
 
 	future := scheduler.Tick{Job: "job", At: time.Now().Add(time.Hour).Truncate(time.Minute), RunID: "r-future", Replica: "x"}
 	offSchedule := tickOf("job", 7)
@@ -192,7 +193,7 @@ func TestForgedReplaceRequestStopsNothing(t *testing.T) {
 	recv(t, exec1.started, "the old run")
 	ch := "baton:cancel:sync"
 	newer, _ := json.Marshal(cancelRequest{ID: tickOf("sync", 59).ID(), Tick: tickOf("sync", 59).At.Format(time.RFC3339), Replica: "evil"})
-	for _, forged := range [][]byte{newer, newSigner(SecurityConfig{SigningKeys: []string{keyB}}).sign(domainCancel+"\x00"+ch, newer),
+	for _, forged := range [][]byte{newer, newSigner(config.SecurityConfig{SigningKeys: []string{keyB}}).sign(domainCancel+"\x00"+ch, newer),
 		newSigner(cfg.Security).sign(domainCancel+"\x00baton:cancel:other", newer)} { // signed for another job's channel
 		if err := e.rdb.Publish(context.Background(), ch, forged).Err(); err != nil {
 			t.Fatal(err)
@@ -237,7 +238,7 @@ func shutdown(t *testing.T, w *Worker) {
 // The signature member is found only at the very end of the object, and
 // anything but the exact bytes signed fails.
 func TestSignatureFraming(t *testing.T) {
-	g := newSigner(SecurityConfig{SigningKeys: []string{keyA}})
+	g := newSigner(config.SecurityConfig{SigningKeys: []string{keyA}})
 	for _, body := range []string{`{}`, `{"a":1}`, `{"note":"\"sig\":\"x\"}"}`} {
 		msg := g.sign(domainTask, []byte(body))
 		got, err := g.verify(domainTask, msg)
@@ -267,7 +268,7 @@ func TestSignatureFraming(t *testing.T) {
 	if _, err := g.verify(domainTask, unsigned); err != ErrUnsigned {
 		t.Errorf("unsigned: %v", err)
 	}
-	lax := newSigner(SecurityConfig{SigningKeys: []string{keyA}, AcceptUnsigned: true})
+	lax := newSigner(config.SecurityConfig{SigningKeys: []string{keyA}, AcceptUnsigned: true})
 	if _, err := lax.verify(domainTask, unsigned); err != nil {
 		t.Errorf("accept_unsigned: %v", err)
 	}

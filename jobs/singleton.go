@@ -2,17 +2,18 @@ package jobs
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"os/exec"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/clock"
+	"github.com/batonhq/baton/internal/runid"
 	"github.com/batonhq/baton/locking"
 )
 
@@ -29,12 +30,13 @@ var errSingletonShutdown = errors.New("jobs: singletons shutting down")
 // Singletons runs the config's singleton jobs: every replica campaigns for
 // each; the leader runs it.
 type Singletons struct {
-	cfg     *Config
+	cfg     *config.Config
 	locks   *locking.Client
-	exec    executor
+	exec    Runner
 	replica string
 	log     *slog.Logger
-	jobs    []*Job
+	clock   clock.Clock // restart backoffs
+	jobs    []*config.Job
 
 	started, exited, lost atomic.Uint64
 
@@ -46,22 +48,6 @@ type Singletons struct {
 	running   bool
 	closing   bool
 	wg        sync.WaitGroup
-}
-
-// SingletonOption configures Singletons.
-type SingletonOption func(*Singletons)
-
-// WithSingletonReplica sets the replica id that campaigns and runs carry
-// (Run.Replica, the leader id, log lines). Default: "<hostname>-<pid>".
-func WithSingletonReplica(id string) SingletonOption { return func(s *Singletons) { s.replica = id } }
-
-// WithSingletonLogger sets the logger. Default: no logging.
-func WithSingletonLogger(l *slog.Logger) SingletonOption {
-	return func(s *Singletons) {
-		if l != nil {
-			s.log = l
-		}
-	}
 }
 
 // SingletonStats counts a replica's singleton runs since it was made.
@@ -84,24 +70,22 @@ type SingletonHolder struct {
 
 // NewSingletons returns the runner of cfg's singleton jobs. locks holds the
 // elections (it stays owned by the caller and must outlive Shutdown); exec
-// runs the jobs (*Executor). Nothing happens until Start.
-func NewSingletons(cfg *Config, locks *locking.Client, exec executor, opts ...SingletonOption) *Singletons {
+// runs the jobs (an *Executor; nil for a Singletons that only reads
+// Holders). Nothing happens until Start. Options: WithReplica, WithLogger,
+// WithClock.
+func NewSingletons(cfg *config.Config, locks *locking.Client, exec Runner, opts ...Option) *Singletons {
+	o := newOptions(opts)
 	s := &Singletons{
 		cfg:       cfg,
 		locks:     locks,
 		exec:      exec,
-		log:       slog.New(slog.DiscardHandler),
+		log:       o.log,
+		replica:   o.replica,
+		clock:     o.clock,
 		elections: map[string]*locking.Election{},
 	}
-	for _, o := range opts {
-		o(s)
-	}
-	if s.replica == "" {
-		host, _ := os.Hostname()
-		s.replica = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
 	for i := range cfg.Jobs {
-		if cfg.Jobs[i].Mode == ModeSingleton {
+		if cfg.Jobs[i].Mode == config.ModeSingleton {
 			s.jobs = append(s.jobs, &cfg.Jobs[i])
 		}
 	}
@@ -113,7 +97,7 @@ func NewSingletons(cfg *Config, locks *locking.Client, exec executor, opts ...Si
 func singletonElection(job string) string { return "singleton:" + job }
 
 // election returns the job's election, made on first use.
-func (s *Singletons) election(job *Job) (*locking.Election, error) {
+func (s *Singletons) election(job *config.Job) (*locking.Election, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e, ok := s.elections[job.Name]; ok {
@@ -208,7 +192,7 @@ func (s *Singletons) Holders(ctx context.Context) ([]SingletonHolder, error) {
 
 // loop campaigns for job until Shutdown (or the lock client is closed), and
 // leads while it can.
-func (s *Singletons) loop(job *Job, e *locking.Election) {
+func (s *Singletons) loop(job *config.Job, e *locking.Election) {
 	log := s.log.With(slog.String("job", job.Name), slog.String("replica", s.replica))
 	retry := newRestartBackoff(job.RestartBackoff)
 	for s.ctx.Err() == nil {
@@ -223,7 +207,7 @@ func (s *Singletons) loop(job *Job, e *locking.Election) {
 			}
 			d := retry.next(0)
 			log.Warn("cannot campaign; retrying", slog.Any("error", err), slog.Duration("in", d))
-			if !sleep(s.ctx, d) {
+			if !sleep(s.ctx, s.clock, d) {
 				return
 			}
 			continue
@@ -232,7 +216,7 @@ func (s *Singletons) loop(job *Job, e *locking.Election) {
 		if cool := s.lead(job, term, log.With(slog.Int64("fence", term.Fence()))); cool > 0 {
 			// this replica cannot start the job: let the others campaign
 			// first (they were woken by the resign)
-			if !sleep(s.ctx, cool) {
+			if !sleep(s.ctx, s.clock, cool) {
 				return
 			}
 		}
@@ -248,7 +232,7 @@ const startFailures = 3
 // the term ends or Shutdown. On Shutdown it resigns the term. After
 // startFailures runs in a row that could not start it resigns too, and
 // returns how long to wait before campaigning again.
-func (s *Singletons) lead(job *Job, term *locking.Term, log *slog.Logger) time.Duration {
+func (s *Singletons) lead(job *config.Job, term *locking.Term, log *slog.Logger) time.Duration {
 	tick := term.Leader().Since
 	if tick.IsZero() {
 		tick = time.Now()
@@ -265,7 +249,7 @@ func (s *Singletons) lead(job *Job, term *locking.Term, log *slog.Logger) time.D
 		run := Run{
 			Job:     job.Name,
 			Tick:    tick.UTC(),
-			RunID:   rand.Text(),
+			RunID:   runid.New(),
 			Attempt: attempt,
 			Fence:   term.Fence(),
 			Replica: s.replica,
@@ -277,9 +261,9 @@ func (s *Singletons) lead(job *Job, term *locking.Term, log *slog.Logger) time.D
 		stop := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
 		s.started.Add(1)
 		alog.Info("singleton started", slog.String("run_id", run.RunID))
-		start := time.Now()
+		start := s.clock.Now()
 		res, err := s.exec.Execute(runCtx, job, run, term.Lease())
-		took := time.Since(start)
+		took := s.clock.Now().Sub(start)
 		stop()
 		cancel(nil)
 		logRes := alog.With(slog.String("run_id", run.RunID), slog.Duration("took", took))
@@ -328,9 +312,9 @@ func (s *Singletons) lead(job *Job, term *locking.Term, log *slog.Logger) time.D
 		} else {
 			logRes.Info("singleton exited; restarting", slog.Duration("backoff", d))
 		}
-		t := time.NewTimer(d)
+		t := s.clock.NewTimer(d)
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-s.ctx.Done():
 			t.Stop()
 		case <-term.Done():
@@ -352,7 +336,7 @@ func lostTerm(term *locking.Term) bool {
 }
 
 // resign gives up term so the next candidate is woken at once.
-func (s *Singletons) resign(job *Job, term *locking.Term, log *slog.Logger) {
+func (s *Singletons) resign(job *config.Job, term *locking.Term, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), job.LockTTL)
 	defer cancel()
 	if err := term.Resign(ctx); err != nil && !errors.Is(err, locking.ErrNotHeld) {
@@ -365,11 +349,11 @@ func (s *Singletons) resign(job *Job, term *locking.Term, log *slog.Logger) {
 // restartBackoff is RestartBackoff's delay: Initial, doubling up to Max; reset after
 // a run that lasted longer than Max.
 type restartBackoff struct {
-	b   Backoff
+	b   config.Backoff
 	cur time.Duration
 }
 
-func newRestartBackoff(b Backoff) *restartBackoff {
+func newRestartBackoff(b config.Backoff) *restartBackoff {
 	if b.Initial <= 0 {
 		b.Initial = time.Second
 	}
@@ -391,12 +375,12 @@ func (b *restartBackoff) next(took time.Duration) time.Duration {
 
 func (b *restartBackoff) reset() { b.cur = 0 }
 
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+// sleep waits d on c or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, c clock.Clock, d time.Duration) bool {
+	t := c.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		return true
 	case <-ctx.Done():
 		return false

@@ -13,6 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/locking"
 )
@@ -42,7 +44,7 @@ func newIntervalExec(exitAtOnce bool) *intervalExec {
 	return &intervalExec{exitAtOnce: exitAtOnce, started: make(chan *interval, 256), ended: make(chan *interval, 256)}
 }
 
-func (f *intervalExec) Execute(ctx context.Context, job *Job, run Run, v Validity) (Result, error) {
+func (f *intervalExec) Execute(ctx context.Context, job *config.Job, run Run, v Validity) (Result, error) {
 	if v == nil {
 		return Result{}, errors.New("no validity")
 	}
@@ -98,16 +100,16 @@ func (f *intervalExec) check(t *testing.T) {
 // with its own go-redis and lock client.
 type singletonCluster struct {
 	srv *redistest.Server
-	cfg *Config
+	cfg *config.Config
 }
 
-func newSingletonCluster(t *testing.T, ttl time.Duration, b Backoff) *singletonCluster {
-	cfg := &Config{
+func newSingletonCluster(t *testing.T, ttl time.Duration, b config.Backoff) *singletonCluster {
+	cfg := &config.Config{
 		Namespace: "baton",
-		Jobs: []Job{{
+		Jobs: []config.Job{{
 			Name:           "pump",
-			Mode:           ModeSingleton,
-			Handler:        &HandlerSpec{Name: "pump"},
+			Mode:           config.ModeSingleton,
+			Handler:        &config.HandlerSpec{Name: "pump"},
 			LockTTL:        ttl,
 			RestartBackoff: b,
 		}},
@@ -117,7 +119,7 @@ func newSingletonCluster(t *testing.T, ttl time.Duration, b Backoff) *singletonC
 
 // replica starts a Singletons with its own lock client; both are stopped at
 // cleanup (Shutdown first).
-func (c *singletonCluster) replica(t *testing.T, id string, exec executor) (*Singletons, *locking.Client) {
+func (c *singletonCluster) replica(t *testing.T, id string, exec Runner, opts ...Option) (*Singletons, *locking.Client) {
 	t.Helper()
 	rdb := c.srv.TestClient(t)
 	locks, err := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
@@ -125,7 +127,7 @@ func (c *singletonCluster) replica(t *testing.T, id string, exec executor) (*Sin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { locks.Close() })
-	s := NewSingletons(c.cfg, locks, exec, WithSingletonReplica(id), WithSingletonLogger(testLogger(t)))
+	s := NewSingletons(c.cfg, locks, exec, append([]Option{WithReplica(id), WithLogger(testLogger(t))}, opts...)...)
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -142,9 +144,18 @@ func shutdownSingletons(t *testing.T, s *Singletons) {
 	}
 }
 
-// noStart asserts that no run starts within d.
+// noStart asserts that no run starts within d (that none has started, for
+// d = 0).
 func noStart(t *testing.T, ch <-chan *interval, d time.Duration) {
 	t.Helper()
+	if d == 0 {
+		select {
+		case iv := <-ch:
+			t.Fatalf("unexpected run on %s fence %d", iv.replica, iv.fence)
+		default:
+			return
+		}
+	}
 	select {
 	case iv := <-ch:
 		t.Fatalf("unexpected run on %s fence %d", iv.replica, iv.fence)
@@ -153,7 +164,7 @@ func noStart(t *testing.T, ch <-chan *interval, d time.Duration) {
 }
 
 func TestSingletonOneAtATimeAndGracefulFailover(t *testing.T) {
-	c := newSingletonCluster(t, 10*time.Second, Backoff{Initial: 50 * time.Millisecond, Max: time.Second})
+	c := newSingletonCluster(t, 10*time.Second, config.Backoff{Initial: 50 * time.Millisecond, Max: time.Second})
 	exec := newIntervalExec(false)
 	reps := map[string]*Singletons{}
 	for i := range 3 {
@@ -198,30 +209,40 @@ func TestSingletonOneAtATimeAndGracefulFailover(t *testing.T) {
 	}
 }
 
+// A singleton that exits is restarted by its leader after a backoff that
+// doubles up to its max, keeping leadership and fence. The backoff runs on a
+// simulated clock: the test reads each wait instead of timing it.
 func TestSingletonRestartsWithBackoffKeepingLeadership(t *testing.T) {
-	b := Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}
+	b := config.Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}
 	c := newSingletonCluster(t, 5*time.Second, b)
 	exec := newIntervalExec(true)
+	clk := clock.NewFake(time.Now())
 	reps := map[string]*Singletons{}
 	for i := range 2 {
 		id := fmt.Sprintf("r%d", i)
-		reps[id], _ = c.replica(t, id, exec)
+		reps[id], _ = c.replica(t, id, exec, WithClock(clk))
 	}
 	var runs []*interval
-	for i := range 6 {
+	for i, want := range []time.Duration{50, 100, 200, 200, 200, 0} {
 		runs = append(runs, recv(t, exec.started, fmt.Sprintf("run %d", i+1)))
+		if want == 0 {
+			break
+		}
+		want *= time.Millisecond
+		if err := clk.BlockUntil(1); err != nil {
+			t.Fatalf("after run %d: %v", i+1, err)
+		}
+		if got, _ := clk.Next(); got != want {
+			t.Errorf("backoff after run %d = %v, want %v", i+1, got, want)
+		}
+		clk.Advance(want - time.Millisecond)
+		noStart(t, exec.started, 0)
+		clk.Advance(time.Millisecond)
 	}
-	want := []time.Duration{50, 100, 200, 200, 200}
 	for i, r := range runs {
 		if r.replica != runs[0].replica || r.fence != runs[0].fence || r.attempt != i+1 {
 			t.Errorf("run %d: %s fence %d attempt %d, want %s fence %d attempt %d",
 				i+1, r.replica, r.fence, r.attempt, runs[0].replica, runs[0].fence, i+1)
-		}
-		if i > 0 {
-			gap := r.start.Sub(runs[i-1].start)
-			if d := want[i-1] * time.Millisecond; gap < d || gap > d+time.Second {
-				t.Errorf("run %d started %v after run %d, want about %v", i+1, gap, i, d)
-			}
 		}
 	}
 	leader := reps[runs[0].replica]
@@ -234,7 +255,7 @@ func TestSingletonRestartsWithBackoffKeepingLeadership(t *testing.T) {
 
 func TestSingletonCrashFailoverAfterTTL(t *testing.T) {
 	const ttl = 500 * time.Millisecond
-	c := newSingletonCluster(t, ttl, Backoff{Initial: 50 * time.Millisecond, Max: time.Second})
+	c := newSingletonCluster(t, ttl, config.Backoff{Initial: 50 * time.Millisecond, Max: time.Second})
 	exec := newIntervalExec(false)
 	locks := map[string]*locking.Client{}
 	reps := map[string]*Singletons{}
@@ -274,7 +295,7 @@ func TestSingletonCrashFailoverAfterTTL(t *testing.T) {
 // missing: every run fails to start.
 type cannotStartExec struct{ calls chan struct{} }
 
-func (c cannotStartExec) Execute(context.Context, *Job, Run, Validity) (Result, error) {
+func (c cannotStartExec) Execute(context.Context, *config.Job, Run, Validity) (Result, error) {
 	select {
 	case c.calls <- struct{}{}:
 	default:
@@ -285,7 +306,7 @@ func (c cannotStartExec) Execute(context.Context, *Job, Run, Validity) (Result, 
 // A leader whose command cannot start resigns after a few quick failures, so
 // a replica where it can start takes over.
 func TestSingletonThatCannotStartResigns(t *testing.T) {
-	c := newSingletonCluster(t, 10*time.Second, Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond})
+	c := newSingletonCluster(t, 10*time.Second, config.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond})
 	bad := cannotStartExec{calls: make(chan struct{}, 16)}
 	c.replica(t, "broken", bad)
 	recv(t, bad.calls, "the broken replica's first attempt") // it leads

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -28,7 +29,7 @@ import (
 // across two keys that asynq's enqueue script does not make atomic.
 func TestSlowEnqueueStaysInOneQueue(t *testing.T) {
 	e := newEnv(t)
-	jobOn := func(queue string) *Config {
+	jobOn := func(queue string) *config.Config {
 		return e.config(t, `  - name: report
     schedule: "@every 1m"
     queue: `+queue+`
@@ -37,14 +38,14 @@ func TestSlowEnqueueStaysInOneQueue(t *testing.T) {
 	}
 	oldCfg, newCfg := jobOn("old"), jobOn("new")
 	// both queues known to asynq
-	for i, q := range []*Config{oldCfg, newCfg} {
-		if err := NewDispatcher(q, e.client, nil, nil).Dispatch(context.Background(), tickOf("report", 10+i)); err != nil {
+	for i, q := range []*config.Config{oldCfg, newCfg} {
+		if err := NewDispatcher(q, e.client, nil).Dispatch(context.Background(), tickOf("report", 10+i)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	slow := e.slowClient(t, 1500*time.Millisecond)
 	tick := tickOf("report", 1)
-	oldD := NewDispatcher(oldCfg, slow, nil, nil, WithQueueRedis(e.rdb))
+	oldD := NewDispatcher(oldCfg, slow, nil, WithQueueRedis(e.rdb))
 	oldErr := make(chan error, 1)
 	go func() {
 		// the scheduler bounds a dispatch by the tick lease ttl counted from
@@ -55,7 +56,7 @@ func TestSlowEnqueueStaysInOneQueue(t *testing.T) {
 		oldErr <- oldD.Dispatch(ctx, tick)
 	}()
 	time.Sleep(700 * time.Millisecond) // old's tick lease expired meanwhile: the tick goes to another owner
-	newD := NewDispatcher(newCfg, e.client, nil, nil, WithQueueRedis(e.rdb))
+	newD := NewDispatcher(newCfg, e.client, nil, WithQueueRedis(e.rdb))
 	newErr := newD.Dispatch(context.Background(), tick)
 	t.Logf("old Dispatch: %v; new Dispatch: %v", <-oldErr, newErr) // old's enqueue has landed
 	var in []string

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -118,7 +119,7 @@ func parsePayload(b []byte) (scheduler.Tick, error) {
 //     not be archived; the worker enforces the job's max_retry itself;
 //   - Retention(cfg.Retention(j)): the completed task, and with it its ID, is
 //     kept as long as some replica could still try to dispatch the tick.
-func newRunTask(cfg *Config, j *Job, t scheduler.Tick) (*asynq.Task, error) {
+func newRunTask(cfg *config.Config, j *config.Job, t scheduler.Tick) (*asynq.Task, error) {
 	p := payloadOf(t)
 	p.Namespace = cfg.Namespace
 	p.Queue = cfg.QueueName(j.Queue)

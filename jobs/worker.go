@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -53,51 +53,6 @@ type Worker struct {
 
 var _ LocalRunner = (*Worker)(nil)
 
-// WorkerOption configures a Worker.
-type WorkerOption func(*Worker)
-
-// WithReplica sets the replica id that runs carry (Run.Replica,
-// BATON_REPLICA, log lines). Default: "<hostname>-<pid>".
-func WithReplica(id string) WorkerOption { return func(w *Worker) { w.replica = id } }
-
-// WithLogger sets the logger of the worker, its runs and asynq. Default: no
-// logging.
-func WithLogger(l *slog.Logger) WorkerOption {
-	return func(w *Worker) {
-		if l != nil {
-			w.log = l
-		}
-	}
-}
-
-// WithPollIntervals sets how often an idle worker asks asynq's queues for new
-// tasks (default 100ms, against asynq's 1s: it bounds the start lag of a run)
-// and how often due retries are moved back to their queue (default 1s: a
-// retry starts up to that much after its backoff). Zero keeps a default.
-func WithPollIntervals(tasks, retries time.Duration) WorkerOption {
-	return func(w *Worker) {
-		if tasks > 0 {
-			w.taskCheck = tasks
-		}
-		if retries > 0 {
-			w.delayedCheck = retries
-		}
-	}
-}
-
-// WithReplicaInfo sets what the worker publishes about its replica in the
-// roster besides its id and job list: the baton version and the replica's
-// role ("run", "worker" or "scheduler"). Defaults: "dev", and "worker"
-// ("scheduler" with WithLocalOnly).
-func WithReplicaInfo(version, role string) WorkerOption {
-	return func(w *Worker) { w.version, w.role = version, role }
-}
-
-// WithLocalOnly makes a worker that fetches nothing from asynq and only runs
-// local-mode jobs handed to RunLocal: for a replica that schedules but does
-// not work the queues.
-func WithLocalOnly() WorkerOption { return func(w *Worker) { w.localOnly = true } }
-
 // maxRetryDelay caps the delay before a retry (unless the job's retry_backoff
 // alone is longer).
 const maxRetryDelay = time.Hour
@@ -106,34 +61,25 @@ const maxRetryDelay = time.Hour
 // connection, also used for the holder records and replace requests); locks
 // takes the execution leases; exec runs executions (*Executor). It makes no
 // connection until Start. The locking client stays owned by the caller and must
-// outlive Shutdown.
-func NewWorker(cfg *Config, queue asynq.RedisConnOpt, locks *locking.Client, exec executor, opts ...WorkerOption) *Worker {
+// outlive Shutdown. Options: WithReplica, WithReplicaInfo, WithLogger,
+// WithClock, WithPollIntervals, WithLocalOnly.
+func NewWorker(cfg *config.Config, queue asynq.RedisConnOpt, locks *locking.Client, exec Runner, opts ...Option) *Worker {
+	o := newOptions(opts)
 	w := &Worker{
 		engine: engine{
-			cfg:   cfg,
-			locks: locks,
-			exec:  exec,
-			log:   slog.New(slog.DiscardHandler),
+			cfg:     cfg,
+			locks:   locks,
+			exec:    exec,
+			log:     o.log,
+			replica: o.replica,
+			clock:   o.clock,
 		},
 		redisOpt:     queue,
-		taskCheck:    100 * time.Millisecond,
-		delayedCheck: time.Second,
-	}
-	for _, o := range opts {
-		o(w)
-	}
-	if w.replica == "" {
-		host, _ := os.Hostname()
-		w.replica = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
-	if w.version == "" {
-		w.version = "dev"
-	}
-	if w.role == "" {
-		w.role = "worker"
-		if w.localOnly {
-			w.role = "scheduler"
-		}
+		taskCheck:    o.taskCheck,
+		delayedCheck: o.delayedCheck,
+		version:      o.version,
+		role:         o.role,
+		localOnly:    o.localOnly,
 	}
 	w.localCtx, w.localCancel = context.WithCancelCause(context.Background())
 	return w
@@ -162,7 +108,7 @@ func (w *Worker) Start() error {
 	var channels []string
 	jobOf := map[string]string{}
 	for i := range w.cfg.Jobs {
-		if j := &w.cfg.Jobs[i]; j.Concurrency == ConcurrencyReplace && (j.Mode == ModeCron || j.Mode == ModeLocal) {
+		if j := &w.cfg.Jobs[i]; j.Concurrency == config.ConcurrencyReplace && (j.Mode == config.ModeCron || j.Mode == config.ModeLocal) {
 			ch := w.cancelChannel(j.Name)
 			channels = append(channels, ch)
 			jobOf[ch] = j.Name
@@ -327,7 +273,7 @@ func (w *Worker) stopSubscriber() {
 // the hand-off) but to the worker: Shutdown gives it the grace period and
 // then cancels it. RunLocal fails if the worker is not started or is
 // shutting down.
-func (w *Worker) RunLocal(ctx context.Context, job *Job, t scheduler.Tick) error {
+func (w *Worker) RunLocal(ctx context.Context, job *config.Job, t scheduler.Tick) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
@@ -374,7 +320,7 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 	}
 	t.Fence = 0 // never from a payload: runs take theirs from the lock masters
 	job, ok := w.cfg.Job(t.Job)
-	if !ok || job.Mode != ModeCron {
+	if !ok || job.Mode != config.ModeCron {
 		return w.cannotRun(ctx, t, job)
 	}
 	if err := w.validTick(t); err != nil {
@@ -474,13 +420,13 @@ const handBackDelay = time.Second
 // worker can run it (its list has the job in cron mode and it consumes the
 // task's queue), archived when none can. The roster is read fresh: a
 // replica that just started with the job must not be missed.
-func (w *Worker) cannotRun(ctx context.Context, t scheduler.Tick, job *Job) error {
+func (w *Worker) cannotRun(ctx context.Context, t scheduler.Tick, job *config.Job) error {
 	why := "not in this replica's job list"
 	if job != nil {
 		why = fmt.Sprintf("mode %s in this replica's job list", job.Mode)
 	}
 	asynqQueue, _ := asynq.GetQueueName(ctx)
-	queue, _ := w.cfg.queueOf(asynqQueue)
+	queue, _ := w.cfg.QueueOf(asynqQueue)
 	var members []Member
 	err := errors.New("no roster")
 	if w.roster != nil {
@@ -564,16 +510,7 @@ func (w *Worker) startRoster() {
 	beat()
 	go func() {
 		defer close(w.rosterDone)
-		t := time.NewTicker(rosterEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				beat()
-			}
-		}
+		every(ctx.Done(), w.clock, rosterEvery, beat)
 	}()
 }
 
@@ -640,7 +577,7 @@ func (w *Worker) handleError(ctx context.Context, task *asynq.Task, err error) {
 	maxRetry, _ := asynq.GetMaxRetry(ctx)
 	id, _ := asynq.GetTaskID(ctx)
 	if t, perr := parseTask(task); perr == nil {
-		if job, ok := w.cfg.Job(t.Job); ok && job.Mode == ModeCron {
+		if job, ok := w.cfg.Job(t.Job); ok && job.Mode == config.ModeCron {
 			maxRetry = job.MaxRetry // asynq's is one above, for hand-backs
 		}
 	}

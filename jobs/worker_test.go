@@ -15,6 +15,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
@@ -54,14 +55,14 @@ func newEnv(t *testing.T) *env {
 
 // config loads a config on e's Redis with the given job entries (YAML list
 // items, indented by two spaces) and worker settings (default: a 2s grace).
-func (e *env) config(t *testing.T, jobs string, worker ...string) *Config {
+func (e *env) config(t *testing.T, jobs string, worker ...string) *config.Config {
 	t.Helper()
 	w := "{shutdown_grace: 2s}"
 	if len(worker) > 0 {
 		w = worker[0]
 	}
 	y := fmt.Sprintf("redis: {url: %q}\nworker: %s\njobs:\n%s", "redis://"+e.srv.Addr()+"/0", w, jobs)
-	cfg, err := Load([]byte(y))
+	cfg, err := config.Load([]byte(y))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, y)
 	}
@@ -69,9 +70,9 @@ func (e *env) config(t *testing.T, jobs string, worker ...string) *Config {
 }
 
 // worker starts a worker and shuts it down at cleanup.
-func (e *env) worker(t *testing.T, cfg *Config, exec executor, opts ...WorkerOption) *Worker {
+func (e *env) worker(t *testing.T, cfg *config.Config, exec Runner, opts ...Option) *Worker {
 	t.Helper()
-	opts = append([]WorkerOption{WithPollIntervals(10*time.Millisecond, 20*time.Millisecond), WithLogger(testLogger(t))}, opts...)
+	opts = append([]Option{WithPollIntervals(10*time.Millisecond, 20*time.Millisecond), WithLogger(testLogger(t))}, opts...)
 	w := NewWorker(cfg, e.opt, e.locks, exec, opts...)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
@@ -88,9 +89,9 @@ func (e *env) worker(t *testing.T, cfg *Config, exec executor, opts ...WorkerOpt
 
 // dispatch enqueues tick t through a Dispatcher, as the scheduler does (a
 // tick already enqueued counts as dispatched, as it does for the scheduler).
-func (e *env) dispatch(t *testing.T, cfg *Config, tick scheduler.Tick) {
+func (e *env) dispatch(t *testing.T, cfg *config.Config, tick scheduler.Tick) {
 	t.Helper()
-	err := NewDispatcher(cfg, e.client, nil, nil).Dispatch(context.Background(), tick)
+	err := NewDispatcher(cfg, e.client, nil).Dispatch(context.Background(), tick)
 	if err != nil && !errors.Is(err, scheduler.ErrAlreadyDispatched) {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func newFakeExec(fn func(ctx context.Context, run Run, v Validity) error) *fakeE
 	return &fakeExec{started: make(chan started, 64), ended: make(chan ended, 64), fn: fn}
 }
 
-func (f *fakeExec) Execute(ctx context.Context, job *Job, run Run, v Validity) (Result, error) {
+func (f *fakeExec) Execute(ctx context.Context, job *config.Job, run Run, v Validity) (Result, error) {
 	f.started <- started{run, v, ctx}
 	var err error
 	if f.fn != nil {
@@ -456,7 +457,7 @@ func TestUnknownJobIsArchived(t *testing.T) {
 `)
 	exec := newFakeExec(nil)
 	w := e.worker(t, cfg, exec)
-	ghost := &Job{Name: "ghost", Queue: "default", Timeout: time.Minute, MaxRetry: 5, StartingDeadline: time.Minute}
+	ghost := &config.Job{Name: "ghost", Queue: "default", Timeout: time.Minute, MaxRetry: 5, StartingDeadline: time.Minute}
 	tick := tickOf("ghost", 1)
 	task, err := newRunTask(cfg, ghost, tick)
 	if err != nil {

@@ -237,7 +237,7 @@ func TestEnvFlags(t *testing.T) {
 // baton validate accepts exactly what baton run accepts: every bad file of
 // the config package's table stops both, with the same errors.
 func TestValidateAndRunAgreeOnBadFiles(t *testing.T) {
-	files, err := filepath.Glob("../../jobs/testdata/*.bad.yaml")
+	files, err := filepath.Glob("../../config/testdata/*.bad.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no bad files: %v", err)
 	}

@@ -2,12 +2,11 @@ package main
 
 import (
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
 
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/batonhq/baton/jobs"
 )
 
 const devHelp = `usage: baton dev [flags]
@@ -70,7 +69,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer stopEmbedded()
-	cfg.Redis = jobs.RedisConfig{URL: url}
+	cfg.Redis = config.RedisConfig{URL: url}
 	cfg.Locking.Masters = nil
 	// the embedded server is new at every start and reports no run_id: it is
 	// a brand-new deployment each time, nothing to wait out

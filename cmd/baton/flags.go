@@ -8,9 +8,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/rs/zerolog"
+	"github.com/batonhq/baton/config"
 
-	"github.com/batonhq/baton/jobs"
+	"github.com/rs/zerolog"
 )
 
 // Environment variables that give the common flags their defaults. A flag on
@@ -147,12 +147,12 @@ func addCommon(fs *flagSet, def string) (cf *commonFlags, finish func() error) {
 // loadConfigFile loads and validates the config file path, named by the flag
 // "config" of fs. A file that cannot be read, or is invalid, is a usage error naming
 // the file (every problem on its own line).
-func loadConfigFile(fs *flagSet, path string) (*jobs.Config, error) {
-	cfg, err := jobs.LoadFile(path)
+func loadConfigFile(fs *flagSet, path string) (*config.Config, error) {
+	cfg, err := config.LoadFile(path)
 	if err == nil {
 		return cfg, nil
 	}
-	var ce *jobs.ConfigError
+	var ce *config.ConfigError
 	if errors.As(err, &ce) {
 		return nil, &configErrors{ce}
 	}
@@ -169,6 +169,6 @@ func unwrapJobs(err error) string {
 
 // configErrors is an invalid config file: its message has one line per
 // problem, each naming file and line.
-type configErrors struct{ ce *jobs.ConfigError }
+type configErrors struct{ ce *config.ConfigError }
 
 func (e *configErrors) Error() string { return e.ce.Error() }

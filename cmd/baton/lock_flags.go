@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redact"
 
 	"errors"
@@ -268,12 +269,12 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 // config file as every other command loads them (${VAR} expanded,
 // validated); the jobs are not read, so a crontab need not have their
 // variables.
-func loadConfig(path string) (*jobs.Config, error) {
-	cfg, err := jobs.LoadConnectionFile(path)
+func loadConfig(path string) (*config.Config, error) {
+	cfg, err := config.LoadConnectionFile(path)
 	if err == nil {
 		return cfg, nil
 	}
-	var ce *jobs.ConfigError
+	var ce *config.ConfigError
 	if errors.As(err, &ce) {
 		return nil, usagef("config: %s", strings.ReplaceAll(ce.Error(), "\n", "; "))
 	}

@@ -5,7 +5,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/config"
 )
 
 const nextHelp = `usage: baton next [--config FILE] [-n N] [--job NAME] [--from TIME]
@@ -56,7 +56,7 @@ func runNext(args []string, stdout, stderr io.Writer) int {
 		if !ok {
 			return usageExit("next", usagef("--job %q: no such job in %s", job, path), stderr)
 		}
-		list = []jobs.Job{*j}
+		list = []config.Job{*j}
 	}
 	for i := range list {
 		if i > 0 {
@@ -68,7 +68,7 @@ func runNext(args []string, stdout, stderr io.Writer) int {
 }
 
 // printNext prints job j's header line and its next n ticks after after.
-func printNext(w io.Writer, j *jobs.Job, after time.Time, n int) {
+func printNext(w io.Writer, j *config.Job, after time.Time, n int) {
 	if j.Sched == nil {
 		fmt.Fprintf(w, "%s: %s, no schedule (runs continuously)\n", j.Name, j.Mode)
 		return

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/wiring"
 
 	"context"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -52,7 +52,7 @@ func runPause(name string, on bool, args []string, stdout, stderr io.Writer) int
 		if !ok {
 			return usageExit(name, usagef("no job %q in %s", job, path), stderr)
 		}
-		if j.Mode == jobs.ModeSingleton {
+		if j.Mode == config.ModeSingleton {
 			return usageExit(name, usagef("job %q is a singleton: it has no ticks to pause", job), stderr)
 		}
 	}
@@ -119,7 +119,7 @@ func runPause(name string, on bool, args []string, stdout, stderr io.Writer) int
 
 // lockMasters opens a client per lock master of cfg (locking.masters, else
 // the queue Redis).
-func lockMasters(cfg *jobs.Config) ([]redis.UniversalClient, func(), error) {
+func lockMasters(cfg *config.Config) ([]redis.UniversalClient, func(), error) {
 	out, err := wiring.DialMasters(cfg)
 	if err != nil {
 		return nil, nil, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/wiring"
 
 	"context"
@@ -17,8 +18,6 @@ import (
 	"syscall"
 
 	"github.com/rs/zerolog"
-
-	"github.com/batonhq/baton/jobs"
 )
 
 // exitInterrupted is the status of a process stopped by a second signal
@@ -86,7 +85,7 @@ func runServe(r baton.Role, args []string, stdout, stderr io.Writer) int {
 }
 
 // warnUnsigned says, once at start, that tasks are not signed.
-func warnUnsigned(cfg *jobs.Config, log *slog.Logger) {
+func warnUnsigned(cfg *config.Config, log *slog.Logger) {
 	if len(cfg.Security.SigningKeys) == 0 {
 		log.Warn("security.signing_keys is not set: tasks and replace requests are not signed, so anyone who can write to this Redis can make baton run any cron job (see the README's Security section)")
 	}
@@ -94,7 +93,7 @@ func warnUnsigned(cfg *jobs.Config, log *slog.Logger) {
 
 // httpListen returns the HTTP listen address: --http, else http.listen of
 // the config; empty for none. It must be host:port.
-func httpListen(fs *flagSet, cf *commonFlags, cfg *jobs.Config) (string, error) {
+func httpListen(fs *flagSet, cf *commonFlags, cfg *config.Config) (string, error) {
 	addr, src := cfg.HTTP.Listen, "http.listen in "+cf.config
 	if cf.http != "" {
 		addr, src = cf.http, fs.source("http")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/wiring"
 
 	"github.com/batonhq/baton/internal/redact"
@@ -11,9 +12,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"time"
+
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
-	"time"
 
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
@@ -82,7 +84,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(tw, "JOB\tMODE\tPAUSED")
 	for _, j := range cfg.Jobs {
-		if j.Mode == jobs.ModeSingleton {
+		if j.Mode == config.ModeSingleton {
 			continue
 		}
 		paused := "no"
@@ -122,7 +124,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 
 // printReplicas prints the roster: every replica seen in the last
 // jobs.RosterForget, and the jobs on which live replicas' lists differ.
-func printReplicas(ctx context.Context, cfg *jobs.Config, stdout, stderr io.Writer) int {
+func printReplicas(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer) int {
 	queue, _, err := wiring.QueueRedis(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "baton status: %v\n", err)
@@ -172,7 +174,7 @@ func printReplicas(ctx context.Context, cfg *jobs.Config, stdout, stderr io.Writ
 // warnOrphanQueues points out tasks waiting in a queue no live replica
 // consumes: they wait forever (a job moved to another queue while its old
 // queue still held tasks, or a queue dropped from worker.queues).
-func warnOrphanQueues(cfg *jobs.Config, queue redis.UniversalClient, members []jobs.Member, stdout io.Writer) {
+func warnOrphanQueues(cfg *config.Config, queue redis.UniversalClient, members []jobs.Member, stdout io.Writer) {
 	consumed := map[string]bool{}
 	for _, m := range members {
 		for _, q := range m.Queues {

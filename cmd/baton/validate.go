@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/config"
 )
 
 const validateHelp = `usage: baton validate [--config FILE] [--print] [FILE]
@@ -36,9 +36,9 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	default:
 		return usageExit("validate", usagef("unexpected argument %q", fs.Arg(1)), stderr)
 	}
-	cfg, err := jobs.LoadFile(path)
+	cfg, err := config.LoadFile(path)
 	if err != nil {
-		var ce *jobs.ConfigError
+		var ce *config.ConfigError
 		if errors.As(err, &ce) {
 			fmt.Fprintln(stderr, ce.Error())
 		} else {

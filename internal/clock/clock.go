@@ -104,6 +104,23 @@ func (c *Fake) Waiters() int {
 	return len(c.timers)
 }
 
+// Next returns how long from now the earliest waiting timer fires, and
+// false when none waits.
+func (c *Fake) Next() (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.timers) == 0 {
+		return 0, false
+	}
+	first := c.timers[0].when
+	for _, t := range c.timers[1:] {
+		if t.when.Before(first) {
+			first = t.when
+		}
+	}
+	return first.Sub(c.now), true
+}
+
 // BlockUntil waits until at least n timers are waiting to fire, so a test can
 // move the clock only once the code under test waits on it. It gives up after
 // BlockUntilTimeout of real time with an error.
@@ -126,7 +143,7 @@ func (c *Fake) BlockUntilContext(ctx context.Context, n int) error {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return fmt.Errorf("scheduler: fake clock: %d of %d timers waiting: %w", have, n, ctx.Err())
+			return fmt.Errorf("clock: fake clock: %d of %d timers waiting: %w", have, n, ctx.Err())
 		}
 	}
 }

@@ -15,17 +15,18 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/batonhq/baton/config"
+
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/internal/redact"
-	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 )
 
 // QueueRedis returns a go-redis client and the asynq connection option for
 // the queue Redis of cfg: a URL (rediss:// is TLS), Sentinel or Cluster.
-func QueueRedis(cfg *jobs.Config) (redis.UniversalClient, asynq.RedisConnOpt, error) {
+func QueueRedis(cfg *config.Config) (redis.UniversalClient, asynq.RedisConnOpt, error) {
 	rc := cfg.Redis
 	tlsConfig := func(on bool) *tls.Config {
 		if !on {
@@ -68,7 +69,7 @@ func QueueRedis(cfg *jobs.Config) (redis.UniversalClient, asynq.RedisConnOpt, er
 
 // DialMasters opens a client per URL of locking.masters (none when the list
 // is empty: the queue Redis is the lock master then).
-func DialMasters(cfg *jobs.Config) ([]redis.UniversalClient, error) {
+func DialMasters(cfg *config.Config) ([]redis.UniversalClient, error) {
 	var out []redis.UniversalClient
 	for i, raw := range cfg.Locking.Masters {
 		opts, err := redis.ParseURL(raw)
@@ -91,7 +92,7 @@ func CloseAll(cs []redis.UniversalClient) {
 
 // LockOptions are the lock client's options for cfg, as every replica
 // uses them: the namespace's prefix, the margins, the restart handling.
-func LockOptions(cfg *jobs.Config) []locking.Option {
+func LockOptions(cfg *config.Config) []locking.Option {
 	opts := []locking.Option{
 		locking.WithPrefix(cfg.Namespace + ":lock:"),
 		locking.WithLateness(cfg.Locking.Lateness),
@@ -114,7 +115,7 @@ func URLErr(err error) string {
 }
 
 // DescribeRedis names the queue Redis for logs, without secrets.
-func DescribeRedis(cfg *jobs.Config) string {
+func DescribeRedis(cfg *config.Config) string {
 	switch {
 	case cfg.Redis.Sentinel != nil:
 		return fmt.Sprintf("sentinel master %q via %v", cfg.Redis.Sentinel.Master, cfg.Redis.Sentinel.Addrs)

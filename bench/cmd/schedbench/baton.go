@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/batonhq/baton"
+	batonconfig "github.com/batonhq/baton/config"
 
 	"context"
 	"fmt"
@@ -95,19 +96,19 @@ type batonResult struct {
 }
 
 // jobConfig generates the YAML of n "@every 1s" jobs and loads it.
-func jobConfig(addr string, n int) (*jobs.Config, error) {
+func jobConfig(addr string, n int) (*batonconfig.Config, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "redis:\n  url: redis://%s/0\njobs:\n", addr)
 	for i := range n {
 		fmt.Fprintf(&b, "  - {name: %s, schedule: \"@every 1s\", handler: {name: noop}}\n", jobName(i))
 	}
-	return jobs.Load([]byte(b.String()))
+	return batonconfig.Load([]byte(b.String()))
 }
 
 func jobName(i int) string { return fmt.Sprintf("j%05d", i) }
 
 // schedJobs converts the config's jobs to the scheduler's, as replicas do.
-func schedJobs(cfg *jobs.Config) []scheduler.Job {
+func schedJobs(cfg *batonconfig.Config) []scheduler.Job {
 	out := make([]scheduler.Job, 0, len(cfg.Jobs))
 	for i := range cfg.Jobs {
 		out = append(out, baton.SchedulerJob(&cfg.Jobs[i]))
@@ -172,7 +173,7 @@ func (e *env) batonCell(nJobs, nRep int, withWorker bool) (batonResult, error) {
 		}
 		reps = append(reps, r)
 		// wired as baton run wires it: with the check across queues
-		d := timedDispatcher{inner: jobs.NewDispatcher(cfg, r.asynq, nil, nil, jobs.WithQueueRedis(enqRDB)), rec: rec}
+		d := timedDispatcher{inner: jobs.NewDispatcher(cfg, r.asynq, nil, jobs.WithQueueRedis(enqRDB)), rec: rec}
 		r.sched, err = scheduler.New(r.locks, sj, d,
 			scheduler.WithReplica(fmt.Sprintf("r%d", i)),
 			scheduler.WithLogger(slog.New(lc)),

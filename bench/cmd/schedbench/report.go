@@ -230,8 +230,8 @@ func (r *report) render(machine []string) string {
 	p("## Settings\n\n")
 	p("- baton: `scheduler.New` per replica with its own go-redis clients (one for the lock master, one for the asynq client), `WithReplica(rN)`, " +
 		"defaults otherwise (follower delay 500ms + 100ms per thousand ticks due, dispatch parallelism 16, tick lease 5s, master timeout 2s); one lock master = the queue Redis. " +
-		"Jobs come from `jobs.Load` of a generated YAML (`handler` jobs, mode cron, queue default, starting deadline 1m, catch-up latest). " +
-		"Dispatch: `jobs.NewDispatcher(cfg, asynq.NewClientFromRedisClient(rdb), nil, nil, jobs.WithQueueRedis(rdb))` wrapped to time the return.\n")
+		"Jobs come from `config.Load` of a generated YAML (`handler` jobs, mode cron, queue default, starting deadline 1m, catch-up latest). " +
+		"Dispatch: `jobs.NewDispatcher(cfg, asynq.NewClientFromRedisClient(rdb), nil, jobs.WithQueueRedis(rdb))` wrapped to time the return.\n")
 	p("- go-redis clients: defaults (PoolSize 10 × GOMAXPROCS) plus ContextTimeoutEnabled.\n")
 	p("- worker: one `asynq.Server` in a separate process (this binary re-executed, under `nice -n %d`), Concurrency %d, TaskCheckInterval %v, queue baton:default; "+
 		"the handler only records its start time (written to a pipe, read by this process).\n", r.cfg.workerNice, r.cfg.workerConc, r.cfg.checkEvery)

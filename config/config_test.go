@@ -1,7 +1,8 @@
-package jobs
+package config
 
 import (
 	"github.com/batonhq/baton/internal/redact"
+	"github.com/batonhq/baton/internal/strictyaml"
 
 	"encoding/json"
 	"errors"
@@ -157,8 +158,12 @@ func TestExampleShowsEveryOption(t *testing.T) {
 		if t.Kind() != reflect.Struct || t == reflect.TypeFor[time.Time]() {
 			return
 		}
-		for key, i := range structFields(t) {
-			p := joinPath(path, key)
+		for i := range t.NumField() {
+			key, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			if key == "" || key == "-" || !t.Field(i).IsExported() {
+				continue
+			}
+			p := strictyaml.JoinPath(path, key)
 			if !regexp.MustCompile(`(?m)^[\s#-]*` + regexp.QuoteMeta(key) + `:`).Match(data) {
 				missing = append(missing, p)
 			}

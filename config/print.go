@@ -1,18 +1,20 @@
-package jobs
+package config
 
 import (
-	"encoding/json"
 	"reflect"
 	"slices"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/batonhq/baton/internal/redact"
+	"github.com/batonhq/baton/internal/strictyaml"
 )
 
 const redacted = redact.Mask
+
+// formatDuration prints a duration as the config is written: 1m, not 1m0s.
+var formatDuration = strictyaml.FormatDuration
 
 // Redacted returns the effective config (defaults included, zero values left
 // out) as YAML for logs and `baton validate`. Secrets are masked as "xxxxx":
@@ -61,17 +63,17 @@ func (c *Config) Redacted() string {
 			j.HTTP = &h2
 		}
 	}
-	root := encodeNode(reflect.ValueOf(r))
-	if jobs := mappingValue(root, "jobs"); jobs != nil && c.secrets != nil {
+	root := strictyaml.Encode(reflect.ValueOf(r))
+	if jobs := strictyaml.MappingValue(root, "jobs"); jobs != nil && c.secrets != nil {
 		// a handler payload has no types to keep: every scalar from the
 		// environment is masked, numbers and flags too
 		for _, j := range jobs.Content {
-			maskScalars(mappingValue(mappingValue(j, "handler"), "payload"), c.secrets, true)
+			maskScalars(strictyaml.MappingValue(strictyaml.MappingValue(j, "handler"), "payload"), c.secrets, true)
 		}
 	}
 	maskScalars(root, c.secrets, false)
 	escapeDollars(root)
-	if jobs := mappingValue(root, "jobs"); jobs != nil {
+	if jobs := strictyaml.MappingValue(root, "jobs"); jobs != nil {
 		for i, j := range r.Jobs {
 			dropKeys(jobs.Content[i], irrelevantKeys(&j)...)
 		}
@@ -197,109 +199,4 @@ func maskValues(m map[string]string) map[string]string {
 		out[k] = redacted
 	}
 	return out
-}
-
-// encodeNode turns a config value into YAML the way Load reads it: snake_case
-// keys, durations as Go duration strings, payloads as YAML. Nil pointers,
-// nil maps and slices and empty strings give nil (left out).
-func encodeNode(v reflect.Value) *yaml.Node {
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.String:
-		if v.IsZero() {
-			return nil
-		}
-	}
-	switch t := v.Type(); {
-	case t == durationType:
-		return scalarNode(formatDuration(time.Duration(v.Int())))
-	case t == rawMessageType:
-		var x any
-		if err := json.Unmarshal(v.Bytes(), &x); err != nil {
-			return nil
-		}
-		var n yaml.Node
-		if err := n.Encode(x); err != nil {
-			return nil
-		}
-		return &n
-	}
-	switch v.Kind() {
-	case reflect.Pointer:
-		return encodeNode(v.Elem())
-	case reflect.Struct:
-		n := &yaml.Node{Kind: yaml.MappingNode}
-		t := v.Type()
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if name == "" || name == "-" {
-				continue
-			}
-			if c := encodeNode(v.Field(i)); c != nil {
-				n.Content = append(n.Content, scalarNode(name), c)
-			}
-		}
-		if len(n.Content) == 0 {
-			return nil
-		}
-		return n
-	case reflect.Slice:
-		n := &yaml.Node{Kind: yaml.SequenceNode}
-		for i := range v.Len() {
-			c := encodeNode(v.Index(i))
-			if c == nil {
-				c = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}
-			}
-			n.Content = append(n.Content, c)
-		}
-		if v.Type().Elem().Kind() != reflect.Struct {
-			n.Style = yaml.FlowStyle
-		}
-		return n
-	case reflect.Map:
-		n := &yaml.Node{Kind: yaml.MappingNode}
-		keys := v.MapKeys()
-		slices.SortFunc(keys, func(a, b reflect.Value) int {
-			switch {
-			case a.String() < b.String():
-				return -1
-			case a.String() > b.String():
-				return 1
-			}
-			return 0
-		})
-		for _, k := range keys {
-			c := encodeNode(v.MapIndex(k))
-			if c == nil {
-				c = &yaml.Node{}
-				_ = c.Encode(v.MapIndex(k).Interface())
-			}
-			n.Content = append(n.Content, scalarNode(k.String()), c)
-		}
-		return n
-	}
-	var n yaml.Node
-	if err := n.Encode(v.Interface()); err != nil {
-		return nil
-	}
-	return &n
-}
-
-// formatDuration is Duration.String without zero minutes and seconds at the
-// end: 1m rather than 1m0s.
-func formatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
-
-func scalarNode(s string) *yaml.Node {
-	var n yaml.Node
-	_ = n.Encode(s)
-	return &n
 }

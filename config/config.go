@@ -1,4 +1,4 @@
-package jobs
+package config
 
 import (
 	"github.com/batonhq/baton/internal/redact"
@@ -59,6 +59,23 @@ func (c *Config) SecretValues() []string { return c.secrets.Values() }
 // MaskSecrets returns s with every value from SecretValues of at least 4
 // bytes replaced by "xxxxx".
 func (c *Config) MaskSecrets(s string) string { return c.secrets.Text(s) }
+
+// SecretValues returns the values that came from the environment through
+// ${VAR} anywhere in the config the job was loaded with: they are masked in
+// the job's errors and output.
+func (j *Job) SecretValues() []string { return j.secrets.Values() }
+
+// MaskSecrets returns s with every value of SecretValues of at least 4 bytes
+// replaced by "xxxxx".
+func (j *Job) MaskSecrets(s string) string { return j.secrets.Text(s) }
+
+// RedactedJob returns j as Redacted prints it in a config of its own (with
+// c's namespace and time zone): equal definitions print alike, and secrets
+// are masked.
+func (c *Config) RedactedJob(j *Job) string {
+	one := Config{Namespace: c.Namespace, Timezone: c.Timezone, Jobs: []Job{*j}, secrets: c.secrets}
+	return one.Redacted()
+}
 
 // RedisConfig says how to reach the queue Redis. Exactly one of URL, Sentinel
 // and Cluster is set.
@@ -438,9 +455,9 @@ func (c *Config) Job(name string) (*Job, bool) {
 // dedupe each other's tasks.
 func (c *Config) QueueName(q string) string { return c.Namespace + ":" + q }
 
-// queueOf returns the config queue of asynq queue name, and whether name is
-// one of this namespace's.
-func (c *Config) queueOf(name string) (string, bool) {
+// QueueOf returns the config queue of asynq queue name (the inverse of
+// QueueName), and whether name is one of this namespace's.
+func (c *Config) QueueOf(name string) (string, bool) {
 	return strings.CutPrefix(name, c.Namespace+":")
 }
 

@@ -1,13 +1,13 @@
-package jobs_test
+package config_test
 
 import (
 	"fmt"
 
-	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/config"
 )
 
 func ExampleLoad() {
-	_, err := jobs.Load([]byte(`redis:
+	_, err := config.Load([]byte(`redis:
   url: redis://127.0.0.1:6379/0
 jobs:
   - name: report
@@ -22,7 +22,7 @@ jobs:
 }
 
 func ExampleConfig_Retention() {
-	cfg, err := jobs.Load([]byte(`redis:
+	cfg, err := config.Load([]byte(`redis:
   url: redis://127.0.0.1:6379/0
 jobs:
   - name: report

@@ -1,7 +1,8 @@
-package jobs
+package config
 
 import (
 	"github.com/batonhq/baton/internal/redact"
+	"github.com/batonhq/baton/internal/strictyaml"
 
 	"errors"
 	"fmt"
@@ -43,18 +44,11 @@ func (v *validator) errf(path, format string, args ...any) {
 	v.add(v.lineOf(path), path, format, args...)
 }
 
-func (v *validator) lineOf(path string) int {
-	for ; path != ""; path = parentPath(path) {
-		if l, ok := v.lines[path]; ok {
-			return l
-		}
-	}
-	return 0
-}
+func (v *validator) lineOf(path string) int { return v.LineOf(path) }
 
 // set reports whether path was given in the file.
 func (v *validator) set(path string) bool {
-	_, ok := v.lines[path]
+	_, ok := v.Line(path)
 	return ok
 }
 
@@ -130,7 +124,7 @@ func (v *validator) validate() {
 	for i := range c.Jobs {
 		j := &c.Jobs[i]
 		p := fmt.Sprintf("jobs[%d]", i)
-		j.Line = v.lines[p]
+		j.Line, _ = v.Line(p)
 		if j.Name != "" {
 			if line, dup := firstLine[j.Name]; dup {
 				v.errf(p+".name", "duplicate job name %q (first defined at line %d)", j.Name, line)
@@ -246,7 +240,7 @@ func (v *validator) worker() {
 		v.errf("worker.queues", "required: at least one queue (default: {default: 1})")
 	}
 	for _, name := range slices.Sorted(mapKeys(w.Queues)) {
-		p := joinPath("worker.queues", name)
+		p := strictyaml.JoinPath("worker.queues", name)
 		if !queueNameRE.MatchString(name) {
 			v.errf(p, "invalid queue name %q: use 1 to 64 of A-Z, a-z, 0-9, '.', '_', ':', '-'", name)
 		}

@@ -1,0 +1,18 @@
+// Package config holds baton's job list: the YAML file that every replica reads,
+// its Go types, and the rules that decide whether a file is acceptable.
+//
+// Every replica of a baton cluster loads the same file, so a config is all or
+// nothing: Load and LoadFile start from documented defaults, expand ${VAR} and
+// ${VAR:-default} from the environment in scalar values, reject unknown keys,
+// validate every value (cron specs are parsed, time zones loaded, Redis URLs
+// checked, cross-field rules such as "singleton jobs have no schedule"
+// applied) and return either a complete *Config or a *ConfigError that lists
+// every problem with its file, line and job. Nothing is half-applied.
+//
+// A Job says when it runs (Schedule, in Location), where (Mode: through the
+// asynq queue, in-process on the scheduler replica that won the tick, or as a
+// long-running singleton), what it runs (exactly one of Exec, HTTP or
+// Handler) and how executions meet each other (Concurrency, Catchup, retries
+// and timeouts). Zone data is embedded (time/tzdata) so that every replica
+// computes the same ticks whatever its host has installed.
+package config
