@@ -138,7 +138,7 @@ func (s *Scheduler) catchUp(now time.Time, marks map[string]int64) []item {
 				log.Warn("more ticks missed while no replica ran", "count", count)
 				break
 			}
-			log.Warn("tick missed while no replica ran", "tick", t.UTC().Format(time.RFC3339), "catchup", j.Catchup)
+			log.Warn("tick missed while no replica ran", "tick", t.UTC().Format(time.RFC3339), "catchup", string(j.Catchup))
 		}
 		s.add(j, func(c *stats) { c.missed.Add(int64(len(dropped))) })
 		for _, t := range p.live[:len(p.live)-len(p.keep)] {
@@ -146,7 +146,7 @@ func (s *Scheduler) catchUp(now time.Time, marks map[string]int64) []item {
 		}
 		for _, t := range p.keep {
 			s.add(j, func(c *stats) { c.caughtUp.Add(1) })
-			log.Info("catching up a missed tick", "tick", t.UTC().Format(time.RFC3339), "catchup", j.Catchup)
+			log.Info("catching up a missed tick", "tick", t.UTC().Format(time.RFC3339), "catchup", string(j.Catchup))
 			out = append(out, item{job: j, at: t.UTC(), fireAt: now, follower: true})
 		}
 	}

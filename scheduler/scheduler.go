@@ -20,23 +20,31 @@ import (
 	"github.com/batonhq/baton/locking"
 )
 
-// Catch-up policies: what a job does with the ticks it missed while no
-// replica was running (only ticks still inside the starting deadline count).
+// Catchup is a job's catch-up policy: what it does with the ticks it missed
+// while no replica was running, or while the lock masters or the queue
+// failed (only ticks still inside the starting deadline count; the others
+// are missed whatever the policy).
+type Catchup string
+
 const (
-	CatchupSkip   = "skip"   // none of them
-	CatchupLatest = "latest" // the most recent one
-	CatchupAll    = "all"    // all of them, the most recent CatchupMax
+	// CatchupSkip dispatches none of the missed ticks.
+	CatchupSkip Catchup = "skip"
+	// CatchupLatest dispatches the most recent missed tick. The default.
+	CatchupLatest Catchup = "latest"
+	// CatchupAll dispatches every missed tick, or the most recent
+	// CatchupMax of them when there are more.
+	CatchupAll Catchup = "all"
 )
 
 // Job is what the scheduler knows of a job.
 type Job struct {
-	Name     string
-	Schedule Schedule
+	Name     string   // the job's name: its ticks' identity and its keys' hash tag
+	Schedule Schedule // when its ticks are due
 	// StartingDeadline: a tick not dispatched within this of its due time
 	// (by Redis TIME) is missed. Must be > 0.
 	StartingDeadline time.Duration
-	Catchup          string // CatchupSkip, CatchupLatest (default) or CatchupAll
-	CatchupMax       int    // cap for CatchupAll; default 10
+	Catchup          Catchup // CatchupSkip, CatchupLatest (default) or CatchupAll
+	CatchupMax       int     // cap for CatchupAll; default 10
 	// Jitter delays every fire by a stable per-job offset in [0, Jitter);
 	// the tick's identity stays its due time.
 	Jitter time.Duration
@@ -122,7 +130,15 @@ func WithDispatchParallelism(n int) Option { return func(o *options) { o.paralle
 
 // Stats are counters since Start.
 type Stats struct {
-	Owned, Done, Busy, Missed, Paused, Dispatched, DispatchErrors, CaughtUp, SkewStops int64
+	Owned          int64 // claims this replica won
+	Done           int64 // ticks found already decided
+	Busy           int64 // claims to try again: leased elsewhere, not due yet, a split vote or masters failing
+	Missed         int64 // ticks never to be dispatched: past their deadline, or left out by the catch-up policy
+	Paused         int64 // ticks skipped because their job is paused
+	Dispatched     int64 // ticks handed to the Dispatcher (or found dispatched already)
+	DispatchErrors int64 // Dispatch calls that failed
+	CaughtUp       int64 // missed ticks claimed at start, as the catch-up policy says
+	SkewStops      int64 // times claiming stopped because the clock was off beyond the bound
 	// Early counts claims refused because the tick was not due yet by a
 	// lock master's clock (this replica's clock is ahead).
 	Early int64

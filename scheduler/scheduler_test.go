@@ -81,6 +81,14 @@ func (r *recorder) wait(t *testing.T, n int) {
 // small steps, for retries that wait on it (split votes, busy leases).
 func (r *recorder) waitAdvancing(t *testing.T, clk *clock.Fake, n int) {
 	t.Helper()
+	r.waitAdvancingBefore(t, clk, n, time.Time{})
+}
+
+// waitAdvancingBefore is waitAdvancing that never moves the clock to
+// before or later (zero: no bound), so a test can keep the next tick from
+// coming due while it waits.
+func (r *recorder) waitAdvancingBefore(t *testing.T, clk *clock.Fake, n int, before time.Time) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for got := 0; got < n; {
 		select {
@@ -90,7 +98,9 @@ func (r *recorder) waitAdvancing(t *testing.T, clk *clock.Fake, n int) {
 			if time.Now().After(deadline) {
 				t.Fatalf("only %d of %d dispatches", got, n)
 			}
-			clk.Advance(25 * time.Millisecond)
+			if before.IsZero() || clk.Now().Add(25*time.Millisecond).Before(before) {
+				clk.Advance(25 * time.Millisecond)
+			}
 		}
 	}
 }
@@ -233,7 +243,7 @@ func TestOwnerDiesBeforeDispatch(t *testing.T) {
 
 func TestCatchupPolicies(t *testing.T) {
 	for _, tc := range []struct {
-		policy string
+		policy scheduler.Catchup
 		max    int
 		want   int
 	}{{scheduler.CatchupSkip, 0, 0}, {scheduler.CatchupLatest, 0, 1}, {scheduler.CatchupAll, 3, 3}, {scheduler.CatchupAll, 10, 6}} {
@@ -558,8 +568,11 @@ func TestQuorumFenceNeverGoesBack(t *testing.T) {
 		if err := clk.BlockUntil(3); err != nil {
 			t.Fatal(err)
 		}
-		clk.Set(clk.Now().Truncate(time.Second).Add(time.Second))
-		rec.waitAdvancing(t, clk, 1)
+		tick := clk.Now().Truncate(time.Second).Add(time.Second)
+		clk.Set(tick)
+		// retries may move the clock, never into the next tick: a tick
+		// claimed before C stops would take its fence from C
+		rec.waitAdvancingBefore(t, clk, 1, tick.Add(time.Second))
 	}
 	next() // granted by A, B and C: fence from C
 	if err := servers[2].Stop(); err != nil {

@@ -61,6 +61,6 @@ func (s *Scheduler) checkSkew(ctx context.Context) {
 	}
 }
 
-// Skew reports whether the last check found this replica's clock beyond the
+// Skewed reports whether the last check found this replica's clock beyond the
 // bound (and so not claiming).
 func (s *Scheduler) Skewed() bool { return s.skewBad.Load() }

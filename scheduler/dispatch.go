@@ -1,0 +1,256 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/internal/runid"
+)
+
+// dispatched is what became of one owned tick handed to the dispatcher.
+type dispatched struct {
+	idx       int // index of the tick in its batch
+	err       error
+	committed bool // recorded before the dispatch (CommitFirst)
+}
+
+// dispatch hands the owned ticks to the dispatcher, at most the scheduler's
+// parallelism at a time, and commits the dispatched ones in pipelined chunks
+// as they complete, so a big instant's first ticks are recorded done while
+// its last ones are still being enqueued.
+func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []claimed, claimedAt time.Time) {
+	results := make(chan dispatched, len(owned))
+	go s.handOut(ctx, batch, owned, claimedAt, results)
+
+	var commit, failed []int // batch indices
+	flush := func() {
+		if len(commit) > 0 {
+			s.commit(ctx, batch, commit)
+			commit = nil
+		}
+		if len(failed) > 0 {
+			s.retryFailed(ctx, batch, failed)
+			failed = nil
+		}
+	}
+	handle := func(r dispatched) {
+		switch s.settle(ctx, batch[r.idx], r) {
+		case toCommit:
+			commit = append(commit, r.idx)
+		case toRelease:
+			failed = append(failed, r.idx)
+		}
+	}
+	// commit whenever the results pause, and at least every 256 of them
+	for {
+		select {
+		case r, ok := <-results:
+			if !ok {
+				flush()
+				return
+			}
+			handle(r)
+			if len(commit)+len(failed) >= 256 {
+				flush()
+			}
+		default:
+			flush()
+			r, ok := <-results
+			if !ok {
+				return
+			}
+			handle(r)
+		}
+	}
+}
+
+// handOut dispatches the owned ticks in order, each as it gets a dispatch
+// slot, sends what became of each on results, and closes results once
+// every dispatch returned. While ticks wait for a slot their leases are
+// extended every third of the lease ttl, counted from the claim (the timer
+// starts with the first wait). When ctx ends (shutting down) the ticks
+// still waiting are not dispatched: each is sent with ctx's error, to be
+// released.
+func (s *Scheduler) handOut(ctx context.Context, batch []item, owned []claimed, claimedAt time.Time, results chan<- dispatched) {
+	var wg sync.WaitGroup
+	defer func() { wg.Wait(); close(results) }()
+	var extend Timer
+	firstExtend := claimedAt.Add(s.opts.leaseTTL / 3)
+	defer func() {
+		if extend != nil {
+			extend.Stop()
+		}
+	}()
+	waiting := owned
+	for len(waiting) > 0 {
+		c := waiting[0]
+		if !s.slot(ctx, &extend, firstExtend) {
+			if ctx.Err() != nil {
+				// shutting down: the remaining ticks are released, not dispatched
+				results <- dispatched{idx: c.idx, err: ctx.Err()}
+				waiting = waiting[1:]
+				continue
+			}
+			waiting = s.extendLeases(ctx, batch, waiting)
+			extend.Reset(s.opts.leaseTTL / 3)
+			continue
+		}
+		waiting = waiting[1:]
+		it := batch[c.idx]
+		tick := Tick{Job: it.job.Name, At: it.at, RunID: runid.New(), Fence: c.fence, Replica: s.opts.replica}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-s.sem }()
+			results <- s.dispatchOne(ctx, c.idx, it, tick)
+		}()
+	}
+}
+
+// slot takes a dispatch slot. It returns false when ctx ended, or when the
+// extension timer fired first; the first wait starts that timer, to fire at
+// firstExtend.
+func (s *Scheduler) slot(ctx context.Context, extend *Timer, firstExtend time.Time) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	select {
+	case s.sem <- struct{}{}:
+		return true
+	default:
+	}
+	if *extend == nil {
+		*extend = s.opts.clock.NewTimer(max(firstExtend.Sub(s.opts.clock.Now()), 0))
+	}
+	select {
+	case s.sem <- struct{}{}:
+		return true
+	case <-(*extend).C():
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// dispatchOne hands tick (the batch's tick idx, it) to the dispatcher,
+// bounded by the lease ttl. A CommitFirst tick is recorded first, and not
+// dispatched when ctx ended (shutting down: released, not run) or when the
+// record did not reach a quorum (errNotRecorded).
+func (s *Scheduler) dispatchOne(ctx context.Context, idx int, it item, tick Tick) dispatched {
+	if it.job.CommitFirst {
+		if ctx.Err() != nil {
+			return dispatched{idx: idx, err: ctx.Err()} // shutting down: released, not run
+		}
+		if !s.commitOwned(ctx, it) {
+			return dispatched{idx: idx, err: errNotRecorded}
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.opts.leaseTTL)
+	defer cancel()
+	return dispatched{idx: idx, err: s.disp.Dispatch(dctx, tick), committed: it.job.CommitFirst}
+}
+
+// errNotRecorded: a CommitFirst tick could not be recorded on a quorum
+// before its dispatch (its lease lost, or masters failing): it is not
+// dispatched.
+var errNotRecorded = errors.New("scheduler: tick not recorded before its run")
+
+// commitOwned records a CommitFirst tick as dispatched, with a check that
+// its lease is still ours, and reports whether a quorum did. Bounded by the
+// master timeout, also at shutdown (a tick recorded but not run is lost).
+func (s *Scheduler) commitOwned(ctx context.Context, it item) bool {
+	answers := s.pipeline(context.WithoutCancel(ctx), 1, commitOwnedScript, func(int) ([]string, []any) {
+		return []string{it.key, it.job.keys.mark}, []any{it.token, it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}
+	})
+	return s.onQuorum(answers, 0, func(a answer) bool { return a.st == 1 })
+}
+
+// settlement is what a dispatch result leaves to do with its tick's lease.
+type settlement int
+
+const (
+	settled   settlement = iota // nothing: recorded before the dispatch
+	toCommit                    // dispatched: record the tick done
+	toRelease                   // not dispatched: release the lease, try again
+)
+
+// settle counts and logs the result r of dispatching it, and tells what is
+// left to do with its lease.
+func (s *Scheduler) settle(ctx context.Context, it item, r dispatched) settlement {
+	if errors.Is(r.err, ErrAlreadyDispatched) {
+		r.err = nil // dispatched earlier (by an owner that died before committing): done
+	}
+	if r.committed {
+		// recorded before the dispatch: nothing to commit, nothing to undo
+		if r.err != nil {
+			s.add(it.job, func(c *stats) { c.dispatchErrors.Add(1) })
+			s.opts.log.Error("tick recorded but its run did not start; it is not retried (it may have started)", "job", it.job.Name,
+				"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica, "err", r.err)
+			return settled
+		}
+		s.add(it.job, func(c *stats) { c.dispatched.Add(1) })
+		return settled
+	}
+	if errors.Is(r.err, errNotRecorded) {
+		s.add(it.job, func(c *stats) { c.commitErrors.Add(1) })
+		s.opts.log.Warn("tick not recorded on a majority of lock masters before its run: not run, released to be claimed again", "job", it.job.Name,
+			"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica)
+		return toRelease
+	}
+	if r.err != nil && ctx.Err() != nil {
+		return toRelease // cut short by shutdown: release, no error
+	}
+	if r.err != nil {
+		s.add(it.job, func(c *stats) { c.dispatchErrors.Add(1) })
+		s.opts.log.Error("dispatch failed; the tick is released for another try", "job", it.job.Name,
+			"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica, "err", r.err)
+		return toRelease
+	}
+	s.add(it.job, func(c *stats) { c.dispatched.Add(1) })
+	return toCommit
+}
+
+// commit records the dispatched ticks of the batch at the indices idx as
+// done, in one pipeline. It goes out even when ctx ended (shutdown),
+// bounded by the master timeout.
+func (s *Scheduler) commit(ctx context.Context, batch []item, idx []int) {
+	answers := s.pipeline(context.WithoutCancel(ctx), len(idx), commitScript, func(k int) ([]string, []any) {
+		it := batch[idx[k]]
+		return []string{it.key, it.job.keys.mark}, []any{it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}
+	})
+	if bad := s.notOnQuorum(answers, len(idx)); len(bad) > 0 {
+		// the runs are in the queue (its task IDs dedupe them); the
+		// records are what lets followers skip the ticks
+		for _, k := range bad {
+			s.add(batch[idx[k]].job, func(c *stats) { c.commitErrors.Add(1) })
+		}
+		n := len(bad)
+		s.opts.log.Warn("dispatched ticks not recorded on a majority of lock masters; followers will find them enqueued", "ticks", n, "replica", s.opts.replica)
+	}
+}
+
+// retryFailed releases the leases of the ticks of the batch at the indices
+// idx, which were not dispatched, and claims them again after a back-off,
+// or holds them back when the queue fails again (an outage). The release
+// goes out even when ctx ended (shutdown), bounded by the master timeout.
+func (s *Scheduler) retryFailed(ctx context.Context, batch []item, idx []int) {
+	s.releaseLeases(context.WithoutCancel(ctx), batch, idx)
+	// back off harder each time: a queue that is slow to answer
+	// must not be answered with more work
+	again := make([]item, 0, len(idx))
+	for _, i := range idx {
+		it := batch[i]
+		if it.attempts > 0 && ctx.Err() == nil {
+			// the queue failing again: an outage; held back until
+			// it answers, then claimed as the catch-up policy says
+			s.hold(it)
+			continue
+		}
+		wait := time.Duration(100+rand.IntN(200)) * time.Millisecond << min(it.attempts, 5)
+		again = append(again, retryAt(it, s.opts.clock.Now().Add(wait)))
+	}
+	s.reschedule(ctx, again)
+}

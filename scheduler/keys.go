@@ -1,0 +1,41 @@
+package scheduler
+
+import (
+	"strconv"
+	"time"
+)
+
+// jobKeys are the keys of one job; all share its hash tag. A tick's own key
+// (tickKey) is both the tick's lease (value: the owner's token) and its
+// record ("done" or "paused"), so a claim reads one key and a commit
+// overwrites it.
+type jobKeys struct {
+	prefix, paused, mark, fence string
+	// counted + <mark ms>: which replica counted the ticks a catch-up from
+	// that mark found missed (so they are logged and counted once)
+	counted string
+}
+
+func newJobKeys(namespace, job string) jobKeys {
+	base := namespace + ":{" + job + "}:"
+	return jobKeys{prefix: base + "tick:", paused: base + "paused", mark: base + "mark", fence: base + "fence", counted: base + "counted:"}
+}
+
+// tickKey is the key of tick at of the job.
+func (k jobKeys) tickKey(at time.Time) string {
+	return k.prefix + strconv.FormatInt(at.UnixMilli(), 10)
+}
+
+// PauseKey is the Redis key whose presence pauses a job on every replica.
+func PauseKey(namespace, job string) string { return newJobKeys(namespace, job).paused }
+
+// decided tells whether a tick key's value records the tick as decided.
+// (A "paused" record is not decided on its own: pausing takes a quorum, see
+// the claim.)
+func decided(v string) bool { return v == "done" || v == "missed" }
+
+// recordTTL is how long a tick's record of j outlives the tick: its starting
+// deadline, the lease ttl, twice the skew bound and the record margin.
+func (s *Scheduler) recordTTL(j *Job) time.Duration {
+	return j.StartingDeadline + s.opts.leaseTTL + 2*s.opts.maxSkew + s.opts.recordMargin
+}
