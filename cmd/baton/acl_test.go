@@ -20,7 +20,7 @@ import (
 // password, split into arguments.
 func documentedACL(t *testing.T, ns, password string) []any {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/operating.md")
 	if err != nil {
 		t.Fatal(err)
 	}
