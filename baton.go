@@ -28,11 +28,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/batonhq/baton/config"
-
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/supervisor"
 	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/jobs"
@@ -236,7 +235,7 @@ func SchedulerJob(j *config.Job) scheduler.Job {
 		Name:             j.Name,
 		Schedule:         j.Sched,
 		StartingDeadline: j.StartingDeadline,
-		Catchup:          string(j.Catchup),
+		Catchup:          scheduler.Catchup(j.Catchup),
 		CatchupMax:       j.CatchupMax,
 		Jitter:           j.Jitter,
 		Paused:           j.Paused,

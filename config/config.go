@@ -1,8 +1,6 @@
 package config
 
 import (
-	"github.com/batonhq/baton/internal/redact"
-
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +8,7 @@ import (
 	"time"
 	_ "time/tzdata" // every replica must use the same zone rules
 
+	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/scheduler"
 )
 

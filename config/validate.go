@@ -1,9 +1,6 @@
 package config
 
 import (
-	"github.com/batonhq/baton/internal/redact"
-	"github.com/batonhq/baton/internal/strictyaml"
-
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/internal/childenv"
+	"github.com/batonhq/baton/internal/redact"
+	"github.com/batonhq/baton/internal/strictyaml"
 	"github.com/batonhq/baton/scheduler"
 )
 

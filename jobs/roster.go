@@ -1,9 +1,6 @@
 package jobs
 
 import (
-	"github.com/batonhq/baton/config"
-	"github.com/batonhq/baton/internal/redact"
-
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -20,6 +17,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/redact"
 )
 
 // The roster is how replicas with different job lists (every rolling deploy)

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"github.com/batonhq/baton"
-	"github.com/batonhq/baton/config"
-
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
 )
 
 const devHelp = `usage: baton dev [flags]

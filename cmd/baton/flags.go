@@ -8,9 +8,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/batonhq/baton/config"
-
 	"github.com/rs/zerolog"
+
+	"github.com/batonhq/baton/config"
 )
 
 // Environment variables that give the common flags their defaults. A flag on

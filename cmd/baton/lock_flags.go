@@ -1,9 +1,6 @@
 package main
 
 import (
-	"github.com/batonhq/baton/config"
-	"github.com/batonhq/baton/internal/redact"
-
 	"errors"
 	"flag"
 	"fmt"
@@ -15,7 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/childenv"
+	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/jobs"
 )
 

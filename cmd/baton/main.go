@@ -15,12 +15,11 @@
 //	baton help [COMMAND]                   print help
 //
 // The binary is deliberately thin: it parses flags, sets up logging and
-// signals, and wires the library packages together (app.go).
+// signals, and prints; replicas are built by package baton (baton.New), the
+// same call a Go program makes.
 package main
 
 import (
-	"github.com/batonhq/baton"
-
 	"context"
 	"fmt"
 	"io"
@@ -29,6 +28,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+
+	"github.com/batonhq/baton"
 )
 
 // mainUsage is the top-level help text.

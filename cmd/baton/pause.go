@@ -1,9 +1,6 @@
 package main
 
 import (
-	"github.com/batonhq/baton/config"
-	"github.com/batonhq/baton/internal/wiring"
-
 	"context"
 	"fmt"
 	"io"
@@ -12,6 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/scheduler"
 )
 

@@ -1,10 +1,6 @@
 package main
 
 import (
-	"github.com/batonhq/baton"
-	"github.com/batonhq/baton/config"
-	"github.com/batonhq/baton/internal/wiring"
-
 	"context"
 	"errors"
 	"flag"
@@ -18,6 +14,10 @@ import (
 	"syscall"
 
 	"github.com/rs/zerolog"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/wiring"
 )
 
 // exitInterrupted is the status of a process stopped by a second signal

@@ -1,22 +1,19 @@
 package main
 
 import (
-	"github.com/batonhq/baton/config"
-	"github.com/batonhq/baton/internal/wiring"
-
-	"github.com/batonhq/baton/internal/redact"
-
 	"context"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
-
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/redact"
+	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"

@@ -15,11 +15,10 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/batonhq/baton/config"
-
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/locking"
 )

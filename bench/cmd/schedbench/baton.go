@@ -1,9 +1,6 @@
 package main
 
 import (
-	"github.com/batonhq/baton"
-	batonconfig "github.com/batonhq/baton/config"
-
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,6 +12,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton"
+	batonconfig "github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
