@@ -401,6 +401,14 @@ func (l loggingDispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error
 	return nil
 }
 
+// NotDispatched passes the scheduler's record of a tick that did not run to
+// the dispatcher, if it keeps records.
+func (l loggingDispatcher) NotDispatched(ctx context.Context, t scheduler.Tick, paused bool, reason string) {
+	if r, ok := l.d.(scheduler.Recorder); ok {
+		r.NotDispatched(ctx, t, paused, reason)
+	}
+}
+
 // leadership campaigns for the cluster leader role, which pins leader: true
 // jobs to one replica so a Go program can keep in-memory state between runs.
 type leadership struct {

@@ -40,6 +40,8 @@ type Config struct {
 	// Security configures the signing of what replicas hand each other
 	// through Redis.
 	Security SecurityConfig `yaml:"security"`
+	// History bounds the run history kept in Redis.
+	History HistoryConfig `yaml:"history"`
 	// Jobs is the job list, in file order.
 	Jobs []Job `yaml:"jobs"`
 	// File is the path the config was loaded from; empty for Load.
@@ -166,6 +168,18 @@ type SecurityConfig struct {
 	// replace requests: for the rolling deploy that introduces signing
 	// (replicas without keys still send unsigned ones). Default false.
 	AcceptUnsigned bool `yaml:"accept_unsigned"`
+}
+
+// HistoryConfig bounds the run history and tick ledger each job keeps in the
+// queue Redis: what was dispatched, by which replica, where and when it ran,
+// how it ended, and the ticks that did not run and why (`baton history`).
+type HistoryConfig struct {
+	// Runs is how many runs (and not-run ticks) of each job are kept, the
+	// newest. Default 100; 0 keeps no history; at most 100000.
+	Runs int `yaml:"runs"`
+	// MaxAge drops entries older than this (by Redis's clock). Default 168h
+	// (7 days); >= 1m.
+	MaxAge time.Duration `yaml:"max_age"`
 }
 
 // WorkerConfig configures the asynq worker that runs cron-mode jobs.
@@ -403,6 +417,7 @@ func defaultConfig() Config {
 			RetentionMargin: time.Minute,
 			MaxTickRecords:  10000,
 		},
+		History: HistoryConfig{Runs: 100, MaxAge: 7 * 24 * time.Hour},
 	}
 }
 

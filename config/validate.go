@@ -109,6 +109,7 @@ func (v *validator) validate() {
 		}
 	}
 	v.worker()
+	v.history()
 	v.security()
 	if c.Scheduler.TickLeaseTTL < 100*time.Millisecond {
 		v.errf("scheduler.tick_lease_ttl", "must be at least 100ms, got %s", c.Scheduler.TickLeaseTTL)
@@ -249,6 +250,16 @@ func (v *validator) worker() {
 	}
 	if w.ShutdownGrace <= 0 {
 		v.errf("worker.shutdown_grace", "must be > 0, got %s", w.ShutdownGrace)
+	}
+}
+
+func (v *validator) history() {
+	h := &v.cfg.History
+	if h.Runs < 0 || h.Runs > 100000 {
+		v.errf("history.runs", "must be between 0 (no history) and 100000, got %d", h.Runs)
+	}
+	if h.MaxAge < time.Minute {
+		v.errf("history.max_age", "must be >= 1m, got %s", formatDuration(h.MaxAge))
 	}
 }
 

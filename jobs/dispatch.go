@@ -32,15 +32,19 @@ type Dispatcher struct {
 	client *asynq.Client
 	local  LocalRunner
 	log    *slog.Logger
-	rdb    redis.UniversalClient // the queue Redis; nil: no check across queues
+	rdb    redis.UniversalClient // the queue Redis; nil: no check across queues, no history
 	moving func(job string) bool // jobs live replicas route differently; nil: none
+	hist   *history
 
 	mu       sync.Mutex
 	queues   []string  // asynq's queue names, as last read
 	queuesAt time.Time // when they were read
 }
 
-var _ scheduler.Dispatcher = (*Dispatcher)(nil)
+var (
+	_ scheduler.Dispatcher = (*Dispatcher)(nil)
+	_ scheduler.Recorder   = (*Dispatcher)(nil)
+)
 
 // NewDispatcher returns a Dispatcher for cfg's jobs. client enqueues cron-mode
 // runs; local starts local-mode runs (nil: local ticks fail to dispatch).
@@ -48,7 +52,18 @@ var _ scheduler.Dispatcher = (*Dispatcher)(nil)
 // WithMovingJobs.
 func NewDispatcher(cfg *config.Config, client *asynq.Client, local LocalRunner, opts ...Option) *Dispatcher {
 	o := newOptions(opts)
-	return &Dispatcher{cfg: cfg, client: client, local: local, log: o.log, rdb: o.queueRedis, moving: o.moving}
+	return &Dispatcher{cfg: cfg, client: client, local: local, log: o.log, rdb: o.queueRedis, moving: o.moving,
+		hist: &history{cfg: cfg, rdb: o.queueRedis, log: o.log}}
+}
+
+// NotDispatched records in the run history (with WithQueueRedis) that tick
+// t was paused or missed, and why. It implements scheduler.Recorder.
+func (d *Dispatcher) NotDispatched(ctx context.Context, t scheduler.Tick, paused bool, reason string) {
+	st := StatusMissed
+	if paused {
+		st = StatusPaused
+	}
+	d.hist.notRun(ctx, t, st, reason)
 }
 
 // Dispatch hands tick t off, once per tick ID:
@@ -105,6 +120,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 			return fmt.Errorf("jobs: dispatch %s: enqueue into %q: %w", t.ID(), queue, err)
 		}
 		d.log.Debug("tick enqueued", append(tickAttrs(t), slog.String("queue", queue))...)
+		d.hist.dispatched(ctx, t)
 		return nil
 	case config.ModeLocal:
 		if d.local == nil {
@@ -136,6 +152,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 				return fmt.Errorf("jobs: dispatch %s: enqueue into %q (bound there by a replica with another job list): %w", t.ID(), q, err)
 			}
 			d.log.Info("local tick enqueued into the queue a replica with another job list bound it to", append(tickAttrs(t), slog.String("queue", q))...)
+			d.hist.dispatched(ctx, t)
 			return nil
 		case q != "":
 			return fmt.Errorf("jobs: dispatch %s: in queue %q: %w", t.ID(), q, scheduler.ErrAlreadyDispatched)
@@ -149,6 +166,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 			}
 			return fmt.Errorf("jobs: dispatch %s: %w", t.ID(), err)
 		}
+		d.hist.dispatched(ctx, t)
 		return nil
 	default:
 		return fmt.Errorf("jobs: dispatch %s: mode %s is not dispatched by ticks", t.ID(), job.Mode)

@@ -153,6 +153,15 @@ func execLockName(job string) string { return "exec:" + job }
 // fenceLockName is the lock an allow job's runs take their fences from.
 func fenceLockName(job string) string { return "fence:" + job }
 
+// hist is the run history the engine writes to (the queue Redis).
+func (e *engine) hist() *history { return &history{cfg: e.cfg, rdb: e.rdb, log: e.log} }
+
+// notStarted records in the history that tick t's attempt did not start.
+func (e *engine) notStarted(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, st Status, reason string) {
+	run := Run{Job: job.Name, Tick: t.At, RunID: t.RunID, Attempt: attempt, Replica: e.replica}
+	e.hist().finished(ctx, t, run, st, job, Result{ExitCode: -1}, reason, "")
+}
+
 func (e *engine) holderKey(job string) string {
 	return e.cfg.Namespace + ":{exec:" + job + "}:holder"
 }
@@ -340,6 +349,7 @@ func (e *engine) runTick(ctx context.Context, job *config.Job, t scheduler.Tick,
 			// came from them through the claim, in this process)
 			f, err := e.allowFence(ctx, job, log)
 			if err != nil {
+				e.notStarted(ctx, job, t, attempt, StatusFailed, err.Error())
 				return err
 			}
 			run.Fence = f
@@ -400,7 +410,7 @@ func (e *engine) acquire(ctx context.Context, job *config.Job, t scheduler.Tick,
 	if err == nil {
 		return e.held(ctx, job, t, attempt, lease, log), nil
 	}
-	if done, res := e.notObtained(ctx, t, err, log); done {
+	if done, res := e.notObtained(ctx, job, t, attempt, err, log); done {
 		return nil, res
 	}
 	h, ok := e.readHolder(ctx, job.Name, log)
@@ -413,17 +423,19 @@ func (e *engine) acquire(ctx context.Context, job *config.Job, t scheduler.Tick,
 	case job.Concurrency == config.ConcurrencyForbid || sameTick:
 		e.count(t.Job, func(c *counters) { c.skipped.Add(1) })
 		log.Info("skipped: another run holds the job", holder)
+		e.notStarted(ctx, job, t, attempt, StatusSkipped, "another run holds the job: "+h.String())
 		return nil, nil
 	case ok && h.after(t.At):
 		e.count(t.Job, func(c *counters) { c.skipped.Add(1) })
 		log.Info("skipped: a newer tick holds the job", holder)
+		e.notStarted(ctx, job, t, attempt, StatusSkipped, "a newer tick holds the job: "+h.String())
 		return nil, nil
 	default:
 		log.Info("replacing the running run", holder)
 		lease, err = e.replace(ctx, job, t, log)
 	}
 	if err != nil {
-		if done, res := e.notObtained(ctx, t, err, log); done {
+		if done, res := e.notObtained(ctx, job, t, attempt, err, log); done {
 			return nil, res
 		}
 		// Unreachable: Lock only gives up when ctx ends or masters fail.
@@ -436,15 +448,17 @@ func (e *engine) acquire(ctx context.Context, job *config.Job, t scheduler.Tick,
 // notObtained turns a failed TryLock or Lock into the handler's result. done
 // is false when the lock is merely held by another run (TryLock's busy case,
 // for the caller to apply the policy).
-func (e *engine) notObtained(ctx context.Context, t scheduler.Tick, err error, log *slog.Logger) (done bool, res error) {
+func (e *engine) notObtained(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, err error, log *slog.Logger) (done bool, res error) {
 	if cause := context.Cause(ctx); ctx.Err() != nil {
 		if errors.Is(cause, ErrReplaced) {
 			e.count(t.Job, func(c *counters) { c.replaced.Add(1) })
 			log.Info("replaced by a newer tick while waiting for the job")
+			e.notStarted(ctx, job, t, attempt, StatusReplaced, "replaced by a newer tick while waiting for the job")
 			return true, fmt.Errorf("jobs: %s: %w: %w", t.ID(), ErrReplaced, asynq.SkipRetry)
 		}
 		e.count(t.Job, func(c *counters) { c.failed.Add(1) })
 		log.Warn("gave up waiting for the job", slog.Any("error", cause))
+		e.notStarted(ctx, job, t, attempt, StatusFailed, "gave up waiting for the execution lease: "+cause.Error())
 		return true, fmt.Errorf("jobs: %s: waiting for the execution lease: %w", t.ID(), errors.Join(err, cause))
 	}
 	var oe *locking.ObtainError
@@ -453,6 +467,7 @@ func (e *engine) notObtained(ctx context.Context, t scheduler.Tick, err error, l
 	}
 	e.count(t.Job, func(c *counters) { c.failed.Add(1) })
 	log.Error("cannot take the execution lease", slog.Any("error", err))
+	e.notStarted(ctx, job, t, attempt, StatusFailed, "cannot take the execution lease: "+err.Error())
 	return true, fmt.Errorf("jobs: %s: execution lease: %w", t.ID(), err)
 }
 
@@ -560,6 +575,8 @@ func (e *engine) execute(ctx context.Context, job *config.Job, t scheduler.Tick,
 	}
 
 	log.Info("run started")
+	hist := e.hist()
+	hist.started(ctx, t, run)
 	start := time.Now()
 	res, err := e.exec.Execute(execCtx, job, run, validity)
 	took := slog.Duration("took", time.Since(start))
@@ -575,19 +592,24 @@ func (e *engine) execute(ctx context.Context, job *config.Job, t scheduler.Tick,
 	case runCtx.Err() != nil && errors.Is(cause, ErrReplaced):
 		e.count(t.Job, func(c *counters) { c.replaced.Add(1) })
 		log.Info("replaced by a newer tick", took)
+		hist.finished(ctx, t, run, StatusReplaced, job, res, "stopped for a newer tick", "")
 		return fmt.Errorf("jobs: %s: %w: %w", t.ID(), ErrReplaced, asynq.SkipRetry)
 	case err == nil:
 		e.count(t.Job, func(c *counters) { c.ran.Add(1) })
 		log.Info("run succeeded", took)
+		hist.finished(ctx, t, run, StatusOK, job, res, "", "")
 		return nil
 	}
 	e.count(t.Job, func(c *counters) { c.failed.Add(1) })
+	st := StatusFailed
 	switch {
 	case lease != nil && runCtx.Err() != nil && errors.Is(cause, locking.ErrLost):
+		st = StatusLeaseLost
 		err = errors.Join(err, fmt.Errorf("jobs: %s: execution lease lost mid-run: %w", t.ID(), cause))
 	case runCtx.Err() != nil:
 		err = errors.Join(err, fmt.Errorf("jobs: %s: stopped: %w", t.ID(), cause))
 	case errors.Is(context.Cause(execCtx), errRunTimeout):
+		st = StatusTimedOut
 		err = errors.Join(err, fmt.Errorf("jobs: %s: %w after %s", t.ID(), errRunTimeout, job.Timeout))
 	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrPermission):
 		// a command that cannot start fails the same way on every attempt
@@ -595,10 +617,12 @@ func (e *engine) execute(ctx context.Context, job *config.Job, t scheduler.Tick,
 	default:
 		err = fmt.Errorf("jobs: %s: %w", t.ID(), err)
 	}
-	if tail := outputTail(res.Output, job); tail != "" {
+	tail := outputTail(res.Output, job)
+	if tail != "" {
 		log = log.With(slog.String("output_tail", tail))
 	}
 	log.Warn("run failed", took, slog.Any("error", err))
+	hist.finished(ctx, t, run, st, job, res, err.Error(), tail)
 	return err
 }
 

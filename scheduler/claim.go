@@ -32,6 +32,7 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 	answers := s.claim(ctx, batch)
 
 	var owned []claimed
+	var notRun []notDispatched
 	var release []int // batch indices of the leases given up
 	var again []item
 	// one back-off for every tick of the batch that failed, so they are
@@ -57,6 +58,7 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 		case stPaused:
 			s.add(it.job, func(c *stats) { c.paused.Add(1) })
 			log().Info("tick skipped: job paused")
+			notRun = append(notRun, notDispatched{i, true, "the job is paused"})
 		case stMissed:
 			if !o.unknown && !o.first {
 				break // another replica recorded it missed, and logged it
@@ -67,13 +69,16 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 					release = append(release, i)
 				}
 				log().Warn("tick missed: no majority of lock masters can grant it (some restarted after it was due and may have lost its record, or the job is paused on some of them); not dispatched, since none can vouch that it was not dispatched already")
+				notRun = append(notRun, notDispatched{i, false, "no majority of lock masters could vouch that it was not dispatched already"})
 				break
 			}
 			if it.drop && o.wait <= it.job.StartingDeadline {
 				log().Warn("tick missed: left out by the job's catch-up policy (after a restart, or lock masters or the queue unreachable)", "catchup", string(it.job.Catchup))
+				notRun = append(notRun, notDispatched{i, false, "left out by the catch-up policy " + string(it.job.Catchup)})
 				break
 			}
 			log().Warn("tick missed: past its starting deadline", "late", o.wait.Round(time.Millisecond), "starting_deadline", it.job.StartingDeadline)
+			notRun = append(notRun, notDispatched{i, false, fmt.Sprintf("past its starting deadline (%s late, deadline %s)", o.wait.Round(time.Millisecond), it.job.StartingDeadline)})
 		case stBusy:
 			if it.drop && o.err == nil {
 				break // leased by another replica, which dispatches it
@@ -131,6 +136,28 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 	s.reschedule(ctx, again)
 	if len(owned) > 0 {
 		s.dispatch(ctx, batch, owned, claimedAt)
+	}
+	s.recordNotDispatched(ctx, batch, notRun)
+}
+
+// notDispatched is a tick of a batch that was not dispatched: paused or
+// missed, and why.
+type notDispatched struct {
+	idx    int // index in the batch
+	paused bool
+	reason string
+}
+
+// recordNotDispatched tells the dispatcher, if it keeps records
+// (Recorder), of the ticks that were not dispatched.
+func (s *Scheduler) recordNotDispatched(ctx context.Context, batch []item, nd []notDispatched) {
+	r, ok := s.disp.(Recorder)
+	if !ok {
+		return
+	}
+	for _, n := range nd {
+		it := batch[n.idx]
+		r.NotDispatched(ctx, Tick{Job: it.job.Name, At: it.at, Replica: s.opts.replica}, n.paused, n.reason)
 	}
 }
 

@@ -38,6 +38,15 @@ type Dispatcher interface {
 	Dispatch(ctx context.Context, t Tick) error
 }
 
+// Recorder is implemented by a Dispatcher that also keeps a record of the
+// ticks that were not dispatched. The scheduler calls NotDispatched after a
+// claim for each tick that was paused (on every replica that claimed it) or
+// missed (once cluster-wide: by the replica that recorded it missed), with
+// a sentence saying why. It must not block for long: claims wait for it.
+type Recorder interface {
+	NotDispatched(ctx context.Context, t Tick, paused bool, reason string)
+}
+
 // DispatcherFunc adapts a function to Dispatcher.
 type DispatcherFunc func(ctx context.Context, t Tick) error
 

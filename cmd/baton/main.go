@@ -10,6 +10,7 @@
 //	baton next [-n N] [--job NAME] [--from TIME]  the next fire times
 //	baton pause|resume [--config FILE] JOB...      pause or resume jobs everywhere
 //	baton status [--config FILE]                   singleton holders, paused jobs
+//	baton history [-n N] [--json] JOB              a job's newest runs
 //	baton lock [flags] KEY -- CMD [ARGS]   run CMD while holding a distributed lock
 //	baton version                          print the version
 //	baton help [COMMAND]                   print help
@@ -43,6 +44,7 @@ commands:
   validate   check a config file
   next       print the next fire times of the jobs
   status     singleton holders (replica, since, fence) and paused jobs
+  history    a job's newest runs: when, where, how they ended, and why
   pause      pause jobs on every replica (a flag in Redis)
   resume     resume paused jobs
   lock       run a command while holding a distributed lock (a flock(1) for crontabs)
@@ -87,6 +89,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runValidate(args[1:], stdout, stderr)
 	case "status":
 		return runStatus(args[1:], stdout, stderr)
+	case "history":
+		return runHistory(args[1:], stdout, stderr)
 	case "pause":
 		return runPause("pause", true, args[1:], stdout, stderr)
 	case "resume":
@@ -113,7 +117,7 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	switch args[0] {
-	case "run", "scheduler", "worker", "dev", "validate", "next", "lock", "pause", "resume", "status":
+	case "run", "scheduler", "worker", "dev", "validate", "next", "lock", "pause", "resume", "status", "history":
 		return run([]string{args[0], "-h"}, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "usage: baton version\n\nPrints the baton version and the Go version it was built with.")

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/batonhq/baton/internal/wiring"
+	"github.com/batonhq/baton/jobs"
+)
+
+const historyHelp = `usage: baton history [--config FILE] [-n N] [--json] JOB
+
+Prints JOB's newest runs, newest tick first: the tick, the run id, how it
+ended (ok, failed, skipped, replaced, timed out, lease lost; running or
+dispatched while under way; missed or paused for ticks that did not run),
+the attempt, the exit code or HTTP status, the fencing token, the replica
+that dispatched it and the one that ran it, when it started and how long it
+took, and why it failed or did not run. --json prints the records as a JSON
+array, with the tail of each failed run's output (secrets masked).
+
+The history lives in the queue Redis, history.runs records per job (default
+100) and none older than history.max_age (default 7 days).
+
+Exit status: 0 done; 1 Redis unreachable; 2 usage error (unknown job, bad
+config).
+
+flags:
+`
+
+// runHistory implements "baton history".
+func runHistory(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("history")
+	var path string
+	fs.stringEnv(&path, "config", envConfig, defaultConfigFile, "config `FILE`")
+	n := fs.Int("n", 20, "print the newest `N` records (0: all that are kept)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.parse(args, historyHelp, stdout); err != nil {
+		return exitParse("history", err, stderr)
+	}
+	switch {
+	case fs.NArg() == 0:
+		return usageExit("history", usagef("name a job"), stderr)
+	case fs.NArg() > 1:
+		return usageExit("history", usagef("name one job, got %d arguments", fs.NArg()), stderr)
+	case *n < 0:
+		return usageExit("history", usagef("-n must be >= 0, got %d", *n), stderr)
+	}
+	cfg, err := loadConfigFile(fs, path)
+	if err != nil {
+		return usageExit("history", err, stderr)
+	}
+	job := fs.Arg(0)
+	if _, ok := cfg.Job(job); !ok {
+		return usageExit("history", usagef("no job %q in %s", job, path), stderr)
+	}
+	rdb, _, err := wiring.QueueRedis(cfg)
+	if err != nil {
+		return usageExit("history", err, stderr)
+	}
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	recs, err := jobs.ReadHistory(ctx, rdb, cfg.Namespace, job, *n)
+	if err != nil {
+		fmt.Fprintf(stderr, "baton history: %v\n", cfg.MaskSecrets(err.Error()))
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if recs == nil {
+			recs = []jobs.RunRecord{}
+		}
+		if err := enc.Encode(recs); err != nil {
+			fmt.Fprintf(stderr, "baton history: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	if len(recs) == 0 {
+		fmt.Fprintf(stdout, "no history of %s yet\n", job)
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TICK\tSTATUS\tRUN\tATTEMPT\tCODE\tFENCE\tDISPATCHED BY\tRAN ON\tSTARTED\tTOOK\tWHY")
+	for _, r := range recs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			r.Tick.UTC().Format(time.RFC3339)+manualMark(r.Manual), r.Status, dash(r.RunID), num(r.Attempt), code(r),
+			num64(r.Fence), dash(strconv.Quote(r.Dispatcher)), dash(strconv.Quote(r.Worker)), when(r.Started), took(r), oneLine(r.Reason))
+	}
+	if err := tw.Flush(); err != nil {
+		return 1
+	}
+	return 0
+}
+
+func manualMark(m bool) string {
+	if m {
+		return " (manual)"
+	}
+	return ""
+}
+
+func dash(s string) string {
+	if s == "" || s == `""` {
+		return "-"
+	}
+	return s
+}
+
+func num(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
+}
+
+func num64(n int64) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func code(r jobs.RunRecord) string {
+	switch {
+	case r.ExitCode != nil:
+		return "exit " + strconv.Itoa(*r.ExitCode)
+	case r.HTTPStatus != 0:
+		return "http " + strconv.Itoa(r.HTTPStatus)
+	}
+	return "-"
+}
+
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func took(r jobs.RunRecord) string {
+	if r.Started.IsZero() || r.Ended.IsZero() {
+		return "-"
+	}
+	return r.Ended.Sub(r.Started).Round(time.Millisecond).String()
+}
+
+// oneLine keeps a reason on its row: the first line, at most 120 bytes.
+func oneLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	return dash(strconv.Quote(s))
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
+)
+
+// A replica records its runs; baton history prints them, newest first, as
+// a table and as JSON, with a failed run's reason and output tail.
+func TestHistoryCommand(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := writeConfig(t, fmt.Sprintf(`redis:
+  url: redis://%s/0
+locking:
+  fresh_deployment: true
+namespace: htest
+jobs:
+  - name: flaky
+    schedule: "@every 1s"
+    max_retry: 0
+    exec: {command: ["sh", "-c", "echo out-$BATON_RUN_ID; exit 7"]}
+`, srv.Addr()))
+	p := start(t, nil, "run", "--config", cfg, "--http", "")
+	var recs []jobs.RunRecord
+	poll.Require(t, 20*time.Second, "two finished runs in baton history --json", func() bool {
+		code, out, _ := runIn("history", "--config", cfg, "--json", "flaky")
+		recs = nil
+		if code != 0 || json.Unmarshal([]byte(out), &recs) != nil {
+			return false
+		}
+		done := 0
+		for _, r := range recs {
+			if r.Status == jobs.StatusFailed {
+				done++
+			}
+		}
+		return done >= 2
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 20*time.Second); code != 0 {
+		t.Errorf("baton run exited %d after SIGTERM; stderr:\n%s", code, p.stderr.String())
+	}
+	for _, r := range recs {
+		if r.Status != jobs.StatusFailed {
+			continue
+		}
+		if r.ExitCode == nil || *r.ExitCode != 7 || r.Worker == "" || r.Dispatcher == "" || r.Fence <= 0 ||
+			!strings.Contains(r.Output, "out-"+r.RunID) || !strings.Contains(r.Reason, "exit") {
+			t.Errorf("failed run record: %+v", r)
+		}
+	}
+	for i := 1; i < len(recs); i++ {
+		if recs[i].Tick.After(recs[i-1].Tick) {
+			t.Errorf("not newest first: %v before %v", recs[i-1].Tick, recs[i].Tick)
+		}
+	}
+	code, out, errs := runIn("history", "--config", cfg, "-n", "1", "flaky")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "TICK") {
+		t.Errorf("history -n 1: %d %q %q", code, out, errs)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"history", "--config", cfg}, "name a job"},
+		{[]string{"history", "--config", cfg, "nope"}, `no job "nope"`},
+		{[]string{"history", "--config", cfg, "-n", "-1", "flaky"}, "-n must be >= 0"},
+	} {
+		if code, _, errs := runIn(tc.args...); code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%q: %d %q, want exit 2 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+}

@@ -1,0 +1,263 @@
+package jobs
+
+// The run history: one Redis stream per job on the queue Redis,
+// NS:{history:JOB}, to which the dispatcher, the scheduler and the workers
+// append events as a run goes along (dispatched, started, finished) and for
+// ticks that did not run (missed, paused). Appending needs no read: one
+// script call per event, which also trims the stream to about
+// history.runs x eventsPerRun entries and to history.max_age by Redis's
+// clock. ReadHistory folds the events back into one record per run.
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// Status is how a run or a tick ended, as the history records it.
+type Status string
+
+// The statuses of RunRecord.Status.
+const (
+	StatusDispatched Status = "dispatched" // handed to a queue or a local runner, not started yet
+	StatusRunning    Status = "running"    // started, not finished (or its worker died)
+	StatusOK         Status = "ok"
+	StatusFailed     Status = "failed"
+	StatusSkipped    Status = "skipped"    // not run: the job was running (concurrency forbid), or a newer tick held it
+	StatusReplaced   Status = "replaced"   // stopped, or not started, for a newer tick (concurrency replace)
+	StatusTimedOut   Status = "timed out"  // stopped at the job's timeout
+	StatusLeaseLost  Status = "lease lost" // stopped: its execution lease could not be kept
+	StatusMissed     Status = "missed"     // not dispatched: past its starting deadline, left out by catch-up, or no quorum could vouch for it
+	StatusPaused     Status = "paused"     // not dispatched: the job was paused
+)
+
+// RunRecord is one run of a job, or one tick that did not run, as the
+// history has it. Times are Redis's. Fields the history did not see (a
+// worker that died before it wrote the end) are zero.
+type RunRecord struct {
+	Job        string    `json:"job"`
+	Tick       time.Time `json:"tick"`
+	RunID      string    `json:"run_id,omitempty"`
+	Manual     bool      `json:"manual,omitempty"`
+	Dispatcher string    `json:"dispatcher,omitempty"` // the replica that dispatched it
+	Worker     string    `json:"worker,omitempty"`     // the replica that ran it (the last attempt's)
+	Enqueued   time.Time `json:"enqueued,omitzero"`
+	Started    time.Time `json:"started,omitzero"`
+	Ended      time.Time `json:"ended,omitzero"`
+	Status     Status    `json:"status"`
+	Attempt    int       `json:"attempt,omitempty"`
+	ExitCode   *int      `json:"exit_code,omitempty"`   // exec jobs
+	HTTPStatus int       `json:"http_status,omitempty"` // http jobs
+	Fence      int64     `json:"fence,omitempty"`
+	Reason     string    `json:"reason,omitempty"` // why it failed or did not run
+	Output     string    `json:"output,omitempty"` // the tail of a failed run's output, secrets masked
+}
+
+// eventsPerRun is how many events a run usually writes (dispatched,
+// started, finished): the stream keeps history.runs times as many entries.
+const eventsPerRun = 3
+
+// Event kinds (field "ev").
+const (
+	evDispatched = "dispatched"
+	evStarted    = "started"
+	evFinished   = "finished"
+	evNotRun     = "not_run" // missed or paused: field "status" says which
+)
+
+var (
+	//go:embed lua/history_add.lua
+	historyAddSrc string
+	historyAdd    = redis.NewScript(historyAddSrc)
+)
+
+// HistoryKey is the stream that holds job's history in namespace ns.
+func HistoryKey(ns, job string) string { return ns + ":{history:" + job + "}" }
+
+// history appends events to the history of a config's jobs.
+type history struct {
+	cfg *config.Config
+	rdb redis.UniversalClient
+	log *slog.Logger
+}
+
+// enabled reports whether events are written.
+func (h *history) enabled() bool { return h != nil && h.rdb != nil && h.cfg.History.Runs > 0 }
+
+// Bounds of a history write: before a run starts it may delay the start
+// (a local run works without the queue Redis), so it gives up sooner.
+const (
+	historyTimeout      = 2 * time.Second
+	historyStartTimeout = 250 * time.Millisecond
+)
+
+// add appends one event (field, value pairs) to job's history, waiting at
+// most timeout. A failure is logged, never returned: history is a record,
+// not a precondition of a run.
+func (h *history) add(ctx context.Context, timeout time.Duration, job string, fields ...any) {
+	if !h.enabled() {
+		return
+	}
+	args := append([]any{h.cfg.History.Runs * eventsPerRun, h.cfg.History.MaxAge.Milliseconds()}, fields...)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if err := historyAdd.Run(ctx, h.rdb, []string{HistoryKey(h.cfg.Namespace, job)}, args...).Err(); err != nil {
+		h.log.Warn("cannot write the run history", slog.String("job", job), slog.Any("error", err))
+	}
+}
+
+// tickFields are the fields every event of tick t carries.
+func tickFields(ev string, t scheduler.Tick) []any {
+	f := []any{"ev", ev, "tick", t.At.UTC().Format(time.RFC3339Nano), "run", t.RunID}
+	if t.Manual {
+		f = append(f, "manual", "1")
+	}
+	return f
+}
+
+// dispatched records that tick t was handed off by replica.
+func (h *history) dispatched(ctx context.Context, t scheduler.Tick) {
+	h.add(ctx, historyTimeout, t.Job, append(tickFields(evDispatched, t), "replica", t.Replica)...)
+}
+
+// notRun records that tick t was not dispatched (StatusMissed or
+// StatusPaused), and why.
+func (h *history) notRun(ctx context.Context, t scheduler.Tick, st Status, reason string) {
+	t.RunID = "" // none ran: the record is the tick's
+	h.add(ctx, historyTimeout, t.Job, append(tickFields(evNotRun, t), "status", string(st), "reason", reason)...)
+}
+
+// started records that run began on replica with fence.
+func (h *history) started(ctx context.Context, t scheduler.Tick, run Run) {
+	h.add(ctx, historyStartTimeout, t.Job, append(tickFields(evStarted, t), "replica", run.Replica,
+		"attempt", run.Attempt, "fence", run.Fence)...)
+}
+
+// finished records how run ended. code is the exit code of an exec job or
+// the status of an http job's response (0: none).
+func (h *history) finished(ctx context.Context, t scheduler.Tick, run Run, st Status, job *config.Job, res Result, reason, output string) {
+	f := append(tickFields(evFinished, t), "replica", run.Replica, "attempt", run.Attempt, "status", string(st))
+	if run.Fence != 0 {
+		f = append(f, "fence", run.Fence)
+	}
+	switch {
+	case job.Exec != nil && res.ExitCode >= 0 && st != StatusSkipped && st != StatusReplaced:
+		f = append(f, "exit_code", res.ExitCode)
+	case job.HTTP != nil && res.Status != 0:
+		f = append(f, "http_status", res.Status)
+	}
+	if reason != "" {
+		f = append(f, "reason", job.MaskSecrets(reason))
+	}
+	if output != "" {
+		f = append(f, "output", output)
+	}
+	h.add(ctx, historyTimeout, t.Job, f...)
+}
+
+// ReadHistory returns up to n of job's newest runs and not-run ticks, newest
+// tick first, from the queue Redis rdb. n <= 0 means all that are kept.
+func ReadHistory(ctx context.Context, rdb redis.UniversalClient, ns, job string, n int) ([]RunRecord, error) {
+	count := int64(0)
+	if n > 0 {
+		count = int64(n*eventsPerRun + 16) // retries add events; fold finds fewer runs than entries
+	}
+	var msgs []redis.XMessage
+	var err error
+	if count > 0 {
+		msgs, err = rdb.XRevRangeN(ctx, HistoryKey(ns, job), "+", "-", count).Result()
+	} else {
+		msgs, err = rdb.XRevRange(ctx, HistoryKey(ns, job), "+", "-").Result()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jobs: read the history of %q: %w", job, err)
+	}
+	slices.Reverse(msgs) // oldest first: later events overwrite earlier ones
+	recs := foldHistory(job, msgs)
+	if n > 0 && len(recs) > n {
+		recs = recs[:n]
+	}
+	return recs, nil
+}
+
+// foldHistory folds events (oldest first) into records, newest tick first.
+// A run is keyed by its run id; a not-run tick by its tick.
+func foldHistory(job string, msgs []redis.XMessage) []RunRecord {
+	byKey := map[string]*RunRecord{}
+	var order []string
+	for _, m := range msgs {
+		v := func(k string) string { s, _ := m.Values[k].(string); return s }
+		tick, err := time.Parse(time.RFC3339Nano, v("tick"))
+		if err != nil {
+			continue // not an event of ours
+		}
+		at := streamTime(m.ID)
+		key := "run " + v("run")
+		if v("ev") == evNotRun || v("run") == "" {
+			key = "tick " + v("tick")
+		}
+		r, ok := byKey[key]
+		if !ok {
+			r = &RunRecord{Job: job, Tick: tick, RunID: v("run")}
+			byKey[key] = r
+			order = append(order, key)
+		}
+		r.Manual = r.Manual || v("manual") == "1"
+		switch v("ev") {
+		case evDispatched:
+			r.Dispatcher, r.Enqueued = v("replica"), at
+			if r.Status == "" {
+				r.Status = StatusDispatched
+			}
+		case evNotRun:
+			r.Status, r.Reason, r.Ended = Status(v("status")), v("reason"), at
+		case evStarted:
+			r.Worker, r.Started, r.Status = v("replica"), at, StatusRunning
+			r.Ended, r.ExitCode, r.HTTPStatus, r.Reason, r.Output = time.Time{}, nil, 0, "", ""
+			r.Attempt, _ = strconv.Atoi(v("attempt"))
+			r.Fence, _ = strconv.ParseInt(v("fence"), 10, 64)
+		case evFinished:
+			r.Worker, r.Ended, r.Status = v("replica"), at, Status(v("status"))
+			r.Attempt, _ = strconv.Atoi(v("attempt"))
+			if f, err := strconv.ParseInt(v("fence"), 10, 64); err == nil {
+				r.Fence = f
+			}
+			if c, err := strconv.Atoi(v("exit_code")); err == nil {
+				r.ExitCode = &c
+			}
+			r.HTTPStatus, _ = strconv.Atoi(v("http_status"))
+			r.Reason, r.Output = v("reason"), v("output")
+		}
+	}
+	out := make([]RunRecord, 0, len(order))
+	for _, k := range order {
+		out = append(out, *byKey[k])
+	}
+	slices.SortStableFunc(out, func(a, b RunRecord) int {
+		if c := b.Tick.Compare(a.Tick); c != 0 {
+			return c
+		}
+		return strings.Compare(b.RunID, a.RunID)
+	})
+	return out
+}
+
+// streamTime is the time of a stream entry ID ("<ms>-<seq>").
+func streamTime(id string) time.Time {
+	ms, _, _ := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(n).UTC()
+}

@@ -1,0 +1,147 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// historyOf waits until job's history has n records satisfying done and
+// returns them, newest tick first.
+func historyOf(t *testing.T, e *env, job string, n int, done func([]RunRecord) bool) []RunRecord {
+	t.Helper()
+	var recs []RunRecord
+	var err error
+	poll.Require(t, wait, fmt.Sprintf("%d history records of %s", n, job), func() bool {
+		recs, err = ReadHistory(context.Background(), e.rdb, "baton", job, 0)
+		return err == nil && len(recs) == n && (done == nil || done(recs))
+	})
+	return recs
+}
+
+// Each run is one record that follows it from dispatch to its end: who
+// dispatched it, who ran it, its fence, and how it ended; a failed run keeps
+// the tail of its output with secrets masked, a skipped tick says why, and
+// ticks that were not dispatched say so.
+func TestHistoryRecordsEachRun(t *testing.T) {
+	t.Setenv("BATON_HIST_TOKEN", "hist-secret-123")
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: report
+    schedule: "@every 1m"
+    max_retry: 0
+    concurrency: allow
+    exec:
+      command: [sh, -c, 'if [ "$BATON_ATTEMPT" = 1 ] && [ "$BATON_RUN_ID" = run-report-2 ]; then echo "token ${BATON_HIST_TOKEN}"; exit 3; fi']
+`)
+	w := e.worker(t, cfg, NewExecutor(), WithReplica("worker-1"))
+	d := NewDispatcher(cfg, e.client, w, WithQueueRedis(e.rdb))
+	ok, bad := tickOf("report", 1), tickOf("report", 2)
+	for _, tk := range []scheduler.Tick{ok, bad} {
+		if err := d.Dispatch(context.Background(), tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.state(t, "baton:default", ok, asynq.TaskStateCompleted)
+	e.state(t, "baton:default", bad, asynq.TaskStateArchived)
+	missed, paused := tickOf("report", 3), tickOf("report", 4)
+	d.NotDispatched(context.Background(), missed, false, "past its starting deadline")
+	d.NotDispatched(context.Background(), paused, true, "the job is paused")
+	d.NotDispatched(context.Background(), paused, true, "the job is paused") // a second replica saw it too
+
+	recs := historyOf(t, e, "report", 4, func(r []RunRecord) bool { return r[2].Status != StatusRunning && r[3].Status != StatusRunning })
+	byTick := map[int]RunRecord{}
+	for _, r := range recs {
+		byTick[r.Tick.Minute()] = r
+	}
+	if r := byTick[1]; r.Status != StatusOK || r.RunID != ok.RunID || r.Dispatcher != "sched-1" || r.Worker != "worker-1" ||
+		r.Fence <= 0 || r.Attempt != 1 || r.ExitCode == nil || *r.ExitCode != 0 || r.Started.IsZero() || r.Ended.Before(r.Started) {
+		t.Errorf("the successful run: %+v", r)
+	}
+	r := byTick[2]
+	if r.Status != StatusFailed || r.ExitCode == nil || *r.ExitCode != 3 || !strings.Contains(r.Output, "token xxxxx") {
+		t.Errorf("the failed run: %+v", r)
+	}
+	if strings.Contains(r.Output+r.Reason, "hist-secret-123") {
+		t.Errorf("the history shows a secret: %+v", r)
+	}
+	if r := byTick[3]; r.Status != StatusMissed || r.Reason != "past its starting deadline" || r.RunID != "" {
+		t.Errorf("the missed tick: %+v", r)
+	}
+	if r := byTick[4]; r.Status != StatusPaused {
+		t.Errorf("the paused tick, recorded by two replicas: %+v", r)
+	}
+	if recs[0].Tick.Minute() != 4 || recs[3].Tick.Minute() != 1 {
+		t.Errorf("records are not newest tick first: %v ... %v", recs[0].Tick, recs[3].Tick)
+	}
+}
+
+// A tick that finds the job running (forbid) is recorded as skipped, naming
+// the run that held the job.
+func TestHistoryRecordsSkips(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: slow
+    schedule: "@every 1m"
+    handler: {name: slow}
+`)
+	gate := make(chan struct{})
+	exec := newFakeExec(blockUntil(gate))
+	e.worker(t, cfg, exec)
+	d := NewDispatcher(cfg, e.client, nil, WithQueueRedis(e.rdb))
+	t1, t2 := tickOf("slow", 1), tickOf("slow", 2)
+	if err := d.Dispatch(context.Background(), t1); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, exec.started, "first run")
+	if err := d.Dispatch(context.Background(), t2); err != nil {
+		t.Fatal(err)
+	}
+	recs := historyOf(t, e, "slow", 2, func(r []RunRecord) bool { return r[0].Status == StatusSkipped })
+	if !strings.Contains(recs[0].Reason, "another run holds the job") || !strings.Contains(recs[0].Reason, t1.ID()) {
+		t.Errorf("skip reason %q: want the holder %s", recs[0].Reason, t1.ID())
+	}
+	if recs[1].Status != StatusRunning {
+		t.Errorf("the first run: %+v", recs[1])
+	}
+	close(gate)
+	historyOf(t, e, "slow", 2, func(r []RunRecord) bool { return r[1].Status == StatusOK })
+}
+
+// The history keeps about history.runs runs per job, the newest.
+func TestHistoryIsBounded(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: tiny
+    schedule: "@every 1m"
+    handler: {name: tiny}
+`)
+	cfg.History.Runs = 5
+	h := &history{cfg: cfg, rdb: e.rdb, log: testLogger(t)}
+	for i := range 400 {
+		tk := tickOf("tiny", 0)
+		tk.At = tk.At.Add(time.Duration(i) * time.Minute)
+		tk.RunID = fmt.Sprintf("r%d", i)
+		h.dispatched(context.Background(), tk)
+	}
+	n, err := e.rdb.XLen(context.Background(), HistoryKey("baton", "tiny")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// approximate trimming keeps at least runs x eventsPerRun, and frees
+	// whole nodes of 100 entries
+	if n < 15 || n > 150 {
+		t.Errorf("%d entries kept, want about %d", n, 5*eventsPerRun)
+	}
+	recs, err := ReadHistory(context.Background(), e.rdb, "baton", "tiny", 3)
+	if err != nil || len(recs) != 3 || recs[0].RunID != "r399" {
+		t.Fatalf("newest 3: %+v, %v", recs, err)
+	}
+	if ttl := e.rdb.PTTL(context.Background(), HistoryKey("baton", "tiny")).Val(); ttl <= 0 || ttl > cfg.History.MaxAge {
+		t.Errorf("history key ttl %v, want at most max_age %v", ttl, cfg.History.MaxAge)
+	}
+}
