@@ -147,6 +147,20 @@ func InternalLockName(name string) bool {
 // true jobs.
 const ClusterLeaderElection = "cluster-leader"
 
+// LockName is the name of the lock job's runs hold, as locking.Client.Held
+// lists it: its execution lease ("exec:JOB") for forbid and replace jobs,
+// its election's lock for a singleton, "" for an allow job (its runs hold
+// none).
+func LockName(job *config.Job) string {
+	switch {
+	case job.Mode == config.ModeSingleton:
+		return "election:" + singletonElection(job.Name)
+	case job.Concurrency == config.ConcurrencyAllow:
+		return ""
+	}
+	return execLockName(job.Name)
+}
+
 // execLockName is the lock name of job's execution lease.
 func execLockName(job string) string { return "exec:" + job }
 

@@ -63,6 +63,10 @@ type Member struct {
 	Queues []string `json:"queues"`
 	// Hash identifies its job list (listHash).
 	Hash string `json:"hash"`
+	// SkewMS is how far its clock was ahead of the queue Redis's (negative:
+	// behind) at its previous heartbeat, in milliseconds, to within half a
+	// round trip.
+	SkewMS int64 `json:"skew_ms"`
 	// Seen is its last heartbeat, by the queue Redis's clock.
 	Seen time.Time `json:"-"`
 	// Live is true if it was seen within rosterLive of the read.
@@ -201,7 +205,14 @@ func newRoster(rdb redis.UniversalClient, cfg *config.Config, self Member, log *
 func (r *roster) beat(ctx context.Context) ([]Member, error) {
 	me, _ := json.Marshal(r.self)
 	args := []any{r.self.ID, string(me), r.self.Hash, "", RosterForget.Milliseconds()}
+	sent := time.Now() // the wall clock: skew is about the host's clock
 	res, err := rosterBeat.Run(ctx, r.rdb, rosterKeys(r.ns), args...).Slice()
+	if err == nil && len(res) > 0 {
+		if now, ok := res[0].(int64); ok && now > 0 {
+			mid := sent.Add(time.Since(sent) / 2)
+			r.self.SkewMS = mid.Sub(time.UnixMilli(now)).Milliseconds()
+		}
+	}
 	if err == nil && len(res) > 0 && res[0] == int64(-1) { // the list is not stored yet
 		args[3] = encodeList(r.list)
 		res, err = rosterBeat.Run(ctx, r.rdb, rosterKeys(r.ns), args...).Slice()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/jobs"
 )
 
@@ -51,37 +49,27 @@ func runHistory(args []string, stdout, stderr io.Writer) int {
 	case *n < 0:
 		return usageExit("history", usagef("-n must be >= 0, got %d", *n), stderr)
 	}
-	cfg, err := loadConfigFile(fs, path)
-	if err != nil {
-		return usageExit("history", err, stderr)
+	c, exit := openCluster(fs, path, "history", stderr)
+	if c == nil {
+		return exit
 	}
+	defer c.Close()
 	job := fs.Arg(0)
-	if _, ok := cfg.Job(job); !ok {
+	if _, ok := c.Config().Job(job); !ok {
 		return usageExit("history", usagef("no job %q in %s", job, path), stderr)
 	}
-	rdb, _, err := wiring.QueueRedis(cfg)
-	if err != nil {
-		return usageExit("history", err, stderr)
-	}
-	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	recs, err := jobs.ReadHistory(ctx, rdb, cfg.Namespace, job, *n)
+	recs, err := c.History(ctx, job, *n)
 	if err != nil {
-		fmt.Fprintf(stderr, "baton history: %v\n", cfg.MaskSecrets(err.Error()))
+		fmt.Fprintf(stderr, "baton history: %v\n", c.Config().MaskSecrets(err.Error()))
 		return 1
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
 		if recs == nil {
 			recs = []jobs.RunRecord{}
 		}
-		if err := enc.Encode(recs); err != nil {
-			fmt.Fprintf(stderr, "baton history: %v\n", err)
-			return 1
-		}
-		return 0
+		return printJSON(stdout, stderr, "history", recs)
 	}
 	if len(recs) == 0 {
 		fmt.Fprintf(stdout, "no history of %s yet\n", job)

@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/locking"
 )
 
 // A replica records its runs; baton history prints them, newest first, as
@@ -80,4 +82,73 @@ jobs:
 			t.Errorf("%q: %d %q, want exit 2 and %q", tc.args, code, errs, tc.want)
 		}
 	}
+}
+
+// baton status shows each job's next tick, last run, runs under way, lock
+// and pause, and each replica with its skew; baton locks lists the
+// execution lease a running job holds.
+func TestStatusAndLocksCommands(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := writeConfig(t, fmt.Sprintf(`redis:
+  url: redis://%s/0
+locking:
+  fresh_deployment: true
+namespace: stest
+jobs:
+  - name: slow
+    schedule: "@every 1s"
+    exec: {command: ["sleep", "3"]}
+  - name: idle
+    schedule: "0 3 * * *"
+    timezone: Europe/Berlin
+    exec: {command: ["true"]}
+`, srv.Addr()))
+	if code, _, errs := runIn("pause", "--config", cfg, "idle"); code != 0 {
+		t.Fatalf("pause: %s", errs)
+	}
+	p := start(t, []string{"BATON_ID=status-1"}, "run", "--config", cfg, "--http", "")
+	var st baton.Status
+	poll.Require(t, 20*time.Second, "status --json with slow running and holding its lease", func() bool {
+		code, out, _ := runIn("status", "--config", cfg, "--json")
+		st = baton.Status{}
+		if code != 0 || json.Unmarshal([]byte(out), &st) != nil || len(st.Jobs) != 2 {
+			return false
+		}
+		s := st.Jobs[0]
+		return s.Last != nil && len(s.Running) == 1 && s.Lock != nil && len(st.Replicas) == 1
+	})
+	slow, idle := st.Jobs[0], st.Jobs[1]
+	if slow.Name != "slow" || slow.Paused || slow.Next.IsZero() || slow.Running[0].Worker != "status-1" || slow.Lock.Fence <= 0 {
+		t.Errorf("slow: %+v", slow)
+	}
+	if !idle.Paused || idle.PausedBy != "baton pause" || idle.Timezone != "Europe/Berlin" || idle.Next.Hour() != 1 && idle.Next.Hour() != 2 {
+		t.Errorf("idle: %+v (next %v: 03:00 in Berlin)", idle, idle.Next)
+	}
+	if r := st.Replicas[0]; r.ID != "status-1" || !r.Live || r.Differs || r.Skew > time.Second || r.Skew < -time.Second {
+		t.Errorf("replica: %+v", r)
+	}
+	code, out, errs := runIn("status", "--config", cfg)
+	for _, want := range []string{"JOB", "slow", "yes (baton pause)", `"status-1"`, "SKEW", "held, fence"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("status table lacks %q: %d\n%s%s", want, code, out, errs)
+		}
+	}
+	var held []locking.HeldLock
+	poll.Require(t, 10*time.Second, "baton locks --json listing exec:slow", func() bool {
+		code, out, _ := runIn("locks", "--config", cfg, "--json")
+		held = nil
+		if code != 0 || json.Unmarshal([]byte(out), &held) != nil {
+			return false
+		}
+		for _, h := range held {
+			if h.Name == "exec:slow" && h.Masters == 1 && h.TTL > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t, 20*time.Second)
 }

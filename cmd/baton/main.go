@@ -11,6 +11,7 @@
 //	baton pause|resume [--config FILE] JOB...      pause or resume jobs everywhere
 //	baton status [--config FILE]                   singleton holders, paused jobs
 //	baton history [-n N] [--json] JOB              a job's newest runs
+//	baton locks [--config FILE] [--json]           the locks held now
 //	baton lock [flags] KEY -- CMD [ARGS]   run CMD while holding a distributed lock
 //	baton version                          print the version
 //	baton help [COMMAND]                   print help
@@ -43,8 +44,9 @@ commands:
   dev        embedded Redis and 3 replicas in one process, zero set-up
   validate   check a config file
   next       print the next fire times of the jobs
-  status     singleton holders (replica, since, fence) and paused jobs
+  status     every job (next tick, last run, paused, lock) and every replica
   history    a job's newest runs: when, where, how they ended, and why
+  locks      the locks held now: holder count, fence, remaining ttl
   pause      pause jobs on every replica (a flag in Redis)
   resume     resume paused jobs
   lock       run a command while holding a distributed lock (a flock(1) for crontabs)
@@ -91,6 +93,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runStatus(args[1:], stdout, stderr)
 	case "history":
 		return runHistory(args[1:], stdout, stderr)
+	case "locks":
+		return runLocks(args[1:], stdout, stderr)
 	case "pause":
 		return runPause("pause", true, args[1:], stdout, stderr)
 	case "resume":
@@ -117,7 +121,7 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	switch args[0] {
-	case "run", "scheduler", "worker", "dev", "validate", "next", "lock", "pause", "resume", "status", "history":
+	case "run", "scheduler", "worker", "dev", "validate", "next", "lock", "pause", "resume", "status", "history", "locks":
 		return run([]string{args[0], "-h"}, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "usage: baton version\n\nPrints the baton version and the Go version it was built with.")

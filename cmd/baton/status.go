@@ -2,33 +2,33 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
-
-	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/redact"
-	"github.com/batonhq/baton/internal/wiring"
-	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
-	"github.com/batonhq/baton/scheduler"
 )
 
-const statusHelp = `usage: baton status [--config FILE]
+const statusHelp = `usage: baton status [--config FILE] [--json]
 
-Shows every singleton job's holder (replica id), since when it holds the
-job, and its fencing token; which jobs are paused (by the config, or by
-baton pause on a majority of lock masters); and the replicas: id, role,
-version, job list hash, last heartbeat. When live replicas run different
-job lists (during a rolling deploy) it lists the jobs they differ on and
-which replicas have which definition.
+Shows every job: mode, schedule and time zone, its next tick, whether it is
+paused (by the config, or by baton pause on a majority of lock masters),
+its last tick or run and how it ended, the runs under way and where, and
+the lock its runs hold (fence, remaining ttl) or a singleton's leader.
+Then every replica seen in the last 10 minutes: id, role, version, job list
+hash, last heartbeat, clock skew against Redis, queues; replicas whose job
+list differs from most live replicas' are flagged, with the jobs the lists
+differ on. Last, what needs attention (tasks in a queue no live replica
+consumes, a pause on a minority of masters).
 
-Exit status: 0 done; 1 Redis unreachable; 2 usage error.
+Exit status: 0 done; 1 Redis unreachable (what could be read is printed);
+2 usage error.
 
 flags:
 `
@@ -38,158 +38,210 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status")
 	var path string
 	fs.stringEnv(&path, "config", envConfig, defaultConfigFile, "config `FILE`")
+	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.parse(args, statusHelp, stdout); err != nil {
 		return exitParse("status", err, stderr)
 	}
 	if fs.NArg() > 0 {
 		return usageExit("status", usagef("unexpected argument %q", fs.Arg(0)), stderr)
 	}
-	cfg, err := loadConfigFile(fs, path)
-	if err != nil {
-		return usageExit("status", err, stderr) // config errors: one line each
+	c, code := openCluster(fs, path, "status", stderr)
+	if c == nil {
+		return code
 	}
-	masters, closeAll, err := lockMasters(cfg)
-	if err != nil {
-		return usageExit("status", err, stderr)
-	}
-	defer closeAll()
-	locks, err := locking.New(masters, wiring.LockOptions(cfg)...)
-	if err != nil {
-		return usageExit("status", err, stderr)
-	}
-	defer locks.Close()
+	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	holders, err := jobs.NewSingletons(cfg, locks, nil).Holders(ctx)
-	if err != nil {
-		fmt.Fprintf(stderr, "baton status: %v\n", err)
+	st, err := c.Status(ctx)
+	if st == nil {
+		fmt.Fprintf(stderr, "baton status: %s\n", c.Config().MaskSecrets(err.Error()))
 		return 1
 	}
-	if len(holders) > 0 {
-		fmt.Fprintln(tw, "SINGLETON\tHOLDER\tSINCE\tFENCE")
-		for _, h := range holders {
-			if !h.Leading {
-				fmt.Fprintf(tw, "%s\t-\t-\t-\n", h.Job)
-				continue
-			}
-			fmt.Fprintf(tw, "%s\t%q\t%s (%s ago)\t%d\n", h.Job, h.Leader.ID, h.Leader.Since.UTC().Format(time.RFC3339),
-				time.Since(h.Leader.Since).Round(time.Second), h.Leader.Fence)
-		}
-		fmt.Fprintln(tw)
+	code = 0
+	if err != nil {
+		fmt.Fprintf(stderr, "baton status: %s\n", c.Config().MaskSecrets(err.Error()))
+		code = 1
 	}
-	fmt.Fprintln(tw, "JOB\tMODE\tPAUSED")
-	for _, j := range cfg.Jobs {
-		if j.Mode == config.ModeSingleton {
-			continue
+	if *asJSON {
+		return max(code, printJSON(stdout, stderr, "status", st))
+	}
+	printStatus(stdout, st)
+	return code
+}
+
+// openCluster loads the config at path and opens its cluster; on failure it
+// reports and returns nil and the exit status.
+func openCluster(fs *flagSet, path, cmd string, stderr io.Writer) (*baton.Cluster, int) {
+	cfg, err := loadConfigFile(fs, path)
+	if err != nil {
+		return nil, usageExit(cmd, err, stderr) // config errors: one line each
+	}
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		return nil, usageExit(cmd, err, stderr)
+	}
+	return c, 0
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(stdout, stderr io.Writer, cmd string, v any) int {
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		fmt.Fprintf(stderr, "baton %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
+}
+
+// printStatus writes st as tables. Everything read from Redis is quoted.
+func printStatus(w io.Writer, st *baton.Status) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tMODE\tSCHEDULE\tNEXT\tPAUSED\tLAST\tRUNNING\tLOCK")
+	for _, j := range st.Jobs {
+		sched := j.Schedule
+		if j.Timezone != "" && j.Timezone != "UTC" {
+			sched += " (" + j.Timezone + ")"
+		}
+		next := "-"
+		if !j.Next.IsZero() {
+			next = j.Next.Format(time.RFC3339) + " (in " + j.Next.Sub(st.Time).Round(time.Second).String() + ")"
 		}
 		paused := "no"
 		if j.Paused {
-			paused = "yes (config)"
-		} else {
-			on, answered := 0, 0
-			var last error
-			for _, m := range masters {
-				n, err := m.Exists(ctx, scheduler.PauseKey(cfg.Namespace, j.Name)).Result()
-				if err != nil {
-					last = err
-					continue
-				}
-				answered++
-				on += int(n)
-			}
-			quorum := len(masters)/2 + 1
-			switch {
-			case answered < quorum:
-				fmt.Fprintf(stderr, "baton status: %d of %d lock masters answer, %d needed: %v\n", answered, len(masters), quorum, last)
-				return 1
-			case on >= quorum:
-				paused = "yes (baton pause)"
-			case on > 0:
-				paused = fmt.Sprintf("no (paused on %d of %d lock masters: run baton pause or resume again)", on, len(masters))
+			paused = "yes (" + j.PausedBy + ")"
+		}
+		last := "-"
+		if r := j.Last; r != nil {
+			last = fmt.Sprintf("%s %s", r.Tick.Format(time.RFC3339), r.Status)
+			if r.Worker != "" {
+				last += " on " + redact.Quote(r.Worker)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", j.Name, j.Mode, paused)
+		running := "-"
+		if len(j.Running) > 0 {
+			var parts []string
+			for _, r := range j.Running {
+				parts = append(parts, fmt.Sprintf("%s on %s", r.Tick.Format(time.RFC3339), redact.Quote(r.Worker)))
+			}
+			running = strings.Join(parts, ", ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, j.Mode, dash(sched), next, paused, last, running, lockLine(j))
 	}
 	_ = tw.Flush()
-	if code := printReplicas(ctx, cfg, stdout, stderr); code != 0 {
+
+	fmt.Fprintln(w)
+	if len(st.Replicas) == 0 {
+		fmt.Fprintln(w, "REPLICAS: none seen in the last 10m")
+	} else {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "REPLICA\tROLE\tVERSION\tJOB LIST\tLAST SEEN\tSKEW\tQUEUES")
+		for _, r := range st.Replicas {
+			seen := st.Time.Sub(r.LastSeen).Round(time.Second).String() + " ago"
+			if !r.Live {
+				seen += " (gone)"
+			}
+			hash := redact.Quote(r.ListHash)
+			if r.Differs {
+				hash += " (differs)"
+			}
+			qs := make([]string, len(r.Queues))
+			for i, q := range r.Queues {
+				qs[i] = redact.Quote(q)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", redact.Quote(r.ID), redact.Quote(r.Role), redact.Quote(r.Version),
+				hash, seen, r.Skew, dash(strings.Join(qs, ",")))
+		}
+		_ = tw.Flush()
+	}
+	if len(st.ListDiffs) > 0 {
+		fmt.Fprintf(w, "\nlive replicas run different job lists; they differ on %d jobs (definition: mode queue digest):\n", len(st.ListDiffs))
+		for _, d := range st.ListDiffs {
+			fmt.Fprintf(w, "  %s\n", d)
+		}
+	}
+	for _, warn := range st.Warnings {
+		fmt.Fprintf(w, "\n%s\n", warn)
+	}
+}
+
+// lockLine describes a job's lock: a singleton's leader, or the execution
+// lease with its fence and remaining ttl.
+func lockLine(j baton.JobStatus) string {
+	switch {
+	case j.Leader != nil:
+		return fmt.Sprintf("leader %s since %s, fence %d", redact.Quote(j.Leader.ID), j.Leader.Since.UTC().Format(time.RFC3339), j.Leader.Fence)
+	case j.Lock != nil && j.Lock.Masters >= j.Lock.Quorum:
+		return fmt.Sprintf("held, fence %d, ttl %s", j.Lock.Fence, j.Lock.TTL.Round(time.Millisecond))
+	case j.Lock != nil:
+		return fmt.Sprintf("on %d of %d masters (quorum %d)", j.Lock.Masters, j.Lock.Quorum, j.Lock.Quorum)
+	}
+	return "-"
+}
+
+const locksHelp = `usage: baton locks [--config FILE] [--json]
+
+Lists the locks held now on the lock masters: execution leases (exec:JOB),
+singleton and leader elections (election:...), and baton lock's locks; for
+each, on how many masters its key exists (held: at least a quorum), the
+highest fencing counter and the remaining ttl.
+
+Exit status: 0 done; 1 a lock master unreachable (the others are listed);
+2 usage error.
+
+flags:
+`
+
+// runLocks implements "baton locks".
+func runLocks(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("locks")
+	var path string
+	fs.stringEnv(&path, "config", envConfig, defaultConfigFile, "config `FILE`")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.parse(args, locksHelp, stdout); err != nil {
+		return exitParse("locks", err, stderr)
+	}
+	if fs.NArg() > 0 {
+		return usageExit("locks", usagef("unexpected argument %q", fs.Arg(0)), stderr)
+	}
+	c, code := openCluster(fs, path, "locks", stderr)
+	if c == nil {
 		return code
 	}
-	return 0
-}
-
-// printReplicas prints the roster: every replica seen in the last
-// jobs.RosterForget, and the jobs on which live replicas' lists differ.
-func printReplicas(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer) int {
-	queue, _, err := wiring.QueueRedis(cfg)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	held, err := c.Locks(ctx)
+	code = 0
 	if err != nil {
-		fmt.Fprintf(stderr, "baton status: %v\n", err)
-		return 2
+		fmt.Fprintf(stderr, "baton locks: %s\n", c.Config().MaskSecrets(err.Error()))
+		code = 1
+		if errors.Is(err, locking.ErrUnavailable) {
+			return code
+		}
 	}
-	defer queue.Close()
-	members, err := jobs.ReadRoster(ctx, queue, cfg.Namespace)
-	if err != nil {
-		fmt.Fprintf(stderr, "baton status: queue Redis %s: %v\n", wiring.DescribeRedis(cfg), err)
-		return 1
+	if *asJSON {
+		if held == nil {
+			held = []locking.HeldLock{}
+		}
+		return max(code, printJSON(stdout, stderr, "locks", held))
 	}
-	fmt.Fprintln(stdout)
-	defer warnOrphanQueues(cfg, queue, members, stdout)
-	if len(members) == 0 {
-		fmt.Fprintln(stdout, "REPLICAS: none seen in the last", jobs.RosterForget)
-		return 0
+	if len(held) == 0 {
+		fmt.Fprintln(stdout, "no locks held")
+		return code
 	}
-	diffs := jobs.DiffLists(members)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "REPLICA\tROLE\tVERSION\tJOB LIST\tLAST SEEN\tQUEUES")
-	for _, m := range members {
-		seen := time.Since(m.Seen).Round(time.Second).String() + " ago"
-		if !m.Live {
-			seen += " (gone)"
-		}
-		// everything but the times was read from Redis: quoted, escaped
-		qs := make([]string, len(m.Queues))
-		for i, q := range m.Queues {
-			qs[i] = redact.Quote(q)
-		}
-		queues := strings.Join(qs, ",")
-		if queues == "" {
-			queues = "-"
-		}
-		fmt.Fprintf(tw, "%q\t%q\t%q\t%q\t%s\t%s\n", m.ID, m.Role, m.Version, m.Hash, seen, queues)
+	fmt.Fprintln(tw, "LOCK\tMASTERS\tFENCE\tTTL")
+	for _, h := range held {
+		fmt.Fprintf(tw, "%s\t%d of %d (quorum %d)\t%d\t%s\n", redact.Quote(h.Name), h.Masters, len(c.Config().Locking.Masters)+boolInt(len(c.Config().Locking.Masters) == 0), h.Quorum, h.Fence, h.TTL.Round(time.Millisecond))
 	}
 	_ = tw.Flush()
-	if len(diffs) > 0 {
-		fmt.Fprintf(stdout, "\nlive replicas run different job lists; they differ on %d jobs (definition: mode queue digest):\n", len(diffs))
-		for _, d := range diffs {
-			fmt.Fprintf(stdout, "  %s\n", d)
-		}
-	}
-	return 0
+	return code
 }
 
-// warnOrphanQueues points out tasks waiting in a queue no live replica
-// consumes: they wait forever (a job moved to another queue while its old
-// queue still held tasks, or a queue dropped from worker.queues).
-func warnOrphanQueues(cfg *config.Config, queue redis.UniversalClient, members []jobs.Member, stdout io.Writer) {
-	consumed := map[string]bool{}
-	for _, m := range members {
-		for _, q := range m.Queues {
-			if m.Live {
-				consumed[cfg.QueueName(q)] = true
-			}
-		}
+func boolInt(b bool) int {
+	if b {
+		return 1
 	}
-	insp := asynq.NewInspectorFromRedisClient(queue)
-	if names, err := insp.Queues(); err == nil {
-		for _, q := range names {
-			if consumed[q] || !strings.HasPrefix(q, cfg.Namespace+":") {
-				continue // consumed, or another deployment's
-			}
-			if info, err := insp.GetQueueInfo(q); err == nil && info.Pending+info.Scheduled+info.Retry > 0 {
-				fmt.Fprintf(stdout, "\nqueue %q holds %d pending, %d scheduled and %d retry tasks, but no live replica consumes it: add it to worker.queues\n",
-					q, info.Pending, info.Scheduled, info.Retry)
-			}
-		}
-	}
+	return 0
 }

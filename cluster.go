@@ -1,0 +1,323 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/wiring"
+	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/locking"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// Cluster reads a deployment's state from Redis and steers it: every job's
+// schedule, last run and pause, every replica, the run history, the locks
+// held, pauses. It needs no running replica: `baton status`, `history`,
+// `locks`, `pause` and `resume` and the HTTP API are built on it.
+type Cluster struct {
+	cfg     *config.Config
+	queue   redis.UniversalClient
+	masters []redis.UniversalClient // the lock masters (the queue Redis when none are configured)
+	locks   *locking.Client
+	closers []func()
+}
+
+// NewCluster connects to cfg's queue Redis and lock masters (lazily: no
+// round trip is made until a call needs one). Close releases them.
+func NewCluster(cfg *config.Config) (*Cluster, error) {
+	queue, _, err := wiring.QueueRedis(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg, queue: queue, closers: []func(){func() { _ = queue.Close() }}}
+	masters, err := wiring.DialMasters(cfg)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if len(masters) == 0 {
+		masters = []redis.UniversalClient{queue}
+	} else {
+		c.closers = append(c.closers, func() { wiring.CloseAll(masters) })
+	}
+	c.masters = masters
+	locks, err := locking.New(masters, wiring.LockOptions(cfg)...)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.locks = locks
+	c.closers = append(c.closers, func() { _ = locks.Close() })
+	return c, nil
+}
+
+// Close closes the connections.
+func (c *Cluster) Close() {
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		c.closers[i]()
+	}
+	c.closers = nil
+}
+
+// Config is the config the cluster was opened with.
+func (c *Cluster) Config() *config.Config { return c.cfg }
+
+// Status is the state of a deployment at one moment.
+type Status struct {
+	// Time is when it was read, by the queue Redis's clock.
+	Time time.Time `json:"time"`
+	// Jobs are the config's jobs, in file order.
+	Jobs []JobStatus `json:"jobs"`
+	// Replicas are the replicas seen in the last jobs.RosterForget.
+	Replicas []ReplicaStatus `json:"replicas"`
+	// ListDiffs are the jobs on which live replicas' job lists differ
+	// (during a rolling deploy), one line each.
+	ListDiffs []string `json:"list_diffs,omitempty"`
+	// Warnings are what needs an operator's eye: tasks in a queue no live
+	// replica consumes, a pause written to a minority of lock masters, ...
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// JobStatus is one job's state.
+type JobStatus struct {
+	Name     string `json:"name"`
+	Mode     string `json:"mode"`
+	Schedule string `json:"schedule,omitempty"`
+	Timezone string `json:"timezone,omitempty"`
+	// Next is its next tick (zero for a singleton or a spec with none).
+	Next time.Time `json:"next,omitzero"`
+	// Paused says whether its ticks are skipped now, and PausedBy why:
+	// "config" (paused: true) or "baton pause".
+	Paused   bool   `json:"paused"`
+	PausedBy string `json:"paused_by,omitempty"`
+	// Last is the newest entry of its history (a run or a tick that did
+	// not run); nil when it has none.
+	Last *jobs.RunRecord `json:"last,omitempty"`
+	// Running are the runs its history shows started and not ended.
+	Running []jobs.RunRecord `json:"running,omitempty"`
+	// Lock is its execution lease (or, for a singleton, its election's
+	// lock) when held.
+	Lock *locking.HeldLock `json:"lock,omitempty"`
+	// Leader is a singleton's current holder.
+	Leader *locking.Leader `json:"leader,omitempty"`
+}
+
+// ReplicaStatus is one replica as the roster has it.
+type ReplicaStatus struct {
+	ID       string    `json:"id"`
+	Version  string    `json:"version"`
+	Role     string    `json:"role"`
+	ListHash string    `json:"list_hash"`
+	Queues   []string  `json:"queues"`
+	LastSeen time.Time `json:"last_seen"`
+	Live     bool      `json:"live"`
+	// Skew is how far its clock is ahead of the queue Redis's (negative:
+	// behind).
+	Skew time.Duration `json:"skew"`
+	// Differs is true when its job list is not the one most live
+	// replicas run.
+	Differs bool `json:"differs"`
+}
+
+// historyScan is how many history records Status reads per job to find the
+// runs under way.
+const historyScan = 20
+
+// Status reads the deployment's state. Parts that cannot be read (a lock
+// master down) are left out and said in the error, which wraps
+// locking.ErrUnavailable when the queue Redis or a quorum of lock masters
+// did not answer.
+func (c *Cluster) Status(ctx context.Context) (*Status, error) {
+	now, err := c.queue.Time(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("%w: queue Redis %s: %w", locking.ErrUnavailable, wiring.DescribeRedis(c.cfg), err)
+	}
+	st := &Status{Time: now.UTC()}
+	var errs []error
+	paused, err := c.pausedByFlag(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	held, err := c.locks.Held(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	heldBy := map[string]*locking.HeldLock{}
+	for i := range held {
+		heldBy[held[i].Name] = &held[i]
+	}
+	leaders := map[string]*locking.Leader{}
+	if hs, err := jobs.NewSingletons(c.cfg, c.locks, nil).Holders(ctx); err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, h := range hs {
+			if h.Leading {
+				leaders[h.Job] = &h.Leader
+			}
+		}
+	}
+	for i := range c.cfg.Jobs {
+		j := &c.cfg.Jobs[i]
+		js := JobStatus{Name: j.Name, Mode: string(j.Mode), Schedule: j.Schedule, Timezone: j.Location.String()}
+		if j.Mode != config.ModeSingleton && j.Sched != nil {
+			js.Next = j.Sched.Next(now).UTC()
+		}
+		switch {
+		case j.Paused:
+			js.Paused, js.PausedBy = true, "config"
+		case paused[j.Name] >= len(c.masters)/2+1:
+			js.Paused, js.PausedBy = true, "baton pause"
+		case paused[j.Name] > 0:
+			st.Warnings = append(st.Warnings, fmt.Sprintf("job %s is paused on %d of %d lock masters, not a majority: run baton pause or resume again",
+				j.Name, paused[j.Name], len(c.masters)))
+		}
+		recs, err := jobs.ReadHistory(ctx, c.queue, c.cfg.Namespace, j.Name, historyScan)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if len(recs) > 0 {
+			js.Last = &recs[0]
+		}
+		for _, r := range recs {
+			if r.Status == jobs.StatusRunning {
+				js.Running = append(js.Running, r)
+			}
+		}
+		js.Lock = heldBy[jobs.LockName(j)]
+		js.Leader = leaders[j.Name]
+		st.Jobs = append(st.Jobs, js)
+	}
+	members, err := jobs.ReadRoster(ctx, c.queue, c.cfg.Namespace)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("roster: %w", err))
+	}
+	st.Replicas, st.ListDiffs = replicaStatus(members)
+	st.Warnings = append(st.Warnings, c.orphanQueues(members)...)
+	return st, errors.Join(errs...)
+}
+
+// replicaStatus turns the roster into replica lines, marking the replicas
+// whose job list is not the most common among live ones.
+func replicaStatus(members []jobs.Member) ([]ReplicaStatus, []string) {
+	count := map[string]int{}
+	for _, m := range members {
+		if m.Live {
+			count[m.Hash]++
+		}
+	}
+	common := ""
+	for h, n := range count {
+		if n > count[common] || (n == count[common] && h < common) {
+			common = h
+		}
+	}
+	out := make([]ReplicaStatus, 0, len(members))
+	for _, m := range members {
+		out = append(out, ReplicaStatus{ID: m.ID, Version: m.Version, Role: m.Role, ListHash: m.Hash, Queues: m.Queues,
+			LastSeen: m.Seen.UTC(), Live: m.Live, Skew: time.Duration(m.SkewMS) * time.Millisecond,
+			Differs: m.Live && len(count) > 1 && m.Hash != common})
+	}
+	var diffs []string
+	for _, d := range jobs.DiffLists(members) {
+		diffs = append(diffs, d.String())
+	}
+	return out, diffs
+}
+
+// pausedByFlag counts, per job, the lock masters that have its pause flag.
+// It fails when fewer than a quorum answered.
+func (c *Cluster) pausedByFlag(ctx context.Context) (map[string]int, error) {
+	counts := make([]map[string]int, len(c.masters))
+	errs := make([]error, len(c.masters))
+	var wg sync.WaitGroup
+	for i, m := range c.masters {
+		wg.Go(func() {
+			pipe := m.Pipeline()
+			cmds := make([]*redis.IntCmd, len(c.cfg.Jobs))
+			for k, j := range c.cfg.Jobs {
+				cmds[k] = pipe.Exists(ctx, scheduler.PauseKey(c.cfg.Namespace, j.Name))
+			}
+			if _, errs[i] = pipe.Exec(ctx); errs[i] != nil {
+				return
+			}
+			counts[i] = map[string]int{}
+			for k, j := range c.cfg.Jobs {
+				counts[i][j.Name] = int(cmds[k].Val())
+			}
+		})
+	}
+	wg.Wait()
+	out := map[string]int{}
+	answered := 0
+	var last error
+	for i := range c.masters {
+		if errs[i] != nil {
+			last = errs[i]
+			continue
+		}
+		answered++
+		for job, n := range counts[i] {
+			out[job] += n
+		}
+	}
+	if q := len(c.masters)/2 + 1; answered < q {
+		return out, fmt.Errorf("%w: pause flags: %d of %d lock masters answer, %d needed: %w", locking.ErrUnavailable, answered, len(c.masters), q, last)
+	}
+	return out, nil
+}
+
+// orphanQueues lists this namespace's queues that hold tasks no live
+// replica consumes: they wait forever (a job moved to another queue while
+// its old queue still held tasks, or a queue dropped from worker.queues).
+func (c *Cluster) orphanQueues(members []jobs.Member) []string {
+	consumed := map[string]bool{}
+	for _, m := range members {
+		for _, q := range m.Queues {
+			if m.Live {
+				consumed[c.cfg.QueueName(q)] = true
+			}
+		}
+	}
+	insp := asynq.NewInspectorFromRedisClient(c.queue)
+	names, err := insp.Queues()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, q := range names {
+		if consumed[q] || !strings.HasPrefix(q, c.cfg.Namespace+":") {
+			continue // consumed, or another deployment's
+		}
+		if info, err := insp.GetQueueInfo(q); err == nil && info.Pending+info.Scheduled+info.Retry > 0 {
+			out = append(out, fmt.Sprintf("queue %q holds %d pending, %d scheduled and %d retry tasks, but no live replica consumes it: add it to worker.queues",
+				q, info.Pending, info.Scheduled, info.Retry))
+		}
+	}
+	return out
+}
+
+// History returns up to n of job's newest runs and not-run ticks (n <= 0:
+// all kept), newest tick first.
+func (c *Cluster) History(ctx context.Context, job string, n int) ([]jobs.RunRecord, error) {
+	if _, ok := c.cfg.Job(job); !ok {
+		return nil, fmt.Errorf("%w: no job %q in the config", ErrUnknownJob, job)
+	}
+	return jobs.ReadHistory(ctx, c.queue, c.cfg.Namespace, job, n)
+}
+
+// Locks lists the locks held now on the lock masters (see locking.Held):
+// execution leases ("exec:JOB"), singleton elections, `baton lock` locks.
+func (c *Cluster) Locks(ctx context.Context) ([]locking.HeldLock, error) {
+	return c.locks.Held(ctx)
+}
+
+// ErrUnknownJob is returned for a job name the config does not have.
+var ErrUnknownJob = errors.New("baton: unknown job")

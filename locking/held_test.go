@@ -1,0 +1,68 @@
+package locking_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/locking"
+)
+
+// Held lists the locks held now: on how many masters, the shortest TTL and
+// the fence; a released lock is gone from the list, and keys beside a lock
+// (its fence, an election's leader record) are not locks.
+func TestHeldListsLocks(t *testing.T) {
+	servers := redistest.NewN(t, 3)
+	c := newClient(t, clientsOf(t, servers...), locking.WithFreshDeployment())
+	ctx := testCtx(t)
+	a, err := c.TryLock(ctx, "report", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.TryLock(ctx, "odd*[name]", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := c.Election("leader", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, err := e.Campaign(ctx, "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := c.Held(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]locking.HeldLock{}
+	for _, h := range held {
+		byName[h.Name] = h
+	}
+	if len(byName) != 3 {
+		t.Fatalf("held: %+v, want report, odd*[name] and the election's lock", held)
+	}
+	if h := byName["report"]; h.Masters != 3 || h.Quorum != 2 || h.Fence < a.Fence() || h.TTL <= 5*time.Second || h.TTL > 10*time.Second {
+		t.Errorf("report: %+v (lease fence %d)", h, a.Fence())
+	}
+	if h := byName["odd*[name]"]; h.Fence < b.Fence() || h.Masters != 3 {
+		t.Errorf("a name with glob characters: %+v", h)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := term.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if held, err = c.Held(ctx); err != nil || len(held) != 1 || held[0].Name != "odd*[name]" {
+		t.Errorf("after release: %+v, %v", held, err)
+	}
+	// a master down: listed from the others, and said
+	if err := servers[0].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	held, err = c.Held(ctx)
+	if err == nil || len(held) != 1 || held[0].Masters != 2 {
+		t.Errorf("one master down: %+v, %v; want the lock on 2 masters and an error naming the third", held, err)
+	}
+}
