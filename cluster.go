@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/runid"
 	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
@@ -321,3 +322,37 @@ func (c *Cluster) Locks(ctx context.Context) ([]locking.HeldLock, error) {
 
 // ErrUnknownJob is returned for a job name the config does not have.
 var ErrUnknownJob = errors.New("baton: unknown job")
+
+// ErrNotTriggerable is returned by Trigger for a job that cannot be run by
+// hand: a singleton (it runs all the time) or a local job (it runs in a
+// scheduler replica's process, which a trigger cannot reach).
+var ErrNotTriggerable = errors.New("baton: job cannot be triggered")
+
+// Trigger dispatches a manual run of job now, through the dispatch path of
+// scheduled ticks: the run is signed and enqueued like one, a worker runs it
+// under the job's concurrency policy (forbid skips it while the job runs,
+// replace stops the running one), and the history records it as manual.
+// Its tick is the current second by the queue Redis's clock and it has its
+// own run id, so it is never a scheduled tick's duplicate, and triggering
+// twice runs twice. by names who triggered it (the dispatching "replica" in
+// the history). A paused job runs too: the trigger is explicit.
+func (c *Cluster) Trigger(ctx context.Context, job, by string) (scheduler.Tick, error) {
+	j, ok := c.cfg.Job(job)
+	switch {
+	case !ok:
+		return scheduler.Tick{}, fmt.Errorf("%w: no job %q in the config", ErrUnknownJob, job)
+	case j.Mode != config.ModeCron:
+		return scheduler.Tick{}, fmt.Errorf("%w: %q is a %s job; only cron jobs (run through the queue) can be triggered", ErrNotTriggerable, job, j.Mode)
+	}
+	now, err := c.queue.Time(ctx).Result()
+	if err != nil {
+		return scheduler.Tick{}, fmt.Errorf("%w: queue Redis %s: %w", locking.ErrUnavailable, wiring.DescribeRedis(c.cfg), err)
+	}
+	t := scheduler.Tick{Job: job, At: now.UTC().Truncate(time.Second), RunID: runid.New(), Replica: by, Manual: true}
+	client := asynq.NewClientFromRedisClient(c.queue)
+	d := jobs.NewDispatcher(c.cfg, client, nil, jobs.WithQueueRedis(c.queue))
+	if err := d.Dispatch(ctx, t); err != nil {
+		return scheduler.Tick{}, err
+	}
+	return t, nil
+}

@@ -24,8 +24,16 @@ type Tick struct {
 }
 
 // ID is the tick's identity, "job@2006-01-02T15:04:05Z". It is the asynq task
-// ID of the run, so a tick can be enqueued only once.
-func (t Tick) ID() string { return t.Job + "@" + t.At.UTC().Format(time.RFC3339) }
+// ID of the run, so a tick can be enqueued only once. A manual run's ID
+// also names its run id ("job@2006-01-02T15:04:05Z~RUNID"): it is never a
+// scheduled tick's, and each trigger is its own run.
+func (t Tick) ID() string {
+	id := t.Job + "@" + t.At.UTC().Format(time.RFC3339)
+	if t.Manual {
+		id += "~" + t.RunID
+	}
+	return id
+}
 
 // Dispatcher hands a claimed tick to whatever runs it: it enqueues a cron
 // job's run into asynq, or starts a local job in-process. Dispatch must be

@@ -152,3 +152,64 @@ jobs:
 	}
 	p.wait(t, 20*time.Second)
 }
+
+// baton trigger runs a job once now through the queue, with its own run id,
+// recorded as manual; twice runs twice (the job allows overlaps: under
+// forbid the second would be skipped while the first runs); a local job is
+// refused.
+func TestTriggerCommand(t *testing.T) {
+	srv := redistest.New(t)
+	out := t.TempDir() + "/runs"
+	cfg := writeConfig(t, fmt.Sprintf(`redis:
+  url: redis://%s/0
+locking:
+  fresh_deployment: true
+namespace: ttest
+jobs:
+  - name: report
+    schedule: "0 0 1 1 *"
+    concurrency: allow
+    exec: {command: ["sh", "-c", "echo $BATON_RUN_ID >> %s"]}
+  - name: tidy
+    schedule: "0 0 1 1 *"
+    mode: local
+    exec: {command: ["true"]}
+`, srv.Addr(), out))
+	p := start(t, nil, "worker", "--config", cfg, "--http", "")
+	var ids []string
+	for range 2 {
+		code, stdout, errs := runIn("trigger", "--config", cfg, "--by", "ops@test", "report")
+		if code != 0 || !strings.HasPrefix(stdout, "report triggered: run ") || !strings.Contains(stdout, `by "ops@test"`) {
+			t.Fatalf("trigger: %d %q %q", code, stdout, errs)
+		}
+		ids = append(ids, strings.TrimSuffix(strings.Fields(stdout)[3], ","))
+	}
+	var recs []jobs.RunRecord
+	poll.Require(t, 20*time.Second, "both manual runs done", func() bool {
+		code, stdout, _ := runIn("history", "--config", cfg, "--json", "report")
+		recs = nil
+		if code != 0 || json.Unmarshal([]byte(stdout), &recs) != nil || len(recs) != 2 {
+			return false
+		}
+		return recs[0].Status == jobs.StatusOK && recs[1].Status == jobs.StatusOK
+	})
+	for _, r := range recs {
+		if !r.Manual || r.Dispatcher != "ops@test" || (r.RunID != ids[0] && r.RunID != ids[1]) {
+			t.Errorf("manual run record: %+v", r)
+		}
+	}
+	if got := waitFile(t, out, 5*time.Second); strings.Count(got, "\n") != 2 {
+		t.Errorf("the job ran %q, want both runs", got)
+	}
+	for _, tc := range []struct {
+		job, want string
+	}{{"tidy", "local job"}, {"nope", `no job "nope"`}} {
+		if code, _, errs := runIn("trigger", "--config", cfg, tc.job); code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("trigger %s: %d %q, want exit 2 and %q", tc.job, code, errs, tc.want)
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t, 20*time.Second)
+}

@@ -12,6 +12,7 @@
 //	baton status [--config FILE]                   singleton holders, paused jobs
 //	baton history [-n N] [--json] JOB              a job's newest runs
 //	baton locks [--config FILE] [--json]           the locks held now
+//	baton trigger [--config FILE] JOB...           run jobs once now, by hand
 //	baton lock [flags] KEY -- CMD [ARGS]   run CMD while holding a distributed lock
 //	baton version                          print the version
 //	baton help [COMMAND]                   print help
@@ -47,6 +48,7 @@ commands:
   status     every job (next tick, last run, paused, lock) and every replica
   history    a job's newest runs: when, where, how they ended, and why
   locks      the locks held now: holder count, fence, remaining ttl
+  trigger    run jobs once now, by hand (through the queue, as a tick is)
   pause      pause jobs on every replica (a flag in Redis)
   resume     resume paused jobs
   lock       run a command while holding a distributed lock (a flock(1) for crontabs)
@@ -95,6 +97,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runHistory(args[1:], stdout, stderr)
 	case "locks":
 		return runLocks(args[1:], stdout, stderr)
+	case "trigger":
+		return runTrigger(args[1:], stdout, stderr)
 	case "pause":
 		return runPause("pause", true, args[1:], stdout, stderr)
 	case "resume":
@@ -121,7 +125,7 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	switch args[0] {
-	case "run", "scheduler", "worker", "dev", "validate", "next", "lock", "pause", "resume", "status", "history", "locks":
+	case "run", "scheduler", "worker", "dev", "validate", "next", "lock", "pause", "resume", "status", "history", "locks", "trigger":
 		return run([]string{args[0], "-h"}, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "usage: baton version\n\nPrints the baton version and the Go version it was built with.")
