@@ -356,3 +356,56 @@ func (c *Cluster) Trigger(ctx context.Context, job, by string) (scheduler.Tick, 
 	}
 	return t, nil
 }
+
+// PauseResult says how far a pause or resume got.
+type PauseResult struct {
+	Job string `json:"job"`
+	// Paused is the state asked for.
+	Paused bool `json:"paused"`
+	// Written is how many lock masters took the change, of Masters;
+	// InEffect is true when that is a majority (the claim decides by
+	// quorum). Failures names the masters that did not, and why.
+	Written  int      `json:"written"`
+	Masters  int      `json:"masters"`
+	InEffect bool     `json:"in_effect"`
+	Failures []string `json:"failures,omitempty"`
+}
+
+// Pause sets (paused) or clears job's pause flag on every lock master, in
+// parallel. The scheduler's claim reads it and decides by a quorum of
+// masters, so the change reaches every replica at the job's next tick once
+// a majority has it; calling again repairs the rest. A paused job's ticks
+// are recorded as paused and not caught up. It fails for an unknown job and
+// a singleton (no ticks); a partial write is a result, not an error.
+func (c *Cluster) Pause(ctx context.Context, job string, paused bool) (PauseResult, error) {
+	j, ok := c.cfg.Job(job)
+	switch {
+	case !ok:
+		return PauseResult{}, fmt.Errorf("%w: no job %q in the config", ErrUnknownJob, job)
+	case j.Mode == config.ModeSingleton:
+		return PauseResult{}, fmt.Errorf("%w: job %q is a singleton: it has no ticks to pause", ErrNotTriggerable, job)
+	}
+	key := scheduler.PauseKey(c.cfg.Namespace, job)
+	errs := make([]error, len(c.masters))
+	var wg sync.WaitGroup
+	for i, m := range c.masters {
+		wg.Go(func() {
+			if paused {
+				errs[i] = m.Set(ctx, key, "1", 0).Err()
+			} else {
+				errs[i] = m.Del(ctx, key).Err()
+			}
+		})
+	}
+	wg.Wait()
+	res := PauseResult{Job: job, Paused: paused, Masters: len(c.masters)}
+	for i, err := range errs {
+		if err != nil {
+			res.Failures = append(res.Failures, fmt.Sprintf("lock master %d: %s", i, c.cfg.MaskSecrets(err.Error())))
+			continue
+		}
+		res.Written++
+	}
+	res.InEffect = res.Written >= len(c.masters)/2+1
+	return res, nil
+}

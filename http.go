@@ -28,13 +28,17 @@ const ReadyEvery = time.Second
 //     request costs no Redis round trip), else 503 and the reasons, which
 //     name no address; 503 "shutting down" once Drain was called;
 //   - GET /metrics: Prometheus metrics of the schedulers and workers
-//     (labelled with the replica id and the job), Go and process metrics.
+//     (labelled with the replica id and the job), Go and process metrics;
+//   - GET /: a dashboard of the deployment's jobs and replicas, and the
+//     JSON API under /api/ (see api.go): status, history and locks to
+//     read, pause, resume and trigger behind http.token.
 //
 // Mount it on the program's server (its limits and timeouts are the
 // server's); Close it when done.
 type HTTPHandler struct {
 	mux      *http.ServeMux
 	replicas []*Replica
+	cluster  *Cluster // the API's view of the replicas' deployment; nil without replicas
 	draining atomic.Bool
 	ready    atomic.Pointer[string] // "" ready, else the reasons
 	stop     chan struct{}
@@ -59,6 +63,11 @@ func NewHTTPHandler(replicas ...*Replica) *HTTPHandler {
 	})
 	h.mux.HandleFunc("GET /readyz", h.readyz)
 	h.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if len(replicas) > 0 {
+		// a Cluster only dials lazily; its config is valid (New took it)
+		h.cluster, _ = NewCluster(replicas[0].cfg)
+	}
+	h.mountAPI()
 	go h.checkLoop()
 	return h
 }
@@ -72,7 +81,12 @@ func (h *HTTPHandler) Drain() { h.draining.Store(true) }
 
 // Close stops the readiness checks.
 func (h *HTTPHandler) Close() {
-	h.once.Do(func() { close(h.stop) })
+	h.once.Do(func() {
+		close(h.stop)
+		if h.cluster != nil {
+			h.cluster.Close()
+		}
+	})
 	<-h.done
 }
 

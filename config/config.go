@@ -147,10 +147,19 @@ type LockingConfig struct {
 
 // HTTPConfig configures baton's HTTP listener.
 type HTTPConfig struct {
-	// Listen is a host:port to serve /metrics, /healthz, /readyz and the API
-	// on. Empty (the default) turns the listener off.
+	// Listen is a host:port to serve /metrics, /healthz, /readyz, the API
+	// and the dashboard on. Empty (the default) turns the listener off.
 	Listen string `yaml:"listen"`
+	// Token is the bearer token that calls which change something (pause,
+	// resume, trigger) and the queue view (/queues) require: at least 16
+	// bytes; write it as ${VAR} so it stays out of the file. Empty (the
+	// default): those calls are refused; reading status and history needs
+	// no token.
+	Token string `yaml:"token"`
 }
+
+// MinHTTPToken is the shortest http.token accepted, in bytes.
+const MinHTTPToken = 16
 
 // SecurityConfig says how replicas authenticate what they hand each other
 // through Redis: task payloads and replace requests carry an HMAC-SHA256

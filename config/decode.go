@@ -72,6 +72,13 @@ func loadSections(data []byte, file, path string, lookup func(string) (string, b
 		root.Content = kept
 	}
 	if root != nil {
+		// the bound counts what is walked: sections skipped are not
+		if problem = strictyaml.Bound(root); problem != nil {
+			d.report(*problem)
+			root = nil
+		}
+	}
+	if root != nil {
 		d.scanJobNames(root)
 		d.expandTree(root, "")
 		d.Decode(root, &cfg)

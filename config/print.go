@@ -26,6 +26,7 @@ var formatDuration = strictyaml.FormatDuration
 func (c *Config) Redacted() string {
 	r := *c
 	r.Redis.URL = redactNonEmpty(c.secrets.Value(r.Redis.URL))
+	r.HTTP.Token = maskNonEmpty(r.HTTP.Token)
 	if s := r.Redis.Sentinel; s != nil {
 		s2 := *s
 		s2.Password = maskNonEmpty(s2.Password)

@@ -108,6 +108,9 @@ func (v *validator) validate() {
 			v.errf("http.listen", "%s (want host:port, e.g. 127.0.0.1:8080, a loopback address unless the endpoints must be reached from elsewhere; empty turns the listener off)", err.Error())
 		}
 	}
+	if t := c.HTTP.Token; t != "" && len(t) < MinHTTPToken {
+		v.errf("http.token", "is %d bytes, want at least %d (e.g. head -c 24 /dev/urandom | base64)", len(t), MinHTTPToken)
+	}
 	v.worker()
 	v.history()
 	v.security()

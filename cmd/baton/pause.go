@@ -4,14 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
-	"github.com/batonhq/baton/internal/wiring"
-	"github.com/batonhq/baton/scheduler"
 )
 
 const pauseHelp = `usage: baton pause|resume [--config FILE] JOB...
@@ -55,12 +51,11 @@ func runPause(name string, on bool, args []string, stdout, stderr io.Writer) int
 			return usageExit(name, usagef("job %q is a singleton: it has no ticks to pause", job), stderr)
 		}
 	}
-	masters, closeAll, err := lockMasters(cfg)
+	c, err := baton.NewCluster(cfg)
 	if err != nil {
 		return usageExit(name, err, stderr)
 	}
-	defer closeAll()
-
+	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// every master is written, in parallel; the claim decides by quorum, so
@@ -68,67 +63,30 @@ func runPause(name string, on bool, args []string, stdout, stderr io.Writer) int
 	// command again repairs the rest
 	failed := false
 	for _, job := range fs.Args() {
-		key := scheduler.PauseKey(cfg.Namespace, job)
-		errs := make([]error, len(masters))
-		var wg sync.WaitGroup
-		for i, m := range masters {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if on {
-					errs[i] = m.Set(ctx, key, "1", 0).Err()
-				} else {
-					errs[i] = m.Del(ctx, key).Err()
-				}
-			}()
-		}
-		wg.Wait()
-		ok := 0
-		for _, err := range errs {
-			if err == nil {
-				ok++
-			}
+		res, err := c.Pause(ctx, job, on)
+		if err != nil {
+			return usageExit(name, err, stderr)
 		}
 		state := "paused"
 		if !on {
 			state = "resumed"
 		}
-		quorum := len(masters)/2 + 1
 		switch {
-		case ok == len(masters):
+		case res.Written == res.Masters:
 			fmt.Fprintf(stdout, "%s %s\n", job, state)
 			continue
-		case ok >= quorum:
-			fmt.Fprintf(stdout, "%s %s (on %d of %d lock masters: in effect; run the command again to repair the rest)\n", job, state, ok, len(masters))
+		case res.InEffect:
+			fmt.Fprintf(stdout, "%s %s (on %d of %d lock masters: in effect; run the command again to repair the rest)\n", job, state, res.Written, res.Masters)
 		default:
-			fmt.Fprintf(stderr, "baton %s: job %q: written to %d of %d lock masters, %d needed: NOT %s; run the command again\n", name, job, ok, len(masters), quorum, state)
+			fmt.Fprintf(stderr, "baton %s: job %q: written to %d of %d lock masters, %d needed: NOT %s; run the command again\n", name, job, res.Written, res.Masters, res.Masters/2+1, state)
 		}
 		failed = true
-		for i, err := range errs {
-			if err != nil {
-				fmt.Fprintf(stderr, "baton %s: job %q: lock master %d: %v\n", name, job, i, err)
-			}
+		for _, f := range res.Failures {
+			fmt.Fprintf(stderr, "baton %s: job %q: %s\n", name, job, f)
 		}
 	}
 	if failed {
 		return 1
 	}
 	return 0
-}
-
-// lockMasters opens a client per lock master of cfg (locking.masters, else
-// the queue Redis).
-func lockMasters(cfg *config.Config) ([]redis.UniversalClient, func(), error) {
-	out, err := wiring.DialMasters(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(out) == 0 {
-		q, _, err := wiring.QueueRedis(cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		out = append(out, q)
-	}
-	return out, func() { wiring.CloseAll(out) }, nil
 }

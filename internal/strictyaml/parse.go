@@ -46,8 +46,8 @@ var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // Parse returns the top-level mapping of the single document in data, nil
 // for an empty document, or nil and the problem that stops the document from
 // being decoded: a syntax error, a second document, a top level that is not
-// a mapping, or aliases that expand past MaxNodes or MaxBytes. what names
-// the document in messages ("a config file").
+// a mapping. what names the document in messages ("a config file"). Call
+// Bound before walking what is kept of it.
 func Parse(data []byte, what string) (*yaml.Node, *Problem) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
@@ -74,13 +74,20 @@ func Parse(data []byte, what string) (*yaml.Node, *Problem) {
 	if root.Kind != yaml.MappingNode {
 		return nil, &Problem{Line: root.Line, Msg: "the top level must be a mapping, got " + Describe(root)}
 	}
+	return root, nil
+}
+
+// Bound returns the problem of a document whose aliases expand past
+// MaxNodes values or MaxBytes of text, nil for one within the bounds. It
+// takes time linear in the document as written.
+func Bound(root *yaml.Node) *Problem {
 	switch size := expandedSize(root, map[*yaml.Node]expansion{}); {
 	case size.nodes > MaxNodes:
-		return nil, &Problem{Msg: fmt.Sprintf("the document expands to more than %d values through aliases", MaxNodes)}
+		return &Problem{Msg: fmt.Sprintf("the document expands to more than %d values through aliases", MaxNodes)}
 	case size.bytes > MaxBytes:
-		return nil, &Problem{Msg: fmt.Sprintf("the document is more than %d MiB of text, counting an aliased value at each of its uses", MaxBytes>>20)}
+		return &Problem{Msg: fmt.Sprintf("the document is more than %d MiB of text, counting an aliased value at each of its uses", MaxBytes>>20)}
 	}
-	return root, nil
+	return nil
 }
 
 func syntaxProblem(err error) *Problem {

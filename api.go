@@ -1,0 +1,233 @@
+package baton
+
+import (
+	"context"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/locking"
+)
+
+// The JSON API and the dashboard, served by HTTPHandler on the cluster of
+// its replicas' config:
+//
+//	GET  /                          the dashboard (HTML)
+//	GET  /api/status                Cluster.Status
+//	GET  /api/locks                 Cluster.Locks
+//	GET  /api/jobs/{job}/history    Cluster.History (?n=N, default 20)
+//	POST /api/jobs/{job}/pause      Cluster.Pause (bearer token)
+//	POST /api/jobs/{job}/resume     Cluster.Pause (bearer token)
+//	POST /api/jobs/{job}/trigger    Cluster.Trigger (bearer token; body
+//	                                {"by": "..."} optional)
+//
+// Errors are JSON, {"error": "..."}, with a status that says whose fault:
+// 400 a bad request, 401 a missing or wrong token, 403 no token
+// configured, 404 an unknown job, 409 a job that cannot do that, 413 a
+// body over maxAPIBody, 503 Redis unreachable.
+
+// maxAPIBody bounds a request body of the API.
+const maxAPIBody = 64 << 10
+
+// apiTimeout bounds the Redis work of one API request.
+const apiTimeout = 10 * time.Second
+
+//go:embed dashboard.html
+var dashboardHTML []byte
+
+// mountAPI adds the API and the dashboard to h's mux.
+func (h *HTTPHandler) mountAPI() {
+	h.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline' 'self'")
+		w.Header().Set("X-Frame-Options", "DENY")
+		_, _ = w.Write(dashboardHTML)
+	})
+	h.mux.HandleFunc("GET /api/status", h.api(func(ctx context.Context, r *http.Request) (any, error) {
+		st, err := h.cluster.Status(ctx)
+		if st != nil && err != nil {
+			st.Warnings = append(st.Warnings, "partial: "+h.cluster.cfg.MaskSecrets(err.Error()))
+			err = nil
+		}
+		return st, err
+	}))
+	h.mux.HandleFunc("GET /api/locks", h.api(func(ctx context.Context, r *http.Request) (any, error) {
+		held, err := h.cluster.Locks(ctx)
+		if held == nil {
+			held = []locking.HeldLock{}
+		}
+		if err != nil && !errors.Is(err, locking.ErrUnavailable) {
+			err = nil // some masters answered: listed
+		}
+		return held, err
+	}))
+	h.mux.HandleFunc("GET /api/jobs/{job}/history", h.api(func(ctx context.Context, r *http.Request) (any, error) {
+		n := 20
+		if s := r.URL.Query().Get("n"); s != "" {
+			v, err := strconv.Atoi(s)
+			if err != nil || v < 0 || v > 10000 {
+				return nil, badRequest("n must be a whole number from 0 to 10000, got %q", s)
+			}
+			n = v
+		}
+		recs, err := h.cluster.History(ctx, r.PathValue("job"), n)
+		if recs == nil {
+			recs = []jobs.RunRecord{}
+		}
+		return recs, err
+	}))
+	for _, action := range []string{"pause", "resume"} {
+		h.mux.HandleFunc("POST /api/jobs/{job}/"+action, h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
+			if _, err := readBody(r, nil); err != nil {
+				return nil, err
+			}
+			return h.cluster.Pause(ctx, r.PathValue("job"), action == "pause")
+		}))
+	}
+	h.mux.HandleFunc("POST /api/jobs/{job}/trigger", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
+		var body struct {
+			By string `json:"by"`
+		}
+		if _, err := readBody(r, &body); err != nil {
+			return nil, err
+		}
+		by := "api"
+		if body.By != "" {
+			if len(body.By) > 128 || strings.ContainsAny(body.By, "\r\n") {
+				return nil, badRequest("by must be one line of at most 128 bytes")
+			}
+			by = "api:" + body.By
+		}
+		t, err := h.cluster.Trigger(ctx, r.PathValue("job"), by)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"job": t.Job, "run_id": t.RunID, "tick": t.At, "by": t.Replica}, nil
+	}))
+	h.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// apiError is an error with the HTTP status it answers.
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &apiError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+// readBody decodes a JSON body into v (nil: any body must be empty or a
+// JSON object), refusing bodies over maxAPIBody and unknown fields.
+func readBody(r *http.Request, v any) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r.Body, maxAPIBody+1))
+	if err != nil {
+		return nil, badRequest("reading the body: %v", err)
+	}
+	if len(data) > maxAPIBody {
+		return nil, &apiError{http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", maxAPIBody)}
+	}
+	if strings.TrimSpace(string(data)) == "" {
+		return data, nil
+	}
+	if v == nil {
+		v = &struct{}{}
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return nil, badRequest("the body is not the JSON this call takes: %v", err)
+	}
+	return data, nil
+}
+
+// api wraps a read call: JSON out, errors mapped to statuses.
+func (h *HTTPHandler) api(f func(ctx context.Context, r *http.Request) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if h.cluster == nil {
+			writeError(w, http.StatusServiceUnavailable, "this handler serves no replica: the API needs a config")
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
+		defer cancel()
+		v, err := f(ctx, r)
+		if err != nil {
+			h.fail(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(v)
+	}
+}
+
+// mutating is api behind the bearer token of http.token.
+func (h *HTTPHandler) mutating(f func(ctx context.Context, r *http.Request) (any, error)) http.HandlerFunc {
+	inner := h.api(f)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if h.cluster == nil {
+			inner(w, r)
+			return
+		}
+		if !h.authorized(w, r) {
+			return
+		}
+		inner(w, r)
+	}
+}
+
+// authorized checks the request's bearer token against http.token in
+// constant time, answering 403 when no token is configured and 401 for a
+// missing or wrong one.
+func (h *HTTPHandler) authorized(w http.ResponseWriter, r *http.Request) bool {
+	want := h.cluster.cfg.HTTP.Token
+	if want == "" {
+		writeError(w, http.StatusForbidden, "changes through the API are off: set http.token in the config")
+		return false
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="baton"`)
+		writeError(w, http.StatusUnauthorized, "a valid bearer token is required (Authorization: Bearer <http.token>)")
+		return false
+	}
+	return true
+}
+
+// fail answers err with its status.
+func (h *HTTPHandler) fail(w http.ResponseWriter, err error) {
+	var ae *apiError
+	status := http.StatusInternalServerError
+	switch {
+	case errors.As(err, &ae):
+		status = ae.status
+	case errors.Is(err, ErrUnknownJob):
+		status = http.StatusNotFound
+	case errors.Is(err, ErrNotTriggerable):
+		status = http.StatusConflict
+	case errors.Is(err, locking.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		status = http.StatusServiceUnavailable
+	}
+	writeError(w, status, h.cluster.cfg.MaskSecrets(err.Error()))
+}
+
+// writeError answers {"error": msg} with status.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}

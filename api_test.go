@@ -1,0 +1,151 @@
+package baton_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/scheduler"
+)
+
+const apiToken = "api-token-0123456789"
+
+// apiServer serves the HTTP handler of one (not started) replica of a
+// config on a real Redis; token is http.token ("" for none).
+func apiServer(t *testing.T, srv *redistest.Server, token string) *httptest.Server {
+	t.Helper()
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: api
+http: {token: %q}
+jobs:
+  - name: report
+    schedule: "@hourly"
+    exec: {command: ["true"]}
+  - name: tidy
+    mode: local
+    schedule: "@hourly"
+    exec: {command: ["true"]}
+  - name: pump
+    mode: singleton
+    exec: {command: ["true"]}
+`, srv.Addr(), token)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := baton.New(cfg, baton.WithReplicaID("api-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := baton.NewHTTPHandler(r)
+	web := httptest.NewServer(h)
+	t.Cleanup(func() {
+		web.Close()
+		h.Close()
+		r.Close()
+	})
+	return web
+}
+
+// call makes one API request and returns the status and the body.
+func call(t *testing.T, web *httptest.Server, method, path, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, web.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(path, "/api/") && ct != "application/json" {
+		t.Errorf("%s %s: Content-Type %q", method, path, ct)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// The API reads status, history and locks without a token; pause, resume
+// and trigger need the bearer token, and every error is JSON naming what is
+// wrong, with a status that says whose fault.
+func TestAPI(t *testing.T) {
+	srv := redistest.New(t)
+	web := apiServer(t, srv, apiToken)
+	rdb := srv.TestClient(t)
+
+	code, body := call(t, web, "GET", "/api/status", "", "")
+	var st baton.Status
+	if code != 200 || json.Unmarshal([]byte(body), &st) != nil || len(st.Jobs) != 3 || st.Jobs[0].Name != "report" || st.Jobs[0].Next.IsZero() {
+		t.Fatalf("status: %d %s", code, body)
+	}
+	if code, body := call(t, web, "GET", "/", "", ""); code != 200 || !strings.Contains(body, "<title>baton</title>") {
+		t.Errorf("dashboard: %d", code)
+	}
+	for _, tc := range []struct {
+		method, path, token, body string
+		code                      int
+		want                      string
+	}{
+		{"POST", "/api/jobs/report/pause", "", "", 401, "bearer token"},
+		{"POST", "/api/jobs/report/pause", "wrong-token-0123456789", "", 401, "bearer token"},
+		{"POST", "/api/jobs/nope/pause", apiToken, "", 404, `no job \"nope\"`},
+		{"POST", "/api/jobs/pump/pause", apiToken, "", 409, "singleton"},
+		{"POST", "/api/jobs/tidy/trigger", apiToken, "", 409, "local job"},
+		{"POST", "/api/jobs/report/trigger", apiToken, `{"by": "x", "extra": 1}`, 400, "unknown field"},
+		{"POST", "/api/jobs/report/trigger", apiToken, `{"by": "` + strings.Repeat("x", 70<<10) + `"}`, 413, "over"},
+		{"GET", "/api/jobs/report/history?n=abc", "", "", 400, "n must be"},
+		{"GET", "/api/jobs/nope/history", "", "", 404, "no job"},
+		{"GET", "/api/nothing", "", "", 404, "no API endpoint"},
+		{"DELETE", "/api/jobs/report/pause", apiToken, "", 404, "no API endpoint DELETE"},
+	} {
+		code, body := call(t, web, tc.method, tc.path, tc.token, tc.body)
+		if code != tc.code || !strings.Contains(body, tc.want) {
+			t.Errorf("%s %s: %d %s, want %d and %q", tc.method, tc.path, code, body, tc.code, tc.want)
+		}
+	}
+	key := scheduler.PauseKey("api", "report")
+	if code, body := call(t, web, "POST", "/api/jobs/report/pause", apiToken, ""); code != 200 || !strings.Contains(body, `"in_effect": true`) {
+		t.Fatalf("pause: %d %s", code, body)
+	}
+	if rdb.Exists(context.Background(), key).Val() != 1 {
+		t.Error("pause through the API set no flag in Redis")
+	}
+	if code, body := call(t, web, "POST", "/api/jobs/report/resume", apiToken, ""); code != 200 || rdb.Exists(context.Background(), key).Val() != 0 {
+		t.Errorf("resume: %d %s", code, body)
+	}
+	code, body = call(t, web, "POST", "/api/jobs/report/trigger", apiToken, `{"by": "alice"}`)
+	var trig struct {
+		RunID string `json:"run_id"`
+		By    string `json:"by"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &trig) != nil || trig.RunID == "" || trig.By != "api:alice" {
+		t.Fatalf("trigger: %d %s", code, body)
+	}
+	code, body = call(t, web, "GET", "/api/jobs/report/history", "", "")
+	if code != 200 || !strings.Contains(body, trig.RunID) || !strings.Contains(body, `"manual": true`) {
+		t.Errorf("history after the trigger: %d %s", code, body)
+	}
+	if code, body := call(t, web, "GET", "/api/locks", "", ""); code != 200 || !strings.HasPrefix(body, "[") {
+		t.Errorf("locks: %d %s", code, body)
+	}
+}
+
+// Without http.token, changes through the API are off.
+func TestAPIWithoutToken(t *testing.T) {
+	web := apiServer(t, redistest.New(t), "")
+	if code, body := call(t, web, "POST", "/api/jobs/report/pause", "anything", ""); code != 403 || !strings.Contains(body, "set http.token") {
+		t.Errorf("pause without a configured token: %d %s", code, body)
+	}
+}
