@@ -2,10 +2,10 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test redis-server fmt-check vet unit build dev bench-lock
+.PHONY: test redis-server chromium fmt-check vet unit build dev bench-lock
 
 ## test: gofmt check, go vet, and the whole suite with -race against real redis-server processes
-test: redis-server fmt-check vet unit
+test: redis-server chromium fmt-check vet unit
 
 ## redis-server: make sure a redis-server binary exists (tests start their own on free ports)
 redis-server:
@@ -20,6 +20,17 @@ redis-server:
 	fi
 	@# the tests start their own servers; a distribution's service is not used
 	@redis-server --version
+
+## chromium: the dashboard test drives Debian's headless Chromium; installed when missing and root
+chromium:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || [ -n "$$BATON_CHROMIUM" ]; then \
+		:; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "chromium missing: installing it with apt-get (for the dashboard test)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+	else \
+		echo "chromium not found: the dashboard test is skipped (install Debian's chromium or set BATON_CHROMIUM)"; \
+	fi
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -141,6 +141,12 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 		host, _ := os.Hostname()
 		o.id = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler) // WithLogger(nil): no logging
+	}
+	if o.version == "" {
+		o.version = "dev"
+	}
 	log := o.log
 	r := &Replica{id: o.id, role: o.role, cfg: cfg, log: log}
 	ok := false
@@ -266,12 +272,14 @@ func (r *Replica) Start(ctx context.Context) error {
 	if err := r.worker.Start(); err != nil {
 		return fmt.Errorf("replica %s: start worker: %w", r.id, err)
 	}
+	// from here Close shuts the worker down: a Start that fails half way
+	// leaves nothing running once the caller closes the replica
+	r.started = true
 	if r.singles != nil {
 		if err := r.singles.Start(); err != nil {
 			return fmt.Errorf("replica %s: start singleton jobs: %w", r.id, err)
 		}
 	}
-	r.started = true
 	return nil
 }
 

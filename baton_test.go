@@ -13,16 +13,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/config"
-
 	"go.uber.org/goleak"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
 )
 
 func TestMain(m *testing.M) {
+	// exec jobs run under this binary as their supervisor, as in a program
+	// that embeds baton
+	baton.MaybeRunSupervisor()
 	goleak.VerifyTestMain(m, redistest.GoleakOptions()...)
 }
 
@@ -108,12 +111,9 @@ jobs:
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if code, _ := get("/readyz"); code == 200 {
-			break
-		} else if time.Now().After(end) {
-			t.Fatalf("/readyz: %d", code)
-		}
+	var ready int
+	if !poll.Until(5*time.Second, func() bool { ready, _ = get("/readyz"); return ready == 200 }) {
+		t.Fatalf("/readyz: %d", ready)
 	}
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `baton_worker_ran_total{job="greet",replica="embed-`) {
 		t.Errorf("/metrics: %d, no run counter", code)

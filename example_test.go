@@ -9,9 +9,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/batonhq/baton/config"
-
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/jobs"
 )
 

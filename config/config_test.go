@@ -1,9 +1,6 @@
 package config
 
 import (
-	"github.com/batonhq/baton/internal/redact"
-	"github.com/batonhq/baton/internal/strictyaml"
-
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton/internal/redact"
+	"github.com/batonhq/baton/internal/strictyaml"
 )
 
 // minimal is the smallest useful config; it must load as written.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -160,7 +161,7 @@ func TestLocalDuplicateOfRunningTickIsSkipped(t *testing.T) {
 	if err := w.RunLocal(context.Background(), job, tick); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() bool { return w.Stats().Skipped == 1 }, "the duplicate to be skipped")
+	poll.Require(t, wait, "the duplicate to be skipped", func() bool { return w.Stats().Skipped == 1 })
 	close(gate)
 	recv(t, exec.ended, "local run's end")
 }

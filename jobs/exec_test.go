@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/config"
-
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/jobs"
 )
 
@@ -44,23 +44,11 @@ func pidAlive(pid int) bool {
 	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
 }
 
-// pollUntil polls cond every 5ms for up to d.
-func pollUntil(d time.Duration, cond func() bool) bool {
-	for end := time.Now().Add(d); ; time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(end) {
-			return false
-		}
-	}
-}
-
 // pidsGone fails the test unless every pid has exited within d.
 func pidsGone(t *testing.T, d time.Duration, pids ...int) {
 	t.Helper()
 	for _, pid := range pids {
-		if !pollUntil(d, func() bool { return !pidAlive(pid) }) {
+		if !poll.Until(d, func() bool { return !pidAlive(pid) }) {
 			t.Errorf("pid %d still alive after %v", pid, d)
 		}
 	}
@@ -71,7 +59,7 @@ func pidsGone(t *testing.T, d time.Duration, pids ...int) {
 func pidFrom(t *testing.T, path string) int {
 	t.Helper()
 	var pid int
-	if !pollUntil(10*time.Second, func() bool {
+	if !poll.Until(10*time.Second, func() bool {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return false

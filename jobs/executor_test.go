@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/config"
-
 	"github.com/batonhq/baton/jobs"
 )
 

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -231,10 +232,10 @@ func TestForgedTasksDoNotFloodTheLog(t *testing.T) {
 		tk.Job = "forged-" + strconv.Itoa(i) // any name
 		e.enqueueRaw(t, tk.ID(), unsignedPayload(tk))
 	}
-	eventually(t, func() bool {
+	poll.Require(t, wait, strconv.Itoa(n)+" forged tasks archived", func() bool {
 		q, err := e.insp.GetQueueInfo("baton:default")
 		return err == nil && q.Archived == n
-	}, "%d forged tasks archived", n)
+	})
 	time.Sleep(200 * time.Millisecond)
 	lines := logs.count("refusing") + logs.count("task failed")
 	if lines > 4 {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/config"
-
 	"github.com/batonhq/baton/jobs"
 )
 
@@ -41,7 +40,7 @@ func TestHTTPSuccess(t *testing.T) {
 	j := httpJob(srv.URL + "/hook")
 	j.HTTP.Method = "POST"
 	j.HTTP.Body = `{"x":1}`
-	j.HTTP.Headers = map[string]string{"Content-Type": "application/json", "X-Baton-config.Job": "spoofed"}
+	j.HTTP.Headers = map[string]string{"Content-Type": "application/json", "X-Baton-Job": "spoofed"}
 	res, err := exExecutor(jobs.WithHTTPClient(srv.Client())).Execute(exCtx(t), j, exRun("ping"), nil)
 	if err != nil {
 		t.Fatal(err)

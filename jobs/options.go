@@ -43,7 +43,6 @@ func newOptions(opts []Option) options {
 		outputLimit:  DefaultOutputLimit,
 		taskCheck:    100 * time.Millisecond,
 		delayedCheck: time.Second,
-		version:      "dev",
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -51,6 +50,9 @@ func newOptions(opts []Option) options {
 	if o.replica == "" {
 		host, _ := os.Hostname()
 		o.replica = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if o.version == "" {
+		o.version = "dev"
 	}
 	if o.role == "" {
 		o.role = "worker"

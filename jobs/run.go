@@ -39,7 +39,7 @@ func (r Run) Env() []string {
 // X-Baton-Fencing-Token, X-Baton-Replica.
 func (r Run) Headers() map[string]string {
 	return map[string]string{
-		"X-Baton-config.Job":    r.Job,
+		"X-Baton-Job":           r.Job,
 		"X-Baton-Tick":          r.Tick.UTC().Format(time.RFC3339),
 		"X-Baton-Run-Id":        r.RunID,
 		"X-Baton-Attempt":       strconv.Itoa(r.Attempt),

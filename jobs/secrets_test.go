@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/batonhq/baton/config"
-
 	"github.com/batonhq/baton/jobs"
 )
 

@@ -12,6 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -130,7 +131,9 @@ func TestWorkerRunsOnlySignedTasks(t *testing.T) {
 	if s := recv(t, exec.started, "the dispatched run"); s.run.Job != "lone" || s.run.Fence == tickOf("lone", 10).Fence {
 		t.Errorf("dispatched run %+v: want lone with a lease fence", s.run)
 	}
-	if st := w.Stats(); st.Ran != 3 || st.Failed != 6 {
+	// a run is counted once Execute has returned, after its start was seen
+	var st Stats
+	if !poll.Until(wait, func() bool { st = w.Stats(); return st.Ran == 3 && st.Failed == 6 }) {
 		t.Errorf("stats %+v, want 3 ran, 6 refused", st)
 	}
 }
@@ -199,7 +202,7 @@ func TestForgedReplaceRequestStopsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, func() bool { return logs.count("ignoring a replace request") == 2 }, "two refusals logged (unsigned, bad signature)")
+	poll.Require(t, wait, "two refusals logged (unsigned, bad signature)", func() bool { return logs.count("ignoring a replace request") == 2 })
 	none(t, exec1.ended, 200*time.Millisecond, "the old run stopped by a forged request")
 
 	// the real thing: a newer tick's run on another worker replaces it
@@ -216,13 +219,7 @@ func TestForgedReplaceRequestStopsNothing(t *testing.T) {
 // want.
 func (e *env) stateByID(t *testing.T, id string, want asynq.TaskState) *asynq.TaskInfo {
 	t.Helper()
-	var info *asynq.TaskInfo
-	var err error
-	eventually(t, func() bool {
-		info, err = e.insp.GetTaskInfo("baton:default", id)
-		return err == nil && info.State == want
-	}, "task %s in state %s (last: %+v, %v)", id, want, info, err)
-	return info
+	return e.waitState(t, "baton:default", id, want)
 }
 
 // shutdown stops w now (cleanup would do it too, later).

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
@@ -100,25 +101,22 @@ func (e *env) dispatch(t *testing.T, cfg *config.Config, tick scheduler.Tick) {
 // state waits until the task of tick is in state want and returns its info.
 func (e *env) state(t *testing.T, queue string, tick scheduler.Tick, want asynq.TaskState) *asynq.TaskInfo {
 	t.Helper()
-	var info *asynq.TaskInfo
-	var err error
-	eventually(t, func() bool {
-		info, err = e.insp.GetTaskInfo(queue, tick.ID())
-		return err == nil && info.State == want
-	}, "task %s in state %s (last: %+v, %v)", tick.ID(), want, info, err)
-	return info
+	return e.waitState(t, queue, tick.ID(), want)
 }
 
-// eventually polls cond (10ms apart) until it holds, for at most wait.
-func eventually(t *testing.T, cond func() bool, format string, args ...any) {
+// waitState waits (at most wait) until the task with id in queue is in
+// state want and returns its info; a timeout reports the last info read.
+func (e *env) waitState(t *testing.T, queue, id string, want asynq.TaskState) *asynq.TaskInfo {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for "+format, args...)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var info *asynq.TaskInfo
+	var err error
+	if !poll.Until(wait, func() bool {
+		info, err = e.insp.GetTaskInfo(queue, id)
+		return err == nil && info.State == want
+	}) {
+		t.Fatalf("timed out after %v waiting for task %s in state %s (last: %+v, %v)", wait, id, want, info, err)
 	}
+	return info
 }
 
 func tickOf(job string, minute int) scheduler.Tick {

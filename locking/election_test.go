@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/locking"
 )
@@ -157,20 +158,20 @@ func TestElectionLeaderCrash(t *testing.T) {
 
 	// nobody campaigns: watch the dead leader's key expire
 	lockKey := "baton:lock:{election:crash}"
-	for {
+	poll.Require(t, 30*time.Second, "a's key to expire", func() bool {
 		n, err := rdb.Exists(ctx, lockKey).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		l, ok := observe(t, eb)
 		if n == 0 {
-			break
+			return true
 		}
 		if ok && l.ID != "a" {
 			t.Fatalf("observed %+v while a's key lives", l)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
 	if n := rdb.Exists(ctx, lockKey+":leader").Val(); n != 1 {
 		t.Fatalf("stale leader record gone (%d): the test proves nothing", n)
 	}
@@ -208,7 +209,7 @@ func TestElectionWaiterReplacesDeadLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	chB := campaign(ctx, eb, "b")
-	time.Sleep(50 * time.Millisecond)
+	registered(t, s.TestClient(t), "election:replace", 1) // b waits for a's term to end
 	closed := time.Now()
 	_ = a.Close()
 	var r campaignResult

@@ -490,11 +490,7 @@ func TestCloseEndsLeasesAndWaiters(t *testing.T) {
 	}
 	errc := make(chan error, 1)
 	go func() { _, err := c.Lock(ctx, "c", time.Second); errc <- err }()
-	// the waiter is registered once the waiter set exists
-	rdb := s.TestClient(t)
-	for n := int64(0); n == 0; n, _ = rdb.Exists(ctx, "baton:lock:{c}:w").Result() {
-		time.Sleep(time.Millisecond)
-	}
+	registered(t, s.TestClient(t), "c", 1)
 	c.Close()
 	if err := <-errc; !errors.Is(err, locking.ErrClosed) {
 		t.Fatalf("waiter after Close = %v, want ErrClosed", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/locking"
 )
@@ -79,6 +80,20 @@ func clientsOf(t *testing.T, servers ...*redistest.Server) []*redis.Client {
 // through opens one go-redis client per proxy.
 func through(t *testing.T, s *redistest.Server, p *redistest.Proxy) *redis.Client {
 	return s.TestClient(t, func(o *redis.Options) { o.Addr = p.Addr() })
+}
+
+// registered waits (at most 30s, as testCtx) until n waiters are registered
+// for key: in the waiter set, or in the fair queue. A waiter registers in its
+// first attempt, after it subscribed to the wake channel, so a release from
+// then on wakes it.
+func registered(t *testing.T, rdb *redis.Client, key string, n int64) {
+	t.Helper()
+	ctx := testCtx(t)
+	poll.Require(t, 30*time.Second, fmt.Sprintf("%d waiters registered on %q", n, key), func() bool {
+		a, _ := rdb.ZCard(ctx, "baton:lock:{"+key+"}:w").Result()
+		b, _ := rdb.LLen(ctx, "baton:lock:{"+key+"}:q").Result()
+		return a+b >= n
+	})
 }
 
 // waitDone waits for a lease to end, failing the test after d.

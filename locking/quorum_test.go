@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/locking"
 )
@@ -260,9 +261,10 @@ func TestFencingPausedAcquirer(t *testing.T) {
 	}()
 	// H1's scripts ran (its replies are still on the way) before H2 tries
 	raw := servers[0].TestClient(t)
-	for n := int64(0); n == 0; n, _ = raw.Exists(ctx, "baton:lock:{p}").Result() {
-		time.Sleep(time.Millisecond)
-	}
+	poll.Require(t, 30*time.Second, "H1's key on a master", func() bool {
+		n, err := raw.Exists(ctx, "baton:lock:{p}").Result()
+		return err == nil && n > 0
+	})
 	l2, err := h2.Lock(ctx, "p", time.Second)
 	if err != nil {
 		t.Fatal(err)

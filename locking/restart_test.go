@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/locking"
 )
@@ -293,12 +294,10 @@ func TestReleaseResentAfterLostReply(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- l.Release(ctx) }()
-	for n := int64(1); n == 1; n, _ = raw.Exists(ctx, "baton:lock:{r}").Result() {
-		if ctx.Err() != nil {
-			t.Fatal("release never ran")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Require(t, 30*time.Second, "the release to run", func() bool {
+		n, err := raw.Exists(ctx, "baton:lock:{r}").Result()
+		return err == nil && n == 0
+	})
 	// the release ran and its reply was lost with the connection; go-redis
 	// sends it again on a new one, which answers
 	if err := p.Restore(); err != nil {
@@ -371,9 +370,8 @@ func TestFairQueueClosedHead(t *testing.T) {
 		ghostDone <- err
 	}()
 	raw := s.TestClient(t)
-	for n := int64(0); n == 0; n, _ = raw.LLen(ctx, "baton:lock:{f}:q").Result() {
-		time.Sleep(2 * time.Millisecond) // the ghost queues first
-	}
+	queued := func() bool { n, err := raw.LLen(ctx, "baton:lock:{f}:q").Result(); return err == nil && n > 0 }
+	poll.Require(t, 30*time.Second, "the ghost to queue", queued) // the ghost queues first
 	_ = ghost.Close()
 	if err := <-ghostDone; !errors.Is(err, locking.ErrClosed) {
 		t.Fatalf("ghost Lock = %v, want ErrClosed", err)
@@ -386,9 +384,7 @@ func TestFairQueueClosedHead(t *testing.T) {
 			_ = l.Release(ctx)
 		}
 	}()
-	for n := int64(0); n == 0; n, _ = raw.LLen(ctx, "baton:lock:{f}:q").Result() {
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Require(t, 30*time.Second, "the next waiter to queue", queued)
 	released := time.Now()
 	_ = l.Release(ctx)
 	select {
@@ -451,9 +447,10 @@ func TestTryLockFairRespectsQueueHead(t *testing.T) {
 			_ = l.Release(ctx)
 		}
 	}()
-	for n := int64(0); n == 0; n, _ = raw.LLen(ctx, "baton:lock:{h}:q").Result() {
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Require(t, 30*time.Second, "the waiter to queue", func() bool {
+		n, err := raw.LLen(ctx, "baton:lock:{h}:q").Result()
+		return err == nil && n > 0
+	})
 	// the holder's key vanishes (as at its expiry) while the waiter sleeps
 	if err := raw.Del(ctx, "baton:lock:{h}").Err(); err != nil {
 		t.Fatal(err)

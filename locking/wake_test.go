@@ -25,23 +25,6 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(int64(len(cmds))); return next(ctx, cmds) }
 }
 
-// registered waits until n waiters are registered for key.
-func registered(t *testing.T, rdb *redis.Client, key string, n int64) {
-	t.Helper()
-	ctx := testCtx(t)
-	for {
-		a, _ := rdb.ZCard(ctx, "baton:lock:{"+key+"}:w").Result()
-		b, _ := rdb.LLen(ctx, "baton:lock:{"+key+"}:q").Result()
-		if a+b >= n {
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("%d waiters never registered on %q", n, key)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // A waiter is woken by the release, not by the holder's ttl running out.
 func TestWaiterWokenOnRelease(t *testing.T) {
 	for _, n := range []int{1, 3} {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/batonhq/baton/internal/wiring"
-
 	"context"
 	"errors"
 	"os/exec"
@@ -14,6 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/internal/devredis"
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/locking"
 )
 
@@ -66,7 +66,11 @@ func TestMiniredisCompat(t *testing.T) {
 		}
 		got <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// the waiter is registered (in the waiter set) once it listens for the release
+	poll.Require(t, 5*time.Second, "the waiter to register", func() bool {
+		n, err := rdb.ZCard(ctx, "baton:lock:{k}:w").Result()
+		return err == nil && n > 0
+	})
 	if err := l2.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -151,10 +152,10 @@ jobs:
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for waitFileOrEmpty(out) == "" && strings.Count(stderr.String(), `"job":"peek"`) < 4 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	// the job wrote what it read, or ran often enough to have: the checks below tell which
+	poll.Until(15*time.Second, func() bool {
+		return waitFileOrEmpty(out) != "" || strings.Count(stderr.String(), `"job":"peek"`) >= 4
+	})
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	_ = cmd.Wait()
 	got := waitFileOrEmpty(out)

@@ -20,6 +20,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/batonhq/baton/internal/batonbin"
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -42,22 +44,16 @@ func (t testMain) Run() int {
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "baton-cmd-test-")
+	if err == nil {
+		batonBin, err = batonbin.Build(dir)
+	}
+	if err == nil {
+		devBin, err = batonbin.Build(dir, "dev")
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
 		os.Exit(1)
-	}
-	batonBin = filepath.Join(dir, "baton")
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	}
-	devBin = filepath.Join(dir, "baton-dev")
-	for _, b := range [][]string{{"-o", batonBin}, {"-tags", "dev", "-o", devBin}} {
-		if out, err := exec.Command(gobin, append(append([]string{"build"}, b...), ".")...).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building baton: %v\n%s", err, out)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
 	}
 	goleak.VerifyTestMain(testMain{m, dir})
 }
@@ -159,28 +155,13 @@ func runBaton(t *testing.T, timeout time.Duration, env []string, args ...string)
 // and returns the content.
 func waitFile(t *testing.T, path string, timeout time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
-			return string(b)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not appear within %v", path, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// waitUntil polls cond every 10ms for at most timeout.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var content []byte
+	poll.Require(t, timeout, path+" to appear", func() bool {
+		var err error
+		content, err = os.ReadFile(path)
+		return err == nil && len(content) > 0
+	})
+	return string(content)
 }
 
 func redisURL(s *redistest.Server) string { return "redis://" + s.Addr() + "/0" }
@@ -377,7 +358,7 @@ func TestSecondInvocationIsBusy(t *testing.T) {
 func waitingFor(t *testing.T, srv *redistest.Server, key string) {
 	t.Helper()
 	rdb := srv.TestClient(t)
-	waitUntil(t, 10*time.Second, "a waiter on "+key, func() bool {
+	poll.Require(t, 10*time.Second, "a waiter on "+key, func() bool {
 		n, err := rdb.ZCard(context.Background(), "baton:lock:{"+key+"}:w").Result()
 		return err == nil && n > 0
 	})
@@ -642,7 +623,7 @@ func TestLockLostStopsCommand(t *testing.T) {
 	if !regexp.MustCompile(`^baton lock: lock "job:lost" lost: .+\n$`).MatchString(stderr) {
 		t.Errorf("stderr %q, want one lost-lock line", stderr)
 	}
-	waitUntil(t, 5*time.Second, "the command and its child to be gone", func() bool { return gone(shPID) && gone(sleepPID) })
+	poll.Require(t, 5*time.Second, "the command and its child to be gone", func() bool { return gone(shPID) && gone(sleepPID) })
 }
 
 func TestSignalForwarded(t *testing.T) {
@@ -655,7 +636,7 @@ func TestSignalForwarded(t *testing.T) {
 		// a foreground loop: a TERM that lands while sh forks a background
 		// child could be swallowed by that child before it execs
 		`trap 'echo got > "$OUT"; exit 0' TERM; touch "$READY"; while :; do sleep 0.05; done`)
-	waitUntil(t, 10*time.Second, "the command to start", func() bool { _, err := os.Stat(ready); return err == nil })
+	poll.Require(t, 10*time.Second, "the command to start", func() bool { _, err := os.Stat(ready); return err == nil })
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -689,7 +670,7 @@ func TestLockLostKillsAfterGrace(t *testing.T) {
 	if code := p.wait(t, 15*time.Second); code != exitLockLost {
 		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitLockLost, p.stderr.String())
 	}
-	waitUntil(t, 5*time.Second, "the command to be gone", func() bool { return gone(pid) })
+	poll.Require(t, 5*time.Second, "the command to be gone", func() bool { return gone(pid) })
 }
 
 func TestFairSingleMaster(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -36,26 +37,33 @@ func httpGet(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// waitRunning polls cond every 10ms for at most timeout while the processes
-// run; it fails with their logs if one exits or the time is up.
+// waitRunning polls cond (see poll.Until) for at most timeout while the
+// processes run; it fails with their logs if one exits or the time is up.
 func waitRunning(t *testing.T, timeout time.Duration, what string, cond func() bool, ps ...*proc) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
+	var exited *proc
+	ok := poll.Until(timeout, func() bool {
+		if cond() {
+			return true
+		}
 		for _, p := range ps {
 			select {
 			case <-p.done:
-				t.Fatalf("baton %v exited %d while waiting for %s; stderr:\n%s", p.cmd.Args[1:], p.code, what, p.stderr.String())
+				exited = p
+				return true
 			default:
 			}
 		}
-		if time.Now().After(deadline) {
-			for _, p := range ps {
-				t.Logf("baton %v stderr:\n%s", p.cmd.Args[1:], p.stderr.String())
-			}
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		return false
+	})
+	if exited != nil {
+		t.Fatalf("baton %v exited %d while waiting for %s; stderr:\n%s", exited.cmd.Args[1:], exited.code, what, exited.stderr.String())
+	}
+	if !ok {
+		for _, p := range ps {
+			t.Logf("baton %v stderr:\n%s", p.cmd.Args[1:], p.stderr.String())
 		}
-		time.Sleep(10 * time.Millisecond)
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
 	}
 }
 
@@ -280,7 +288,7 @@ jobs:
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 5*time.Second, "the shutdown to begin", func() bool {
+	poll.Require(t, 5*time.Second, "the shutdown to begin", func() bool {
 		return strings.Contains(p.stderr.String(), "signal received")
 	})
 	select {

@@ -19,9 +19,11 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/batonhq/baton/internal/batonbin"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
+// binary is the baton binary built once by TestMain, as a release is.
 var binary string
 
 func TestMain(m *testing.M) {
@@ -30,11 +32,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "baton")
-	build := exec.Command("go", "build", "-o", binary, "github.com/batonhq/baton/cmd/baton")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building baton:", err)
+	if binary, err = batonbin.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	code := m.Run()

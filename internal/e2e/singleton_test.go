@@ -3,10 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -55,36 +58,45 @@ func readBeats(t *testing.T, path string) []beat {
 // fence above fence, and returns the first such.
 func waitBeat(t *testing.T, path string, since time.Time, fence int64, d time.Duration) (beat, bool) {
 	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	var found beat
+	ok := poll.Until(d, func() bool {
 		for _, b := range readBeats(t, path) {
 			if b.ns >= since.UnixNano() && b.fence > fence {
-				return b, true
+				found = b
+				return true
 			}
 		}
-	}
-	return beat{}, false
+		return false
+	})
+	return found, ok
 }
 
-// singletonHolder returns the HOLDER column of `baton status` for job, or ""
-// when nobody holds it.
+// singletonHolder returns the id of job's leader as `baton status --json`
+// reports it, or "" when nobody leads.
 func singletonHolder(t *testing.T, cfg, job string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Second)
 	defer cancel()
 	var out, errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, binary, "status", "--config", cfg)
+	cmd := exec.CommandContext(ctx, binary, "status", "--json", "--config", cfg)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
 		t.Logf("baton status: %v: %s", err, errb.String())
 		return ""
 	}
-	for _, l := range strings.Split(out.String(), "\n") {
-		fs := strings.Fields(l)
-		if len(fs) >= 2 && fs[0] == job && fs[1] != "-" {
-			if id, err := strconv.Unquote(fs[1]); err == nil {
-				return id // status quotes what it read from Redis
-			}
-			return fs[1]
+	var st struct {
+		Jobs []struct {
+			Name   string
+			Leader *struct{ ID string }
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+		t.Logf("baton status --json: %v: %s", err, out.String())
+		return ""
+	}
+	for _, j := range st.Jobs {
+		if j.Name == job && j.Leader != nil {
+			return j.Leader.ID
 		}
 	}
 	return ""
@@ -94,16 +106,13 @@ func singletonHolder(t *testing.T, cfg, job string) string {
 // fence has heartbeat; it returns the replica index.
 func currentHolder(t *testing.T, cfg string, reps []*proc) int {
 	t.Helper()
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	holder := -1
+	poll.Require(t, 10*time.Second, "baton status to report the singleton's holder", func() bool {
 		id := singletonHolder(t, cfg, "beat")
-		for i, p := range reps {
-			if id != "" && p.args[4] == id {
-				return i
-			}
-		}
-	}
-	t.Fatal("no singleton holder reported by baton status within 10s")
-	return -1
+		holder = slices.IndexFunc(reps, func(p *proc) bool { return id != "" && p.args[4] == id })
+		return holder >= 0
+	})
+	return holder
 }
 
 // Three `baton run` replicas share one singleton exec job (lock_ttl 2s). The

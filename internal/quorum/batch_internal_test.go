@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -49,18 +50,11 @@ func TestBatchKeepsCallOrder(t *testing.T) {
 		defer close(waiter)
 		b.do(ctx, other, other.Line([]string{"other"}))
 	}()
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	poll.Require(t, 10*time.Second, "the waiter to queue as the third call", func() bool {
 		b.mu.Lock()
-		n := len(b.queue)
-		b.mu.Unlock()
-		if n == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d calls queued, want 3", n)
-		}
-		time.Sleep(time.Millisecond) // the waiter queues on its own goroutine
-	}
+		defer b.mu.Unlock()
+		return len(b.queue) == 3
+	})
 	b.handOff(b.next(nil)) // one pipeline under way returns: the waiter leads
 	<-waiter
 	if r := <-acquired.ch; r.Err != nil || r.Val != int64(1) {

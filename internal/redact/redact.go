@@ -191,9 +191,11 @@ func URL(u string) string {
 		}
 		return p.String()
 	}
-	scheme, rest, ok := strings.Cut(u, "://")
-	if !ok {
-		return u
+	// unparsable: mask whatever stands before the last @ of the authority
+	// (with or without a scheme: ":pw@host:6379" is a typo away from a URL)
+	prefix, rest := "", u
+	if scheme, after, ok := strings.Cut(u, "://"); ok {
+		prefix, rest = scheme+"://", after
 	}
 	authority := rest
 	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
@@ -204,7 +206,7 @@ func URL(u string) string {
 		return u
 	}
 	user, _, _ := strings.Cut(authority[:at], ":")
-	return scheme + "://" + user + ":" + Mask + rest[at:]
+	return prefix + user + ":" + Mask + rest[at:]
 }
 
 // Endpoint returns an HTTP URL as scheme://host/path, for logs: no user

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/supervisor"
 )
@@ -88,25 +89,11 @@ func alive(pid int) bool {
 	return st != "" && st != "Z" && st != "X"
 }
 
-// waitFor polls cond every 5ms until it holds or d passes.
-func waitFor(d time.Duration, cond func() bool) bool {
-	end := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(end) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // waitGone fails the test unless every pid has exited within d.
 func waitGone(t *testing.T, d time.Duration, pids ...int) {
 	t.Helper()
 	for _, pid := range pids {
-		if !waitFor(d, func() bool { return !alive(pid) }) {
+		if !poll.Until(d, func() bool { return !alive(pid) }) {
 			t.Fatalf("pid %d still alive after %v", pid, d)
 		}
 	}
@@ -126,7 +113,7 @@ func killAtCleanup(t *testing.T, pid int) {
 func readPidFile(t *testing.T, path string) int {
 	t.Helper()
 	var pid int
-	ok := waitFor(10*time.Second, func() bool {
+	poll.Require(t, 10*time.Second, "a pid in "+path, func() bool {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return false
@@ -134,9 +121,6 @@ func readPidFile(t *testing.T, path string) int {
 		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil
 	})
-	if !ok {
-		t.Fatalf("no pid in %s", path)
-	}
 	killAtCleanup(t, pid)
 	return pid
 }

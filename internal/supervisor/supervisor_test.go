@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/supervisor"
 )
 
@@ -315,9 +316,7 @@ func startHelper(t *testing.T, mode string) (helper *exec.Cmd, sup, child, grand
 // own while baton stays frozen.
 func TestParentFrozen(t *testing.T) {
 	helper, sup, child, grandchild := startHelper(t, "freeze")
-	if !waitFor(10*time.Second, func() bool { return procState(helper.Process.Pid) == "T" }) {
-		t.Fatal("helper did not stop")
-	}
+	poll.Require(t, 10*time.Second, "the helper to stop", func() bool { return procState(helper.Process.Pid) == "T" })
 	waitGone(t, 5*time.Second, child, grandchild, sup)
 	if st := procState(helper.Process.Pid); st != "T" {
 		t.Errorf("helper state %q: it was not frozen throughout", st)

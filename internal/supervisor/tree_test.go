@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/supervisor"
 )
 
@@ -34,7 +35,7 @@ func TestSupervisorKilledTakesSetsidEscapees(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = wait(t, p)
-	if !waitFor(2*time.Second, func() bool { return !alive(pid) }) {
+	if !poll.Until(2*time.Second, func() bool { return !alive(pid) }) {
 		t.Errorf("setsid'd pid %d outlived the killed supervisor (state %s, parent %d)", pid, procState(pid), ppid(pid))
 	}
 }
@@ -44,23 +45,24 @@ func TestSupervisorKilledTakesSetsidEscapees(t *testing.T) {
 func TestReparentedOrphansAreReapedWhileTheJobRuns(t *testing.T) {
 	done := filepath.Join(t.TempDir(), "done")
 	p := start(t, supervisor.Spec{Args: []string{"sh", "-c", `i=0; while [ $i -lt 200 ]; do ( true & ); i=$((i+1)); done; echo ok > ` + done + `; sleep 100`}})
-	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(done); return err == nil }) {
-		t.Fatal("the job did not get through its loop")
-	}
-	time.Sleep(500 * time.Millisecond)
-	zombies := 0
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	poll.Require(t, 10*time.Second, "the job to get through its loop", func() bool { _, err := os.Stat(done); return err == nil })
+	// the job sleeps on for 100s: orphans reaped now were reaped while it runs
+	zombies := func() int {
+		n := 0
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if ppid(pid) == p.Pid() && procState(pid) == "Z" {
+				n++
+			}
 		}
-		if ppid(pid) == p.Pid() && procState(pid) == "Z" {
-			zombies++
-		}
+		return n
 	}
-	if zombies > 10 {
-		t.Errorf("%d zombies wait under the supervisor %d while its job runs", zombies, p.Pid())
+	if !poll.Until(5*time.Second, func() bool { return zombies() <= 10 }) {
+		t.Errorf("%d zombies wait under the supervisor %d while its job runs", zombies(), p.Pid())
 	}
 }
 

@@ -1,0 +1,179 @@
+package baton_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// chromiumPath finds a headless-capable Chromium: $BATON_CHROMIUM, else
+// Debian's chromium on PATH. make test installs it when missing (as root).
+func chromiumPath(t *testing.T) string {
+	if p := os.Getenv("BATON_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no chromium on PATH: make test installs Debian's chromium when it runs as root")
+	}
+	t.Skip("no chromium on PATH (install Debian's chromium, or set BATON_CHROMIUM)")
+	return ""
+}
+
+// The dashboard in a real headless Chromium: it shows a job's successful
+// run, and pressing pause (with the token typed in) pauses the job: the page
+// says so and the flag is in Redis. With BATON_SCREENSHOT=FILE it saves a
+// screenshot (docs/dashboard.png is made that way).
+func TestDashboardInChromium(t *testing.T) {
+	browser := chromiumPath(t)
+	srv := redistest.New(t)
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: dash
+worker: {shutdown_grace: 2s}
+http: {token: %q}
+jobs:
+  - name: report
+    schedule: "@every 3s"
+    concurrency: allow
+    exec: {command: ["true"]}
+  - name: nightly-digest
+    schedule: "30 2 * * *"
+    timezone: Europe/Berlin
+    exec: {command: ["true"]}
+  - name: flaky
+    schedule: "@every 2s"
+    max_retry: 0
+    exec: {command: ["sh", "-c", "echo connection refused by upstream; exit 1"]}
+`, srv.Addr(), apiToken)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := baton.New(cfg, baton.WithReplicaID("dash-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := baton.NewHTTPHandler(r)
+	web := httptest.NewServer(h)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		stop()
+		<-done
+		web.Close()
+		h.Close()
+	}()
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	has := func(recs []jobs.RunRecord, st jobs.Status) bool {
+		for _, r := range recs {
+			if r.Status == st {
+				return true
+			}
+		}
+		return false
+	}
+	var ok, bad []jobs.RunRecord
+	if !poll.Until(20*time.Second, func() bool {
+		ok, _ = c.History(ctx, "report", 5)
+		bad, _ = c.History(ctx, "flaky", 5)
+		return has(ok, jobs.StatusOK) && has(bad, jobs.StatusFailed)
+	}) {
+		t.Fatalf("no successful run of report and failed one of flaky in 20s: %+v %+v", ok, bad)
+	}
+
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true),
+		chromedp.WindowSize(1400, 900))...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	bctx, cancelTimeout := context.WithTimeout(bctx, 60*time.Second)
+	defer cancelTimeout()
+
+	steps := []struct {
+		what string
+		do   chromedp.Action[chromedp.Void]
+	}{
+		{"see report's successful run", chromedp.WaitVisible(`tr[data-job="report"] .st-ok`)},
+		{"see flaky's failed run", chromedp.WaitVisible(`tr[data-job="flaky"] .st-failed`)},
+		{"enter the token", chromedp.SetValue(`#token`, apiToken)},
+		{"commit the token", func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+			_, err := chromedp.Evaluate[bool](`document.querySelector("#token").dispatchEvent(new Event("change"))`)(ctx, t)
+			return chromedp.Void{}, err
+		}},
+		{"press pause on nightly-digest", chromedp.Click(`button.pause[data-job="nightly-digest"]`)},
+		{"see the resume button", chromedp.WaitVisible(`tr[data-job="nightly-digest"] button.resume`)},
+	}
+	// the first action starts the browser and its tab under bctx: a step's
+	// own timeout context must not own them
+	if err := chromedp.Do(bctx, chromedp.Navigate(web.URL+"/")); err != nil {
+		t.Fatalf("open the dashboard: %v", err)
+	}
+	for _, st := range steps {
+		sctx, cancel := context.WithTimeout(bctx, 15*time.Second)
+		err := chromedp.Do(sctx, st.do)
+		cancel()
+		if err != nil {
+			html, _ := chromedp.Run(bctx, chromedp.OuterHTML("body"))
+			t.Fatalf("%s: %v\npage:\n%s", st.what, err, html)
+		}
+	}
+	pausedText, err := chromedp.Run(bctx, chromedp.Text(`tr[data-job="nightly-digest"] td.paused`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(pausedText, "yes") {
+		t.Errorf("after pause the page shows paused = %q", pausedText)
+	}
+	rdb := srv.TestClient(t)
+	if rdb.Exists(ctx, scheduler.PauseKey("dash", "nightly-digest")).Val() != 1 {
+		t.Error("the dashboard's pause set no flag in Redis")
+	}
+	// a job's history with the output tail of its failed run
+	if err := chromedp.Do(bctx,
+		chromedp.Click(`tr[data-job="flaky"] a`),
+		chromedp.WaitVisible(`#history pre.output`),
+	); err != nil {
+		t.Fatalf("history view: %v", err)
+	}
+	output, err := chromedp.Run(bctx, chromedp.Text(`#history pre.output`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(output, "connection refused by upstream") {
+		t.Errorf("history shows output %q", output)
+	}
+	if path := os.Getenv("BATON_SCREENSHOT"); path != "" {
+		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
