@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/internal/clock"
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
@@ -172,16 +173,10 @@ func advanceUntil(t *testing.T, clk *clock.Fake, cond func() bool, what string) 
 	}
 }
 
-// waitFor polls cond (real time, 10ms apart) for at most 20 seconds.
+// waitFor waits (real time) at most 20 seconds for cond.
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Require(t, 20*time.Second, what, cond)
 }
 
 // tlog writes log lines to t.Log.

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/batonhq/baton/internal/clock"
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
@@ -341,13 +342,7 @@ func TestSkewedReplicaStopsClaiming(t *testing.T) {
 	rec := newRecorder()
 	jobs := []scheduler.Job{{Name: "s", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute}}
 	r := start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Second))
-	deadline := time.Now().Add(10 * time.Second)
-	for !r.s.Skewed() {
-		if time.Now().After(deadline) {
-			t.Fatal("a replica 10s off Redis TIME did not notice")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Require(t, 10*time.Second, "a replica 10s off Redis TIME to notice", r.s.Skewed)
 	if err := clk.BlockUntil(3); err != nil {
 		t.Fatal(err)
 	}
