@@ -77,7 +77,7 @@ type Status struct {
 	Time time.Time `json:"time"`
 	// Jobs are the config's jobs, in file order.
 	Jobs []JobStatus `json:"jobs"`
-	// Replicas are the replicas seen in the last jobs.RosterForget.
+	// Replicas are the replicas seen in the last 10 minutes (the roster's memory).
 	Replicas []ReplicaStatus `json:"replicas"`
 	// ListDiffs are the jobs on which live replicas' job lists differ
 	// (during a rolling deploy), one line each.

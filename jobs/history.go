@@ -81,8 +81,8 @@ var (
 	historyAdd    = redis.NewScript(historyAddSrc)
 )
 
-// HistoryKey is the stream that holds job's history in namespace ns.
-func HistoryKey(ns, job string) string { return ns + ":{history:" + job + "}" }
+// historyKey is the stream that holds job's history in namespace ns.
+func historyKey(ns, job string) string { return ns + ":{history:" + job + "}" }
 
 // history appends events to the history of a config's jobs.
 type history struct {
@@ -111,7 +111,7 @@ func (h *history) add(ctx context.Context, timeout time.Duration, job string, fi
 	args := append([]any{h.cfg.History.Runs * eventsPerRun, h.cfg.History.MaxAge.Milliseconds()}, fields...)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	if err := historyAdd.Run(ctx, h.rdb, []string{HistoryKey(h.cfg.Namespace, job)}, args...).Err(); err != nil {
+	if err := historyAdd.Run(ctx, h.rdb, []string{historyKey(h.cfg.Namespace, job)}, args...).Err(); err != nil {
 		h.log.Warn("cannot write the run history", slog.String("job", job), slog.Any("error", err))
 	}
 }
@@ -175,9 +175,9 @@ func ReadHistory(ctx context.Context, rdb redis.UniversalClient, ns, job string,
 	var msgs []redis.XMessage
 	var err error
 	if count > 0 {
-		msgs, err = rdb.XRevRangeN(ctx, HistoryKey(ns, job), "+", "-", count).Result()
+		msgs, err = rdb.XRevRangeN(ctx, historyKey(ns, job), "+", "-", count).Result()
 	} else {
-		msgs, err = rdb.XRevRange(ctx, HistoryKey(ns, job), "+", "-").Result()
+		msgs, err = rdb.XRevRange(ctx, historyKey(ns, job), "+", "-").Result()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("jobs: read the history of %q: %w", job, err)

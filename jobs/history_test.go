@@ -128,7 +128,7 @@ func TestHistoryIsBounded(t *testing.T) {
 		tk.RunID = fmt.Sprintf("r%d", i)
 		h.dispatched(context.Background(), tk)
 	}
-	n, err := e.rdb.XLen(context.Background(), HistoryKey("baton", "tiny")).Result()
+	n, err := e.rdb.XLen(context.Background(), historyKey("baton", "tiny")).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestHistoryIsBounded(t *testing.T) {
 	if err != nil || len(recs) != 3 || recs[0].RunID != "r399" {
 		t.Fatalf("newest 3: %+v, %v", recs, err)
 	}
-	if ttl := e.rdb.PTTL(context.Background(), HistoryKey("baton", "tiny")).Val(); ttl <= 0 || ttl > cfg.History.MaxAge {
+	if ttl := e.rdb.PTTL(context.Background(), historyKey("baton", "tiny")).Val(); ttl <= 0 || ttl > cfg.History.MaxAge {
 		t.Errorf("history key ttl %v, want at most max_age %v", ttl, cfg.History.MaxAge)
 	}
 }

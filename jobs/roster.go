@@ -36,8 +36,8 @@ import (
 //	                     by the queue Redis's clock
 //	{NS:roster}:lists    hash: job list hash -> JSON {job: "mode queue digest"}
 //
-// Both keys expire RosterForget after the last heartbeat; a member not seen
-// for RosterForget is removed, and a list no member refers to with it.
+// Both keys expire rosterForget after the last heartbeat; a member not seen
+// for rosterForget is removed, and a list no member refers to with it.
 
 // rosterEvery is how often a replica publishes itself in the roster.
 const rosterEvery = 2 * time.Second
@@ -46,9 +46,9 @@ const rosterEvery = 2 * time.Second
 // three heartbeats.
 const rosterLive = 3 * rosterEvery
 
-// RosterForget is how long a member that stopped beating stays listed (as
+// rosterForget is how long a member that stopped beating stays listed (as
 // gone) before it is removed.
-const RosterForget = 10 * time.Minute
+const rosterForget = 10 * time.Minute
 
 // Member is one replica as the roster shows it.
 type Member struct {
@@ -204,7 +204,7 @@ func newRoster(rdb redis.UniversalClient, cfg *config.Config, self Member, log *
 // beat publishes this replica and returns the roster as read at once after.
 func (r *roster) beat(ctx context.Context) ([]Member, error) {
 	me, _ := json.Marshal(r.self)
-	args := []any{r.self.ID, string(me), r.self.Hash, "", RosterForget.Milliseconds()}
+	args := []any{r.self.ID, string(me), r.self.Hash, "", rosterForget.Milliseconds()}
 	sent := time.Now() // the wall clock: skew is about the host's clock
 	res, err := rosterBeat.Run(ctx, r.rdb, rosterKeys(r.ns), args...).Slice()
 	if err == nil && len(res) > 0 {
@@ -263,7 +263,7 @@ func ReadRoster(ctx context.Context, rdb redis.UniversalClient, ns string) ([]Me
 }
 
 func readRoster(ctx context.Context, rdb redis.UniversalClient, ns string, cache *roster) ([]Member, error) {
-	res, err := rosterRead.Run(ctx, rdb, rosterKeys(ns), RosterForget.Milliseconds()).Slice()
+	res, err := rosterRead.Run(ctx, rdb, rosterKeys(ns), rosterForget.Milliseconds()).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("read the roster: %w", err)
 	}
