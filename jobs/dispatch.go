@@ -56,6 +56,17 @@ func NewDispatcher(cfg *config.Config, client *asynq.Client, local LocalRunner, 
 		hist: &history{cfg: cfg, rdb: o.queueRedis, log: o.log}}
 }
 
+// recordManual records a manual run's dispatch in the history. A scheduled
+// tick's is not written here (it would cost a command per tick on the
+// dispatch path): its run's first event, written by the worker that starts
+// it, names the dispatching replica, and the tick's record on the lock
+// masters says it was dispatched.
+func (d *Dispatcher) recordManual(ctx context.Context, t scheduler.Tick) {
+	if t.Manual {
+		d.hist.dispatched(ctx, t)
+	}
+}
+
 // NotDispatched records in the run history (with WithQueueRedis) that tick
 // t was paused or missed, and why. It implements scheduler.Recorder.
 func (d *Dispatcher) NotDispatched(ctx context.Context, t scheduler.Tick, paused bool, reason string) {
@@ -120,7 +131,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 			return fmt.Errorf("jobs: dispatch %s: enqueue into %q: %w", t.ID(), queue, err)
 		}
 		d.log.Debug("tick enqueued", append(tickAttrs(t), slog.String("queue", queue))...)
-		d.hist.dispatched(ctx, t)
+		d.recordManual(ctx, t)
 		return nil
 	case config.ModeLocal:
 		if d.local == nil {
@@ -152,7 +163,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 				return fmt.Errorf("jobs: dispatch %s: enqueue into %q (bound there by a replica with another job list): %w", t.ID(), q, err)
 			}
 			d.log.Info("local tick enqueued into the queue a replica with another job list bound it to", append(tickAttrs(t), slog.String("queue", q))...)
-			d.hist.dispatched(ctx, t)
+			d.recordManual(ctx, t)
 			return nil
 		case q != "":
 			return fmt.Errorf("jobs: dispatch %s: in queue %q: %w", t.ID(), q, scheduler.ErrAlreadyDispatched)
@@ -166,7 +177,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 			}
 			return fmt.Errorf("jobs: dispatch %s: %w", t.ID(), err)
 		}
-		d.hist.dispatched(ctx, t)
+		d.recordManual(ctx, t)
 		return nil
 	default:
 		return fmt.Errorf("jobs: dispatch %s: mode %s is not dispatched by ticks", t.ID(), job.Mode)

@@ -1,9 +1,12 @@
 package jobs
 
 // The run history: one Redis stream per job on the queue Redis,
-// NS:{history:JOB}, to which the dispatcher, the scheduler and the workers
-// append events as a run goes along (dispatched, started, finished) and for
-// ticks that did not run (missed, paused). Appending needs no read: one
+// NS:{history:JOB}, to which the workers append events as a run goes along
+// (started, with the replica that dispatched it; finished), the scheduler
+// the ticks that did not run (missed, paused), and a trigger its manual
+// dispatch. A scheduled tick's dispatch writes nothing here: that would
+// cost a command per tick on the dispatch path, and the tick's record on
+// the lock masters already says it was dispatched. Appending needs no read: one
 // script call per event, which also trims the stream to about
 // history.runs x eventsPerRun entries and to history.max_age by Redis's
 // clock. ReadHistory folds the events back into one record per run.
@@ -29,7 +32,7 @@ type Status string
 
 // The statuses of RunRecord.Status.
 const (
-	StatusDispatched Status = "dispatched" // handed to a queue or a local runner, not started yet
+	StatusDispatched Status = "dispatched" // a manual run handed to a queue, not started yet
 	StatusRunning    Status = "running"    // started, not finished (or its worker died)
 	StatusOK         Status = "ok"
 	StatusFailed     Status = "failed"
@@ -51,7 +54,7 @@ type RunRecord struct {
 	Manual     bool      `json:"manual,omitempty"`
 	Dispatcher string    `json:"dispatcher,omitempty"` // the replica that dispatched it
 	Worker     string    `json:"worker,omitempty"`     // the replica that ran it (the last attempt's)
-	Enqueued   time.Time `json:"enqueued,omitzero"`
+	Enqueued   time.Time `json:"enqueued,omitzero"` // a manual run's dispatch
 	Started    time.Time `json:"started,omitzero"`
 	Ended      time.Time `json:"ended,omitzero"`
 	Status     Status    `json:"status"`
@@ -137,10 +140,11 @@ func (h *history) notRun(ctx context.Context, t scheduler.Tick, st Status, reaso
 	h.add(ctx, historyTimeout, t.Job, append(tickFields(evNotRun, t), "status", string(st), "reason", reason)...)
 }
 
-// started records that run began on replica with fence.
+// started records that run began on replica with fence, and which replica
+// dispatched its tick.
 func (h *history) started(ctx context.Context, t scheduler.Tick, run Run) {
 	h.add(ctx, historyStartTimeout, t.Job, append(tickFields(evStarted, t), "replica", run.Replica,
-		"attempt", run.Attempt, "fence", run.Fence)...)
+		"attempt", run.Attempt, "fence", run.Fence, "by", t.Replica)...)
 }
 
 // finished records how run ended. code is the exit code of an exec job or
@@ -223,6 +227,9 @@ func foldHistory(job string, msgs []redis.XMessage) []RunRecord {
 			r.Status, r.Reason, r.Ended = Status(v("status")), v("reason"), at
 		case evStarted:
 			r.Worker, r.Started, r.Status = v("replica"), at, StatusRunning
+			if r.Dispatcher == "" {
+				r.Dispatcher = v("by")
+			}
 			r.Ended, r.ExitCode, r.HTTPStatus, r.Reason, r.Output = time.Time{}, nil, 0, "", ""
 			r.Attempt, _ = strconv.Atoi(v("attempt"))
 			r.Fence, _ = strconv.ParseInt(v("fence"), 10, 64)
