@@ -36,9 +36,10 @@ type Dispatcher struct {
 	moving func(job string) bool // jobs live replicas route differently; nil: none
 	hist   *history
 
-	mu       sync.Mutex
-	queues   []string  // asynq's queue names, as last read
-	queuesAt time.Time // when they were read
+	mu         sync.Mutex
+	queues     []string      // asynq's queue names, as last read
+	queuesAt   time.Time     // when they were read
+	refreshing chan struct{} // closed when the read in flight ends; nil: none
 }
 
 var (
@@ -187,6 +188,45 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 // queuesFresh is how old the dispatcher's list of asynq's queues may be.
 const queuesFresh = 250 * time.Millisecond
 
+// asynqQueues returns asynq's queue names, read at most queuesFresh ago.
+// One dispatch reads them when they are stale; the dispatches that find the
+// read in flight wait for it (one round trip) rather than read too, so a
+// thousand ticks due at once cost one read, and none waits on a lock.
+func (d *Dispatcher) asynqQueues(ctx context.Context) ([]string, error) {
+	for {
+		d.mu.Lock()
+		names, stale, inflight := d.queues, time.Since(d.queuesAt) > queuesFresh, d.refreshing
+		if stale && inflight == nil {
+			d.refreshing = make(chan struct{})
+			inflight = d.refreshing
+			d.mu.Unlock()
+			break
+		}
+		d.mu.Unlock()
+		if !stale {
+			return names, nil
+		}
+		select {
+		case <-inflight: // read again: fresh now, unless that read failed
+		case <-ctx.Done():
+			return nil, fmt.Errorf("read asynq's queues: %w", ctx.Err())
+		}
+	}
+	at := time.Now()
+	fresh, err := d.rdb.SMembers(ctx, asynqQueuesKey).Result()
+	d.mu.Lock()
+	if err == nil && at.After(d.queuesAt) {
+		d.queues, d.queuesAt = fresh, at
+	}
+	close(d.refreshing)
+	d.refreshing = nil
+	d.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("read asynq's queues: %w", err)
+	}
+	return fresh, nil
+}
+
 var (
 	//go:embed lua/bind_queue.lua
 	bindQueueSrc string
@@ -208,22 +248,9 @@ func (d *Dispatcher) boundElsewhere(ctx context.Context, t scheduler.Tick, targe
 	if d.rdb == nil {
 		return "", nil
 	}
-	d.mu.Lock()
-	names, stale := d.queues, time.Since(d.queuesAt) > queuesFresh
-	d.mu.Unlock()
-	if stale {
-		// read outside the lock: other dispatches do not wait for it
-		at := time.Now()
-		fresh, err := d.rdb.SMembers(ctx, asynqQueuesKey).Result()
-		if err != nil {
-			return "", fmt.Errorf("read asynq's queues: %w", err)
-		}
-		names = fresh
-		d.mu.Lock()
-		if at.After(d.queuesAt) {
-			d.queues, d.queuesAt = fresh, at
-		}
-		d.mu.Unlock()
+	names, err := d.asynqQueues(ctx)
+	if err != nil {
+		return "", err
 	}
 	var others []string // this namespace's other queues, config names
 	for _, name := range names {
