@@ -28,6 +28,10 @@ import (
 //	POST /api/jobs/{job}/resume     Cluster.Pause (bearer token)
 //	POST /api/jobs/{job}/trigger    Cluster.Trigger (bearer token; body
 //	                                {"by": "..."} optional)
+//	/queues/                        asynqmon, the queue side: queues, tasks,
+//	                                retries, archived (bearer token, or HTTP
+//	                                Basic with the token as password, for a
+//	                                browser)
 //
 // Errors are JSON, {"error": "..."}, with a status that says whose fault:
 // 400 a bad request, 401 a missing or wrong token, 403 no token
@@ -112,6 +116,10 @@ func (h *HTTPHandler) mountAPI() {
 		}
 		return map[string]any{"job": t.Job, "run_id": t.RunID, "tick": t.At, "by": t.Replica}, nil
 	}))
+	if h.queues != nil {
+		h.mux.Handle("/queues/", h.tokenOnly(h.queues))
+		h.mux.Handle("GET /queues", http.RedirectHandler("/queues/", http.StatusMovedPermanently))
+	}
 	h.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path))
 	})
@@ -190,22 +198,36 @@ func (h *HTTPHandler) mutating(f func(ctx context.Context, r *http.Request) (any
 	}
 }
 
-// authorized checks the request's bearer token against http.token in
-// constant time, answering 403 when no token is configured and 401 for a
-// missing or wrong one.
+// authorized checks the request's token against http.token in constant
+// time, answering 403 when no token is configured and 401 for a missing or
+// wrong one. The token comes as "Authorization: Bearer <token>", or as the
+// password of HTTP Basic (what a browser can send to /queues/).
 func (h *HTTPHandler) authorized(w http.ResponseWriter, r *http.Request) bool {
 	want := h.cluster.cfg.HTTP.Token
 	if want == "" {
-		writeError(w, http.StatusForbidden, "changes through the API are off: set http.token in the config")
+		writeError(w, http.StatusForbidden, "changes through the API and the queue view are off: set http.token in the config")
 		return false
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		_, got, ok = r.BasicAuth()
+	}
 	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="baton"`)
-		writeError(w, http.StatusUnauthorized, "a valid bearer token is required (Authorization: Bearer <http.token>)")
+		w.Header().Add("WWW-Authenticate", `Bearer realm="baton"`)
+		w.Header().Add("WWW-Authenticate", `Basic realm="baton (any user, http.token as password)"`)
+		writeError(w, http.StatusUnauthorized, "a valid token is required: Authorization: Bearer <http.token>, or HTTP Basic with it as the password")
 		return false
 	}
 	return true
+}
+
+// tokenOnly serves next to requests that carry the token.
+func (h *HTTPHandler) tokenOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.authorized(w, r) {
+			next.ServeHTTP(w, r)
+		}
+	})
 }
 
 // fail answers err with its status.

@@ -98,8 +98,8 @@ func TestAPI(t *testing.T) {
 		code                      int
 		want                      string
 	}{
-		{"POST", "/api/jobs/report/pause", "", "", 401, "bearer token"},
-		{"POST", "/api/jobs/report/pause", "wrong-token-0123456789", "", 401, "bearer token"},
+		{"POST", "/api/jobs/report/pause", "", "", 401, "a valid token is required"},
+		{"POST", "/api/jobs/report/pause", "wrong-token-0123456789", "", 401, "a valid token is required"},
 		{"POST", "/api/jobs/nope/pause", apiToken, "", 404, `no job \"nope\"`},
 		{"POST", "/api/jobs/pump/pause", apiToken, "", 409, "singleton"},
 		{"POST", "/api/jobs/tidy/trigger", apiToken, "", 409, "local job"},
@@ -147,5 +147,34 @@ func TestAPIWithoutToken(t *testing.T) {
 	web := apiServer(t, redistest.New(t), "")
 	if code, body := call(t, web, "POST", "/api/jobs/report/pause", "anything", ""); code != 403 || !strings.Contains(body, "set http.token") {
 		t.Errorf("pause without a configured token: %d %s", code, body)
+	}
+}
+
+// The queue side (asynqmon) is under /queues/, behind the token: a browser
+// sends it as the Basic password, a script as a bearer token.
+func TestQueuesBehindToken(t *testing.T) {
+	web := apiServer(t, redistest.New(t), apiToken)
+	get := func(path string, auth func(*http.Request)) (int, string) {
+		req, _ := http.NewRequest("GET", web.URL+path, nil)
+		auth(req)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	none := func(*http.Request) {}
+	basic := func(r *http.Request) { r.SetBasicAuth("ops", apiToken) }
+	bearer := func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+apiToken) }
+	if code, _ := get("/queues/", none); code != 401 {
+		t.Errorf("/queues/ without the token: %d", code)
+	}
+	if code, body := get("/queues/", basic); code != 200 || !strings.Contains(strings.ToLower(body), "<html") {
+		t.Errorf("/queues/ with Basic: %d", code)
+	}
+	if code, body := get("/queues/api/queues", bearer); code != 200 || !strings.Contains(body, "queues") {
+		t.Errorf("/queues/api/queues: %d %s", code, body)
 	}
 }

@@ -9,10 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hibiken/asynqmon"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -39,6 +41,7 @@ type HTTPHandler struct {
 	mux      *http.ServeMux
 	replicas []*Replica
 	cluster  *Cluster // the API's view of the replicas' deployment; nil without replicas
+	queues   *asynqmon.HTTPHandler
 	draining atomic.Bool
 	ready    atomic.Pointer[string] // "" ready, else the reasons
 	stop     chan struct{}
@@ -66,6 +69,10 @@ func NewHTTPHandler(replicas ...*Replica) *HTTPHandler {
 	if len(replicas) > 0 {
 		// a Cluster only dials lazily; its config is valid (New took it)
 		h.cluster, _ = NewCluster(replicas[0].cfg)
+		if c, opt, err := wiring.QueueRedis(replicas[0].cfg); err == nil {
+			_ = c.Close() // only the connection option is wanted: asynqmon dials its own
+			h.queues = asynqmon.New(asynqmon.Options{RootPath: "/queues", RedisConnOpt: opt})
+		}
 	}
 	h.mountAPI()
 	go h.checkLoop()
@@ -85,6 +92,9 @@ func (h *HTTPHandler) Close() {
 		close(h.stop)
 		if h.cluster != nil {
 			h.cluster.Close()
+		}
+		if h.queues != nil {
+			_ = h.queues.Close()
 		}
 	})
 	<-h.done
