@@ -114,20 +114,24 @@ func WithLockMessageFilter(drop func(msg string) bool) Option {
 // client, scheduler (none in RoleWorker), dispatcher and worker. It owns
 // everything it built. Start it, then Run it; or Run it, which starts it.
 type Replica struct {
-	id      string
-	role    Role
-	cfg     *config.Config
-	log     *slog.Logger
-	queue   redis.UniversalClient   // the queue Redis: readiness pings
-	mast    []redis.UniversalClient // lock masters (queue itself when none are configured)
-	own     []redis.UniversalClient // clients to close
-	locks   *locking.Client
-	client  *asynq.Client // enqueues cron ticks; nil in RoleWorker
-	sched   *scheduler.Scheduler
-	worker  *jobs.Worker
-	singles *jobs.Singletons // singleton jobs; nil in RoleScheduler or without any
-	leader  *leadership      // cluster leader election; nil unless a job sets leader: true
-	started bool
+	id        string
+	role      Role
+	version   string
+	metrics   *replicaMetrics
+	listHash  string               // its job list's, as the roster names it
+	lockStats func() locking.Stats // its lock client's (which Close clears)
+	cfg       *config.Config
+	log       *slog.Logger
+	queue     redis.UniversalClient   // the queue Redis: readiness pings
+	mast      []redis.UniversalClient // lock masters (queue itself when none are configured)
+	own       []redis.UniversalClient // clients to close
+	locks     *locking.Client
+	client    *asynq.Client // enqueues cron ticks; nil in RoleWorker
+	sched     *scheduler.Scheduler
+	worker    *jobs.Worker
+	singles   *jobs.Singletons // singleton jobs; nil in RoleScheduler or without any
+	leader    *leadership      // cluster leader election; nil unless a job sets leader: true
+	started   bool
 }
 
 // New builds, without connecting, a replica of cfg. It fails on a config
@@ -148,7 +152,7 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 		o.version = "dev"
 	}
 	log := o.log
-	r := &Replica{id: o.id, role: o.role, cfg: cfg, log: log}
+	r := &Replica{id: o.id, role: o.role, cfg: cfg, log: log, version: o.version, metrics: newReplicaMetrics(o.id)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -175,6 +179,8 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.lockStats = r.locks.Stats
+	r.listHash = jobs.ListHash(cfg)
 
 	sup := o.supervisor
 	if sup == "" {
@@ -183,7 +189,7 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 		}
 	}
 	jopts := []jobs.Option{jobs.WithLogger(log), jobs.WithReplica(o.id), jobs.WithReplicaInfo(o.version, o.role.String()),
-		jobs.WithSupervisorPath(sup), jobs.WithHandlers(o.handlers)}
+		jobs.WithSupervisorPath(sup), jobs.WithHandlers(o.handlers), jobs.WithRunObserver(r.metrics.ran)}
 	if o.role == RoleScheduler {
 		jopts = append(jopts, jobs.WithLocalOnly())
 	}
@@ -225,6 +231,7 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 			scheduler.WithMaxClockSkew(cfg.MaxClockSkew),
 			// tick records live exactly as long as the tasks' Retention
 			scheduler.WithRecordMargin(cfg.Scheduler.RetentionMargin),
+			scheduler.WithDispatchObserver(r.metrics.dispatched),
 			scheduler.WithLogger(log))
 		if err != nil {
 			return nil, err

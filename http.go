@@ -196,6 +196,17 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- skewedDesc
 	ch <- skewStopsDesc
 	ch <- heldDesc
+	for _, k := range lockCounters {
+		ch <- k.desc
+	}
+	ch <- leaderDesc
+	ch <- skewDesc
+	ch <- infoDesc
+	for _, rp := range c.replicas {
+		for _, m := range rp.metrics.collectors() {
+			m.Describe(ch)
+		}
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -215,6 +226,22 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 				skewed = 1
 			}
 			ch <- prometheus.MustNewConstMetric(skewedDesc, prometheus.GaugeValue, skewed, rp.id)
+			ch <- prometheus.MustNewConstMetric(skewDesc, prometheus.GaugeValue, rp.sched.ClockSkew().Seconds(), rp.id)
+		}
+		if rp.lockStats != nil {
+			ls := rp.lockStats()
+			for _, k := range lockCounters {
+				ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, k.get(ls), rp.id)
+			}
+		}
+		if rp.singles != nil {
+			for _, job := range rp.singles.Leading() {
+				ch <- prometheus.MustNewConstMetric(leaderDesc, prometheus.GaugeValue, 1, rp.id, job)
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(infoDesc, prometheus.GaugeValue, 1, rp.id, rp.version, rp.role.String(), rp.listHash)
+		for _, m := range rp.metrics.collectors() {
+			m.Collect(ch)
 		}
 		for job, w := range rp.worker.JobStats() {
 			for _, k := range workerCounters {

@@ -34,6 +34,7 @@ type options struct {
 	localOnly    bool
 	moving       func(job string) bool
 	queueRedis   redis.UniversalClient
+	onRun        func(RunObservation)
 }
 
 func newOptions(opts []Option) options {
@@ -96,6 +97,22 @@ func WithClock(c scheduler.Clock) Option {
 		}
 	}
 }
+
+// RunObservation is one run (or tick that did not start) as WithRunObserver
+// reports it.
+type RunObservation struct {
+	Job    string
+	Status Status // ok, failed, skipped, replaced, timed out, lease lost
+	// StartLag is from the tick's due instant to the run's start; 0 for a
+	// tick that did not start.
+	StartLag time.Duration
+	// Took is how long the run ran; 0 for a tick that did not start.
+	Took time.Duration
+}
+
+// WithRunObserver calls f when a run ends or a tick does not start
+// (metrics). f must not block. Worker.
+func WithRunObserver(f func(RunObservation)) Option { return func(o *options) { o.onRun = f } }
 
 // WithHandlers sets the registry handler jobs are looked up in. Default
 // none: every handler job fails with ErrUnknownHandler. Executor.

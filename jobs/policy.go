@@ -123,6 +123,7 @@ type engine struct {
 	replica string
 	log     *slog.Logger
 	clock   clock.Clock // backoffs, heartbeats and waits
+	onRun   func(RunObservation)
 	stats   counters
 	byJob   sync.Map // job name -> *counters, jobs of cfg only
 	// job + reason -> true: a refused replace request was logged
@@ -174,6 +175,14 @@ func (e *engine) hist() *history { return &history{cfg: e.cfg, rdb: e.rdb, log: 
 func (e *engine) notStarted(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, st Status, reason string) {
 	run := Run{Job: job.Name, Tick: t.At, RunID: t.RunID, Attempt: attempt, Replica: e.replica}
 	e.hist().finished(ctx, t, run, st, job, Result{ExitCode: -1}, reason, "")
+	e.observe(RunObservation{Job: job.Name, Status: st})
+}
+
+// observe reports a run to the run observer, if any.
+func (e *engine) observe(o RunObservation) {
+	if e.onRun != nil {
+		e.onRun(o)
+	}
 }
 
 func (e *engine) holderKey(job string) string {
@@ -594,6 +603,8 @@ func (e *engine) execute(ctx context.Context, job *config.Job, t scheduler.Tick,
 	start := time.Now()
 	res, err := e.exec.Execute(execCtx, job, run, validity)
 	took := slog.Duration("took", time.Since(start))
+	obs := RunObservation{Job: job.Name, StartLag: start.Sub(t.At), Took: time.Since(start)}
+	defer func() { e.observe(obs) }()
 	switch {
 	case job.Exec != nil:
 		log = log.With(slog.Int("exit_code", res.ExitCode))
@@ -607,11 +618,13 @@ func (e *engine) execute(ctx context.Context, job *config.Job, t scheduler.Tick,
 		e.count(t.Job, func(c *counters) { c.replaced.Add(1) })
 		log.Info("replaced by a newer tick", took)
 		hist.finished(ctx, t, run, StatusReplaced, job, res, "stopped for a newer tick", "")
+		obs.Status = StatusReplaced
 		return fmt.Errorf("jobs: %s: %w: %w", t.ID(), ErrReplaced, asynq.SkipRetry)
 	case err == nil:
 		e.count(t.Job, func(c *counters) { c.ran.Add(1) })
 		log.Info("run succeeded", took)
 		hist.finished(ctx, t, run, StatusOK, job, res, "", "")
+		obs.Status = StatusOK
 		return nil
 	}
 	e.count(t.Job, func(c *counters) { c.failed.Add(1) })
@@ -637,6 +650,7 @@ func (e *engine) execute(ctx context.Context, job *config.Job, t scheduler.Tick,
 	}
 	log.Warn("run failed", took, slog.Any("error", err))
 	hist.finished(ctx, t, run, st, job, res, err.Error(), tail)
+	obs.Status = st
 	return err
 }
 

@@ -129,6 +129,10 @@ func jobDigest(cfg *config.Config, j *config.Job) string {
 	return hex.EncodeToString(sum[:6])
 }
 
+// ListHash returns the hash that names cfg's job list in the roster and in
+// `baton status`: replicas with equal lists have equal hashes.
+func ListHash(cfg *config.Config) string { return listHash(listJobs(cfg)) }
+
 // listHash returns the hash that names a job list: equal lists, equal
 // hashes.
 func listHash(list map[string]ListedJob) string {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os/exec"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,7 @@ type Singletons struct {
 
 	mu        sync.Mutex
 	elections map[string]*locking.Election // by job name
+	leading   map[string]bool              // jobs this replica leads now
 	running   bool
 	closing   bool
 	wg        sync.WaitGroup
@@ -83,6 +85,7 @@ func NewSingletons(cfg *config.Config, locks *locking.Client, exec Runner, opts 
 		replica:   o.replica,
 		clock:     o.clock,
 		elections: map[string]*locking.Election{},
+		leading:   map[string]bool{},
 	}
 	for i := range cfg.Jobs {
 		if cfg.Jobs[i].Mode == config.ModeSingleton {
@@ -173,6 +176,18 @@ func (s *Singletons) Shutdown(ctx context.Context) error {
 	}
 }
 
+// Leading returns the singleton jobs this replica leads now.
+func (s *Singletons) Leading() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for name := range s.leading {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Holders returns, per singleton job in config order, who leads it.
 func (s *Singletons) Holders(ctx context.Context) ([]SingletonHolder, error) {
 	out := make([]SingletonHolder, 0, len(s.jobs))
@@ -233,6 +248,14 @@ const startFailures = 3
 // startFailures runs in a row that could not start it resigns too, and
 // returns how long to wait before campaigning again.
 func (s *Singletons) lead(job *config.Job, term *locking.Term, log *slog.Logger) time.Duration {
+	s.mu.Lock()
+	s.leading[job.Name] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.leading, job.Name)
+		s.mu.Unlock()
+	}()
 	tick := term.Leader().Since
 	if tick.IsZero() {
 		tick = time.Now()

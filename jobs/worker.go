@@ -73,6 +73,7 @@ func NewWorker(cfg *config.Config, queue asynq.RedisConnOpt, locks *locking.Clie
 			log:     o.log,
 			replica: o.replica,
 			clock:   o.clock,
+			onRun:   o.onRun,
 		},
 		redisOpt:     queue,
 		taskCheck:    o.taskCheck,

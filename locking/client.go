@@ -28,6 +28,7 @@ type Client struct {
 	ctx context.Context // ends at Close
 
 	calls quorum.Tracker // Lock calls under way: Close lets them leave the queues
+	stats counters
 }
 
 // New returns a Client over the given masters, each an independent Redis

@@ -42,6 +42,7 @@ type Lease struct {
 func (c *Client) newLease(k keys, token string, ttl time.Duration, fence int64, deadline time.Time, auto bool, o *lockOptions) *Lease {
 	l := &Lease{c: c, keys: k, token: token, ttl: ttl, fence: fence, deadline: deadline,
 		maxHold: o.maxHold, maxExt: o.maxExtensions}
+	c.stats.acquired.Add(1)
 	if auto {
 		l.acquired = time.Now()
 		l.Context() // the extender watches it
@@ -117,6 +118,9 @@ func (l *Lease) end(err error) bool {
 		return false
 	}
 	l.err = err
+	if errors.Is(err, ErrLost) {
+		l.c.stats.lost.Add(1)
+	}
 	if l.timer != nil {
 		l.timer.Stop()
 	}
@@ -203,12 +207,14 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		// the reply came after the deadline: the lease is over even if the
 		// deadline timer has not run yet
 		err := fmt.Errorf("%w: key %q: extension confirmed only after the validity deadline", ErrLost, l.keys.name)
+		c.stats.extendFailed.Add(1)
 		l.end(err)
 		l.mu.Unlock()
 		c.releaseOn(ctx, l.keys, l.token, ttl)
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
 	}
 	if acks >= c.quorum {
+		c.stats.extended.Add(1)
 		l.ttl = ttl
 		l.deadline = start.Add(ttl - c.margin(ttl))
 		l.lastErr = nil
@@ -220,12 +226,14 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	if gone > len(c.masters)-c.quorum { // a quorum can no longer be had
 		err := fmt.Errorf("%w: key %q is held by this lease on %d masters only, %d needed", ErrLost, l.keys.name, acks, c.quorum)
+		c.stats.extendFailed.Add(1)
 		l.end(err)
 		l.mu.Unlock()
 		c.releaseOn(ctx, l.keys, l.token, ttl)
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
 	}
 	err := fmt.Errorf("locking: extending %q: confirmed by %d masters, %d needed: %w", l.keys.name, acks, c.quorum, errors.Join(errs...))
+	c.stats.extendFailed.Add(1)
 	l.lastErr = err
 	l.mu.Unlock()
 	return err

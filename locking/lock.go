@@ -93,9 +93,13 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	defer c.calls.Leave()
 	k := c.keysFor(key)
 	token := newToken()
+	start := time.Now()
 	c.hub.ensure(ctx, c.masterTimeout(ttl))
 	w := c.hub.add(key, token)
 	l, queued, err := c.wait(ctx, k, token, ttl, &o, w)
+	if l != nil {
+		c.stats.waited.Add(int64(time.Since(start)))
+	}
 	c.hub.remove(w, l == nil)
 	if l == nil && queued {
 		c.giveUp(k, token, ttl)

@@ -150,7 +150,11 @@ func (s *Scheduler) dispatchOne(ctx context.Context, idx int, it item, tick Tick
 	}
 	dctx, cancel := context.WithTimeout(ctx, s.opts.leaseTTL)
 	defer cancel()
-	return dispatched{idx: idx, err: s.disp.Dispatch(dctx, tick), committed: it.job.CommitFirst}
+	err := s.disp.Dispatch(dctx, tick)
+	if err == nil && s.opts.onDispatch != nil {
+		s.opts.onDispatch(it.job.Name, s.opts.clock.Now().Sub(it.at))
+	}
+	return dispatched{idx: idx, err: err, committed: it.job.CommitFirst}
 }
 
 // errNotRecorded: a CommitFirst tick could not be recorded on a quorum

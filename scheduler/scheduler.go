@@ -82,6 +82,7 @@ type options struct {
 	timeout       time.Duration
 	parallel      int
 	leader        func() bool
+	onDispatch    func(job string, lag time.Duration)
 }
 
 // WithClock injects the clock (baton's tests use a fake one). Default: the real one.
@@ -104,6 +105,14 @@ func WithTickLeaseTTL(d time.Duration) Option { return func(o *options) { o.leas
 // WithMaxClockSkew sets how far this replica's clock may be from Redis TIME
 // before it stops claiming. Default 500ms.
 func WithMaxClockSkew(d time.Duration) Option { return func(o *options) { o.maxSkew = d } }
+
+// WithDispatchObserver calls f after each tick this replica dispatched,
+// with its dispatch lag: the time from the tick's due instant to the
+// dispatch's return, by the scheduler's clock (metrics). f must not block.
+// Default: none.
+func WithDispatchObserver(f func(job string, lag time.Duration)) Option {
+	return func(o *options) { o.onDispatch = f }
+}
 
 // WithFollowerDelay sets how long the replicas that are not a tick's
 // preferred claimer wait before claiming it themselves (they normally find it
@@ -168,6 +177,7 @@ type Scheduler struct {
 
 	stats    stats
 	skewBad  atomic.Bool
+	skew     atomic.Int64 // the last measured clock skew, ns
 	members  atomic.Pointer[membership]
 	retry    chan []item
 	sem      chan struct{} // bounds Dispatch calls in flight, across batches

@@ -49,6 +49,7 @@ func (s *Scheduler) checkSkew(ctx context.Context) {
 	}
 	slices.Sort(skews)
 	skew := skews[len(skews)/2]
+	s.skew.Store(int64(skew))
 	bad := skew > s.opts.maxSkew || skew < -s.opts.maxSkew
 	if bad != s.skewBad.Load() {
 		s.skewBad.Store(bad)
@@ -64,3 +65,7 @@ func (s *Scheduler) checkSkew(ctx context.Context) {
 // Skewed reports whether the last check found this replica's clock beyond the
 // bound (and so not claiming).
 func (s *Scheduler) Skewed() bool { return s.skewBad.Load() }
+
+// ClockSkew is how far this replica's clock was ahead of the lock masters'
+// (the median; negative: behind) at the last check.
+func (s *Scheduler) ClockSkew() time.Duration { return time.Duration(s.skew.Load()) }

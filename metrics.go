@@ -1,0 +1,84 @@
+package baton
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/locking"
+)
+
+// replicaMetrics are the histograms a replica observes as things happen
+// (the counters are read from its parts' Stats at scrape time). Each
+// carries the replica id as a constant label, so the replicas of one
+// process share metric names.
+type replicaMetrics struct {
+	dispatchLag *prometheus.HistogramVec
+	startLag    *prometheus.HistogramVec
+	runs        *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+}
+
+// lagBuckets span a few milliseconds (a tick claimed at once) to a minute
+// (a tick caught up late); durationBuckets a millisecond to a day.
+var (
+	lagBuckets      = prometheus.ExponentialBucketsRange(0.001, 60, 16)
+	durationBuckets = prometheus.ExponentialBucketsRange(0.001, 86400, 20)
+)
+
+func newReplicaMetrics(id string) *replicaMetrics {
+	l := prometheus.Labels{"replica": id}
+	return &replicaMetrics{
+		dispatchLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_scheduler_dispatch_lag_seconds",
+			Help: "From a tick's due instant to its dispatch by this replica.", Buckets: lagBuckets, ConstLabels: l}, []string{"job"}),
+		startLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_worker_start_lag_seconds",
+			Help: "From a tick's due instant to the start of its run on this replica.", Buckets: lagBuckets, ConstLabels: l}, []string{"job"}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_worker_runs_total",
+			Help: "Runs (and ticks that did not start) on this replica, by how they ended: ok, failed, skipped, replaced, timed out, lease lost.",
+			ConstLabels: l}, []string{"job", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_worker_run_duration_seconds",
+			Help: "How long runs on this replica ran, by how they ended.", Buckets: durationBuckets, ConstLabels: l}, []string{"job", "status"}),
+	}
+}
+
+// dispatched observes a dispatch's lag.
+func (m *replicaMetrics) dispatched(job string, lag time.Duration) {
+	m.dispatchLag.WithLabelValues(job).Observe(max(lag, 0).Seconds())
+}
+
+// ran observes a run's end.
+func (m *replicaMetrics) ran(o jobs.RunObservation) {
+	st := string(o.Status)
+	m.runs.WithLabelValues(o.Job, st).Inc()
+	if o.Took > 0 {
+		m.startLag.WithLabelValues(o.Job).Observe(max(o.StartLag, 0).Seconds())
+		m.duration.WithLabelValues(o.Job, st).Observe(o.Took.Seconds())
+	}
+}
+
+func (m *replicaMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.dispatchLag, m.startLag, m.runs, m.duration}
+}
+
+var (
+	lockCounters = []counter[locking.Stats]{
+		{prometheus.NewDesc("baton_lock_acquisitions_total", "Leases granted to this replica (execution leases, elections, fences).", []string{"replica"}, nil),
+			func(s locking.Stats) float64 { return float64(s.Acquired) }},
+		{prometheus.NewDesc("baton_lock_extensions_total", "Lease extensions a quorum confirmed.", []string{"replica"}, nil),
+			func(s locking.Stats) float64 { return float64(s.Extended) }},
+		{prometheus.NewDesc("baton_lock_extension_failures_total", "Lease extensions a quorum did not confirm.", []string{"replica"}, nil),
+			func(s locking.Stats) float64 { return float64(s.ExtendFailed) }},
+		{prometheus.NewDesc("baton_lock_leases_lost_total", "Leases that ended because the lock was lost.", []string{"replica"}, nil),
+			func(s locking.Stats) float64 { return float64(s.Lost) }},
+		{prometheus.NewDesc("baton_lock_wait_seconds_total", "Time spent waiting for locks that were then granted.", []string{"replica"}, nil),
+			func(s locking.Stats) float64 { return s.Waited.Seconds() }},
+	}
+	leaderDesc = prometheus.NewDesc("baton_singleton_leader",
+		"1 for each singleton job this replica leads now.", []string{"replica", "job"}, nil)
+	skewDesc = prometheus.NewDesc("baton_scheduler_clock_skew_seconds",
+		"How far this replica's clock was ahead of the lock masters' at the last check (negative: behind).", []string{"replica"}, nil)
+	infoDesc = prometheus.NewDesc("baton_replica_info",
+		"1, labelled with the replica's version, role and job-list hash (replicas whose hashes differ run different job lists).",
+		[]string{"replica", "version", "role", "job_list"}, nil)
+)

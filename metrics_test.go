@@ -1,0 +1,110 @@
+package baton_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
+)
+
+// scrape reads /metrics and returns the value of each series, keyed by its
+// name and labels as written.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	out := map[string]float64{}
+	for _, m := range regexp.MustCompile(`(?m)^(baton_[^ ]+) ([^ \n]+)$`).FindAllStringSubmatch(string(body), -1) {
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err == nil {
+			out[m[1]] = v
+		}
+	}
+	return out
+}
+
+// A claimed tick moves its series: claims, dispatches and the dispatch
+// lag, the run by status with its start lag and duration, the execution
+// lease's acquisition; the replica's info and clock skew are there.
+func TestMetricsFollowATick(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: metrics
+worker: {shutdown_grace: 2s}
+jobs:
+  - name: beat
+    schedule: "@every 1s"
+    handler: {name: beat}
+`, srv.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := jobs.NewRegistry()
+	if err := reg.HandleFunc("beat", func(context.Context, jobs.Run) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	r, err := baton.New(cfg, baton.WithHandlers(reg), baton.WithReplicaID("m-1"), baton.WithVersion("v-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := baton.NewHTTPHandler(r)
+	web := httptest.NewServer(h)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		stop()
+		<-done
+		web.Close()
+		h.Close()
+	}()
+	series := []string{
+		`baton_scheduler_owned_total{job="beat",replica="m-1"}`,
+		`baton_scheduler_dispatched_total{job="beat",replica="m-1"}`,
+		`baton_scheduler_dispatch_lag_seconds_count{job="beat",replica="m-1"}`,
+		`baton_worker_runs_total{job="beat",replica="m-1",status="ok"}`,
+		`baton_worker_start_lag_seconds_count{job="beat",replica="m-1"}`,
+		`baton_worker_run_duration_seconds_count{job="beat",replica="m-1",status="ok"}`,
+		`baton_lock_acquisitions_total{replica="m-1"}`,
+	}
+	before := scrape(t, web.URL)
+	var after map[string]float64
+	poll.Require(t, 20*time.Second, "two ticks counted in every series", func() bool {
+		after = scrape(t, web.URL)
+		for _, s := range series {
+			if after[s] < before[s]+2 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, s := range []string{
+		`baton_replica_info{job_list="` + jobs.ListHash(cfg) + `",replica="m-1",role="run",version="v-test"}`,
+		`baton_scheduler_clock_skew_seconds{replica="m-1"}`,
+		`baton_lock_extension_failures_total{replica="m-1"}`,
+		`baton_lock_leases_lost_total{replica="m-1"}`,
+	} {
+		if _, ok := after[s]; !ok {
+			t.Errorf("no series %s", s)
+		}
+	}
+	if lost := after[`baton_lock_leases_lost_total{replica="m-1"}`]; lost != 0 {
+		t.Errorf("%v leases lost on a healthy Redis", lost)
+	}
+}
