@@ -54,7 +54,7 @@ type RunRecord struct {
 	Manual     bool      `json:"manual,omitempty"`
 	Dispatcher string    `json:"dispatcher,omitempty"` // the replica that dispatched it
 	Worker     string    `json:"worker,omitempty"`     // the replica that ran it (the last attempt's)
-	Enqueued   time.Time `json:"enqueued,omitzero"` // a manual run's dispatch
+	Enqueued   time.Time `json:"enqueued,omitzero"`    // a manual run's dispatch
 	Started    time.Time `json:"started,omitzero"`
 	Ended      time.Time `json:"ended,omitzero"`
 	Status     Status    `json:"status"`
