@@ -409,3 +409,104 @@ func (c *Cluster) Pause(ctx context.Context, job string, paused bool) (PauseResu
 	res.InEffect = res.Written >= len(c.masters)/2+1
 	return res, nil
 }
+
+// MaxBackfill is the most ticks one Backfill dispatches.
+const MaxBackfill = 10000
+
+// BackfillPlan is what Backfill found in its window, and did.
+type BackfillPlan struct {
+	Job string `json:"job"`
+	// Ticks are the job's ticks in the window that never ran (no run in
+	// the history, and not recorded done): what a dry run lists and a
+	// backfill dispatches.
+	Ticks []time.Time `json:"ticks"`
+	// Ran counts the window's ticks that ran already.
+	Ran int `json:"ran"`
+	// Dispatched, Decided and Failed are what the backfill did (empty for a
+	// dry run): see scheduler.BackfillResult.
+	Dispatched []time.Time `json:"dispatched,omitempty"`
+	Decided    []time.Time `json:"decided,omitempty"`
+	Failed     []time.Time `json:"failed,omitempty"`
+	Reason     string      `json:"reason,omitempty"`
+}
+
+// ErrBackfillWindow is returned by Backfill for a window it cannot serve:
+// reversed, in the future, over MaxBackfill ticks, or reaching back before
+// what the history and the tick records can tell.
+var ErrBackfillWindow = errors.New("baton: bad backfill window")
+
+// Backfill dispatches job's ticks in [from, to] that never ran: ticks with
+// no run in the history, recorded missed or paused, or not recorded at all.
+// Each is dispatched exactly once, also when several backfills or the
+// schedule race for it: a backfilled tick goes through the tick claim (done
+// or leased ticks are not granted) and is enqueued under the tick's own
+// task ID (asynq refuses a second). A dry run only lists them. Only cron
+// jobs are backfilled; the window must be past and within what baton can
+// tell: the job's history reaches back history.max_age (or, once full,
+// history.runs runs), and its tick records the job's retention.
+func (c *Cluster) Backfill(ctx context.Context, job string, from, to time.Time, dryRun bool) (BackfillPlan, error) {
+	plan := BackfillPlan{Job: job}
+	j, ok := c.cfg.Job(job)
+	switch {
+	case !ok:
+		return plan, fmt.Errorf("%w: no job %q in the config", ErrUnknownJob, job)
+	case j.Mode != config.ModeCron:
+		return plan, fmt.Errorf("%w: %q is a %s job; only cron jobs (run through the queue) can be backfilled", ErrNotTriggerable, job, j.Mode)
+	case !to.After(from) && !to.Equal(from):
+		return plan, fmt.Errorf("%w: --to %s is before --from %s", ErrBackfillWindow, to.Format(time.RFC3339), from.Format(time.RFC3339))
+	}
+	now, err := c.queue.Time(ctx).Result()
+	if err != nil {
+		return plan, fmt.Errorf("%w: queue Redis %s: %w", locking.ErrUnavailable, wiring.DescribeRedis(c.cfg), err)
+	}
+	if to.After(now) {
+		return plan, fmt.Errorf("%w: --to %s is in the future (Redis's clock: %s)", ErrBackfillWindow, to.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	ticks := scheduler.Ticks(j.Sched, from.Add(-time.Nanosecond), to, MaxBackfill+1)
+	if len(ticks) > MaxBackfill {
+		return plan, fmt.Errorf("%w: the window holds more than %d ticks of %s: backfill it in parts", ErrBackfillWindow, MaxBackfill, job)
+	}
+	since, err := jobs.HistoryCoverage(ctx, c.queue, c.cfg, job, now)
+	if err != nil {
+		return plan, err
+	}
+	if records := now.Add(-c.cfg.Retention(j)); records.Before(since) {
+		since = records
+	}
+	if len(ticks) > 0 && ticks[0].Before(since) {
+		return plan, fmt.Errorf("%w: %s's history and tick records reach back to %s only; whether the ticks before it ran cannot be told: start the window there",
+			ErrBackfillWindow, job, since.UTC().Truncate(time.Second).Add(time.Second).Format(time.RFC3339))
+	}
+	recs, err := jobs.ReadHistory(ctx, c.queue, c.cfg.Namespace, job, 0)
+	if err != nil {
+		return plan, err
+	}
+	ran := map[int64]bool{}
+	for _, r := range recs {
+		if r.Status != jobs.StatusMissed && r.Status != jobs.StatusPaused && !r.Manual {
+			ran[r.Tick.UnixMilli()] = true
+		}
+	}
+	for _, t := range ticks {
+		if ran[t.UnixMilli()] {
+			plan.Ran++
+			continue
+		}
+		plan.Ticks = append(plan.Ticks, t.UTC())
+	}
+	if dryRun || len(plan.Ticks) == 0 {
+		return plan, nil
+	}
+	client := asynq.NewClientFromRedisClient(c.queue)
+	d := jobs.NewDispatcher(c.cfg, client, nil, jobs.WithQueueRedis(c.queue))
+	s, err := scheduler.New(c.locks, []scheduler.Job{SchedulerJob(j)}, d,
+		scheduler.WithNamespace(c.cfg.Namespace), scheduler.WithReplica("backfill"),
+		scheduler.WithTickLeaseTTL(c.cfg.Scheduler.TickLeaseTTL), scheduler.WithMaxClockSkew(c.cfg.MaxClockSkew),
+		scheduler.WithRecordMargin(c.cfg.Scheduler.RetentionMargin))
+	if err != nil {
+		return plan, err
+	}
+	res, err := s.Backfill(ctx, job, plan.Ticks)
+	plan.Dispatched, plan.Decided, plan.Failed, plan.Reason = res.Dispatched, res.Decided, res.Failed, res.Reason
+	return plan, err
+}

@@ -268,3 +268,34 @@ func streamTime(id string) time.Time {
 	}
 	return time.UnixMilli(n).UTC()
 }
+
+// HistoryCoverage returns the instant from which job's history tells, for
+// each tick, whether it ran: every tick from then on that ran has a record
+// (unless it is still queued: the tick's own record on the lock masters
+// covers that). Before it, records may have been trimmed (history.runs,
+// history.max_age) or never kept (history.runs: 0).
+func HistoryCoverage(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, job string, now time.Time) (time.Time, error) {
+	if cfg.History.Runs <= 0 {
+		return now, nil
+	}
+	key := historyKey(cfg.Namespace, job)
+	n, err := rdb.XLen(ctx, key).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("jobs: read the history of %q: %w", job, err)
+	}
+	since := now.Add(-cfg.History.MaxAge)
+	if n < int64(cfg.History.Runs*eventsPerRun) {
+		return since, nil // never trimmed by count
+	}
+	first, err := rdb.XRangeN(ctx, key, "-", "+", 1).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("jobs: read the history of %q: %w", job, err)
+	}
+	if len(first) == 1 {
+		if tick, err := time.Parse(time.RFC3339Nano, fmt.Sprint(first[0].Values["tick"])); err == nil && tick.After(since) {
+			// the entries of this tick may be partly trimmed: from the next
+			since = tick.Add(time.Nanosecond)
+		}
+	}
+	return since, nil
+}

@@ -213,7 +213,7 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 			mu.Lock()
 			defer mu.Unlock()
 			for k, i := range check {
-				if v, err := cmds[k].Result(); err == nil && decided(v) {
+				if v, err := cmds[k].Result(); err == nil && (decided(v) && !batch[i].backfill || v == "done") {
 					done[i] = true
 				}
 			}
@@ -246,12 +246,15 @@ func (s *Scheduler) claim(ctx context.Context, batch []item) [][]answer {
 		if it.job.Paused {
 			paused = "1"
 		}
-		drop := ""
+		drop, backfill := "", ""
 		if it.drop {
 			drop = "1"
 		}
+		if it.backfill {
+			backfill = "1"
+		}
 		return keys, []any{it.token, it.at.UnixMilli(), it.job.StartingDeadline.Milliseconds(), s.opts.leaseTTL.Milliseconds(),
-			s.recordTTL(it.job).Milliseconds(), mode, paused, s.opts.maxSkew.Milliseconds(), drop}
+			s.recordTTL(it.job).Milliseconds(), mode, paused, s.opts.maxSkew.Milliseconds(), drop, backfill}
 	})
 }
 

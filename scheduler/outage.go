@@ -37,6 +37,11 @@ type heldTicks struct {
 
 // hold keeps it for the next probe.
 func (s *Scheduler) hold(it item) {
+	if s.backfilling != nil {
+		// no loop probes held ticks: a backfill retries them itself
+		s.backfilling.add([]item{retryAt(it, s.opts.clock.Now().Add(time.Second))})
+		return
+	}
 	s.held.mu.Lock()
 	defer s.held.mu.Unlock()
 	if s.held.byJob == nil {

@@ -186,6 +186,9 @@ type Scheduler struct {
 	wg       sync.WaitGroup
 
 	held heldTicks // ticks held back while masters or the queue fail
+
+	running     atomic.Bool    // Run was called
+	backfilling *backfillQueue // set while Backfill runs: retries come here
 }
 
 // New returns a scheduler whose tick claims run on the lock client's masters
@@ -308,6 +311,7 @@ type item struct {
 	token    string // the claim's token, kept across retries of this tick
 	key      string // the tick's key, set at its first claim
 	drop     bool   // left out by the catch-up policy: record it missed unless decided
+	backfill bool   // dispatched by Backfill: a missed or paused record does not stand in its way
 }
 
 type itemHeap []item
@@ -329,6 +333,7 @@ func (h *itemHeap) Pop() any {
 // replica, or the next start's catch-up, takes them), wait for the claims
 // and dispatches in flight, then stop the membership and clock checks.
 func (s *Scheduler) Run(ctx context.Context) error {
+	s.running.Store(true)
 	if err := s.locks.Prepare(ctx); err != nil {
 		s.opts.log.Warn("lock masters not reachable at start; will keep trying", "err", err)
 	}
@@ -497,6 +502,10 @@ func retryAt(it item, fireAt time.Time) item {
 // lease of ours expires), or the next start catches them up.
 func (s *Scheduler) reschedule(ctx context.Context, its []item) {
 	if len(its) == 0 {
+		return
+	}
+	if s.backfilling != nil {
+		s.backfilling.add(its)
 		return
 	}
 	select {

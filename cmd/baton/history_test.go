@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -206,6 +207,102 @@ jobs:
 	}{{"tidy", "local job"}, {"nope", `no job "nope"`}} {
 		if code, _, errs := runIn("trigger", "--config", cfg, tc.job); code != 2 || !strings.Contains(errs, tc.want) {
 			t.Errorf("trigger %s: %d %q, want exit 2 and %q", tc.job, code, errs, tc.want)
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t, 20*time.Second)
+}
+
+// baton backfill runs the ticks of a window that never ran (here: paused),
+// each exactly once, also with three backfills racing; a dry run lists
+// them first; a second backfill finds nothing to do.
+func TestBackfillCommand(t *testing.T) {
+	srv := redistest.New(t)
+	out := t.TempDir() + "/ticks"
+	cfg := writeConfig(t, fmt.Sprintf(`redis:
+  url: redis://%s/0
+locking:
+  fresh_deployment: true
+namespace: bftest
+jobs:
+  - name: b
+    schedule: "@every 1s"
+    concurrency: allow
+    exec: {command: ["sh", "-c", "echo $BATON_TICK >> %s"]}
+  - name: tidy
+    schedule: "@every 1s"
+    mode: local
+    exec: {command: ["true"]}
+`, srv.Addr(), out))
+	if code, _, errs := runIn("pause", "--config", cfg, "b"); code != 0 {
+		t.Fatal(errs)
+	}
+	p := start(t, nil, "run", "--config", cfg, "--http", "")
+	var paused []jobs.RunRecord
+	poll.Require(t, 20*time.Second, "4 paused ticks in the history", func() bool {
+		code, stdout, _ := runIn("history", "--config", cfg, "--json", "b")
+		paused = nil
+		var recs []jobs.RunRecord
+		if code != 0 || json.Unmarshal([]byte(stdout), &recs) != nil {
+			return false
+		}
+		for _, r := range recs {
+			if r.Status == jobs.StatusPaused {
+				paused = append(paused, r)
+			}
+		}
+		return len(paused) >= 4
+	})
+	from, to := paused[len(paused)-1].Tick, paused[0].Tick // newest first
+	window := []string{"--config", cfg, "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339), "b"}
+	code, stdout, errs := runIn(append([]string{"backfill", "--dry-run"}, window...)...)
+	if code != 0 || !strings.Contains(stdout, fmt.Sprintf("%d ticks in the window never ran", len(paused))) {
+		t.Fatalf("dry run: %d %q %q", code, stdout, errs)
+	}
+	var racers []*proc
+	for range 3 {
+		racers = append(racers, start(t, nil, append([]string{"backfill"}, window...)...))
+	}
+	for _, r := range racers {
+		if code := r.wait(t, 60*time.Second); code != 0 {
+			t.Errorf("a racing backfill exited %d: %s", code, r.stderr.String())
+		}
+	}
+	poll.Require(t, 20*time.Second, "every backfilled tick run", func() bool {
+		data, _ := os.ReadFile(out)
+		return strings.Count(string(data), "\n") >= len(paused)
+	})
+	data, _ := os.ReadFile(out)
+	seen := map[string]int{}
+	for _, l := range strings.Fields(string(data)) {
+		seen[l]++
+	}
+	for _, r := range paused {
+		if n := seen[r.Tick.Format(time.RFC3339)]; n != 1 {
+			t.Errorf("tick %s ran %d times", r.Tick.Format(time.RFC3339), n)
+		}
+	}
+	if len(seen) != len(paused) {
+		t.Errorf("ran %d ticks, want the %d paused ones: %v", len(seen), len(paused), seen)
+	}
+	if code, stdout, errs := runIn(append([]string{"backfill"}, window...)...); code != 0 || !strings.Contains(stdout, "nothing to backfill") {
+		t.Errorf("second backfill: %d %q %q", code, stdout, errs)
+	}
+	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"backfill", "--config", cfg, "--from", to.Format(time.RFC3339), "--to", from.Format(time.RFC3339), "b"}, "before --from"},
+		{[]string{"backfill", "--config", cfg, "--from", from.Format(time.RFC3339), "--to", future, "b"}, "in the future"},
+		{[]string{"backfill", "--config", cfg, "--from", "2020-01-01T00:00:00Z", "--to", to.Format(time.RFC3339), "b"}, "more than 10000 ticks"},
+		{[]string{"backfill", "--config", cfg, "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339), "tidy"}, "local job"},
+		{[]string{"backfill", "--config", cfg, "--from", "yesterday", "--to", to.Format(time.RFC3339), "b"}, "RFC 3339"},
+	} {
+		if code, _, errs := runIn(tc.args...); code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%q: %d %q, want exit 2 and %q", tc.args, code, errs, tc.want)
 		}
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -13,6 +13,7 @@
 //	baton history [-n N] [--json] JOB              a job's newest runs
 //	baton locks [--config FILE] [--json]           the locks held now
 //	baton trigger [--config FILE] JOB...           run jobs once now, by hand
+//	baton backfill --from T --to T [--dry-run] JOB  run the ticks in a window that never ran
 //	baton lock [flags] KEY -- CMD [ARGS]   run CMD while holding a distributed lock
 //	baton version                          print the version
 //	baton help [COMMAND]                   print help
@@ -49,6 +50,7 @@ commands:
   history    a job's newest runs: when, where, how they ended, and why
   locks      the locks held now: holder count, fence, remaining ttl
   trigger    run jobs once now, by hand (through the queue, as a tick is)
+  backfill   run a job's ticks in a past window that never ran, each once
   pause      pause jobs on every replica (a flag in Redis)
   resume     resume paused jobs
   lock       run a command while holding a distributed lock (a flock(1) for crontabs)
@@ -99,6 +101,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runLocks(args[1:], stdout, stderr)
 	case "trigger":
 		return runTrigger(args[1:], stdout, stderr)
+	case "backfill":
+		return runBackfill(args[1:], stdout, stderr)
 	case "pause":
 		return runPause("pause", true, args[1:], stdout, stderr)
 	case "resume":
@@ -125,7 +129,7 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	switch args[0] {
-	case "run", "scheduler", "worker", "dev", "validate", "next", "lock", "pause", "resume", "status", "history", "locks", "trigger":
+	case "run", "scheduler", "worker", "dev", "validate", "next", "lock", "pause", "resume", "status", "history", "locks", "trigger", "backfill":
 		return run([]string{args[0], "-h"}, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "usage: baton version\n\nPrints the baton version and the Go version it was built with.")

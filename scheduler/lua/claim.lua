@@ -26,6 +26,9 @@
 -- ARGV[9] "1" to drop the tick: the job's catch-up policy left it out (after
 --         an outage); unless decided or leased already, it is recorded
 --         "missed" like a tick past its starting deadline
+-- ARGV[10] "1" to backfill the tick: a tick recorded "missed" or "paused", or
+--         with no record, is granted whatever its age and the pause flag; a
+--         "done" tick is DONE and a leased one BUSY as ever
 --
 -- Returns {0, fence} OWNED: the caller holds the tick lease and must dispatch
 --         {1, 0}     DONE: the tick was dispatched
@@ -55,7 +58,9 @@ if ARGV[6] ~= 'u' then
 end
 
 local v = redis.call('GET', KEYS[1])
+local backfill = ARGV[10] == '1'
 if v == 'done' then return {1, 0} end
+if backfill and (v == 'missed' or v == 'paused') then v = false end
 if v == 'paused' then return {4, 0} end
 local tick = tonumber(ARGV[2])
 if v == 'missed' then return {3, now - tick, 0} end
@@ -69,7 +74,7 @@ if v and v ~= ARGV[1] then
   if ms < 0 then ms = 0 end
   return {2, ms}
 end
-if ARGV[9] == '1' or now > tick + tonumber(ARGV[3]) then
+if not backfill and (ARGV[9] == '1' or now > tick + tonumber(ARGV[3])) then
   redis.call('SET', KEYS[1], 'missed', 'PX', ARGV[5])
   -- decided: a catch-up after a restart starts after it
   local m = tonumber(redis.call('GET', KEYS[3]) or '0')
@@ -77,7 +82,7 @@ if ARGV[9] == '1' or now > tick + tonumber(ARGV[3]) then
   return {3, now - tick, 1}
 end
 
-if ARGV[7] == '1' or redis.call('EXISTS', KEYS[2]) == 1 then
+if not backfill and (ARGV[7] == '1' or redis.call('EXISTS', KEYS[2]) == 1) then
   redis.call('SET', KEYS[1], 'paused', 'PX', ARGV[5])
   local m = tonumber(redis.call('GET', KEYS[3]) or '0')
   if tick > m then redis.call('SET', KEYS[3], ARGV[2]) end
