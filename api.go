@@ -28,6 +28,8 @@ import (
 //	POST /api/jobs/{job}/resume     Cluster.Pause (bearer token)
 //	POST /api/jobs/{job}/trigger    Cluster.Trigger (bearer token; body
 //	                                {"by": "..."} optional)
+//	POST /api/jobs/{job}/backfill   Cluster.Backfill (bearer token; body
+//	                                {"from": T, "to": T, "dry_run": bool})
 //	/queues/                        asynqmon, the queue side: queues, tasks,
 //	                                retries, archived (bearer token, or HTTP
 //	                                Basic with the token as password, for a
@@ -115,6 +117,22 @@ func (h *HTTPHandler) mountAPI() {
 			return nil, err
 		}
 		return map[string]any{"job": t.Job, "run_id": t.RunID, "tick": t.At, "by": t.Replica}, nil
+	}))
+	h.mux.HandleFunc("POST /api/jobs/{job}/backfill", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
+		var body struct {
+			From   time.Time `json:"from"`
+			To     time.Time `json:"to"`
+			DryRun bool      `json:"dry_run"`
+		}
+		if _, err := readBody(r, &body); err != nil {
+			return nil, err
+		}
+		if body.From.IsZero() || body.To.IsZero() {
+			return nil, badRequest(`from and to are required, as RFC 3339 times: {"from": "2026-11-25T02:00:00Z", "to": "2026-11-25T06:00:00Z"}`)
+		}
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		defer cancel()
+		return h.cluster.Backfill(bctx, r.PathValue("job"), body.From, body.To, body.DryRun)
 	}))
 	if h.queues != nil {
 		h.mux.Handle("/queues/", h.tokenOnly(h.queues))
@@ -241,6 +259,8 @@ func (h *HTTPHandler) fail(w http.ResponseWriter, err error) {
 		status = http.StatusNotFound
 	case errors.Is(err, ErrNotTriggerable):
 		status = http.StatusConflict
+	case errors.Is(err, ErrBackfillWindow):
+		status = http.StatusBadRequest
 	case errors.Is(err, locking.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		status = http.StatusServiceUnavailable
 	}

@@ -453,14 +453,14 @@ func (c *Cluster) Backfill(ctx context.Context, job string, from, to time.Time, 
 	case j.Mode != config.ModeCron:
 		return plan, fmt.Errorf("%w: %q is a %s job; only cron jobs (run through the queue) can be backfilled", ErrNotTriggerable, job, j.Mode)
 	case !to.After(from) && !to.Equal(from):
-		return plan, fmt.Errorf("%w: --to %s is before --from %s", ErrBackfillWindow, to.Format(time.RFC3339), from.Format(time.RFC3339))
+		return plan, fmt.Errorf("%w: the window ends (%s) before it starts (%s)", ErrBackfillWindow, to.Format(time.RFC3339), from.Format(time.RFC3339))
 	}
 	now, err := c.queue.Time(ctx).Result()
 	if err != nil {
 		return plan, fmt.Errorf("%w: queue Redis %s: %w", locking.ErrUnavailable, wiring.DescribeRedis(c.cfg), err)
 	}
 	if to.After(now) {
-		return plan, fmt.Errorf("%w: --to %s is in the future (Redis's clock: %s)", ErrBackfillWindow, to.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+		return plan, fmt.Errorf("%w: the window ends in the future (%s; Redis's clock: %s)", ErrBackfillWindow, to.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
 	ticks := scheduler.Ticks(j.Sched, from.Add(-time.Nanosecond), to, MaxBackfill+1)
 	if len(ticks) > MaxBackfill {

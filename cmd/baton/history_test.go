@@ -295,8 +295,8 @@ jobs:
 		args []string
 		want string
 	}{
-		{[]string{"backfill", "--config", cfg, "--from", to.Format(time.RFC3339), "--to", from.Format(time.RFC3339), "b"}, "before --from"},
-		{[]string{"backfill", "--config", cfg, "--from", from.Format(time.RFC3339), "--to", future, "b"}, "in the future"},
+		{[]string{"backfill", "--config", cfg, "--from", to.Format(time.RFC3339), "--to", from.Format(time.RFC3339), "b"}, "before it starts"},
+		{[]string{"backfill", "--config", cfg, "--from", from.Format(time.RFC3339), "--to", future, "b"}, "ends in the future"},
 		{[]string{"backfill", "--config", cfg, "--from", "2020-01-01T00:00:00Z", "--to", to.Format(time.RFC3339), "b"}, "more than 10000 ticks"},
 		{[]string{"backfill", "--config", cfg, "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339), "tidy"}, "local job"},
 		{[]string{"backfill", "--config", cfg, "--from", "yesterday", "--to", to.Format(time.RFC3339), "b"}, "RFC 3339"},
