@@ -114,24 +114,25 @@ func WithLockMessageFilter(drop func(msg string) bool) Option {
 // client, scheduler (none in RoleWorker), dispatcher and worker. It owns
 // everything it built. Start it, then Run it; or Run it, which starts it.
 type Replica struct {
-	id        string
-	role      Role
-	version   string
-	metrics   *replicaMetrics
-	listHash  string               // its job list's, as the roster names it
-	lockStats func() locking.Stats // its lock client's (which Close clears)
-	cfg       *config.Config
-	log       *slog.Logger
-	queue     redis.UniversalClient   // the queue Redis: readiness pings
-	mast      []redis.UniversalClient // lock masters (queue itself when none are configured)
-	own       []redis.UniversalClient // clients to close
-	locks     *locking.Client
-	client    *asynq.Client // enqueues cron ticks; nil in RoleWorker
-	sched     *scheduler.Scheduler
-	worker    *jobs.Worker
-	singles   *jobs.Singletons // singleton jobs; nil in RoleScheduler or without any
-	leader    *leadership      // cluster leader election; nil unless a job sets leader: true
-	started   bool
+	id         string
+	role       Role
+	version    string
+	metrics    *replicaMetrics
+	listHash   string                             // its job list's, as the roster names it
+	stopClaims atomic.Pointer[context.CancelFunc] // set while Run runs the scheduler
+	lockStats  func() locking.Stats               // its lock client's (which Close clears)
+	cfg        *config.Config
+	log        *slog.Logger
+	queue      redis.UniversalClient   // the queue Redis: readiness pings
+	mast       []redis.UniversalClient // lock masters (queue itself when none are configured)
+	own        []redis.UniversalClient // clients to close
+	locks      *locking.Client
+	client     *asynq.Client // enqueues cron ticks; nil in RoleWorker
+	sched      *scheduler.Scheduler
+	worker     *jobs.Worker
+	singles    *jobs.Singletons // singleton jobs; nil in RoleScheduler or without any
+	leader     *leadership      // cluster leader election; nil unless a job sets leader: true
+	started    bool
 }
 
 // New builds, without connecting, a replica of cfg. It fails on a config
@@ -314,13 +315,22 @@ func (r *Replica) Run(ctx context.Context) error {
 	}
 	r.log.Info("replica started", "replica", r.id, "role", r.role.String())
 	var err error
+	// the scheduler and the leadership it claims leader jobs under stop
+	// together: at ctx's end, or at StopClaiming
+	claimCtx, stopClaims := context.WithCancel(ctx)
+	r.stopClaims.Store(&stopClaims)
 	if r.leader != nil {
-		lctx, stop := context.WithCancel(ctx)
-		done := r.leader.start(lctx)
-		defer func() { stop(); <-done }()
+		done := r.leader.start(claimCtx)
+		defer func() { stopClaims(); <-done }()
 	}
 	if r.sched != nil {
-		err = r.sched.Run(ctx)
+		err = r.sched.Run(claimCtx)
+		stopClaims()
+		if ctx.Err() == nil && err == nil {
+			// StopClaiming: the worker goes on until ctx ends
+			r.log.Info("replica no longer claims ticks; its worker runs on", "replica", r.id)
+			<-ctx.Done()
+		}
 	} else {
 		<-ctx.Done()
 	}
@@ -338,6 +348,19 @@ func (r *Replica) Run(ctx context.Context) error {
 	r.Close()
 	r.log.Info("replica stopped", "replica", r.id)
 	return err
+}
+
+// StopClaiming makes a running replica's scheduler stop claiming ticks
+// (claims in flight commit or release) while its worker goes on running
+// queued tasks until Run's context ends. A config reload uses it to hand
+// claiming to the replica of the new config at once while the old one's
+// worker still runs the ticks it dispatched (the new one's may not know
+// their jobs). Before Run, or on a replica without a scheduler, it does
+// nothing.
+func (r *Replica) StopClaiming() {
+	if f := r.stopClaims.Load(); f != nil {
+		(*f)()
+	}
 }
 
 // Close releases what the replica holds without running it: a started

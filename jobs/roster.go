@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -73,6 +75,11 @@ type Member struct {
 	Live bool `json:"-"`
 	// Jobs is its job list; nil if the list could not be read.
 	Jobs map[string]ListedJob `json:"-"`
+
+	// key is its entry in the roster: "ID#instance", one per worker (a
+	// config reload runs a second worker of the same replica id for a
+	// moment, and each must see the other).
+	key string
 }
 
 // ListedJob is one job of a replica's job list as the roster keeps it.
@@ -177,6 +184,9 @@ var (
 	//go:embed lua/roster_beat.lua
 	rosterBeatSrc string
 	rosterBeat    = redis.NewScript(rosterBeatSrc)
+	//go:embed lua/roster_leave.lua
+	rosterLeaveSrc string
+	rosterLeave    = redis.NewScript(rosterLeaveSrc)
 	//go:embed lua/roster_read.lua
 	rosterReadSrc string
 	rosterRead    = redis.NewScript(rosterReadSrc)
@@ -194,12 +204,16 @@ type roster struct {
 	last   []Member                        // as of the last heartbeat
 	lists  map[string]map[string]ListedJob // job list hash -> list (immutable)
 	warned map[string]bool                 // list hashes already warned about
+	// written is the entry JSON of the last heartbeat: leave removes the
+	// entry only while it is still that
+	written atomic.Value
 }
 
 func newRoster(rdb redis.UniversalClient, cfg *config.Config, self Member, log *slog.Logger) *roster {
 	list := listJobs(cfg)
 	self.Hash = listHash(list)
 	self.Jobs = list
+	self.key = self.ID + "#" + randomInstance()
 	return &roster{rdb: rdb, ns: cfg.Namespace, self: self, list: list, log: log,
 		lists:  map[string]map[string]ListedJob{self.Hash: list},
 		warned: map[string]bool{}}
@@ -208,7 +222,8 @@ func newRoster(rdb redis.UniversalClient, cfg *config.Config, self Member, log *
 // beat publishes this replica and returns the roster as read at once after.
 func (r *roster) beat(ctx context.Context) ([]Member, error) {
 	me, _ := json.Marshal(r.self)
-	args := []any{r.self.ID, string(me), r.self.Hash, "", rosterForget.Milliseconds()}
+	r.written.Store(string(me))
+	args := []any{r.self.key, string(me), r.self.Hash, "", rosterForget.Milliseconds()}
 	sent := time.Now() // the wall clock: skew is about the host's clock
 	res, err := rosterBeat.Run(ctx, r.rdb, rosterKeys(r.ns), args...).Slice()
 	if err == nil && len(res) > 0 {
@@ -250,9 +265,18 @@ func (r *roster) routedDifferently(job string) bool {
 	return false
 }
 
-// leave removes this replica from the roster (a graceful stop).
+// randomInstance names one worker's roster entry.
+func randomInstance() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// leave removes this worker from the roster (a graceful stop), unless its
+// entry was rewritten since (by another process that read the roster).
 func (r *roster) leave(ctx context.Context) error {
-	return r.rdb.HDel(ctx, rosterKeys(r.ns)[0], r.self.ID).Err()
+	me, _ := r.written.Load().(string)
+	return rosterLeave.Run(ctx, r.rdb, rosterKeys(r.ns)[:1], r.self.key, me).Err()
 }
 
 // read returns the roster now.
@@ -295,7 +319,8 @@ func (r *roster) members(ctx context.Context, res []any) ([]Member, error) {
 		if !ok || err != nil || json.Unmarshal([]byte(js), &m) != nil {
 			continue // a member this version cannot read: not counted
 		}
-		m.ID = id
+		m.key = id
+		m.ID, _, _ = strings.Cut(id, "#")
 		m.Seen = time.UnixMilli(ms)
 		m.Live = now-ms <= rosterLive.Milliseconds()
 		out = append(out, m)

@@ -448,7 +448,7 @@ func (w *Worker) cannotRun(ctx context.Context, t scheduler.Tick, job *config.Jo
 	}
 	var can []string
 	for i := range members {
-		if m := &members[i]; m.Live && m.ID != w.replica && m.runs(t.Job, queue) {
+		if m := &members[i]; m.Live && m.key != w.roster.self.key && m.runs(t.Job, queue) {
 			can = append(can, m.ID)
 		}
 	}

@@ -97,7 +97,11 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		}
 		replicas = append(replicas, rp)
 	}
-	return serve(replicas, addr, true, log, zl)
+	units := make([]unit, len(replicas))
+	for i, rp := range replicas {
+		units[i] = rp
+	}
+	return serve(units, addr, true, log, zl)
 }
 
 // devQuiet drops the lock client's warning that it cannot read the

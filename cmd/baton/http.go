@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -15,7 +16,7 @@ import (
 // httpServer serves baton.HTTPHandler (/healthz, /readyz, /metrics) for the
 // replicas of this process, on its own listener with limits.
 type httpServer struct {
-	handler *baton.HTTPHandler
+	handler atomic.Pointer[baton.HTTPHandler] // replaced when a config reload replaces the replica
 	srv     *http.Server
 	ln      net.Listener
 	log     *slog.Logger
@@ -39,11 +40,12 @@ func newHTTPServer(addr string, replicas []*baton.Replica, log *slog.Logger) (*h
 	if err != nil {
 		return nil, fmt.Errorf("http: %w", err)
 	}
-	h := &httpServer{handler: baton.NewHTTPHandler(replicas...), ln: ln, log: log}
+	h := &httpServer{ln: ln, log: log}
+	h.handler.Store(baton.NewHTTPHandler(replicas...))
 	h.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			r.Body = http.MaxBytesReader(w, r.Body, httpMaxBodyBytes)
-			h.handler.ServeHTTP(w, r)
+			h.handler.Load().ServeHTTP(w, r)
 		}),
 		ReadHeaderTimeout: httpReadHeaderTimeout,
 		ReadTimeout:       httpReadTimeout,
@@ -59,7 +61,7 @@ func (h *httpServer) Addr() string { return h.ln.Addr().String() }
 
 // serve answers requests until shutdown; it returns nil after shutdown.
 func (h *httpServer) serve() error {
-	defer h.handler.Close()
+	defer func() { h.handler.Load().Close() }()
 	h.log.Info("http listening", "addr", h.Addr(), "paths", "/healthz /readyz /metrics")
 	if err := h.srv.Serve(h.ln); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("http: %w", err)
@@ -68,7 +70,14 @@ func (h *httpServer) serve() error {
 }
 
 // drain makes /readyz answer 503 while the replicas stop.
-func (h *httpServer) drain() { h.handler.Drain() }
+func (h *httpServer) drain() { h.handler.Load().Drain() }
+
+// replace serves replicas from now on (a config reload); requests in flight
+// finish on the old handler, which is closed a little later.
+func (h *httpServer) replace(replicas ...*baton.Replica) {
+	old := h.handler.Swap(baton.NewHTTPHandler(replicas...))
+	time.AfterFunc(httpWriteTimeout, old.Close)
+}
 
 // shutdown stops the server, giving requests in flight a few seconds.
 func (h *httpServer) shutdown() {
@@ -81,6 +90,6 @@ func (h *httpServer) shutdown() {
 
 // close releases a server that never served (another part failed to start).
 func (h *httpServer) close() {
-	h.handler.Close()
+	h.handler.Load().Close()
 	_ = h.ln.Close()
 }

@@ -76,12 +76,44 @@ func runServe(r baton.Role, args []string, stdout, stderr io.Writer) int {
 		"config", cf.config, "redis", wiring.DescribeRedis(cfg), "jobs", len(cfg.Jobs))
 	log.Debug("effective config\n" + cfg.Redacted())
 	warnUnsigned(cfg, log)
-	rp, err := baton.New(cfg, baton.WithReplicaID(cf.id), baton.WithRole(r), baton.WithLogger(log), baton.WithVersion(shortVersion()))
+	build := func(cfg *config.Config) (*baton.Replica, error) {
+		return baton.New(cfg, baton.WithReplicaID(cf.id), baton.WithRole(r), baton.WithLogger(log), baton.WithVersion(shortVersion()))
+	}
+	rp, err := build(cfg)
 	if err != nil {
 		log.Error("cannot build the replica", "err", err)
 		return 1
 	}
-	return serve([]*baton.Replica{rp}, addr, false, log, zl)
+	live, err := newLiveReplica(cf.config, cfg, rp, build, log)
+	if err != nil {
+		log.Error("cannot read the config file", "err", err)
+		rp.Close()
+		return 1
+	}
+	return serve([]unit{live}, addr, false, log, zl)
+}
+
+// unit is what serve runs: a replica, or a liveReplica that replaces its
+// replica when the config changes.
+type unit interface {
+	Start(ctx context.Context) error
+	Run(ctx context.Context) error
+	Close()
+	ID() string
+}
+
+// replicasOf returns the replicas the units run now.
+func replicasOf(units []unit) []*baton.Replica {
+	var out []*baton.Replica
+	for _, u := range units {
+		switch u := u.(type) {
+		case *baton.Replica:
+			out = append(out, u)
+		case *liveReplica:
+			out = append(out, u.current())
+		}
+	}
+	return out
 }
 
 // warnUnsigned says, once at start, that tasks are not signed.
@@ -147,7 +179,7 @@ func (e signalError) Error() string { return "received " + e.sig.String() }
 //  4. Lock clients and Redis connections are closed, then the HTTP server.
 //
 // Exit 0 after a signal. A second signal exits at once with status 130.
-func serve(replicas []*baton.Replica, addr string, optional bool, log *slog.Logger, zl zerolog.Logger) int {
+func serve(replicas []unit, addr string, optional bool, log *slog.Logger, zl zerolog.Logger) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -164,7 +196,7 @@ func serve(replicas []*baton.Replica, addr string, optional bool, log *slog.Logg
 	var h *httpServer
 	if addr != "" {
 		var err error
-		h, err = newHTTPServer(addr, replicas, log)
+		h, err = newHTTPServer(addr, replicasOf(replicas), log)
 		if err != nil && optional {
 			log.Warn("no HTTP endpoints", "err", err)
 		} else if err != nil {
@@ -176,6 +208,11 @@ func serve(replicas []*baton.Replica, addr string, optional bool, log *slog.Logg
 		}
 	}
 
+	for _, u := range replicas {
+		if l, ok := u.(*liveReplica); ok && h != nil {
+			l.swap = func(rp *baton.Replica) { h.replace(rp) }
+		}
+	}
 	var g group
 	// signals: the first stops everything; a second exits at once
 	stopSignals, quit := make(chan struct{}), make(chan struct{})

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
+)
+
+// reloadPoll is how often the config file is looked at for changes (its
+// content, not its time stamp: a ConfigMap is swapped through symlinks).
+const reloadPoll = 2 * time.Second
+
+// reloadDrain is how long a replaced replica's worker goes on after a
+// reload, without claiming: tasks it dispatched of jobs the new list
+// removed or moved are handed back to it by the new worker (every second).
+const reloadDrain = 10 * time.Second
+
+// liveReplica runs one replica and replaces it when the config file changes
+// (SIGHUP, or a change seen by polling the file). A new config is loaded
+// and validated in full first: a file that does not load is rejected with
+// every error logged, and the running replica goes on. A valid one is
+// started as a new replica beside the running one, which then stops
+// gracefully: for a moment both claim ticks, as two replicas of a rolling
+// deploy do, so no tick is lost at the switch, and the claim keeps every
+// tick to one dispatch; the old replica's running jobs get its
+// worker.shutdown_grace.
+type liveReplica struct {
+	path  string
+	build func(cfg *config.Config) (*baton.Replica, error)
+	swap  func(rp *baton.Replica) // points the HTTP endpoints at rp (nil: none)
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	cur     *baton.Replica
+	cfg     *config.Config
+	sum     [32]byte
+	retired sync.WaitGroup // old replicas still stopping
+}
+
+// newLiveReplica returns the runner of rp, which was built from cfg, loaded
+// from path; build makes the replicas of later configs.
+func newLiveReplica(path string, cfg *config.Config, rp *baton.Replica, build func(*config.Config) (*baton.Replica, error), log *slog.Logger) (*liveReplica, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return &liveReplica{path: path, build: build, log: log, cur: rp, cfg: cfg, sum: sha256.Sum256(data)}, nil
+}
+
+// Start starts the running replica (see baton.Replica.Start).
+func (l *liveReplica) Start(ctx context.Context) error { return l.current().Start(ctx) }
+
+// Run runs until ctx ends, replacing the replica on config changes.
+func (l *liveReplica) Run(ctx context.Context) error { return l.run(ctx) }
+
+// Close closes the running replica.
+func (l *liveReplica) Close() { l.current().Close() }
+
+// ID is the replicas' id.
+func (l *liveReplica) ID() string { return l.current().ID() }
+
+// current returns the running replica.
+func (l *liveReplica) current() *baton.Replica {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cur
+}
+
+// run runs the current replica until ctx ends, replacing it on reloads. It
+// returns when ctx ends (after every replica stopped) or when a replica
+// stops on its own.
+func (l *liveReplica) run(ctx context.Context) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	poll := time.NewTicker(reloadPoll)
+	defer poll.Stop()
+
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	// the goroutine gets its own copies: a reload reassigns the variables
+	go func(rp *baton.Replica, ctx context.Context, done chan<- error) { done <- rp.Run(ctx) }(l.cur, rctx, done)
+	defer l.retired.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			stop()
+			return <-done
+		case err := <-done:
+			stop()
+			if err == nil && ctx.Err() == nil {
+				err = fmt.Errorf("replica %s stopped on its own", l.cur.ID())
+			}
+			return err
+		case <-hup:
+			l.log.Info("SIGHUP: reloading the config", "config", l.path)
+			rctx, stop, done = l.reload(ctx, rctx, stop, done, true)
+		case <-poll.C:
+			rctx, stop, done = l.reload(ctx, rctx, stop, done, false)
+		}
+	}
+}
+
+// reload loads the config file and, when it changed and is valid, starts a
+// replica of it and retires the running one. It returns the context, stop
+// and done of the replica running afterwards.
+func (l *liveReplica) reload(ctx, rctx context.Context, stop context.CancelFunc, done chan error, asked bool) (context.Context, context.CancelFunc, chan error) {
+	data, err := os.ReadFile(l.path)
+	if err != nil {
+		l.log.Error("config reload: cannot read the file; keeping the running job list", "config", l.path, "err", err)
+		return rctx, stop, done
+	}
+	sum := sha256.Sum256(data)
+	if sum == l.sum {
+		if asked {
+			l.log.Info("config reload: the file has not changed", "config", l.path)
+		}
+		return rctx, stop, done
+	}
+	cfg, err := config.LoadFile(l.path)
+	if err != nil {
+		l.sum = sum // reported once per content
+		var ce *config.ConfigError
+		if errors.As(err, &ce) {
+			for _, fe := range ce.Errors {
+				l.log.Error("config reload rejected; keeping the running job list", "error", fe.Error())
+			}
+		} else {
+			l.log.Error("config reload rejected; keeping the running job list", "err", err)
+		}
+		return rctx, stop, done
+	}
+	next, err := l.build(cfg)
+	if err == nil {
+		if err = next.Start(ctx); err != nil {
+			next.Close()
+		}
+	}
+	if err != nil {
+		l.log.Error("config reload: cannot start a replica of the new config; keeping the running one", "err", err)
+		return rctx, stop, done
+	}
+	added, removed, changed := diffJobs(l.cfg, cfg)
+	nctx, nstop := context.WithCancel(ctx)
+	ndone := make(chan error, 1)
+	go func(done chan<- error) { done <- next.Run(nctx) }(ndone)
+	if l.swap != nil {
+		l.swap(next)
+	}
+	old := l.cur
+	l.mu.Lock()
+	l.cur, l.cfg, l.sum = next, cfg, sum
+	l.mu.Unlock()
+	// the new replica claims from now on; the old one stops claiming, runs
+	// for a while the tasks it dispatched (the new replica hands back those
+	// of jobs its list lacks), then stops, letting its running jobs finish
+	old.StopClaiming()
+	l.retired.Add(1)
+	go func() {
+		defer l.retired.Done()
+		t := time.NewTimer(reloadDrain)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		stop()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			l.log.Warn("the replaced replica stopped with an error", "replica", old.ID(), "err", err)
+		}
+	}()
+	l.log.Info("config reloaded", "config", l.path, "jobs", len(cfg.Jobs),
+		"added", strings.Join(added, ","), "removed", strings.Join(removed, ","), "changed", strings.Join(changed, ","))
+	return nctx, nstop, ndone
+}
+
+// diffJobs names the jobs b adds to a, removes from it and changes.
+func diffJobs(a, b *config.Config) (added, removed, changed []string) {
+	for _, j := range b.Jobs {
+		old, ok := a.Job(j.Name)
+		switch {
+		case !ok:
+			added = append(added, j.Name)
+		case a.RedactedJob(old) != b.RedactedJob(&j):
+			changed = append(changed, j.Name)
+		}
+	}
+	for _, j := range a.Jobs {
+		if _, ok := b.Job(j.Name); !ok {
+			removed = append(removed, j.Name)
+		}
+	}
+	slices.Sort(added)
+	slices.Sort(removed)
+	slices.Sort(changed)
+	return added, removed, changed
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+// ticksIn reads the ticks a job wrote, one RFC 3339 instant a line.
+func ticksIn(t *testing.T, path string) []time.Time {
+	t.Helper()
+	data, _ := os.ReadFile(path)
+	var out []time.Time
+	for _, l := range strings.Fields(string(data)) {
+		at, err := time.Parse(time.RFC3339, l)
+		if err != nil {
+			t.Fatalf("%s: %q", path, l)
+		}
+		out = append(out, at)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Before(out[j]) })
+	return out
+}
+
+// A config reload (SIGHUP at the instant of a tick, and a file change seen
+// by polling) takes effect without a restart: a removed job stops, an added
+// one starts, a changed schedule switches, with no tick run twice and none
+// lost at the switch; an invalid file is rejected with its errors logged
+// and the running job list kept.
+func TestReloadSwitchesJobListsWithoutLosingTicks(t *testing.T) {
+	srv := redistest.New(t)
+	dir := t.TempDir()
+	write := func(jobs string) {
+		t.Helper()
+		cfg := fmt.Sprintf("redis: {url: \"redis://%s/0\"}\nlocking: {fresh_deployment: true}\nnamespace: reload\nworker: {shutdown_grace: 5s}\njobs:\n%s", srv.Addr(), jobs)
+		if err := os.WriteFile(dir+"/baton.yaml", []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job := func(name, schedule string) string {
+		return fmt.Sprintf("  - name: %s\n    schedule: %q\n    concurrency: allow\n    exec: {command: [sh, -c, 'echo $BATON_TICK >> %s/%s']}\n", name, schedule, dir, name)
+	}
+	write(job("keep", "@every 1s") + job("gone", "@every 1s") + job("moved", "@every 1s"))
+	p := start(t, nil, "run", "--config", dir+"/baton.yaml", "--http", "")
+	poll.Require(t, 20*time.Second, "three ticks of each job", func() bool {
+		return len(ticksIn(t, dir+"/gone")) >= 3 && len(ticksIn(t, dir+"/moved")) >= 3
+	})
+	// reload at the instant of a tick: moved's schedule changes, gone goes,
+	// added comes
+	write(job("keep", "@every 1s") + job("moved", "@every 2s") + job("added", "@every 1s"))
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second))) // real time: the next tick's instant
+	switchAt := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if !poll.Until(20*time.Second, func() bool {
+		return strings.Contains(p.stderr.String(), "config reloaded") && len(ticksIn(t, dir+"/added")) >= 4
+	}) {
+		t.Fatalf("no reload logged and four ticks of the added job in 20s:\n%s", p.stderr.String())
+	}
+	// an invalid file: rejected, everything keeps running
+	if err := os.WriteFile(dir+"/baton.yaml", []byte("jobs:\n  - name: keep\n    schedule: \"61 * * * *\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	poll.Require(t, 10*time.Second, "the rejected reload logged (polling the file)", func() bool {
+		return strings.Contains(p.stderr.String(), "config reload rejected")
+	})
+	keepBefore := len(ticksIn(t, dir+"/keep"))
+	poll.Require(t, 10*time.Second, "keep running after the rejected reload", func() bool {
+		return len(ticksIn(t, dir+"/keep")) >= keepBefore+2
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	stderr := p.stderr.String()
+	if !strings.Contains(stderr, `"removed":"gone"`) || !strings.Contains(stderr, `"added":"added"`) || !strings.Contains(stderr, `"changed":"moved"`) {
+		t.Errorf("the reload line does not name the jobs:\n%s", grepLines(stderr, "config reload"))
+	}
+	for _, name := range []string{"keep", "moved", "added"} {
+		ticks := ticksIn(t, dir+"/"+name)
+		for i := 1; i < len(ticks); i++ {
+			switch gap := ticks[i].Sub(ticks[i-1]); {
+			case gap == 0:
+				t.Errorf("%s: tick %s ran twice", name, ticks[i].Format(time.RFC3339))
+			case gap > 2*time.Second:
+				t.Errorf("%s: no tick between %s and %s (lost at the switch?)", name, ticks[i-1].Format(time.RFC3339), ticks[i].Format(time.RFC3339))
+			}
+		}
+	}
+	if strings.Contains(stderr, "archiving a task") {
+		t.Errorf("a tick dispatched at the switch was archived, not run:\n%s", grepLines(stderr, "archiving"))
+	}
+	gone := ticksIn(t, dir+"/gone")
+	if last := gone[len(gone)-1]; last.After(switchAt.Add(2 * time.Second)) {
+		t.Errorf("the removed job still ran at %s, after the reload at %s", last.Format(time.RFC3339), switchAt.Format(time.RFC3339Nano))
+	}
+	for i := 1; i < len(gone); i++ {
+		if gone[i].Equal(gone[i-1]) {
+			t.Errorf("gone: tick %s ran twice", gone[i].Format(time.RFC3339))
+		}
+	}
+	added := ticksIn(t, dir+"/added")
+	if first := added[0]; first.Before(switchAt.Add(-time.Second)) {
+		t.Errorf("the added job ran at %s, before the reload", first.Format(time.RFC3339))
+	}
+	moved := ticksIn(t, dir+"/moved")
+	for _, at := range moved {
+		if at.After(switchAt.Add(2*time.Second)) && at.Unix()%2 != 0 {
+			t.Errorf("moved ran %s after the switch to @every 2s", at.Format(time.RFC3339))
+		}
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
