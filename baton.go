@@ -190,7 +190,8 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 		}
 	}
 	jopts := []jobs.Option{jobs.WithLogger(log), jobs.WithReplica(o.id), jobs.WithReplicaInfo(o.version, o.role.String()),
-		jobs.WithSupervisorPath(sup), jobs.WithHandlers(o.handlers), jobs.WithRunObserver(r.metrics.ran)}
+		jobs.WithSupervisorPath(sup), jobs.WithHandlers(o.handlers), jobs.WithRunObserver(r.metrics.ran),
+		jobs.WithPollIntervals(cfg.Worker.PollInterval, 0)}
 	if o.role == RoleScheduler {
 		jopts = append(jopts, jobs.WithLocalOnly())
 	}

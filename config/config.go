@@ -201,6 +201,11 @@ type WorkerConfig struct {
 	// ShutdownGrace is how long running tasks get to finish on shutdown.
 	// Default 30s; > 0.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// PollInterval is how often an idle worker asks its queues for tasks:
+	// the most a dispatched run waits for a worker to notice it, traded
+	// against Redis commands while idle (about 12 per second per queue at
+	// 100ms). Default 100ms; 10ms to 10s.
+	PollInterval time.Duration `yaml:"poll_interval"`
 }
 
 // SchedulerConfig configures tick claiming and dispatch.
@@ -420,6 +425,7 @@ func defaultConfig() Config {
 			Concurrency:   10,
 			Queues:        map[string]int{defaultQueue: 1},
 			ShutdownGrace: 30 * time.Second,
+			PollInterval:  100 * time.Millisecond,
 		},
 		Scheduler: SchedulerConfig{
 			TickLeaseTTL:    5 * time.Second,

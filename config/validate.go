@@ -254,6 +254,9 @@ func (v *validator) worker() {
 	if w.ShutdownGrace <= 0 {
 		v.errf("worker.shutdown_grace", "must be > 0, got %s", w.ShutdownGrace)
 	}
+	if w.PollInterval < 10*time.Millisecond || w.PollInterval > 10*time.Second {
+		v.errf("worker.poll_interval", "must be between 10ms and 10s, got %s", formatDuration(w.PollInterval))
+	}
 }
 
 func (v *validator) history() {

@@ -1,0 +1,260 @@
+// Command idlebench measures what baton costs while nothing is due, and the
+// start lag that cost buys: three replicas (scheduler + baton's own worker,
+// at the default settings unless -poll says otherwise) in this process, on
+// one redis-server it starts, with 1, 10 and 100 jobs whose ticks do not
+// come due during the window (idle), then one job ticking every second
+// (start lag: due instant -> the handler starts).
+//
+//	cd bench && go run ./cmd/idlebench                 # default poll 100ms, and 1s beside it
+//	go run ./cmd/idlebench -window 20s -out results/idle.md
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
+)
+
+func main() {
+	window := flag.Duration("window", 10*time.Second, "idle measurement window per cell")
+	ticks := flag.Int("ticks", 10, "ticks measured for the start lag")
+	polls := flag.String("poll", "100ms,1s", "worker.poll_interval values, comma-separated (100ms is the default)")
+	out := flag.String("out", "results/idle.md", "where to write the report too")
+	flag.Parse()
+	if err := run(*window, *ticks, *polls, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "idlebench:", err)
+		os.Exit(1)
+	}
+}
+
+type cell struct {
+	jobs                   int
+	poll                   time.Duration
+	cmdsPerSec             float64
+	cpuPerReplica          float64 // % of one core
+	redisCPU               float64 // % of one core
+	lagP50, lagP99, lagMax time.Duration
+}
+
+func run(window time.Duration, ticks int, polls, out string) error {
+	srv, err := redistest.Start()
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	var cells []cell
+	for _, p := range strings.Split(polls, ",") {
+		poll, err := time.ParseDuration(strings.TrimSpace(p))
+		if err != nil {
+			return fmt.Errorf("-poll %q: %w", p, err)
+		}
+		for _, n := range []int{1, 10, 100} {
+			fmt.Fprintf(os.Stderr, "%s idle: %d jobs, poll %s, 3 replicas, %s window\n", time.Now().Format("15:04:05.000"), n, poll, window)
+			c, err := idle(rdb, srv, n, poll, window)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "  start lag (one @every 1s job, %d ticks)\n", ticks)
+			c.lagP50, c.lagP99, c.lagMax, err = startLag(rdb, srv, n, poll, ticks)
+			if err != nil {
+				return err
+			}
+			cells = append(cells, c)
+		}
+	}
+	report := render(cells, window, ticks)
+	fmt.Print(report)
+	if out != "" {
+		return os.WriteFile(out, []byte(report), 0o644)
+	}
+	return nil
+}
+
+// cfgFor is a job list of n handler jobs of schedule spec, plus extra.
+func cfgFor(srv *redistest.Server, ns string, n int, spec string, poll time.Duration, extra string) (*config.Config, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "redis: {url: \"redis://%s/0\"}\nlocking: {fresh_deployment: true}\nnamespace: %s\nworker: {shutdown_grace: 2s, poll_interval: %s}\njobs:\n", srv.Addr(), ns, poll)
+	for i := range n {
+		fmt.Fprintf(&b, "  - name: j%d\n    schedule: %q\n    handler: {name: noop}\n", i, spec)
+	}
+	b.WriteString(extra)
+	return config.Load([]byte(b.String()))
+}
+
+// replicas runs three replicas of cfg until stop is called.
+func replicas(cfg *config.Config, reg *jobs.Registry) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := range 3 {
+		r, err := baton.New(cfg, baton.WithHandlers(reg), baton.WithReplicaID(fmt.Sprintf("idle-%d", i)))
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return nil, err
+		}
+		wg.Go(func() { _ = r.Run(ctx) })
+	}
+	return func() { cancel(); wg.Wait() }, nil
+}
+
+func idle(rdb *redis.Client, srv *redistest.Server, n int, poll, window time.Duration) (cell, error) {
+	// yearly ticks: nothing comes due in the window
+	cfg, err := cfgFor(srv, fmt.Sprintf("idle%d-%d", n, poll.Milliseconds()), n, "0 0 1 1 *", poll, "")
+	if err != nil {
+		return cell{}, err
+	}
+	reg := jobs.NewRegistry()
+	if err := reg.HandleFunc("noop", func(context.Context, jobs.Run) error { return nil }); err != nil {
+		return cell{}, err
+	}
+	stop, err := replicas(cfg, reg)
+	if err != nil {
+		return cell{}, err
+	}
+	defer stop()
+	time.Sleep(3 * time.Second) // real time: start-up (catch-up, first heartbeats) is not idle
+	pid := redisPID(rdb)
+	c0, s0, r0, t0 := calls(rdb), selfCPU(), procCPU(pid), time.Now()
+	time.Sleep(window)
+	c1, s1, r1, t1 := calls(rdb), selfCPU(), procCPU(pid), time.Now()
+	el := t1.Sub(t0).Seconds()
+	return cell{jobs: n, poll: poll,
+		cmdsPerSec:    float64(c1-c0-1) / el, // our own INFO between the reads
+		cpuPerReplica: 100 * (s1 - s0).Seconds() / el / 3,
+		redisCPU:      100 * (r1 - r0).Seconds() / el}, nil
+}
+
+func startLag(rdb *redis.Client, srv *redistest.Server, n int, poll time.Duration, ticks int) (p50, p99, maxLag time.Duration, err error) {
+	cfg, err := cfgFor(srv, fmt.Sprintf("lag%d-%d", n, poll.Milliseconds()), n, "0 0 1 1 *", poll,
+		"  - name: beat\n    schedule: \"@every 1s\"\n    handler: {name: beat}\n")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	lags := make(chan time.Duration, 1000)
+	reg := jobs.NewRegistry()
+	_ = reg.HandleFunc("noop", func(context.Context, jobs.Run) error { return nil })
+	if err := reg.HandleFunc("beat", func(_ context.Context, run jobs.Run) error {
+		lags <- time.Since(run.Tick)
+		return nil
+	}); err != nil {
+		return 0, 0, 0, err
+	}
+	stop, err := replicas(cfg, reg)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer stop()
+	var got []time.Duration
+	deadline := time.After(time.Duration(ticks+10) * time.Second)
+	for len(got) < ticks+2 {
+		select {
+		case l := <-lags:
+			got = append(got, l)
+		case <-deadline:
+			return 0, 0, 0, fmt.Errorf("start lag: %d of %d ticks ran", len(got), ticks+2)
+		}
+	}
+	got = got[2:] // the first ticks meet a starting process
+	slices.Sort(got)
+	return got[len(got)/2], got[len(got)*99/100], got[len(got)-1], nil
+}
+
+func render(cells []cell, window time.Duration, ticks int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# baton at rest: Redis commands and CPU of 3 idle replicas, and the start lag it buys\n\n")
+	fmt.Fprintf(&b, "Machine: %d CPUs (`nproc`), %s; one redis-server (no persistence) on loopback; three replicas (scheduler + baton's own worker, `baton.New` + `Run`) in one process. ", numCPU(), goVersion())
+	fmt.Fprintf(&b, "Idle: every job's schedule is yearly, so nothing is due in the %s window; commands = `INFO commandstats` calls per second on the server (all clients: claims loops, membership and roster heartbeats, skew checks, the asynq servers' polling, heartbeats and recoverers; Lua-internal commands included). CPU = this process's CPU time / wall time / 3, %% of one core. ", window)
+	fmt.Fprintf(&b, "Start lag = a tick's due instant → the handler starts, one extra job `@every 1s`, %d ticks after 2 of warm-up. Generated by `cd bench && go run ./cmd/idlebench`.\n\n", ticks)
+	b.WriteString("| jobs | worker.poll_interval | Redis commands/s (3 replicas) | per replica | CPU per replica | redis-server CPU | start lag p50 / p99 / max ms |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, c := range cells {
+		fmt.Fprintf(&b, "| %d | %s | %.0f | %.0f | %.1f%% | %.1f%% | %.0f / %.0f / %.0f |\n", c.jobs, c.poll, c.cmdsPerSec, c.cmdsPerSec/3,
+			c.cpuPerReplica, c.redisCPU, ms(c.lagP50), ms(c.lagP99), ms(c.lagMax))
+	}
+	return b.String()
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func calls(rdb *redis.Client) int64 {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		return 0
+	}
+	var total int64
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		_, rest, ok := strings.Cut(sc.Text(), "calls=")
+		if !ok {
+			continue
+		}
+		v, _, _ := strings.Cut(rest, ",")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		total += n
+	}
+	return total
+}
+
+func redisPID(rdb *redis.Client) int {
+	info, err := rdb.Info(context.Background(), "server").Result()
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "process_id:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is another process's CPU time (utime + stime, USER_HZ ticks).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
+}
+
+func numCPU() int { return runtime.NumCPU() }
+
+func goVersion() string { return runtime.Version() }
