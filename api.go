@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -218,16 +219,23 @@ func (h *HTTPHandler) mutating(f func(ctx context.Context, r *http.Request) (any
 
 // authorized checks the request's token against http.token in constant
 // time, answering 403 when no token is configured and 401 for a missing or
-// wrong one. The token comes as "Authorization: Bearer <token>", or as the
-// password of HTTP Basic (what a browser can send to /queues/).
+// wrong one. The token comes as "Authorization: Bearer <token>"; under
+// /queues/ also as the password of HTTP Basic (what a browser can send to
+// a page). A browser re-sends Basic credentials on its own, also in
+// requests another site makes it send, so no other path takes them, and a
+// request that changes something must come from this origin (CSRF).
 func (h *HTTPHandler) authorized(w http.ResponseWriter, r *http.Request) bool {
 	want := h.cluster.cfg.HTTP.Token
 	if want == "" {
 		writeError(w, http.StatusForbidden, "changes through the API and the queue view are off: set http.token in the config")
 		return false
 	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && crossSite(r) {
+		writeError(w, http.StatusForbidden, "a request from another site cannot change anything here")
+		return false
+	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
+	if !ok && strings.HasPrefix(r.URL.Path, "/queues/") {
 		_, got, ok = r.BasicAuth()
 	}
 	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
@@ -237,6 +245,23 @@ func (h *HTTPHandler) authorized(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
+}
+
+// crossSite reports whether a browser says the request comes from another
+// site: Sec-Fetch-Site other than same-origin or none, or an Origin whose
+// host is not the request's.
+func crossSite(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+	default:
+		return true
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return false
+	}
+	u, err := url.Parse(origin)
+	return err != nil || u.Host != r.Host
 }
 
 // tokenOnly serves next to requests that carry the token.

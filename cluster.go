@@ -132,6 +132,9 @@ type ReplicaStatus struct {
 // runs under way.
 const historyScan = 20
 
+// statusStep bounds each of Status's reads of the lock masters.
+const statusStep = 3 * time.Second
+
 // Status reads the deployment's state. Parts that cannot be read (a lock
 // master down) are left out and said in the error, which wraps
 // locking.ErrUnavailable when the queue Redis or a quorum of lock masters
@@ -142,27 +145,40 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 		return nil, fmt.Errorf("%w: queue Redis %s: %w", locking.ErrUnavailable, wiring.DescribeRedis(c.cfg), err)
 	}
 	st := &Status{Time: now.UTC()}
-	var errs []error
-	paused, err := c.pausedByFlag(ctx)
-	if err != nil {
-		errs = append(errs, err)
+	// the lock masters' parts are read side by side, each within its own
+	// bound: a master that hangs costs statusStep, not the whole status
+	var (
+		paused           map[string]int
+		held             []locking.HeldLock
+		holders          []jobs.SingletonHolder
+		pErr, hErr, sErr error
+		wg               sync.WaitGroup
+	)
+	bounded := func(f func(ctx context.Context)) {
+		wg.Go(func() {
+			sctx, cancel := context.WithTimeout(ctx, statusStep)
+			defer cancel()
+			f(sctx)
+		})
 	}
-	held, err := c.locks.Held(ctx)
-	if err != nil {
-		errs = append(errs, err)
+	bounded(func(ctx context.Context) { paused, pErr = c.pausedByFlag(ctx) })
+	bounded(func(ctx context.Context) { held, hErr = c.locks.Held(ctx) })
+	bounded(func(ctx context.Context) { holders, sErr = jobs.NewSingletons(c.cfg, c.locks, nil).Holders(ctx) })
+	wg.Wait()
+	var errs []error
+	for _, err := range []error{pErr, hErr, sErr} {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	heldBy := map[string]*locking.HeldLock{}
 	for i := range held {
 		heldBy[held[i].Name] = &held[i]
 	}
 	leaders := map[string]*locking.Leader{}
-	if hs, err := jobs.NewSingletons(c.cfg, c.locks, nil).Holders(ctx); err != nil {
-		errs = append(errs, err)
-	} else {
-		for _, h := range hs {
-			if h.Leading {
-				leaders[h.Job] = &h.Leader
-			}
+	for _, h := range holders {
+		if h.Leading {
+			leaders[h.Job] = &h.Leader
 		}
 	}
 	for i := range c.cfg.Jobs {
@@ -483,7 +499,9 @@ func (c *Cluster) Backfill(ctx context.Context, job string, from, to time.Time, 
 	}
 	ran := map[int64]bool{}
 	for _, r := range recs {
-		if r.Status != jobs.StatusMissed && r.Status != jobs.StatusPaused && !r.Manual {
+		if !r.Manual && r.Status != jobs.StatusMissed && r.Status != jobs.StatusPaused {
+			// dispatched (a skipped or replaced tick too: its record says
+			// done, and a claim would not grant it again)
 			ran[r.Tick.UnixMilli()] = true
 		}
 	}
@@ -496,6 +514,12 @@ func (c *Cluster) Backfill(ctx context.Context, job string, from, to time.Time, 
 	}
 	if dryRun || len(plan.Ticks) == 0 {
 		return plan, nil
+	}
+	if j.Concurrency != config.ConcurrencyAllow && len(plan.Ticks) > 1 {
+		// dispatched together, all but one would be skipped (forbid) or
+		// replaced, and then count as dispatched
+		return plan, fmt.Errorf("%w: %s has concurrency %s: its ticks cannot run side by side, so a backfill dispatches one at a time: give a window of one tick (the first is %s), or set concurrency: allow",
+			ErrBackfillWindow, job, j.Concurrency, plan.Ticks[0].Format(time.RFC3339))
 	}
 	client := asynq.NewClientFromRedisClient(c.queue)
 	d := jobs.NewDispatcher(c.cfg, client, nil, jobs.WithQueueRedis(c.queue))

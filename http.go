@@ -71,7 +71,9 @@ func NewHTTPHandler(replicas ...*Replica) *HTTPHandler {
 		h.cluster, _ = NewCluster(replicas[0].cfg)
 		if c, opt, err := wiring.QueueRedis(replicas[0].cfg); err == nil {
 			_ = c.Close() // only the connection option is wanted: asynqmon dials its own
-			h.queues = asynqmon.New(asynqmon.Options{RootPath: "/queues", RedisConnOpt: opt})
+			// read-only: asynqmon sees every namespace's queues on the Redis,
+			// and one deployment's token must not change another's tasks
+			h.queues = asynqmon.New(asynqmon.Options{RootPath: "/queues", RedisConnOpt: opt, ReadOnly: true})
 		}
 	}
 	h.mountAPI()

@@ -270,32 +270,27 @@ func streamTime(id string) time.Time {
 }
 
 // HistoryCoverage returns the instant from which job's history tells, for
-// each tick, whether it ran: every tick from then on that ran has a record
-// (unless it is still queued: the tick's own record on the lock masters
-// covers that). Before it, records may have been trimmed (history.runs,
-// history.max_age) or never kept (history.runs: 0).
+// each tick, whether it ran: every tick due from then on that ran has its
+// events in the stream. Events are written at or after their tick's due
+// instant and trimmed oldest-written first, so a tick due after the oldest
+// entry still there was written (if it ran) after every trimmed entry. The
+// stream's oldest entry's time (by Redis's clock) is that instant, and never
+// earlier than history.max_age ago; with no history kept (or none written
+// yet) it is now: the history tells nothing.
 func HistoryCoverage(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, job string, now time.Time) (time.Time, error) {
 	if cfg.History.Runs <= 0 {
 		return now, nil
 	}
-	key := historyKey(cfg.Namespace, job)
-	n, err := rdb.XLen(ctx, key).Result()
+	first, err := rdb.XRangeN(ctx, historyKey(cfg.Namespace, job), "-", "+", 1).Result()
 	if err != nil {
 		return time.Time{}, fmt.Errorf("jobs: read the history of %q: %w", job, err)
 	}
-	since := now.Add(-cfg.History.MaxAge)
-	if n < int64(cfg.History.Runs*eventsPerRun) {
-		return since, nil // never trimmed by count
+	if len(first) == 0 {
+		return now, nil
 	}
-	first, err := rdb.XRangeN(ctx, key, "-", "+", 1).Result()
-	if err != nil {
-		return time.Time{}, fmt.Errorf("jobs: read the history of %q: %w", job, err)
-	}
-	if len(first) == 1 {
-		if tick, err := time.Parse(time.RFC3339Nano, fmt.Sprint(first[0].Values["tick"])); err == nil && tick.After(since) {
-			// the entries of this tick may be partly trimmed: from the next
-			since = tick.Add(time.Nanosecond)
-		}
+	since := streamTime(first[0].ID)
+	if oldest := now.Add(-cfg.History.MaxAge); since.Before(oldest) {
+		since = oldest
 	}
 	return since, nil
 }

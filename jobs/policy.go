@@ -681,6 +681,9 @@ func outputTail(out []byte, job *config.Job) string {
 	// the whole capture (at most the executor's output limit) is masked
 	// first: a cut made before could fall inside a secret
 	s := redact.Of(values...).Text(strings.TrimRight(string(out), "\n"))
+	// a capture cut at its limit can end inside a secret (an http job keeps
+	// the body's start): a secret's first bytes at the very end go too
+	s = maskCutSecret(s, values)
 	if len(s) > tailBytes {
 		s = s[len(s)-tailBytes:]
 	}
@@ -688,6 +691,25 @@ func outputTail(out []byte, job *config.Job) string {
 		s = strings.Join(lines[len(lines)-tailLines:], "\n")
 	}
 	return strings.ToValidUTF8(s, "?")
+}
+
+// maskCutSecret masks the end of s when it is the beginning of one of the
+// values (4 bytes or more of it, as redact masks whole values of 4 bytes
+// or more).
+func maskCutSecret(s string, values []string) string {
+	cut := 0
+	for _, v := range values {
+		for k := len(v) - 1; k >= 4 && k > cut; k-- {
+			if strings.HasSuffix(s, v[:k]) {
+				cut = k
+				break
+			}
+		}
+	}
+	if cut == 0 {
+		return s
+	}
+	return s[:len(s)-cut] + redact.Mask
 }
 
 // every calls f every d on c until done is closed.

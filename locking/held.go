@@ -98,16 +98,28 @@ func (c *Client) Held(ctx context.Context) ([]HeldLock, error) {
 func scanHeld[T any](ctx context.Context, rdb redis.UniversalClient, prefix string, mk func(name string, ttl time.Duration, fence int64) T) (map[string]T, error) {
 	out := map[string]T{}
 	var names []string
-	iter := rdb.Scan(ctx, 0, escapeGlob(prefix)+"{*}", scanBatch).Iterator()
-	for iter.Next(ctx) {
-		key := iter.Val()
-		name, ok := strings.CutPrefix(key, prefix+"{")
-		if !ok || !strings.HasSuffix(name, "}") {
-			continue
+	var mu sync.Mutex
+	scan := func(ctx context.Context, node redis.UniversalClient) error {
+		iter := node.Scan(ctx, 0, escapeGlob(prefix)+"{*}", scanBatch).Iterator()
+		for iter.Next(ctx) {
+			name, ok := strings.CutPrefix(iter.Val(), prefix+"{")
+			if !ok || !strings.HasSuffix(name, "}") {
+				continue
+			}
+			mu.Lock()
+			names = append(names, strings.TrimSuffix(name, "}"))
+			mu.Unlock()
 		}
-		names = append(names, strings.TrimSuffix(name, "}"))
+		return iter.Err()
 	}
-	if err := iter.Err(); err != nil {
+	var err error
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		// SCAN on a Cluster client reaches one node: ask every primary
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
+	} else {
+		err = scan(ctx, rdb)
+	}
+	if err != nil {
 		return nil, err
 	}
 	for chunk := range slices.Chunk(names, 256) {

@@ -113,7 +113,7 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 			}
 			// (not for a tick not due yet: the master's clock said when to
 			// ask again, and this replica's clock is the one that is off)
-			if !o.early && s.opts.clock.Now().Add(wait).After(it.at.Add(it.job.StartingDeadline+time.Second)) {
+			if !o.early && !it.backfill && s.opts.clock.Now().Add(wait).After(it.at.Add(it.job.StartingDeadline+time.Second)) {
 				wait = max(it.at.Add(it.job.StartingDeadline+time.Second).Sub(s.opts.clock.Now()), 0)
 			}
 			again = append(again, retryAt(it, s.opts.clock.Now().Add(wait+time.Millisecond)))

@@ -21,7 +21,7 @@ import (
 // capture ends with the secret's first bytes: outputTail masks whole
 // secrets only, then keeps the capture's last 2 KiB, and the prefix lands
 // in the history, which GET /api/jobs/J/history serves without a token.
-func TestReviewHTTPOutputTailKeepsASecretPrefix(t *testing.T) {
+func TestHTTPOutputTailKeepsASecretPrefix(t *testing.T) {
 	const secret = "TOPSECRETvalue-0123456789abcdef"
 	t.Setenv("REVIEW_HTTP_TOKEN", secret)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -57,7 +57,7 @@ func TestReviewHTTPOutputTailKeepsASecretPrefix(t *testing.T) {
 // History fold, schedule: a manual trigger's "dispatched" event is written
 // by the dispatcher after the enqueue returns, so a fast worker's started
 // and finished events can land first. The record must still end "ok".
-func TestReviewHistoryDispatchedAfterFinished(t *testing.T) {
+func TestHistoryDispatchedAfterFinished(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config(t, `  - name: m
     schedule: "@every 1m"
@@ -85,7 +85,7 @@ func TestReviewHistoryDispatchedAfterFinished(t *testing.T) {
 // History fold, schedule: attempt 1 fails, attempt 2 starts, its worker
 // dies (no finished event). The record says "running", attempt 2, with the
 // failure of attempt 1 cleared.
-func TestReviewHistoryRetryThenDeath(t *testing.T) {
+func TestHistoryRetryThenDeath(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config(t, `  - name: r
     schedule: "@every 1m"

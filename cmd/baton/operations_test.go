@@ -1,0 +1,3 @@
+package main
+
+// Adversarial review of the operating commands.
