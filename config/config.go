@@ -88,6 +88,23 @@ type RedisConfig struct {
 	Sentinel *SentinelConfig `yaml:"sentinel"`
 	// Cluster reaches a Redis Cluster.
 	Cluster *ClusterConfig `yaml:"cluster"`
+	// TLS sets the certificates of TLS connections (rediss:// URLs, here
+	// and in locking.masters, and sentinel or cluster with tls: true).
+	TLS *TLSFiles `yaml:"tls"`
+}
+
+// TLSFiles are the PEM files of TLS connections to Redis. Without CAFile
+// the system's roots verify the server.
+type TLSFiles struct {
+	// CAFile holds the CA certificates the server's must chain to.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are the client's certificate and key, for a
+	// server that asks for one (tls-auth-clients). Both or neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName is the name the server's certificate must carry; default:
+	// the host connected to.
+	ServerName string `yaml:"server_name"`
 }
 
 // SentinelConfig reaches a Redis master through Sentinel.

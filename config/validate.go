@@ -163,6 +163,11 @@ func (v *validator) redis() {
 		kinds = append(kinds, "cluster")
 		v.addrs("redis.cluster.addrs", cl.Addrs)
 	}
+	if r.TLS != nil {
+		if _, err := r.TLS.Load(); err != nil {
+			v.errf("redis.tls", "%s", err.Error())
+		}
+	}
 	switch len(kinds) {
 	case 0:
 		v.errf("redis", "required: set one of url, sentinel or cluster")

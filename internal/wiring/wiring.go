@@ -31,7 +31,8 @@ func QueueRedis(cfg *config.Config) (redis.UniversalClient, asynq.RedisConnOpt, 
 		if !on {
 			return nil
 		}
-		return &tls.Config{MinVersion: tls.VersionTLS12}
+		c, _ := rc.TLS.Load() // validated when the config was loaded
+		return c
 	}
 	switch {
 	case rc.Sentinel != nil:
@@ -59,6 +60,7 @@ func QueueRedis(cfg *config.Config) (redis.UniversalClient, asynq.RedisConnOpt, 
 		return nil, nil, fmt.Errorf("redis.url %s: %s", redact.URL(rc.URL), URLErr(err))
 	}
 	opts.ContextTimeoutEnabled = true
+	withTLSFiles(cfg, opts)
 	return redis.NewClient(opts), asynq.RedisClientOpt{
 		Network: opts.Network, Addr: opts.Addr, Username: opts.Username, Password: opts.Password, DB: opts.DB,
 		DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout,
@@ -77,9 +79,25 @@ func DialMasters(cfg *config.Config) ([]redis.UniversalClient, error) {
 			return nil, fmt.Errorf("locking.masters[%d] %s: %s", i, redact.URL(raw), URLErr(err))
 		}
 		opts.ContextTimeoutEnabled = true
+		withTLSFiles(cfg, opts)
 		out = append(out, redis.NewClient(opts))
 	}
 	return out, nil
+}
+
+// withTLSFiles gives a rediss:// client the certificates of redis.tls.
+func withTLSFiles(cfg *config.Config, opts *redis.Options) {
+	if opts.TLSConfig == nil || cfg.Redis.TLS == nil {
+		return
+	}
+	c, err := cfg.Redis.TLS.Load() // validated when the config was loaded
+	if err != nil {
+		return
+	}
+	if c.ServerName == "" {
+		c.ServerName = opts.TLSConfig.ServerName // the URL's host
+	}
+	opts.TLSConfig = c
 }
 
 // CloseAll closes every client.
