@@ -3,7 +3,6 @@ package baton_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -67,21 +66,8 @@ jobs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := baton.New(cfg, baton.WithReplicaID("dash-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := baton.NewHTTPHandler(r)
-	web := httptest.NewServer(h)
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		stop()
-		<-done
-		web.Close()
-		h.Close()
-	}()
+	web := serving(t, running(t, cfg, baton.WithReplicaID("dash-1")))
+	ctx := context.Background()
 	c, err := baton.NewCluster(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"testing"
@@ -59,21 +58,7 @@ jobs:
 	if err := reg.HandleFunc("beat", func(context.Context, jobs.Run) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	r, err := baton.New(cfg, baton.WithHandlers(reg), baton.WithReplicaID("m-1"), baton.WithVersion("v-test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := baton.NewHTTPHandler(r)
-	web := httptest.NewServer(h)
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		stop()
-		<-done
-		web.Close()
-		h.Close()
-	}()
+	web := serving(t, running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("m-1"), baton.WithVersion("v-test")))
 	series := []string{
 		`baton_scheduler_owned_total{job="beat",replica="m-1"}`,
 		`baton_scheduler_dispatched_total{job="beat",replica="m-1"}`,

@@ -104,14 +104,7 @@ jobs:
 	}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := baton.New(cfg, baton.WithHandlers(reg), baton.WithReplicaID("sent-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() { stop(); <-done }()
+	running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("sent-1"))
 	count := func(after time.Time) int {
 		mu.Lock()
 		defer mu.Unlock()

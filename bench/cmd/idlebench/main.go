@@ -20,12 +20,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/bench/internal/cpu"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
@@ -80,7 +80,12 @@ func run(window time.Duration, ticks int, polls, out string) error {
 			cells = append(cells, c)
 		}
 	}
-	report := render(cells, window, ticks)
+	fmt.Fprintf(os.Stderr, "%s sizing: 100 jobs @every 1s, 3 replicas, 12 ticks\n", time.Now().Format("15:04:05.000"))
+	sz, err := sizing(rdb, srv, 100, 12)
+	if err != nil {
+		return err
+	}
+	report := render(cells, window, ticks) + sz
 	fmt.Print(report)
 	if out != "" {
 		return os.WriteFile(out, []byte(report), 0o644)
@@ -132,9 +137,9 @@ func idle(rdb *redis.Client, srv *redistest.Server, n int, poll, window time.Dur
 	defer stop()
 	time.Sleep(3 * time.Second) // real time: start-up (catch-up, first heartbeats) is not idle
 	pid := redisPID(rdb)
-	c0, s0, r0, t0 := calls(rdb), selfCPU(), procCPU(pid), time.Now()
+	c0, s0, r0, t0 := calls(rdb), cpu.Self(), cpu.Of(pid), time.Now()
 	time.Sleep(window)
-	c1, s1, r1, t1 := calls(rdb), selfCPU(), procCPU(pid), time.Now()
+	c1, s1, r1, t1 := calls(rdb), cpu.Self(), cpu.Of(pid), time.Now()
 	el := t1.Sub(t0).Seconds()
 	return cell{jobs: n, poll: poll,
 		cmdsPerSec:    float64(c1-c0-1) / el, // our own INFO between the reads
@@ -175,6 +180,59 @@ func startLag(rdb *redis.Client, srv *redistest.Server, n int, poll time.Duratio
 	got = got[2:] // the first ticks meet a starting process
 	slices.Sort(got)
 	return got[len(got)/2], got[len(got)*99/100], got[len(got)-1], nil
+}
+
+// sizing runs n jobs ticking every second on an empty namespace for ticks
+// seconds and reports the Redis keys and memory they hold, and what a full
+// history adds.
+func sizing(rdb *redis.Client, srv *redistest.Server, n, ticks int) (string, error) {
+	ctx := context.Background()
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		return "", err
+	}
+	keys0 := rdb.DBSize(ctx).Val()
+	mem0 := usedMemory(rdb)
+	cfg, err := cfgFor(srv, "size", n, "@every 1s", 100*time.Millisecond, "")
+	if err != nil {
+		return "", err
+	}
+	reg := jobs.NewRegistry()
+	_ = reg.HandleFunc("noop", func(context.Context, jobs.Run) error { return nil })
+	stop, err := replicas(cfg, reg)
+	if err != nil {
+		return "", err
+	}
+	time.Sleep(time.Duration(ticks)*time.Second + 500*time.Millisecond) // real time: ticks come every second
+	keys1, mem1 := rdb.DBSize(ctx).Val(), usedMemory(rdb)
+	hkey := "size:{history:j0}"
+	entries := rdb.XLen(ctx, hkey).Val()
+	hbytes, _ := rdb.MemoryUsage(ctx, hkey, 0).Result()
+	stop()
+	perEntry := 0.0
+	if entries > 0 {
+		perEntry = float64(hbytes) / float64(entries)
+	}
+	full := perEntry * float64(cfg.History.Runs*2) // started + finished per run
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## Sizing Redis\n\n%d jobs `@every 1s` on three replicas for %d s, from an empty Redis. A tick's record and its retained asynq task live for the job's retention (about 67 s at the defaults), so a job holds the ticks of one retention span: after %d s that is %d ticks each; scale the per-tick part by the ticks your jobs have within their retention.\n\n", n, ticks, ticks, ticks)
+	b.WriteString("| keys per job | memory per job | history: bytes per event | history at its cap (history.runs 100, 2 events a run) |\n| ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(&b, "| %.1f | %.1f KiB | %.0f | %.1f KiB |\n", float64(keys1-keys0)/float64(n), float64(mem1-mem0)/float64(n)/1024, perEntry, full/1024)
+	b.WriteString("\nKeys: per tick within the retention a record and asynq's retained task; per job its mark, fence counter and history stream; per queue asynq's own keys. Memory grows with the ticks inside the retention and up to the history's cap, not with time.\n")
+	return b.String(), nil
+}
+
+func usedMemory(rdb *redis.Client) int64 {
+	info, err := rdb.Info(context.Background(), "memory").Result()
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "used_memory:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 func render(cells []cell, window time.Duration, ticks int) string {
@@ -225,34 +283,6 @@ func redisPID(rdb *redis.Client) int {
 		}
 	}
 	return 0
-}
-
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// procCPU is another process's CPU time (utime + stime, USER_HZ ticks).
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+st) * 10 * time.Millisecond
 }
 
 func numCPU() int { return runtime.NumCPU() }

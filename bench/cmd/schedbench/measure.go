@@ -4,14 +4,14 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/batonhq/baton/bench/internal/cpu"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -138,38 +138,10 @@ func newClient(addr string, c *counter) *redis.Client {
 }
 
 // selfCPU is the CPU time (user + system) of this process so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+func selfCPU() time.Duration { return cpu.Self() }
 
-// procCPU is the CPU time (utime + stime) of another process, from
-// /proc/<pid>/stat, in USER_HZ (100/s) resolution; 0 if unreadable.
-func procCPU(pid int) time.Duration {
-	if pid <= 0 {
-		return 0
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * (time.Second / 100)
-}
+// procCPU is another process's CPU time (see cpu.Of).
+func procCPU(pid int) time.Duration { return cpu.Of(pid) }
 
 func redisPID(rdb *redis.Client) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
