@@ -203,12 +203,12 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 		if len(recs) > 0 {
 			js.Last = &recs[0]
 		}
+		js.Lock = heldBy[jobs.LockName(j)]
 		for _, r := range recs {
-			if r.Status == jobs.StatusRunning {
+			if r.Status == jobs.StatusRunning && stillRunning(j, r, js.Lock, now) {
 				js.Running = append(js.Running, r)
 			}
 		}
-		js.Lock = heldBy[jobs.LockName(j)]
 		js.Leader = leaders[j.Name]
 		st.Jobs = append(st.Jobs, js)
 	}
@@ -219,6 +219,21 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 	st.Replicas, st.ListDiffs = replicaStatus(members)
 	st.Warnings = append(st.Warnings, c.orphanQueues(members)...)
 	return st, errors.Join(errs...)
+}
+
+// stillRunning tells whether a run the history shows started and not ended
+// can still be running: a run of a job that holds a lease (forbid, replace,
+// singleton) runs only while the lease is held on a quorum; any run ends at
+// the job's timeout. A worker that died mid-run wrote no end: its record
+// stays "running" in the history, but not in the status.
+func stillRunning(j *config.Job, r jobs.RunRecord, lock *locking.HeldLock, now time.Time) bool {
+	if j.Timeout > 0 && now.After(r.Started.Add(j.Timeout+time.Minute)) {
+		return false
+	}
+	if jobs.LockName(j) != "" && (lock == nil || lock.Masters < lock.Quorum) {
+		return false
+	}
+	return true
 }
 
 // replicaStatus turns the roster into replica lines, marking the replicas

@@ -3,20 +3,27 @@ package baton_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
 )
 
 // Redis Cluster as the one Redis (queue, tick claims, single-master locks,
-// history): two replicas on a three-primary cluster run every tick of a
-// queued and a local job once; the history and status read it back.
+// history): two replicas on a six-process cluster (three primaries, each
+// with a replica) run every tick of a queued and a local job once; the
+// history and status read it back.
 func TestReplicasOnARedisCluster(t *testing.T) {
 	addrs := reviewCluster(t)
+	addReplicas(t, addrs)
 	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {cluster: {addrs: [%q, %q, %q]}}
 locking: {fresh_deployment: true}
 namespace: topo
@@ -97,4 +104,34 @@ jobs:
 	if serr != nil || st == nil || len(st.Jobs) != 2 || st.Jobs[0].Last == nil || len(st.Replicas) < 2 {
 		t.Errorf("status on the cluster: %+v, %v", st, serr)
 	}
+}
+
+// addReplicas starts one replica per primary of the cluster at addrs and
+// waits until each is attached.
+func addReplicas(t *testing.T, addrs []string) {
+	t.Helper()
+	ctx := context.Background()
+	host, port, _ := strings.Cut(addrs[0], ":")
+	for _, primary := range addrs {
+		pc := redis.NewClient(&redis.Options{Addr: primary})
+		id, err := pc.ClusterMyID(ctx).Result()
+		pc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := redistest.New(t, redistest.WithArgs("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"))
+		c := node.TestClient(t)
+		if err := c.ClusterMeet(ctx, host, port).Err(); err != nil {
+			t.Fatal(err)
+		}
+		poll.Require(t, 10*time.Second, "the new node to learn the primary "+id, func() bool {
+			return c.Do(ctx, "CLUSTER", "REPLICATE", id).Err() == nil
+		})
+	}
+	pc := redis.NewClient(&redis.Options{Addr: addrs[0]})
+	defer pc.Close()
+	poll.Require(t, 20*time.Second, "six nodes, three of them replicas", func() bool {
+		nodes, err := pc.ClusterNodes(ctx).Result()
+		return err == nil && strings.Count(nodes, "slave") == 3
+	})
 }
