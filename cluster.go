@@ -363,8 +363,8 @@ var ErrNotTriggerable = errors.New("baton: job cannot be triggered")
 // scheduled ticks: the run is signed and enqueued like one, a worker runs it
 // under the job's concurrency policy (forbid skips it while the job runs,
 // replace stops the running one), and the history records it as manual.
-// Its tick is the current second by the queue Redis's clock and it has its
-// own run id, so it is never a scheduled tick's duplicate, and triggering
+// Its tick is the current instant (to the millisecond) by the queue Redis's
+// clock and it has its own run id, so it is never a scheduled tick's duplicate, and triggering
 // twice runs twice. by names who triggered it (the dispatching "replica" in
 // the history). A paused job runs too: the trigger is explicit.
 func (c *Cluster) Trigger(ctx context.Context, job, by string) (scheduler.Tick, error) {
@@ -379,7 +379,9 @@ func (c *Cluster) Trigger(ctx context.Context, job, by string) (scheduler.Tick, 
 	if err != nil {
 		return scheduler.Tick{}, fmt.Errorf("%w: queue Redis %s: %w", locking.ErrUnavailable, wiring.DescribeRedis(c.cfg), err)
 	}
-	t := scheduler.Tick{Job: job, At: now.UTC().Truncate(time.Second), RunID: runid.New(), Replica: by, Manual: true}
+	// to the millisecond: a trigger is newer than a scheduled tick of the
+	// same second, and than an earlier trigger (replace stops those)
+	t := scheduler.Tick{Job: job, At: now.UTC().Truncate(time.Millisecond), RunID: runid.New(), Replica: by, Manual: true}
 	client := asynq.NewClientFromRedisClient(c.queue)
 	d := jobs.NewDispatcher(c.cfg, client, nil, jobs.WithQueueRedis(c.queue))
 	if err := d.Dispatch(ctx, t); err != nil {

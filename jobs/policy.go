@@ -498,7 +498,7 @@ func (e *engine) notObtained(ctx context.Context, job *config.Job, t scheduler.T
 // for the lease. The request is repeated every lock_ttl/3 while waiting,
 // because pub/sub delivers at most once (a worker reconnecting misses it).
 func (e *engine) replace(ctx context.Context, job *config.Job, t scheduler.Tick, log *slog.Logger) (*locking.Lease, error) {
-	msg, _ := json.Marshal(cancelRequest{ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339), Replica: e.replica})
+	msg, _ := json.Marshal(cancelRequest{ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339Nano), Replica: e.replica})
 	ch := e.cancelChannel(job.Name)
 	msg = e.signer().sign(domainCancel+"\x00"+ch, msg)
 	publish := func() {
@@ -520,7 +520,7 @@ func (e *engine) replace(ctx context.Context, job *config.Job, t scheduler.Tick,
 
 // held records the new holder and keeps the record alive with the lease.
 func (e *engine) held(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, lease *locking.Lease, log *slog.Logger) *locking.Lease {
-	rec, _ := json.Marshal(holderRecord{ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339), RunID: t.RunID, Attempt: attempt, Replica: e.replica})
+	rec, _ := json.Marshal(holderRecord{ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339Nano), RunID: t.RunID, Attempt: attempt, Replica: e.replica})
 	key := e.holderKey(job.Name)
 	set := func(ctx context.Context) {
 		if err := e.rdb.Set(ctx, key, rec, job.LockTTL).Err(); err != nil && ctx.Err() == nil {

@@ -44,7 +44,7 @@ type taskPayload struct {
 func payloadOf(t scheduler.Tick) taskPayload {
 	return taskPayload{
 		Job:     t.Job,
-		Tick:    t.At.UTC().Format(time.RFC3339),
+		Tick:    t.At.UTC().Format(time.RFC3339Nano), // a manual tick keeps its milliseconds
 		RunID:   t.RunID,
 		Fence:   t.Fence,
 		Replica: t.Replica,

@@ -16,7 +16,7 @@ var ErrAlreadyDispatched = errors.New("scheduler: tick already dispatched")
 // same ticks, so the identity never depends on who noticed it.
 type Tick struct {
 	Job     string    // the job's name
-	At      time.Time // the instant the tick was due, UTC, whole seconds
+	At      time.Time // the instant the tick was due, UTC: whole seconds (a manual tick: milliseconds)
 	RunID   string    // random id of this dispatch (a manual trigger gets its own)
 	Fence   int64     // dispatch fencing token: increases across the job's dispatches
 	Replica string    // the replica that dispatched it

@@ -310,3 +310,54 @@ jobs:
 	}
 	p.wait(t, 20*time.Second)
 }
+
+// Under concurrency: replace, a trigger stops the run of an earlier trigger
+// of the same second (triggers carry milliseconds, so the second is newer).
+func TestTriggerReplacesAnEarlierTriggerOfTheSameSecond(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := writeConfig(t, fmt.Sprintf(`redis:
+  url: redis://%s/0
+locking:
+  fresh_deployment: true
+namespace: trep
+worker: {shutdown_grace: 2s}
+jobs:
+  - name: slow
+    schedule: "0 0 1 1 *"
+    concurrency: replace
+    lock_ttl: 2s
+    exec: {command: ["sleep", "30"]}
+`, srv.Addr()))
+	p := start(t, nil, "worker", "--config", cfg, "--http", "")
+	var first, second string
+	for first == "" || second == "" {
+		// two triggers within one second of Redis's clock
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 50*time.Millisecond))) // real time: the start of a second
+		_, out1, _ := runIn("trigger", "--config", cfg, "slow")
+		_, out2, _ := runIn("trigger", "--config", cfg, "slow")
+		f1, f2 := strings.Fields(out1), strings.Fields(out2)
+		if len(f1) > 5 && len(f2) > 5 && f1[5] == f2[5] {
+			first, second = strings.TrimSuffix(f1[3], ","), strings.TrimSuffix(f2[3], ",")
+		}
+	}
+	var recs []jobs.RunRecord
+	if !poll.Until(20*time.Second, func() bool {
+		code, stdout, _ := runIn("history", "--config", cfg, "--json", "slow")
+		recs = nil
+		if code != 0 || json.Unmarshal([]byte(stdout), &recs) != nil {
+			return false
+		}
+		var replaced, running bool
+		for _, r := range recs {
+			replaced = replaced || r.RunID == first && r.Status == jobs.StatusReplaced
+			running = running || r.RunID == second && r.Status == jobs.StatusRunning
+		}
+		return replaced && running
+	}) {
+		t.Fatalf("the first trigger (%s) was not replaced by the second (%s): %+v", first, second, recs)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t, 30*time.Second)
+}
