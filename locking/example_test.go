@@ -103,3 +103,23 @@ func ExampleNew_quorum() {
 	fmt.Println("quorum:", locks.Quorum())
 	// Output: quorum: 2
 }
+
+func ExampleClient_Fill() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	defer locks.Close()
+	ctx := context.Background()
+	rdb.Del(ctx, "example:report")
+
+	// a slow computation behind a cache: on a miss one caller computes, in
+	// every process, and the others wait for its value
+	report := func(ctx context.Context) ([]byte, error) { return []byte("42 orders"), nil }
+	for range 2 {
+		v, err := locks.Fill(ctx, rdb, "example:report", time.Minute, report)
+		fmt.Println(string(v), err)
+	}
+	// Output:
+	// 42 orders <nil>
+	// 42 orders <nil>
+}
