@@ -123,3 +123,25 @@ func ExampleClient_Fill() {
 	// 42 orders <nil>
 	// 42 orders <nil>
 }
+
+func ExampleClient_TryLockAll() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	defer locks.Close()
+	ctx := context.Background()
+
+	// move stock between two warehouses: both or neither
+	set, err := locks.TryLockAll(ctx, []string{"stock:berlin", "stock:lyon"}, 10*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	for _, l := range set.Leases() {
+		fmt.Println("holding", l.Key())
+	}
+	fmt.Println("release:", set.Release(ctx))
+	// Output:
+	// holding stock:berlin
+	// holding stock:lyon
+	// release: <nil>
+}
