@@ -145,3 +145,22 @@ func ExampleClient_TryLockAll() {
 	// holding stock:lyon
 	// release: <nil>
 }
+
+func ExampleClient_Semaphore() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	defer locks.Close()
+	ctx := context.Background()
+
+	// at most two exports run at once, across every process
+	sem, _ := locks.Semaphore("example-exports", 2)
+	a, _ := sem.TryAcquire(ctx, 10*time.Second)
+	b, _ := sem.TryAcquire(ctx, 10*time.Second)
+	_, err := sem.TryAcquire(ctx, 10*time.Second)
+	fmt.Println("third:", errors.Is(err, locking.ErrNotObtained))
+	fmt.Println(a.Release(ctx), b.Release(ctx))
+	// Output:
+	// third: true
+	// <nil> <nil>
+}
