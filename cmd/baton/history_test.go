@@ -361,3 +361,35 @@ jobs:
 	}
 	p.wait(t, 30*time.Second)
 }
+
+// baton lock --max 2: two commands hold the key at once, the third is busy;
+// when one ends, a waiting third gets its slot.
+func TestLockMaxIsASemaphore(t *testing.T) {
+	srv := redistest.New(t)
+	url := redisURL(srv)
+	dir := t.TempDir()
+	var holders []*proc
+	for i := range 2 {
+		ready := fmt.Sprintf("%s/ready%d", dir, i)
+		holders = append(holders, start(t, []string{"READY=" + ready}, "lock", "--redis", url, "--max", "2", "exports", "--",
+			"sh", "-c", `echo "$BATON_FENCING_TOKEN" > "$READY"; exec sleep 30`))
+		waitFile(t, ready, 10*time.Second)
+	}
+	code, stderr := runBaton(t, 10*time.Second, nil, "lock", "--redis", url, "--max", "2", "exports", "--", "true")
+	if code != exitBusy {
+		t.Fatalf("a third holder: exit %d, want busy (%d); stderr:\n%s", code, exitBusy, stderr)
+	}
+	ran := dir + "/third"
+	third := start(t, []string{"RAN=" + ran}, "lock", "--redis", url, "--max", "2", "--wait", "20s", "exports", "--", "sh", "-c", `touch "$RAN"`)
+	holders[0].stop(t)
+	if code := third.wait(t, 20*time.Second); code != 0 {
+		t.Errorf("the waiting third: exit %d; stderr:\n%s", code, third.stderr.String())
+	}
+	if _, err := os.Stat(ran); err != nil {
+		t.Error("the waiting third did not run")
+	}
+	holders[1].stop(t)
+	if code, stderr := runBaton(t, 10*time.Second, nil, "lock", "--redis", url, "--max", "0", "exports", "--", "true"); code != 2 || !strings.Contains(stderr, "--max 0 must be at least 1") {
+		t.Errorf("--max 0: exit %d, %q", code, stderr)
+	}
+}

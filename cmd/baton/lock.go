@@ -144,9 +144,23 @@ func (r *lockRun) acquire(client *locking.Client, sigs <-chan os.Signal) (lease 
 	done := make(chan result, 1)
 	go func() {
 		var res result
-		if cfg.wait == 0 {
+		switch {
+		case cfg.max > 1:
+			sem, err := client.Semaphore(cfg.key, cfg.max)
+			if err != nil {
+				res.err = err
+				break
+			}
+			if cfg.wait == 0 {
+				res.lease, res.err = sem.TryAcquire(ctx, cfg.ttl, append(opts, locking.WithAutoExtend(true))...)
+				break
+			}
+			wctx, wcancel := context.WithTimeout(ctx, cfg.wait)
+			res.lease, res.err = sem.Acquire(wctx, cfg.ttl, opts...)
+			wcancel()
+		case cfg.wait == 0:
 			res.lease, res.err = client.TryLock(ctx, cfg.key, cfg.ttl, append(opts, locking.WithAutoExtend(true))...)
-		} else {
+		default:
 			wctx, wcancel := context.WithTimeout(ctx, cfg.wait)
 			res.lease, res.err = client.Lock(wctx, cfg.key, cfg.ttl, opts...)
 			wcancel()

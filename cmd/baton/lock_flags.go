@@ -31,7 +31,7 @@ const (
 	envFencingToken = "BATON_FENCING_TOKEN"
 )
 
-const lockUsageLine = "usage: baton lock [--redis URL]... [--redis-password-file FILE] [--config FILE] [--ttl D] [--wait D] [--grace D] [--fair] [--prefix P] KEY -- CMD [ARGS]"
+const lockUsageLine = "usage: baton lock [--redis URL]... [--redis-password-file FILE] [--config FILE] [--ttl D] [--wait D] [--grace D] [--fair] [--max N] [--prefix P] KEY -- CMD [ARGS]"
 
 const lockHelp = lockUsageLine + `
 
@@ -47,6 +47,10 @@ knows the lease's deadline: if the lock is lost, or baton itself stops
 extending it (frozen, starved), the group gets SIGTERM up to --grace before
 the deadline and SIGKILL just before it, so CMD never outlives the lock;
 baton then exits 76. Linux only.
+
+With --max N, KEY is a semaphore: up to N commands hold it at once (each
+holds one of N slots, a lock of its own, with the same lease, fencing and
+supervision), and the next waits (--wait) or exits 75.
 
 Each --redis URL (redis:// or rediss://, with user, password, db) is one
 independent master; several masters form a Redlock quorum. Without --redis:
@@ -81,6 +85,7 @@ type lockConfig struct {
 	wait    time.Duration
 	grace   time.Duration
 	fair    bool
+	max     int // > 1: a semaphore of max slots
 	prefix  string
 	// the lock masters' restart handling, as baton run uses them
 	quarantine time.Duration
@@ -122,6 +127,7 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 	fs.DurationVar(&cfg.wait, "wait", 0, "how long to wait for the lock; 0 tries once")
 	fs.DurationVar(&cfg.grace, "grace", defaultGrace, "after losing the lock, time between SIGTERM and SIGKILL of CMD")
 	fs.BoolVar(&cfg.fair, "fair", false, "wait in FIFO order (single master only)")
+	fs.IntVar(&cfg.max, "max", 1, "let up to `N` commands hold KEY at once (a semaphore slot each)")
 	fs.StringVar(&cfg.prefix, "prefix", defaultPrefix, "prefix of the lock's Redis keys")
 	fs.DurationVar(&cfg.quarantine, "restart-quarantine", time.Minute, "how long a lock master that restarted grants nothing, from its start (at least --ttl)")
 	var inherit urlList
@@ -187,6 +193,10 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 		return cfg, false, usagef("--wait %v must not be negative", cfg.wait)
 	case cfg.grace < 0:
 		return cfg, false, usagef("--grace %v must not be negative", cfg.grace)
+	case cfg.max < 1:
+		return cfg, false, usagef("--max %d must be at least 1", cfg.max)
+	case cfg.max > 1 && cfg.fair:
+		return cfg, false, usagef("--fair and --max do not go together: a semaphore's waiters are not queued")
 	}
 	for _, p := range inherit {
 		if err := childenv.Check(p); err != nil {
