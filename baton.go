@@ -224,17 +224,10 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 			}
 			sj = append(sj, SchedulerJob(&j))
 		}
-		r.sched, err = scheduler.New(r.locks, sj, disp,
+		r.sched, err = scheduler.New(r.locks, sj, disp, append(schedulerOptions(cfg, o.id),
 			scheduler.WithLeader(r.leader.leading),
-			scheduler.WithNamespace(cfg.Namespace),
-			scheduler.WithReplica(o.id),
-			scheduler.WithTickLeaseTTL(cfg.Scheduler.TickLeaseTTL),
-			scheduler.WithFollowerDelay(config.FollowerDelay), // the config's starting deadlines leave room for it
-			scheduler.WithMaxClockSkew(cfg.MaxClockSkew),
-			// tick records live exactly as long as the tasks' Retention
-			scheduler.WithRecordMargin(cfg.Scheduler.RetentionMargin),
 			scheduler.WithDispatchObserver(r.metrics.dispatched),
-			scheduler.WithLogger(log))
+			scheduler.WithLogger(log))...)
 		if err != nil {
 			return nil, err
 		}
@@ -258,6 +251,20 @@ func SchedulerJob(j *config.Job) scheduler.Job {
 		// a local run starts in-process: nothing but the tick's record
 		// keeps another replica from running it again
 		CommitFirst: j.Mode == config.ModeLocal,
+	}
+}
+
+// schedulerOptions are the options of cfg's schedulers (a replica's, a
+// backfill's): the claims of both must agree on keys, leases and records.
+func schedulerOptions(cfg *config.Config, replica string) []scheduler.Option {
+	return []scheduler.Option{
+		scheduler.WithNamespace(cfg.Namespace),
+		scheduler.WithReplica(replica),
+		scheduler.WithTickLeaseTTL(cfg.Scheduler.TickLeaseTTL),
+		scheduler.WithFollowerDelay(config.FollowerDelay), // the config's starting deadlines leave room for it
+		scheduler.WithMaxClockSkew(cfg.MaxClockSkew),
+		// tick records live exactly as long as the tasks' Retention
+		scheduler.WithRecordMargin(cfg.Scheduler.RetentionMargin),
 	}
 }
 

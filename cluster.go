@@ -354,6 +354,12 @@ func (c *Cluster) Locks(ctx context.Context) ([]locking.HeldLock, error) {
 // ErrUnknownJob is returned for a job name the config does not have.
 var ErrUnknownJob = errors.New("baton: unknown job")
 
+// dispatcher hands ticks to the queue as a replica's scheduler does (signed,
+// bound to one queue), for triggers and backfills.
+func (c *Cluster) dispatcher() *jobs.Dispatcher {
+	return jobs.NewDispatcher(c.cfg, asynq.NewClientFromRedisClient(c.queue), nil, jobs.WithQueueRedis(c.queue))
+}
+
 // ErrNotTriggerable is returned by Trigger for a job that cannot be run by
 // hand: a singleton (it runs all the time) or a local job (it runs in a
 // scheduler replica's process, which a trigger cannot reach).
@@ -382,9 +388,7 @@ func (c *Cluster) Trigger(ctx context.Context, job, by string) (scheduler.Tick, 
 	// to the millisecond: a trigger is newer than a scheduled tick of the
 	// same second, and than an earlier trigger (replace stops those)
 	t := scheduler.Tick{Job: job, At: now.UTC().Truncate(time.Millisecond), RunID: runid.New(), Replica: by, Manual: true}
-	client := asynq.NewClientFromRedisClient(c.queue)
-	d := jobs.NewDispatcher(c.cfg, client, nil, jobs.WithQueueRedis(c.queue))
-	if err := d.Dispatch(ctx, t); err != nil {
+	if err := c.dispatcher().Dispatch(ctx, t); err != nil {
 		return scheduler.Tick{}, err
 	}
 	return t, nil
@@ -538,12 +542,7 @@ func (c *Cluster) Backfill(ctx context.Context, job string, from, to time.Time, 
 		return plan, fmt.Errorf("%w: %s has concurrency %s: its ticks cannot run side by side, so a backfill dispatches one at a time: give a window of one tick (the first is %s), or set concurrency: allow",
 			ErrBackfillWindow, job, j.Concurrency, plan.Ticks[0].Format(time.RFC3339))
 	}
-	client := asynq.NewClientFromRedisClient(c.queue)
-	d := jobs.NewDispatcher(c.cfg, client, nil, jobs.WithQueueRedis(c.queue))
-	s, err := scheduler.New(c.locks, []scheduler.Job{SchedulerJob(j)}, d,
-		scheduler.WithNamespace(c.cfg.Namespace), scheduler.WithReplica("backfill"),
-		scheduler.WithTickLeaseTTL(c.cfg.Scheduler.TickLeaseTTL), scheduler.WithMaxClockSkew(c.cfg.MaxClockSkew),
-		scheduler.WithRecordMargin(c.cfg.Scheduler.RetentionMargin))
+	s, err := scheduler.New(c.locks, []scheduler.Job{SchedulerJob(j)}, c.dispatcher(), schedulerOptions(c.cfg, "backfill")...)
 	if err != nil {
 		return plan, err
 	}

@@ -41,19 +41,13 @@ const scanBatch = 1000
 // wraps ErrUnavailable when no master answered. It is meant for operators
 // (`baton locks`): a lock can be taken or released as soon as it returns.
 func (c *Client) Held(ctx context.Context) ([]HeldLock, error) {
-	type found struct {
-		ttl   time.Duration
-		fence int64
-	}
 	masters := c.g.Masters()
 	per := make([]map[string]found, len(masters))
 	errs := make([]error, len(masters))
 	var wg sync.WaitGroup
 	for i, m := range masters {
 		wg.Go(func() {
-			per[i], errs[i] = scanHeld(ctx, m.RDB, c.opts.prefix, func(name string, ttl time.Duration, fence int64) found {
-				return found{ttl, fence}
-			})
+			per[i], errs[i] = scanHeld(ctx, m.RDB, c.opts.prefix)
 		})
 	}
 	wg.Wait()
@@ -92,11 +86,17 @@ func (c *Client) Held(ctx context.Context) ([]HeldLock, error) {
 	return out, err
 }
 
+// found is one lock key on one master: its remaining ttl and fencing
+// counter.
+type found struct {
+	ttl   time.Duration
+	fence int64
+}
+
 // scanHeld returns the lock keys under prefix on one master: PREFIX{NAME}
-// exactly (not its fence, queue or leader records), each with its TTL and
-// fencing counter.
-func scanHeld[T any](ctx context.Context, rdb redis.UniversalClient, prefix string, mk func(name string, ttl time.Duration, fence int64) T) (map[string]T, error) {
-	out := map[string]T{}
+// exactly (not its fence, queue or leader records), by name.
+func scanHeld(ctx context.Context, rdb redis.UniversalClient, prefix string) (map[string]found, error) {
+	out := map[string]found{}
 	var names []string
 	var mu sync.Mutex
 	scan := func(ctx context.Context, node redis.UniversalClient) error {
@@ -139,7 +139,7 @@ func scanHeld[T any](ctx context.Context, rdb redis.UniversalClient, prefix stri
 				continue // gone since the scan, or kept without expiry (not a lock of ours)
 			}
 			fence, _ := strconv.ParseInt(fences[i].Val(), 10, 64)
-			out[name] = mk(name, ttl, fence)
+			out[name] = found{ttl, fence}
 		}
 	}
 	return out, nil

@@ -107,8 +107,12 @@ func (s *Scheduler) Backfill(ctx context.Context, job string, ticks []time.Time)
 		s.process(ctx, batch)
 		back := s.backfilling.take()
 		pending = append(pending, back...)
+		again := make(map[time.Time]bool, len(back))
+		for _, b := range back {
+			again[b.at] = true
+		}
 		for _, at := range ats {
-			if !slices.ContainsFunc(back, func(b item) bool { return b.at.Equal(at) }) {
+			if !again[at] {
 				final[at] = true
 			}
 		}

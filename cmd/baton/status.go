@@ -230,18 +230,12 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "no locks held")
 		return code
 	}
+	masters := max(len(c.Config().Locking.Masters), 1) // none: the queue Redis
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "LOCK\tMASTERS\tFENCE\tTTL")
 	for _, h := range held {
-		fmt.Fprintf(tw, "%s\t%d of %d (quorum %d)\t%d\t%s\n", redact.Quote(h.Name), h.Masters, len(c.Config().Locking.Masters)+boolInt(len(c.Config().Locking.Masters) == 0), h.Quorum, h.Fence, h.TTL.Round(time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%d of %d (quorum %d)\t%d\t%s\n", redact.Quote(h.Name), h.Masters, masters, h.Quorum, h.Fence, h.TTL.Round(time.Millisecond))
 	}
 	_ = tw.Flush()
 	return code
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

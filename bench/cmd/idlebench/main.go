@@ -10,7 +10,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/bench/internal/cpu"
+	"github.com/batonhq/baton/bench/internal/redisinfo"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
@@ -136,7 +136,7 @@ func idle(rdb *redis.Client, srv *redistest.Server, n int, poll, window time.Dur
 	}
 	defer stop()
 	time.Sleep(3 * time.Second) // real time: start-up (catch-up, first heartbeats) is not idle
-	pid := redisPID(rdb)
+	pid, _ := redisinfo.PID(rdb)
 	c0, s0, r0, t0 := calls(rdb), cpu.Self(), cpu.Of(pid), time.Now()
 	time.Sleep(window)
 	c1, s1, r1, t1 := calls(rdb), cpu.Self(), cpu.Of(pid), time.Now()
@@ -252,37 +252,14 @@ func render(cells []cell, window time.Duration, ticks int) string {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// calls is the server's command count (INFO commandstats, all commands).
 func calls(rdb *redis.Client) int64 {
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		return 0
-	}
+	stats, _ := redisinfo.CommandStats(rdb)
 	var total int64
-	sc := bufio.NewScanner(strings.NewReader(info))
-	for sc.Scan() {
-		_, rest, ok := strings.Cut(sc.Text(), "calls=")
-		if !ok {
-			continue
-		}
-		v, _, _ := strings.Cut(rest, ",")
-		n, _ := strconv.ParseInt(v, 10, 64)
+	for _, n := range stats {
 		total += n
 	}
 	return total
-}
-
-func redisPID(rdb *redis.Client) int {
-	info, err := rdb.Info(context.Background(), "server").Result()
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "process_id:"); ok {
-			n, _ := strconv.Atoi(v)
-			return n
-		}
-	}
-	return 0
 }
 
 func numCPU() int { return runtime.NumCPU() }

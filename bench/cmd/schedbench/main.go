@@ -24,6 +24,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/bench/internal/redisinfo"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -174,7 +175,7 @@ func run(cfg config) error {
 	e := &env{cfg: cfg, addr: srv.Addr()}
 	e.admin = redis.NewClient(&redis.Options{Addr: e.addr, ContextTimeoutEnabled: true})
 	defer func() { _ = e.admin.Close() }()
-	if e.redisPID, err = redisPID(e.admin); err != nil {
+	if e.redisPID, err = redisinfo.PID(e.admin); err != nil {
 		return err
 	}
 	logf("redis-server %s (pid %d)", e.addr, e.redisPID)

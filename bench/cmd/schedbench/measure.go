@@ -1,15 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/batonhq/baton/bench/internal/redisinfo"
 
 	"github.com/batonhq/baton/bench/internal/cpu"
 
@@ -143,48 +143,6 @@ func selfCPU() time.Duration { return cpu.Self() }
 // procCPU is another process's CPU time (see cpu.Of).
 func procCPU(pid int) time.Duration { return cpu.Of(pid) }
 
-func redisPID(rdb *redis.Client) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	info, err := rdb.Info(ctx, "server").Result()
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "process_id:"); ok {
-			return strconv.Atoi(v)
-		}
-	}
-	return 0, fmt.Errorf("no process_id in INFO server")
-}
-
-// commandStats is INFO commandstats: calls per command. Redis 7 also counts
-// the commands a Lua script runs, under their own names.
-func commandStats(rdb *redis.Client) (map[string]int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int64{}
-	sc := bufio.NewScanner(strings.NewReader(info))
-	for sc.Scan() {
-		l := sc.Text()
-		name, rest, ok := strings.Cut(strings.TrimPrefix(l, "cmdstat_"), ":")
-		if !ok || !strings.HasPrefix(l, "cmdstat_") {
-			continue
-		}
-		for _, kv := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, "calls="); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				out[name] = n
-			}
-		}
-	}
-	return out, nil
-}
-
 // snapshot is everything read at a window boundary.
 type snapshot struct {
 	at        time.Time
@@ -206,7 +164,7 @@ func (e *env) snapshot(w *workerProc, ctrs ...*counter) (snapshot, error) {
 		s.ctrs = append(s.ctrs, c.snap())
 	}
 	var err error
-	s.stats, err = commandStats(e.admin)
+	s.stats, err = redisinfo.CommandStats(e.admin)
 	return s, err
 }
 
