@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/batonhq/baton/jobs"
@@ -60,13 +61,15 @@ func (h *HTTPHandler) mountAPI() {
 		_, _ = w.Write(dashboardHTML)
 	})
 	h.mux.HandleFunc("GET /api/status", h.api(func(ctx context.Context, r *http.Request) (any, error) {
-		st, err := h.cluster.Status(ctx)
-		if st != nil && err != nil {
-			// read without a token: the reason names no address (as /readyz)
-			st.Warnings = append(st.Warnings, "partial: "+addressRE.ReplaceAllString(h.cluster.cfg.MaskSecrets(err.Error()), ""))
-			err = nil
-		}
-		return st, err
+		return h.status.get(ctx, func(ctx context.Context) (*Status, error) {
+			st, err := h.cluster.Status(ctx)
+			if st != nil && err != nil {
+				// read without a token: the reason names no address (as /readyz)
+				st.Warnings = append(st.Warnings, "partial: "+addressRE.ReplaceAllString(h.cluster.cfg.MaskSecrets(err.Error()), ""))
+				err = nil
+			}
+			return st, err
+		})
 	}))
 	h.mux.HandleFunc("GET /api/locks", h.api(func(ctx context.Context, r *http.Request) (any, error) {
 		held, err := h.cluster.Locks(ctx)
@@ -219,7 +222,38 @@ func (h *HTTPHandler) mutating(f func(ctx context.Context, r *http.Request) (any
 			return
 		}
 		inner(w, r)
+		h.status.forget() // the next status shows the change
 	}
+}
+
+// statusEvery is how long an answer of /api/status serves: dashboards poll
+// it every 2 seconds each, and a status scans the lock masters' keys.
+const statusEvery = time.Second
+
+// statusCache shares one Cluster.Status among the requests of statusEvery.
+type statusCache struct {
+	mu sync.Mutex
+	at time.Time
+	st *Status
+}
+
+func (c *statusCache) get(ctx context.Context, read func(context.Context) (*Status, error)) (*Status, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.st != nil && time.Since(c.at) < statusEvery {
+		return c.st, nil
+	}
+	st, err := read(ctx)
+	if err == nil {
+		c.st, c.at = st, time.Now()
+	}
+	return st, err
+}
+
+func (c *statusCache) forget() {
+	c.mu.Lock()
+	c.st = nil
+	c.mu.Unlock()
 }
 
 // authorized checks the request's token against http.token in constant

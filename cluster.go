@@ -181,6 +181,14 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 			leaders[h.Job] = &h.Leader
 		}
 	}
+	names := make([]string, len(c.cfg.Jobs))
+	for i, j := range c.cfg.Jobs {
+		names[i] = j.Name
+	}
+	histories, err := jobs.ReadHistories(ctx, c.queue, c.cfg.Namespace, names, historyScan)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for i := range c.cfg.Jobs {
 		j := &c.cfg.Jobs[i]
 		js := JobStatus{Name: j.Name, Mode: string(j.Mode), Schedule: j.Schedule, Timezone: j.Location.String()}
@@ -196,10 +204,7 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 			st.Warnings = append(st.Warnings, fmt.Sprintf("job %s is paused on %d of %d lock masters, not a majority: run baton pause or resume again",
 				j.Name, paused[j.Name], len(c.masters)))
 		}
-		recs, err := jobs.ReadHistory(ctx, c.queue, c.cfg.Namespace, j.Name, historyScan)
-		if err != nil {
-			errs = append(errs, err)
-		}
+		recs := histories[j.Name]
 		if len(recs) > 0 {
 			js.Last = &recs[0]
 		}

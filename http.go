@@ -42,6 +42,7 @@ type HTTPHandler struct {
 	replicas []*Replica
 	cluster  *Cluster // the API's view of the replicas' deployment; nil without replicas
 	queues   *asynqmon.HTTPHandler
+	status   statusCache // /api/status answers, shared for a second
 	draining atomic.Bool
 	ready    atomic.Pointer[string] // "" ready, else the reasons
 	stop     chan struct{}

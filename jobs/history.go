@@ -14,6 +14,7 @@ package jobs
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -172,26 +173,43 @@ func (h *history) finished(ctx context.Context, t scheduler.Tick, run Run, st St
 // ReadHistory returns up to n of job's newest runs and not-run ticks, newest
 // tick first, from the queue Redis rdb. n <= 0 means all that are kept.
 func ReadHistory(ctx context.Context, rdb redis.UniversalClient, ns, job string, n int) ([]RunRecord, error) {
+	h, err := ReadHistories(ctx, rdb, ns, []string{job}, n)
+	return h[job], err
+}
+
+// ReadHistories is ReadHistory of several jobs in one pipelined round trip,
+// by job name.
+func ReadHistories(ctx context.Context, rdb redis.UniversalClient, ns string, jobs []string, n int) (map[string][]RunRecord, error) {
 	count := int64(0)
 	if n > 0 {
 		count = int64(n*eventsPerRun + 16) // retries add events; fold finds fewer runs than entries
 	}
-	var msgs []redis.XMessage
-	var err error
-	if count > 0 {
-		msgs, err = rdb.XRevRangeN(ctx, historyKey(ns, job), "+", "-", count).Result()
-	} else {
-		msgs, err = rdb.XRevRange(ctx, historyKey(ns, job), "+", "-").Result()
+	pipe := rdb.Pipeline()
+	cmds := make([]*redis.XMessageSliceCmd, len(jobs))
+	for i, job := range jobs {
+		if count > 0 {
+			cmds[i] = pipe.XRevRangeN(ctx, historyKey(ns, job), "+", "-", count)
+		} else {
+			cmds[i] = pipe.XRevRange(ctx, historyKey(ns, job), "+", "-")
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("jobs: read the history of %q: %w", job, err)
+	_, _ = pipe.Exec(ctx) // each command's error is read below
+	out := make(map[string][]RunRecord, len(jobs))
+	var errs []error
+	for i, job := range jobs {
+		msgs, err := cmds[i].Result()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("jobs: read the history of %q: %w", job, err))
+			continue
+		}
+		slices.Reverse(msgs) // oldest first: later events overwrite earlier ones
+		recs := foldHistory(job, msgs)
+		if n > 0 && len(recs) > n {
+			recs = recs[:n]
+		}
+		out[job] = recs
 	}
-	slices.Reverse(msgs) // oldest first: later events overwrite earlier ones
-	recs := foldHistory(job, msgs)
-	if n > 0 && len(recs) > n {
-		recs = recs[:n]
-	}
-	return recs, nil
+	return out, errors.Join(errs...)
 }
 
 // foldHistory folds events (oldest first) into records, newest tick first.
