@@ -222,7 +222,14 @@ var badFiles = map[string][]string{
 	"redis-two":         {`:3: redis.cluster: set only one of url, sentinel or cluster, found url and cluster`},
 	"even-masters":      {`:4: locking.masters: 2 masters: use 1, 3, 5 or 7. With an even number a quorum needs 2 of 2`},
 	"duplicate-masters": {`:7: locking.masters[2]: the same master as masters[0] (127.0.0.1:6380/0)`},
-	"quarantine":        {`:8: locking.restart_quarantine: 10s is shorter than the longest lock TTL (2m, lock_ttl of job "report")`},
+	"operating": {
+		`:3: redis.tls: cert_file and key_file go together: set both or neither`,
+		`:6: http.token: is 5 bytes, want at least 16`,
+		`:8: worker.poll_interval: must be between 10ms and 10s, got 5ms`,
+		`:10: history.runs: must be between 0 (no history) and 100000, got -1`,
+		`:11: history.max_age: must be >= 1m, got 30s`,
+	},
+	"quarantine": {`:8: locking.restart_quarantine: 10s is shorter than the longest lock TTL (2m, lock_ttl of job "report")`},
 	"singleton-schedule": {
 		`:5: job "report": schedule: not allowed for singleton jobs`,
 		`:9: job "report": catchup: not allowed for singleton jobs`,

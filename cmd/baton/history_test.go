@@ -231,12 +231,15 @@ jobs:
     schedule: "@every 1s"
     concurrency: allow
     exec: {command: ["sh", "-c", "echo $BATON_TICK >> %s"]}
+  - name: f
+    schedule: "@every 1s"
+    exec: {command: ["true"]}
   - name: tidy
     schedule: "@every 1s"
     mode: local
     exec: {command: ["true"]}
 `, srv.Addr(), out))
-	if code, _, errs := runIn("pause", "--config", cfg, "b"); code != 0 {
+	if code, _, errs := runIn("pause", "--config", cfg, "b", "f"); code != 0 {
 		t.Fatal(errs)
 	}
 	p := start(t, nil, "run", "--config", cfg, "--http", "")
@@ -300,6 +303,8 @@ jobs:
 		{[]string{"backfill", "--config", cfg, "--from", "2020-01-01T00:00:00Z", "--to", to.Format(time.RFC3339), "b"}, "more than 10000 ticks"},
 		{[]string{"backfill", "--config", cfg, "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339), "tidy"}, "local job"},
 		{[]string{"backfill", "--config", cfg, "--from", "yesterday", "--to", to.Format(time.RFC3339), "b"}, "RFC 3339"},
+		// forbid: dispatched together, all but one would be skipped
+		{[]string{"backfill", "--config", cfg, "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339), "f"}, "concurrency forbid"},
 	} {
 		if code, _, errs := runIn(tc.args...); code != 2 || !strings.Contains(errs, tc.want) {
 			t.Errorf("%q: %d %q, want exit 2 and %q", tc.args, code, errs, tc.want)
