@@ -88,46 +88,57 @@ func (l *liveReplica) run(ctx context.Context) error {
 	poll := time.NewTicker(reloadPoll)
 	defer poll.Stop()
 
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	// the goroutine gets its own copies: a reload reassigns the variables
-	go func(rp *baton.Replica, ctx context.Context, done chan<- error) { done <- rp.Run(ctx) }(l.cur, rctx, done)
+	cur := runReplica(ctx, l.cur)
 	defer l.retired.Wait()
 	for {
 		select {
 		case <-ctx.Done():
-			stop()
-			return <-done
-		case err := <-done:
-			stop()
+			cur.stop()
+			return <-cur.done
+		case err := <-cur.done:
+			cur.stop()
 			if err == nil && ctx.Err() == nil {
-				err = fmt.Errorf("replica %s stopped on its own", l.cur.ID())
+				err = fmt.Errorf("replica %s stopped on its own", cur.rp.ID())
 			}
 			return err
 		case <-hup:
 			l.log.Info("SIGHUP: reloading the config", "config", l.path)
-			rctx, stop, done = l.reload(ctx, rctx, stop, done, true)
+			cur = l.reload(ctx, cur, true)
 		case <-poll.C:
-			rctx, stop, done = l.reload(ctx, rctx, stop, done, false)
+			cur = l.reload(ctx, cur, false)
 		}
 	}
 }
 
+// running is a replica whose Run runs: stop ends it, done gets Run's error.
+type running struct {
+	rp   *baton.Replica
+	stop context.CancelFunc
+	done chan error
+}
+
+// runReplica runs rp until ctx ends or stop is called.
+func runReplica(ctx context.Context, rp *baton.Replica) running {
+	rctx, stop := context.WithCancel(ctx)
+	r := running{rp: rp, stop: stop, done: make(chan error, 1)}
+	go func() { r.done <- rp.Run(rctx) }()
+	return r
+}
+
 // reload loads the config file and, when it changed and is valid, starts a
-// replica of it and retires the running one. It returns the context, stop
-// and done of the replica running afterwards.
-func (l *liveReplica) reload(ctx, rctx context.Context, stop context.CancelFunc, done chan error, asked bool) (context.Context, context.CancelFunc, chan error) {
+// replica of it and retires cur. It returns the replica running afterwards.
+func (l *liveReplica) reload(ctx context.Context, cur running, asked bool) running {
 	data, err := os.ReadFile(l.path)
 	if err != nil {
 		l.log.Error("config reload: cannot read the file; keeping the running job list", "config", l.path, "err", err)
-		return rctx, stop, done
+		return cur
 	}
 	sum := sha256.Sum256(data)
 	if sum == l.sum {
 		if asked {
 			l.log.Info("config reload: the file has not changed", "config", l.path)
 		}
-		return rctx, stop, done
+		return cur
 	}
 	cfg, err := config.LoadFile(l.path)
 	if err != nil {
@@ -140,7 +151,7 @@ func (l *liveReplica) reload(ctx, rctx context.Context, stop context.CancelFunc,
 		} else {
 			l.log.Error("config reload rejected; keeping the running job list", "err", err)
 		}
-		return rctx, stop, done
+		return cur
 	}
 	next, err := l.build(cfg)
 	if err == nil {
@@ -150,23 +161,20 @@ func (l *liveReplica) reload(ctx, rctx context.Context, stop context.CancelFunc,
 	}
 	if err != nil {
 		l.log.Error("config reload: cannot start a replica of the new config; keeping the running one", "err", err)
-		return rctx, stop, done
+		return cur
 	}
 	added, removed, changed := diffJobs(l.cfg, cfg)
-	nctx, nstop := context.WithCancel(ctx)
-	ndone := make(chan error, 1)
-	go func(done chan<- error) { done <- next.Run(nctx) }(ndone)
+	started := runReplica(ctx, next)
 	if l.swap != nil {
 		l.swap(next)
 	}
-	old := l.cur
 	l.mu.Lock()
 	l.cur, l.cfg, l.sum = next, cfg, sum
 	l.mu.Unlock()
 	// the new replica claims from now on; the old one stops claiming, runs
 	// for a while the tasks it dispatched (the new replica hands back those
 	// of jobs its list lacks), then stops, letting its running jobs finish
-	old.StopClaiming()
+	cur.rp.StopClaiming()
 	l.retired.Add(1)
 	go func() {
 		defer l.retired.Done()
@@ -176,14 +184,14 @@ func (l *liveReplica) reload(ctx, rctx context.Context, stop context.CancelFunc,
 		case <-ctx.Done():
 			t.Stop()
 		}
-		stop()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			l.log.Warn("the replaced replica stopped with an error", "replica", old.ID(), "err", err)
+		cur.stop()
+		if err := <-cur.done; err != nil && !errors.Is(err, context.Canceled) {
+			l.log.Warn("the replaced replica stopped with an error", "replica", cur.rp.ID(), "err", err)
 		}
 	}()
 	l.log.Info("config reloaded", "config", l.path, "jobs", len(cfg.Jobs),
 		"added", strings.Join(added, ","), "removed", strings.Join(removed, ","), "changed", strings.Join(changed, ","))
-	return nctx, nstop, ndone
+	return started
 }
 
 // diffJobs names the jobs b adds to a, removes from it and changes.
