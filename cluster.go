@@ -132,7 +132,8 @@ type ReplicaStatus struct {
 // runs under way.
 const historyScan = 20
 
-// statusStep bounds each of Status's reads of the lock masters.
+// statusStep bounds each of Status's reads of the lock masters, and each
+// master's write of a pause.
 const statusStep = 3 * time.Second
 
 // Status reads the deployment's state. Parts that cannot be read (a lock
@@ -432,10 +433,14 @@ func (c *Cluster) Pause(ctx context.Context, job string, paused bool) (PauseResu
 	var wg sync.WaitGroup
 	for i, m := range c.masters {
 		wg.Go(func() {
+			// each master within its own bound: one that hangs costs
+			// statusStep, and the others' writes decide
+			mctx, cancel := context.WithTimeout(ctx, statusStep)
+			defer cancel()
 			if paused {
-				errs[i] = m.Set(ctx, key, "1", 0).Err()
+				errs[i] = m.Set(mctx, key, "1", 0).Err()
 			} else {
-				errs[i] = m.Del(ctx, key).Err()
+				errs[i] = m.Del(mctx, key).Err()
 			}
 		})
 	}

@@ -82,14 +82,6 @@ func (r *recorder) wait(t *testing.T, n int) {
 // small steps, for retries that wait on it (split votes, busy leases).
 func (r *recorder) waitAdvancing(t *testing.T, clk *clock.Fake, n int) {
 	t.Helper()
-	r.waitAdvancingBefore(t, clk, n, time.Time{})
-}
-
-// waitAdvancingBefore is waitAdvancing that never moves the clock to
-// before or later (zero: no bound), so a test can keep the next tick from
-// coming due while it waits.
-func (r *recorder) waitAdvancingBefore(t *testing.T, clk *clock.Fake, n int, before time.Time) {
-	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for got := 0; got < n; {
 		select {
@@ -99,12 +91,11 @@ func (r *recorder) waitAdvancingBefore(t *testing.T, clk *clock.Fake, n int, bef
 			if time.Now().After(deadline) {
 				t.Fatalf("only %d of %d dispatches", got, n)
 			}
-			if before.IsZero() || clk.Now().Add(25*time.Millisecond).Before(before) {
-				clk.Advance(25 * time.Millisecond)
-			}
+			clk.Advance(25 * time.Millisecond)
 		}
 	}
 }
+
 
 // dispatched returns the ticks in dispatch order.
 func (r *recorder) dispatched() []scheduler.Tick {
@@ -556,18 +547,18 @@ func TestQuorumFenceNeverGoesBack(t *testing.T) {
 	rdbs[2].Set(ctx, "baton:{f}:fence", int64(9e15), 0)
 	clk := clock.NewFake(now())
 	rec := newRecorder()
-	jobs := []scheduler.Job{{Name: "f", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute}}
+	// ticks a minute apart: the retries of one tick move the fake clock in
+	// 25ms steps and never bring the next one due (a tick claimed before C
+	// stops would take its fence from C)
+	jobs := []scheduler.Job{{Name: "f", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute}}
 	start(t, rdbs, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour))
 	next := func() {
 		t.Helper()
 		if err := clk.BlockUntil(3); err != nil {
 			t.Fatal(err)
 		}
-		tick := clk.Now().Truncate(time.Second).Add(time.Second)
-		clk.Set(tick)
-		// retries may move the clock, never into the next tick: a tick
-		// claimed before C stops would take its fence from C
-		rec.waitAdvancingBefore(t, clk, 1, tick.Add(time.Second))
+		clk.Set(clk.Now().Truncate(time.Minute).Add(time.Minute))
+		rec.waitAdvancing(t, clk, 1)
 	}
 	next() // granted by A, B and C: fence from C
 	if err := servers[2].Stop(); err != nil {
