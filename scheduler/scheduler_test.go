@@ -96,7 +96,6 @@ func (r *recorder) waitAdvancing(t *testing.T, clk *clock.Fake, n int) {
 	}
 }
 
-
 // dispatched returns the ticks in dispatch order.
 func (r *recorder) dispatched() []scheduler.Tick {
 	r.mu.Lock()
