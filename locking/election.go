@@ -50,7 +50,7 @@ func (c *Client) Election(name string, ttl time.Duration) (*Election, error) {
 		return nil, fmt.Errorf("%w: empty election name", ErrInvalid)
 	}
 	lock := "election:" + name
-	if err := c.validate(lock, ttl, &lockOptions{}); err != nil {
+	if err := c.validate(keys{name: lock}, ttl, &lockOptions{}); err != nil {
 		return nil, err
 	}
 	return &Election{c: c, name: name, lock: lock, keys: c.keysFor(lock), ttl: ttl}, nil

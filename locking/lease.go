@@ -190,11 +190,15 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	c := l.c
 	start := time.Now()
-	line := c.scripts.extend.Line([]string{l.keys.lock}, l.token, ttl.Milliseconds())
+	s := c.scripts.extend
+	if l.keys.kind.share() {
+		s = c.scripts.extendShare
+	}
+	line := s.Line([]string{l.keys.lock}, l.token, ttl.Milliseconds())
 	// every answer is awaited (bounded by the master timeout), so no
 	// extension of this lease is still on its way to a master when the next
 	// one is sent
-	rs := c.fan(ctx, ttl, c.scripts.extend, line, parseInt, nil)
+	rs := c.fan(ctx, ttl, s, line, parseInt, nil)
 	acks, gone, errs := tally(rs)
 
 	l.mu.Lock()

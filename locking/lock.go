@@ -23,7 +23,8 @@ func newToken() string {
 	return string(t[:])
 }
 
-func (c *Client) validate(key string, ttl time.Duration, o *lockOptions) error {
+func (c *Client) validate(k keys, ttl time.Duration, o *lockOptions) error {
+	key := k.name
 	if key == "" {
 		return fmt.Errorf("%w: empty lock key", ErrInvalid)
 	}
@@ -35,6 +36,9 @@ func (c *Client) validate(key string, ttl time.Duration, o *lockOptions) error {
 	}
 	if ttl > c.opts.quarantine {
 		return fmt.Errorf("%w: ttl %v for key %q is longer than the restart quarantine %v: a restarted master could grant it while it is still held (raise WithRestartQuarantine)", ErrInvalid, ttl, key, c.opts.quarantine)
+	}
+	if o.fair && k.kind != kindLock {
+		return fmt.Errorf("%w: fair mode for %q: only a mutex takes WithFair (a fair semaphore is FairSemaphore)", ErrInvalid, key)
 	}
 	if o.fair && len(c.masters) > 1 {
 		return fmt.Errorf("%w: fair mode for key %q needs a single master (have %d)", ErrInvalid, key, len(c.masters))
@@ -57,14 +61,18 @@ func (c *Client) validate(key string, ttl time.Duration, o *lockOptions) error {
 //
 // Cancelling ctx abandons the attempt; whatever was taken is released.
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lease, error) {
+	return c.tryLock(ctx, c.keysFor(key), ttl, opts)
+}
+
+func (c *Client) tryLock(ctx context.Context, k keys, ttl time.Duration, opts []LockOption) (*Lease, error) {
 	var o lockOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if err := c.validate(key, ttl, &o); err != nil {
+	if err := c.validate(k, ttl, &o); err != nil {
 		return nil, err
 	}
-	l, _, err := c.attempt(ctx, c.keysFor(key), newToken(), ttl, false, &o, o.auto(false))
+	l, _, err := c.attempt(ctx, k, newToken(), ttl, false, &o, o.auto(false))
 	return l, err
 }
 
@@ -80,22 +88,25 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 // it has left the lock's wait queues (so a fair queue never keeps a ghost at
 // its head), also when Close ends the wait.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lease, error) {
+	return c.lock(ctx, c.keysFor(key), ttl, opts)
+}
+
+func (c *Client) lock(ctx context.Context, k keys, ttl time.Duration, opts []LockOption) (*Lease, error) {
 	var o lockOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if err := c.validate(key, ttl, &o); err != nil {
+	if err := c.validate(k, ttl, &o); err != nil {
 		return nil, err
 	}
 	if !c.calls.Enter() {
 		return nil, ErrClosed
 	}
 	defer c.calls.Leave()
-	k := c.keysFor(key)
 	token := newToken()
 	start := time.Now()
 	c.hub.ensure(ctx, c.masterTimeout(ttl))
-	w := c.hub.add(key, token)
+	w := c.hub.add(k.name, token)
 	l, queued, err := c.wait(ctx, k, token, ttl, &o, w)
 	if l != nil {
 		c.stats.waited.Add(int64(time.Since(start)))
@@ -159,11 +170,11 @@ func waitEnded(last error, ctx context.Context) error {
 func (c *Client) giveUp(k keys, token string, ttl time.Duration) {
 	var rs []quorum.Reply
 	if c.closed() {
-		rs = c.direct(ttl, c.scripts.leave, []string{k.lock}, token)
+		rs = c.direct(ttl, c.scripts.leave, []string{k.lock}, token, c.wakeArg, k.name)
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), c.masterTimeout(ttl))
 		defer cancel()
-		rs = c.fan(ctx, ttl, c.scripts.leave, c.scripts.leave.Line([]string{k.lock}, token), parseInt, nil)
+		rs = c.fan(ctx, ttl, c.scripts.leave, c.scripts.leave.Line([]string{k.lock}, token, c.wakeArg, k.name), parseInt, nil)
 	}
 	for _, r := range rs {
 		if v, ok := r.Val.(int64); ok && r.Err == nil && v == 1 {
@@ -203,23 +214,13 @@ func (c *Client) Hold(ctx context.Context, key string, ttl time.Duration, fn fun
 // lease; otherwise the error and how long to wait before trying again. A
 // caller that will wait registers as a waiter (its token is its id).
 func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Duration, waits bool, o *lockOptions, auto bool) (*Lease, time.Duration, error) {
-	ttlMs := ttl.Milliseconds()
-	waiter, fair := "", ""
+	waiter := ""
 	if waits {
 		waiter = token
 	}
-	if o.fair {
-		fair = "f"
-	}
-	// one command line, shared by every master
-	var line []any
-	if c.mode == "u" {
-		line = c.scripts.acquire.Line([]string{k.lock, k.fence}, token, ttlMs, c.mode, waiter, ttlMs+1000, fair)
-	} else {
-		line = c.scripts.acquire.Line([]string{k.lock, k.fence, c.g.MarkerKey()}, token, ttlMs, c.mode, waiter, ttlMs+1000, fair)
-	}
+	s, line := c.acquireLine(k, token, ttl, waiter, o.fair)
 	start := time.Now()
-	rs := c.fan(ctx, ttl, c.scripts.acquire, line, parseAcquire, granted)
+	rs := c.fan(ctx, ttl, s, line, parseAcquire, granted)
 
 	var oe ObtainError // copied out on failure: success allocates none
 	var fbuf [8]int64
@@ -288,6 +289,29 @@ func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Dur
 		return nil, 0, &e
 	}
 	return c.newLease(k, token, ttl, fence, start.Add(ttl-c.margin(ttl)), auto, o), 0, nil
+}
+
+// acquireLine is the acquire command line of k's kind, one shared by every
+// master.
+func (c *Client) acquireLine(k keys, token string, ttl time.Duration, waiter string, fair bool) (*quorum.Script, []any) {
+	ttlMs := ttl.Milliseconds()
+	ks := []string{k.lock, k.fence, c.g.MarkerKey()}
+	if c.mode == "u" {
+		ks = ks[:2]
+	}
+	switch k.kind {
+	case kindRead:
+		return c.scripts.rwAcquire, c.scripts.rwAcquire.Line(ks, token, ttlMs, c.mode, waiter, ttlMs+1000, "r")
+	case kindWrite:
+		return c.scripts.rwAcquire, c.scripts.rwAcquire.Line(ks, token, ttlMs, c.mode, waiter, ttlMs+1000, "w")
+	case kindSlot:
+		return c.scripts.semAcquire, c.scripts.semAcquire.Line(ks, token, ttlMs, c.mode, waiter, ttlMs+1000, k.limit, c.wakeArg, k.name)
+	}
+	f := ""
+	if fair {
+		f = "f"
+	}
+	return c.scripts.acquire, c.scripts.acquire.Line(ks, token, ttlMs, c.mode, waiter, ttlMs+1000, f)
 }
 
 // timedOut tells whether some master failed with a transport error, so it
@@ -378,7 +402,11 @@ func agreed(fences []int64, q int) (int64, bool) {
 // majority, so any later holder's majority sees it and goes above it.
 func (c *Client) syncFence(ctx context.Context, k keys, token string, ttl time.Duration, fences []int64) (int64, error) {
 	fence := slices.Max(fences)
-	line := c.scripts.fenceSync.Line([]string{k.lock, k.fence}, token, strconv.FormatInt(fence, 10))
+	share := ""
+	if k.kind.share() {
+		share = "s"
+	}
+	line := c.scripts.fenceSync.Line([]string{k.lock, k.fence}, token, strconv.FormatInt(fence, 10), share)
 	rs := c.fan(ctx, ttl, c.scripts.fenceSync, line, parseInt, isOne)
 	acks, _, errs := tally(rs)
 	if acks < c.quorum {
@@ -399,6 +427,18 @@ func (c *Client) releaseOn(ctx context.Context, k keys, token string, ttl time.D
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.masterTimeout(ttl))
 		defer cancel()
 	}
-	line := c.scripts.release.Line([]string{k.lock, k.fence}, token, c.wakeArg, k.name)
-	return c.fan(ctx, ttl, c.scripts.release, line, parseInt, nil)
+	s, line := c.scripts.release, []any(nil)
+	switch k.kind {
+	case kindLock:
+		line = s.Line([]string{k.lock, k.fence}, token, c.wakeArg, k.name)
+	case kindWrite:
+		line = s.Line([]string{k.lock, k.fence}, token, c.wakeArg, k.name, "a")
+	case kindRead:
+		s = c.scripts.releaseShare
+		line = s.Line([]string{k.lock}, token, c.wakeArg, k.name, "rw")
+	case kindSlot:
+		s = c.scripts.releaseShare
+		line = s.Line([]string{k.lock}, token, c.wakeArg, k.name, "q")
+	}
+	return c.fan(ctx, ttl, s, line, parseInt, nil)
 }

@@ -26,6 +26,9 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{})
+	if spec := os.Getenv(holdEnv); spec != "" {
+		os.Exit(holdUntilKilled(spec, os.Getenv(holdRedisEnv)))
+	}
 	s, err := redistest.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

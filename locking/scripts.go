@@ -24,29 +24,60 @@ var (
 	electInfoSrc string
 	//go:embed lua/observe.lua
 	observeSrc string
+	//go:embed lua/rw_acquire.lua
+	rwAcquireSrc string
+	//go:embed lua/sem_acquire.lua
+	semAcquireSrc string
+	//go:embed lua/extend_share.lua
+	extendShareSrc string
+	//go:embed lua/release_share.lua
+	releaseShareSrc string
 )
 
-// scripts holds the scripts of one Client. acquire carries the quorum
-// prelude (q_guard, q_fence: see internal/quorum/lua/prelude.lua).
+// scripts holds the scripts of one Client. The acquire scripts carry the
+// quorum prelude (q_guard, q_fence: see internal/quorum/lua/prelude.lua).
 type scripts struct {
-	acquire, extend, release, leave, fenceSync *quorum.Script
+	acquire, extend, release, leave, fenceSync       *quorum.Script
+	rwAcquire, semAcquire, extendShare, releaseShare *quorum.Script
 }
 
 func newScripts() *scripts {
 	return &scripts{
-		acquire:   quorum.NewGuardedScript(acquireSrc),
-		extend:    quorum.NewScript(extendSrc),
-		release:   quorum.NewScript(releaseSrc),
-		leave:     quorum.NewScript(leaveSrc),
-		fenceSync: quorum.NewScript(fenceSyncSrc),
+		acquire:      quorum.NewGuardedScript(acquireSrc),
+		extend:       quorum.NewScript(extendSrc),
+		release:      quorum.NewScript(releaseSrc),
+		leave:        quorum.NewScript(leaveSrc),
+		fenceSync:    quorum.NewScript(fenceSyncSrc),
+		rwAcquire:    quorum.NewGuardedScript(rwAcquireSrc),
+		semAcquire:   quorum.NewGuardedScript(semAcquireSrc),
+		extendShare:  quorum.NewScript(extendShareSrc),
+		releaseShare: quorum.NewScript(releaseShareSrc),
 	}
 }
 
-// keys of one lock; all share the hash tag {name}. The waiter set and the
-// fair queue are named from the lock key inside the scripts (lock+":w",
-// ":q", ":qd"), which keeps the hot path's arguments few.
+// kind is what a lease holds. Every kind is the same Lease (token, fence,
+// validity deadline, auto-extension, Done, token-checked release); the kind
+// picks the scripts that take, extend and release it.
+type kind uint8
+
+const (
+	kindLock  kind = iota // a mutex: the lock key holds the token
+	kindWrite             // a read/write lock's writer: the key holds the token; its release wakes every waiter
+	kindRead              // a read/write lock's reader: an entry of the key's share set (lock+":r")
+	kindSlot              // a fair semaphore's holder: an entry of the key's share set
+)
+
+// share tells the kinds held as an entry of the share set.
+func (k kind) share() bool { return k >= kindRead }
+
+// keys of one lock; all share the hash tag {name}. The waiter set, the fair
+// queue, the share set and the writers' intents are named from the lock key
+// inside the scripts (lock+":w", ":q", ":qd", ":r", ":wi"), which keeps the
+// hot path's arguments few.
 type keys struct {
 	name, lock, fence string
+	kind              kind
+	limit             int // a fair semaphore's limit
 }
 
 // fenceSuffix names a lock's fencing counter from its lock key.

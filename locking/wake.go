@@ -15,7 +15,9 @@ import (
 // A release publishes only when someone waits: "r|token|name" when the key
 // was freed (one local waiter of that name is woken: the others stay asleep,
 // so waiters do not stampede Redis), "h|token|name" when it was handed to the
-// fair waiter with that token. With several masters every release publishes
+// fair waiter with that token, "a|token|name" when every waiter of the
+// name should re-check (a read/write lock's writer or last reader left: all
+// the readers, or a writer, may go). With several masters every release publishes
 // once per master, and each message wakes a waiter: the first may arrive
 // before the other masters have released, and an attempt made on it alone
 // would fail and then sleep until the holder's ttl.
@@ -122,6 +124,12 @@ func (h *hub) dispatch(payload string) {
 	defer h.mu.Unlock()
 	if kind == "h" {
 		if w := h.byToken[token]; w != nil {
+			signal(w)
+		}
+		return
+	}
+	if kind == "a" {
+		for _, w := range h.byName[name] {
 			signal(w)
 		}
 		return

@@ -5,10 +5,13 @@
 -- KEYS[2] the lock's fencing counter
 -- ARGV[1] token
 -- ARGV[2] fence (decimal integer)
+-- ARGV[3] "s" when the token holds a share (KEYS[1]..':r', see rw_acquire), not the key
 --
 -- Returns 1 when the counter now equals the fence, 0 when the lock is not held by
 -- this token, -1 when the counter is already above the fence.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[3] == 's' then
+  if not redis.call('ZSCORE', KEYS[1] .. ':r', ARGV[1]) then return 0 end
+elseif redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local c = tonumber(redis.call('GET', KEYS[2]) or '0')
 local f = tonumber(ARGV[2])
 if c > f then return -1 end

@@ -6,10 +6,13 @@
 -- ARGV[1] token
 -- ARGV[2] wake channel
 -- ARGV[3] the lock's name, for the wake message
+-- ARGV[4] absent for a mutex; "a" for a read/write lock's writer
 --
 -- Returns 1 when released (or handed over), 0 when the key did not hold this token.
--- Publishes "h|<token>|<name>" to the new holder after a handover, or
--- "r|<token>|<name>" when live waiters are registered; nothing otherwise.
+-- Publishes "h|<token>|<name>" to the new holder after a handover, or, when live
+-- waiters are registered, "r|<token>|<name>" (one waiter per process re-checks) or
+-- for a writer "a|<token>|<name>" (every waiter does: all the readers can go);
+-- nothing otherwise.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local W, Q, QD = KEYS[1] .. ':w', KEYS[1] .. ':q', KEYS[1] .. ':qd'
 if redis.call('EXISTS', W, Q) == 0 then -- nobody waits: the common case
@@ -42,7 +45,7 @@ redis.call('DEL', KEYS[1])
 if redis.call('EXISTS', W) == 1 then
   redis.call('ZREMRANGEBYSCORE', W, '-inf', now)
   if redis.call('ZCARD', W) > 0 then
-    redis.call('PUBLISH', ARGV[2], 'r|' .. ARGV[1] .. '|' .. ARGV[3])
+    redis.call('PUBLISH', ARGV[2], (ARGV[4] or 'r') .. '|' .. ARGV[1] .. '|' .. ARGV[3])
   end
 end
 return 1
