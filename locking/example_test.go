@@ -164,3 +164,46 @@ func ExampleClient_Semaphore() {
 	// third: true
 	// <nil> <nil>
 }
+
+func ExampleClient_RWMutex() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	defer locks.Close()
+	ctx := context.Background()
+
+	// many readers of the price list at once, one writer alone
+	prices, _ := locks.RWMutex("example-prices")
+	r1, _ := prices.RLock(ctx, 10*time.Second)
+	r2, _ := prices.RLock(ctx, 10*time.Second)
+	_, err := prices.TryLock(ctx, 10*time.Second)
+	fmt.Println("writer while reading:", errors.Is(err, locking.ErrNotObtained))
+	_, _ = r1.Release(ctx), r2.Release(ctx)
+	w, err := prices.TryLock(ctx, 10*time.Second)
+	fmt.Println("writer after:", err)
+	fmt.Println(w.Release(ctx))
+	// Output:
+	// writer while reading: true
+	// writer after: <nil>
+	// <nil>
+}
+
+func ExampleClient_FairSemaphore() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	defer locks.Close()
+	ctx := context.Background()
+
+	// three render slots, handed out in the order callers asked
+	renders, _ := locks.FairSemaphore("example-renders", 3)
+	l, err := renders.Acquire(ctx, 30*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("rendering as", l.Key())
+	fmt.Println(l.Release(ctx))
+	// Output:
+	// rendering as fsem:example-renders
+	// <nil>
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -396,5 +397,54 @@ func TestLockMaxIsASemaphore(t *testing.T) {
 	holders[1].stop(t)
 	if code, stderr := runBaton(t, 10*time.Second, nil, "lock", "--redis", url, "--max", "0", "exports", "--", "true"); code != 2 || !strings.Contains(stderr, "--max 0 must be at least 1") {
 		t.Errorf("--max 0: exit %d, %q", code, stderr)
+	}
+}
+
+// --shared holders run together; an --exclusive one is refused while they
+// hold, waits (with --wait) until they are gone, and keeps a new --shared
+// one out while it waits; flags that do not go together are usage errors.
+func TestLockSharedAndExclusive(t *testing.T) {
+	srv := redistest.New(t)
+	url := redisURL(srv)
+	dir := t.TempDir()
+	var readers []*proc
+	for i := range 2 {
+		ready := fmt.Sprintf("%s/ready%d", dir, i)
+		readers = append(readers, start(t, []string{"READY=" + ready}, "lock", "--redis", url, "--shared", "catalog", "--",
+			"sh", "-c", `echo "$BATON_FENCING_TOKEN" > "$READY"; exec sleep 30`))
+		waitFile(t, ready, 10*time.Second)
+	}
+	if code, stderr := runBaton(t, 10*time.Second, nil, "lock", "--redis", url, "--exclusive", "catalog", "--", "true"); code != exitBusy {
+		t.Fatalf("--exclusive beside two --shared: exit %d, want busy (%d); stderr:\n%s", code, exitBusy, stderr)
+	}
+	wrote := dir + "/wrote"
+	writer := start(t, []string{"WROTE=" + wrote}, "lock", "--redis", url, "--exclusive", "--wait", "20s", "catalog", "--", "sh", "-c", `touch "$WROTE"`)
+	rdb := srv.TestClient(t)
+	poll.Require(t, 10*time.Second, "the waiting writer's intent", func() bool {
+		return rdb.ZCard(context.Background(), "baton:lock:{rw:catalog}:wi").Val() == 1
+	})
+	if code, stderr := runBaton(t, 10*time.Second, nil, "lock", "--redis", url, "--shared", "catalog", "--", "true"); code != exitBusy {
+		t.Fatalf("a new --shared while --exclusive waits: exit %d, want busy (%d); stderr:\n%s", code, exitBusy, stderr)
+	}
+	if _, err := os.Stat(wrote); err == nil {
+		t.Fatal("the --exclusive command ran beside --shared ones")
+	}
+	for _, r := range readers {
+		r.stop(t)
+	}
+	if code := writer.wait(t, 20*time.Second); code != 0 {
+		t.Errorf("the waiting --exclusive: exit %d; stderr:\n%s", code, writer.stderr.String())
+	}
+	if _, err := os.Stat(wrote); err != nil {
+		t.Error("the waiting --exclusive command did not run")
+	}
+	for _, bad := range [][]string{{"--shared", "--exclusive"}, {"--shared", "--max", "2"}, {"--exclusive", "--fair"}} {
+		args := append(append([]string{"lock", "--redis", url}, bad...), "k", "--", "true")
+		if code, stderr := runBaton(t, 10*time.Second, nil, args...); code != 2 || !strings.Contains(stderr, "do") {
+			t.Errorf("%v: exit %d, %q", bad, code, stderr)
+		}
+	}
+	if code, stderr := runBaton(t, 10*time.Second, nil, "lock", "--redis", url, "--fair", "--max", "2", "k", "--", "true"); code != 0 {
+		t.Errorf("--fair --max 2 (a fair semaphore): exit %d, %q", code, stderr)
 	}
 }

@@ -147,16 +147,36 @@ func (r *lockRun) acquire(client *locking.Client, sigs <-chan os.Signal) (lease 
 		switch {
 		case cfg.max > 1:
 			sem, err := client.Semaphore(cfg.key, cfg.max)
+			if cfg.fair {
+				sem, err = client.FairSemaphore(cfg.key, cfg.max)
+			}
 			if err != nil {
 				res.err = err
 				break
 			}
 			if cfg.wait == 0 {
-				res.lease, res.err = sem.TryAcquire(ctx, cfg.ttl, append(opts, locking.WithAutoExtend(true))...)
+				res.lease, res.err = sem.TryAcquire(ctx, cfg.ttl, locking.WithAutoExtend(true))
 				break
 			}
 			wctx, wcancel := context.WithTimeout(ctx, cfg.wait)
-			res.lease, res.err = sem.Acquire(wctx, cfg.ttl, opts...)
+			res.lease, res.err = sem.Acquire(wctx, cfg.ttl)
+			wcancel()
+		case cfg.shared || cfg.excl:
+			rw, err := client.RWMutex(cfg.key)
+			if err != nil {
+				res.err = err
+				break
+			}
+			try, wait := rw.TryLock, rw.Lock
+			if cfg.shared {
+				try, wait = rw.TryRLock, rw.RLock
+			}
+			if cfg.wait == 0 {
+				res.lease, res.err = try(ctx, cfg.ttl, locking.WithAutoExtend(true))
+				break
+			}
+			wctx, wcancel := context.WithTimeout(ctx, cfg.wait)
+			res.lease, res.err = wait(wctx, cfg.ttl)
 			wcancel()
 		case cfg.wait == 0:
 			res.lease, res.err = client.TryLock(ctx, cfg.key, cfg.ttl, append(opts, locking.WithAutoExtend(true))...)

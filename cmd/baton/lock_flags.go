@@ -31,7 +31,7 @@ const (
 	envFencingToken = "BATON_FENCING_TOKEN"
 )
 
-const lockUsageLine = "usage: baton lock [--redis URL]... [--redis-password-file FILE] [--config FILE] [--ttl D] [--wait D] [--grace D] [--fair] [--max N] [--prefix P] KEY -- CMD [ARGS]"
+const lockUsageLine = "usage: baton lock [--redis URL]... [--redis-password-file FILE] [--config FILE] [--ttl D] [--wait D] [--grace D] [--fair] [--max N | --shared | --exclusive] [--prefix P] KEY -- CMD [ARGS]"
 
 const lockHelp = lockUsageLine + `
 
@@ -50,7 +50,13 @@ baton then exits 76. Linux only.
 
 With --max N, KEY is a semaphore: up to N commands hold it at once (each
 holds one of N slots, a lock of its own, with the same lease, fencing and
-supervision), and the next waits (--wait) or exits 75.
+supervision), and the next waits (--wait) or exits 75; with --fair too,
+waiters are served in order (one master only).
+
+With --shared or --exclusive, KEY is a read/write lock: any number of
+--shared commands hold it at once, an --exclusive one alone. A waiting
+--exclusive command keeps new --shared ones out, so it is not starved.
+(A plain KEY, without these flags, is a different lock.)
 
 Each --redis URL (redis:// or rediss://, with user, password, db) is one
 independent master; several masters form a Redlock quorum. Without --redis:
@@ -86,6 +92,8 @@ type lockConfig struct {
 	grace   time.Duration
 	fair    bool
 	max     int // > 1: a semaphore of max slots
+	shared  bool // a read share of the read/write lock KEY
+	excl    bool // the write lock of the read/write lock KEY
 	prefix  string
 	// the lock masters' restart handling, as baton run uses them
 	quarantine time.Duration
@@ -128,6 +136,8 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 	fs.DurationVar(&cfg.grace, "grace", defaultGrace, "after losing the lock, time between SIGTERM and SIGKILL of CMD")
 	fs.BoolVar(&cfg.fair, "fair", false, "wait in FIFO order (single master only)")
 	fs.IntVar(&cfg.max, "max", 1, "let up to `N` commands hold KEY at once (a semaphore slot each)")
+	fs.BoolVar(&cfg.shared, "shared", false, "hold a share of the read/write lock KEY: shared holders run together, never beside an --exclusive one")
+	fs.BoolVar(&cfg.excl, "exclusive", false, "hold the read/write lock KEY alone (no --shared holder runs meanwhile)")
 	fs.StringVar(&cfg.prefix, "prefix", defaultPrefix, "prefix of the lock's Redis keys")
 	fs.DurationVar(&cfg.quarantine, "restart-quarantine", time.Minute, "how long a lock master that restarted grants nothing, from its start (at least --ttl)")
 	var inherit urlList
@@ -195,8 +205,12 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 		return cfg, false, usagef("--grace %v must not be negative", cfg.grace)
 	case cfg.max < 1:
 		return cfg, false, usagef("--max %d must be at least 1", cfg.max)
-	case cfg.max > 1 && cfg.fair:
-		return cfg, false, usagef("--fair and --max do not go together: a semaphore's waiters are not queued")
+	case cfg.shared && cfg.excl:
+		return cfg, false, usagef("--shared and --exclusive do not go together: pick one side of the read/write lock")
+	case (cfg.shared || cfg.excl) && cfg.max > 1:
+		return cfg, false, usagef("--max does not go with --shared or --exclusive: a read/write lock has no slots")
+	case (cfg.shared || cfg.excl) && cfg.fair:
+		return cfg, false, usagef("--fair does not go with --shared or --exclusive: a read/write lock prefers its writers instead")
 	}
 	for _, p := range inherit {
 		if err := childenv.Check(p); err != nil {
