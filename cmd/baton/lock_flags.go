@@ -91,7 +91,7 @@ type lockConfig struct {
 	wait    time.Duration
 	grace   time.Duration
 	fair    bool
-	max     int // > 1: a semaphore of max slots
+	max     int  // > 1: a semaphore of max slots
 	shared  bool // a read share of the read/write lock KEY
 	excl    bool // the write lock of the read/write lock KEY
 	prefix  string
