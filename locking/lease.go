@@ -195,10 +195,16 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		s = c.scripts.extendShare
 	}
 	line := s.Line([]string{l.keys.lock}, l.token, ttl.Milliseconds())
-	// every answer is awaited (bounded by the master timeout), so no
-	// extension of this lease is still on its way to a master when the next
-	// one is sent
-	rs := c.fan(ctx, ttl, s, line, parseInt, nil)
+	// it returns once a quorum confirmed: a slow master's answer must not
+	// outlast the deadline a quorum already moved. The slow master's call
+	// still runs, in order after the earlier calls of this lease there, and
+	// the caller's ctx does not cut it short once Extend returned (the
+	// extender cancels its ctx at once): a key extended only on the fastest
+	// quorum would drift off the others, and a lease would then survive
+	// fewer master failures than the quorum promises. So the calls are
+	// bounded by the master timeout only; the lease still ends at its
+	// deadline by its own timer.
+	rs := c.fan(context.WithoutCancel(ctx), ttl, s, line, parseInt, isOne)
 	acks, gone, errs := tally(rs)
 
 	l.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
@@ -92,12 +93,21 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 }
 
 func (c *Client) lock(ctx context.Context, k keys, ttl time.Duration, opts []LockOption) (*Lease, error) {
+	return c.lockAny(ctx, []keys{k}, ttl, opts)
+}
+
+// lockAny takes whichever of ks frees first (one lease), waiting as Lock
+// does: one token for every key, one waiter woken by a release of any of
+// them. A semaphore's slots are its keys; a lock is one key.
+func (c *Client) lockAny(ctx context.Context, ks []keys, ttl time.Duration, opts []LockOption) (*Lease, error) {
 	var o lockOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if err := c.validate(k, ttl, &o); err != nil {
-		return nil, err
+	for _, k := range ks {
+		if err := c.validate(k, ttl, &o); err != nil {
+			return nil, err
+		}
 	}
 	if !c.calls.Enter() {
 		return nil, ErrClosed
@@ -106,41 +116,69 @@ func (c *Client) lock(ctx context.Context, k keys, ttl time.Duration, opts []Loc
 	token := newToken()
 	start := time.Now()
 	c.hub.ensure(ctx, c.masterTimeout(ttl))
-	w := c.hub.add(k.name, token)
-	l, queued, err := c.wait(ctx, k, token, ttl, &o, w)
+	var nbuf [1]string
+	names := nbuf[:0]
+	for _, k := range ks {
+		names = append(names, k.name)
+	}
+	w := c.hub.add(token, names)
+	l, queued, err := c.wait(ctx, ks, token, ttl, &o, w)
 	if l != nil {
 		c.stats.waited.Add(int64(time.Since(start)))
 	}
 	c.hub.remove(w, l == nil)
-	if l == nil && queued {
-		c.giveUp(k, token, ttl)
+	for i, k := range ks {
+		// the keys a waiter queued on and did not get; one of them may have
+		// been handed over, or granted by an answer that came too late
+		if queued[i] && (l == nil || l.keys.lock != k.lock) {
+			c.giveUp(k, token, ttl)
+		}
 	}
 	return l, err
 }
 
-// wait makes attempts until one succeeds, ctx ends, the client closes or an
-// attempt fails in a way waiting cannot cure. queued reports whether some
-// attempt may have entered the wait queues (a master answered busy, or did
-// not answer).
-func (c *Client) wait(ctx context.Context, k keys, token string, ttl time.Duration, o *lockOptions, w *waiter) (l *Lease, queued bool, err error) {
+// wait makes attempts on ks until one succeeds, ctx ends, the client
+// closes or an attempt fails in a way waiting cannot cure. A round tries
+// every key (from a random one); after a wake-up by a release of one of
+// several keys, only that key is tried (the others were busy, and their
+// releases wake the waiter too) until the earliest re-check a full round
+// asked for. queued[i] reports whether some attempt on ks[i] may have
+// entered its wait queues (a master answered busy, or did not answer).
+func (c *Client) wait(ctx context.Context, ks []keys, token string, ttl time.Duration, o *lockOptions, w *waiter) (l *Lease, queued []bool, err error) {
+	queued = make([]bool, len(ks))
+	first, n := 0, len(ks)
+	if len(ks) > 1 {
+		first = mrand.IntN(len(ks))
+	}
+	var recheck time.Time
 	for {
-		l, retry, err := c.attempt(ctx, k, token, ttl, true, o, o.auto(true))
-		if l != nil {
-			return l, queued, nil
+		if n == len(ks) {
+			recheck = time.Time{}
 		}
-		var oe *ObtainError
-		if errors.As(err, &oe) {
-			queued = queued || oe.mayQueue()
+		for j := range n {
+			i := (first + j) % len(ks)
+			l, r, e := c.attempt(ctx, ks[i], token, ttl, true, o, o.auto(true))
+			if l != nil {
+				return l, queued, nil
+			}
+			err = e
+			var oe *ObtainError
+			if errors.As(err, &oe) {
+				queued[i] = queued[i] || oe.mayQueue()
+			}
+			switch {
+			case ctx.Err() != nil:
+				return nil, queued, waitEnded(err, ctx)
+			case c.closed():
+				return nil, queued, ErrClosed
+			case oe == nil || !oe.contended():
+				return nil, queued, err
+			}
+			if at := time.Now().Add(r); recheck.IsZero() || at.Before(recheck) {
+				recheck = at
+			}
 		}
-		switch {
-		case ctx.Err() != nil:
-			return nil, queued, waitEnded(err, ctx)
-		case c.closed():
-			return nil, queued, ErrClosed
-		case oe == nil || !oe.contended():
-			return nil, queued, err
-		}
-		timer := time.NewTimer(retry)
+		timer := time.NewTimer(time.Until(recheck))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
@@ -150,7 +188,11 @@ func (c *Client) wait(ctx context.Context, k keys, token string, ttl time.Durati
 			return nil, queued, ErrClosed
 		case <-w.ch:
 			timer.Stop()
+			if len(ks) > 1 { // try the key just released
+				first, n = c.hub.wokeBy(w), 1
+			}
 		case <-timer.C:
+			n = len(ks)
 		}
 	}
 }
@@ -295,23 +337,31 @@ func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Dur
 // master.
 func (c *Client) acquireLine(k keys, token string, ttl time.Duration, waiter string, fair bool) (*quorum.Script, []any) {
 	ttlMs := ttl.Milliseconds()
+	// a waiter's entry outlives the wait it is told by this much; the waits
+	// of fair waiters and of read/write and fair semaphore waiters are at
+	// most their ttl, so a place in a queue or an intent that blocks others
+	// lapses within ttl + 1s of its waiter's death
+	slack := int64(1000)
+	if k.kind == kindLock && !fair {
+		slack += ttlMs // an entry that only asks for a wake-up may linger
+	}
 	ks := []string{k.lock, k.fence, c.g.MarkerKey()}
 	if c.mode == "u" {
 		ks = ks[:2]
 	}
 	switch k.kind {
 	case kindRead:
-		return c.scripts.rwAcquire, c.scripts.rwAcquire.Line(ks, token, ttlMs, c.mode, waiter, ttlMs+1000, "r")
+		return c.scripts.rwAcquire, c.scripts.rwAcquire.Line(ks, token, ttlMs, c.mode, waiter, slack, "r")
 	case kindWrite:
-		return c.scripts.rwAcquire, c.scripts.rwAcquire.Line(ks, token, ttlMs, c.mode, waiter, ttlMs+1000, "w")
+		return c.scripts.rwAcquire, c.scripts.rwAcquire.Line(ks, token, ttlMs, c.mode, waiter, slack, "w")
 	case kindSlot:
-		return c.scripts.semAcquire, c.scripts.semAcquire.Line(ks, token, ttlMs, c.mode, waiter, ttlMs+1000, k.limit, c.wakeArg, k.name)
+		return c.scripts.semAcquire, c.scripts.semAcquire.Line(ks, token, ttlMs, c.mode, waiter, slack, k.limit, c.wakeArg, k.name)
 	}
 	f := ""
 	if fair {
 		f = "f"
 	}
-	return c.scripts.acquire, c.scripts.acquire.Line(ks, token, ttlMs, c.mode, waiter, ttlMs+1000, f)
+	return c.scripts.acquire, c.scripts.acquire.Line(ks, token, ttlMs, c.mode, waiter, slack, f)
 }
 
 // timedOut tells whether some master failed with a transport error, so it

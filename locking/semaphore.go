@@ -97,33 +97,30 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...L
 }
 
 // Acquire takes a slot for ttl, waiting while all are held: it tries every
-// slot, then waits on one of them (woken when it is released, or at its
-// holder's expiry) for at most ttl before trying every slot again, until
-// ctx ends. A fair semaphore's waiter queues and is woken when its turn
-// comes. The lease is auto-extended unless WithAutoExtend(false).
+// slot (from a random one) and waits for any of them, woken when one is
+// released (or re-checking at the earliest holder's expiry), until ctx
+// ends. While all are held a round costs one call per slot: for a large
+// limit on one Redis, FairSemaphore costs one call a round. A fair
+// semaphore's waiter queues and is woken when its turn comes. The lease is
+// auto-extended unless WithAutoExtend(false).
 func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration, opts ...LockOption) (*Lease, error) {
+	var l *Lease
+	var err error
 	if s.fair {
-		l, err := s.c.lock(ctx, s.fairKeys(), ttl, opts)
-		if err != nil {
-			return nil, fmt.Errorf("locking: semaphore %q: %w", s.name, err)
-		}
-		return l, nil
-	}
-	for {
-		l, err := s.TryAcquire(ctx, ttl, append([]LockOption{WithAutoExtend(true)}, opts...)...)
-		if err == nil || !errors.Is(err, ErrNotObtained) {
+		l, err = s.c.lock(ctx, s.fairKeys(), ttl, opts)
+	} else {
+		// a pass that registers nowhere first: a free slot costs no wake-ups
+		if l, err := s.TryAcquire(ctx, ttl, append([]LockOption{WithAutoExtend(true)}, opts...)...); err == nil || !errors.Is(err, ErrNotObtained) {
 			return l, err
 		}
-		wctx, cancel := context.WithTimeout(ctx, ttl)
-		l, err = s.c.Lock(wctx, s.slot(rand.IntN(s.limit)), ttl, opts...)
-		cancel()
-		switch {
-		case err == nil:
-			return l, nil
-		case ctx.Err() != nil:
-			return nil, fmt.Errorf("locking: semaphore %q: %w", s.name, errors.Join(ErrNotObtained, context.Cause(ctx)))
-		case !errors.Is(err, ErrNotObtained):
-			return nil, err
+		ks := make([]keys, s.limit)
+		for i := range ks {
+			ks[i] = s.c.keysFor(s.slot(i))
 		}
+		l, err = s.c.lockAny(ctx, ks, ttl, opts)
 	}
+	if err != nil {
+		return nil, fmt.Errorf("locking: semaphore %q: %w", s.name, err)
+	}
+	return l, nil
 }

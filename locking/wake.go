@@ -32,8 +32,29 @@ type hub struct {
 }
 
 type waiter struct {
-	name, token string
-	ch          chan struct{} // buffered 1: a wake is never lost, never blocks
+	names []string // the locks it waits for (a semaphore's waiter: every slot)
+	token string
+	ch    chan struct{} // buffered 1: a wake is never lost, never blocks
+	woke  int           // index in names of the lock whose release woke it last (under hub.mu)
+}
+
+// wokeBy returns the index in w.names of the lock whose release woke w last.
+func (h *hub) wokeBy(w *waiter) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return w.woke
+}
+
+// wake signals w for a release of the lock name.
+func wake(w *waiter, name string) {
+	if len(w.names) > 1 {
+		for i, n := range w.names {
+			if n == name {
+				w.woke = i
+			}
+		}
+	}
+	signal(w)
 }
 
 func newHub(c *Client) *hub {
@@ -130,13 +151,13 @@ func (h *hub) dispatch(payload string) {
 	}
 	if kind == "a" {
 		for _, w := range h.byName[name] {
-			signal(w)
+			wake(w, name)
 		}
 		return
 	}
 	for _, w := range h.byName[name] {
 		if len(w.ch) == 0 {
-			signal(w)
+			wake(w, name)
 			return
 		}
 	}
@@ -159,10 +180,12 @@ func (h *hub) wakeAll() {
 	}
 }
 
-func (h *hub) add(name, token string) *waiter {
-	w := &waiter{name: name, token: token, ch: make(chan struct{}, 1)}
+func (h *hub) add(token string, names []string) *waiter {
+	w := &waiter{names: names, token: token, ch: make(chan struct{}, 1)}
 	h.mu.Lock()
-	h.byName[name] = append(h.byName[name], w)
+	for _, name := range names {
+		h.byName[name] = append(h.byName[name], w)
+	}
 	h.byToken[token] = w
 	h.mu.Unlock()
 	return w
@@ -173,21 +196,27 @@ func (h *hub) remove(w *waiter, gaveUp bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.byToken, w.token)
-	ws := h.byName[w.name]
-	for i, x := range ws {
-		if x == w {
-			ws = append(ws[:i:i], ws[i+1:]...)
-			break
+	var next *waiter
+	for _, name := range w.names {
+		ws := h.byName[name]
+		for i, x := range ws {
+			if x == w {
+				ws = append(ws[:i:i], ws[i+1:]...)
+				break
+			}
+		}
+		if len(ws) == 0 {
+			delete(h.byName, name)
+		} else {
+			h.byName[name] = ws
+			if next == nil {
+				next = ws[0]
+			}
 		}
 	}
-	if len(ws) == 0 {
-		delete(h.byName, w.name)
-	} else {
-		h.byName[w.name] = ws
-	}
 	// a wake that arrived for w but was not used goes to the next waiter
-	if gaveUp && len(w.ch) > 0 && len(ws) > 0 {
-		signal(ws[0])
+	if gaveUp && len(w.ch) > 0 && next != nil {
+		signal(next)
 	}
 }
 

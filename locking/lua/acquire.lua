@@ -12,8 +12,8 @@
 -- ARGV[3] mode: "q" one of a quorum, "s" a single master, "u" a single master
 --         whose restarts are not tracked (a Cluster: no marker). See q_fence.
 -- ARGV[4] waiter id of a caller that will wait, "" for one that will not
--- ARGV[5] how long the waiter's entry must outlive the holder's remaining ttl,
---         milliseconds: it lives until the waiter's next attempt and a little more
+-- ARGV[5] how long the waiter's entry must outlive the wait it is told, milliseconds:
+--         it lives until the waiter's next attempt and a little more
 -- ARGV[6] "f" for a fair caller (respects and, when waiting, joins the FIFO).
 --         A lock name is used either fairly or not: non-fair callers ignore the queue.
 --
@@ -74,6 +74,9 @@ else
 end
 
 if wait >= 0 then
+  -- a fair waiter re-checks, and refreshes its place, at least every ttl: one that
+  -- died leaves the queue within its ttl and ARGV[5]
+  if fair and wait > tonumber(ARGV[2]) then wait = tonumber(ARGV[2]) end
   if waiter ~= '' then
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     local life = wait + tonumber(ARGV[5])

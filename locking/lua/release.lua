@@ -13,6 +13,10 @@
 -- waiters are registered, "r|<token>|<name>" (one waiter per process re-checks) or
 -- for a writer "a|<token>|<name>" (every waiter does: all the readers can go);
 -- nothing otherwise.
+if ARGV[4] == 'a' then
+  -- a writer's intent may be left where it was refused while a majority granted
+  redis.call('ZREM', KEYS[1] .. ':wi', ARGV[1])
+end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local W, Q, QD = KEYS[1] .. ':w', KEYS[1] .. ':q', KEYS[1] .. ':qd'
 if redis.call('EXISTS', W, Q) == 0 then -- nobody waits: the common case

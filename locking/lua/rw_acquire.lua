@@ -11,12 +11,14 @@
 -- ARGV[2] ttl in milliseconds
 -- ARGV[3] mode, as acquire's
 -- ARGV[4] waiter id of a caller that will wait, "" for one that will not
--- ARGV[5] how long a waiter's entries outlive the wait it was told, ms
+-- ARGV[5] how long a waiter's entries outlive the wait it was told, ms (the time
+--         its next attempt may take to arrive)
 -- ARGV[6] "r" a read share, "w" the write lock
 --
 -- Write-preferring: a live intent of a waiting writer keeps new readers out, and
--- expires (ARGV[5] after the wait it was told) unless the writer keeps trying, so a
--- writer that died waiting holds nobody up for long. Expired readers and intents are
+-- expires (ARGV[5] after the wait it was told, which is never more than its own ttl)
+-- unless the writer keeps trying, so a writer that died waiting holds readers up for
+-- at most its ttl and ARGV[5], however long the holders it waited for hold on. Expired readers and intents are
 -- dropped by every call: a reader that died frees its share at its own expiry.
 --
 -- Returns {1, fence} owned, {0, ms} busy (retry in ms), {-1, 0} marker missing.
@@ -40,6 +42,7 @@ local function keep(k, ms) -- k lives at least ms more
 end
 local function busy(wait, intent)
   if wait < 1 then wait = 1 end
+  if wait > ttl then wait = ttl end -- re-check, and refresh the entries, at least every ttl
   if ARGV[4] ~= '' then
     local life = wait + tonumber(ARGV[5])
     redis.call('ZADD', W, now + life, ARGV[4])

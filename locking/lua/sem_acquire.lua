@@ -36,7 +36,9 @@ end
 if redis.call('ZSCORE', R, token) then -- our own earlier attempt, its answer lost
   redis.call('ZADD', R, now + ttl, token)
   keep(R, ttl)
-  return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
+  local f = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if f == 0 then f = q_fence(KEYS[2], false, t, 0, ARGV[2]) end
+  return {1, f}
 end
 
 -- the live head of the queue, dropping those that stopped waiting
@@ -73,6 +75,8 @@ else
   wait = tonumber(redis.call('HGET', QD, head)) - now -- the head's place lapses
 end
 if wait < 1 then wait = 1 end
+if wait > ttl then wait = ttl end -- re-check, and refresh the place, at least every ttl:
+-- a waiter that died leaves the queue within its ttl and ARGV[5]
 if ARGV[4] ~= '' then
   local life = wait + tonumber(ARGV[5])
   if redis.call('HSET', QD, token, now + life) == 1 then redis.call('RPUSH', Q, token) end
