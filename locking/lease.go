@@ -195,16 +195,21 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		s = c.scripts.extendShare
 	}
 	line := s.Line([]string{l.keys.lock}, l.token, ttl.Milliseconds())
-	// it returns once a quorum confirmed: a slow master's answer must not
-	// outlast the deadline a quorum already moved. The slow master's call
-	// still runs, in order after the earlier calls of this lease there, and
-	// the caller's ctx does not cut it short once Extend returned (the
-	// extender cancels its ctx at once): a key extended only on the fastest
-	// quorum would drift off the others, and a lease would then survive
-	// fewer master failures than the quorum promises. So the calls are
-	// bounded by the master timeout only; the lease still ends at its
-	// deadline by its own timer.
-	rs := c.fan(context.WithoutCancel(ctx), ttl, s, line, parseInt, isOne)
+	// With several masters it returns once a quorum confirmed: a slow
+	// master's answer must not outlast the deadline a quorum already moved.
+	// The slow master's call still runs, in order after the earlier calls of
+	// this lease there, and the caller's ctx does not cut it short once
+	// Extend returned (the extender cancels its ctx at once): a key extended
+	// only on the fastest quorum would drift off the others, and a lease
+	// would then survive fewer master failures than the quorum promises. So
+	// those calls are bounded by the master timeout only; the lease still
+	// ends at its deadline by its own timer. One master's call runs inline,
+	// bounded by ctx.
+	fctx := ctx
+	if len(c.masters) > 1 {
+		fctx = context.WithoutCancel(ctx)
+	}
+	rs := c.fan(fctx, ttl, s, line, parseInt, isOne)
 	acks, gone, errs := tally(rs)
 
 	l.mu.Lock()
