@@ -1,0 +1,453 @@
+// Package histcheck records what the parts of a baton deployment believed
+// and did (leases their holders believed they held, writes a fencing store
+// accepted or refused, ticks the scheduler dispatched, runs that ran) and
+// checks the record against baton's guarantees:
+//
+//   - no two believed-held intervals of one lock overlap (a shared lease,
+//     a reader's, may overlap other shared ones only);
+//   - fences increase with acquisition order;
+//   - a store that rejects stale fences never accepted a write from a
+//     superseded holder: accepted writes of a key come in fence order, each
+//     from a holder that believed it held the key when it wrote;
+//   - every (job, tick) of a window was dispatched exactly once, or was
+//     recorded missed with a reason, and runs of a job that forbids overlap
+//     never overlapped.
+//
+// Check reports the first violation with the two histories involved side by
+// side. A History is safe for concurrent use; fault-schedule tests record
+// into one while their faults run and check it at the end.
+//
+// Times are compared as recorded: in one process, time.Now (monotonic);
+// across processes on one host, wall times (time.Unix(0, n)).
+package histcheck
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// History is the record of one run.
+type History struct {
+	mu     sync.Mutex
+	start  time.Time
+	leases []*Lease
+	writes []Write
+	ticks  []Tick
+	runs   []Run
+}
+
+// New returns an empty history; times in reports are shown relative to its
+// creation.
+func New() *History { return &History{start: time.Now()} }
+
+// Lease is one holding as its holder believed it: held from Acquired until
+// the earlier of End (it released, or noticed the lease ended) and Deadline
+// (its validity deadline, the last one an extension gave it: a holder that
+// was frozen past it never acts on the lease again).
+type Lease struct {
+	Client   string
+	Key      string
+	Shared   bool // a reader's share: may overlap other shared leases
+	Fence    int64
+	Asked    time.Time // the acquire call began
+	Acquired time.Time // it returned the lease
+	Deadline time.Time // the validity deadline, as last extended
+	End      time.Time // released, or noticed ended; zero while held
+	Why      string    // how it ended
+
+	h *History
+}
+
+// Believed returns the interval the holder believed it held the lease.
+func (l *Lease) Believed() (from, to time.Time) {
+	to = l.Deadline
+	if !l.End.IsZero() && (to.IsZero() || l.End.Before(to)) {
+		to = l.End
+	}
+	return l.Acquired, to
+}
+
+// Acquired records a lease its holder just got.
+func (h *History) Acquired(client, key string, shared bool, fence int64, asked, acquired, deadline time.Time) *Lease {
+	l := &Lease{Client: client, Key: key, Shared: shared, Fence: fence, Asked: asked, Acquired: acquired, Deadline: deadline, h: h}
+	h.mu.Lock()
+	h.leases = append(h.leases, l)
+	h.mu.Unlock()
+	return l
+}
+
+// Ended records the end of a lease as its holder saw it: at, its last
+// validity deadline, and why.
+func (l *Lease) Ended(at, deadline time.Time, why string) {
+	l.h.mu.Lock()
+	defer l.h.mu.Unlock()
+	if l.End.IsZero() {
+		l.End, l.Why = at, why
+		if !deadline.IsZero() {
+			l.Deadline = deadline
+		}
+	}
+}
+
+// Write is one write offered to a fencing store.
+type Write struct {
+	Client   string
+	Key      string
+	Fence    int64
+	At       time.Time
+	Accepted bool
+}
+
+// Store is an in-memory store that refuses stale writers: a write for a
+// key is accepted only when its fence is at least the highest fence the
+// store has accepted for that key. Every offer is recorded.
+type Store struct {
+	h    *History
+	mu   sync.Mutex
+	high map[string]int64
+}
+
+// Store returns a fencing store that records into h.
+func (h *History) Store() *Store { return &Store{h: h, high: map[string]int64{}} }
+
+// Write offers a write by client, holding key with fence, and reports
+// whether the store accepted it. at is when the writer last saw its lease
+// valid (it checked, then wrote): the moment its belief is judged at.
+func (s *Store) Write(client, key string, fence int64, at time.Time) bool {
+	s.mu.Lock()
+	ok := fence >= s.high[key]
+	if ok {
+		s.high[key] = fence
+	}
+	s.mu.Unlock()
+	s.h.mu.Lock()
+	s.h.writes = append(s.h.writes, Write{Client: client, Key: key, Fence: fence, At: at, Accepted: ok})
+	s.h.mu.Unlock()
+	return ok
+}
+
+// Tick is what happened to one tick of a job: expected (it was due in the
+// checked window), dispatched (by a replica), or missed (with a reason).
+type Tick struct {
+	Job     string
+	Tick    time.Time
+	Event   string // "expected", "dispatched", "missed"
+	Replica string
+	Reason  string // of a miss
+}
+
+// Ticked records a tick event.
+func (h *History) Ticked(t Tick) {
+	h.mu.Lock()
+	h.ticks = append(h.ticks, t)
+	h.mu.Unlock()
+}
+
+// Run is one execution of a job's tick, from its start to its end as the
+// worker saw them.
+type Run struct {
+	Job       string
+	Tick      time.Time
+	Worker    string
+	Start     time.Time
+	End       time.Time
+	Exclusive bool // the job forbids overlapping runs
+}
+
+// Ran records a run.
+func (h *History) Ran(r Run) {
+	h.mu.Lock()
+	h.runs = append(h.runs, r)
+	h.mu.Unlock()
+}
+
+// Counts summarises a history.
+type Counts struct {
+	Leases, Writes, Refused, Expected, Dispatched, Duplicated, Missed, Runs int
+}
+
+// Counts returns how many of each event the history holds.
+func (h *History) Counts() Counts {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var c Counts
+	c.Leases, c.Writes, c.Runs = len(h.leases), len(h.writes), len(h.runs)
+	for _, w := range h.writes {
+		if !w.Accepted {
+			c.Refused++
+		}
+	}
+	seen := map[string]int{}
+	for _, t := range h.ticks {
+		switch t.Event {
+		case "expected":
+			c.Expected++
+		case "dispatched":
+			c.Dispatched++
+			seen[t.Job+"@"+t.Tick.UTC().Format(time.RFC3339Nano)]++
+		case "missed":
+			c.Missed++
+		}
+	}
+	for _, n := range seen {
+		if n > 1 {
+			c.Duplicated += n - 1
+		}
+	}
+	return c
+}
+
+// Violation is a broken guarantee: the rule, what broke it, and the two
+// histories involved (each a list of events of one party), shown side by
+// side by Error.
+type Violation struct {
+	Rule        string
+	What        string
+	Left, Right Party
+	origin      time.Time
+}
+
+// Party is one side of a violation: who, and its events in time order.
+type Party struct {
+	Name   string
+	Events []Event
+}
+
+// Event is one line of a party's history.
+type Event struct {
+	At   time.Time
+	What string
+}
+
+// Error renders the violation with both histories side by side.
+func (v *Violation) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "histcheck: %s: %s\n", v.Rule, v.What)
+	type row struct {
+		at          time.Time
+		left, right string
+	}
+	var rows []row
+	for _, e := range v.Left.Events {
+		rows = append(rows, row{e.At, e.What, ""})
+	}
+	for _, e := range v.Right.Events {
+		rows = append(rows, row{e.At, "", e.What})
+	}
+	slices.SortStableFunc(rows, func(a, b row) int { return a.at.Compare(b.at) })
+	w := len(v.Left.Name)
+	for _, r := range rows {
+		w = max(w, len(r.left))
+	}
+	fmt.Fprintf(&b, "  %12s  %-*s | %s\n", "t", w, v.Left.Name, v.Right.Name)
+	for _, r := range rows {
+		fmt.Fprintf(&b, "  %12s  %-*s | %s\n", r.at.Sub(v.origin).Round(time.Microsecond), w, r.left, r.right)
+	}
+	return b.String()
+}
+
+// Check verifies the history against every rule and returns the first
+// violation (an *Violation), or nil.
+func (h *History) Check() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, check := range []func() *Violation{h.checkOverlap, h.checkFences, h.checkWrites, h.checkTicks, h.checkRuns} {
+		if v := check(); v != nil {
+			v.origin = h.start
+			return v
+		}
+	}
+	return nil
+}
+
+// leasesByKey returns the leases of each key, by acquisition time.
+func (h *History) leasesByKey() map[string][]*Lease {
+	by := map[string][]*Lease{}
+	for _, l := range h.leases {
+		by[l.Key] = append(by[l.Key], l)
+	}
+	for _, ls := range by {
+		slices.SortStableFunc(ls, func(a, b *Lease) int { return a.Acquired.Compare(b.Acquired) })
+	}
+	return by
+}
+
+func (l *Lease) party(h *History) Party {
+	from, to := l.Believed()
+	p := Party{Name: fmt.Sprintf("%s (fence %d)", l.Client, l.Fence)}
+	p.Events = append(p.Events, Event{l.Asked, "asks for " + l.Key}, Event{from, fmt.Sprintf("holds %s, fence %d", l.Key, l.Fence)})
+	if !l.Deadline.IsZero() {
+		p.Events = append(p.Events, Event{l.Deadline, "validity deadline"})
+	}
+	if !l.End.IsZero() {
+		p.Events = append(p.Events, Event{l.End, "ends: " + l.Why})
+	}
+	for _, w := range h.writes {
+		if w.Client == l.Client && w.Key == l.Key && w.Fence == l.Fence {
+			p.Events = append(p.Events, Event{w.At, fmt.Sprintf("writes with fence %d: accepted %v", w.Fence, w.Accepted)})
+		}
+	}
+	_ = to
+	return p
+}
+
+func (h *History) checkOverlap() *Violation {
+	for key, ls := range h.leasesByKey() {
+		for i, a := range ls {
+			_, aTo := a.Believed()
+			for _, b := range ls[i+1:] {
+				bFrom, _ := b.Believed()
+				if !bFrom.Before(aTo) {
+					continue // b began after a ended (sorted: so did the rest, unless a longer one)
+				}
+				if a.Shared && b.Shared {
+					continue
+				}
+				return &Violation{Rule: "overlap", What: fmt.Sprintf("%s and %s both believed they held %q from %v", a.Client, b.Client, key, bFrom.Sub(h.start).Round(time.Microsecond)),
+					Left: a.party(h), Right: b.party(h)}
+			}
+		}
+	}
+	return nil
+}
+
+func (h *History) checkFences() *Violation {
+	for key, ls := range h.leasesByKey() {
+		// a later holder's fence is above every earlier holder's: compare
+		// each lease with those that ended (as believed) before it began
+		for i, b := range ls {
+			bFrom, _ := b.Believed()
+			for _, a := range ls[:i] {
+				_, aTo := a.Believed()
+				if aTo.After(bFrom) {
+					continue // they overlap (shared): no order between them
+				}
+				if b.Fence <= a.Fence {
+					return &Violation{Rule: "fence order", What: fmt.Sprintf("%q: %s got fence %d after %s had %d", key, b.Client, b.Fence, a.Client, a.Fence),
+						Left: a.party(h), Right: b.party(h)}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (h *History) checkWrites() *Violation {
+	byKey := map[string][]Write{}
+	for _, w := range h.writes {
+		if w.Accepted {
+			byKey[w.Key] = append(byKey[w.Key], w)
+		}
+	}
+	leases := h.leasesByKey()
+	for key, ws := range byKey {
+		slices.SortStableFunc(ws, func(a, b Write) int { return a.At.Compare(b.At) })
+		for i, w := range ws {
+			var mine *Lease
+			for _, l := range leases[key] {
+				if l.Client == w.Client && l.Fence == w.Fence {
+					mine = l
+				}
+			}
+			if mine == nil {
+				return &Violation{Rule: "write without a lease", What: fmt.Sprintf("%q: the store accepted a write by %s with fence %d that no lease of it carried", key, w.Client, w.Fence),
+					Left: Party{Name: w.Client, Events: []Event{{w.At, fmt.Sprintf("writes with fence %d: accepted", w.Fence)}}}}
+			}
+			from, to := mine.Believed()
+			if w.At.Before(from) || w.At.After(to) {
+				return &Violation{Rule: "write outside the lease", What: fmt.Sprintf("%q: %s wrote with fence %d while it did not believe it held the lock", key, w.Client, w.Fence),
+					Left: mine.party(h)}
+			}
+			if i > 0 && w.Fence < ws[i-1].Fence {
+				prev := ws[i-1]
+				var left Party
+				for _, l := range leases[key] {
+					if l.Client == prev.Client && l.Fence == prev.Fence {
+						left = l.party(h)
+					}
+				}
+				return &Violation{Rule: "stale write accepted", What: fmt.Sprintf("%q: the store accepted fence %d from %s after fence %d from %s", key, w.Fence, w.Client, prev.Fence, prev.Client),
+					Left: left, Right: mine.party(h)}
+			}
+		}
+	}
+	return nil
+}
+
+func (h *History) checkTicks() *Violation {
+	type state struct {
+		expected   bool
+		dispatched []Tick
+		missed     []Tick
+	}
+	by := map[string]*state{}
+	var order []string
+	for _, t := range h.ticks {
+		id := t.Job + "@" + t.Tick.UTC().Format(time.RFC3339Nano)
+		s := by[id]
+		if s == nil {
+			s = &state{}
+			by[id] = s
+			order = append(order, id)
+		}
+		switch t.Event {
+		case "expected":
+			s.expected = true
+		case "dispatched":
+			s.dispatched = append(s.dispatched, t)
+		case "missed":
+			s.missed = append(s.missed, t)
+		}
+	}
+	tickParty := func(name string, ts []Tick) Party {
+		p := Party{Name: name}
+		for _, t := range ts {
+			p.Events = append(p.Events, Event{t.Tick, fmt.Sprintf("%s by %s %s", t.Event, t.Replica, t.Reason)})
+		}
+		return p
+	}
+	for _, id := range order {
+		s := by[id]
+		switch {
+		case len(s.dispatched) > 1:
+			return &Violation{Rule: "tick dispatched twice", What: id,
+				Left:  tickParty(s.dispatched[0].Replica, s.dispatched[:1]),
+				Right: tickParty(s.dispatched[1].Replica, s.dispatched[1:])}
+		case len(s.dispatched) == 1 && len(s.missed) > 0:
+			return &Violation{Rule: "tick dispatched and recorded missed", What: id,
+				Left: tickParty("dispatch", s.dispatched), Right: tickParty("miss", s.missed)}
+		case s.expected && len(s.dispatched) == 0 && len(s.missed) == 0:
+			return &Violation{Rule: "tick lost", What: id + " was due, never dispatched, and not recorded missed"}
+		case s.expected && len(s.dispatched) == 0 && s.missed[0].Reason == "":
+			return &Violation{Rule: "tick missed without a reason", What: id}
+		}
+	}
+	return nil
+}
+
+func (h *History) checkRuns() *Violation {
+	by := map[string][]Run{}
+	for _, r := range h.runs {
+		if r.Exclusive {
+			by[r.Job] = append(by[r.Job], r)
+		}
+	}
+	for job, rs := range by {
+		slices.SortStableFunc(rs, func(a, b Run) int { return a.Start.Compare(b.Start) })
+		for i := 1; i < len(rs); i++ {
+			a, b := rs[i-1], rs[i]
+			if b.Start.Before(a.End) {
+				run := func(r Run) Party {
+					return Party{Name: r.Worker, Events: []Event{
+						{r.Start, fmt.Sprintf("starts %s@%s", job, r.Tick.UTC().Format(time.RFC3339))},
+						{r.End, "ends"}}}
+				}
+				return &Violation{Rule: "runs overlapped", What: fmt.Sprintf("job %q forbids overlap", job), Left: run(a), Right: run(b)}
+			}
+		}
+	}
+	return nil
+}
