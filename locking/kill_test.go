@@ -63,6 +63,22 @@ func holdUntilKilled(spec, addr string) int {
 		_, err = s.Acquire(ctx, holdTTL)
 	case "all":
 		_, err = c.LockAll(ctx, f[1:], holdTTL)
+	case "writer": // a holder that writes every 5ms while its lease is valid, and says so
+		l, err := c.Lock(ctx, f[1], holdTTL, locking.WithAutoExtend(false))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		fmt.Printf("held %d %d %d %d\n", l.Fence(), time.Now().UnixNano(), time.Now().UnixNano(), l.Deadline().UnixNano())
+		for {
+			at := time.Now()
+			if l.Err() != nil {
+				fmt.Printf("lost %d %d\n", time.Now().UnixNano(), l.Deadline().UnixNano())
+				select {}
+			}
+			fmt.Printf("write %d %d\n", l.Fence(), at.UnixNano())
+			time.Sleep(5 * time.Millisecond)
+		}
 	case "fill":
 		_, err = c.Fill(ctx, rdb, f[1], time.Minute, func(ctx context.Context) ([]byte, error) {
 			fmt.Println("held")
