@@ -2,10 +2,10 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test redis-server chromium fmt-check vet unit build dev bench-lock
+.PHONY: test redis-server chromium fmt-check vet unit fuzz build dev bench-lock chaos
 
 ## test: gofmt check, go vet, and the whole suite with -race against real redis-server processes
-test: redis-server chromium fmt-check vet unit
+test: redis-server chromium fmt-check vet unit fuzz
 
 ## redis-server: make sure a redis-server binary exists (tests start their own on free ports)
 redis-server:
@@ -43,12 +43,26 @@ vet:
 unit:
 	$(GO) test -race -count=1 -timeout 12m $(PKGS)
 
+## fuzz: each fuzz target for FUZZTIME (default 5s) beyond its committed seeds, which `unit` runs:
+## the config loader, the schedule parser with DST, the HTTP API, the baton lock command line
+FUZZTIME ?= 5s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
+	$(GO) test -run '^$$' -fuzz '^FuzzSchedule$$' -fuzztime $(FUZZTIME) ./scheduler
+	$(GO) test -run '^$$' -fuzz '^FuzzAPI$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzParseLock$$' -fuzztime $(FUZZTIME) ./cmd/baton
+
 build:
 	$(GO) build -o bin/baton ./cmd/baton
 
 ## dev: baton dev (embedded Redis + 3 replicas); the embedded server needs the dev build tag
 dev:
 	$(GO) run -tags dev ./cmd/baton dev
+
+## chaos: the multi-process run under random faults for BATON_CHAOS (default 3m; not in CI, which runs
+## a 15 s variant inside `unit`); replay a run with the BATON_CHAOS_SEED it printed
+chaos: redis-server
+	BATON_CHAOS=$${BATON_CHAOS:-3m} $(GO) test -count=1 -run '^TestChaos$$' -v -timeout 30m ./internal/e2e
 
 ## bench-lock: the lock benchmark against peer libraries (writes bench/results/locking.md)
 bench-lock:

@@ -20,7 +20,7 @@ const apiToken = "api-token-0123456789"
 
 // apiServer serves the HTTP handler of one (not started) replica of a
 // config on a real Redis; token is http.token ("" for none).
-func apiServer(t *testing.T, srv *redistest.Server, token string) *httptest.Server {
+func apiServer(t testing.TB, srv *redistest.Server, token string) *httptest.Server {
 	t.Helper()
 	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}

@@ -164,9 +164,10 @@ func (h *History) Ran(r Run) {
 	h.mu.Unlock()
 }
 
-// Counts summarises a history.
+// Counts summarises a history. Lost counts the expected ticks neither
+// dispatched nor recorded missed.
 type Counts struct {
-	Leases, Writes, Refused, Expected, Dispatched, Duplicated, Missed, Runs int
+	Leases, Writes, Refused, Expected, Dispatched, Duplicated, Missed, Lost, Runs int
 }
 
 // Counts returns how many of each event the history holds.
@@ -181,20 +182,29 @@ func (h *History) Counts() Counts {
 		}
 	}
 	seen := map[string]int{}
+	expected := map[string]bool{}
 	for _, t := range h.ticks {
+		id := t.Job + "@" + t.Tick.UTC().Format(time.RFC3339Nano)
 		switch t.Event {
 		case "expected":
 			c.Expected++
+			expected[id] = true
 		case "dispatched":
 			c.Dispatched++
-			seen[t.Job+"@"+t.Tick.UTC().Format(time.RFC3339Nano)]++
+			seen[id]++
 		case "missed":
 			c.Missed++
+			seen[id] += 0 // accounted for
 		}
 	}
 	for _, n := range seen {
 		if n > 1 {
 			c.Duplicated += n - 1
+		}
+	}
+	for id := range expected {
+		if _, ok := seen[id]; !ok {
+			c.Lost++
 		}
 	}
 	return c

@@ -1,0 +1,295 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/histcheck"
+	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+// Chaos settings, from the environment: BATON_CHAOS is how long faults run
+// (a Go duration; default 15s, which CI runs; `make chaos` runs minutes),
+// BATON_CHAOS_SEED the seed of the fault schedule (default: the clock,
+// printed so a run can be replayed).
+const (
+	envChaos     = "BATON_CHAOS"
+	envChaosSeed = "BATON_CHAOS_SEED"
+)
+
+// chaosConfig writes a job list whose jobs append "tick fence start|end
+// unixnanos" lines to their own files, reached through addr.
+func chaosConfig(t *testing.T, dir, addr string) (cfg, every, forbid string) {
+	every = filepath.Join(dir, "every.out")
+	forbid = filepath.Join(dir, "forbid.out")
+	cfg = filepath.Join(dir, "chaos.yaml")
+	line := func(out, what string) string {
+		return fmt.Sprintf(`echo \"$BATON_TICK $BATON_FENCING_TOKEN %s $(date +%%s%%N)\" >> %s`, what, out)
+	}
+	y := fmt.Sprintf(`redis:
+  url: redis://%s/0
+locking:
+  fresh_deployment: true
+  restart_quarantine: 10s
+namespace: chaos
+history:
+  runs: 5000
+worker:
+  concurrency: 20
+  shutdown_grace: 5s
+jobs:
+  - name: every-second
+    schedule: "@every 1s"
+    starting_deadline: 30s
+    catchup: all
+    catchup_max: 100
+    lock_ttl: 3s
+    exec:
+      command: ["sh", "-c", "%s; %s"]
+  - name: slow-forbid
+    schedule: "@every 1s"
+    starting_deadline: 30s
+    concurrency: forbid
+    lock_ttl: 2s
+    exec:
+      command: ["sh", "-c", "%s; sleep 1.5; %s"]
+`, addr, line(every, "start"), line(every, "end"), line(forbid, "start"), line(forbid, "end"))
+	if err := os.WriteFile(cfg, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, every, forbid
+}
+
+// runLine is one line a chaos job wrote.
+type runLine struct {
+	tick  time.Time
+	fence int64
+	what  string
+	at    time.Time
+}
+
+func readRunLines(t *testing.T, path string) []runLine {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []runLine
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) != 4 {
+			continue // cut by a kill
+		}
+		tick, err1 := time.Parse(time.RFC3339, fs[0])
+		fence, err2 := strconv.ParseInt(fs[1], 10, 64)
+		ns, err3 := strconv.ParseInt(fs[3], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		out = append(out, runLine{tick, fence, fs[2], time.Unix(0, ns)})
+	}
+	return out
+}
+
+// TestChaos runs three schedulers and two workers as processes against one
+// Redis (queue and lock master, with appendfsync always) reached through a
+// fault proxy, and injects random faults for BATON_CHAOS: schedulers
+// SIGKILLed and restarted, schedulers frozen (SIGSTOP) past their leases
+// and resumed, latency and cuts on every process's path to Redis, and Redis
+// itself killed and restarted from its append-only file. Workers are not
+// killed (a killed worker's run is run again: asynq executes at least once).
+// The history checker then judges every tick of the window (ran exactly
+// once, or recorded in the job's history as not run, with why) and the
+// forbid job's runs (never overlapping); a summary is printed.
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	d := 15 * time.Second
+	if v := os.Getenv(envChaos); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil || d <= 0 {
+			t.Fatalf("%s=%q: want a positive duration such as 3m", envChaos, v)
+		}
+	}
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv(envChaosSeed); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("%s=%q: want an unsigned integer", envChaosSeed, v)
+		}
+	}
+	fmt.Printf("chaos: seed %d, faults for %v (replay: %s=%d %s=%v make chaos)\n", seed, d, envChaosSeed, seed, envChaos, d)
+	rng := rand.New(rand.NewPCG(seed, 13))
+
+	srv := redistest.New(t, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
+	px := redistest.NewTestProxy(t, srv.Addr())
+	dir := t.TempDir()
+	cfg, every, forbid := chaosConfig(t, dir, px.Addr())
+	var scheds, workers []*proc
+	for i := range 3 {
+		p := &proc{name: fmt.Sprintf("scheduler-%d", i), args: []string{"scheduler", "--config", cfg, "--id", fmt.Sprintf("s%d", i), "--log-format", "json"}}
+		p.start(t, dir)
+		scheds = append(scheds, p)
+	}
+	for i := range 2 {
+		p := &proc{name: fmt.Sprintf("worker-%d", i), args: []string{"worker", "--config", cfg, "--id", fmt.Sprintf("w%d", i), "--log-format", "json"}}
+		p.start(t, dir)
+		workers = append(workers, p)
+	}
+	t.Cleanup(func() {
+		for _, p := range append(scheds, workers...) {
+			p.signal(syscall.SIGCONT)
+		}
+		if t.Failed() {
+			for _, p := range append(scheds, workers...) {
+				b, _ := os.ReadFile(filepath.Join(dir, p.name+".log"))
+				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+				t.Logf("%s, last lines:\n%s", p.name, strings.Join(lines[max(0, len(lines)-8):], "\n"))
+			}
+		}
+	})
+	from := time.Now().Add(3 * time.Second).Truncate(time.Second)
+	faults := map[string]int{}
+	sleep := func(lo, hi int) { time.Sleep(time.Duration(lo+rng.IntN(hi-lo)) * time.Millisecond) }
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		sleep(1000, 3000)
+		switch k := rng.IntN(5); k {
+		case 0:
+			p := scheds[rng.IntN(len(scheds))]
+			p.signal(syscall.SIGKILL)
+			p.wait(t, 5*time.Second)
+			sleep(200, 1000)
+			p.start(t, dir)
+			faults["scheduler killed"]++
+		case 1:
+			p := scheds[rng.IntN(len(scheds))]
+			p.signal(syscall.SIGSTOP)
+			sleep(500, 7000) // past its tick leases (5s) at times
+			p.signal(syscall.SIGCONT)
+			faults["scheduler frozen"]++
+		case 2:
+			if err := px.AddLatency(time.Duration(50+rng.IntN(250))*time.Millisecond, rng.IntN(2) == 0); err != nil {
+				t.Fatal(err)
+			}
+			sleep(1000, 2000)
+			if err := px.Restore(); err != nil {
+				t.Fatal(err)
+			}
+			faults["latency"]++
+		case 3:
+			if err := px.Cut(); err != nil {
+				t.Fatal(err)
+			}
+			sleep(300, 1500)
+			if err := px.Restore(); err != nil {
+				t.Fatal(err)
+			}
+			faults["cut"]++
+		case 4:
+			if err := srv.RestartFromSnapshot(); err != nil { // kill -9, reload the append-only file
+				t.Fatal(err)
+			}
+			faults["redis restarted"]++
+		}
+	}
+	until := time.Now().Add(-2 * time.Second).Truncate(time.Second)
+	time.Sleep(15 * time.Second) // the window's late ticks (a restarted master's quarantine) go out
+	for _, p := range append(scheds, workers...) {
+		p.signal(syscall.SIGTERM)
+	}
+	for _, p := range append(scheds, workers...) {
+		p.wait(t, 20*time.Second)
+	}
+
+	h := histcheck.New()
+	for tick := from; !tick.After(until); tick = tick.Add(time.Second) {
+		h.Ticked(histcheck.Tick{Job: "every-second", Tick: tick, Event: "expected"})
+	}
+	// what the cluster recorded as not run, with its reason
+	rdb := srv.Client()
+	recs, err := jobs.ReadHistory(context.Background(), rdb, "chaos", "every-second", 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Tick.Before(from) || r.Tick.After(until) || !r.Started.IsZero() {
+			continue
+		}
+		switch r.Status {
+		case jobs.StatusMissed, jobs.StatusSkipped, jobs.StatusReplaced, jobs.StatusPaused:
+			// not run, and the history says why: a tick the masters could
+			// not vouch for, one left out by catch-up, or one that came
+			// while the job's run went on (forbid)
+			h.Ticked(histcheck.Tick{Job: "every-second", Tick: r.Tick, Event: "missed", Replica: r.Dispatcher, Reason: string(r.Status) + ": " + r.Reason})
+		}
+	}
+	var gap time.Duration
+	for _, l := range readRunLines(t, every) {
+		if l.what == "start" && !l.tick.Before(from) && !l.tick.After(until) {
+			h.Ticked(histcheck.Tick{Job: "every-second", Tick: l.tick, Event: "dispatched", Replica: fmt.Sprintf("fence %d", l.fence)})
+			gap = max(gap, l.at.Sub(l.tick))
+		}
+	}
+	runs := map[string]*histcheck.Run{}
+	for _, l := range readRunLines(t, forbid) {
+		id := fmt.Sprintf("%s/%d", l.tick.Format(time.RFC3339), l.fence)
+		r := runs[id]
+		if r == nil {
+			r = &histcheck.Run{Job: "slow-forbid", Tick: l.tick, Worker: fmt.Sprintf("fence %d", l.fence), Exclusive: true}
+			runs[id] = r
+		}
+		if l.what == "start" {
+			r.Start = l.at
+		} else {
+			r.End = l.at
+		}
+	}
+	for _, r := range runs {
+		if !r.Start.IsZero() && !r.End.IsZero() {
+			h.Ran(*r)
+		}
+	}
+	lost := 0
+	for _, p := range append(scheds, workers...) {
+		b, _ := os.ReadFile(filepath.Join(dir, p.name+".log"))
+		lost += strings.Count(string(b), "lease lost") + strings.Count(string(b), "lock lost")
+	}
+	c := h.Counts()
+	verdict := "no violation"
+	err = h.Check()
+	if err != nil {
+		verdict = err.Error()
+	}
+	fmt.Printf("chaos: seed %d, %v of faults %v\n", seed, d, faults)
+	fmt.Printf("chaos: ticks expected %d, ran %d, duplicated %d, missed %d (recorded) + %d (lost); forbid runs %d; leases lost %d; longest tick-to-start gap %v\n",
+		c.Expected, c.Dispatched, c.Duplicated, c.Missed, c.Lost, c.Runs, lost, gap.Round(time.Millisecond))
+	fmt.Printf("chaos: checker: %s\n", verdict)
+	if err != nil {
+		// what the processes logged about the tick in question
+		if m := regexp.MustCompile(`@(\S+Z)`).FindStringSubmatch(err.Error()); m != nil {
+			for _, p := range append(scheds, workers...) {
+				b, _ := os.ReadFile(filepath.Join(dir, p.name+".log"))
+				for l := range strings.Lines(string(b)) {
+					if strings.Contains(l, m[1]) || strings.Contains(l, `"level":"error"`) || strings.Contains(l, `"level":"warn"`) {
+						t.Logf("%s: %s", p.name, strings.TrimSpace(l))
+					}
+				}
+			}
+		}
+		t.Fatal(err)
+	}
+}
