@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/internal/histcheck"
-	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
 )
 
 // Chaos settings, from the environment: BATON_CHAOS is how long faults run
