@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test redis-server chromium fmt-check vet unit fuzz build dev bench-lock chaos
+.PHONY: test redis-server chromium fmt-check vet unit fuzz build dev bench-lock chaos soak
 
 ## test: gofmt check, go vet, and the whole suite with -race against real redis-server processes
 test: redis-server chromium fmt-check vet unit fuzz
@@ -63,6 +63,12 @@ dev:
 ## a 15 s variant inside `unit`); replay a run with the BATON_CHAOS_SEED it printed
 chaos: redis-server
 	BATON_CHAOS=$${BATON_CHAOS:-3m} $(GO) test -count=1 -run '^TestChaos$$' -v -timeout 30m ./internal/e2e
+
+## soak: the scheduler (BATON_SOAK_JOBS, default 10,000 jobs due every second on 3 replicas) and
+## 160 lock goroutines for BATON_SOAK (default 3m), then goroutines, heap and Redis keys checked
+## against their baseline (the suite runs 10 s with 300 jobs)
+soak: redis-server
+	BATON_SOAK=$${BATON_SOAK:-3m} BATON_SOAK_JOBS=$${BATON_SOAK_JOBS:-10000} $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 30m ./internal/soak
 
 ## bench-lock: the lock benchmark against peer libraries (writes bench/results/locking.md)
 bench-lock:
