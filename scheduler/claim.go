@@ -53,6 +53,7 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 		case stOwned:
 			s.add(it.job, func(c *stats) { c.owned.Add(1) })
 			owned = append(owned, claimed{idx: i, fence: o.fence, synced: o.agree})
+			s.note("claimed", it)
 		case stDone:
 			s.add(it.job, func(c *stats) { c.done.Add(1) })
 		case stPaused:
@@ -449,6 +450,9 @@ func (s *Scheduler) extendLeases(ctx context.Context, batch []item, waiting []cl
 // releaseLeases gives up the leases of the batch's ticks at the indices
 // idx, each only while it is still ours (see lua/release.lua).
 func (s *Scheduler) releaseLeases(ctx context.Context, batch []item, idx []int) {
+	for _, i := range idx {
+		s.note("released", batch[i])
+	}
 	s.pipeline(ctx, len(idx), releaseScript, func(i int) ([]string, []any) {
 		it := batch[idx[i]]
 		return []string{it.key}, []any{it.token}

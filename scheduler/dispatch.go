@@ -166,6 +166,7 @@ var errNotRecorded = errors.New("scheduler: tick not recorded before its run")
 // its lease is still ours, and reports whether a quorum did. Bounded by the
 // master timeout, also at shutdown (a tick recorded but not run is lost).
 func (s *Scheduler) commitOwned(ctx context.Context, it item) bool {
+	s.note("committed", it)
 	answers := s.pipeline(context.WithoutCancel(ctx), 1, commitOwnedScript, func(int) ([]string, []any) {
 		return []string{it.key, it.job.keys.mark}, []any{it.token, it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}
 	})
@@ -221,6 +222,9 @@ func (s *Scheduler) settle(ctx context.Context, it item, r dispatched) settlemen
 // done, in one pipeline. It goes out even when ctx ended (shutdown),
 // bounded by the master timeout.
 func (s *Scheduler) commit(ctx context.Context, batch []item, idx []int) {
+	for _, i := range idx {
+		s.note("committed", batch[i])
+	}
 	answers := s.pipeline(context.WithoutCancel(ctx), len(idx), commitScript, func(k int) ([]string, []any) {
 		it := batch[idx[k]]
 		return []string{it.key, it.job.keys.mark}, []any{it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}

@@ -83,6 +83,15 @@ type options struct {
 	parallel      int
 	leader        func() bool
 	onDispatch    func(job string, lag time.Duration)
+	observe       func(kind, job string, tick time.Time, replica string) // tests' history (export_test.go)
+}
+
+// note tells the test observer, if any, what became of a tick: "claimed",
+// "committed" or "released".
+func (s *Scheduler) note(kind string, it item) {
+	if s.opts.observe != nil {
+		s.opts.observe(kind, it.job.Name, it.at, s.opts.replica)
+	}
 }
 
 // WithClock injects the clock (baton's tests use a fake one). Default: the real one.

@@ -27,6 +27,15 @@ func (d histDispatcher) NotDispatched(_ context.Context, t scheduler.Tick, pause
 	}
 }
 
+// observe reports every claim won, commit and release into h: the checker
+// then also requires that a replica dispatches or commits a tick only while
+// it holds its claim.
+func observe(h *histcheck.History) scheduler.Option {
+	return scheduler.WithObserver(func(kind, job string, tick time.Time, replica string) {
+		h.Ticked(histcheck.Tick{Job: job, Tick: tick, Event: kind, Replica: replica})
+	})
+}
+
 // Fault schedule: three replicas on one lock master, two of them with
 // clocks that NTP steps while they run: one forward 10 s and back, one
 // back 10 s and forward, a second apart, inside the skew bound (so they
@@ -50,7 +59,7 @@ func TestScheduleClockSteps(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				startWith(t, l, jobs, d, scheduler.WithReplica(fmt.Sprintf("r%d", i)), scheduler.WithClock(clocks[i]),
+				startWith(t, l, jobs, d, scheduler.WithReplica(fmt.Sprintf("r%d", i)), scheduler.WithClock(clocks[i]), observe(h),
 					scheduler.WithMaxClockSkew(skew), scheduler.WithTickLeaseTTL(time.Second), scheduler.WithFollowerDelay(50*time.Millisecond))
 			}
 			from := time.Now().Add(time.Second).Truncate(time.Second)

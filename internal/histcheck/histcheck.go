@@ -130,17 +130,23 @@ func (s *Store) Write(client, key string, fence int64, at time.Time) bool {
 }
 
 // Tick is what happened to one tick of a job: expected (it was due in the
-// checked window), dispatched (by a replica), or missed (with a reason).
+// checked window), dispatched (by a replica), or missed (with a reason);
+// and, where the scheduler reports them, claimed (a replica won its
+// claim), committed (recorded done) and released (the claim given up).
 type Tick struct {
 	Job     string
 	Tick    time.Time
-	Event   string // "expected", "dispatched", "missed"
+	Event   string // "expected", "dispatched", "missed", "claimed", "committed", "released"
 	Replica string
-	Reason  string // of a miss
+	Reason  string    // of a miss
+	At      time.Time // when it happened; Ticked sets it when zero
 }
 
 // Ticked records a tick event.
 func (h *History) Ticked(t Tick) {
+	if t.At.IsZero() {
+		t.At = time.Now()
+	}
 	h.mu.Lock()
 	h.ticks = append(h.ticks, t)
 	h.mu.Unlock()
@@ -392,7 +398,9 @@ func (h *History) checkTicks() *Violation {
 		expected   bool
 		dispatched []Tick
 		missed     []Tick
+		claims     []Tick // claimed, committed and released, in order
 	}
+	tracked := false // the scheduler reported its claims
 	by := map[string]*state{}
 	var order []string
 	for _, t := range h.ticks {
@@ -410,14 +418,46 @@ func (h *History) checkTicks() *Violation {
 			s.dispatched = append(s.dispatched, t)
 		case "missed":
 			s.missed = append(s.missed, t)
+		case "claimed", "committed", "released":
+			s.claims = append(s.claims, t)
+			tracked = true
 		}
 	}
 	tickParty := func(name string, ts []Tick) Party {
 		p := Party{Name: name}
 		for _, t := range ts {
-			p.Events = append(p.Events, Event{t.Tick, fmt.Sprintf("%s by %s %s", t.Event, t.Replica, t.Reason)})
+			p.Events = append(p.Events, Event{t.At, fmt.Sprintf("%s %s by %s %s", t.Event, t.Tick.UTC().Format(time.RFC3339), t.Replica, t.Reason)})
 		}
 		return p
+	}
+	// with claims reported: a replica dispatches or commits a tick only
+	// while it holds its claim (won before, not released since)
+	holds := func(s *state, replica string, at time.Time) bool {
+		held := false
+		for _, c := range s.claims {
+			if c.Replica != replica || c.At.After(at) {
+				continue
+			}
+			switch c.Event {
+			case "claimed":
+				held = true
+			case "released":
+				held = false
+			}
+		}
+		return held
+	}
+	for _, id := range order {
+		s := by[id]
+		if !tracked {
+			break
+		}
+		for _, d := range append(append([]Tick(nil), s.dispatched...), s.claims...) {
+			if (d.Event == "dispatched" || d.Event == "committed") && !holds(s, d.Replica, d.At) {
+				return &Violation{Rule: d.Event + " without a claim", What: fmt.Sprintf("%s by %s, which did not hold the tick's claim", id, d.Replica),
+					Left: tickParty(d.Replica, append(append([]Tick(nil), s.claims...), s.dispatched...))}
+			}
+		}
 	}
 	for _, id := range order {
 		s := by[id]

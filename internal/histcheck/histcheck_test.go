@@ -162,3 +162,26 @@ func TestLockLoadOnRealRedis(t *testing.T) {
 	}
 	t.Logf("caught:\n%v", v)
 }
+
+// Where the scheduler reports its claims, a dispatch or a commit by a
+// replica that did not hold the tick's claim (never won, or released) is a
+// violation.
+func TestDispatchNeedsAClaim(t *testing.T) {
+	tick := time.Date(2026, 11, 25, 2, 0, 0, 0, time.UTC)
+	h := New()
+	h.Ticked(Tick{Job: "j", Tick: tick, Event: "claimed", Replica: "r1", At: h.at(0)})
+	h.Ticked(Tick{Job: "j", Tick: tick, Event: "dispatched", Replica: "r1", At: h.at(5)})
+	h.Ticked(Tick{Job: "j", Tick: tick, Event: "committed", Replica: "r1", At: h.at(6)})
+	if err := h.Check(); err != nil {
+		t.Fatal(err)
+	}
+	h.Ticked(Tick{Job: "j", Tick: tick.Add(time.Second), Event: "claimed", Replica: "r1", At: h.at(10)})
+	h.Ticked(Tick{Job: "j", Tick: tick.Add(time.Second), Event: "released", Replica: "r1", At: h.at(11)})
+	h.Ticked(Tick{Job: "j", Tick: tick.Add(time.Second), Event: "dispatched", Replica: "r1", At: h.at(12)})
+	violation(t, h.Check(), "dispatched without a claim")
+
+	h = New()
+	h.Ticked(Tick{Job: "j", Tick: tick, Event: "claimed", Replica: "r1", At: h.at(0)})
+	h.Ticked(Tick{Job: "j", Tick: tick, Event: "committed", Replica: "r2", At: h.at(1)})
+	violation(t, h.Check(), "committed without a claim")
+}
