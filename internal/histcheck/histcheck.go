@@ -31,6 +31,11 @@ import (
 
 // History is the record of one run.
 type History struct {
+	// MaxEarly, when set, is how long before its instant a tick may be
+	// dispatched (the scheduler's skew bound): an earlier dispatch is a
+	// violation.
+	MaxEarly time.Duration
+
 	mu     sync.Mutex
 	start  time.Time
 	leases []*Lease
@@ -61,13 +66,28 @@ type Lease struct {
 	h *History
 }
 
-// Believed returns the interval the holder believed it held the lease.
+// forever stands for "not ended" in intervals.
+var forever = time.Unix(1<<62, 0)
+
+// Believed returns the interval the holder believed it held the lease. A
+// lease with neither an end nor a deadline is held to the end of the
+// history; one recorded as acquired after its own deadline (the reply came
+// too late) was never believed held: its interval is empty (to <= from).
 func (l *Lease) Believed() (from, to time.Time) {
 	to = l.Deadline
 	if !l.End.IsZero() && (to.IsZero() || l.End.Before(to)) {
 		to = l.End
 	}
+	if to.IsZero() {
+		to = forever
+	}
 	return l.Acquired, to
+}
+
+// held tells a lease that was believed held for some time.
+func (l *Lease) held() bool {
+	from, to := l.Believed()
+	return to.After(from)
 }
 
 // Acquired records a lease its holder just got.
@@ -170,10 +190,15 @@ func (h *History) Ran(r Run) {
 	h.mu.Unlock()
 }
 
-// Counts summarises a history. Lost counts the expected ticks neither
-// dispatched nor recorded missed.
+// Counts summarises a history. Of the expected ticks: Dispatched were
+// dispatched (at least once), Missed were recorded not run and never
+// dispatched, Lost neither (so Expected = Dispatched + Missed + Lost).
+// Dispatches counts every dispatch event, Duplicated the dispatches of a
+// tick beyond its first.
 type Counts struct {
-	Leases, Writes, Refused, Expected, Dispatched, Duplicated, Missed, Lost, Runs int
+	Leases, Writes, Refused                                    int
+	Expected, Dispatched, Missed, Lost, Dispatches, Duplicated int
+	Runs                                                       int
 }
 
 // Counts returns how many of each event the history holds.
@@ -187,29 +212,31 @@ func (h *History) Counts() Counts {
 			c.Refused++
 		}
 	}
-	seen := map[string]int{}
-	expected := map[string]bool{}
+	dispatched, missed := map[string]int{}, map[string]bool{}
+	var expected []string
 	for _, t := range h.ticks {
 		id := t.Job + "@" + t.Tick.UTC().Format(time.RFC3339Nano)
 		switch t.Event {
 		case "expected":
-			c.Expected++
-			expected[id] = true
+			expected = append(expected, id)
 		case "dispatched":
-			c.Dispatched++
-			seen[id]++
+			c.Dispatches++
+			dispatched[id]++
 		case "missed":
+			missed[id] = true
+		}
+	}
+	for _, n := range dispatched {
+		c.Duplicated += n - 1
+	}
+	c.Expected = len(expected)
+	for _, id := range expected {
+		switch {
+		case dispatched[id] > 0:
+			c.Dispatched++
+		case missed[id]:
 			c.Missed++
-			seen[id] += 0 // accounted for
-		}
-	}
-	for _, n := range seen {
-		if n > 1 {
-			c.Duplicated += n - 1
-		}
-	}
-	for id := range expected {
-		if _, ok := seen[id]; !ok {
+		default:
 			c.Lost++
 		}
 	}
@@ -314,9 +341,12 @@ func (h *History) checkOverlap() *Violation {
 	for key, ls := range h.leasesByKey() {
 		for i, a := range ls {
 			_, aTo := a.Believed()
+			if !a.held() {
+				continue
+			}
 			for _, b := range ls[i+1:] {
 				bFrom, _ := b.Believed()
-				if !bFrom.Before(aTo) {
+				if !b.held() || !bFrom.Before(aTo) {
 					continue // b began after a ended (sorted: so did the rest, unless a longer one)
 				}
 				if a.Shared && b.Shared {
@@ -336,9 +366,12 @@ func (h *History) checkFences() *Violation {
 		// each lease with those that ended (as believed) before it began
 		for i, b := range ls {
 			bFrom, _ := b.Believed()
+			if !b.held() {
+				continue
+			}
 			for _, a := range ls[:i] {
 				_, aTo := a.Believed()
-				if aTo.After(bFrom) {
+				if !a.held() || aTo.After(bFrom) {
 					continue // they overlap (shared): no order between them
 				}
 				if b.Fence <= a.Fence {
@@ -352,41 +385,52 @@ func (h *History) checkFences() *Violation {
 }
 
 func (h *History) checkWrites() *Violation {
+	leases := h.leasesByKey()
+	mine := func(w Write) *Lease {
+		for _, l := range leases[w.Key] {
+			if l.Client == w.Client && l.Fence == w.Fence {
+				return l
+			}
+		}
+		return nil
+	}
+	// a holder writes only while it believes it holds the key, whatever the
+	// store then decides: a write offered after its deadline is acting on a
+	// lost lock (G3), even when the store refuses it
+	for _, w := range h.writes {
+		l := mine(w)
+		if l == nil {
+			if !w.Accepted {
+				continue
+			}
+			return &Violation{Rule: "write without a lease", What: fmt.Sprintf("%q: the store accepted a write by %s with fence %d that no lease of it carried", w.Key, w.Client, w.Fence),
+				Left: Party{Name: w.Client, Events: []Event{{w.At, fmt.Sprintf("writes with fence %d: accepted", w.Fence)}}}}
+		}
+		from, to := l.Believed()
+		if w.At.Before(from) || w.At.After(to) {
+			return &Violation{Rule: "write outside the lease", What: fmt.Sprintf("%q: %s wrote with fence %d while it did not believe it held the lock (accepted %v)", w.Key, w.Client, w.Fence, w.Accepted),
+				Left: l.party(h)}
+		}
+	}
 	byKey := map[string][]Write{}
 	for _, w := range h.writes {
 		if w.Accepted {
 			byKey[w.Key] = append(byKey[w.Key], w)
 		}
 	}
-	leases := h.leasesByKey()
 	for key, ws := range byKey {
 		slices.SortStableFunc(ws, func(a, b Write) int { return a.At.Compare(b.At) })
-		for i, w := range ws {
-			var mine *Lease
-			for _, l := range leases[key] {
-				if l.Client == w.Client && l.Fence == w.Fence {
-					mine = l
+		for i := 1; i < len(ws); i++ {
+			if prev, w := ws[i-1], ws[i]; w.Fence < prev.Fence {
+				var left, right Party
+				if l := mine(prev); l != nil {
+					left = l.party(h)
 				}
-			}
-			if mine == nil {
-				return &Violation{Rule: "write without a lease", What: fmt.Sprintf("%q: the store accepted a write by %s with fence %d that no lease of it carried", key, w.Client, w.Fence),
-					Left: Party{Name: w.Client, Events: []Event{{w.At, fmt.Sprintf("writes with fence %d: accepted", w.Fence)}}}}
-			}
-			from, to := mine.Believed()
-			if w.At.Before(from) || w.At.After(to) {
-				return &Violation{Rule: "write outside the lease", What: fmt.Sprintf("%q: %s wrote with fence %d while it did not believe it held the lock", key, w.Client, w.Fence),
-					Left: mine.party(h)}
-			}
-			if i > 0 && w.Fence < ws[i-1].Fence {
-				prev := ws[i-1]
-				var left Party
-				for _, l := range leases[key] {
-					if l.Client == prev.Client && l.Fence == prev.Fence {
-						left = l.party(h)
-					}
+				if l := mine(w); l != nil {
+					right = l.party(h)
 				}
 				return &Violation{Rule: "stale write accepted", What: fmt.Sprintf("%q: the store accepted fence %d from %s after fence %d from %s", key, w.Fence, w.Client, prev.Fence, prev.Client),
-					Left: left, Right: mine.party(h)}
+					Left: left, Right: right}
 			}
 		}
 	}
@@ -471,14 +515,69 @@ func (h *History) checkTicks() *Violation {
 				Left: tickParty("dispatch", s.dispatched), Right: tickParty("miss", s.missed)}
 		case s.expected && len(s.dispatched) == 0 && len(s.missed) == 0:
 			return &Violation{Rule: "tick lost", What: id + " was due, never dispatched, and not recorded missed"}
-		case s.expected && len(s.dispatched) == 0 && s.missed[0].Reason == "":
-			return &Violation{Rule: "tick missed without a reason", What: id}
+		}
+		for _, m := range s.missed {
+			if m.Reason == "" {
+				return &Violation{Rule: "tick missed without a reason", What: id + " by " + m.Replica}
+			}
+		}
+		for _, d := range s.dispatched {
+			if h.MaxEarly > 0 && d.At.Before(d.Tick.Add(-h.MaxEarly)) {
+				return &Violation{Rule: "tick dispatched early", What: fmt.Sprintf("%s by %s, %v before it was due (allowed %v)", id, d.Replica, d.Tick.Sub(d.At).Round(time.Millisecond), h.MaxEarly),
+					Left: tickParty(d.Replica, s.dispatched)}
+			}
+		}
+	}
+	// a dispatch inside a job's window that is no tick of its schedule
+	first, last := map[string]time.Time{}, map[string]time.Time{}
+	for _, t := range h.ticks {
+		if t.Event != "expected" {
+			continue
+		}
+		if f, ok := first[t.Job]; !ok || t.Tick.Before(f) {
+			first[t.Job] = t.Tick
+		}
+		if l, ok := last[t.Job]; !ok || t.Tick.After(l) {
+			last[t.Job] = t.Tick
+		}
+	}
+	for _, id := range order {
+		s := by[id]
+		for _, d := range s.dispatched {
+			f, ok := first[d.Job]
+			if ok && !s.expected && !d.Tick.Before(f) && !d.Tick.After(last[d.Job]) {
+				return &Violation{Rule: "unexpected dispatch", What: id + " is no tick of the job's schedule, inside its checked window",
+					Left: tickParty(d.Replica, s.dispatched)}
+			}
 		}
 	}
 	return nil
 }
 
 func (h *History) checkRuns() *Violation {
+	run := func(r Run) Party {
+		p := Party{Name: r.Worker, Events: []Event{{r.Start, fmt.Sprintf("starts %s@%s", r.Job, r.Tick.UTC().Format(time.RFC3339))}}}
+		if !r.End.IsZero() {
+			p.Events = append(p.Events, Event{r.End, "ends"})
+		}
+		return p
+	}
+	end := func(r Run) time.Time {
+		if r.End.IsZero() {
+			return forever // still running, or its end was not seen
+		}
+		return r.End
+	}
+	// a tick runs once: a second run after a completed one is a tick twice
+	// (after a run cut off by a crash, asynq runs it again by design)
+	seen := map[string]Run{}
+	for _, r := range h.runs {
+		id := r.Job + "@" + r.Tick.UTC().Format(time.RFC3339Nano)
+		if prev, ok := seen[id]; ok && (!prev.End.IsZero() || !r.End.IsZero()) {
+			return &Violation{Rule: "tick ran twice", What: id, Left: run(prev), Right: run(r)}
+		}
+		seen[id] = r
+	}
 	by := map[string][]Run{}
 	for _, r := range h.runs {
 		if r.Exclusive {
@@ -487,15 +586,11 @@ func (h *History) checkRuns() *Violation {
 	}
 	for job, rs := range by {
 		slices.SortStableFunc(rs, func(a, b Run) int { return a.Start.Compare(b.Start) })
-		for i := 1; i < len(rs); i++ {
-			a, b := rs[i-1], rs[i]
-			if b.Start.Before(a.End) {
-				run := func(r Run) Party {
-					return Party{Name: r.Worker, Events: []Event{
-						{r.Start, fmt.Sprintf("starts %s@%s", job, r.Tick.UTC().Format(time.RFC3339))},
-						{r.End, "ends"}}}
+		for i := range rs {
+			for _, b := range rs[i+1:] {
+				if b.Start.Before(end(rs[i])) {
+					return &Violation{Rule: "runs overlapped", What: fmt.Sprintf("job %q forbids overlap", job), Left: run(rs[i]), Right: run(b)}
 				}
-				return &Violation{Rule: "runs overlapped", What: fmt.Sprintf("job %q forbids overlap", job), Left: run(a), Right: run(b)}
 			}
 		}
 	}

@@ -103,7 +103,7 @@ func TestTicksAndRuns(t *testing.T) {
 	if !strings.Contains(v.Error(), "r1") || !strings.Contains(v.Error(), "r2") {
 		t.Errorf("report names neither replica:\n%v", v)
 	}
-	if c := h.Counts(); c.Duplicated != 1 || c.Dispatched != 2 || c.Expected != 1 {
+	if c := h.Counts(); c.Duplicated != 1 || c.Dispatches != 2 || c.Dispatched != 1 || c.Expected != 1 {
 		t.Errorf("counts %+v", c)
 	}
 
