@@ -30,9 +30,17 @@ func (d histDispatcher) NotDispatched(_ context.Context, t scheduler.Tick, pause
 // observe reports every claim won, commit and release into h: the checker
 // then also requires that a replica dispatches or commits a tick only while
 // it holds its claim.
-func observe(h *histcheck.History) scheduler.Option {
+func observe(h *histcheck.History, leaseTTL time.Duration) scheduler.Option {
 	return scheduler.WithObserver(func(kind, job string, tick time.Time, replica string) {
-		h.Ticked(histcheck.Tick{Job: job, Tick: tick, Event: kind, Replica: replica})
+		now := time.Now()
+		t := histcheck.Tick{Job: job, Tick: tick, Event: kind, Replica: replica, At: now}
+		if kind == "claimed" {
+			// the claim's lease runs from before the claim was sent: its
+			// deadline is a little before now + ttl (an owner slower than
+			// its lease is taken over by design)
+			t.Until = now.Add(leaseTTL - 50*time.Millisecond)
+		}
+		h.Ticked(t)
 	})
 }
 
@@ -53,15 +61,21 @@ func TestScheduleClockSteps(t *testing.T) {
 				{Name: "a", Schedule: every(t, "@every 1s"), StartingDeadline: 20 * time.Second},
 				{Name: "b", Schedule: every(t, "*/2 * * * * *"), StartingDeadline: 20 * time.Second},
 			}
+			// beyond the bound, a step must outlast a skew check (every 5 s)
+			hold := 1500 * time.Millisecond
+			if skew < 10*time.Second {
+				hold = 6 * time.Second
+			}
 			clocks := make([]*steppedClock, 3)
+			var reps []*replica
 			for i := range clocks {
 				clocks[i] = &steppedClock{}
 				l, err := locking.New(universal(clients(t, []*redistest.Server{s})), locking.WithFreshDeployment())
 				if err != nil {
 					t.Fatal(err)
 				}
-				startWith(t, l, jobs, d, scheduler.WithReplica(fmt.Sprintf("r%d", i)), scheduler.WithClock(clocks[i]), observe(h),
-					scheduler.WithMaxClockSkew(skew), scheduler.WithTickLeaseTTL(time.Second), scheduler.WithFollowerDelay(50*time.Millisecond))
+				reps = append(reps, startWith(t, l, jobs, d, scheduler.WithReplica(fmt.Sprintf("r%d", i)), scheduler.WithClock(clocks[i]), observe(h, time.Second),
+					scheduler.WithMaxClockSkew(skew), scheduler.WithTickLeaseTTL(time.Second), scheduler.WithFollowerDelay(50*time.Millisecond)))
 			}
 			from := time.Now().Add(time.Second).Truncate(time.Second)
 			steps := []struct {
@@ -70,7 +84,7 @@ func TestScheduleClockSteps(t *testing.T) {
 				off   time.Duration
 			}{
 				{time.Second, 1, 10 * time.Second}, {time.Second, 2, -10 * time.Second},
-				{1500 * time.Millisecond, 1, 0}, {time.Second, 2, 0},
+				{hold, 1, 0}, {time.Second, 2, 0},
 				{3 * time.Second, 0, 0}, // steady again
 			}
 			for _, st := range steps {
@@ -86,6 +100,13 @@ func TestScheduleClockSteps(t *testing.T) {
 			}
 			if err := h.Check(); err != nil {
 				t.Fatal(err)
+			}
+			if skew < 10*time.Second {
+				for i, r := range reps[1:] {
+					if r.s.Stats().SkewStops == 0 {
+						t.Errorf("r%d's clock was 10 s off (bound %v) past a skew check: it never stopped claiming", i+1, skew)
+					}
+				}
 			}
 			c := h.Counts()
 			if c.Expected < 6 {

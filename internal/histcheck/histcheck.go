@@ -160,6 +160,7 @@ type Tick struct {
 	Replica string
 	Reason  string    // of a miss
 	At      time.Time // when it happened; Ticked sets it when zero
+	Until   time.Time // a claim's lease deadline, when known
 }
 
 // Ticked records a tick event.
@@ -491,6 +492,40 @@ func (h *History) checkTicks() *Violation {
 		}
 		return held
 	}
+	// a claim is one replica's from its win until it commits or releases
+	// the tick, or its lease deadline passes: two at once break the claim
+	type hold struct {
+		replica  string
+		from, to time.Time
+	}
+	for _, id := range order {
+		s := by[id]
+		var hs []hold
+		for i, c := range s.claims {
+			if c.Event != "claimed" {
+				continue
+			}
+			to := forever
+			if !c.Until.IsZero() {
+				to = c.Until
+			}
+			for _, e := range s.claims[i+1:] {
+				if e.Replica == c.Replica && e.Event != "claimed" {
+					to = minTime(to, e.At)
+					break
+				}
+			}
+			hs = append(hs, hold{c.Replica, c.At, to})
+		}
+		for i, a := range hs {
+			for _, b := range hs[i+1:] {
+				if a.replica != b.replica && a.from.Before(b.to) && b.from.Before(a.to) {
+					return &Violation{Rule: "tick claimed twice at once", What: fmt.Sprintf("%s by %s and %s", id, a.replica, b.replica),
+						Left: tickParty(a.replica, filterTicks(s.claims, a.replica)), Right: tickParty(b.replica, filterTicks(s.claims, b.replica))}
+				}
+			}
+		}
+	}
 	for _, id := range order {
 		s := by[id]
 		if !tracked {
@@ -570,13 +605,28 @@ func (h *History) checkRuns() *Violation {
 	}
 	// a tick runs once: a second run after a completed one is a tick twice
 	// (after a run cut off by a crash, asynq runs it again by design)
-	seen := map[string]Run{}
+	byTick := map[string][]Run{}
+	var ids []string
 	for _, r := range h.runs {
 		id := r.Job + "@" + r.Tick.UTC().Format(time.RFC3339Nano)
-		if prev, ok := seen[id]; ok && (!prev.End.IsZero() || !r.End.IsZero()) {
-			return &Violation{Rule: "tick ran twice", What: id, Left: run(prev), Right: run(r)}
+		if byTick[id] == nil {
+			ids = append(ids, id)
 		}
-		seen[id] = r
+		byTick[id] = append(byTick[id], r)
+	}
+	for _, id := range ids {
+		rs := byTick[id]
+		slices.SortStableFunc(rs, func(a, b Run) int { return a.Start.Compare(b.Start) })
+		for i, a := range rs {
+			if a.End.IsZero() {
+				continue // cut off: its retry is asynq's at-least-once
+			}
+			for _, b := range rs[i+1:] {
+				if !b.Start.Before(a.End) {
+					return &Violation{Rule: "tick ran twice", What: id + " ran again after a run of it completed", Left: run(a), Right: run(b)}
+				}
+			}
+		}
 	}
 	by := map[string][]Run{}
 	for _, r := range h.runs {
@@ -595,4 +645,22 @@ func (h *History) checkRuns() *Violation {
 		}
 	}
 	return nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// filterTicks returns the events of ts by replica.
+func filterTicks(ts []Tick, replica string) []Tick {
+	var out []Tick
+	for _, t := range ts {
+		if t.Replica == replica {
+			out = append(out, t)
+		}
+	}
+	return out
 }
