@@ -22,6 +22,7 @@ func FuzzSchedule(f *testing.F) {
 		"@hourly", "@daily", "@weekly", "@monthly", "@yearly", "0 30 1,2,3 * * *",
 		"15 3 * 3,10 0", "0 0 30 2 *", "61 * * * *", "CRON_TZ=UTC 0 * * * *", "@every 0s",
 		"*/7 1-3 * * 1-5", "0 0 * * 7", "@every 1s", "0 0 L * *", "",
+		"0 9 * * 1#2", "0 18 * * 5L", "30 2 L * *", "0 0 15,L * 0#1", "0 0 * * 1#6",
 	} {
 		f.Add(s, uint8(1), int64(1710032400)) // near Berlin's and New York's spring-forward in 2024
 		f.Add(s, uint8(2), int64(1730602800)) // New York's fall-back in 2024

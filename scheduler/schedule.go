@@ -104,6 +104,15 @@ func parseSchedule(spec string, loc *time.Location) (Schedule, error) {
 	if f := strings.Fields(spec); f[0] == "@every" {
 		return parseEvery(strings.TrimSpace(strings.TrimPrefix(spec, "@every")), loc)
 	}
+	if inner, dom, dow, ok, err := calendarSpec(spec); err != nil {
+		return nil, err
+	} else if ok {
+		s, err := parseSchedule(inner, loc)
+		if err != nil {
+			return nil, err
+		}
+		return &calendarSchedule{inner: s, loc: loc, dom: dom, dow: dow}, nil
+	}
 	parsed, err := parser.Parse(spec)
 	if err != nil {
 		return nil, err
