@@ -317,6 +317,11 @@ type Job struct {
 	Timezone string `yaml:"timezone"`
 	// Location is Timezone loaded; nil for singleton jobs.
 	Location *time.Location `yaml:"-"`
+	// Start and End bound the job's ticks: none before Start, none after
+	// End (RFC 3339 times; empty: open). Sched is already restricted to
+	// them. Not for singletons.
+	Start string `yaml:"start"`
+	End   string `yaml:"end"`
 	// Mode says where the job runs. Default cron.
 	Mode Mode `yaml:"mode"`
 	// Exec runs a command. Exactly one of Exec, HTTP and Handler is set.

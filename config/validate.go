@@ -405,6 +405,11 @@ func (v *validator) job(p string, j *Job) {
 	}
 
 	if mode == ModeSingleton {
+		for _, f := range []struct{ name, v string }{{"start", j.Start}, {"end", j.End}} {
+			if f.v != "" {
+				v.errf(at(f.name), "not for mode: singleton (it runs without a schedule)")
+			}
+		}
 		j.Schedule, j.Timezone, j.Location = "", "", nil
 		return
 	}
@@ -426,6 +431,29 @@ func (v *validator) job(p string, j *Job) {
 	if err != nil {
 		v.errf(at("schedule"), "%s", err.Error())
 		return
+	}
+	var bounds [2]time.Time
+	for i, f := range []struct{ name, v string }{{"start", j.Start}, {"end", j.End}} {
+		if f.v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, f.v)
+		if err != nil {
+			v.errf(at(f.name), "%q is not an RFC 3339 time (such as 2026-12-05T02:00:00+01:00)", f.v)
+			return
+		}
+		bounds[i] = t
+	}
+	if !bounds[0].IsZero() && !bounds[1].IsZero() && !bounds[1].After(bounds[0]) {
+		v.errf(at("end"), "%s is not after start %s", j.End, j.Start)
+		return
+	}
+	if !bounds[0].IsZero() || !bounds[1].IsZero() {
+		sched = scheduler.Window(sched, bounds[0], bounds[1])
+		if first := sched.Next(bounds[0].Add(-time.Nanosecond)); first.IsZero() {
+			v.errf(at("schedule"), "%q has no tick between start and end", j.Schedule)
+			return
+		}
 	}
 	j.Sched = sched
 	interval := scheduler.ShortestInterval(sched, v.now)

@@ -1,0 +1,29 @@
+package scheduler
+
+import "time"
+
+// Window returns s restricted to the ticks at or after start and at or
+// before end; a zero start or end leaves that side open. A job's start and
+// end times are its schedule's window.
+func Window(s Schedule, start, end time.Time) Schedule {
+	if start.IsZero() && end.IsZero() {
+		return s
+	}
+	return &windowSchedule{inner: s, start: start, end: end}
+}
+
+type windowSchedule struct {
+	inner      Schedule
+	start, end time.Time
+}
+
+func (w *windowSchedule) Next(after time.Time) time.Time {
+	if !w.start.IsZero() && after.Before(w.start) {
+		after = w.start.Add(-time.Nanosecond)
+	}
+	n := w.inner.Next(after)
+	if n.IsZero() || !w.end.IsZero() && n.After(w.end) {
+		return time.Time{}
+	}
+	return n
+}
