@@ -247,7 +247,7 @@ func TestSchedulersKilledEveryTickOnce(t *testing.T) {
 		p.start(t, dir)
 	}
 	windowEnd := time.Now().Add(-2 * time.Second).Truncate(time.Second)
-	time.Sleep(3 * time.Second) // the window's last ticks finish
+	time.Sleep(8 * time.Second) // the window's last ticks finish: one owned by a replica killed at the end is claimed again when its 5 s tick lease expires
 	for _, p := range append(scheds, workers...) {
 		p.signal(syscall.SIGTERM)
 	}
@@ -316,7 +316,7 @@ func TestRunReplicasKilledNoTickMissed(t *testing.T) {
 		p.start(t, dir)
 	}
 	windowEnd := time.Now().Add(-2 * time.Second).Truncate(time.Second)
-	time.Sleep(3 * time.Second)
+	time.Sleep(8 * time.Second) // as above: a tick owned by a replica killed at the end waits out its 5 s lease
 	for _, p := range reps {
 		p.signal(syscall.SIGTERM)
 	}
