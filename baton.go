@@ -154,6 +154,7 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	}
 	log := o.log
 	r := &Replica{id: o.id, role: o.role, cfg: cfg, log: log, version: o.version, metrics: newReplicaMetrics(o.id)}
+	r.metrics.intervals(cfg)
 	ok := false
 	defer func() {
 		if !ok {

@@ -5,8 +5,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
+	"github.com/batonhq/baton/scheduler"
 )
 
 // replicaMetrics are the histograms a replica observes as things happen
@@ -18,6 +20,8 @@ type replicaMetrics struct {
 	startLag    *prometheus.HistogramVec
 	runs        *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
+	lastOK      *prometheus.GaugeVec // a job's last successful run on this replica
+	interval    *prometheus.GaugeVec // a job's shortest interval between ticks
 }
 
 // lagBuckets span a few milliseconds (a tick claimed at once) to a minute
@@ -39,6 +43,22 @@ func newReplicaMetrics(id string) *replicaMetrics {
 			ConstLabels: l}, []string{"job", "status"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_worker_run_duration_seconds",
 			Help: "How long runs on this replica ran, by how they ended.", Buckets: durationBuckets, ConstLabels: l}, []string{"job", "status"}),
+		lastOK: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_worker_last_success_timestamp_seconds",
+			Help: "When a run of the job last succeeded on this replica (Unix time).", ConstLabels: l}, []string{"job"}),
+		interval: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_job_interval_seconds",
+			Help: "The shortest interval between two ticks of the job's schedule (its alert windows scale with it).", ConstLabels: l}, []string{"job"}),
+	}
+}
+
+// intervals publishes each scheduled job's shortest interval.
+func (m *replicaMetrics) intervals(cfg *config.Config) {
+	now := time.Now()
+	for i := range cfg.Jobs {
+		if j := &cfg.Jobs[i]; j.Sched != nil {
+			if d := scheduler.ShortestInterval(j.Sched, now); d > 0 {
+				m.interval.WithLabelValues(j.Name).Set(d.Seconds())
+			}
+		}
 	}
 }
 
@@ -51,6 +71,9 @@ func (m *replicaMetrics) dispatched(job string, lag time.Duration) {
 func (m *replicaMetrics) ran(o jobs.RunObservation) {
 	st := string(o.Status)
 	m.runs.WithLabelValues(o.Job, st).Inc()
+	if o.Status == jobs.StatusOK {
+		m.lastOK.WithLabelValues(o.Job).SetToCurrentTime()
+	}
 	if o.Took > 0 {
 		m.startLag.WithLabelValues(o.Job).Observe(max(o.StartLag, 0).Seconds())
 		m.duration.WithLabelValues(o.Job, st).Observe(o.Took.Seconds())
@@ -58,7 +81,7 @@ func (m *replicaMetrics) ran(o jobs.RunObservation) {
 }
 
 func (m *replicaMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.dispatchLag, m.startLag, m.runs, m.duration}
+	return []prometheus.Collector{m.dispatchLag, m.startLag, m.runs, m.duration, m.lastOK, m.interval}
 }
 
 var (

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,5 +93,26 @@ jobs:
 	}
 	if lost := after[`baton_lock_leases_lost_total{replica="m-1"}`]; lost != 0 {
 		t.Errorf("%v leases lost on a healthy Redis", lost)
+	}
+	if at := after[`baton_worker_last_success_timestamp_seconds{job="beat",replica="m-1"}`]; at < float64(time.Now().Add(-time.Minute).Unix()) {
+		t.Errorf("last success at %v", at)
+	}
+	if d := after[`baton_job_interval_seconds{job="beat",replica="m-1"}`]; d != 1 {
+		t.Errorf("interval %v, want 1 (@every 1s)", d)
+	}
+	// the shipped alert rules name only metrics baton serves
+	rules, err := os.ReadFile("deploy/prometheus/baton-alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]bool{}
+	for series := range after {
+		name, _, _ := strings.Cut(series, "{")
+		served[name] = true
+	}
+	for _, name := range regexp.MustCompile(`\bbaton_[a-z_]+`).FindAllString(string(rules), -1) {
+		if !served[name] {
+			t.Errorf("deploy/prometheus/baton-alerts.yaml names %s, which /metrics does not serve", name)
+		}
 	}
 }
