@@ -28,6 +28,10 @@ type HeldLock struct {
 	// at least the holder's token (masters' counters may run ahead of it,
 	// and a later acquisition may be under way).
 	Fence int64 `json:"fence"`
+	// Shares is how many live shares a shared lock has (a read/write
+	// lock's readers, "rw:NAME"; a fair semaphore's holders, "fsem:NAME"),
+	// the most any master reports; 0 for a lock held by one holder.
+	Shares int `json:"shares,omitempty"`
 }
 
 // scanBatch is how many keys one SCAN step asks for.
@@ -69,6 +73,7 @@ func (c *Client) Held(ctx context.Context) ([]HeldLock, error) {
 			h.Masters++
 			h.TTL = min(h.TTL, f.ttl)
 			h.Fence = max(h.Fence, f.fence)
+			h.Shares = max(h.Shares, f.shares)
 		}
 	}
 	out := make([]HeldLock, 0, len(merged))
@@ -89,28 +94,37 @@ func (c *Client) Held(ctx context.Context) ([]HeldLock, error) {
 // found is one lock key on one master: its remaining ttl and fencing
 // counter.
 type found struct {
-	ttl   time.Duration
-	fence int64
+	ttl    time.Duration
+	fence  int64
+	shares int // live entries of the share set (readers, fair-semaphore holders)
 }
 
 // scanHeld returns the lock keys under prefix on one master: PREFIX{NAME}
-// exactly (not its fence, queue or leader records), by name.
+// exactly (not its fence, queue or leader records), and the share sets
+// PREFIX{NAME}:r of shared locks, by name.
 func scanHeld(ctx context.Context, rdb redis.UniversalClient, prefix string) (map[string]found, error) {
 	out := map[string]found{}
-	var names []string
+	var names, shared []string
 	var mu sync.Mutex
 	scan := func(ctx context.Context, node redis.UniversalClient) error {
-		iter := node.Scan(ctx, 0, escapeGlob(prefix)+"{*}", scanBatch).Iterator()
-		for iter.Next(ctx) {
-			name, ok := strings.CutPrefix(iter.Val(), prefix+"{")
-			if !ok || !strings.HasSuffix(name, "}") {
-				continue
+		for _, pattern := range []string{"{*}", "{*}:r"} {
+			iter := node.Scan(ctx, 0, escapeGlob(prefix)+pattern, scanBatch).Iterator()
+			for iter.Next(ctx) {
+				name, ok := strings.CutPrefix(iter.Val(), prefix+"{")
+				mu.Lock()
+				switch {
+				case ok && strings.HasSuffix(name, "}"):
+					names = append(names, strings.TrimSuffix(name, "}"))
+				case ok && strings.HasSuffix(name, "}:r"):
+					shared = append(shared, strings.TrimSuffix(name, "}:r"))
+				}
+				mu.Unlock()
 			}
-			mu.Lock()
-			names = append(names, strings.TrimSuffix(name, "}"))
-			mu.Unlock()
+			if err := iter.Err(); err != nil {
+				return err
+			}
 		}
-		return iter.Err()
+		return nil
 	}
 	var err error
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
@@ -139,7 +153,46 @@ func scanHeld(ctx context.Context, rdb redis.UniversalClient, prefix string) (ma
 				continue // gone since the scan, or kept without expiry (not a lock of ours)
 			}
 			fence, _ := strconv.ParseInt(fences[i].Val(), 10, 64)
-			out[name] = found{ttl, fence}
+			out[name] = found{ttl: ttl, fence: fence}
+		}
+	}
+	if len(shared) == 0 {
+		return out, nil
+	}
+	now, err := rdb.Time(ctx).Result() // entries are scored by the server's clock
+	if err != nil {
+		return nil, err
+	}
+	nowMs := strconv.FormatInt(now.UnixMilli(), 10)
+	for chunk := range slices.Chunk(shared, 256) {
+		pipe := rdb.Pipeline()
+		live := make([]*redis.IntCmd, len(chunk))
+		last := make([]*redis.ZSliceCmd, len(chunk))
+		fences := make([]*redis.StringCmd, len(chunk))
+		for i, name := range chunk {
+			key := prefix + "{" + name + "}:r"
+			live[i] = pipe.ZCount(ctx, key, "("+nowMs, "+inf")
+			last[i] = pipe.ZRangeWithScores(ctx, key, 0, 0) // the first share to lapse
+			fences[i] = pipe.Get(ctx, prefix+"{"+name+"}"+fenceSuffix)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+			return nil, err
+		}
+		for i, name := range chunk {
+			n := int(live[i].Val())
+			if n == 0 {
+				continue
+			}
+			f := out[name] // a writer may hold the key as well
+			f.shares = n
+			fence, _ := strconv.ParseInt(fences[i].Val(), 10, 64)
+			f.fence = max(f.fence, fence)
+			if zs := last[i].Val(); len(zs) > 0 {
+				if ttl := time.Duration(int64(zs[0].Score)-now.UnixMilli()) * time.Millisecond; ttl > 0 && (f.ttl == 0 || ttl < f.ttl) {
+					f.ttl = ttl
+				}
+			}
+			out[name] = f
 		}
 	}
 	return out, nil

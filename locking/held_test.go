@@ -66,3 +66,35 @@ func TestHeldListsLocks(t *testing.T) {
 		t.Errorf("one master down: %+v, %v; want the lock on 2 masters and an error naming the third", held, err)
 	}
 }
+
+// Shared locks are listed with their live shares: a read/write lock's
+// readers and a fair semaphore's holders.
+func TestHeldListsShares(t *testing.T) {
+	srv := redistest.New(t)
+	c := newClient(t, clientsOf(t, srv), locking.WithFreshDeployment())
+	ctx := testCtx(t)
+	m, _ := c.RWMutex("catalog")
+	for range 2 {
+		if _, err := m.TryRLock(ctx, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, _ := c.FairSemaphore("renders", 3)
+	if _, err := s.TryAcquire(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	held, err := c.Held(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]locking.HeldLock{}
+	for _, h := range held {
+		byName[h.Name] = h
+	}
+	if h := byName["rw:catalog"]; h.Shares != 2 || h.Masters != 1 || h.TTL <= 5*time.Second || h.Fence == 0 {
+		t.Errorf("rw:catalog: %+v, want 2 shares", h)
+	}
+	if h := byName["fsem:renders"]; h.Shares != 1 {
+		t.Errorf("fsem:renders: %+v, want 1 share", h)
+	}
+}

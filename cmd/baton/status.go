@@ -234,7 +234,11 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "LOCK\tMASTERS\tFENCE\tTTL")
 	for _, h := range held {
-		fmt.Fprintf(tw, "%s\t%d of %d (quorum %d)\t%d\t%s\n", redact.Quote(h.Name), h.Masters, masters, h.Quorum, h.Fence, h.TTL.Round(time.Millisecond))
+		name := redact.Quote(h.Name)
+		if h.Shares > 0 { // a read/write lock's readers, a fair semaphore's holders
+			name += fmt.Sprintf(" (%d shares)", h.Shares)
+		}
+		fmt.Fprintf(tw, "%s\t%d of %d (quorum %d)\t%d\t%s\n", name, h.Masters, masters, h.Quorum, h.Fence, h.TTL.Round(time.Millisecond))
 	}
 	_ = tw.Flush()
 	return code
