@@ -320,7 +320,7 @@ func (h *History) leasesByKey() map[string][]*Lease {
 }
 
 func (l *Lease) party(h *History) Party {
-	from, to := l.Believed()
+	from, _ := l.Believed()
 	p := Party{Name: fmt.Sprintf("%s (fence %d)", l.Client, l.Fence)}
 	p.Events = append(p.Events, Event{l.Asked, "asks for " + l.Key}, Event{from, fmt.Sprintf("holds %s, fence %d", l.Key, l.Fence)})
 	if !l.Deadline.IsZero() {
@@ -334,7 +334,6 @@ func (l *Lease) party(h *History) Party {
 			p.Events = append(p.Events, Event{w.At, fmt.Sprintf("writes with fence %d: accepted %v", w.Fence, w.Accepted)})
 		}
 	}
-	_ = to
 	return p
 }
 
@@ -529,12 +528,13 @@ func (h *History) checkTicks() *Violation {
 	for _, id := range order {
 		s := by[id]
 		if !tracked {
-			break
+			break // claims not reported: nothing to hold dispatches to
 		}
-		for _, d := range append(append([]Tick(nil), s.dispatched...), s.claims...) {
+		events := append(append([]Tick(nil), s.claims...), s.dispatched...)
+		for _, d := range events {
 			if (d.Event == "dispatched" || d.Event == "committed") && !holds(s, d.Replica, d.At) {
 				return &Violation{Rule: d.Event + " without a claim", What: fmt.Sprintf("%s by %s, which did not hold the tick's claim", id, d.Replica),
-					Left: tickParty(d.Replica, append(append([]Tick(nil), s.claims...), s.dispatched...))}
+					Left: tickParty(d.Replica, events)}
 			}
 		}
 	}
