@@ -60,6 +60,8 @@ func TestScheduleClockSteps(t *testing.T) {
 			jobs := []scheduler.Job{
 				{Name: "a", Schedule: every(t, "@every 1s"), StartingDeadline: 20 * time.Second},
 				{Name: "b", Schedule: every(t, "*/2 * * * * *"), StartingDeadline: 20 * time.Second},
+				// a calendar spec (L goes through baton's calendar filter) that fires every day
+				{Name: "c", Schedule: every(t, "*/3 * * 1-31,L * *"), StartingDeadline: 20 * time.Second},
 			}
 			// beyond the bound, a step must outlast a skew check (every 5 s)
 			hold := 1500 * time.Millisecond
