@@ -355,7 +355,11 @@ jobs:
 		}
 		var replaced, running bool
 		for _, r := range recs {
-			replaced = replaced || r.RunID == first && r.Status == jobs.StatusReplaced
+			// the first gives way to the second: stopped (replaced), or, when
+			// the worker fetched the second's task first, never started
+			// (skipped: a newer tick holds the job), never beside it
+			replaced = replaced || r.RunID == first && (r.Status == jobs.StatusReplaced ||
+				r.Status == jobs.StatusSkipped && strings.Contains(r.Reason, second))
 			running = running || r.RunID == second && r.Status == jobs.StatusRunning
 		}
 		return replaced && running
