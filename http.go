@@ -183,6 +183,7 @@ var workerCounters = []counter[jobs.Stats]{
 	newCounter("baton_worker_failed_total", "Runs that failed or could not start.", func(s jobs.Stats) float64 { return float64(s.Failed) }),
 	newCounter("baton_worker_skipped_total", "Ticks skipped by the concurrency policy.", func(s jobs.Stats) float64 { return float64(s.Skipped) }),
 	newCounter("baton_worker_replaced_total", "Runs stopped by a newer tick (concurrency: replace).", func(s jobs.Stats) float64 { return float64(s.Replaced) }),
+	newCounter("baton_worker_dropped_total", "Ticks of a buffering job dropped because its buffer was full.", func(s jobs.Stats) float64 { return float64(s.Dropped) }),
 }
 
 var skewedDesc = prometheus.NewDesc("baton_scheduler_clock_skewed",

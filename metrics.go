@@ -39,7 +39,7 @@ func newReplicaMetrics(id string) *replicaMetrics {
 		startLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_worker_start_lag_seconds",
 			Help: "From a tick's due instant to the start of its run on this replica.", Buckets: lagBuckets, ConstLabels: l}, []string{"job"}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_worker_runs_total",
-			Help:        "Runs (and ticks that did not start) on this replica, by how they ended: ok, failed, skipped, replaced, timed out, lease lost.",
+			Help:        "Runs (and ticks that did not start) on this replica, by how they ended: ok, failed, skipped, replaced, dropped, timed out, lease lost.",
 			ConstLabels: l}, []string{"job", "status"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_worker_run_duration_seconds",
 			Help: "How long runs on this replica ran, by how they ended.", Buckets: durationBuckets, ConstLabels: l}, []string{"job", "status"}),

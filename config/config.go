@@ -272,10 +272,24 @@ const (
 	ConcurrencyAllow Concurrency = "allow"
 	// ConcurrencyReplace stops the old execution before the new one starts.
 	ConcurrencyReplace Concurrency = "replace"
+	// ConcurrencyBufferOne keeps one tick that finds the job running and
+	// runs it when the run ends; ticks due while one is kept are recorded
+	// as dropped.
+	ConcurrencyBufferOne Concurrency = "buffer_one"
+	// ConcurrencyBufferAll keeps up to BufferMax such ticks and runs them
+	// one after the other, oldest first; ticks beyond the bound are
+	// recorded as dropped.
+	ConcurrencyBufferAll Concurrency = "buffer_all"
 )
 
 func (c Concurrency) valid() bool {
-	return c == ConcurrencyForbid || c == ConcurrencyAllow || c == ConcurrencyReplace
+	return c == ConcurrencyForbid || c == ConcurrencyAllow || c == ConcurrencyReplace || c.Buffers()
+}
+
+// Buffers reports whether c keeps ticks that find the job running
+// (buffer_one, buffer_all).
+func (c Concurrency) Buffers() bool {
+	return c == ConcurrencyBufferOne || c == ConcurrencyBufferAll
 }
 
 // Catchup says which ticks missed while no replica was running are
@@ -332,6 +346,9 @@ type Job struct {
 	Handler *HandlerSpec `yaml:"handler"`
 	// Concurrency is the overlap policy. Default forbid. Not for singletons.
 	Concurrency Concurrency `yaml:"concurrency"`
+	// BufferMax bounds the ticks a buffer_all job keeps waiting while it
+	// runs. Default 10; 1..100; read by buffer_all only (buffer_one keeps one).
+	BufferMax int `yaml:"buffer_max"`
 	// Timeout bounds one execution. Default 1h for cron and local jobs; for
 	// singleton jobs the default is 0, meaning no limit (a set Timeout stops
 	// and restarts the singleton after that long).
@@ -470,9 +487,22 @@ func (j *Job) applyDefaults() {
 		StartingDeadline: time.Minute,
 		Catchup:          CatchupLatest,
 		CatchupMax:       10,
+		BufferMax:        10,
 		LockTTL:          30 * time.Second,
 		RestartBackoff:   Backoff{Initial: time.Second, Max: time.Minute},
 	}
+}
+
+// BufferBound is how many ticks the job keeps waiting while it runs: 1 for
+// buffer_one, BufferMax for buffer_all, 0 for the other policies.
+func (j *Job) BufferBound() int {
+	switch j.Concurrency {
+	case ConcurrencyBufferOne:
+		return 1
+	case ConcurrencyBufferAll:
+		return j.BufferMax
+	}
+	return 0
 }
 
 // Kind returns "exec", "http" or "handler": which of the job's specs is set.

@@ -75,6 +75,7 @@ func TestLoadMinimalAppliesDefaults(t *testing.T) {
 		StartingDeadline: time.Minute,
 		Catchup:          CatchupLatest,
 		CatchupMax:       10,
+		BufferMax:        10,
 		LockTTL:          30 * time.Second,
 		RestartBackoff:   Backoff{Initial: time.Second, Max: time.Minute},
 		Line:             4,
@@ -205,10 +206,11 @@ var badFiles = map[string][]string{
 	"two-kinds":      {`:8: job "report": http: set only one of exec, http or handler, found exec and http`},
 	"no-kind":        {`:4: job "report": set one of exec, http or handler`},
 	"bad-concurrency": {
-		`:8: job "report": concurrency: unknown policy "skip" (want forbid, allow or replace)`,
+		`:8: job "report": concurrency: unknown policy "skip" (want forbid, allow, replace, buffer_one or buffer_all)`,
 		`:9: job "report": catchup: unknown policy "none" (want skip, latest or all)`,
 		`:10: job "report": mode: unknown mode "daemon" (want cron, local or singleton)`,
 	},
+	"buffer-max": {`:9: job "report": buffer_max: must be between 1 and 100, got 101`},
 	"catchup-max": {
 		`:9: job "report": catchup_max: must be between 1 and 1000, got 0`,
 		`:14: job "other": catchup_max: must be between 1 and 1000, got 5000`,

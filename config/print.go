@@ -150,6 +150,13 @@ func escapeDollars(n *yaml.Node) {
 // irrelevantKeys lists the keys that Load rejects for j's mode, so that
 // Redacted's output loads again.
 func irrelevantKeys(j *Job) []string {
+	if j.Concurrency != ConcurrencyBufferAll {
+		return append(modeIrrelevantKeys(j), "buffer_max")
+	}
+	return modeIrrelevantKeys(j)
+}
+
+func modeIrrelevantKeys(j *Job) []string {
 	switch j.Mode {
 	case ModeSingleton:
 		keys := append(slices.Clone(scheduleKeys), queueKeys...)

@@ -348,7 +348,10 @@ func (v *validator) job(p string, j *Job) {
 	v.kind(p, j, mode)
 
 	if !j.Concurrency.valid() {
-		v.errf(at("concurrency"), "unknown policy %q (want forbid, allow or replace)", j.Concurrency)
+		v.errf(at("concurrency"), "unknown policy %q (want forbid, allow, replace, buffer_one or buffer_all)", j.Concurrency)
+	}
+	if j.BufferMax < 1 || j.BufferMax > 100 {
+		v.errf(at("buffer_max"), "must be between 1 and 100, got %d", j.BufferMax)
 	}
 	if !j.Catchup.valid() {
 		v.errf(at("catchup"), "unknown policy %q (want skip, latest or all)", j.Catchup)

@@ -39,6 +39,7 @@ const (
 	StatusFailed     Status = "failed"
 	StatusSkipped    Status = "skipped"    // not run: the job was running (concurrency forbid), or a newer tick held it
 	StatusReplaced   Status = "replaced"   // stopped, or not started, for a newer tick (concurrency replace)
+	StatusDropped    Status = "dropped"    // not run: the job was running and its buffer was full (buffer_one, buffer_all)
 	StatusTimedOut   Status = "timed out"  // stopped at the job's timeout
 	StatusLeaseLost  Status = "lease lost" // stopped: its execution lease could not be kept
 	StatusMissed     Status = "missed"     // not dispatched: past its starting deadline, left out by catch-up, or no quorum could vouch for it
@@ -156,7 +157,7 @@ func (h *history) finished(ctx context.Context, t scheduler.Tick, run Run, st St
 		f = append(f, "fence", run.Fence)
 	}
 	switch {
-	case job.Exec != nil && res.ExitCode >= 0 && st != StatusSkipped && st != StatusReplaced:
+	case job.Exec != nil && res.ExitCode >= 0 && st != StatusSkipped && st != StatusReplaced && st != StatusDropped:
 		f = append(f, "exit_code", res.ExitCode)
 	case job.HTTP != nil && res.Status != 0:
 		f = append(f, "http_status", res.Status)

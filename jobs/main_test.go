@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -13,5 +14,8 @@ import (
 // checks that no test leaves goroutines behind.
 func TestMain(m *testing.M) {
 	supervisor.MaybeRun()
+	if spec := os.Getenv(bufferWorkerEnv); spec != "" {
+		os.Exit(bufferWorkerMain(spec))
+	}
 	goleak.VerifyTestMain(m, redistest.GoleakOptions()...)
 }

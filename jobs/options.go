@@ -102,7 +102,7 @@ func WithClock(c scheduler.Clock) Option {
 // reports it.
 type RunObservation struct {
 	Job    string
-	Status Status // ok, failed, skipped, replaced, timed out, lease lost
+	Status Status // ok, failed, skipped, replaced, dropped, timed out, lease lost
 	// StartLag is from the tick's due instant to the run's start; 0 for a
 	// tick that did not start.
 	StartLag time.Duration

@@ -83,10 +83,13 @@ type Stats struct {
 	// Replaced counts runs stopped, or waits given up, because a newer tick
 	// of their replace-policy job asked for the job.
 	Replaced uint64
+	// Dropped counts ticks of a buffering job (buffer_one, buffer_all) not
+	// run because the job was running and its buffer was full.
+	Dropped uint64
 }
 
 type counters struct {
-	ran, failed, skipped, replaced atomic.Uint64
+	ran, failed, skipped, replaced, dropped atomic.Uint64
 }
 
 // holderRecord is the value of the side record NS:{exec:<job>}:holder.
@@ -220,7 +223,7 @@ func (e *engine) JobStats() map[string]Stats {
 }
 
 func (c *counters) snapshot() Stats {
-	return Stats{Ran: c.ran.Load(), Failed: c.failed.Load(), Skipped: c.skipped.Load(), Replaced: c.replaced.Load()}
+	return Stats{Ran: c.ran.Load(), Failed: c.failed.Load(), Skipped: c.skipped.Load(), Replaced: c.replaced.Load(), Dropped: c.dropped.Load()}
 }
 
 // count counts with f on the totals and, for a job of the config, on the
@@ -431,9 +434,12 @@ func (e *engine) acquire(ctx context.Context, job *config.Job, t scheduler.Tick,
 	name := execLockName(job.Name)
 	lease, err := e.locks.TryLock(ctx, name, job.LockTTL, locking.WithAutoExtend(true))
 	if err == nil {
-		return e.held(ctx, job, t, attempt, lease, log), nil
-	}
-	if done, res := e.notObtained(ctx, job, t, attempt, err, log); done {
+		if !job.Concurrency.Buffers() || e.first(ctx, job, t, lease, log) {
+			return e.held(ctx, job, t, attempt, lease, log), nil
+		}
+		// older ticks are kept: this one queues behind them (first
+		// released the lease)
+	} else if done, res := e.notObtained(ctx, job, t, attempt, err, log); done {
 		return nil, res
 	}
 	h, ok := e.readHolder(ctx, job.Name, log)
@@ -448,6 +454,12 @@ func (e *engine) acquire(ctx context.Context, job *config.Job, t scheduler.Tick,
 		log.Info("skipped: another run holds the job", holder)
 		e.notStarted(ctx, job, t, attempt, StatusSkipped, "another run holds the job: "+h.String())
 		return nil, nil
+	case job.Concurrency.Buffers():
+		var done bool
+		lease, done, err = e.keep(ctx, job, t, attempt, holder, log)
+		if done {
+			return nil, err // dropped (nil), or the buffer could not be written
+		}
 	case ok && h.after(t.At):
 		e.count(t.Job, func(c *counters) { c.skipped.Add(1) })
 		log.Info("skipped: a newer tick holds the job", holder)

@@ -112,7 +112,10 @@ func parsePayload(b []byte) (scheduler.Tick, error) {
 //     asynq.ErrTaskIDConflict while the task exists (see Retention);
 //   - Queue(cfg.QueueName(j.Queue)): the queue carries the namespace;
 //   - Timeout(j.Timeout) rounded up to whole seconds (asynq counts seconds, and
-//     would drop a sub-second timeout), noTimeout for 0;
+//     would drop a sub-second timeout), noTimeout for 0; for a buffering job
+//     (buffer_one, buffer_all) times its buffer bound + 1, as a kept tick's
+//     task waits behind the run in progress and the ticks kept before it,
+//     each bounded by the job's timeout (its own run still is);
 //   - MaxRetry(j.MaxRetry + 1): one more than the job allows, because asynq
 //     archives a task whose retries are used up before it looks at why it
 //     failed, and a task handed back (ErrHandedBack, no attempt spent) must
@@ -131,7 +134,7 @@ func newRunTask(cfg *config.Config, j *config.Job, t scheduler.Tick) (*asynq.Tas
 	return asynq.NewTask(taskTypeRun, payload,
 		asynq.TaskID(t.ID()),
 		asynq.Queue(p.Queue),
-		asynq.Timeout(taskTimeout(j.Timeout)),
+		asynq.Timeout(min(taskTimeout(j.Timeout)*time.Duration(j.BufferBound()+1), noTimeout)),
 		asynq.MaxRetry(j.MaxRetry+1),
 		asynq.Retention(cfg.Retention(j)),
 	), nil

@@ -1,0 +1,169 @@
+package jobs
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/locking"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// This file holds the buffering policies (concurrency buffer_one and
+// buffer_all): a tick that finds the job running is kept and runs when the
+// run ends, oldest first; beyond the bound (1, or buffer_max) it is dropped
+// and recorded so.
+//
+// Redis names (on the queue Redis, beside the holder record):
+//
+//	NS:{exec:<job>}:buffer        sorted set of the kept ticks' IDs, by tick
+//	NS:{exec:<job>}:buffer:alive  hash: kept tick ID -> liveness deadline
+//	                              (Redis TIME, ms), renewed every lock_ttl/3
+//	                              by the waiting run
+//
+// The execution lease alone keeps runs apart (G2); the buffer decides which
+// ticks wait and in which order. A kept tick's task waits in its worker
+// (holding one of the worker's slots) until it is the oldest kept tick, then
+// waits for the lease like any waiter and is woken by the release. A run
+// that takes the free lease while older ticks are kept gives it back and
+// queues behind them. A waiter whose worker dies stops renewing its entry
+// and is dropped from the buffer after lock_ttl, so the ticks behind it move
+// up; asynq retries its task later and the retry queues again (or is
+// dropped, if the buffer filled meanwhile).
+
+var (
+	//go:embed lua/buffer.lua
+	bufferSrc    string
+	bufferScript = redis.NewScript(bufferSrc)
+)
+
+// buffer is one job's buffer on the queue Redis.
+type buffer struct {
+	rdb   redis.UniversalClient
+	keys  []string
+	ttl   time.Duration // liveness of an entry: the job's lock_ttl
+	bound int
+}
+
+func (e *engine) buffer(job *config.Job) *buffer {
+	k := e.cfg.Namespace + ":{exec:" + job.Name + "}:buffer"
+	return &buffer{rdb: e.rdb, keys: []string{k, k + ":alive"}, ttl: job.LockTTL, bound: job.BufferBound()}
+}
+
+func (b *buffer) call(ctx context.Context, op string, t scheduler.Tick) (int64, error) {
+	return bufferScript.Run(ctx, b.rdb, b.keys, op, t.ID(), t.At.UnixMilli(), b.ttl.Milliseconds(), b.bound).Int64()
+}
+
+// first reports whether tick t, whose run just took the job's lease, may
+// keep it: no older tick is kept. Otherwise it releases the lease. A kept
+// entry of t itself (a retry of a kept tick) is removed. When the buffer
+// cannot be read the run goes ahead: order is advice, the lease is safety.
+func (e *engine) first(ctx context.Context, job *config.Job, t scheduler.Tick, lease *locking.Lease, log *slog.Logger) bool {
+	b := e.buffer(job)
+	older, err := b.call(ctx, "older", t)
+	if err != nil {
+		log.Warn("cannot read the job's buffer; running without looking at kept ticks", slog.Any("error", err))
+		return true
+	}
+	if older == 0 {
+		if _, err := b.call(ctx, "leave", t); err != nil {
+			log.Warn("cannot remove the tick from the job's buffer (its entry lapses in lock_ttl)", slog.Any("error", err))
+		}
+		return true
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), job.LockTTL)
+	defer cancel()
+	if err := lease.Release(rctx); err != nil && !errors.Is(err, locking.ErrNotHeld) {
+		log.Warn("cannot release the execution lease (it expires at its ttl)", slog.Any("error", err))
+	}
+	log.Info("older ticks are kept: queueing behind them", slog.Int64("kept_before", older))
+	return false
+}
+
+// keep keeps tick t in the job's buffer and waits until it is the oldest kept
+// tick and the lease is free. It returns the lease; or done and what the
+// handler returns when the tick is dropped (the buffer is full: nil) or the
+// buffer cannot be written (an error); or the lock's error when ctx ended,
+// for the caller to record.
+func (e *engine) keep(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, holder slog.Attr, log *slog.Logger) (lease *locking.Lease, done bool, err error) {
+	b := e.buffer(job)
+	rank, err := b.call(ctx, "join", t)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, false, err
+	case err != nil:
+		e.count(t.Job, func(c *counters) { c.failed.Add(1) })
+		log.Error("cannot keep the tick in the job's buffer", slog.Any("error", err))
+		e.notStarted(ctx, job, t, attempt, StatusFailed, "cannot keep the tick in the job's buffer: "+err.Error())
+		return nil, true, fmt.Errorf("jobs: %s: buffer: %w", t.ID(), err)
+	case rank < 0:
+		e.count(t.Job, func(c *counters) { c.dropped.Add(1) })
+		reason := fmt.Sprintf("dropped: the job runs and its buffer is full (%d kept)", b.bound)
+		log.Info(reason, holder)
+		e.notStarted(ctx, job, t, attempt, StatusDropped, reason+"; running: "+holderValue(holder))
+		return nil, true, nil
+	}
+	log.Info("kept: runs when the job is free", holder, slog.Int64("kept_before", rank))
+
+	// the entry lives while this run beats for it
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		every(wctx.Done(), e.clock, b.ttl/3, func() {
+			if ok, err := b.call(wctx, "beat", t); err == nil && ok == 0 {
+				// dropped as dead (this worker stalled past lock_ttl):
+				// back in line, beyond the bound if need be
+				if _, err := b.call(wctx, "join", t); err != nil && wctx.Err() == nil {
+					log.Warn("cannot keep the tick in the job's buffer", slog.Any("error", err))
+				}
+			}
+		})
+	})
+	defer func() {
+		stop()
+		wg.Wait()
+		// running now, or given up: either way no longer kept
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.ttl)
+		defer cancel()
+		if _, err := b.call(lctx, "leave", t); err != nil {
+			log.Warn("cannot remove the tick from the job's buffer (its entry lapses in lock_ttl)", slog.Any("error", err))
+		}
+	}()
+
+	poll := min(b.ttl/3, 500*time.Millisecond)
+	for {
+		if rank <= 0 {
+			// the oldest kept tick (or no longer kept at all: the
+			// buffer was lost with the queue Redis): wait for the lease
+			lease, err = e.locks.Lock(ctx, execLockName(job.Name), job.LockTTL)
+			if err != nil || e.first(ctx, job, t, lease, log) {
+				return lease, false, err
+			}
+			// an older tick was kept while this one waited: it goes
+			// first (first released the lease); look again after a poll
+			rank = 1
+		}
+		tm := e.clock.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			tm.Stop()
+			return nil, false, context.Cause(ctx)
+		case <-tm.C():
+		}
+		if r, err := b.call(ctx, "rank", t); err == nil {
+			rank = r
+		} else if ctx.Err() == nil {
+			log.Warn("cannot read the job's buffer", slog.Any("error", err))
+		}
+	}
+}
+
+// holderValue is the text of a holder attribute.
+func holderValue(a slog.Attr) string { return a.Value.String() }

@@ -1,0 +1,401 @@
+package jobs
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/locking"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// Buffering jobs: a tick that finds the job running is kept (at most one,
+// or buffer_max), runs when the job is free, oldest first; the rest are
+// dropped and recorded. Workers here are in-process, or this test binary
+// re-run as a worker process and SIGKILLed (bufferWorkerEnv).
+
+const bufferWorkerEnv = "JOBS_TEST_BUFFER_WORKER" // "addr|yaml": run a worker process
+
+// bufferWorkerMain is the worker process: a worker of the config on the
+// server at addr (concurrency 1) whose runs print "started TICK FENCE" and
+// block until the process is killed.
+func bufferWorkerMain(spec string) int {
+	addr, y, _ := strings.Cut(spec, "|")
+	cfg, err := config.Load([]byte(y))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	locks, err := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	var mu sync.Mutex
+	block := RunnerFunc(func(ctx context.Context, _ *config.Job, run Run, _ Validity) (Result, error) {
+		mu.Lock()
+		fmt.Printf("started %s %d\n", run.Tick.Format(time.RFC3339), run.Fence)
+		mu.Unlock()
+		select {}
+	})
+	w := NewWorker(cfg, asynq.RedisClientOpt{Addr: addr}, locks, block, WithReplica("doomed"),
+		WithPollIntervals(10*time.Millisecond, 20*time.Millisecond))
+	if err := w.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	fmt.Println("ready")
+	select {}
+}
+
+// workerProcess starts this test binary as a worker process of cfgYAML and
+// returns it with its output lines; it is killed at cleanup.
+func (e *env) workerProcess(t *testing.T, cfgYAML string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), bufferWorkerEnv+"="+e.srv.Addr()+"|"+cfgYAML)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+		_ = cmd.Wait()
+	})
+	if l := recv(t, lines, "the worker process ready"); l != "ready" {
+		t.Fatalf("worker process said %q", l)
+	}
+	return cmd, lines
+}
+
+// RunnerFunc adapts a function to Runner (tests only).
+type RunnerFunc func(ctx context.Context, job *config.Job, run Run, v Validity) (Result, error)
+
+func (f RunnerFunc) Execute(ctx context.Context, job *config.Job, run Run, v Validity) (Result, error) {
+	return f(ctx, job, run, v)
+}
+
+// kept returns the tick IDs kept in job's buffer, oldest first.
+func (e *env) kept(t *testing.T, job string) []string {
+	t.Helper()
+	ids, err := e.rdb.ZRange(context.Background(), "baton:{exec:"+job+"}:buffer", 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func (e *env) requireKept(t *testing.T, job string, want ...scheduler.Tick) {
+	t.Helper()
+	ids := make([]string, len(want))
+	for i, tk := range want {
+		ids[i] = tk.ID()
+	}
+	var got []string
+	poll.Require(t, wait, fmt.Sprintf("kept %v", ids), func() bool {
+		got = e.kept(t, job)
+		return strings.Join(got, " ") == strings.Join(ids, " ")
+	})
+}
+
+// statusOf waits until the history has a record of tick with status st.
+func statusOf(t *testing.T, e *env, tick scheduler.Tick, st Status) RunRecord {
+	t.Helper()
+	var rec RunRecord
+	poll.Require(t, wait, fmt.Sprintf("%s recorded %s", tick.ID(), st), func() bool {
+		recs, err := ReadHistory(context.Background(), e.rdb, "baton", tick.Job, 0)
+		if err != nil {
+			return false
+		}
+		for _, r := range recs {
+			if r.Tick.Equal(tick.At) && r.Status == st {
+				rec = r
+				return true
+			}
+		}
+		return false
+	})
+	return rec
+}
+
+// buffer_one across two workers: the slow run on one, the kept tick waiting
+// on the other; later ticks dropped and recorded; the kept tick runs once,
+// after the slow run, under a newer fence.
+func TestBufferOneKeepsOneTickAcrossWorkers(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: slow
+    schedule: "@every 1m"
+    concurrency: buffer_one
+    lock_ttl: 2s
+    handler: {name: slow}
+`)
+	cfg.Worker.Concurrency = 1
+	gate := make(chan struct{})
+	exec1 := newFakeExec(blockUntil(gate))
+	w1 := e.worker(t, cfg, exec1, WithReplica("w1"))
+	t1, t2, t3, t4 := tickOf("slow", 1), tickOf("slow", 2), tickOf("slow", 3), tickOf("slow", 4)
+	e.dispatch(t, cfg, t1)
+	first := recv(t, exec1.started, "the slow run on w1")
+
+	cfg2 := *cfg
+	cfg2.Worker.Concurrency = 3
+	exec2 := newFakeExec(nil)
+	w2 := e.worker(t, &cfg2, exec2, WithReplica("w2"))
+	e.dispatch(t, cfg, t2)
+	e.requireKept(t, "slow", t2)
+	e.dispatch(t, cfg, t3)
+	e.dispatch(t, cfg, t4)
+	for _, tk := range []scheduler.Tick{t3, t4} {
+		r := statusOf(t, e, tk, StatusDropped)
+		if !strings.Contains(r.Reason, "buffer is full (1 kept)") {
+			t.Errorf("%s: reason %q", tk.ID(), r.Reason)
+		}
+		e.state(t, "baton:default", tk, asynq.TaskStateCompleted)
+	}
+	none(t, exec2.started, 100*time.Millisecond, "a run while the slow one runs")
+
+	close(gate)
+	s := recv(t, exec2.started, "the kept tick's run")
+	if !s.run.Tick.Equal(t2.At) || s.run.Fence <= first.run.Fence {
+		t.Errorf("kept run %+v, slow run's fence %d", s.run, first.run.Fence)
+	}
+	e.state(t, "baton:default", t2, asynq.TaskStateCompleted)
+	none(t, exec2.started, 200*time.Millisecond, "a run of a dropped tick")
+	if st := w2.Stats(); st.Dropped != 2 || st.Ran != 1 || st.Skipped != 0 {
+		t.Errorf("w2 stats %+v", st)
+	}
+	if st := w1.Stats(); st.Ran != 1 {
+		t.Errorf("w1 stats %+v", st)
+	}
+	if k := e.kept(t, "slow"); len(k) != 0 {
+		t.Errorf("buffer after the runs: %v", k)
+	}
+}
+
+// buffer_all keeps up to buffer_max ticks, runs them oldest first whatever
+// order they arrived in, one at a time, and drops the rest.
+func TestBufferAllRunsKeptTicksInOrder(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: batch
+    schedule: "@every 1m"
+    concurrency: buffer_all
+    buffer_max: 3
+    lock_ttl: 2s
+    handler: {name: batch}
+`)
+	cfg.Worker.Concurrency = 8
+	gate := make(chan struct{})
+	var mu sync.Mutex
+	running, overlaps := 0, 0
+	exec := newFakeExec(func(ctx context.Context, run Run, v Validity) error {
+		mu.Lock()
+		running++
+		if running > 1 {
+			overlaps++
+		}
+		mu.Unlock()
+		defer func() { mu.Lock(); running--; mu.Unlock() }()
+		if run.Tick.Minute() == 1 {
+			return blockUntil(gate)(ctx, run, v)
+		}
+		time.Sleep(20 * time.Millisecond) // a run that takes a moment: overlaps would show
+		return nil
+	})
+	w := e.worker(t, cfg, exec)
+	ticks := make([]scheduler.Tick, 6)
+	for i := range ticks {
+		ticks[i] = tickOf("batch", i+1)
+	}
+	e.dispatch(t, cfg, ticks[0])
+	recv(t, exec.started, "the slow run")
+	// arrivals out of order: 4, 2, 3 kept (sorted by tick), 5 and 6 dropped
+	e.dispatch(t, cfg, ticks[3])
+	e.requireKept(t, "batch", ticks[3])
+	e.dispatch(t, cfg, ticks[1])
+	e.requireKept(t, "batch", ticks[1], ticks[3])
+	e.dispatch(t, cfg, ticks[2])
+	e.requireKept(t, "batch", ticks[1], ticks[2], ticks[3])
+	e.dispatch(t, cfg, ticks[4])
+	e.dispatch(t, cfg, ticks[5])
+	statusOf(t, e, ticks[4], StatusDropped)
+	statusOf(t, e, ticks[5], StatusDropped)
+
+	close(gate)
+	var order []int
+	for range 3 {
+		s := recv(t, exec.started, "a kept tick's run")
+		order = append(order, s.run.Tick.Minute())
+	}
+	if fmt.Sprint(order) != "[2 3 4]" {
+		t.Errorf("kept ticks ran in the order %v, want [2 3 4]", order)
+	}
+	for _, tk := range ticks[:4] {
+		e.state(t, "baton:default", tk, asynq.TaskStateCompleted)
+	}
+	none(t, exec.started, 200*time.Millisecond, "a run of a dropped tick")
+	mu.Lock()
+	defer mu.Unlock()
+	if overlaps != 0 {
+		t.Errorf("%d runs overlapped", overlaps)
+	}
+	if st := w.Stats(); st.Ran != 4 || st.Dropped != 2 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// A tick that finds the job free while an older tick is kept does not
+// overtake it: it gives the lease back and queues behind.
+func TestBufferNewTickDoesNotOvertakeKeptOnes(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: job
+    schedule: "@every 1m"
+    concurrency: buffer_all
+    buffer_max: 2
+    lock_ttl: 2s
+    handler: {name: job}
+`)
+	ctx := context.Background()
+	exec := newFakeExec(nil)
+	e.worker(t, cfg, exec)
+	// a live waiter of tick 1 is kept, and the lease is free
+	t1, t2 := tickOf("job", 1), tickOf("job", 2)
+	if err := e.rdb.ZAdd(ctx, "baton:{exec:job}:buffer", redis.Z{Score: float64(t1.At.UnixMilli()), Member: t1.ID()}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	alive := time.Now().Add(time.Hour).UnixMilli()
+	if err := e.rdb.HSet(ctx, "baton:{exec:job}:buffer:alive", t1.ID(), alive).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.dispatch(t, cfg, t2)
+	e.requireKept(t, "job", t1, t2)
+	none(t, exec.started, 300*time.Millisecond, "tick 2 run before the kept tick 1")
+	// tick 1's waiter goes (it ran): tick 2 moves up and runs
+	if err := e.rdb.ZRem(ctx, "baton:{exec:job}:buffer", t1.ID()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if s := recv(t, exec.started, "tick 2's run"); !s.run.Tick.Equal(t2.At) {
+		t.Errorf("ran %s", s.run.Tick)
+	}
+	e.state(t, "baton:default", t2, asynq.TaskStateCompleted)
+}
+
+// The worker running the slow run is killed: its lease runs out at
+// lock_ttl, and the kept tick, waiting on another worker, runs then, once,
+// under a newer fence.
+func TestBufferKeptTickRunsAfterTheRunningWorkerIsKilled(t *testing.T) {
+	e := newEnv(t)
+	jobsYAML := `  - name: slow
+    schedule: "@every 1m"
+    concurrency: buffer_one
+    lock_ttl: 1s
+    handler: {name: slow}
+`
+	cfg := e.config(t, jobsYAML, "{concurrency: 1, shutdown_grace: 2s}")
+	y := fmt.Sprintf("redis: {url: %q}\nworker: {concurrency: 1, shutdown_grace: 2s}\njobs:\n%s", "redis://"+e.srv.Addr()+"/0", jobsYAML)
+	proc, lines := e.workerProcess(t, y)
+	t1, t2, t3 := tickOf("slow", 1), tickOf("slow", 2), tickOf("slow", 3)
+	e.dispatch(t, cfg, t1)
+	l := recv(t, lines, "the slow run in the worker process")
+	var fence int64
+	if _, err := fmt.Sscanf(l, "started "+t1.At.Format(time.RFC3339)+" %d", &fence); err != nil {
+		t.Fatalf("worker process said %q: %v", l, err)
+	}
+
+	cfg2 := e.config(t, jobsYAML, "{concurrency: 3, shutdown_grace: 2s}")
+	exec := newFakeExec(nil)
+	w := e.worker(t, cfg2, exec, WithReplica("survivor"))
+	e.dispatch(t, cfg, t2)
+	e.requireKept(t, "slow", t2)
+	e.dispatch(t, cfg, t3)
+	statusOf(t, e, t3, StatusDropped)
+
+	if err := proc.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	s := recv(t, exec.started, "the kept tick's run after the kill")
+	if !s.run.Tick.Equal(t2.At) || s.run.Fence <= fence {
+		t.Errorf("kept run %+v, killed run's fence %d", s.run, fence)
+	}
+	e.state(t, "baton:default", t2, asynq.TaskStateCompleted)
+	if st := w.Stats(); st.Ran != 1 || st.Dropped != 1 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// The worker holding a kept tick is killed while it waits: its entry stops
+// being renewed and leaves the buffer after lock_ttl, so a later tick is
+// kept in its place instead of dropped.
+func TestBufferKilledWaiterLeavesTheBuffer(t *testing.T) {
+	e := newEnv(t)
+	jobsYAML := `  - name: slow
+    schedule: "@every 1m"
+    concurrency: buffer_one
+    lock_ttl: 1s
+    handler: {name: slow}
+`
+	cfg := e.config(t, jobsYAML)
+	ctx := context.Background()
+	// a run holds the job (this test, as the running run)
+	running, err := e.locks.Lock(ctx, "exec:slow", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = running.Release(ctx) }()
+	y := fmt.Sprintf("redis: {url: %q}\nworker: {concurrency: 1, shutdown_grace: 2s}\njobs:\n%s", "redis://"+e.srv.Addr()+"/0", jobsYAML)
+	proc, _ := e.workerProcess(t, y)
+	t1, t2 := tickOf("slow", 1), tickOf("slow", 2)
+	e.dispatch(t, cfg, t1)
+	e.requireKept(t, "slow", t1) // waiting in the worker process
+	if err := proc.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+
+	exec := newFakeExec(nil)
+	w := e.worker(t, cfg, exec, WithReplica("survivor"))
+	// the dead waiter's entry lapses within lock_ttl of its last beat
+	poll.Require(t, wait, "the dead waiter's entry gone", func() bool {
+		n, err := bufferScript.Run(ctx, e.rdb, []string{"baton:{exec:slow}:buffer", "baton:{exec:slow}:buffer:alive"},
+			"rank", t1.ID(), t1.At.UnixMilli(), 1000, 1).Int64()
+		return err == nil && n < 0
+	})
+	e.dispatch(t, cfg, t2)
+	e.requireKept(t, "slow", t2)
+	if err := running.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := recv(t, exec.started, "tick 2's run"); !s.run.Tick.Equal(t2.At) {
+		t.Errorf("ran %s", s.run.Tick)
+	}
+	if st := w.Stats(); st.Dropped != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}

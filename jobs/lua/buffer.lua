@@ -1,0 +1,75 @@
+-- The buffer of a buffering job (concurrency buffer_one, buffer_all): the
+-- ticks that found the job running and wait for it, oldest first.
+--
+-- KEYS[1] NS:{exec:<job>}:buffer        sorted set: tick ID -> tick (ms)
+-- KEYS[2] NS:{exec:<job>}:buffer:alive  hash: tick ID -> liveness deadline
+--                                       (ms, Redis TIME)
+-- ARGV[1] op: "join", "beat", "rank", "leave" or "older"
+-- ARGV[2] tick ID
+-- ARGV[3] tick (ms)
+-- ARGV[4] liveness ttl (ms): a waiter that does not beat for this long is
+--         dropped from the buffer (its worker died)
+-- ARGV[5] bound (join only): most ticks kept
+--
+-- Every op first drops the entries whose waiter stopped beating.
+--
+-- join:  the tick's rank (0: next to run) after adding it, -1 if the buffer
+--        is full (the tick is dropped), or its rank if it was there already
+--        (a retry of a kept tick keeps its place, beyond the bound too).
+-- beat:  1 and the deadline renewed, or 0: the entry is gone.
+-- rank:  the tick's rank, or -1 if it is not kept.
+-- leave: removes the tick; 1 if it was kept.
+-- older: how many kept ticks are older than the tick (a run that took the
+--        job must not overtake them).
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[4])
+local op, id = ARGV[1], ARGV[2]
+
+local alive = redis.call('HGETALL', KEYS[2])
+for i = 1, #alive, 2 do
+  if tonumber(alive[i + 1]) < now then
+    redis.call('HDEL', KEYS[2], alive[i])
+    redis.call('ZREM', KEYS[1], alive[i])
+  end
+end
+-- an entry without a liveness deadline cannot be judged: dropped
+local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
+if #ids * 2 ~= #alive then
+  for _, m in ipairs(ids) do
+    if redis.call('HEXISTS', KEYS[2], m) == 0 then redis.call('ZREM', KEYS[1], m) end
+  end
+end
+
+local function keep()
+  -- both keys outlive every waiter's deadline, and vanish once nobody waits
+  redis.call('PEXPIRE', KEYS[1], 2 * ttl)
+  redis.call('PEXPIRE', KEYS[2], 2 * ttl)
+end
+
+if op == 'join' then
+  local r = redis.call('ZRANK', KEYS[1], id)
+  if not r then
+    if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[5]) then return -1 end
+    redis.call('ZADD', KEYS[1], ARGV[3], id)
+    r = redis.call('ZRANK', KEYS[1], id)
+  end
+  redis.call('HSET', KEYS[2], id, now + ttl)
+  keep()
+  return r
+elseif op == 'beat' then
+  if not redis.call('ZSCORE', KEYS[1], id) then return 0 end
+  redis.call('HSET', KEYS[2], id, now + ttl)
+  keep()
+  return 1
+elseif op == 'rank' then
+  local r = redis.call('ZRANK', KEYS[1], id)
+  if not r then return -1 end
+  return r
+elseif op == 'leave' then
+  redis.call('HDEL', KEYS[2], id)
+  return redis.call('ZREM', KEYS[1], id)
+elseif op == 'older' then
+  return redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[3])
+end
+return redis.error_reply('buffer.lua: unknown op ' .. tostring(op))
