@@ -27,8 +27,10 @@ import (
 //	GET  /api/status                Cluster.Status
 //	GET  /api/locks                 Cluster.Locks
 //	GET  /api/jobs/{job}/history    Cluster.History (?n=N, default 20)
-//	POST /api/jobs/{job}/pause      Cluster.Pause (bearer token)
-//	POST /api/jobs/{job}/resume     Cluster.Pause (bearer token)
+//	POST /api/jobs/{job}/pause      Cluster.Pause (bearer token; body
+//	                                {"note": "...", "by": "..."} optional)
+//	POST /api/jobs/{job}/resume     Cluster.Resume (bearer token; body
+//	                                {"catch_up": bool} optional)
 //	POST /api/jobs/{job}/trigger    Cluster.Trigger (bearer token; body
 //	                                {"by": "..."} optional)
 //	POST /api/jobs/{job}/backfill   Cluster.Backfill (bearer token; body
@@ -96,14 +98,36 @@ func (h *HTTPHandler) mountAPI() {
 		}
 		return recs, err
 	}))
-	for _, action := range []string{"pause", "resume"} {
-		h.mux.HandleFunc("POST /api/jobs/{job}/"+action, h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
-			if _, err := readBody(r, nil); err != nil {
-				return nil, err
-			}
-			return h.cluster.Pause(ctx, r.PathValue("job"), action == "pause")
-		}))
-	}
+	h.mux.HandleFunc("POST /api/jobs/{job}/pause", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
+		var body struct {
+			Note string `json:"note"`
+			By   string `json:"by"`
+		}
+		if _, err := readBody(r, &body); err != nil {
+			return nil, err
+		}
+		// the token names no caller: a name given is the caller's word
+		by := "api"
+		if body.By != "" {
+			by = "api:" + body.By
+		}
+		return h.cluster.Pause(ctx, r.PathValue("job"), PauseNote{By: by, Note: body.Note})
+	}))
+	h.mux.HandleFunc("POST /api/jobs/{job}/resume", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
+		var body struct {
+			CatchUp bool `json:"catch_up"`
+		}
+		if _, err := readBody(r, &body); err != nil {
+			return nil, err
+		}
+		if !body.CatchUp {
+			return h.cluster.Resume(ctx, r.PathValue("job"), false)
+		}
+		// a catch-up dispatches through the claim: it may outlast apiTimeout
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		return h.cluster.Resume(cctx, r.PathValue("job"), true)
+	}))
 	h.mux.HandleFunc("POST /api/jobs/{job}/trigger", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
 		var body struct {
 			By string `json:"by"`
@@ -323,7 +347,7 @@ func (h *HTTPHandler) fail(w http.ResponseWriter, err error) {
 		status = http.StatusNotFound
 	case errors.Is(err, ErrNotTriggerable):
 		status = http.StatusConflict
-	case errors.Is(err, ErrBackfillWindow):
+	case errors.Is(err, ErrBackfillWindow), errors.Is(err, ErrBadPause):
 		status = http.StatusBadRequest
 	case errors.Is(err, locking.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		status = http.StatusServiceUnavailable

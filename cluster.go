@@ -95,10 +95,14 @@ type JobStatus struct {
 	Timezone string `json:"timezone,omitempty"`
 	// Next is its next tick (zero for a singleton or a spec with none).
 	Next time.Time `json:"next,omitzero"`
-	// Paused says whether its ticks are skipped now, and PausedBy why:
-	// "config" (paused: true) or "baton pause".
-	Paused   bool   `json:"paused"`
-	PausedBy string `json:"paused_by,omitempty"`
+	// Paused says whether its ticks are skipped now. PausedBy is "config"
+	// (paused: true) or who paused it with baton pause (Cluster.Pause),
+	// PausedSince since when and PauseNote why (the operator's text: escape
+	// it to show it); for a flag without a note, PausedBy is "baton pause".
+	Paused      bool      `json:"paused"`
+	PausedBy    string    `json:"paused_by,omitempty"`
+	PausedSince time.Time `json:"paused_since,omitzero"`
+	PauseNote   string    `json:"pause_note,omitempty"`
 	// Last is the newest entry of its history (a run or a tick that did
 	// not run); nil when it has none.
 	Last *jobs.RunRecord `json:"last,omitempty"`
@@ -149,12 +153,16 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 	// the lock masters' parts are read side by side, each within its own
 	// bound: a master that hangs costs statusStep, not the whole status
 	var (
-		paused           map[string]int
+		paused           map[string]pauseState
 		held             []locking.HeldLock
 		holders          []jobs.SingletonHolder
 		pErr, hErr, sErr error
 		wg               sync.WaitGroup
 	)
+	names := make([]string, len(c.cfg.Jobs))
+	for i, j := range c.cfg.Jobs {
+		names[i] = j.Name
+	}
 	bounded := func(f func(ctx context.Context)) {
 		wg.Go(func() {
 			sctx, cancel := context.WithTimeout(ctx, statusStep)
@@ -162,7 +170,7 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 			f(sctx)
 		})
 	}
-	bounded(func(ctx context.Context) { paused, pErr = c.pausedByFlag(ctx) })
+	bounded(func(ctx context.Context) { paused, pErr = c.pauseStates(ctx, names) })
 	bounded(func(ctx context.Context) { held, hErr = c.locks.Held(ctx) })
 	bounded(func(ctx context.Context) { holders, sErr = jobs.NewSingletons(c.cfg, c.locks, nil).Holders(ctx) })
 	wg.Wait()
@@ -182,10 +190,6 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 			leaders[h.Job] = &h.Leader
 		}
 	}
-	names := make([]string, len(c.cfg.Jobs))
-	for i, j := range c.cfg.Jobs {
-		names[i] = j.Name
-	}
 	histories, err := jobs.ReadHistories(ctx, c.queue, c.cfg.Namespace, names, historyScan)
 	if err != nil {
 		errs = append(errs, err)
@@ -199,11 +203,14 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 		switch {
 		case j.Paused:
 			js.Paused, js.PausedBy = true, "config"
-		case paused[j.Name] >= len(c.masters)/2+1:
+		case paused[j.Name].masters >= len(c.masters)/2+1:
 			js.Paused, js.PausedBy = true, "baton pause"
-		case paused[j.Name] > 0:
+			if n := paused[j.Name].note; n != nil {
+				js.PausedBy, js.PausedSince, js.PauseNote = n.By, n.At, n.Note
+			}
+		case paused[j.Name].masters > 0:
 			st.Warnings = append(st.Warnings, fmt.Sprintf("job %s is paused on %d of %d lock masters, not a majority: run baton pause or resume again",
-				j.Name, paused[j.Name], len(c.masters)))
+				j.Name, paused[j.Name].masters, len(c.masters)))
 		}
 		recs := histories[j.Name]
 		if len(recs) > 0 {
@@ -268,48 +275,6 @@ func replicaStatus(members []jobs.Member) ([]ReplicaStatus, []string) {
 		diffs = append(diffs, d.String())
 	}
 	return out, diffs
-}
-
-// pausedByFlag counts, per job, the lock masters that have its pause flag.
-// It fails when fewer than a quorum answered.
-func (c *Cluster) pausedByFlag(ctx context.Context) (map[string]int, error) {
-	counts := make([]map[string]int, len(c.masters))
-	errs := make([]error, len(c.masters))
-	var wg sync.WaitGroup
-	for i, m := range c.masters {
-		wg.Go(func() {
-			pipe := m.Pipeline()
-			cmds := make([]*redis.IntCmd, len(c.cfg.Jobs))
-			for k, j := range c.cfg.Jobs {
-				cmds[k] = pipe.Exists(ctx, scheduler.PauseKey(c.cfg.Namespace, j.Name))
-			}
-			if _, errs[i] = pipe.Exec(ctx); errs[i] != nil {
-				return
-			}
-			counts[i] = map[string]int{}
-			for k, j := range c.cfg.Jobs {
-				counts[i][j.Name] = int(cmds[k].Val())
-			}
-		})
-	}
-	wg.Wait()
-	out := map[string]int{}
-	answered := 0
-	var last error
-	for i := range c.masters {
-		if errs[i] != nil {
-			last = errs[i]
-			continue
-		}
-		answered++
-		for job, n := range counts[i] {
-			out[job] += n
-		}
-	}
-	if q := len(c.masters)/2 + 1; answered < q {
-		return out, fmt.Errorf("%w: pause flags: %d of %d lock masters answer, %d needed: %w", locking.ErrUnavailable, answered, len(c.masters), q, last)
-	}
-	return out, nil
 }
 
 // orphanQueues lists this namespace's queues that hold tasks no live
@@ -398,63 +363,6 @@ func (c *Cluster) Trigger(ctx context.Context, job, by string) (scheduler.Tick, 
 		return scheduler.Tick{}, err
 	}
 	return t, nil
-}
-
-// PauseResult says how far a pause or resume got.
-type PauseResult struct {
-	Job string `json:"job"`
-	// Paused is the state asked for.
-	Paused bool `json:"paused"`
-	// Written is how many lock masters took the change, of Masters;
-	// InEffect is true when that is a majority (the claim decides by
-	// quorum). Failures names the masters that did not, and why.
-	Written  int      `json:"written"`
-	Masters  int      `json:"masters"`
-	InEffect bool     `json:"in_effect"`
-	Failures []string `json:"failures,omitempty"`
-}
-
-// Pause sets (paused) or clears job's pause flag on every lock master, in
-// parallel. The scheduler's claim reads it and decides by a quorum of
-// masters, so the change reaches every replica at the job's next tick once
-// a majority has it; calling again repairs the rest. A paused job's ticks
-// are recorded as paused and not caught up. It fails for an unknown job and
-// a singleton (no ticks); a partial write is a result, not an error.
-func (c *Cluster) Pause(ctx context.Context, job string, paused bool) (PauseResult, error) {
-	j, ok := c.cfg.Job(job)
-	switch {
-	case !ok:
-		return PauseResult{}, fmt.Errorf("%w: no job %q in the config", ErrUnknownJob, job)
-	case j.Mode == config.ModeSingleton:
-		return PauseResult{}, fmt.Errorf("%w: job %q is a singleton: it has no ticks to pause", ErrNotTriggerable, job)
-	}
-	key := scheduler.PauseKey(c.cfg.Namespace, job)
-	errs := make([]error, len(c.masters))
-	var wg sync.WaitGroup
-	for i, m := range c.masters {
-		wg.Go(func() {
-			// each master within its own bound: one that hangs costs
-			// statusStep, and the others' writes decide
-			mctx, cancel := context.WithTimeout(ctx, statusStep)
-			defer cancel()
-			if paused {
-				errs[i] = m.Set(mctx, key, "1", 0).Err()
-			} else {
-				errs[i] = m.Del(mctx, key).Err()
-			}
-		})
-	}
-	wg.Wait()
-	res := PauseResult{Job: job, Paused: paused, Masters: len(c.masters)}
-	for i, err := range errs {
-		if err != nil {
-			res.Failures = append(res.Failures, fmt.Sprintf("lock master %d: %s", i, c.cfg.MaskSecrets(err.Error())))
-			continue
-		}
-		res.Written++
-	}
-	res.InEffect = res.Written >= len(c.masters)/2+1
-	return res, nil
 }
 
 // MaxBackfill is the most ticks one Backfill dispatches.

@@ -21,6 +21,9 @@ import (
 
 // chromiumPath finds a headless-capable Chromium: $BATON_CHROMIUM, else
 // Debian's chromium on PATH. make test installs it when missing (as root).
+// dashNote is a pause note typed into the dashboard: markup, to be shown as text.
+const dashNote = `waiting for <b>vendor</b> fix & "more"`
+
 func chromiumPath(t *testing.T) string {
 	if p := os.Getenv("BATON_CHROMIUM"); p != "" {
 		return p
@@ -111,6 +114,7 @@ jobs:
 			_, err := chromedp.Evaluate[bool](`document.querySelector("#token").dispatchEvent(new Event("change"))`)(ctx, t)
 			return chromedp.Void{}, err
 		}},
+		{"type a pause note", chromedp.SetValue(`#pause-note`, dashNote)},
 		{"press pause on nightly-digest", chromedp.Click(`button.pause[data-job="nightly-digest"]`)},
 		{"see the resume button", chromedp.WaitVisible(`tr[data-job="nightly-digest"] button.resume`)},
 	}
@@ -132,8 +136,12 @@ jobs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(pausedText, "yes") {
-		t.Errorf("after pause the page shows paused = %q", pausedText)
+	if !strings.HasPrefix(pausedText, "yes (api:dashboard, since ") || !strings.Contains(pausedText, dashNote) {
+		t.Errorf("after pause the page shows paused = %q, want who, since when and the note %q", pausedText, dashNote)
+	}
+	// the note is text: its markup made no element
+	if n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('td.paused b').length`)); err != nil || n != 0 {
+		t.Errorf("the note's markup became %d elements (%v)", n, err)
 	}
 	rdb := srv.TestClient(t)
 	if rdb.Exists(ctx, scheduler.PauseKey("dash", "nightly-digest")).Val() != 1 {

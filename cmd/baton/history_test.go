@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
@@ -123,14 +124,14 @@ jobs:
 	if slow.Name != "slow" || slow.Paused || slow.Next.IsZero() || slow.Running[0].Worker != "status-1" || slow.Lock.Fence <= 0 {
 		t.Errorf("slow: %+v", slow)
 	}
-	if !idle.Paused || idle.PausedBy != "baton pause" || idle.Timezone != "Europe/Berlin" || idle.Next.Hour() != 1 && idle.Next.Hour() != 2 {
+	if !idle.Paused || idle.PausedBy != osUser() || idle.PausedSince.IsZero() || idle.Timezone != "Europe/Berlin" || idle.Next.Hour() != 1 && idle.Next.Hour() != 2 {
 		t.Errorf("idle: %+v (next %v: 03:00 in Berlin)", idle, idle.Next)
 	}
 	if r := st.Replicas[0]; r.ID != "status-1" || !r.Live || r.Differs || r.Skew > time.Second || r.Skew < -time.Second {
 		t.Errorf("replica: %+v", r)
 	}
 	code, out, errs := runIn("status", "--config", cfg)
-	for _, want := range []string{"JOB", "slow", "yes (baton pause)", `"status-1"`, "SKEW", "held, fence"} {
+	for _, want := range []string{"JOB", "slow", "yes (" + redact.Escape(osUser()) + ")", "idle paused by " + redact.Quote(osUser()) + " since ", `"status-1"`, "SKEW", "held, fence"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("status table lacks %q: %d\n%s%s", want, code, out, errs)
 		}

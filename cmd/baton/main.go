@@ -8,7 +8,8 @@
 //	baton dev [flags]                      embedded Redis + 3 replicas in one process
 //	baton validate [--config FILE] [FILE]  check a config file
 //	baton next [-n N] [--job NAME] [--from TIME]  the next fire times
-//	baton pause|resume [--config FILE] JOB...      pause or resume jobs everywhere
+//	baton pause [--note TEXT] [--by NAME] JOB...   pause jobs everywhere, saying why
+//	baton resume [--skip | --catch-up] JOB...      resume them (replaying paused ticks)
 //	baton status [--config FILE]                   singleton holders, paused jobs
 //	baton history [-n N] [--json] JOB              a job's newest runs
 //	baton locks [--config FILE] [--json]           the locks held now

@@ -2,27 +2,45 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/user"
+	"strings"
 	"time"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/redact"
 )
 
-const pauseHelp = `usage: baton pause|resume [--config FILE] JOB...
+const pauseHelp = `usage: baton pause [--config FILE] [--note TEXT] [--by NAME] JOB...
+       baton resume [--config FILE] [--skip | --catch-up] JOB...
 
-pause sets a job's pause flag in Redis, on every lock master; resume clears
-it. The scheduler's claim reads the flag and decides by a quorum of lock
+pause sets a job's pause flag in Redis, on every lock master, with who
+paused it (--by, default the OS user), since when and why (--note, at most
+500 bytes): baton status and the dashboard show them. Pausing a paused job
+again replaces who and why and keeps since when. resume clears the flag.
+The scheduler's claim reads the flag and decides by a quorum of lock
 masters, so the change reaches every replica at the next tick once a
-majority has it: a paused job's ticks are recorded as skipped (and not
-caught up later). When some masters could not be written, the command says
-so and whether the change is in effect; running it again repairs the rest.
-A job with paused: true in the config stays paused until the config
-changes (the config wins over resume).
+majority has it: a paused job's ticks are recorded as paused.
 
-Exit status: 0 done; 1 not written to every master (see the message) or
-Redis unreachable; 2 usage error (unknown job, bad config).
+On resume, --skip (the default) leaves the paused ticks skipped;
+--catch-up replays the ticks recorded paused since the pause began that
+were due within the job's starting deadline, through the tick claim (each
+at most once, also when run again); older paused ticks stay skipped, and
+a job whose runs cannot overlap (concurrency other than allow) replays only
+the newest. Catch-up is for cron jobs.
+
+When some masters could not be written, the command says so and whether
+the change is in effect; running it again repairs the rest. A job with
+paused: true in the config stays paused until the config changes (the
+config wins over resume).
+
+Exit status: 0 done; 1 not written to every master (see the message),
+ticks not replayed, or Redis unreachable; 2 usage error (unknown job, bad
+flags, bad config).
 
 flags:
 `
@@ -32,11 +50,33 @@ func runPause(name string, on bool, args []string, stdout, stderr io.Writer) int
 	fs := newFlagSet(name)
 	var path string
 	fs.stringEnv(&path, "config", envConfig, defaultConfigFile, "config `FILE`")
+	var note, by *string
+	var skip, catchUp *bool
+	if on {
+		note = fs.String("note", "", "why the job is paused, shown by status and the dashboard (at most 500 bytes)")
+		by = fs.String("by", "", "who pauses it (default: the OS user)")
+	} else {
+		skip = fs.Bool("skip", false, "leave the paused ticks skipped (the default)")
+		catchUp = fs.Bool("catch-up", false, "replay the paused ticks due within the starting deadline")
+	}
 	if err := fs.parse(args, pauseHelp, stdout); err != nil {
 		return exitParse(name, err, stderr)
 	}
 	if fs.NArg() == 0 {
 		return usageExit(name, usagef("name at least one job"), stderr)
+	}
+	if !on && *skip && *catchUp {
+		return usageExit(name, usagef("--skip and --catch-up exclude each other: choose one"), stderr)
+	}
+	why := baton.PauseNote{}
+	if on {
+		why = baton.PauseNote{By: *by, Note: *note}
+		if !fs.isSet("by") {
+			why.By = osUser()
+		}
+		if len(why.Note) > baton.MaxPauseNote {
+			return usageExit(name, usagef("--note is %d bytes, over the limit of %d", len(why.Note), baton.MaxPauseNote), stderr)
+		}
 	}
 	cfg, err := loadConfigFile(fs, path)
 	if err != nil {
@@ -44,11 +84,13 @@ func runPause(name string, on bool, args []string, stdout, stderr io.Writer) int
 	}
 	for _, job := range fs.Args() {
 		j, ok := cfg.Job(job)
-		if !ok {
+		switch {
+		case !ok:
 			return usageExit(name, usagef("no job %q in %s", job, path), stderr)
-		}
-		if j.Mode == config.ModeSingleton {
+		case j.Mode == config.ModeSingleton:
 			return usageExit(name, usagef("job %q is a singleton: it has no ticks to pause", job), stderr)
+		case !on && *catchUp && j.Mode != config.ModeCron:
+			return usageExit(name, usagef("job %q is a %s job: only cron jobs can catch up paused ticks; resume it without --catch-up", job, j.Mode), stderr)
 		}
 	}
 	c, err := baton.NewCluster(cfg)
@@ -56,37 +98,120 @@ func runPause(name string, on bool, args []string, stdout, stderr io.Writer) int
 		return usageExit(name, err, stderr)
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	timeout := 10 * time.Second
+	if !on && *catchUp {
+		timeout = 5 * time.Minute // replays go through the claim
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	// every master is written, in parallel; the claim decides by quorum, so
 	// a change that reached a majority is in effect, and running the
 	// command again repairs the rest
 	failed := false
 	for _, job := range fs.Args() {
-		res, err := c.Pause(ctx, job, on)
-		if err != nil {
-			return usageExit(name, err, stderr)
+		var res baton.PauseResult
+		var cu *baton.CatchUpResult
+		if on {
+			res, err = c.Pause(ctx, job, why)
+		} else {
+			var rr baton.ResumeResult
+			rr, err = c.Resume(ctx, job, *catchUp)
+			res, cu = rr.PauseResult, rr.CatchUp
 		}
-		state := "paused"
-		if !on {
-			state = "resumed"
+		if err != nil && cu == nil {
+			msg := c.Config().MaskSecrets(err.Error())
+			if isUsageError(err) || errors.Is(err, baton.ErrBadPause) {
+				return usageExit(name, usagef("%s", msg), stderr)
+			}
+			fmt.Fprintf(stderr, "baton %s: %s\n", name, msg)
+			return 1
 		}
-		switch {
-		case res.Written == res.Masters:
-			fmt.Fprintf(stdout, "%s %s\n", job, state)
-			continue
-		case res.InEffect:
-			fmt.Fprintf(stdout, "%s %s (on %d of %d lock masters: in effect; run the command again to repair the rest)\n", job, state, res.Written, res.Masters)
-		default:
-			fmt.Fprintf(stderr, "baton %s: job %q: written to %d of %d lock masters, %d needed: NOT %s; run the command again\n", name, job, res.Written, res.Masters, res.Masters/2+1, state)
+		if !printPause(name, res, stdout, stderr) {
+			failed = true
 		}
-		failed = true
-		for _, f := range res.Failures {
-			fmt.Fprintf(stderr, "baton %s: job %q: %s\n", name, job, f)
+		if cu != nil && !printCatchUp(name, job, cu, err, c.Config(), stdout, stderr) {
+			failed = true
 		}
 	}
 	if failed {
 		return 1
 	}
 	return 0
+}
+
+// printPause says how far a pause or resume got; false when not every
+// master took it.
+func printPause(name string, res baton.PauseResult, stdout, stderr io.Writer) bool {
+	state := "resumed"
+	if res.Paused {
+		state = "paused"
+		if p := res.Pause; p != nil {
+			state += " by " + redact.Quote(p.By) + " since " + p.At.Format(time.RFC3339)
+			if p.Note != "" {
+				state += ": " + redact.Quote(p.Note)
+			}
+		}
+	}
+	switch {
+	case res.Written == res.Masters:
+		fmt.Fprintf(stdout, "%s %s\n", res.Job, state)
+		return true
+	case res.InEffect:
+		fmt.Fprintf(stdout, "%s %s (on %d of %d lock masters: in effect; run the command again to repair the rest)\n", res.Job, state, res.Written, res.Masters)
+	default:
+		verb := "resumed"
+		if res.Paused {
+			verb = "paused"
+		}
+		fmt.Fprintf(stderr, "baton %s: job %q: written to %d of %d lock masters, %d needed: NOT %s; run the command again\n", name, res.Job, res.Written, res.Masters, res.Masters/2+1, verb)
+	}
+	for _, f := range res.Failures {
+		fmt.Fprintf(stderr, "baton %s: job %q: %s\n", name, res.Job, f)
+	}
+	return false
+}
+
+// printCatchUp says what a resume's catch-up replayed and left skipped;
+// false when ticks were not replayed that should have been.
+func printCatchUp(name, job string, cu *baton.CatchUpResult, err error, cfg *config.Config, stdout, stderr io.Writer) bool {
+	fmt.Fprintf(stdout, "%s: replayed %d paused ticks%s\n", job, len(cu.Replayed), times(cu.Replayed))
+	if len(cu.Decided) > 0 {
+		fmt.Fprintf(stdout, "%s: %d paused ticks were replayed already%s\n", job, len(cu.Decided), times(cu.Decided))
+	}
+	for _, s := range cu.Skipped {
+		fmt.Fprintf(stdout, "%s: stays skipped: %s (%s)\n", job, s.Tick.Format(time.RFC3339), s.Reason)
+	}
+	ok := len(cu.Failed) == 0 && err == nil
+	if len(cu.Failed) > 0 {
+		fmt.Fprintf(stderr, "baton %s: %s: %d paused ticks not replayed (%s)%s; run baton resume --catch-up again (within the starting deadline)\n",
+			name, job, len(cu.Failed), cfg.MaskSecrets(cu.Reason), times(cu.Failed))
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "baton %s: %s: catch-up: %s\n", name, job, cfg.MaskSecrets(err.Error()))
+	}
+	return ok
+}
+
+// times lists ts as ": T1 T2 ..." ("" for none).
+func times(ts []time.Time) string {
+	if len(ts) == 0 {
+		return ""
+	}
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = t.Format(time.RFC3339)
+	}
+	return ": " + strings.Join(s, " ")
+}
+
+// osUser names the OS user running this process, for who paused a job:
+// the account's name, else $USER, else "unknown".
+func osUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "unknown"
 }

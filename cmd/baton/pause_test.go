@@ -2,10 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -23,7 +31,7 @@ jobs:
 `, srv.Addr()))
 	rdb := srv.TestClient(t)
 	ctx := context.Background()
-	if code, out, errs := runIn("pause", "--config", cfg, "a"); code != 0 || out != "a paused\n" {
+	if code, out, errs := runIn("pause", "--config", cfg, "a"); code != 0 || !strings.HasPrefix(out, "a paused by ") {
 		t.Fatalf("pause: %d %q %q", code, out, errs)
 	}
 	if n, _ := rdb.Exists(ctx, "ptest:{a}:paused").Result(); n != 1 {
@@ -80,16 +88,150 @@ jobs:
 		t.Fatal(err)
 	}
 	code, out, errs := runIn("pause", "--config", cfg, "a")
-	if code != 1 || !strings.Contains(out, "a paused (on 2 of 3 lock masters: in effect") || !strings.Contains(errs, "lock master 2") {
+	if code != 1 || !regexp.MustCompile(`^a paused by .* \(on 2 of 3 lock masters: in effect`).MatchString(out) || !strings.Contains(errs, "lock master 2") {
 		t.Fatalf("partial pause: %d %q %q", code, out, errs)
 	}
 	if err := servers[2].Restart(); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errs := runIn("pause", "--config", cfg, "a"); code != 0 || out != "a paused\n" {
+	if code, out, errs := runIn("pause", "--config", cfg, "a"); code != 0 || !strings.HasPrefix(out, "a paused by ") || strings.Contains(out, "lock masters") {
 		t.Fatalf("pause again: %d %q %q", code, out, errs)
 	}
 	if n, _ := servers[2].TestClient(t).Exists(context.Background(), "ptest:{a}:paused").Result(); n != 1 {
 		t.Fatal("the repaired master has no pause flag")
+	}
+}
+
+// pause --note --by records who, since when and why; status shows them
+// (table and --json); pause without --by names the OS user.
+func TestPauseWithNote(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := writeConfig(t, fmt.Sprintf(`redis:
+  url: redis://%s/0
+locking:
+  fresh_deployment: true
+namespace: pnote
+jobs:
+  - name: a
+    schedule: "@every 1m"
+    exec: {command: ["true"]}
+  - name: b
+    schedule: "@every 1m"
+    exec: {command: ["true"]}
+`, srv.Addr()))
+	code, out, errs := runIn("pause", "--config", cfg, "--note", "waiting for vendor fix", "--by", "alice", "a")
+	if code != 0 || !regexp.MustCompile(`^a paused by "alice" since \S+Z: "waiting for vendor fix"\n$`).MatchString(out) {
+		t.Fatalf("pause: %d %q %q", code, out, errs)
+	}
+	if code, out, errs := runIn("pause", "--config", cfg, "b"); code != 0 || !strings.HasPrefix(out, "b paused by "+strconv.Quote(osUser())+" since ") {
+		t.Fatalf("pause without --by: %d %q %q (OS user %q)", code, out, errs, osUser())
+	}
+	code, out, errs = runIn("status", "--config", cfg)
+	if code != 0 || !regexp.MustCompile(`(?m)^a paused by "alice" since \S+Z \(\d+s ago\): "waiting for vendor fix"$`).MatchString(out) || !strings.Contains(out, "yes (alice)") {
+		t.Errorf("status: %d %q %q", code, out, errs)
+	}
+	code, out, _ = runIn("status", "--config", cfg, "--json")
+	var st baton.Status
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || len(st.Jobs) != 2 {
+		t.Fatalf("status --json: %d %q", code, out)
+	}
+	if a := st.Jobs[0]; !a.Paused || a.PausedBy != "alice" || a.PauseNote != "waiting for vendor fix" || a.PausedSince.IsZero() || st.Time.Sub(a.PausedSince) > time.Minute {
+		t.Errorf("status --json: %+v", a)
+	}
+	if b := st.Jobs[1]; !b.Paused || b.PausedBy != osUser() || b.PauseNote != "" {
+		t.Errorf("status --json: %+v", b)
+	}
+}
+
+// Bad flags of pause and resume are usage errors (exit 2) that change
+// nothing.
+func TestPauseResumeFlags(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := writeConfig(t, fmt.Sprintf(`redis:
+  url: redis://%s/0
+locking:
+  fresh_deployment: true
+namespace: pflags
+jobs:
+  - name: a
+    schedule: "@every 1m"
+    exec: {command: ["true"]}
+  - name: l
+    mode: local
+    schedule: "@every 1m"
+    exec: {command: ["true"]}
+`, srv.Addr()))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"resume", "--skip", "--catch-up", "a"}, "--skip and --catch-up exclude each other"},
+		{[]string{"pause", "--note", strings.Repeat("n", 501), "a"}, "--note is 501 bytes, over the limit of 500"},
+		{[]string{"pause", "--by", "a\nb", "a"}, "one printable line"},
+		{[]string{"pause", "--by", "", "a"}, "say who pauses it"},
+		{[]string{"pause", "--catch-up", "a"}, "flag provided but not defined: -catch-up"},
+		{[]string{"resume", "--note", "x", "a"}, "flag provided but not defined: -note"},
+		{[]string{"resume", "--catch-up", "l"}, `job "l" is a local job: only cron jobs can catch up`},
+	} {
+		code, _, errs := runIn(append(tc.args[:1:1], append([]string{"--config", cfg}, tc.args[1:]...)...)...)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("baton %q: %d %q, want exit 2 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+	if n := srv.TestClient(t).Exists(context.Background(), "pflags:{a}:paused").Val(); n != 0 {
+		t.Error("a refused pause set the flag")
+	}
+}
+
+// resume --catch-up says what it replayed and which paused ticks stay
+// skipped; run again, it replays nothing (the claim finds them done).
+func TestResumeCatchUpOutput(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := writeConfig(t, fmt.Sprintf(`redis:
+  url: redis://%s/0
+locking:
+  fresh_deployment: true
+namespace: pcu
+jobs:
+  - name: a
+    schedule: "@every 1m"
+    starting_deadline: 5m
+    exec: {command: ["true"]}
+`, srv.Addr()))
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	if code, _, errs := runIn("pause", "--config", cfg, "--note", "n", "a"); code != 0 {
+		t.Fatal(errs)
+	}
+	now := rdb.Time(ctx).Val().UTC().Truncate(time.Minute)
+	in, old := now.Add(-time.Minute), now.Add(-10*time.Minute)
+	// the pause began before both ticks
+	key := "pcu:{a}:paused"
+	v := strings.Replace(rdb.Get(ctx, key).Val(), `"at_ms":`, fmt.Sprintf(`"at_ms":%d,"was":`, now.Add(-time.Hour).UnixMilli()), 1)
+	rdb.Set(ctx, key, v, 0)
+	src, err := os.ReadFile("../../jobs/lua/history_add.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := redis.NewScript(string(src))
+	for _, at := range []time.Time{old, in} {
+		err := add.Run(ctx, rdb, []string{"pcu:{history:a}"}, 300, (7 * 24 * time.Hour).Milliseconds(),
+			"ev", "not_run", "tick", at.Format(time.RFC3339Nano), "run", "", "status", "paused", "reason", "the job is paused").Err()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errs := runIn("resume", "--config", cfg, "--catch-up", "a")
+	want := fmt.Sprintf("a resumed\na: replayed 1 paused ticks: %s\na: stays skipped: %s (due more than the starting deadline (5m0s) ago)\n",
+		in.Format(time.RFC3339), old.Format(time.RFC3339))
+	if code != 0 || out != want {
+		t.Fatalf("resume --catch-up: %d %q %q, want %q", code, out, errs, want)
+	}
+	code, out, errs = runIn("resume", "--config", cfg, "--catch-up", "a")
+	if code != 0 || !strings.Contains(out, "a: replayed 0 paused ticks\na: 1 paused ticks were replayed already: "+in.Format(time.RFC3339)+"\n") {
+		t.Fatalf("resume --catch-up again: %d %q %q", code, out, errs)
+	}
+	if code, out, errs := runIn("resume", "--config", cfg, "--skip", "a"); code != 0 || out != "a resumed\n" {
+		t.Fatalf("resume --skip: %d %q %q", code, out, errs)
 	}
 }

@@ -18,9 +18,10 @@ import (
 const statusHelp = `usage: baton status [--config FILE] [--json]
 
 Shows every job: mode, schedule and time zone, its next tick, whether it is
-paused (by the config, or by baton pause on a majority of lock masters),
-its last tick or run and how it ended, the runs under way and where, and
-the lock its runs hold (fence, remaining ttl) or a singleton's leader.
+paused (by the config, or by baton pause on a majority of lock masters:
+then who paused it, since when and the note, below the table), its last
+tick or run and how it ended, the runs under way and where, and the lock
+its runs hold (fence, remaining ttl) or a singleton's leader.
 Then every replica seen in the last 10 minutes: id, role, version, job list
 hash, last heartbeat, clock skew against Redis, queues; replicas whose job
 list differs from most live replicas' are flagged, with the jobs the lists
@@ -109,7 +110,7 @@ func printStatus(w io.Writer, st *baton.Status) {
 		}
 		paused := "no"
 		if j.Paused {
-			paused = "yes (" + j.PausedBy + ")"
+			paused = "yes (" + redact.Escape(j.PausedBy) + ")"
 		}
 		last := "-"
 		if r := j.Last; r != nil {
@@ -129,6 +130,7 @@ func printStatus(w io.Writer, st *baton.Status) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, j.Mode, dash(sched), next, paused, last, running, lockLine(j))
 	}
 	_ = tw.Flush()
+	printPauses(w, st)
 
 	fmt.Fprintln(w)
 	if len(st.Replicas) == 0 {
@@ -162,6 +164,22 @@ func printStatus(w io.Writer, st *baton.Status) {
 	}
 	for _, warn := range st.Warnings {
 		fmt.Fprintf(w, "\n%s\n", warn)
+	}
+}
+
+// printPauses lists who paused which job with baton pause, since when and
+// why; the note is the operator's text, quoted.
+func printPauses(w io.Writer, st *baton.Status) {
+	for _, j := range st.Jobs {
+		if !j.Paused || j.PausedSince.IsZero() {
+			continue
+		}
+		line := fmt.Sprintf("%s paused by %s since %s (%s ago)", j.Name, redact.Quote(j.PausedBy),
+			j.PausedSince.Format(time.RFC3339), st.Time.Sub(j.PausedSince).Round(time.Second))
+		if j.PauseNote != "" {
+			line += ": " + redact.Quote(j.PauseNote)
+		}
+		fmt.Fprintln(w, line)
 	}
 }
 

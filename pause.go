@@ -1,0 +1,379 @@
+package baton
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/locking"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// MaxPauseNote is the longest note a pause takes, in bytes.
+const MaxPauseNote = 500
+
+// maxPauseBy is the longest name of who paused a job, in bytes.
+const maxPauseBy = 128
+
+// ErrBadPause is returned by Pause for a note or name it does not take, and
+// by Resume for a catch-up it cannot do.
+var ErrBadPause = errors.New("baton: bad pause")
+
+// PauseNote is who paused a job with Pause, since when and why. The note is
+// the operator's text, kept as data: shown (quoted or escaped), never
+// interpreted.
+type PauseNote struct {
+	By string `json:"by"`
+	// At is when the job was paused, by the lock masters' clock; pausing a
+	// paused job again keeps it.
+	At   time.Time `json:"at,omitzero"`
+	Note string    `json:"note,omitempty"`
+}
+
+// storedPause is a pause flag's value on a lock master (lua/pause.lua).
+type storedPause struct {
+	By    string `json:"by"`
+	Note  string `json:"note"`
+	AtMS  int64  `json:"at_ms,omitempty"`  // paused since
+	SetMS int64  `json:"set_ms,omitempty"` // this value written
+}
+
+var (
+	//go:embed lua/pause.lua
+	pauseSrc    string
+	pauseScript = redis.NewScript(pauseSrc)
+)
+
+// PauseResult says how far a pause or resume got.
+type PauseResult struct {
+	Job string `json:"job"`
+	// Paused is the state asked for.
+	Paused bool `json:"paused"`
+	// Written is how many lock masters took the change, of Masters;
+	// InEffect is true when that is a majority (the claim decides by
+	// quorum). Failures names the masters that did not, and why.
+	Written  int      `json:"written"`
+	Masters  int      `json:"masters"`
+	InEffect bool     `json:"in_effect"`
+	Failures []string `json:"failures,omitempty"`
+	// Pause is who paused it, since when and why (a pause that some
+	// master took).
+	Pause *PauseNote `json:"pause,omitempty"`
+}
+
+// checkPause tells what is wrong with a pause's name and note: by must be
+// one printable line of at most 128 bytes, the note valid UTF-8 of at most
+// MaxPauseNote bytes (several lines are fine).
+func checkPause(p PauseNote) error {
+	switch {
+	case p.By == "":
+		return fmt.Errorf("%w: say who pauses it", ErrBadPause)
+	case len(p.By) > maxPauseBy || !printable(p.By):
+		return fmt.Errorf("%w: who pauses it must be one printable line of at most %d bytes", ErrBadPause, maxPauseBy)
+	case len(p.Note) > MaxPauseNote:
+		return fmt.Errorf("%w: the note is %d bytes, over the limit of %d", ErrBadPause, len(p.Note), MaxPauseNote)
+	case !utf8.ValidString(p.Note):
+		return fmt.Errorf("%w: the note is not valid UTF-8", ErrBadPause)
+	}
+	return nil
+}
+
+func printable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) })
+}
+
+// Pause sets job's pause flag on every lock master, in parallel, recording
+// who paused it (p.By), why (p.Note) and since when (each master's clock;
+// p.At is ignored). The scheduler's claim reads the flag and decides by a
+// quorum of masters, so the pause reaches every replica at the job's next
+// tick once a majority has it; calling again repairs the rest (and
+// replaces who and why, keeping since when). A paused job's ticks are
+// recorded as paused: Resume skips them or catches them up. It fails for an
+// unknown job, a singleton (no ticks) and a bad name or note (ErrBadPause);
+// a partial write is a result, not an error.
+func (c *Cluster) Pause(ctx context.Context, job string, p PauseNote) (PauseResult, error) {
+	if err := c.pausable(job); err != nil {
+		return PauseResult{}, err
+	}
+	if err := checkPause(p); err != nil {
+		return PauseResult{}, err
+	}
+	val, err := json.Marshal(storedPause{By: p.By, Note: p.Note})
+	if err != nil {
+		return PauseResult{}, err
+	}
+	key := scheduler.PauseKey(c.cfg.Namespace, job)
+	ats := make([]int64, len(c.masters))
+	res := c.eachMaster(ctx, job, true, func(ctx context.Context, m redis.UniversalClient, i int) (err error) {
+		ats[i], err = pauseScript.Run(ctx, m, []string{key}, string(val)).Int64()
+		return err
+	})
+	if res.Written > 0 {
+		note := PauseNote{By: p.By, Note: p.Note}
+		for _, at := range ats {
+			if t := time.UnixMilli(at).UTC(); at > 0 && (note.At.IsZero() || t.Before(note.At)) {
+				note.At = t // since when: the oldest
+			}
+		}
+		res.Pause = &note
+	}
+	return res, nil
+}
+
+// pausable fails for a job that has no pause: unknown, or a singleton.
+func (c *Cluster) pausable(job string) error {
+	j, ok := c.cfg.Job(job)
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: no job %q in the config", ErrUnknownJob, job)
+	case j.Mode == config.ModeSingleton:
+		return fmt.Errorf("%w: job %q is a singleton: it has no ticks to pause", ErrNotTriggerable, job)
+	}
+	return nil
+}
+
+// eachMaster runs write on every lock master in parallel, each within its
+// own bound (one that hangs costs statusStep, and the others' writes
+// decide), and says how far it got.
+func (c *Cluster) eachMaster(ctx context.Context, job string, paused bool, write func(ctx context.Context, m redis.UniversalClient, i int) error) PauseResult {
+	errs := make([]error, len(c.masters))
+	var wg sync.WaitGroup
+	for i, m := range c.masters {
+		wg.Go(func() {
+			mctx, cancel := context.WithTimeout(ctx, statusStep)
+			defer cancel()
+			errs[i] = write(mctx, m, i)
+		})
+	}
+	wg.Wait()
+	res := PauseResult{Job: job, Paused: paused, Masters: len(c.masters)}
+	for i, err := range errs {
+		if err != nil {
+			res.Failures = append(res.Failures, fmt.Sprintf("lock master %d: %s", i, c.cfg.MaskSecrets(err.Error())))
+			continue
+		}
+		res.Written++
+	}
+	res.InEffect = res.Written >= len(c.masters)/2+1
+	return res
+}
+
+// ResumeResult says how far a resume got, and what its catch-up did.
+type ResumeResult struct {
+	PauseResult
+	// CatchUp is what a resume with catch-up replayed; nil without.
+	CatchUp *CatchUpResult `json:"catch_up,omitempty"`
+}
+
+// CatchUpResult is what Resume's catch-up did with the ticks recorded
+// paused since the pause began.
+type CatchUpResult struct {
+	// Replayed are the ticks it dispatched.
+	Replayed []time.Time `json:"replayed"`
+	// Decided are the ticks it found dispatched already (by an earlier
+	// catch-up or a backfill).
+	Decided []time.Time `json:"decided,omitempty"`
+	// Skipped are the paused ticks it left skipped, each with why.
+	Skipped []SkippedTick `json:"skipped,omitempty"`
+	// Failed are the ticks it could not dispatch, with the last reason: a
+	// resume with catch-up again retries them (while they are within the
+	// starting deadline).
+	Failed []time.Time `json:"failed,omitempty"`
+	Reason string      `json:"reason,omitempty"`
+}
+
+// SkippedTick is a paused tick a catch-up left skipped.
+type SkippedTick struct {
+	Tick   time.Time `json:"tick"`
+	Reason string    `json:"reason"`
+}
+
+// Resume clears job's pause flag on every lock master, in parallel (see
+// Pause for how a partial write counts). Without catchUp the ticks
+// recorded paused stay skipped. With catchUp, once the resume is in
+// effect, the ticks recorded paused since the pause began whose due time
+// is within the job's starting deadline of now (by the queue Redis's
+// clock) are dispatched through the tick claim, as a backfill is: each at
+// most once, also when resumes race, or a resume with catch-up is run
+// again. Older paused ticks stay skipped. A job whose runs cannot overlap
+// (any concurrency but allow) replays only the newest: dispatched
+// together, the others would be skipped or replaced. Catch-up is for cron
+// jobs that the config does not pause (ErrBadPause otherwise); it fails
+// with locking.ErrUnavailable when Redis does not answer. ctx bounds the
+// whole call: the ticks not dispatched when it ends are Failed.
+func (c *Cluster) Resume(ctx context.Context, job string, catchUp bool) (ResumeResult, error) {
+	if err := c.pausable(job); err != nil {
+		return ResumeResult{}, err
+	}
+	j, _ := c.cfg.Job(job)
+	var since time.Time
+	if catchUp {
+		switch {
+		case j.Mode != config.ModeCron:
+			return ResumeResult{}, fmt.Errorf("%w: %q is a %s job; only cron jobs (run through the queue) can catch up paused ticks: resume it without catch-up", ErrBadPause, job, j.Mode)
+		case j.Paused:
+			return ResumeResult{}, fmt.Errorf("%w: %q is paused by the config (paused: true), which resume does not change: no tick can be caught up", ErrBadPause, job)
+		}
+		states, err := c.pauseStates(ctx, []string{job})
+		if err != nil {
+			return ResumeResult{}, err
+		}
+		if n := states[job].note; n != nil {
+			since = n.At
+		}
+	}
+	key := scheduler.PauseKey(c.cfg.Namespace, job)
+	res := ResumeResult{PauseResult: c.eachMaster(ctx, job, false, func(ctx context.Context, m redis.UniversalClient, _ int) error {
+		return m.Del(ctx, key).Err()
+	})}
+	if !catchUp || !res.InEffect {
+		return res, nil // not resumed: the ticks stay paused
+	}
+	cu, err := c.catchUp(ctx, j, since)
+	res.CatchUp = &cu
+	return res, err
+}
+
+// catchUp dispatches j's ticks recorded paused at or after since (zero: any)
+// and within its starting deadline, through the claim; see Resume.
+func (c *Cluster) catchUp(ctx context.Context, j *config.Job, since time.Time) (CatchUpResult, error) {
+	res := CatchUpResult{Replayed: []time.Time{}}
+	now, err := c.queue.Time(ctx).Result()
+	if err != nil {
+		return res, fmt.Errorf("%w: queue Redis: %w", locking.ErrUnavailable, err)
+	}
+	recs, err := jobs.ReadHistory(ctx, c.queue, c.cfg.Namespace, j.Name, 0)
+	if err != nil {
+		return res, err
+	}
+	ran := map[int64]bool{}
+	var paused []time.Time
+	for _, r := range recs {
+		switch {
+		case r.Manual:
+		case r.Status == jobs.StatusPaused:
+			if !r.Tick.Before(since) {
+				paused = append(paused, r.Tick.UTC())
+			}
+		case r.Status != jobs.StatusMissed:
+			ran[r.Tick.UnixMilli()] = true // dispatched (by a backfill, say)
+		}
+	}
+	slices.SortFunc(paused, time.Time.Compare)
+	paused = slices.Compact(paused)
+	oldest := now.Add(-j.StartingDeadline)
+	var ticks []time.Time
+	for _, t := range paused {
+		switch {
+		case ran[t.UnixMilli()]:
+			res.Decided = append(res.Decided, t)
+		case t.Before(oldest):
+			res.Skipped = append(res.Skipped, SkippedTick{t, fmt.Sprintf("due more than the starting deadline (%s) ago", j.StartingDeadline)})
+		default:
+			ticks = append(ticks, t)
+		}
+	}
+	if j.Concurrency != config.ConcurrencyAllow && len(ticks) > 1 {
+		for _, t := range ticks[:len(ticks)-1] {
+			res.Skipped = append(res.Skipped, SkippedTick{t, fmt.Sprintf("concurrency %s: only the newest paused tick is replayed", j.Concurrency)})
+		}
+		ticks = ticks[len(ticks)-1:]
+	}
+	slices.SortFunc(res.Skipped, func(a, b SkippedTick) int { return a.Tick.Compare(b.Tick) })
+	if len(ticks) == 0 {
+		return res, nil
+	}
+	s, err := scheduler.New(c.locks, []scheduler.Job{SchedulerJob(j)}, c.dispatcher(), schedulerOptions(c.cfg, "resume")...)
+	if err != nil {
+		return res, err
+	}
+	br, err := s.Backfill(ctx, j.Name, ticks)
+	res.Replayed = append(res.Replayed, br.Dispatched...)
+	res.Decided = append(res.Decided, br.Decided...)
+	slices.SortFunc(res.Decided, time.Time.Compare)
+	res.Failed, res.Reason = br.Failed, br.Reason
+	return res, err
+}
+
+// pauseState is one job's pause flags as the lock masters have them.
+type pauseState struct {
+	// masters counts the masters that have the flag.
+	masters int
+	// note is who and why from the newest write, since when from the
+	// oldest; nil when no master has a note (a flag as older versions
+	// wrote it).
+	note *PauseNote
+}
+
+// pauseStates reads the pause flags of jobs on every lock master. It fails
+// when fewer than a quorum answered.
+func (c *Cluster) pauseStates(ctx context.Context, names []string) (map[string]pauseState, error) {
+	vals := make([][]*redis.StringCmd, len(c.masters))
+	errs := make([]error, len(c.masters))
+	var wg sync.WaitGroup
+	for i, m := range c.masters {
+		wg.Go(func() {
+			pipe := m.Pipeline()
+			cmds := make([]*redis.StringCmd, len(names))
+			for k, name := range names {
+				cmds[k] = pipe.Get(ctx, scheduler.PauseKey(c.cfg.Namespace, name))
+			}
+			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+				errs[i] = err
+				return
+			}
+			vals[i] = cmds
+		})
+	}
+	wg.Wait()
+	out := map[string]pauseState{}
+	newest := map[string]int64{}
+	answered := 0
+	var last error
+	for i := range c.masters {
+		if errs[i] != nil {
+			last = errs[i]
+			continue
+		}
+		answered++
+		for k, name := range names {
+			v, err := vals[i][k].Result()
+			if err != nil {
+				continue // absent
+			}
+			st := out[name]
+			st.masters++
+			var sp storedPause
+			if json.Unmarshal([]byte(v), &sp) == nil && sp.AtMS > 0 {
+				since := time.UnixMilli(sp.AtMS).UTC()
+				switch {
+				case st.note == nil:
+					st.note = &PauseNote{By: sp.By, At: since, Note: sp.Note}
+					newest[name] = sp.SetMS
+				case sp.SetMS > newest[name]:
+					st.note.By, st.note.Note, newest[name] = sp.By, sp.Note, sp.SetMS
+				}
+				if since.Before(st.note.At) {
+					st.note.At = since
+				}
+			}
+			out[name] = st
+		}
+	}
+	if q := len(c.masters)/2 + 1; answered < q {
+		return out, fmt.Errorf("%w: pause flags: %d of %d lock masters answer, %d needed: %w", locking.ErrUnavailable, answered, len(c.masters), q, last)
+	}
+	return out, nil
+}

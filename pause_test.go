@@ -1,0 +1,324 @@
+package baton_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// A pause through the API records who (api, or api:NAME), since when and
+// why; the status shows them; pausing again replaces who and why and keeps
+// since when; bad bodies are refused with what is wrong.
+func TestAPIPauseWithNote(t *testing.T) {
+	srv := redistest.New(t)
+	web := apiServer(t, srv, apiToken)
+	status := func() baton.JobStatus {
+		t.Helper()
+		code, body := call(t, web, "GET", "/api/status", "", "")
+		var st baton.Status
+		if code != 200 || json.Unmarshal([]byte(body), &st) != nil || len(st.Jobs) == 0 || st.Jobs[0].Name != "report" {
+			t.Fatalf("status: %d %s", code, body)
+		}
+		return st.Jobs[0]
+	}
+	for _, tc := range []struct {
+		path, body string
+		code       int
+		want       string
+	}{
+		{"/api/jobs/report/pause", `{"notes": "x"}`, 400, `unknown field \"notes\"`},
+		{"/api/jobs/report/pause", `{"note": 5}`, 400, "not the JSON this call takes"},
+		{"/api/jobs/report/pause", `{"note": "x"`, 400, "not the JSON this call takes"},
+		{"/api/jobs/report/pause", `{"note": "` + strings.Repeat("n", baton.MaxPauseNote+1) + `"}`, 400, "the note is 501 bytes, over the limit of 500"},
+		{"/api/jobs/report/pause", `{"by": "a\nb"}`, 400, "one printable line"},
+		{"/api/jobs/report/resume", `{"catch_up": "yes"}`, 400, "not the JSON this call takes"},
+		{"/api/jobs/report/resume", `{"skip": true}`, 400, `unknown field \"skip\"`},
+		{"/api/jobs/tidy/resume", `{"catch_up": true}`, 400, "only cron jobs"},
+		{"/api/jobs/pump/resume", `{"catch_up": true}`, 409, "singleton"},
+	} {
+		if code, body := call(t, web, "POST", tc.path, apiToken, tc.body); code != tc.code || !strings.Contains(body, tc.want) {
+			t.Errorf("POST %s %s: %d %s, want %d and %q", tc.path, tc.body[:min(len(tc.body), 40)], code, body, tc.code, tc.want)
+		}
+	}
+	if js := status(); js.Paused {
+		t.Fatalf("paused by a refused request: %+v", js)
+	}
+
+	note := `waiting for vendor fix <script>alert(1)</script>`
+	code, body := call(t, web, "POST", "/api/jobs/report/pause", apiToken, fmt.Sprintf(`{"note": %q, "by": "alice"}`, note))
+	var res baton.PauseResult
+	if code != 200 || json.Unmarshal([]byte(body), &res) != nil || !res.InEffect || res.Pause == nil || res.Pause.By != "api:alice" || res.Pause.Note != note || res.Pause.At.IsZero() {
+		t.Fatalf("pause: %d %s", code, body)
+	}
+	js := status()
+	if !js.Paused || js.PausedBy != "api:alice" || js.PauseNote != note || !js.PausedSince.Equal(res.Pause.At) {
+		t.Errorf("status after the pause: %+v, want by api:alice since %s, note %q", js, res.Pause.At, note)
+	}
+	if d := time.Since(js.PausedSince); d < -time.Minute || d > time.Minute {
+		t.Errorf("paused since %s: not now", js.PausedSince)
+	}
+	// again, without a body: who is "api", the note is gone, since stays
+	if code, body := call(t, web, "POST", "/api/jobs/report/pause", apiToken, ""); code != 200 {
+		t.Fatalf("pause again: %d %s", code, body)
+	}
+	if js := status(); !js.Paused || js.PausedBy != "api" || js.PauseNote != "" || !js.PausedSince.Equal(res.Pause.At) {
+		t.Errorf("status after pausing again: %+v, want by api, no note, since %s", js, res.Pause.At)
+	}
+	code, body = call(t, web, "POST", "/api/jobs/report/resume", apiToken, `{"catch_up": false}`)
+	if code != 200 || !strings.Contains(body, `"in_effect": true`) || strings.Contains(body, "catch_up") {
+		t.Fatalf("resume: %d %s", code, body)
+	}
+	if js := status(); js.Paused || js.PausedBy != "" || js.PauseNote != "" || !js.PausedSince.IsZero() {
+		t.Errorf("status after the resume: %+v", js)
+	}
+}
+
+// pauseConfig is a deployment on one Redis with a job of each concurrency a
+// catch-up treats differently; each has a 5-minute starting deadline.
+func pauseConfig(t *testing.T, addr, ns string) *config.Config {
+	t.Helper()
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: %s
+jobs:
+  - name: all
+    schedule: "@every 1m"
+    starting_deadline: 5m
+    concurrency: allow
+    exec: {command: ["true"]}
+  - name: one
+    schedule: "@every 1m"
+    starting_deadline: 5m
+    exec: {command: ["true"]}
+  - name: held
+    schedule: "@every 1m"
+    paused: true
+    exec: {command: ["true"]}
+`, addr, ns)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// pausedTicks writes what the scheduler writes for ticks it found the job
+// paused at: the tick's record on the lock master and the history's
+// not-run event.
+func pausedTicks(t *testing.T, rdb *redis.Client, ns, job string, runs int, ticks ...time.Time) {
+	t.Helper()
+	h := newReviewHistory(t, rdb, ns, job, runs)
+	for _, at := range ticks {
+		h.paused(t, at)
+		key := fmt.Sprintf("%s:{%s}:tick:%d", ns, job, at.UnixMilli())
+		if err := rdb.Set(context.Background(), key, "paused", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// backdatePause moves the start of job's pause back to since, as if it had
+// been paused then.
+func backdatePause(t *testing.T, rdb *redis.Client, ns, job string, since time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	key := scheduler.PauseKey(ns, job)
+	var v map[string]any
+	if err := json.Unmarshal([]byte(rdb.Get(ctx, key).Val()), &v); err != nil {
+		t.Fatalf("pause flag %s: %v", key, err)
+	}
+	v["at_ms"] = since.UnixMilli()
+	b, _ := json.Marshal(v)
+	if err := rdb.Set(ctx, key, b, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Resume with catch-up replays the ticks recorded paused since the pause
+// began and due within the starting deadline, each once through the claim
+// (a second catch-up finds them dispatched), and leaves older ones, and
+// ticks paused before this pause, skipped. A job that cannot overlap
+// replays only the newest. Resume without catch-up replays nothing.
+func TestResumeCatchUp(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	const ns = "catchup"
+	cfg := pauseConfig(t, srv.Addr(), ns)
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.UTC().Truncate(time.Minute)
+	ago := func(m int) time.Time { return now.Add(-time.Duration(m) * time.Minute) }
+	queue := cfg.QueueName("default")
+
+	for _, job := range []string{"all", "one"} {
+		if res, err := c.Pause(ctx, job, baton.PauseNote{By: "alice", Note: "vendor"}); err != nil || !res.InEffect {
+			t.Fatalf("pause %s: %+v %v", job, res, err)
+		}
+		backdatePause(t, rdb, ns, job, ago(20))
+		// 30m ago: an earlier pause's; 12m and 8m: past the deadline
+		pausedTicks(t, rdb, ns, job, cfg.History.Runs, ago(30), ago(12), ago(8), ago(3), ago(2), ago(1))
+	}
+
+	res, err := c.Resume(ctx, "all", true)
+	if err != nil || !res.InEffect || res.CatchUp == nil {
+		t.Fatalf("resume --catch-up: %+v %v", res, err)
+	}
+	cu := res.CatchUp
+	if want := []time.Time{ago(3), ago(2), ago(1)}; !slices.Equal(cu.Replayed, want) || len(cu.Decided) != 0 || len(cu.Failed) != 0 {
+		t.Errorf("replayed %v, decided %v, failed %v (%s); want replayed %v", cu.Replayed, cu.Decided, cu.Failed, cu.Reason, want)
+	}
+	if len(cu.Skipped) != 2 || !cu.Skipped[0].Tick.Equal(ago(12)) || !cu.Skipped[1].Tick.Equal(ago(8)) || !strings.Contains(cu.Skipped[0].Reason, "starting deadline (5m0s)") {
+		t.Errorf("skipped %+v, want the ticks of 12m and 8m ago, past the deadline (not the one before the pause)", cu.Skipped)
+	}
+	if ids := pendingTasks(t, rdb, queue); len(ids) != 3 {
+		t.Errorf("enqueued after the catch-up: %v, want 3 tasks", ids)
+	}
+	// again: the claim finds them dispatched
+	res, err = c.Resume(ctx, "all", true)
+	if err != nil || res.CatchUp == nil || len(res.CatchUp.Replayed) != 0 || len(res.CatchUp.Decided) != 3 {
+		t.Errorf("second resume --catch-up: %+v %v, want nothing replayed and 3 decided", res.CatchUp, err)
+	}
+	if ids := pendingTasks(t, rdb, queue); len(ids) != 3 {
+		t.Errorf("enqueued after the second catch-up: %v, want still 3 tasks", ids)
+	}
+
+	// forbid: only the newest paused tick within the deadline
+	res, err = c.Resume(ctx, "one", true)
+	if err != nil || res.CatchUp == nil || !slices.Equal(res.CatchUp.Replayed, []time.Time{ago(1)}) {
+		t.Fatalf("resume --catch-up of a forbid job: %+v %v, want %s replayed", res.CatchUp, err, ago(1))
+	}
+	var why []string
+	for _, s := range res.CatchUp.Skipped {
+		why = append(why, s.Tick.Sub(now).String()+" "+s.Reason)
+	}
+	if len(why) != 4 || !strings.Contains(why[2], "-3m0s concurrency forbid: only the newest") {
+		t.Errorf("skipped: %q", why)
+	}
+	if ids := pendingTasks(t, rdb, queue); len(ids) != 4 {
+		t.Errorf("enqueued: %v, want 4 tasks", ids)
+	}
+
+	// a job the config pauses has nothing to catch up
+	if _, err := c.Resume(ctx, "held", true); !errors.Is(err, baton.ErrBadPause) || !strings.Contains(err.Error(), "paused by the config") {
+		t.Errorf("catch-up of a job the config pauses: %v", err)
+	}
+}
+
+// Resume without catch-up (--skip) leaves the ticks recorded paused
+// skipped: nothing is dispatched, their records stay.
+func TestResumeSkip(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	const ns = "skip"
+	cfg := pauseConfig(t, srv.Addr(), ns)
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := now.UTC().Truncate(time.Minute).Add(-time.Minute)
+	if _, err := c.Pause(ctx, "all", baton.PauseNote{By: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	backdatePause(t, rdb, ns, "all", tick.Add(-time.Minute))
+	pausedTicks(t, rdb, ns, "all", cfg.History.Runs, tick)
+	res, err := c.Resume(ctx, "all", false)
+	if err != nil || !res.InEffect || res.CatchUp != nil {
+		t.Fatalf("resume: %+v %v", res, err)
+	}
+	if ids := pendingTasks(t, rdb, cfg.QueueName("default")); len(ids) != 0 {
+		t.Errorf("resume without catch-up enqueued %v", ids)
+	}
+	if v := rdb.Get(ctx, fmt.Sprintf("%s:{all}:tick:%d", ns, tick.UnixMilli())).Val(); v != "paused" {
+		t.Errorf("the paused tick's record after the resume: %q", v)
+	}
+	if n := rdb.Exists(ctx, scheduler.PauseKey(ns, "all")).Val(); n != 0 {
+		t.Error("the pause flag stays")
+	}
+}
+
+// With three lock masters, the status shows the note of the newest pause
+// (a master that missed it keeps the older note) and since when from the
+// oldest; a majority with the flag decides that the job is paused.
+func TestPauseNoteAcrossMasters(t *testing.T) {
+	servers := redistest.NewN(t, 3)
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, fmt.Sprintf("%q", "redis://"+s.Addr()+"/0"))
+	}
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking:
+  fresh_deployment: true
+  masters: [%s]
+namespace: notes
+jobs:
+  - name: a
+    schedule: "@every 1m"
+    exec: {command: ["true"]}
+`, servers[0].Addr(), strings.Join(urls, ", "))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first, err := c.Pause(ctx, "a", baton.PauseNote{By: "alice", Note: "first"})
+	if err != nil || first.Written != 3 {
+		t.Fatalf("pause: %+v %v", first, err)
+	}
+	key := scheduler.PauseKey("notes", "a")
+	last := servers[2].TestClient(t)
+	old := last.Get(ctx, key).Val()
+	second, err := c.Pause(ctx, "a", baton.PauseNote{By: "bob", Note: "second"})
+	if err != nil || second.Written != 3 || !second.Pause.At.Equal(first.Pause.At) {
+		t.Fatalf("pause again: %+v %v, want since %s kept", second, err, first.Pause.At)
+	}
+	// the last master missed the second pause: it has the first note
+	if err := last.Set(ctx, key, old, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if js := st.Jobs[0]; !js.Paused || js.PausedBy != "bob" || js.PauseNote != "second" || !js.PausedSince.Equal(first.Pause.At) {
+		t.Errorf("status: %+v, want bob's note, since %s", js, first.Pause.At)
+	}
+	// a resume that reached one master only: still paused by the majority
+	if err := servers[0].TestClient(t).Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.Status(ctx); err != nil || !st.Jobs[0].Paused || st.Jobs[0].PauseNote != "second" {
+		t.Errorf("status with the flag on 2 of 3 masters: %+v %v", st.Jobs[0], err)
+	}
+}
