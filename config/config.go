@@ -336,6 +336,13 @@ type Job struct {
 	// them. Not for singletons.
 	Start string `yaml:"start"`
 	End   string `yaml:"end"`
+	// At makes the job a one-shot: a single tick at this RFC 3339 time
+	// (whole seconds), instead of Schedule. Not for singletons.
+	At string `yaml:"at"`
+	// MaxRuns stops the job after this many dispatched ticks, counted
+	// across replicas and restarts on the queue Redis (manual triggers do
+	// not count). 0: no limit. Not for singletons.
+	MaxRuns int `yaml:"max_runs"`
 	// Mode says where the job runs. Default cron.
 	Mode Mode `yaml:"mode"`
 	// Exec runs a command. Exactly one of Exec, HTTP and Handler is set.

@@ -210,6 +210,14 @@ var badFiles = map[string][]string{
 		`:9: job "report": catchup: unknown policy "none" (want skip, latest or all)`,
 		`:10: job "report": mode: unknown mode "daemon" (want cron, local or singleton)`,
 	},
+	"one-shot": {
+		`:5: job "report": at: "2026-12-05 02:00" is not an RFC 3339 time (such as 2026-12-05T02:00:00+01:00)`,
+		`:10: job "both": at: set schedule or at, not both (at is a single tick)`,
+		`:14: job "windowed": at: "2026-12-05T02:00:00.5+01:00": ticks fall on whole seconds`,
+		`:15: job "windowed": start: not with at: a one-shot job has its one tick`,
+		`:16: job "windowed": max_runs: must be >= 0 (0: no limit), got -1`,
+		`:21: job "daemon": at: not allowed for singleton jobs`,
+	},
 	"buffer-max": {`:9: job "report": buffer_max: must be between 1 and 100, got 101`},
 	"catchup-max": {
 		`:9: job "report": catchup_max: must be between 1 and 1000, got 0`,

@@ -150,10 +150,14 @@ func escapeDollars(n *yaml.Node) {
 // irrelevantKeys lists the keys that Load rejects for j's mode, so that
 // Redacted's output loads again.
 func irrelevantKeys(j *Job) []string {
+	keys := modeIrrelevantKeys(j)
 	if j.Concurrency != ConcurrencyBufferAll {
-		return append(modeIrrelevantKeys(j), "buffer_max")
+		keys = append(keys, "buffer_max")
 	}
-	return modeIrrelevantKeys(j)
+	if j.MaxRuns == 0 {
+		keys = append(keys, "max_runs")
+	}
+	return keys
 }
 
 func modeIrrelevantKeys(j *Job) []string {

@@ -286,7 +286,7 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 
 // Keys that mean nothing for some modes.
 var (
-	scheduleKeys = []string{"schedule", "timezone", "catchup", "catchup_max", "jitter", "starting_deadline"}
+	scheduleKeys = []string{"schedule", "timezone", "catchup", "catchup_max", "jitter", "starting_deadline", "at", "max_runs"}
 	queueKeys    = []string{"queue", "max_retry", "retry_backoff"}
 )
 
@@ -423,8 +423,15 @@ func (v *validator) job(p string, j *Job) {
 	} else {
 		j.Location = loc
 	}
+	if j.MaxRuns < 0 {
+		v.errf(at("max_runs"), "must be >= 0 (0: no limit), got %d", j.MaxRuns)
+	}
+	if j.At != "" {
+		v.oneShot(p, j)
+		return
+	}
 	if strings.TrimSpace(j.Schedule) == "" {
-		v.errf(at("schedule"), "required (only mode: singleton runs without a schedule)")
+		v.errf(at("schedule"), "required (or at, for a one-shot job; only mode: singleton runs without a schedule)")
 		return
 	}
 	if j.Location == nil {
@@ -470,6 +477,30 @@ func (v *validator) job(p string, j *Job) {
 				n, formatDuration(r), formatDuration(j.StartingDeadline), formatDuration(c.Scheduler.TickLeaseTTL), formatDuration(c.MaxClockSkew), formatDuration(c.Scheduler.RetentionMargin), formatDuration(interval), limit)
 		}
 	}
+}
+
+// oneShot checks a job with at (a single tick) and sets its schedule.
+func (v *validator) oneShot(p string, j *Job) {
+	at := func(field string) string { return p + "." + field }
+	if strings.TrimSpace(j.Schedule) != "" {
+		v.errf(at("at"), "set schedule or at, not both (at is a single tick)")
+		return
+	}
+	for _, f := range []struct{ name, v string }{{"start", j.Start}, {"end", j.End}} {
+		if f.v != "" {
+			v.errf(at(f.name), "not with at: a one-shot job has its one tick")
+		}
+	}
+	t, err := time.Parse(time.RFC3339, j.At)
+	switch {
+	case err != nil:
+		v.errf(at("at"), "%q is not an RFC 3339 time (such as 2026-12-05T02:00:00+01:00)", j.At)
+		return
+	case t.Nanosecond() != 0:
+		v.errf(at("at"), "%q: ticks fall on whole seconds", j.At)
+		return
+	}
+	j.Sched = scheduler.Once(t)
 }
 
 // maxTicksWithin returns the most ticks of s that fall within any span of

@@ -95,11 +95,61 @@ func (d *Dispatcher) NotDispatched(ctx context.Context, t scheduler.Tick, paused
 //
 // Other errors (an unknown job, a singleton job, a failed enqueue) are
 // returned wrapped, naming the tick ID; cancelling ctx abandons the enqueue.
+//
+// A job with max_runs has each scheduled tick counted before it is handed
+// off (manual runs are not): once max_runs ticks were, Dispatch returns
+// scheduler.ErrJobDone; a tick whose hand-off fails is counted back.
 func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 	job, ok := d.cfg.Job(t.Job)
 	if !ok {
 		return fmt.Errorf("jobs: dispatch %s: unknown job", t.ID())
 	}
+	if job.MaxRuns == 0 || t.Manual {
+		return d.dispatch(ctx, job, t)
+	}
+	added, err := d.countRun(ctx, job, t)
+	if err != nil {
+		return err
+	}
+	err = d.dispatch(ctx, job, t)
+	if err != nil && added && !errors.Is(err, scheduler.ErrAlreadyDispatched) {
+		keys := RunCountKeys(d.cfg.Namespace, job.Name)
+		if uerr := maxRunsUndo.Run(context.WithoutCancel(ctx), d.rdb, keys, t.ID()).Err(); uerr != nil {
+			d.log.Warn("cannot take back the count of a tick not dispatched: the job may stop one run short of max_runs",
+				append(tickAttrs(t), slog.Any("error", uerr))...)
+		}
+	}
+	return err
+}
+
+// RunCountKeys are the queue Redis keys that count the dispatched ticks of
+// a job with max_runs: the count, and the counted ticks (recent ones).
+func RunCountKeys(namespace, job string) []string {
+	base := namespace + ":{" + job + "}:runs:"
+	return []string{base + "count", base + "ticks"}
+}
+
+// countRun counts tick t of job, which has max_runs, on the queue Redis.
+// added says this call counted it (a tick counted before is dispatched
+// again without counting: an owner that took over). It returns an error
+// wrapping scheduler.ErrJobDone when the job had its max_runs ticks.
+func (d *Dispatcher) countRun(ctx context.Context, job *config.Job, t scheduler.Tick) (added bool, err error) {
+	if d.rdb == nil {
+		return false, fmt.Errorf("jobs: dispatch %s: max_runs needs the queue Redis to count runs (WithQueueRedis)", t.ID())
+	}
+	res, err := maxRuns.Run(ctx, d.rdb, RunCountKeys(d.cfg.Namespace, job.Name),
+		t.ID(), t.At.UnixMilli(), job.MaxRuns, d.cfg.Retention(job).Milliseconds()).Int64Slice()
+	if err != nil {
+		return false, fmt.Errorf("jobs: dispatch %s: count toward max_runs: %w", t.ID(), err)
+	}
+	if res[0] == 0 {
+		return false, fmt.Errorf("jobs: dispatch %s: the job ran its max_runs (%d) ticks: %w", t.ID(), job.MaxRuns, scheduler.ErrJobDone)
+	}
+	return len(res) > 2 && res[2] == 1, nil
+}
+
+// dispatch hands tick t of job off (see Dispatch).
+func (d *Dispatcher) dispatch(ctx context.Context, job *config.Job, t scheduler.Tick) error {
 	switch job.Mode {
 	case config.ModeCron:
 		task, err := newRunTask(d.cfg, job, t)
@@ -228,6 +278,13 @@ func (d *Dispatcher) asynqQueues(ctx context.Context) ([]string, error) {
 }
 
 var (
+	//go:embed lua/max_runs.lua
+	maxRunsSrc string
+	maxRuns    = redis.NewScript(maxRunsSrc)
+	//go:embed lua/max_runs_undo.lua
+	maxRunsUndoSrc string
+	maxRunsUndo    = redis.NewScript(maxRunsUndoSrc)
+
 	//go:embed lua/bind_queue.lua
 	bindQueueSrc string
 	bindQueue    = redis.NewScript(bindQueueSrc)

@@ -188,6 +188,14 @@ func (s *Scheduler) settle(ctx context.Context, it item, r dispatched) settlemen
 	if errors.Is(r.err, ErrAlreadyDispatched) {
 		r.err = nil // dispatched earlier (by an owner that died before committing): done
 	}
+	if errors.Is(r.err, ErrJobDone) {
+		// decided: not run, and no other replica need try it
+		s.retire(it.job)
+		if r.committed {
+			return settled
+		}
+		return toCommit
+	}
 	if r.committed {
 		// recorded before the dispatch: nothing to commit, nothing to undo
 		if r.err != nil {

@@ -197,6 +197,7 @@ type Scheduler struct {
 	held heldTicks // ticks held back while masters or the queue fail
 
 	running     atomic.Bool    // Run was called
+	retired     sync.Map       // job name -> true: the dispatcher said ErrJobDone
 	backfilling *backfillQueue // set while Backfill runs: retries come here
 }
 
@@ -424,6 +425,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		delay := followerDelay(s.opts.followerDelay, fresh)
 		for _, it := range ready {
+			if s.isRetired(it.job) {
+				continue // done: no more claims, no next tick
+			}
 			if it.next {
 				it.next = false
 				if t := it.job.Schedule.Next(it.at); !t.IsZero() {
@@ -504,6 +508,18 @@ func retryAt(it item, fireAt time.Time) item {
 	it.next, it.follower = false, true
 	it.attempts++
 	return it
+}
+
+// retire stops the claims of job's ticks (the dispatcher said ErrJobDone).
+func (s *Scheduler) retire(job *Job) {
+	if _, was := s.retired.LoadOrStore(job.Name, true); !was {
+		s.opts.log.Info("job done: the dispatcher takes no more of its ticks (max_runs reached); no more claims", "job", job.Name, "replica", s.opts.replica)
+	}
+}
+
+func (s *Scheduler) isRetired(job *Job) bool {
+	_, ok := s.retired.Load(job.Name)
+	return ok
 }
 
 // reschedule hands items readied by retryAt back to the loop, all at once.

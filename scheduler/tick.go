@@ -11,6 +11,12 @@ import (
 // dispatched, and logs can tell it from a first dispatch.
 var ErrAlreadyDispatched = errors.New("scheduler: tick already dispatched")
 
+// ErrJobDone is what a Dispatcher returns for a tick of a job that takes no
+// more ticks (it reached its max_runs): the tick is recorded as decided, not
+// run and not counted as dispatched, and this scheduler stops claiming the
+// job's ticks until it is made anew (a restart, a reload).
+var ErrJobDone = errors.New("scheduler: the job takes no more ticks")
+
 // Tick is one scheduled (or manually triggered) run of a job. Its identity is
 // the job's name and the UTC instant it was due; every replica computes the
 // same ticks, so the identity never depends on who noticed it.

@@ -27,3 +27,15 @@ func (w *windowSchedule) Next(after time.Time) time.Time {
 	}
 	return n
 }
+
+// Once is the schedule of a one-shot job: the single tick at (truncated to
+// whole seconds), then none.
+func Once(at time.Time) Schedule {
+	at = at.Truncate(time.Second)
+	return ScheduleFunc(func(after time.Time) time.Time {
+		if at.After(after) {
+			return at
+		}
+		return time.Time{}
+	})
+}
