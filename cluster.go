@@ -93,8 +93,17 @@ type JobStatus struct {
 	Mode     string `json:"mode"`
 	Schedule string `json:"schedule,omitempty"`
 	Timezone string `json:"timezone,omitempty"`
+	// At is a one-shot job's single tick (RFC 3339, as configured).
+	At string `json:"at,omitempty"`
 	// Next is its next tick (zero for a singleton or a spec with none).
 	Next time.Time `json:"next,omitzero"`
+	// MaxRuns is the job's max_runs (0: no limit) and Runs how many of its
+	// ticks were dispatched toward it, across replicas.
+	MaxRuns int `json:"max_runs,omitempty"`
+	Runs    int `json:"runs,omitempty"`
+	// Done says why the job takes no more ticks (its one tick passed, it
+	// ran max_runs ticks, its end passed); empty while it has ticks ahead.
+	Done string `json:"done,omitempty"`
 	// Paused says whether its ticks are skipped now. PausedBy is "config"
 	// (paused: true) or who paused it with baton pause (Cluster.Pause),
 	// PausedSince since when and PauseNote why (the operator's text: escape
@@ -194,12 +203,18 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	counted, err := c.runCounts(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for i := range c.cfg.Jobs {
 		j := &c.cfg.Jobs[i]
 		js := JobStatus{Name: j.Name, Mode: string(j.Mode), Schedule: j.Schedule, Timezone: j.Location.String()}
 		if j.Mode != config.ModeSingleton && j.Sched != nil {
 			js.Next = j.Sched.Next(now).UTC()
 		}
+		js.At, js.MaxRuns, js.Runs = j.At, j.MaxRuns, counted[j.Name]
+		js.Done = done(j, js, now)
 		switch {
 		case j.Paused:
 			js.Paused, js.PausedBy = true, "config"
@@ -232,6 +247,51 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 	st.Replicas, st.ListDiffs = replicaStatus(members)
 	st.Warnings = append(st.Warnings, c.orphanQueues(members)...)
 	return st, errors.Join(errs...)
+}
+
+// runCounts reads, for each job with max_runs, how many of its ticks were
+// dispatched toward it.
+func (c *Cluster) runCounts(ctx context.Context) (map[string]int, error) {
+	cmds := map[string]*redis.StringCmd{}
+	pipe := c.queue.Pipeline()
+	for _, j := range c.cfg.Jobs {
+		if j.MaxRuns > 0 {
+			cmds[j.Name] = pipe.Get(ctx, jobs.RunCountKeys(c.cfg.Namespace, j.Name)[0])
+		}
+	}
+	if len(cmds) == 0 {
+		return nil, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("run counts: %w", err)
+	}
+	out := make(map[string]int, len(cmds))
+	for name, cmd := range cmds {
+		n, err := cmd.Int()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("run count of %s: %w", name, err)
+		}
+		out[name] = n
+	}
+	return out, nil
+}
+
+// done says why job j (its status so far in js) takes no more ticks at
+// now, or "" while it has some ahead.
+func done(j *config.Job, js JobStatus, now time.Time) string {
+	switch {
+	case j.Mode == config.ModeSingleton || j.Sched == nil:
+		return ""
+	case j.MaxRuns > 0 && js.Runs >= j.MaxRuns:
+		return fmt.Sprintf("ran its max_runs (%d) ticks", j.MaxRuns)
+	case !js.Next.IsZero():
+		return ""
+	case j.At != "":
+		return "its one tick (at " + j.At + ") has passed"
+	case j.End != "":
+		return "its end (" + j.End + ") has passed"
+	}
+	return "no more ticks"
 }
 
 // stillRunning tells whether a run the history shows started and not ended

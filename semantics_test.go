@@ -133,6 +133,13 @@ jobs:
 		t.Fatal(err)
 	}
 	defer c.Close()
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := st.Jobs[0]; j.Runs != 3 || j.MaxRuns != 3 || j.Done != "ran its max_runs (3) ticks" {
+		t.Errorf("status: runs %d of %d, done %q", j.Runs, j.MaxRuns, j.Done)
+	}
 	if _, err := c.Trigger(ctx, "thrice", "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +201,18 @@ jobs:
 	runs := log.of("once")
 	if len(runs) != 1 || !runs[0].Tick.Equal(at) {
 		t.Fatalf("one-shot runs %+v, want one at %s", runs, at)
+	}
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := st.Jobs[0]; j.At != at.Format(time.RFC3339) || !j.Next.IsZero() || j.Done != "its one tick (at "+j.At+") has passed" {
+		t.Errorf("status: at %q, next %s, done %q", j.At, j.Next, j.Done)
 	}
 	if v, err := rdb.Get(ctx, "baton:{once}:tick:"+strconv.FormatInt(at.UnixMilli(), 10)).Result(); err != nil && err != redis.Nil || v != "done" {
 		t.Errorf("tick record %q (%v)", v, err)

@@ -157,8 +157,31 @@ utc: "@every 90s" in UTC
 			t.Errorf("next %v: exit %d, stderr %q\n got:\n%s\nwant:\n%s", tc.args, code, errs, out, tc.want)
 		}
 	}
+	// a one-shot job: its tick, then none; a max_runs job says it stops
+	shot := writeConfig(t, `redis: {url: "redis://127.0.0.1:1/0"}
+jobs:
+  - name: once
+    at: "2027-01-09T02:00:00+01:00"
+    exec: {command: ["true"]}
+  - name: thrice
+    schedule: "@daily"
+    max_runs: 3
+    exec: {command: ["true"]}
+`)
+	code, out, errs := runIn("next", "--config", shot, "-n", "2", "--from", "2026-12-31T00:00:00Z")
+	want := `once: one-shot at 2027-01-09T02:00:00+01:00
+  2027-01-09T01:00:00Z
+  (no more ticks)
+
+thrice: "@daily" in UTC (max_runs 3: stops after that many dispatched ticks, see baton status)
+  2027-01-01T00:00:00Z
+  2027-01-02T00:00:00Z
+`
+	if code != 0 || out != want {
+		t.Errorf("next one-shot: exit %d, stderr %q\n got:\n%s\nwant:\n%s", code, errs, out, want)
+	}
 	// the default is 5 ticks from now
-	code, out, _ := runIn("next", "--config", cfg, "--job", "utc")
+	code, out, _ = runIn("next", "--config", cfg, "--job", "utc")
 	if n := strings.Count(out, "\n  20"); code != 0 || n != 5 {
 		t.Errorf("next default: exit %d, %d ticks:\n%s", code, n, out)
 	}

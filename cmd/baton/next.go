@@ -77,7 +77,15 @@ func printNext(w io.Writer, j *config.Job, after time.Time, n int) {
 	if j.Paused {
 		paused = " (paused in config)"
 	}
-	fmt.Fprintf(w, "%s: %q in %s%s\n", j.Name, j.Schedule, j.Location, paused)
+	extra := paused
+	if j.MaxRuns > 0 {
+		extra += fmt.Sprintf(" (max_runs %d: stops after that many dispatched ticks, see baton status)", j.MaxRuns)
+	}
+	if j.At != "" {
+		fmt.Fprintf(w, "%s: one-shot at %s%s\n", j.Name, j.At, extra)
+	} else {
+		fmt.Fprintf(w, "%s: %q in %s%s\n", j.Name, j.Schedule, j.Location, extra)
+	}
 	_, prev := after.In(j.Location).Zone()
 	t := after
 	for range n {

@@ -101,11 +101,20 @@ func printStatus(w io.Writer, st *baton.Status) {
 	fmt.Fprintln(tw, "JOB\tMODE\tSCHEDULE\tNEXT\tPAUSED\tLAST\tRUNNING\tLOCK")
 	for _, j := range st.Jobs {
 		sched := j.Schedule
-		if j.Timezone != "" && j.Timezone != "UTC" {
+		switch {
+		case j.At != "":
+			sched = "at " + j.At
+		case j.Timezone != "" && j.Timezone != "UTC":
 			sched += " (" + j.Timezone + ")"
 		}
+		if j.MaxRuns > 0 {
+			sched += fmt.Sprintf(", %d of max_runs %d", j.Runs, j.MaxRuns)
+		}
 		next := "-"
-		if !j.Next.IsZero() {
+		switch {
+		case j.Done != "":
+			next = "done: " + j.Done
+		case !j.Next.IsZero():
 			next = j.Next.Format(time.RFC3339) + " (in " + j.Next.Sub(st.Time).Round(time.Second).String() + ")"
 		}
 		paused := "no"
