@@ -81,6 +81,7 @@ type options struct {
 	version    string
 	supervisor string
 	dropLock   func(string) bool
+	clock      scheduler.Clock
 }
 
 // WithReplicaID names the replica (default host-pid): in logs, metrics,
@@ -103,6 +104,11 @@ func WithVersion(v string) Option { return func(o *options) { o.version = v } }
 // WithSupervisorPath is the binary exec jobs run under as supervisor
 // (default os.Executable(); it must call MaybeRunSupervisor).
 func WithSupervisorPath(path string) Option { return func(o *options) { o.supervisor = path } }
+
+// WithSchedulerClock sets the clock the scheduler reads and waits on to
+// fire ticks (default: the real clock). Package batontest drives a fake one
+// through it; the worker, the lock client and Redis keep their own clocks.
+func WithSchedulerClock(c scheduler.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithLockMessageFilter leaves out the lock client's messages that drop
 // matches (baton dev: an embedded server has no CONFIG command).
@@ -225,10 +231,14 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 			}
 			sj = append(sj, SchedulerJob(&j))
 		}
-		r.sched, err = scheduler.New(r.locks, sj, disp, append(schedulerOptions(cfg, o.id),
+		sopts := append(schedulerOptions(cfg, o.id),
 			scheduler.WithLeader(r.leader.leading),
 			scheduler.WithDispatchObserver(r.metrics.dispatched),
-			scheduler.WithLogger(log))...)
+			scheduler.WithLogger(log))
+		if o.clock != nil {
+			sopts = append(sopts, scheduler.WithClock(o.clock))
+		}
+		r.sched, err = scheduler.New(r.locks, sj, disp, sopts...)
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 // Package devredis is the embedded Redis-compatible server of `baton dev`
-// (miniredis, in memory), with its clock kept in step with real time. Only
-// the binary built with the "dev" build tag imports it: the production
+// (miniredis, in memory), with its clock kept in step with real time, and
+// package batontest's, whose clock a test moves (StartAt). Of the binaries,
+// only the one built with the "dev" build tag imports it: the production
 // binary carries no test server.
 package devredis
 
@@ -48,6 +49,23 @@ func Start() (*Server, error) {
 	})
 	return s, nil
 }
+
+// StartAt starts a server on a free 127.0.0.1 port whose clock stands at t
+// until SetTime moves it: TIME and stream IDs read it, and keys expire as it
+// passes them (batontest's fake clock drives it).
+func StartAt(t time.Time) (*Server, error) {
+	mr := miniredis.NewMiniRedis()
+	mr.SetTime(t)
+	mr.ClockTTL(true)
+	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	return &Server{mr: mr, done: make(chan struct{})}, nil
+}
+
+// SetTime moves the clock of a server started with StartAt to t; the keys
+// whose expiry it passes expire.
+func (s *Server) SetTime(t time.Time) { s.mr.SetTime(t) }
 
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return s.mr.Addr() }

@@ -1,0 +1,285 @@
+package batontest_test
+
+import (
+	"context"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batontest"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
+)
+
+var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// ran records the ticks a handler ran.
+type ran struct {
+	mu    sync.Mutex
+	ticks []time.Time
+}
+
+func (r *ran) handler(context.Context, jobs.Run) error { return nil }
+
+func registry(t *testing.T, names ...string) (*jobs.Registry, map[string]*ran) {
+	t.Helper()
+	reg := jobs.NewRegistry()
+	out := map[string]*ran{}
+	for _, n := range names {
+		r := &ran{}
+		out[n] = r
+		if err := reg.HandleFunc(n, func(_ context.Context, run jobs.Run) error {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.ticks = append(r.ticks, run.Tick)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return reg, out
+}
+
+func TestEveryMinuteForAnHour(t *testing.T) {
+	reg, ran := registry(t, "tick")
+	env := batontest.Load(t, `
+jobs:
+  - name: tick
+    schedule: "* * * * *"
+    handler: {name: tick}
+`, batontest.WithHandlers(reg), batontest.WithStart(t0))
+	start := time.Now()
+	env.AdvanceTo(t, t0.Add(time.Hour))
+	t.Logf("an hour in %s", time.Since(start))
+	if got := env.Dispatched(t, "tick"); len(got) != 60 {
+		t.Fatalf("dispatched %d ticks, want 60: %v", len(got), got)
+	}
+	if n := len(ran["tick"].ticks); n != 60 {
+		t.Fatalf("ran %d", n)
+	}
+}
+
+// Handlers run at their ticks, with the tick's identity; a tick between
+// two of the job's is not one of them.
+func TestHandlersRunAtTheirTicks(t *testing.T) {
+	reg, ran := registry(t, "quarter", "hourly")
+	env := batontest.Load(t, `
+jobs:
+  - name: quarter
+    schedule: "@every 15m"
+    handler: {name: quarter}
+  - name: hourly
+    schedule: "0 * * * *"
+    handler: {name: hourly}
+`, batontest.WithHandlers(reg), batontest.WithStart(t0))
+	env.Advance(t, 2*time.Hour)
+	if !env.Now().Equal(t0.Add(2 * time.Hour)) {
+		t.Fatalf("clock at %s", env.Now())
+	}
+	for i := 1; i <= 8; i++ {
+		env.RequireRan(t, "quarter", t0.Add(time.Duration(i)*15*time.Minute))
+	}
+	env.RequireDispatched(t, "hourly", t0.Add(time.Hour))
+	env.RequireDispatched(t, "hourly", t0.Add(2*time.Hour))
+	env.RequireNotDispatched(t, "hourly", t0.Add(90*time.Minute))
+	want := []time.Time{t0.Add(time.Hour), t0.Add(2 * time.Hour)}
+	if got := ran["hourly"].ticks; !slices.EqualFunc(got, want, time.Time.Equal) {
+		t.Fatalf("hourly ran at %v, want %v", got, want)
+	}
+	if got := env.Dispatched(t, "quarter"); len(got) != 8 || !got[0].Equal(t0.Add(15*time.Minute)) {
+		t.Fatalf("quarter dispatched %v", got)
+	}
+	// the clock stands still between moves: nothing more runs
+	if n := len(env.Runs(t, "quarter")); n != 8 {
+		t.Fatalf("%d runs of quarter", n)
+	}
+}
+
+// A job paused in the config, or paused by an operator, is not dispatched;
+// resumed, it is again.
+func TestPausedNotDispatched(t *testing.T) {
+	reg, ran := registry(t, "cfg", "op")
+	env := batontest.Load(t, `
+jobs:
+  - name: cfg
+    schedule: "@every 1m"
+    paused: true
+    handler: {name: cfg}
+  - name: op
+    schedule: "@every 1m"
+    handler: {name: op}
+`, batontest.WithHandlers(reg), batontest.WithStart(t0))
+	env.Advance(t, time.Minute)
+	env.RequireDispatched(t, "op", t0.Add(time.Minute))
+	if _, err := env.Cluster(t).Pause(t.Context(), "op", baton.PauseNote{By: "the test"}); err != nil {
+		t.Fatal(err)
+	}
+	env.Advance(t, 2*time.Minute)
+	env.RequireNotDispatched(t, "op", t0.Add(2*time.Minute))
+	env.RequireNotDispatched(t, "op", t0.Add(3*time.Minute))
+	if _, err := env.Cluster(t).Resume(t.Context(), "op", false); err != nil {
+		t.Fatal(err)
+	}
+	env.Advance(t, time.Minute)
+	env.RequireDispatched(t, "op", t0.Add(4*time.Minute))
+	for i := 1; i <= 4; i++ {
+		env.RequireNotDispatched(t, "cfg", t0.Add(time.Duration(i)*time.Minute))
+	}
+	if len(ran["cfg"].ticks) != 0 || len(ran["op"].ticks) != 2 {
+		t.Fatalf("ran cfg %v, op %v", ran["cfg"].ticks, ran["op"].ticks)
+	}
+	if runs := env.Runs(t, "cfg"); len(runs) != 4 || runs[0].Status != jobs.StatusPaused {
+		t.Fatalf("cfg's history: %+v", runs)
+	}
+}
+
+// fails runs f with a testing.TB of batontest.Run's and returns what it
+// printed, failing the test unless f failed.
+func fails(t *testing.T, f func(tb testing.TB)) string {
+	t.Helper()
+	var out strings.Builder
+	if !batontest.Run(&out, f) {
+		t.Fatalf("did not fail; printed %q", out.String())
+	}
+	return out.String()
+}
+
+// The helpers fail the test they are given, saying why.
+func TestHelpersFail(t *testing.T) {
+	reg, _ := registry(t, "job")
+	env := batontest.Load(t, `
+jobs:
+  - name: job
+    schedule: "*/10 * * * *"
+    handler: {name: job}
+`, batontest.WithHandlers(reg), batontest.WithStart(t0))
+	env.Advance(t, 30*time.Minute)
+	for _, c := range []struct {
+		name string
+		f    func(tb testing.TB)
+		want string
+	}{
+		{"not dispatched: it was", func(tb testing.TB) { env.RequireNotDispatched(tb, "job", t0.Add(10*time.Minute)) },
+			`job "job" tick 2030-01-01T00:10:00Z was dispatched (run `},
+		{"dispatched: not a tick", func(tb testing.TB) { env.RequireDispatched(tb, "job", t0.Add(15*time.Minute)) },
+			`job "job" tick 2030-01-01T00:15:00Z was not dispatched: it is not one of the job's ticks (the next one is 2030-01-01T00:20:00Z)`},
+		{"dispatched: ahead of the clock", func(tb testing.TB) { env.RequireDispatched(tb, "job", t0.Add(40*time.Minute)) },
+			`the clock is at 2030-01-01T00:30:00Z: move it past the tick first`},
+		{"not dispatched: ahead of the clock", func(tb testing.TB) { env.RequireNotDispatched(tb, "job", t0.Add(40*time.Minute)) },
+			`the clock is at 2030-01-01T00:30:00Z`},
+		{"no such job", func(tb testing.TB) { env.RequireDispatched(tb, "nope", t0) }, `no job "nope" in the config (jobs: [job])`},
+		{"backwards", func(tb testing.TB) { env.AdvanceTo(tb, t0) }, `it only moves forward`},
+		{"too far", func(tb testing.TB) { env.AdvanceTo(tb, time.Now().Add(batontest.MaxAhead+time.Hour)) }, `more than MaxAhead`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := fails(t, c.f); !strings.Contains(got, c.want) {
+				t.Fatalf("printed %q, want %q in it", got, c.want)
+			}
+		})
+	}
+	// a failed helper ends the caller's test there and then
+	after := false
+	fails(t, func(tb testing.TB) {
+		env.RequireNotDispatched(tb, "job", t0.Add(20*time.Minute))
+		after = true
+	})
+	if after {
+		t.Fatal("the test went on after a failed Require")
+	}
+	// and a passing one fails nothing
+	if batontest.Run(io.Discard, func(tb testing.TB) { env.RequireDispatched(tb, "job", t0.Add(20*time.Minute)) }) {
+		t.Fatal("RequireDispatched failed on a dispatched tick")
+	}
+}
+
+// A handler that does not return in time fails AdvanceTo, naming the run.
+func TestAdvanceTimesOut(t *testing.T) {
+	release := make(chan struct{})
+	reg := jobs.NewRegistry()
+	if err := reg.HandleFunc("stuck", func(ctx context.Context, _ jobs.Run) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	env := batontest.Load(t, `
+jobs:
+  - name: stuck
+    schedule: "@every 1m"
+    handler: {name: stuck}
+`, batontest.WithHandlers(reg), batontest.WithStart(t0), batontest.WithTimeout(300*time.Millisecond))
+	got := fails(t, func(tb testing.TB) { env.Advance(tb, time.Minute) })
+	close(release)
+	want := `ticks not settled after 300ms:` + "\n\t" + `job "stuck" tick 2030-01-01T00:01:00Z: running (attempt 1): the handler has not returned`
+	if !strings.Contains(got, want) {
+		t.Fatalf("printed %q, want %q in it", got, want)
+	}
+}
+
+// On a real Redis the fake clock starts at Redis TIME or later and runs
+// ahead of it; the Env's keys go when the test ends.
+func TestRealRedis(t *testing.T) {
+	srv := redistest.New(t)
+	url := "redis://" + srv.Addr() + "/0"
+	reg, ran := registry(t, "job")
+	const yaml = `
+jobs:
+  - name: job
+    schedule: "@every 1m"
+    handler: {name: job}
+`
+	t.Run("ahead", func(t *testing.T) {
+		env := batontest.Load(t, yaml, batontest.WithHandlers(reg), batontest.WithRedis(url))
+		start := env.Now()
+		if start.Before(time.Now()) || start.Second() != 0 {
+			t.Fatalf("start %s: want the next whole minute", start)
+		}
+		env.Advance(t, 3*time.Hour)
+		if got := env.Dispatched(t, "job"); len(got) != 180 {
+			t.Fatalf("%d dispatched, want 180", len(got))
+		}
+		env.RequireRan(t, "job", start.Add(3*time.Hour))
+		if n := len(ran["job"].ticks); n != 180 {
+			t.Fatalf("ran %d", n)
+		}
+	})
+	if keys := srv.Client().Keys(t.Context(), "baton-*").Val(); len(keys) != 0 {
+		t.Fatalf("keys left: %v", keys)
+	}
+	t.Run("behind", func(t *testing.T) {
+		got := fails(t, func(tb testing.TB) {
+			batontest.Load(tb, yaml, batontest.WithRedis(url), batontest.WithStart(time.Now().Add(-time.Hour)))
+		})
+		if !strings.Contains(got, "on a real Redis the fake clock cannot run behind Redis's") {
+			t.Fatalf("printed %q", got)
+		}
+	})
+}
+
+// A local-mode job pinned to the cluster's leader runs in the scheduler's
+// process at each tick: the Env waits for its replica to lead.
+func TestLeaderJob(t *testing.T) {
+	reg, ran := registry(t, "lead")
+	env := batontest.Load(t, `
+jobs:
+  - name: lead
+    schedule: "@every 1m"
+    mode: local
+    leader: true
+    handler: {name: lead}
+`, batontest.WithHandlers(reg), batontest.WithStart(t0))
+	env.Advance(t, 3*time.Minute)
+	for i := 1; i <= 3; i++ {
+		env.RequireRan(t, "lead", t0.Add(time.Duration(i)*time.Minute))
+	}
+	if n := len(ran["lead"].ticks); n != 3 {
+		t.Fatalf("ran %d", n)
+	}
+}
