@@ -2,11 +2,14 @@ package batontest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
@@ -127,7 +130,9 @@ func (e *Env) settle(t testing.TB, at time.Time) {
 			return false
 		}
 		for name, ticks := range open {
-			open[name] = slices.DeleteFunc(ticks, func(at time.Time) bool { return settled(last[name], at) })
+			open[name] = slices.DeleteFunc(ticks, func(at time.Time) bool {
+				return settled(last[name], at) || e.doneWithoutRun(ctx, name, at)
+			})
 			if len(open[name]) == 0 {
 				delete(open, name)
 			}
@@ -160,6 +165,25 @@ func (e *Env) settle(t testing.TB, at time.Time) {
 		}
 		e.next[name] = at
 	}
+}
+
+// doneWithoutRun tells whether tick at of a job with max_runs is decided
+// without a run: the job had its max_runs ticks and at is not one of them,
+// so the dispatcher refuses it (or the scheduler, having retired the job,
+// does not claim it), and the history has no record of it.
+func (e *Env) doneWithoutRun(ctx context.Context, job string, at time.Time) bool {
+	j, ok := e.cfg.Job(job)
+	if !ok || j.MaxRuns == 0 {
+		return false
+	}
+	keys := jobs.RunCountKeys(e.cfg.Namespace, job)
+	n, err := e.rdb.Get(ctx, keys[0]).Int()
+	if err != nil || n < j.MaxRuns {
+		return false
+	}
+	id := scheduler.Tick{Job: job, At: at}.ID()
+	_, err = e.rdb.ZScore(ctx, keys[1], id).Result()
+	return errors.Is(err, redis.Nil)
 }
 
 // records are the history's records of tick at.

@@ -283,3 +283,53 @@ jobs:
 		t.Fatalf("ran %d", n)
 	}
 }
+
+// The schedule semantics on the fake clock: a one-shot job's one tick, a
+// max_runs job's first N ticks and none after, calendar days (the last day
+// of the month, the second Monday) and a start/end window.
+func TestScheduleSemantics(t *testing.T) {
+	reg, _ := registry(t, "once", "twice", "month-end", "second-monday", "window")
+	env := batontest.Load(t, `
+jobs:
+  - name: once
+    at: "2030-01-01T10:00:00Z"
+    handler: {name: once}
+  - name: twice
+    schedule: "0 * * * *"
+    max_runs: 2
+    handler: {name: twice}
+  - name: month-end
+    schedule: "0 23 L * *"
+    handler: {name: month-end}
+  - name: second-monday
+    schedule: "0 9 * * 1#2"
+    handler: {name: second-monday}
+  - name: window
+    schedule: "0 12 * * *"
+    start: "2030-01-03T00:00:00Z"
+    end: "2030-01-05T23:59:59Z"
+    handler: {name: window}
+`, batontest.WithHandlers(reg), batontest.WithStart(t0))
+	env.AdvanceTo(t, time.Date(2030, 3, 1, 0, 0, 0, 0, time.UTC))
+
+	env.RequireRan(t, "once", time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC))
+	if got := env.Dispatched(t, "once"); len(got) != 1 {
+		t.Errorf("one-shot dispatched %v", got)
+	}
+	env.RequireRan(t, "twice", time.Date(2030, 1, 1, 1, 0, 0, 0, time.UTC))
+	env.RequireRan(t, "twice", time.Date(2030, 1, 1, 2, 0, 0, 0, time.UTC))
+	env.RequireNotDispatched(t, "twice", time.Date(2030, 1, 1, 3, 0, 0, 0, time.UTC))
+	if got := env.Dispatched(t, "twice"); len(got) != 2 {
+		t.Errorf("max_runs 2 dispatched %v", got)
+	}
+	wantTicks := func(job string, want ...time.Time) {
+		t.Helper()
+		got := env.Dispatched(t, job)
+		if !slices.EqualFunc(got, want, func(a, b time.Time) bool { return a.Equal(b) }) {
+			t.Errorf("%s dispatched %v, want %v", job, got, want)
+		}
+	}
+	wantTicks("month-end", time.Date(2030, 1, 31, 23, 0, 0, 0, time.UTC), time.Date(2030, 2, 28, 23, 0, 0, 0, time.UTC))
+	wantTicks("second-monday", time.Date(2030, 1, 14, 9, 0, 0, 0, time.UTC), time.Date(2030, 2, 11, 9, 0, 0, 0, time.UTC))
+	wantTicks("window", time.Date(2030, 1, 3, 12, 0, 0, 0, time.UTC), time.Date(2030, 1, 4, 12, 0, 0, 0, time.UTC), time.Date(2030, 1, 5, 12, 0, 0, 0, time.UTC))
+}
