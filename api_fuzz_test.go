@@ -35,7 +35,11 @@ func FuzzAPI(f *testing.F) {
 	srv := redistest.New(f)
 	web := apiServer(f, srv, fuzzToken)
 	f.Fuzz(func(t *testing.T, method, path string, body []byte) {
-		if !strings.HasPrefix(path, "/api/") || strings.ContainsAny(path, " \r\n\t#?") && !strings.Contains(path, "?n=") {
+		// a raw space or control byte in the request line is refused by
+		// net/http itself ("400 Bad Request", not baton's answer); a query
+		// only as ?n=
+		if !strings.HasPrefix(path, "/api/") || strings.ContainsAny(path, " \r\n\t#") ||
+			strings.Contains(path, "?") && !strings.Contains(path, "?n=") {
 			return
 		}
 		req, err := http.NewRequest(method, web.URL+path, strings.NewReader(string(body)))
