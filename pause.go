@@ -260,20 +260,35 @@ func (c *Cluster) catchUp(ctx context.Context, j *config.Job, since time.Time) (
 	}
 	ran := map[int64]bool{}
 	var paused []time.Time
+	earlier := map[int64]bool{} // recorded paused before this pause began
+	oldest := now.Add(-j.StartingDeadline)
+	// which pause a paused record belongs to is told by when it was
+	// recorded (the stream entry's Redis time), not by when the tick was
+	// due: a tick due just before the pause is claimed, and recorded
+	// paused, after it began. The two clocks (the master that took the
+	// pause, the queue Redis) may differ by the skew bound.
+	from := since.Add(-c.cfg.MaxClockSkew)
 	for _, r := range recs {
 		switch {
 		case r.Manual:
 		case r.Status == jobs.StatusPaused:
-			if !r.Tick.Before(since) {
+			switch {
+			case since.IsZero() || !r.Ended.Before(from):
 				paused = append(paused, r.Tick.UTC())
+			case !r.Tick.Before(oldest):
+				earlier[r.Tick.UnixMilli()] = true
 			}
 		case r.Status != jobs.StatusMissed:
 			ran[r.Tick.UnixMilli()] = true // dispatched (by a backfill, say)
 		}
 	}
+	for ms := range earlier {
+		if t := time.UnixMilli(ms).UTC(); !ran[ms] && !slices.ContainsFunc(paused, t.Equal) {
+			res.Skipped = append(res.Skipped, SkippedTick{t, "recorded paused before this pause began (an earlier pause)"})
+		}
+	}
 	slices.SortFunc(paused, time.Time.Compare)
 	paused = slices.Compact(paused)
-	oldest := now.Add(-j.StartingDeadline)
 	var ticks []time.Time
 	for _, t := range paused {
 		switch {

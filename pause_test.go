@@ -118,9 +118,16 @@ jobs:
 // not-run event.
 func pausedTicks(t *testing.T, rdb *redis.Client, ns, job string, runs int, ticks ...time.Time) {
 	t.Helper()
-	h := newReviewHistory(t, rdb, ns, job, runs)
+	// each recorded as the claim records it: just after it was due (the
+	// stream entry's time is when it was recorded)
 	for _, at := range ticks {
-		h.paused(t, at)
+		if err := rdb.XAdd(context.Background(), &redis.XAddArgs{
+			Stream: ns + ":{history:" + job + "}",
+			ID:     fmt.Sprintf("%d-0", at.UnixMilli()+100),
+			Values: []any{"ev", "not_run", "tick", at.UTC().Format(time.RFC3339Nano), "run", "", "status", "paused", "reason", "the job is paused"},
+		}).Err(); err != nil {
+			t.Fatal(err)
+		}
 		key := fmt.Sprintf("%s:{%s}:tick:%d", ns, job, at.UnixMilli())
 		if err := rdb.Set(context.Background(), key, "paused", time.Hour).Err(); err != nil {
 			t.Fatal(err)

@@ -119,8 +119,8 @@ func (e *engine) keep(ctx context.Context, job *config.Job, t scheduler.Tick, at
 		every(wctx.Done(), e.clock, b.ttl/3, func() {
 			if ok, err := b.call(wctx, "beat", t); err == nil && ok == 0 {
 				// dropped as dead (this worker stalled past lock_ttl):
-				// back in line, beyond the bound if need be
-				if _, err := b.call(wctx, "join", t); err != nil && wctx.Err() == nil {
+				// back in its place, beyond the bound if need be
+				if _, err := b.call(wctx, "rejoin", t); err != nil && wctx.Err() == nil {
 					log.Warn("cannot keep the tick in the job's buffer", slog.Any("error", err))
 				}
 			}
@@ -139,9 +139,18 @@ func (e *engine) keep(ctx context.Context, job *config.Job, t scheduler.Tick, at
 
 	poll := min(b.ttl/3, 500*time.Millisecond)
 	for {
-		if rank <= 0 {
-			// the oldest kept tick (or no longer kept at all: the
-			// buffer was lost with the queue Redis): wait for the lease
+		if rank < 0 {
+			// dropped from the buffer while this run stalled (or the
+			// buffer was lost with the queue Redis): back in its place
+			if r, err := b.call(ctx, "rejoin", t); err == nil {
+				rank = r
+			} else if ctx.Err() == nil {
+				log.Warn("cannot keep the tick in the job's buffer; waiting for the lease without it", slog.Any("error", err))
+				rank = 0
+			}
+		}
+		if rank == 0 {
+			// the oldest kept tick: wait for the lease
 			lease, err = e.locks.Lock(ctx, execLockName(job.Name), job.LockTTL)
 			if err != nil || e.first(ctx, job, t, lease, log) {
 				return lease, false, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -70,12 +71,18 @@ func (d *Dispatcher) recordManual(ctx context.Context, t scheduler.Tick) {
 
 // NotDispatched records in the run history (with WithQueueRedis) that tick
 // t was paused or missed, and why. It implements scheduler.Recorder.
+//
+// A missed tick of a job with max_runs that was counted (a hand-off that
+// failed with its task nowhere) is counted back.
 func (d *Dispatcher) NotDispatched(ctx context.Context, t scheduler.Tick, paused bool, reason string) {
 	st := StatusMissed
 	if paused {
 		st = StatusPaused
 	}
 	d.hist.notRun(ctx, t, st, reason)
+	if job, ok := d.cfg.Job(t.Job); ok && job.MaxRuns > 0 && !paused && d.rdb != nil {
+		d.uncount(ctx, job, t)
+	}
 }
 
 // Dispatch hands tick t off, once per tick ID:
@@ -113,13 +120,65 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 	}
 	err = d.dispatch(ctx, job, t)
 	if err != nil && added && !errors.Is(err, scheduler.ErrAlreadyDispatched) {
-		keys := RunCountKeys(d.cfg.Namespace, job.Name)
-		if uerr := maxRunsUndo.Run(context.WithoutCancel(ctx), d.rdb, keys, t.ID()).Err(); uerr != nil {
-			d.log.Warn("cannot take back the count of a tick not dispatched: the job may stop one run short of max_runs",
-				append(tickAttrs(t), slog.Any("error", uerr))...)
-		}
+		d.uncount(context.WithoutCancel(ctx), job, t)
 	}
 	return err
+}
+
+// uncount takes back the count of tick t of job (max_runs) when no queue of
+// this namespace holds its task: a failed enqueue whose reply was lost may
+// have landed, and a tick counted back while its task exists would let one
+// more tick run than max_runs. When that cannot be read the count stays
+// (the job may stop one run short; it never runs one too many).
+func (d *Dispatcher) uncount(ctx context.Context, job *config.Job, t scheduler.Tick) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	held, err := d.taskEnqueued(ctx, t, d.cfg.QueueName(job.Queue))
+	switch {
+	case err != nil:
+		d.log.Warn("cannot tell whether a tick whose hand-off failed is in a queue: it stays counted toward max_runs (the job may stop one run short)",
+			append(tickAttrs(t), slog.Any("error", err))...)
+		return
+	case held:
+		return // enqueued after all: counted rightly
+	}
+	if err := maxRunsUndo.Run(ctx, d.rdb, RunCountKeys(d.cfg.Namespace, job.Name), t.ID()).Err(); err != nil {
+		d.log.Warn("cannot take back the count of a tick not dispatched: the job may stop one run short of max_runs",
+			append(tickAttrs(t), slog.Any("error", err))...)
+	}
+}
+
+// taskEnqueued tells whether some asynq queue of this namespace holds tick
+// t's task (pending, running, retried, archived or completed and retained);
+// own is the job's queue, looked at even when asynq's list of queues (read
+// at most queuesFresh ago) does not name it yet.
+func (d *Dispatcher) taskEnqueued(ctx context.Context, t scheduler.Tick, own string) (bool, error) {
+	names, err := d.asynqQueues(ctx)
+	if err != nil {
+		return false, err
+	}
+	if !slices.Contains(names, own) {
+		names = append(slices.Clone(names), own)
+	}
+	pipe := d.rdb.Pipeline()
+	var found []*redis.IntCmd
+	for _, name := range names {
+		if _, ours := d.cfg.QueueOf(name); ours {
+			found = append(found, pipe.Exists(ctx, asynqTaskKey(name, t.ID())))
+		}
+	}
+	if len(found) == 0 {
+		return false, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, fmt.Errorf("look for the tick's task: %w", err)
+	}
+	for _, c := range found {
+		if c.Val() > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // RunCountKeys are the queue Redis keys that count the dispatched ticks of

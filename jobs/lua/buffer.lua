@@ -4,7 +4,7 @@
 -- KEYS[1] NS:{exec:<job>}:buffer        sorted set: tick ID -> tick (ms)
 -- KEYS[2] NS:{exec:<job>}:buffer:alive  hash: tick ID -> liveness deadline
 --                                       (ms, Redis TIME)
--- ARGV[1] op: "join", "beat", "rank", "leave" or "older"
+-- ARGV[1] op: "join", "rejoin", "beat", "rank", "leave" or "older"
 -- ARGV[2] tick ID
 -- ARGV[3] tick (ms)
 -- ARGV[4] liveness ttl (ms): a waiter that does not beat for this long is
@@ -16,6 +16,10 @@
 -- join:  the tick's rank (0: next to run) after adding it, -1 if the buffer
 --        is full (the tick is dropped), or its rank if it was there already
 --        (a retry of a kept tick keeps its place, beyond the bound too).
+-- rejoin: join for a waiter whose entry was dropped while it stalled (it
+--        missed its beats) and that still waits: back in its place by its
+--        tick, beyond the bound if need be (it was kept; the bound was
+--        applied when it came). Its rank.
 -- beat:  1 and the deadline renewed, or 0: the entry is gone.
 -- rank:  the tick's rank, or -1 if it is not kept.
 -- leave: removes the tick; 1 if it was kept.
@@ -47,10 +51,10 @@ local function keep()
   redis.call('PEXPIRE', KEYS[2], 2 * ttl)
 end
 
-if op == 'join' then
+if op == 'join' or op == 'rejoin' then
   local r = redis.call('ZRANK', KEYS[1], id)
   if not r then
-    if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[5]) then return -1 end
+    if op == 'join' and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[5]) then return -1 end
     redis.call('ZADD', KEYS[1], ARGV[3], id)
     r = redis.call('ZRANK', KEYS[1], id)
   end
