@@ -137,7 +137,15 @@ func (e *engine) keep(ctx context.Context, job *config.Job, t scheduler.Tick, at
 		}
 	}()
 
-	poll := min(b.ttl/3, 500*time.Millisecond)
+	// the next in line looks often: it moves up the moment the oldest
+	// starts, and then waits on the lease, woken by the release; the
+	// others need only keep their place
+	poll := func() time.Duration {
+		if rank == 1 {
+			return min(b.ttl/3, 50*time.Millisecond)
+		}
+		return min(b.ttl/3, 500*time.Millisecond)
+	}
 	for {
 		if rank < 0 {
 			// dropped from the buffer while this run stalled (or the
@@ -159,7 +167,7 @@ func (e *engine) keep(ctx context.Context, job *config.Job, t scheduler.Tick, at
 			// first (first released the lease); look again after a poll
 			rank = 1
 		}
-		tm := e.clock.NewTimer(poll)
+		tm := e.clock.NewTimer(poll())
 		select {
 		case <-ctx.Done():
 			tm.Stop()

@@ -105,7 +105,7 @@ func (f RunnerFunc) Execute(ctx context.Context, job *config.Job, run Run, v Val
 }
 
 // kept returns the tick IDs kept in job's buffer, oldest first.
-func (e *env) kept(t *testing.T, job string) []string {
+func (e *env) kept(t testing.TB, job string) []string {
 	t.Helper()
 	ids, err := e.rdb.ZRange(context.Background(), "baton:{exec:"+job+"}:buffer", 0, -1).Result()
 	if err != nil {
@@ -114,7 +114,7 @@ func (e *env) kept(t *testing.T, job string) []string {
 	return ids
 }
 
-func (e *env) requireKept(t *testing.T, job string, want ...scheduler.Tick) {
+func (e *env) requireKept(t testing.TB, job string, want ...scheduler.Tick) {
 	t.Helper()
 	ids := make([]string, len(want))
 	for i, tk := range want {

@@ -35,7 +35,7 @@ type env struct {
 	insp   *asynq.Inspector
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	s := redistest.New(t)
 	e := &env{srv: s, opt: asynq.RedisClientOpt{Addr: s.Addr()}, rdb: s.TestClient(t)}
@@ -56,7 +56,7 @@ func newEnv(t *testing.T) *env {
 
 // config loads a config on e's Redis with the given job entries (YAML list
 // items, indented by two spaces) and worker settings (default: a 2s grace).
-func (e *env) config(t *testing.T, jobs string, worker ...string) *config.Config {
+func (e *env) config(t testing.TB, jobs string, worker ...string) *config.Config {
 	t.Helper()
 	w := "{shutdown_grace: 2s}"
 	if len(worker) > 0 {
@@ -71,7 +71,7 @@ func (e *env) config(t *testing.T, jobs string, worker ...string) *config.Config
 }
 
 // worker starts a worker and shuts it down at cleanup.
-func (e *env) worker(t *testing.T, cfg *config.Config, exec Runner, opts ...Option) *Worker {
+func (e *env) worker(t testing.TB, cfg *config.Config, exec Runner, opts ...Option) *Worker {
 	t.Helper()
 	opts = append([]Option{WithPollIntervals(10*time.Millisecond, 20*time.Millisecond), WithLogger(testLogger(t))}, opts...)
 	w := NewWorker(cfg, e.opt, e.locks, exec, opts...)
@@ -90,7 +90,7 @@ func (e *env) worker(t *testing.T, cfg *config.Config, exec Runner, opts ...Opti
 
 // dispatch enqueues tick t through a Dispatcher, as the scheduler does (a
 // tick already enqueued counts as dispatched, as it does for the scheduler).
-func (e *env) dispatch(t *testing.T, cfg *config.Config, tick scheduler.Tick) {
+func (e *env) dispatch(t testing.TB, cfg *config.Config, tick scheduler.Tick) {
 	t.Helper()
 	err := NewDispatcher(cfg, e.client, nil).Dispatch(context.Background(), tick)
 	if err != nil && !errors.Is(err, scheduler.ErrAlreadyDispatched) {
@@ -99,14 +99,14 @@ func (e *env) dispatch(t *testing.T, cfg *config.Config, tick scheduler.Tick) {
 }
 
 // state waits until the task of tick is in state want and returns its info.
-func (e *env) state(t *testing.T, queue string, tick scheduler.Tick, want asynq.TaskState) *asynq.TaskInfo {
+func (e *env) state(t testing.TB, queue string, tick scheduler.Tick, want asynq.TaskState) *asynq.TaskInfo {
 	t.Helper()
 	return e.waitState(t, queue, tick.ID(), want)
 }
 
 // waitState waits (at most wait) until the task with id in queue is in
 // state want and returns its info; a timeout reports the last info read.
-func (e *env) waitState(t *testing.T, queue, id string, want asynq.TaskState) *asynq.TaskInfo {
+func (e *env) waitState(t testing.TB, queue, id string, want asynq.TaskState) *asynq.TaskInfo {
 	t.Helper()
 	var info *asynq.TaskInfo
 	var err error
@@ -130,11 +130,11 @@ func tickOf(job string, minute int) scheduler.Tick {
 }
 
 // testLogger writes to t.Log.
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
@@ -190,7 +190,7 @@ func blockUntil(gate <-chan struct{}) func(ctx context.Context, run Run, v Valid
 	}
 }
 
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
 	select {
 	case v := <-ch:

@@ -1,0 +1,84 @@
+package jobs
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// BenchmarkBufferHandoff measures how soon kept ticks of a buffer_all job
+// start after the run before them ends, on one Redis on loopback: each
+// round holds one run, keeps two ticks behind it, ends the run and times
+// the start of the first kept tick (it waits on the lease and is woken by
+// the release) and of the second (it moves up in the buffer, polled every
+// min(lock_ttl/3, 500ms), and then takes the lease the first releases).
+// Reported: the medians.
+//
+//	go test -run '^$' -bench BufferHandoff -benchtime 20x ./jobs/
+func BenchmarkBufferHandoff(b *testing.B) {
+	e := newEnv(b)
+	cfg := e.config(b, `  - name: job
+    schedule: "@every 1s"
+    concurrency: buffer_all
+    buffer_max: 3
+    lock_ttl: 3s
+    handler: {name: job}
+`)
+	cfg.Worker.Concurrency = 8
+	type mark struct {
+		tick  time.Time
+		start time.Time
+		end   time.Time
+	}
+	marks := make(chan mark, 64)
+	gates := map[int64]chan struct{}{}
+	exec := RunnerFunc(func(ctx context.Context, _ *config.Job, run Run, _ Validity) (Result, error) {
+		m := mark{tick: run.Tick, start: time.Now()}
+		if g, ok := gates[run.Tick.Unix()]; ok {
+			<-g
+		}
+		m.end = time.Now()
+		marks <- m
+		return Result{}, nil
+	})
+	e.worker(b, cfg, exec, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	at := func(i int) scheduler.Tick {
+		return scheduler.Tick{Job: "job", At: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second), RunID: "r", Replica: "bench"}
+	}
+	var first, second []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		run, k1, k2 := at(3*i), at(3*i+1), at(3*i+2)
+		gate := make(chan struct{})
+		gates[run.At.Unix()] = gate
+		e.dispatch(b, cfg, run)
+		e.state(b, "baton:default", run, asynq.TaskStateActive)
+		e.dispatch(b, cfg, k1)
+		e.dispatch(b, cfg, k2)
+		e.requireKept(b, "job", k1, k2)
+		close(gate)
+		held := recv(b, marks, "the held run")
+		m1 := recv(b, marks, "the first kept tick")
+		m2 := recv(b, marks, "the second kept tick")
+		if !m1.tick.Equal(k1.At) || !m2.tick.Equal(k2.At) {
+			b.Fatalf("order: %s then %s", m1.tick, m2.tick)
+		}
+		first = append(first, m1.start.Sub(held.end))
+		second = append(second, m2.start.Sub(m1.end))
+	}
+	b.StopTimer()
+	med := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Microseconds()) / 1000
+	}
+	b.ReportMetric(med(first), "ms-first-kept")
+	b.ReportMetric(med(second), "ms-second-kept")
+}
