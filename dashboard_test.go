@@ -161,6 +161,19 @@ jobs:
 	if !strings.Contains(output, "connection refused by upstream") {
 		t.Errorf("history shows output %q", output)
 	}
+	// resume with catch-up: the flag goes, the page says what was replayed
+	if err := chromedp.Do(bctx,
+		chromedp.Click(`button.catchup[data-job="nightly-digest"]`),
+		chromedp.WaitVisible(`button.pause[data-job="nightly-digest"]`),
+	); err != nil {
+		t.Fatalf("resume with catch-up: %v", err)
+	}
+	if updated, err := chromedp.Run(bctx, chromedp.Text(`#updated`)); err != nil || !strings.Contains(updated, "nightly-digest resumed: ") {
+		t.Errorf("after resume with catch-up the page says %q (%v)", updated, err)
+	}
+	if rdb.Exists(ctx, scheduler.PauseKey("dash", "nightly-digest")).Val() != 0 {
+		t.Error("the dashboard's resume left the pause flag in Redis")
+	}
 	if path := os.Getenv("BATON_SCREENSHOT"); path != "" {
 		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 		if err != nil {
