@@ -62,20 +62,16 @@ func (b *buffer) call(ctx context.Context, op string, t scheduler.Tick) (int64, 
 }
 
 // first reports whether tick t, whose run just took the job's lease, may
-// keep it: no older tick is kept. Otherwise it releases the lease. A kept
-// entry of t itself (a retry of a kept tick) is removed. When the buffer
+// keep it: no older tick is kept (then t's own entry, if kept, is removed,
+// in the same call). Otherwise it releases the lease. When the buffer
 // cannot be read the run goes ahead: order is advice, the lease is safety.
 func (e *engine) first(ctx context.Context, job *config.Job, t scheduler.Tick, lease *locking.Lease, log *slog.Logger) bool {
-	b := e.buffer(job)
-	older, err := b.call(ctx, "older", t)
+	older, err := e.buffer(job).call(ctx, "first", t)
 	if err != nil {
 		log.Warn("cannot read the job's buffer; running without looking at kept ticks", slog.Any("error", err))
 		return true
 	}
 	if older == 0 {
-		if _, err := b.call(ctx, "leave", t); err != nil {
-			log.Warn("cannot remove the tick from the job's buffer (its entry lapses in lock_ttl)", slog.Any("error", err))
-		}
 		return true
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), job.LockTTL)
@@ -129,7 +125,8 @@ func (e *engine) keep(ctx context.Context, job *config.Job, t scheduler.Tick, at
 	defer func() {
 		stop()
 		wg.Wait()
-		// running now, or given up: either way no longer kept
+		// running now, or given up: either way no longer kept (when first
+		// removed the entry, a beat may have put it back before stop)
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.ttl)
 		defer cancel()
 		if _, err := b.call(lctx, "leave", t); err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -133,7 +132,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 func (d *Dispatcher) uncount(ctx context.Context, job *config.Job, t scheduler.Tick) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	held, err := d.taskEnqueued(ctx, t, d.cfg.QueueName(job.Queue))
+	held, err := d.taskEnqueued(ctx, t, job.Queue)
 	switch {
 	case err != nil:
 		d.log.Warn("cannot tell whether a tick whose hand-off failed is in a queue: it stays counted toward max_runs (the job may stop one run short)",
@@ -150,35 +149,43 @@ func (d *Dispatcher) uncount(ctx context.Context, job *config.Job, t scheduler.T
 
 // taskEnqueued tells whether some asynq queue of this namespace holds tick
 // t's task (pending, running, retried, archived or completed and retained);
-// own is the job's queue, looked at even when asynq's list of queues (read
-// at most queuesFresh ago) does not name it yet.
+// own is the job's queue (config name), looked at even when asynq's list of
+// queues (read at most queuesFresh ago) does not name it yet.
 func (d *Dispatcher) taskEnqueued(ctx context.Context, t scheduler.Tick, own string) (bool, error) {
 	names, err := d.asynqQueues(ctx)
 	if err != nil {
 		return false, err
 	}
-	if !slices.Contains(names, own) {
-		names = append(slices.Clone(names), own)
+	queues := []string{own}
+	for _, name := range names {
+		if q, ours := d.cfg.QueueOf(name); ours && q != own {
+			queues = append(queues, q)
+		}
+	}
+	q, err := d.queueHolding(ctx, queues, t.ID())
+	return q != "", err
+}
+
+// queueHolding returns the first of queues (config names) in which asynq
+// holds the task with id, or "" if none does: one pipelined round trip.
+func (d *Dispatcher) queueHolding(ctx context.Context, queues []string, id string) (string, error) {
+	if len(queues) == 0 {
+		return "", nil
 	}
 	pipe := d.rdb.Pipeline()
-	var found []*redis.IntCmd
-	for _, name := range names {
-		if _, ours := d.cfg.QueueOf(name); ours {
-			found = append(found, pipe.Exists(ctx, asynqTaskKey(name, t.ID())))
-		}
-	}
-	if len(found) == 0 {
-		return false, nil
+	found := make([]*redis.IntCmd, len(queues))
+	for i, q := range queues {
+		found[i] = pipe.Exists(ctx, asynqTaskKey(d.cfg.QueueName(q), id))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return false, fmt.Errorf("look for the tick's task: %w", err)
+		return "", fmt.Errorf("look for the tick's task: %w", err)
 	}
-	for _, c := range found {
+	for i, c := range found {
 		if c.Val() > 0 {
-			return true, nil
+			return queues[i], nil
 		}
 	}
-	return false, nil
+	return "", nil
 }
 
 // RunCountKeys are the queue Redis keys that count the dispatched ticks of
@@ -386,20 +393,7 @@ func (d *Dispatcher) boundElsewhere(ctx context.Context, t scheduler.Tick, targe
 		args = append(args, q)
 	}
 	if _, cluster := d.rdb.(*redis.ClusterClient); cluster {
-		pipe := d.rdb.Pipeline()
-		found := make([]*redis.IntCmd, len(others))
-		for i := range others {
-			found[i] = pipe.Exists(ctx, keys[i+1])
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return "", fmt.Errorf("look for the tick's task in other queues: %w", err)
-		}
-		for i, c := range found {
-			if c.Val() > 0 {
-				return others[i], nil
-			}
-		}
-		return "", nil
+		return d.queueHolding(ctx, others, t.ID())
 	}
 	q, err := bindQueue.Run(ctx, d.rdb, keys, args...).Text()
 	if err != nil {

@@ -4,7 +4,7 @@
 -- KEYS[1] NS:{exec:<job>}:buffer        sorted set: tick ID -> tick (ms)
 -- KEYS[2] NS:{exec:<job>}:buffer:alive  hash: tick ID -> liveness deadline
 --                                       (ms, Redis TIME)
--- ARGV[1] op: "join", "rejoin", "beat", "rank", "leave" or "older"
+-- ARGV[1] op: "join", "rejoin", "beat", "rank", "leave" or "first"
 -- ARGV[2] tick ID
 -- ARGV[3] tick (ms)
 -- ARGV[4] liveness ttl (ms): a waiter that does not beat for this long is
@@ -23,24 +23,27 @@
 -- beat:  1 and the deadline renewed, or 0: the entry is gone.
 -- rank:  the tick's rank, or -1 if it is not kept.
 -- leave: removes the tick; 1 if it was kept.
--- older: how many kept ticks are older than the tick (a run that took the
---        job must not overtake them).
+-- first: for a run of the tick that took the job: how many kept ticks are
+--        older (it must not overtake them); when none, the tick's own entry
+--        (if kept) is removed: it runs now.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[4])
 local op, id = ARGV[1], ARGV[2]
 
 local alive = redis.call('HGETALL', KEYS[2])
+local live = 0
 for i = 1, #alive, 2 do
   if tonumber(alive[i + 1]) < now then
     redis.call('HDEL', KEYS[2], alive[i])
     redis.call('ZREM', KEYS[1], alive[i])
+  else
+    live = live + 1
   end
 end
 -- an entry without a liveness deadline cannot be judged: dropped
-local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
-if #ids * 2 ~= #alive then
-  for _, m in ipairs(ids) do
+if redis.call('ZCARD', KEYS[1]) ~= live then
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
     if redis.call('HEXISTS', KEYS[2], m) == 0 then redis.call('ZREM', KEYS[1], m) end
   end
 end
@@ -73,7 +76,12 @@ elseif op == 'rank' then
 elseif op == 'leave' then
   redis.call('HDEL', KEYS[2], id)
   return redis.call('ZREM', KEYS[1], id)
-elseif op == 'older' then
-  return redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[3])
+elseif op == 'first' then
+  local older = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[3])
+  if older == 0 then
+    redis.call('HDEL', KEYS[2], id)
+    redis.call('ZREM', KEYS[1], id)
+  end
+  return older
 end
 return redis.error_reply('buffer.lua: unknown op ' .. tostring(op))
