@@ -135,6 +135,28 @@ func pausedTicks(t *testing.T, rdb *redis.Client, ns, job string, runs int, tick
 	}
 }
 
+// pauseCluster starts a Redis with pauseConfig's jobs in namespace ns and
+// returns a Cluster on it (closed at cleanup), a context bounding the test
+// and Redis's time.
+func pauseCluster(t *testing.T, ns string) (*redis.Client, *config.Config, *baton.Cluster, context.Context, time.Time) {
+	t.Helper()
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := pauseConfig(t, srv.Addr(), ns)
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rdb, cfg, c, ctx, now
+}
+
 // backdatePause moves the start of job's pause back to since, as if it had
 // been paused then.
 func backdatePause(t *testing.T, rdb *redis.Client, ns, job string, since time.Time) {
@@ -158,21 +180,8 @@ func backdatePause(t *testing.T, rdb *redis.Client, ns, job string, since time.T
 // ticks paused before this pause, skipped. A job that cannot overlap
 // replays only the newest. Resume without catch-up replays nothing.
 func TestResumeCatchUp(t *testing.T) {
-	srv := redistest.New(t)
-	rdb := srv.TestClient(t)
 	const ns = "catchup"
-	cfg := pauseConfig(t, srv.Addr(), ns)
-	c, err := baton.NewCluster(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rdb, cfg, c, ctx, now := pauseCluster(t, ns)
 	now = now.UTC().Truncate(time.Minute)
 	ago := func(m int) time.Time { return now.Add(-time.Duration(m) * time.Minute) }
 	queue := cfg.QueueName("default")
@@ -234,21 +243,8 @@ func TestResumeCatchUp(t *testing.T) {
 // Resume without catch-up (--skip) leaves the ticks recorded paused
 // skipped: nothing is dispatched, their records stay.
 func TestResumeSkip(t *testing.T) {
-	srv := redistest.New(t)
-	rdb := srv.TestClient(t)
 	const ns = "skip"
-	cfg := pauseConfig(t, srv.Addr(), ns)
-	c, err := baton.NewCluster(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rdb, cfg, c, ctx, now := pauseCluster(t, ns)
 	tick := now.UTC().Truncate(time.Minute).Add(-time.Minute)
 	if _, err := c.Pause(ctx, "all", baton.PauseNote{By: "bob"}); err != nil {
 		t.Fatal(err)

@@ -320,7 +320,7 @@ func TestBufferKeptTickRunsAfterTheRunningWorkerIsKilled(t *testing.T) {
     handler: {name: slow}
 `
 	cfg := e.config(t, jobsYAML, "{concurrency: 1, shutdown_grace: 2s}")
-	y := fmt.Sprintf("redis: {url: %q}\nworker: {concurrency: 1, shutdown_grace: 2s}\njobs:\n%s", "redis://"+e.srv.Addr()+"/0", jobsYAML)
+	y := e.yaml(jobsYAML, "{concurrency: 1, shutdown_grace: 2s}")
 	proc, lines := e.workerProcess(t, y)
 	t1, t2, t3 := tickOf("slow", 1), tickOf("slow", 2), tickOf("slow", 3)
 	e.dispatch(t, cfg, t1)
@@ -370,7 +370,7 @@ func TestBufferKilledWaiterLeavesTheBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = running.Release(ctx) }()
-	y := fmt.Sprintf("redis: {url: %q}\nworker: {concurrency: 1, shutdown_grace: 2s}\njobs:\n%s", "redis://"+e.srv.Addr()+"/0", jobsYAML)
+	y := e.yaml(jobsYAML, "{concurrency: 1, shutdown_grace: 2s}")
 	proc, _ := e.workerProcess(t, y)
 	t1, t2 := tickOf("slow", 1), tickOf("slow", 2)
 	e.dispatch(t, cfg, t1)

@@ -58,16 +58,21 @@ func newEnv(t testing.TB) *env {
 // items, indented by two spaces) and worker settings (default: a 2s grace).
 func (e *env) config(t testing.TB, jobs string, worker ...string) *config.Config {
 	t.Helper()
-	w := "{shutdown_grace: 2s}"
-	if len(worker) > 0 {
-		w = worker[0]
-	}
-	y := fmt.Sprintf("redis: {url: %q}\nworker: %s\njobs:\n%s", "redis://"+e.srv.Addr()+"/0", w, jobs)
+	y := e.yaml(jobs, worker...)
 	cfg, err := config.Load([]byte(y))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, y)
 	}
 	return cfg
+}
+
+// yaml is the config document env.config loads.
+func (e *env) yaml(jobs string, worker ...string) string {
+	w := "{shutdown_grace: 2s}"
+	if len(worker) > 0 {
+		w = worker[0]
+	}
+	return fmt.Sprintf("redis: {url: %q}\nworker: %s\njobs:\n%s", "redis://"+e.srv.Addr()+"/0", w, jobs)
 }
 
 // worker starts a worker and shuts it down at cleanup.
