@@ -125,7 +125,7 @@ func New(t testing.TB, cfg *config.Config, opts ...Option) *Env {
 	e.clk = clock.NewFake(o.start)
 
 	r, err := baton.New(e.cfg, baton.WithReplicaID(ReplicaID), baton.WithHandlers(o.handlers),
-		baton.WithLogger(o.log), baton.WithSchedulerClock(e.clk), baton.WithLockMessageFilter(embeddedQuiet))
+		baton.WithLogger(o.log), baton.WithSchedulerClock(e.clk), baton.WithLockMessageFilter(wiring.WithoutConfigCommand))
 	if err != nil {
 		t.Fatalf("batontest: %v", err)
 	}
@@ -272,12 +272,6 @@ func uniqueNamespace(ns string) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return ns[:min(len(ns), 55)] + "-" + hex.EncodeToString(b[:])
-}
-
-// embeddedQuiet drops the lock client's warning that it cannot read the
-// maxmemory-policy: the embedded server has no CONFIG command.
-func embeddedQuiet(msg string) bool {
-	return strings.Contains(msg, "maxmemory-policy") || strings.Contains(msg, "configuration")
 }
 
 // Config is the config the Env runs (with the Env's changes).

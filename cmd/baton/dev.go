@@ -3,10 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/wiring"
 )
 
 const devHelp = `usage: baton dev [flags]
@@ -87,7 +87,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	for _, id := range ids {
 		rlog := log.With("replica", id)
 		rp, err := baton.New(cfg, baton.WithReplicaID(id), baton.WithLogger(rlog), baton.WithVersion(shortVersion()),
-			baton.WithLockMessageFilter(devQuiet))
+			baton.WithLockMessageFilter(wiring.WithoutConfigCommand))
 		if err != nil {
 			log.Error("cannot build a replica", "replica", id, "err", err)
 			for _, r := range replicas {
@@ -102,10 +102,4 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		units[i] = rp
 	}
 	return serve(units, addr, true, log, zl)
-}
-
-// devQuiet drops the lock client's warning that it cannot read the
-// maxmemory-policy: miniredis has no CONFIG command, and never evicts.
-func devQuiet(msg string) bool {
-	return strings.Contains(msg, "maxmemory-policy") || strings.Contains(msg, "configuration")
 }

@@ -186,3 +186,11 @@ func (p PrintfLogger) Infof(format string, args ...any) {
 	}
 	p.L.Info(msg)
 }
+
+// WithoutConfigCommand tells whether msg is the lock client's warning that
+// it cannot read a master's configuration (maxmemory-policy): a filter
+// for baton.WithLockMessageFilter on the embedded server (baton dev,
+// batontest), which has no CONFIG command and never evicts.
+func WithoutConfigCommand(msg string) bool {
+	return strings.Contains(msg, "maxmemory-policy") || strings.Contains(msg, "configuration")
+}
