@@ -85,12 +85,6 @@ func (e *Env) nextFire() (time.Time, bool) {
 	return first, !first.IsZero()
 }
 
-// tickRef is one tick of one job.
-type tickRef struct {
-	job string
-	at  time.Time
-}
-
 // fired lists the ticks not yet settled that have fired by the clock's
 // time, by job.
 func (e *Env) fired() map[string][]time.Time {
