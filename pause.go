@@ -208,8 +208,10 @@ type SkippedTick struct {
 // clock) are dispatched through the tick claim, as a backfill is: each at
 // most once, also when resumes race, or a resume with catch-up is run
 // again. Older paused ticks stay skipped. A job whose runs cannot overlap
-// (any concurrency but allow) replays only the newest: dispatched
-// together, the others would be skipped or replaced. Catch-up is for cron
+// replays only as many of the newest as it can run one after another: one
+// for forbid and replace (dispatched together, the others would be skipped
+// or replaced), one more than it keeps for buffer_one and buffer_all (the
+// others would be dropped). Catch-up is for cron
 // jobs that the config does not pause (ErrBadPause otherwise); it fails
 // with locking.ErrUnavailable when Redis does not answer. ctx bounds the
 // whole call: the ticks not dispatched when it ends are Failed.
@@ -300,11 +302,15 @@ func (c *Cluster) catchUp(ctx context.Context, j *config.Job, since time.Time) (
 			ticks = append(ticks, t)
 		}
 	}
-	if j.Concurrency != config.ConcurrencyAllow && len(ticks) > 1 {
-		for _, t := range ticks[:len(ticks)-1] {
-			res.Skipped = append(res.Skipped, SkippedTick{t, fmt.Sprintf("concurrency %s: only the newest paused tick is replayed", j.Concurrency)})
+	if keep := 1 + j.BufferBound(); j.Concurrency != config.ConcurrencyAllow && len(ticks) > keep {
+		why := fmt.Sprintf("concurrency %s: only the newest paused tick is replayed", j.Concurrency)
+		if keep > 1 {
+			why = fmt.Sprintf("concurrency %s: only the newest %d paused ticks are replayed (one runs, %d kept)", j.Concurrency, keep, keep-1)
 		}
-		ticks = ticks[len(ticks)-1:]
+		for _, t := range ticks[:len(ticks)-keep] {
+			res.Skipped = append(res.Skipped, SkippedTick{t, why})
+		}
+		ticks = ticks[len(ticks)-keep:]
 	}
 	slices.SortFunc(res.Skipped, func(a, b SkippedTick) int { return a.Tick.Compare(b.Tick) })
 	if len(ticks) == 0 {

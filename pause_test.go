@@ -102,6 +102,11 @@ jobs:
     schedule: "@every 1m"
     starting_deadline: 5m
     exec: {command: ["true"]}
+  - name: kept
+    schedule: "@every 1m"
+    starting_deadline: 5m
+    concurrency: buffer_one
+    exec: {command: ["true"]}
   - name: held
     schedule: "@every 1m"
     paused: true
@@ -178,7 +183,8 @@ func backdatePause(t *testing.T, rdb *redis.Client, ns, job string, since time.T
 // began and due within the starting deadline, each once through the claim
 // (a second catch-up finds them dispatched), and leaves older ones, and
 // ticks paused before this pause, skipped. A job that cannot overlap
-// replays only the newest. Resume without catch-up replays nothing.
+// replays only the newest (forbid), or the newest it can run and keep
+// (buffer_one: two). Resume without catch-up replays nothing.
 func TestResumeCatchUp(t *testing.T) {
 	const ns = "catchup"
 	rdb, cfg, c, ctx, now := pauseCluster(t, ns)
@@ -186,7 +192,7 @@ func TestResumeCatchUp(t *testing.T) {
 	ago := func(m int) time.Time { return now.Add(-time.Duration(m) * time.Minute) }
 	queue := cfg.QueueName("default")
 
-	for _, job := range []string{"all", "one"} {
+	for _, job := range []string{"all", "one", "kept"} {
 		if res, err := c.Pause(ctx, job, baton.PauseNote{By: "alice", Note: "vendor"}); err != nil || !res.InEffect {
 			t.Fatalf("pause %s: %+v %v", job, res, err)
 		}
@@ -232,6 +238,18 @@ func TestResumeCatchUp(t *testing.T) {
 	}
 	if ids := pendingTasks(t, rdb, queue); len(ids) != 4 {
 		t.Errorf("enqueued: %v, want 4 tasks", ids)
+	}
+
+	// buffer_one: the newest two, one to run and one to keep
+	res, err = c.Resume(ctx, "kept", true)
+	if err != nil || res.CatchUp == nil || !slices.Equal(res.CatchUp.Replayed, []time.Time{ago(2), ago(1)}) {
+		t.Fatalf("resume --catch-up of a buffer_one job: %+v %v, want %s and %s replayed", res.CatchUp, err, ago(2), ago(1))
+	}
+	if s := res.CatchUp.Skipped; len(s) != 3 || !s[2].Tick.Equal(ago(3)) || !strings.Contains(s[2].Reason, "only the newest 2 paused ticks are replayed (one runs, 1 kept)") {
+		t.Errorf("skipped: %+v", s)
+	}
+	if ids := pendingTasks(t, rdb, queue); len(ids) != 6 {
+		t.Errorf("enqueued: %v, want 6 tasks", ids)
 	}
 
 	// a job the config pauses has nothing to catch up
