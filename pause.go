@@ -73,10 +73,11 @@ type PauseResult struct {
 	Pause *PauseNote `json:"pause,omitempty"`
 }
 
-// checkPause tells what is wrong with a pause's name and note: by must be
-// one printable line of at most 128 bytes, the note valid UTF-8 of at most
-// MaxPauseNote bytes (several lines are fine).
-func checkPause(p PauseNote) error {
+// Check tells what is wrong with a pause's name and note (ErrBadPause):
+// By must be one printable line of at most 128 bytes, Note valid UTF-8 of
+// at most MaxPauseNote bytes (several lines are fine). Pause checks it
+// first; a caller may check before it connects.
+func (p PauseNote) Check() error {
 	switch {
 	case p.By == "":
 		return fmt.Errorf("%w: say who pauses it", ErrBadPause)
@@ -107,7 +108,7 @@ func (c *Cluster) Pause(ctx context.Context, job string, p PauseNote) (PauseResu
 	if err := c.pausable(job); err != nil {
 		return PauseResult{}, err
 	}
-	if err := checkPause(p); err != nil {
+	if err := p.Check(); err != nil {
 		return PauseResult{}, err
 	}
 	val, err := json.Marshal(storedPause{By: p.By, Note: p.Note})

@@ -74,8 +74,8 @@ func runPause(name string, on bool, args []string, stdout, stderr io.Writer) int
 		if !fs.isSet("by") {
 			why.By = osUser()
 		}
-		if len(why.Note) > baton.MaxPauseNote {
-			return usageExit(name, usagef("--note is %d bytes, over the limit of %d", len(why.Note), baton.MaxPauseNote), stderr)
+		if err := why.Check(); err != nil {
+			return usageExit(name, usagef("%s", err), stderr)
 		}
 	}
 	cfg, err := loadConfigFile(fs, path)

@@ -166,7 +166,7 @@ jobs:
 		want string
 	}{
 		{[]string{"resume", "--skip", "--catch-up", "a"}, "--skip and --catch-up exclude each other"},
-		{[]string{"pause", "--note", strings.Repeat("n", 501), "a"}, "--note is 501 bytes, over the limit of 500"},
+		{[]string{"pause", "--note", strings.Repeat("n", 501), "a"}, "bad pause: the note is 501 bytes, over the limit of 500"},
 		{[]string{"pause", "--by", "a\nb", "a"}, "one printable line"},
 		{[]string{"pause", "--by", "", "a"}, "say who pauses it"},
 		{[]string{"pause", "--catch-up", "a"}, "flag provided but not defined: -catch-up"},
