@@ -27,6 +27,11 @@ import (
 //	NS:{exec:<job>}:buffer:alive  hash: kept tick ID -> liveness deadline
 //	                              (Redis TIME, ms), renewed every lock_ttl/3
 //	                              by the waiting run
+//	NS:{exec:<job>}:buffer:next   the kept tick the lease is being handed
+//	                              to: written by a run that gives the lease
+//	                              up while ticks are kept, so that a tick
+//	                              coming in before the successor starts
+//	                              does not find the buffer full
 //
 // The execution lease alone keeps runs apart (G2); the buffer decides which
 // ticks wait and in which order. A kept tick's task waits in its worker
@@ -54,7 +59,7 @@ type buffer struct {
 
 func (e *engine) buffer(job *config.Job) *buffer {
 	k := e.cfg.Namespace + ":{exec:" + job.Name + "}:buffer"
-	return &buffer{rdb: e.rdb, keys: []string{k, k + ":alive"}, ttl: job.LockTTL, bound: job.BufferBound()}
+	return &buffer{rdb: e.rdb, keys: []string{k, k + ":alive", k + ":next"}, ttl: job.LockTTL, bound: job.BufferBound()}
 }
 
 func (b *buffer) call(ctx context.Context, op string, t scheduler.Tick) (int64, error) {
@@ -81,6 +86,16 @@ func (e *engine) first(ctx context.Context, job *config.Job, t scheduler.Tick, l
 	}
 	log.Info("older ticks are kept: queueing behind them", slog.Int64("kept_before", older))
 	return false
+}
+
+// handOff tells the job's buffer that the run of tick t is about to give up
+// the lease: the oldest kept tick is the one it goes to, and until that
+// tick starts it does not count towards the bound. Best effort: without it
+// a tick coming in at that instant may be dropped.
+func (e *engine) handOff(ctx context.Context, job *config.Job, t scheduler.Tick, log *slog.Logger) {
+	if _, err := e.buffer(job).call(ctx, "handoff", t); err != nil {
+		log.Warn("cannot mark the next kept tick in the job's buffer", slog.Any("error", err))
+	}
 }
 
 // keep keeps tick t in the job's buffer and waits until it is the oldest kept

@@ -18,6 +18,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -121,10 +122,12 @@ func (e *env) requireKept(t testing.TB, job string, want ...scheduler.Tick) {
 		ids[i] = tk.ID()
 	}
 	var got []string
-	poll.Require(t, wait, fmt.Sprintf("kept %v", ids), func() bool {
+	if !poll.Until(wait, func() bool {
 		got = e.kept(t, job)
 		return strings.Join(got, " ") == strings.Join(ids, " ")
-	})
+	}) {
+		t.Fatalf("kept %v after %s, want %v", got, wait, ids)
+	}
 }
 
 // statusOf waits until the history has a record of tick with status st.
@@ -306,6 +309,73 @@ func TestBufferNewTickDoesNotOvertakeKeptOnes(t *testing.T) {
 		t.Errorf("ran %s", s.run.Tick)
 	}
 	e.state(t, "baton:default", t2, asynq.TaskStateCompleted)
+}
+
+// A tick that comes in the instant between a run's end and the start of
+// the kept tick it hands the job to is kept, not dropped: the kept tick is
+// as good as running. The schedule: the slow run on worker A, tick 2 kept on
+// worker K, whose connection is slow (300ms each way); the run ends and
+// hands the lease to tick 2, and tick 3 comes in while K is still taking
+// it. Tick 3 is kept and runs after tick 2 (buffer_one keeps one tick while
+// one runs), under a newer fence.
+func TestBufferTickAtTheHandOffIsKept(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: slow
+    schedule: "@every 1m"
+    concurrency: buffer_one
+    lock_ttl: 3s
+    handler: {name: slow}
+`)
+	cfg.Worker.Concurrency = 1
+	gate := make(chan struct{})
+	execA := newFakeExec(blockUntil(gate))
+	e.worker(t, cfg, execA, WithReplica("A"))
+	t1, t2, t3 := tickOf("slow", 1), tickOf("slow", 2), tickOf("slow", 3)
+	e.dispatch(t, cfg, t1)
+	recv(t, execA.started, "the slow run on A")
+
+	p := redistest.NewTestProxy(t, e.srv.Addr())
+	slow := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	defer slow.Close()
+	locksK, err := locking.New([]redis.UniversalClient{slow}, locking.WithFreshDeployment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locksK.Close()
+	execK := newFakeExec(nil)
+	wK := NewWorker(cfg, asynq.RedisClientOpt{Addr: p.Addr()}, locksK, execK, WithReplica("K"),
+		WithPollIntervals(10*time.Millisecond, 20*time.Millisecond), WithLogger(testLogger(t)))
+	if err := wK.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer shutdownWithin(t, wK)
+	e.dispatch(t, cfg, t2)
+	e.requireKept(t, "slow", t2)
+	if err := p.AddLatency(300*time.Millisecond, false); err != nil {
+		t.Fatal(err)
+	}
+
+	close(gate) // the slow run ends: the lease goes to tick 2
+	poll.Require(t, wait, "the lease handed to the kept tick 2", func() bool {
+		return e.rdb.Get(context.Background(), "baton:{exec:slow}:buffer:next").Val() == t2.ID()
+	})
+	e.dispatch(t, cfg, t3)
+	second := recv(t, execK.started, "the kept tick 2's run")
+	third := recv(t, execA.started, "tick 3's run, kept at the hand-off")
+	if !second.run.Tick.Equal(t2.At) || !third.run.Tick.Equal(t3.At) || third.run.Fence <= second.run.Fence {
+		t.Errorf("ran %s (fence %d), then %s (fence %d); want tick 2, then tick 3 under a newer fence",
+			second.run.Tick.Format(time.RFC3339), second.run.Fence, third.run.Tick.Format(time.RFC3339), third.run.Fence)
+	}
+	e.state(t, "baton:default", t3, asynq.TaskStateCompleted)
+	recs, err := ReadHistory(context.Background(), e.rdb, "baton", "slow", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Status == StatusDropped {
+			t.Errorf("%s dropped: %s", r.Tick.Format(time.RFC3339), r.Reason)
+		}
+	}
 }
 
 // The worker running the slow run is killed: its lease runs out at

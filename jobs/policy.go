@@ -597,6 +597,9 @@ func (e *engine) execute(ctx context.Context, job *config.Job, t scheduler.Tick,
 			stop()
 			ctx, done := context.WithTimeout(context.WithoutCancel(ctx), job.LockTTL)
 			defer done()
+			if job.Concurrency.Buffers() {
+				e.handOff(ctx, job, t, log)
+			}
 			if err := lease.Release(ctx); err != nil && !errors.Is(err, locking.ErrNotHeld) {
 				log.Warn("cannot release the execution lease (it expires at its ttl)", slog.Any("error", err))
 			}

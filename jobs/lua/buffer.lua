@@ -4,7 +4,11 @@
 -- KEYS[1] NS:{exec:<job>}:buffer        sorted set: tick ID -> tick (ms)
 -- KEYS[2] NS:{exec:<job>}:buffer:alive  hash: tick ID -> liveness deadline
 --                                       (ms, Redis TIME)
--- ARGV[1] op: "join", "rejoin", "beat", "rank", "leave" or "first"
+-- KEYS[3] NS:{exec:<job>}:buffer:next   the kept tick the lease is being
+--                                       handed to (its ID), set when the
+--                                       lease is given up while ticks wait
+-- ARGV[1] op: "join", "rejoin", "beat", "rank", "leave", "first" or
+--         "handoff"
 -- ARGV[2] tick ID
 -- ARGV[3] tick (ms)
 -- ARGV[4] liveness ttl (ms): a waiter that does not beat for this long is
@@ -15,7 +19,11 @@
 --
 -- join:  the tick's rank (0: next to run) after adding it, -1 if the buffer
 --        is full (the tick is dropped), or its rank if it was there already
---        (a retry of a kept tick keeps its place, beyond the bound too).
+--        (a retry of a kept tick keeps its place, beyond the bound too). The
+--        tick the lease is being handed to does not count towards the
+--        bound: it is as good as running (a tick that comes in the instant
+--        between a run's end and its successor's start is kept, not
+--        dropped).
 -- rejoin: join for a waiter whose entry was dropped while it stalled (it
 --        missed its beats) and that still waits: back in its place by its
 --        tick, beyond the bound if need be (it was kept; the bound was
@@ -24,8 +32,11 @@
 -- rank:  the tick's rank, or -1 if it is not kept.
 -- leave: removes the tick; 1 if it was kept.
 -- first: for a run of the tick that took the job: how many kept ticks are
---        older (it must not overtake them); when none, the tick's own entry
---        (if kept) is removed: it runs now.
+--        older (it must not overtake them; the caller gives the lease back,
+--        so it is handed to the oldest); when none, the tick's own entry (if
+--        kept) is removed: it runs now.
+-- handoff: the run holding the lease is about to give it up: the oldest
+--        kept tick, if any, is the one it is handed to. 1 if there is one.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[4])
@@ -54,10 +65,26 @@ local function keep()
   redis.call('PEXPIRE', KEYS[2], 2 * ttl)
 end
 
+-- the oldest kept tick is the one the lease goes to next
+local function handoff()
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
+  if not oldest then return 0 end
+  redis.call('SET', KEYS[3], oldest, 'PX', 2 * ttl)
+  return 1
+end
+
+-- a tick no longer kept is no longer the one handed the lease
+local function gone(m)
+  if redis.call('GET', KEYS[3]) == m then redis.call('DEL', KEYS[3]) end
+end
+
 if op == 'join' or op == 'rejoin' then
   local r = redis.call('ZRANK', KEYS[1], id)
   if not r then
-    if op == 'join' and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[5]) then return -1 end
+    local kept = redis.call('ZCARD', KEYS[1])
+    local handed = redis.call('GET', KEYS[3])
+    if handed and redis.call('ZSCORE', KEYS[1], handed) then kept = kept - 1 end
+    if op == 'join' and kept >= tonumber(ARGV[5]) then return -1 end
     redis.call('ZADD', KEYS[1], ARGV[3], id)
     r = redis.call('ZRANK', KEYS[1], id)
   end
@@ -74,14 +101,20 @@ elseif op == 'rank' then
   if not r then return -1 end
   return r
 elseif op == 'leave' then
+  gone(id)
   redis.call('HDEL', KEYS[2], id)
   return redis.call('ZREM', KEYS[1], id)
 elseif op == 'first' then
   local older = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[3])
   if older == 0 then
+    gone(id)
     redis.call('HDEL', KEYS[2], id)
     redis.call('ZREM', KEYS[1], id)
+  else
+    handoff()
   end
   return older
+elseif op == 'handoff' then
+  return handoff()
 end
 return redis.error_reply('buffer.lua: unknown op ' .. tostring(op))
