@@ -292,7 +292,7 @@ func (c *Cluster) catchUp(ctx context.Context, j *config.Job, since time.Time) (
 	}
 	slices.SortFunc(paused, time.Time.Compare)
 	paused = slices.Compact(paused)
-	var ticks []time.Time
+	var due []time.Time // paused and within the deadline: replayed unless dispatched
 	for _, t := range paused {
 		switch {
 		case ran[t.UnixMilli()]:
@@ -300,19 +300,32 @@ func (c *Cluster) catchUp(ctx context.Context, j *config.Job, since time.Time) (
 		case t.Before(oldest):
 			res.Skipped = append(res.Skipped, SkippedTick{t, fmt.Sprintf("due more than the starting deadline (%s) ago", j.StartingDeadline)})
 		default:
-			ticks = append(ticks, t)
+			due = append(due, t)
 		}
 	}
-	if keep := 1 + j.BufferBound(); j.Concurrency != config.ConcurrencyAllow && len(ticks) > keep {
+	// a job that cannot overlap replays the newest it can run one after
+	// another, counting those an earlier catch-up replayed: run again, a
+	// catch-up finds them dispatched and the older ones still skipped
+	if keep := 1 + j.BufferBound(); j.Concurrency != config.ConcurrencyAllow {
 		why := fmt.Sprintf("concurrency %s: only the newest paused tick is replayed", j.Concurrency)
 		if keep > 1 {
 			why = fmt.Sprintf("concurrency %s: only the newest %d paused ticks are replayed (one runs, %d kept)", j.Concurrency, keep, keep-1)
 		}
-		for _, t := range ticks[:len(ticks)-keep] {
-			res.Skipped = append(res.Skipped, SkippedTick{t, why})
+		var newest []time.Time // the replayable ticks and those dispatched, newest first
+		for i := len(paused) - 1; i >= 0 && len(newest) < keep; i-- {
+			if t := paused[i]; ran[t.UnixMilli()] || slices.ContainsFunc(due, t.Equal) {
+				newest = append(newest, t)
+			}
 		}
-		ticks = ticks[len(ticks)-keep:]
+		due = slices.DeleteFunc(due, func(t time.Time) bool {
+			if slices.ContainsFunc(newest, t.Equal) {
+				return false
+			}
+			res.Skipped = append(res.Skipped, SkippedTick{t, why})
+			return true
+		})
 	}
+	ticks := due
 	slices.SortFunc(res.Skipped, func(a, b SkippedTick) int { return a.Tick.Compare(b.Tick) })
 	if len(ticks) == 0 {
 		return res, nil

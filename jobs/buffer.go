@@ -93,6 +93,10 @@ func (e *engine) first(ctx context.Context, job *config.Job, t scheduler.Tick, l
 // tick starts it does not count towards the bound. Best effort: without it
 // a tick coming in at that instant may be dropped.
 func (e *engine) handOff(ctx context.Context, job *config.Job, t scheduler.Tick, log *slog.Logger) {
+	// bounded well below lock_ttl: a slow queue Redis must not hold the
+	// release back
+	ctx, cancel := context.WithTimeout(ctx, job.LockTTL/3)
+	defer cancel()
 	if _, err := e.buffer(job).call(ctx, "handoff", t); err != nil {
 		log.Warn("cannot mark the next kept tick in the job's buffer", slog.Any("error", err))
 	}
@@ -123,11 +127,19 @@ func (e *engine) keep(ctx context.Context, job *config.Job, t scheduler.Tick, at
 	}
 	log.Info("kept: runs when the job is free", holder, slog.Int64("kept_before", rank))
 
-	// the entry lives while this run beats for it
+	// the entry lives while this run beats for it; once the run has the
+	// lease (first removed the entry) a beat must not put it back
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	running := false
 	wg.Go(func() {
 		every(wctx.Done(), e.clock, b.ttl/3, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if running {
+				return
+			}
 			if ok, err := b.call(wctx, "beat", t); err == nil && ok == 0 {
 				// dropped as dead (this worker stalled past lock_ttl):
 				// back in its place, beyond the bound if need be
@@ -140,8 +152,7 @@ func (e *engine) keep(ctx context.Context, job *config.Job, t scheduler.Tick, at
 	defer func() {
 		stop()
 		wg.Wait()
-		// running now, or given up: either way no longer kept (when first
-		// removed the entry, a beat may have put it back before stop)
+		// running now, or given up: either way no longer kept
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.ttl)
 		defer cancel()
 		if _, err := b.call(lctx, "leave", t); err != nil {
@@ -172,8 +183,14 @@ func (e *engine) keep(ctx context.Context, job *config.Job, t scheduler.Tick, at
 		if rank == 0 {
 			// the oldest kept tick: wait for the lease
 			lease, err = e.locks.Lock(ctx, execLockName(job.Name), job.LockTTL)
-			if err != nil || e.first(ctx, job, t, lease, log) {
-				return lease, false, err
+			if err != nil {
+				return nil, false, err
+			}
+			mu.Lock()
+			running = e.first(ctx, job, t, lease, log)
+			mu.Unlock()
+			if running {
+				return lease, false, nil
 			}
 			// an older tick was kept while this one waited: it goes
 			// first (first released the lease); look again after a poll

@@ -437,9 +437,16 @@ func (e *engine) acquire(ctx context.Context, job *config.Job, t scheduler.Tick,
 		if !job.Concurrency.Buffers() || e.first(ctx, job, t, lease, log) {
 			return e.held(ctx, job, t, attempt, lease, log), nil
 		}
-		// older ticks are kept: this one queues behind them (first
-		// released the lease)
-	} else if done, res := e.notObtained(ctx, job, t, attempt, err, log); done {
+		// older ticks are kept: first released the lease and kept this
+		// tick behind them (or found the buffer full), and it waits
+		var done bool
+		lease, done, err = e.keep(ctx, job, t, attempt, slog.String("holder", "none (the lease goes to an older kept tick)"), log)
+		if done {
+			return nil, err
+		}
+		return e.obtained(ctx, job, t, attempt, lease, err, log)
+	}
+	if done, res := e.notObtained(ctx, job, t, attempt, err, log); done {
 		return nil, res
 	}
 	h, ok := e.readHolder(ctx, job.Name, log)
@@ -469,6 +476,12 @@ func (e *engine) acquire(ctx context.Context, job *config.Job, t scheduler.Tick,
 		log.Info("replacing the running run", holder)
 		lease, err = e.replace(ctx, job, t, log)
 	}
+	return e.obtained(ctx, job, t, attempt, lease, err, log)
+}
+
+// obtained ends acquire after a wait for the lease: the lease, recorded as
+// held, or the handler's result for err.
+func (e *engine) obtained(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, lease *locking.Lease, err error, log *slog.Logger) (*locking.Lease, error) {
 	if err != nil {
 		if done, res := e.notObtained(ctx, job, t, attempt, err, log); done {
 			return nil, res
@@ -597,7 +610,9 @@ func (e *engine) execute(ctx context.Context, job *config.Job, t scheduler.Tick,
 			stop()
 			ctx, done := context.WithTimeout(context.WithoutCancel(ctx), job.LockTTL)
 			defer done()
-			if job.Concurrency.Buffers() {
+			if job.Concurrency.Buffers() && lease.Context().Err() == nil {
+				// only while this run holds the lease: once it is lost,
+				// another run may hold it, and the mark would be false
 				e.handOff(ctx, job, t, log)
 			}
 			if err := lease.Release(ctx); err != nil && !errors.Is(err, locking.ErrNotHeld) {

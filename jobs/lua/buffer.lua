@@ -32,9 +32,11 @@
 -- rank:  the tick's rank, or -1 if it is not kept.
 -- leave: removes the tick; 1 if it was kept.
 -- first: for a run of the tick that took the job: how many kept ticks are
---        older (it must not overtake them; the caller gives the lease back,
---        so it is handed to the oldest); when none, the tick's own entry (if
---        kept) is removed: it runs now.
+--        older. When none, it runs now: its own entry (if kept) and any
+--        hand-off mark are removed. Otherwise it must not overtake them:
+--        the caller gives the lease back, which goes to the oldest (marked
+--        so), and the tick is kept behind them at once, as join would (its
+--        own join then finds it kept, or full).
 -- handoff: the run holding the lease is about to give it up: the oldest
 --        kept tick, if any, is the one it is handed to. 1 if there is one.
 local t = redis.call('TIME')
@@ -78,19 +80,25 @@ local function gone(m)
   if redis.call('GET', KEYS[3]) == m then redis.call('DEL', KEYS[3]) end
 end
 
-if op == 'join' or op == 'rejoin' then
+-- puts the tick in the buffer (bounded: unless it is full) and returns its
+-- rank, or -1 when it is full; a tick already kept keeps its place
+local function admit(bounded)
   local r = redis.call('ZRANK', KEYS[1], id)
   if not r then
     local kept = redis.call('ZCARD', KEYS[1])
     local handed = redis.call('GET', KEYS[3])
     if handed and redis.call('ZSCORE', KEYS[1], handed) then kept = kept - 1 end
-    if op == 'join' and kept >= tonumber(ARGV[5]) then return -1 end
+    if bounded and kept >= tonumber(ARGV[5]) then return -1 end
     redis.call('ZADD', KEYS[1], ARGV[3], id)
     r = redis.call('ZRANK', KEYS[1], id)
   end
   redis.call('HSET', KEYS[2], id, now + ttl)
   keep()
   return r
+end
+
+if op == 'join' or op == 'rejoin' then
+  return admit(op == 'join')
 elseif op == 'beat' then
   if not redis.call('ZSCORE', KEYS[1], id) then return 0 end
   redis.call('HSET', KEYS[2], id, now + ttl)
@@ -107,11 +115,16 @@ elseif op == 'leave' then
 elseif op == 'first' then
   local older = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[3])
   if older == 0 then
-    gone(id)
+    -- this tick runs: whichever tick a hand-off named, it is not running
+    redis.call('DEL', KEYS[3])
     redis.call('HDEL', KEYS[2], id)
     redis.call('ZREM', KEYS[1], id)
   else
+    -- the lease goes back to the oldest, and this tick keeps its place
+    -- behind it now (or is turned away by the bound when its own join
+    -- comes), before a newer one can take it
     handoff()
+    admit(true)
   end
   return older
 elseif op == 'handoff' then
