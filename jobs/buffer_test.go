@@ -311,6 +311,30 @@ func TestBufferNewTickDoesNotOvertakeKeptOnes(t *testing.T) {
 	e.state(t, "baton:default", t2, asynq.TaskStateCompleted)
 }
 
+// slowWorker starts a worker whose every connection (queue and locks) goes
+// through a fault-injection proxy, returned for the test to slow or cut
+// with the worker's lock client; at cleanup the link is restored and the
+// worker shut down.
+func (e *env) slowWorker(t *testing.T, cfg *config.Config, exec Runner, replica string, lockOpts ...locking.Option) (*redistest.Proxy, *locking.Client) {
+	t.Helper()
+	p := redistest.NewTestProxy(t, e.srv.Addr())
+	slow := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	t.Cleanup(func() { _ = slow.Close() })
+	locks, err := locking.New([]redis.UniversalClient{slow}, append([]locking.Option{locking.WithFreshDeployment()}, lockOpts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = locks.Close() })
+	w := NewWorker(cfg, asynq.RedisClientOpt{Addr: p.Addr()}, locks, exec, WithReplica(replica),
+		WithPollIntervals(10*time.Millisecond, 20*time.Millisecond), WithLogger(testLogger(t)))
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { shutdownWithin(t, w) })
+	t.Cleanup(func() { _ = p.Restore() }) // shut down at full speed
+	return p, locks
+}
+
 // A tick that comes in the instant between a run's end and the start of
 // the kept tick it hands the job to is kept, not dropped: the kept tick is
 // as good as running. The schedule: the slow run on worker A, tick 2 kept on
@@ -334,21 +358,8 @@ func TestBufferTickAtTheHandOffIsKept(t *testing.T) {
 	e.dispatch(t, cfg, t1)
 	recv(t, execA.started, "the slow run on A")
 
-	p := redistest.NewTestProxy(t, e.srv.Addr())
-	slow := redis.NewClient(&redis.Options{Addr: p.Addr()})
-	defer slow.Close()
-	locksK, err := locking.New([]redis.UniversalClient{slow}, locking.WithFreshDeployment())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locksK.Close()
 	execK := newFakeExec(nil)
-	wK := NewWorker(cfg, asynq.RedisClientOpt{Addr: p.Addr()}, locksK, execK, WithReplica("K"),
-		WithPollIntervals(10*time.Millisecond, 20*time.Millisecond), WithLogger(testLogger(t)))
-	if err := wK.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer shutdownWithin(t, wK)
+	p, _ := e.slowWorker(t, cfg, execK, "K")
 	e.dispatch(t, cfg, t2)
 	e.requireKept(t, "slow", t2)
 	if err := p.AddLatency(300*time.Millisecond, false); err != nil {

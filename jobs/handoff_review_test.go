@@ -113,22 +113,8 @@ func TestReviewHandoffRetryInTheGapKeepsTwo(t *testing.T) {
 	first := recv(t, execA.started, "tick 1's first attempt on A")
 
 	// K: tick 2's waiter, behind a slow link
-	p := redistest.NewTestProxy(t, e.srv.Addr())
-	slow := redis.NewClient(&redis.Options{Addr: p.Addr()})
-	defer slow.Close()
-	locksK, err := locking.New([]redis.UniversalClient{slow}, locking.WithFreshDeployment())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locksK.Close()
 	execK := newFakeExec(nil)
-	wK := NewWorker(cfg, asynq.RedisClientOpt{Addr: p.Addr()}, locksK, execK, WithReplica("K"),
-		WithPollIntervals(10*time.Millisecond, 20*time.Millisecond), WithLogger(testLogger(t)))
-	if err := wK.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer shutdownWithin(t, wK)
-	defer func() { _ = p.Restore() }() // shut K down at full speed
+	p, _ := e.slowWorker(t, cfg, execK, "K")
 	e.dispatch(t, cfg, t2)
 	e.requireKept(t, "slow", t2)
 	if err := p.AddLatency(500*time.Millisecond, false); err != nil {
@@ -364,22 +350,8 @@ func TestReviewHandoffGiveBackLosesItsPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := redistest.NewTestProxy(t, e.srv.Addr())
-	slow := redis.NewClient(&redis.Options{Addr: p.Addr()})
-	defer slow.Close()
-	locksP, err := locking.New([]redis.UniversalClient{slow}, locking.WithFreshDeployment(), locking.WithMasterTimeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locksP.Close()
 	execP := newFakeExec(nil)
-	wP := NewWorker(cfg, asynq.RedisClientOpt{Addr: p.Addr()}, locksP, execP, WithReplica("P"),
-		WithPollIntervals(10*time.Millisecond, 20*time.Millisecond), WithLogger(testLogger(t)))
-	if err := wP.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer shutdownWithin(t, wP)
-	defer func() { _ = p.Restore() }()
+	p, locksP := e.slowWorker(t, cfg, execP, "P", locking.WithMasterTimeout(2*time.Second))
 	// warm P's lock client and Redis's script cache up before the link slows
 	if l, err := locksP.TryLock(ctx, "warm", time.Second); err != nil {
 		t.Fatal(err)
