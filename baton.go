@@ -24,7 +24,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"reflect"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -126,6 +129,8 @@ type Replica struct {
 	metrics    *replicaMetrics
 	listHash   string                             // its job list's, as the roster names it
 	stopClaims atomic.Pointer[context.CancelFunc] // set while Run runs the scheduler
+	noClaims   atomic.Bool                        // StopClaiming was called
+	claimsDone chan struct{}                      // closed when the scheduler (and leadership) stopped in Run
 	lockStats  func() locking.Stats               // its lock client's (which Close clears)
 	cfg        *config.Config
 	log        *slog.Logger
@@ -159,7 +164,7 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 		o.version = "dev"
 	}
 	log := o.log
-	r := &Replica{id: o.id, role: o.role, cfg: cfg, log: log, version: o.version, metrics: newReplicaMetrics(o.id)}
+	r := &Replica{id: o.id, role: o.role, cfg: cfg, log: log, version: o.version, metrics: newReplicaMetrics(o.id), claimsDone: make(chan struct{})}
 	r.metrics.intervals(cfg)
 	ok := false
 	defer func() {
@@ -338,13 +343,21 @@ func (r *Replica) Run(ctx context.Context) error {
 	// together: at ctx's end, or at StopClaiming
 	claimCtx, stopClaims := context.WithCancel(ctx)
 	r.stopClaims.Store(&stopClaims)
+	if r.noClaims.Load() {
+		stopClaims() // StopClaiming came first
+	}
+	var leaderDone <-chan struct{}
 	if r.leader != nil {
-		done := r.leader.start(claimCtx)
-		defer func() { stopClaims(); <-done }()
+		leaderDone = r.leader.start(claimCtx)
+		defer func() { stopClaims(); <-leaderDone }()
 	}
 	if r.sched != nil {
 		err = r.sched.Run(claimCtx)
 		stopClaims()
+		if leaderDone != nil {
+			<-leaderDone
+		}
+		close(r.claimsDone)
 		if ctx.Err() == nil && err == nil {
 			// StopClaiming: the worker goes on until ctx ends
 			r.log.Info("replica no longer claims ticks; its worker runs on", "replica", r.id)
@@ -374,12 +387,61 @@ func (r *Replica) Run(ctx context.Context) error {
 // queued tasks until Run's context ends. A config reload uses it to hand
 // claiming to the replica of the new config at once while the old one's
 // worker still runs the ticks it dispatched (the new one's may not know
-// their jobs). Before Run, or on a replica without a scheduler, it does
-// nothing.
+// their jobs). Called before Run, it makes Run start without claiming; on
+// a replica without a scheduler it does nothing.
 func (r *Replica) StopClaiming() {
+	r.noClaims.Store(true)
 	if f := r.stopClaims.Load(); f != nil {
 		(*f)()
 	}
+}
+
+// Retirable tells whether a replica that stopped claiming (StopClaiming)
+// has nothing left that a replica of next, running beside it on the same
+// Redis, cannot do: it returns why not, or "" when it may stop now. Its
+// scheduler's claims in flight must be over, and no queue may hold a task
+// of a job that next does not run in cron mode from the same queue (next
+// hands such tasks back to this replica's worker). Its own running jobs do
+// not count: stopping lets them finish within worker.shutdown_grace. A
+// config reload stops the replaced replica once it is retirable, at the
+// latest after its drain time.
+func (r *Replica) Retirable(ctx context.Context, next *config.Config) (string, error) {
+	if r.sched != nil {
+		select {
+		case <-r.claimsDone:
+		default:
+			return "claims in flight", nil
+		}
+	}
+	if r.role == RoleScheduler {
+		return "", nil // no worker: nothing it runs
+	}
+	sameRedis := reflect.DeepEqual(r.cfg.Redis, next.Redis) && reflect.DeepEqual(r.cfg.Security, next.Security)
+	only := map[string]map[string]bool{} // asynq queue -> jobs only this replica runs from it
+	for i := range r.cfg.Jobs {
+		j := &r.cfg.Jobs[i]
+		if j.Mode != config.ModeCron {
+			continue
+		}
+		q := r.cfg.QueueName(j.Queue)
+		if nj, ok := next.Job(j.Name); sameRedis && ok && nj.Mode == config.ModeCron && next.QueueName(nj.Queue) == q {
+			continue
+		}
+		if only[q] == nil {
+			only[q] = map[string]bool{}
+		}
+		only[q][j.Name] = true
+	}
+	for _, q := range slices.Sorted(maps.Keys(only)) {
+		id, err := jobs.QueuedTaskOf(ctx, r.queue, q, only[q], 10000)
+		if err != nil {
+			return "", err
+		}
+		if id != "" {
+			return fmt.Sprintf("queue %s holds %s, of a job only it runs", q, id), nil
+		}
+	}
+	return "", nil
 }
 
 // Close releases what the replica holds without running it: a started

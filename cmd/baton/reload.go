@@ -22,10 +22,16 @@ import (
 // content, not its time stamp: a ConfigMap is swapped through symlinks).
 const reloadPoll = 2 * time.Second
 
-// reloadDrain is how long a replaced replica's worker goes on after a
-// reload, without claiming: tasks it dispatched of jobs the new list
-// removed or moved are handed back to it by the new worker (every second).
-const reloadDrain = 10 * time.Second
+// reloadDrain is how long at most a replaced replica's worker goes on
+// after a reload, without claiming: tasks it dispatched of jobs the new
+// list removed or moved are handed back to it by the new worker (every
+// second). It stops earlier once no queue holds such a task (checked every
+// reloadCheck): while both workers run, each fetches tasks only the other
+// can run and hands them back, which delays them.
+const (
+	reloadDrain = 10 * time.Second
+	reloadCheck = 250 * time.Millisecond
+)
 
 // liveReplica runs one replica and replaces it when the config file changes
 // (SIGHUP, or a change seen by polling the file). A new config is loaded
@@ -178,12 +184,7 @@ func (l *liveReplica) reload(ctx context.Context, cur running, asked bool) runni
 	l.retired.Add(1)
 	go func() {
 		defer l.retired.Done()
-		t := time.NewTimer(reloadDrain)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
+		l.drain(ctx, cur.rp, cfg)
 		cur.stop()
 		if err := <-cur.done; err != nil && !errors.Is(err, context.Canceled) {
 			l.log.Warn("the replaced replica stopped with an error", "replica", cur.rp.ID(), "err", err)
@@ -192,6 +193,40 @@ func (l *liveReplica) reload(ctx context.Context, cur running, asked bool) runni
 	l.log.Info("config reloaded", "config", l.path, "jobs", len(cfg.Jobs),
 		"added", strings.Join(added, ","), "removed", strings.Join(removed, ","), "changed", strings.Join(changed, ","))
 	return started
+}
+
+// drain waits until the replaced replica old is retirable beside a replica
+// of next (see baton.Replica.Retirable), reloadDrain at most, or ctx ends.
+func (l *liveReplica) drain(ctx context.Context, old *baton.Replica, next *config.Config) {
+	start := time.Now()
+	deadline := time.NewTimer(reloadDrain)
+	defer deadline.Stop()
+	check := time.NewTicker(reloadCheck)
+	defer check.Stop()
+	why := "not checked"
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			l.log.Info("the replaced replica stops: drain time is up", "replica", old.ID(), "drain", reloadDrain, "still", why)
+			return
+		case <-check.C:
+			cctx, cancel := context.WithTimeout(ctx, reloadCheck*4)
+			w, err := old.Retirable(cctx, next)
+			cancel()
+			switch {
+			case err != nil:
+				why = next.MaskSecrets(err.Error())
+			case w != "":
+				why = w
+			default:
+				l.log.Info("the replaced replica stops: nothing left that only it runs", "replica", old.ID(),
+					"after", time.Since(start).Round(time.Millisecond))
+				return
+			}
+		}
+	}
 }
 
 // diffJobs names the jobs b adds to a, removes from it and changes.

@@ -120,6 +120,11 @@ func TestReloadSwitchesJobListsWithoutLosingTicks(t *testing.T) {
 	if !strings.Contains(stderr, `"removed":"gone"`) || !strings.Contains(stderr, `"added":"added"`) || !strings.Contains(stderr, `"changed":"moved"`) {
 		t.Errorf("the reload line does not name the jobs:\n%s", grepLines(stderr, "config reload"))
 	}
+	// the replaced replica stops once no queue holds a task of the removed
+	// job (its last ticks ran), not after the whole drain time
+	if !strings.Contains(stderr, "the replaced replica stops: nothing left that only it runs") {
+		t.Errorf("the replaced replica did not stop once drained:\n%s", grepLines(stderr, "replaced replica"))
+	}
 	if g := allGaps(); len(g) > 0 {
 		t.Errorf("ticks up to %s, 15s later:\n%s\nlog lines of the added job:\n%s", cutoff.Format(time.RFC3339),
 			strings.Join(g, "\n"), grepLines(stderr, `"job":"added"`))
