@@ -349,7 +349,9 @@ sleep 100`
 	killAtCleanup(t, a)
 	killAtCleanup(t, b)
 	for _, pid := range []int{a, b} {
-		if sid, _ := unix.Getsid(pid); sid != pid {
+		// the shell writes inner's pid as it forks it, before setsid runs
+		var sid int
+		if !poll.Until(5*time.Second, func() bool { sid, _ = unix.Getsid(pid); return sid == pid }) {
 			t.Fatalf("pid %d is in session %d: the test did not set up an escapee", pid, sid)
 		}
 	}
