@@ -110,6 +110,9 @@ func TestReloadSwitchesJobListsWithoutLosingTicks(t *testing.T) {
 		return out
 	}
 	poll.Until(15*time.Second, func() bool { return len(allGaps()) == 0 })
+	// the replaced replica stops once no queue holds a task of the removed
+	// job (its last ticks ran), within the drain time
+	poll.Until(15*time.Second, func() bool { return strings.Contains(p.stderr.String(), "the replaced replica stops") })
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -120,8 +123,7 @@ func TestReloadSwitchesJobListsWithoutLosingTicks(t *testing.T) {
 	if !strings.Contains(stderr, `"removed":"gone"`) || !strings.Contains(stderr, `"added":"added"`) || !strings.Contains(stderr, `"changed":"moved"`) {
 		t.Errorf("the reload line does not name the jobs:\n%s", grepLines(stderr, "config reload"))
 	}
-	// the replaced replica stops once no queue holds a task of the removed
-	// job (its last ticks ran), not after the whole drain time
+	t.Logf("%s", grepLines(stderr, "replaced replica"))
 	if !strings.Contains(stderr, "the replaced replica stops: nothing left that only it runs") {
 		t.Errorf("the replaced replica did not stop once drained:\n%s", grepLines(stderr, "replaced replica"))
 	}
