@@ -401,8 +401,10 @@ func (r *Replica) StopClaiming() {
 // Redis, cannot do: it returns why not, or "" when it may stop now. Its
 // scheduler's claims in flight must be over, and no queue may hold a task
 // of a job that next does not run in cron mode from the same queue (next
-// hands such tasks back to this replica's worker). Its own running jobs do
-// not count: stopping lets them finish within worker.shutdown_grace. A
+// hands such tasks back to this replica's worker), in any queue its worker
+// consumes (a job's task may wait in another queue than the job's). Its
+// own running jobs do not count: stopping lets them finish within
+// worker.shutdown_grace. A
 // config reload stops the replaced replica once it is retirable, at the
 // latest after its drain time.
 func (r *Replica) Retirable(ctx context.Context, next *config.Config) (string, error) {
@@ -417,23 +419,29 @@ func (r *Replica) Retirable(ctx context.Context, next *config.Config) (string, e
 		return "", nil // no worker: nothing it runs
 	}
 	sameRedis := reflect.DeepEqual(r.cfg.Redis, next.Redis) && reflect.DeepEqual(r.cfg.Security, next.Security)
-	only := map[string]map[string]bool{} // asynq queue -> jobs only this replica runs from it
+	// the jobs only this replica runs, and every queue a task of theirs
+	// may wait in: its worker runs a job's task from any queue it consumes
+	only := map[string]bool{}
+	queues := map[string]bool{}
+	for q := range r.cfg.Worker.Queues {
+		queues[r.cfg.QueueName(q)] = true
+	}
 	for i := range r.cfg.Jobs {
 		j := &r.cfg.Jobs[i]
 		if j.Mode != config.ModeCron {
 			continue
 		}
-		q := r.cfg.QueueName(j.Queue)
-		if nj, ok := next.Job(j.Name); sameRedis && ok && nj.Mode == config.ModeCron && next.QueueName(nj.Queue) == q {
+		if nj, ok := next.Job(j.Name); sameRedis && ok && nj.Mode == config.ModeCron && next.QueueName(nj.Queue) == r.cfg.QueueName(j.Queue) {
 			continue
 		}
-		if only[q] == nil {
-			only[q] = map[string]bool{}
-		}
-		only[q][j.Name] = true
+		only[j.Name] = true
+		queues[r.cfg.QueueName(j.Queue)] = true
 	}
-	for _, q := range slices.Sorted(maps.Keys(only)) {
-		id, err := jobs.QueuedTaskOf(ctx, r.queue, q, only[q], 10000)
+	if len(only) == 0 {
+		return "", nil
+	}
+	for _, q := range slices.Sorted(maps.Keys(queues)) {
+		id, err := jobs.QueuedTaskOf(ctx, r.queue, q, only, 10000)
 		if err != nil {
 			return "", err
 		}
