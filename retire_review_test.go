@@ -17,22 +17,6 @@ import (
 	"github.com/batonhq/baton/internal/redistest"
 )
 
-// reviewList loads a config of jobs (name -> queue) in namespace ns with
-// worker.queues default and other.
-func reviewList(t *testing.T, addr, ns string, jobs ...string) *config.Config {
-	t.Helper()
-	y := fmt.Sprintf("redis: {url: \"redis://%s/0\"}\nlocking: {fresh_deployment: true}\nnamespace: %s\n"+
-		"worker: {queues: {default: 1, other: 1}, poll_interval: 100ms}\njobs:\n", addr, ns)
-	for _, j := range jobs {
-		y += fmt.Sprintf("  - name: %s\n    schedule: \"@every 1h\"\n    exec: {command: [\"true\"]}\n", j)
-	}
-	cfg, err := config.Load([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
 // Schedule: a task of the removed job cycles as asynq moves a handed-back
 // task (new worker: pending -> active -> retry, forwarder: retry ->
 // pending). QueuedTaskOf reads pending, active, scheduled, retry in a
@@ -43,8 +27,8 @@ func reviewList(t *testing.T, addr, ns string, jobs ...string) *config.Config {
 // dequeue + retryCmd taken together, which cannot hide the task).
 func TestRetireReviewForwardBetweenReadsHidesTask(t *testing.T) {
 	srv := redistest.New(t)
-	cfg := reviewList(t, srv.Addr(), "rr1", "keep", "gone")
-	next := reviewList(t, srv.Addr(), "rr1", "keep")
+	cfg := hourlyJobs(t, srv.Addr(), "rr1", "keep", "gone")
+	next := hourlyJobs(t, srv.Addr(), "rr1", "keep")
 	queue := cfg.QueueName("default")
 	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: srv.Addr()})
 	defer insp.Close()
@@ -123,8 +107,8 @@ return 0`)
 // queue the old worker consumes is read.
 func TestRetireReviewTaskInAnotherConsumedQueueHoldsItBack(t *testing.T) {
 	srv := redistest.New(t)
-	cfg := reviewList(t, srv.Addr(), "rr2", "keep", "gone")
-	next := reviewList(t, srv.Addr(), "rr2", "keep")
+	cfg := hourlyJobs(t, srv.Addr(), "rr2", "keep", "gone")
+	next := hourlyJobs(t, srv.Addr(), "rr2", "keep")
 	other := cfg.QueueName("other")
 	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: srv.Addr()})
 	defer insp.Close()

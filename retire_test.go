@@ -14,24 +14,29 @@ import (
 	"github.com/batonhq/baton/internal/redistest"
 )
 
+// hourlyJobs loads a config of hourly exec jobs in namespace ns, on the
+// Redis at addr, whose worker consumes queues default and other.
+func hourlyJobs(t *testing.T, addr, ns string, jobs ...string) *config.Config {
+	t.Helper()
+	y := fmt.Sprintf("redis: {url: \"redis://%s/0\"}\nlocking: {fresh_deployment: true}\nnamespace: %s\n"+
+		"worker: {queues: {default: 1, other: 1}, poll_interval: 100ms}\njobs:\n", addr, ns)
+	for _, j := range jobs {
+		y += fmt.Sprintf("  - name: %s\n    schedule: \"@every 1h\"\n    exec: {command: [\"true\"]}\n", j)
+	}
+	cfg, err := config.Load([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // A replica that stopped claiming is retirable beside a replica of the next
 // job list once its claims are over and no queue holds a task of a job
 // only it runs (removed, or moved to another queue or Redis); a task of a
 // job both lists run does not hold it back.
 func TestRetirableAfterStopClaiming(t *testing.T) {
 	srv := redistest.New(t)
-	list := func(ns string, jobs ...string) *config.Config {
-		t.Helper()
-		y := fmt.Sprintf("redis: {url: \"redis://%s/0\"}\nlocking: {fresh_deployment: true}\nnamespace: %s\njobs:\n", srv.Addr(), ns)
-		for _, j := range jobs {
-			y += fmt.Sprintf("  - name: %s\n    schedule: \"@every 1h\"\n    exec: {command: [\"true\"]}\n", j)
-		}
-		cfg, err := config.Load([]byte(y))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
-	}
+	list := func(ns string, jobs ...string) *config.Config { return hourlyJobs(t, srv.Addr(), ns, jobs...) }
 	cfg := list("retire", "keep", "gone")
 	next := list("retire", "keep")
 	r := running(t, cfg)
