@@ -26,7 +26,6 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"reflect"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -399,11 +398,9 @@ func (r *Replica) StopClaiming() {
 // Retirable tells whether a replica that stopped claiming (StopClaiming)
 // has nothing left that a replica of next, running beside it on the same
 // Redis, cannot do: it returns why not, or "" when it may stop now. Its
-// scheduler's claims in flight must be over, and no queue may hold a task
-// of a job that next does not run in cron mode from the same queue (next
-// hands such tasks back to this replica's worker), in any queue its worker
-// consumes (a job's task may wait in another queue than the job's). Its
-// own running jobs do not count: stopping lets them finish within
+// scheduler's claims in flight must be over, and no queue its worker
+// consumes may hold a task that a worker of next would hand back to it
+// (jobs.OnlyRuns). Its own running jobs do not count: stopping lets them finish within
 // worker.shutdown_grace. A
 // config reload stops the replaced replica once it is retirable, at the
 // latest after its drain time.
@@ -418,30 +415,9 @@ func (r *Replica) Retirable(ctx context.Context, next *config.Config) (string, e
 	if r.role == RoleScheduler {
 		return "", nil // no worker: nothing it runs
 	}
-	sameRedis := reflect.DeepEqual(r.cfg.Redis, next.Redis) && reflect.DeepEqual(r.cfg.Security, next.Security)
-	// the jobs only this replica runs, and every queue a task of theirs
-	// may wait in: its worker runs a job's task from any queue it consumes
-	only := map[string]bool{}
-	queues := map[string]bool{}
-	for q := range r.cfg.Worker.Queues {
-		queues[r.cfg.QueueName(q)] = true
-	}
-	for i := range r.cfg.Jobs {
-		j := &r.cfg.Jobs[i]
-		if j.Mode != config.ModeCron {
-			continue
-		}
-		if nj, ok := next.Job(j.Name); sameRedis && ok && nj.Mode == config.ModeCron && next.QueueName(nj.Queue) == r.cfg.QueueName(j.Queue) {
-			continue
-		}
-		only[j.Name] = true
-		queues[r.cfg.QueueName(j.Queue)] = true
-	}
-	if len(only) == 0 {
-		return "", nil
-	}
-	for _, q := range slices.Sorted(maps.Keys(queues)) {
-		id, err := jobs.QueuedTaskOf(ctx, r.queue, q, only, 10000)
+	only := jobs.OnlyRuns(r.cfg, next)
+	for _, q := range slices.Sorted(maps.Keys(only)) {
+		id, err := jobs.QueuedTaskOf(ctx, r.queue, q, only[q], 10000)
 		if err != nil {
 			return "", err
 		}

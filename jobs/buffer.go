@@ -57,9 +57,15 @@ type buffer struct {
 	bound int
 }
 
+// bufferKeys are the buffer script's keys for job: the kept ticks, their
+// liveness deadlines, the hand-off mark.
+func bufferKeys(namespace, job string) []string {
+	k := namespace + ":{exec:" + job + "}:buffer"
+	return []string{k, k + ":alive", k + ":next"}
+}
+
 func (e *engine) buffer(job *config.Job) *buffer {
-	k := e.cfg.Namespace + ":{exec:" + job.Name + "}:buffer"
-	return &buffer{rdb: e.rdb, keys: []string{k, k + ":alive", k + ":next"}, ttl: job.LockTTL, bound: job.BufferBound()}
+	return &buffer{rdb: e.rdb, keys: bufferKeys(e.cfg.Namespace, job.Name), ttl: job.LockTTL, bound: job.BufferBound()}
 }
 
 func (b *buffer) call(ctx context.Context, op string, t scheduler.Tick) (int64, error) {

@@ -22,8 +22,7 @@ import (
 // entries whose waiter stopped beating), as any worker's next call would.
 func (e *env) rankOf(t *testing.T, job string, tick scheduler.Tick, ttl time.Duration) int64 {
 	t.Helper()
-	k := "baton:{exec:" + job + "}:buffer"
-	n, err := bufferScript.Run(context.Background(), e.rdb, []string{k, k + ":alive"},
+	n, err := bufferScript.Run(context.Background(), e.rdb, bufKeys(job),
 		"rank", tick.ID(), tick.At.UnixMilli(), ttl.Milliseconds(), 1).Int64()
 	if err != nil {
 		t.Fatal(err)
@@ -183,8 +182,7 @@ func TestReviewBufferKeysOnlyForBufferingJobs(t *testing.T) {
 		t.Errorf("replacing run %+v", s.run)
 	}
 	statusOf(t, e, tickOf("rp", 1), StatusReplaced)
-	n, err := e.rdb.Exists(context.Background(), "baton:{exec:fb}:buffer", "baton:{exec:fb}:buffer:alive",
-		"baton:{exec:rp}:buffer", "baton:{exec:rp}:buffer:alive").Result()
+	n, err := e.rdb.Exists(context.Background(), append(bufKeys("fb"), bufKeys("rp")...)...).Result()
 	if err != nil || n != 0 {
 		t.Errorf("buffer keys of forbid/replace jobs: %d (%v)", n, err)
 	}

@@ -108,7 +108,7 @@ func (f RunnerFunc) Execute(ctx context.Context, job *config.Job, run Run, v Val
 // kept returns the tick IDs kept in job's buffer, oldest first.
 func (e *env) kept(t testing.TB, job string) []string {
 	t.Helper()
-	ids, err := e.rdb.ZRange(context.Background(), "baton:{exec:"+job+"}:buffer", 0, -1).Result()
+	ids, err := e.rdb.ZRange(context.Background(), bufKeys(job)[0], 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,18 +291,18 @@ func TestBufferNewTickDoesNotOvertakeKeptOnes(t *testing.T) {
 	e.worker(t, cfg, exec)
 	// a live waiter of tick 1 is kept, and the lease is free
 	t1, t2 := tickOf("job", 1), tickOf("job", 2)
-	if err := e.rdb.ZAdd(ctx, "baton:{exec:job}:buffer", redis.Z{Score: float64(t1.At.UnixMilli()), Member: t1.ID()}).Err(); err != nil {
+	if err := e.rdb.ZAdd(ctx, bufKeys("job")[0], redis.Z{Score: float64(t1.At.UnixMilli()), Member: t1.ID()}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	alive := time.Now().Add(time.Hour).UnixMilli()
-	if err := e.rdb.HSet(ctx, "baton:{exec:job}:buffer:alive", t1.ID(), alive).Err(); err != nil {
+	if err := e.rdb.HSet(ctx, bufKeys("job")[1], t1.ID(), alive).Err(); err != nil {
 		t.Fatal(err)
 	}
 	e.dispatch(t, cfg, t2)
 	e.requireKept(t, "job", t1, t2)
 	none(t, exec.started, 300*time.Millisecond, "tick 2 run before the kept tick 1")
 	// tick 1's waiter goes (it ran): tick 2 moves up and runs
-	if err := e.rdb.ZRem(ctx, "baton:{exec:job}:buffer", t1.ID()).Err(); err != nil {
+	if err := e.rdb.ZRem(ctx, bufKeys("job")[0], t1.ID()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if s := recv(t, exec.started, "tick 2's run"); !s.run.Tick.Equal(t2.At) {
@@ -368,7 +368,7 @@ func TestBufferTickAtTheHandOffIsKept(t *testing.T) {
 
 	close(gate) // the slow run ends: the lease goes to tick 2
 	poll.Require(t, wait, "the lease handed to the kept tick 2", func() bool {
-		return e.rdb.Get(context.Background(), "baton:{exec:slow}:buffer:next").Val() == t2.ID()
+		return e.marker("slow") == t2.ID()
 	})
 	e.dispatch(t, cfg, t3)
 	second := recv(t, execK.started, "the kept tick 2's run")
@@ -464,9 +464,7 @@ func TestBufferKilledWaiterLeavesTheBuffer(t *testing.T) {
 	w := e.worker(t, cfg, exec, WithReplica("survivor"))
 	// the dead waiter's entry lapses within lock_ttl of its last beat
 	poll.Require(t, wait, "the dead waiter's entry gone", func() bool {
-		n, err := bufferScript.Run(ctx, e.rdb, []string{"baton:{exec:slow}:buffer", "baton:{exec:slow}:buffer:alive"},
-			"rank", t1.ID(), t1.At.UnixMilli(), 1000, 1).Int64()
-		return err == nil && n < 0
+		return e.rankOf(t, "slow", t1, time.Second) < 0
 	})
 	e.dispatch(t, cfg, t2)
 	e.requireKept(t, "slow", t2)

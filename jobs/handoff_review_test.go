@@ -25,14 +25,11 @@ import (
 // two ticks behind a run; and for a marker that stalls the buffer.
 
 // bufKeys are the buffer script's keys for job.
-func bufKeys(job string) []string {
-	k := "baton:{exec:" + job + "}:buffer"
-	return []string{k, k + ":alive", k + ":next"}
-}
+func bufKeys(job string) []string { return bufferKeys("baton", job) }
 
 // marker is the tick ID the buffer's hand-off marker names ("" if none).
 func (e *env) marker(job string) string {
-	return e.rdb.Get(context.Background(), "baton:{exec:"+job+"}:buffer:next").Val()
+	return e.rdb.Get(context.Background(), bufKeys(job)[2]).Val()
 }
 
 // keptOrDropped waits until tick is either kept in job's buffer or recorded

@@ -4,10 +4,40 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/config"
 )
+
+// OnlyRuns returns, by asynq queue, the jobs whose tasks a worker of cfg
+// runs from that queue and a worker of next, beside it, would hand back
+// (the roster's rule, as cannotRun applies it: next runs a task when its
+// list has the job in cron mode and it consumes the queue). Every cron job
+// counts when next uses another Redis, namespace or signing keys. Queues
+// with none are left out.
+func OnlyRuns(cfg, next *config.Config) map[string]map[string]bool {
+	same := reflect.DeepEqual(cfg.Redis, next.Redis) && reflect.DeepEqual(cfg.Security, next.Security) && cfg.Namespace == next.Namespace
+	nextWorker := Member{Jobs: listJobs(next), Queues: slices.Sorted(maps.Keys(next.Worker.Queues))}
+	out := map[string]map[string]bool{}
+	for q := range cfg.Worker.Queues {
+		for i := range cfg.Jobs {
+			j := &cfg.Jobs[i]
+			if j.Mode != config.ModeCron || (same && nextWorker.runs(j.Name, q)) {
+				continue
+			}
+			if out[cfg.QueueName(q)] == nil {
+				out[cfg.QueueName(q)] = map[string]bool{}
+			}
+			out[cfg.QueueName(q)][j.Name] = true
+		}
+	}
+	return out
+}
 
 // ErrTooManyTasks is returned by QueuedTaskOf for a queue too long to read
 // through.

@@ -13,7 +13,7 @@
 -- ARGV[3] tick (ms)
 -- ARGV[4] liveness ttl (ms): a waiter that does not beat for this long is
 --         dropped from the buffer (its worker died)
--- ARGV[5] bound (join only): most ticks kept
+-- ARGV[5] bound (join and first): most ticks kept
 --
 -- Every op first drops the entries whose waiter stopped beating.
 --
