@@ -292,40 +292,35 @@ func (c *Cluster) catchUp(ctx context.Context, j *config.Job, since time.Time) (
 	}
 	slices.SortFunc(paused, time.Time.Compare)
 	paused = slices.Compact(paused)
-	var due []time.Time // paused and within the deadline: replayed unless dispatched
-	for _, t := range paused {
-		switch {
-		case ran[t.UnixMilli()]:
-			res.Decided = append(res.Decided, t)
-		case t.Before(oldest):
-			res.Skipped = append(res.Skipped, SkippedTick{t, fmt.Sprintf("due more than the starting deadline (%s) ago", j.StartingDeadline)})
-		default:
-			due = append(due, t)
-		}
-	}
 	// a job that cannot overlap replays the newest it can run one after
-	// another, counting those an earlier catch-up replayed: run again, a
-	// catch-up finds them dispatched and the older ones still skipped
-	if keep := 1 + j.BufferBound(); j.Concurrency != config.ConcurrencyAllow {
-		why := fmt.Sprintf("concurrency %s: only the newest paused tick is replayed", j.Concurrency)
+	// another, counting those dispatched already (by an earlier catch-up:
+	// run again, it finds them dispatched and the older ones still skipped)
+	keep, why := len(paused), ""
+	if j.Concurrency != config.ConcurrencyAllow {
+		keep = 1 + j.BufferBound()
+		why = fmt.Sprintf("concurrency %s: only the newest paused tick is replayed", j.Concurrency)
 		if keep > 1 {
 			why = fmt.Sprintf("concurrency %s: only the newest %d paused ticks are replayed (one runs, %d kept)", j.Concurrency, keep, keep-1)
 		}
-		var newest []time.Time // the replayable ticks and those dispatched, newest first
-		for i := len(paused) - 1; i >= 0 && len(newest) < keep; i-- {
-			if t := paused[i]; ran[t.UnixMilli()] || slices.ContainsFunc(due, t.Equal) {
-				newest = append(newest, t)
-			}
-		}
-		due = slices.DeleteFunc(due, func(t time.Time) bool {
-			if slices.ContainsFunc(newest, t.Equal) {
-				return false
-			}
-			res.Skipped = append(res.Skipped, SkippedTick{t, why})
-			return true
-		})
 	}
-	ticks := due
+	var ticks []time.Time
+	n := 0 // ticks replayed or dispatched already, newest first
+	for _, t := range slices.Backward(paused) {
+		switch {
+		case ran[t.UnixMilli()]:
+			res.Decided = append(res.Decided, t)
+			n++
+		case t.Before(oldest):
+			res.Skipped = append(res.Skipped, SkippedTick{t, fmt.Sprintf("due more than the starting deadline (%s) ago", j.StartingDeadline)})
+		case n >= keep:
+			res.Skipped = append(res.Skipped, SkippedTick{t, why})
+		default:
+			ticks = append(ticks, t)
+			n++
+		}
+	}
+	slices.Reverse(ticks)
+	slices.SortFunc(res.Decided, time.Time.Compare)
 	slices.SortFunc(res.Skipped, func(a, b SkippedTick) int { return a.Tick.Compare(b.Tick) })
 	if len(ticks) == 0 {
 		return res, nil
