@@ -256,6 +256,7 @@ func TestChaos(t *testing.T) {
 			r.Start = l.at
 		} else {
 			r.End = l.at // "end", or "stopped" by SIGTERM (its lease lost, or shutdown)
+			r.Stopped = l.what == "stopped"
 		}
 	}
 	for _, r := range runs {

@@ -182,6 +182,9 @@ type Run struct {
 	Start     time.Time
 	End       time.Time
 	Exclusive bool // the job forbids overlapping runs
+	// Stopped says the run ended without completing (stopped when its
+	// lease was lost, or at shutdown): a retry of its tick is by design.
+	Stopped bool
 }
 
 // Ran records a run.
@@ -604,7 +607,8 @@ func (h *History) checkRuns() *Violation {
 		return r.End
 	}
 	// a tick runs once: a second run after a completed one is a tick twice
-	// (after a run cut off by a crash, asynq runs it again by design)
+	// (after a run cut off by a crash, or stopped, asynq runs it again by
+	// design)
 	byTick := map[string][]Run{}
 	var ids []string
 	for _, r := range h.runs {
@@ -618,8 +622,8 @@ func (h *History) checkRuns() *Violation {
 		rs := byTick[id]
 		slices.SortStableFunc(rs, func(a, b Run) int { return a.Start.Compare(b.Start) })
 		for i, a := range rs {
-			if a.End.IsZero() {
-				continue // cut off: its retry is asynq's at-least-once
+			if a.End.IsZero() || a.Stopped {
+				continue // cut off or stopped: its retry is asynq's at-least-once
 			}
 			for _, b := range rs[i+1:] {
 				if !b.Start.Before(a.End) {

@@ -2,6 +2,7 @@ package histcheck
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -157,6 +158,26 @@ func TestReviewCrashThenRetryIsNotATickTwice(t *testing.T) {
 	h.Ran(Run{Job: "every-second", Tick: tick, Worker: "w2", Start: h.at(500), End: h.at(600)}) // asynq's retry
 	if err := h.Check(); err != nil {
 		t.Errorf("a crashed run and its retry: Check = %v, want nil", err)
+	}
+}
+
+// A run stopped when its lease was lost (it wrote an end, but did not
+// complete) and its retry are not a tick run twice; a completed run and
+// another run of its tick are. (Seen in a chaos run: a forbid run killed
+// at its lease deadline during a lock master outage, retried after.)
+func TestStoppedRunThenRetryIsNotATickTwice(t *testing.T) {
+	tick := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := New()
+	h.Ran(Run{Job: "slow", Tick: tick, Worker: "fence 1", Start: h.at(0), End: h.at(900), Stopped: true, Exclusive: true})
+	h.Ran(Run{Job: "slow", Tick: tick, Worker: "fence 2", Start: h.at(11000), End: h.at(12500), Exclusive: true})
+	if err := h.Check(); err != nil {
+		t.Errorf("a stopped run and its retry: Check = %v, want nil", err)
+	}
+	h = New()
+	h.Ran(Run{Job: "slow", Tick: tick, Worker: "fence 1", Start: h.at(0), End: h.at(900), Exclusive: true})
+	h.Ran(Run{Job: "slow", Tick: tick, Worker: "fence 2", Start: h.at(11000), End: h.at(12500), Exclusive: true})
+	if err := h.Check(); err == nil || !strings.Contains(err.Error(), "tick ran twice") {
+		t.Errorf("a completed run and another: Check = %v, want a tick run twice", err)
 	}
 }
 
