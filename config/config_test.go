@@ -203,8 +203,14 @@ var badFiles = map[string][]string{
 		`:9: job "report": timezone: unknown time zone "Europe/Berln"`,
 	},
 	"local-timezone": {`:3: timezone: "Local" is not allowed`},
-	"two-kinds":      {`:8: job "report": http: set only one of exec, http or handler, found exec and http`},
-	"no-kind":        {`:4: job "report": set one of exec, http or handler`},
+	"timezone-and-spec": { // a bad zone does not hide a bad spec
+		`:3: timezone: unknown time zone "Mars/Olympus_Mons"`,
+		`:6: job "report": schedule: end of range (25) above maximum (23)`,
+		`:9: job "report": timezone: unknown time zone "Europe/Berln"`,
+		`:11: job "cleanup": schedule: "0 0 30 2 *" never fires`,
+	},
+	"two-kinds": {`:8: job "report": http: set only one of exec, http or handler, found exec and http`},
+	"no-kind":   {`:4: job "report": set one of exec, http or handler`},
 	"bad-concurrency": {
 		`:8: job "report": concurrency: unknown policy "skip" (want forbid, allow, replace, buffer_one or buffer_all)`,
 		`:9: job "report": catchup: unknown policy "none" (want skip, latest or all)`,

@@ -435,7 +435,12 @@ func (v *validator) job(p string, j *Job) {
 		return
 	}
 	if j.Location == nil {
-		return // the zone is already reported
+		// The zone is reported already; the spec's own errors are
+		// reported too, read in UTC.
+		if _, err := parseSchedule(j.Schedule, time.UTC); err != nil {
+			v.errf(at("schedule"), "%s", err.Error())
+		}
+		return
 	}
 	sched, err := parseSchedule(j.Schedule, j.Location)
 	if err != nil {

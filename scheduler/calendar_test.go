@@ -32,6 +32,23 @@ func TestCalendarSpecs(t *testing.T) {
 		{"0 12 15,L * *", utc, "2026-02-01 00:00", []string{"2026-02-15 12:00", "2026-02-28 12:00", "2026-03-15 12:00"}},
 		{"0 0 1 * 5L", utc, "2026-11-25 00:00", []string{"2026-11-27 00:00", "2026-12-01 00:00", "2026-12-25 00:00"}},
 		{"0 7 * * 0#1,SAT#1", utc, "2026-11-25 00:00", []string{"2026-12-05 07:00", "2026-12-06 07:00", "2027-01-02 07:00"}},
+		// 29 February on a Friday: the fifth Friday of a February
+		{"0 0 * 2 5#5", utc, "2026-11-25 00:00", []string{"2036-02-29 00:00", "2064-02-29 00:00", "2092-02-29 00:00", "2104-02-29 00:00"}},
+		// the longest gap: 40 years, as 2100 is no leap year
+		{"0 0 * FEB FRI#5", utc, "2188-03-01 00:00", []string{"2228-02-29 00:00"}},
+		// 7 is Sunday, alone, in ranges, lists, with L and #
+		{"0 0 * * 7", utc, "2026-11-25 00:00", []string{"2026-11-29 00:00", "2026-12-06 00:00"}},
+		{"0 0 * * 5-7", utc, "2026-11-25 00:00", []string{"2026-11-27 00:00", "2026-11-28 00:00", "2026-11-29 00:00", "2026-12-04 00:00"}},
+		{"0 0 * * 3,7", utc, "2026-11-25 00:00", []string{"2026-11-29 00:00", "2026-12-02 00:00", "2026-12-06 00:00"}},
+		{"0 0 * * 7L", utc, "2026-11-25 00:00", []string{"2026-11-29 00:00", "2026-12-27 00:00"}},
+		{"0 0 * * 7#1", utc, "2026-11-25 00:00", []string{"2026-12-06 00:00", "2027-01-03 00:00"}},
+		{"0 0 * * 1-7/2", utc, "2026-11-25 00:00", []string{"2026-11-27 00:00", "2026-11-29 00:00", "2026-11-30 00:00"}},
+		// steps beside L and #; "a/s" in day of week stops at Saturday, as
+		// robfig/cron reads it without L
+		{"0 0 1-10/4,L * *", utc, "2026-02-01 00:00", []string{"2026-02-05 00:00", "2026-02-09 00:00", "2026-02-28 00:00", "2026-03-01 00:00"}},
+		{"0 0 25/2,L 2 *", utc, "2026-01-01 00:00", []string{"2026-02-25 00:00", "2026-02-27 00:00", "2026-02-28 00:00", "2027-02-25 00:00"}},
+		{"0 0 * * 5/2,1#1", utc, "2026-11-25 00:00", []string{"2026-11-27 00:00", "2026-12-04 00:00", "2026-12-07 00:00"}},
+		{"0 0 * * */3,0L", utc, "2026-11-25 00:00", []string{"2026-11-28 00:00", "2026-11-29 00:00", "2026-12-02 00:00"}},
 		// the last day of March 2024 is Berlin's spring-forward day: 02:30
 		// does not exist and runs at the jump (03:00 CEST), as for any
 		// fixed-time spec
@@ -51,12 +68,21 @@ func TestCalendarSpecs(t *testing.T) {
 		}
 	}
 	for spec, want := range map[string]string{
-		"0 0 * * 8#2":  `"8" is no weekday`,
-		"0 0 * * 1#6":  "1 to 5",
-		"0 0 * * L":    "needs a weekday before it",
-		"0 0 LW * *":   `day of month "LW"`,
-		"0 0 L,40 * *": "out of 1-31",
-		"0 0 5-1 * 1L": "must go up",
+		"0 0 * * 8#2":      `"8" is no weekday`,
+		"0 0 * * 1#6":      "1 to 5",
+		"0 0 * * L":        "needs a weekday before it",
+		"0 0 LW * *":       `day of month "LW"`,
+		"0 0 L,40 * *":     "out of 1-31",
+		"0 0 5-1 * 1L":     "must go up",
+		"0 0 * * 8":        `"8": 8 is out of 0-7`,
+		"0 0 * * 5-8":      `"5-8": 8 is out of 0-7`,
+		"0 0 L/2 * *":      "L takes no step",
+		"0 0 1L * *":       "L stands alone in day of month",
+		"0 0 * * 5L/2":     "a step applies to a number, a range or *, not to D#N or DL",
+		"0 0 * * 1#2/2":    "not to D#N or DL",
+		"0 0 1-10/0,L * *": "the step after / must be a whole number of at least 1",
+		"0 0 1-40/2,L * *": `"1-40/2": 40 is out of 1-31`,
+		"0 0 x,L * *":      `"x" is no number`,
 	} {
 		_, err := ParseSchedule(spec, utc)
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "scheduler: schedule ") {

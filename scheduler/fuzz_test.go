@@ -23,6 +23,7 @@ func FuzzSchedule(f *testing.F) {
 		"15 3 * 3,10 0", "0 0 30 2 *", "61 * * * *", "CRON_TZ=UTC 0 * * * *", "@every 0s",
 		"*/7 1-3 * * 1-5", "0 0 * * 7", "@every 1s", "0 0 L * *", "",
 		"0 9 * * 1#2", "0 18 * * 5L", "30 2 L * *", "0 0 15,L * 0#1", "0 0 * * 1#6",
+		"0 0 * 2 5#5", "0 0 * * 5-7", "0 0 * * 7L", "0 0 1-10/2,L * *", "0 0 * * 1/2,5L", "0 0 L/2 * *",
 	} {
 		f.Add(s, uint8(1), int64(1710032400)) // near Berlin's and New York's spring-forward in 2024
 		f.Add(s, uint8(2), int64(1730602800)) // New York's fall-back in 2024

@@ -35,10 +35,11 @@ func (f ScheduleFunc) Next(after time.Time) time.Time { return f(after) }
 var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // fireHorizon bounds the search ParseSchedule does to reject specs that never
-// fire. A cron spec that fires at all fires within any 8-year window: the
-// sparsest one is 29 February, whose longest gap spans a skipped leap year
-// (2096 to 2104).
-const fireHorizon = 8 * 366 * 24 * time.Hour
+// fire. A cron spec that fires at all fires within any 41-year window: the
+// sparsest ones are 29 February (at most 8 years apart, 2096 to 2104) and
+// D#5 in February, 29 February on a given weekday (at most 40 years apart:
+// a Friday in 2188, then in 2228).
+const fireHorizon = 41 * 366 * 24 * time.Hour
 
 // fireReference is the fixed instant from which ParseSchedule looks for a
 // first tick, so that validation does not depend on when it runs.
@@ -49,7 +50,10 @@ var fireReference = time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC)
 // Accepted forms:
 //
 //   - 5 fields "minute hour day-of-month month day-of-week", or 6 fields with a
-//     leading seconds field, as robfig/cron v3 parses them;
+//     leading seconds field, as robfig/cron v3 parses them, and in the day
+//     fields L (last day of the month), DL (last weekday D of the month),
+//     D#N (Nth weekday D) and 7 for Sunday as in Vixie cron, beside
+//     numbers, names, ranges and steps (see calendar.go);
 //   - the descriptors @yearly (@annually), @monthly, @weekly, @daily
 //     (@midnight) and @hourly;
 //   - "@every D" with D a whole number of seconds, at least 1s. Its ticks are
@@ -75,8 +79,9 @@ var fireReference = time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC)
 // Ticks are whole seconds and are returned in loc.
 //
 // A spec that never fires (such as "0 0 30 2 *") is rejected: its first tick
-// after a fixed reference instant must come within 8 years, which every spec
-// that fires at all satisfies.
+// after a fixed reference instant must come within 41 years, which every spec
+// that fires at all satisfies ("0 0 * 2 5#5", 29 February on a Friday, fires
+// in 2036, 2064, 2092 and 2104, then every 28 years up to 2188, then in 2228).
 //
 // Errors read `scheduler: schedule "<spec>": <reason>` and wrap robfig/cron's
 // parse error where there is one.
@@ -111,7 +116,7 @@ func parseSchedule(spec string, loc *time.Location) (Schedule, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &calendarSchedule{inner: s, loc: loc, dom: dom, dow: dow}, nil
+		return &calendarSchedule{inner: s, loc: loc, months: monthsOf(s), dom: dom, dow: dow}, nil
 	}
 	parsed, err := parser.Parse(spec)
 	if err != nil {

@@ -2,11 +2,14 @@ package scheduler
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gorhill/cronexpr"
 	"github.com/robfig/cron/v3"
 )
 
@@ -567,3 +570,111 @@ func TestFollowerDelayGrowsWithTheInstant(t *testing.T) {
 }
 
 var epoch = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// randomSpec builds a cron spec from the syntax baton and gorhill/cronexpr
+// both read alike: numbers, lists, ranges and steps in every field, L and
+// steps in the day of month, D#N, DL and 7 (Sunday) in the day of week.
+// It leaves out what they read differently: "*/1" in a day field
+// (unrestricted for robfig/cron and baton, restricted for cronexpr), a
+// weekday range ending in 7 (empty for cronexpr) and steps above a field's
+// maximum (refused by cronexpr).
+func randomSpec(r *rand.Rand) string {
+	num := func(lo, hi int) int { return lo + r.IntN(hi-lo+1) }
+	part := func(lo, hi int) string {
+		a := num(lo, hi)
+		b := num(a, hi)
+		switch r.IntN(6) {
+		case 0:
+			return fmt.Sprintf("%d-%d", a, b)
+		case 1:
+			return fmt.Sprintf("%d-%d/%d", a, b, num(2, 5))
+		case 2:
+			return fmt.Sprintf("%d/%d", a, num(2, min(7, hi)))
+		case 3:
+			return fmt.Sprintf("*/%d", num(2, 6))
+		default:
+			return strconv.Itoa(a)
+		}
+	}
+	list := func(lo, hi int, extra func() string) string {
+		if r.IntN(4) == 0 {
+			return "*"
+		}
+		parts := make([]string, 1+r.IntN(3))
+		for i := range parts {
+			if extra != nil && r.IntN(3) == 0 {
+				parts[i] = extra()
+			} else {
+				parts[i] = part(lo, hi)
+			}
+		}
+		return strings.Join(parts, ",")
+	}
+	fields := []string{
+		list(0, 59, nil),
+		list(0, 23, nil),
+		list(1, 31, func() string { return "L" }),
+		list(1, 12, nil),
+		list(0, 6, func() string {
+			switch r.IntN(3) {
+			case 0:
+				return fmt.Sprintf("%dL", num(0, 7))
+			case 1:
+				return fmt.Sprintf("%d#%d", num(0, 7), num(1, 5))
+			}
+			return "7"
+		}),
+	}
+	if r.IntN(5) == 0 { // a seconds field
+		fields = append([]string{list(0, 59, nil)}, fields...)
+	}
+	return strings.Join(fields, " ")
+}
+
+// Baton's ticks agree with an independent implementation, gorhill/cronexpr,
+// over random specs with L, D#N, DL, 7, lists, ranges and steps, in zones
+// without daylight saving time (where baton's DST rules do not apply), from
+// instants in 2024 to 2040. Both read the day fields as Vixie cron does: with
+// both restricted, a day matching either runs.
+func TestScheduleAgreesWithCronexpr(t *testing.T) {
+	zones := []*time.Location{time.UTC, mustLoad(t, "Asia/Tokyo"), mustLoad(t, "Asia/Kolkata"), mustLoad(t, "Asia/Kathmandu"), mustLoad(t, "America/Bogota")}
+	r := rand.New(rand.NewPCG(22, 2040))
+	from := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	until := time.Date(2041, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	// cronexpr searches up to 2099 only
+	cronexprEnd := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+	const specs, ticks = 1500, 6
+	compared := 0
+	for range specs {
+		spec := randomSpec(r)
+		loc := zones[r.IntN(len(zones))]
+		start := time.Unix(from+r.Int64N(until-from), 0).In(loc)
+		s, err := ParseSchedule(spec, loc)
+		if err != nil {
+			if strings.Contains(err.Error(), "never fires") {
+				continue // "0 0 31 2 *": cronexpr has no answer either
+			}
+			t.Fatalf("%q: %v", spec, err)
+		}
+		other := spec
+		if len(strings.Fields(spec)) == 6 {
+			other += " *" // cronexpr reads 7 fields as seconds ... year
+		}
+		expr, err := cronexpr.Parse(other)
+		if err != nil {
+			t.Fatalf("cronexpr refuses %q: %v", other, err)
+		}
+		got, want := start, start
+		for i := range ticks {
+			got, want = s.Next(got), expr.Next(want)
+			if want.IsZero() && got.After(cronexprEnd) {
+				break
+			}
+			if !got.Equal(want) {
+				t.Fatalf("%q in %s from %s: tick %d is %s, cronexpr says %s", spec, loc, start.Format(time.RFC3339), i, got.Format(time.RFC3339), want.Format(time.RFC3339))
+			}
+			compared++
+		}
+	}
+	t.Logf("%d specs, %d ticks compared", specs, compared)
+}
