@@ -56,13 +56,13 @@ var dashboardHTML []byte
 
 // mountAPI adds the API and the dashboard to h's mux.
 func (h *HTTPHandler) mountAPI() {
-	h.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+	h.handle("GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline' 'self'")
 		w.Header().Set("X-Frame-Options", "DENY")
 		_, _ = w.Write(dashboardHTML)
-	})
-	h.mux.HandleFunc("GET /api/status", h.api(func(ctx context.Context, r *http.Request) (any, error) {
+	}))
+	h.handle("GET /api/status", h.api(func(ctx context.Context, r *http.Request) (any, error) {
 		return h.status.get(ctx, func(ctx context.Context) (*Status, error) {
 			st, err := h.cluster.Status(ctx)
 			if st != nil && err != nil {
@@ -73,7 +73,7 @@ func (h *HTTPHandler) mountAPI() {
 			return st, err
 		})
 	}))
-	h.mux.HandleFunc("GET /api/locks", h.api(func(ctx context.Context, r *http.Request) (any, error) {
+	h.handle("GET /api/locks", h.api(func(ctx context.Context, r *http.Request) (any, error) {
 		held, err := h.cluster.Locks(ctx)
 		if held == nil {
 			held = []locking.HeldLock{}
@@ -83,7 +83,7 @@ func (h *HTTPHandler) mountAPI() {
 		}
 		return held, err
 	}))
-	h.mux.HandleFunc("GET /api/jobs/{job}/history", h.api(func(ctx context.Context, r *http.Request) (any, error) {
+	h.handle("GET /api/jobs/{job}/history", h.api(func(ctx context.Context, r *http.Request) (any, error) {
 		n := 20
 		if s := r.URL.Query().Get("n"); s != "" {
 			v, err := strconv.Atoi(s)
@@ -98,7 +98,7 @@ func (h *HTTPHandler) mountAPI() {
 		}
 		return recs, err
 	}))
-	h.mux.HandleFunc("POST /api/jobs/{job}/pause", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
+	h.handle("POST /api/jobs/{job}/pause", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
 		var body struct {
 			Note string `json:"note"`
 			By   string `json:"by"`
@@ -113,7 +113,7 @@ func (h *HTTPHandler) mountAPI() {
 		}
 		return h.cluster.Pause(ctx, r.PathValue("job"), PauseNote{By: by, Note: body.Note})
 	}))
-	h.mux.HandleFunc("POST /api/jobs/{job}/resume", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
+	h.handle("POST /api/jobs/{job}/resume", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
 		var body struct {
 			CatchUp bool `json:"catch_up"`
 		}
@@ -128,7 +128,7 @@ func (h *HTTPHandler) mountAPI() {
 		defer cancel()
 		return h.cluster.Resume(cctx, r.PathValue("job"), true)
 	}))
-	h.mux.HandleFunc("POST /api/jobs/{job}/trigger", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
+	h.handle("POST /api/jobs/{job}/trigger", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
 		var body struct {
 			By string `json:"by"`
 		}
@@ -148,7 +148,7 @@ func (h *HTTPHandler) mountAPI() {
 		}
 		return map[string]any{"job": t.Job, "run_id": t.RunID, "tick": t.At, "by": t.Replica}, nil
 	}))
-	h.mux.HandleFunc("POST /api/jobs/{job}/backfill", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
+	h.handle("POST /api/jobs/{job}/backfill", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
 		var body struct {
 			From   time.Time `json:"from"`
 			To     time.Time `json:"to"`
@@ -164,13 +164,45 @@ func (h *HTTPHandler) mountAPI() {
 		defer cancel()
 		return h.cluster.Backfill(bctx, r.PathValue("job"), body.From, body.To, body.DryRun)
 	}))
-	if h.queues != nil {
-		h.mux.Handle("/queues/", h.tokenOnly(h.queues))
-		h.mux.Handle("GET /queues", http.RedirectHandler("/queues/", http.StatusMovedPermanently))
-	}
+	h.mux.Handle("/queues/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := h.queues.Load()
+		if q == nil {
+			writeError(w, http.StatusNotFound, "no queue view here: a Go program serves it with HTTPHandler.ServeQueues (package asynqmonui)")
+			return
+		}
+		h.tokenOnly(*q).ServeHTTP(w, r)
+	}))
+	h.mux.Handle("GET /queues", http.RedirectHandler("/queues/", http.StatusMovedPermanently))
 	h.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path))
 	})
+}
+
+// ServeQueues serves the queue view v (asynqmonui.New: asynqmon, read-only)
+// under /queues/, behind http.token: a script sends it as a bearer token, a
+// browser as the password of HTTP Basic. Without it /queues/ answers 404.
+// Close closes v if it is an io.Closer. A handler without replicas (no
+// config, no token) does not serve v. Call it once, before serving.
+func (h *HTTPHandler) ServeQueues(v http.Handler) {
+	if h.cluster == nil {
+		if c, ok := v.(io.Closer); ok {
+			_ = c.Close()
+		}
+		return
+	}
+	if h.queues.CompareAndSwap(nil, &v) {
+		h.routes = append(h.routes, "/queues/")
+	}
+}
+
+// Routes lists the patterns h serves, in the order they were mounted (as
+// "GET /healthz"; a pattern without a method serves every method).
+func (h *HTTPHandler) Routes() []string { return append([]string(nil), h.routes...) }
+
+// handle mounts handler on pattern and lists it in Routes.
+func (h *HTTPHandler) handle(pattern string, handler http.Handler) {
+	h.routes = append(h.routes, pattern)
+	h.mux.Handle(pattern, handler)
 }
 
 // addressRE matches the " (host:port)" a master's error names.

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/asynqmonui"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/scheduler"
@@ -46,6 +47,11 @@ jobs:
 		t.Fatal(err)
 	}
 	h := baton.NewHTTPHandler(r)
+	q, err := asynqmonui.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ServeQueues(q)
 	web := httptest.NewServer(h)
 	t.Cleanup(func() {
 		web.Close()

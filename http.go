@@ -3,18 +3,17 @@ package baton
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/hibiken/asynqmon"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -33,16 +32,20 @@ const ReadyEvery = time.Second
 //     (labelled with the replica id and the job), Go and process metrics;
 //   - GET /: a dashboard of the deployment's jobs and replicas, and the
 //     JSON API under /api/ (see api.go): status, history and locks to
-//     read, pause, resume and trigger behind http.token.
+//     read, pause, resume and trigger behind http.token;
+//   - /queues/: the queue view a Go program adds with ServeQueues.
+//
+// Routes lists them.
 //
 // Mount it on the program's server (its limits and timeouts are the
 // server's); Close it when done.
 type HTTPHandler struct {
 	mux      *http.ServeMux
 	replicas []*Replica
-	cluster  *Cluster // the API's view of the replicas' deployment; nil without replicas
-	queues   *asynqmon.HTTPHandler
-	status   statusCache // /api/status answers, shared for a second
+	cluster  *Cluster                     // the API's view of the replicas' deployment; nil without replicas
+	queues   atomic.Pointer[http.Handler] // the queue view (ServeQueues), nil without
+	routes   []string                     // the patterns served (Routes)
+	status   statusCache                  // /api/status answers, shared for a second
 	draining atomic.Bool
 	ready    atomic.Pointer[string] // "" ready, else the reasons
 	stop     chan struct{}
@@ -62,20 +65,14 @@ func NewHTTPHandler(replicas ...*Replica) *HTTPHandler {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&statsCollector{replicas: replicas},
 	)
-	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	h.handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
-	})
-	h.mux.HandleFunc("GET /readyz", h.readyz)
-	h.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	}))
+	h.handle("GET /readyz", http.HandlerFunc(h.readyz))
+	h.handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if len(replicas) > 0 {
 		// a Cluster only dials lazily; its config is valid (New took it)
 		h.cluster, _ = NewCluster(replicas[0].cfg)
-		if c, opt, err := wiring.QueueRedis(replicas[0].cfg); err == nil {
-			_ = c.Close() // only the connection option is wanted: asynqmon dials its own
-			// read-only: asynqmon sees every namespace's queues on the Redis,
-			// and one deployment's token must not change another's tasks
-			h.queues = asynqmon.New(asynqmon.Options{RootPath: "/queues", RedisConnOpt: opt, ReadOnly: true})
-		}
 	}
 	h.mountAPI()
 	go h.checkLoop()
@@ -96,8 +93,10 @@ func (h *HTTPHandler) Close() {
 		if h.cluster != nil {
 			h.cluster.Close()
 		}
-		if h.queues != nil {
-			_ = h.queues.Close()
+		if q := h.queues.Load(); q != nil {
+			if c, ok := (*q).(io.Closer); ok {
+				_ = c.Close()
+			}
 		}
 	})
 	<-h.done

@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/asynqmonui"
 )
 
 // httpServer serves baton.HTTPHandler (/healthz, /readyz, /metrics) for the
@@ -41,7 +43,7 @@ func newHTTPServer(addr string, replicas []*baton.Replica, log *slog.Logger) (*h
 		return nil, fmt.Errorf("http: %w", err)
 	}
 	h := &httpServer{ln: ln, log: log}
-	h.handler.Store(baton.NewHTTPHandler(replicas...))
+	h.handler.Store(newHandler(replicas, log))
 	h.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			r.Body = http.MaxBytesReader(w, r.Body, httpMaxBodyBytes)
@@ -56,13 +58,29 @@ func newHTTPServer(addr string, replicas []*baton.Replica, log *slog.Logger) (*h
 	return h, nil
 }
 
+// newHandler is the HTTP handler of replicas with the queue view (asynqmon)
+// under /queues/.
+func newHandler(replicas []*baton.Replica, log *slog.Logger) *baton.HTTPHandler {
+	h := baton.NewHTTPHandler(replicas...)
+	if len(replicas) == 0 {
+		return h
+	}
+	q, err := asynqmonui.New(replicas[0].Config())
+	if err != nil {
+		log.Warn("http: no queue view under /queues/", "err", err)
+		return h
+	}
+	h.ServeQueues(q)
+	return h
+}
+
 // Addr is the address the server listens on.
 func (h *httpServer) Addr() string { return h.ln.Addr().String() }
 
 // serve answers requests until shutdown; it returns nil after shutdown.
 func (h *httpServer) serve() error {
 	defer func() { h.handler.Load().Close() }()
-	h.log.Info("http listening", "addr", h.Addr(), "paths", "/healthz /readyz /metrics")
+	h.log.Info("http listening", "addr", h.Addr(), "routes", strings.Join(h.handler.Load().Routes(), ", "))
 	if err := h.srv.Serve(h.ln); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("http: %w", err)
 	}
@@ -75,7 +93,7 @@ func (h *httpServer) drain() { h.handler.Load().Drain() }
 // replace serves replicas from now on (a config reload); requests in flight
 // finish on the old handler, which is closed a little later.
 func (h *httpServer) replace(replicas ...*baton.Replica) {
-	old := h.handler.Swap(baton.NewHTTPHandler(replicas...))
+	old := h.handler.Swap(newHandler(replicas, h.log))
 	time.AfterFunc(httpWriteTimeout, old.Close)
 }
 
