@@ -29,41 +29,50 @@ dispatched; 2 usage error (unknown job, bad window, bad config).
 flags:
 `
 
+// backfillOpts are the flags of "baton backfill".
+type backfillOpts struct {
+	path     string
+	dry      bool
+	asJSON   bool
+	from, to string
+}
+
+// defineBackfill defines the flags of "baton backfill".
+func defineBackfill(fs *flagSet) *backfillOpts {
+	o := &backfillOpts{}
+	fs.configFlag(&o.path)
+	fs.BoolVar(&o.dry, "dry-run", false, "list the ticks, dispatch nothing")
+	fs.BoolVar(&o.asJSON, "json", false, "print JSON")
+	fs.StringVar(&o.from, "from", "", "the window's first instant, RFC 3339 `TIME` (required)")
+	fs.StringVar(&o.to, "to", "", "the window's last instant, RFC 3339 `TIME` (required)")
+	return o
+}
+
 // runBackfill implements "baton backfill".
-func runBackfill(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("backfill")
-	var path string
-	fs.stringEnv(&path, "config", envConfig, defaultConfigFile, "config `FILE`")
-	dry := fs.Bool("dry-run", false, "list the ticks, dispatch nothing")
-	asJSON := fs.Bool("json", false, "print JSON")
-	fromS := fs.String("from", "", "the window's first instant, RFC 3339 (required)")
-	toS := fs.String("to", "", "the window's last instant, RFC 3339 (required)")
-	if err := fs.parse(args, backfillHelp, stdout); err != nil {
-		return exitParse("backfill", err, stderr)
+func runBackfill(fs *flagSet, o *backfillOpts, args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		return usageExit("backfill", usagef("name one job, got %d arguments: %q", len(args), args), stderr)
 	}
-	if fs.NArg() != 1 {
-		return usageExit("backfill", usagef("name one job, got %d arguments", fs.NArg()), stderr)
-	}
-	from, err := time.Parse(time.RFC3339, *fromS)
+	from, err := time.Parse(time.RFC3339, o.from)
 	if err != nil {
-		return usageExit("backfill", usagef("--from %q: want an RFC 3339 time such as 2026-11-25T02:00:00Z", *fromS), stderr)
+		return usageExit("backfill", usagef("--from %q: want an RFC 3339 time such as 2026-11-25T02:00:00Z", o.from), stderr)
 	}
-	to, err := time.Parse(time.RFC3339, *toS)
+	to, err := time.Parse(time.RFC3339, o.to)
 	if err != nil {
-		return usageExit("backfill", usagef("--to %q: want an RFC 3339 time such as 2026-11-25T06:00:00Z", *toS), stderr)
+		return usageExit("backfill", usagef("--to %q: want an RFC 3339 time such as 2026-11-25T06:00:00Z", o.to), stderr)
 	}
-	c, exit := openCluster(fs, path, "backfill", stderr)
+	c, exit := openCluster(fs, o.path, "backfill", stderr)
 	if c == nil {
 		return exit
 	}
 	defer c.Close()
-	job := fs.Arg(0)
+	job := args[0]
 	if _, ok := c.Config().Job(job); !ok {
-		return usageExit("backfill", usagef("no job %q in %s", job, path), stderr)
+		return usageExit("backfill", usagef("no job %q in %s", job, o.path), stderr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	plan, err := c.Backfill(ctx, job, from, to, *dry)
+	plan, err := c.Backfill(ctx, job, from, to, o.dry)
 	if err != nil {
 		msg := c.Config().MaskSecrets(err.Error())
 		if isUsageError(err) {
@@ -72,7 +81,7 @@ func runBackfill(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "baton backfill: %s\n", msg)
 		return 1
 	}
-	if *asJSON {
+	if o.asJSON {
 		code := printJSON(stdout, stderr, "backfill", plan)
 		if len(plan.Failed) > 0 {
 			return 1
@@ -87,7 +96,7 @@ func runBackfill(args []string, stdout, stderr io.Writer) int {
 		return strings.Join(s, " ")
 	}
 	switch {
-	case *dry:
+	case o.dry:
 		fmt.Fprintf(stdout, "%s: %d ticks in the window never ran (%d ran): %s\n", job, len(plan.Ticks), plan.Ran, list(plan.Ticks))
 	case len(plan.Ticks) == 0:
 		fmt.Fprintf(stdout, "%s: every tick in the window ran (%d); nothing to backfill\n", job, plan.Ran)

@@ -195,7 +195,7 @@ func TestCommandUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"run", "--frob"}, "flag provided but not defined: -frob"},
+		{[]string{"run", "--frob"}, "unknown flag --frob for baton run; its flags are --config, --http, --id, --log-format, --log-level\nusage: baton run [flags]\n"},
 		{[]string{"scheduler", "--config", cfg, "extra"}, `unexpected argument "extra"`},
 		{[]string{"worker", "--config", cfg, "--log-format", "xml"}, `--log-format: unknown log format "xml"`},
 		{[]string{"run", "--config", cfg, "--log-level", "loud"}, `--log-level: unknown log level "loud"`},

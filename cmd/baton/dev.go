@@ -26,14 +26,22 @@ carries none.
 flags:
 `
 
-// runDev implements "baton dev".
-func runDev(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("dev")
+// devOpts are the flags of "baton dev".
+type devOpts struct {
+	commonOpts
+	n *int
+}
+
+// defineDev defines the flags of "baton dev".
+func defineDev(fs *flagSet) devOpts {
 	cf, finish := addCommon(fs, defaultDevConfigFile)
 	n := fs.Int("replicas", 3, "number of replicas (1..9)")
-	if err := fs.parse(args, devHelp, stdout); err != nil {
-		return exitParse("dev", err, stderr)
-	}
+	return devOpts{commonOpts{cf, finish}, n}
+}
+
+// runDev implements "baton dev".
+func runDev(fs *flagSet, o devOpts, args []string, stdout, stderr io.Writer) int {
+	cf, n := o.cf, o.n
 	if *n < 1 || *n > 9 {
 		return usageExit("dev", usagef("--replicas %d: want 1..9", *n), stderr)
 	}
@@ -42,7 +50,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "baton dev: %v\n", err)
 		return 1
 	}
-	if err := finish(); err != nil {
+	if err := o.finish(args); err != nil {
 		return usageExit("dev", err, stderr)
 	}
 	prefix := "dev"

@@ -2,13 +2,13 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
 	"github.com/rs/zerolog"
+	"github.com/spf13/pflag"
 
 	"github.com/batonhq/baton/config"
 )
@@ -39,18 +39,26 @@ type commonFlags struct {
 	logLevel  zerolog.Level
 }
 
-// flagSet is a flag.FlagSet that remembers where each value came from.
+// flagSet is the pflag.FlagSet of one command, remembering which flags
+// take their default from an environment variable and where each value came
+// from.
 type flagSet struct {
-	*flag.FlagSet
+	*pflag.FlagSet
 	name    string
 	env     map[string]string // flag name -> environment variable
 	fromEnv map[string]bool   // flags whose value came from their variable
 }
 
-// newFlagSet returns a silent flag set for "baton NAME".
+// newFlagSet returns a silent flag set for "baton NAME" that takes flags
+// before and after positional arguments.
 func newFlagSet(name string) *flagSet {
-	fs := flag.NewFlagSet("baton "+name, flag.ContinueOnError)
+	fs := pflag.NewFlagSet("baton "+name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	return wrapFlags(name, fs)
+}
+
+// wrapFlags wraps fs, the flags of "baton NAME".
+func wrapFlags(name string, fs *pflag.FlagSet) *flagSet {
 	return &flagSet{FlagSet: fs, name: name, env: map[string]string{}, fromEnv: map[string]bool{}}
 }
 
@@ -61,12 +69,17 @@ func (f *flagSet) stringEnv(p *string, name, env, def, usage string) {
 	f.env[name] = env
 }
 
+// configFlag defines the usual --config FILE flag ($BATON_CONFIG, default
+// baton.yaml).
+func (f *flagSet) configFlag(p *string) {
+	f.stringEnv(p, "config", envConfig, defaultConfigFile, "config `FILE`")
+}
+
 // isSet reports whether name was given on the command line or by its
 // environment variable.
 func (f *flagSet) isSet(name string) bool {
-	set := false
-	f.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
-	return set
+	fl := f.Lookup(name)
+	return fl != nil && fl.Changed
 }
 
 // source names where the value of flag name came from, for messages:
@@ -81,20 +94,9 @@ func (f *flagSet) source(name string) string {
 	return "default --" + name
 }
 
-// parse parses args, first applying the environment variables to the flags
-// not given. -h prints help to stdout and returns flag.ErrHelp. Errors are
-// usage errors.
-func (f *flagSet) parse(args []string, help string, stdout io.Writer) error {
-	err := f.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, help)
-		f.SetOutput(stdout)
-		f.PrintDefaults()
-		return err
-	}
-	if err != nil {
-		return usagef("%v", err)
-	}
+// applyEnv gives the flags not on the command line the value of their
+// environment variable, when it is set. Errors are usage errors.
+func (f *flagSet) applyEnv() error {
 	for name, env := range f.env {
 		if v, ok := os.LookupEnv(env); ok && !f.isSet(name) {
 			if err := f.Set(name, v); err != nil {
@@ -107,8 +109,8 @@ func (f *flagSet) parse(args []string, help string, stdout io.Writer) error {
 }
 
 // addCommon defines the common flags on fs, with def as the config default.
-// finish must be called after parsing.
-func addCommon(fs *flagSet, def string) (cf *commonFlags, finish func() error) {
+// finish must be called after parsing, with the positional arguments.
+func addCommon(fs *flagSet, def string) (cf *commonFlags, finish func(args []string) error) {
 	cf = &commonFlags{}
 	var level string
 	fs.stringEnv(&cf.config, "config", envConfig, def, "config `FILE`")
@@ -116,7 +118,7 @@ func addCommon(fs *flagSet, def string) (cf *commonFlags, finish func() error) {
 	fs.stringEnv(&cf.http, "http", envHTTP, "", "listen `ADDR` for /metrics, /healthz, /readyz (overrides http.listen; \"\" keeps it)")
 	fs.stringEnv(&cf.logFormat, "log-format", envLogFormat, "", "log format: json or console (default: console on a terminal, else json)")
 	fs.stringEnv(&level, "log-level", envLogLevel, "info", "log level: trace, debug, info, warn, error")
-	return cf, func() error {
+	return cf, func(args []string) error {
 		var err error
 		if cf.logFormat, err = parseLogFormat(cf.logFormat); err != nil {
 			return usagef("%s: %v", fs.source("log-format"), err)
@@ -127,8 +129,8 @@ func addCommon(fs *flagSet, def string) (cf *commonFlags, finish func() error) {
 		if cf.config == "" {
 			return usagef("%s: empty config file name", fs.source("config"))
 		}
-		if fs.NArg() > 0 {
-			return usagef("unexpected argument %q", fs.Arg(0))
+		if len(args) > 0 {
+			return usagef("unexpected argument %q", args[0])
 		}
 		if cf.id == "" {
 			host, _ := os.Hostname()

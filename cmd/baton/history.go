@@ -31,41 +31,49 @@ config).
 flags:
 `
 
+// historyOpts are the flags of "baton history".
+type historyOpts struct {
+	path   string
+	n      int
+	asJSON bool
+}
+
+// defineHistory defines the flags of "baton history".
+func defineHistory(fs *flagSet) *historyOpts {
+	o := &historyOpts{}
+	fs.configFlag(&o.path)
+	fs.IntVarP(&o.n, "n", "n", 20, "print the newest `N` records (0: all that are kept)")
+	fs.BoolVar(&o.asJSON, "json", false, "print JSON")
+	return o
+}
+
 // runHistory implements "baton history".
-func runHistory(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("history")
-	var path string
-	fs.stringEnv(&path, "config", envConfig, defaultConfigFile, "config `FILE`")
-	n := fs.Int("n", 20, "print the newest `N` records (0: all that are kept)")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.parse(args, historyHelp, stdout); err != nil {
-		return exitParse("history", err, stderr)
-	}
+func runHistory(fs *flagSet, o *historyOpts, args []string, stdout, stderr io.Writer) int {
 	switch {
-	case fs.NArg() == 0:
+	case len(args) == 0:
 		return usageExit("history", usagef("name a job"), stderr)
-	case fs.NArg() > 1:
-		return usageExit("history", usagef("name one job, got %d arguments", fs.NArg()), stderr)
-	case *n < 0:
-		return usageExit("history", usagef("-n must be >= 0, got %d", *n), stderr)
+	case len(args) > 1:
+		return usageExit("history", usagef("name one job, got %d arguments: %q", len(args), args), stderr)
+	case o.n < 0:
+		return usageExit("history", usagef("-n must be >= 0, got %d", o.n), stderr)
 	}
-	c, exit := openCluster(fs, path, "history", stderr)
+	c, exit := openCluster(fs, o.path, "history", stderr)
 	if c == nil {
 		return exit
 	}
 	defer c.Close()
-	job := fs.Arg(0)
+	job := args[0]
 	if _, ok := c.Config().Job(job); !ok {
-		return usageExit("history", usagef("no job %q in %s", job, path), stderr)
+		return usageExit("history", usagef("no job %q in %s", job, o.path), stderr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	recs, err := c.History(ctx, job, *n)
+	recs, err := c.History(ctx, job, o.n)
 	if err != nil {
 		fmt.Fprintf(stderr, "baton history: %v\n", c.Config().MaskSecrets(err.Error()))
 		return 1
 	}
-	if *asJSON {
+	if o.asJSON {
 		if recs == nil {
 			recs = []jobs.RunRecord{}
 		}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/internal/childenv"
 	"github.com/batonhq/baton/internal/redact"
@@ -64,16 +65,35 @@ type lockRun struct {
 	secrets []string  // passwords to scrub from every message
 }
 
-// runLock implements "baton lock"; see lockHelp.
-func runLock(args []string, stdout, stderr io.Writer) int {
+// lockCommand is "baton lock [flags] KEY [flags] -- CMD [ARGS]": the flags
+// end at "--", everything after it is CMD's, flags included.
+func (c *cli) lockCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:               "lock",
+		Long:              lockHelp,
+		Annotations:       map[string]string{helpAnnotation: "lock"},
+		ValidArgsFunction: cobra.NoFileCompletions,
+	}
+	lf := defineLock(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		cfg, err := lf.finish(cmd.Flags(), args, cmd.ArgsLenAtDash())
+		c.code = runLock(cfg, err, c.stdout, c.stderr)
+		return nil
+	}
+	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		msg := flagErrorText(cmd.Flags(), "lock", err, otherFlags(cmd))
+		return &flagError{msg: userinfoPassword.ReplaceAllString(msg, "${1}xxxxx@")}
+	})
+	return cmd
+}
+
+// runLock implements "baton lock" with the parsed command line cfg, or the
+// usage error err; see lockHelp.
+func runLock(cfg lockConfig, err error, stdout, stderr io.Writer) int {
 	sw := &syncWriter{w: stderr}
 	r := &lockRun{stdout: stdout, stderr: sw, child: sw}
 	if _, ok := stderr.(*os.File); ok {
 		r.child = stderr // pass the real file through: CMD may check isatty
-	}
-	cfg, help, err := parseLock(args, stdout)
-	if help {
-		return 0
 	}
 	if err != nil {
 		return r.usage(err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/pflag"
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/childenv"
@@ -102,15 +102,6 @@ type lockConfig struct {
 	secrets    []string // the config's ${VAR} values, scrubbed from messages
 }
 
-// urlList is a repeatable string flag.
-type urlList []string
-
-// String implements flag.Value. It is only used for the (empty) default.
-func (u *urlList) String() string { return strings.Join(*u, ",") }
-
-// Set implements flag.Value: each --redis adds one master.
-func (u *urlList) Set(s string) error { *u = append(*u, s); return nil }
-
 // usageError is a command-line or configuration mistake: exit 2.
 type usageError struct{ msg string }
 
@@ -122,15 +113,23 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
 }
 
-// parseLock parses the arguments of "baton lock". help is true when -h was
-// given (the help text has been written to stdout).
-func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err error) {
-	fs := flag.NewFlagSet("baton lock", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var urls urlList
-	fs.Var(&urls, "redis", "Redis master `URL`; repeat for a quorum of independent masters")
-	configFile := fs.String("config", "", "baton YAML config `FILE` (reads its redis, locking and namespace sections; ${VAR} expanded)")
-	passwordFile := fs.String("redis-password-file", "", "read the Redis password from the first line of `FILE` (for URLs without one; else $"+envRedisAuth+")")
+// lockFlags are the flags of "baton lock" as parsed, before finish checks
+// them and resolves the masters.
+type lockFlags struct {
+	cfg          lockConfig // ttl, wait, grace, fair, max, shared, excl, prefix, quarantine, fresh
+	urls         []string
+	inherit      []string
+	configFile   string
+	passwordFile string
+}
+
+// defineLock defines the flags of "baton lock" on fs.
+func defineLock(fs *pflag.FlagSet) *lockFlags {
+	lf := &lockFlags{}
+	cfg := &lf.cfg
+	fs.StringArrayVar(&lf.urls, "redis", nil, "Redis master `URL`; repeat for a quorum of independent masters")
+	fs.StringVar(&lf.configFile, "config", "", "baton YAML config `FILE` (reads its redis, locking and namespace sections; ${VAR} expanded)")
+	fs.StringVar(&lf.passwordFile, "redis-password-file", "", "read the Redis password from the first line of `FILE` (for URLs without one; else $"+envRedisAuth+")")
 	fs.DurationVar(&cfg.ttl, "ttl", defaultTTL, "lease ttl; extended every ttl/3 while CMD runs")
 	fs.DurationVar(&cfg.wait, "wait", 0, "how long to wait for the lock; 0 tries once")
 	fs.DurationVar(&cfg.grace, "grace", defaultGrace, "after losing the lock, time between SIGTERM and SIGKILL of CMD")
@@ -140,106 +139,107 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 	fs.BoolVar(&cfg.excl, "exclusive", false, "hold the read/write lock KEY alone (no --shared holder runs meanwhile)")
 	fs.StringVar(&cfg.prefix, "prefix", defaultPrefix, "prefix of the lock's Redis keys")
 	fs.DurationVar(&cfg.quarantine, "restart-quarantine", time.Minute, "how long a lock master that restarted grants nothing, from its start (at least --ttl)")
-	var inherit urlList
-	fs.Var(&inherit, "inherit-env", "pass baton's environment variable `NAME` on to CMD (a name, a prefix ending in *, or * for all; repeatable); CMD always gets "+strings.Join(childenv.Default, ", "))
+	fs.StringArrayVar(&lf.inherit, "inherit-env", nil, "pass baton's environment variable `NAME` on to CMD (a name, a prefix ending in *, or * for all; repeatable); CMD always gets "+strings.Join(childenv.Default, ", "))
 	fs.BoolVar(&cfg.fresh, "fresh-deployment", false, "masters with no trace of an earlier life (no marker key) vote at once instead of waiting out the quarantine")
+	return lf
+}
 
-	parse := func(a []string) error {
-		err := fs.Parse(a)
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, lockHelp)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return err
-		}
-		if err != nil {
-			return usagef("%v", err)
-		}
-		return nil
+// parseLock parses the arguments of "baton lock", as the command does. help
+// is true when -h was given (the help text has been written to stdout).
+func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err error) {
+	fs := pflag.NewFlagSet("baton lock", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	lf := defineLock(fs)
+	err = fs.Parse(goStyleFlags(fs, args))
+	if errors.Is(err, pflag.ErrHelp) {
+		fmt.Fprint(stdout, lockHelp)
+		fmt.Fprint(stdout, fs.FlagUsages())
+		return cfg, true, err
 	}
-	if err := parse(args); err != nil {
-		return cfg, errors.Is(err, flag.ErrHelp), err
+	if err != nil {
+		return cfg, false, usagef("%s", flagErrorText(fs, "lock", err, nil))
 	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		return cfg, false, usagef("missing KEY")
+	cfg, err = lf.finish(fs, fs.Args(), fs.ArgsLenAtDash())
+	return cfg, false, err
+}
+
+// finish checks the parsed flags of fs and the positional arguments args,
+// of which those from dash on came after "--" (dash -1: no "--"), and
+// resolves the masters.
+func (lf *lockFlags) finish(fs *pflag.FlagSet, args []string, dash int) (lockConfig, error) {
+	cfg := lf.cfg
+	before, after := args, []string(nil)
+	if dash >= 0 {
+		before, after = args[:dash], args[dash:]
 	}
-	cfg.key, rest = rest[0], rest[1:]
+	if len(before) == 0 {
+		return cfg, usagef("missing KEY")
+	}
+	cfg.key = before[0]
 	if cfg.key == "" {
-		return cfg, false, usagef("KEY is empty")
+		return cfg, usagef("KEY is empty")
 	}
 	if jobs.InternalLockName(cfg.key) {
-		return cfg, false, usagef("KEY %q is a name baton uses for its own leases (exec:JOB, fence:JOB, singleton:JOB, %s); pick another", cfg.key, jobs.ClusterLeaderElection)
+		return cfg, usagef("KEY %q is a name baton uses for its own leases (exec:JOB, fence:JOB, singleton:JOB, %s); pick another", cfg.key, jobs.ClusterLeaderElection)
 	}
-	// flags may also come between KEY and "--"
-	sep := -1
-	for i, a := range rest {
-		if a == "--" {
-			sep = i
-			break
+	if dash < 0 {
+		if len(before) == 1 {
+			return cfg, usagef("missing -- CMD after KEY %q", cfg.key)
 		}
+		return cfg, usagef("missing -- between KEY %q and CMD", cfg.key)
 	}
-	if sep < 0 {
-		if len(rest) == 0 {
-			return cfg, false, usagef("missing -- CMD after KEY %q", cfg.key)
-		}
-		return cfg, false, usagef("missing -- between KEY %q and CMD", cfg.key)
+	if len(before) > 1 {
+		return cfg, usagef("unexpected argument %q between KEY and --", before[1])
 	}
-	if err := parse(rest[:sep]); err != nil {
-		return cfg, errors.Is(err, flag.ErrHelp), err
-	}
-	if fs.NArg() > 0 {
-		return cfg, false, usagef("unexpected argument %q between KEY and --", fs.Arg(0))
-	}
-	cfg.argv = rest[sep+1:]
+	cfg.argv = after
 	if len(cfg.argv) == 0 || cfg.argv[0] == "" {
-		return cfg, false, usagef("missing CMD after --")
+		return cfg, usagef("missing CMD after --")
 	}
 
 	switch {
 	case cfg.ttl <= 0:
-		return cfg, false, usagef("--ttl %v must be positive", cfg.ttl)
+		return cfg, usagef("--ttl %v must be positive", cfg.ttl)
 	case cfg.wait < 0:
-		return cfg, false, usagef("--wait %v must not be negative", cfg.wait)
+		return cfg, usagef("--wait %v must not be negative", cfg.wait)
 	case cfg.grace < 0:
-		return cfg, false, usagef("--grace %v must not be negative", cfg.grace)
+		return cfg, usagef("--grace %v must not be negative", cfg.grace)
 	case cfg.max < 1:
-		return cfg, false, usagef("--max %d must be at least 1", cfg.max)
+		return cfg, usagef("--max %d must be at least 1", cfg.max)
 	case cfg.shared && cfg.excl:
-		return cfg, false, usagef("--shared and --exclusive do not go together: pick one side of the read/write lock")
+		return cfg, usagef("--shared and --exclusive do not go together: pick one side of the read/write lock")
 	case (cfg.shared || cfg.excl) && cfg.max > 1:
-		return cfg, false, usagef("--max does not go with --shared or --exclusive: a read/write lock has no slots")
+		return cfg, usagef("--max does not go with --shared or --exclusive: a read/write lock has no slots")
 	case (cfg.shared || cfg.excl) && cfg.fair:
-		return cfg, false, usagef("--fair does not go with --shared or --exclusive: a read/write lock prefers its writers instead")
+		return cfg, usagef("--fair does not go with --shared or --exclusive: a read/write lock prefers its writers instead")
 	}
-	for _, p := range inherit {
+	for _, p := range lf.inherit {
 		if err := childenv.Check(p); err != nil {
-			return cfg, false, usagef("--inherit-env: %v", err)
+			return cfg, usagef("--inherit-env: %v", err)
 		}
 	}
-	cfg.inherit = inherit
+	cfg.inherit = lf.inherit
 
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
 	prefixSet := set["prefix"]
 
 	// masters: --redis, else the config file, else $BATON_REDIS_URL, else the default
 	var raws []string
 	source := "--redis"
-	if len(urls) > 0 {
-		raws = urls
+	if len(lf.urls) > 0 {
+		raws = lf.urls
 	}
-	if *configFile != "" {
-		fc, err := loadConfig(*configFile)
+	if configFile := lf.configFile; configFile != "" {
+		fc, err := loadConfig(configFile)
 		if err != nil {
-			return cfg, false, err
+			return cfg, err
 		}
 		if raws == nil {
 			switch {
 			case len(fc.Locking.Masters) > 0:
-				raws, source = fc.Locking.Masters, "locking.masters in "+*configFile
+				raws, source = fc.Locking.Masters, "locking.masters in "+configFile
 			case fc.Redis.URL != "":
-				raws, source = []string{fc.Redis.URL}, "redis.url in "+*configFile
+				raws, source = []string{fc.Redis.URL}, "redis.url in "+configFile
 			}
 		}
 		if !prefixSet && fc.Namespace != "" {
@@ -251,9 +251,9 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 		cfg.fresh = cfg.fresh || fc.Locking.FreshDeployment
 		cfg.secrets = fc.SecretValues()
 	}
-	password, passwordSource, err := redisPassword(*passwordFile)
+	password, passwordSource, err := redisPassword(lf.passwordFile)
 	if err != nil {
-		return cfg, false, err
+		return cfg, err
 	}
 	if raws == nil {
 		if env := os.Getenv(envRedisURL); env != "" {
@@ -270,10 +270,10 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 			if errors.As(err, &ue) {
 				err = ue.Err // url.Error quotes the whole URL, password included
 			}
-			return cfg, false, usagef("bad Redis URL %s (%s): %v", redact.URL(raw), source, err)
+			return cfg, usagef("bad Redis URL %s (%s): %v", redact.URL(raw), source, err)
 		}
 		if prev, dup := seen[opts.Addr]; dup {
-			return cfg, false, usagef("Redis master %s (%s) is listed twice (also as %s); quorum masters must be independent servers", opts.Addr, source, redact.URL(prev))
+			return cfg, usagef("Redis master %s (%s) is listed twice (also as %s); quorum masters must be independent servers", opts.Addr, source, redact.URL(prev))
 		}
 		seen[opts.Addr] = raw
 		src := source
@@ -285,7 +285,7 @@ func parseLock(args []string, stdout io.Writer) (cfg lockConfig, help bool, err 
 		opts.ContextTimeoutEnabled = true
 		cfg.masters = append(cfg.masters, masterURL{raw: raw, source: src, opts: opts})
 	}
-	return cfg, false, nil
+	return cfg, nil
 }
 
 // loadConfig loads the redis, locking and namespace sections of a baton

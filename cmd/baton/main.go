@@ -17,6 +17,7 @@
 //	baton backfill --from T --to T [--dry-run] JOB  run the ticks in a window that never ran
 //	baton lock [flags] KEY -- CMD [ARGS]   run CMD while holding a distributed lock
 //	baton version                          print the version
+//	baton completion bash|zsh|fish         a shell completion script
 //	baton help [COMMAND]                   print help
 //
 // The binary is deliberately thin: it parses flags, sets up logging and
@@ -26,9 +27,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -55,8 +58,11 @@ commands:
   pause      pause jobs on every replica (a flag in Redis)
   resume     resume paused jobs
   lock       run a command while holding a distributed lock (a flock(1) for crontabs)
-  version    print the version
+  version    print the version and the commit it was built from
+  completion print a shell completion script: baton completion bash|zsh|fish
   help       print help; "baton help COMMAND" for a command's flags
+
+Flags go before or after a command's arguments ("--" ends them).
 
 Common flags of run, scheduler, worker and dev (each also from the
 environment): --config FILE ($BATON_CONFIG, default baton.yaml; dev:
@@ -84,65 +90,39 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	switch args[0] {
-	case "run":
-		return runServe(baton.RoleAll, args[1:], stdout, stderr)
-	case "scheduler":
-		return runServe(baton.RoleScheduler, args[1:], stdout, stderr)
-	case "worker":
-		return runServe(baton.RoleWorker, args[1:], stdout, stderr)
-	case "dev":
-		return runDev(args[1:], stdout, stderr)
-	case "validate":
-		return runValidate(args[1:], stdout, stderr)
-	case "status":
-		return runStatus(args[1:], stdout, stderr)
-	case "history":
-		return runHistory(args[1:], stdout, stderr)
-	case "locks":
-		return runLocks(args[1:], stdout, stderr)
-	case "trigger":
-		return runTrigger(args[1:], stdout, stderr)
-	case "backfill":
-		return runBackfill(args[1:], stdout, stderr)
-	case "pause":
-		return runPause("pause", true, args[1:], stdout, stderr)
-	case "resume":
-		return runPause("resume", false, args[1:], stdout, stderr)
-	case "next":
-		return runNext(args[1:], stdout, stderr)
-	case "lock":
-		return runLock(args[1:], stdout, stderr)
-	case "version", "-version", "--version":
-		return runVersion(args[1:], stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		return runHelp(args[1:], stdout, stderr)
-	default:
-		fmt.Fprintf(stderr, "baton: unknown command %q\n", args[0])
+	case "-h", "-help", "--help":
+		args = append([]string{"help"}, args[1:]...)
+	case "-version", "--version":
+		args = append([]string{"version"}, args[1:]...)
+	}
+	c := &cli{stdout: stdout, stderr: stderr}
+	root := newRoot(c)
+	if sub, _, err := root.Find(args); err == nil && sub != root {
+		args = goStyleFlags(sub.Flags(), args)
+	}
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	var fe *flagError
+	switch {
+	case err != nil && cmd == root:
+		if strings.HasPrefix(args[0], "-") {
+			fmt.Fprintf(stderr, "baton: %q before the command: flags come after it, as in baton status --config FILE\n", args[0])
+		} else {
+			fmt.Fprintf(stderr, "baton: unknown command %q\n", args[0])
+			if s := root.SuggestionsFor(args[0]); len(s) > 0 {
+				fmt.Fprintf(stderr, "did you mean baton %s?\n", strings.Join(s, " or baton "))
+			}
+		}
 		fmt.Fprint(stderr, mainUsage)
 		return exitUsage
-	}
-}
-
-// runHelp prints the help of the named command, or the top-level help.
-func runHelp(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stdout, mainUsage)
-		return 0
-	}
-	switch args[0] {
-	case "run", "scheduler", "worker", "dev", "validate", "next", "lock", "pause", "resume", "status", "history", "locks", "trigger", "backfill":
-		return run([]string{args[0], "-h"}, stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "usage: baton version\n\nPrints the baton version and the Go version it was built with.")
-		return 0
-	case "help":
-		fmt.Fprint(stdout, mainUsage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "baton help: unknown command %q\n", args[0])
-		fmt.Fprint(stderr, mainUsage)
+	case errors.As(err, &fe):
+		fmt.Fprintf(stderr, "baton %s: %s\n%s\n", cmd.Name(), fe.msg, usageLine(cmd.Name(), cmd.Long))
+		return exitUsage
+	case err != nil:
+		fmt.Fprintf(stderr, "baton %s: %v\n", cmd.Name(), err)
 		return exitUsage
 	}
+	return c.code
 }
 
 // quietLogger discards go-redis's internal log lines.

@@ -3,17 +3,25 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/scheduler"
 )
 
 const nextHelp = `usage: baton next [--config FILE] [-n N] [--job NAME] [--from TIME]
+       baton next SPEC [--tz ZONE] [-n N] [--from TIME]
 
 Prints the next N fire times of every job (or of --job NAME) after now, or
 after --from (RFC 3339, e.g. 2026-03-29T00:00:00+01:00), in the job's time
 zone. A line whose UTC offset differs from the previous one's is marked
 with the change, e.g. "(DST: UTC+1 -> UTC+2)". Redis is not contacted.
+
+With a bare SPEC (a cron spec such as "0 9 * * 1-5", quoted, or a
+descriptor such as @daily), no config is read: the fire times are those of
+a job with that schedule in the time zone --tz (default UTC, as for a job
+without timezone).
 
 flags:
 `
@@ -21,30 +29,42 @@ flags:
 // maxNext caps -n.
 const maxNext = 1000
 
+// nextOpts are the flags of "baton next".
+type nextOpts struct {
+	path, job, from, tz string
+	n                   int
+}
+
+// defineNext defines the flags of "baton next".
+func defineNext(fs *flagSet) *nextOpts {
+	o := &nextOpts{}
+	fs.configFlag(&o.path)
+	fs.IntVarP(&o.n, "n", "n", 5, "how many fire times per job (1..1000)")
+	fs.StringVar(&o.job, "job", "", "only the job `NAME`")
+	fs.StringVar(&o.from, "from", "", "list fire times after this RFC 3339 `TIME` (default now)")
+	fs.StringVar(&o.tz, "tz", "", "the time `ZONE` of a bare SPEC, e.g. Europe/Berlin (default UTC)")
+	return o
+}
+
 // runNext implements "baton next".
-func runNext(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("next")
-	var path, job, from string
-	fs.stringEnv(&path, "config", envConfig, defaultConfigFile, "config `FILE`")
-	n := fs.Int("n", 5, "how many fire times per job (1..1000)")
-	fs.StringVar(&job, "job", "", "only the job `NAME`")
-	fs.StringVar(&from, "from", "", "list fire times after this RFC 3339 `TIME` (default now)")
-	if err := fs.parse(args, nextHelp, stdout); err != nil {
-		return exitParse("next", err, stderr)
-	}
-	if fs.NArg() > 0 {
-		return usageExit("next", usagef("unexpected argument %q", fs.Arg(0)), stderr)
-	}
-	if *n < 1 || *n > maxNext {
-		return usageExit("next", usagef("-n %d: want 1..%d", *n, maxNext), stderr)
+func runNext(fs *flagSet, o *nextOpts, args []string, stdout, stderr io.Writer) int {
+	path, job := o.path, o.job
+	if o.n < 1 || o.n > maxNext {
+		return usageExit("next", usagef("-n %d: want 1..%d", o.n, maxNext), stderr)
 	}
 	after := time.Now()
-	if from != "" {
-		t, err := time.Parse(time.RFC3339, from)
+	if o.from != "" {
+		t, err := time.Parse(time.RFC3339, o.from)
 		if err != nil {
-			return usageExit("next", usagef("--from %q: want an RFC 3339 time such as 2026-03-29T00:00:00+01:00", from), stderr)
+			return usageExit("next", usagef("--from %q: want an RFC 3339 time such as 2026-03-29T00:00:00+01:00", o.from), stderr)
 		}
 		after = t
+	}
+	if len(args) > 0 {
+		return nextSpec(fs, o, strings.Join(args, " "), after, stdout, stderr)
+	}
+	if o.tz != "" {
+		return usageExit("next", usagef("--tz %q goes with a bare SPEC (baton next SPEC --tz ZONE); a job's zone is its timezone in the config", o.tz), stderr)
 	}
 	cfg, err := loadConfigFile(fs, path)
 	if err != nil {
@@ -62,8 +82,34 @@ func runNext(args []string, stdout, stderr io.Writer) int {
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
-		printNext(stdout, &list[i], after, *n)
+		printNext(stdout, &list[i], after, o.n)
 	}
+	return 0
+}
+
+// nextSpec prints the next fire times of the bare schedule spec in --tz.
+func nextSpec(fs *flagSet, o *nextOpts, spec string, after time.Time, stdout, stderr io.Writer) int {
+	for _, f := range []string{"job", "config"} {
+		if fs.isSet(f) && !fs.fromEnv[f] {
+			return usageExit("next", usagef("a bare SPEC %q and --%s %q exclude each other: name a job of the config, or give a spec", spec, f, fs.Lookup(f).Value), stderr)
+		}
+	}
+	zone := o.tz
+	if zone == "" {
+		zone = "UTC"
+	}
+	if zone == "Local" {
+		return usageExit("next", usagef(`--tz "Local": name a zone such as UTC or Europe/Berlin, as a job's timezone must`), stderr)
+	}
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		return usageExit("next", usagef("--tz %q: unknown time zone", zone), stderr)
+	}
+	sched, err := scheduler.ParseSchedule(spec, loc)
+	if err != nil {
+		return usageExit("next", usagef("%s", strings.TrimPrefix(err.Error(), "scheduler: ")), stderr)
+	}
+	printNext(stdout, &config.Job{Name: "schedule", Schedule: spec, Location: loc, Sched: sched}, after, o.n)
 	return 0
 }
 

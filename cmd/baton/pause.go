@@ -45,32 +45,43 @@ flags, bad config).
 flags:
 `
 
+// pauseOpts are the flags of "baton pause" (on) or "baton resume".
+type pauseOpts struct {
+	on            bool
+	path          string
+	note, by      string // pause
+	skip, catchUp bool   // resume
+}
+
+// pauseFlags returns the flag definitions of "baton pause" (on) or "baton
+// resume".
+func pauseFlags(on bool) func(fs *flagSet) *pauseOpts {
+	return func(fs *flagSet) *pauseOpts {
+		o := &pauseOpts{on: on}
+		fs.configFlag(&o.path)
+		if on {
+			fs.StringVar(&o.note, "note", "", "why the job is paused, shown by status and the dashboard (at most 500 bytes)")
+			fs.StringVar(&o.by, "by", "", "who pauses it (default: the OS user)")
+		} else {
+			fs.BoolVar(&o.skip, "skip", false, "leave the paused ticks skipped (the default)")
+			fs.BoolVar(&o.catchUp, "catch-up", false, "replay the paused ticks due within the starting deadline")
+		}
+		return o
+	}
+}
+
 // runPause implements "baton pause" (on) and "baton resume" (!on).
-func runPause(name string, on bool, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet(name)
-	var path string
-	fs.stringEnv(&path, "config", envConfig, defaultConfigFile, "config `FILE`")
-	var note, by *string
-	var skip, catchUp *bool
-	if on {
-		note = fs.String("note", "", "why the job is paused, shown by status and the dashboard (at most 500 bytes)")
-		by = fs.String("by", "", "who pauses it (default: the OS user)")
-	} else {
-		skip = fs.Bool("skip", false, "leave the paused ticks skipped (the default)")
-		catchUp = fs.Bool("catch-up", false, "replay the paused ticks due within the starting deadline")
-	}
-	if err := fs.parse(args, pauseHelp, stdout); err != nil {
-		return exitParse(name, err, stderr)
-	}
-	if fs.NArg() == 0 {
+func runPause(fs *flagSet, o *pauseOpts, args []string, stdout, stderr io.Writer) int {
+	name, on, path := fs.name, o.on, o.path
+	if len(args) == 0 {
 		return usageExit(name, usagef("name at least one job"), stderr)
 	}
-	if !on && *skip && *catchUp {
+	if !on && o.skip && o.catchUp {
 		return usageExit(name, usagef("--skip and --catch-up exclude each other: choose one"), stderr)
 	}
 	why := baton.PauseNote{}
 	if on {
-		why = baton.PauseNote{By: *by, Note: *note}
+		why = baton.PauseNote{By: o.by, Note: o.note}
 		if !fs.isSet("by") {
 			why.By = osUser()
 		}
@@ -82,14 +93,14 @@ func runPause(name string, on bool, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return usageExit(name, err, stderr) // config errors: one line each
 	}
-	for _, job := range fs.Args() {
+	for _, job := range args {
 		j, ok := cfg.Job(job)
 		switch {
 		case !ok:
 			return usageExit(name, usagef("no job %q in %s", job, path), stderr)
 		case j.Mode == config.ModeSingleton:
 			return usageExit(name, usagef("job %q is a singleton: it has no ticks to pause", job), stderr)
-		case !on && *catchUp && j.Mode != config.ModeCron:
+		case !on && o.catchUp && j.Mode != config.ModeCron:
 			return usageExit(name, usagef("job %q is a %s job: only cron jobs can catch up paused ticks; resume it without --catch-up", job, j.Mode), stderr)
 		}
 	}
@@ -99,7 +110,7 @@ func runPause(name string, on bool, args []string, stdout, stderr io.Writer) int
 	}
 	defer c.Close()
 	timeout := 10 * time.Second
-	if !on && *catchUp {
+	if !on && o.catchUp {
 		timeout = 5 * time.Minute // replays go through the claim
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -108,14 +119,14 @@ func runPause(name string, on bool, args []string, stdout, stderr io.Writer) int
 	// a change that reached a majority is in effect, and running the
 	// command again repairs the rest
 	failed := false
-	for _, job := range fs.Args() {
+	for _, job := range args {
 		var res baton.PauseResult
 		var cu *baton.CatchUpResult
 		if on {
 			res, err = c.Pause(ctx, job, why)
 		} else {
 			var rr baton.ResumeResult
-			rr, err = c.Resume(ctx, job, *catchUp)
+			rr, err = c.Resume(ctx, job, o.catchUp)
 			res, cu = rr.PauseResult, rr.CatchUp
 		}
 		if err != nil && cu == nil {

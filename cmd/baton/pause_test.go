@@ -169,8 +169,8 @@ jobs:
 		{[]string{"pause", "--note", strings.Repeat("n", 501), "a"}, "bad pause: the note is 501 bytes, over the limit of 500"},
 		{[]string{"pause", "--by", "a\nb", "a"}, "one printable line"},
 		{[]string{"pause", "--by", "", "a"}, "say who pauses it"},
-		{[]string{"pause", "--catch-up", "a"}, "flag provided but not defined: -catch-up"},
-		{[]string{"resume", "--note", "x", "a"}, "flag provided but not defined: -note"},
+		{[]string{"pause", "--catch-up", "a"}, "unknown flag --catch-up for baton pause; --catch-up is a flag of baton resume\nusage: baton pause "},
+		{[]string{"resume", "--note", "x", "a"}, "unknown flag --note for baton resume; --note is a flag of baton pause\nusage: baton resume "},
 		{[]string{"resume", "--catch-up", "l"}, `job "l" is a local job: only cron jobs can catch up`},
 	} {
 		code, _, errs := runIn(append(tc.args[:1:1], append([]string{"--config", cfg}, tc.args[1:]...)...)...)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
@@ -51,15 +51,30 @@ flags:
 `,
 }
 
-// runServe implements "baton run", "baton scheduler" and "baton worker".
-func runServe(r baton.Role, args []string, stdout, stderr io.Writer) int {
-	name := r.String()
-	fs := newFlagSet(name)
-	cf, finish := addCommon(fs, defaultConfigFile)
-	if err := fs.parse(args, serveHelp[r], stdout); err != nil {
-		return exitParse(name, err, stderr)
+// commonOpts are the common flags of a long-running command and the check
+// to run after parsing.
+type commonOpts struct {
+	cf     *commonFlags
+	finish func(args []string) error
+}
+
+// serveCommand is "baton run", "baton scheduler" or "baton worker".
+func (c *cli) serveCommand(r baton.Role) *cobra.Command {
+	define := func(fs *flagSet) commonOpts {
+		cf, finish := addCommon(fs, defaultConfigFile)
+		return commonOpts{cf, finish}
 	}
-	if err := finish(); err != nil {
+	return subcommand(c, r.String(), serveHelp[r], nil, define,
+		func(fs *flagSet, o commonOpts, args []string, stdout, stderr io.Writer) int {
+			return runServe(r, fs, o, args, stdout, stderr)
+		})
+}
+
+// runServe implements "baton run", "baton scheduler" and "baton worker".
+func runServe(r baton.Role, fs *flagSet, o commonOpts, args []string, stdout, stderr io.Writer) int {
+	name := r.String()
+	cf := o.cf
+	if err := o.finish(args); err != nil {
 		return usageExit(name, err, stderr)
 	}
 	cfg, err := loadConfigFile(fs, cf.config)
@@ -137,14 +152,6 @@ func httpListen(fs *flagSet, cf *commonFlags, cfg *config.Config) (string, error
 		return "", usagef("%s: listen address %q: want host:port, e.g. 127.0.0.1:8080", src, addr)
 	}
 	return addr, nil
-}
-
-// exitParse reports a flag parsing error (help: status 0).
-func exitParse(name string, err error, stderr io.Writer) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	return usageExit(name, err, stderr)
 }
 
 // usageExit prints the one line "baton NAME: err" (every line of a config error on its

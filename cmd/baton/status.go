@@ -34,19 +34,26 @@ Exit status: 0 done; 1 Redis unreachable (what could be read is printed);
 flags:
 `
 
+// configJSON are the flags of status and locks: --config and --json.
+type configJSON struct {
+	path   string
+	asJSON bool
+}
+
+// defineConfigJSON defines --config and --json.
+func defineConfigJSON(fs *flagSet) *configJSON {
+	o := &configJSON{}
+	fs.configFlag(&o.path)
+	fs.BoolVar(&o.asJSON, "json", false, "print JSON")
+	return o
+}
+
 // runStatus implements "baton status".
-func runStatus(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("status")
-	var path string
-	fs.stringEnv(&path, "config", envConfig, defaultConfigFile, "config `FILE`")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.parse(args, statusHelp, stdout); err != nil {
-		return exitParse("status", err, stderr)
+func runStatus(fs *flagSet, o *configJSON, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		return usageExit("status", usagef("unexpected argument %q", args[0]), stderr)
 	}
-	if fs.NArg() > 0 {
-		return usageExit("status", usagef("unexpected argument %q", fs.Arg(0)), stderr)
-	}
-	c, code := openCluster(fs, path, "status", stderr)
+	c, code := openCluster(fs, o.path, "status", stderr)
 	if c == nil {
 		return code
 	}
@@ -63,7 +70,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "baton status: %s\n", c.Config().MaskSecrets(err.Error()))
 		code = 1
 	}
-	if *asJSON {
+	if o.asJSON {
 		return max(code, printJSON(stdout, stderr, "status", st))
 	}
 	printStatus(stdout, st)
@@ -220,18 +227,11 @@ flags:
 `
 
 // runLocks implements "baton locks".
-func runLocks(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("locks")
-	var path string
-	fs.stringEnv(&path, "config", envConfig, defaultConfigFile, "config `FILE`")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.parse(args, locksHelp, stdout); err != nil {
-		return exitParse("locks", err, stderr)
+func runLocks(fs *flagSet, o *configJSON, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		return usageExit("locks", usagef("unexpected argument %q", args[0]), stderr)
 	}
-	if fs.NArg() > 0 {
-		return usageExit("locks", usagef("unexpected argument %q", fs.Arg(0)), stderr)
-	}
-	c, code := openCluster(fs, path, "locks", stderr)
+	c, code := openCluster(fs, o.path, "locks", stderr)
 	if c == nil {
 		return code
 	}
@@ -247,7 +247,7 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 			return code
 		}
 	}
-	if *asJSON {
+	if o.asJSON {
 		if held == nil {
 			held = []locking.HeldLock{}
 		}

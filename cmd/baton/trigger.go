@@ -26,27 +26,38 @@ failed; 2 usage error (unknown job, not a cron job, bad config).
 flags:
 `
 
+// triggerOpts are the flags of "baton trigger".
+type triggerOpts struct {
+	path string
+	by   string
+}
+
+// defineTrigger defines the flags of "baton trigger".
+func defineTrigger(fs *flagSet) *triggerOpts {
+	o := &triggerOpts{}
+	fs.configFlag(&o.path)
+	fs.StringVar(&o.by, "by", "", "who triggers, as the history records it (default: user@host)")
+	return o
+}
+
 // runTrigger implements "baton trigger".
-func runTrigger(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("trigger")
-	var path string
-	fs.stringEnv(&path, "config", envConfig, defaultConfigFile, "config `FILE`")
-	by := fs.String("by", defaultActor(), "who triggers, as the history records it (default: user@host)")
-	if err := fs.parse(args, triggerHelp, stdout); err != nil {
-		return exitParse("trigger", err, stderr)
-	}
-	if fs.NArg() == 0 {
+func runTrigger(fs *flagSet, o *triggerOpts, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
 		return usageExit("trigger", usagef("name at least one job"), stderr)
 	}
-	c, exit := openCluster(fs, path, "trigger", stderr)
+	by := o.by
+	if !fs.isSet("by") {
+		by = defaultActor()
+	}
+	c, exit := openCluster(fs, o.path, "trigger", stderr)
 	if c == nil {
 		return exit
 	}
 	defer c.Close()
-	for _, job := range fs.Args() {
+	for _, job := range args {
 		j, ok := c.Config().Job(job)
 		if !ok {
-			return usageExit("trigger", usagef("no job %q in %s", job, path), stderr)
+			return usageExit("trigger", usagef("no job %q in %s", job, o.path), stderr)
 		}
 		if j.Mode != "cron" {
 			return usageExit("trigger", usagef("job %q is a %s job: only cron jobs can be triggered", job, j.Mode), stderr)
@@ -54,8 +65,8 @@ func runTrigger(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, job := range fs.Args() {
-		t, err := c.Trigger(ctx, job, *by)
+	for _, job := range args {
+		t, err := c.Trigger(ctx, job, by)
 		if err != nil {
 			fmt.Fprintf(stderr, "baton trigger: %s: %s\n", job, c.Config().MaskSecrets(err.Error()))
 			return 1

@@ -20,21 +20,29 @@ Exit status: 0 valid; 1 invalid or unreadable; 2 usage error.
 flags:
 `
 
+// validateOpts are the flags of "baton validate".
+type validateOpts struct {
+	path  string
+	print bool
+}
+
+// defineValidate defines the flags of "baton validate".
+func defineValidate(fs *flagSet) *validateOpts {
+	o := &validateOpts{}
+	fs.configFlag(&o.path)
+	fs.BoolVar(&o.print, "print", false, "print the effective config (secrets masked)")
+	return o
+}
+
 // runValidate implements "baton validate".
-func runValidate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("validate")
-	var path string
-	fs.stringEnv(&path, "config", envConfig, defaultConfigFile, "config `FILE`")
-	print := fs.Bool("print", false, "print the effective config (secrets masked)")
-	if err := fs.parse(args, validateHelp, stdout); err != nil {
-		return exitParse("validate", err, stderr)
-	}
-	switch fs.NArg() {
+func runValidate(_ *flagSet, o *validateOpts, args []string, stdout, stderr io.Writer) int {
+	path := o.path
+	switch len(args) {
 	case 0:
 	case 1:
-		path = fs.Arg(0)
+		path = args[0]
 	default:
-		return usageExit("validate", usagef("unexpected argument %q", fs.Arg(1)), stderr)
+		return usageExit("validate", usagef("unexpected argument %q", args[1]), stderr)
 	}
 	cfg, err := config.LoadFile(path)
 	if err != nil {
@@ -46,7 +54,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
-	if *print {
+	if o.print {
 		fmt.Fprint(stdout, cfg.Redacted())
 	}
 	fmt.Fprintf(stdout, "ok: %d jobs\n", len(cfg.Jobs))

@@ -29,8 +29,14 @@ func shortVersion() string {
 	return "dev"
 }
 
+const versionHelp = `usage: baton version
+
+Prints the baton version, the commit it was built from and the Go version it
+was built with.
+`
+
 // runVersion implements "baton version": it takes no arguments.
-func runVersion(args []string, stdout, stderr io.Writer) int {
+func runVersion(_ *flagSet, _ struct{}, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		fmt.Fprintf(stderr, "baton version: unexpected argument %q\nusage: baton version\n", args[0])
 		return exitUsage
