@@ -146,11 +146,17 @@ type Replica struct {
 }
 
 // New builds, without connecting, a replica of cfg. It fails on a config
-// it cannot wire (a bad Redis URL, a lock master listed twice).
+// it cannot wire (a bad Redis URL, a lock master listed twice), and with a
+// *config.ConfigError naming each job and its line when the replica would
+// run a handler job whose handler WithHandlers does not register (see
+// MissingHandlers).
 func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	o := options{version: "dev", log: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if err := MissingHandlers(cfg, o.role, o.handlers); err != nil {
+		return nil, err
 	}
 	if o.id == "" {
 		host, _ := os.Hostname()
@@ -249,6 +255,45 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	}
 	ok = true
 	return r, nil
+}
+
+// MissingHandlers returns a *config.ConfigError naming every handler job
+// of cfg that a replica of role runs and whose handler reg does not
+// register (reg may be nil), or nil. A scheduler runs local-mode jobs, a
+// worker cron and singleton jobs, RoleAll all of them: a RoleScheduler
+// replica may lack the handlers of queued jobs, a RoleWorker replica those
+// of local jobs.
+func MissingHandlers(cfg *config.Config, role Role, reg *jobs.Registry) error {
+	var errs []config.FieldError
+	for i := range cfg.Jobs {
+		j := &cfg.Jobs[i]
+		if j.Handler == nil || !role.runs(j.Mode) {
+			continue
+		}
+		if reg != nil {
+			if _, ok := reg.Lookup(j.Handler.Name); ok {
+				continue
+			}
+		}
+		file := cfg.File
+		if file == "" {
+			file = "<input>"
+		}
+		errs = append(errs, config.FieldError{File: file, Line: j.Line, Job: j.Name, Field: "handler.name",
+			Msg: fmt.Sprintf("Go handler %q is not registered (baton.WithHandlers): only a Go program that registers it can run this job", j.Handler.Name)})
+	}
+	if errs == nil {
+		return nil
+	}
+	return &config.ConfigError{Errors: errs}
+}
+
+// runs reports whether a replica of role runs the jobs of mode.
+func (r Role) runs(m config.Mode) bool {
+	if m == config.ModeLocal {
+		return r != RoleWorker
+	}
+	return r != RoleScheduler
 }
 
 // SchedulerJob is the scheduler's view of a config job: the one conversion

@@ -149,3 +149,81 @@ func TestNewBadConfig(t *testing.T) {
 		t.Errorf("Run against a Redis that is not there: %v", err)
 	}
 }
+
+// New refuses a replica that would run a handler job whose handler is not
+// registered, naming each job, its line and its handler; a scheduler-only
+// replica needs the handlers of local jobs only, a worker those of queued
+// and singleton jobs.
+func TestNewRefusesUnregisteredHandlers(t *testing.T) {
+	cfg, err := config.Load([]byte(`redis: {url: "redis://127.0.0.1:1/0"}
+jobs:
+  - name: report
+    schedule: "@hourly"
+    handler: {name: report}
+  - name: vacuum
+    schedule: "@hourly"
+    mode: local
+    handler: {name: vacuum}
+  - name: pump
+    mode: singleton
+    handler: {name: pump}
+  - name: tidy
+    schedule: "@hourly"
+    exec: {command: ["true"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	some := jobs.NewRegistry()
+	if err := some.HandleFunc("report", func(context.Context, jobs.Run) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	all := jobs.NewRegistry()
+	for _, name := range []string{"report", "vacuum", "pump"} {
+		if err := all.HandleFunc(name, func(context.Context, jobs.Run) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		role    baton.Role
+		reg     *jobs.Registry
+		missing []string // "job@line" (the line of the job's entry)
+	}{
+		{"run, no registry", baton.RoleAll, nil, []string{"report@3", "vacuum@6", "pump@10"}},
+		{"run, some", baton.RoleAll, some, []string{"vacuum@6", "pump@10"}},
+		{"run, all", baton.RoleAll, all, nil},
+		{"scheduler runs local jobs only", baton.RoleScheduler, some, []string{"vacuum@6"}},
+		{"worker runs queued and singleton jobs", baton.RoleWorker, some, []string{"pump@10"}},
+		{"scheduler, no registry", baton.RoleScheduler, nil, []string{"vacuum@6"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := baton.New(cfg, baton.WithRole(tc.role), baton.WithHandlers(tc.reg))
+			if tc.missing == nil {
+				if err != nil {
+					t.Fatalf("New: %v", err)
+				}
+				r.Close()
+				return
+			}
+			if err == nil {
+				r.Close()
+				t.Fatalf("New took a replica without the handlers of %v", tc.missing)
+			}
+			var ce *config.ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("New: %T %v, want a *config.ConfigError", err, err)
+			}
+			var got []string
+			for _, fe := range ce.Errors {
+				got = append(got, fmt.Sprintf("%s@%d", fe.Job, fe.Line))
+				if want := fmt.Sprintf("Go handler %q is not registered", fe.Job); !strings.Contains(fe.Error(), want) {
+					t.Errorf("%q does not say %q", fe.Error(), want)
+				}
+			}
+			if strings.Join(got, " ") != strings.Join(tc.missing, " ") {
+				t.Errorf("refused %v, want %v\n%v", got, tc.missing, err)
+			}
+		})
+	}
+}

@@ -41,6 +41,11 @@ jobs:
 		t.Fatal(err)
 	}
 	reg := jobs.NewRegistry()
+	for _, name := range []string{"tick", "single"} {
+		if err := reg.HandleFunc(name, func(context.Context, jobs.Run) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
 	r, err := baton.New(cfg, baton.WithReplicaID("rv-half"), baton.WithHandlers(reg))
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +79,7 @@ func TestNilLoggerIsNoLogger(t *testing.T) {
 jobs:
   - name: tick
     schedule: "@every 1m"
-    handler: {name: tick}
+    exec: {command: ["true"]}
 `))
 	if err != nil {
 		t.Fatal(err)

@@ -81,6 +81,9 @@ func runServe(r baton.Role, fs *flagSet, o commonOpts, args []string, stdout, st
 	if err != nil {
 		return usageExit(name, err, stderr)
 	}
+	if err := missingHandlers(cfg, r); err != nil {
+		return usageExit(name, err, stderr)
+	}
 	addr, err := httpListen(fs, cf, cfg)
 	if err != nil {
 		return usageExit(name, err, stderr)

@@ -521,3 +521,26 @@ jobs:
 	}, p)
 	signalAndWait(t, p, syscall.SIGTERM, 0)
 }
+
+// baton run refuses, before it connects, a list with a Go handler job (the
+// binary registers none), naming the job, its line and the handler; baton
+// worker alike; baton scheduler needs handlers only for local jobs.
+func TestServeRefusesGoHandlerJobs(t *testing.T) {
+	path := writeConfig(t, `redis:
+  url: redis://127.0.0.1:1/0
+jobs:
+  - name: tidy
+    schedule: "@hourly"
+    exec: {command: ["true"]}
+  - name: vacuum
+    schedule: "@hourly"
+    handler: {name: vacuum-db}
+`)
+	for _, cmd := range []string{"run", "worker"} {
+		code, out, errs := runIn(cmd, "--config", path)
+		want := path + `:7: job "vacuum": handler.name: Go handler "vacuum-db" is not registered`
+		if code != exitUsage || out != "" || !strings.HasPrefix(errs, want) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("baton %s: exit %d %q %q, want %d and %q", cmd, code, out, errs, exitUsage, want)
+		}
+	}
+}

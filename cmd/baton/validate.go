@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
+	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
 )
 
@@ -58,5 +60,29 @@ func runValidate(_ *flagSet, o *validateOpts, args []string, stdout, stderr io.W
 		fmt.Fprint(stdout, cfg.Redacted())
 	}
 	fmt.Fprintf(stdout, "ok: %d jobs\n", len(cfg.Jobs))
+	fmt.Fprint(stdout, goHandlerNote(cfg))
 	return 0
+}
+
+// goHandlerNote says, one line per job, which jobs run a Go handler: this
+// binary registers none, so only a Go program that registers them can run
+// the list. "" without such jobs.
+func goHandlerNote(cfg *config.Config) string {
+	var b strings.Builder
+	for i := range cfg.Jobs {
+		if j := &cfg.Jobs[i]; j.Handler != nil {
+			fmt.Fprintf(&b, "job %q (line %d) runs Go handler %q: only a Go program that registers it can run this list\n", j.Name, j.Line, j.Handler.Name)
+		}
+	}
+	return b.String()
+}
+
+// missingHandlers is the config error of the handler jobs a replica of
+// role would run: the binary registers no Go handler. Nil without any.
+func missingHandlers(cfg *config.Config, role baton.Role) error {
+	var ce *config.ConfigError
+	if errors.As(baton.MissingHandlers(cfg, role, nil), &ce) {
+		return &configErrors{ce}
+	}
+	return nil
 }
