@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
@@ -44,10 +45,16 @@ type PauseNote struct {
 
 // storedPause is a pause flag's value on a lock master (lua/pause.lua).
 type storedPause struct {
+	V     int    `json:"v"` // format version, formats.PauseFlag (absent: 1)
 	By    string `json:"by"`
 	Note  string `json:"note"`
 	AtMS  int64  `json:"at_ms,omitempty"`  // paused since
 	SetMS int64  `json:"set_ms,omitempty"` // this value written
+}
+
+// pauseValue is the JSON object lua/pause.lua stores for note p.
+func pauseValue(p PauseNote) ([]byte, error) {
+	return json.Marshal(storedPause{V: formats.PauseFlag, By: p.By, Note: p.Note})
 }
 
 var (
@@ -111,7 +118,7 @@ func (c *Cluster) Pause(ctx context.Context, job string, p PauseNote) (PauseResu
 	if err := p.Check(); err != nil {
 		return PauseResult{}, err
 	}
-	val, err := json.Marshal(storedPause{By: p.By, Note: p.Note})
+	val, err := pauseValue(p)
 	if err != nil {
 		return PauseResult{}, err
 	}

@@ -343,3 +343,15 @@ jobs:
 		t.Errorf("status with the flag on 2 of 3 masters: %+v %v", st.Jobs[0], err)
 	}
 }
+
+// A pause flag's value carries its format version; lua/pause.lua adds at_ms
+// and set_ms to the object and keeps the rest.
+func TestPauseFlagCarriesFormatVersion(t *testing.T) {
+	b, err := baton.PauseValue(baton.PauseNote{By: "ops", Note: "vendor fix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"v":1,"by":"ops","note":"vendor fix"}`; string(b) != want {
+		t.Fatalf("value %s, want %s", b, want)
+	}
+}

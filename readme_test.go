@@ -23,8 +23,8 @@ import (
 )
 
 // readmeMaxLines is how long the README may grow: what a newcomer reads in
-// five minutes. Depth goes to docs/.
-const readmeMaxLines = 250
+// five minutes, upgrade rules and license included. Depth goes to docs/.
+const readmeMaxLines = 260
 
 // docFiles returns README.md and every docs/*.md.
 func docFiles(t *testing.T) []string {

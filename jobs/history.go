@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -121,9 +122,10 @@ func (h *history) add(ctx context.Context, timeout time.Duration, job string, fi
 	}
 }
 
-// tickFields are the fields every event of tick t carries.
+// tickFields are the fields every event of tick t carries, the first its
+// format version.
 func tickFields(ev string, t scheduler.Tick) []any {
-	f := []any{"ev", ev, "tick", t.At.UTC().Format(time.RFC3339Nano), "run", t.RunID}
+	f := []any{"v", formats.HistoryEvent, "ev", ev, "tick", t.At.UTC().Format(time.RFC3339Nano), "run", t.RunID}
 	if t.Manual {
 		f = append(f, "manual", "1")
 	}

@@ -145,3 +145,12 @@ func TestHistoryIsBounded(t *testing.T) {
 		t.Errorf("history key ttl %v, want at most max_age %v", ttl, cfg.History.MaxAge)
 	}
 }
+
+// Every history event carries its format version as its first field.
+func TestHistoryEventsCarryFormatVersion(t *testing.T) {
+	tick := scheduler.Tick{Job: "report", At: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC), RunID: "r1", Manual: true}
+	got := fmt.Sprint(tickFields(evStarted, tick))
+	if want := "[v 1 ev started tick 2026-11-28T12:00:00Z run r1 manual 1]"; got != want {
+		t.Fatalf("fields %s, want %s", got, want)
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/clock"
+	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
@@ -94,6 +95,7 @@ type counters struct {
 
 // holderRecord is the value of the side record NS:{exec:<job>}:holder.
 type holderRecord struct {
+	V       int    `json:"v"`    // format version, formats.HolderRecord (absent: 1)
 	ID      string `json:"id"`   // tick ID, job@RFC3339
 	Tick    string `json:"tick"` // RFC 3339, UTC
 	RunID   string `json:"run_id"`
@@ -103,6 +105,7 @@ type holderRecord struct {
 
 // cancelRequest is a message on NS:cancel:<job>.
 type cancelRequest struct {
+	V       int    `json:"v"`    // format version, formats.CancelRequest (absent: 1)
 	ID      string `json:"id"`   // the requester's tick ID
 	Tick    string `json:"tick"` // the requester's tick, RFC 3339, UTC
 	Replica string `json:"replica"`
@@ -523,7 +526,7 @@ func (e *engine) notObtained(ctx context.Context, job *config.Job, t scheduler.T
 // for the lease. The request is repeated every lock_ttl/3 while waiting,
 // because pub/sub delivers at most once (a worker reconnecting misses it).
 func (e *engine) replace(ctx context.Context, job *config.Job, t scheduler.Tick, log *slog.Logger) (*locking.Lease, error) {
-	msg, _ := json.Marshal(cancelRequest{ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339Nano), Replica: e.replica})
+	msg, _ := json.Marshal(cancelRequest{V: formats.CancelRequest, ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339Nano), Replica: e.replica})
 	ch := e.cancelChannel(job.Name)
 	msg = e.signer().sign(domainCancel+"\x00"+ch, msg)
 	publish := func() {
@@ -545,7 +548,7 @@ func (e *engine) replace(ctx context.Context, job *config.Job, t scheduler.Tick,
 
 // held records the new holder and keeps the record alive with the lease.
 func (e *engine) held(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, lease *locking.Lease, log *slog.Logger) *locking.Lease {
-	rec, _ := json.Marshal(holderRecord{ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339Nano), RunID: t.RunID, Attempt: attempt, Replica: e.replica})
+	rec, _ := json.Marshal(holderRecord{V: formats.HolderRecord, ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339Nano), RunID: t.RunID, Attempt: attempt, Replica: e.replica})
 	key := e.holderKey(job.Name)
 	set := func(ctx context.Context) {
 		if err := e.rdb.Set(ctx, key, rec, job.LockTTL).Err(); err != nil && ctx.Err() == nil {

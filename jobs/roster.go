@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/redact"
 )
 
@@ -40,6 +41,13 @@ import (
 //
 // Both keys expire rosterForget after the last heartbeat; a member not seen
 // for rosterForget is removed, and a list no member refers to with it.
+
+// rosterEntry is a replica's JSON entry in the roster: its Member and the
+// entry's format version.
+type rosterEntry struct {
+	V int `json:"v"` // formats.RosterEntry (absent: 1)
+	Member
+}
 
 // rosterEvery is how often a replica publishes itself in the roster.
 const rosterEvery = 2 * time.Second
@@ -221,7 +229,7 @@ func newRoster(rdb redis.UniversalClient, cfg *config.Config, self Member, log *
 
 // beat publishes this replica and returns the roster as read at once after.
 func (r *roster) beat(ctx context.Context) ([]Member, error) {
-	me, _ := json.Marshal(r.self)
+	me, _ := json.Marshal(rosterEntry{V: formats.RosterEntry, Member: r.self})
 	r.written.Store(string(me))
 	args := []any{r.self.key, string(me), r.self.Hash, "", rosterForget.Milliseconds()}
 	sent := time.Now() // the wall clock: skew is about the host's clock

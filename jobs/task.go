@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -26,6 +27,7 @@ const noTimeout = 10 * 365 * 24 * time.Hour
 // (see sign.go). Fence is informational: a worker takes every fence it
 // hands a run from the lock masters, never from a payload.
 type taskPayload struct {
+	V       int    `json:"v"`       // format version, formats.TaskPayload (absent: 1)
 	Job     string `json:"job"`     // the job's name
 	Tick    string `json:"tick"`    // the instant the tick was due, RFC 3339, UTC
 	RunID   string `json:"run_id"`  // random id of the dispatch
@@ -43,6 +45,7 @@ type taskPayload struct {
 // payloadOf returns t's payload.
 func payloadOf(t scheduler.Tick) taskPayload {
 	return taskPayload{
+		V:       formats.TaskPayload,
 		Job:     t.Job,
 		Tick:    t.At.UTC().Format(time.RFC3339Nano), // a manual tick keeps its milliseconds
 		RunID:   t.RunID,
