@@ -14,6 +14,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/runid"
 	"github.com/batonhq/baton/internal/wiring"
+	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
@@ -246,6 +247,9 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 	}
 	st.Replicas, st.ListDiffs = replicaStatus(members)
 	st.Warnings = append(st.Warnings, c.orphanQueues(members)...)
+	for _, id := range jobs.DuplicateIDs(members) {
+		st.Warnings = append(st.Warnings, fmt.Sprintf("two live processes run as replica %s: give each its own id", redact.Quote(id)))
+	}
 	return st, errors.Join(errs...)
 }
 

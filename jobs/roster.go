@@ -77,6 +77,10 @@ type Member struct {
 	// behind) at its previous heartbeat, in milliseconds, to within half a
 	// round trip.
 	SkewMS int64 `json:"skew_ms"`
+	// Process identifies the OS process that publishes the entry (random,
+	// drawn once per process): two live entries of one id from different
+	// processes are two processes running under one replica id.
+	Process string `json:"process,omitempty"`
 	// Seen is its last heartbeat, by the queue Redis's clock.
 	Seen time.Time `json:"-"`
 	// Live is true if it was seen within rosterLive of the read.
@@ -211,7 +215,7 @@ type roster struct {
 	mu     sync.Mutex
 	last   []Member                        // as of the last heartbeat
 	lists  map[string]map[string]ListedJob // job list hash -> list (immutable)
-	warned map[string]bool                 // list hashes already warned about
+	warned map[string]bool                 // list hashes and "#"+processes already warned about
 	// written is the entry JSON of the last heartbeat: leave removes the
 	// entry only while it is still that
 	written atomic.Value
@@ -222,6 +226,9 @@ func newRoster(rdb redis.UniversalClient, cfg *config.Config, self Member, log *
 	self.Hash = listHash(list)
 	self.Jobs = list
 	self.key = self.ID + "#" + randomInstance()
+	if self.Process == "" {
+		self.Process = thisProcess()
+	}
 	return &roster{rdb: rdb, ns: cfg.Namespace, self: self, list: list, log: log,
 		lists:  map[string]map[string]ListedJob{self.Hash: list},
 		warned: map[string]bool{}}
@@ -272,6 +279,11 @@ func (r *roster) routedDifferently(job string) bool {
 	}
 	return false
 }
+
+// thisProcess is this process's Member.Process: one value for every
+// replica of the process (a config reload runs two workers of one id in one
+// process for a moment, which is no duplicate).
+var thisProcess = sync.OnceValue(randomInstance)
 
 // randomInstance names one worker's roster entry.
 func randomInstance() string {
@@ -461,5 +473,49 @@ func (r *roster) warnDiffering(members []Member) {
 			slog.String("replica", r.self.ID), slog.String("list", r.self.Hash),
 			slog.String("other", m.ID), slog.String("other_list", m.Hash), slog.String("other_version", m.Version),
 			slog.Any("jobs", diffs))
+	}
+}
+
+// DuplicateIDs returns, sorted, the replica ids under which more than one
+// live process publishes itself: each such id is a configuration mistake
+// (two processes given one --id), which makes the roster, lock holder
+// records and metrics mix the two up.
+func DuplicateIDs(members []Member) []string {
+	procs := map[string]map[string]bool{}
+	for _, m := range members {
+		if !m.Live || m.Process == "" {
+			continue
+		}
+		if procs[m.ID] == nil {
+			procs[m.ID] = map[string]bool{}
+		}
+		procs[m.ID][m.Process] = true
+	}
+	var out []string
+	for id, p := range procs {
+		if len(p) > 1 {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// warnDuplicate logs, once per other process, that another live process publishes
+// itself under this replica's id. Both processes see the other and warn.
+func (r *roster) warnDuplicate(members []Member) {
+	for _, m := range members {
+		if !m.Live || m.ID != r.self.ID || m.Process == "" || m.Process == r.self.Process {
+			continue
+		}
+		r.mu.Lock()
+		seen := r.warned["#"+m.Process]
+		r.warned["#"+m.Process] = true
+		r.mu.Unlock()
+		if seen {
+			continue
+		}
+		r.log.Warn("another live process runs under this replica id: give each process its own id (baton --id or BATON_ID, baton.WithReplicaID), or the roster, lock holder records and metrics mix the two up",
+			slog.String("replica", r.self.ID), slog.String("other_version", m.Version), slog.String("other_role", m.Role))
 	}
 }

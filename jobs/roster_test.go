@@ -1,7 +1,10 @@
 package jobs
 
 import (
+	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/batonhq/baton/internal/formats"
@@ -22,5 +25,53 @@ func TestRosterEntryCarriesFormatVersion(t *testing.T) {
 	var back Member
 	if err := json.Unmarshal(b, &back); err != nil || back.Version != m.Version || back.Hash != m.Hash || back.SkewMS != m.SkewMS {
 		t.Fatalf("read back as %+v, %v", back, err)
+	}
+}
+
+// Two live processes under one replica id are both warned about, naming the
+// id, once per other process; two workers of one process under one id (a config reload)
+// are not a duplicate.
+func TestRosterWarnsAboutTwoProcessesWithOneID(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: x
+    schedule: "@every 1m"
+    handler: {name: x}
+`)
+	ctx := context.Background()
+	mineLog, otherLog := &logBuf{}, &logBuf{}
+	mine := newRoster(e.rdb, cfg, Member{ID: "dup", Role: "run", Queues: []string{"default"}}, mineLog.logger())
+	reload := newRoster(e.rdb, cfg, Member{ID: "dup", Role: "run", Queues: []string{"default"}}, mineLog.logger())
+	beat := func(r *roster) []Member {
+		t.Helper()
+		ms, err := r.beat(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.warnDuplicate(ms)
+		return ms
+	}
+	beat(mine)
+	if ms := beat(reload); len(ms) != 2 || DuplicateIDs(ms) != nil || mineLog.count("another live process") != 0 {
+		t.Fatalf("two workers of one process: duplicates %v, members %+v\n%s", DuplicateIDs(ms), ms, mineLog.String())
+	}
+
+	other := newRoster(e.rdb, cfg, Member{ID: "dup", Role: "worker", Queues: []string{"default"}, Process: "another-process"}, otherLog.logger())
+	ms := beat(other)
+	if got := DuplicateIDs(ms); !slices.Equal(got, []string{"dup"}) {
+		t.Errorf("DuplicateIDs %v, want [dup]", got)
+	}
+	if otherLog.count(`another live process runs under this replica id`) != 1 || !strings.Contains(otherLog.String(), `"replica":"dup"`) {
+		t.Errorf("the second process did not warn once, naming the id:\n%s", otherLog.String())
+	}
+	for range 2 {
+		beat(mine)
+		beat(other)
+	}
+	// once per other process, however many entries it has
+	if n := mineLog.count("another live process runs under this replica id"); n != 1 {
+		t.Errorf("the first process warned %d times, want once:\n%s", n, mineLog.String())
+	}
+	if n := otherLog.count("another live process runs under this replica id"); n != 1 {
+		t.Errorf("the second process warned %d times, want once:\n%s", n, otherLog.String())
 	}
 }

@@ -487,7 +487,7 @@ func (w *Worker) asynqQueues() map[string]int {
 
 // startRoster publishes this replica in the roster (one heartbeat now, then
 // every rosterEvery) and warns once about each live replica whose job list
-// differs.
+// differs, and about each other process that runs under this replica's id.
 func (w *Worker) startRoster() {
 	var queues []string
 	if !w.localOnly {
@@ -507,6 +507,7 @@ func (w *Worker) startRoster() {
 			return
 		}
 		w.roster.warnDiffering(members)
+		w.roster.warnDuplicate(members)
 	}
 	beat()
 	go func() {
