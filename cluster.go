@@ -12,9 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/runid"
 	"github.com/batonhq/baton/internal/wiring"
-	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
