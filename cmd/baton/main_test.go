@@ -203,24 +203,6 @@ func (p *proc) stop(t *testing.T) {
 	}
 }
 
-func TestVersion(t *testing.T) {
-	var out, errb bytes.Buffer
-	if code := run([]string{"version"}, &out, &errb); code != 0 {
-		t.Fatalf("exit %d: %s", code, errb.String())
-	}
-	if !regexp.MustCompile(`^baton \S+ \(go[0-9.]+.*\)\n$`).MatchString(out.String()) {
-		t.Fatalf("version output %q", out.String())
-	}
-	old := version
-	version = "v1.2.3"
-	defer func() { version = old }()
-	out.Reset()
-	run([]string{"version"}, &out, &errb)
-	if !strings.HasPrefix(out.String(), "baton v1.2.3 (go") {
-		t.Fatalf("version with -X override: %q", out.String())
-	}
-}
-
 func TestDispatch(t *testing.T) {
 	for _, tc := range []struct {
 		args     []string
