@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,63 @@ func TestCalendarSpecs(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "scheduler: schedule ") {
 			t.Errorf("%q: %v, want an error naming %q", spec, err, want)
 		}
+	}
+}
+
+// dayByDay is calendarSchedule.Next as a plain walk: from a tick on a day
+// the filter refuses, go on from the end of that day.
+func dayByDay(s *calendarSchedule, after time.Time) time.Time {
+	t := after
+	for range calendarHorizonYears * 366 {
+		n := s.inner.Next(t)
+		if n.IsZero() {
+			return n
+		}
+		local := n.In(s.loc)
+		if s.match(local) {
+			return n
+		}
+		y, m, d := local.Date()
+		t = time.Date(y, m, d+1, 0, 0, 0, 0, s.loc).Add(-time.Nanosecond)
+		if !t.After(n) {
+			t = n
+		}
+	}
+	return time.Time{}
+}
+
+// Next skips to the next day the filter takes on the calendar alone; its
+// ticks are those of a day-by-day walk, also in zones whose transitions
+// skip or repeat midnight (Santiago, Havana, Beirut) or a whole day (Apia).
+func TestCalendarSkipMatchesDayByDayWalk(t *testing.T) {
+	var zones []*time.Location
+	for _, z := range []string{"Europe/Berlin", "America/Santiago", "Australia/Lord_Howe", "Pacific/Apia", "America/New_York", "Asia/Beirut", "America/Havana"} {
+		zones = append(zones, mustLoad(t, z))
+	}
+	r := rand.New(rand.NewPCG(5, 7))
+	compared := 0
+	for range 1500 {
+		spec := randomSpec(r)
+		loc := zones[r.IntN(len(zones))]
+		s, err := ParseSchedule(spec, loc)
+		if err != nil {
+			continue
+		}
+		cs, ok := s.(*calendarSchedule)
+		if !ok {
+			continue
+		}
+		start := time.Unix(time.Date(2005, 1, 1, 0, 0, 0, 0, time.UTC).Unix()+r.Int64N(20*365*86400), 0)
+		got, want := start, start
+		for range 6 {
+			got, want = cs.Next(got), dayByDay(cs, want)
+			if !got.Equal(want) {
+				t.Fatalf("%q in %s from %v: Next gives %v, a day-by-day walk %v", spec, loc, start, got, want)
+			}
+			compared++
+		}
+	}
+	if compared < 1000 {
+		t.Fatalf("only %d ticks compared", compared)
 	}
 }
