@@ -8,6 +8,7 @@
 //	baton dev [flags]                      embedded Redis + 3 replicas in one process
 //	baton validate [--config FILE] [FILE]  check a config file
 //	baton next [-n N] [--job NAME] [--from TIME]  the next fire times
+//	baton next SPEC [--tz ZONE] [-n N]     the next fire times of a bare spec
 //	baton pause [--note TEXT] [--by NAME] JOB...   pause jobs everywhere, saying why
 //	baton resume [--skip | --catch-up] JOB...      resume them (replaying paused ticks)
 //	baton status [--config FILE]                   singleton holders, paused jobs
@@ -49,7 +50,7 @@ commands:
   worker     run the worker alone (runs the queued jobs)
   dev        embedded Redis and 3 replicas in one process, zero set-up
   validate   check a config file
-  next       print the next fire times of the jobs
+  next       print the next fire times of the jobs, or of a bare spec
   status     every job (next tick, last run, paused, lock) and every replica
   history    a job's newest runs: when, where, how they ended, and why
   locks      the locks held now: holder count, fence, remaining ttl

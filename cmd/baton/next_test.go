@@ -1,0 +1,50 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// baton next SPEC prints the fire times of a bare spec in --tz (default
+// UTC), with no config; a spec split over several arguments is one spec.
+func TestNextBareSpec(t *testing.T) {
+	t.Setenv("BATON_CONFIG", "/nonexistent/baton.yaml") // not read for a bare spec
+	berlin := `schedule: "0 9 * * 1-5" in Europe/Berlin
+  2026-03-27T09:00:00+01:00
+  2026-03-30T09:00:00+02:00  (DST: UTC+1 -> UTC+2)
+  2026-03-31T09:00:00+02:00
+`
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"next", "0 9 * * 1-5", "--tz", "Europe/Berlin", "-n", "3", "--from", "2026-03-27T00:00:00+01:00"}, berlin},
+		{[]string{"next", "--tz=Europe/Berlin", "-n3", "--from", "2026-03-27T00:00:00+01:00", "0", "9", "*", "*", "1-5"}, berlin},
+		{[]string{"next", "@daily", "-n", "2", "--from", "2026-01-01T12:00:00Z"}, "schedule: \"@daily\" in UTC\n  2026-01-02T00:00:00Z\n  2026-01-03T00:00:00Z\n"},
+	} {
+		if code, out, errs := runIn(tc.args...); code != 0 || out != tc.want {
+			t.Errorf("baton %q: exit %d, stderr %q, stdout:\n%s\nwant:\n%s", tc.args, code, errs, out, tc.want)
+		}
+	}
+}
+
+// A bare spec with --job or --config, --tz without a spec, a bad zone or a
+// bad spec are usage errors naming what is wrong.
+func TestNextBareSpecUsageErrors(t *testing.T) {
+	cfg := writeConfig(t, twoJobs)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"next", "@daily", "--job", "a", "--config", cfg}, `a bare SPEC "@daily" and --job "a" exclude each other`},
+		{[]string{"next", "@daily", "--config", cfg}, `a bare SPEC "@daily" and --config`},
+		{[]string{"next", "--tz", "Europe/Berlin", "--config", cfg}, `--tz "Europe/Berlin" goes with a bare SPEC`},
+		{[]string{"next", "@daily", "--tz", "Mars/Olympus"}, `--tz "Mars/Olympus": unknown time zone`},
+		{[]string{"next", "@daily", "--tz", "Local"}, `--tz "Local": name a zone`},
+		{[]string{"next", "61 * * * *"}, `schedule "61 * * * *": `},
+	} {
+		if code, _, errs := runIn(tc.args...); code != exitUsage || !strings.Contains(errs, tc.want) {
+			t.Errorf("baton %q: exit %d, stderr %q; want %d and %q", tc.args, code, errs, exitUsage, tc.want)
+		}
+	}
+}
