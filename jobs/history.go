@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -164,13 +165,31 @@ func (h *history) finished(ctx context.Context, t scheduler.Tick, run Run, st St
 	case job.HTTP != nil && res.Status != 0:
 		f = append(f, "http_status", res.Status)
 	}
-	if reason != "" {
+	if reason = cleanReason(t, reason); reason != "" {
 		f = append(f, "reason", job.MaskSecrets(reason))
 	}
 	if output != "" {
 		f = append(f, "output", output)
 	}
 	h.add(ctx, historyTimeout, t.Job, f...)
+}
+
+// packagePrefix is this package's prefix at the start of an error's text or
+// of a part of it.
+var packagePrefix = regexp.MustCompile(`(^|: )jobs: `)
+
+// cleanReason is an error's text as tick t's history record says why it
+// failed: the record names the job and the tick, so each line of the text
+// loses them and the package prefixes that wrapping repeated
+// (`jobs: report@T: jobs: job "report": exec "x": ...` is `exec "x": ...`).
+func cleanReason(t scheduler.Tick, reason string) string {
+	lines := strings.Split(reason, "\n")
+	for i, l := range lines {
+		l = packagePrefix.ReplaceAllString(l, "$1")
+		l = strings.TrimPrefix(l, t.ID()+": ")
+		lines[i] = strings.ReplaceAll(l, "job "+strconv.Quote(t.Job)+": ", "")
+	}
+	return strings.Join(lines, "\n")
 }
 
 // ReadHistory returns up to n of job's newest runs and not-run ticks, newest

@@ -154,3 +154,47 @@ func TestHistoryEventsCarryFormatVersion(t *testing.T) {
 		t.Fatalf("fields %s, want %s", got, want)
 	}
 }
+
+// A failed run's reason names neither the job nor the tick (its record
+// does) nor the package twice; the task's last error names the tick once.
+func TestFailureReasonSaysItOnce(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: report
+    schedule: "@every 1m"
+    max_retry: 0
+    exec: {command: [sh, -c, 'exit 3']}
+`)
+	w := e.worker(t, cfg, NewExecutor(), WithReplica("worker-1"))
+	d := NewDispatcher(cfg, e.client, w, WithQueueRedis(e.rdb))
+	bad := tickOf("report", 1)
+	if err := d.Dispatch(context.Background(), bad); err != nil {
+		t.Fatal(err)
+	}
+	info := e.state(t, "baton:default", bad, asynq.TaskStateArchived)
+	recs := historyOf(t, e, "report", 1, func(r []RunRecord) bool { return r[0].Status == StatusFailed })
+	const why = `non-zero exit: "sh" exited with code 3`
+	if recs[0].Reason != why {
+		t.Errorf("reason %q, want %q", recs[0].Reason, why)
+	}
+	if want := "jobs: " + bad.ID() + ": " + why + " (last attempt"; !strings.HasPrefix(info.LastErr, want) {
+		t.Errorf("the task's last error %q, want %q", info.LastErr, want)
+	}
+}
+
+// cleanReason drops, from each line, what a history record already says:
+// the package prefixes, the tick and the job's name.
+func TestCleanReason(t *testing.T) {
+	tk := tickOf("report", 1)
+	for _, tc := range []struct{ in, want string }{
+		{"jobs: " + tk.ID() + `: jobs: job "report": exec "x": file not found`, `exec "x": file not found`},
+		{`jobs: non-zero exit: job "report": "sh" exited with code 3`, `non-zero exit: "sh" exited with code 3`},
+		{`jobs: job "report": http GET https://h/: EOF` + "\njobs: " + tk.ID() + ": execution lease lost mid-run: locking: lost",
+			"http GET https://h/: EOF\nexecution lease lost mid-run: locking: lost"},
+		{`job "other": stays; the jobs: word stays`, `job "other": stays; the jobs: word stays`},
+		{"past its starting deadline", "past its starting deadline"},
+	} {
+		if got := cleanReason(tk, tc.in); got != tc.want {
+			t.Errorf("cleanReason(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+		}
+	}
+}

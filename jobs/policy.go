@@ -675,7 +675,7 @@ func (e *engine) execute(ctx context.Context, job *config.Job, t scheduler.Tick,
 		// a command that cannot start fails the same way on every attempt
 		err = fmt.Errorf("jobs: %s: command cannot start (not retried): %w: %w", t.ID(), err, asynq.SkipRetry)
 	default:
-		err = fmt.Errorf("jobs: %s: %w", t.ID(), err)
+		err = &tickError{tick: t, err: err}
 	}
 	tail := outputTail(res.Output, job)
 	if tail != "" {
@@ -686,6 +686,20 @@ func (e *engine) execute(ctx context.Context, job *config.Job, t scheduler.Tick,
 	obs.Status = st
 	return err
 }
+
+// tickError is a run's error as the worker returns it (asynq keeps it as
+// the task's last error): the tick, then what went wrong, saying the job's
+// name and the package once.
+type tickError struct {
+	tick scheduler.Tick
+	err  error
+}
+
+func (e *tickError) Error() string {
+	return "jobs: " + e.tick.ID() + ": " + cleanReason(e.tick, e.err.Error())
+}
+
+func (e *tickError) Unwrap() error { return e.err }
 
 // Bounds of the output tail a failed run's log line carries.
 const (

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/jobs"
 )
 
@@ -19,8 +20,9 @@ ended (ok, failed, skipped, replaced, dropped, timed out, lease lost; running or
 dispatched while under way; missed or paused for ticks that did not run),
 the attempt, the exit code or HTTP status, the fencing token, the replica
 that dispatched it and the one that ran it, when it started and how long it
-took, and why it failed or did not run. --json prints the records as a JSON
-array, with the tail of each failed run's output (secrets masked).
+took, and why it failed or did not run (with the last line of a failed
+run's output). --json prints the records as a JSON array, with the tail of
+each failed run's output (secrets masked).
 
 The history lives in the queue Redis, history.runs records per job (default
 100) and none older than history.max_age (default 7 days).
@@ -87,8 +89,8 @@ func runHistory(fs *flagSet, o *historyOpts, args []string, stdout, stderr io.Wr
 	fmt.Fprintln(tw, "TICK\tSTATUS\tRUN\tATTEMPT\tCODE\tFENCE\tDISPATCHED BY\tRAN ON\tSTARTED\tTOOK\tWHY")
 	for _, r := range recs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			r.Tick.UTC().Format(time.RFC3339)+manualMark(r.Manual), r.Status, dash(r.RunID), num(r.Attempt), code(r),
-			num64(r.Fence), dash(strconv.Quote(r.Dispatcher)), dash(strconv.Quote(r.Worker)), when(r.Started), took(r), oneLine(r.Reason))
+			r.Tick.UTC().Format(time.RFC3339)+manualMark(r.Manual), redact.Escape(string(r.Status)), dash(redact.Escape(r.RunID)), num(r.Attempt), code(r),
+			num64(r.Fence), dash(strconv.Quote(r.Dispatcher)), dash(strconv.Quote(r.Worker)), when(r.Started), took(r), why(r))
 	}
 	if err := tw.Flush(); err != nil {
 		return 1
@@ -146,6 +148,22 @@ func took(r jobs.RunRecord) string {
 		return "-"
 	}
 	return r.Ended.Sub(r.Started).Round(time.Millisecond).String()
+}
+
+// why is a record's WHY cell: its reason and, for a failed run, the last
+// line of its output tail, each on the row and escaped (read from Redis).
+func why(r jobs.RunRecord) string {
+	w := oneLine(r.Reason)
+	if last := lastLine(r.Output); last != "" {
+		w += ", output: " + oneLine(last)
+	}
+	return w
+}
+
+// lastLine is the last line of s that is not blank, trimmed.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, " \t\r\n"), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // oneLine keeps a reason on its row: the first line, at most 120 bytes.

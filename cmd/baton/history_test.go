@@ -453,3 +453,22 @@ func TestLockSharedAndExclusive(t *testing.T) {
 		t.Errorf("--fair --max 2 (a fair semaphore): exit %d, %q", code, stderr)
 	}
 }
+
+// The WHY cell of a failed run says its reason and the last line of its
+// output tail, escaped, on the row; a record without output its reason.
+func TestHistoryWhyShowsReasonAndLastOutputLine(t *testing.T) {
+	for _, tc := range []struct {
+		r    jobs.RunRecord
+		want string
+	}{
+		{jobs.RunRecord{Reason: `non-zero exit: "sh" exited with code 3`, Output: "connecting\nERROR: vendor down\n\n"},
+			`"non-zero exit: \"sh\" exited with code 3", output: "ERROR: vendor down"`},
+		{jobs.RunRecord{Reason: "past its starting deadline"}, `"past its starting deadline"`},
+		{jobs.RunRecord{}, "-"},
+		{jobs.RunRecord{Reason: "failed", Output: "\x1b[2J\x1b]0;owned\x07 cleared\n"}, `"failed", output: "\x1b[2J\x1b]0;owned\a cleared"`},
+	} {
+		if got := why(tc.r); got != tc.want {
+			t.Errorf("why(%q, %q)\n got %s\nwant %s", tc.r.Reason, tc.r.Output, got, tc.want)
+		}
+	}
+}
