@@ -44,6 +44,16 @@ func deadlinePoll(deadline time.Time) time.Duration {
 	return min(max(time.Until(deadline)/10, 10*time.Millisecond), time.Second)
 }
 
+// extended tells whether v is still valid with a deadline past was.
+func extended(v Validity, was time.Time) bool {
+	select {
+	case <-v.Done():
+		return false
+	default:
+		return v.Deadline().After(was)
+	}
+}
+
 type waitResult struct {
 	code int
 	err  error
@@ -73,7 +83,7 @@ func (e *Executor) runExec(ctx context.Context, job *config.Job, run Run, v Vali
 	}
 	log := e.log.With(slog.String("job", job.Name), slog.String("run_id", run.RunID))
 
-	p, err := supervisor.Start(ctx, supervisor.Spec{
+	spec := supervisor.Spec{
 		Path:     e.supervisorPath,
 		Args:     argv,
 		Env:      env,
@@ -82,7 +92,16 @@ func (e *Executor) runExec(ctx context.Context, job *config.Job, run Run, v Vali
 		Stderr:   out,
 		Deadline: deadline,
 		Grace:    grace,
-	})
+	}
+	p, err := supervisor.Start(ctx, spec)
+	for errors.Is(err, supervisor.ErrDeadline) && v != nil && ctx.Err() == nil && extended(v, spec.Deadline) {
+		// the lease was extended while the supervisor started (a slow
+		// start on a busy host): the deadline it refused is not the
+		// lease's, so start again under the lease's
+		spec.Deadline = v.Deadline()
+		deadline = spec.Deadline
+		p, err = supervisor.Start(ctx, spec)
+	}
 	if err != nil {
 		res.Output = out.Bytes()
 		if errors.Is(err, supervisor.ErrDeadline) {

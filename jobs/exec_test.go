@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -221,9 +222,19 @@ func TestExecCancelKillsGroup(t *testing.T) {
 }
 
 func TestExecTimeout(t *testing.T) {
-	j := execJob(t, `trap '' TERM; sleep 100`) // deaf to SIGTERM: SIGKILL after timeout/10
+	dir := t.TempDir()
+	j := execJob(t, `trap '' TERM; echo $$ > pid; sleep 100`) // deaf to SIGTERM: SIGKILL after timeout/10
+	j.Exec.Dir = dir
 	j.Timeout = 300 * time.Millisecond
 	r := await(t, execAsync(exCtx(t), exExecutor(), j, nil))
+	if _, err := os.Stat(filepath.Join(dir, "pid")); err != nil {
+		// the timeout bounds the start too: on a busy host it can end
+		// the run before the supervisor has started the command
+		if !errors.Is(r.err, context.DeadlineExceeded) {
+			t.Errorf("Execute = %+v, %v; want DeadlineExceeded", r.res, r.err)
+		}
+		t.Skipf("the timeout came before the command started (%v): nothing to kill", err)
+	}
 	// SIGKILL's code, or SIGTERM's if the timeout came before the trap
 	if !errors.Is(r.err, context.DeadlineExceeded) || (r.res.ExitCode != 128+int(syscall.SIGKILL) && r.res.ExitCode != 128+int(syscall.SIGTERM)) {
 		t.Errorf("Execute = %+v, %v; want a signal's exit code and DeadlineExceeded", r.res, r.err)
@@ -264,6 +275,31 @@ func TestExecDeadlinePassedBeforeStart(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
 		t.Error("the command ran without a lease")
+	}
+}
+
+// extendedWhileStarting is a lease whose deadline, as first read, is about
+// to pass, and which is extended right after: the supervisor, slow to start
+// on a busy host, is handed a deadline the lease has already moved past.
+type extendedWhileStarting struct {
+	*validity
+	reads atomic.Int32
+}
+
+func (v *extendedWhileStarting) Deadline() time.Time {
+	if v.reads.Add(1) == 1 {
+		return time.Now().Add(time.Millisecond)
+	}
+	return v.validity.Deadline()
+}
+
+// A lease extended while the supervisor starts: the command starts under the
+// extended deadline, not refused for the deadline it was first handed.
+func TestExecStartsUnderALeaseExtendedWhileStarting(t *testing.T) {
+	v := &extendedWhileStarting{validity: newValidity(time.Minute)}
+	r := await(t, execAsync(exCtx(t), exExecutor(), execJob(t, `echo ran`), v))
+	if r.err != nil || string(r.res.Output) != "ran\n" {
+		t.Errorf("Execute = %+v, %v; want the command run under the extended lease", r.res, r.err)
 	}
 }
 
