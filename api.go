@@ -70,6 +70,17 @@ func (h *HTTPHandler) mountAPI() {
 				st.Warnings = append(st.Warnings, "partial: "+addressRE.ReplaceAllString(h.cluster.cfg.MaskSecrets(err.Error()), ""))
 				err = nil
 			}
+			if st != nil {
+				// read without a token: masters named by their index in
+				// locking.masters, without address or error text
+				for i := range st.Masters {
+					m := &st.Masters[i]
+					m.Addr = ""
+					if m.Err != "" {
+						m.Err = "did not answer"
+					}
+				}
+			}
 			return st, err
 		})
 	}))

@@ -9,10 +9,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/asynqmonui"
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -185,5 +187,40 @@ func TestQueuesBehindToken(t *testing.T) {
 	}
 	if code, body := get("/queues/api/queues", bearer); code != 200 || !strings.Contains(body, "queues") {
 		t.Errorf("/queues/api/queues: %d %s", code, body)
+	}
+}
+
+// /api/status on a brand-new Redis without baton init: the master in its
+// restart quarantine, why and until when, named by its index (the status is
+// read without a token: no address).
+func TestAPIStatusShowsMasterInQuarantine(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+namespace: apiq
+jobs:
+  - name: beat
+    schedule: "@every 1s"
+    exec: {command: ["true"]}
+`, srv.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := serving(t, running(t, cfg))
+	var st struct {
+		Masters []struct {
+			Index int       `json:"index"`
+			Addr  string    `json:"addr"`
+			State string    `json:"state"`
+			Why   string    `json:"why"`
+			Until time.Time `json:"until"`
+		} `json:"masters"`
+	}
+	poll.Require(t, 20*time.Second, "the master in quarantine in /api/status", func() bool {
+		code, body := call(t, web, "GET", "/api/status", "", "")
+		return code == 200 && json.Unmarshal([]byte(body), &st) == nil && len(st.Masters) == 1 && st.Masters[0].State == "quarantine"
+	})
+	m := st.Masters[0]
+	if m.Index != 0 || m.Addr != "" || m.Why != "no marker: a brand-new server or one restarted empty" || time.Until(m.Until) < 30*time.Second {
+		t.Errorf("master %+v: want index 0, no address, why no marker, until about a minute ahead", m)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -93,7 +94,10 @@ func WithReplicaID(id string) Option { return func(o *options) { o.id = id } }
 // WithRole sets what the replica runs (default RoleAll).
 func WithRole(r Role) Option { return func(o *options) { o.role = r } }
 
-// WithLogger sets the logger of every part (default: none).
+// WithLogger sets the logger of every part. Default (and nil): none, but
+// for one warning per lock master found in its restart quarantine (which,
+// why, until when) and one at start when the config file sets
+// locking.fresh_deployment, written to stderr.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // WithHandlers registers the Go handlers that handler jobs name.
@@ -151,7 +155,7 @@ type Replica struct {
 // run a handler job whose handler WithHandlers does not register (see
 // MissingHandlers).
 func New(cfg *config.Config, opts ...Option) (*Replica, error) {
-	o := options{version: "dev", log: slog.New(slog.DiscardHandler)}
+	o := options{version: "dev"}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -162,8 +166,15 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 		host, _ := os.Hostname()
 		o.id = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
+	var lockLog *slog.Logger
 	if o.log == nil {
-		o.log = slog.New(slog.DiscardHandler) // WithLogger(nil): no logging
+		// no logger: nothing is logged but the lock masters' quarantine
+		// warnings (once per master and quarantine), on stderr: a first
+		// minute that dispatches nothing must not be silent
+		o.log = slog.New(slog.DiscardHandler)
+		lockLog = slog.New(quarantineOnly{slog.NewTextHandler(os.Stderr, nil)})
+	} else {
+		lockLog = o.log.With("component", "locking")
 	}
 	if o.version == "" {
 		o.version = "dev"
@@ -193,9 +204,12 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 		r.mast = []redis.UniversalClient{queue}
 	}
 	r.locks, err = locking.New(r.mast, append(wiring.LockOptions(cfg),
-		locking.WithLogger(wiring.PrintfLogger{L: log.With("component", "locking"), Drop: o.dropLock}))...)
+		locking.WithLogger(wiring.PrintfLogger{L: lockLog, Drop: o.dropLock}))...)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Locking.FreshDeploymentInFile() {
+		lockLog.Warn(freshDeploymentWarning)
 	}
 	r.lockStats = r.locks.Stats
 	r.listHash = jobs.ListHash(cfg)
@@ -611,4 +625,32 @@ func (l *leadership) start(ctx context.Context) <-chan struct{} {
 		}
 	}()
 	return done
+}
+
+// freshDeploymentWarning is logged at every start of a replica whose config
+// file sets locking.fresh_deployment.
+const freshDeploymentWarning = "locking.fresh_deployment is on: lock masters that carry no marker vote at once, so if every master restarts empty at once (a compose restart, a power loss) locks still held by live clients are granted again and ticks may run twice; restart safety is given up for as long as it stays on. Remove it: a brand-new set of masters is marked once with `baton init` instead"
+
+// quarantineOnly passes on the lock masters' restart quarantine warnings
+// (see quorum.QuarantineWarning) and freshDeploymentWarning alone: what a
+// replica without a logger writes to stderr.
+type quarantineOnly struct{ h slog.Handler }
+
+func (q quarantineOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && q.h.Enabled(ctx, l)
+}
+
+func (q quarantineOnly) Handle(ctx context.Context, r slog.Record) error {
+	if !strings.Contains(r.Message, "in its restart quarantine until") && r.Message != freshDeploymentWarning {
+		return nil
+	}
+	return q.h.Handle(ctx, r)
+}
+
+func (q quarantineOnly) WithAttrs(as []slog.Attr) slog.Handler {
+	return quarantineOnly{q.h.WithAttrs(as)}
+}
+
+func (q quarantineOnly) WithGroup(name string) slog.Handler {
+	return quarantineOnly{q.h.WithGroup(name)}
 }

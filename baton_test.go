@@ -1,11 +1,13 @@
 package baton_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -225,5 +227,110 @@ jobs:
 				t.Errorf("refused %v, want %v\n%v", got, tc.missing, err)
 			}
 		})
+	}
+}
+
+// logBuffer collects a slog logger's lines for a test.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A Go program on a brand-new Redis (no fresh_deployment, no baton init):
+// its logger gets a WARN line naming the master in its restart quarantine,
+// why and until when, and the scheduler says its ticks wait for a
+// quarantine, not that anything fails.
+func TestBrandNewMasterQuarantineLoggedThroughProgramsLogger(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+namespace: newbie
+jobs:
+  - name: beat
+    schedule: "@every 1s"
+    exec: {command: ["true"]}
+`, srv.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	running(t, cfg, baton.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	poll.Require(t, 30*time.Second, "the quarantine and the held ticks logged", func() bool {
+		s := logs.String()
+		return strings.Contains(s, "in its restart quarantine until") && strings.Contains(s, "holding ticks back")
+	})
+	var warned, held string
+	for l := range strings.Lines(logs.String()) {
+		switch {
+		case strings.Contains(l, "in its restart quarantine until"):
+			warned = l
+		case strings.Contains(l, "holding ticks back"):
+			held = l
+		}
+	}
+	for _, want := range []string{"level=WARN", "master 0 (" + srv.Addr() + ")", "no marker: a brand-new server or one restarted empty", "baton init"} {
+		if !strings.Contains(warned, want) {
+			t.Errorf("quarantine line does not say %q: %s", want, warned)
+		}
+	}
+	t.Logf("%s%s", warned, held)
+	if !strings.Contains(held, "lock masters in their restart quarantine (not failing): master 0 ("+srv.Addr()+") until ") || strings.Contains(held, "failing:") {
+		t.Errorf("held ticks line does not say a quarantine holds them: %s", held)
+	}
+}
+
+// A config file that sets locking.fresh_deployment gets a warning at every
+// start: what it gives up, and what replaces it.
+func TestFreshDeploymentInConfigFileWarnedAtStart(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+jobs:
+  - name: beat
+    schedule: "@hourly"
+    exec: {command: ["true"]}
+`, srv.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	r, err := baton.New(cfg, baton.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if s := logs.String(); !strings.Contains(s, "level=WARN") || !strings.Contains(s, "locking.fresh_deployment is on") || !strings.Contains(s, "restart safety is given up") || !strings.Contains(s, "baton init") {
+		t.Errorf("no warning about fresh_deployment at start:\n%s", s)
+	}
+	// set by a program (baton dev, batontest), not by the file: no warning
+	cfg, err = config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+jobs:
+  - name: beat
+    schedule: "@hourly"
+    exec: {command: ["true"]}
+`, srv.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Locking.FreshDeployment = true
+	var quiet logBuffer
+	r, err = baton.New(cfg, baton.WithLogger(slog.New(slog.NewTextHandler(&quiet, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if strings.Contains(quiet.String(), "fresh_deployment") {
+		t.Errorf("warned although a program, not the file, set it:\n%s", quiet.String())
 	}
 }

@@ -86,6 +86,36 @@ type Status struct {
 	// Warnings are what needs an operator's eye: tasks in a queue no live
 	// replica consumes, a pause written to a minority of lock masters, ...
 	Warnings []string `json:"warnings,omitempty"`
+	// Masters are the lock masters (the queue Redis when none are
+	// configured): whether each votes, and if not why and until when (see
+	// MastersAttention).
+	Masters []locking.MasterStatus `json:"masters"`
+}
+
+// MastersAttention is one line per lock master that does not vote now: in
+// its restart quarantine, waiting for its repair, or unreachable; with why,
+// until when, and for a master found without a marker how a brand-new set
+// skips the wait. None when every master votes.
+func (st *Status) MastersAttention() []string {
+	var out []string
+	for _, m := range st.Masters {
+		switch m.State {
+		case locking.MasterQuarantine, locking.MasterRepairing:
+			what := "in its restart quarantine"
+			if m.State == locking.MasterRepairing {
+				what = "not marked yet (the first replica marks it, then it waits out its restart quarantine)"
+			}
+			line := fmt.Sprintf("lock master %d (%s) %s until %s by its clock (in %s): %s", m.Index, m.Addr, what,
+				m.Until.UTC().Format(time.RFC3339), time.Until(m.UntilLocal).Round(time.Second), m.Why)
+			if m.Why == locking.WhyNoMarker {
+				line += "; a brand-new set of masters skips the wait with `baton init` run once before first use"
+			}
+			out = append(out, line)
+		case locking.MasterUnreachable:
+			out = append(out, fmt.Sprintf("lock master %d (%s) unreachable: %s", m.Index, m.Addr, m.Err))
+		}
+	}
+	return out
 }
 
 // JobStatus is one job's state.
@@ -183,6 +213,7 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 	bounded(func(ctx context.Context) { paused, pErr = c.pauseStates(ctx, names) })
 	bounded(func(ctx context.Context) { held, hErr = c.locks.Held(ctx) })
 	bounded(func(ctx context.Context) { holders, sErr = jobs.NewSingletons(c.cfg, c.locks, nil).Holders(ctx) })
+	bounded(func(ctx context.Context) { st.Masters = c.locks.Masters(ctx) })
 	wg.Wait()
 	var errs []error
 	for _, err := range []error{pErr, hErr, sErr} {

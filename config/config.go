@@ -158,9 +158,19 @@ type LockingConfig struct {
 	// life vote at once, as a brand-new deployment, instead of waiting out
 	// the quarantine. Redis cannot tell that from every master having
 	// restarted empty at once, when a live holder's lock may be granted
-	// again: set it for a first deployment, then remove it. Default false.
+	// again; so when a config file sets it, every replica warns at every
+	// start that restart safety is given up. Deprecated in files: `baton
+	// init` marks a brand-new set of masters once instead. baton dev and
+	// package batontest set it on their brand-new private servers.
+	// Default false.
 	FreshDeployment bool `yaml:"fresh_deployment"`
+
+	freshInFile bool // FreshDeployment was set by the file
 }
+
+// FreshDeploymentInFile reports whether the config file itself set
+// fresh_deployment: true (rather than a program, after loading it).
+func (l LockingConfig) FreshDeploymentInFile() bool { return l.freshInFile }
 
 // HTTPConfig configures baton's HTTP listener.
 type HTTPConfig struct {

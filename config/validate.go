@@ -216,7 +216,7 @@ func (v *validator) locking() {
 		v.errf("locking.lateness", "must be >= 0, got %s", l.Lateness)
 	}
 	if l.RestartQuarantine <= 0 {
-		v.errf("locking.restart_quarantine", "must be > 0, got %s (fresh_deployment: true skips it for a brand-new deployment)", l.RestartQuarantine)
+		v.errf("locking.restart_quarantine", "must be > 0, got %s (baton init skips it for a brand-new set of masters)", l.RestartQuarantine)
 	}
 }
 

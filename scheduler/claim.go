@@ -91,7 +91,7 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 					firstErr = o.err
 				}
 				failures++
-				s.hold(it)
+				s.hold(it, o.err)
 				break
 			}
 			s.add(it.job, func(c *stats) { c.busy.Add(1) })

@@ -262,7 +262,7 @@ func (s *Scheduler) retryFailed(ctx context.Context, batch []item, idx []int) {
 		if it.attempts > 0 && ctx.Err() == nil {
 			// the queue failing again: an outage; held back until
 			// it answers, then claimed as the catch-up policy says
-			s.hold(it)
+			s.hold(it, errQueueDown)
 			continue
 		}
 		wait := time.Duration(100+rand.IntN(200)) * time.Millisecond << min(it.attempts, 5)

@@ -2,9 +2,14 @@ package scheduler
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/batonhq/baton/internal/quorum"
 )
 
 // An outage of the lock masters or the queue Redis while the replicas stay
@@ -35,8 +40,12 @@ type heldTicks struct {
 	active bool // an outage is on: warned, not yet over
 }
 
-// hold keeps it for the next probe.
-func (s *Scheduler) hold(it item) {
+// errQueueDown is the cause of ticks held back because the queue failed.
+var errQueueDown = errors.New("the queue Redis failed")
+
+// hold keeps it for the next probe; cause is why its claim or dispatch
+// failed (errQueueDown, or the claim's error).
+func (s *Scheduler) hold(it item, cause error) {
 	if s.backfilling != nil {
 		// no loop probes held ticks: a backfill retries them itself
 		s.backfilling.add([]item{retryAt(it, s.opts.clock.Now().Add(time.Second))})
@@ -49,7 +58,7 @@ func (s *Scheduler) hold(it item) {
 	}
 	if !s.held.active {
 		s.held.active = true
-		s.opts.log.Warn("lock masters or the queue failing: holding ticks back until they answer; the jobs' catch-up policies apply then",
+		s.opts.log.Warn("holding ticks back: "+s.heldBecause(cause)+"; the jobs' catch-up policies apply to them then",
 			"replica", s.opts.replica)
 	}
 	list := s.held.byJob[it.job.Name]
@@ -66,6 +75,28 @@ func (s *Scheduler) hold(it item) {
 		list = slices.Delete(list, 0, n)
 	}
 	s.held.byJob[it.job.Name] = list
+}
+
+// heldBecause says why ticks are held back: the queue down, lock masters in
+// their restart quarantine (which, why, until when), or lock masters not
+// answering. A quarantine is not a failure and is not called one.
+func (s *Scheduler) heldBecause(cause error) string {
+	if errors.Is(cause, errQueueDown) {
+		return "the queue Redis is down; they are dispatched once it answers"
+	}
+	if errors.Is(cause, quorum.ErrQuarantine) || errors.Is(cause, quorum.ErrRestarted) {
+		var parts []string
+		for _, m := range s.g.Known() {
+			switch m.State {
+			case quorum.StateQuarantine:
+				parts = append(parts, fmt.Sprintf("master %d (%s) until %s by its clock (%s)", m.Idx, m.Addr, m.Until.UTC().Format(time.RFC3339), m.Why))
+			case quorum.StateRepairing:
+				parts = append(parts, fmt.Sprintf("master %d (%s) being repaired after a restart", m.Idx, m.Addr))
+			}
+		}
+		return fmt.Sprintf("lock masters in their restart quarantine (not failing): %s; they are claimed once a majority votes", strings.Join(parts, "; "))
+	}
+	return fmt.Sprintf("lock masters unreachable (%v); they are claimed once a majority answers", cause)
 }
 
 // heldLoop tries the held ticks every heldProbe until ctx ends.
@@ -95,7 +126,7 @@ func (s *Scheduler) releaseHeld(now time.Time) []item {
 	s.held.byJob = nil
 	if len(held) == 0 && s.held.active {
 		s.held.active = false
-		s.opts.log.Info("lock masters and queue answer again: held ticks claimed", "replica", s.opts.replica)
+		s.opts.log.Info("lock masters vote and the queue answers again: held ticks claimed", "replica", s.opts.replica)
 	}
 	s.held.mu.Unlock()
 	var out []item

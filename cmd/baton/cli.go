@@ -61,6 +61,7 @@ func newRoot(c *cli) *cobra.Command {
 		subcommand(c, "pause", pauseHelp, jobNames(0), pauseFlags(true), runPause),
 		subcommand(c, "resume", pauseHelp, jobNames(0), pauseFlags(false), runPause),
 		c.lockCommand(),
+		subcommand(c, "init", initHelp, nil, defineInit, runInit),
 		subcommand(c, "version", versionHelp, nil, func(*flagSet) struct{} { return struct{}{} }, runVersion),
 	)
 	if next, _, err := root.Find([]string{"next"}); err == nil {

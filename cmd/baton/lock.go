@@ -128,6 +128,7 @@ func (r *lockRun) lockAndRun() int {
 	var fresh locking.Option
 	if cfg.fresh {
 		fresh = locking.WithFreshDeployment()
+		logger.Printf("--fresh-deployment (or locking.fresh_deployment) is on: masters that carry no marker grant at once, so if every master restarts empty at once a lock still held is granted again; restart safety is given up while it stays on. Mark a brand-new set once with `baton init --redis URL` (or --config FILE) instead")
 	}
 	client, err := locking.New(rdbs, locking.WithPrefix(cfg.prefix), locking.WithLogger(logger),
 		locking.WithRestartQuarantine(cfg.quarantine), fresh)

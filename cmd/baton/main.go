@@ -17,6 +17,7 @@
 //	baton trigger [--config FILE] JOB...           run jobs once now, by hand
 //	baton backfill --from T --to T [--dry-run] JOB  run the ticks in a window that never ran
 //	baton lock [flags] KEY -- CMD [ARGS]   run CMD while holding a distributed lock
+//	baton init [--config FILE | --redis URL...]  mark brand-new lock masters once
 //	baton version                          print the version
 //	baton completion bash|zsh|fish         a shell completion script
 //	baton help [COMMAND]                   print help
@@ -59,6 +60,7 @@ commands:
   pause      pause jobs on every replica (a flag in Redis)
   resume     resume paused jobs
   lock       run a command while holding a distributed lock (a flock(1) for crontabs)
+  init       mark a brand-new set of lock masters once, so they skip the restart quarantine
   version    print the version and the commit it was built from
   completion print a shell completion script: baton completion bash|zsh|fish
   help       print help; "baton help COMMAND" for a command's flags

@@ -26,7 +26,8 @@ Then every replica seen in the last 10 minutes: id, role, version, job list
 hash, last heartbeat, clock skew against Redis, queues; replicas whose job
 list differs from most live replicas' are flagged, with the jobs the lists
 differ on. Last, what needs attention (tasks in a queue no live replica
-consumes, a pause on a minority of masters).
+consumes, a pause on a minority of masters). Lock masters that do not vote
+(in their restart quarantine: why, until when; unreachable) come first.
 
 Exit status: 0 done; 1 Redis unreachable (what could be read is printed);
 2 usage error.
@@ -73,8 +74,22 @@ func runStatus(fs *flagSet, o *configJSON, args []string, stdout, stderr io.Writ
 	if o.asJSON {
 		return max(code, printJSON(stdout, stderr, "status", st))
 	}
+	printMastersAttention(stdout, st)
 	printStatus(stdout, st)
 	return code
+}
+
+// printMastersAttention writes, above the tables, one line per lock master
+// that does not vote: in its restart quarantine (why, until when), not
+// marked yet, or unreachable.
+func printMastersAttention(w io.Writer, st *baton.Status) {
+	lines := st.MastersAttention()
+	for _, l := range lines {
+		fmt.Fprintf(w, "ATTENTION: %s\n", l)
+	}
+	if len(lines) > 0 {
+		fmt.Fprintln(w)
+	}
 }
 
 // openCluster loads the config at path and opens its cluster; on failure it

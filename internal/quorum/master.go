@@ -19,9 +19,10 @@ var (
 	// ErrRestarted: the master restarted (empty, or from a snapshot older
 	// than its last write) and is not repaired yet; it grants nothing.
 	ErrRestarted = errors.New("restarted; kept out of quorums until repaired")
-	// ErrQuarantine: the master was repaired after a restart and waits until
-	// every lock its previous process granted has expired.
-	ErrQuarantine = errors.New("in quarantine after a restart")
+	// ErrQuarantine: the master was repaired after a restart (or found
+	// without a marker: brand-new) and waits until every lock its previous
+	// process may have granted has expired.
+	ErrQuarantine = errors.New("in its restart quarantine")
 	// ErrReconnected: the answer came over a connection dialed after the
 	// last check, and the master could not be confirmed to be the same process.
 	ErrReconnected = errors.New("reconnected during the call to a server not confirmed as the same process")
@@ -35,12 +36,41 @@ var (
 // were not opted in to.
 var errNoIdentity = errors.New("no server identity")
 
-// QuarantineError is ErrQuarantine with the time left.
-type QuarantineError struct{ Left time.Duration }
+// Why a master is kept out of quorums after a restart: Status.Why and
+// QuarantineError.Reason.
+const (
+	// WhyNoMarker: the master carried no marker when it was found.
+	WhyNoMarker = "no marker: a brand-new server or one restarted empty"
+	// WhyOtherProcess: its marker named another server process.
+	WhyOtherProcess = "marker of another server process: reloaded from a snapshot"
+	// whyUnknown: a marker written before markers recorded why.
+	whyUnknown = "repaired after a restart"
+)
 
-func (e *QuarantineError) Error() string {
-	return fmt.Sprintf("%v for %v more", ErrQuarantine, e.Left.Round(time.Millisecond))
+// QuarantineError is ErrQuarantine with the master, why it waits, and until
+// when.
+type QuarantineError struct {
+	Master int           // the master's position in the list given to New
+	Addr   string        // its address, without credentials
+	Reason string        // WhyNoMarker, WhyOtherProcess, or another reason
+	Until  time.Time     // the end of the quarantine, by the master's clock
+	Left   time.Duration // the time left when the error was made, by this process's clock
 }
+
+// Error says what happened and, for a master found without a marker, how a
+// brand-new set of masters skips the wait. (A master's error names the
+// master already: see the callers.)
+func (e *QuarantineError) Error() string {
+	s := fmt.Sprintf("%v until %s by its clock (%v more): %s", ErrQuarantine,
+		e.Until.UTC().Format(time.RFC3339), e.Left.Round(time.Second), e.Reason)
+	if e.Reason == WhyNoMarker {
+		s += "; " + InitHint
+	}
+	return s
+}
+
+// InitHint says how a brand-new set of masters skips the quarantine.
+const InitHint = "a brand-new set of masters skips this wait when marked once, before first use, with `baton init` (locking: Client.InitFresh)"
 
 // Is makes errors.Is(err, ErrQuarantine) hold.
 func (e *QuarantineError) Is(target error) bool { return target == ErrQuarantine }
@@ -63,6 +93,9 @@ type Master struct {
 	checked   uint64        // dials when the last check began
 	runID     string        // of the process the last check saw
 	votesAt   time.Time     // end of the quarantine, local clock
+	until     time.Time     // end of the quarantine, the master's clock
+	why       string        // why it is in quarantine (Why...)
+	warned    int64         // BORN of the last quarantine warned of
 	fatal     error         // refused for good
 	looked    bool          // configuration read and reported
 	repairing chan struct{} // closed when the running repair ends; nil: none runs
@@ -149,7 +182,7 @@ func (m *Master) admitLocked(ctx context.Context) (Admission, error, <-chan stru
 		return *a, nil, nil
 	case stQuarantine:
 		if left := time.Until(m.votesAt); left > 0 {
-			return Admission{}, &QuarantineError{Left: left}, nil
+			return Admission{}, &QuarantineError{Master: m.Idx, Addr: m.Addr, Reason: m.why, Until: m.until, Left: left}, nil
 		}
 		m.state = stVoting
 		m.voting.Store(a)
@@ -229,8 +262,26 @@ func (m *Master) checkLocked(ctx context.Context) error {
 		m.state = stVoting
 	default:
 		m.state, m.votesAt = stQuarantine, time.Now().Add(votes.Sub(id.now))
+		m.until, m.why = votes, marker.reason()
+		if m.warned != marker.born {
+			m.warned = marker.born // once per quarantine, in each process
+			m.g.opts.Logger.Printf("%s", QuarantineWarning(m.Idx, m.Addr, m.why, votes, m.votesAt))
+		}
 	}
 	return nil
+}
+
+// QuarantineWarning is the line logged when a master is found in its
+// quarantine: the master, why, until when by its clock and by this
+// process's (until, local), and for a master found without a marker how a
+// brand-new set skips the wait.
+func QuarantineWarning(idx int, addr, why string, until, local time.Time) string {
+	s := fmt.Sprintf("quorum: master %d (%s) is in its restart quarantine until %s by its clock (%s here, in %v): %s; it grants no lock and decides no tick until then",
+		idx, addr, until.UTC().Format(time.RFC3339), local.Format(time.RFC3339), time.Until(local).Round(time.Second), why)
+	if why == WhyNoMarker {
+		s += "; " + InitHint
+	}
+	return s
 }
 
 // identity is what a check reads from a master.
@@ -348,17 +399,38 @@ func atLeast(v string, major, minor int) bool {
 	return a > major || a == major && b >= minor
 }
 
-// marker is a marker key's value: "RUNID FLOOR BORN" or "RUNID FLOOR BORN
-// fresh". RUNID is the server process it was written under ("-" for a server
-// that reports none), FLOOR the fence floor in microseconds, BORN the moment
-// (server ms) before which the master may have lost writes (0 when fresh):
-// see lua/prelude.lua and lua/mark.lua. The master votes from BORN plus the
-// quarantine on.
+// marker is a marker key's value: "RUNID FLOOR BORN KIND". RUNID is the
+// server process it was written under ("-" for a server that reports none),
+// FLOOR the fence floor in microseconds, BORN the moment (server ms) before
+// which the master may have lost writes (0 when fresh), KIND why it was
+// written: "fresh" (a brand-new set, voting at once), "empty" (no marker was
+// found), "snapshot" (another process's marker was found); markers of
+// earlier versions have no KIND. See lua/prelude.lua and lua/mark.lua. The
+// master votes from BORN plus the quarantine on.
 type marker struct {
 	runID string
 	floor int64
 	born  int64
 	fresh bool
+	kind  string
+}
+
+// Marker kinds (see marker).
+const (
+	kindFresh    = "fresh"
+	kindEmpty    = "empty"
+	kindSnapshot = "snapshot"
+)
+
+// reason is why a master with this marker waits out a quarantine.
+func (mk marker) reason() string {
+	switch mk.kind {
+	case kindEmpty:
+		return WhyNoMarker
+	case kindSnapshot:
+		return WhyOtherProcess
+	}
+	return whyUnknown
 }
 
 func parseMarker(v string) (marker, bool) {
@@ -378,5 +450,10 @@ func parseMarker(v string) (marker, bool) {
 	if id == "-" {
 		id = ""
 	}
-	return marker{runID: id, floor: floor, born: born, fresh: len(f) > 3 && f[3] == "fresh"}, true
+	mk := marker{runID: id, floor: floor, born: born}
+	if len(f) > 3 {
+		mk.kind = f[3]
+		mk.fresh = mk.kind == kindFresh
+	}
+	return mk, true
 }

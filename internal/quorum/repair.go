@@ -159,7 +159,7 @@ func (g *Group) repairRound(ctx context.Context, m *Master, mayWait bool) (again
 		if t.id.hasMarker {
 			lostAgo = t.id.uptime
 		}
-		if err := g.mark.Run(ctx, t.m.RDB, []string{g.opts.Marker}, t.id.marker, runIDArg(t.id.runID), mk.floor, freshArg(mk.fresh), lostAgo.Milliseconds()).Err(); err != nil {
+		if err := g.mark.Run(ctx, t.m.RDB, []string{g.opts.Marker}, t.id.marker, runIDArg(t.id.runID), mk.floor, kindArg(mk.fresh, t.id.hasMarker), lostAgo.Milliseconds()).Err(); err != nil {
 			return false, false, fmt.Errorf("marking master %d: %w", t.m.Idx, err)
 		}
 	}
@@ -179,17 +179,17 @@ func (g *Group) repairRound(ctx context.Context, m *Master, mayWait bool) (again
 	if again {
 		return true, false, nil
 	}
+	// the quarantine that follows is warned of when a check finds it (in
+	// every process, once): here only what the repair did
 	switch {
 	case fresh && g.opts.Fresh:
 		g.infof("quorum: no master carried a marker: marked %d masters as a brand-new deployment (fresh deployment opted in), voting at once", len(targets))
 	case fresh:
-		g.opts.Logger.Printf("quorum: no master carried a marker (a brand-new deployment, or every master restarted empty at once): marked %d masters; each votes once it has been up for %v. A brand-new deployment can opt in to skip this wait", len(targets), g.opts.Quarantine)
+		g.infof("quorum: no master carried a marker (a brand-new deployment, or every master restarted empty at once): marked %d masters, each in its restart quarantine of %v", len(targets), g.opts.Quarantine)
+	case self.id.hasMarker:
+		g.opts.Logger.Printf("quorum: master %d (%s) restarted from a snapshot older than its last writes: marked with fence floor %d; it votes once it has been up for %v", m.Idx, m.Addr, floor+1, g.opts.Quarantine)
 	default:
-		how := "empty"
-		if self.id.hasMarker {
-			how = "from a snapshot older than its last writes"
-		}
-		g.opts.Logger.Printf("quorum: master %d (%s) restarted %s: marked with fence floor %d; it votes once it has been up for %v", m.Idx, m.Addr, how, floor+1, g.opts.Quarantine)
+		g.infof("quorum: master %d (%s) restarted empty: marked with fence floor %d, in its restart quarantine of %v", m.Idx, m.Addr, floor+1, g.opts.Quarantine)
 	}
 	return false, false, nil
 }
@@ -220,11 +220,15 @@ func runIDArg(id string) string {
 	return id
 }
 
-func freshArg(fresh bool) string {
-	if fresh {
-		return "fresh"
+// kindArg is the KIND of a marker written by a repair (see marker).
+func kindArg(fresh, hadMarker bool) string {
+	switch {
+	case fresh:
+		return kindFresh
+	case hadMarker:
+		return kindSnapshot
 	}
-	return ""
+	return kindEmpty
 }
 
 // probeAll reads every master's identity, marker and clock in parallel.

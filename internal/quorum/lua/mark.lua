@@ -6,8 +6,10 @@
 -- ARGV[2] the run_id of the server process the repair saw ("-" when none)
 -- ARGV[3] fence floor, microseconds: the highest clock the repair read on the
 --         masters; the floor written is at least this server's own clock
--- ARGV[4] "fresh" when the whole set carried no marker and the deployment
---         opted in to treat that as brand new (no quarantine), else ""
+-- ARGV[4] why it is written (the marker's KIND): "fresh" when the whole set
+--         carried no marker and is treated as brand new (opted in, or marked
+--         by an operator: no quarantine), "empty" when this master carried
+--         none, "snapshot" when it carried another process's; "" for none
 -- ARGV[5] how long before now (ms) the master may have lost writes: its uptime
 --         (a lower bound) when its marker names another process (it came back
 --         from a snapshot at its start), 0 when the marker is missing (lost at
@@ -25,6 +27,6 @@ local floor = math.max(tonumber(ARGV[3]), us)
 local born = 0
 if ARGV[4] ~= 'fresh' then born = math.floor(us / 1000) - tonumber(ARGV[5]) end
 local v = ARGV[2] .. ' ' .. string.format('%d', floor) .. ' ' .. string.format('%d', born)
-if ARGV[4] == 'fresh' then v = v .. ' fresh' end
+if ARGV[4] ~= '' then v = v .. ' ' .. ARGV[4] end
 redis.call('SET', KEYS[1], v)
 return 1

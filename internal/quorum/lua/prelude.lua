@@ -7,7 +7,7 @@
 -- the marker's fence floor in microseconds and the moment (server ms) before
 -- which this master may have lost writes: its process's start when it was
 -- repaired after a restart, 0 for a brand-new deployment. The marker's value
--- is "RUNID FLOOR BORN [fresh]" (see mark.lua).
+-- is "RUNID FLOOR BORN [KIND]" (see mark.lua).
 --
 -- q_fence(counter, quorum, t, floor, px) issues the next fencing token from a
 -- counter; t is the server's TIME.

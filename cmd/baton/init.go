@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/redact"
+	"github.com/batonhq/baton/internal/wiring"
+	"github.com/batonhq/baton/locking"
+)
+
+const initHelp = `usage: baton init [--config FILE]
+       baton init --redis URL [--redis URL ...] [--prefix PREFIX]
+
+Marks a brand-new set of lock masters, once, before first use, so that they
+vote at once. Without it a master found without a marker waits out the
+restart quarantine (locking.restart_quarantine, default 1m) before it grants
+a lock or decides a tick: Redis cannot tell a brand-new server from one that
+restarted empty, and only the operator knows which it is.
+
+With --config (the default: $BATON_CONFIG, else baton.yaml), it marks the
+config's lock masters (locking.masters, else redis.url) under its namespace:
+the masters of baton run, scheduler and worker, and of baton lock --config.
+With --redis, it marks the masters of baton lock --redis under --prefix
+(default baton:lock:, as baton lock's).
+
+It refuses, naming each one, when any master already carries a marker (in
+use, marked before, or reloaded from a snapshot) or does not answer, and
+marks nothing then: running it again is harmless. A master that restarts
+empty later waits out its quarantine as always.
+
+Exit status: 0 marked; 1 refused, or masters unreachable; 2 usage error.
+
+flags:
+`
+
+// initFlags are the flags of "baton init".
+type initFlags struct {
+	path, prefix, passwordFile string
+	urls                       []string
+}
+
+// defineInit defines the flags of "baton init".
+func defineInit(fs *flagSet) *initFlags {
+	o := &initFlags{}
+	fs.stringEnv(&o.path, "config", envConfig, defaultConfigFile, "config `FILE` whose lock masters to mark")
+	fs.StringArrayVar(&o.urls, "redis", nil, "mark this lock master `URL` of baton lock instead; repeat for a quorum")
+	fs.StringVar(&o.prefix, "prefix", defaultPrefix, "with --redis: the lock keys' prefix, as baton lock --prefix")
+	fs.StringVar(&o.passwordFile, "redis-password-file", "", "with --redis: the password for URLs without one, from the first line of `FILE` (else $"+envRedisAuth+")")
+	return o
+}
+
+// runInit implements "baton init".
+func runInit(fs *flagSet, o *initFlags, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		return usageExit("init", usagef("unexpected argument %q", args[0]), stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var err error
+	if len(o.urls) > 0 {
+		if fs.isSet("config") && !fs.fromEnv["config"] {
+			return usageExit("init", usagef("--config and --redis do not go together: pick the config's masters or baton lock's"), stderr)
+		}
+		err = initLockMasters(ctx, o.urls, o.prefix, o.passwordFile)
+	} else {
+		if fs.isSet("prefix") {
+			return usageExit("init", usagef("--prefix goes with --redis: a config's masters use its namespace"), stderr)
+		}
+		cfg, lerr := loadConfig(o.path)
+		if lerr != nil {
+			return usageExit("init", lerr, stderr)
+		}
+		err = baton.Init(ctx, cfg)
+		if err != nil {
+			err = errors.New(cfg.MaskSecrets(err.Error()))
+		}
+	}
+	var ue *usageError
+	switch {
+	case errors.As(err, &ue):
+		return usageExit("init", err, stderr)
+	case err != nil:
+		fmt.Fprintf(stderr, "baton init: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "marked the lock masters as a brand-new set: they vote at once")
+	return 0
+}
+
+// initLockMasters marks the masters of baton lock --redis.
+func initLockMasters(ctx context.Context, urls []string, prefix, passwordFile string) error {
+	password, _, err := redisPassword(passwordFile)
+	if err != nil {
+		return err
+	}
+	var rdbs []redis.UniversalClient
+	defer func() {
+		for _, r := range rdbs {
+			_ = r.Close()
+		}
+	}()
+	for _, raw := range urls {
+		opts, err := redis.ParseURL(raw)
+		if err != nil {
+			return usagef("bad Redis URL %s: %s", redact.URL(raw), wiring.URLErr(err))
+		}
+		if opts.Password == "" {
+			opts.Password = password
+		}
+		opts.ContextTimeoutEnabled = true
+		rdbs = append(rdbs, redis.NewClient(opts))
+	}
+	c, err := locking.New(rdbs, locking.WithPrefix(prefix))
+	if err != nil {
+		return usagef("%v", err)
+	}
+	defer c.Close()
+	return c.InitFresh(ctx)
+}

@@ -1,0 +1,52 @@
+package baton_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/locking"
+)
+
+// baton.Init on a brand-new Redis: the masters vote at once (status shows
+// none in quarantine), and a second Init refuses, naming the master.
+func TestInitMarksBrandNewMastersOnceAndRefusesAfter(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+namespace: first
+jobs:
+  - name: beat
+    schedule: "@hourly"
+    exec: {command: ["true"]}
+`, srv.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := baton.Init(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Masters) != 1 || st.Masters[0].State != locking.MasterVoting || len(st.MastersAttention()) > 0 {
+		t.Fatalf("after Init: masters %+v, attention %q; want voting", st.Masters, st.MastersAttention())
+	}
+	err = baton.Init(ctx, cfg)
+	if !errors.Is(err, locking.ErrMarked) || !strings.Contains(err.Error(), "master 0 ("+srv.Addr()+")") {
+		t.Fatalf("second Init: %v, want ErrMarked naming master 0", err)
+	}
+}
