@@ -137,12 +137,17 @@ func TestRunByHand(t *testing.T) {
 
 func TestDeadlineKills(t *testing.T) {
 	var out syncBuffer
-	begin := time.Now()
+	// the 300ms deadline is set once the child runs: a supervisor slow to
+	// start (a busy host) would otherwise refuse to start it at all
 	p := start(t, supervisor.Spec{
 		Args:     []string{"sleep", "100"},
 		Stderr:   &out,
-		Deadline: begin.Add(300 * time.Millisecond),
+		Deadline: time.Now().Add(time.Minute),
 	})
+	begin := time.Now()
+	if err := p.Extend(begin.Add(300 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
 	code, err := wait(t, p)
 	if !errors.Is(err, supervisor.ErrDeadline) || code != supervisor.ExitDeadline || !p.KilledByDeadline() {
 		t.Fatalf("Wait = %d, %v (KilledByDeadline %v); want %d, ErrDeadline", code, err, p.KilledByDeadline(), supervisor.ExitDeadline)
@@ -175,7 +180,8 @@ func TestDeadlineGraceFits(t *testing.T) {
 
 func TestExtendKeepsChildAlive(t *testing.T) {
 	const ttl = 300 * time.Millisecond
-	p := start(t, supervisor.Spec{Args: []string{"sleep", "100"}, Deadline: time.Now().Add(ttl)})
+	// the lease's rhythm begins once the child runs (as above)
+	p := start(t, supervisor.Spec{Args: []string{"sleep", "100"}, Deadline: time.Now().Add(time.Minute)})
 	until := time.Now().Add(3 * ttl)
 	for time.Now().Before(until) {
 		if err := p.Extend(time.Now().Add(ttl)); err != nil {
