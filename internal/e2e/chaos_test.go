@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/batonhq/baton/internal/histcheck"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
@@ -69,6 +72,114 @@ jobs:
 		t.Fatal(err)
 	}
 	return cfg, every, forbid
+}
+
+// chaosSettle bounds the wait for the window's ticks to have their
+// outcomes once faults stop: a tick dispatched as the last fault began may
+// find its lock master restarted, and its task then waits out the restart
+// quarantine (10 s) and baton's retries (retry_backoff 10 s, doubled at each
+// of max_retry 3: 10 + 20 + 40 s), each picked up at asynq's next poll.
+const chaosSettle = 2 * time.Minute
+
+// tickOutcomes is what became of the ticks of a window of an every-second
+// job.
+type tickOutcomes struct {
+	ran    []runLine        // the job's start lines
+	notRun []jobs.RunRecord // not run, the history says why (the last word of each tick)
+	open   []time.Time      // neither yet: dispatch or a retry may still come
+}
+
+// why counts the not-run ticks by the first words of their reasons.
+func (o tickOutcomes) why() map[string]int {
+	out := map[string]int{}
+	for _, r := range o.notRun {
+		k := string(r.Status)
+		switch {
+		case strings.Contains(r.Reason, "quarantine"):
+			k += " (restart quarantine)"
+		case strings.Contains(r.Reason, "vouch"):
+			k += " (no master could vouch)"
+		case strings.Contains(r.Reason, "execution lease"):
+			k += " (execution lease)"
+		}
+		out[k]++
+	}
+	return out
+}
+
+// outcomes reads what became of each tick of [from, until] of the job
+// "every-second" in namespace ns, whose runs write start lines to out: it
+// ran, or the history records it not run with why (missed by the
+// scheduler, skipped by the forbid policy, or failed before it started on
+// every attempt: its task archived, which the queue tells), or it is still
+// open.
+func outcomes(t *testing.T, rdb *redis.Client, insp *asynq.Inspector, ns, out string, from, until time.Time) tickOutcomes {
+	t.Helper()
+	var o tickOutcomes
+	ran := map[int64]bool{} // by tick, unix seconds
+	for _, l := range readRunLines(t, out) {
+		if l.what == "start" && !l.tick.Before(from) && !l.tick.After(until) {
+			o.ran = append(o.ran, l)
+			ran[l.tick.Unix()] = true
+		}
+	}
+	recs, err := jobs.ReadHistory(context.Background(), rdb, ns, "every-second", 5000)
+	if err != nil {
+		t.Logf("reading the history: %v", err)
+	}
+	recorded := map[int64]jobs.RunRecord{} // by tick, unix seconds
+	failed := map[int64]jobs.RunRecord{}
+	for _, r := range recs { // newest first
+		if r.Tick.Before(from) || r.Tick.After(until) || !r.Started.IsZero() {
+			continue
+		}
+		switch r.Status {
+		case jobs.StatusMissed, jobs.StatusSkipped: // the job is neither paused nor replace
+			// not run: a tick the masters could not vouch for, one left
+			// out by catch-up, or one that came while the job's run went
+			// on (forbid)
+			if _, ok := recorded[r.Tick.Unix()]; !ok {
+				recorded[r.Tick.Unix()] = r
+			}
+		case jobs.StatusFailed: // an attempt that could not start (no execution lease)
+			if _, ok := failed[r.Tick.Unix()]; !ok {
+				failed[r.Tick.Unix()] = r
+			}
+		}
+	}
+	for tick := from; !tick.After(until); tick = tick.Add(time.Second) {
+		if ran[tick.Unix()] {
+			continue
+		}
+		if r, ok := recorded[tick.Unix()]; ok {
+			o.notRun = append(o.notRun, r)
+			continue
+		}
+		if r, ok := failed[tick.Unix()]; ok {
+			// final only once the task is archived: every attempt failed
+			info, err := insp.GetTaskInfo(ns+":default", "every-second@"+tick.UTC().Format(time.RFC3339))
+			if err == nil && info.State == asynq.TaskStateArchived {
+				r.Reason = "every attempt failed before it started, the last: " + r.Reason
+				o.notRun = append(o.notRun, r)
+				continue
+			}
+		}
+		o.open = append(o.open, tick)
+	}
+	return o
+}
+
+// awaitOutcomes waits, at most bound, until every tick of [from, until] has
+// its outcome (see outcomes), and returns how many are still open. Ticks run
+// in real time, in other processes: their outcomes are read once a second.
+func awaitOutcomes(t *testing.T, rdb *redis.Client, insp *asynq.Inspector, ns, out string, from, until time.Time, bound time.Duration) int {
+	t.Helper()
+	for end := time.Now().Add(bound); ; time.Sleep(time.Second) {
+		open := len(outcomes(t, rdb, insp, ns, out, from, until).open)
+		if open == 0 || time.Now().After(end) {
+			return open
+		}
+	}
 }
 
 // runLine is one line a chaos job wrote.
@@ -162,7 +273,7 @@ func TestChaos(t *testing.T) {
 			}
 		}
 	})
-	from := time.Now().Add(3 * time.Second).Truncate(time.Second)
+	from := awaitStarted(t, dir, append(scheds, workers...))
 	faults := map[string]int{}
 	sleep := func(lo, hi int) { time.Sleep(time.Duration(lo+rng.IntN(hi-lo)) * time.Millisecond) }
 	for end := time.Now().Add(d); time.Now().Before(end); {
@@ -207,7 +318,13 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	until := time.Now().Add(-2 * time.Second).Truncate(time.Second)
-	time.Sleep(15 * time.Second) // the window's late ticks (a restarted master's quarantine) go out
+	// the window's late ticks (held back by a restarted master's
+	// quarantine, or retried after it) are awaited until each has its
+	// outcome, within the longest that baton's delays add up to
+	rdb := srv.TestClient(t)
+	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: srv.Addr()})
+	defer insp.Close()
+	open := awaitOutcomes(t, rdb, insp, "chaos", every, from, until, chaosSettle)
 	for _, p := range append(scheds, workers...) {
 		p.signal(syscall.SIGTERM)
 	}
@@ -219,30 +336,15 @@ func TestChaos(t *testing.T) {
 	for tick := from; !tick.After(until); tick = tick.Add(time.Second) {
 		h.Ticked(histcheck.Tick{Job: "every-second", Tick: tick, Event: "expected"})
 	}
+	o := outcomes(t, rdb, insp, "chaos", every, from, until)
 	// what the cluster recorded as not run, with its reason
-	rdb := srv.Client()
-	recs, err := jobs.ReadHistory(context.Background(), rdb, "chaos", "every-second", 5000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range recs {
-		if r.Tick.Before(from) || r.Tick.After(until) || !r.Started.IsZero() {
-			continue
-		}
-		switch r.Status {
-		case jobs.StatusMissed, jobs.StatusSkipped: // the job is neither paused nor replace
-			// not run, and the history says why: a tick the masters could
-			// not vouch for, one left out by catch-up, or one that came
-			// while the job's run went on (forbid)
-			h.Ticked(histcheck.Tick{Job: "every-second", Tick: r.Tick, Event: "missed", Replica: r.Dispatcher, Reason: string(r.Status) + ": " + r.Reason})
-		}
+	for _, r := range o.notRun {
+		h.Ticked(histcheck.Tick{Job: "every-second", Tick: r.Tick, Event: "missed", Replica: r.Dispatcher, Reason: string(r.Status) + ": " + r.Reason})
 	}
 	var gap time.Duration
-	for _, l := range readRunLines(t, every) {
-		if l.what == "start" && !l.tick.Before(from) && !l.tick.After(until) {
-			h.Ticked(histcheck.Tick{Job: "every-second", Tick: l.tick, Event: "dispatched", Replica: fmt.Sprintf("fence %d", l.fence)})
-			gap = max(gap, l.at.Sub(l.tick))
-		}
+	for _, l := range o.ran {
+		h.Ticked(histcheck.Tick{Job: "every-second", Tick: l.tick, Event: "dispatched", Replica: fmt.Sprintf("fence %d", l.fence)})
+		gap = max(gap, l.at.Sub(l.tick))
 	}
 	runs := map[string]*histcheck.Run{}
 	for _, l := range readRunLines(t, forbid) {
@@ -271,13 +373,14 @@ func TestChaos(t *testing.T) {
 	}
 	c := h.Counts()
 	verdict := "no violation"
-	err = h.Check()
+	err := h.Check()
 	if err != nil {
 		verdict = err.Error()
 	}
 	fmt.Printf("chaos: seed %d, %v of faults %v\n", seed, d, faults)
 	fmt.Printf("chaos: ticks expected %d, ran %d, duplicated %d, missed %d (recorded) + %d (lost); forbid runs %d; leases lost %d; longest tick-to-start gap %v\n",
 		c.Expected, c.Dispatched, c.Duplicated, c.Missed, c.Lost, c.Runs, lost, gap.Round(time.Millisecond))
+	fmt.Printf("chaos: not run, by reason: %v; still open when the processes stopped: %d\n", o.why(), open)
 	fmt.Printf("chaos: checker: %s\n", verdict)
 	if err != nil {
 		// what the processes logged about the tick in question

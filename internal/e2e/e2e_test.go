@@ -5,11 +5,13 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,7 +22,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/batonhq/baton/internal/batonbin"
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
 )
 
 // binary is the baton binary built once by TestMain, as a release is.
@@ -55,6 +59,23 @@ type proc struct {
 	cmd  *exec.Cmd
 	log  *os.File
 	done chan struct{}
+	// starts is how many times the log said "replica started" before the
+	// last start
+	starts int
+}
+
+// startedLine is what a replica logs once it runs (its signal handler
+// installed: SIGTERM from then on is a graceful stop).
+const startedLine = `"message":"replica started"`
+
+// awaitRunning waits, at most a minute, until p's last start has logged
+// that its replica runs: a process stopped before then dies of the signal.
+func (p *proc) awaitRunning(t *testing.T, dir string) {
+	t.Helper()
+	poll.Require(t, time.Minute, p.name+" to start", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, p.name+".log"))
+		return strings.Count(string(b), startedLine) > p.starts
+	})
 }
 
 func (p *proc) start(t *testing.T, dir string) {
@@ -64,6 +85,8 @@ func (p *proc) start(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	p.log = f
+	b, _ := os.ReadFile(f.Name())
+	p.starts = strings.Count(string(b), startedLine)
 	p.cmd = exec.Command(binary, p.args...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
@@ -90,6 +113,47 @@ func (p *proc) wait(t *testing.T, d time.Duration) {
 		<-p.done
 	}
 	p.log.Close()
+}
+
+// logOnFailure logs the last lines of each process's log at the end of a
+// failed test.
+func logOnFailure(t *testing.T, dir string, procs []*proc) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, p := range procs {
+			b, _ := os.ReadFile(filepath.Join(dir, p.name+".log"))
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			t.Logf("%s, last lines:\n%s", p.name, strings.Join(lines[max(0, len(lines)-12):], "\n"))
+		}
+	})
+}
+
+// awaitStarted waits until every process has logged that its replica
+// started (at most a minute: processes start slowly on a busy host), and
+// returns the first whole second after: the first tick the processes all
+// see coming. A tick due before a replica ever ran is not one baton owes.
+func awaitStarted(t *testing.T, dir string, procs []*proc) time.Time {
+	t.Helper()
+	for _, p := range procs {
+		p.awaitRunning(t, dir)
+	}
+	return time.Now().Add(time.Second).Truncate(time.Second)
+}
+
+// logTick logs what every process logged about job's tick.
+func logTick(t *testing.T, dir string, procs []*proc, job string, tick time.Time) {
+	t.Helper()
+	key := `"job":"` + job + `","tick":"` + tick.UTC().Format(time.RFC3339) + `"`
+	for _, p := range procs {
+		b, _ := os.ReadFile(filepath.Join(dir, p.name+".log"))
+		for l := range strings.Lines(string(b)) {
+			if strings.Contains(l, key) || strings.Contains(l, job+"@"+tick.UTC().Format(time.RFC3339)) {
+				t.Logf("%s: %s", p.name, strings.TrimSpace(l))
+			}
+		}
+	}
 }
 
 func writeConfig(t *testing.T, dir, redisAddr string) (cfg, once, forbid string) {
@@ -153,6 +217,48 @@ func readRuns(t *testing.T, path string) []line {
 		out = append(out, line{tick, fence, fs[3]})
 	}
 	return out
+}
+
+// seen counts the start and end lines of one tick.
+type seen struct{ starts, ends int }
+
+// startsOf reads the start and end lines in once, by tick (unix seconds);
+// none before the first run.
+func startsOf(t *testing.T, once string) map[int64]*seen {
+	t.Helper()
+	per := map[int64]*seen{}
+	if _, err := os.Stat(once); err != nil {
+		return per
+	}
+	for _, r := range readRuns(t, once) {
+		s := per[r.tick.Unix()]
+		if s == nil {
+			s = &seen{}
+			per[r.tick.Unix()] = s
+		}
+		if r.what == "start" {
+			s.starts++
+		} else {
+			s.ends++
+		}
+	}
+	return per
+}
+
+// awaitStarts waits, at most bound, until every every-second tick of
+// [from, until] has a start line in once. The runs are other processes'
+// (read once a second); a tick that never starts is reported by the caller.
+func awaitStarts(t *testing.T, once string, from, until time.Time, bound time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(bound); time.Now().Before(end); time.Sleep(time.Second) {
+		started, all := startsOf(t, once), true
+		for tick := from; !tick.After(until) && all; tick = tick.Add(time.Second) {
+			all = started[tick.Unix()] != nil
+		}
+		if all {
+			return
+		}
+	}
 }
 
 // checkForbid asserts the slow forbid job never overlapped itself and its
@@ -234,7 +340,8 @@ func TestSchedulersKilledEveryTickOnce(t *testing.T) {
 		p.start(t, dir)
 		workers = append(workers, p)
 	}
-	windowStart := time.Now().Add(3 * time.Second).Truncate(time.Second)
+	logOnFailure(t, dir, append(scheds, workers...))
+	windowStart := awaitStarted(t, dir, append(scheds, workers...))
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	kills := 0
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
@@ -247,7 +354,13 @@ func TestSchedulersKilledEveryTickOnce(t *testing.T) {
 		p.start(t, dir)
 	}
 	windowEnd := time.Now().Add(-2 * time.Second).Truncate(time.Second)
-	time.Sleep(8 * time.Second) // the window's last ticks finish: one owned by a replica killed at the end is claimed again when its 5 s tick lease expires
+	// the window's last ticks start: one owned by a replica killed at the
+	// end is claimed again when its 5 s tick lease expires, one whose worker
+	// was killed with the task is recovered at asynq's lease (30 s)
+	awaitStarts(t, once, windowStart, windowEnd, time.Minute)
+	for _, p := range scheds {
+		p.awaitRunning(t, dir) // one restarted at the end may still be starting
+	}
 	for _, p := range append(scheds, workers...) {
 		p.signal(syscall.SIGTERM)
 	}
@@ -277,6 +390,7 @@ func TestSchedulersKilledEveryTickOnce(t *testing.T) {
 		case n == 0:
 			missing++
 			t.Errorf("tick %v never ran", tick.Format(time.RFC3339))
+			logTick(t, dir, append(scheds, workers...), "every-second", tick)
 		case n > 1:
 			dups++
 			t.Errorf("tick %v ran %d times", tick.Format(time.RFC3339), n)
@@ -291,7 +405,10 @@ func TestSchedulersKilledEveryTickOnce(t *testing.T) {
 // Phase 2: 3 `baton run` replicas (scheduler and worker in one) are
 // SIGKILLed and restarted. No tick is missed; a tick may run twice only if
 // its first run was cut off by a kill (it has a start and no end), which
-// is asynq's at-least-once execution.
+// is asynq's at-least-once execution. A replica killed while it runs the
+// job leaves the job's execution lease held until its lock_ttl: the job
+// forbids overlap, so the ticks due meanwhile are skipped, and recorded so
+// (the lease cannot tell a dead holder from a slow one).
 func TestRunReplicasKilledNoTickMissed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
@@ -305,18 +422,64 @@ func TestRunReplicasKilledNoTickMissed(t *testing.T) {
 		p.start(t, dir)
 		reps = append(reps, p)
 	}
-	windowStart := time.Now().Add(3 * time.Second).Truncate(time.Second)
+	logOnFailure(t, dir, reps)
+	windowStart := awaitStarted(t, dir, reps)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
+	killed := map[string][]time.Time{} // by replica id
 	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
 		time.Sleep(time.Duration(2000+rng.IntN(1500)) * time.Millisecond)
-		p := reps[rng.IntN(len(reps))]
+		i := rng.IntN(len(reps))
+		p := reps[i]
 		p.signal(syscall.SIGKILL)
+		killed[fmt.Sprintf("r%d", i)] = append(killed[fmt.Sprintf("r%d", i)], time.Now())
 		p.wait(t, 5*time.Second)
 		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
 		p.start(t, dir)
 	}
 	windowEnd := time.Now().Add(-2 * time.Second).Truncate(time.Second)
-	time.Sleep(8 * time.Second) // as above: a tick owned by a replica killed at the end waits out its 5 s lease
+	rdb := srv.TestClient(t)
+	// a tick is skipped behind a killed run: the run of an earlier tick on
+	// a replica killed after that tick
+	holderRe := regexp.MustCompile(`^another run holds the job: every-second@(\S+) run=\S+ attempt=\d+ on (\S+)$`)
+	// and a run that started but was killed before the command wrote its
+	// first line ran as far as baton is concerned: its history says started
+	skipped := func() map[int64]string {
+		out := map[int64]string{}
+		recs, err := jobs.ReadHistory(context.Background(), rdb, "e2e", "every-second", 0)
+		if err != nil {
+			t.Logf("reading the history: %v", err)
+		}
+		for _, r := range recs {
+			if !r.Started.IsZero() {
+				out[r.Tick.Unix()] = "started, by its history, and cut off by a kill"
+				continue
+			}
+			m := holderRe.FindStringSubmatch(r.Reason)
+			if r.Status != jobs.StatusSkipped || m == nil {
+				continue
+			}
+			held, _ := time.Parse(time.RFC3339, m[1])
+			for _, k := range killed[m[2]] {
+				if k.After(held) && held.Before(r.Tick) && out[r.Tick.Unix()] == "" {
+					out[r.Tick.Unix()] = "skipped: " + r.Reason
+				}
+			}
+		}
+		return out
+	}
+	// the window's last ticks start or are skipped (as above)
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(time.Second) {
+		started, skips, all := startsOf(t, once), skipped(), true
+		for tick := windowStart; !tick.After(windowEnd) && all; tick = tick.Add(time.Second) {
+			all = started[tick.Unix()] != nil || skips[tick.Unix()] != ""
+		}
+		if all {
+			break
+		}
+	}
+	for _, p := range reps {
+		p.awaitRunning(t, dir) // as above
+	}
 	for _, p := range reps {
 		p.signal(syscall.SIGTERM)
 	}
@@ -324,25 +487,15 @@ func TestRunReplicasKilledNoTickMissed(t *testing.T) {
 		p.wait(t, 15*time.Second)
 	}
 
-	type seen struct{ starts, ends int }
-	per := map[int64]*seen{} // by tick, unix seconds
-	for _, r := range readRuns(t, once) {
-		s := per[r.tick.Unix()]
-		if s == nil {
-			s = &seen{}
-			per[r.tick.Unix()] = s
-		}
-		if r.what == "start" {
-			s.starts++
-		} else {
-			s.ends++
-		}
-	}
+	per, skips := startsOf(t, once), skipped()
 	for tick := windowStart; !tick.After(windowEnd); tick = tick.Add(time.Second) {
 		s := per[tick.Unix()]
 		switch {
+		case s == nil && skips[tick.Unix()] != "":
+			t.Logf("tick %v %s", tick.Format(time.RFC3339), skips[tick.Unix()])
 		case s == nil || s.starts == 0:
 			t.Errorf("tick %v never ran", tick.Format(time.RFC3339))
+			logTick(t, dir, reps, "every-second", tick)
 		case s.starts > 1 && s.starts-s.ends < s.starts-1:
 			// every extra start must belong to a run cut off before its end
 			t.Errorf("tick %v ran %d times with %d complete runs: a duplicate not explained by a kill", tick.Format(time.RFC3339), s.starts, s.ends)
