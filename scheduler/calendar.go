@@ -20,7 +20,8 @@ import (
 // the second Monday; N 1..5), "DL" the last weekday D (5L: the last Friday),
 // besides numbers 0-7 (0 and 7 Sunday), names SUN-SAT, ranges and steps
 // ("1-5/2,0L"). A step applies to a number, a range or "*" ("a/s" runs from a
-// to the field's maximum), never to L, DL or D#N.
+// to the field's maximum, Saturday in the day of week), never to L, DL or
+// D#N.
 //
 // Days follow robfig/cron's rule, which is Vixie cron's: with both day
 // fields restricted a day matches either. A field is unrestricted when one of
