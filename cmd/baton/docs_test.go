@@ -142,8 +142,9 @@ func TestEveryDocumentedCommandRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"BATON_REDIS_URL=" + url, "BATON_LOG_FORMAT=json"}
-	// the Redis is brand new: mark it as a first deployment, once
-	if code, errs := runDoc(t, dir, env, "lock", "--fresh-deployment", "first-deployment", "--", "true"); code != 0 {
+	// the Redis is brand new: mark it once, as a first deployment does
+	// (baton.yaml's masters under its namespace, baton lock's prefix too)
+	if code, errs := runDoc(t, dir, env, "init"); code != 0 {
 		t.Fatalf("marking the new Redis: exit %d\n%s", code, errs)
 	}
 	hour := time.Now().UTC().Truncate(time.Hour)
