@@ -314,3 +314,28 @@ func shellWords(s string) ([]string, error) {
 	}
 	return words, nil
 }
+
+// The extractor finds the command lines of code blocks (also after "$ " and
+// a crontab's schedule) and of inline code, and splits them as sh does.
+func TestDocCommandLinesExtraction(t *testing.T) {
+	md := filepath.Join(t.TempDir(), "x.md")
+	if err := writeFile(md, "Run `baton status --json` or `make`.\n```sh\n$ baton pause report --note \"vendor fix\"  # why\n*/5 * * * * baton lock k -- sh -c 'a # b'\nbatonx\n```\nnot baton here\n"); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range docCommandLines(t, []string{md}) {
+		words, err := shellWords(d.text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%d %v %q", d.line, d.inline, words))
+	}
+	want := []string{
+		`1 true ["baton" "status" "--json"]`,
+		`3 false ["baton" "pause" "report" "--note" "vendor fix"]`,
+		`4 false ["baton" "lock" "k" "--" "sh" "-c" "a # b"]`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
