@@ -153,6 +153,13 @@ type JobStatus struct {
 	Lock *locking.HeldLock `json:"lock,omitempty"`
 	// Leader is a singleton's current holder.
 	Leader *locking.Leader `json:"leader,omitempty"`
+	// FailureStreak is how many of its runs failed (failed, timed out,
+	// lease lost) since its last success, as far back as the history
+	// reaches (history.runs, history.max_age).
+	FailureStreak int `json:"failure_streak,omitempty"`
+	// LastSuccess is when its newest successful run ended; zero when the
+	// history has none.
+	LastSuccess time.Time `json:"last_success,omitzero"`
 }
 
 // ReplicaStatus is one replica as the roster has it.
@@ -239,6 +246,10 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	full, err := c.failingHistories(ctx, histories)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for i := range c.cfg.Jobs {
 		j := &c.cfg.Jobs[i]
 		js := JobStatus{Name: j.Name, Mode: string(j.Mode), Schedule: j.Schedule, Timezone: j.Location.String()}
@@ -247,6 +258,9 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 		}
 		js.At, js.MaxRuns, js.Runs = j.At, j.MaxRuns, counted[j.Name]
 		js.Done = done(j, js, now)
+		if js.Done != "" {
+			js.Next = time.Time{} // no tick ahead
+		}
 		switch {
 		case j.Paused:
 			js.Paused, js.PausedBy = true, "config"
@@ -263,6 +277,7 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 		if len(recs) > 0 {
 			js.Last = &recs[0]
 		}
+		js.FailureStreak, js.LastSuccess = failureStreak(full[j.Name], recs)
 		js.Lock = heldBy[jobs.LockName(j)]
 		for _, r := range recs {
 			if r.Status == jobs.StatusRunning && stillRunning(j, r, js.Lock, now) {
@@ -282,6 +297,36 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 		st.Warnings = append(st.Warnings, fmt.Sprintf("two live processes run as replica %s: give each its own id", redact.Quote(id)))
 	}
 	return st, errors.Join(errs...)
+}
+
+// failingHistories reads, in one more pipelined round trip, the whole
+// history of each job whose newest records (histories) failed and hold no
+// success, so that its failure streak and last success are told in full;
+// nothing for jobs that succeeded lately.
+func (c *Cluster) failingHistories(ctx context.Context, histories map[string][]jobs.RunRecord) (map[string][]jobs.RunRecord, error) {
+	var more []string
+	for job, recs := range histories {
+		if n, ok := jobs.FailureStreak(recs); n > 0 && ok == nil {
+			more = append(more, job)
+		}
+	}
+	if len(more) == 0 {
+		return nil, nil
+	}
+	return jobs.ReadHistories(ctx, c.queue, c.cfg.Namespace, more, 0)
+}
+
+// failureStreak is a job's failure streak and the end of its last success,
+// from its whole history when read (all), else from recs.
+func failureStreak(all, recs []jobs.RunRecord) (int, time.Time) {
+	if all != nil {
+		recs = all
+	}
+	n, ok := jobs.FailureStreak(recs)
+	if ok == nil {
+		return n, time.Time{}
+	}
+	return n, ok.Ended
 }
 
 // runCounts reads, for each job with max_runs, how many of its ticks were

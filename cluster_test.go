@@ -2,15 +2,19 @@ package baton_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batontest"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 )
 
@@ -50,5 +54,67 @@ jobs:
 	if len(att) != 1 || !strings.Contains(att[0], "lock master 0 ("+srv.Addr()+") in its restart quarantine until ") ||
 		!strings.Contains(att[0], locking.WhyNoMarker) || !strings.Contains(att[0], "baton init") {
 		t.Errorf("attention %q: want master 0 in quarantine, why, and baton init", att)
+	}
+}
+
+// Status tells per job how many runs failed since its last success and
+// when that success ended, also when the streak is longer than the runs
+// Status reads at first; and it gives no next tick to a job that is done.
+func TestStatusFailureStreakAndLastSuccess(t *testing.T) {
+	srv := redistest.New(t)
+	var n atomic.Int32
+	reg := jobs.NewRegistry()
+	if err := reg.HandleFunc("flaky", func(context.Context, jobs.Run) error {
+		if n.Add(1) == 1 {
+			return nil
+		}
+		return errors.New("vendor down")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.HandleFunc("once", func(context.Context, jobs.Run) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(time.Minute).Truncate(time.Minute)
+	env := batontest.Load(t, `jobs:
+  - name: flaky
+    schedule: "@every 1m"
+    max_retry: 0
+    handler: {name: flaky}
+  - name: once
+    schedule: "@every 1m"
+    max_runs: 1
+    handler: {name: once}
+  - name: fine
+    schedule: "@every 1m"
+    handler: {name: once}
+`, batontest.WithHandlers(reg), batontest.WithRedis("redis://"+srv.Addr()+"/0"), batontest.WithStart(start))
+	env.AdvanceTo(t, start.Add(24*time.Minute))
+	st, err := env.Cluster(t).Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := env.Runs(t, "flaky")
+	var firstOK jobs.RunRecord
+	for _, r := range runs {
+		if r.Status == jobs.StatusOK {
+			firstOK = r
+		}
+	}
+	for _, js := range st.Jobs {
+		switch js.Name {
+		case "flaky":
+			if want := len(runs) - 1; want <= 20 || js.FailureStreak != want || firstOK.Ended.IsZero() || !js.LastSuccess.Equal(firstOK.Ended) {
+				t.Errorf("flaky: streak %d, last success %v; want %d (more than 20) and %v", js.FailureStreak, js.LastSuccess, want, firstOK.Ended)
+			}
+		case "once":
+			if js.Done == "" || !js.Next.IsZero() || js.FailureStreak != 0 || js.LastSuccess.IsZero() {
+				t.Errorf("once, done: %+v", js)
+			}
+		case "fine":
+			if js.Done != "" || js.Next.IsZero() || js.FailureStreak != 0 || js.LastSuccess.IsZero() {
+				t.Errorf("fine: %+v", js)
+			}
+		}
 	}
 }

@@ -299,6 +299,29 @@ func foldHistory(job string, msgs []redis.XMessage) []RunRecord {
 	return out
 }
 
+// Failed reports whether s is how a run that failed ended: failed, timed
+// out or lease lost.
+func (s Status) Failed() bool {
+	return s == StatusFailed || s == StatusTimedOut || s == StatusLeaseLost
+}
+
+// FailureStreak returns how many of recs' runs (newest tick first, as
+// ReadHistory returns them) failed since the newest one that succeeded, and
+// that one (nil when recs hold none: the streak may go further back than
+// recs). Ticks that did not run and runs under way, skipped, replaced or
+// dropped count neither way.
+func FailureStreak(recs []RunRecord) (failures int, lastOK *RunRecord) {
+	for i := range recs {
+		switch {
+		case recs[i].Status == StatusOK:
+			return failures, &recs[i]
+		case recs[i].Status.Failed():
+			failures++
+		}
+	}
+	return failures, nil
+}
+
 // streamTime is the time of a stream entry ID ("<ms>-<seq>").
 func streamTime(id string) time.Time {
 	ms, _, _ := strings.Cut(id, "-")

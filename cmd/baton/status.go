@@ -120,7 +120,7 @@ func printJSON(stdout, stderr io.Writer, cmd string, v any) int {
 // printStatus writes st as tables. Everything read from Redis is quoted.
 func printStatus(w io.Writer, st *baton.Status) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tMODE\tSCHEDULE\tNEXT\tPAUSED\tLAST\tRUNNING\tLOCK")
+	fmt.Fprintln(tw, "JOB\tMODE\tSCHEDULE\tNEXT\tPAUSED\tLAST\tLAST OK\tRUNNING\tLOCK")
 	for _, j := range st.Jobs {
 		sched := j.Schedule
 		switch {
@@ -145,7 +145,7 @@ func printStatus(w io.Writer, st *baton.Status) {
 		}
 		last := "-"
 		if r := j.Last; r != nil {
-			last = fmt.Sprintf("%s %s", r.Tick.Format(time.RFC3339), r.Status)
+			last = fmt.Sprintf("%s %s", r.Tick.Format(time.RFC3339), redact.Escape(string(r.Status)))
 			if r.Worker != "" {
 				last += " on " + redact.Quote(r.Worker)
 			}
@@ -158,10 +158,11 @@ func printStatus(w io.Writer, st *baton.Status) {
 			}
 			running = strings.Join(parts, ", ")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, j.Mode, dash(sched), next, paused, last, running, lockLine(j))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, j.Mode, dash(sched), next, paused, last, lastOK(j, st.Time), running, lockLine(j))
 	}
 	_ = tw.Flush()
 	printPauses(w, st)
+	printFailing(w, st)
 
 	fmt.Fprintln(w)
 	if len(st.Replicas) == 0 {
@@ -209,6 +210,38 @@ func printPauses(w io.Writer, st *baton.Status) {
 			j.PausedSince.Format(time.RFC3339), st.Time.Sub(j.PausedSince).Round(time.Second))
 		if j.PauseNote != "" {
 			line += ": " + redact.Quote(j.PauseNote)
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// lastOK is a job's LAST OK cell: when its last successful run ended, and
+// how long ago.
+func lastOK(j baton.JobStatus, now time.Time) string {
+	if j.LastSuccess.IsZero() {
+		return "-"
+	}
+	return j.LastSuccess.UTC().Format(time.RFC3339) + " (" + now.Sub(j.LastSuccess).Round(time.Second).String() + " ago)"
+}
+
+// printFailing lists the jobs whose latest runs failed: how many in a row,
+// since which success, and the newest run's reason and last output line.
+func printFailing(w io.Writer, st *baton.Status) {
+	for _, j := range st.Jobs {
+		if j.FailureStreak == 0 {
+			continue
+		}
+		since := "no success in the history"
+		if !j.LastSuccess.IsZero() {
+			since = "last success " + lastOK(j, st.Time)
+		}
+		runs := "runs"
+		if j.FailureStreak == 1 {
+			runs = "run"
+		}
+		line := fmt.Sprintf("%s: %d failed %s in a row, %s", j.Name, j.FailureStreak, runs, since)
+		if r := j.Last; r != nil && r.Status.Failed() {
+			line += "; last: " + why(*r)
 		}
 		fmt.Fprintln(w, line)
 	}

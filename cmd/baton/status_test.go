@@ -10,7 +10,9 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 )
 
@@ -67,5 +69,36 @@ jobs:
 	code, out, errs = runIn("status", "--config", cfg)
 	if code != 0 || !strings.Contains(out, `queue "stest:orphan" holds 1 pending`) {
 		t.Errorf("status with an orphaned queue: %d\n%s%s", code, out, errs)
+	}
+}
+
+// baton status shows per job when its last success ended and, for a job
+// whose latest runs failed, how many in a row with the newest reason and
+// output line, escaped (they come from Redis).
+func TestStatusPrintsFailureStreakAndLastSuccess(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	exit3 := 3
+	st := &baton.Status{Time: now, Jobs: []baton.JobStatus{
+		{Name: "flaky", Mode: "cron", Schedule: "@hourly", Next: now.Add(time.Hour), FailureStreak: 4, LastSuccess: now.Add(-5 * time.Hour),
+			Last: &jobs.RunRecord{Tick: now.Add(-time.Hour), Status: jobs.StatusFailed, ExitCode: &exit3,
+				Reason: `non-zero exit: "sh" exited with code 3`, Output: "step 1\n\x1b[31mvendor down\x1b[0m\n"}},
+		{Name: "never", Mode: "cron", Schedule: "@hourly", FailureStreak: 1, Last: &jobs.RunRecord{Status: jobs.StatusTimedOut}},
+		{Name: "fine", Mode: "cron", Schedule: "@hourly", LastSuccess: now.Add(-time.Minute)},
+	}}
+	var b strings.Builder
+	printStatus(&b, st)
+	out := b.String()
+	for _, want := range []string{
+		"2030-01-01T07:00:00Z (5h0m0s ago)",
+		"2030-01-01T11:59:00Z (1m0s ago)",
+		`flaky: 4 failed runs in a row, last success 2030-01-01T07:00:00Z (5h0m0s ago); last: "non-zero exit: \"sh\" exited with code 3", output: "\x1b[31mvendor down\x1b[0m"`,
+		"never: 1 failed run in a row, no success in the history",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status does not show %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("status prints a control character read from Redis:\n%q", out)
 	}
 }
