@@ -41,7 +41,7 @@ func chromiumPath(t *testing.T) string {
 }
 
 // The dashboard in a real headless Chromium: it shows a job's successful
-// run, and pressing pause (with the token typed in) pauses the job: the page
+// run and last success, a failing job's failure streak, and pressing pause (with the token typed in) pauses the job: the page
 // says so and the flag is in Redis. With BATON_SCREENSHOT=FILE it saves a
 // screenshot (docs/dashboard.png is made that way).
 func TestDashboardInChromium(t *testing.T) {
@@ -109,6 +109,8 @@ jobs:
 	}{
 		{"see report's successful run", chromedp.WaitVisible(`tr[data-job="report"] .st-ok`)},
 		{"see flaky's failed run", chromedp.WaitVisible(`tr[data-job="flaky"] .st-failed`)},
+		{"see flaky's failure streak", chromedp.WaitVisible(`tr[data-job="flaky"] .streak`)},
+		{"see report's last success", chromedp.WaitVisible(`tr[data-job="report"] .lastok`)},
 		{"enter the token", chromedp.SetValue(`#token`, apiToken)},
 		{"commit the token", func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
 			_, err := chromedp.Evaluate[bool](`document.querySelector("#token").dispatchEvent(new Event("change"))`)(ctx, t)
