@@ -553,9 +553,11 @@ func TestCommandNotFoundReleasesLock(t *testing.T) {
 func TestLeaseExtendedWhileCommandRuns(t *testing.T) {
 	t.Parallel()
 	srv := redistest.New(t)
-	// the command outlives several ttls; auto-extension must keep the lease
+	// the command outlives several ttls; auto-extension must keep the lease.
+	// --wait: a single try of a 200ms lease is refused when its answer comes
+	// after its validity (a busy host); waiting tries again
 	code, stderr := runBaton(t, 20*time.Second, nil,
-		"lock", "--redis", redisURL(srv), "--ttl", "200ms", "job:extend", "--", "sleep", "1")
+		"lock", "--redis", redisURL(srv), "--ttl", "200ms", "--wait", "10s", "job:extend", "--", "sleep", "1")
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q; want 0 and silence", code, stderr)
 	}
