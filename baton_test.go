@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -332,5 +333,55 @@ jobs:
 	r.Close()
 	if strings.Contains(quiet.String(), "fresh_deployment") {
 		t.Errorf("warned although a program, not the file, set it:\n%s", quiet.String())
+	}
+}
+
+// A Go program without a logger on a brand-new Redis: the quarantine's
+// warning, naming the master, is written to stderr once, and nothing else
+// (the program chose no logging).
+func TestBrandNewMasterQuarantineOnStderrWithoutLogger(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+namespace: nolog
+jobs:
+  - name: beat
+    schedule: "@every 1s"
+    exec: {command: ["true"]}
+`, srv.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr logBuffer
+	copied := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(&stderr, pr)
+		close(copied)
+	}()
+	saved := os.Stderr
+	os.Stderr = pw // baton.New takes stderr as it is now
+	r, err := baton.New(cfg)
+	os.Stderr = saved
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	poll.Require(t, 30*time.Second, "the quarantine warning on stderr", func() bool {
+		return strings.Contains(stderr.String(), "in its restart quarantine until")
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	_ = pw.Close()
+	<-copied
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "master 0 ("+srv.Addr()+")") || !strings.Contains(lines[0], "no marker") {
+		t.Errorf("stderr without a logger: want one WARN line naming master 0 and why, got:\n%s", stderr.String())
 	}
 }
