@@ -97,7 +97,9 @@ func WithRole(r Role) Option { return func(o *options) { o.role = r } }
 // WithLogger sets the logger of every part. Default (and nil): none, but
 // for one warning per lock master found in its restart quarantine (which,
 // why, until when) and one at start when the config file sets
-// locking.fresh_deployment, written to stderr.
+// locking.fresh_deployment, written to stderr. go-redis's own messages go
+// to its process-wide logger, which baton leaves alone: pass
+// RedisLogger(l) to redis.SetLogger to have them in l too.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // WithHandlers registers the Go handlers that handler jobs name.
