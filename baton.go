@@ -205,8 +205,8 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	if len(masters) == 0 {
 		r.mast = []redis.UniversalClient{queue}
 	}
-	r.locks, err = locking.New(r.mast, append(wiring.LockOptions(cfg),
-		locking.WithLogger(wiring.PrintfLogger{L: lockLog, Drop: o.dropLock}))...)
+	r.locks, err = locking.NewQuorum(r.mast, append(wiring.LockOptions(cfg),
+		locking.WithLogger(wiring.Dropping(lockLog, o.dropLock)))...)
 	if err != nil {
 		return nil, err
 	}

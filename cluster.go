@@ -51,7 +51,7 @@ func NewCluster(cfg *config.Config) (*Cluster, error) {
 		c.closers = append(c.closers, func() { wiring.CloseAll(masters) })
 	}
 	c.masters = masters
-	locks, err := locking.New(masters, wiring.LockOptions(cfg)...)
+	locks, err := locking.NewQuorum(masters, wiring.LockOptions(cfg)...)
 	if err != nil {
 		c.Close()
 		return nil, err

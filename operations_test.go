@@ -430,7 +430,7 @@ jobs:
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	defer cc.Close()
-	locks, err := locking.New([]redis.UniversalClient{cc}, locking.WithPrefix("rvcl:lock:"), locking.WithFreshDeployment())
+	locks, err := locking.New(cc, locking.WithPrefix("rvcl:lock:"), locking.WithFreshDeployment())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +471,7 @@ func TestLocksWithGlobNames(t *testing.T) {
 	rdb := srv.TestClient(t)
 	cfg := reviewConfig(t, srv.Addr(), "rvglob", "")
 	mk := func(prefix string) *locking.Client {
-		l, err := locking.New([]redis.UniversalClient{rdb}, locking.WithPrefix(prefix), locking.WithFreshDeployment())
+		l, err := locking.New(rdb, locking.WithPrefix(prefix), locking.WithFreshDeployment())
 		if err != nil {
 			t.Fatal(err)
 		}

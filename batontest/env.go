@@ -183,7 +183,7 @@ func (e *Env) awaitLeadership(t testing.TB, done chan error) {
 	if !slices.ContainsFunc(e.cfg.Jobs, func(j config.Job) bool { return j.Leader }) {
 		return
 	}
-	locks, err := locking.New([]redis.UniversalClient{e.rdb}, wiring.LockOptions(e.cfg)...)
+	locks, err := locking.New(e.rdb, wiring.LockOptions(e.cfg)...)
 	if err != nil {
 		t.Fatalf("batontest: %v", err)
 	}
@@ -195,7 +195,7 @@ func (e *Env) awaitLeadership(t testing.TB, done chan error) {
 	leads := func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		l, ok, err := el.Observe(ctx)
+		l, ok, err := el.Leader(ctx)
 		return err == nil && ok && l.ID == ReplicaID
 	}
 	if !poll.Until(e.timeout, leads) {

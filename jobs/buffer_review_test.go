@@ -68,7 +68,7 @@ func TestReviewBufferStalledWaiterKeepsItsPlace(t *testing.T) {
 	p := redistest.NewTestProxy(t, e.srv.Addr())
 	slow := redis.NewClient(&redis.Options{Addr: p.Addr()})
 	defer slow.Close()
-	locksB, err := locking.New([]redis.UniversalClient{slow}, locking.WithFreshDeployment())
+	locksB, err := locking.New(slow, locking.WithFreshDeployment())
 	if err != nil {
 		t.Fatal(err)
 	}

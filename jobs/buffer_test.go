@@ -41,7 +41,7 @@ func bufferWorkerMain(spec string) int {
 		return 2
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	locks, err := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	locks, err := locking.New(rdb, locking.WithFreshDeployment())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -320,7 +320,7 @@ func (e *env) slowWorker(t *testing.T, cfg *config.Config, exec Runner, replica 
 	p := redistest.NewTestProxy(t, e.srv.Addr())
 	slow := redis.NewClient(&redis.Options{Addr: p.Addr()})
 	t.Cleanup(func() { _ = slow.Close() })
-	locks, err := locking.New([]redis.UniversalClient{slow}, append([]locking.Option{locking.WithFreshDeployment()}, lockOpts...)...)
+	locks, err := locking.New(slow, append([]locking.Option{locking.WithFreshDeployment()}, lockOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

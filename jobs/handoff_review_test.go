@@ -188,7 +188,7 @@ func TestReviewHandoffByARunThatLostItsLease(t *testing.T) {
 	p := redistest.NewTestProxy(t, e.srv.Addr())
 	lc := redis.NewClient(&redis.Options{Addr: p.Addr(), DialTimeout: 200 * time.Millisecond})
 	defer lc.Close()
-	locksA, err := locking.New([]redis.UniversalClient{lc}, locking.WithFreshDeployment())
+	locksA, err := locking.New(lc, locking.WithFreshDeployment())
 	if err != nil {
 		t.Fatal(err)
 	}

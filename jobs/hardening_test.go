@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
@@ -177,7 +176,7 @@ func TestAsynqCancelCrossesNoNamespace(t *testing.T) {
 		exec *fakeExec
 	}{{prod, execProd}, {staging, execStaging}} {
 		// each deployment's lock client has its namespace's prefix, as baton run's
-		locks, err := locking.New([]redis.UniversalClient{e.rdb}, locking.WithFreshDeployment(), locking.WithPrefix(w.cfg.Namespace+":lock:"))
+		locks, err := locking.New(e.rdb, locking.WithFreshDeployment(), locking.WithPrefix(w.cfg.Namespace+":lock:"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -435,7 +435,7 @@ func (e *engine) allowFence(ctx context.Context, job *config.Job, log *slog.Logg
 // a skip, an error otherwise.
 func (e *engine) acquire(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool, log *slog.Logger) (*locking.Lease, error) {
 	name := execLockName(job.Name)
-	lease, err := e.locks.TryLock(ctx, name, job.LockTTL, locking.WithAutoExtend(true))
+	lease, err := e.locks.TryLock(ctx, name, job.LockTTL)
 	if err == nil {
 		if !job.Concurrency.Buffers() || e.first(ctx, job, t, lease, log) {
 			return e.held(ctx, job, t, attempt, lease, log), nil

@@ -196,9 +196,9 @@ func (s *Singletons) Holders(ctx context.Context) ([]SingletonHolder, error) {
 		if err != nil {
 			return nil, err
 		}
-		l, ok, err := e.Observe(ctx)
+		l, ok, err := e.Leader(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("jobs: singleton %q: observe: %w", job.Name, err)
+			return nil, fmt.Errorf("jobs: singleton %q: leader: %w", job.Name, err)
 		}
 		out = append(out, SingletonHolder{Job: job.Name, Leader: l, Leading: ok})
 	}

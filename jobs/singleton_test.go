@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/redistest"
@@ -122,7 +120,7 @@ func newSingletonCluster(t *testing.T, ttl time.Duration, b config.Backoff) *sin
 func (c *singletonCluster) replica(t *testing.T, id string, exec Runner, opts ...Option) (*Singletons, *locking.Client) {
 	t.Helper()
 	rdb := c.srv.TestClient(t)
-	locks, err := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	locks, err := locking.New(rdb, locking.WithFreshDeployment())
 	if err != nil {
 		t.Fatal(err)
 	}

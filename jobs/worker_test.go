@@ -39,7 +39,7 @@ func newEnv(t testing.TB) *env {
 	t.Helper()
 	s := redistest.New(t)
 	e := &env{srv: s, opt: asynq.RedisClientOpt{Addr: s.Addr()}, rdb: s.TestClient(t)}
-	locks, err := locking.New([]redis.UniversalClient{e.rdb}, locking.WithFreshDeployment())
+	locks, err := locking.New(e.rdb, locking.WithFreshDeployment())
 	if err != nil {
 		t.Fatal(err)
 	}

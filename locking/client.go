@@ -31,19 +31,42 @@ type Client struct {
 	stats counters
 }
 
-// New returns a Client over the given masters, each an independent Redis
-// (standalone or Sentinel-managed; a Cluster only as the single master).
-// With several masters the client needs a majority for every lock
-// (Redlock); the masters must not replicate each other. The go-redis clients
-// stay owned by the caller; New adds a dial hook to each standalone one,
-// which counts its new connections (a restart always breaks connections, so
-// each new one leads to a check of the server's identity: see
-// WithRestartQuarantine).
+func init() {
+	quorum.RegisterOwner(func(owner any) *quorum.Group {
+		if c, ok := owner.(*Client); ok {
+			return c.g
+		}
+		return nil
+	})
+}
+
+// New returns a Client over one Redis master: a *redis.Client (standalone,
+// or Sentinel-managed through redis.NewFailoverClient) or a
+// *redis.ClusterClient. The go-redis client stays owned by the caller; New
+// adds a dial hook to a standalone one, which counts its new connections (a
+// restart always breaks connections, so each new one leads to a check of
+// the server's identity: see WithRestartQuarantine).
 //
-// New does not contact Redis. It fails with ErrInvalid when the list is
-// empty, holds a nil client or a Cluster among several masters, or an option
-// is out of range.
-func New(masters []redis.UniversalClient, opts ...Option) (*Client, error) {
+// New does not contact Redis. It fails with ErrInvalid when master is nil or
+// an option is out of range.
+func New(master redis.UniversalClient, opts ...Option) (*Client, error) {
+	if master == nil {
+		return nil, fmt.Errorf("%w: the master is a nil client", ErrInvalid)
+	}
+	return NewQuorum([]redis.UniversalClient{master}, opts...)
+}
+
+// NewQuorum returns a Client over several independent masters: every lock
+// needs a majority of them, len(masters)/2+1 (Redlock), so the client keeps
+// working while a minority is down. The masters must not replicate each
+// other; each is a standalone or Sentinel-managed Redis (a Cluster can only
+// be the single master). One master is the ordinary case of the same code,
+// as New. The go-redis clients stay owned by the caller (see New).
+//
+// NewQuorum does not contact Redis. It fails with ErrInvalid when the list
+// is empty, holds a nil client or a Cluster among several masters, or an
+// option is out of range.
+func NewQuorum(masters []redis.UniversalClient, opts ...Option) (*Client, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
 		if opt != nil { // nil options are skipped
@@ -61,7 +84,7 @@ func New(masters []redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	g, err := quorum.New(masters, quorum.Options{
 		Marker: o.prefix + "marker", Quarantine: o.quarantine, Fresh: o.fresh,
-		RefuseEviction: o.refuseEvict, Logger: o.logger,
+		RefuseEviction: o.refuseEvict, Logger: o.quorumLogger(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -71,7 +94,7 @@ func New(masters []redis.UniversalClient, opts ...Option) (*Client, error) {
 	c.wakeArg = c.wake
 	for _, m := range c.masters {
 		if r, ok := m.RDB.(*redis.Client); ok && !r.Options().ContextTimeoutEnabled {
-			o.logger.Printf("locking: master %d (%s): ContextTimeoutEnabled is off, so per-call deadlines cannot interrupt a hung connection (go-redis's read timeout applies); enable it", m.Idx, m.Addr)
+			o.log().Warn(fmt.Sprintf("locking: master %d (%s): ContextTimeoutEnabled is off, so per-call deadlines cannot interrupt a hung connection (go-redis's read timeout applies); enable it", m.Idx, m.Addr))
 		}
 	}
 	c.hub = newHub(c)
@@ -80,11 +103,6 @@ func New(masters []redis.UniversalClient, opts ...Option) (*Client, error) {
 
 // Quorum is the number of masters that must agree: len(masters)/2+1.
 func (c *Client) Quorum() int { return c.quorum }
-
-// Group returns the masters' quorum machinery, for baton's scheduler, whose
-// tick claims run on the same masters with the same restart checks. Its type
-// is internal to baton.
-func (c *Client) Group() *quorum.Group { return c.g }
 
 // Prepare contacts every master now: it reads each one's identity and
 // configuration (reporting its eviction policy and persistence once) and

@@ -15,8 +15,10 @@ import (
 // Leader election on top of a lease: candidates Campaign for the election's
 // lock (waiting like Lock: woken when the leader resigns, re-checking at the
 // lease's expiry when it died), the winner records who leads in a companion
-// key, and Observe reads that record only while its lease still holds the
-// lock, so a dead leader is never reported once its key expired.
+// key and announces it on the wake channel, and Leader reads that record
+// only while its lease still holds the lock, so a dead leader is never
+// reported once its key expired. Observe reads it again at each
+// announcement.
 
 var (
 	electInfoScript = quorum.NewScript(electInfoSrc)
@@ -89,7 +91,7 @@ func (e *Election) Campaign(ctx context.Context, id string) (*Term, error) {
 		_ = l.Release(relCtx)
 		cancel()
 		if ctx.Err() != nil {
-			return nil, errors.Join(ErrNotObtained, err, ctx.Err())
+			return nil, waitEnded(err, ctx)
 		}
 		if !retry {
 			return nil, err
@@ -106,7 +108,7 @@ func (e *Election) record(ctx context.Context, l *Lease, id string) (int64, bool
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.masterTimeout(e.ttl))
 	defer cancel()
 	px := 10 * e.ttl.Milliseconds()
-	line := electInfoScript.Line([]string{e.keys.lock, e.leaderKey()}, l.Token(), id, strconv.FormatInt(l.Fence(), 10), px)
+	line := electInfoScript.Line([]string{e.keys.lock, e.leaderKey()}, l.Token(), id, strconv.FormatInt(l.Fence(), 10), px, c.wakeArg, e.lock)
 	rs := c.fan(ctx, e.ttl, electInfoScript, line, parseInt,
 		func(r quorum.Reply) bool { v, ok := r.Val.(int64); return ok && r.Err == nil && v > 0 })
 	acks, gone := 0, 0
@@ -129,19 +131,19 @@ func (e *Election) record(ctx context.Context, l *Lease, id string) (int64, bool
 	if acks >= c.quorum {
 		return since, false, nil
 	}
-	err := fmt.Errorf("locking: election %q: leader recorded on %d masters, %d needed", e.name, acks, c.quorum)
 	if len(errs) > 0 {
-		err = fmt.Errorf("%w: %w: %w", err, ErrUnavailable, errors.Join(errs...))
+		return 0, gone > 0, fmt.Errorf("%w: election %q: leader recorded on %d masters, %d needed: %w", ErrUnavailable, e.name, acks, c.quorum, joinErrs(errs))
 	}
+	err := fmt.Errorf("locking: election %q: leader recorded on %d masters, %d needed (the lease was lost meanwhile)", e.name, acks, c.quorum)
 	return 0, gone > 0, err
 }
 
-// Observe returns who leads now; ok is false when nobody does (no lease holds
+// Leader returns who leads now; ok is false when nobody does (no lease holds
 // the lock, or its holder has not recorded itself yet). A leader is reported
 // only while its lease's key exists on the masters, and with several masters
 // only when a quorum agrees on the same lease. It fails, wrapping
 // ErrUnavailable, when too few masters answered to decide.
-func (e *Election) Observe(ctx context.Context) (Leader, bool, error) {
+func (e *Election) Leader(ctx context.Context) (Leader, bool, error) {
 	c := e.c
 	if c.closed() {
 		return Leader{}, false, ErrClosed
@@ -183,9 +185,70 @@ func (e *Election) Observe(ctx context.Context) (Leader, bool, error) {
 		}
 	}
 	if len(errs) > len(c.masters)-c.quorum {
-		return Leader{}, false, fmt.Errorf("locking: observing election %q: %w: %w", e.name, ErrUnavailable, errors.Join(errs...))
+		return Leader{}, false, fmt.Errorf("%w: observing election %q: %w", ErrUnavailable, e.name, joinErrs(errs))
 	}
 	return Leader{}, false, nil
+}
+
+// Observe streams the election's leaders, as etcd's Election.Observe does:
+// the channel yields the current leader, if any, and then each new leader
+// as its term begins, once per term (terms are told apart by their
+// fence), until ctx ends or the client closes; the channel is closed then.
+// A term that begins and ends while the reader is not receiving may be
+// skipped: the next value is always the leader of the moment it was read.
+// Nobody leading is not sent.
+//
+// A new leader announces itself on the client's wake channel when it
+// records its term, and the observer reads the record (as Leader does) at
+// each announcement, at every re-subscription of the channel, and at least
+// once per the election's ttl; reads that fail (masters unavailable) are
+// retried then.
+func (e *Election) Observe(ctx context.Context) <-chan Leader {
+	c := e.c
+	out := make(chan Leader)
+	wake := make(chan struct{}, 1)
+	if c.closed() {
+		close(out)
+		return out
+	}
+	c.hub.observe(e.lock, wake)
+	run := func() {
+		defer close(out)
+		defer c.hub.unobserve(e.lock, wake)
+		c.hub.ensure(ctx, c.masterTimeout(e.ttl))
+		var last int64 // fence of the last term sent; fences are > 0
+		for {
+			l, ok, err := e.Leader(ctx)
+			if err == nil && ok && l.Fence != last {
+				select {
+				case out <- l:
+					last = l.Fence
+				case <-ctx.Done():
+					return
+				case <-c.ctx.Done():
+					return
+				}
+				continue // read again: the term sent may have ended meanwhile
+			}
+			t := time.NewTimer(e.ttl)
+			select {
+			case <-wake:
+				t.Stop()
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-c.ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+	}
+	if !c.g.Spawn(run) {
+		c.hub.unobserve(e.lock, wake)
+		close(out)
+	}
+	return out
 }
 
 // observed is one master's view of the leader.

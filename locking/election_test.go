@@ -3,7 +3,6 @@ package locking_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -40,7 +39,7 @@ func campaign(ctx context.Context, e *locking.Election, id string) <-chan campai
 
 func observe(t *testing.T, e *locking.Election) (locking.Leader, bool) {
 	t.Helper()
-	l, ok, err := e.Observe(testCtx(t))
+	l, ok, err := e.Leader(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,29 +277,113 @@ func TestElectionInvalid(t *testing.T) {
 	}
 }
 
-func ExampleElection() {
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-	defer rdb.Close()
-	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
-	defer locks.Close()
-	ctx := context.Background()
+// next receives the next leader from an Observe stream, failing the test
+// after d.
+func next(t *testing.T, ch <-chan locking.Leader, d time.Duration) locking.Leader {
+	t.Helper()
+	select {
+	case l, ok := <-ch:
+		if !ok {
+			t.Fatal("Observe's channel closed")
+		}
+		return l
+	case <-time.After(d):
+		t.Fatalf("no leader observed within %v", d)
+		return locking.Leader{}
+	}
+}
 
-	election, err := locks.Election("example-scheduler", 10*time.Second)
+// Observe streams the leaders: the current one, then each new one as its
+// term begins (after a resign, and after a campaign where nobody led), once
+// per term, and its channel closes when ctx ends. The ttl is 20s and each
+// leader is seen within 2s: the observer is woken by the new leader's
+// announcement, not by re-reading at the ttl.
+func observeStream(t *testing.T, servers []*redistest.Server) {
+	ctx := testCtx(t)
+	a := newClient(t, clientsOf(t, servers...))
+	b := newClient(t, clientsOf(t, servers...))
+	o := newClient(t, clientsOf(t, servers...))
+	const ttl = 20 * time.Second
+	ea, eb, eo := election(t, a, "stream", ttl), election(t, b, "stream", ttl), election(t, o, "stream", ttl)
+
+	ta, err := ea.Campaign(ctx, "a")
 	if err != nil {
-		panic(err)
+		t.Fatal(err)
 	}
-	term, err := election.Campaign(ctx, "replica-1")
+	octx, stop := context.WithCancel(ctx)
+	defer stop()
+	leaders := eo.Observe(octx)
+	if l := next(t, leaders, 2*time.Second); l.ID != "a" || l.Fence != ta.Fence() {
+		t.Fatalf("first observed %+v, want the current leader a with fence %d", l, ta.Fence())
+	}
+
+	chB := campaign(ctx, eb, "b")
+	registered(t, clientsOf(t, servers[0])[0], "election:stream", 1)
+	if err := ta.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-chB
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if l := next(t, leaders, 2*time.Second); l.ID != "b" || l.Fence != r.term.Fence() {
+		t.Fatalf("after a resign observed %+v, want b with fence %d", l, r.term.Fence())
+	}
+
+	// nobody leads for a while: nothing is sent; then a campaigns again
+	if err := r.term.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ta2, err := ea.Campaign(ctx, "a")
 	if err != nil {
-		panic(err)
+		t.Fatal(err)
 	}
-	leader, ok, _ := election.Observe(ctx)
-	fmt.Println("leader:", leader.ID, ok, leader.Fence == term.Fence())
-	// lead while term.Context() lives; resign on graceful stop
-	fmt.Println("resign:", term.Resign(ctx))
-	_, ok, _ = election.Observe(ctx)
-	fmt.Println("anyone leading:", ok)
-	// Output:
-	// leader: replica-1 true true
-	// resign: <nil>
-	// anyone leading: false
+	if l := next(t, leaders, 2*time.Second); l.ID != "a" || l.Fence != ta2.Fence() || l.Fence <= r.term.Fence() {
+		t.Fatalf("after a new campaign observed %+v, want a's new term with fence %d", l, ta2.Fence())
+	}
+
+	stop()
+	select {
+	case l, ok := <-leaders:
+		if ok {
+			t.Fatalf("observed %+v after ctx ended, want the channel closed", l)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Observe's channel still open 5s after ctx ended")
+	}
+	if err := ta2.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestElectionObserveStreamsLeaders(t *testing.T) {
+	observeStream(t, []*redistest.Server{redistest.New(t)})
+}
+
+func TestElectionObserveStreamsLeadersQuorum(t *testing.T) {
+	observeStream(t, redistest.NewN(t, 3))
+}
+
+// Observe's channel closes when the client closes, and is closed at once
+// on a closed client.
+func TestElectionObserveEndsWithClient(t *testing.T) {
+	s := redistest.New(t)
+	o, err := locking.New(s.TestClient(t), locking.WithFreshDeployment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := election(t, o, "closing", time.Second)
+	leaders := e.Observe(testCtx(t))
+	_ = o.Close()
+	select {
+	case _, ok := <-leaders:
+		if ok {
+			t.Fatal("a leader observed where nobody campaigned")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Observe's channel still open 5s after Close")
+	}
+	if _, ok := <-e.Observe(testCtx(t)); ok {
+		t.Fatal("Observe on a closed client sent a leader, want its channel closed")
+	}
 }

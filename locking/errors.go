@@ -17,7 +17,7 @@ var (
 
 	// ErrUnavailable means too few masters answered to decide: a quorum could
 	// not be reached because of Redis errors, not because someone holds the lock.
-	ErrUnavailable = errors.New("locking: masters unavailable")
+	ErrUnavailable = errors.New("locking: unavailable")
 
 	// ErrNotHeld is returned by Release and Extend when the lease is no longer
 	// held: it was lost (see Lease.Err for why) or already released.
@@ -26,14 +26,14 @@ var (
 	// ErrLost is a lease's end reason when the lock was lost while held: a
 	// quorum of masters no longer had the key, or no extension was confirmed
 	// before the validity deadline. Someone else may hold the lock now.
-	ErrLost = errors.New("locking: lock lost")
+	ErrLost = errors.New("locking: lost")
 
 	// ErrReleased is a lease's end reason after Release.
 	ErrReleased = errors.New("locking: released")
 
 	// ErrHoldLimit is a lease's end reason when auto-extension stopped at the
 	// configured cap (WithMaxHold, WithMaxExtensions) and the validity ran out.
-	ErrHoldLimit = errors.New("locking: hold limit reached")
+	ErrHoldLimit = errors.New("locking: hold limit")
 
 	// ErrClosed is returned by calls on a closed Client, and is the end reason
 	// of leases still held when it was closed.
@@ -41,7 +41,7 @@ var (
 
 	// ErrInvalid marks bad arguments and options: an empty key, a ttl below
 	// MinTTL, no masters, a nil client. Nothing was sent to Redis.
-	ErrInvalid = errors.New("locking: invalid argument")
+	ErrInvalid = errors.New("locking: invalid")
 
 	// ErrEviction means a master's maxmemory-policy can evict keys (locks and
 	// fencing counters) and the client was told to refuse such masters.
@@ -80,9 +80,20 @@ type ObtainError struct {
 	Failures []MasterError
 }
 
+// Error says what happened first: "locking: not obtained" when someone
+// holds the lock, "locking: unavailable" when masters failed or were slow,
+// both when both; then the key, the count of grants, and each master's part.
 func (e *ObtainError) Error() string {
 	var b strings.Builder
-	b.WriteString("locking: not obtained: key ")
+	busy, down := e.causes()
+	switch {
+	case busy && down:
+		b.WriteString("locking: not obtained, unavailable: key ")
+	case busy:
+		b.WriteString("locking: not obtained: key ")
+	default:
+		b.WriteString("locking: unavailable: key ")
+	}
 	fmt.Fprintf(&b, "%q", e.Key)
 	switch {
 	case e.Expired:
@@ -99,19 +110,28 @@ func (e *ObtainError) Error() string {
 	return b.String()
 }
 
-// Unwrap lets errors.Is find ErrNotObtained (someone holds it, or the validity
-// ran out), ErrUnavailable (masters failed) and each master's error.
-func (e *ObtainError) Unwrap() []error {
-	var errs []error
-	busy, down := false, e.Expired || e.Fence != nil
+// causes tells whether some master answered that the lock is taken (busy)
+// and whether masters failed, were slow or were kept out (down).
+func (e *ObtainError) causes() (busy, down bool) {
+	down = e.Expired || e.Fence != nil
 	for _, f := range e.Failures {
 		if errors.Is(f.Err, errBusy) {
 			busy = true
 		} else {
 			down = true
 		}
+	}
+	return busy, down
+}
+
+// Unwrap lets errors.Is find ErrNotObtained (someone holds it, or the validity
+// ran out), ErrUnavailable (masters failed) and each master's error.
+func (e *ObtainError) Unwrap() []error {
+	errs := make([]error, 0, len(e.Failures)+2)
+	for _, f := range e.Failures {
 		errs = append(errs, f)
 	}
+	busy, down := e.causes()
 	if busy {
 		errs = append(errs, ErrNotObtained)
 	}
@@ -156,3 +176,40 @@ func (e *ObtainError) contended() bool {
 	}
 	return false
 }
+
+// joinErrs joins the masters' errors on one line ("; "), keeping each one
+// for errors.Is and errors.As (errors.Join would put each on its own line).
+func joinErrs(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return errList(errs)
+}
+
+type errList []error
+
+func (e errList) Error() string {
+	var b strings.Builder
+	for i, err := range e {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(err.Error())
+	}
+	return b.String()
+}
+
+func (e errList) Unwrap() []error { return e }
+
+// bare is err with its text's "locking: " prefix cut, for an error that
+// wraps it after its own prefix ("locking: not held: lost: key ...").
+// errors.Is and errors.As see err unchanged.
+func bare(err error) error { return bareErr{err} }
+
+type bareErr struct{ err error }
+
+func (e bareErr) Error() string { return strings.TrimPrefix(e.err.Error(), "locking: ") }
+func (e bareErr) Unwrap() error { return e.err }
+
+// under wraps err in sentinel: "locking: not held: lost: ...".
+func under(sentinel, err error) error { return fmt.Errorf("%w: %w", sentinel, bare(err)) }

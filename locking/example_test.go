@@ -15,7 +15,7 @@ func ExampleClient_TryLock() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 	// the example server is brand new: no restart quarantine (see WithFreshDeployment)
-	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	locks, _ := locking.New(rdb, locking.WithFreshDeployment())
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -34,7 +34,7 @@ func ExampleClient_TryLock() {
 func ExampleClient_Lock() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	locks, _ := locking.New(rdb, locking.WithFreshDeployment())
 	defer locks.Close()
 
 	// ctx bounds the wait only; the lease is auto-extended until released
@@ -58,7 +58,7 @@ func ExampleClient_Lock() {
 func ExampleClient_Hold() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	locks, _ := locking.New(rdb, locking.WithFreshDeployment())
 	defer locks.Close()
 
 	err := locks.Hold(context.Background(), "nightly-invoices", 30*time.Second, func(ctx context.Context) error {
@@ -75,19 +75,19 @@ func ExampleClient_Hold() {
 func ExampleLease_Release() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	locks, _ := locking.New(rdb, locking.WithFreshDeployment())
 	defer locks.Close()
 	ctx := context.Background()
 
 	// without auto-extension a lease ends at its validity deadline
-	lease, _ := locks.TryLock(ctx, "example-expire", 50*time.Millisecond)
+	lease, _ := locks.TryLock(ctx, "example-expire", 50*time.Millisecond, locking.WithAutoExtend(false))
 	<-lease.Done()
 	err := lease.Release(ctx)
 	fmt.Println(errors.Is(err, locking.ErrNotHeld), errors.Is(err, locking.ErrLost))
 	// Output: true true
 }
 
-func ExampleNew_quorum() {
+func ExampleNewQuorum() {
 	// three independent masters: every lock needs two of them
 	var masters []redis.UniversalClient
 	for range 3 {
@@ -95,7 +95,7 @@ func ExampleNew_quorum() {
 		defer rdb.Close()
 		masters = append(masters, rdb)
 	}
-	locks, err := locking.New(masters, locking.WithRestartQuarantine(time.Minute))
+	locks, err := locking.NewQuorum(masters, locking.WithRestartQuarantine(time.Minute))
 	if err != nil {
 		panic(err)
 	}
@@ -107,7 +107,7 @@ func ExampleNew_quorum() {
 func ExampleClient_Fill() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	locks, _ := locking.New(rdb, locking.WithFreshDeployment())
 	defer locks.Close()
 	ctx := context.Background()
 	rdb.Del(ctx, "example:report")
@@ -127,7 +127,7 @@ func ExampleClient_Fill() {
 func ExampleClient_TryLockAll() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	locks, _ := locking.New(rdb, locking.WithFreshDeployment())
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -149,7 +149,7 @@ func ExampleClient_TryLockAll() {
 func ExampleClient_Semaphore() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	locks, _ := locking.New(rdb, locking.WithFreshDeployment())
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -168,7 +168,7 @@ func ExampleClient_Semaphore() {
 func ExampleClient_RWMutex() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	locks, _ := locking.New(rdb, locking.WithFreshDeployment())
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -191,7 +191,7 @@ func ExampleClient_RWMutex() {
 func ExampleClient_FairSemaphore() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	locks, _ := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	locks, _ := locking.New(rdb, locking.WithFreshDeployment())
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -206,4 +206,37 @@ func ExampleClient_FairSemaphore() {
 	// Output:
 	// rendering as fsem:example-renders
 	// <nil>
+}
+
+func ExampleElection() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	locks, _ := locking.New(rdb, locking.WithFreshDeployment())
+	defer locks.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// every replica campaigns with its own id; one leads at a time
+	election, _ := locks.Election("example-reindexer", 10*time.Second)
+	term, err := election.Campaign(ctx, "replica-1") // blocks until replica-1 leads
+	if err != nil {
+		panic(err)
+	}
+	// lead while term.Context() lives (it ends if leadership is lost), pass
+	// term.Fence() to storage that checks fences, resign on a graceful stop
+
+	leader, ok, _ := election.Leader(ctx) // who leads now: a one-shot read
+	fmt.Println("leading now:", leader.ID, ok, leader.Fence == term.Fence())
+
+	// or follow the leaders as they change, until ctx ends
+	leaders := election.Observe(ctx)
+	fmt.Println("leader:", (<-leaders).ID)
+	_ = term.Resign(ctx) // wakes the next candidate at once
+	next, _ := election.Campaign(ctx, "replica-2")
+	fmt.Println("leader:", (<-leaders).ID)
+	_ = next.Resign(ctx)
+	// Output:
+	// leading now: replica-1 true true
+	// leader: replica-1
+	// leader: replica-2
 }

@@ -567,7 +567,7 @@ func TestReviewLateShareExtensionDoesNotRevive(t *testing.T) {
 	ctx := testCtx(t)
 	m, _ := c.RWMutex("rv-late")
 	dm, _ := direct.RWMutex("rv-late")
-	r, err := m.TryRLock(ctx, 400*time.Millisecond)
+	r, err := m.TryRLock(ctx, 400*time.Millisecond, locking.WithAutoExtend(false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func (c *Client) Fill(ctx context.Context, cache Cache, key string, ttl time.Dur
 		}
 		out = v
 		return nil
-	}, WithAutoExtend(true))
+	})
 	if err != nil && out != nil && errors.Is(err, ErrLost) {
 		return out, nil // computed; only the lock's end came late
 	}

@@ -85,7 +85,7 @@ func TestFillAfterACrashedComputer(t *testing.T) {
 	rdb := srv.TestClient(t)
 	c := newClient(t, []*redis.Client{rdb}, locking.WithFreshDeployment())
 	ctx := testCtx(t)
-	if _, err := c.TryLock(ctx, "fill:k", 500*time.Millisecond); err != nil { // the crashed computer's lock
+	if _, err := c.TryLock(ctx, "fill:k", 500*time.Millisecond, locking.WithAutoExtend(false)); err != nil { // the crashed computer's lock
 		t.Fatal(err)
 	}
 	start := time.Now()

@@ -37,7 +37,7 @@ const (
 func holdUntilKilled(spec, addr string) int {
 	f := strings.Fields(spec)
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	c, err := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+	c, err := locking.New(rdb, locking.WithFreshDeployment())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -186,7 +186,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	l.extMu.Lock()
 	defer l.extMu.Unlock()
 	if err := l.Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+		return under(ErrNotHeld, err)
 	}
 	c := l.c
 	start := time.Now()
@@ -216,7 +216,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if l.err != nil { // ended while we waited: a late reply changes nothing
 		err := l.err
 		l.mu.Unlock()
-		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+		return under(ErrNotHeld, err)
 	}
 	if time.Now().After(l.deadline) {
 		// the reply came after the deadline: the lease is over even if the
@@ -226,7 +226,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		l.end(err)
 		l.mu.Unlock()
 		c.releaseOn(ctx, l.keys, l.token, ttl)
-		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+		return under(ErrNotHeld, err)
 	}
 	if acks >= c.quorum {
 		c.stats.extended.Add(1)
@@ -245,9 +245,12 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		l.end(err)
 		l.mu.Unlock()
 		c.releaseOn(ctx, l.keys, l.token, ttl)
-		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+		return under(ErrNotHeld, err)
 	}
-	err := fmt.Errorf("locking: extending %q: confirmed by %d masters, %d needed: %w", l.keys.name, acks, c.quorum, errors.Join(errs...))
+	err := fmt.Errorf("%w: extending %q: confirmed by %d masters, %d needed", ErrUnavailable, l.keys.name, acks, c.quorum)
+	if len(errs) > 0 {
+		err = fmt.Errorf("%w: %w", err, joinErrs(errs))
+	}
 	c.stats.extendFailed.Add(1)
 	l.lastErr = err
 	l.mu.Unlock()
@@ -272,7 +275,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	if l.err != nil {
 		err := l.err
 		l.mu.Unlock()
-		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+		return under(ErrNotHeld, err)
 	}
 	l.end(ErrReleased)
 	ttl := l.ttl
@@ -301,9 +304,9 @@ func (l *Lease) Release(ctx context.Context) error {
 	case released >= l.c.quorum:
 		return nil
 	case notHeld > len(l.c.masters)-l.c.quorum:
-		return fmt.Errorf("%w: %w: key %q was no longer held by this lease on %d of %d masters (expired, evicted, or the master restarted)", ErrNotHeld, ErrLost, l.keys.name, notHeld, len(l.c.masters))
+		return under(ErrNotHeld, fmt.Errorf("%w: key %q was no longer held by this lease on %d of %d masters (expired, evicted, or the master restarted)", ErrLost, l.keys.name, notHeld, len(l.c.masters)))
 	default:
-		return fmt.Errorf("locking: releasing %q: released on %d masters, %d needed (the rest expire at the ttl): %w: %w", l.keys.name, released, l.c.quorum, ErrUnavailable, errors.Join(errs...))
+		return fmt.Errorf("%w: releasing %q: released on %d masters, %d needed (the rest expire at the ttl): %w", ErrUnavailable, l.keys.name, released, l.c.quorum, joinErrs(errs))
 	}
 }
 

@@ -55,10 +55,11 @@ func (c *Client) validate(k keys, ttl time.Duration, o *lockOptions) error {
 
 // TryLock makes one attempt to take the lock named key for ttl. It returns a
 // Lease, or an *ObtainError that wraps ErrNotObtained when the lock is taken
-// and ErrUnavailable when too few masters answered. Auto-extension is off
-// unless WithAutoExtend(true) is given: the lease then ends at its validity
-// deadline, a little before the key expires in Redis. With WithFair it does
-// not take a free key while fair waiters queue for it.
+// and ErrUnavailable when too few masters answered. The lease is
+// auto-extended as Lock's is, until Release, loss or Close; with
+// WithAutoExtend(false) it ends at its validity deadline, a little before
+// the key expires in Redis. With WithFair it does not take a free key while
+// fair waiters queue for it.
 //
 // Cancelling ctx abandons the attempt; whatever was taken is released.
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lease, error) {
@@ -73,7 +74,7 @@ func (c *Client) tryLock(ctx context.Context, k keys, ttl time.Duration, opts []
 	if err := c.validate(k, ttl, &o); err != nil {
 		return nil, err
 	}
-	l, _, err := c.attempt(ctx, k, newToken(), ttl, false, &o, o.auto(false))
+	l, _, err := c.attempt(ctx, k, newToken(), ttl, false, &o, o.auto())
 	return l, err
 }
 
@@ -157,7 +158,7 @@ func (c *Client) wait(ctx context.Context, ks []keys, token string, ttl time.Dur
 		}
 		for j := range n {
 			i := (first + j) % len(ks)
-			l, r, e := c.attempt(ctx, ks[i], token, ttl, true, o, o.auto(true))
+			l, r, e := c.attempt(ctx, ks[i], token, ttl, true, o, o.auto())
 			if l != nil {
 				return l, queued, nil
 			}
@@ -200,10 +201,10 @@ func (c *Client) wait(ctx context.Context, ks []keys, token string, ttl time.Dur
 // waitEnded is Lock's error when ctx ends the wait: not obtained, why the last
 // attempt failed, and the context's error.
 func waitEnded(last error, ctx context.Context) error {
-	if errors.Is(last, ErrNotObtained) {
-		return errors.Join(last, ctx.Err())
+	if last == nil {
+		return fmt.Errorf("%w: the wait ended: %w", ErrNotObtained, ctx.Err())
 	}
-	return errors.Join(ErrNotObtained, last, ctx.Err())
+	return fmt.Errorf("%w: the wait ended (%w); last attempt: %w", ErrNotObtained, ctx.Err(), bare(last))
 }
 
 // giveUp takes a waiter that got no lease out of the queues; if a release
@@ -247,7 +248,7 @@ func (c *Client) Hold(ctx context.Context, key string, ttl time.Duration, fn fun
 	defer relCancel()
 	relErr := l.Release(relCtx)
 	if lost != nil {
-		return errors.Join(fnErr, fmt.Errorf("locking: lease on %q ended while held: %w", key, lost))
+		return errors.Join(fnErr, fmt.Errorf("locking: lease on %q ended while held: %w", key, bare(lost)))
 	}
 	return errors.Join(fnErr, relErr)
 }
@@ -462,7 +463,7 @@ func (c *Client) syncFence(ctx context.Context, k keys, token string, ttl time.D
 	if acks < c.quorum {
 		err := fmt.Errorf("fencing token %d confirmed by %d masters, %d needed", fence, acks, c.quorum)
 		if len(errs) > 0 {
-			err = fmt.Errorf("%w: %w", err, errors.Join(errs...))
+			err = fmt.Errorf("%w: %w", err, joinErrs(errs))
 		}
 		return 0, err
 	}

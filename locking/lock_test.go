@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,16 +18,19 @@ import (
 )
 
 func TestBadInputTouchesNoRedis(t *testing.T) {
-	if _, err := locking.New(nil); !errors.Is(err, locking.ErrInvalid) {
-		t.Fatalf("New(nil) = %v, want ErrInvalid", err)
+	if _, err := locking.NewQuorum(nil); !errors.Is(err, locking.ErrInvalid) || !strings.Contains(err.Error(), "no masters") {
+		t.Fatalf("NewQuorum(nil) = %v, want ErrInvalid saying no masters", err)
 	}
-	if _, err := locking.New([]redis.UniversalClient{nil}); !errors.Is(err, locking.ErrInvalid) || !strings.Contains(err.Error(), "master 0") {
-		t.Fatalf("New([nil]) = %v, want ErrInvalid naming master 0", err)
+	if _, err := locking.New(nil); !errors.Is(err, locking.ErrInvalid) || !strings.Contains(err.Error(), "nil client") {
+		t.Fatalf("New(nil) = %v, want ErrInvalid naming the nil client", err)
+	}
+	if _, err := locking.NewQuorum([]redis.UniversalClient{redis.NewClient(&redis.Options{}), nil, nil}); !errors.Is(err, locking.ErrInvalid) || !strings.Contains(err.Error(), "master 1") {
+		t.Fatalf("NewQuorum with a nil client = %v, want ErrInvalid naming master 1", err)
 	}
 	// a client pointing nowhere: any Redis contact would fail differently
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	defer dead.Close()
-	c, err := locking.New([]redis.UniversalClient{dead})
+	c, err := locking.New(dead)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +53,7 @@ func TestBadInputTouchesNoRedis(t *testing.T) {
 			t.Errorf("Lock(%q, %v) = %v, want ErrInvalid", tc.key, tc.ttl, err)
 		}
 	}
-	three, _ := locking.New([]redis.UniversalClient{dead, dead, dead})
+	three, _ := locking.NewQuorum([]redis.UniversalClient{dead, dead, dead})
 	defer three.Close()
 	if _, err := three.Lock(ctx, "k", time.Second, locking.WithFair()); !errors.Is(err, locking.ErrInvalid) {
 		t.Errorf("fair on 3 masters = %v, want ErrInvalid", err)
@@ -153,7 +157,7 @@ func TestSeedLostLockKnownToHolder(t *testing.T) {
 	s := redistest.New(t)
 	c := newClient(t, clientsOf(t, s))
 	ctx := testCtx(t)
-	l, err := c.TryLock(ctx, "slow", 200*time.Millisecond) // no auto-extension
+	l, err := c.TryLock(ctx, "slow", 200*time.Millisecond, locking.WithAutoExtend(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,9 +218,9 @@ func TestSeedConcurrentAcquireAfterTimeout(t *testing.T) {
 		first := newClient(t, clientsOf(t, s))
 		// a 100ms lease is refused when its reply comes after its validity
 		// (a slow machine): that is TryLock's rule, so try again
-		l, err := first.TryLock(ctx, "expiring", 100*time.Millisecond)
+		l, err := first.TryLock(ctx, "expiring", 100*time.Millisecond, locking.WithAutoExtend(false))
 		for oe := (*locking.ObtainError)(nil); errors.As(err, &oe) && oe.Expired; {
-			l, err = first.TryLock(ctx, "expiring", 100*time.Millisecond)
+			l, err = first.TryLock(ctx, "expiring", 100*time.Millisecond, locking.WithAutoExtend(false))
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -254,7 +258,7 @@ func TestSeedSeveralBelieveTheyHoldIt(t *testing.T) {
 	old := newClient(t, clientsOf(t, s))
 	c := newClient(t, clientsOf(t, s))
 	ctx := testCtx(t)
-	l1, err := old.TryLock(ctx, "res", 200*time.Millisecond)
+	l1, err := old.TryLock(ctx, "res", 200*time.Millisecond, locking.WithAutoExtend(false)) // it stops extending: frozen
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,6 +302,63 @@ func TestAutoExtensionKeepsLockPastSeveralTTLs(t *testing.T) {
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TryLock's and Lock's leases behave alike: both are auto-extended by
+// default and keep the lock past several ttls; WithAutoExtend(false) makes
+// either end at its validity deadline.
+func TestTryLockLeaseAutoExtendsLikeLock(t *testing.T) {
+	s := redistest.New(t)
+	c := newClient(t, clientsOf(t, s))
+	other := newClient(t, clientsOf(t, s))
+	ctx := testCtx(t)
+	if err := c.Prepare(ctx); err != nil { // first contact done: extensions are round trips only
+		t.Fatal(err)
+	}
+	const ttl = 400 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		take func(key string, opts ...locking.LockOption) (*locking.Lease, error)
+	}{
+		{"TryLock", func(key string, opts ...locking.LockOption) (*locking.Lease, error) {
+			return c.TryLock(ctx, key, ttl, opts...)
+		}},
+		{"Lock", func(key string, opts ...locking.LockOption) (*locking.Lease, error) {
+			return c.Lock(ctx, key, ttl, opts...)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "alike-" + tc.name
+			l, err := tc.take(key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := l.Deadline()
+			// wait, without sleeping, until the deadline has moved 3 ttls on
+			for l.Deadline().Before(first.Add(3 * ttl)) {
+				if _, err := other.TryLock(ctx, key, time.Second); !errors.Is(err, locking.ErrNotObtained) {
+					t.Fatalf("other TryLock while held = %v", err)
+				}
+				select {
+				case <-l.Done():
+					t.Fatalf("lease ended after %v: %v", time.Since(first.Add(-ttl)), l.Err())
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			off, err := tc.take(key+"-off", locking.WithAutoExtend(false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ended := waitDone(t, off, 10*ttl)
+			if !errors.Is(off.Err(), locking.ErrLost) || ended.Before(off.Deadline()) {
+				t.Fatalf("lease without auto-extension ended at %v (deadline %v): %v, want ErrLost at the deadline", ended, off.Deadline(), off.Err())
+			}
+		})
 	}
 }
 
@@ -454,11 +515,14 @@ type logBuf struct {
 	b  strings.Builder
 }
 
-func (l *logBuf) Printf(f string, v ...any) {
+func (l *logBuf) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.b.WriteString(strings.TrimSpace(strings.ReplaceAll(f, "%", "")) + "\n")
+	return l.b.Write(p)
 }
+
+// logger is a slog logger writing to l.
+func (l *logBuf) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
 func (l *logBuf) String() string {
 	l.mu.Lock()
@@ -470,13 +534,13 @@ func TestEvictionPolicyWarnsOrRefuses(t *testing.T) {
 	s := redistest.New(t, redistest.WithArgs("--maxmemory-policy", "allkeys-lru"))
 	ctx := testCtx(t)
 	var log logBuf
-	warn := newClient(t, clientsOf(t, s), locking.WithLogger(&log))
+	warn := newClient(t, clientsOf(t, s), locking.WithLogger(log.logger()))
 	l, err := warn.TryLock(ctx, "e", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = l.Release(ctx)
-	if !strings.Contains(log.String(), "maxmemory-policy") {
+	if !strings.Contains(log.String(), "level=WARN") || !strings.Contains(log.String(), "maxmemory-policy") {
 		t.Errorf("no warning logged, got %q", log.String())
 	}
 	refuse := newClient(t, clientsOf(t, s), locking.WithRefuseEviction())

@@ -63,7 +63,7 @@ func newClient(t *testing.T, rdbs []*redis.Client, opts ...locking.Option) *lock
 	// shared 2-core CI machines under -race answer slowly now and then: give
 	// each master more time than the production default unless a test says.
 	// Every test starts brand-new servers: they are a fresh deployment.
-	c, err := locking.New(ms, append([]locking.Option{locking.WithMasterTimeout(time.Second), locking.WithFreshDeployment()}, opts...)...)
+	c, err := locking.NewQuorum(ms, append([]locking.Option{locking.WithMasterTimeout(time.Second), locking.WithFreshDeployment()}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

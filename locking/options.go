@@ -1,23 +1,15 @@
 package locking
 
-import "time"
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
 
 // MinTTL is the shortest lock ttl accepted. Shorter leases would spend most of
 // their life on the safety margin.
 const MinTTL = 20 * time.Millisecond
-
-// Logger receives the client's rare warnings: a master that may evict keys,
-// a master repaired after a restart. *log.Logger and zerolog.Logger satisfy
-// it. A logger that also has an Infof(format string, v ...any) method gets
-// the one-time reports too: each master's version and persistence settings
-// at first contact, a brand-new deployment marked.
-type Logger interface {
-	Printf(format string, v ...any)
-}
-
-type nopLogger struct{}
-
-func (nopLogger) Printf(string, ...any) {}
 
 // Option configures a Client.
 type Option func(*options)
@@ -29,7 +21,7 @@ type options struct {
 	quarantine    time.Duration
 	fresh         bool
 	refuseEvict   bool
-	logger        Logger
+	logger        *slog.Logger // nil: none
 }
 
 func defaultOptions() options {
@@ -37,7 +29,6 @@ func defaultOptions() options {
 		prefix:     "baton:lock:",
 		lateness:   10 * time.Millisecond,
 		quarantine: time.Minute,
-		logger:     nopLogger{},
 	}
 }
 
@@ -88,13 +79,44 @@ func WithFreshDeployment() Option { return func(o *options) { o.fresh = true } }
 // logged once per master.
 func WithRefuseEviction() Option { return func(o *options) { o.refuseEvict = true } }
 
-// WithLogger sets where operational messages go. Default: nowhere.
-func WithLogger(l Logger) Option {
-	return func(o *options) {
-		if l != nil {
-			o.logger = l
-		}
+// WithLogger sets where the client's rare operational messages go: at
+// level Warn a master that may evict keys, a master repaired after a
+// restart; at level Info the one-time
+// reports (each master's version and persistence settings at first contact,
+// a brand-new deployment marked). Default nil: nowhere.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// log is the client's logger (one that discards when none was given).
+func (o *options) log() *slog.Logger {
+	if o.logger == nil {
+		return slog.New(slog.DiscardHandler)
 	}
+	return o.logger
+}
+
+// quorumLogger adapts the slog logger to the quorum machinery's Printf
+// logger (nil when none was given).
+func (o *options) quorumLogger() quorumLog {
+	if o.logger == nil {
+		return nil
+	}
+	return printfLog{o.logger}
+}
+
+// quorumLog is internal/quorum's logger: Printf warns, Infof informs.
+type quorumLog interface {
+	Printf(format string, v ...any)
+	Infof(format string, v ...any)
+}
+
+type printfLog struct{ l *slog.Logger }
+
+func (p printfLog) Printf(format string, v ...any) {
+	p.l.Warn(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+
+func (p printfLog) Infof(format string, v ...any) {
+	p.l.Info(strings.TrimSpace(fmt.Sprintf(format, v...)))
 }
 
 // LockOption configures one acquisition.
@@ -107,9 +129,11 @@ type lockOptions struct {
 	fair          bool
 }
 
-// WithAutoExtend turns auto-extension on or off. Default: on for Lock and
-// Hold, off for TryLock. An auto-extended lease is extended every ttl/3 until
-// it is released or lost.
+// WithAutoExtend turns auto-extension on or off, for every way of taking a
+// lease (TryLock, Lock, Hold, and the other primitives' calls alike).
+// Default on: the lease is extended every ttl/3 until it is released, lost
+// or its Client closed. Off, it ends at its validity deadline, a little
+// before the key expires in Redis.
 func WithAutoExtend(on bool) LockOption { return func(o *lockOptions) { o.autoExtend = &on } }
 
 // WithMaxHold caps how long auto-extension keeps the lease alive (for hung
@@ -126,12 +150,7 @@ func WithMaxExtensions(n int) LockOption { return func(o *lockOptions) { o.maxEx
 // Single master only (a quorum of masters cannot agree on one queue). Default off.
 func WithFair() LockOption { return func(o *lockOptions) { o.fair = true } }
 
-func (o *lockOptions) auto(def bool) bool {
-	if o.autoExtend == nil {
-		return def
-	}
-	return *o.autoExtend
-}
+func (o *lockOptions) auto() bool { return o.autoExtend == nil || *o.autoExtend }
 
 func (c *Client) margin(ttl time.Duration) time.Duration {
 	return ttl/100 + c.opts.lateness

@@ -3,9 +3,7 @@ package locking_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +28,7 @@ func strict(t *testing.T, rdbs []*redis.Client, q time.Duration, opts ...locking
 	for i, r := range rdbs {
 		ms[i] = r
 	}
-	c, err := locking.New(ms, append([]locking.Option{locking.WithMasterTimeout(time.Second), locking.WithRestartQuarantine(q)}, opts...)...)
+	c, err := locking.NewQuorum(ms, append([]locking.Option{locking.WithMasterTimeout(time.Second), locking.WithRestartQuarantine(q)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,6 +474,9 @@ func TestErrorClasses(t *testing.T) {
 		if !errors.Is(err, locking.ErrUnavailable) || errors.Is(err, locking.ErrNotObtained) {
 			t.Fatalf("err = %v, want ErrUnavailable and not ErrNotObtained", err)
 		}
+		if !strings.HasPrefix(err.Error(), "locking: unavailable: key \"k\"") {
+			t.Fatalf("err text %q, want it to start with what happened (locking: unavailable: key \"k\")", err)
+		}
 	}
 	t.Run("held", func(t *testing.T) {
 		s := redistest.New(t)
@@ -488,6 +489,9 @@ func TestErrorClasses(t *testing.T) {
 		_, err = c.TryLock(ctx, "k", time.Second)
 		if !errors.Is(err, locking.ErrNotObtained) || errors.Is(err, locking.ErrUnavailable) {
 			t.Fatalf("err = %v, want ErrNotObtained only", err)
+		}
+		if !strings.HasPrefix(err.Error(), "locking: not obtained: key \"k\"") || !strings.Contains(err.Error(), "held by another client") {
+			t.Fatalf("err text %q, want locking: not obtained: key \"k\" ... held by another client", err)
 		}
 	})
 	t.Run("killed", func(t *testing.T) {
@@ -574,11 +578,11 @@ func TestQuarantineInputs(t *testing.T) {
 	s := redistest.New(t)
 	ms := []redis.UniversalClient{s.TestClient(t)}
 	for _, q := range []time.Duration{0, -time.Second} {
-		if _, err := locking.New(ms, locking.WithRestartQuarantine(q)); !errors.Is(err, locking.ErrInvalid) {
+		if _, err := locking.NewQuorum(ms, locking.WithRestartQuarantine(q)); !errors.Is(err, locking.ErrInvalid) {
 			t.Fatalf("quarantine %v: New = %v, want ErrInvalid", q, err)
 		}
 	}
-	c, err := locking.New(ms, locking.WithRestartQuarantine(time.Second))
+	c, err := locking.NewQuorum(ms, locking.WithRestartQuarantine(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -589,30 +593,11 @@ func TestQuarantineInputs(t *testing.T) {
 }
 
 // infoLog records warnings and one-time reports, formatted.
-type infoLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *infoLog) Printf(f string, v ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fmt.Fprintf(&l.b, f+"\n", v...)
-}
-
-func (l *infoLog) Infof(f string, v ...any) { l.Printf(f, v...) }
-
-func (l *infoLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Each master's persistence is read and reported once, at first contact.
 func TestPersistenceReported(t *testing.T) {
 	s := redistest.New(t, redistest.WithArgs("--save", "900 1", "--appendonly", "yes", "--appendfsync", "everysec"))
-	var log infoLog
-	c := newClient(t, clientsOf(t, s), locking.WithLogger(&log))
+	var log logBuf
+	c := newClient(t, clientsOf(t, s), locking.WithLogger(log.logger()))
 	ctx := testCtx(t)
 	for range 3 {
 		l, err := c.TryLock(ctx, "k", time.Second)

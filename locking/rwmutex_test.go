@@ -223,7 +223,7 @@ func TestRWMutexEachReaderExpiresOnItsOwn(t *testing.T) {
 	c := newClient(t, []*redis.Client{srv.TestClient(t)})
 	ctx := testCtx(t)
 	m, _ := c.RWMutex("cache")
-	short, err := m.TryRLock(ctx, 300*time.Millisecond) // no auto-extension: it lapses
+	short, err := m.TryRLock(ctx, 300*time.Millisecond, locking.WithAutoExtend(false)) // it lapses
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...L
 	if s.fair {
 		l, err := s.c.tryLock(ctx, s.fairKeys(), ttl, opts)
 		if err != nil {
-			return nil, fmt.Errorf("locking: semaphore %q: %w", s.name, err)
+			return nil, fmt.Errorf("locking: semaphore %q: %w", s.name, bare(err))
 		}
 		return l, nil
 	}
@@ -93,7 +93,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...L
 		}
 		last = err
 	}
-	return nil, fmt.Errorf("locking: semaphore %q: all %d slots held: %w", s.name, s.limit, last)
+	return nil, fmt.Errorf("locking: semaphore %q: all %d slots held: %w", s.name, s.limit, bare(last))
 }
 
 // Acquire takes a slot for ttl, waiting while all are held: it tries every
@@ -110,7 +110,7 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration, opts ...Lock
 		l, err = s.c.lock(ctx, s.fairKeys(), ttl, opts)
 	} else {
 		// a pass that registers nowhere first: a free slot costs no wake-ups
-		if l, err := s.TryAcquire(ctx, ttl, append([]LockOption{WithAutoExtend(true)}, opts...)...); err == nil || !errors.Is(err, ErrNotObtained) {
+		if l, err := s.TryAcquire(ctx, ttl, opts...); err == nil || !errors.Is(err, ErrNotObtained) {
 			return l, err
 		}
 		ks := make([]keys, s.limit)
@@ -120,7 +120,7 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration, opts ...Lock
 		l, err = s.c.lockAny(ctx, ks, ttl, opts)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("locking: semaphore %q: %w", s.name, err)
+		return nil, fmt.Errorf("locking: semaphore %q: %w", s.name, bare(err))
 	}
 	return l, nil
 }

@@ -21,7 +21,7 @@ func strictClient(t *testing.T, servers ...*redistest.Server) *locking.Client {
 	for i, s := range servers {
 		ms[i] = s.TestClient(t)
 	}
-	c, err := locking.New(ms, locking.WithMasterTimeout(time.Second), locking.WithRestartQuarantine(time.Minute))
+	c, err := locking.NewQuorum(ms, locking.WithMasterTimeout(time.Second), locking.WithRestartQuarantine(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,9 @@ import (
 // once per master, and each message wakes a waiter: the first may arrive
 // before the other masters have released, and an attempt made on it alone
 // would fail and then sleep until the holder's ttl.
+//
+// A new leader of an election publishes "e|token|name" when it has recorded
+// its term: every observer of that election (Election.Observe) reads again.
 type hub struct {
 	c *Client
 
@@ -29,6 +32,7 @@ type hub struct {
 	subs    []*redis.PubSub
 	byName  map[string][]*waiter
 	byToken map[string]*waiter
+	obs     map[string][]chan struct{} // observers of an election, by its lock's name (buffered 1)
 }
 
 type waiter struct {
@@ -58,7 +62,7 @@ func wake(w *waiter, name string) {
 }
 
 func newHub(c *Client) *hub {
-	return &hub{c: c, byName: map[string][]*waiter{}, byToken: map[string]*waiter{}}
+	return &hub{c: c, byName: map[string][]*waiter{}, byToken: map[string]*waiter{}, obs: map[string][]chan struct{}{}}
 }
 
 // ensure subscribes on every master, once, and waits (at most timeout) for
@@ -143,6 +147,12 @@ func (h *hub) dispatch(payload string) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if kind == "e" {
+		for _, ch := range h.obs[name] {
+			poke(ch)
+		}
+		return
+	}
 	if kind == "h" {
 		if w := h.byToken[token]; w != nil {
 			signal(w)
@@ -163,10 +173,38 @@ func (h *hub) dispatch(payload string) {
 	}
 }
 
-func signal(w *waiter) {
+func signal(w *waiter) { poke(w.ch) }
+
+// poke sends on a channel buffered 1 unless a signal is already pending.
+func poke(ch chan struct{}) {
 	select {
-	case w.ch <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
+	}
+}
+
+// observe registers an observer of the election whose lock is name.
+func (h *hub) observe(name string, ch chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.obs[name] = append(h.obs[name], ch)
+}
+
+// unobserve forgets an observer.
+func (h *hub) unobserve(name string, ch chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	chs := h.obs[name]
+	for i, x := range chs {
+		if x == ch {
+			chs = append(chs[:i:i], chs[i+1:]...)
+			break
+		}
+	}
+	if len(chs) == 0 {
+		delete(h.obs, name)
+	} else {
+		h.obs[name] = chs
 	}
 }
 
@@ -176,6 +214,11 @@ func (h *hub) wakeAll() {
 	for _, ws := range h.byName {
 		for _, w := range ws {
 			signal(w)
+		}
+	}
+	for _, chs := range h.obs {
+		for _, ch := range chs {
+			poke(ch)
 		}
 	}
 }

@@ -21,7 +21,7 @@ func backfiller(t *testing.T, rdbs []*redis.Client, job scheduler.Job, d schedul
 	for i, r := range rdbs {
 		ms[i] = r
 	}
-	locks, err := locking.New(ms, locking.WithPrefix("baton:lock:"), locking.WithFreshDeployment())
+	locks, err := locking.NewQuorum(ms, locking.WithPrefix("baton:lock:"), locking.WithFreshDeployment())
 	if err != nil {
 		t.Fatal(err)
 	}

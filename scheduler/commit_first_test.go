@@ -26,11 +26,11 @@ func TestCommitFirstSurvivesLinkLostAfterRunStarts(t *testing.T) {
 	jobs := []scheduler.Job{{Name: "l", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute, CommitFirst: true}}
 	opts := []scheduler.Option{scheduler.WithTickLeaseTTL(200 * time.Millisecond), scheduler.WithFollowerDelay(300 * time.Millisecond)}
 	viaProxy := s.TestClient(t, func(o *redis.Options) { o.Addr = p.Addr() })
-	lockA, err := locking.New([]redis.UniversalClient{viaProxy}, locking.WithFreshDeployment())
+	lockA, err := locking.New(viaProxy, locking.WithFreshDeployment())
 	if err != nil {
 		t.Fatal(err)
 	}
-	lockB, err := locking.New([]redis.UniversalClient{s.TestClient(t)}, locking.WithFreshDeployment())
+	lockB, err := locking.New(s.TestClient(t), locking.WithFreshDeployment())
 	if err != nil {
 		t.Fatal(err)
 	}

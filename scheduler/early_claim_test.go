@@ -58,7 +58,7 @@ func TestEarlyClaimLostByRestartBeforeTickDue(t *testing.T) {
 	rec := newRecorder()
 	jobs := []scheduler.Job{{Name: "r", Schedule: every(t, "@every 4s"), StartingDeadline: time.Minute}}
 	mk := func() *locking.Client {
-		l, err := locking.New(universal(clients(t, []*redistest.Server{s})), locking.WithRestartQuarantine(2*time.Second))
+		l, err := locking.NewQuorum(universal(clients(t, []*redistest.Server{s})), locking.WithRestartQuarantine(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

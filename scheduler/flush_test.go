@@ -29,7 +29,7 @@ func TestFlushedMasterNeverRedispatches(t *testing.T) {
 	rec := newRecorder()
 	jobs := []scheduler.Job{{Name: "f", Schedule: every(t, "@every 1s"), StartingDeadline: 10 * time.Second}}
 	for i := range 2 {
-		locks, err := locking.New(universal(clients(t, []*redistest.Server{s})), locking.WithRestartQuarantine(q))
+		locks, err := locking.NewQuorum(universal(clients(t, []*redistest.Server{s})), locking.WithRestartQuarantine(q))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -70,7 +70,7 @@ func TestNeverEarlyAfterAClockStep(t *testing.T) {
 				opts = append(opts, scheduler.WithRecordMargin(0))
 			}
 			mk := func() *locking.Client {
-				l, err := locking.New(universal(clients(t, []*redistest.Server{s})), locking.WithFreshDeployment())
+				l, err := locking.NewQuorum(universal(clients(t, []*redistest.Server{s})), locking.WithFreshDeployment())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -120,7 +120,7 @@ func TestMissedTickCountedOnce(t *testing.T) {
 	clock.off.Store(int64(-10 * time.Second))
 	var rs []*replica
 	for _, id := range []string{"r1", "r2"} {
-		l, err := locking.New(universal(clients(t, []*redistest.Server{s})), locking.WithFreshDeployment())
+		l, err := locking.NewQuorum(universal(clients(t, []*redistest.Server{s})), locking.WithFreshDeployment())
 		if err != nil {
 			t.Fatal(err)
 		}

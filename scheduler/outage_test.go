@@ -35,7 +35,7 @@ func TestOutageAppliesCatchupPolicy(t *testing.T) {
 			s := redistest.New(t)
 			p := redistest.NewTestProxy(t, s.Addr())
 			viaProxy := s.TestClient(t, func(o *redis.Options) { o.Addr = p.Addr() })
-			locks, err := locking.New([]redis.UniversalClient{viaProxy}, locking.WithFreshDeployment())
+			locks, err := locking.New(viaProxy, locking.WithFreshDeployment())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -43,7 +43,7 @@ func TestClaimsSurviveMasterRestarts(t *testing.T) {
 	jobs := []scheduler.Job{{Name: "r", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute}}
 	for i := range 3 {
 		// production clients: no fresh-deployment opt-in
-		locks, err := locking.New(universal(viaProxies()), locking.WithRestartQuarantine(2*time.Second))
+		locks, err := locking.NewQuorum(universal(viaProxies()), locking.WithRestartQuarantine(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +121,7 @@ func universal(rdbs []*redis.Client) []redis.UniversalClient {
 // deployFresh marks brand-new servers as a first deployment would.
 func deployFresh(t *testing.T, servers []*redistest.Server) {
 	t.Helper()
-	first, err := locking.New(universal(clients(t, servers)), locking.WithFreshDeployment())
+	first, err := locking.NewQuorum(universal(clients(t, servers)), locking.WithFreshDeployment())
 	if err != nil {
 		t.Fatal(err)
 	}

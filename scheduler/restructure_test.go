@@ -82,7 +82,7 @@ func rvSetup(t *testing.T, n int, names []string, commitFirst map[string]bool, d
 		rdbs[i] = s.TestClient(t)
 		ms[i] = rdbs[i]
 	}
-	locks, err := locking.New(ms, locking.WithPrefix("baton:lock:"), locking.WithFreshDeployment())
+	locks, err := locking.NewQuorum(ms, locking.WithPrefix("baton:lock:"), locking.WithFreshDeployment())
 	if err != nil {
 		t.Fatal(err)
 	}

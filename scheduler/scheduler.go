@@ -260,7 +260,7 @@ func New(locks *locking.Client, jobs []Job, d Dispatcher, opts ...Option) (*Sche
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	s.g = locks.Group()
+	s.g = quorum.Of(locks)
 	s.quorum = s.g.Quorum()
 	for _, m := range s.g.Masters() {
 		s.masters = append(s.masters, m.RDB)

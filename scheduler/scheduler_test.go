@@ -135,7 +135,7 @@ func start(t *testing.T, rdbs []*redis.Client, jobs []scheduler.Job, d scheduler
 	for i, r := range rdbs {
 		ms[i] = r
 	}
-	locks, err := locking.New(ms, locking.WithPrefix("baton:lock:"), locking.WithFreshDeployment())
+	locks, err := locking.NewQuorum(ms, locking.WithPrefix("baton:lock:"), locking.WithFreshDeployment())
 	if err != nil {
 		t.Fatal(err)
 	}

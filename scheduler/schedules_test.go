@@ -72,7 +72,7 @@ func TestScheduleClockSteps(t *testing.T) {
 			var reps []*replica
 			for i := range clocks {
 				clocks[i] = &steppedClock{}
-				l, err := locking.New(universal(clients(t, []*redistest.Server{s})), locking.WithFreshDeployment())
+				l, err := locking.NewQuorum(universal(clients(t, []*redistest.Server{s})), locking.WithFreshDeployment())
 				if err != nil {
 					t.Fatal(err)
 				}

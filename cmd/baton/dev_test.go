@@ -13,7 +13,6 @@ import (
 
 	"github.com/batonhq/baton/internal/devredis"
 	"github.com/batonhq/baton/internal/poll"
-	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/locking"
 )
 
@@ -31,7 +30,7 @@ func TestMiniredisCompat(t *testing.T) {
 
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locks, err := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment(), locking.WithPrefix("baton:lock:"), locking.WithLogger(wiring.PrintfLogger{L: newSlog(newZerolog(nopWriter{}, logFormatJSON, 0), nil)}))
+	locks, err := locking.New(rdb, locking.WithFreshDeployment(), locking.WithPrefix("baton:lock:"), locking.WithLogger(newSlog(newZerolog(nopWriter{}, logFormatJSON, 0), nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func initLockMasters(ctx context.Context, urls []string, prefix, passwordFile st
 		opts.ContextTimeoutEnabled = true
 		rdbs = append(rdbs, redis.NewClient(opts))
 	}
-	c, err := locking.New(rdbs, locking.WithPrefix(prefix))
+	c, err := locking.NewQuorum(rdbs, locking.WithPrefix(prefix))
 	if err != nil {
 		return usagef("%v", err)
 	}

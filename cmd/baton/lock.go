@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -124,13 +124,13 @@ func (r *lockRun) lockAndRun() int {
 			_ = rdb.Close()
 		}
 	}()
-	logger := log.New(&scrubWriter{w: r.stderr, scrub: r.scrub}, "baton lock: ", 0)
+	logger := slog.New(lockLog{r: r})
 	var fresh locking.Option
 	if cfg.fresh {
 		fresh = locking.WithFreshDeployment()
-		logger.Printf("--fresh-deployment (or locking.fresh_deployment) is on: masters that carry no marker grant at once, so if every master restarts empty at once a lock still held is granted again; restart safety is given up while it stays on. Mark a brand-new set once with `baton init --redis URL` (or --config FILE) instead")
+		logger.Warn("--fresh-deployment (or locking.fresh_deployment) is on: masters that carry no marker grant at once, so if every master restarts empty at once a lock still held is granted again; restart safety is given up while it stays on. Mark a brand-new set once with `baton init --redis URL` (or --config FILE) instead")
 	}
-	client, err := locking.New(rdbs, locking.WithPrefix(cfg.prefix), locking.WithLogger(logger),
+	client, err := locking.NewQuorum(rdbs, locking.WithPrefix(cfg.prefix), locking.WithLogger(logger),
 		locking.WithRestartQuarantine(cfg.quarantine), fresh)
 	if err != nil {
 		return r.usage(err)
@@ -176,7 +176,7 @@ func (r *lockRun) acquire(client *locking.Client, sigs <-chan os.Signal) (lease 
 				break
 			}
 			if cfg.wait == 0 {
-				res.lease, res.err = sem.TryAcquire(ctx, cfg.ttl, locking.WithAutoExtend(true))
+				res.lease, res.err = sem.TryAcquire(ctx, cfg.ttl)
 				break
 			}
 			wctx, wcancel := context.WithTimeout(ctx, cfg.wait)
@@ -193,14 +193,14 @@ func (r *lockRun) acquire(client *locking.Client, sigs <-chan os.Signal) (lease 
 				try, wait = rw.TryRLock, rw.RLock
 			}
 			if cfg.wait == 0 {
-				res.lease, res.err = try(ctx, cfg.ttl, locking.WithAutoExtend(true))
+				res.lease, res.err = try(ctx, cfg.ttl)
 				break
 			}
 			wctx, wcancel := context.WithTimeout(ctx, cfg.wait)
 			res.lease, res.err = wait(wctx, cfg.ttl)
 			wcancel()
 		case cfg.wait == 0:
-			res.lease, res.err = client.TryLock(ctx, cfg.key, cfg.ttl, append(opts, locking.WithAutoExtend(true))...)
+			res.lease, res.err = client.TryLock(ctx, cfg.key, cfg.ttl, opts...)
 		default:
 			wctx, wcancel := context.WithTimeout(ctx, cfg.wait)
 			res.lease, res.err = client.Lock(wctx, cfg.key, cfg.ttl, opts...)
@@ -462,16 +462,31 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
-// scrubWriter scrubs passwords from what the lock library logs.
-type scrubWriter struct {
-	w     io.Writer
-	scrub func(string) string
+// lockLog writes the lock library's warnings as "baton lock: ..." lines to
+// stderr, passwords scrubbed (its Info reports are left out).
+type lockLog struct {
+	r     *lockRun
+	attrs []slog.Attr
 }
 
-// Write writes p with passwords scrubbed.
-func (s *scrubWriter) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(s.w, s.scrub(string(p))); err != nil {
-		return 0, err
+func (lockLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h lockLog) Handle(_ context.Context, rec slog.Record) error {
+	var b strings.Builder
+	b.WriteString(rec.Message)
+	for _, a := range h.attrs {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
 	}
-	return len(p), nil
+	rec.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	h.r.printf("%s", b.String())
+	return nil
 }
+
+func (h lockLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return lockLog{h.r, append(h.attrs[:len(h.attrs):len(h.attrs)], as...)}
+}
+
+func (h lockLog) WithGroup(string) slog.Handler { return h }

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/locking"
 )
@@ -44,7 +42,7 @@ func TestFrozenLockStopsCommandBeforeLeaseEnds(t *testing.T) {
 	}
 	defer p.cmd.Process.Signal(syscall.SIGCONT)
 
-	locks, err := locking.New([]redis.UniversalClient{srv.TestClient(t)}, locking.WithFreshDeployment(), locking.WithPrefix(defaultPrefix))
+	locks, err := locking.New(srv.TestClient(t), locking.WithFreshDeployment(), locking.WithPrefix(defaultPrefix))
 	if err != nil {
 		t.Fatal(err)
 	}

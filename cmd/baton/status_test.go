@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/redistest"
@@ -38,7 +37,7 @@ jobs:
 		t.Fatalf("status without a holder: %d %q %q", code, out, errs)
 	}
 	rdb := srv.TestClient(t)
-	locks, err := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment(), locking.WithPrefix("stest:lock:"))
+	locks, err := locking.New(rdb, locking.WithFreshDeployment(), locking.WithPrefix("stest:lock:"))
 	if err != nil {
 		t.Fatal(err)
 	}

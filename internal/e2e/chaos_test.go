@@ -369,7 +369,7 @@ func TestChaos(t *testing.T) {
 	lost := 0
 	for _, p := range append(scheds, workers...) {
 		b, _ := os.ReadFile(filepath.Join(dir, p.name+".log"))
-		lost += strings.Count(string(b), "lease lost") + strings.Count(string(b), "lock lost")
+		lost += strings.Count(string(b), "lease lost") + strings.Count(string(b), "locking: lost")
 	}
 	c := h.Counts()
 	verdict := "no violation"

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/batonhq/baton/internal/redistest"
@@ -134,7 +133,7 @@ func TestLockLoadOnRealRedis(t *testing.T) {
 	srv := redistest.New(t)
 	newClient := func(prefix string) *locking.Client {
 		rdb := srv.TestClient(t)
-		c, err := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment(), locking.WithPrefix(prefix), locking.WithMasterTimeout(time.Second))
+		c, err := locking.New(rdb, locking.WithFreshDeployment(), locking.WithPrefix(prefix), locking.WithMasterTimeout(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

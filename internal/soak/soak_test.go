@@ -4,6 +4,7 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -88,7 +89,7 @@ func TestSoak(t *testing.T) {
 	var locks []*locking.Client
 	for range 4 {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64, ContextTimeoutEnabled: true})
-		c, err := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment(), locking.WithMasterTimeout(time.Second))
+		c, err := locking.New(rdb, locking.WithFreshDeployment(), locking.WithMasterTimeout(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +121,7 @@ func TestSoak(t *testing.T) {
 				}
 				wcancel()
 				if err != nil {
-					if ctx.Err() == nil && !strings.Contains(err.Error(), "not obtained") {
+					if ctx.Err() == nil && !errors.Is(err, locking.ErrNotObtained) && !errors.Is(err, locking.ErrUnavailable) {
 						failed.Add(1)
 					}
 					continue
@@ -140,7 +141,7 @@ func TestSoak(t *testing.T) {
 	for i := range 3 {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64, ContextTimeoutEnabled: true})
 		defer rdb.Close()
-		l, err := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+		l, err := locking.New(rdb, locking.WithFreshDeployment())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -161,30 +161,33 @@ func ErrClass(err error) string {
 	return "error"
 }
 
-// PrintfLogger adapts a *slog.Logger to the Printf logger of package
-// locking (its rare messages are operational warnings). Messages that Drop
-// matches are left out.
-type PrintfLogger struct {
-	L    *slog.Logger
-	Drop func(msg string) bool
+// Dropping returns l without the messages that drop matches (nil drop: l
+// itself), for the lock client's logger (see baton.WithLockMessageFilter).
+func Dropping(l *slog.Logger, drop func(msg string) bool) *slog.Logger {
+	if drop == nil {
+		return l
+	}
+	return slog.New(dropHandler{l.Handler(), drop})
 }
 
-// Printf logs one warning.
-func (p PrintfLogger) Printf(format string, args ...any) {
-	msg := strings.TrimSpace(fmt.Sprintf(format, args...))
-	if p.Drop != nil && p.Drop(msg) {
-		return
-	}
-	p.L.Warn(msg)
+type dropHandler struct {
+	slog.Handler
+	drop func(string) bool
 }
 
-// Infof logs one informational message (the lock masters' one-time reports).
-func (p PrintfLogger) Infof(format string, args ...any) {
-	msg := strings.TrimSpace(fmt.Sprintf(format, args...))
-	if p.Drop != nil && p.Drop(msg) {
-		return
+func (h dropHandler) Handle(ctx context.Context, r slog.Record) error {
+	if h.drop(r.Message) {
+		return nil
 	}
-	p.L.Info(msg)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h dropHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return dropHandler{h.Handler.WithAttrs(as), h.drop}
+}
+
+func (h dropHandler) WithGroup(name string) slog.Handler {
+	return dropHandler{h.Handler.WithGroup(name), h.drop}
 }
 
 // WithoutConfigCommand tells whether msg is the lock client's warning that

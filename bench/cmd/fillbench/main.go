@@ -46,7 +46,7 @@ func run(misses, nclients, rounds int, work time.Duration) error {
 	for range nclients {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 256})
 		defer rdb.Close()
-		c, err := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+		c, err := locking.New(rdb, locking.WithFreshDeployment())
 		if err != nil {
 			return err
 		}

@@ -55,7 +55,7 @@ func newBench(cfg config, addrs []string) (*bench, error) {
 	}
 	batonFor := func(x *backend, n int) (*locking.Client, error) {
 		// a prefix per quorum size: each set of masters starts as a fresh deployment
-		c, err := locking.New(x.universal(n), locking.WithPrefix(fmt.Sprintf("lb%d:", n)), locking.WithFreshDeployment())
+		c, err := locking.NewQuorum(x.universal(n), locking.WithPrefix(fmt.Sprintf("lb%d:", n)), locking.WithFreshDeployment())
 		if err == nil {
 			b.batons = append(b.batons, c)
 		}

@@ -59,7 +59,7 @@ func run(readers, nclients int, dur time.Duration) error {
 	for range nclients {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64, ContextTimeoutEnabled: true})
 		defer rdb.Close()
-		c, err := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+		c, err := locking.New(rdb, locking.WithFreshDeployment())
 		if err != nil {
 			return err
 		}

@@ -167,7 +167,7 @@ func (e *env) batonCell(nJobs, nRep int, withWorker bool) (batonResult, error) {
 		r := &replica{clients: []*redis.Client{lockRDB, enqRDB}, done: make(chan struct{})}
 		r.asynq = asynq.NewClientFromRedisClient(enqRDB)
 		masters := []redis.UniversalClient{lockRDB}
-		if r.locks, err = locking.New(masters, locking.WithFreshDeployment()); err != nil {
+		if r.locks, err = locking.NewQuorum(masters, locking.WithFreshDeployment()); err != nil {
 			return res, err
 		}
 		reps = append(reps, r)

@@ -50,7 +50,7 @@ func run(fair bool, limit, contenders, nclients int, hold, dur time.Duration) er
 	for range nclients {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64})
 		defer rdb.Close()
-		c, err := locking.New([]redis.UniversalClient{rdb}, locking.WithFreshDeployment())
+		c, err := locking.New(rdb, locking.WithFreshDeployment())
 		if err != nil {
 			return err
 		}
