@@ -24,7 +24,9 @@ func TestBadInputTouchesNoRedis(t *testing.T) {
 	if _, err := locking.New(nil); !errors.Is(err, locking.ErrInvalid) || !strings.Contains(err.Error(), "nil client") {
 		t.Fatalf("New(nil) = %v, want ErrInvalid naming the nil client", err)
 	}
-	if _, err := locking.NewQuorum([]redis.UniversalClient{redis.NewClient(&redis.Options{}), nil, nil}); !errors.Is(err, locking.ErrInvalid) || !strings.Contains(err.Error(), "master 1") {
+	some := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer some.Close()
+	if _, err := locking.NewQuorum([]redis.UniversalClient{some, nil, nil}); !errors.Is(err, locking.ErrInvalid) || !strings.Contains(err.Error(), "master 1") {
 		t.Fatalf("NewQuorum with a nil client = %v, want ErrInvalid naming master 1", err)
 	}
 	// a client pointing nowhere: any Redis contact would fail differently
