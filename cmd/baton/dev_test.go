@@ -39,14 +39,14 @@ func TestMiniredisCompat(t *testing.T) {
 	defer cancel()
 
 	// acquire, busy, expiry in real time
-	l1, err := locks.TryLock(ctx, "k", 300*time.Millisecond)
+	l1, err := locks.TryLock(ctx, "k", 300*time.Millisecond, locking.WithAutoExtend(false))
 	if err != nil {
 		t.Fatalf("TryLock: %v", err)
 	}
 	if _, err := locks.TryLock(ctx, "k", time.Second); !errors.Is(err, locking.ErrNotObtained) {
 		t.Fatalf("second TryLock: %v, want not obtained", err)
 	}
-	time.Sleep(400 * time.Millisecond) // no auto-extension: the key expires
+	time.Sleep(400 * time.Millisecond) // not auto-extended: the key expires
 	l2, err := locks.TryLock(ctx, "k", 5*time.Second)
 	if err != nil {
 		t.Fatalf("TryLock after expiry: %v", err)
