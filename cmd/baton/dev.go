@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
@@ -18,6 +19,11 @@ the config's jobs (default config.example.yaml), with redis.url and
 locking.masters pointed at the embedded server. The log shows which replica
 dispatched and which ran each tick. Ctrl-C stops everything.
 
+Before it loads the config it creates a directory of its own for this run
+and sets $BATON_DEV_DIR to it (unless set): config.example.yaml's jobs
+write their logs there, so two baton dev runs on one host do not mix. The
+first log line names it; it is left in place for reading.
+
 For trying configs out, not for production: nothing survives a restart.
 The embedded server is only in a binary built with the "dev" build tag
 (go run -tags dev ./cmd/baton dev, or make dev); the production binary
@@ -25,6 +31,24 @@ carries none.
 
 flags:
 `
+
+// devDirEnv names the directory of one baton dev run, where
+// config.example.yaml's jobs write their logs.
+const devDirEnv = "BATON_DEV_DIR"
+
+// devDir returns $BATON_DEV_DIR, first creating a new directory and setting
+// the variable to it when it is not set, before the config (which expands
+// it) is loaded.
+func devDir() (string, error) {
+	if dir := os.Getenv(devDirEnv); dir != "" {
+		return dir, nil
+	}
+	dir, err := os.MkdirTemp("", "baton-dev-")
+	if err != nil {
+		return "", fmt.Errorf("a directory for this run's job logs: %w", err)
+	}
+	return dir, os.Setenv(devDirEnv, dir)
+}
 
 // devOpts are the flags of "baton dev".
 type devOpts struct {
@@ -60,6 +84,11 @@ func runDev(fs *flagSet, o devOpts, args []string, stdout, stderr io.Writer) int
 	if cf.logFormat == "" {
 		cf.logFormat = logFormatConsole
 	}
+	dir, err := devDir()
+	if err != nil {
+		fmt.Fprintf(stderr, "baton dev: %v\n", err)
+		return 1
+	}
 	cfg, err := loadConfigFile(fs, cf.config)
 	if err != nil {
 		return usageExit("dev", err, stderr)
@@ -89,7 +118,7 @@ func runDev(fs *flagSet, o devOpts, args []string, stdout, stderr io.Writer) int
 	}
 	log.Info("baton dev: embedded Redis and replicas in one process; Ctrl-C stops",
 		"version", versionString(), "redis", cfg.Redis.URL, "replicas", fmt.Sprint(ids),
-		"config", cf.config, "jobs", len(cfg.Jobs))
+		"config", cf.config, "jobs", len(cfg.Jobs), devDirEnv, dir)
 	warnUnsigned(cfg, log)
 	var replicas []*baton.Replica
 	for _, id := range ids {

@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/devredis"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/locking"
@@ -120,5 +124,45 @@ func TestProductionBinaryHasNoTestServer(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "go run -tags dev ./cmd/baton dev") {
 		t.Errorf("baton dev on the production binary: %v, %q", err, out)
+	}
+}
+
+// baton dev gives each run a directory of its own in $BATON_DEV_DIR, and
+// config.example.yaml's jobs write their logs there: two baton dev runs on
+// one host do not mix.
+func TestExampleJobsLogInTheDevRunsDirectory(t *testing.T) {
+	t.Setenv(devDirEnv, "")
+	os.Unsetenv(devDirEnv)
+	dir, err := devDir()
+	if err != nil || os.Getenv(devDirEnv) != dir {
+		t.Fatalf("devDir: %q %v, $%s %q", dir, err, devDirEnv, os.Getenv(devDirEnv))
+	}
+	defer os.RemoveAll(dir)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		t.Fatalf("no directory %s: %v", dir, err)
+	}
+	if again, _ := devDir(); again != dir {
+		t.Errorf("a set $%s is kept: got %q, want %q", devDirEnv, again, dir)
+	}
+	cfg, err := config.LoadFile("../../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range cfg.Jobs {
+		if j.Exec == nil || !strings.Contains(strings.Join(j.Exec.Command, " "), "baton-") {
+			continue
+		}
+		script := j.Exec.Command[len(j.Exec.Command)-1]
+		if !strings.Contains(script, `"${BATON_DEV_DIR:-/tmp}"`) || !slices.Contains(j.Exec.InheritEnv, devDirEnv) {
+			t.Errorf("job %s does not write in $%s: %q, inherit_env %v", j.Name, devDirEnv, script, j.Exec.InheritEnv)
+		}
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), devDirEnv + "=" + dir, "BATON_TICK=T"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("job %s: %v %s", j.Name, err, out)
+		}
+	}
+	if logs, _ := filepath.Glob(filepath.Join(dir, "baton-*.log")); len(logs) < 3 {
+		t.Errorf("the example's jobs wrote %v in %s", logs, dir)
 	}
 }
