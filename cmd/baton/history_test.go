@@ -179,13 +179,14 @@ jobs:
     exec: {command: ["true"]}
 `, srv.Addr(), out))
 	p := start(t, nil, "worker", "--config", cfg, "--http", "")
-	var ids []string
+	var ids, ticks []string
 	for range 2 {
 		code, stdout, errs := runIn("trigger", "--config", cfg, "--by", "ops@test", "report")
 		if code != 0 || !strings.HasPrefix(stdout, "report triggered: run ") || !strings.Contains(stdout, `by "ops@test"`) {
 			t.Fatalf("trigger: %d %q %q", code, stdout, errs)
 		}
 		ids = append(ids, strings.TrimSuffix(strings.Fields(stdout)[3], ","))
+		ticks = append(ticks, strings.TrimSuffix(strings.Fields(stdout)[5], ","))
 	}
 	var recs []jobs.RunRecord
 	poll.Require(t, 20*time.Second, "both manual runs done", func() bool {
@@ -199,6 +200,10 @@ jobs:
 	for _, r := range recs {
 		if !r.Manual || r.Dispatcher != "ops@test" || (r.RunID != ids[0] && r.RunID != ids[1]) {
 			t.Errorf("manual run record: %+v", r)
+		}
+		// the tick printed is the run's, to the millisecond
+		if tick := r.Tick.UTC().Format(triggerTickFormat); tick != ticks[0] && tick != ticks[1] {
+			t.Errorf("run %s's tick %s is not one printed: %v", r.RunID, tick, ticks)
 		}
 	}
 	if got := waitFile(t, out, 5*time.Second); strings.Count(got, "\n") != 2 {

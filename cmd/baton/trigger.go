@@ -71,7 +71,7 @@ func runTrigger(fs *flagSet, o *triggerOpts, args []string, stdout, stderr io.Wr
 			fmt.Fprintf(stderr, "baton trigger: %s: %s\n", job, c.Config().MaskSecrets(err.Error()))
 			return 1
 		}
-		fmt.Fprintf(stdout, "%s triggered: run %s, tick %s, by %s\n", job, t.RunID, t.At.Format(time.RFC3339), redact.Quote(t.Replica))
+		fmt.Fprintf(stdout, "%s triggered: run %s, tick %s, by %s\n", job, t.RunID, t.At.UTC().Format(triggerTickFormat), redact.Quote(t.Replica))
 	}
 	return 0
 }
@@ -89,3 +89,6 @@ func defaultActor() string {
 	}
 	return name + "@" + host
 }
+
+// triggerTickFormat prints a trigger's tick to the millisecond, as it is.
+const triggerTickFormat = "2006-01-02T15:04:05.000Z07:00"
