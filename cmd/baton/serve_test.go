@@ -202,6 +202,12 @@ jobs:
 		"BATON_LOG_FORMAT=json", "BATON_LOG_LEVEL=debug"}, "run")
 	r2 := start(t, nil, "run", "--config", cfg, "--id", "r2", "--log-format", "json")
 	base := "http://" + listenAddr(t, r1)
+	// the start line lists every route served, the API's and the queue view too
+	for _, route := range []string{"GET /healthz", "GET /metrics", "GET /api/status", "POST /api/jobs/{job}/trigger", "/queues/"} {
+		if !strings.Contains(r1.stderr.String(), route) {
+			t.Errorf("the http start line does not list %s:\n%s", route, r1.stderr.String())
+		}
+	}
 
 	waitRunning(t, 15*time.Second, "3 ticks run", func() bool { return len(readTicks(t, out)) >= 3 }, r1, r2)
 	if code, body := httpGet(base + "/healthz"); code != 200 {
