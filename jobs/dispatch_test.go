@@ -10,6 +10,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -51,7 +52,7 @@ func TestDispatchEnqueuesOnceWithOptions(t *testing.T) {
 	if err := json.Unmarshal(info.Payload, &p); err != nil {
 		t.Fatal(err)
 	}
-	want := taskPayload{Job: "report", Tick: "2026-01-01T00:01:00Z", RunID: tick.RunID, Fence: tick.Fence, Replica: "sched-1", Manual: true, Namespace: "baton", Queue: "baton:critical"}
+	want := taskPayload{V: formats.TaskPayload, Job: "report", Tick: "2026-01-01T00:01:00Z", RunID: tick.RunID, Fence: tick.Fence, Replica: "sched-1", Manual: true, Namespace: "baton", Queue: "baton:critical"}
 	if p != want {
 		t.Errorf("payload %+v, want %+v", p, want)
 	}
