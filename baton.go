@@ -35,6 +35,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/quorum"
 	"github.com/batonhq/baton/internal/supervisor"
 	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/jobs"
@@ -542,6 +543,27 @@ func (r *Replica) Ready(ctx context.Context) string {
 		return fmt.Sprintf("replica %s: clock off Redis TIME beyond max_clock_skew %v: not claiming ticks", r.id, r.cfg.MaxClockSkew)
 	}
 	return ""
+}
+
+// Waiting is what the replica waits for while it is ready: one line per
+// lock master it last found in its restart quarantine, with why and until
+// when by the master's clock; "" when none. It contacts no server (the
+// masters' state as the lock client last saw it), and names no address,
+// as /readyz answers without a token.
+func (r *Replica) Waiting() string {
+	g := quorum.Of(r.locks)
+	if g == nil {
+		return ""
+	}
+	var lines []string
+	for _, m := range g.Known() {
+		if m.State != quorum.StateQuarantine {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("replica %s: lock master %d in its restart quarantine until %s by its clock (in %v): %s",
+			r.id, m.Idx, m.Until.UTC().Format(time.RFC3339), time.Until(m.UntilLocal).Round(time.Second), m.Why))
+	}
+	return strings.Join(lines, "\n")
 }
 
 // loggingDispatcher logs every tick it dispatched, naming the replica that

@@ -27,7 +27,9 @@ const ReadyEvery = time.Second
 //   - GET /readyz: 200 "ok" when every replica was ready at the last check
 //     (see Replica.Ready; checked every ReadyEvery in the background, so a
 //     request costs no Redis round trip), else 503 and the reasons, which
-//     name no address; 503 "shutting down" once Drain was called;
+//     name no address; 503 "shutting down" once Drain was called; a ready
+//     replica whose lock master waits out its restart quarantine answers
+//     "ok" and a line naming the master, why and until when;
 //   - GET /metrics: Prometheus metrics of the schedulers and workers
 //     (labelled with the replica id and the job), Go and process metrics;
 //   - GET /: a dashboard of the deployment's jobs and replicas, and the
@@ -48,6 +50,7 @@ type HTTPHandler struct {
 	status   statusCache                  // /api/status answers, shared for a second
 	draining atomic.Bool
 	ready    atomic.Pointer[string] // "" ready, else the reasons
+	waiting  atomic.Pointer[string] // what ready replicas wait for (Replica.Waiting), "" nothing
 	stop     chan struct{}
 	done     chan struct{}
 	once     sync.Once
@@ -109,14 +112,19 @@ func (h *HTTPHandler) checkLoop() {
 	t := time.NewTicker(ReadyEvery)
 	defer t.Stop()
 	for {
-		var reasons []string
+		var reasons, waiting []string
 		for _, r := range h.replicas {
 			if why := r.Ready(context.Background()); why != "" {
 				reasons = append(reasons, why)
 			}
+			if w := r.Waiting(); w != "" {
+				waiting = append(waiting, w)
+			}
 		}
 		s := strings.Join(reasons, "\n")
 		h.ready.Store(&s)
+		w := strings.Join(waiting, "\n")
+		h.waiting.Store(&w)
 		select {
 		case <-h.stop:
 			return
@@ -126,7 +134,10 @@ func (h *HTTPHandler) checkLoop() {
 }
 
 // readyz answers 200 "ok" when every replica was ready at the last check,
-// 503 and the reasons otherwise.
+// 503 and the reasons otherwise. A ready replica that waits (a lock master
+// in its restart quarantine: Replica.Waiting) is still ready, as it serves
+// the API and will claim once the master votes: "ok" is followed by what it
+// waits for.
 func (h *HTTPHandler) readyz(w http.ResponseWriter, _ *http.Request) {
 	reasons := *h.ready.Load()
 	if h.draining.Load() {
@@ -138,6 +149,9 @@ func (h *HTTPHandler) readyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	fmt.Fprintln(w, "ok")
+	if waiting := h.waiting.Load(); waiting != nil && *waiting != "" {
+		fmt.Fprintln(w, *waiting)
+	}
 }
 
 // statsCollector exposes the scheduler's and the worker's counters of each
