@@ -87,6 +87,7 @@ type Master struct {
 
 	dials  atomic.Uint64             // connections dialed so far (the dial hook)
 	voting atomic.Pointer[Admission] // as of the last check that let it vote; nil: check first
+	known  atomic.Pointer[Status]    // as the last check found it (Known); nil: not checked yet
 
 	mu        sync.Mutex    // held through checks: one at a time
 	state     int           // stUnknown ... stRefused
@@ -268,7 +269,22 @@ func (m *Master) checkLocked(ctx context.Context) error {
 			m.g.opts.Logger.Printf("%s", QuarantineWarning(m.Idx, m.Addr, m.why, votes, m.votesAt))
 		}
 	}
+	m.noteKnown()
 	return nil
+}
+
+// noteKnown records the state the check found, for Known, which must not
+// wait for m.mu: a check holds it while the master answers, which may be
+// for as long as the client's timeouts. Callers hold m.mu.
+func (m *Master) noteKnown() {
+	st := &Status{Idx: m.Idx, Addr: m.Addr, State: StateVoting}
+	switch m.state {
+	case stQuarantine:
+		st.State, st.Why, st.Until, st.UntilLocal = StateQuarantine, m.why, m.until, m.votesAt
+	case stRestarted:
+		st.State = StateRepairing
+	}
+	m.known.Store(st)
 }
 
 // QuarantineWarning is the line logged when a master is found in its

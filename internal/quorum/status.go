@@ -83,22 +83,16 @@ func (g *Group) statusOf(p probe) Status {
 }
 
 // Known is every master's state as this process last found it, without
-// contacting any: voting (or not checked yet), in quarantine (why, until
-// when), or restarted and waiting for its repair.
+// contacting any and without waiting for a check under way: voting (or not
+// checked yet), in quarantine (why, until when), or restarted and waiting
+// for its repair.
 func (g *Group) Known() []Status {
 	out := make([]Status, len(g.masters))
 	for i, m := range g.masters {
-		m.mu.Lock()
 		st := Status{Idx: m.Idx, Addr: m.Addr, State: StateVoting}
-		switch m.state {
-		case stQuarantine:
-			if time.Now().Before(m.votesAt) {
-				st.State, st.Why, st.Until, st.UntilLocal = StateQuarantine, m.why, m.until, m.votesAt
-			}
-		case stRestarted:
-			st.State = StateRepairing
+		if k := m.known.Load(); k != nil && (k.State != StateQuarantine || time.Now().Before(k.UntilLocal)) {
+			st = *k
 		}
-		m.mu.Unlock()
 		out[i] = st
 	}
 	return out
