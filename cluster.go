@@ -108,7 +108,7 @@ func (st *Status) MastersAttention() []string {
 			line := fmt.Sprintf("lock master %d (%s) %s until %s by its clock (in %s): %s", m.Index, m.Addr, what,
 				m.Until.UTC().Format(time.RFC3339), time.Until(m.UntilLocal).Round(time.Second), m.Why)
 			if m.Why == locking.WhyNoMarker {
-				line += "; a brand-new set of masters skips the wait with `baton init` run once before first use"
+				line += "; it ends by itself (a brand-new set of masters skips it only when marked with `baton init --config FILE` before any replica starts)"
 			}
 			out = append(out, line)
 		case locking.MasterUnreachable:

@@ -52,8 +52,8 @@ jobs:
 	}
 	att := st.MastersAttention()
 	if len(att) != 1 || !strings.Contains(att[0], "lock master 0 ("+srv.Addr()+") in its restart quarantine until ") ||
-		!strings.Contains(att[0], locking.WhyNoMarker) || !strings.Contains(att[0], "baton init") {
-		t.Errorf("attention %q: want master 0 in quarantine, why, and baton init", att)
+		!strings.Contains(att[0], locking.WhyNoMarker) || !strings.Contains(att[0], "baton init --config FILE") || !strings.Contains(att[0], "ends by itself") {
+		t.Errorf("attention %q: want master 0 in quarantine, why, that it ends by itself, and baton init --config FILE", att)
 	}
 }
 

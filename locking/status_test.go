@@ -96,6 +96,9 @@ func TestInitFreshRefusesMastersThatCarryAMarker(t *testing.T) {
 	if !errors.Is(err, locking.ErrMarked) || !strings.Contains(err.Error(), "master 0 ("+servers[0].Addr()+") carries a marker") {
 		t.Fatalf("InitFresh with master 0 in use: %v, want ErrMarked naming master 0", err)
 	}
+	if !strings.Contains(err.Error(), "its restart quarantine ends by itself at ") || !strings.Contains(err.Error(), "nothing to do but wait") {
+		t.Errorf("InitFresh on a master a client marked first: %v, want it to say that the quarantine ends by itself, when, and to wait", err)
+	}
 	if strings.Contains(err.Error(), "master 1") {
 		t.Errorf("InitFresh named master 1, which carries no marker: %v", err)
 	}

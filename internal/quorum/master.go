@@ -69,8 +69,10 @@ func (e *QuarantineError) Error() string {
 	return s
 }
 
-// InitHint says how a brand-new set of masters skips the quarantine.
-const InitHint = "a brand-new set of masters skips this wait when marked once, before first use, with `baton init` (locking: Client.InitFresh)"
+// InitHint says that the quarantine ends by itself and how a brand-new set
+// of masters skips it: marked before any client uses it (once one has, it
+// carries that client's marker and baton init refuses it).
+const InitHint = "the wait ends by itself; a brand-new set of masters skips it only when marked before any client uses it: `baton init --config FILE` (baton lock --redis's masters: `baton init --redis URL`; Go: locking.Client.InitFresh)"
 
 // Is makes errors.Is(err, ErrQuarantine) hold.
 func (e *QuarantineError) Is(target error) bool { return target == ErrQuarantine }

@@ -155,11 +155,12 @@ func describeMarker(p probe) string {
 	case mk.runID != p.id.runID:
 		return "the marker of another server process (" + WhyOtherProcess + ")"
 	case mk.fresh:
-		return "a marker of its running process, marked as a brand-new set already"
+		return "a marker of its running process, marked as a brand-new set already: it votes, nothing to do"
 	}
 	votes := time.UnixMilli(mk.born).Add(p.m.g.opts.Quarantine)
 	if p.id.now.Before(votes) {
-		return fmt.Sprintf("a marker of its running process (in use: in its restart quarantine until %s by its clock, %s)", votes.UTC().Format(time.RFC3339), mk.reason())
+		return fmt.Sprintf("a marker of its running process, written by the first client that used it, which found %s; its restart quarantine ends by itself at %s by its clock, in %v; nothing to do but wait",
+			mk.reason(), votes.UTC().Format(time.RFC3339), votes.Sub(p.id.now).Round(time.Second))
 	}
-	return "a marker of its running process (in use)"
+	return "a marker of its running process (in use, voting: nothing to do)"
 }
