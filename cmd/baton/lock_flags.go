@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,7 +37,8 @@ const lockUsageLine = "usage: baton lock [--redis URL]... [--redis-password-file
 const lockHelp = lockUsageLine + `
 
 Runs CMD (no shell) while holding the distributed lock KEY, like flock(1)
-across machines. The lease is extended every ttl/3 while CMD runs. CMD gets
+across machines. A KEY that starts with "-" follows a first "--":
+baton lock [flags] -- KEY -- CMD. The lease is extended every ttl/3 while CMD runs. CMD gets
 BATON_LOCK_KEY and BATON_FENCING_TOKEN (strictly increasing across holders)
 in its environment (of baton's own environment only PATH, HOME, LANG, LC_*,
 TZ and USER, and what --inherit-env names: baton's may hold a Redis
@@ -171,6 +173,13 @@ func (lf *lockFlags) finish(fs *pflag.FlagSet, args []string, dash int) (lockCon
 	before, after := args, []string(nil)
 	if dash >= 0 {
 		before, after = args[:dash], args[dash:]
+	}
+	if dash == 0 {
+		// baton lock [flags] -- KEY -- CMD: a KEY that starts with "-"
+		if i := slices.Index(after, "--"); i == 1 {
+			before, after = after[:1], after[2:]
+			dash = 1
+		}
 	}
 	if len(before) == 0 {
 		return cfg, usagef("missing KEY")
