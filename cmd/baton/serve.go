@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -165,7 +166,8 @@ func usageExit(name string, err error, stderr io.Writer) int {
 		fmt.Fprintln(stderr, ce.Error())
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "baton %s: %v\n", name, err)
+	// the package's own "baton: " prefix would stutter after "baton NAME: "
+	fmt.Fprintf(stderr, "baton %s: %s\n", name, strings.TrimPrefix(err.Error(), "baton: "))
 	return exitUsage
 }
 

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 )
@@ -548,5 +549,19 @@ jobs:
 		if code != exitUsage || out != "" || !strings.HasPrefix(errs, want) || strings.Count(errs, "\n") != 1 {
 			t.Errorf("baton %s: exit %d %q %q, want %d and %q", cmd, code, out, errs, exitUsage, want)
 		}
+	}
+}
+
+// A refusal from package baton (its errors start "baton: ") is printed after
+// the command's name without the package's prefix: "baton backfill: bad
+// backfill window: ...", not "baton backfill: baton: bad backfill window".
+func TestUsageExitSaysTheCommandOnce(t *testing.T) {
+	var buf strings.Builder
+	err := fmt.Errorf("%w: the window ends in the future", baton.ErrBackfillWindow)
+	if code := usageExit("backfill", usagef("%s", err), &buf); code != exitUsage {
+		t.Errorf("exit %d, want %d", code, exitUsage)
+	}
+	if got, want := buf.String(), "baton backfill: bad backfill window: the window ends in the future\n"; got != want {
+		t.Errorf("printed %q, want %q", got, want)
 	}
 }
