@@ -389,7 +389,7 @@ func TestLockMaxIsASemaphore(t *testing.T) {
 		ready := fmt.Sprintf("%s/ready%d", dir, i)
 		holders = append(holders, start(t, []string{"READY=" + ready}, "lock", "--redis", url, "--max", "2", "exports", "--",
 			"sh", "-c", `echo "$BATON_FENCING_TOKEN" > "$READY"; exec sleep 30`))
-		waitFile(t, ready, 10*time.Second)
+		holders[i].awaitFile(t, ready)
 	}
 	code, stderr := runBaton(t, 10*time.Second, nil, "lock", "--redis", url, "--max", "2", "exports", "--", "true")
 	if code != exitBusy {
@@ -422,7 +422,7 @@ func TestLockSharedAndExclusive(t *testing.T) {
 		ready := fmt.Sprintf("%s/ready%d", dir, i)
 		readers = append(readers, start(t, []string{"READY=" + ready}, "lock", "--redis", url, "--shared", "catalog", "--",
 			"sh", "-c", `echo "$BATON_FENCING_TOKEN" > "$READY"; exec sleep 30`))
-		waitFile(t, ready, 10*time.Second)
+		readers[i].awaitFile(t, ready)
 	}
 	if code, stderr := runBaton(t, 10*time.Second, nil, "lock", "--redis", url, "--exclusive", "catalog", "--", "true"); code != exitBusy {
 		t.Fatalf("--exclusive beside two --shared: exit %d, want busy (%d); stderr:\n%s", code, exitBusy, stderr)

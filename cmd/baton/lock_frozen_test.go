@@ -33,7 +33,7 @@ func TestFrozenLockStopsCommandBeforeLeaseEnds(t *testing.T) {
 	p := start(t, []string{"PIDS=" + pids},
 		"lock", "--redis", redisURL(srv), "--ttl", "1s", "--grace", "300ms", "job:frozen", "--", "sh", "-c",
 		`trap '' TERM; echo $$ > "$PIDS.tmp" && mv "$PIDS.tmp" "$PIDS"; while :; do sleep 0.05; done`)
-	pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pids, 10*time.Second)))
+	pid, err := strconv.Atoi(strings.TrimSpace(p.awaitFile(t, pids)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,8 @@ func TestFrozenLockStopsCommandBeforeLeaseEnds(t *testing.T) {
 func TestLockPassesStdin(t *testing.T) {
 	t.Parallel()
 	srv := redistest.New(t)
-	cmd := exec.Command(batonBin, "lock", "--fresh-deployment", "--redis", redisURL(srv), "job:stdin", "--", "tr", "a-z", "A-Z")
+	initMasters(t, nil, []string{"--redis", redisURL(srv)})
+	cmd := exec.Command(batonBin, "lock", "--redis", redisURL(srv), "job:stdin", "--", "tr", "a-z", "A-Z")
 	cmd.Stdin = strings.NewReader("piped input\n")
 	out, err := cmd.Output()
 	if err != nil || string(out) != "PIPED INPUT\n" {
@@ -90,7 +91,8 @@ func TestLockCommandEnvironment(t *testing.T) {
 	t.Parallel()
 	srv := redistest.New(t)
 	out := filepath.Join(t.TempDir(), "env")
-	cmd := exec.Command(batonBin, "lock", "--fresh-deployment", "--inherit-env", "APP_*", "job:env", "--", "sh", "-c", "env > "+out)
+	initMasters(t, nil, []string{"--redis", redisURL(srv)})
+	cmd := exec.Command(batonBin, "lock", "--inherit-env", "APP_*", "job:env", "--", "sh", "-c", "env > "+out)
 	cmd.Env = append(os.Environ(), "BATON_REDIS_URL="+redisURL(srv), "REDISCLI_AUTH=s3cret", "APP_MODE=prod", "OTHER=x")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, b)

@@ -90,8 +90,7 @@ func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{done: make(chan struct{})}
 	if len(args) > 0 && args[0] == "lock" && !slices.Contains(args, "--restart-quarantine") {
-		// every test's Redis is brand new: a fresh deployment
-		args = append([]string{"lock", "--fresh-deployment"}, args[1:]...)
+		initMasters(t, env, args[1:])
 	}
 	if len(args) > 0 && args[0] == "lock" {
 		// the variables a test hands baton are meant for CMD
@@ -131,6 +130,78 @@ func start(t *testing.T, env []string, args ...string) *proc {
 	return p
 }
 
+// initMasters marks the lock masters of a "baton lock" command line (its
+// --redis, --prefix and --redis-password-file, or its --config, else
+// $BATON_REDIS_URL of env) with baton init, as a first deployment does:
+// every test's Redis is brand new. Masters marked already (by the test's
+// earlier runs) are refused and stay as they are, as on a deployment in
+// use; so do unreachable ones, which the lock run then reports.
+func initMasters(t *testing.T, env []string, lockArgs []string) {
+	t.Helper()
+	var urls []string
+	var prefix, passwordFile, config string
+	for i := 0; i < len(lockArgs) && lockArgs[i] != "--"; i++ {
+		name, value, inline := strings.Cut(strings.TrimLeft(lockArgs[i], "-"), "=")
+		if !strings.HasPrefix(lockArgs[i], "-") {
+			continue
+		}
+		switch name {
+		case "redis", "prefix", "redis-password-file", "config":
+		default:
+			continue
+		}
+		if !inline {
+			if i+1 == len(lockArgs) {
+				break
+			}
+			i++
+			value = lockArgs[i]
+		}
+		switch name {
+		case "redis":
+			urls = append(urls, value)
+		case "prefix":
+			prefix = value
+		case "redis-password-file":
+			passwordFile = value
+		case "config":
+			config = value
+		}
+	}
+	args := []string{"init"}
+	switch {
+	case len(urls) > 0:
+		for _, u := range urls {
+			args = append(args, "--redis", u)
+		}
+		if prefix != "" {
+			args = append(args, "--prefix", prefix)
+		}
+		if passwordFile != "" {
+			args = append(args, "--redis-password-file", passwordFile)
+		}
+	case config != "":
+		args = append(args, "--config", config)
+	default:
+		u := os.Getenv("BATON_REDIS_URL")
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, "BATON_REDIS_URL="); ok {
+				u = v
+			}
+		}
+		if u == "" {
+			return
+		}
+		args = append(args, "--redis", u)
+		if prefix != "" {
+			args = append(args, "--prefix", prefix)
+		}
+	}
+	cmd := exec.Command(batonBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	_ = cmd.Run() // refused or failed: the lock run says what it finds
+}
+
 // wait waits at most timeout for the process to exit and returns its status.
 func (p *proc) wait(t *testing.T, timeout time.Duration) int {
 	t.Helper()
@@ -164,6 +235,41 @@ func waitFile(t *testing.T, path string, timeout time.Duration) string {
 	return string(content)
 }
 
+// awaitFile waits until the command of the baton lock p wrote path (non-empty)
+// and returns the content. baton either starts the command or exits, each
+// within bounds of its own (its try for the lock, the supervisor's 30 s
+// start), so the wait ends with one of the two: an exit fails the test with
+// baton's stderr; startBound only catches a hang.
+func (p *proc) awaitFile(t *testing.T, path string) string {
+	t.Helper()
+	var content []byte
+	exited := false
+	ok := poll.Until(startBound, func() bool {
+		var err error
+		content, err = os.ReadFile(path)
+		if err == nil && len(content) > 0 {
+			return true
+		}
+		select {
+		case <-p.done:
+			exited = true
+			return true
+		default:
+			return false
+		}
+	})
+	switch {
+	case exited:
+		t.Fatalf("baton %v exited %d before its command wrote %s; stderr:\n%s", p.cmd.Args[1:], p.code, path, p.stderr.String())
+	case !ok:
+		t.Fatalf("baton %v neither ran its command nor exited within %v; stderr:\n%s", p.cmd.Args[1:], startBound, p.stderr.String())
+	}
+	return string(content)
+}
+
+// startBound bounds awaitFile: past the supervisor's own 30 s bound on a start.
+const startBound = 45 * time.Second
+
 func redisURL(s *redistest.Server) string { return "redis://" + s.Addr() + "/0" }
 
 // fence parses a BATON_FENCING_TOKEN written to a file.
@@ -187,7 +293,7 @@ func holder(t *testing.T, urls []string, key string) *proc {
 	}
 	args = append(args, key, "--", "sh", "-c", `echo "$BATON_FENCING_TOKEN" > "$READY"; exec sleep 30`)
 	p := start(t, []string{"READY=" + ready}, args...)
-	waitFile(t, ready, 10*time.Second)
+	p.awaitFile(t, ready)
 	return p
 }
 
@@ -354,7 +460,7 @@ func TestWaitRunsAfterHolderFinishes(t *testing.T) {
 	first := start(t, []string{"READY=" + ready, "GO=" + goOn},
 		"lock", "--redis", redisURL(srv), "job:wait", "--", "sh", "-c",
 		`echo "$BATON_FENCING_TOKEN" > "$READY"; while [ ! -e "$GO" ]; do sleep 0.02; done`)
-	f1 := fence(t, waitFile(t, ready, 10*time.Second))
+	f1 := fence(t, first.awaitFile(t, ready))
 
 	second := start(t, []string{"OUT=" + out},
 		"lock", "--redis", redisURL(srv), "--wait", "20s", "job:wait", "--", "sh", "-c", `echo "$BATON_FENCING_TOKEN" > "$OUT"`)
@@ -553,11 +659,15 @@ func TestCommandNotFoundReleasesLock(t *testing.T) {
 func TestLeaseExtendedWhileCommandRuns(t *testing.T) {
 	t.Parallel()
 	srv := redistest.New(t)
-	// the command outlives several ttls; auto-extension must keep the lease.
-	// --wait: a single try of a 200ms lease is refused when its answer comes
-	// after its validity (a busy host); waiting tries again
+	// the command outlives 2.5 ttls; auto-extension must keep the lease.
+	// An extension comes every ttl/3, and the supervisor sends SIGTERM at
+	// half the time left when it last heard of one: an extension may come
+	// ttl/6 late (330ms here; 33ms of a 200ms lease, less than a busy host
+	// can stall a process, which then rightly loses the command).
+	// --wait: a single try is refused when its answer comes after the
+	// lease's validity; waiting tries again
 	code, stderr := runBaton(t, 20*time.Second, nil,
-		"lock", "--redis", redisURL(srv), "--ttl", "200ms", "--wait", "10s", "job:extend", "--", "sleep", "1")
+		"lock", "--redis", redisURL(srv), "--ttl", "2s", "--wait", "10s", "job:extend", "--", "sleep", "5")
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q; want 0 and silence", code, stderr)
 	}
@@ -585,11 +695,13 @@ func TestLockLostStopsCommand(t *testing.T) {
 	srv := redistest.New(t)
 	t.Cleanup(func() { _ = srv.Resume() })
 	pids := filepath.Join(t.TempDir(), "pids")
+	// a lease long enough that a busy host does not lose it before the pause
+	// (see TestLeaseExtendedWhileCommandRuns), lost within a second after it
 	p := start(t, []string{"PIDS=" + pids},
-		"lock", "--redis", redisURL(srv), "--ttl", "300ms", "--grace", "5s", "job:lost", "--", "sh", "-c",
+		"lock", "--redis", redisURL(srv), "--ttl", "1s", "--wait", "10s", "--grace", "5s", "job:lost", "--", "sh", "-c",
 		`sleep 30 & echo "$$ $!" > "$PIDS.tmp" && mv "$PIDS.tmp" "$PIDS"; wait`)
 	var shPID, sleepPID int
-	if _, err := fmt.Sscan(waitFile(t, pids, 10*time.Second), &shPID, &sleepPID); err != nil {
+	if _, err := fmt.Sscan(p.awaitFile(t, pids), &shPID, &sleepPID); err != nil {
 		t.Fatal(err)
 	}
 	began := time.Now()
@@ -641,10 +753,12 @@ func TestLockLostKillsAfterGrace(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Resume() })
 	pids := filepath.Join(t.TempDir(), "pids")
 	// ignores SIGTERM (and so do the sleeps it starts): only SIGKILL stops it
+	// a lease long enough that a busy host does not lose it before the pause
+	// (see TestLeaseExtendedWhileCommandRuns), lost within a second after it
 	p := start(t, []string{"PIDS=" + pids},
-		"lock", "--redis", redisURL(srv), "--ttl", "300ms", "--grace", "300ms", "job:grace", "--", "sh", "-c",
+		"lock", "--redis", redisURL(srv), "--ttl", "1s", "--wait", "10s", "--grace", "300ms", "job:grace", "--", "sh", "-c",
 		`trap '' TERM; echo $$ > "$PIDS"; while :; do sleep 0.05; done`)
-	pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pids, 10*time.Second)))
+	pid, err := strconv.Atoi(strings.TrimSpace(p.awaitFile(t, pids)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,8 +129,9 @@ func TestLockPasswordOutsideTheURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := redisURL(srv)
+	initMasters(t, nil, []string{"--redis", url, "--redis-password-file", pwFile})
 	// no password: refused by the server, exit 69, nothing leaked
-	code, errs := runBaton(t, 10*time.Second, nil, "lock", "--fresh-deployment", "--redis", url, "k", "--", "true")
+	code, errs := runBaton(t, 10*time.Second, nil, "lock", "--redis", url, "k", "--", "true")
 	if code != exitUnavailable || !strings.Contains(errs, "NOAUTH") && !strings.Contains(errs, "auth") {
 		t.Errorf("no password: exit %d, %s", code, errs)
 	}
@@ -142,7 +143,7 @@ func TestLockPasswordOutsideTheURL(t *testing.T) {
 		"REDISCLI_AUTH": {[]string{"REDISCLI_AUTH=" + pass}, []string{"--redis", url}},
 		"config":        {[]string{"BATON_TEST_PW=" + pass}, []string{"--config", writeTemp(t, dir, fmt.Sprintf("redis:\n  url: redis://:${BATON_TEST_PW}@%s/0\njobs: []\n", srv.Addr()))}},
 	} {
-		args := append([]string{"lock", "--fresh-deployment"}, tc.args...)
+		args := append([]string{"lock"}, tc.args...)
 		args = append(args, "k-"+strings.ToLower(name), "--", "sh", "-c", "echo ran")
 		cmd := exec.Command(batonBin, args...)
 		cmd.Env = append(os.Environ(), tc.env...)
@@ -156,7 +157,7 @@ func TestLockPasswordOutsideTheURL(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("wrong-password-77\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, errs = runBaton(t, 10*time.Second, nil, "lock", "--fresh-deployment", "--redis", url, "--redis-password-file", bad, "k", "--", "true")
+	code, errs = runBaton(t, 10*time.Second, nil, "lock", "--redis", url, "--redis-password-file", bad, "k", "--", "true")
 	if code != exitUnavailable || strings.Contains(errs, "wrong-password-77") {
 		t.Errorf("wrong password: exit %d, %s", code, errs)
 	}
