@@ -120,14 +120,7 @@ func TestJobCannotReadBatonsEnvironment(t *testing.T) {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "baton")
-	b, err := os.ReadFile(batonBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := placeBinary(t, filepath.Join(dir, "baton"))
 	out := filepath.Join(dir, "out")
 	cfg := filepath.Join(dir, "baton.yaml")
 	script := `sup=$PPID; baton=$(cut -d" " -f4 /proc/$sup/stat); tr "\\0" "\\n" < /proc/$baton/environ | grep BATON_R9_ >> ` + out
@@ -165,6 +158,26 @@ jobs:
 	if strings.Contains(got, "k-0123456789abcdef") {
 		t.Errorf("a job of baton's user read baton's environment through /proc: %s", strings.TrimSpace(got))
 	}
+}
+
+// placeBinary puts the baton binary at path, where nobody may run it: a hard
+// link, as nothing is written then. A copy is the fallback (another file
+// system): a binary just written is "text file busy" (ETXTBSY) while a child
+// that another test's goroutine forked meanwhile holds the write descriptor,
+// until it execs.
+func placeBinary(t *testing.T, path string) string {
+	t.Helper()
+	if err := os.Link(batonBin, path); err == nil {
+		return path
+	}
+	b, err := os.ReadFile(batonBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func waitFileOrEmpty(path string) string {
