@@ -183,9 +183,9 @@ func (g *Group) repairRound(ctx context.Context, m *Master, mayWait bool) (again
 	// every process, once): here only what the repair did
 	switch {
 	case fresh && g.opts.Fresh:
-		g.infof("quorum: no master carried a marker: marked %d masters as a brand-new deployment (fresh deployment opted in), voting at once", len(targets))
+		g.infof("quorum: no master carried a marker: marked %s as a brand-new deployment (fresh deployment opted in), voting at once", masters(len(targets)))
 	case fresh:
-		g.infof("quorum: no master carried a marker (a brand-new deployment, or every master restarted empty at once): marked %d masters, each in its restart quarantine of %v", len(targets), g.opts.Quarantine)
+		g.infof("quorum: no master carried a marker (a brand-new deployment, or every master restarted empty at once): marked %s, each in its restart quarantine of %v", masters(len(targets)), g.opts.Quarantine)
 	case self.id.hasMarker:
 		g.opts.Logger.Printf("quorum: master %d (%s) restarted from a snapshot older than its last writes: marked with fence floor %d; it votes once it has been up for %v", m.Idx, m.Addr, floor+1, g.opts.Quarantine)
 	default:

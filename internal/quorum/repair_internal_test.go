@@ -102,3 +102,13 @@ func TestVersionCheck(t *testing.T) {
 type tlog struct{ t *testing.T }
 
 func (l tlog) Printf(f string, v ...any) { l.t.Logf(f, v...) }
+
+// The repair's log lines count masters in words a reader expects: "1
+// master", "3 masters".
+func TestMastersCountReadsAsEnglish(t *testing.T) {
+	for n, want := range map[int]string{1: "1 master", 3: "3 masters", 0: "0 masters"} {
+		if got := masters(n); got != want {
+			t.Errorf("masters(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -142,7 +142,7 @@ func (g *Group) MarkFresh(ctx context.Context) error {
 	if len(raced) > 0 {
 		return fmt.Errorf("marking a brand-new set of masters: %s", strings.Join(raced, "; "))
 	}
-	g.infof("quorum: marked %d masters as a brand-new set: they vote at once", len(ps))
+	g.infof("quorum: marked %s as a brand-new set: they vote at once", masters(len(ps)))
 	return nil
 }
 
@@ -163,4 +163,12 @@ func describeMarker(p probe) string {
 			mk.reason(), votes.UTC().Format(time.RFC3339), votes.Sub(p.id.now).Round(time.Second))
 	}
 	return "a marker of its running process (in use, voting: nothing to do)"
+}
+
+// masters is "1 master" or "N masters", for log lines.
+func masters(n int) string {
+	if n == 1 {
+		return "1 master"
+	}
+	return fmt.Sprintf("%d masters", n)
 }
