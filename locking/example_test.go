@@ -79,10 +79,17 @@ func ExampleLease_Release() {
 	defer locks.Close()
 	ctx := context.Background()
 
-	// without auto-extension a lease ends at its validity deadline
-	lease, _ := locks.TryLock(ctx, "example-expire", 50*time.Millisecond, locking.WithAutoExtend(false))
+	// without auto-extension a lease ends at its validity deadline. (Lock
+	// tries again where one TryLock of so short a lease can be refused: an
+	// answer that comes after its validity grants nothing.)
+	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	lease, err := locks.Lock(wait, "example-expire", 200*time.Millisecond, locking.WithAutoExtend(false))
+	if err != nil {
+		panic(err)
+	}
 	<-lease.Done()
-	err := lease.Release(ctx)
+	err = lease.Release(ctx)
 	fmt.Println(errors.Is(err, locking.ErrNotHeld), errors.Is(err, locking.ErrLost))
 	// Output: true true
 }

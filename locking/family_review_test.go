@@ -324,6 +324,16 @@ func rvChaos(t *testing.T, seed uint64, ps []*redistest.Proxy, stop <-chan struc
 	}
 }
 
+// running reports whether stop is still open.
+func running(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return false
+	default:
+		return true
+	}
+}
+
 // Three masters, every connection through a proxy that suffers latency,
 // cuts, blackholes and lost replies (one master at a time); two clients,
 // readers and writers with short auto-extended leases, some holding past
@@ -362,7 +372,7 @@ func rwChaos(t *testing.T, n int) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 99))
 			m, _ := clients[w%2].RWMutex("rv-chaos")
-			for time.Now().Before(deadline) {
+			for running(stop) {
 				writer := rng.IntN(3) == 0
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				called := time.Now()
@@ -394,7 +404,11 @@ func rwChaos(t *testing.T, n int) {
 			}
 		})
 	}
+	// the chaos lasts its time, and on a busy host until the clients got
+	// enough grants to exercise the locks (they are few under chaos when
+	// every call is slow): an event, bounded only to catch a livelock
 	time.Sleep(time.Until(deadline))
+	poll.Until(time.Minute, func() bool { return grants.Load() >= 10 })
 	close(stop)
 	wg.Wait()
 	for _, p := range ps {
