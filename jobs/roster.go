@@ -46,6 +46,9 @@ import (
 // entry's format version.
 type rosterEntry struct {
 	V int `json:"v"` // formats.RosterEntry (absent: 1)
+	// StartedMS is Member.Started in unix ms (absent until known, and from
+	// older versions).
+	StartedMS int64 `json:"started_ms,omitempty"`
 	Member
 }
 
@@ -83,6 +86,9 @@ type Member struct {
 	Process string `json:"process,omitempty"`
 	// Seen is its last heartbeat, by the queue Redis's clock.
 	Seen time.Time `json:"-"`
+	// Started is its first heartbeat, by the queue Redis's clock; zero
+	// before its second heartbeat and for older versions.
+	Started time.Time `json:"-"`
 	// Live is true if it was seen within rosterLive of the read.
 	Live bool `json:"-"`
 	// Jobs is its job list; nil if the list could not be read.
@@ -236,7 +242,11 @@ func newRoster(rdb redis.UniversalClient, cfg *config.Config, self Member, log *
 
 // beat publishes this replica and returns the roster as read at once after.
 func (r *roster) beat(ctx context.Context) ([]Member, error) {
-	me, _ := json.Marshal(rosterEntry{V: formats.RosterEntry, Member: r.self})
+	entry := rosterEntry{V: formats.RosterEntry, Member: r.self}
+	if !r.self.Started.IsZero() {
+		entry.StartedMS = r.self.Started.UnixMilli()
+	}
+	me, _ := json.Marshal(entry)
 	r.written.Store(string(me))
 	args := []any{r.self.key, string(me), r.self.Hash, "", rosterForget.Milliseconds()}
 	sent := time.Now() // the wall clock: skew is about the host's clock
@@ -259,6 +269,9 @@ func (r *roster) beat(ctx context.Context) ([]Member, error) {
 		r.mu.Lock()
 		r.last = ms
 		r.mu.Unlock()
+		if i := slices.IndexFunc(ms, func(m Member) bool { return m.key == r.self.key }); i >= 0 && r.self.Started.IsZero() {
+			r.self.Started = ms[i].Seen
+		}
 	}
 	return ms, err
 }
@@ -335,9 +348,13 @@ func (r *roster) members(ctx context.Context, res []any) ([]Member, error) {
 		v, _ := res[i+1].(string)
 		seen, js, ok := strings.Cut(v, " ")
 		ms, err := strconv.ParseInt(seen, 10, 64)
-		var m Member
-		if !ok || err != nil || json.Unmarshal([]byte(js), &m) != nil {
+		var e rosterEntry
+		if !ok || err != nil || json.Unmarshal([]byte(js), &e) != nil {
 			continue // a member this version cannot read: not counted
+		}
+		m := e.Member
+		if e.StartedMS > 0 {
+			m.Started = time.UnixMilli(e.StartedMS)
 		}
 		m.key = id
 		m.ID, _, _ = strings.Cut(id, "#")
@@ -479,33 +496,51 @@ func (r *roster) warnDiffering(members []Member) {
 // DuplicateIDs returns, sorted, the replica ids under which more than one
 // live process publishes itself: each such id is a configuration mistake
 // (two processes given one --id), which makes the roster, lock holder
-// records and metrics mix the two up.
+// records and metrics mix the two up. A process restarted under its id
+// while its dead predecessor's entry still counts as live is none: the two
+// entries never beat at the same time (see overlapped).
 func DuplicateIDs(members []Member) []string {
-	procs := map[string]map[string]bool{}
-	for _, m := range members {
-		if !m.Live || m.Process == "" {
-			continue
-		}
-		if procs[m.ID] == nil {
-			procs[m.ID] = map[string]bool{}
-		}
-		procs[m.ID][m.Process] = true
-	}
 	var out []string
-	for id, p := range procs {
-		if len(p) > 1 {
-			out = append(out, id)
+	for i, a := range members {
+		for _, b := range members[i+1:] {
+			if a.ID == b.ID && duplicates(a, b) && !slices.Contains(out, a.ID) {
+				out = append(out, a.ID)
+			}
 		}
 	}
 	slices.Sort(out)
 	return out
 }
 
+// duplicates reports whether a and b are live entries of one id published
+// by two processes that ran at the same time.
+func duplicates(a, b Member) bool {
+	return a.Live && b.Live && a.Process != "" && b.Process != "" && a.Process != b.Process && overlapped(a, b)
+}
+
+// overlapped reports whether each of a and b beat since the other's first
+// heartbeat (its last one when its first is not known yet): a process that
+// died before the other started never did.
+func overlapped(a, b Member) bool {
+	since := func(m Member) time.Time {
+		if m.Started.IsZero() {
+			return m.Seen
+		}
+		return m.Started
+	}
+	return !a.Seen.Before(since(b)) && !b.Seen.Before(since(a))
+}
+
 // warnDuplicate logs, once per other process, that another live process publishes
 // itself under this replica's id. Both processes see the other and warn.
 func (r *roster) warnDuplicate(members []Member) {
+	i := slices.IndexFunc(members, func(m Member) bool { return m.key == r.self.key })
+	if i < 0 {
+		return
+	}
+	self := members[i]
 	for _, m := range members {
-		if !m.Live || m.ID != r.self.ID || m.Process == "" || m.Process == r.self.Process {
+		if m.ID != r.self.ID || !duplicates(self, m) {
 			continue
 		}
 		r.mu.Lock()

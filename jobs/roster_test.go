@@ -56,6 +56,9 @@ func TestRosterWarnsAboutTwoProcessesWithOneID(t *testing.T) {
 	}
 
 	other := newRoster(e.rdb, cfg, Member{ID: "dup", Role: "worker", Queues: []string{"default"}, Process: "another-process"}, otherLog.logger())
+	// each has beaten since the other's first heartbeat: both run now
+	beat(other)
+	beat(mine)
 	ms := beat(other)
 	if got := DuplicateIDs(ms); !slices.Equal(got, []string{"dup"}) {
 		t.Errorf("DuplicateIDs %v, want [dup]", got)
@@ -73,5 +76,43 @@ func TestRosterWarnsAboutTwoProcessesWithOneID(t *testing.T) {
 	}
 	if n := otherLog.count("another live process runs under this replica id"); n != 1 {
 		t.Errorf("the second process warned %d times, want once:\n%s", n, otherLog.String())
+	}
+}
+
+// Schedule: a process dies without leaving the roster (killed, crashed) and
+// is restarted at once under the same replica id, while its entry still
+// counts as live. The dead entry never beat while the new process ran:
+// that is a restart, not two processes under one id, and neither the new
+// process nor the status warns.
+func TestRosterRestartUnderOneIDIsNoDuplicate(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: x
+    schedule: "@every 1m"
+    handler: {name: x}
+`)
+	ctx := context.Background()
+	deadLog, newLog := &logBuf{}, &logBuf{}
+	dead := newRoster(e.rdb, cfg, Member{ID: "one", Role: "run", Queues: []string{"default"}, Process: "crashed"}, deadLog.logger())
+	for range 2 {
+		if _, err := dead.beat(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restarted := newRoster(e.rdb, cfg, Member{ID: "one", Role: "run", Queues: []string{"default"}, Process: "restarted"}, newLog.logger())
+	for range 3 {
+		ms, err := restarted.beat(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		restarted.warnDuplicate(ms)
+		if live := slices.IndexFunc(ms, func(m Member) bool { return m.Process == "crashed" && m.Live }); live < 0 {
+			t.Fatalf("the dead process's entry is not live any more: %+v", ms)
+		}
+		if got := DuplicateIDs(ms); got != nil {
+			t.Fatalf("DuplicateIDs %v after a restart under one id", got)
+		}
+	}
+	if n := newLog.count("another live process"); n != 0 {
+		t.Fatalf("the restarted process warned of its dead predecessor:\n%s", newLog.String())
 	}
 }
