@@ -69,6 +69,12 @@ the command line that ps shows. --config reads the redis, locking and
 namespace sections of a baton config as every command does (${VAR}
 expanded, validated); the jobs are not read.
 
+Brand-new masters grant no lock for their restart quarantine (default 1m,
+--restart-quarantine): Redis cannot tell a new server from one restarted
+empty, so baton lock exits 69 meanwhile, saying until when. Mark a brand-new
+set once, before first use, with baton init --redis URL (the same URLs and
+--prefix; for --config: baton init --config FILE) and it grants at once.
+
 Exit status: CMD's status (128+N if killed by signal N); 2 usage error;
 69 Redis unavailable; 75 lock busy; 76 lock lost while CMD ran (CMD stopped);
 126 CMD not executable; 127 CMD not found.
@@ -142,7 +148,7 @@ func defineLock(fs *pflag.FlagSet) *lockFlags {
 	fs.StringVar(&cfg.prefix, "prefix", defaultPrefix, "prefix of the lock's Redis keys")
 	fs.DurationVar(&cfg.quarantine, "restart-quarantine", time.Minute, "how long a lock master that restarted grants nothing, from its start (at least --ttl)")
 	fs.StringArrayVar(&lf.inherit, "inherit-env", nil, "pass baton's environment variable `NAME` on to CMD (a name, a prefix ending in *, or * for all; repeatable); CMD always gets "+strings.Join(childenv.Default, ", "))
-	fs.BoolVar(&cfg.fresh, "fresh-deployment", false, "masters with no trace of an earlier life (no marker key) vote at once instead of waiting out the quarantine")
+	fs.BoolVar(&cfg.fresh, "fresh-deployment", false, "deprecated (use baton init --redis URL once): masters with no marker vote at once at every start, so masters that all restart empty lose restart safety")
 	return lf
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -15,5 +16,20 @@ func TestLockKeyStartingWithDashAfterDoubleDash(t *testing.T) {
 	}
 	if cfg.key != "-nightly" || cfg.ttl.String() != "7s" || !slices.Equal(cfg.argv, []string{"echo", "--ttl", "1s"}) {
 		t.Fatalf("key %q ttl %v argv %q", cfg.key, cfg.ttl, cfg.argv)
+	}
+}
+
+// baton help lock says that brand-new masters make baton lock exit 69 for
+// their quarantine and how to skip it (baton init --redis URL), and calls
+// --fresh-deployment deprecated, naming the step that replaces it.
+func TestLockHelpSaysHowBrandNewMastersSkipTheQuarantine(t *testing.T) {
+	code, out, errs := runIn("help", "lock")
+	if code != 0 {
+		t.Fatalf("baton help lock: exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"exits 69 meanwhile", "baton init --redis URL (the same URLs", "deprecated (use baton init --redis URL once)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("baton help lock does not say %q:\n%s", want, out)
+		}
 	}
 }
