@@ -50,3 +50,43 @@ jobs:
 		t.Fatalf("second Init: %v, want ErrMarked naming master 0", err)
 	}
 }
+
+// Schedule: a deployment runs; its lock master restarts empty, and before
+// any replica calls it (and so repairs it into its quarantine), an
+// operator (or a start script) runs baton init. The master carries no
+// marker, but replicas live in the roster: this is no brand-new set, and
+// Init refuses, naming them, and marks nothing.
+func TestInitRefusesWhileReplicasRun(t *testing.T) {
+	queue, master := redistest.New(t), redistest.New(t)
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking: {masters: ["redis://%s/0"]}
+namespace: live
+jobs:
+  - name: beat
+    schedule: "@hourly"
+    exec: {command: ["true"]}
+`, queue.Addr(), master.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := baton.New(cfg, baton.WithRole(baton.RoleWorker), baton.WithReplicaID("w1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := master.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	err = baton.Init(ctx, cfg)
+	if !errors.Is(err, locking.ErrMarked) || !strings.Contains(err.Error(), "w1") {
+		t.Fatalf("Init with a live replica: %v, want ErrMarked naming replica w1", err)
+	}
+	if n, err := master.TestClient(t).DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Fatalf("the master holds %d keys after a refused Init (%v), want none", n, err)
+	}
+}

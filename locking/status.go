@@ -85,9 +85,10 @@ func (c *Client) Masters(ctx context.Context) []MasterStatus {
 // is the operator saying which). Every master must answer and none may
 // carry a marker: otherwise it fails with ErrMarked, naming each master
 // that carries one (in use, marked before, or reloaded from a snapshot) or
-// did not answer, and marks nothing; so running it again is harmless.
-// Masters that restart empty later wait out the quarantine as always.
-// `baton init` calls it.
+// did not answer, and marks nothing. Masters that restart empty later wait
+// out the quarantine as always. Call it by hand for a new set, never at
+// every start: a set whose masters all restarted empty at once carries no
+// marker either. `baton init` calls it.
 func (c *Client) InitFresh(ctx context.Context) error {
 	err := c.g.MarkFresh(ctx)
 	if errors.Is(err, quorum.ErrMarked) {

@@ -31,9 +31,13 @@ With --redis, it marks the masters of baton lock --redis under --prefix
 (default baton:lock:, as baton lock's).
 
 It refuses, naming each one, when any master already carries a marker (in
-use, marked before, or reloaded from a snapshot) or does not answer, and
-marks nothing then: running it again is harmless. A master that restarts
-empty later waits out its quarantine as always.
+use, marked before, or reloaded from a snapshot) or does not answer, and,
+with --config, when a replica of the namespace runs (the roster on the
+queue Redis: a master without a marker under a running deployment
+restarted empty); it marks nothing then. A master that restarts empty
+later waits out its quarantine as always. Run it by hand for a new set,
+never in every start: a set whose masters all restarted empty at once
+carries no marker either, and marking it fresh gives up restart safety.
 
 Exit status: 0 marked; 1 refused, or masters unreachable; 2 usage error.
 

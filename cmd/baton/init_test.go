@@ -34,7 +34,7 @@ func TestInitLetsBatonLockRunAtOnceAndRefusesTwice(t *testing.T) {
 // master already in use is named in the refusal, and nothing is marked.
 func TestInitWithConfigRefusesMasterInUse(t *testing.T) {
 	servers := redistest.NewN(t, 3)
-	yml := fmt.Sprintf(`redis: {url: "redis://127.0.0.1:1/0"}
+	yml := fmt.Sprintf(`redis: {url: %q}
 namespace: shop
 locking:
   masters: [%q, %q, %q]
@@ -42,7 +42,7 @@ jobs:
   - name: a
     schedule: "@hourly"
     exec: {command: ["true"]}
-`, redisURL(servers[0]), redisURL(servers[1]), redisURL(servers[2]))
+`, redisURL(servers[0]), redisURL(servers[0]), redisURL(servers[1]), redisURL(servers[2]))
 	path := writeConfig(t, yml)
 	// master 1 is in use: a lock under the config's namespace marked it
 	c := servers[1].TestClient(t)
