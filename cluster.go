@@ -222,6 +222,12 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 	bounded(func(ctx context.Context) { holders, sErr = jobs.NewSingletons(c.cfg, c.locks, nil).Holders(ctx) })
 	bounded(func(ctx context.Context) { st.Masters = c.locks.Masters(ctx) })
 	wg.Wait()
+	if errors.Is(sErr, locking.ErrQuarantine) {
+		// the normal first minute of brand-new masters (and a restart's):
+		// the masters' lines say why and until when; no failed status
+		st.Warnings = append(st.Warnings, "singleton leaders are not known until the lock masters' restart quarantine ends")
+		sErr = nil
+	}
 	var errs []error
 	for _, err := range []error{pErr, hErr, sErr} {
 		if err != nil {

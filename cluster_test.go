@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,6 +30,9 @@ jobs:
   - name: beat
     schedule: "@every 1s"
     exec: {command: ["true"]}
+  - name: pump
+    mode: singleton
+    exec: {command: ["sleep", "60"]}
 `, srv.Addr())))
 	if err != nil {
 		t.Fatal(err)
@@ -43,9 +47,16 @@ jobs:
 	defer cancel()
 	var st *baton.Status
 	poll.Require(t, 20*time.Second, "the master in quarantine", func() bool {
-		st, _ = c.Status(ctx)
+		st, err = c.Status(ctx)
 		return st != nil && len(st.Masters) == 1 && st.Masters[0].State == locking.MasterQuarantine
 	})
+	// the quarantine is no failed status: the singleton's unknown leader is a warning
+	if err != nil {
+		t.Errorf("Status in the quarantine: %v, want no error (the masters say why)", err)
+	}
+	if !slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, "singleton leaders are not known until") }) {
+		t.Errorf("warnings %q: want one that singleton leaders are not known until the quarantine ends", st.Warnings)
+	}
 	m := st.Masters[0]
 	if m.Why != locking.WhyNoMarker || m.Until.Sub(st.Time) < 30*time.Second || m.Until.Sub(st.Time) > time.Minute+time.Second {
 		t.Errorf("master %+v: want why %q, until about a minute after %v", m, locking.WhyNoMarker, st.Time)
