@@ -22,18 +22,40 @@ func (c *steppedClock) NewTimer(d time.Duration) scheduler.Timer {
 	return scheduler.RealClock().NewTimer(d)
 }
 
-// whenDispatched records the real time of every dispatch.
-type whenDispatched struct {
-	next scheduler.Dispatcher
-	mu   sync.Mutex
-	at   map[string][]time.Time
+// taskQueue stands for the queue ticks are dispatched into, as baton's
+// dispatcher uses asynq: the task of tick J@T has the ID J@T, and enqueuing
+// it again while the queue keeps it (its Retention: the starting deadline,
+// the tick lease ttl, twice the skew bound and a margin) is refused as a
+// task ID conflict, which the dispatcher returns as ErrAlreadyDispatched.
+// That is how an owner slower than its lease, whose tick another replica
+// took over and dispatched too, still makes one task and one run. A tick
+// dispatched again after its task is forgotten makes a second task. The
+// task is kept here from its enqueue on (asynq counts the retention from the
+// task's completion, later): the shortest the queue may keep it.
+type taskQueue struct {
+	retention time.Duration // of every task
+	mu        sync.Mutex
+	tasks     map[string][]task // by tick ID, in enqueue order
+	refused   []task            // dispatches refused as task ID conflicts
 }
 
-func (w *whenDispatched) Dispatch(ctx context.Context, t scheduler.Tick) error {
-	w.mu.Lock()
-	w.at[t.ID()] = append(w.at[t.ID()], time.Now())
-	w.mu.Unlock()
-	return w.next.Dispatch(ctx, t)
+// task is one enqueue of a tick, or one refused.
+type task struct {
+	tick scheduler.Tick
+	at   time.Time // real time of the dispatch
+}
+
+func (q *taskQueue) Dispatch(_ context.Context, t scheduler.Tick) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := time.Now()
+	id := t.ID()
+	if ts := q.tasks[id]; len(ts) > 0 && now.Sub(ts[len(ts)-1].at) < q.retention {
+		q.refused = append(q.refused, task{t, now})
+		return fmt.Errorf("enqueue %s: task ID conflict: %w", id, scheduler.ErrAlreadyDispatched)
+	}
+	q.tasks[id] = append(q.tasks[id], task{t, now})
+	return nil
 }
 
 // Schedule: two replicas, one healthy; the other's clock steps forward (10 s,
@@ -42,8 +64,14 @@ func (w *whenDispatched) Dispatch(ctx context.Context, t scheduler.Tick) error {
 // a tick later than Redis TIME + the skew bound: otherwise the stepped
 // replica dispatches them early and, when their records expire before they
 // are due (a record margin of 0 and a short starting deadline), the healthy
-// replica dispatches them again. No tick may be dispatched before it is due
-// (less the skew bound, which the claim allows by design) or twice.
+// replica dispatches them again, after the queue forgot their tasks. No tick
+// may be dispatched before it is due (less the skew bound, which the claim
+// allows by design), nor make two tasks.
+//
+// What the test does not count as a second dispatch: an owner slower than
+// its tick lease (a loaded machine; the stepped replica's own claims of its
+// future, thousands after a 1 h step, hold up its commit past the lease) is
+// taken over by the other replica, whose dispatch finds the task there.
 func TestNeverEarlyAfterAClockStep(t *testing.T) {
 	for _, tc := range []struct {
 		step     time.Duration
@@ -58,17 +86,15 @@ func TestNeverEarlyAfterAClockStep(t *testing.T) {
 		name := fmt.Sprintf("step %v, margin 0 %v", tc.step, tc.margin)
 		t.Run(name, func(t *testing.T) {
 			s := redistest.New(t)
-			rec := newRecorder()
-			w := &whenDispatched{next: rec, at: map[string][]time.Time{}}
-			jobs := []scheduler.Job{{Name: "e", Schedule: every(t, "@every 1s"), StartingDeadline: tc.deadline}}
-			// a tick lease long enough for a dispatch and its commit on a
-			// loaded machine: an owner slower than its lease is taken over
-			// by design (the queue's task ID dedupes that), which is not
-			// what this test is about
-			opts := []scheduler.Option{scheduler.WithTickLeaseTTL(time.Second), scheduler.WithFollowerDelay(0)}
+			const leaseTTL, maxSkew = time.Second, 500 * time.Millisecond
+			margin := time.Minute // the scheduler's record margin, and the queue's retention margin
+			opts := []scheduler.Option{scheduler.WithTickLeaseTTL(leaseTTL), scheduler.WithMaxClockSkew(maxSkew), scheduler.WithFollowerDelay(0)}
 			if tc.margin {
+				margin = 0
 				opts = append(opts, scheduler.WithRecordMargin(0))
 			}
+			q := &taskQueue{retention: tc.deadline + leaseTTL + 2*maxSkew + margin, tasks: map[string][]task{}}
+			jobs := []scheduler.Job{{Name: "e", Schedule: every(t, "@every 1s"), StartingDeadline: tc.deadline}}
 			mk := func() *locking.Client {
 				l, err := locking.NewQuorum(universal(clients(t, []*redistest.Server{s})), locking.WithFreshDeployment())
 				if err != nil {
@@ -77,28 +103,33 @@ func TestNeverEarlyAfterAClockStep(t *testing.T) {
 				return l
 			}
 			var clock steppedClock
-			startWith(t, mk(), jobs, w, append(opts, scheduler.WithReplica("stepped"), scheduler.WithClock(&clock))...)
-			startWith(t, mk(), jobs, w, append(opts, scheduler.WithReplica("healthy"))...)
+			stepped := startWith(t, mk(), jobs, q, append(opts, scheduler.WithReplica("stepped"), scheduler.WithClock(&clock))...)
+			healthy := startWith(t, mk(), jobs, q, append(opts, scheduler.WithReplica("healthy"))...)
 			time.Sleep(time.Second) // real time: Redis TIME decides what is due
 			clock.off.Store(int64(tc.step))
-			stepped := time.Now()
+			steppedAt := time.Now()
 			time.Sleep(7 * time.Second) // past the stepped replica's next skew check
-			w.mu.Lock()
-			defer w.mu.Unlock()
+			stepped.stop()
+			healthy.stop()
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			for _, r := range q.refused {
+				t.Logf("tick %s dispatched again by %s (fence %d), %v after its task was enqueued: refused by the queue",
+					r.tick.ID(), r.tick.Replica, r.tick.Fence, r.at.Sub(q.tasks[r.tick.ID()][0].at).Round(time.Millisecond))
+			}
 			n := 0
-			for id, ats := range w.at {
-				if len(ats) > 1 {
+			for id, ts := range q.tasks {
+				if len(ts) > 1 {
 					var who []string
-					for _, tk := range rec.snapshot()[id] {
-						who = append(who, fmt.Sprintf("%s fence %d", tk.Replica, tk.Fence))
+					for _, tk := range ts {
+						who = append(who, fmt.Sprintf("by %s fence %d at %v", tk.tick.Replica, tk.tick.Fence, tk.at))
 					}
-					t.Fatalf("tick %s dispatched %d times (%v) at %v (step at %v)", id, len(ats), who, ats, stepped)
+					t.Fatalf("tick %s enqueued as %d tasks (%v), the step at %v", id, len(ts), who, steppedAt)
 				}
-				due := rec.snapshot()[id][0].At
-				if early := due.Sub(ats[0]); early > 500*time.Millisecond+50*time.Millisecond {
+				if early := ts[0].tick.At.Sub(ts[0].at); early > maxSkew+50*time.Millisecond {
 					t.Fatalf("tick %s dispatched %v before it was due", id, early.Round(time.Millisecond))
 				}
-				if ats[0].After(stepped) {
+				if ts[0].at.After(steppedAt) {
 					n++
 				}
 			}
