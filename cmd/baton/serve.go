@@ -210,7 +210,7 @@ func serve(replicas []unit, addr string, optional bool, log *slog.Logger, zl zer
 		var err error
 		h, err = newHTTPServer(addr, replicasOf(replicas), log)
 		if err != nil && optional {
-			log.Warn("no HTTP endpoints", "err", err)
+			log.Warn(noHTTPMessage(addr, err), "err", err)
 		} else if err != nil {
 			log.Error("cannot serve HTTP", "err", err)
 			for _, rp := range replicas {
@@ -284,4 +284,14 @@ func serve(replicas []unit, addr string, optional bool, log *slog.Logger, zl zer
 		log.Info("baton stopped")
 	}
 	return code
+}
+
+// noHTTPMessage is the warning of baton dev when its HTTP listener cannot
+// start: for an address in use, it names the likely cause (another baton
+// dev on this host) and the way out.
+func noHTTPMessage(addr string, err error) string {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return "no HTTP endpoints (dashboard, API, /metrics): " + addr + " is in use, perhaps by another baton dev; the replicas run without them (--http 127.0.0.1:0 picks a free port)"
+	}
+	return "no HTTP endpoints (dashboard, API, /metrics)"
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -563,5 +564,25 @@ func TestUsageExitSaysTheCommandOnce(t *testing.T) {
 	}
 	if got, want := buf.String(), "baton backfill: bad backfill window: the window ends in the future\n"; got != want {
 		t.Errorf("printed %q, want %q", got, want)
+	}
+}
+
+// baton dev on a host where another process (another baton dev) holds the
+// HTTP address says so and how to pick a free port, not only the bind error.
+func TestDevHTTPAddressInUseSaysWhyAndTheWayOut(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = newHTTPServer(ln.Addr().String(), nil, slog.New(slog.DiscardHandler))
+	if err == nil {
+		t.Fatal("a second listener on one address started")
+	}
+	msg := noHTTPMessage(ln.Addr().String(), err)
+	for _, want := range []string{ln.Addr().String() + " is in use", "another baton dev", "--http 127.0.0.1:0"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("warning %q does not say %q", msg, want)
+		}
 	}
 }
