@@ -341,17 +341,27 @@ jobs:
     exec: {command: ["sleep", "30"]}
 `, srv.Addr()))
 	p := start(t, nil, "worker", "--config", cfg, "--http", "")
+	// two triggers within one second of Redis's clock: one baton trigger
+	// naming the job twice sends them one round trip apart. Its lines say
+	// "slow triggered: run ID, tick T, by X", the tick to the millisecond
 	var first, second string
-	for first == "" || second == "" {
-		// two triggers within one second of Redis's clock
-		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 50*time.Millisecond))) // real time: the start of a second
-		_, out1, _ := runIn("trigger", "--config", cfg, "slow")
-		_, out2, _ := runIn("trigger", "--config", cfg, "slow")
-		f1, f2 := strings.Fields(out1), strings.Fields(out2)
-		if len(f1) > 5 && len(f2) > 5 && f1[5] == f2[5] {
-			first, second = strings.TrimSuffix(f1[3], ","), strings.TrimSuffix(f2[3], ",")
+	poll.Require(t, 20*time.Second, "two triggers within one second", func() bool {
+		code, out, errs := runIn("trigger", "--config", cfg, "slow", "slow")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 0 || len(lines) != 2 {
+			t.Logf("baton trigger slow slow: exit %d\n%s%s", code, out, errs)
+			return false
 		}
-	}
+		f1, f2 := strings.Fields(lines[0]), strings.Fields(lines[1])
+		if len(f1) < 6 || len(f2) < 6 || len(f1[5]) < 19 || len(f2[5]) < 19 {
+			t.Fatalf("unexpected trigger output %q", out)
+		}
+		if f1[5][:19] != f2[5][:19] { // another second: try again
+			return false
+		}
+		first, second = strings.TrimSuffix(f1[3], ","), strings.TrimSuffix(f2[3], ",")
+		return true
+	})
 	var recs []jobs.RunRecord
 	if !poll.Until(20*time.Second, func() bool {
 		code, stdout, _ := runIn("history", "--config", cfg, "--json", "slow")
