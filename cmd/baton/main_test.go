@@ -618,6 +618,9 @@ jobs:
 	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// baton init --config would look for running replicas on redis.url,
+	// which is down here: the lock master is marked as baton lock's
+	initMasters(t, nil, []string{"--redis", redisURL(srv), "--prefix", "cfgtest:lock:"})
 	out := filepath.Join(dir, "out")
 	code, stderr := runBaton(t, 20*time.Second, []string{"OUT=" + out},
 		"lock", "--config", cfg, "job:cfg", "--", "sh", "-c", `echo "$BATON_FENCING_TOKEN" > "$OUT"`)
