@@ -194,17 +194,7 @@ func TestQueuesBehindToken(t *testing.T) {
 // restart quarantine, why and until when, named by its index (the status is
 // read without a token: no address).
 func TestAPIStatusShowsMasterInQuarantine(t *testing.T) {
-	srv := redistest.New(t)
-	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
-namespace: apiq
-jobs:
-  - name: beat
-    schedule: "@every 1s"
-    exec: {command: ["true"]}
-`, srv.Addr())))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cfg := beatOnBrandNewRedis(t, "apiq", "@every 1s")
 	web := serving(t, running(t, cfg))
 	var st struct {
 		Masters []struct {

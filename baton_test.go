@@ -254,17 +254,7 @@ func (l *logBuffer) String() string {
 // why and until when, and the scheduler says its ticks wait for a
 // quarantine, not that anything fails.
 func TestBrandNewMasterQuarantineLoggedThroughProgramsLogger(t *testing.T) {
-	srv := redistest.New(t)
-	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
-namespace: newbie
-jobs:
-  - name: beat
-    schedule: "@every 1s"
-    exec: {command: ["true"]}
-`, srv.Addr())))
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, cfg := beatOnBrandNewRedis(t, "newbie", "@every 1s")
 	var logs logBuffer
 	running(t, cfg, baton.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	poll.Require(t, 30*time.Second, "the quarantine and the held ticks logged", func() bool {
@@ -340,17 +330,7 @@ jobs:
 // warning, naming the master, is written to stderr once, and nothing else
 // (the program chose no logging).
 func TestBrandNewMasterQuarantineOnStderrWithoutLogger(t *testing.T) {
-	srv := redistest.New(t)
-	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
-namespace: nolog
-jobs:
-  - name: beat
-    schedule: "@every 1s"
-    exec: {command: ["true"]}
-`, srv.Addr())))
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, cfg := beatOnBrandNewRedis(t, "nolog", "@every 1s")
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

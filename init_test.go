@@ -17,17 +17,7 @@ import (
 // baton.Init on a brand-new Redis: the masters vote at once (status shows
 // none in quarantine), and a second Init refuses, naming the master.
 func TestInitMarksBrandNewMastersOnceAndRefusesAfter(t *testing.T) {
-	srv := redistest.New(t)
-	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
-namespace: first
-jobs:
-  - name: beat
-    schedule: "@hourly"
-    exec: {command: ["true"]}
-`, srv.Addr())))
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, cfg := beatOnBrandNewRedis(t, "first", "@hourly")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := baton.Init(ctx, cfg); err != nil {
