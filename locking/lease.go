@@ -265,9 +265,10 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 // found no longer held by this lease on enough masters that a quorum cannot
 // have held it (it expired, was evicted, or a master restarted), Release
 // returns an error wrapping ErrNotHeld and ErrLost: the caller learns it may
-// not have held the lock to the end. A release that go-redis sent twice (its
-// answer was lost and the command retried on a new connection to the same
-// server process) counts as this lease's own. Other failures wrap
+// not have held the lock to the end. A release that go-redis may have sent twice
+// (a connection to the master failed during the call: its answer may have
+// been lost and the command retried) counts as this lease's own; one that
+// merely ran while the pool dialed another connection does not. Other failures wrap
 // ErrUnavailable (the key expires at its ttl where it was not released).
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
@@ -290,10 +291,11 @@ func (l *Lease) Release(ctx context.Context) error {
 		switch {
 		case r.Err != nil:
 			errs = append(errs, masterErr(r))
-		case r.Val.(int64) == 1 || r.Redialed:
-			// a 0 after a re-dial is our own earlier release answering
-			// twice: the same server process (Trust checked it) cannot
-			// have dropped the key before its expiry, which our deadline
+		case r.Val.(int64) == 1 || r.Resent:
+			// a 0 from a call go-redis may have sent twice (a connection
+			// failed under it) is our own earlier release answering again:
+			// the same server process (Trust checked it) cannot have
+			// dropped the key before its expiry, which our deadline
 			// precedes
 			released++
 		default:

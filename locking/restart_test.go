@@ -260,6 +260,34 @@ func TestReleaseAfterKeyVanishedOnMajority(t *testing.T) {
 	}
 }
 
+// Schedule: every call runs over a newly dialed connection (the pool's
+// connections expire at once, as a pool that grows under load dials), the
+// key is deleted on two of three masters, and Release runs. No connection
+// failed, so no command was sent twice: a 0 is the truth, and Release says
+// the lock was lost rather than released.
+func TestReleaseOverNewConnectionsStillSeesVanishedKey(t *testing.T) {
+	servers := redistest.NewN(t, 3)
+	var rdbs []*redis.Client
+	for _, s := range servers {
+		rdbs = append(rdbs, s.TestClient(t, func(o *redis.Options) { o.ConnMaxLifetime = time.Nanosecond }))
+	}
+	c := newClient(t, rdbs)
+	ctx := testCtx(t)
+	l, err := c.TryLock(ctx, "grown", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range servers[:2] {
+		if err := s.TestClient(t).Del(ctx, "baton:lock:{grown}").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = l.Release(ctx)
+	if !errors.Is(err, locking.ErrNotHeld) || !errors.Is(err, locking.ErrLost) {
+		t.Fatalf("Release = %v, want ErrNotHeld and ErrLost", err)
+	}
+}
+
 // Schedule: the release reaches Redis and runs, its reply is lost, the
 // connection breaks, and go-redis sends it again on a new connection, which
 // finds the key gone. That is this lease's own release, not an expiry.

@@ -54,13 +54,13 @@ const (
 )
 
 type call struct {
-	s     *Script
-	line  []any // the EVALSHA command line
-	cmd   *redis.Cmd
-	again bool      // the master was re-dialed during the call (see Master.Trust)
-	done  chan bool // a waiting caller's: true lead the next batch; false cmd holds the answer
-	batch []*call   // set with done <- true: the calls to send, in queue order
-	fan   *fan      // a submitted call's: where its answer goes
+	s      *Script
+	line   []any // the EVALSHA command line
+	cmd    *redis.Cmd
+	resent bool      // a connection of the master failed during the call (see Master.Trust)
+	done   chan bool // a waiting caller's: true lead the next batch; false cmd holds the answer
+	batch  []*call   // set with done <- true: the calls to send, in queue order
+	fan    *fan      // a submitted call's: where its answer goes
 }
 
 // fan collects the answers of one script call submitted to every master.
@@ -99,9 +99,9 @@ func (b *batcher) do(ctx context.Context, s *Script, line []any) (*redis.Cmd, bo
 	if b.busy < maxInFlight {
 		b.busy++
 		b.mu.Unlock()
-		cmd, again := b.send(ctx, s, line)
+		cmd, resent := b.send(ctx, s, line)
 		b.handOff(b.next(nil))
-		return cmd, again
+		return cmd, resent
 	}
 	c := b.newCall(s, line)
 	b.queue = append(b.queue, c)
@@ -120,9 +120,9 @@ func (b *batcher) do(ctx context.Context, s *Script, line []any) (*redis.Cmd, bo
 			b.handOff(b.next(batch))
 		}
 	}
-	cmd, again := c.cmd, c.again
+	cmd, resent := c.cmd, c.resent
 	b.freeCall(c)
-	return cmd, again
+	return cmd, resent
 }
 
 // submit sends the command line of s, batched with concurrent calls, and
@@ -136,7 +136,7 @@ func (b *batcher) submit(ctx context.Context, s *Script, line []any, f *fan) {
 		b.busy++
 		b.mu.Unlock()
 		if !b.bg.Spawn(func() {
-			c.cmd, c.again = b.send(ctx, s, line)
+			c.cmd, c.resent = b.send(ctx, s, line)
 			b.deliver(c)
 			b.work(b.next(nil))
 		}) {
@@ -205,9 +205,9 @@ func (b *batcher) work(batch []*call) {
 func (b *batcher) deliver(c *call) {
 	f := c.fan
 	v, err := f.parse(c.cmd)
-	again := c.again
+	resent := c.resent
 	b.freeCall(c)
-	f.ch <- Reply{M: b.m, Val: v, Err: err, Redialed: again}
+	f.ch <- Reply{M: b.m, Val: v, Err: err, Resent: resent}
 	f.release()
 }
 
@@ -221,11 +221,11 @@ func (b *batcher) send(ctx context.Context, s *Script, line []any) (*redis.Cmd, 
 		return failed(ctx, err), false
 	}
 	cmd := b.process(ctx, s, line)
-	ok, again := b.m.Trust(ctx, a)
+	ok, resent := b.m.Trust(ctx, a)
 	if !ok {
-		return failed(ctx, ErrReconnected), again
+		return failed(ctx, ErrReconnected), resent
 	}
-	return cmd, again
+	return cmd, resent
 }
 
 func (b *batcher) process(ctx context.Context, s *Script, line []any) *redis.Cmd {
@@ -268,7 +268,7 @@ func (b *batcher) exec(batch []*call, leader *call) {
 	ctx := b.life
 	if len(batch) == 1 {
 		c := batch[0]
-		c.cmd, c.again = b.send(ctx, c.s, c.line)
+		c.cmd, c.resent = b.send(ctx, c.s, c.line)
 	} else if a, err := b.m.Admit(ctx); err != nil {
 		for _, c := range batch {
 			c.cmd = failed(ctx, err)
@@ -285,9 +285,9 @@ func (b *batcher) exec(batch []*call, leader *call) {
 				c.cmd = b.process(ctx, c.s, c.line)
 			}
 		}
-		ok, again := b.m.Trust(ctx, a)
+		ok, resent := b.m.Trust(ctx, a)
 		for _, c := range batch {
-			c.again = again
+			c.resent = resent
 			if !ok {
 				c.cmd = failed(ctx, ErrReconnected)
 			}

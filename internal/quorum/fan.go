@@ -25,10 +25,10 @@ type Reply struct {
 	M   *Master
 	Val any
 	Err error
-	// Redialed: a connection to the master was dialed during the call, so
-	// go-redis may have sent it twice (a retry after a lost reply); the
-	// master was confirmed to be the same process.
-	Redialed bool
+	// Resent: a read or write failed on one of the master's connections
+	// during the call, so go-redis may have sent it twice (a retry after a
+	// lost reply); a call that went to another process is never trusted.
+	Resent bool
 }
 
 // Fan runs one command line of s (see Script.Line) on every master, each
@@ -42,9 +42,9 @@ type Reply struct {
 func (g *Group) Fan(ctx context.Context, timeout time.Duration, s *Script, line []any, parse func(*redis.Cmd) (any, error), good func(Reply) bool) []Reply {
 	if len(g.masters) == 1 {
 		m := g.masters[0]
-		cmd, again := m.batch.do(ctx, s, line)
+		cmd, resent := m.batch.do(ctx, s, line)
 		v, err := parse(cmd)
-		return []Reply{{M: m, Val: v, Err: err, Redialed: again}}
+		return []Reply{{M: m, Val: v, Err: err, Resent: resent}}
 	}
 	deadline := time.Now().Add(timeout) // ours: ctx's may come earlier
 	cctx, cancel := context.WithDeadlineCause(ctx, deadline, errNoAnswer)
@@ -199,12 +199,12 @@ func (m *Master) pipeline(ctx context.Context, s *Script, lines [][]any) []Reply
 			_, _ = pipe.Exec(ctx)
 		}
 	}
-	ok, redialed := m.Trust(ctx, a)
+	ok, resent := m.Trust(ctx, a)
 	if !ok {
 		return fail(ErrReconnected)
 	}
 	for i, c := range cmds {
-		res[i] = Reply{M: m, Val: c.Val(), Err: c.Err(), Redialed: redialed}
+		res[i] = Reply{M: m, Val: c.Val(), Err: c.Err(), Resent: resent}
 	}
 	return res
 }

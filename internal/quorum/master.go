@@ -88,6 +88,7 @@ type Master struct {
 	tracked bool // restarts detected (standalone server)
 
 	dials  atomic.Uint64             // connections dialed so far (the dial hook)
+	broken atomic.Uint64             // reads and writes that failed on its connections
 	voting atomic.Pointer[Admission] // as of the last check that let it vote; nil: check first
 	known  atomic.Pointer[Status]    // as the last check found it (Known); nil: not checked yet
 
@@ -111,24 +112,59 @@ const (
 	stRestarted
 )
 
+// dialCounter counts the connections dialed to a master and, through
+// brokenConn, the reads and writes that failed on them.
 type dialCounter struct{ m *Master }
 
 func (h dialCounter) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		h.m.dials.Add(1)
-		return next(ctx, network, addr)
+		c, err := next(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return brokenConn{Conn: c, m: h.m}, nil
 	}
 }
+
+// brokenConn counts failed reads and writes: go-redis sends a command again
+// only after its connection failed (a lost reply), so a call during which
+// none failed was sent once, however many connections the pool dialed.
+type brokenConn struct {
+	net.Conn
+	m *Master
+}
+
+func (c brokenConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil {
+		c.m.broken.Add(1)
+	}
+	return n, err
+}
+
+func (c brokenConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if err != nil {
+		c.m.broken.Add(1)
+	}
+	return n, err
+}
+
+// NetConn lets go-redis reach the socket for its idle-connection checks.
+func (c brokenConn) NetConn() net.Conn                                   { return c.Conn }
 func (dialCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
 
 // Admission is what a call was admitted under: the dial count of the check
-// that let the master vote, and the server process that check saw.
+// that let the master vote, the server process that check saw, and the
+// failed reads and writes before the call.
 type Admission struct {
-	dials uint64
-	runID string
+	dials  uint64
+	runID  string
+	broken uint64
 }
 
 // Admit returns what a call may be sent under (pass it to Trust with the
@@ -138,10 +174,15 @@ func (m *Master) Admit(ctx context.Context) (Admission, error) {
 	if !m.tracked {
 		return Admission{}, nil
 	}
+	broken := m.broken.Load()
 	if a := m.voting.Load(); a != nil && a.dials == m.dials.Load() {
-		return *a, nil
+		b := *a
+		b.broken = broken
+		return b, nil
 	}
-	return m.admitSlow(ctx)
+	a, err := m.admitSlow(ctx)
+	a.broken = broken
+	return a, err
 }
 
 func (m *Master) admitSlow(ctx context.Context) (Admission, error) {
@@ -200,11 +241,14 @@ func (m *Master) admitLocked(ctx context.Context) (Admission, error, <-chan stru
 // confirms that process still runs and still votes (a run_id is never
 // reused, so a call that reached another process, e.g. re-sent by go-redis
 // on a new connection after a restart, is never trusted, whatever that
-// process's state is now). redialed is true when a connection was dialed
-// during the call: go-redis may have sent it twice (after a lost reply).
-func (m *Master) Trust(ctx context.Context, a Admission) (ok, redialed bool) {
+// process's state is now). resent is true when a read or write failed on
+// one of the master's connections during the call: go-redis may have sent it
+// twice (a retry after a lost reply). A connection dialed only because the
+// pool grew does not count.
+func (m *Master) Trust(ctx context.Context, a Admission) (ok, resent bool) {
+	resent = m.broken.Load() != a.broken
 	if !m.tracked || m.dials.Load() == a.dials {
-		return true, false
+		return true, resent
 	}
 	m.voting.Store(nil)
 	m.mu.Lock()
@@ -216,9 +260,9 @@ func (m *Master) Trust(ctx context.Context, a Admission) (ok, redialed bool) {
 		err = m.checkLocked(context.WithoutCancel(ctx))
 	}
 	if err != nil || m.state == stRestarted || m.runID != a.runID {
-		return false, true
+		return false, resent
 	}
-	return true, true
+	return true, resent
 }
 
 // Invalidate makes the next call check the master again (a script answered
