@@ -94,3 +94,31 @@ jobs:
 		t.Errorf("config.Load error %q: want the secret masked", err)
 	}
 }
+
+// A ${VAR} value in an http job's URL path reaches the run's error
+// percent-encoded (the error names scheme://host/path); that spelling is
+// masked too.
+func TestSecretInAnHTTPURLPathIsMaskedEscaped(t *testing.T) {
+	const secret = "hook key+7f3a9c/é"
+	t.Setenv("BATON_TEST_HOOK", secret)
+	srv := exServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusTeapot)
+	})
+	cfg, err := config.Load([]byte(`redis:
+  url: redis://127.0.0.1:6379/0
+jobs:
+  - name: hook
+    schedule: "@hourly"
+    http: {url: "` + srv.URL + `/hooks/${BATON_TEST_HOOK}/run"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = exExecutor(jobs.WithHTTPClient(srv.Client())).Execute(exCtx(t), &cfg.Jobs[0], exRun("hook"), nil)
+	if !errors.Is(err, jobs.ErrUnexpectedStatus) {
+		t.Fatalf("hook: %v, want ErrUnexpectedStatus", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "7f3a9c") || !strings.Contains(msg, srv.URL+"/hooks/xxxxx/run") {
+		t.Errorf("http error %q: want the path's secret masked in its escaped form", msg)
+	}
+}

@@ -77,6 +77,9 @@ func (b *Builder) Secrets() *Secrets {
 	slices.SortFunc(s.values, longestFirst)
 	seen := map[string]bool{}
 	for _, v := range s.values {
+		if len(v) < MinSubstring {
+			continue // masked only as a whole value
+		}
 		for _, f := range escapedForms(v) {
 			if len(f) >= MinSubstring && !seen[f] {
 				seen[f] = true
@@ -89,8 +92,10 @@ func (b *Builder) Secrets() *Secrets {
 }
 
 // escapedForms returns v as it is and as it reads inside a Go-quoted string
-// (%q, once and quoted again, as nested error messages have it) and inside
-// a JSON string.
+// (%q, once and quoted again, as nested error messages have it), inside a
+// JSON string, and percent-encoded in a URL: as a path segment
+// (url.PathEscape), as a path (what url.URL.String writes, "/" kept) and as
+// a query value (url.QueryEscape).
 func escapedForms(v string) []string {
 	inner := func(q string) string { return q[1 : len(q)-1] }
 	q1 := inner(strconv.Quote(v))
@@ -98,7 +103,8 @@ func escapedForms(v string) []string {
 	if b, err := json.Marshal(v); err == nil {
 		out = append(out, inner(string(b)))
 	}
-	return out
+	path := strings.TrimPrefix((&url.URL{Path: "/" + v}).EscapedPath(), "/")
+	return append(out, url.PathEscape(v), path, url.QueryEscape(v))
 }
 
 // Of returns the Secrets holding values.
@@ -140,7 +146,8 @@ func (s *Secrets) Value(v string) string {
 }
 
 // Text masks every secret of at least MinSubstring bytes inside free text,
-// also where the text quotes it (%q, nested once, or JSON).
+// also where the text quotes it (%q, nested once, or JSON) or carries it
+// percent-encoded in a URL path or query.
 func (s *Secrets) Text(t string) string {
 	if s == nil {
 		return t
@@ -178,11 +185,13 @@ func (s *Secrets) Merge(o *Secrets) *Secrets {
 }
 
 // URL returns u with the password of its user info replaced by Mask. A
-// string that does not parse as a URL loses everything between "://" and
-// the last "@" of its authority but the user name.
+// string that does not parse as a URL with a host, or that has no "//"
+// before its host ("redis:pw@host", "redis//:pw@host", "redis:/:pw@host",
+// typos go-redis would read as localhost), loses what stands between its
+// scheme and its last "@" but a user name written before a ":".
 func URL(u string) string {
 	p, err := url.Parse(u)
-	if err == nil {
+	if err == nil && (p.Hostname() != "" || !strings.Contains(u, "@")) {
 		if p.User == nil {
 			return u
 		}
@@ -191,22 +200,40 @@ func URL(u string) string {
 		}
 		return p.String()
 	}
-	// unparsable: mask whatever stands before the last @ of the authority
-	// (with or without a scheme: ":pw@host:6379" is a typo away from a URL)
-	prefix, rest := "", u
-	if scheme, after, ok := strings.Cut(u, "://"); ok {
-		prefix, rest = scheme+"://", after
-	}
-	authority := rest
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		authority = rest[:i]
-	}
-	at := strings.LastIndex(authority, "@")
+	at := strings.LastIndex(u, "@")
 	if at < 0 {
 		return u
 	}
-	user, _, _ := strings.Cut(authority[:at], ":")
-	return prefix + user + ":" + Mask + rest[at:]
+	// the prefix is the scheme as written, with or without "//" or a
+	// colon (":pw@host:6379" is a typo away from a URL too)
+	start := 0
+	if scheme, _, ok := strings.Cut(u, "://"); ok && len(scheme)+3 <= at {
+		start = len(scheme) + 3
+	} else {
+		for start < at && isSchemeByte(u[start], start == 0) {
+			start++
+		}
+		for start < at && (u[start] == ':' || u[start] == '/') {
+			start++
+		}
+	}
+	info := u[start:at]
+	if user, _, ok := strings.Cut(info, ":"); ok {
+		return u[:start] + user + ":" + Mask + u[at:]
+	}
+	return u[:start] + Mask + u[at:]
+}
+
+// isSchemeByte reports whether c may stand in a URL scheme (RFC 3986:
+// a letter first, then letters, digits, "+", "-" and ".").
+func isSchemeByte(c byte, first bool) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		return true
+	case first:
+		return false
+	}
+	return '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'
 }
 
 // Endpoint returns an HTTP URL as scheme://host/path, for logs: no user

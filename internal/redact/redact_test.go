@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -13,6 +14,7 @@ func TestURL(t *testing.T) {
 		"redis://:secret@h:badport/0":      "redis://:xxxxx@h:badport/0",
 		"redis://u:p@ss@h:1%zz/0":          "redis://u:xxxxx@h:1%zz/0",
 		"not a url":                        "not a url",
+		"https://api.example/u/me@x.com":   "https://api.example/u/me@x.com",
 	} {
 		if got := URL(in); got != want {
 			t.Errorf("URL(%q) = %q, want %q", in, got, want)
@@ -50,5 +52,46 @@ func TestSecretsText(t *testing.T) {
 	var none *Secrets
 	if none.Text("x") != "x" || !none.Empty() {
 		t.Error("nil Secrets")
+	}
+}
+
+// A Redis URL without "//" before its host (a typo go-redis reads as
+// localhost:6379) or whose password holds a "/" is shown with everything
+// between its scheme and its last "@" masked.
+func TestURLWithoutHostMasksThePassword(t *testing.T) {
+	for in, want := range map[string]string{
+		"redis//:s3cret@host":         "redis//:xxxxx@host",
+		"redis:/:s3cret@host":         "redis:/:xxxxx@host",
+		"redis:s3cret@host":           "redis:xxxxx@host",
+		"redis:s3cret@host:6380/0":    "redis:xxxxx@host:6380/0",
+		"redis:user:s3cret@host":      "redis:user:xxxxx@host",
+		"redis://:s3/cret@host:6379/": "redis://:xxxxx@host:6379/",
+		"redis://:12/s3cret@host":     "redis://:xxxxx@host",
+		"redis://s3cret@h:bad/0":      "redis://xxxxx@h:bad/0",
+		":s3cret@host:6379":           ":xxxxx@host:6379",
+	} {
+		got := URL(in)
+		if got != want || strings.Contains(got, "s3") {
+			t.Errorf("URL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A secret is masked where a URL carries it percent-encoded: in a path
+// segment, in a path (as url.URL.String writes it) and in a query value.
+func TestSecretsTextMasksURLEscapedForms(t *testing.T) {
+	secret := "p@ss w/rd+é?&="
+	s := Of(secret)
+	u := &url.URL{Scheme: "https", Host: "api.example", Path: "/v1/" + secret + "/hook"}
+	for _, text := range []string{
+		"GET https://api.example/v1/" + url.PathEscape(secret) + "/hook: status 500",
+		"GET " + u.String() + ": status 500",
+		"GET https://api.example/v1/hook?key=" + url.QueryEscape(secret) + ": timeout",
+		"GET https://api.example/v1/hook?" + url.Values{"key": {secret}}.Encode(),
+	} {
+		got := s.Text(text)
+		if !strings.Contains(got, Mask) || strings.Contains(got, "ss%20w") || strings.Contains(got, "ss+w") {
+			t.Errorf("Text(%q) = %q: the escaped secret is not masked", text, got)
+		}
 	}
 }
