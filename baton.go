@@ -144,6 +144,7 @@ type Replica struct {
 	mast       []redis.UniversalClient // lock masters (queue itself when none are configured)
 	own        []redis.UniversalClient // clients to close
 	locks      *locking.Client
+	lockGroup  *quorum.Group // the masters' state for Waiting; kept after Close
 	client     *asynq.Client // enqueues cron ticks; nil in RoleWorker
 	sched      *scheduler.Scheduler
 	worker     *jobs.Worker
@@ -215,6 +216,7 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 		lockLog.Warn(freshDeploymentWarning)
 	}
 	r.lockStats = r.locks.Stats
+	r.lockGroup = quorum.Of(r.locks)
 	r.listHash = jobs.ListHash(cfg)
 
 	sup := o.supervisor
@@ -551,7 +553,7 @@ func (r *Replica) Ready(ctx context.Context) string {
 // masters' state as the lock client last saw it), and names no address,
 // as /readyz answers without a token.
 func (r *Replica) Waiting() string {
-	g := quorum.Of(r.locks)
+	g := r.lockGroup
 	if g == nil {
 		return ""
 	}

@@ -365,3 +365,18 @@ func TestBrandNewMasterQuarantineOnStderrWithoutLogger(t *testing.T) {
 		t.Errorf("stderr without a logger: want one WARN line naming master 0 and why, got:\n%s", stderr.String())
 	}
 }
+
+// A readiness check may run while its replica closes (the HTTP handler
+// outlives the replica in a program's shutdown order): Waiting on a closed
+// replica answers from what the masters last showed, without a server.
+func TestWaitingOfAClosedReplica(t *testing.T) {
+	_, cfg := beatOnBrandNewRedis(t, "closed", "@hourly")
+	r, err := baton.New(cfg, baton.WithReplicaID("closed-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if w := r.Waiting(); w != "" {
+		t.Fatalf("Waiting of a closed replica that never called a master = %q, want \"\"", w)
+	}
+}
