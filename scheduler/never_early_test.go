@@ -85,6 +85,7 @@ func TestNeverEarlyAfterAClockStep(t *testing.T) {
 	} {
 		name := fmt.Sprintf("step %v, margin 0 %v", tc.step, tc.margin)
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // real time, mostly waited: the cases overlap
 			s := redistest.New(t)
 			const leaseTTL, maxSkew = time.Second, 500 * time.Millisecond
 			margin := time.Minute // the scheduler's record margin, and the queue's retention margin

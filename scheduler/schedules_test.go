@@ -53,6 +53,7 @@ func observe(h *histcheck.History, leaseTTL time.Duration) scheduler.Option {
 func TestScheduleClockSteps(t *testing.T) {
 	for _, skew := range []time.Duration{time.Minute, 2 * time.Second} {
 		t.Run(fmt.Sprintf("skew bound %v", skew), func(t *testing.T) {
+			t.Parallel() // real time, mostly waited: the cases overlap
 			s := redistest.New(t)
 			h := histcheck.New()
 			h.MaxEarly = skew + time.Second // a claim may come the skew bound early, by design

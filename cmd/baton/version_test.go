@@ -59,6 +59,7 @@ func TestVersionNamesTheCommit(t *testing.T) {
 // A binary built from a git checkout with VCS stamping prints the checkout's
 // commit.
 func TestVersionOfABuildFromGit(t *testing.T) {
+	t.Parallel() // a second build of the binary: it overlaps the other tests
 	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
 	if err != nil {
 		t.Skipf("not in a git checkout: %v", err)

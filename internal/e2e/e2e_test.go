@@ -357,6 +357,7 @@ func checkForbid(t *testing.T, path string) {
 // while an earlier tick's run still holds it: a run that outlasts a second
 // on a busy host), fences never repeat, and the forbid job never overlaps.
 func TestSchedulersKilledEveryTickOnce(t *testing.T) {
+	t.Parallel() // processes on their own servers, mostly waited for: overlaps the others (TestChaos runs alone)
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
@@ -449,6 +450,7 @@ func TestSchedulersKilledEveryTickOnce(t *testing.T) {
 // forbids overlap, so the ticks due meanwhile are skipped, and recorded so
 // (the lease cannot tell a dead holder from a slow one).
 func TestRunReplicasKilledNoTickMissed(t *testing.T) {
+	t.Parallel() // processes on their own servers, mostly waited for: overlaps the others (TestChaos runs alone)
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}

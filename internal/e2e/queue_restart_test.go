@@ -25,6 +25,7 @@ import (
 // what the restart lost is counted and printed (docs/operating.md, "What a
 // queue Redis restart loses", states it).
 func TestQueueRedisRestart(t *testing.T) {
+	t.Parallel() // processes on their own servers, mostly waited for: overlaps the others (TestChaos runs alone)
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
@@ -37,6 +38,7 @@ func TestQueueRedisRestart(t *testing.T) {
 		{"no persistence", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // real time, mostly waited: the cases overlap
 			srv := redistest.New(t, redistest.WithArgs(tc.args...))
 			// a first deployment marks its master, as `baton lock
 			// --fresh-deployment` does; the replicas then run strict

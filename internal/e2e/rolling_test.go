@@ -81,6 +81,7 @@ func checkContiguous(t *testing.T, job string, ticks map[int64]int) (first, last
 // tick of every job in the window runs exactly once, without a gap, while
 // old and new replicas run side by side.
 func TestRollingDeployOfThree(t *testing.T) {
+	t.Parallel() // processes on their own servers, mostly waited for: overlaps the others (TestChaos runs alone)
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
@@ -191,6 +192,7 @@ func TestRollingDeployOfThree(t *testing.T) {
 // one holds its ticks back and claims them when Redis answers again, finding
 // them done. Every tick runs exactly once, without a gap.
 func TestLinkCutAndRestored(t *testing.T) {
+	t.Parallel() // processes on their own servers, mostly waited for: overlaps the others (TestChaos runs alone)
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}

@@ -120,6 +120,7 @@ func currentHolder(t *testing.T, cfg string, reps []*proc) int {
 // and the holder is SIGTERMed; after each a new term (higher fence) must
 // heartbeat, and no two children may ever have heartbeat at the same time.
 func TestSingletonFailover(t *testing.T) {
+	t.Parallel() // processes on their own servers, mostly waited for: overlaps the others (TestChaos runs alone)
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
