@@ -27,6 +27,9 @@ import (
 //	GET  /api/status                Cluster.Status
 //	GET  /api/locks                 Cluster.Locks
 //	GET  /api/jobs/{job}/history    Cluster.History (?n=N, default 20)
+//	                                (the reads: bearer token when
+//	                                http.token is set, unless
+//	                                http.public_reads)
 //	POST /api/jobs/{job}/pause      Cluster.Pause (bearer token; body
 //	                                {"note": "...", "by": "..."} optional)
 //	POST /api/jobs/{job}/resume     Cluster.Resume (bearer token; body
@@ -62,16 +65,16 @@ func (h *HTTPHandler) mountAPI() {
 		w.Header().Set("X-Frame-Options", "DENY")
 		_, _ = w.Write(dashboardHTML)
 	}))
-	h.handle("GET /api/status", h.api(func(ctx context.Context, r *http.Request) (any, error) {
+	h.handle("GET /api/status", h.read(func(ctx context.Context, r *http.Request) (any, error) {
 		return h.status.get(ctx, func(ctx context.Context) (*Status, error) {
 			st, err := h.cluster.Status(ctx)
 			if st != nil && err != nil {
-				// read without a token: the reason names no address (as /readyz)
+				// a read may need no token: the reason names no address (as /readyz)
 				st.Warnings = append(st.Warnings, "partial: "+addressRE.ReplaceAllString(h.cluster.cfg.MaskSecrets(err.Error()), ""))
 				err = nil
 			}
 			if st != nil {
-				// read without a token: masters named by their index in
+				// a read may need no token: masters named by their index in
 				// locking.masters, without address or error text
 				for i := range st.Masters {
 					m := &st.Masters[i]
@@ -84,7 +87,7 @@ func (h *HTTPHandler) mountAPI() {
 			return st, err
 		})
 	}))
-	h.handle("GET /api/locks", h.api(func(ctx context.Context, r *http.Request) (any, error) {
+	h.handle("GET /api/locks", h.read(func(ctx context.Context, r *http.Request) (any, error) {
 		held, err := h.cluster.Locks(ctx)
 		if held == nil {
 			held = []locking.HeldLock{}
@@ -94,7 +97,7 @@ func (h *HTTPHandler) mountAPI() {
 		}
 		return held, err
 	}))
-	h.handle("GET /api/jobs/{job}/history", h.api(func(ctx context.Context, r *http.Request) (any, error) {
+	h.handle("GET /api/jobs/{job}/history", h.read(func(ctx context.Context, r *http.Request) (any, error) {
 		n := 20
 		if s := r.URL.Query().Get("n"); s != "" {
 			v, err := strconv.Atoi(s)
@@ -277,6 +280,19 @@ func (h *HTTPHandler) api(f func(ctx context.Context, r *http.Request) (any, err
 	}
 }
 
+// read is api behind the bearer token of http.token when one is set,
+// unless http.public_reads: output tails of failed runs can hold secrets
+// that no ${VAR} masks.
+func (h *HTTPHandler) read(f func(ctx context.Context, r *http.Request) (any, error)) http.HandlerFunc {
+	inner := h.api(f)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if h.cluster != nil && h.cluster.cfg.HTTP.Token != "" && !h.cluster.cfg.HTTP.PublicReads && !h.authorized(w, r) {
+			return
+		}
+		inner(w, r)
+	}
+}
+
 // mutating is api behind the bearer token of http.token.
 func (h *HTTPHandler) mutating(f func(ctx context.Context, r *http.Request) (any, error)) http.HandlerFunc {
 	inner := h.api(f)
@@ -340,13 +356,18 @@ func (h *HTTPHandler) authorized(w http.ResponseWriter, r *http.Request) bool {
 		writeError(w, http.StatusForbidden, "a request from another site cannot change anything here")
 		return false
 	}
+	queues := strings.HasPrefix(r.URL.Path, "/queues/")
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok && strings.HasPrefix(r.URL.Path, "/queues/") {
+	if !ok && queues {
 		_, got, ok = r.BasicAuth()
 	}
 	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 		w.Header().Add("WWW-Authenticate", `Bearer realm="baton"`)
-		w.Header().Add("WWW-Authenticate", `Basic realm="baton (any user, http.token as password)"`)
+		if queues {
+			// only here: a Basic challenge makes a browser prompt, also
+			// for the dashboard's own reads of /api/
+			w.Header().Add("WWW-Authenticate", `Basic realm="baton (any user, http.token as password)"`)
+		}
 		writeError(w, http.StatusUnauthorized, "a valid token is required: Authorization: Bearer <http.token>, or HTTP Basic with it as the password")
 		return false
 	}

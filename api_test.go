@@ -25,10 +25,17 @@ const apiToken = "api-token-0123456789"
 // config on a real Redis; token is http.token ("" for none).
 func apiServer(t testing.TB, srv *redistest.Server, token string) *httptest.Server {
 	t.Helper()
+	return apiServerHTTP(t, srv, fmt.Sprintf("{token: %q}", token))
+}
+
+// apiServerHTTP is apiServer with the config's http section written out
+// (a YAML flow mapping).
+func apiServerHTTP(t testing.TB, srv *redistest.Server, httpSection string) *httptest.Server {
+	t.Helper()
 	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}
 namespace: api
-http: {token: %q}
+http: %s
 jobs:
   - name: report
     schedule: "@hourly"
@@ -40,7 +47,7 @@ jobs:
   - name: pump
     mode: singleton
     exec: {command: ["true"]}
-`, srv.Addr(), token)))
+`, srv.Addr(), httpSection)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,15 +92,15 @@ func call(t *testing.T, web *httptest.Server, method, path, token, body string) 
 	return resp.StatusCode, string(b)
 }
 
-// The API reads status, history and locks without a token; pause, resume
-// and trigger need the bearer token, and every error is JSON naming what is
+// The API reads status, history and locks and pauses, resumes and
+// triggers with the bearer token, and every error is JSON naming what is
 // wrong, with a status that says whose fault.
 func TestAPI(t *testing.T) {
 	srv := redistest.New(t)
 	web := apiServer(t, srv, apiToken)
 	rdb := srv.TestClient(t)
 
-	code, body := call(t, web, "GET", "/api/status", "", "")
+	code, body := call(t, web, "GET", "/api/status", apiToken, "")
 	var st baton.Status
 	if code != 200 || json.Unmarshal([]byte(body), &st) != nil || len(st.Jobs) != 3 || st.Jobs[0].Name != "report" || st.Jobs[0].Next.IsZero() {
 		t.Fatalf("status: %d %s", code, body)
@@ -113,12 +120,12 @@ func TestAPI(t *testing.T) {
 		{"POST", "/api/jobs/tidy/trigger", apiToken, "", 409, "local job"},
 		{"POST", "/api/jobs/report/trigger", apiToken, `{"by": "x", "extra": 1}`, 400, "unknown field"},
 		{"POST", "/api/jobs/report/trigger", apiToken, `{"by": "` + strings.Repeat("x", 70<<10) + `"}`, 413, "over"},
-		{"GET", "/api/jobs/report/history?n=abc", "", "", 400, "n must be"},
+		{"GET", "/api/jobs/report/history?n=abc", apiToken, "", 400, "n must be"},
 		{"POST", "/api/jobs/report/backfill", apiToken, `{"from": "2026-01-01T00:00:00Z"}`, 400, "from and to are required"},
 		{"POST", "/api/jobs/report/backfill", apiToken, `{"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"}`, 400, "before it starts"},
 		{"POST", "/api/jobs/tidy/backfill", apiToken, `{"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T01:00:00Z"}`, 409, "local job"},
-		{"GET", "/api/jobs/nope/history", "", "", 404, "no job"},
-		{"GET", "/api/nothing", "", "", 404, "no API endpoint"},
+		{"GET", "/api/jobs/nope/history", apiToken, "", 404, "no job"},
+		{"GET", "/api/nothing", apiToken, "", 404, "no API endpoint"},
 		{"DELETE", "/api/jobs/report/pause", apiToken, "", 404, "no API endpoint DELETE"},
 	} {
 		code, body := call(t, web, tc.method, tc.path, tc.token, tc.body)
@@ -144,11 +151,11 @@ func TestAPI(t *testing.T) {
 	if code != 200 || json.Unmarshal([]byte(body), &trig) != nil || trig.RunID == "" || trig.By != "api:alice" {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	code, body = call(t, web, "GET", "/api/jobs/report/history", "", "")
+	code, body = call(t, web, "GET", "/api/jobs/report/history", apiToken, "")
 	if code != 200 || !strings.Contains(body, trig.RunID) || !strings.Contains(body, `"manual": true`) {
 		t.Errorf("history after the trigger: %d %s", code, body)
 	}
-	if code, body := call(t, web, "GET", "/api/locks", "", ""); code != 200 || !strings.HasPrefix(body, "[") {
+	if code, body := call(t, web, "GET", "/api/locks", apiToken, ""); code != 200 || !strings.HasPrefix(body, "[") {
 		t.Errorf("locks: %d %s", code, body)
 	}
 }
@@ -212,5 +219,54 @@ func TestAPIStatusShowsMasterInQuarantine(t *testing.T) {
 	m := st.Masters[0]
 	if m.Index != 0 || m.Addr != "" || m.Why != "no marker: a brand-new server or one restarted empty" || time.Until(m.Until) < 30*time.Second {
 		t.Errorf("master %+v: want index 0, no address, why no marker, until about a minute ahead", m)
+	}
+}
+
+// With http.token set, the reads (status, locks, history: output tails can
+// hold secrets) need the token too, unless http.public_reads; the dashboard
+// page itself holds no data and loads without it.
+func TestAPIReadsNeedTheToken(t *testing.T) {
+	srv := redistest.New(t)
+	reads := []string{"/api/status", "/api/locks", "/api/jobs/report/history"}
+	web := apiServer(t, srv, apiToken)
+	for _, path := range reads {
+		for _, token := range []string{"", "wrong-token-0123456789"} {
+			if code, body := call(t, web, "GET", path, token, ""); code != 401 || !strings.Contains(body, "a valid token is required") {
+				t.Errorf("GET %s with token %q: %d %s, want 401", path, token, code, body)
+			}
+		}
+		if code, body := call(t, web, "GET", path, apiToken, ""); code != 200 {
+			t.Errorf("GET %s with the token: %d %s", path, code, body)
+		}
+	}
+	if code, _ := call(t, web, "GET", "/", "", ""); code != 200 {
+		t.Errorf("the dashboard page without the token: %d, want 200", code)
+	}
+	// a Basic challenge would make the dashboard's browser prompt for a
+	// password on its own reads
+	resp, err := http.Get(web.URL + "/api/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Values("WWW-Authenticate"); len(got) != 1 || !strings.HasPrefix(got[0], "Bearer ") {
+		t.Errorf("a read without the token is challenged with %q, want Bearer only", got)
+	}
+
+	public := apiServerHTTP(t, srv, fmt.Sprintf("{token: %q, public_reads: true}", apiToken))
+	for _, path := range reads {
+		if code, body := call(t, public, "GET", path, "", ""); code != 200 {
+			t.Errorf("GET %s with public_reads, no token: %d %s", path, code, body)
+		}
+	}
+	if code, _ := call(t, public, "POST", "/api/jobs/report/pause", "", ""); code != 401 {
+		t.Errorf("pause with public_reads, no token: %d, want 401", code)
+	}
+
+	open := apiServer(t, srv, "")
+	for _, path := range reads {
+		if code, body := call(t, open, "GET", path, "", ""); code != 200 {
+			t.Errorf("GET %s without http.token: %d %s", path, code, body)
+		}
 	}
 }

@@ -40,9 +40,10 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// The dashboard in a real headless Chromium: it shows a job's successful
-// run and last success, a failing job's failure streak, and pressing pause (with the token typed in) pauses the job: the page
-// says so and the flag is in Redis. With BATON_SCREENSHOT=FILE it saves a
+// The dashboard in a real headless Chromium: with http.token set it reads
+// nothing until the token is typed in; then it shows a job's successful
+// run and last success, a failing job's failure streak, and pressing pause
+// pauses the job: the page says so and the flag is in Redis. With BATON_SCREENSHOT=FILE it saves a
 // screenshot (docs/dashboard.png is made that way).
 func TestDashboardInChromium(t *testing.T) {
 	browser := chromiumPath(t)
@@ -111,13 +112,18 @@ jobs:
 		// page refreshes (every 2 or 3 s, a run on a busy host is slow):
 		// the failure streak and the last success are what the history
 		// holds by now
-		{"see flaky's failure streak", chromedp.WaitVisible(`tr[data-job="flaky"] .streak`)},
-		{"see report's last success", chromedp.WaitVisible(`tr[data-job="report"] .lastok`)},
+		// with http.token set, the page reads nothing until the token is typed
+		{"see that reads need the token", func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+			_, err := chromedp.Poll[chromedp.Void](`document.querySelector("#error").textContent.includes("a valid token is required") && document.querySelectorAll("#jobs tbody tr").length === 0`)(ctx, t)
+			return chromedp.Void{}, err
+		}},
 		{"enter the token", chromedp.SetValue(`#token`, apiToken)},
 		{"commit the token", func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
 			_, err := chromedp.Evaluate[bool](`document.querySelector("#token").dispatchEvent(new Event("change"))`)(ctx, t)
 			return chromedp.Void{}, err
 		}},
+		{"see flaky's failure streak", chromedp.WaitVisible(`tr[data-job="flaky"] .streak`)},
+		{"see report's last success", chromedp.WaitVisible(`tr[data-job="report"] .lastok`)},
 		{"type a pause note", chromedp.SetValue(`#pause-note`, dashNote)},
 		{"press pause on nightly-digest", chromedp.Click(`button.pause[data-job="nightly-digest"]`)},
 		{"see the resume button", chromedp.WaitVisible(`tr[data-job="nightly-digest"] button.resume`)},

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,10 +36,15 @@ const ReadyEvery = time.Second
 //     (labelled with the replica id and the job), Go and process metrics;
 //   - GET /: a dashboard of the deployment's jobs and replicas, and the
 //     JSON API under /api/ (see api.go): status, history and locks to
-//     read, pause, resume and trigger behind http.token;
+//     read, pause, resume and trigger, behind http.token (the reads too,
+//     unless http.public_reads);
 //   - /queues/: the queue view a Go program adds with ServeQueues.
 //
-// Routes lists them.
+// Routes lists them. Only /healthz and /readyz answer a request whatever
+// its Host header names; every other path answers only requests to an IP
+// address, localhost, *.localhost or a name of http.hosts, and refuses the
+// rest with 421 (a page whose DNS name was rebound to baton's address
+// reaches no data through a browser).
 //
 // Mount it on the program's server (its limits and timeouts are the
 // server's); Close it when done.
@@ -47,6 +54,7 @@ type HTTPHandler struct {
 	cluster  *Cluster                     // the API's view of the replicas' deployment; nil without replicas
 	queues   atomic.Pointer[http.Handler] // the queue view (ServeQueues), nil without
 	routes   []string                     // the patterns served (Routes)
+	hosts    []string                     // http.hosts: the names answered besides IP addresses and localhost
 	status   statusCache                  // /api/status answers, shared for a second
 	draining atomic.Bool
 	ready    atomic.Pointer[string] // "" ready, else the reasons
@@ -76,14 +84,57 @@ func NewHTTPHandler(replicas ...*Replica) *HTTPHandler {
 	if len(replicas) > 0 {
 		// a Cluster only dials lazily; its config is valid (New took it)
 		h.cluster, _ = NewCluster(replicas[0].cfg)
+		h.hosts = replicas[0].cfg.HTTP.Hosts
 	}
 	h.mountAPI()
 	go h.checkLoop()
 	return h
 }
 
-// ServeHTTP implements http.Handler.
-func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler: a request to a name that is not the
+// server's is refused (421) unless it probes /healthz or /readyz.
+func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.ownName(r.Host) && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
+		writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("this server does not answer to the name %q: "+
+			"use its IP address or localhost, or add the name to http.hosts in the config", truncate(r.Host, 100)))
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// ownName reports whether host (a request's Host, with or without port) is
+// an IP address, localhost, a name under localhost or one of http.hosts. A
+// request without Host (HTTP/1.0) passes: browsers always send one.
+func (h *HTTPHandler) ownName(host string) bool {
+	if host == "" {
+		return true
+	}
+	name := host
+	if n, _, err := net.SplitHostPort(host); err == nil {
+		name = n
+	}
+	name = strings.TrimSuffix(strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")), ".")
+	if _, err := netip.ParseAddr(name); err == nil {
+		return true
+	}
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		return true
+	}
+	for _, n := range h.hosts {
+		if n == name || (strings.HasPrefix(n, "*.") && strings.HasSuffix(name, n[1:])) {
+			return true
+		}
+	}
+	return false
+}
+
+// truncate cuts s to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
 
 // Drain makes /readyz answer 503 "shutting down" from now on: call it when
 // the replicas start to stop, so load balancers look elsewhere.

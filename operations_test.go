@@ -294,10 +294,10 @@ func TestAPIInputs(t *testing.T) {
 		{"POST", "/api/jobs/report/backfill", bearer, `{"from":"2026-01-01T00:00:00Z","to":"2026-01-01T01:00:00Z"}{"x":1}`, func(c int) bool { return c == 400 }, "two JSON values"},
 		{"POST", "/api/jobs/report/trigger", bearer, `{"by":"a\u0000b\u001b[31m"}`, func(c int) bool { return c == 400 || c == 200 }, "control characters in by (accepted; the CLI quotes it)"},
 		{"POST", "/api/jobs/report/pause", lower, "", func(c int) bool { return c == 401 || c == 200 }, "lower-case bearer"},
-		{"GET", "/api/jobs/report/history?n=99999999999999999999", nil, "", func(c int) bool { return c == 400 }, "huge n"},
-		{"GET", "/api/jobs/report/history?n=0", nil, "", func(c int) bool { return c == 200 }, "n=0 (all)"},
-		{"GET", "/api/jobs/" + strings.Repeat("x", 10000) + "/history", nil, "", func(c int) bool { return c == 404 || c == 414 || c == 431 }, "long job name"},
-		{"GET", "/api/jobs/%2e%2e/history", nil, "", func(c int) bool { return c == 404 }, "job .."},
+		{"GET", "/api/jobs/report/history?n=99999999999999999999", bearer, "", func(c int) bool { return c == 400 }, "huge n"},
+		{"GET", "/api/jobs/report/history?n=0", bearer, "", func(c int) bool { return c == 200 }, "n=0 (all)"},
+		{"GET", "/api/jobs/" + strings.Repeat("x", 10000) + "/history", bearer, "", func(c int) bool { return c == 404 || c == 414 || c == 431 }, "long job name"},
+		{"GET", "/api/jobs/%2e%2e/history", bearer, "", func(c int) bool { return c == 404 }, "job .."},
 	} {
 		start := time.Now()
 		code, body := do(tc.method, tc.path, tc.auth, tc.body)
@@ -346,7 +346,7 @@ jobs:
 	h := baton.NewHTTPHandler(r)
 	web := httptest.NewServer(h)
 	defer func() { web.Close(); h.Close(); r.Close() }()
-	if code, body := call(t, web, "GET", "/api/status", "", ""); code != 200 {
+	if code, body := call(t, web, "GET", "/api/status", apiToken, ""); code != 200 {
 		t.Fatalf("healthy: %d %s", code, body)
 	}
 	if err := proxy.Blackhole(); err != nil {
@@ -354,7 +354,7 @@ jobs:
 	}
 	for _, path := range []string{"/api/status"} { // /api/locks behaves alike: 200 [] after the full 10s
 		start := time.Now()
-		code, body := call(t, web, "GET", path, "", "")
+		code, body := call(t, web, "GET", path, apiToken, "")
 		took := time.Since(start)
 		var st baton.Status
 		_ = json.Unmarshal([]byte(body), &st)

@@ -26,7 +26,7 @@ func TestAPIPauseWithNote(t *testing.T) {
 	web := apiServer(t, srv, apiToken)
 	status := func() baton.JobStatus {
 		t.Helper()
-		code, body := call(t, web, "GET", "/api/status", "", "")
+		code, body := call(t, web, "GET", "/api/status", apiToken, "")
 		var st baton.Status
 		if code != 200 || json.Unmarshal([]byte(body), &st) != nil || len(st.Jobs) == 0 || st.Jobs[0].Name != "report" {
 			t.Fatalf("status: %d %s", code, body)

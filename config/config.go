@@ -177,12 +177,24 @@ type HTTPConfig struct {
 	// Listen is a host:port to serve /metrics, /healthz, /readyz, the API
 	// and the dashboard on. Empty (the default) turns the listener off.
 	Listen string `yaml:"listen"`
-	// Token is the bearer token that calls which change something (pause,
-	// resume, trigger) and the queue view (/queues) require: at least 16
+	// Token is the bearer token that the API (reads of /api/* too, unless
+	// PublicReads) and the queue view (/queues) require: at least 16
 	// bytes; write it as ${VAR} so it stays out of the file. Empty (the
-	// default): those calls are refused; reading status and history needs
-	// no token.
+	// default): calls that change something and the queue view are
+	// refused; reading status, history and locks needs no token.
 	Token string `yaml:"token"`
+	// PublicReads lets the API's reads (status, history, locks) answer
+	// without Token when one is set; changes still need it. Default
+	// false: with a token, every /api/ call needs it.
+	PublicReads bool `yaml:"public_reads"`
+	// Hosts are the names the listener answers to besides IP addresses,
+	// localhost and *.localhost: a request whose Host header names
+	// anything else is refused (421), so that a web page whose DNS name
+	// was rebound to baton's address cannot read or call it through a
+	// browser. Each is a DNS name ("baton.internal"), or "*." and one
+	// ("*.example.com": every name under example.com); no scheme, no
+	// port. /healthz and /readyz answer any Host (probes). Default none.
+	Hosts []string `yaml:"hosts"`
 }
 
 // MinHTTPToken is the shortest http.token accepted, in bytes.

@@ -245,6 +245,18 @@ var badFiles = map[string][]string{
 		`:10: history.runs: must be between 0 (no history) and 100000, got -1`,
 		`:11: history.max_age: must be >= 1m, got 30s`,
 	},
+	"http-hosts": {
+		`:4: http.public_reads: only means something with http.token`,
+		`:6: http.hosts[0]: "" is empty: write a DNS name such as baton.internal`,
+		`:7: http.hosts[1]: "https://baton.example/" is not a name: write the host alone, without scheme or path`,
+		`:8: http.hosts[2]: "10.0.0.7" is an IP address: IP addresses are always answered, list names only`,
+		`:9: http.hosts[3]: "baton.example:8080" has a port`,
+		`:10: http.hosts[4]: "*" would answer every name`,
+		`:11: http.hosts[5]: "foo.*.example" has a "*" inside: only a leading "*." is a wildcard`,
+		`:12: http.hosts[6]: "bad_name.example" is not a DNS name: label "bad_name"`,
+		`:13: http.hosts[7]: "*.com" covers a whole top-level domain`,
+		`:15: http.hosts[9]: "baton.example." is listed twice`,
+	},
 	"quarantine": {`:8: locking.restart_quarantine: 10s is shorter than the longest lock TTL (2m, lock_ttl of job "report")`},
 	"singleton-schedule": {
 		`:5: job "report": schedule: not allowed for singleton jobs`,

@@ -133,6 +133,8 @@ locking:
 namespace: rv
 timezone: UTC
 max_clock_skew: 500ms
+http:
+  public_reads: false
 worker:
   concurrency: 10
   queues:
@@ -222,6 +224,8 @@ locking:
 namespace: rv
 timezone: UTC
 max_clock_skew: 500ms
+http:
+  public_reads: false
 worker:
   concurrency: 10
   queues:
@@ -257,6 +261,8 @@ locking:
 namespace: baton
 timezone: UTC
 max_clock_skew: 500ms
+http:
+  public_reads: false
 worker:
   concurrency: 10
   queues:
@@ -299,6 +305,8 @@ locking:
 namespace: baton
 timezone: UTC
 max_clock_skew: 500ms
+http:
+  public_reads: false
 worker:
   concurrency: 10
   queues:
@@ -327,6 +335,8 @@ locking:
 namespace: fallback
 timezone: UTC
 max_clock_skew: 500ms
+http:
+  public_reads: false
 worker:
   concurrency: 10
   queues:

@@ -111,6 +111,10 @@ func (v *validator) validate() {
 	if t := c.HTTP.Token; t != "" && len(t) < MinHTTPToken {
 		v.errf("http.token", "is %d bytes, want at least %d (e.g. head -c 24 /dev/urandom | base64)", len(t), MinHTTPToken)
 	}
+	if c.HTTP.PublicReads && c.HTTP.Token == "" {
+		v.errf("http.public_reads", "only means something with http.token (without a token, reads need none)")
+	}
+	v.httpHosts()
 	v.worker()
 	v.history()
 	v.security()
@@ -654,6 +658,60 @@ func loadZone(name string) (*time.Location, error) {
 		return nil, fmt.Errorf("unknown time zone %q", name)
 	}
 	return loc, nil
+}
+
+// hostLabelRE is one label of a DNS name.
+var hostLabelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// httpHosts checks http.hosts and writes each name in lower case, without
+// a trailing dot, as requests are matched against it.
+func (v *validator) httpHosts() {
+	hosts := v.cfg.HTTP.Hosts
+	seen := map[string]bool{}
+	for i, h := range hosts {
+		p := fmt.Sprintf("http.hosts[%d]", i)
+		name := strings.TrimSuffix(strings.ToLower(h), ".")
+		if err := checkHostName(name); err != nil {
+			v.errf(p, "%q %s", h, err)
+			continue
+		}
+		if seen[name] {
+			v.errf(p, "%q is listed twice", h)
+		}
+		seen[name] = true
+		hosts[i] = name
+	}
+}
+
+// checkHostName says what is wrong with name as an entry of http.hosts.
+func checkHostName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("is empty: write a DNS name such as baton.internal")
+	case strings.Contains(name, "://") || strings.Contains(name, "/"):
+		return errors.New("is not a name: write the host alone, without scheme or path (baton.internal)")
+	case net.ParseIP(strings.Trim(name, "[]")) != nil:
+		return errors.New("is an IP address: IP addresses are always answered, list names only")
+	case strings.Contains(name, ":"):
+		return errors.New("has a port: write the name alone, requests on every port match it")
+	case name == "*" || name == "*.":
+		return errors.New("would answer every name, which is what the list prevents: list the names baton is reached by")
+	case len(name) > 253:
+		return errors.New("is longer than a DNS name can be (253 bytes)")
+	}
+	labels := strings.Split(strings.TrimPrefix(name, "*."), ".")
+	for _, l := range labels {
+		if !hostLabelRE.MatchString(l) {
+			if strings.Contains(l, "*") {
+				return errors.New(`has a "*" inside: only a leading "*." is a wildcard (*.example.com)`)
+			}
+			return fmt.Errorf("is not a DNS name: label %q (use a-z, 0-9 and '-', 1 to 63 per label)", l)
+		}
+	}
+	if strings.HasPrefix(name, "*.") && len(labels) < 2 {
+		return errors.New(`covers a whole top-level domain: name one under it (*.example.com)`)
+	}
+	return nil
 }
 
 func checkHostPort(s string) error {
