@@ -337,3 +337,24 @@ func TestExecLeaseEnded(t *testing.T) {
 	}
 	pidsGone(t, time.Second, pid)
 }
+
+// A job that starts a setsid'd process and then SIGKILLs its supervisor
+// leaves nothing running: the executor's process is a child subreaper,
+// gets the orphans and kills them before Execute returns.
+func TestExecJobThatKillsItsSupervisorLeavesNoSetsidDescendant(t *testing.T) {
+	dir := t.TempDir()
+	j := execJob(t, `setsid sh -c 'echo $$ > escapee; exec sleep 1000' &
+until [ -s escapee ]; do sleep 0.01; done
+kill -KILL $PPID
+exec sleep 1000`)
+	j.Exec.Dir = dir
+	done := execAsync(exCtx(t), exExecutor(), j, nil)
+	escapee := pidFrom(t, filepath.Join(dir, "escapee"))
+	r := await(t, done)
+	if r.err == nil || !strings.Contains(r.err.Error(), "signal") {
+		t.Errorf("Execute = %+v, %v; want the supervisor's death", r.res, r.err)
+	}
+	if pidAlive(escapee) {
+		t.Errorf("setsid'd pid %d outlived its killed supervisor", escapee)
+	}
+}

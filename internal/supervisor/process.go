@@ -58,6 +58,8 @@ type Process struct {
 	cmd      *exec.Cmd
 	pid      int
 	childPid int
+	mark     string   // TreeEnv in the child's environment
+	orphans  *orphans // the run's processes this process may have to reap
 
 	mu  sync.Mutex // serializes control writes
 	ctl *os.File   // nil once closed
@@ -94,7 +96,11 @@ const controlTimeout = time.Second
 const startTimeout = 30 * time.Second
 
 // Start starts a supervisor that starts spec.Args, and returns once the
-// child runs. ctx bounds only the start, which takes startTimeout (30s) at
+// child runs. The first Start makes this process a child subreaper (on
+// Linux), so that a run's processes orphaned by the death of their
+// supervisor come to it rather than to init; they are killed and reaped
+// before Wait returns. (Orphans of other children of this process come to
+// it too: those it does not reap.) ctx bounds only the start, which takes startTimeout (30s) at
 // most: if it ends first, the child's process group (should the
 // child have started) is killed, the supervisor exits, and Start returns an
 // error wrapping ctx's cause. Ending the child later is up to Stop, the
@@ -130,6 +136,9 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("supervisor: start: %w", context.Cause(ctx))
 	}
+	if err := becomeSubreaperOnce(); err != nil {
+		return nil, fmt.Errorf("supervisor: cannot become a child subreaper: %w", err)
+	}
 	ctx, cancel := context.WithTimeoutCause(ctx, startTimeout,
 		fmt.Errorf("supervisor: %s did not start %q within %v", spec.Path, spec.Args[0], startTimeout))
 	defer cancel()
@@ -158,6 +167,8 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		status:     stR,
 		first:      make(chan statusLine, 1),
 		statusDone: make(chan struct{}),
+		mark:       newMark(),
+		orphans:    newOrphans(),
 	}
 	err = StartLocked(cmd, func() {
 		waitExited(cmd.Process.Pid) // without reaping: Kill may still use the pid
@@ -165,6 +176,9 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		p.reaped = true
 		p.reapMu.Unlock()
 		p.waitErr = cmd.Wait()
+		// what the supervisor left behind, should it have died before its
+		// child's processes (a job that killed it)
+		p.orphans.sweep(p.mark, sweepTimeout)
 		close(p.done)
 	})
 	ctlR.Close()
@@ -177,8 +191,9 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 	p.pid = cmd.Process.Pid
 	go p.readStatus()
 
+	answered := false // the supervisor said something: it is not stuck
 	fail := func(err error) (*Process, error) {
-		p.abort()
+		p.abort(answered)
 		return nil, err
 	}
 	req, err := request{
@@ -187,6 +202,7 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		Margin:   int64(spec.Margin),
 		Deadline: toMono(spec.Deadline),
 		Quiet:    spec.Quiet,
+		Mark:     p.mark,
 	}.encode()
 	if err != nil {
 		return fail(fmt.Errorf("supervisor: %w", err))
@@ -218,10 +234,16 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 	case <-ctx.Done():
 		return fail(fmt.Errorf("supervisor: start: %w", context.Cause(ctx)))
 	}
+	answered = true
 	switch st.verb {
 	case "pid":
-		if _, err := fmt.Sscan(st.rest, &p.childPid); err != nil {
+		var start uint64
+		n, err := fmt.Sscan(st.rest, &p.childPid, &start)
+		if n == 0 {
 			return fail(fmt.Errorf("supervisor: malformed status %q: %w", st.rest, err))
+		}
+		if n == 2 {
+			p.orphans.track(p.childPid, start)
 		}
 		return p, nil
 	case "deadline":
@@ -233,20 +255,26 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 	return fail(fmt.Errorf("supervisor: unexpected status %q", st.verb+" "+st.rest))
 }
 
-// abortTimeout bounds how long a failed Start waits for the supervisor to
-// stop the child's group before it kills the supervisor.
+// abortTimeout bounds how long a failed Start waits for a supervisor that
+// answered to stop the child's group before it kills the supervisor.
 const abortTimeout = 5 * time.Second
 
 // abort ends a supervisor whose start failed, and waits for it: the child,
-// if it started already, and its process group are killed at once.
-func (p *Process) abort() {
-	_ = p.send("s 0\n")
-	p.closeControl()
-	select {
-	case <-p.done:
-	case <-time.After(abortTimeout):
-		_ = p.cmd.Process.Kill()
-		p.killGroup()
+// if it started already, and every process below it are killed at once. A
+// supervisor that answered is asked to; one that did not (stuck, stopped
+// before it reported the child's pid) is killed with its tree (Kill).
+func (p *Process) abort(answered bool) {
+	if answered {
+		_ = p.send("s 0\n")
+		p.closeControl()
+		select {
+		case <-p.done:
+		case <-time.After(abortTimeout):
+			_ = p.Kill()
+		}
+	} else {
+		p.closeControl()
+		_ = p.Kill()
 	}
 	_, _ = p.Wait()
 }
@@ -330,14 +358,17 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	return p.send(fmt.Sprintf("k %d\n", int(sig)))
 }
 
-// Kill kills the supervisor with SIGKILL, and the child's whole process
-// group (the child's parent-death signal alone would spare the processes it
-// started). It is the last resort for a supervisor that does not react to
-// Stop.
+// Kill kills the supervisor with SIGKILL, and every process below it (the
+// child's parent-death signal alone would spare the processes it started):
+// it stops the supervisor, so that it starts nothing more, then stops and
+// kills its descendants, wherever they moved (setsid), then the supervisor.
+// It is the last resort for a supervisor that does not react to Stop, and
+// works before the supervisor reported the child's pid too.
 func (p *Process) Kill() error {
 	p.reapMu.Lock()
 	if !p.reaped {
-		killTree(p.pid) // what the job started, wherever it moved (setsid)
+		_ = p.cmd.Process.Signal(syscall.SIGSTOP)
+		killTree(p.pid, p.orphans)
 	}
 	p.reapMu.Unlock()
 	err := p.cmd.Process.Kill()

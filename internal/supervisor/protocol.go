@@ -18,7 +18,9 @@ const (
 // are "d <mono ns>" (a new deadline, 0 for none), "s <grace ns>" (stop) and
 // "k <signal>" (send the signal to the child's process group).
 //
-// The status pipe carries "pid <n>" once the child runs, or "err <kind>
+// The status pipe carries "pid <n> <start>" once the child runs (start: the
+// child's start time in clock ticks after boot, from /proc/<n>/stat, read
+// before the child can have been reaped), or "err <kind>
 // <message>" if it could not start (kind: notfound, perm, other), and
 // "deadline" when a deadline timer fires (or, instead of "pid", when the
 // deadline had passed before the child could start).
@@ -28,6 +30,7 @@ type request struct {
 	Margin   int64    `json:"margin"`   // ns
 	Deadline int64    `json:"deadline"` // CLOCK_BOOTTIME ns; 0: none
 	Quiet    bool     `json:"quiet"`    // no line of its own on stderr
+	Mark     string   `json:"mark"`     // value of TreeEnv in the child's environment
 }
 
 func (r request) encode() ([]byte, error) {

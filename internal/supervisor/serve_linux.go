@@ -72,12 +72,15 @@ func serve() int {
 		return ExitDeadline
 	}
 
-	c, err := startChild(req.Argv)
+	c, err := startChild(req.Argv, req.Mark)
 	if err != nil {
 		report("err " + errKind(err) + " " + strings.ReplaceAll(err.Error(), "\n", " "))
 		return ExitFailure
 	}
-	report(fmt.Sprintf("pid %d", c.pid))
+	if beforeReport != nil {
+		beforeReport()
+	}
+	report(fmt.Sprintf("pid %d %d", c.pid, c.start))
 
 	msgs := make(chan [2]int64) // verb ('d', 's' or 'k'), value
 	go readControl(rd, msgs)
@@ -215,6 +218,8 @@ func errKind(err error) string {
 // child is the supervised process.
 type child struct {
 	pid   int
+	start uint64        // start time, from /proc: the pid's identity
+	noted chan struct{} // closed once start is read: the child may be reaped
 	done  chan struct{} // closed once reaped
 	state *os.ProcessState
 
@@ -225,12 +230,15 @@ type child struct {
 // startChild starts argv in its own process group with a parent-death
 // SIGKILL. The forking goroutine stays locked to its thread until the child
 // has exited: the parent-death signal fires when that thread ends.
-func startChild(argv []string) (*child, error) {
+func startChild(argv []string, mark string) (*child, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = childEnv(os.Environ())
+	if mark != "" {
+		cmd.Env = append(cmd.Env, TreeEnv+"="+mark)
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	c := &child{done: make(chan struct{})}
+	c := &child{done: make(chan struct{}), noted: make(chan struct{})}
 	err := StartLocked(cmd, func() {
 		pid := cmd.Process.Pid
 		// Wait without reaping: while the child is a zombie its pid is
@@ -247,6 +255,7 @@ func startChild(argv []string) (*child, error) {
 		c.reaped = true
 		c.mu.Unlock()
 		sweep(time.Second) // and what left the group (setsid)
+		<-c.noted
 		_ = cmd.Wait()
 		c.state = cmd.ProcessState
 		reapOrphans(time.Second)
@@ -256,6 +265,9 @@ func startChild(argv []string) (*child, error) {
 		return nil, err
 	}
 	c.pid = cmd.Process.Pid
+	st, _ := readStat(c.pid) // unreaped until noted: a zombie's stat at worst
+	c.start = st.start
+	close(c.noted)
 	return c, nil
 }
 
@@ -278,11 +290,12 @@ func (c *child) stop(sig syscall.Signal) {
 }
 
 // childEnv is env without EnvVar, so a child that is baton (or a test
-// binary) does not take itself for a supervisor.
+// binary) does not take itself for a supervisor, and without TreeEnv (of a
+// run this process belongs to): the child gets its own run's.
 func childEnv(env []string) []string {
 	out := env[:0:0]
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, EnvVar+"=") {
+		if !strings.HasPrefix(kv, EnvVar+"=") && !strings.HasPrefix(kv, TreeEnv+"=") {
 			out = append(out, kv)
 		}
 	}

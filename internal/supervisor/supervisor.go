@@ -15,6 +15,13 @@ const Arg = "__baton_supervise"
 // The supervisor removes it from the child's environment.
 const EnvVar = "BATON_SUPERVISOR"
 
+// TreeEnv is the variable the supervisor sets in its child's environment to
+// a value of its own, random for every Start. Every process of the run
+// inherits it unless it clears its environment; when a supervisor dies
+// before its run's processes (a job that SIGKILLs it), the process that
+// started it recognizes by it the orphans reparented to it, and kills them.
+const TreeEnv = "BATON_TREE"
+
 // Exit codes of the supervisor besides the child's own.
 const (
 	// ExitDeadline means the supervisor signalled the child's process group
@@ -45,6 +52,10 @@ var (
 	// has exited.
 	ErrDone = errors.New("supervisor: process has exited")
 )
+
+// beforeReport, if set (by tests), runs in the supervisor after the child
+// started and before its pid is reported.
+var beforeReport func()
 
 // MaybeRun runs the supervisor and exits if this process was started as one
 // (os.Args[1] == Arg, or EnvVar=1); otherwise it returns at once. Call it

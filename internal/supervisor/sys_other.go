@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,7 +35,21 @@ func monoNow() int64 {
 }
 
 // killTree does nothing: descendants are tracked on Linux only.
-func killTree(int) {}
+func killTree(int, *orphans) {}
 
 // waitExited returns at once: Wait reaps.
 func waitExited(int) {}
+
+// becomeSubreaperOnce does nothing: Start fails before it elsewhere.
+func becomeSubreaperOnce() error { return nil }
+
+func newMark() string { return "" }
+
+const sweepTimeout = 0
+
+// orphans tracks nothing: subreaping is Linux's.
+type orphans struct{}
+
+func newOrphans() *orphans                   { return &orphans{} }
+func (*orphans) track(int, uint64)           {}
+func (*orphans) sweep(string, time.Duration) {}

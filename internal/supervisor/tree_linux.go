@@ -55,13 +55,12 @@ func readStat(pid int) (proc, bool) {
 	return proc{ppid: ppid, start: start, zombie: f[0][0] == 'Z' || f[0][0] == 'X'}, true
 }
 
-// descendants returns every process below root, by a scan of /proc.
-func descendants(root int) map[int]proc {
+// scan returns every process in /proc.
+func scan() map[int]proc {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	children := map[int][]int{}
 	all := map[int]proc{}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -70,8 +69,17 @@ func descendants(root int) map[int]proc {
 		}
 		if p, ok := readStat(pid); ok {
 			all[pid] = p
-			children[p.ppid] = append(children[p.ppid], pid)
 		}
+	}
+	return all
+}
+
+// descendants returns every process below root, by a scan of /proc.
+func descendants(root int) map[int]proc {
+	all := scan()
+	children := map[int][]int{}
+	for pid, p := range all {
+		children[p.ppid] = append(children[p.ppid], pid)
 	}
 	out := map[int]proc{}
 	queue := []int{root}
@@ -90,30 +98,49 @@ func descendants(root int) map[int]proc {
 
 // signalDescendants sends sig to every live descendant of the supervisor
 // and returns how many it signalled.
-func signalDescendants(sig syscall.Signal) int { return signalTree(os.Getpid(), sig) }
+func signalDescendants(sig syscall.Signal) int { return signalTree(os.Getpid(), sig, nil) }
 
 // signalTree sends sig to every live descendant of root and returns how
 // many it signalled. A pid is signalled through a pidfd opened after the
 // scan and checked against the scan's start time, so a pid reused by a
-// stranger in between is never hit.
-func signalTree(root int, sig syscall.Signal) int {
+// stranger in between is never hit. If keep is not nil, it takes the pidfd
+// of every process signalled (to reap it should it become this process's
+// child).
+func signalTree(root int, sig syscall.Signal, keep *orphans) int {
 	n := 0
 	for pid, p := range descendants(root) {
 		if p.zombie {
 			continue
 		}
-		fd, err := unix.PidfdOpen(pid, 0)
-		if err != nil {
+		fd, ok := openPidfd(pid, p.start)
+		if !ok {
 			continue // gone (ESRCH), or a kernel without pidfds: the group kill still applies
 		}
-		if now, ok := readStat(pid); ok && now.start == p.start {
-			if unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
-				n++
+		if unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
+			n++
+			if keep != nil {
+				keep.keep(pid, fd)
+				continue
 			}
 		}
 		_ = unix.Close(fd)
 	}
 	return n
+}
+
+// openPidfd opens a pidfd of pid and checks that the process is the one
+// that started at start (clock ticks after boot): the pidfd then refers to
+// it, whatever becomes of the pid.
+func openPidfd(pid int, start uint64) (int, bool) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return -1, false
+	}
+	if now, ok := readStat(pid); !ok || now.start != start {
+		_ = unix.Close(fd)
+		return -1, false
+	}
+	return fd, true
 }
 
 // sweep SIGKILLs every descendant until none is left alive, for at most d:
@@ -150,14 +177,15 @@ func reapOrphans(d time.Duration) {
 }
 
 // killTree kills every descendant of root, a supervisor that no longer
-// answers (baton's last resort), before root itself is killed: once root
-// is gone its orphans would be reparented to init, out of reach. They are
-// stopped first, in rounds, so none forks a process the kill would miss.
-func killTree(root int) {
+// answers (baton's last resort) and that the caller stopped, before root
+// itself is killed. They are stopped first, in rounds, so none forks a
+// process the kill would miss. keep takes their pidfds: once root is gone
+// they are reparented to this process, a subreaper, which reaps them.
+func killTree(root int, keep *orphans) {
 	for range 3 {
-		signalTree(root, syscall.SIGSTOP)
+		signalTree(root, syscall.SIGSTOP, nil)
 	}
-	signalTree(root, syscall.SIGKILL)
+	signalTree(root, syscall.SIGKILL, keep)
 }
 
 // reapZombies reaps the supervisor's direct children that have exited,
