@@ -49,6 +49,30 @@
 // is waited for with WNOWAIT, so its pid, the group's id, cannot be reused
 // before the supervisor stops signalling it.
 //
+// A job can also kill its supervisor (SIGKILL is not caught), and with it
+// the supervisor's subreaping: its child dies of its parent-death signal,
+// and the processes below are orphaned. So the process that starts
+// supervisors becomes a child subreaper too (the first Start does it), and
+// the orphans come to it rather than to init. Every run's child carries
+// TreeEnv (BATON_TREE), a random value of its own, in its environment, and
+// everything the job starts inherits it. Once a supervisor has exited,
+// Start's waiter sweeps (orphans_linux.go): every child of this process
+// whose environment holds the run's mark is stopped, killed with its
+// subtree, and reaped, before Wait returns. Unrelated children of the
+// process (other runs' supervisors, an exec.Cmd of the program) carry no
+// such mark and are never touched; and this process reaps only through
+// pidfds of processes it knows to be the run's (the child the supervisor
+// reported with its start time, what killTree or the sweep signalled), so
+// no exec.Cmd.Wait loses an exit status. A process that cleared its
+// environment (env -i) and whose parent died before the sweep looked is
+// not recognized.
+//
+// Kill, the last resort for a supervisor that does not answer, stops the
+// supervisor first (it starts nothing more), then stops and kills its
+// descendants, then the supervisor; a Start that fails before the
+// supervisor reported the child's pid (a supervisor stopped or stuck) does
+// the same at once.
+//
 // The package works on Linux only; elsewhere Start returns an error wrapping
 // errors.ErrUnsupported.
 package supervisor
