@@ -231,13 +231,13 @@ var badFiles = map[string][]string{
 	},
 	"unset-env": {`:2: redis.url: environment variable BATON_TEST_SURELY_UNSET_VAR is not set`},
 	"bad-redis-url": {
-		`:2: redis.url: scheme must be redis:// or rediss:// (TLS), got "http://"`,
-		`:5: locking.masters[0]: invalid URL: invalid database number: "x"`,
+		`:2: redis.url: invalid Redis URL "http://user:xxxxx@127.0.0.1:6379/0": scheme must be redis:// or rediss:// (TLS), got "http://"`,
+		`:5: locking.masters[0]: invalid Redis URL "redis://user:xxxxx@127.0.0.1:6379/x": the path after host:port must be empty or /N, a database number`,
 	},
 	"redis-none":        {`.bad.yaml: redis: required: set one of url, sentinel or cluster`},
 	"redis-two":         {`:3: redis.cluster: set only one of url, sentinel or cluster, found url and cluster`},
 	"even-masters":      {`:4: locking.masters: 2 masters: use 1, 3, 5 or 7. With an even number a quorum needs 2 of 2`},
-	"duplicate-masters": {`:7: locking.masters[2]: the same master as masters[0] (127.0.0.1:6380/0)`},
+	"duplicate-masters": {`:7: locking.masters[2]: the same master as masters[0] ("127.0.0.1:6380/0")`},
 	"operating": {
 		`:3: redis.tls: cert_file and key_file go together: set both or neither`,
 		`:6: http.token: is 5 bytes, want at least 16`,

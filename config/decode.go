@@ -28,9 +28,11 @@ type decoder struct {
 	file     string
 	lookup   func(string) (string, bool)
 	errs     []FieldError
+	errPaths []string              // the key path of each of errs, as reported
 	expanded map[*yaml.Node]bool   // scalars whose value came from ${...}
 	emptyVar map[*yaml.Node]string // scalars that are exactly ${VAR}, VAR set but empty
 	jobNames map[int]string        // job index -> name as written, for messages
+	fromEnv  map[string]envValue   // key path -> what of its value came from ${VAR}
 	secrets  redact.Builder        // values that came from the environment
 }
 
@@ -47,6 +49,7 @@ func loadSections(data []byte, file, path string, lookup func(string) (string, b
 		expanded: map[*yaml.Node]bool{},
 		emptyVar: map[*yaml.Node]string{},
 		jobNames: map[int]string{},
+		fromEnv:  map[string]envValue{},
 	}
 	d.Report = d.report
 	d.Absent = d.absent
@@ -96,10 +99,25 @@ func loadSections(data []byte, file, path string, lookup func(string) (string, b
 	}
 	secrets := d.secrets.Secrets()
 	if len(d.errs) > 0 {
-		sort.SliceStable(d.errs, func(i, j int) bool { return d.errs[i].Line < d.errs[j].Line })
+		// a message may quote a piece of a value (a port, a field of a
+		// schedule): a quoted piece of a ${VAR} value is masked, of any
+		// length where the value is the field's, of 4 bytes or more
+		// anywhere. The schedule parser prints a field unquoted ("failed
+		// to parse int from xyz"): there, a word of 3 bytes or more of the
+		// schedule's own ${VAR} values is masked too.
 		for i := range d.errs {
-			d.errs[i].Msg = secrets.Text(d.errs[i].Msg)
+			msg, path := d.errs[i].Msg, d.errPaths[i]
+			if own := d.envValuesAt(path); len(own) > 0 {
+				msg = secrets.Parts(msg, 1)
+				if _, rest, ok := splitJobPath(path); ok && rest == "schedule" {
+					msg = redact.Of(own...).Words(msg, 3)
+				}
+			} else {
+				msg = secrets.Parts(msg, redact.MinSubstring)
+			}
+			d.errs[i].Msg = msg
 		}
+		sort.SliceStable(d.errs, func(i, j int) bool { return d.errs[i].Line < d.errs[j].Line })
 		return nil, &ConfigError{Errors: d.errs}
 	}
 	cfg.File = path
@@ -128,6 +146,25 @@ func (d *decoder) report(p strictyaml.Problem) {
 		}
 	}
 	d.errs = append(d.errs, fe)
+	d.errPaths = append(d.errPaths, p.Path)
+}
+
+// envValue is what of a scalar's value came from ${VAR}.
+type envValue struct {
+	masked string   // the value with each variable's value masked
+	values []string // the variables' values
+}
+
+// envValuesAt returns the ${VAR} values of the scalars at path and under
+// it: a message about path may quote a piece of them.
+func (d *decoder) envValuesAt(path string) []string {
+	var out []string
+	for p, e := range d.fromEnv {
+		if p == path || path == "" || strings.HasPrefix(p, path+".") || strings.HasPrefix(p, path+"[") {
+			out = append(out, e.values...)
+		}
+	}
+	return out
 }
 
 // onAbsent reports a field left at its default because a variable it names
@@ -186,7 +223,12 @@ func (d *decoder) expandTree(n *yaml.Node, path string) {
 		if !strings.Contains(n.Value, "$") {
 			return
 		}
-		out, masked, err := expandEnv(n.Value, d.lookup, &d.secrets)
+		var own redact.Builder // the values of this scalar's variables
+		out, masked, err := expandEnv(n.Value, d.lookup, &own)
+		vals := own.Secrets().Values()
+		for _, v := range vals {
+			d.secrets.Add(v)
+		}
 		if err != nil {
 			d.add(n.Line, path, "%s", err.Error())
 			return
@@ -200,6 +242,9 @@ func (d *decoder) expandTree(n *yaml.Node, path string) {
 		n.Value = out
 		d.expanded[n] = true
 		d.secrets.AddValue(out, masked)
+		if len(vals) > 0 {
+			d.fromEnv[path] = envValue{masked: masked, values: vals}
+		}
 		if n.Style&yaml.TaggedStyle == 0 {
 			n.Tag = "" // resolve the new value afresh (a number stays a number)
 		}

@@ -6,7 +6,8 @@ package config
 // did: the same problems, lines, job names and masked secrets, the same
 // defaults. rvGolden is what jobs.loadSections printed at 7b41a71 for the
 // same documents and environment (full load, and the connection-only load
-// of LoadConnectionFile).
+// of LoadConnectionFile), but for what changed on purpose since: an invalid
+// Redis URL is named, masked, and a quoted piece of a ${VAR} value is masked.
 
 import (
 	"fmt"
@@ -276,10 +277,10 @@ security:
   accept_unsigned: false
 
 == 03-secret-url.yaml full
-ERR 03-secret-url.yaml:1: redis.url: invalid URL: invalid port ":notaport" after host
+ERR 03-secret-url.yaml:1: redis.url: invalid Redis URL "xxxxx": invalid URL: invalid port "xxxxx" after host
 03-secret-url.yaml:6: job "alpha": timeout: invalid duration "xxxxxs"
 == 03-secret-url.yaml conn
-ERR 03-secret-url.yaml:1: redis.url: invalid URL: invalid port ":notaport" after host
+ERR 03-secret-url.yaml:1: redis.url: invalid Redis URL "xxxxx": invalid URL: invalid port "xxxxx" after host
 == 04-syntax.yaml full
 ERR 04-syntax.yaml:2: did not find expected key
 == 04-syntax.yaml conn

@@ -15,6 +15,7 @@ import (
 
 	"github.com/batonhq/baton/internal/childenv"
 	"github.com/batonhq/baton/internal/redact"
+	"github.com/batonhq/baton/internal/redisurl"
 	"github.com/batonhq/baton/internal/strictyaml"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -44,6 +45,15 @@ func (v *validator) errf(path, format string, args ...any) {
 }
 
 func (v *validator) lineOf(path string) int { return v.LineOf(path) }
+
+// shownURL returns the URL at path as a message may show it: its
+// password masked, and every part that came from ${VAR} too.
+func (v *validator) shownURL(path, raw string) string {
+	if e, ok := v.fromEnv[path]; ok {
+		raw = e.masked
+	}
+	return redact.URL(raw)
+}
 
 // set reports whether path was given in the file.
 func (v *validator) set(path string) bool {
@@ -149,7 +159,7 @@ func (v *validator) redis() {
 	var kinds []string
 	if r.URL != "" {
 		kinds = append(kinds, "url")
-		if err := checkRedisURL(r.URL); err != nil {
+		if err := checkRedisURL(r.URL, v.shownURL("redis.url", r.URL)); err != nil {
 			v.errf("redis.url", "%s", err.Error())
 		}
 	}
@@ -204,14 +214,14 @@ func (v *validator) locking() {
 	seen := map[string]int{}
 	for i, m := range l.Masters {
 		p := fmt.Sprintf("locking.masters[%d]", i)
-		if err := checkRedisURL(m); err != nil {
+		if err := checkRedisURL(m, v.shownURL(p, m)); err != nil {
 			v.errf(p, "%s", err.Error())
 			continue
 		}
 		o, _ := redis.ParseURL(m)
 		id := fmt.Sprintf("%s/%d", o.Addr, o.DB)
 		if first, dup := seen[id]; dup {
-			v.errf(p, "the same master as masters[%d] (%s): a quorum needs independent masters", first, id)
+			v.errf(p, "the same master as masters[%d] (%q): a quorum needs independent masters", first, id)
 			continue
 		}
 		seen[id] = i
@@ -732,18 +742,12 @@ func checkHostPort(s string) error {
 	return nil
 }
 
-// checkRedisURL validates a redis:// or rediss:// URL without ever putting
-// the URL itself (which may hold a password) into the error.
-func checkRedisURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return fmt.Errorf("invalid URL: %w", urlErr(err))
-	}
-	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return fmt.Errorf("scheme must be redis:// or rediss:// (TLS), got %q", u.Scheme+"://")
-	}
-	if _, err := redis.ParseURL(s); err != nil {
-		return fmt.Errorf("invalid URL: %s", strings.TrimPrefix(urlErr(err).Error(), "redis: "))
+// checkRedisURL validates a redis:// or rediss:// URL as every replica
+// reads it (internal/redisurl: "//host" required). The error names the URL
+// as shown, which the caller masks.
+func checkRedisURL(s, shown string) error {
+	if _, err := redisurl.Parse(s); err != nil {
+		return fmt.Errorf("invalid Redis URL %q: %w", shown, err)
 	}
 	return nil
 }

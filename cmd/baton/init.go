@@ -11,7 +11,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/redact"
-	"github.com/batonhq/baton/internal/wiring"
+	"github.com/batonhq/baton/internal/redisurl"
 	"github.com/batonhq/baton/locking"
 )
 
@@ -111,9 +111,9 @@ func initLockMasters(ctx context.Context, urls []string, prefix, passwordFile st
 		}
 	}()
 	for _, raw := range urls {
-		opts, err := redis.ParseURL(raw)
+		opts, err := redisurl.Parse(raw)
 		if err != nil {
-			return usagef("bad Redis URL %s: %s", redact.URL(raw), wiring.URLErr(err))
+			return usagef("bad Redis URL %s: %v", redact.URL(raw), err)
 		}
 		if opts.Password == "" {
 			opts.Password = password

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/childenv"
 	"github.com/batonhq/baton/internal/redact"
+	"github.com/batonhq/baton/internal/redisurl"
 	"github.com/batonhq/baton/jobs"
 )
 
@@ -279,12 +279,8 @@ func (lf *lockFlags) finish(fs *pflag.FlagSet, args []string, dash int) (lockCon
 	}
 	seen := map[string]string{}
 	for _, raw := range raws {
-		opts, err := redis.ParseURL(raw)
+		opts, err := redisurl.Parse(raw) // its errors hold no part of the URL
 		if err != nil {
-			var ue *url.Error
-			if errors.As(err, &ue) {
-				err = ue.Err // url.Error quotes the whole URL, password included
-			}
 			return cfg, usagef("bad Redis URL %s (%s): %v", redact.URL(raw), source, err)
 		}
 		if prev, dup := seen[opts.Addr]; dup {

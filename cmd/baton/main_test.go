@@ -365,6 +365,8 @@ func TestUsageErrors(t *testing.T) {
 		{"ttl too short", []string{"lock", "--redis", r, "--ttl", "5ms", "k", "--", "true"}, "too short"},
 		{"bad scheme", []string{"lock", "--redis", "http://127.0.0.1:1", "k", "--", "true"}, "bad Redis URL"},
 		{"bad port", []string{"lock", "--redis", "redis://:secret@127.0.0.1:port", "k", "--", "true"}, "bad Redis URL"},
+		{"no // before the host", []string{"lock", "--redis", "redis:secret@127.0.0.1:1/0", "k", "--", "true"}, "bad Redis URL redis:xxxxx@127.0.0.1:1/0 (--redis): no // after the scheme"},
+		{"no host", []string{"lock", "--redis", "redis://:secret@:1/0", "k", "--", "true"}, "no host name"},
 		{"duplicate master", []string{"lock", "--redis", r, "--redis", "redis://127.0.0.1:1/1", "k", "--", "true"}, "listed twice"},
 		{"fair with quorum", []string{"lock", "--fair", "--redis", r, "--redis", "redis://127.0.0.1:2", "--redis", "redis://127.0.0.1:3", "k", "--", "true"}, "fair"},
 		{"stray argument", []string{"lock", "k", "x", "--", "true"}, `unexpected argument "x"`},

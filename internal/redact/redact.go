@@ -160,6 +160,90 @@ func (s *Secrets) Text(t string) string {
 	return t
 }
 
+// Parts masks what Text masks and, besides, every double-quoted Go string
+// in t (as %q writes it) whose value is part of a secret and at least min
+// bytes long (min below 1 counts as 1): for messages that quote a piece of
+// a value (a port, a field of a schedule) that came from a secret.
+func (s *Secrets) Parts(t string, min int) string {
+	if s == nil {
+		return t
+	}
+	t = s.Text(t)
+	quotedMask := strconv.Quote(Mask)
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(t, '"')
+		if i < 0 {
+			b.WriteString(t)
+			return b.String()
+		}
+		b.WriteString(t[:i])
+		q, err := strconv.QuotedPrefix(t[i:])
+		if err != nil {
+			b.WriteByte('"')
+			t = t[i+1:]
+			continue
+		}
+		t = t[i+len(q):]
+		if v, _ := strconv.Unquote(q); len(v) >= max(min, 1) && v != Mask && s.holds(v) {
+			q = quotedMask
+		}
+		b.WriteString(q)
+	}
+}
+
+// Words masks what Text masks and, besides, every word of t of at least
+// min bytes (min below 1 counts as 1) that is also a word of a secret, a
+// word being a maximal run of letters and digits: for a message about a
+// value that came from a secret, whose parser may print a piece of it
+// unquoted ("failed to parse int from xyzday"). A word of the message
+// that is only part of a secret's word ("port" of "notaport") stays.
+func (s *Secrets) Words(t string, min int) string {
+	if s == nil {
+		return t
+	}
+	t = s.Text(t)
+	words := map[string]bool{}
+	for _, v := range s.values {
+		for _, w := range strings.FieldsFunc(v, notWordRune) {
+			words[w] = true
+		}
+	}
+	var b strings.Builder
+	for len(t) > 0 {
+		i := strings.IndexFunc(t, isWordRune)
+		if i < 0 {
+			i = len(t)
+		}
+		b.WriteString(t[:i])
+		t = t[i:]
+		j := strings.IndexFunc(t, notWordRune)
+		if j < 0 {
+			j = len(t)
+		}
+		if w := t[:j]; len(w) >= max(min, 1) && words[w] && w != Mask {
+			b.WriteString(Mask)
+		} else {
+			b.WriteString(w)
+		}
+		t = t[j:]
+	}
+	return b.String()
+}
+
+func isWordRune(r rune) bool  { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+func notWordRune(r rune) bool { return !isWordRune(r) }
+
+// holds reports whether part is part of one of the secrets.
+func (s *Secrets) holds(part string) bool {
+	for _, v := range s.values {
+		if strings.Contains(v, part) {
+			return true
+		}
+	}
+	return false
+}
+
 // Merge returns the union of s and o.
 func (s *Secrets) Merge(o *Secrets) *Secrets {
 	if s == nil {

@@ -95,3 +95,43 @@ func TestSecretsTextMasksURLEscapedForms(t *testing.T) {
 		}
 	}
 }
+
+// A message that quotes a piece of a secret (a port of a URL, a field of a
+// schedule) has that piece masked when it is at least min bytes long; other
+// quoted text stays.
+func TestSecretsPartsMasksQuotedPieces(t *testing.T) {
+	s := Of("redis://:pw-51d0e8@cache:notaport/0", "tok-7f3a9c2e")
+	for _, c := range []struct {
+		in   string
+		min  int
+		want string
+	}{
+		{`invalid port ":notaport" after host`, MinSubstring, `invalid port "xxxxx" after host`},
+		{`bad token "7f3a" and "tok-7f3a9c2e"`, MinSubstring, `bad token "xxxxx" and "xxxxx"`},
+		{`got "ab" not "zz"`, MinSubstring, `got "ab" not "zz"`},
+		{`got "0" here`, 1, `got "xxxxx" here`},
+		{`unknown mode "zz" ("unterminated`, 1, `unknown mode "zz" ("unterminated`},
+		{`quoted "pw-51d0e8@cache" \"inner\"`, MinSubstring, `quoted "xxxxx" \"inner\"`},
+	} {
+		if got := s.Parts(c.in, c.min); got != c.want {
+			t.Errorf("Parts(%q, %d) = %q, want %q", c.in, c.min, got, c.want)
+		}
+	}
+}
+
+// A message that prints a piece of a secret unquoted (a parser's "failed
+// to parse int from xyzday") has each word of at least min bytes that is a
+// word of a secret masked; part of a secret's word stays.
+func TestSecretsWordsMasksUnquotedPieces(t *testing.T) {
+	s := Of("0 0 * * * xyzday", "redis://:pw@cache:notaport/0")
+	for in, want := range map[string]string{
+		"failed to parse int from xyzday: invalid": "failed to parse int from xxxxx: invalid",
+		"(xyzday/2) and [cache].":                  "(xxxxx/2) and [xxxxx].",
+		"expected 5 or 6 fields, found 0":          "expected 5 or 6 fields, found 0",
+		"invalid port after host notaport":         "invalid port after host xxxxx",
+	} {
+		if got := s.Words(in, 3); got != want {
+			t.Errorf("Words(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

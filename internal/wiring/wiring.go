@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"strings"
 	"syscall"
 
@@ -20,6 +19,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redact"
+	"github.com/batonhq/baton/internal/redisurl"
 	"github.com/batonhq/baton/locking"
 )
 
@@ -55,9 +55,9 @@ func QueueRedis(cfg *config.Config) (redis.UniversalClient, asynq.RedisConnOpt, 
 			Addrs: cl.Addrs, Username: cl.Username, Password: cl.Password, TLSConfig: tlsConfig(cl.TLS),
 		}, nil
 	}
-	opts, err := redis.ParseURL(rc.URL)
+	opts, err := redisurl.Parse(rc.URL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("redis.url %s: %s", redact.URL(rc.URL), URLErr(err))
+		return nil, nil, fmt.Errorf("redis.url %s: %w", redact.URL(rc.URL), err)
 	}
 	opts.ContextTimeoutEnabled = true
 	withTLSFiles(cfg, opts)
@@ -73,10 +73,10 @@ func QueueRedis(cfg *config.Config) (redis.UniversalClient, asynq.RedisConnOpt, 
 func DialMasters(cfg *config.Config) ([]redis.UniversalClient, error) {
 	var out []redis.UniversalClient
 	for i, raw := range cfg.Locking.Masters {
-		opts, err := redis.ParseURL(raw)
+		opts, err := redisurl.Parse(raw)
 		if err != nil {
 			CloseAll(out)
-			return nil, fmt.Errorf("locking.masters[%d] %s: %s", i, redact.URL(raw), URLErr(err))
+			return nil, fmt.Errorf("locking.masters[%d] %s: %w", i, redact.URL(raw), err)
 		}
 		opts.ContextTimeoutEnabled = true
 		withTLSFiles(cfg, opts)
@@ -119,16 +119,6 @@ func LockOptions(cfg *config.Config) []locking.Option {
 		opts = append(opts, locking.WithFreshDeployment())
 	}
 	return opts
-}
-
-// URLErr is a URL parse error without the URL itself (url.Error quotes it,
-// password included).
-func URLErr(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return err.Error()
 }
 
 // DescribeRedis names the queue Redis for logs, without secrets.

@@ -1,0 +1,69 @@
+// Package redisurl reads the redis:// and rediss:// URLs of a config or a
+// command-line flag into go-redis options, refusing what go-redis would
+// read as another server than the one written: go-redis takes a URL
+// without "//" before its host ("redis:pw@host:6380/0", a typo of
+// "redis://:pw@host:6380/0") as localhost:6379.
+//
+// Its errors say what is wrong and hold no part of the URL, which may hold
+// a password: callers name the URL, masked with redact.URL.
+package redisurl
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Form is how a Redis URL is written, for messages.
+const Form = "redis://[[user]:password@]host[:port][/db] (rediss:// for TLS)"
+
+// Parse returns the go-redis options of a redis:// or rediss:// URL with a
+// host. It refuses a URL without a scheme, with another scheme, without
+// "//host" after the scheme or with an empty host name, a path other than
+// a database number, and what redis.ParseURL refuses.
+func Parse(raw string) (*redis.Options, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("invalid URL: %s", describe(err))
+	}
+	switch {
+	case u.Scheme == "":
+		return nil, fmt.Errorf("no scheme: write %s", Form)
+	case u.Scheme != "redis" && u.Scheme != "rediss":
+		return nil, fmt.Errorf("scheme must be redis:// or rediss:// (TLS), got %q", u.Scheme+"://")
+	case u.Opaque != "" || !strings.HasPrefix(raw[len(u.Scheme)+1:], "//"):
+		return nil, fmt.Errorf("no // after the scheme: go-redis would read it as localhost:6379; write %s", Form)
+	case u.Hostname() == "":
+		return nil, fmt.Errorf("no host name: go-redis would dial localhost; write %s", Form)
+	}
+	if segs := strings.FieldsFunc(u.Path, func(r rune) bool { return r == '/' }); len(segs) > 1 || len(segs) == 1 && strings.Trim(segs[0], "0123456789") != "" {
+		return nil, errors.New("the path after host:port must be empty or /N, a database number")
+	}
+	o, err := redis.ParseURL(raw)
+	if err != nil {
+		return nil, fmt.Errorf("invalid URL: %s", strings.TrimPrefix(describe(err), "redis: "))
+	}
+	return o, nil
+}
+
+// describe says what is wrong in an error of url.Parse or redis.ParseURL
+// without the URL: a *url.Error quotes all of it, a bad escape the three
+// bytes it is in (of a password, maybe).
+func describe(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var ee url.EscapeError
+	if errors.As(err, &ee) {
+		return `a "%" not followed by two hex digits (write %25 for a literal %)`
+	}
+	var he url.InvalidHostError
+	if errors.As(err, &he) {
+		return "a character a host name cannot hold"
+	}
+	return err.Error()
+}
