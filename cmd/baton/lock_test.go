@@ -1,8 +1,12 @@
 package main
 
 import (
+	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,5 +63,37 @@ func TestLockCommandStartsUnderALeaseExtendedWhileStarting(t *testing.T) {
 	}
 	if !deadline.Equal(v.extended) {
 		t.Errorf("started under %v, want the extended deadline %v", deadline, v.extended)
+	}
+}
+
+// A command that starts a setsid'd process and then SIGKILLs its
+// supervisor: baton lock (a child subreaper) gets the orphan and kills it
+// before it exits, saying why the command ended.
+func TestLockCommandThatKillsItsSupervisorLeavesNoSetsidDescendant(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the supervisor is Linux only")
+	}
+	t.Parallel()
+	srv := redistest.New(t)
+	escapee := filepath.Join(t.TempDir(), "escapee")
+	script := `setsid sh -c 'echo $$ > ` + escapee + `; exec sleep 1000' &
+until [ -s ` + escapee + ` ]; do sleep 0.01; done
+kill -KILL $PPID
+exec sleep 1000`
+	code, stderr := runBaton(t, 20*time.Second, nil, "lock", "--redis", redisURL(srv), "job:escape", "--", "sh", "-c", script)
+	pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, escapee, time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !gone(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	if code != exitCannotExec || !strings.Contains(stderr, "signal") {
+		t.Errorf("exit %d, stderr %q; want %d and the supervisor's death", code, stderr, exitCannotExec)
+	}
+	if !gone(pid) {
+		t.Errorf("setsid'd pid %d outlived baton lock", pid)
 	}
 }
