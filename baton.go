@@ -592,6 +592,14 @@ func (l loggingDispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error
 	return nil
 }
 
+// Precheck forwards to the dispatcher's Precheck (scheduler.Prechecker).
+func (l loggingDispatcher) Precheck(ctx context.Context, t scheduler.Tick) error {
+	if p, ok := l.d.(scheduler.Prechecker); ok {
+		return p.Precheck(ctx, t)
+	}
+	return nil
+}
+
 // NotDispatched passes the scheduler's record of a tick that did not run to
 // the dispatcher, if it keeps records.
 func (l loggingDispatcher) NotDispatched(ctx context.Context, t scheduler.Tick, paused bool, reason string) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -113,7 +114,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t scheduler.Tick) error {
 	if job.MaxRuns == 0 || t.Manual {
 		return d.dispatch(ctx, job, t)
 	}
-	added, err := d.countRun(ctx, job, t)
+	added, count, err := d.countRun(ctx, job, t)
+	if errors.Is(err, scheduler.ErrJobDone) {
+		return d.doneHere(ctx, job, count, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -197,21 +201,85 @@ func RunCountKeys(namespace, job string) []string {
 
 // countRun counts tick t of job, which has max_runs, on the queue Redis.
 // added says this call counted it (a tick counted before is dispatched
-// again without counting: an owner that took over). It returns an error
-// wrapping scheduler.ErrJobDone when the job had its max_runs ticks.
-func (d *Dispatcher) countRun(ctx context.Context, job *config.Job, t scheduler.Tick) (added bool, err error) {
+// again without counting: an owner that took over); count is the job's
+// count. It returns an error wrapping scheduler.ErrJobDone when the job had
+// its max_runs ticks.
+func (d *Dispatcher) countRun(ctx context.Context, job *config.Job, t scheduler.Tick) (added bool, count int64, err error) {
 	if d.rdb == nil {
-		return false, fmt.Errorf("jobs: dispatch %s: max_runs needs the queue Redis to count runs (WithQueueRedis)", t.ID())
+		return false, 0, fmt.Errorf("jobs: dispatch %s: max_runs needs the queue Redis to count runs (WithQueueRedis)", t.ID())
 	}
 	res, err := maxRuns.Run(ctx, d.rdb, RunCountKeys(d.cfg.Namespace, job.Name),
 		t.ID(), t.At.UnixMilli(), job.MaxRuns, d.cfg.Retention(job).Milliseconds()).Int64Slice()
+	if err == nil && len(res) < 2 {
+		err = fmt.Errorf("malformed reply %v", res)
+	}
 	if err != nil {
-		return false, fmt.Errorf("jobs: dispatch %s: count toward max_runs: %w", t.ID(), err)
+		return false, 0, fmt.Errorf("jobs: dispatch %s: count toward max_runs: %w", t.ID(), err)
 	}
 	if res[0] == 0 {
-		return false, fmt.Errorf("jobs: dispatch %s: the job ran its max_runs (%d) ticks: %w", t.ID(), job.MaxRuns, scheduler.ErrJobDone)
+		return false, res[1], fmt.Errorf("jobs: dispatch %s: the job ran its max_runs (%d) ticks: %w", t.ID(), job.MaxRuns, scheduler.ErrJobDone)
 	}
-	return len(res) > 2 && res[2] == 1, nil
+	return len(res) > 2 && res[2] == 1, res[1], nil
+}
+
+// Precheck tells, before a local job's tick is recorded as dispatched,
+// whether this list's max_runs leaves it to another list (see doneHere);
+// it reads the count and counts nothing. It implements
+// scheduler.Prechecker.
+func (d *Dispatcher) Precheck(ctx context.Context, t scheduler.Tick) error {
+	job, ok := d.cfg.Job(t.Job)
+	if !ok || job.MaxRuns == 0 || t.Manual || d.rdb == nil {
+		return nil
+	}
+	v, err := d.rdb.Get(ctx, RunCountKeys(d.cfg.Namespace, job.Name)[0]).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("jobs: dispatch %s: read the max_runs count: %w", t.ID(), err)
+	}
+	count, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || count < 0 {
+		return fmt.Errorf("jobs: dispatch %s: the max_runs count %s holds %q, not a count", t.ID(), RunCountKeys(d.cfg.Namespace, job.Name)[0], v)
+	}
+	if count < int64(job.MaxRuns) {
+		return nil
+	}
+	return d.doneHere(ctx, job, count, fmt.Errorf("jobs: dispatch %s: the job ran its max_runs (%d) ticks: %w", t.ID(), job.MaxRuns, scheduler.ErrJobDone))
+}
+
+// doneHere decides a tick that this job list's max_runs refuses after count
+// counted ticks. A limit is decided per deployment, not per list: while a
+// live replica that claims ticks runs a list that would still take it (a
+// rolling deploy raised or removed max_runs), the tick is left to it
+// (scheduler.ErrLeftToOthers: released, not recorded); otherwise done is
+// returned (it wraps scheduler.ErrJobDone). Replicas of versions that do
+// not publish their limits count as not taking it (what they decide, they
+// decide by their own list). A roster that cannot be read leaves the tick
+// undecided: an error, and the tick is tried again.
+func (d *Dispatcher) doneHere(ctx context.Context, job *config.Job, count int64, done error) error {
+	members, err := ReadRoster(ctx, d.rdb, d.cfg.Namespace)
+	if err != nil {
+		return fmt.Errorf("jobs: %s reached max_runs here; whether another job list takes its tick is unknown: %w", job.Name, err)
+	}
+	for _, m := range members {
+		if !m.Live || m.Role == "worker" || !m.LimitsKnown {
+			continue
+		}
+		l, ok := m.Jobs[job.Name]
+		if !ok || (l.Mode != config.ModeCron && l.Mode != config.ModeLocal) {
+			continue
+		}
+		if limit := m.MaxRuns[job.Name]; limit == 0 || int64(limit) > count {
+			what := "no max_runs"
+			if limit > 0 {
+				what = fmt.Sprintf("max_runs %d", limit)
+			}
+			return fmt.Errorf("jobs: %s ran %d ticks, its max_runs here (%d), but replica %s's job list has %s: %w",
+				job.Name, count, job.MaxRuns, m.ID, what, scheduler.ErrLeftToOthers)
+		}
+	}
+	return done
 }
 
 // dispatch hands tick t of job off (see Dispatch).

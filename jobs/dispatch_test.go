@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/scheduler"
@@ -191,5 +193,67 @@ func TestParseTaskRejects(t *testing.T) {
 		if _, err := parseTask(task); err == nil {
 			t.Errorf("parseTask(%s %s) succeeded", task.Type(), task.Payload())
 		}
+	}
+}
+
+// A limit is decided per deployment, not per job list. Schedule: two live
+// replicas run two lists side by side (a rolling deploy) that give one job
+// different max_runs; ticks 1 and 2 run; tick 3 goes to the replica whose
+// list says the job is done. While the other replica's list would still
+// take it, the tick is left to it (released, never recorded done); once no
+// live list takes it, it is done.
+func TestMaxRunsDecidedAcrossLiveLists(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		old, new string // the job's max_runs line in each list ("" for none)
+		first    string // which list gets tick 3 first: the one it is done for
+		runsOn   string // the list that then runs tick 3
+	}{
+		{"raised from 2 to 5", "max_runs: 2", "max_runs: 5", "old", "new"},
+		{"lowered from 5 to 2", "max_runs: 5", "max_runs: 2", "new", "old"},
+		{"removed (was 2)", "max_runs: 2", "", "old", "new"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			list := func(limit string) *config.Config {
+				return e.config(t, fmt.Sprintf("  - name: capped\n    schedule: \"@every 1m\"\n    %s\n    handler: {name: capped}\n", limit))
+			}
+			cfgs := map[string]*config.Config{"old": list(tc.old), "new": list(tc.new)}
+			disp := map[string]*Dispatcher{}
+			rosters := map[string]*roster{}
+			for name, cfg := range cfgs {
+				disp[name] = NewDispatcher(cfg, e.client, nil, WithQueueRedis(e.rdb), WithLogger(testLogger(t)))
+				rosters[name] = newRoster(e.rdb, cfg, Member{ID: name, Role: "run", Queues: []string{"default"}}, testLogger(t))
+				if _, err := rosters[name].beat(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for m := 1; m <= 2; m++ {
+				if err := disp["old"].Dispatch(ctx, tickOf("capped", m)); err != nil {
+					t.Fatalf("tick %d: %v", m, err)
+				}
+			}
+			t3 := tickOf("capped", 3)
+			if err := disp[tc.first].Precheck(ctx, t3); !errors.Is(err, scheduler.ErrLeftToOthers) {
+				t.Fatalf("Precheck of tick 3 on the %s list = %v, want ErrLeftToOthers", tc.first, err)
+			}
+			if err := disp[tc.first].Dispatch(ctx, t3); !errors.Is(err, scheduler.ErrLeftToOthers) {
+				t.Fatalf("tick 3 on the %s list = %v, want ErrLeftToOthers (the %s list takes it)", tc.first, err, tc.runsOn)
+			}
+			if _, err := e.insp.GetTaskInfo(cfgs["old"].QueueName("default"), t3.ID()); err == nil {
+				t.Fatal("tick 3 was enqueued by the list it is done for")
+			}
+			if err := disp[tc.runsOn].Dispatch(ctx, t3); err != nil {
+				t.Fatalf("tick 3 on the %s list: %v", tc.runsOn, err)
+			}
+			// the list that takes more leaves: the job is done by every live list
+			if err := rosters[tc.runsOn].leave(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := disp[tc.first].Dispatch(ctx, tickOf("capped", 4)); !errors.Is(err, scheduler.ErrJobDone) {
+				t.Fatalf("tick 4 with only the %s list live = %v, want ErrJobDone", tc.first, err)
+			}
+		})
 	}
 }

@@ -84,6 +84,13 @@ type Member struct {
 	// drawn once per process): two live entries of one id from different
 	// processes are two processes running under one replica id.
 	Process string `json:"process,omitempty"`
+	// MaxRuns is the max_runs of each job of its list that has one (a
+	// job not named has no limit). Published from entry format 2 on;
+	// LimitsKnown says whether the entry had it.
+	MaxRuns map[string]int `json:"max_runs,omitempty"`
+	// LimitsKnown is true when the entry publishes MaxRuns (its version
+	// does); false for older versions, whose limits are unknown.
+	LimitsKnown bool `json:"-"`
 	// Seen is its last heartbeat, by the queue Redis's clock.
 	Seen time.Time `json:"-"`
 	// Started is its first heartbeat, by the queue Redis's clock; zero
@@ -230,6 +237,14 @@ type roster struct {
 func newRoster(rdb redis.UniversalClient, cfg *config.Config, self Member, log *slog.Logger) *roster {
 	list := listJobs(cfg)
 	self.Hash = listHash(list)
+	for i := range cfg.Jobs {
+		if j := &cfg.Jobs[i]; j.MaxRuns > 0 {
+			if self.MaxRuns == nil {
+				self.MaxRuns = map[string]int{}
+			}
+			self.MaxRuns[j.Name] = j.MaxRuns
+		}
+	}
 	self.Jobs = list
 	self.key = self.ID + "#" + randomInstance()
 	if self.Process == "" {
@@ -353,6 +368,7 @@ func (r *roster) members(ctx context.Context, res []any) ([]Member, error) {
 			continue // a member this version cannot read: not counted
 		}
 		m := e.Member
+		m.LimitsKnown = e.V >= 2
 		if e.StartedMS > 0 {
 			m.Started = time.UnixMilli(e.StartedMS)
 		}

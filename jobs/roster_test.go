@@ -13,12 +13,13 @@ import (
 // A roster entry carries its format version beside the member's fields, and
 // reads back as the member (an older replica reads it alike: it ignores "v").
 func TestRosterEntryCarriesFormatVersion(t *testing.T) {
-	m := Member{ID: "a", Version: "v1.2.3", Role: "run", Queues: []string{"baton:default"}, Hash: "0123456789ab", SkewMS: -3}
+	m := Member{ID: "a", Version: "v1.2.3", Role: "run", Queues: []string{"baton:default"}, Hash: "0123456789ab", SkewMS: -3,
+		MaxRuns: map[string]int{"capped": 5}}
 	b, err := json.Marshal(rosterEntry{V: formats.RosterEntry, Member: m})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"v":1,"version":"v1.2.3","role":"run","queues":["baton:default"],"hash":"0123456789ab","skew_ms":-3}`
+	const want = `{"v":2,"version":"v1.2.3","role":"run","queues":["baton:default"],"hash":"0123456789ab","skew_ms":-3,"max_runs":{"capped":5}}`
 	if string(b) != want {
 		t.Fatalf("entry\n got %s\nwant %s", b, want)
 	}

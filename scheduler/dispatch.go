@@ -25,7 +25,7 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []claimed,
 	results := make(chan dispatched, len(owned))
 	go s.handOut(ctx, batch, owned, claimedAt, results)
 
-	var commit, failed []int // batch indices
+	var commit, failed, left []int // batch indices
 	flush := func() {
 		if len(commit) > 0 {
 			s.commit(ctx, batch, commit)
@@ -35,6 +35,10 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []claimed,
 			s.retryFailed(ctx, batch, failed)
 			failed = nil
 		}
+		if len(left) > 0 {
+			s.leaveToOthers(ctx, batch, left)
+			left = nil
+		}
 	}
 	handle := func(r dispatched) {
 		switch s.settle(ctx, batch[r.idx], r) {
@@ -42,6 +46,8 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []claimed,
 			commit = append(commit, r.idx)
 		case toRelease:
 			failed = append(failed, r.idx)
+		case toLeave:
+			left = append(left, r.idx)
 		}
 	}
 	// commit whenever the results pause, and at least every 256 of them
@@ -53,7 +59,7 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []claimed,
 				return
 			}
 			handle(r)
-			if len(commit)+len(failed) >= 256 {
+			if len(commit)+len(failed)+len(left) >= 256 {
 				flush()
 			}
 		default:
@@ -144,6 +150,11 @@ func (s *Scheduler) dispatchOne(ctx context.Context, idx int, it item, tick Tick
 		if ctx.Err() != nil {
 			return dispatched{idx: idx, err: ctx.Err()} // shutting down: released, not run
 		}
+		if p, ok := s.disp.(Prechecker); ok {
+			if err := p.Precheck(ctx, tick); err != nil {
+				return dispatched{idx: idx, err: err} // not recorded: settled as not dispatched
+			}
+		}
 		if !s.commitOwned(ctx, it) {
 			return dispatched{idx: idx, err: errNotRecorded}
 		}
@@ -180,6 +191,7 @@ const (
 	settled   settlement = iota // nothing: recorded before the dispatch
 	toCommit                    // dispatched: record the tick done
 	toRelease                   // not dispatched: release the lease, try again
+	toLeave                     // another replica's job list takes it: release, look again later
 )
 
 // settle counts and logs the result r of dispatching it, and tells what is
@@ -195,6 +207,12 @@ func (s *Scheduler) settle(ctx context.Context, it item, r dispatched) settlemen
 			return settled
 		}
 		return toCommit
+	}
+	if errors.Is(r.err, ErrLeftToOthers) && !r.committed {
+		s.add(it.job, func(c *stats) { c.leftToOthers.Add(1) })
+		s.opts.log.Info("tick left to a replica whose job list takes it: released unrecorded", "job", it.job.Name,
+			"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica, "why", r.err)
+		return toLeave
 	}
 	if r.committed {
 		// recorded before the dispatch: nothing to commit, nothing to undo
@@ -246,6 +264,23 @@ func (s *Scheduler) commit(ctx context.Context, batch []item, idx []int) {
 		n := len(bad)
 		s.opts.log.Warn("dispatched ticks not recorded on a majority of lock masters; followers will find them enqueued", "ticks", n, "replica", s.opts.replica)
 	}
+}
+
+// leaveToOthers releases the leases of the ticks of the batch at the
+// indices idx, which another live replica's job list takes
+// (ErrLeftToOthers), and looks at them again as a follower a lease ttl
+// later: normally they are done by then and dropped. A tick no other
+// replica took is claimed and offered again, until its starting deadline
+// records it missed. No attempt is counted: this is no failure.
+func (s *Scheduler) leaveToOthers(ctx context.Context, batch []item, idx []int) {
+	s.releaseLeases(context.WithoutCancel(ctx), batch, idx)
+	again := make([]item, 0, len(idx))
+	for _, i := range idx {
+		it := retryAt(batch[i], s.opts.clock.Now().Add(s.opts.leaseTTL))
+		it.attempts = batch[i].attempts
+		again = append(again, it)
+	}
+	s.reschedule(ctx, again)
 }
 
 // retryFailed releases the leases of the ticks of the batch at the indices

@@ -163,13 +163,17 @@ type Stats struct {
 	// CommitErrors counts ticks not recorded on a quorum: before their
 	// dispatch (CommitFirst jobs: not dispatched) or after it.
 	CommitErrors int64
+	// LeftToOthers counts ticks released unrecorded because another live
+	// replica's job list takes them and this one's does not
+	// (ErrLeftToOthers).
+	LeftToOthers int64
 	// Held is how many ticks are held back now because the lock masters or
 	// the queue fail (a gauge; totals only).
 	Held int64
 }
 
 type stats struct {
-	owned, done, busy, missed, paused, dispatched, dispatchErrors, caughtUp, skewStops, early, commitErrors atomic.Int64
+	owned, done, busy, missed, paused, dispatched, dispatchErrors, caughtUp, skewStops, early, commitErrors, leftToOthers atomic.Int64
 }
 
 // Scheduler claims and dispatches the ticks of a set of jobs. Any number of
@@ -294,7 +298,7 @@ func (c *stats) snapshot() Stats {
 		Owned: c.owned.Load(), Done: c.done.Load(), Busy: c.busy.Load(),
 		Missed: c.missed.Load(), Paused: c.paused.Load(), Dispatched: c.dispatched.Load(),
 		DispatchErrors: c.dispatchErrors.Load(), CaughtUp: c.caughtUp.Load(), SkewStops: c.skewStops.Load(),
-		Early: c.early.Load(), CommitErrors: c.commitErrors.Load(),
+		Early: c.early.Load(), CommitErrors: c.commitErrors.Load(), LeftToOthers: c.leftToOthers.Load(),
 	}
 }
 

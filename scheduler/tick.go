@@ -17,6 +17,14 @@ var ErrAlreadyDispatched = errors.New("scheduler: tick already dispatched")
 // job's ticks until it is made anew (a restart, a reload).
 var ErrJobDone = errors.New("scheduler: the job takes no more ticks")
 
+// ErrLeftToOthers is what a Dispatcher returns for a tick it will not take
+// while another live replica would (its job list differs: a rolling deploy
+// that raised or removed max_runs). The tick is released unrecorded: no
+// replica records it decided on the strength of one job list. This replica
+// claims it again after a back-off, as a follower, and normally finds it
+// done by the other.
+var ErrLeftToOthers = errors.New("scheduler: tick left to a replica whose job list takes it")
+
 // Tick is one scheduled (or manually triggered) run of a job. Its identity is
 // the job's name and the UTC instant it was due; every replica computes the
 // same ticks, so the identity never depends on who noticed it.
@@ -50,6 +58,16 @@ func (t Tick) ID() string {
 // for another try before its starting deadline.
 type Dispatcher interface {
 	Dispatch(ctx context.Context, t Tick) error
+}
+
+// Prechecker is implemented by a Dispatcher that can tell, before a
+// CommitFirst tick is recorded as dispatched, that it would not take it:
+// Precheck returns an error wrapping ErrJobDone (the tick is recorded as
+// decided) or ErrLeftToOthers (released unrecorded), or nil. It only reads:
+// Dispatch still decides (a limit reached between the two is settled as
+// ErrJobDone after the record).
+type Prechecker interface {
+	Precheck(ctx context.Context, t Tick) error
 }
 
 // Recorder is implemented by a Dispatcher that also keeps a record of the

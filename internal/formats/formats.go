@@ -29,8 +29,8 @@ const (
 	// NS:{exec:JOB}:holder (jobs).
 	HolderRecord = 1
 	// RosterEntry is the "v" member of a replica's JSON entry in the roster
-	// hash {NS:roster} (jobs).
-	RosterEntry = 1
+	// hash {NS:roster} (jobs). 2 added max_runs (absent before: unknown).
+	RosterEntry = 2
 	// CancelRequest is the "v" member of a replace request published on
 	// NS:cancel:JOB (jobs); nothing keeps it.
 	CancelRequest = 1

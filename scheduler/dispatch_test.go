@@ -1,0 +1,111 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/clock"
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// leaving is a Dispatcher that leaves its first `left` ticks to another
+// replica's job list (ErrLeftToOthers), in Dispatch or, wrapped in
+// prechecking, in Precheck; then it records them.
+type leaving struct {
+	mu          sync.Mutex
+	left        int
+	viaPrecheck bool
+	asked       chan string
+	rec         *recorder
+}
+
+func (l *leaving) take() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.left > 0 {
+		l.left--
+		return fmt.Errorf("another list takes it: %w", scheduler.ErrLeftToOthers)
+	}
+	return nil
+}
+
+func (l *leaving) Dispatch(ctx context.Context, t scheduler.Tick) error {
+	l.asked <- "dispatch"
+	if !l.viaPrecheck {
+		if err := l.take(); err != nil {
+			return err
+		}
+	}
+	return l.rec.Dispatch(ctx, t)
+}
+
+type prechecking struct{ *leaving }
+
+func (p prechecking) Precheck(context.Context, scheduler.Tick) error {
+	p.asked <- "precheck"
+	return p.take()
+}
+
+// A tick the dispatcher leaves to another replica's job list is released
+// unrecorded (a commit-first tick is not recorded before its run), counted
+// as left and not as a failure, and looked at again a lease ttl later: here
+// the dispatcher takes it then, and it is dispatched once and recorded done.
+func TestTickLeftToOthersIsReleasedUnrecorded(t *testing.T) {
+	for _, commitFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("commit first %v", commitFirst), func(t *testing.T) {
+			srv := redistest.New(t)
+			rdb := srv.TestClient(t)
+			ctx := context.Background()
+			clk := clock.NewFake(now())
+			l := &leaving{left: 1, viaPrecheck: commitFirst, asked: make(chan string, 10), rec: newRecorder()}
+			var d scheduler.Dispatcher = l
+			if commitFirst {
+				d = prechecking{l}
+			}
+			jobs := []scheduler.Job{{Name: "a", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute, CommitFirst: commitFirst}}
+			ttl := time.Second
+			r := start(t, []*redis.Client{rdb}, jobs, d, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour),
+				scheduler.WithTickLeaseTTL(ttl))
+			if err := clk.BlockUntil(3); err != nil { // tick, membership and skew timers
+				t.Fatal(err)
+			}
+			tick := scheduler.Ticks(jobs[0].Schedule, clk.Now(), clk.Now().Add(time.Minute), 1)[0]
+			clk.Set(tick)
+			if got := <-l.asked; commitFirst && got != "precheck" {
+				t.Fatalf("a commit-first tick was first %sed, want prechecked before its record", got)
+			}
+			key := fmt.Sprintf("baton:{a}:tick:%d", tick.UnixMilli())
+			poll.Require(t, 10*time.Second, "the tick's lease released", func() bool {
+				n, err := rdb.Exists(ctx, key).Result()
+				return err == nil && n == 0
+			})
+			// a lease ttl later (by the replica's clock) it is looked at again
+			poll.Require(t, 10*time.Second, "the tick taken the second time", func() bool {
+				if clk.Now().Before(tick.Add(5 * ttl)) {
+					clk.Advance(50 * time.Millisecond)
+				}
+				return len(l.rec.snapshot()) > 0
+			})
+			poll.Require(t, 10*time.Second, "the tick recorded done", func() bool {
+				v, err := rdb.Get(ctx, key).Result()
+				return err == nil && strings.HasPrefix(v, "done")
+			})
+			r.stop()
+			if got := l.rec.snapshot(); len(got) != 1 || len(got["a@"+tick.UTC().Format(time.RFC3339)]) != 1 {
+				t.Fatalf("dispatched %v, want tick %v once", got, tick)
+			}
+			st := r.s.JobStats()["a"]
+			if st.LeftToOthers != 1 || st.DispatchErrors != 0 || st.Missed != 0 {
+				t.Fatalf("stats %+v: want 1 left to others, no dispatch error, none missed", st)
+			}
+		})
+	}
+}
