@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -335,7 +336,9 @@ func (c Catchup) valid() bool {
 
 // Job is one entry of the job list.
 type Job struct {
-	// Name identifies the job: unique, ^[a-z0-9._-]{1,64}$.
+	// Name identifies the job: unique, ^[a-z0-9._-]{1,64}$ but not "." or
+	// "..", so that it is a URL path segment as it is (the HTTP API's
+	// /api/jobs/NAME).
 	Name string `yaml:"name"`
 	// Schedule is a cron spec: 5 fields (minute resolution), 6 fields (with
 	// seconds first), a descriptor (@yearly, @annually, @monthly, @weekly,
@@ -647,7 +650,7 @@ func (e *ConfigError) Unwrap() []error {
 
 // Load parses and validates a config from YAML. Errors are reported against
 // the file name "<input>". On any problem it returns (nil, *ConfigError)
-// listing all of them.
+// listing all of them; data above MaxFileSize is refused undecoded.
 //
 // Scalar values may use ${VAR}, replaced by the environment variable VAR (an
 // error if VAR is unset), and ${VAR:-default}, replaced by default when VAR
@@ -664,13 +667,53 @@ func Load(data []byte) (*Config, error) {
 
 // LoadFile reads and loads the config at path, as Load does; errors name
 // path. A file that cannot be read gives the *fs.PathError of os.ReadFile,
-// wrapped ("jobs: open ...").
+// wrapped ("jobs: open ..."); a file above MaxFileSize a *ConfigError,
+// without reading it past the bound.
 func LoadFile(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return load(data, path, path, os.LookupEnv, time.Now())
+}
+
+// MaxFileSize is the largest config accepted, in bytes: 16 MiB, some
+// thousand times a large job list. A larger one is refused before it is
+// decoded (YAML takes several times a document's size in memory to
+// decode it).
+const MaxFileSize = 16 << 20
+
+// readFile reads the config at path: the error of os.ReadFile wrapped
+// ("jobs: open ..."), or a *ConfigError for a file above MaxFileSize, which
+// is not read past the bound.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	return load(data, path, path, os.LookupEnv, time.Now())
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxFileSize {
+		return nil, tooLarge(path, fi.Size())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, tooLarge(path, -1)
+	}
+	return data, nil
+}
+
+// tooLarge is the error for a config of size bytes (-1: not known) above
+// MaxFileSize.
+func tooLarge(file string, size int64) error {
+	is := fmt.Sprintf("more than %d MiB", MaxFileSize>>20)
+	if size >= 0 {
+		is = fmt.Sprintf("%d bytes (%.1f MiB)", size, float64(size)/(1<<20))
+	}
+	return &ConfigError{Errors: []FieldError{{File: file,
+		Msg: fmt.Sprintf("the file is %s, above the bound of %d MiB (%d bytes) for a config: it is refused before it is decoded", is, MaxFileSize>>20, MaxFileSize)}}}
 }
 
 // LoadConnectionFile reads the config at path as LoadFile does, but only
@@ -681,9 +724,9 @@ func LoadFile(path string) (*Config, error) {
 // jobs and the other sections' defaults. For `baton lock` on a host (a crontab)
 // that shares the replicas' config but not their environment.
 func LoadConnectionFile(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("jobs: %w", err)
+		return nil, err
 	}
 	return loadSections(data, path, path, os.LookupEnv, time.Now(),
 		[]string{"jobs", "worker", "scheduler", "http", "security", "timezone", "max_clock_skew"})

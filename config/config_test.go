@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -808,4 +809,53 @@ jobs:
 	if c.Namespace != "baton" || c.Jobs[0].Exec.Env["EMPTY"] != "" {
 		t.Fatalf("namespace %q, env %q", c.Namespace, c.Jobs[0].Exec.Env)
 	}
+}
+
+// A config file above MaxFileSize is refused before it is decoded, with a
+// message naming the file and the bound: a 300 MB file (which took 2 GB to
+// validate) is refused from its size alone, a stream above the bound after
+// reading MaxFileSize+1 bytes, and Load refuses such bytes too.
+func TestConfigAboveTheSizeBoundRefusedUndecoded(t *testing.T) {
+	dir := t.TempDir()
+	huge := filepath.Join(dir, "huge.yaml")
+	if err := os.WriteFile(huge, []byte(minimal), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(huge, 300<<20); err != nil { // sparse: no 300 MB written
+		t.Fatal(err)
+	}
+	want := "above the bound of 16 MiB (16777216 bytes) for a config: it is refused before it is decoded"
+	for _, load := range []func(string) (*Config, error){LoadFile, LoadConnectionFile} {
+		_, err := load(huge)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || !strings.HasPrefix(err.Error(), huge+": the file is 314572800 bytes (300.0 MiB), ") || !strings.Contains(err.Error(), want) {
+			t.Errorf("a 300 MB file: %v", err)
+		}
+	}
+	over := append([]byte(minimal+"x-pad: "), make([]byte, MaxFileSize)...)
+	for i := len(minimal) + 7; i < len(over); i++ {
+		over[i] = 'a'
+	}
+	if _, err := Load(over); err == nil || !strings.HasPrefix(err.Error(), "<input>: the file is ") || !strings.Contains(err.Error(), want) {
+		t.Errorf("Load of %d bytes: %v", len(over), err)
+	}
+	fifo := filepath.Join(dir, "stream.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no fifo: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			done <- err
+			return
+		}
+		_, err = w.Write(over) // the reader stops at the bound and closes
+		_ = w.Close()
+		done <- err
+	}()
+	if _, err := LoadFile(fifo); err == nil || !strings.HasPrefix(err.Error(), fifo+": the file is more than 16 MiB, ") {
+		t.Errorf("a stream of %d bytes: %v", len(over), err)
+	}
+	<-done
 }

@@ -43,6 +43,9 @@ func load(data []byte, file, path string, lookup func(string) (string, bool), no
 // loadSections is load without the top-level sections named in skip:
 // they are neither expanded nor checked. Unknown keys are still errors.
 func loadSections(data []byte, file, path string, lookup func(string) (string, bool), now time.Time, skip []string) (*Config, error) {
+	if len(data) > MaxFileSize {
+		return nil, tooLarge(file, int64(len(data)))
+	}
 	d := &decoder{
 		file:     file,
 		lookup:   lookup,

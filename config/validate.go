@@ -313,6 +313,8 @@ func (v *validator) job(p string, j *Job) {
 		v.errf(at("name"), "required")
 	case !jobNameRE.MatchString(j.Name):
 		v.errf(at("name"), "invalid name %q: use 1 to 64 of a-z, 0-9, '.', '_', '-'", j.Name)
+	case j.Name == "." || j.Name == "..":
+		v.errf(at("name"), `invalid name %q: a URL path cannot carry it (the HTTP API addresses a job as /api/jobs/NAME, where "." and ".." are resolved away); put a letter, a digit, '_' or '-' in it`, j.Name)
 	}
 
 	mode := j.Mode

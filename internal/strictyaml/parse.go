@@ -77,10 +77,25 @@ func Parse(data []byte, what string) (*yaml.Node, *Problem) {
 	return root, nil
 }
 
-// Bound returns the problem of a document whose aliases expand past
-// MaxNodes values or MaxBytes of text, nil for one within the bounds. It
-// takes time linear in the document as written.
+// Bound returns the problem of a document of more than MaxNodes values
+// (keys, list items and scalars) or MaxBytes of text, aliases expanded; nil
+// for one within the bounds. A document that is over MaxNodes as written
+// is reported at its largest mapping or list, one that is over only
+// through its aliases as such. It takes time linear in the document as
+// written.
 func Bound(root *yaml.Node) *Problem {
+	if w := writtenSize(root, ""); w.nodes > MaxNodes {
+		what, unit := "list", "items"
+		if w.largest.Kind == yaml.MappingNode {
+			what, unit = "mapping", "keys"
+		}
+		if w.largestPath == "" {
+			what = "top-level " + what
+		}
+		return &Problem{Line: w.largest.Line, Path: w.largestPath, Msg: fmt.Sprintf(
+			"a %s of %d %s: a document may hold at most %d values (keys, list items and scalars), and this one holds %d without counting aliases",
+			what, w.largestLen, unit, MaxNodes, w.nodes)}
+	}
 	switch size := expandedSize(root, map[*yaml.Node]expansion{}); {
 	case size.nodes > MaxNodes:
 		return &Problem{Msg: fmt.Sprintf("the document expands to more than %d values through aliases", MaxNodes)}
@@ -88,6 +103,46 @@ func Bound(root *yaml.Node) *Problem {
 		return &Problem{Msg: fmt.Sprintf("the document is more than %d MiB of text, counting an aliased value at each of its uses", MaxBytes>>20)}
 	}
 	return nil
+}
+
+// written is the size of a document as written (an alias is one value)
+// and its largest mapping or list.
+type written struct {
+	nodes       int
+	largest     *yaml.Node
+	largestPath string
+	largestLen  int // keys of a mapping, items of a list
+}
+
+// writtenSize returns the size of n, at path, as written.
+func writtenSize(n *yaml.Node, path string) written {
+	w := written{nodes: 1}
+	if n == nil || n.Kind != yaml.MappingNode && n.Kind != yaml.SequenceNode {
+		return w
+	}
+	w.largest, w.largestPath, w.largestLen = n, path, len(n.Content)
+	if n.Kind == yaml.MappingNode {
+		w.largestLen = len(n.Content) / 2
+	}
+	add := func(c written) {
+		w.nodes += c.nodes
+		if c.largest != nil && c.largestLen > w.largestLen {
+			w.largest, w.largestPath, w.largestLen = c.largest, c.largestPath, c.largestLen
+		}
+	}
+	for i, c := range n.Content {
+		switch {
+		case c.Kind != yaml.MappingNode && c.Kind != yaml.SequenceNode:
+			w.nodes++ // a scalar or an alias: no path needed
+		case n.Kind == yaml.MappingNode && i%2 == 1:
+			add(writtenSize(c, JoinPath(path, n.Content[i-1].Value)))
+		case n.Kind == yaml.MappingNode:
+			add(writtenSize(c, path)) // a complex key
+		default:
+			add(writtenSize(c, IndexPath(path, i)))
+		}
+	}
+	return w
 }
 
 func syntaxProblem(err error) *Problem {

@@ -120,3 +120,26 @@ func TestEncodeRoundTrip(t *testing.T) {
 		t.Errorf("round trip:\n%s\ngave %+v (%v), want %+v", out, back, problems, in)
 	}
 }
+
+// A mapping of two million keys, no alias in sight, is refused naming
+// that mapping, its line and its size, not aliases.
+func TestLargeMappingNamedNotAliases(t *testing.T) {
+	big := &yaml.Node{Kind: yaml.MappingNode, Line: 3}
+	big.Content = make([]*yaml.Node, 4_000_000)
+	scalar := &yaml.Node{Kind: yaml.ScalarNode, Value: "k"} // the size is all Bound looks at
+	for i := range big.Content {
+		big.Content[i] = scalar
+	}
+	root := &yaml.Node{Kind: yaml.MappingNode, Line: 1, Content: []*yaml.Node{
+		{Kind: yaml.ScalarNode, Value: "jobs"}, {Kind: yaml.SequenceNode, Line: 2},
+		{Kind: yaml.ScalarNode, Value: "x-big"}, big,
+	}}
+	p := strictyaml.Bound(root)
+	want := "a mapping of 2000000 keys: a document may hold at most 1000000 values (keys, list items and scalars), and this one holds 4000005 without counting aliases"
+	if p == nil || p.Line != 3 || p.Path != "x-big" || p.Msg != want {
+		t.Fatalf("Bound = %+v\nwant line 3, path x-big, %q", p, want)
+	}
+	if strings.Contains(p.Msg, "alias") && !strings.Contains(p.Msg, "without counting aliases") {
+		t.Errorf("the message blames aliases: %s", p.Msg)
+	}
+}
