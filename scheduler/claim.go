@@ -34,6 +34,7 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 	var owned []claimed
 	var notRun []notDispatched
 	var release []int // batch indices of the leases given up
+	var unrecord []unrecorded
 	var again []item
 	// one back-off for every tick of the batch that failed, so they are
 	// retried together, in one pipeline
@@ -46,6 +47,7 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 	var firstErr error
 	for i, it := range batch {
 		o := s.decide(s.answersTo(answers, i))
+		recorded := len(notRun)
 		log := func() *slog.Logger {
 			return s.opts.log.With("job", it.job.Name, "tick", it.at.Format(time.RFC3339), "replica", s.opts.replica)
 		}
@@ -57,11 +59,19 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 		case stDone:
 			s.add(it.job, func(c *stats) { c.done.Add(1) })
 		case stPaused:
+			if o.mine {
+				unrecord = append(unrecord, unrecorded{i, "paused"})
+			}
 			s.add(it.job, func(c *stats) { c.paused.Add(1) })
 			log().Info("tick skipped: job paused")
 			notRun = append(notRun, notDispatched{i, true, "the job is paused"})
 		case stMissed:
-			if !o.unknown && !o.first {
+			if o.mine {
+				// this claim's own commit reached only some masters, and the
+				// tick did not run: those records say so now; no other
+				// replica records it (they find it done)
+				unrecord = append(unrecord, unrecorded{i, "missed"})
+			} else if !o.unknown && !o.first {
 				break // another replica recorded it missed, and logged it
 			}
 			s.add(it.job, func(c *stats) { c.missed.Add(1) })
@@ -119,6 +129,10 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 			}
 			again = append(again, retryAt(it, s.opts.clock.Now().Add(wait+time.Millisecond)))
 		}
+		if o.mine && len(notRun) > recorded {
+			n := &notRun[len(notRun)-1]
+			n.reason = "its commit before the run reached only some lock masters; " + n.reason
+		}
 	}
 	owned, lost := s.raiseFences(ctx, batch, owned)
 	for _, i := range lost {
@@ -133,6 +147,9 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 	// retry's fresh claim (same token) cannot be undone by a late release
 	if len(release) > 0 {
 		s.releaseLeases(context.WithoutCancel(ctx), batch, release)
+	}
+	if len(unrecord) > 0 {
+		s.unrecord(context.WithoutCancel(ctx), batch, unrecord)
 	}
 	s.reschedule(ctx, again)
 	if len(owned) > 0 {
@@ -181,11 +198,13 @@ func (s *Scheduler) prepare(ctx context.Context, batch []item) []item {
 }
 
 // skipDone drops the follower claims and retries whose tick is already
-// decided, after one pipelined GET of the tick key per master: a plain
-// command costs Redis a fraction of a claim script, and followers normally
-// find the tick done. Any master holding the record means done, as in the
-// claim. The others are claimed: a lease held elsewhere answers BUSY with
-// its remaining ttl, which tells when to look again.
+// decided, after one pipelined MGET of the tick key and its writer key per
+// master: a plain command costs Redis a fraction of a claim script, and
+// followers normally find the tick done. Any master holding the record means
+// done, as in the claim, except a "done" the item's own claim wrote (its
+// commit's answer was lost): that retry goes on to the claim, which answers
+// MINE. The others are claimed: a lease held elsewhere answers BUSY with its
+// remaining ttl, which tells when to look again.
 func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 	var check []int
 	for i, it := range batch {
@@ -206,15 +225,24 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 			cctx, cancel := context.WithTimeout(ctx, s.opts.timeout+time.Duration(len(check))*5*time.Microsecond)
 			defer cancel()
 			pipe := rdb.Pipeline()
-			cmds := make([]*redis.StringCmd, len(check))
+			cmds := make([]*redis.SliceCmd, len(check))
 			for k, i := range check {
-				cmds[k] = pipe.Get(cctx, batch[i].key)
+				cmds[k] = pipe.MGet(cctx, batch[i].key, writerKey(batch[i].key))
 			}
 			_, _ = pipe.Exec(cctx)
 			mu.Lock()
 			defer mu.Unlock()
 			for k, i := range check {
-				if v, err := cmds[k].Result(); err == nil && (decided(v) && !batch[i].backfill || v == "done") {
+				vs, err := cmds[k].Result()
+				if err != nil || len(vs) != 2 {
+					continue
+				}
+				v, _ := vs[0].(string)
+				by, _ := vs[1].(string)
+				if v == "done" && writtenBy(by, batch[i].token) {
+					continue // this claim's own commit
+				}
+				if decided(v) && !batch[i].backfill || v == "done" {
 					done[i] = true
 				}
 			}
@@ -239,7 +267,7 @@ func (s *Scheduler) claim(ctx context.Context, batch []item) [][]answer {
 	return s.pipeline(ctx, len(batch), claimScript, func(i int) ([]string, []any) {
 		it := batch[i]
 		k := &it.job.keys
-		keys := []string{it.key, k.paused, k.mark, k.fence}
+		keys := []string{it.key, k.paused, k.mark, k.fence, writerKey(it.key)}
 		if mode != "u" {
 			keys = append(keys, s.g.MarkerKey())
 		}
@@ -268,6 +296,7 @@ const (
 	stPaused   = 4
 	stAbstain  = 5  // the master restarted after the tick was due (may have lost its record)
 	stEarly    = 6  // not yet due by the master's clock (beyond the skew bound)
+	stMine     = 7  // recorded done by this claim's own commit, whose answer was lost
 	stUnmarked = -1 // the master's marker went missing: it grants nothing
 )
 
@@ -307,13 +336,18 @@ type outcome struct {
 	// so this replica logs and counts it (once across replicas)
 	first bool
 	early bool // BUSY because the tick is not due yet by a master's clock
-	err   error
+	// some master holds this claim's own "done" (a commit whose answer was
+	// lost): OWNED counts it with the masters granting the lease; any other
+	// verdict means that commit never reached a quorum, and the tick did not
+	// run
+	mine bool
+	err  error
 }
 
 // decide tallies the masters' answers to one claim into the quorum's
 // verdict.
 func (s *Scheduler) decide(as []answer) outcome {
-	var owned, missed, paused, busy, errs, abstain, early int
+	var owned, mine, missed, paused, busy, errs, abstain, early int
 	var o outcome
 	answered := false // some master answered: the first one decides o.first
 	var low int64
@@ -330,9 +364,13 @@ func (s *Scheduler) decide(as []answer) outcome {
 		switch a.st {
 		case stDone:
 			return outcome{st: stDone}
-		case stOwned:
-			owned++
-			if owned == 1 {
+		case stOwned, stMine:
+			if a.st == stMine {
+				mine++
+			} else {
+				owned++
+			}
+			if owned+mine == 1 {
 				low = a.val
 			}
 			low = min(low, a.val)
@@ -355,12 +393,15 @@ func (s *Scheduler) decide(as []answer) outcome {
 			errList = append(errList, errors.New("master's marker missing (restarted or flushed)"))
 		}
 	}
+	o.mine = mine > 0
 	switch {
 	case early > 0:
 		// some master's clock says the tick is not due: this replica's
 		// clock is ahead; ask again when it is (releasing what was owned)
 		o.st, o.split, o.early = stBusy, owned > 0, true
-	case owned >= s.quorum:
+	case owned+mine >= s.quorum:
+		// (a master holding this claim's own record counts as granting it:
+		// the commit is completed on the others before the run)
 		o.st, o.agree = stOwned, low == o.fence
 	case paused >= s.quorum:
 		o.st = stPaused
@@ -445,6 +486,22 @@ func (s *Scheduler) extendLeases(ctx context.Context, batch []item, waiting []cl
 		s.reschedule(ctx, again)
 	}
 	return kept
+}
+
+// unrecorded is a tick of a batch whose claim found its own "done" on some
+// masters but was decided otherwise, and the record that replaces it.
+type unrecorded struct {
+	idx    int
+	record string // "missed" or "paused"
+}
+
+// unrecord replaces this claim's own "done" records of the ticks in u with
+// the record of why they did not run (see lua/unrecord.lua).
+func (s *Scheduler) unrecord(ctx context.Context, batch []item, u []unrecorded) {
+	s.pipeline(ctx, len(u), unrecordScript, func(k int) ([]string, []any) {
+		it := batch[u[k].idx]
+		return []string{it.key, writerKey(it.key)}, []any{it.token, u[k].record}
+	})
 }
 
 // releaseLeases gives up the leases of the batch's ticks at the indices

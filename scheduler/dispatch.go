@@ -155,7 +155,7 @@ func (s *Scheduler) dispatchOne(ctx context.Context, idx int, it item, tick Tick
 				return dispatched{idx: idx, err: err} // not recorded: settled as not dispatched
 			}
 		}
-		if !s.commitOwned(ctx, it) {
+		if !s.commitOwned(ctx, it, tick.Fence) {
 			return dispatched{idx: idx, err: errNotRecorded}
 		}
 	}
@@ -172,17 +172,6 @@ func (s *Scheduler) dispatchOne(ctx context.Context, idx int, it item, tick Tick
 // before its dispatch (its lease lost, or masters failing): it is not
 // dispatched.
 var errNotRecorded = errors.New("scheduler: tick not recorded before its run")
-
-// commitOwned records a CommitFirst tick as dispatched, with a check that
-// its lease is still ours, and reports whether a quorum did. Bounded by the
-// master timeout, also at shutdown (a tick recorded but not run is lost).
-func (s *Scheduler) commitOwned(ctx context.Context, it item) bool {
-	s.note("committed", it)
-	answers := s.pipeline(context.WithoutCancel(ctx), 1, commitOwnedScript, func(int) ([]string, []any) {
-		return []string{it.key, it.job.keys.mark}, []any{it.token, it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}
-	})
-	return s.onQuorum(answers, 0, func(a answer) bool { return a.st == 1 })
-}
 
 // settlement is what a dispatch result leaves to do with its tick's lease.
 type settlement int
@@ -242,28 +231,6 @@ func (s *Scheduler) settle(ctx context.Context, it item, r dispatched) settlemen
 	}
 	s.add(it.job, func(c *stats) { c.dispatched.Add(1) })
 	return toCommit
-}
-
-// commit records the dispatched ticks of the batch at the indices idx as
-// done, in one pipeline. It goes out even when ctx ended (shutdown),
-// bounded by the master timeout.
-func (s *Scheduler) commit(ctx context.Context, batch []item, idx []int) {
-	for _, i := range idx {
-		s.note("committed", batch[i])
-	}
-	answers := s.pipeline(context.WithoutCancel(ctx), len(idx), commitScript, func(k int) ([]string, []any) {
-		it := batch[idx[k]]
-		return []string{it.key, it.job.keys.mark}, []any{it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}
-	})
-	if bad := s.notOnQuorum(answers, len(idx)); len(bad) > 0 {
-		// the runs are in the queue (its task IDs dedupe them); the
-		// records are what lets followers skip the ticks
-		for _, k := range bad {
-			s.add(batch[idx[k]].job, func(c *stats) { c.commitErrors.Add(1) })
-		}
-		n := len(bad)
-		s.opts.log.Warn("dispatched ticks not recorded on a majority of lock masters; followers will find them enqueued", "ticks", n, "replica", s.opts.replica)
-	}
 }
 
 // leaveToOthers releases the leases of the ticks of the batch at the

@@ -2,13 +2,15 @@ package scheduler
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
 // jobKeys are the keys of one job; all share its hash tag. A tick's own key
 // (tickKey) is both the tick's lease (value: the owner's token) and its
 // record ("done" or "paused"), so a claim reads one key and a commit
-// overwrites it.
+// overwrites it. A tick recorded before its run has a second key
+// (writerKey) naming the claim that recorded it.
 type jobKeys struct {
 	prefix, paused, mark, fence string
 	// counted + <mark ms>: which replica counted the ticks a catch-up from
@@ -24,6 +26,19 @@ func newJobKeys(namespace, job string) jobKeys {
 // tickKey is the key of tick at of the job.
 func (k jobKeys) tickKey(at time.Time) string {
 	return k.prefix + strconv.FormatInt(at.UnixMilli(), 10)
+}
+
+// writerKey is the key naming the claim that recorded a tick done before
+// its run ("<token>:<fence>"), beside the tick's key (see
+// lua/commit_owned.lua). The tick's own key still says just "done", which
+// replicas of every version read as done.
+func writerKey(tick string) string { return tick + ":by" }
+
+// writtenBy tells whether the writer record v (writerKey's value) names the
+// claim of token.
+func writtenBy(v, token string) bool {
+	t, _, ok := strings.Cut(v, ":")
+	return ok && token != "" && t == token
 }
 
 // PauseKey is the Redis key whose presence pauses a job on every replica.

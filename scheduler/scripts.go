@@ -21,6 +21,8 @@ var (
 	raiseSrc string
 	//go:embed lua/commit_owned.lua
 	commitOwnedSrc string
+	//go:embed lua/unrecord.lua
+	unrecordSrc string
 
 	// the claim grants and fences: it carries the quorum prelude (q_guard,
 	// q_fence), shared with the lock acquire
@@ -31,4 +33,6 @@ var (
 	raiseScript   = quorum.NewScript(raiseSrc)
 	// commits before the dispatch, token-checked (jobs that commit first)
 	commitOwnedScript = quorum.NewScript(commitOwnedSrc)
+	// turns a claim's own "done" on a minority into a not-run record
+	unrecordScript = quorum.NewScript(unrecordSrc)
 )

@@ -50,6 +50,7 @@ type Format struct {
 // All lists every format baton keeps in Redis or sends through it.
 var All = []Format{
 	{"tick record", 1, false},
+	{"tick writer", 1, false},
 	{"job mark", 1, false},
 	{"dispatch fence", 1, false},
 	{"counted mark", 1, false},

@@ -5,6 +5,8 @@
 -- One key per tick holds both its lease and its record: while a replica
 -- dispatches the tick its value is the owner's token (ttl: the tick lease);
 -- once decided it is "done" or "paused" (ttl: beyond the starting deadline).
+-- A "done" written before the run (commit_owned.lua) has a second key, J@T:by,
+-- naming the claim that wrote it.
 --
 -- KEYS[1] the tick J@T
 -- KEYS[2] the job's pause flag (present = paused)
@@ -12,7 +14,8 @@
 --         recorded missed; unix ms); lists catch-up
 --         candidates after downtime, never answers "done"
 -- KEYS[4] the job's dispatch fencing counter
--- KEYS[5] this master's marker key (modes "q" and "s"; absent in mode "u")
+-- KEYS[5] the tick's writer J@T:by ("<token>:<fence>", see commit_owned.lua)
+-- KEYS[6] this master's marker key (modes "q" and "s"; absent in mode "u")
 -- ARGV[1] token (random hex, >= 128 bits)
 -- ARGV[2] T, unix milliseconds
 -- ARGV[3] starting deadline, milliseconds: later than T + this, the tick is missed
@@ -32,6 +35,9 @@
 --
 -- Returns {0, fence} OWNED: the caller holds the tick lease and must dispatch
 --         {1, 0}     DONE: the tick was dispatched
+--         {7, fence} MINE: the tick is recorded done by this claim's own commit
+--                    (ARGV[1]), whose answer its owner did not get; fence is
+--                    the one it was recorded with
 --         {2, ms}    BUSY: another replica holds the tick lease for ms more
 --         {3, ms, first} MISSED: now is ms past T, beyond the starting deadline; the
 --                    tick is recorded "missed", first = 1 for the claim that
@@ -53,13 +59,20 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local quorum = ARGV[6] == 'q'
 local floor, born = 0, 0
 if ARGV[6] ~= 'u' then
-  floor, born = q_guard(KEYS[5])
+  floor, born = q_guard(KEYS[6])
   if not floor then return {-1, 0} end
 end
 
 local v = redis.call('GET', KEYS[1])
 local backfill = ARGV[10] == '1'
-if v == 'done' then return {1, 0} end
+if v == 'done' then
+  local by = redis.call('GET', KEYS[5])
+  if by then
+    local token, fence = string.match(by, '^(%x+):(%d+)$')
+    if token == ARGV[1] then return {7, tonumber(fence)} end
+  end
+  return {1, 0}
+end
 if backfill and (v == 'missed' or v == 'paused') then v = false end
 if v == 'paused' then return {4, 0} end
 local tick = tonumber(ARGV[2])

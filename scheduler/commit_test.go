@@ -1,0 +1,351 @@
+package scheduler
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/quorum"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/locking"
+)
+
+// The schedules of a commit whose answer does not tell the owner what
+// happened: a reply that arrives after the master timeout, links to some
+// masters cut while the commit is on its way. Each drives process() on real
+// redis-servers reached through proxies, and checks that the tick ran once,
+// or is recorded as not run with why, and is never "done" without a run.
+
+// cmDisp counts every dispatch by tick and keeps the not-run records.
+type cmDisp struct {
+	mu     sync.Mutex
+	runs   []Tick
+	notRun []string // reasons
+	before func(Tick)
+}
+
+func (d *cmDisp) Dispatch(_ context.Context, t Tick) error {
+	if d.before != nil {
+		d.before(t)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.runs = append(d.runs, t)
+	return nil
+}
+
+func (d *cmDisp) NotDispatched(_ context.Context, _ Tick, _ bool, reason string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.notRun = append(d.notRun, reason)
+}
+
+func (d *cmDisp) counts() (runs int, notRun []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.runs), append([]string(nil), d.notRun...)
+}
+
+// cmMasters is n redis-servers, a proxy in front of each, and a client of
+// each that bypasses the proxies (for the test's own reads).
+type cmMasters struct {
+	servers []*redistest.Server
+	proxies []*redistest.Proxy
+	direct  []*redis.Client
+}
+
+func newCMMasters(t *testing.T, n int) *cmMasters {
+	t.Helper()
+	m := &cmMasters{servers: redistest.NewN(t, n)}
+	for _, s := range m.servers {
+		m.proxies = append(m.proxies, redistest.NewTestProxy(t, s.Addr()))
+		m.direct = append(m.direct, s.TestClient(t))
+	}
+	// the scripts are loaded, as on masters that served a tick before: a
+	// late or lost reply is then the script's own, not a NOSCRIPT's
+	for _, r := range m.direct {
+		for _, sc := range []*quorum.Script{commitOwnedScript, commitScript, releaseScript, extendScript} {
+			if err := sc.Load(context.Background(), r).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return m
+}
+
+// replica builds a scheduler over the masters, through the proxies or not,
+// running one job "c" (@every 1s).
+func (m *cmMasters) replica(t *testing.T, viaProxies, commitFirst bool, deadline time.Duration, d Dispatcher, opts ...Option) *Scheduler {
+	t.Helper()
+	ms := make([]redis.UniversalClient, len(m.servers))
+	for i, s := range m.servers {
+		if viaProxies {
+			ms[i] = s.TestClient(t, func(o *redis.Options) { o.Addr = m.proxies[i].Addr() })
+		} else {
+			ms[i] = s.TestClient(t)
+		}
+	}
+	locks, err := locking.NewQuorum(ms, locking.WithPrefix("baton:lock:"), locking.WithFreshDeployment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = locks.Close() })
+	if err := locks.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sched, err := ParseSchedule("@every 1s", time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := []Job{{Name: "c", Schedule: sched, StartingDeadline: deadline, CommitFirst: commitFirst}}
+	s, err := New(locks, jobs, d, append([]Option{WithLogger(slog.New(slog.NewTextHandler(tlogw{t}, nil)))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// records reads the tick's record on every master, directly.
+func (m *cmMasters) records(t *testing.T, s *Scheduler, at time.Time) []string {
+	t.Helper()
+	var out []string
+	for _, r := range m.direct {
+		out = append(out, rvGet(t, r, s.jobs["c"].keys.tickKey(at)))
+	}
+	return out
+}
+
+// faultOnce runs fault at the first "committed" note of the scheduler
+// (just before the commit goes out) and heal after the given time, in the
+// background; healed is closed once heal ran.
+type faultOnce struct {
+	once   sync.Once
+	healed chan struct{}
+}
+
+func (f *faultOnce) observer(t *testing.T, fault, heal func() error, after time.Duration) Option {
+	f.healed = make(chan struct{})
+	return WithObserver(func(kind, _ string, _ time.Time, _ string) {
+		if kind != "committed" {
+			return
+		}
+		f.once.Do(func() {
+			if err := fault(); err != nil {
+				t.Error(err)
+			}
+			go func() {
+				defer close(f.healed)
+				time.Sleep(after) // real time: the masters' clocks decide leases
+				if err := heal(); err != nil {
+					t.Error(err)
+				}
+			}()
+		})
+	})
+}
+
+func (f *faultOnce) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-f.healed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the fault was never healed")
+	}
+}
+
+// settle runs process on the retries the scheduler left until none is left
+// (at most rounds), as its loop would.
+func settleRetries(s *Scheduler, rounds int) {
+	for range rounds {
+		r := rvRetries(s)
+		if len(r) == 0 {
+			return
+		}
+		var b []item
+		for _, it := range r {
+			b = append(b, it)
+		}
+		s.process(context.Background(), b)
+	}
+}
+
+func onProxies(m *cmMasters, idx []int, f func(p *redistest.Proxy) error) func() error {
+	return func() error {
+		for _, i := range idx {
+			if err := f(m.proxies[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// Schedule: R owns tick T of a job that commits first (local mode); its
+// token-checked commit records T done, but the reply arrives after the
+// master timeout (on the one master, or on two of three). R must not count
+// that commit as failed and then find its own record "done" on the retry:
+// T runs, once.
+func TestLateCommitReplyStillRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		masters int
+		late    []int
+	}{
+		{"one master", 1, []int{0}},
+		{"three masters, two late", 3, []int{1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newCMMasters(t, tc.masters)
+			d := &cmDisp{}
+			var f faultOnce
+			late := onProxies(m, tc.late, func(p *redistest.Proxy) error { return p.AddLatency(600*time.Millisecond, false) })
+			s := m.replica(t, true, true, time.Minute, d, WithReplica("R"), WithMasterTimeout(250*time.Millisecond), WithTickLeaseTTL(4*time.Second),
+				f.observer(t, late, onProxies(m, tc.late, (*redistest.Proxy).Restore), time.Second))
+			at := rvTick()
+			s.process(context.Background(), rvBatch(s, at, "c"))
+			f.wait(t)
+			settleRetries(s, 5)
+			if runs, notRun := d.counts(); runs != 1 {
+				t.Fatalf("tick ran %d times (not-run records %q), want once", runs, notRun)
+			}
+			done := 0
+			for _, v := range m.records(t, s, at) {
+				if v == "done" {
+					done++
+				}
+			}
+			if done < tc.masters/2+1 {
+				t.Errorf("records %q: want done on a quorum", m.records(t, s, at))
+			}
+		})
+	}
+}
+
+// Schedule: as above on one master, but the reply stays late beyond the
+// tick lease, so the owner gives up its commit and releases (which leaves
+// the record: token-checked). Its retry holds the same claim, finds the
+// record its own commit wrote, and runs the tick.
+func TestRetryHoldingItsClaimRunsItsOwnCommit(t *testing.T) {
+	m := newCMMasters(t, 1)
+	d := &cmDisp{}
+	var f faultOnce
+	late := onProxies(m, []int{0}, func(p *redistest.Proxy) error { return p.AddLatency(time.Second, false) })
+	s := m.replica(t, true, true, time.Minute, d, WithReplica("R"), WithMasterTimeout(200*time.Millisecond), WithTickLeaseTTL(time.Second),
+		f.observer(t, late, onProxies(m, []int{0}, (*redistest.Proxy).Restore), 1500*time.Millisecond))
+	at := rvTick()
+	s.process(context.Background(), rvBatch(s, at, "c"))
+	f.wait(t)
+	if runs, _ := d.counts(); runs != 0 {
+		t.Fatalf("tick ran %d times while its commit was unanswered", runs)
+	}
+	settleRetries(s, 5)
+	if runs, notRun := d.counts(); runs != 1 {
+		t.Fatalf("tick ran %d times (not-run records %q), want once", runs, notRun)
+	}
+}
+
+// Schedule: three masters; R's links to B and C are cut while its commit
+// goes out, so only A records the tick. Back within the lease, the commit
+// is completed on them and the tick runs; back only after the tick's
+// starting deadline, the tick is recorded as not run with why, and no
+// master keeps a "done" for it.
+func TestCommitOnMinorityCompletedOrRecordedMissed(t *testing.T) {
+	t.Run("links back within the lease", func(t *testing.T) {
+		m := newCMMasters(t, 3)
+		d := &cmDisp{}
+		var f faultOnce
+		bc := []int{1, 2}
+		s := m.replica(t, true, true, time.Minute, d, WithReplica("R"), WithTickLeaseTTL(5*time.Second),
+			f.observer(t, onProxies(m, bc, (*redistest.Proxy).Cut), onProxies(m, bc, (*redistest.Proxy).Restore), 500*time.Millisecond))
+		at := rvTick()
+		s.process(context.Background(), rvBatch(s, at, "c"))
+		f.wait(t)
+		settleRetries(s, 5)
+		if runs, notRun := d.counts(); runs != 1 {
+			t.Fatalf("tick ran %d times (not-run records %q), want once", runs, notRun)
+		}
+		if recs := m.records(t, s, at); recs[1] != "done" && recs[2] != "done" {
+			t.Errorf("records %q: the commit was not completed to a quorum", recs)
+		}
+	})
+	t.Run("links back after the starting deadline", func(t *testing.T) {
+		m := newCMMasters(t, 3)
+		d := &cmDisp{}
+		var f faultOnce
+		bc := []int{1, 2}
+		at := rvTick()
+		const deadline = 3 * time.Second
+		cutFor := time.Until(at.Add(deadline + 700*time.Millisecond))
+		s := m.replica(t, true, true, deadline, d, WithReplica("R"), WithTickLeaseTTL(time.Second), WithMasterTimeout(300*time.Millisecond),
+			f.observer(t, onProxies(m, bc, (*redistest.Proxy).Cut), onProxies(m, bc, (*redistest.Proxy).Restore), cutFor))
+		s.process(context.Background(), rvBatch(s, at, "c"))
+		f.wait(t)
+		settleRetries(s, 5)
+		runs, notRun := d.counts()
+		if runs != 0 {
+			t.Fatalf("tick ran %d times after its starting deadline", runs)
+		}
+		if len(notRun) != 1 || !strings.Contains(notRun[0], "only some lock masters") {
+			t.Fatalf("not-run records %q, want one saying why", notRun)
+		}
+		for i, v := range m.records(t, s, at) {
+			if v == "done" {
+				t.Errorf("master %d records the tick done, but it never ran (records %q)", i, m.records(t, s, at))
+			}
+		}
+	})
+}
+
+// Held but close: R dispatches tick T of a queued job (committed after the
+// dispatch); its commit reaches only A (links to B and C cut for 500 ms);
+// then A restarts empty. The commit must have been completed on B and C
+// while R's lease held, so a second replica finds T done and does not
+// dispatch it again (no reliance on the queue's task ID).
+func TestMinorityCommitThenRestartRunsOnce(t *testing.T) {
+	m := newCMMasters(t, 3)
+	d := &cmDisp{}
+	bc := []int{1, 2}
+	var once sync.Once
+	healed := make(chan struct{})
+	d.before = func(Tick) {
+		once.Do(func() {
+			if err := onProxies(m, bc, (*redistest.Proxy).Cut)(); err != nil {
+				t.Error(err)
+			}
+			go func() {
+				defer close(healed)
+				time.Sleep(500 * time.Millisecond)
+				if err := onProxies(m, bc, (*redistest.Proxy).Restore)(); err != nil {
+					t.Error(err)
+				}
+			}()
+		})
+	}
+	const lease = 1500 * time.Millisecond
+	r := m.replica(t, true, false, time.Minute, d, WithReplica("R"), WithTickLeaseTTL(lease), WithMasterTimeout(300*time.Millisecond))
+	at := rvTick()
+	claimed := time.Now()
+	r.process(context.Background(), rvBatch(r, at, "c"))
+	<-healed
+	settleRetries(r, 5)
+	if err := m.servers[0].Restart(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(claimed.Add(lease + 200*time.Millisecond))) // real time: R's lease expires by the masters' clocks
+	r2 := m.replica(t, false, false, time.Minute, d, WithReplica("R2"))
+	r2.process(context.Background(), rvBatch(r2, at, "c"))
+	settleRetries(r2, 5)
+	if runs, _ := d.counts(); runs != 1 {
+		t.Fatalf("tick dispatched %d times (records %q), want once", runs, m.records(t, r, at))
+	}
+}
+
+// tlogw writes a scheduler's log into the test's.
+type tlogw struct{ t *testing.T }
+
+func (w tlogw) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
