@@ -78,7 +78,7 @@ func runBackfill(fs *flagSet, o *backfillOpts, args []string, stdout, stderr io.
 		if isUsageError(err) {
 			return usageExit("backfill", usagef("%s", msg), stderr)
 		}
-		fmt.Fprintf(stderr, "baton backfill: %s\n", msg)
+		printf(stderr, "baton backfill: %s\n", errors.New(msg))
 		return 1
 	}
 	if o.asJSON {
@@ -107,7 +107,7 @@ func runBackfill(fs *flagSet, o *backfillOpts, args []string, stdout, stderr io.
 		}
 	}
 	if len(plan.Failed) > 0 {
-		fmt.Fprintf(stderr, "baton backfill: %s: %d ticks not dispatched (%s): %s; run the command again\n", job, len(plan.Failed), plan.Reason, list(plan.Failed))
+		printf(stderr, "baton backfill: %s: %d ticks not dispatched (%s): %s; run the command again\n", job, len(plan.Failed), plan.Reason, list(plan.Failed))
 		return 1
 	}
 	return 0

@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/jobs"
 )
 
@@ -72,7 +71,7 @@ func runHistory(fs *flagSet, o *historyOpts, args []string, stdout, stderr io.Wr
 	defer cancel()
 	recs, err := c.History(ctx, job, o.n)
 	if err != nil {
-		fmt.Fprintf(stderr, "baton history: %v\n", c.Config().MaskSecrets(err.Error()))
+		printf(stderr, "baton history: %v\n", errors.New(c.Config().MaskSecrets(err.Error())))
 		return 1
 	}
 	if o.asJSON {
@@ -85,14 +84,13 @@ func runHistory(fs *flagSet, o *historyOpts, args []string, stdout, stderr io.Wr
 		fmt.Fprintf(stdout, "no history of %s yet\n", job)
 		return 0
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TICK\tSTATUS\tRUN\tATTEMPT\tCODE\tFENCE\tDISPATCHED BY\tRAN ON\tSTARTED\tTOOK\tWHY")
+	// cells made inert (see printf); the replicas quoted besides, as names
+	tw := newTable(stdout, "TICK", "STATUS", "RUN", "ATTEMPT", "CODE", "FENCE", "DISPATCHED BY", "RAN ON", "STARTED", "TOOK", "WHY")
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			r.Tick.UTC().Format(time.RFC3339)+manualMark(r.Manual), redact.Escape(string(r.Status)), dash(redact.Escape(r.RunID)), num(r.Attempt), code(r),
+		tw.row(r.Tick.UTC().Format(time.RFC3339)+manualMark(r.Manual), string(r.Status), dash(r.RunID), num(r.Attempt), code(r),
 			num64(r.Fence), dash(strconv.Quote(r.Dispatcher)), dash(strconv.Quote(r.Worker)), when(r.Started), took(r), why(r))
 	}
-	if err := tw.Flush(); err != nil {
+	if err := tw.flush(); err != nil {
 		return 1
 	}
 	return 0

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redact"
@@ -485,5 +487,61 @@ func TestHistoryWhyShowsReasonAndLastOutputLine(t *testing.T) {
 		if got := why(tc.r); got != tc.want {
 			t.Errorf("why(%q, %q)\n got %s\nwant %s", tc.r.Reason, tc.r.Output, got, tc.want)
 		}
+	}
+}
+
+// forged is a status and a reason a Redis writer puts in a history entry:
+// a terminal that ran its escapes would erase the line and print " ok"
+// over a failed run, and a newline or tab would forge a row or a column.
+const forged = "\x1b[2K\x1b[1G ok"
+
+// forgeHistory writes a finished run of job, tick at, into the history
+// stream of namespace ns on the real Redis, as a Redis writer could: with
+// status and reason as given.
+func forgeHistory(t *testing.T, srv *redistest.Server, ns, job string, at time.Time, run, status, reason string) {
+	t.Helper()
+	err := srv.TestClient(t).XAdd(context.Background(), &redis.XAddArgs{
+		Stream: ns + ":{history:" + job + "}",
+		Values: []any{"ev", "finished", "tick", at.UTC().Format(time.RFC3339Nano), "run", run, "replica", "r1",
+			"status", status, "attempt", "1", "reason", reason, "output", "step\n" + forged + "\n"},
+	}).Err()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// baton history prints a history entry's status and reason, forged with
+// terminal escapes, tabs and newlines by a Redis writer, escaped: the raw
+// bytes never reach the terminal, and the entry stays one row of as many
+// cells as the header.
+func TestHistoryPrintsRedisTextInert(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := writeConfig(t, fmt.Sprintf(`redis:
+  url: redis://%s/0
+namespace: inert
+jobs:
+  - name: report
+    schedule: "@hourly"
+    exec: {command: ["true"]}
+`, srv.Addr()))
+	tick := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	forgeHistory(t, srv, "inert", "report", tick, "run-1", forged, forged+"\t2026-11-28T09:00:00Z\tok\nnext row")
+	code, out, errs := runIn("history", "--config", cfg, "report")
+	if code != 0 {
+		t.Fatalf("history: exit %d\n%s%s", code, out, errs)
+	}
+	if strings.ContainsAny(out, "\x1b\t") {
+		t.Errorf("history printed raw control characters:\n%q", out)
+	}
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("history printed %d lines for one entry, want the header and one row:\n%s", len(lines), out)
+	}
+	if !strings.Contains(lines[1], `2026-11-28T10:00:00Z  \x1b[2K\x1b[1G ok  run-1`) {
+		t.Errorf("the row does not show the forged status escaped in its cell:\n%s", out)
+	}
+	// the WHY cell keeps the reason's first line
+	if !strings.Contains(lines[1], `"\x1b[2K\x1b[1G ok\t2026-11-28T09:00:00Z\tok", output: "\x1b[2K\x1b[1G ok"`) {
+		t.Errorf("the row does not show the forged reason and output escaped:\n%s", out)
 	}
 }

@@ -460,10 +460,12 @@ func (r *lockRun) usage(err error) int {
 	return exitUsage
 }
 
-// printf writes one line "baton lock: ..." to stderr, passwords scrubbed.
+// printf writes one line "baton lock: ..." to stderr, passwords scrubbed,
+// made inert as the other commands' lines are (see the package's printf):
+// lock names, holders and Redis errors are others' text.
 func (r *lockRun) printf(format string, args ...any) {
 	msg := strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", " ")
-	fmt.Fprintln(r.stderr, r.scrub("baton lock: "+msg))
+	printf(r.stderr, "%s\n", r.scrub("baton lock: "+msg))
 }
 
 // userinfoPassword matches the password part of scheme://user:password@.

@@ -134,7 +134,7 @@ func runPause(fs *flagSet, o *pauseOpts, args []string, stdout, stderr io.Writer
 			if isUsageError(err) || errors.Is(err, baton.ErrBadPause) {
 				return usageExit(name, usagef("%s", msg), stderr)
 			}
-			fmt.Fprintf(stderr, "baton %s: %s\n", name, msg)
+			printf(stderr, "baton %s: %s\n", name, errors.New(msg))
 			return 1
 		}
 		if !printPause(name, res, stdout, stderr) {
@@ -165,10 +165,10 @@ func printPause(name string, res baton.PauseResult, stdout, stderr io.Writer) bo
 	}
 	switch {
 	case res.Written == res.Masters:
-		fmt.Fprintf(stdout, "%s %s\n", res.Job, state)
+		printf(stdout, "%s %s\n", res.Job, state)
 		return true
 	case res.InEffect:
-		fmt.Fprintf(stdout, "%s %s (on %d of %d lock masters: in effect; run the command again to repair the rest)\n", res.Job, state, res.Written, res.Masters)
+		printf(stdout, "%s %s (on %d of %d lock masters: in effect; run the command again to repair the rest)\n", res.Job, state, res.Written, res.Masters)
 	default:
 		verb := "resumed"
 		if res.Paused {
@@ -177,7 +177,7 @@ func printPause(name string, res baton.PauseResult, stdout, stderr io.Writer) bo
 		fmt.Fprintf(stderr, "baton %s: job %q: written to %d of %d lock masters, %d needed: NOT %s; run the command again\n", name, res.Job, res.Written, res.Masters, res.Masters/2+1, verb)
 	}
 	for _, f := range res.Failures {
-		fmt.Fprintf(stderr, "baton %s: job %q: %s\n", name, res.Job, f)
+		printf(stderr, "baton %s: job %q: %s\n", name, res.Job, f)
 	}
 	return false
 }
@@ -190,15 +190,15 @@ func printCatchUp(name, job string, cu *baton.CatchUpResult, err error, cfg *con
 		fmt.Fprintf(stdout, "%s: %d paused ticks were replayed already%s\n", job, len(cu.Decided), times(cu.Decided))
 	}
 	for _, s := range cu.Skipped {
-		fmt.Fprintf(stdout, "%s: stays skipped: %s (%s)\n", job, s.Tick.Format(time.RFC3339), s.Reason)
+		printf(stdout, "%s: stays skipped: %s (%s)\n", job, s.Tick.Format(time.RFC3339), s.Reason)
 	}
 	ok := len(cu.Failed) == 0 && err == nil
 	if len(cu.Failed) > 0 {
-		fmt.Fprintf(stderr, "baton %s: %s: %d paused ticks not replayed (%s)%s; run baton resume --catch-up again (within the starting deadline)\n",
+		printf(stderr, "baton %s: %s: %d paused ticks not replayed (%s)%s; run baton resume --catch-up again (within the starting deadline)\n",
 			name, job, len(cu.Failed), cfg.MaskSecrets(cu.Reason), times(cu.Failed))
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "baton %s: %s: catch-up: %s\n", name, job, cfg.MaskSecrets(err.Error()))
+		printf(stderr, "baton %s: %s: catch-up: %s\n", name, job, errors.New(cfg.MaskSecrets(err.Error())))
 	}
 	return ok
 }

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -63,12 +63,12 @@ func runStatus(fs *flagSet, o *configJSON, args []string, stdout, stderr io.Writ
 	defer cancel()
 	st, err := c.Status(ctx)
 	if st == nil {
-		fmt.Fprintf(stderr, "baton status: %s\n", c.Config().MaskSecrets(err.Error()))
+		printf(stderr, "baton status: %s\n", errors.New(c.Config().MaskSecrets(err.Error())))
 		return 1
 	}
 	code = 0
 	if err != nil {
-		fmt.Fprintf(stderr, "baton status: %s\n", c.Config().MaskSecrets(err.Error()))
+		printf(stderr, "baton status: %s\n", errors.New(c.Config().MaskSecrets(err.Error())))
 		code = 1
 	}
 	if o.asJSON {
@@ -85,7 +85,7 @@ func runStatus(fs *flagSet, o *configJSON, args []string, stdout, stderr io.Writ
 func printMastersAttention(w io.Writer, st *baton.Status) {
 	lines := st.MastersAttention()
 	for _, l := range lines {
-		fmt.Fprintf(w, "ATTENTION: %s\n", l)
+		printf(w, "ATTENTION: %s\n", l)
 	}
 	if len(lines) > 0 {
 		fmt.Fprintln(w)
@@ -117,10 +117,11 @@ func printJSON(stdout, stderr io.Writer, cmd string, v any) int {
 	return 0
 }
 
-// printStatus writes st as tables. Everything read from Redis is quoted.
+// printStatus writes st as tables (cells made inert: see printf); who
+// paused, worker and replica ids, versions, hashes and queue names are
+// quoted besides, as the names they are.
 func printStatus(w io.Writer, st *baton.Status) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tMODE\tSCHEDULE\tNEXT\tPAUSED\tLAST\tLAST OK\tRUNNING\tLOCK")
+	tw := newTable(w, "JOB", "MODE", "SCHEDULE", "NEXT", "PAUSED", "LAST", "LAST OK", "RUNNING", "LOCK")
 	for _, j := range st.Jobs {
 		sched := j.Schedule
 		switch {
@@ -141,11 +142,11 @@ func printStatus(w io.Writer, st *baton.Status) {
 		}
 		paused := "no"
 		if j.Paused {
-			paused = "yes (" + redact.Escape(j.PausedBy) + ")"
+			paused = "yes (" + j.PausedBy + ")"
 		}
 		last := "-"
 		if r := j.Last; r != nil {
-			last = fmt.Sprintf("%s %s", r.Tick.Format(time.RFC3339), redact.Escape(string(r.Status)))
+			last = r.Tick.Format(time.RFC3339) + " " + string(r.Status)
 			if r.Worker != "" {
 				last += " on " + redact.Quote(r.Worker)
 			}
@@ -158,9 +159,9 @@ func printStatus(w io.Writer, st *baton.Status) {
 			}
 			running = strings.Join(parts, ", ")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, j.Mode, dash(sched), next, paused, last, lastOK(j, st.Time), running, lockLine(j))
+		tw.row(j.Name, j.Mode, dash(sched), next, paused, last, lastOK(j, st.Time), running, lockLine(j))
 	}
-	_ = tw.Flush()
+	_ = tw.flush()
 	printPauses(w, st)
 	printFailing(w, st)
 
@@ -168,8 +169,7 @@ func printStatus(w io.Writer, st *baton.Status) {
 	if len(st.Replicas) == 0 {
 		fmt.Fprintln(w, "REPLICAS: none seen in the last 10m")
 	} else {
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "REPLICA\tROLE\tVERSION\tJOB LIST\tLAST SEEN\tSKEW\tQUEUES")
+		tw = newTable(w, "REPLICA", "ROLE", "VERSION", "JOB LIST", "LAST SEEN", "SKEW", "QUEUES")
 		for _, r := range st.Replicas {
 			seen := st.Time.Sub(r.LastSeen).Round(time.Second).String() + " ago"
 			if !r.Live {
@@ -183,19 +183,18 @@ func printStatus(w io.Writer, st *baton.Status) {
 			for i, q := range r.Queues {
 				qs[i] = redact.Quote(q)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", redact.Quote(r.ID), redact.Quote(r.Role), redact.Quote(r.Version),
-				hash, seen, r.Skew, dash(strings.Join(qs, ",")))
+			tw.row(redact.Quote(r.ID), redact.Quote(r.Role), redact.Quote(r.Version), hash, seen, r.Skew.String(), dash(strings.Join(qs, ",")))
 		}
-		_ = tw.Flush()
+		_ = tw.flush()
 	}
 	if len(st.ListDiffs) > 0 {
 		fmt.Fprintf(w, "\nlive replicas run different job lists; they differ on %d jobs (definition: mode queue digest):\n", len(st.ListDiffs))
 		for _, d := range st.ListDiffs {
-			fmt.Fprintf(w, "  %s\n", d)
+			printf(w, "  %s\n", d)
 		}
 	}
 	for _, warn := range st.Warnings {
-		fmt.Fprintf(w, "\n%s\n", warn)
+		printf(w, "\n%s\n", warn)
 	}
 }
 
@@ -211,7 +210,7 @@ func printPauses(w io.Writer, st *baton.Status) {
 		if j.PauseNote != "" {
 			line += ": " + redact.Quote(j.PauseNote)
 		}
-		fmt.Fprintln(w, line)
+		printf(w, "%s\n", line)
 	}
 }
 
@@ -243,7 +242,7 @@ func printFailing(w io.Writer, st *baton.Status) {
 		if r := j.Last; r != nil && r.Status.Failed() {
 			line += "; last: " + why(*r)
 		}
-		fmt.Fprintln(w, line)
+		printf(w, "%s\n", line)
 	}
 }
 
@@ -289,7 +288,7 @@ func runLocks(fs *flagSet, o *configJSON, args []string, stdout, stderr io.Write
 	held, err := c.Locks(ctx)
 	code = 0
 	if err != nil {
-		fmt.Fprintf(stderr, "baton locks: %s\n", c.Config().MaskSecrets(err.Error()))
+		printf(stderr, "baton locks: %s\n", errors.New(c.Config().MaskSecrets(err.Error())))
 		code = 1
 		if errors.Is(err, locking.ErrUnavailable) {
 			return code
@@ -306,15 +305,14 @@ func runLocks(fs *flagSet, o *configJSON, args []string, stdout, stderr io.Write
 		return code
 	}
 	masters := max(len(c.Config().Locking.Masters), 1) // none: the queue Redis
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "LOCK\tMASTERS\tFENCE\tTTL")
+	tw := newTable(stdout, "LOCK", "MASTERS", "FENCE", "TTL")
 	for _, h := range held {
 		name := redact.Quote(h.Name)
 		if h.Shares > 0 { // a read/write lock's readers, a fair semaphore's holders
 			name += fmt.Sprintf(" (%d shares)", h.Shares)
 		}
-		fmt.Fprintf(tw, "%s\t%d of %d (quorum %d)\t%d\t%s\n", name, h.Masters, masters, h.Quorum, h.Fence, h.TTL.Round(time.Millisecond))
+		tw.row(name, fmt.Sprintf("%d of %d (quorum %d)", h.Masters, masters, h.Quorum), strconv.FormatInt(h.Fence, 10), h.TTL.Round(time.Millisecond).String())
 	}
-	_ = tw.Flush()
+	_ = tw.flush()
 	return code
 }

@@ -101,3 +101,52 @@ func TestStatusPrintsFailureStreakAndLastSuccess(t *testing.T) {
 		t.Errorf("status prints a control character read from Redis:\n%q", out)
 	}
 }
+
+// baton status prints the newest history entry of a job, its status forged
+// with terminal escapes by a Redis writer, escaped in the LAST cell, and a
+// failing job's forged reason and output escaped in its failure line: no
+// raw escape, tab or extra line reaches the terminal.
+func TestStatusPrintsRedisTextInert(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := writeConfig(t, fmt.Sprintf(`redis:
+  url: redis://%s/0
+locking:
+  fresh_deployment: true
+namespace: inert
+jobs:
+  - name: report
+    schedule: "@hourly"
+    exec: {command: ["true"]}
+  - name: flaky
+    schedule: "@hourly"
+    exec: {command: ["true"]}
+`, srv.Addr()))
+	tick := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	forgeHistory(t, srv, "inert", "report", tick, "run-1", forged, "")
+	forgeHistory(t, srv, "inert", "flaky", tick, "run-2", string(jobs.StatusFailed), forged+"\nnext line")
+	code, out, errs := runIn("status", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("status: exit %d\n%s%s", code, out, errs)
+	}
+	if strings.ContainsAny(out, "\x1b\t") {
+		t.Errorf("status printed raw control characters:\n%q", out)
+	}
+	var report, failing string
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, "report "):
+			report = l
+		case strings.HasPrefix(l, "flaky: "):
+			failing = l
+		}
+	}
+	if !strings.Contains(report, `2026-11-28T10:00:00Z \x1b[2K\x1b[1G ok on "r1"`) {
+		t.Errorf("report's row does not show the forged status escaped:\n%s", out)
+	}
+	if !strings.Contains(failing, `last: "\x1b[2K\x1b[1G ok", output: "\x1b[2K\x1b[1G ok"`) {
+		t.Errorf("flaky's failure line does not show the forged reason and output escaped:\n%s", out)
+	}
+	if strings.Contains(out, "\nnext line") {
+		t.Errorf("a newline in a reason started a line of its own:\n%s", out)
+	}
+}

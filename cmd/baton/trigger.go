@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"io"
 	"os"
 	"os/user"
@@ -68,10 +68,10 @@ func runTrigger(fs *flagSet, o *triggerOpts, args []string, stdout, stderr io.Wr
 	for _, job := range args {
 		t, err := c.Trigger(ctx, job, by)
 		if err != nil {
-			fmt.Fprintf(stderr, "baton trigger: %s: %s\n", job, c.Config().MaskSecrets(err.Error()))
+			printf(stderr, "baton trigger: %s: %s\n", job, errors.New(c.Config().MaskSecrets(err.Error())))
 			return 1
 		}
-		fmt.Fprintf(stdout, "%s triggered: run %s, tick %s, by %s\n", job, t.RunID, t.At.UTC().Format(triggerTickFormat), redact.Quote(t.Replica))
+		printf(stdout, "%s triggered: run %s, tick %s, by %s\n", job, t.RunID, t.At.UTC().Format(triggerTickFormat), redact.Quote(t.Replica))
 	}
 	return 0
 }

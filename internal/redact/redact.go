@@ -5,6 +5,7 @@ package redact
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
@@ -345,6 +346,35 @@ func Escape(s string) string {
 	}
 	q := strconv.Quote(s)
 	return q[1 : len(q)-1]
+}
+
+// Inert returns s as it can be printed to a terminal: every rune that is
+// not printable (control characters such as ESC, BEL, CR, newline and tab;
+// bidi and other format characters; invalid UTF-8) is written as its Go
+// escape (\x1b, \a, \r, \n, \t, \u202e, \xff), everything else as it is,
+// quotes and backslashes too. So printed it moves no cursor, clears no
+// line, sets no title and starts no row, and Inert of its own result (or of
+// Quote's) changes nothing: text that holds an inert part stays readable
+// when the whole is made inert again. A clean s comes back as it is.
+func Inert(s string) string {
+	if clean(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsPrint(r):
+			b.WriteString(s[i : i+n])
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 func clean(s string) bool {

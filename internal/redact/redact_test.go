@@ -135,3 +135,31 @@ func TestSecretsWordsMasksUnquotedPieces(t *testing.T) {
 		}
 	}
 }
+
+// Inert escapes every rune a terminal would act on (ESC sequences, BEL,
+// CR, newline, tab, bidi overrides, invalid UTF-8) and keeps the rest,
+// quotes and backslashes too, so that inert text holding inert or quoted
+// parts comes back as it is.
+func TestInertEscapesWhatATerminalActsOn(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"ok", "ok"},
+		{"\x1b[2K\x1b[1G ok", `\x1b[2K\x1b[1G ok`},
+		{"a\x1b]0;title\a b", `a\x1b]0;title\a b`},
+		{"line\r\nnext\tcell\x7f", `line\r\nnext\tcell\x7f`},
+		{"evil\u202etxt.exe \u200b", `evil\u202etxt.exe \u200b`},
+		{"bad \xff utf8", `bad \xff utf8`},
+		{`say "hi" \ there` + "\x1b", `say "hi" \ there\x1b`},
+		{"ünïcode ✓", "ünïcode ✓"},
+	} {
+		got := Inert(c.in)
+		if got != c.want {
+			t.Errorf("Inert(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if again := Inert(got); again != got {
+			t.Errorf("Inert of its own result %q changed it to %q", got, again)
+		}
+	}
+	if q := Quote("\x1b[31m"); Inert(q) != q {
+		t.Errorf("Inert changes Quote's result %q to %q", q, Inert(q))
+	}
+}
