@@ -367,7 +367,7 @@ func (p *Process) Signal(sig syscall.Signal) error {
 func (p *Process) Kill() error {
 	p.reapMu.Lock()
 	if !p.reaped {
-		_ = p.cmd.Process.Signal(syscall.SIGSTOP)
+		_ = stopProcess(p.cmd.Process)
 		killTree(p.pid, p.orphans)
 	}
 	p.reapMu.Unlock()

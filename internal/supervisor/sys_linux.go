@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -28,3 +29,6 @@ func monoNow() int64 {
 	}
 	return ts.Nano()
 }
+
+// stopProcess stops p with SIGSTOP: it runs no more until killed.
+func stopProcess(p *os.Process) error { return p.Signal(syscall.SIGSTOP) }
