@@ -2,6 +2,7 @@ package locking
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -132,7 +133,14 @@ func (c *Client) closed() bool { return c.g.Closed() }
 
 // fan runs one command line of s on every master (see quorum.Group.Fan).
 func (c *Client) fan(ctx context.Context, ttl time.Duration, s *quorum.Script, line []any, parse func(*redis.Cmd) (any, error), good func(quorum.Reply) bool) []quorum.Reply {
-	return c.g.Fan(ctx, c.masterTimeout(ttl), s, line, parse, good)
+	rs := c.g.Fan(ctx, c.masterTimeout(ttl), s, line, parse, good)
+	for i := range rs {
+		var ce *quorum.CorruptError
+		if rs[i].Err != nil && errors.As(rs[i].Err, &ce) {
+			rs[i].Err = &CorruptError{Addr: ce.Addr, Key: ce.Key, Value: ce.Value}
+		}
+	}
+	return rs
 }
 
 // masterErr names a master's part in a failure.

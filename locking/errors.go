@@ -46,7 +46,32 @@ var (
 	// ErrEviction means a master's maxmemory-policy can evict keys (locks and
 	// fencing counters) and the client was told to refuse such masters.
 	ErrEviction = quorum.ErrEviction
+
+	// ErrCorrupt means a lock's fencing counter on some master holds what no
+	// fence can come from: not a decimal integer from 0 to 2^53-2 (text, a
+	// fraction, a negative number, or one too large for the scripts' Lua
+	// numbers, which are doubles). Acquisition fails, naming the master and
+	// the key (a *CorruptError among the failures), instead of issuing a
+	// fence that is negative or goes back; on a quorum one corrupt master is
+	// enough, whatever the others grant. Waiting does not cure it (Lock
+	// returns at once): an operator deletes the counter (see docs/locking.md).
+	ErrCorrupt = quorum.ErrCorrupt
 )
+
+// CorruptError names a fencing counter that holds a corrupt value, the
+// master it is on and what it holds. It wraps ErrCorrupt.
+type CorruptError struct {
+	Addr  string // the master's address, without credentials
+	Key   string // the counter's key
+	Value string // what it holds (its first 64 bytes)
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("corrupt: key %q on master %s holds %q, not an integer from 0 to 2^53-2", e.Key, e.Addr, e.Value)
+}
+
+// Unwrap lets errors.Is find ErrCorrupt.
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
 // MasterError is one master's part in a failed operation.
 type MasterError struct {
@@ -87,6 +112,8 @@ func (e *ObtainError) Error() string {
 	var b strings.Builder
 	busy, down := e.causes()
 	switch {
+	case e.corrupt():
+		b.WriteString("locking: corrupt: key ")
 	case busy && down:
 		b.WriteString("locking: not obtained, unavailable: key ")
 	case busy:
@@ -96,6 +123,10 @@ func (e *ObtainError) Error() string {
 	}
 	fmt.Fprintf(&b, "%q", e.Key)
 	switch {
+	case e.corrupt():
+		if e.Fence != nil {
+			fmt.Fprintf(&b, ": %v", e.Fence)
+		}
 	case e.Expired:
 		fmt.Fprintf(&b, ": granted by %d of %d needed masters, but its validity ran out before the answers arrived", e.Granted, e.Quorum)
 	case e.Fence != nil:
@@ -113,23 +144,42 @@ func (e *ObtainError) Error() string {
 // causes tells whether some master answered that the lock is taken (busy)
 // and whether masters failed, were slow or were kept out (down).
 func (e *ObtainError) causes() (busy, down bool) {
-	down = e.Expired || e.Fence != nil
+	down = e.Expired || e.Fence != nil && !errors.Is(e.Fence, ErrCorrupt)
 	for _, f := range e.Failures {
-		if errors.Is(f.Err, errBusy) {
+		switch {
+		case errors.Is(f.Err, errBusy):
 			busy = true
-		} else {
+		case !errors.Is(f.Err, ErrCorrupt):
 			down = true
 		}
 	}
 	return busy, down
 }
 
+// corrupt reports whether some master answered that the lock's fencing
+// counter is corrupt (see ErrCorrupt).
+func (e *ObtainError) corrupt() bool {
+	if errors.Is(e.Fence, ErrCorrupt) {
+		return true
+	}
+	for _, f := range e.Failures {
+		if errors.Is(f.Err, ErrCorrupt) {
+			return true
+		}
+	}
+	return false
+}
+
 // Unwrap lets errors.Is find ErrNotObtained (someone holds it, or the validity
-// ran out), ErrUnavailable (masters failed) and each master's error.
+// ran out), ErrUnavailable (masters failed), ErrCorrupt (a fencing counter
+// is corrupt), each master's error and the fencing token's.
 func (e *ObtainError) Unwrap() []error {
-	errs := make([]error, 0, len(e.Failures)+2)
+	errs := make([]error, 0, len(e.Failures)+3)
 	for _, f := range e.Failures {
 		errs = append(errs, f)
+	}
+	if e.Fence != nil {
+		errs = append(errs, e.Fence)
 	}
 	busy, down := e.causes()
 	if busy {
@@ -166,6 +216,9 @@ func (e *ObtainError) mayQueue() bool {
 // contended reports whether waiting can help: someone holds the lock, or the
 // masters that did not grant it are only temporarily out (quarantine, repair).
 func (e *ObtainError) contended() bool {
+	if e.corrupt() {
+		return false
+	}
 	if e.Expired || e.Fence != nil {
 		return true
 	}

@@ -269,12 +269,14 @@ func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Dur
 	var fbuf [8]int64
 	fences := fbuf[:0]
 	var waitFor []time.Duration
+	corrupt := false
 	for _, r := range rs {
 		if errors.Is(r.Err, quorum.ErrPending) {
 			continue
 		}
 		if r.Err != nil {
 			oe.Failures = append(oe.Failures, MasterError{r.M.Idx, r.M.Addr, r.Err})
+			corrupt = corrupt || errors.Is(r.Err, ErrCorrupt)
 			var q *quorum.QuarantineError
 			switch {
 			case errors.As(r.Err, &q):
@@ -304,7 +306,10 @@ func (c *Client) attempt(ctx context.Context, k keys, token string, ttl time.Dur
 	// the master that frees up last among the first quorum-minus-granted ones
 	retry := c.retryAfter(waitFor, c.quorum-len(fences))
 
-	if len(fences) < c.quorum {
+	// a corrupt counter on any master that answered fails the attempt
+	// whatever the others granted: its fence is unknown, and the largest
+	// over a majority is the fence (see ErrCorrupt)
+	if len(fences) < c.quorum || corrupt {
 		if len(fences) > 0 || timedOut(rs) {
 			// undo what was granted, and what a late answer may still grant
 			c.releaseOn(ctx, k, token, ttl)

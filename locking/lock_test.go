@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -633,4 +634,122 @@ func TestCloseWhileCallsRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// corruptCounters are fencing counter values no fence may come from, each
+// with why: Lua numbers are doubles, so 2^63-1 would come back as a negative
+// fence, and from 2^53 on the next fence would equal the last.
+var corruptCounters = []struct{ name, value string }{
+	{"2^63-1", "9223372036854775807"},
+	{"2^53", "9007199254740992"},
+	{"2^53-1, no fence above it", "9007199254740991"},
+	{"text", "abc"},
+	{"fraction", "1.5"},
+	{"negative", "-5"},
+	{"leading zero", "07"},
+	{"terminal escape", "1\x1b[2K"},
+}
+
+// wantCorrupt fails the test unless err wraps ErrCorrupt with a
+// *CorruptError naming key on the master at addr.
+func wantCorrupt(t *testing.T, err error, addr, key string) {
+	t.Helper()
+	var ce *locking.CorruptError
+	if !errors.Is(err, locking.ErrCorrupt) || !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want locking.ErrCorrupt with a *CorruptError", err)
+	}
+	if ce.Key != key || ce.Addr != addr {
+		t.Fatalf("CorruptError names key %q on %s, want %q on %s", ce.Key, ce.Addr, key, addr)
+	}
+	if errors.Is(err, locking.ErrNotObtained) {
+		t.Fatalf("err = %v: a corrupt counter is not a held lock", err)
+	}
+	if !strings.Contains(err.Error(), strconv.Quote(key)) {
+		t.Fatalf("err = %q does not name the key %q", err, key)
+	}
+}
+
+func TestCorruptFenceCounterFailsAcquisition(t *testing.T) {
+	s := redistest.New(t)
+	rdb := s.TestClient(t)
+	c := newClient(t, []*redis.Client{rdb})
+	ctx := testCtx(t)
+	for _, tc := range corruptCounters {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "corrupt-" + tc.name
+			mu, err := c.RWMutex(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sem, err := c.FairSemaphore(name, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []struct {
+				kind, lock string
+				take       func(context.Context) (*locking.Lease, error)
+			}{
+				{"TryLock", name, func(ctx context.Context) (*locking.Lease, error) { return c.TryLock(ctx, name, time.Second) }},
+				{"Lock", name, func(ctx context.Context) (*locking.Lease, error) { return c.Lock(ctx, name, time.Second) }},
+				{"fair Lock", name, func(ctx context.Context) (*locking.Lease, error) {
+					return c.Lock(ctx, name, time.Second, locking.WithFair())
+				}},
+				{"RLock", "rw:" + name, func(ctx context.Context) (*locking.Lease, error) { return mu.RLock(ctx, time.Second) }},
+				{"RWMutex.Lock", "rw:" + name, func(ctx context.Context) (*locking.Lease, error) { return mu.Lock(ctx, time.Second) }},
+				{"FairSemaphore", "fsem:" + name, func(ctx context.Context) (*locking.Lease, error) { return sem.Acquire(ctx, time.Second) }},
+			} {
+				lockKey := "baton:lock:{" + k.lock + "}"
+				key := lockKey + ":fence"
+				if err := rdb.Set(ctx, key, tc.value, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				// Lock does not wait on it: waiting cures nothing
+				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				l, err := k.take(wctx)
+				waited := wctx.Err()
+				cancel()
+				if l != nil {
+					t.Fatalf("%s on counter %q: granted fence %d", k.kind, tc.value, l.Fence())
+				}
+				if waited != nil {
+					t.Fatalf("%s on counter %q waited until its context ended: %v", k.kind, tc.value, err)
+				}
+				wantCorrupt(t, err, s.Addr(), key)
+				if errors.Is(err, locking.ErrUnavailable) {
+					t.Fatalf("%s on counter %q = %v: the master answered, it is not unavailable", k.kind, tc.value, err)
+				}
+				// nothing was written: the lock is free, the counter as it was
+				if n, _ := rdb.Exists(ctx, lockKey, lockKey+":r").Result(); n != 0 {
+					t.Fatalf("%s on counter %q left the lock taken", k.kind, tc.value)
+				}
+				if v, _ := rdb.Get(ctx, key).Result(); v != tc.value {
+					t.Fatalf("%s changed counter %q to %q", k.kind, tc.value, v)
+				}
+			}
+		})
+	}
+}
+
+func TestLargestFenceCounterIssuesOneLastFence(t *testing.T) {
+	s := redistest.New(t)
+	rdb := s.TestClient(t)
+	c := newClient(t, []*redis.Client{rdb})
+	ctx := testCtx(t)
+	key := "baton:lock:{last}:fence"
+	if err := rdb.Set(ctx, key, "9007199254740990", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.TryLock(ctx, "last", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Fence() != 1<<53-1 {
+		t.Fatalf("fence = %d, want 2^53-1", l.Fence())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// the next one would not be exact: refused, never a fence that goes back
+	_, err = c.TryLock(ctx, "last", time.Second)
+	wantCorrupt(t, err, s.Addr(), key)
 }

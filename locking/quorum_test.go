@@ -458,3 +458,73 @@ func TestQuorumBatchedCallsAfterScriptFlush(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// A corrupt fencing counter on one master of a quorum fails the acquisition
+// when that master's answer is awaited, naming it and the key, whatever the
+// others grant: its fence is unknown, so the largest over the masters is too.
+func TestQuorumCorruptCounterOnOneMasterFails(t *testing.T) {
+	servers := redistest.NewN(t, 3)
+	c := newVia(t, servers)
+	ctx := testCtx(t)
+	l, err := c.TryLock(ctx, "q", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := l.Fence()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key := "baton:lock:{q}:fence"
+	a := servers[0].TestClient(t)
+	if err := a.Set(ctx, key, "9223372036854775807", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// master 2 is cut off: the quorum needs master 0's answer
+	cut(t, c.proxies[2])
+	_, err = c.TryLock(ctx, "q", time.Second)
+	wantCorrupt(t, err, c.proxies[0].Addr(), key) // the address the client dials
+	if v, _ := servers[1].TestClient(t).Get(ctx, "baton:lock:{q}").Result(); v != "" {
+		t.Fatalf("master 1 still holds the lock after the failed acquisition (%q)", v)
+	}
+	// repaired by deleting the counter: the next fence is above every
+	// fence issued before
+	restore(t, c.proxies[2])
+	if err := a.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = c.Lock(ctx, "q", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(ctx) }()
+	if l.Fence() <= first {
+		t.Fatalf("fence after the repair = %d, not above %d", l.Fence(), first)
+	}
+}
+
+func TestQuorumCorruptCountersOnAMajorityFail(t *testing.T) {
+	servers := redistest.NewN(t, 3)
+	c := newClient(t, clientsOf(t, servers...))
+	ctx := testCtx(t)
+	key := "baton:lock:{m}:fence"
+	for _, s := range servers[:2] {
+		if err := s.TestClient(t).Set(ctx, key, "1.5", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := c.Lock(ctx, "m", time.Second)
+	var oe *locking.ObtainError
+	if !errors.As(err, &oe) || !errors.Is(err, locking.ErrCorrupt) {
+		t.Fatalf("Lock = %v, want an ObtainError wrapping ErrCorrupt", err)
+	}
+	named := 0
+	for _, f := range oe.Failures {
+		var ce *locking.CorruptError
+		if errors.As(f, &ce) && ce.Key == key && ce.Addr == servers[f.Index].Addr() {
+			named++
+		}
+	}
+	if named != 2 {
+		t.Fatalf("Lock = %v: want both corrupt masters named with the key", err)
+	}
+}

@@ -35,7 +35,8 @@ var (
 )
 
 // scripts holds the scripts of one Client. The acquire scripts carry the
-// quorum prelude (q_guard, q_fence: see internal/quorum/lua/prelude.lua).
+// quorum prelude (q_guard, q_fence: see internal/quorum/lua/prelude.lua), as
+// do release and fenceSync for its counter check (q_count).
 type scripts struct {
 	acquire, extend, release, leave, fenceSync       *quorum.Script
 	rwAcquire, semAcquire, extendShare, releaseShare *quorum.Script
@@ -45,9 +46,9 @@ func newScripts() *scripts {
 	return &scripts{
 		acquire:      quorum.NewGuardedScript(acquireSrc),
 		extend:       quorum.NewScript(extendSrc),
-		release:      quorum.NewScript(releaseSrc),
+		release:      quorum.NewGuardedScript(releaseSrc),
 		leave:        quorum.NewScript(leaveSrc),
-		fenceSync:    quorum.NewScript(fenceSyncSrc),
+		fenceSync:    quorum.NewGuardedScript(fenceSyncSrc),
 		rwAcquire:    quorum.NewGuardedScript(rwAcquireSrc),
 		semAcquire:   quorum.NewGuardedScript(semAcquireSrc),
 		extendShare:  quorum.NewScript(extendShareSrc),

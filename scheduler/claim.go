@@ -351,11 +351,14 @@ func (s *Scheduler) decide(as []answer) outcome {
 	var o outcome
 	answered := false // some master answered: the first one decides o.first
 	var low int64
-	var errList []error
+	var errList, corrupt []error
 	for _, a := range as {
 		if a.err != nil {
 			errs++
 			errList = append(errList, a.err)
+			if errors.Is(a.err, quorum.ErrCorrupt) {
+				corrupt = append(corrupt, a.err)
+			}
 			continue
 		}
 		if !answered {
@@ -395,6 +398,13 @@ func (s *Scheduler) decide(as []answer) outcome {
 	}
 	o.mine = mine > 0
 	switch {
+	case len(corrupt) > 0:
+		// a master that answered holds a mark or fencing counter that is no
+		// number below 2^53: its fence is unknown, so the largest over the
+		// masters is too. Nothing is dispatched on it (what was owned is
+		// released) until an operator repairs the key the error names
+		o.st, o.split = stBusy, owned > 0
+		o.err = fmt.Errorf("scheduler: tick not claimed: %w", errors.Join(corrupt...))
 	case early > 0:
 		// some master's clock says the tick is not due: this replica's
 		// clock is ahead; ask again when it is (releasing what was owned)

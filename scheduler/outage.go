@@ -96,6 +96,9 @@ func (s *Scheduler) heldBecause(cause error) string {
 		}
 		return fmt.Sprintf("lock masters in their restart quarantine (not failing): %s; they are claimed once a majority votes", strings.Join(parts, "; "))
 	}
+	if errors.Is(cause, quorum.ErrCorrupt) {
+		return fmt.Sprintf("a lock master holds a corrupt value (%v); delete the key it names (see docs/locking.md), they are claimed once it is repaired", cause)
+	}
 	return fmt.Sprintf("lock masters unreachable (%v); they are claimed once a majority answers", cause)
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -660,5 +662,72 @@ func TestPauseDecidedByQuorum(t *testing.T) {
 		if ats[i].Sub(ats[i-1]) != time.Second {
 			t.Fatalf("tick after %v not dispatched (the retry of a failed dispatch took the paused master's record for done): %v", ats[i-1], ats)
 		}
+	}
+}
+
+// warnings is a slog handler that keeps the text of every warning.
+type warnings struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	w.lines = append(w.lines, r.Message)
+	w.mu.Unlock()
+	return nil
+}
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnings) WithGroup(string) slog.Handler      { return w }
+
+func (w *warnings) find(s string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range w.lines {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
+}
+
+// A job's dispatch fencing counter that holds no integer below 2^53 (here
+// 2^63-1, which Lua's doubles would turn into a negative fence) dispatches
+// nothing: the tick is held back with a warning naming the master and the
+// key, and once an operator deletes the key it is dispatched with a fence
+// above every one issued before.
+func TestCorruptFenceCounterHoldsTicksBack(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	key := "baton:{f}:fence"
+	rdb.Set(ctx, key, "9223372036854775807", 0)
+	clk := clock.NewFake(now())
+	rec := newRecorder()
+	w := &warnings{}
+	jobs := []scheduler.Job{{Name: "f", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute}}
+	start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour),
+		scheduler.WithLogger(slog.New(w)))
+	if err := clk.BlockUntil(3); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(clk.Now().Truncate(time.Minute).Add(time.Minute))
+	var line string
+	poll.Require(t, 20*time.Second, "a warning naming the corrupt counter", func() bool {
+		clk.Advance(25 * time.Millisecond)
+		line = w.find("corrupt")
+		return line != ""
+	})
+	if !strings.Contains(line, strconv.Quote(key)) || !strings.Contains(line, srv.Addr()) {
+		t.Fatalf("warning %q does not name the key %q and the master %s", line, key, srv.Addr())
+	}
+	if got := rec.dispatched(); len(got) != 0 {
+		t.Fatalf("dispatched %v on a corrupt fencing counter", got)
+	}
+	rdb.Del(ctx, key)
+	rec.waitAdvancing(t, clk, 1)
+	if f := rec.dispatched()[0].Fence; f <= 0 || f >= 1<<53 {
+		t.Fatalf("fence after the repair = %d", f)
 	}
 }

@@ -25,14 +25,15 @@ var (
 	unrecordSrc string
 
 	// the claim grants and fences: it carries the quorum prelude (q_guard,
-	// q_fence), shared with the lock acquire
+	// q_fence), shared with the lock acquire; the scripts that read the
+	// mark or the fencing counter carry it for q_count
 	claimScript   = quorum.NewGuardedScript(claimSrc)
-	commitScript  = quorum.NewScript(commitSrc)
+	commitScript  = quorum.NewGuardedScript(commitSrc)
 	releaseScript = quorum.NewScript(releaseSrc)
 	extendScript  = quorum.NewScript(extendSrc)
-	raiseScript   = quorum.NewScript(raiseSrc)
+	raiseScript   = quorum.NewGuardedScript(raiseSrc)
 	// commits before the dispatch, token-checked (jobs that commit first)
-	commitOwnedScript = quorum.NewScript(commitOwnedSrc)
+	commitOwnedScript = quorum.NewGuardedScript(commitOwnedSrc)
 	// turns a claim's own "done" on a minority into a not-run record
 	unrecordScript = quorum.NewScript(unrecordSrc)
 )

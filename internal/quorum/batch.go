@@ -235,6 +235,7 @@ func (b *batcher) process(ctx context.Context, s *Script, line []any) *redis.Cmd
 		cmd = evalCmd(ctx, s.evalLine(line))
 		_ = b.m.RDB.Process(ctx, cmd)
 	}
+	b.m.corrupt(cmd, line)
 	return cmd
 }
 
@@ -283,6 +284,8 @@ func (b *batcher) exec(batch []*call, leader *call) {
 		for _, c := range batch {
 			if noScript(c.cmd.Err()) {
 				c.cmd = b.process(ctx, c.s, c.line)
+			} else {
+				b.m.corrupt(c.cmd, c.line)
 			}
 		}
 		ok, resent := b.m.Trust(ctx, a)

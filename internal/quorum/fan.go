@@ -204,6 +204,7 @@ func (m *Master) pipeline(ctx context.Context, s *Script, lines [][]any) []Reply
 		return fail(ErrReconnected)
 	}
 	for i, c := range cmds {
+		m.corrupt(c, lines[i])
 		res[i] = Reply{M: m, Val: c.Val(), Err: c.Err(), Resent: resent}
 	}
 	return res

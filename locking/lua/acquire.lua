@@ -21,6 +21,8 @@
 --         {0, ms} busy, retry in ms (remaining ttl of the holder or of the queue head),
 --         {-1, 0} the master's marker is missing (restarted or flushed since the
 --                 client checked it): it grants nothing until repaired.
+-- Fails with "CORRUPT 2 VALUE" (see q_count), writing nothing, when the fencing
+-- counter holds anything but an integer below 2^53.
 local t = redis.call('TIME')
 local mode = ARGV[3]
 local floor = 0
@@ -30,6 +32,8 @@ if mode == 'q' then
 elseif mode == 's' then -- one master: its clock is the fence floor; the marker need only exist
   if redis.call('EXISTS', KEYS[3]) == 0 then return {-1, 0} end
 end
+local _, corrupt = q_count(2)
+if corrupt then return corrupt end
 local quorum = mode == 'q'
 local waiter = ARGV[4]
 local fair = ARGV[6] == 'f'
@@ -65,7 +69,7 @@ else
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     if redis.call('HDEL', QD, ARGV[1]) == 1 then redis.call('LREM', Q, 1, ARGV[1]) end
     redis.call('ZREM', W, ARGV[1])
-    local f = tonumber(redis.call('GET', KEYS[2]) or '0')
+    local f = q_count(2)
     if f == 0 then f = fence() end
     return {1, f}
   end

@@ -9,6 +9,9 @@
 -- ARGV[4] absent for a mutex; "a" for a read/write lock's writer
 --
 -- Returns 1 when released (or handed over), 0 when the key did not hold this token.
+-- A fencing counter that holds anything but an integer below 2^53 (see q_count in
+-- the quorum prelude it is loaded after) gets no handover: the key is deleted and
+-- the waiters woken, and their acquire reports the counter corrupt.
 -- Publishes "h|<token>|<name>" to the new holder after a handover, or, when live
 -- waiters are registered, "r|<token>|<name>" (one waiter per process re-checks) or
 -- for a writer "a|<token>|<name>" (every waiter does: all the readers can go);
@@ -26,7 +29,8 @@ end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-while true do
+local c = q_count(2)
+while c do
   local head = redis.call('LPOP', Q)
   if not head then break end
   local d = redis.call('HGET', QD, head)
@@ -37,7 +41,6 @@ while true do
       redis.call('SET', KEYS[1], head, 'PX', ttl)
       -- the new holder's fence, as acquire computes it (fair mode is single-master)
       local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-      local c = tonumber(redis.call('GET', KEYS[2]) or '0')
       redis.call('SET', KEYS[2], string.format('%d', math.max(c + 1, us)), 'PX', ttl)
       redis.call('PUBLISH', ARGV[2], 'h|' .. head .. '|' .. ARGV[3])
       return 1

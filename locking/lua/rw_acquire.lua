@@ -22,6 +22,8 @@
 -- dropped by every call: a reader that died frees its share at its own expiry.
 --
 -- Returns {1, fence} owned, {0, ms} busy (retry in ms), {-1, 0} marker missing.
+-- Fails with "CORRUPT 2 VALUE" (see q_count), writing nothing, when the fencing
+-- counter holds anything but an integer below 2^53.
 local t = redis.call('TIME')
 local mode = ARGV[3]
 local floor = 0
@@ -31,6 +33,8 @@ if mode == 'q' then
 elseif mode == 's' then
   if redis.call('EXISTS', KEYS[3]) == 0 then return {-1, 0} end
 end
+local _, corrupt = q_count(2)
+if corrupt then return corrupt end
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local L, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
 local R, WI, W = L .. ':r', L .. ':wi', L .. ':w'
@@ -58,7 +62,7 @@ local function owned(fresh)
   redis.call('ZREM', W, token)
   redis.call('ZREM', WI, token)
   if not fresh then
-    local f = tonumber(redis.call('GET', KEYS[2]) or '0')
+    local f = q_count(2)
     if f > 0 then return {1, f} end
   end
   return {1, q_fence(KEYS[2], mode == 'q', t, floor, ARGV[2])}

@@ -20,11 +20,14 @@
 -- ARGV[8] the semaphore's name, for the wake message
 --
 -- Returns {1, fence} holding, {0, ms} full or not our turn (retry in ms), {-1, 0}
--- marker missing. A grant that leaves places free publishes "h|<next>|<name>" to
+-- marker missing. Fails with "CORRUPT 2 VALUE" (see q_count), writing nothing,
+-- when the fencing counter holds anything but an integer below 2^53. A grant that leaves places free publishes "h|<next>|<name>" to
 -- the next in line, which need not wait for a release.
 local t = redis.call('TIME')
 local mode = ARGV[3]
 if mode == 's' and redis.call('EXISTS', KEYS[3]) == 0 then return {-1, 0} end
+local _, corrupt = q_count(2)
+if corrupt then return corrupt end
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local L, token, ttl, limit = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[6])
 local R, Q, QD = L .. ':r', L .. ':q', L .. ':qd'
@@ -36,7 +39,7 @@ end
 if redis.call('ZSCORE', R, token) then -- our own earlier attempt, its answer lost
   redis.call('ZADD', R, now + ttl, token)
   keep(R, ttl)
-  local f = tonumber(redis.call('GET', KEYS[2]) or '0')
+  local f = q_count(2)
   if f == 0 then f = q_fence(KEYS[2], false, t, 0, ARGV[2]) end
   return {1, f}
 end

@@ -54,6 +54,9 @@
 --                    neither grants nor refuses
 --         {-1, 0}    the master's marker is missing (restarted or flushed since
 --                    the client checked it): it grants nothing until repaired
+-- Fails with "CORRUPT 3 VALUE" or "CORRUPT 4 VALUE" (see q_count), writing
+-- nothing, when the mark or the fencing counter holds anything but an integer
+-- below 2^53.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local quorum = ARGV[6] == 'q'
@@ -62,6 +65,10 @@ if ARGV[6] ~= 'u' then
   floor, born = q_guard(KEYS[6])
   if not floor then return {-1, 0} end
 end
+local mark, corrupt = q_count(3)
+if corrupt then return corrupt end
+local _, corruptFence = q_count(4)
+if corruptFence then return corruptFence end
 
 local v = redis.call('GET', KEYS[1])
 local backfill = ARGV[10] == '1'
@@ -90,15 +97,13 @@ end
 if not backfill and (ARGV[9] == '1' or now > tick + tonumber(ARGV[3])) then
   redis.call('SET', KEYS[1], 'missed', 'PX', ARGV[5])
   -- decided: a catch-up after a restart starts after it
-  local m = tonumber(redis.call('GET', KEYS[3]) or '0')
-  if tick > m then redis.call('SET', KEYS[3], ARGV[2]) end
+  if tick > mark then redis.call('SET', KEYS[3], ARGV[2]) end
   return {3, now - tick, 1}
 end
 
 if not backfill and (ARGV[7] == '1' or redis.call('EXISTS', KEYS[2]) == 1) then
   redis.call('SET', KEYS[1], 'paused', 'PX', ARGV[5])
-  local m = tonumber(redis.call('GET', KEYS[3]) or '0')
-  if tick > m then redis.call('SET', KEYS[3], ARGV[2]) end
+  if tick > mark then redis.call('SET', KEYS[3], ARGV[2]) end
   return {4, 0}
 end
 

@@ -10,6 +10,8 @@
 -- and a replica that took the tick over after this owner's lease expired
 -- finds it done or dispatches into the same task ID.
 redis.call('SET', KEYS[1], 'done', 'PX', ARGV[2])
-local m = tonumber(redis.call('GET', KEYS[2]) or '0')
-if tonumber(ARGV[1]) > m then redis.call('SET', KEYS[2], ARGV[1]) end
+-- a corrupt mark (see q_count, in the quorum prelude) is left as it is: the
+-- record is written, and the job's next claim reports the mark
+local m = q_count(2)
+if m and tonumber(ARGV[1]) > m then redis.call('SET', KEYS[2], ARGV[1]) end
 return 1

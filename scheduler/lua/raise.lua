@@ -6,8 +6,11 @@
 -- KEYS[1] the job's dispatch fencing counter
 -- ARGV[1] F
 --
--- Returns the counter after the call. Never lowers it.
-local c = tonumber(redis.call('GET', KEYS[1]) or '0')
+-- Returns the counter after the call. Never lowers it. Fails with "CORRUPT 1
+-- VALUE" (see q_count in the quorum prelude it is loaded after), writing
+-- nothing, when the counter holds anything but an integer below 2^53.
+local c, corrupt = q_count(1)
+if corrupt then return corrupt end
 local f = tonumber(ARGV[1])
 if c < f then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', 86400000) -- as q_fence keeps quorum counters

@@ -10,7 +10,7 @@
 -- is "RUNID FLOOR BORN [KIND]" (see mark.lua).
 --
 -- q_fence(counter, quorum, t, floor, px) issues the next fencing token from a
--- counter; t is the server's TIME.
+-- counter the script has checked with q_count; t is the server's TIME.
 --   one master: max(counter + 1, TIME in µs); the counter lives px ms (it
 --     only has to outlive the lease: the clock keeps the next one above it).
 --   quorum: INCR, seeded from max(TIME in µs, floor) when missing, and never
@@ -21,10 +21,46 @@
 --     issued before (fences grow by one per grant, far slower than a µs
 --     clock). Masters that answer different values are reconciled by the
 --     caller (the largest is written back to a majority).
+--
+-- q_int(v) is the number a counter's text v holds when it is a decimal
+-- integer from 0 to 2^53 - 2 without sign or leading zeros, else nil. Lua
+-- numbers are doubles: above 2^53 they are no longer exact (an INCR of
+-- 9007199254740992 reads back the same), and 2^63 - 1 turns negative on the
+-- way back to Redis. The bound leaves room for one more: every fence issued
+-- is below 2^53 and exact.
+--
+-- q_count(i) reads the counter KEYS[i]: its number (0 when missing), or nil
+-- and the error reply "CORRUPT i VALUE" (VALUE: the first 64 bytes it holds)
+-- when it holds anything else. The client turns that reply into an error
+-- naming the master and the key (quorum.CorruptError). A script checks
+-- every counter it will read before its first write: a script's writes are
+-- not undone by the error it returns.
+local function q_int(v)
+  if v == '0' then return 0 end
+  if #v > 16 or not string.find(v, '^[1-9][0-9]*$') then return nil end
+  local n = tonumber(v)
+  if n >= 9007199254740991 then return nil end
+  return n
+end
+
+local function q_count(i)
+  local v = redis.pcall('GET', KEYS[i])
+  if v == false then return 0 end
+  if type(v) == 'string' then
+    local n = q_int(v)
+    if n then return n end
+  else
+    v = '(not a string)'
+  end
+  return nil, redis.error_reply('CORRUPT ' .. i .. ' ' .. string.sub(v, 1, 64))
+end
+
 local function q_guard(marker)
   local m = redis.call('GET', marker)
   if not m then return nil end
   local floor, born = string.match(m, '^%S+ (%d+) (%d+)')
+  -- a floor that is no fence is no marker (see parseMarker): repaired
+  if floor and not q_int(floor) then return nil end
   return tonumber(floor) or 0, tonumber(born) or 0
 end
 
