@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/quorum"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -208,18 +208,32 @@ func (d *Dispatcher) countRun(ctx context.Context, job *config.Job, t scheduler.
 	if d.rdb == nil {
 		return false, 0, fmt.Errorf("jobs: dispatch %s: max_runs needs the queue Redis to count runs (WithQueueRedis)", t.ID())
 	}
-	res, err := maxRuns.Run(ctx, d.rdb, RunCountKeys(d.cfg.Namespace, job.Name),
-		t.ID(), t.At.UnixMilli(), job.MaxRuns, d.cfg.Retention(job).Milliseconds()).Int64Slice()
+	keys := RunCountKeys(d.cfg.Namespace, job.Name)
+	res, err := maxRuns.Run(ctx, d.rdb, keys,
+		t.ID(), t.At.UnixMilli(), job.MaxRuns, d.cfg.Retention(job).Milliseconds()).Slice()
 	if err == nil && len(res) < 2 {
 		err = fmt.Errorf("malformed reply %v", res)
 	}
 	if err != nil {
 		return false, 0, fmt.Errorf("jobs: dispatch %s: count toward max_runs: %w", t.ID(), err)
 	}
-	if res[0] == 0 {
-		return false, res[1], fmt.Errorf("jobs: dispatch %s: the job ran its max_runs (%d) ticks: %w", t.ID(), job.MaxRuns, scheduler.ErrJobDone)
+	if v, ok := res[1].(string); ok {
+		return false, 0, fmt.Errorf("jobs: dispatch %s: %w", t.ID(), corruptCount(keys[0], v))
 	}
-	return len(res) > 2 && res[2] == 1, res[1], nil
+	count, _ = res[1].(int64)
+	if st, _ := res[0].(int64); st == 0 {
+		return false, count, fmt.Errorf("jobs: dispatch %s: the job ran its max_runs (%d) ticks: %w", t.ID(), job.MaxRuns, scheduler.ErrJobDone)
+	}
+	if len(res) < 3 {
+		return false, count, nil
+	}
+	n, _ := res[2].(int64)
+	return n == 1, count, nil
+}
+
+// corruptCount is the error for a run count key that holds v, no count.
+func corruptCount(key, v string) error {
+	return &CorruptError{Key: key, Value: cut(v), Want: "an integer from 0 to 2^53-2 (the job's run count toward max_runs)"}
 }
 
 // Precheck tells, before a local job's tick is recorded as dispatched,
@@ -238,9 +252,9 @@ func (d *Dispatcher) Precheck(ctx context.Context, t scheduler.Tick) error {
 	if err != nil {
 		return fmt.Errorf("jobs: dispatch %s: read the max_runs count: %w", t.ID(), err)
 	}
-	count, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || count < 0 {
-		return fmt.Errorf("jobs: dispatch %s: the max_runs count %s holds %q, not a count", t.ID(), RunCountKeys(d.cfg.Namespace, job.Name)[0], v)
+	count, ok := quorum.ParseCounter(v)
+	if !ok {
+		return fmt.Errorf("jobs: dispatch %s: %w", t.ID(), corruptCount(RunCountKeys(d.cfg.Namespace, job.Name)[0], v))
 	}
 	if count < int64(job.MaxRuns) {
 		return nil

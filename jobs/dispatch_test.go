@@ -257,3 +257,41 @@ func TestMaxRunsDecidedAcrossLiveLists(t *testing.T) {
 		})
 	}
 }
+
+// A job's run count toward max_runs that holds no integer from 0 to 2^53-2
+// fails the dispatch with ErrCorrupt naming the key: never read as zero
+// (runs beyond max_runs), nor as "the job is done" (2^63-1: the job would
+// stop for good), nor as a negative count.
+func TestCorruptRunCountFailsDispatch(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: twice
+    schedule: "@every 1m"
+    max_runs: 2
+    handler: {name: twice}
+`)
+	d := NewDispatcher(cfg, e.client, nil, WithQueueRedis(e.rdb), WithLogger(testLogger(t)))
+	ctx := context.Background()
+	key := RunCountKeys("baton", "twice")[0]
+	for _, v := range []string{"9223372036854775807", "9007199254740992", "abc", "1.5", "-5"} {
+		if err := e.rdb.Set(ctx, key, v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		err := d.Dispatch(ctx, tickOf("twice", 1))
+		var ce *CorruptError
+		if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || ce.Key != key || ce.Value != v {
+			t.Fatalf("dispatch on run count %q = %v, want ErrCorrupt naming %q", v, err, key)
+		}
+		if errors.Is(err, scheduler.ErrJobDone) {
+			t.Fatalf("dispatch on run count %q = %v: a corrupt count is not the job's end", v, err)
+		}
+		if got, _ := e.rdb.Get(ctx, key).Result(); got != v {
+			t.Fatalf("run count %q changed to %q", v, got)
+		}
+	}
+	if err := e.rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Dispatch(ctx, tickOf("twice", 1)); err != nil {
+		t.Fatalf("dispatch after the count was deleted: %v", err)
+	}
+}

@@ -1,0 +1,41 @@
+package jobs
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrCorrupt marks a value read from Redis that is not what baton writes
+// there: a run count toward max_runs that is no integer from 0 to 2^53-2, a
+// history entry whose fields do not parse. The operation fails with a
+// *CorruptError naming the key instead of reading it as zero; an operator
+// deletes or corrects the key it names.
+var ErrCorrupt = errors.New("jobs: corrupt value in Redis")
+
+// CorruptError names a key (and, in a hash or a stream, the field or entry)
+// whose value baton cannot read, what it holds and what it must hold. It
+// wraps ErrCorrupt.
+type CorruptError struct {
+	Key   string
+	Field string // the hash field or stream entry ID, "" for a whole key
+	Value string // what it holds (its first 64 bytes)
+	Want  string // what it must hold
+}
+
+func (e *CorruptError) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("corrupt: key %q, %s, holds %q, not %s", e.Key, e.Field, e.Value, e.Want)
+	}
+	return fmt.Sprintf("corrupt: key %q holds %q, not %s", e.Key, e.Value, e.Want)
+}
+
+// Unwrap lets errors.Is find ErrCorrupt.
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+// cut is s cut to its first 64 bytes, for an error that quotes a value.
+func cut(s string) string {
+	if len(s) > 64 {
+		return s[:64]
+	}
+	return s
+}
