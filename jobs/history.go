@@ -193,7 +193,11 @@ func cleanReason(t scheduler.Tick, reason string) string {
 }
 
 // ReadHistory returns up to n of job's newest runs and not-run ticks, newest
-// tick first, from the queue Redis rdb. n <= 0 means all that are kept.
+// tick first, from the queue Redis rdb. n <= 0 means all that are kept. An
+// entry whose tick, attempt, fence, exit code or HTTP status does not parse
+// is left out and reported: the records come with an error wrapping
+// ErrCorrupt that names the stream's key and the entry (a tick that ran
+// must never look as if it had not: backfills and catch-ups read this).
 func ReadHistory(ctx context.Context, rdb redis.UniversalClient, ns, job string, n int) ([]RunRecord, error) {
 	h, err := ReadHistories(ctx, rdb, ns, []string{job}, n)
 	return h[job], err
@@ -225,7 +229,10 @@ func ReadHistories(ctx context.Context, rdb redis.UniversalClient, ns string, jo
 			continue
 		}
 		slices.Reverse(msgs) // oldest first: later events overwrite earlier ones
-		recs := foldHistory(job, msgs)
+		recs, err := foldHistory(job, historyKey(ns, job), msgs)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("jobs: read the history of %q: %w", job, err))
+		}
 		if n > 0 && len(recs) > n {
 			recs = recs[:n]
 		}
@@ -234,17 +241,25 @@ func ReadHistories(ctx context.Context, rdb redis.UniversalClient, ns string, jo
 	return out, errors.Join(errs...)
 }
 
-// foldHistory folds events (oldest first) into records, newest tick first.
-// A run is keyed by its run id; a not-run tick by its tick.
-func foldHistory(job string, msgs []redis.XMessage) []RunRecord {
+// foldHistory folds events (oldest first) of the stream key into records,
+// newest tick first. A run is keyed by its run id; a not-run tick by its
+// tick. Entries with a field that does not parse are left out, and the
+// first of them returned as a *CorruptError (with the count of the others).
+func foldHistory(job, key string, msgs []redis.XMessage) ([]RunRecord, error) {
 	byKey := map[string]*RunRecord{}
 	var order []string
+	var corrupt *CorruptError
+	bad := 0
 	for _, m := range msgs {
 		v := func(k string) string { s, _ := m.Values[k].(string); return s }
-		tick, err := time.Parse(time.RFC3339Nano, v("tick"))
-		if err != nil {
-			continue // not an event of ours
+		if f, val, want := badHistoryField(v); f != "" {
+			if bad == 0 {
+				corrupt = &CorruptError{Key: key, Field: "entry " + m.ID + " field " + f, Value: cut(val), Want: want}
+			}
+			bad++
+			continue
 		}
+		tick, _ := time.Parse(time.RFC3339Nano, v("tick"))
 		at := streamTime(m.ID)
 		key := "run " + v("run")
 		if v("ev") == evNotRun || v("run") == "" {
@@ -296,7 +311,32 @@ func foldHistory(job string, msgs []redis.XMessage) []RunRecord {
 		}
 		return strings.Compare(b.RunID, a.RunID)
 	})
-	return out
+	switch {
+	case bad == 1:
+		return out, corrupt
+	case bad > 1:
+		return out, fmt.Errorf("%w (and %d more entries)", corrupt, bad-1)
+	}
+	return out, nil
+}
+
+// badHistoryField names the first field of a history entry (read by v) that
+// does not parse, what it holds and what it must hold; "" when all do. The
+// tick is required; the numbers only where present.
+func badHistoryField(v func(string) string) (field, val, want string) {
+	if _, err := time.Parse(time.RFC3339Nano, v("tick")); err != nil {
+		return "tick", v("tick"), "an RFC 3339 time"
+	}
+	for _, f := range []string{"attempt", "fence", "exit_code", "http_status"} {
+		s := v(f)
+		if s == "" {
+			continue
+		}
+		if _, err := strconv.ParseInt(s, 10, 64); err != nil {
+			return f, s, "an integer"
+		}
+	}
+	return "", "", ""
 }
 
 // Failed reports whether s is how a run that failed ended: failed, timed

@@ -2,12 +2,14 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/scheduler"
@@ -228,5 +230,50 @@ func TestFailureStreak(t *testing.T) {
 		if n != tc.n || got != tc.okRun {
 			t.Errorf("FailureStreak(%v) = %d, %q; want %d, %q", tc.recs, n, got, tc.n, tc.okRun)
 		}
+	}
+}
+
+// A history entry whose tick or numbers do not parse is reported, naming
+// the stream's key and the entry, never read as tick zero, fence 0 or
+// attempt 0: a tick that ran must not look as if it had not (backfills and
+// catch-ups decide on the history). The records that do parse still come.
+func TestCorruptHistoryEntryIsReported(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	key := historyKey("baton", "h")
+	tick := time.Now().UTC().Truncate(time.Second).Format(time.RFC3339Nano)
+	add := func(fields ...any) string {
+		t.Helper()
+		id, err := e.rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: fields}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	add("ev", evNotRun, "tick", tick, "status", string(StatusMissed), "reason", "late")
+	for _, tc := range []struct {
+		field  string
+		fields []any
+	}{
+		{"tick", []any{"ev", evStarted, "tick", "yesterday", "run", "r1", "attempt", "1", "fence", "5"}},
+		{"fence", []any{"ev", evStarted, "tick", tick, "run", "r2", "attempt", "1", "fence", "9223372036854775808"}},
+		{"attempt", []any{"ev", evFinished, "tick", tick, "run", "r3", "attempt", "1.5", "status", string(StatusOK)}},
+		{"exit_code", []any{"ev", evFinished, "tick", tick, "run", "r4", "exit_code", "abc", "status", string(StatusFailed)}},
+	} {
+		id := add(tc.fields...)
+		recs, err := ReadHistory(ctx, e.rdb, "baton", "h", 0)
+		var ce *CorruptError
+		if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || ce.Key != key || !strings.Contains(ce.Field, id) || !strings.Contains(ce.Field, tc.field) {
+			t.Fatalf("history with a bad %s (entry %s) = %v, want ErrCorrupt naming %q, the entry and the field", tc.field, id, err, key)
+		}
+		if len(recs) != 1 || recs[0].Status != StatusMissed {
+			t.Fatalf("records beside the bad %s = %+v, want the missed tick alone", tc.field, recs)
+		}
+		if err := e.rdb.XDel(ctx, key, id).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ReadHistory(ctx, e.rdb, "baton", "h", 0); err != nil {
+		t.Fatalf("history after the bad entries were deleted: %v", err)
 	}
 }
