@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/quorum"
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/runid"
 	"github.com/batonhq/baton/internal/wiring"
@@ -352,12 +353,25 @@ func (c *Cluster) runCounts(ctx context.Context) (map[string]int, error) {
 		return nil, fmt.Errorf("run counts: %w", err)
 	}
 	out := make(map[string]int, len(cmds))
+	var corrupt []error
 	for name, cmd := range cmds {
-		n, err := cmd.Int()
-		if err != nil && !errors.Is(err, redis.Nil) {
+		v, err := cmd.Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
 			return nil, fmt.Errorf("run count of %s: %w", name, err)
 		}
-		out[name] = n
+		n, ok := quorum.ParseCounter(v)
+		if !ok {
+			corrupt = append(corrupt, &jobs.CorruptError{Key: jobs.RunCountKeys(c.cfg.Namespace, name)[0], Value: cutValue(v),
+				Want: "an integer from 0 to 2^53-2 (the job's run count toward max_runs)"})
+			continue
+		}
+		out[name] = int(n)
+	}
+	if len(corrupt) > 0 {
+		return out, fmt.Errorf("run counts: %w", errors.Join(corrupt...))
 	}
 	return out, nil
 }

@@ -379,6 +379,7 @@ func (c *Cluster) pauseStates(ctx context.Context, names []string) (map[string]p
 	newest := map[string]int64{}
 	answered := 0
 	var last error
+	var corrupt []error
 	for i := range c.masters {
 		if errs[i] != nil {
 			last = errs[i]
@@ -391,9 +392,14 @@ func (c *Cluster) pauseStates(ctx context.Context, names []string) (map[string]p
 				continue // absent
 			}
 			st := out[name]
-			st.masters++
+			st.masters++ // the claim pauses on the flag's presence
 			var sp storedPause
-			if json.Unmarshal([]byte(v), &sp) == nil && sp.AtMS > 0 {
+			if json.Unmarshal([]byte(v), &sp) != nil || sp.AtMS <= 0 || sp.AtMS >= 1<<53 || sp.SetMS < 0 || sp.SetMS >= 1<<53 {
+				if v != "1" { // "1": a flag without a note, as earlier versions wrote it
+					corrupt = append(corrupt, &jobs.CorruptError{Key: scheduler.PauseKey(c.cfg.Namespace, name), Field: fmt.Sprintf("on lock master %d", i),
+						Value: cutValue(v), Want: `a pause record (a JSON object with "at_ms", as baton pause writes it) or "1"`})
+				}
+			} else {
 				since := time.UnixMilli(sp.AtMS).UTC()
 				switch {
 				case st.note == nil:
@@ -412,5 +418,19 @@ func (c *Cluster) pauseStates(ctx context.Context, names []string) (map[string]p
 	if q := len(c.masters)/2 + 1; answered < q {
 		return out, fmt.Errorf("%w: pause flags: %d of %d lock masters answer, %d needed: %w", locking.ErrUnavailable, answered, len(c.masters), q, last)
 	}
+	if len(corrupt) > 0 {
+		// the flags count (the claims pause on them); who, why and since
+		// when are not known from those masters
+		return out, fmt.Errorf("pause flags (they pause the job; delete the key to resume, or pause again to rewrite it): %w", errors.Join(corrupt...))
+	}
 	return out, nil
+}
+
+// cutValue is s cut to its first 64 bytes, for an error that quotes a
+// value read from Redis.
+func cutValue(s string) string {
+	if len(s) > 64 {
+		return s[:64]
+	}
+	return s
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -353,5 +354,72 @@ func TestPauseFlagCarriesFormatVersion(t *testing.T) {
 	}
 	if want := `{"v":1,"by":"ops","note":"vendor fix"}`; string(b) != want {
 		t.Fatalf("value %s, want %s", b, want)
+	}
+}
+
+// A pause flag whose value is no pause record (not JSON, or since when not
+// an exact integer) still pauses the job (the claim pauses on the flag's
+// presence), and status says so with an error naming the key and the
+// master, never a note read as empty or a since-when from nonsense; a new
+// pause rewrites it, with since when from this pause.
+func TestCorruptPauseRecordIsReported(t *testing.T) {
+	servers := redistest.NewN(t, 3)
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, fmt.Sprintf("%q", "redis://"+s.Addr()+"/0"))
+	}
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking:
+  fresh_deployment: true
+  masters: [%s]
+namespace: notes
+jobs:
+  - name: a
+    schedule: "@every 1m"
+    max_runs: 3
+    exec: {command: ["true"]}
+`, servers[0].Addr(), strings.Join(urls, ", "))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key := scheduler.PauseKey("notes", "a")
+	for _, v := range []string{"abc", `{"by":"x","at_ms":9223372036854775807}`, `{"by":"x","at_ms":1.5}`, `{"by":"x"}`} {
+		for _, s := range servers {
+			if err := s.TestClient(t).Set(ctx, key, v, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st, err := c.Status(ctx)
+		var ce *jobs.CorruptError
+		if !errors.Is(err, jobs.ErrCorrupt) || !errors.As(err, &ce) || ce.Key != key || !strings.Contains(ce.Field, "lock master") {
+			t.Fatalf("status with pause record %q = %v, want ErrCorrupt naming %q and the master", v, err, key)
+		}
+		if !st.Jobs[0].Paused {
+			t.Fatalf("status with pause record %q: not paused (the claims pause on it)", v)
+		}
+		res, err := c.Pause(ctx, "a", baton.PauseNote{By: "bob", Note: "again"})
+		if err != nil || res.Written != 3 || res.Pause == nil || time.Since(res.Pause.At) > time.Minute || res.Pause.At.After(time.Now().Add(time.Minute)) {
+			t.Fatalf("pause over record %q: %+v %v, want since now", v, res, err)
+		}
+		if st, err := c.Status(ctx); err != nil || st.Jobs[0].PauseNote != "again" {
+			t.Fatalf("status after the pause rewrote %q: %+v %v", v, st.Jobs[0], err)
+		}
+	}
+	// the job's run count toward max_runs, read by status
+	count := jobs.RunCountKeys("notes", "a")[0]
+	if err := servers[0].TestClient(t).Set(ctx, count, "-5", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Status(ctx)
+	var ce *jobs.CorruptError
+	if !errors.Is(err, jobs.ErrCorrupt) || !errors.As(err, &ce) || ce.Key != count {
+		t.Fatalf("status with run count -5 = %v, want ErrCorrupt naming %q", err, count)
 	}
 }

@@ -18,7 +18,10 @@ local at = nil
 local old = redis.call('GET', KEYS[1])
 if old then
   local ok, o = pcall(cjson.decode, old)
-  if ok and type(o) == 'table' and tonumber(o.at_ms) then at = tonumber(o.at_ms) end
+  -- since when, if the old value says it as an exact integer (a corrupt
+  -- one is replaced: this write is a new pause record)
+  local a = ok and type(o) == 'table' and o.at_ms
+  if type(a) == 'number' and a > 0 and a < 9007199254740992 and a == math.floor(a) then at = a end
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
