@@ -2,6 +2,7 @@ package locking
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/quorum"
 )
 
 // HeldLock is a lock held now, as the masters report it.
@@ -42,7 +45,10 @@ const scanBatch = 1000
 // newest fence. It scans each master's keys under the client's prefix
 // (SCAN, which does not block Redis, and sees keys that exist throughout
 // the scan); masters that fail are skipped and reported in the error, which
-// wraps ErrUnavailable when no master answered. It is meant for operators
+// wraps ErrUnavailable when no master answered. A fencing counter that holds
+// no integer from 0 to 2^53-2 is left out of Fence and reported in the
+// error too (a *CorruptError naming the master and the key, wrapping
+// ErrCorrupt). It is meant for operators
 // (`baton locks`): a lock can be taken or released as soon as it returns.
 func (c *Client) Held(ctx context.Context) ([]HeldLock, error) {
 	masters := c.g.Masters()
@@ -58,6 +64,7 @@ func (c *Client) Held(ctx context.Context) ([]HeldLock, error) {
 	merged := map[string]*HeldLock{}
 	answered := 0
 	var failures []string
+	var corrupt []error
 	for i, m := range per {
 		if errs[i] != nil {
 			failures = append(failures, fmt.Sprintf("master %d (%s): %v", i, masters[i].Addr, errs[i]))
@@ -71,6 +78,9 @@ func (c *Client) Held(ctx context.Context) ([]HeldLock, error) {
 				merged[name] = h
 			}
 			h.Masters++
+			if f.corrupt != nil {
+				corrupt = append(corrupt, &CorruptError{Addr: masters[i].Addr, Key: c.opts.prefix + "{" + name + "}" + fenceSuffix, Value: *f.corrupt})
+			}
 			h.TTL = min(h.TTL, f.ttl)
 			h.Fence = max(h.Fence, f.fence)
 			h.Shares = max(h.Shares, f.shares)
@@ -88,15 +98,37 @@ func (c *Client) Held(ctx context.Context) ([]HeldLock, error) {
 	case len(failures) > 0:
 		err = fmt.Errorf("locking: some masters did not answer: %s", strings.Join(failures, "; "))
 	}
+	if len(corrupt) > 0 {
+		slices.SortFunc(corrupt, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		err = errors.Join(err, joinErrs(corrupt))
+	}
 	return out, err
+}
+
+// readFence reads a fencing counter for Held: its value, or what it holds
+// when that is no counter (nil when it is one, or absent).
+func readFence(cmd *redis.StringCmd) (int64, *string) {
+	v, err := cmd.Result()
+	if err != nil {
+		return 0, nil
+	}
+	n, ok := quorum.ParseCounter(v)
+	if !ok {
+		if len(v) > 64 {
+			v = v[:64]
+		}
+		return 0, &v
+	}
+	return n, nil
 }
 
 // found is one lock key on one master: its remaining ttl and fencing
 // counter.
 type found struct {
-	ttl    time.Duration
-	fence  int64
-	shares int // live entries of the share set (readers, fair-semaphore holders)
+	ttl     time.Duration
+	fence   int64
+	corrupt *string // what the fencing counter holds when it is no counter
+	shares  int     // live entries of the share set (readers, fair-semaphore holders)
 }
 
 // scanHeld returns the lock keys under prefix on one master: PREFIX{NAME}
@@ -152,8 +184,8 @@ func scanHeld(ctx context.Context, rdb redis.UniversalClient, prefix string) (ma
 			if ttl <= 0 {
 				continue // gone since the scan, or kept without expiry (not a lock of ours)
 			}
-			fence, _ := strconv.ParseInt(fences[i].Val(), 10, 64)
-			out[name] = found{ttl: ttl, fence: fence}
+			fence, bad := readFence(fences[i])
+			out[name] = found{ttl: ttl, fence: fence, corrupt: bad}
 		}
 	}
 	if len(shared) == 0 {
@@ -185,8 +217,11 @@ func scanHeld(ctx context.Context, rdb redis.UniversalClient, prefix string) (ma
 			}
 			f := out[name] // a writer may hold the key as well
 			f.shares = n
-			fence, _ := strconv.ParseInt(fences[i].Val(), 10, 64)
+			fence, bad := readFence(fences[i])
 			f.fence = max(f.fence, fence)
+			if f.corrupt == nil {
+				f.corrupt = bad
+			}
 			if zs := last[i].Val(); len(zs) > 0 {
 				if ttl := time.Duration(int64(zs[0].Score)-now.UnixMilli()) * time.Millisecond; ttl > 0 && (f.ttl == 0 || ttl < f.ttl) {
 					f.ttl = ttl

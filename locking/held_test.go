@@ -1,8 +1,11 @@
 package locking_test
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/locking"
@@ -96,5 +99,31 @@ func TestHeldListsShares(t *testing.T) {
 	}
 	if h := byName["fsem:renders"]; h.Shares != 1 {
 		t.Errorf("fsem:renders: %+v, want 1 share", h)
+	}
+}
+
+// A held lock whose fencing counter holds no counter is listed, and the
+// error names the counter and its master instead of showing fence 0.
+func TestHeldReportsCorruptFenceCounter(t *testing.T) {
+	s := redistest.New(t)
+	rdb := s.TestClient(t)
+	c := newClient(t, []*redis.Client{rdb})
+	ctx := testCtx(t)
+	l, err := c.TryLock(ctx, "h", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(ctx) }()
+	key := "baton:lock:{h}:fence"
+	if err := rdb.Set(ctx, key, "1.5", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	held, err := c.Held(ctx)
+	if len(held) != 1 || held[0].Name != "h" || held[0].Fence != 0 {
+		t.Fatalf("Held = %+v, want lock h without a fence", held)
+	}
+	var ce *locking.CorruptError
+	if !errors.Is(err, locking.ErrCorrupt) || !errors.As(err, &ce) || ce.Key != key || ce.Addr != s.Addr() || ce.Value != "1.5" {
+		t.Fatalf("Held error = %v, want ErrCorrupt naming %q on %s", err, key, s.Addr())
 	}
 }

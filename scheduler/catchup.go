@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/quorum"
 )
 
 // maxMissedLog bounds the per-tick log lines of one job's catch-up; the rest
@@ -40,8 +42,19 @@ func (s *Scheduler) readMarks(ctx context.Context) map[string]int64 {
 			}
 			_, _ = pipe.Exec(cctx)
 			per[mi] = make([]int64, len(names))
-			for i := range names {
-				per[mi][i], _ = strconv.ParseInt(cmds[i].Val(), 10, 64)
+			for i, n := range names {
+				v, err := cmds[i].Result()
+				if err != nil {
+					continue // absent (or the master failed: no mark from it)
+				}
+				m, ok := quorum.ParseCounter(v)
+				if !ok {
+					// no catch-up from it; the job's claims report it too
+					s.opts.log.Warn("corrupt job mark: not read for the catch-up; delete or correct the key", "job", n,
+						"err", fmt.Sprintf("key %q on lock master %d holds %q, not a time in unix ms", s.jobs[n].keys.mark, mi, v))
+					continue
+				}
+				per[mi][i] = m
 			}
 		})
 	}

@@ -693,16 +693,25 @@ func (w *warnings) find(s string) string {
 }
 
 // A job's dispatch fencing counter that holds no integer below 2^53 (here
-// 2^63-1, which Lua's doubles would turn into a negative fence) dispatches
-// nothing: the tick is held back with a warning naming the master and the
-// key, and once an operator deletes the key it is dispatched with a fence
-// above every one issued before.
+// 2^63-1, which Lua's doubles would turn into a negative fence), or a job
+// mark that holds no time, dispatches nothing: the tick is held back with a
+// warning naming the master and the key, and once an operator deletes the
+// key it is dispatched with a fence above every one issued before.
 func TestCorruptFenceCounterHoldsTicksBack(t *testing.T) {
+	for _, tc := range []struct{ key, value string }{
+		{"baton:{f}:fence", "9223372036854775807"},
+		{"baton:{f}:fence", "1.5"},
+		{"baton:{f}:mark", "abc"},
+	} {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) { corruptKeyHoldsTicksBack(t, tc.key, tc.value) })
+	}
+}
+
+func corruptKeyHoldsTicksBack(t *testing.T, key, value string) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	ctx := context.Background()
-	key := "baton:{f}:fence"
-	rdb.Set(ctx, key, "9223372036854775807", 0)
+	rdb.Set(ctx, key, value, 0)
 	clk := clock.NewFake(now())
 	rec := newRecorder()
 	w := &warnings{}
@@ -716,7 +725,7 @@ func TestCorruptFenceCounterHoldsTicksBack(t *testing.T) {
 	var line string
 	poll.Require(t, 20*time.Second, "a warning naming the corrupt counter", func() bool {
 		clk.Advance(25 * time.Millisecond)
-		line = w.find("corrupt")
+		line = w.find("holding ticks back: a lock master holds a corrupt value")
 		return line != ""
 	})
 	if !strings.Contains(line, strconv.Quote(key)) || !strings.Contains(line, srv.Addr()) {

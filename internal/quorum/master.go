@@ -500,8 +500,10 @@ func parseMarker(v string) (marker, bool) {
 	if len(f) < 3 {
 		return marker{}, false // none, or written by an earlier format
 	}
-	floor, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
+	// a floor that is no counter is no marker, as in q_guard: the master is
+	// repaired (marked anew) rather than fencing from nonsense
+	floor, ok := ParseCounter(f[1])
+	if !ok {
 		return marker{}, false
 	}
 	born, err := strconv.ParseInt(f[2], 10, 64)
