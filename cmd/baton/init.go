@@ -91,7 +91,7 @@ func runInit(fs *flagSet, o *initFlags, args []string, stdout, stderr io.Writer)
 	case errors.As(err, &ue):
 		return usageExit("init", err, stderr)
 	case err != nil:
-		fmt.Fprintf(stderr, "baton init: %v\n", err)
+		printf(stderr, "baton init: %v\n", err) // replica ids read from Redis
 		return 1
 	}
 	fmt.Fprintln(stdout, "marked the lock masters as a brand-new set: they vote at once")

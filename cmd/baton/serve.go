@@ -167,7 +167,7 @@ func usageExit(name string, err error, stderr io.Writer) int {
 		return exitUsage
 	}
 	// the package's own "baton: " prefix would stutter after "baton NAME: "
-	fmt.Fprintf(stderr, "baton %s: %s\n", name, strings.TrimPrefix(err.Error(), "baton: "))
+	printf(stderr, "baton %s: %s\n", name, errors.New(strings.TrimPrefix(err.Error(), "baton: ")))
 	return exitUsage
 }
 
