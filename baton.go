@@ -232,7 +232,7 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 		jopts = append(jopts, jobs.WithLocalOnly())
 	}
 	executor := jobs.NewExecutor(jopts...)
-	r.worker = jobs.NewWorker(cfg, queueOpt, r.locks, executor, jopts...)
+	r.worker = jobs.NewWorker(cfg, queueOpt, r.locks, executor, append(jopts, jobs.WithLockMasters(r.mast))...)
 	if o.role != RoleScheduler {
 		for _, j := range cfg.Jobs {
 			if j.Mode == config.ModeSingleton {

@@ -250,6 +250,10 @@ var workerCounters = []counter[jobs.Stats]{
 	newCounter("baton_worker_dropped_total", "Ticks of a buffering job dropped because its buffer was full.", func(s jobs.Stats) float64 { return float64(s.Dropped) }),
 }
 
+var refusedDesc = prometheus.NewDesc("baton_worker_tasks_refused_total",
+	"Tasks this replica's worker refused and archived without running them, by reason: bad_task (unsigned, forged or misplaced), too_old (past its expiry: a copy put back into a queue), done (its tick's task ended already), paused, job_done (past the job's end, at or max_runs), outside_window (before the job's start).",
+	[]string{"replica", "reason"}, nil)
+
 var skewedDesc = prometheus.NewDesc("baton_scheduler_clock_skewed",
 	"1 while this replica's clock is off Redis TIME beyond max_clock_skew (it does not claim).", []string{"replica"}, nil)
 
@@ -262,6 +266,7 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- k.desc
 	}
 	ch <- skewedDesc
+	ch <- refusedDesc
 	ch <- skewStopsDesc
 	ch <- heldDesc
 	for _, k := range lockCounters {
@@ -315,6 +320,9 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 			for _, k := range workerCounters {
 				ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, k.get(w), rp.id, job)
 			}
+		}
+		for reason, n := range rp.worker.Refusals() {
+			ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.CounterValue, float64(n), rp.id, string(reason))
 		}
 	}
 }

@@ -34,6 +34,7 @@ func TestDispatchEnqueuesOnceWithOptions(t *testing.T) {
 	d := NewDispatcher(cfg, e.client, nil)
 	tick := tickOf("report", 1)
 	tick.Manual = true
+	start := time.Now()
 	if err := d.Dispatch(context.Background(), tick); err != nil {
 		t.Fatalf("Dispatch: %v", err)
 	}
@@ -54,7 +55,12 @@ func TestDispatchEnqueuesOnceWithOptions(t *testing.T) {
 	if err := json.Unmarshal(info.Payload, &p); err != nil {
 		t.Fatal(err)
 	}
-	want := taskPayload{V: formats.TaskPayload, Job: "report", Tick: "2026-01-01T00:01:00Z", RunID: tick.RunID, Fence: tick.Fence, Replica: "sched-1", Manual: true, Namespace: "baton", Queue: "baton:critical"}
+	// a trigger's task expires its run window after its dispatch
+	if exp := time.UnixMilli(p.Exp); exp.Before(start.Truncate(time.Millisecond).Add(runWindow(cfg, job))) || exp.After(time.Now().Add(runWindow(cfg, job))) {
+		t.Errorf("payload expiry %s, want its dispatch + %s", exp, runWindow(cfg, job))
+	}
+	p.Exp = 0
+	want := taskPayload{V: formats.TaskPayload, Job: "report", Tick: tick.At.Format(time.RFC3339), RunID: tick.RunID, Fence: tick.Fence, Replica: "sched-1", Manual: true, Namespace: "baton", Queue: "baton:critical"}
 	if p != want {
 		t.Errorf("payload %+v, want %+v", p, want)
 	}
@@ -89,7 +95,7 @@ func TestDispatchErrors(t *testing.T) {
 		tick scheduler.Tick
 		want string
 	}{
-		{tickOf("nope", 1), `jobs: dispatch nope@2026-01-01T00:01:00Z: unknown job`},
+		{tickOf("nope", 1), `jobs: dispatch ` + tickOf("nope", 1).ID() + `: unknown job`},
 		{tickOf("pump", 1), `mode singleton is not dispatched`},
 		{tickOf("loc", 1), `no local runner`},
 	} {
@@ -99,7 +105,7 @@ func TestDispatchErrors(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := d.Dispatch(ctx, tickOf("report", 1)); err == nil || !strings.Contains(err.Error(), "report@2026-01-01T00:01:00Z") {
+	if err := d.Dispatch(ctx, tickOf("report", 1)); err == nil || !strings.Contains(err.Error(), tickOf("report", 1).ID()) {
 		t.Errorf("Dispatch with a cancelled context = %v", err)
 	}
 }

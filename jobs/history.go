@@ -46,6 +46,7 @@ const (
 	StatusLeaseLost  Status = "lease lost" // stopped: its execution lease could not be kept
 	StatusMissed     Status = "missed"     // not dispatched: past its starting deadline, left out by catch-up, or no quorum could vouch for it
 	StatusPaused     Status = "paused"     // not dispatched: the job was paused
+	StatusRefused    Status = "refused"    // not run: the worker refused its task (too old, its tick done, the job paused or past a limit)
 )
 
 // RunRecord is one run of a job, or one tick that did not run, as the
@@ -143,6 +144,13 @@ func (h *history) dispatched(ctx context.Context, t scheduler.Tick) {
 func (h *history) notRun(ctx context.Context, t scheduler.Tick, st Status, reason string) {
 	t.RunID = "" // none ran: the record is the tick's
 	h.add(ctx, historyTimeout, t.Job, append(tickFields(evNotRun, t), "status", string(st), "reason", reason)...)
+}
+
+// refused records that the worker refused tick t's task, and why. It is a
+// record of the tick, not of the run: a copy of a task that ran is
+// refused beside the run's own record, which it leaves as it was.
+func (h *history) refused(ctx context.Context, t scheduler.Tick, reason string) {
+	h.notRun(ctx, t, StatusRefused, reason)
 }
 
 // started records that run began on replica with fence, and which replica

@@ -34,6 +34,7 @@ type options struct {
 	localOnly    bool
 	moving       func(job string) bool
 	queueRedis   redis.UniversalClient
+	lockMasters  []redis.UniversalClient
 	onRun        func(RunObservation)
 }
 
@@ -171,4 +172,12 @@ func WithMovingJobs(moving func(job string) bool) Option {
 // tick into two queues, or run it locally after it was enqueued. Dispatcher.
 func WithQueueRedis(rdb redis.UniversalClient) Option {
 	return func(o *options) { o.queueRedis = rdb }
+}
+
+// WithLockMasters gives a worker clients of the lock masters, from which it
+// reads a job's pause flag before it runs a scheduled task: a task of a job
+// whose flag a majority of them hold is refused, as the claim would refuse
+// its tick. Without them only the config's paused counts. Worker.
+func WithLockMasters(masters []redis.UniversalClient) Option {
+	return func(o *options) { o.lockMasters = masters }
 }

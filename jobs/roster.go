@@ -308,6 +308,28 @@ func (r *roster) routedDifferently(job string) bool {
 	return false
 }
 
+// definedDifferently returns the id of a live replica (as of the last
+// heartbeat) whose job list has job in cron mode with another definition
+// than this replica's (its digest differs), and whose worker consumes the
+// job's queue; "" if there is none.
+func (r *roster) definedDifferently(job string) string {
+	mine, ok := r.list[job]
+	if !ok {
+		return ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.last {
+		if m.key == r.self.key || !m.Live {
+			continue
+		}
+		if j, ok := m.Jobs[job]; ok && j.Digest != mine.Digest && m.runs(job, mine.Queue) {
+			return m.ID
+		}
+	}
+	return ""
+}
+
 // thisProcess is this process's Member.Process: one value for every
 // replica of the process (a config reload runs two workers of one id in one
 // process for a moment, which is no duplicate).

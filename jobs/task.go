@@ -40,6 +40,11 @@ type taskPayload struct {
 	// so a copy in another queue (where asynq's ID dedup does not reach) is
 	// refused.
 	Queue string `json:"q,omitempty"`
+	// Exp is when the task expires, unix milliseconds: no attempt starts
+	// later (taskExpiry; signed with the rest, so a copy put back into a
+	// queue later is refused). 0: none (an older dispatcher, or a job
+	// without a timeout), and the worker bounds the task by its tick.
+	Exp int64 `json:"exp,omitempty"`
 }
 
 // payloadOf returns t's payload.
@@ -86,6 +91,16 @@ func parseTask(t *asynq.Task) (scheduler.Tick, error) {
 	return parsePayload(t.Payload())
 }
 
+// payloadExpiry returns the expiry a taskTypeRun payload names (unix ms; 0
+// if none).
+func payloadExpiry(b []byte) int64 {
+	var p struct {
+		Exp int64 `json:"exp"`
+	}
+	_ = json.Unmarshal(b, &p)
+	return max(p.Exp, 0)
+}
+
 // payloadQueue returns the queue a taskTypeRun payload names ("" if none).
 func payloadQueue(b []byte) string {
 	var p struct {
@@ -125,10 +140,21 @@ func parsePayload(b []byte) (scheduler.Tick, error) {
 //     not be archived; the worker enforces the job's max_retry itself;
 //   - Retention(cfg.Retention(j)): the completed task, and with it its ID, is
 //     kept as long as some replica could still try to dispatch the tick.
+//
+// The payload carries the task's expiry (taskExpiry): a worker refuses it
+// after that, so a copy put back into a queue after the retained task
+// expired cannot run the tick again.
 func newRunTask(cfg *config.Config, j *config.Job, t scheduler.Tick) (*asynq.Task, error) {
+	return newRunTaskAt(cfg, j, t, time.Now())
+}
+
+// newRunTaskAt is newRunTask for a dispatch at now (its expiry counts from
+// there).
+func newRunTaskAt(cfg *config.Config, j *config.Job, t scheduler.Tick, now time.Time) (*asynq.Task, error) {
 	p := payloadOf(t)
 	p.Namespace = cfg.Namespace
 	p.Queue = cfg.QueueName(j.Queue)
+	p.Exp = taskExpiry(cfg, j, t, now)
 	payload, err := json.Marshal(p)
 	if err != nil { // unreachable: plain fields
 		return nil, fmt.Errorf("jobs: encode %s: %w", t.ID(), err)

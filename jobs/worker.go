@@ -39,6 +39,8 @@ type Worker struct {
 	rosterDone chan struct{}
 	handing    sync.Map // job name -> true: its hand-back was logged
 	refused    sync.Map // job + reason -> true: a refusal was logged
+	refusals   refusalCounts
+	masters    []redis.UniversalClient // lock masters: pause flags (WithLockMasters)
 
 	srv     *asynq.Server
 	ps      *redis.PubSub
@@ -62,7 +64,7 @@ const maxRetryDelay = time.Hour
 // takes the execution leases; exec runs executions (*Executor). It makes no
 // connection until Start. The locking client stays owned by the caller and must
 // outlive Shutdown. Options: WithReplica, WithReplicaInfo, WithLogger,
-// WithClock, WithPollIntervals, WithLocalOnly.
+// WithClock, WithPollIntervals, WithLocalOnly, WithLockMasters.
 func NewWorker(cfg *config.Config, queue asynq.RedisConnOpt, locks *locking.Client, exec Runner, opts ...Option) *Worker {
 	o := newOptions(opts)
 	w := &Worker{
@@ -81,6 +83,7 @@ func NewWorker(cfg *config.Config, queue asynq.RedisConnOpt, locks *locking.Clie
 		version:      o.version,
 		role:         o.role,
 		localOnly:    o.localOnly,
+		masters:      o.lockMasters,
 	}
 	w.localCtx, w.localCancel = context.WithCancelCause(context.Background())
 	return w
@@ -331,17 +334,25 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 	if retried < 0 {
 		return w.refuse(t, "a negative retry count", fmt.Errorf("retry count %d", retried))
 	}
+	adm, err := w.admit(ctx, job, t, payloadExpiry(body))
+	if err != nil {
+		return err
+	}
 	if retried > job.MaxRetry {
 		// asynq's budget is one above the job's (see newRunTask): a task
 		// retried after a crash of its last allowed attempt ends here
 		w.count(t.Job, func(c *counters) { c.failed.Add(1) })
 		w.log.Error("retries exhausted: archiving the task", append(tickAttrs(t), slog.Int("retried", retried),
 			slog.Int("max_retry", job.MaxRetry))...)
+		w.markDone(ctx, t, adm.expiry)
 		return fmt.Errorf("jobs: %s: retries exhausted (%d of max_retry %d): %w", t.ID(), retried, job.MaxRetry, asynq.SkipRetry)
 	}
 	err = w.runTick(ctx, job, t, retried+1, true)
-	if err != nil && retried >= job.MaxRetry && !errors.Is(err, asynq.SkipRetry) {
+	if err != nil && retried >= job.MaxRetry && !errors.Is(err, asynq.SkipRetry) && !errors.Is(err, ErrHandedBack) {
 		err = fmt.Errorf("%w (last attempt: max_retry %d): %w", err, job.MaxRetry, asynq.SkipRetry)
+	}
+	if taskEnded(ctx, err, retried >= job.MaxRetry) {
+		w.markDone(ctx, t, adm.expiry)
 	}
 	return err
 }
@@ -357,6 +368,7 @@ var ErrRefused = errors.New("jobs: task refused")
 // worker's memory may grow with it.
 func (w *Worker) refuse(t scheduler.Tick, kind string, err error) error {
 	w.count(t.Job, func(c *counters) { c.failed.Add(1) }) // per job only for jobs of the config
+	w.refusals.add(RefusedBadTask)
 	if _, logged := w.refused.LoadOrStore(kind, true); !logged {
 		w.log.Error("refusing a task: "+kind+" (archived, not run; later refusals of this kind are counted, not logged)",
 			append(tickAttrs(t), slog.Any("error", err))...)

@@ -124,10 +124,17 @@ func (e *env) waitState(t testing.TB, queue, id string, want asynq.TaskState) *a
 	return info
 }
 
-func tickOf(job string, minute int) scheduler.Tick {
+// tickBase is the instant tickOf counts from: a minute before the tests
+// started, so the ticks are due and young (a worker refuses a task older
+// than its job's bound, tickBound).
+var tickBase = time.Now().UTC().Truncate(time.Second).Add(-61 * time.Second)
+
+// tickOf is tick n of job: n seconds after tickBase, in order.
+func tickOf(job string, n int) scheduler.Tick {
+	minute := n
 	return scheduler.Tick{
 		Job:     job,
-		At:      time.Date(2026, 1, 1, 0, minute, 0, 0, time.UTC),
+		At:      tickBase.Add(time.Duration(n) * time.Second),
 		RunID:   fmt.Sprintf("run-%s-%d", job, minute),
 		Fence:   int64(1000 + minute),
 		Replica: "sched-1",
@@ -661,7 +668,7 @@ func TestWorkerLogsCarryRunIdentity(t *testing.T) {
 			continue
 		}
 		n++
-		if l["tick"] != "2026-01-01T00:01:00Z" || l["run_id"] != tick.RunID || l["replica"] != "r-9" || l["fence"] == nil {
+		if l["tick"] != tick.At.Format(time.RFC3339) || l["run_id"] != tick.RunID || l["replica"] != "r-9" || l["fence"] == nil {
 			t.Errorf("log line without the run's identity: %v", l)
 		}
 	}
@@ -694,7 +701,7 @@ func TestWorkerWithRealExecutor(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := strings.Fields(string(data))
-	if len(f) != 6 || f[0] != "report" || f[1] != "2026-01-01T00:01:00Z" || f[2] != tick.RunID || f[3] != "1" || f[5] != "real-1" {
+	if len(f) != 6 || f[0] != "report" || f[1] != tick.At.Format(time.RFC3339) || f[2] != tick.RunID || f[3] != "1" || f[5] != "real-1" {
 		t.Fatalf("command saw %q", data)
 	}
 	fence, err := strconv.ParseInt(f[4], 10, 64)

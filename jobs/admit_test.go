@@ -1,0 +1,304 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// admitJobs are the jobs of the admission tests: a job retried once after
+// 10ms, one with a start in the future, one with max_runs.
+const admitJobs = `  - name: job
+    schedule: "@every 1s"
+    max_retry: 1
+    retry_backoff: 10ms
+    handler: {name: job}
+  - name: later
+    schedule: "@every 1s"
+    start: "2100-01-01T00:00:00Z"
+    handler: {name: later}
+  - name: capped
+    schedule: "@every 1s"
+    max_runs: 2
+    handler: {name: capped}
+`
+
+// admitWorker starts a worker of signed admitJobs whose lock master is e's
+// Redis (where the pause flags are read).
+func admitWorker(t *testing.T, e *env, exec Runner) (*config.Config, *Worker) {
+	t.Helper()
+	cfg := e.signedConfig(t, []string{keyA}, false, admitJobs)
+	return cfg, e.worker(t, cfg, exec, WithLockMasters([]redis.UniversalClient{e.rdb}))
+}
+
+// refusedRecord waits until job's history has tick's refused record and
+// returns it.
+func refusedRecord(t *testing.T, e *env, job string, tick scheduler.Tick) RunRecord {
+	t.Helper()
+	var rec RunRecord
+	if !poll.Until(wait, func() bool {
+		recs, _ := ReadHistory(context.Background(), e.rdb, "baton", job, 0)
+		for _, r := range recs {
+			if r.Tick.Equal(tick.At) && r.Status == StatusRefused {
+				rec = r
+				return true
+			}
+		}
+		return false
+	}) {
+		recs, _ := ReadHistory(context.Background(), e.rdb, "baton", job, 0)
+		t.Fatalf("no refused record of %s in the history: %+v", tick.ID(), recs)
+	}
+	return rec
+}
+
+// wantRefusals checks the worker's refusal counts: want's, every other 0.
+func wantRefusals(t *testing.T, w *Worker, want map[RefusalReason]uint64) {
+	t.Helper()
+	for r, n := range w.Refusals() {
+		if n != want[r] {
+			t.Errorf("refusals %s = %d, want %d (all: %v)", r, n, want[r], w.Refusals())
+		}
+	}
+}
+
+// A Redis writer copies a finished task's message, waits until asynq's
+// retained copy expires (simulated as asynq's janitor does it: the task's
+// hash and its entry in the completed set deleted) and puts the message
+// back into the pending list: the worker does not run the tick again. It
+// records the refusal in the history (the run's own record stays ok),
+// counts it, and archives the copy.
+func TestTaskPutBackAfterItsRetentionIsRefused(t *testing.T) {
+	e := newEnv(t)
+	exec := newFakeExec(nil)
+	cfg, w := admitWorker(t, e, exec)
+	ctx := context.Background()
+	tick := tickOf("job", 1)
+	e.dispatch(t, cfg, tick)
+	recv(t, exec.started, "the run")
+	e.state(t, "baton:default", tick, asynq.TaskStateCompleted)
+
+	key := asynqTaskKey("baton:default", tick.ID())
+	msg, err := e.rdb.HGet(ctx, key, "msg").Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the retained copy expires
+	if err := e.rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.ZRem(ctx, "asynq:{baton:default}:completed", tick.ID()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.insp.GetTaskInfo("baton:default", tick.ID()); !errors.Is(err, asynq.ErrTaskNotFound) {
+		t.Fatalf("the retained task is still there: %v", err)
+	}
+	// and the copy is put back, as asynq's enqueue writes a task
+	if err := e.rdb.HSet(ctx, key, "msg", msg, "state", "pending", "pending_since", time.Now().UnixNano()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.LPush(ctx, "asynq:{baton:default}:pending", tick.ID()).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	info := e.state(t, "baton:default", tick, asynq.TaskStateArchived)
+	if !strings.Contains(info.LastErr, "ended already") {
+		t.Errorf("archived with %q, want the tick's task ended already", info.LastErr)
+	}
+	none(t, exec.started, 200*time.Millisecond, "a second run of the tick")
+	rec := refusedRecord(t, e, "job", tick)
+	if !strings.Contains(rec.Reason, "ended already") {
+		t.Errorf("refused record %+v: want the reason", rec)
+	}
+	recs, _ := ReadHistory(ctx, e.rdb, "baton", "job", 0)
+	if ok := len(recs) == 2 && (recs[0].Status == StatusOK || recs[1].Status == StatusOK); !ok {
+		t.Errorf("history %+v: want the run's ok record beside the refusal", recs)
+	}
+	wantRefusals(t, w, map[RefusalReason]uint64{RefusedDone: 1})
+	if st := w.Stats(); st.Ran != 1 {
+		t.Errorf("stats %+v: want 1 run", st)
+	}
+}
+
+// A task signed when its tick was dispatched, six hours ago, and put into
+// the queue now (its tick's ledger record long gone) is past its signed
+// expiry: refused as too old, not run.
+func TestTaskSignedLongAgoIsRefusedAsTooOld(t *testing.T) {
+	e := newEnv(t)
+	exec := newFakeExec(nil)
+	cfg, w := admitWorker(t, e, exec)
+	job, _ := cfg.Job("job")
+	at := time.Now().UTC().Truncate(time.Second).Add(-6 * time.Hour)
+	tick := scheduler.Tick{Job: "job", At: at, RunID: "run-old", Replica: "sched-1"}
+	task, err := newRunTaskAt(cfg, job, tick, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.Enqueue(task); err != nil {
+		t.Fatal(err)
+	}
+	info := e.state(t, "baton:default", tick, asynq.TaskStateArchived)
+	if !strings.Contains(info.LastErr, "too old to run") {
+		t.Errorf("archived with %q, want too old", info.LastErr)
+	}
+	none(t, exec.started, 200*time.Millisecond, "a run of the old tick")
+	refusedRecord(t, e, "job", tick)
+	wantRefusals(t, w, map[RefusalReason]uint64{RefusedTooOld: 1})
+}
+
+// A scheduled task of a job whose pause flag the lock masters hold is
+// refused (recorded, archived); a trigger of the paused job runs, as the
+// trigger is explicit.
+func TestPausedJobsTaskIsRefusedAndItsTriggerRuns(t *testing.T) {
+	e := newEnv(t)
+	exec := newFakeExec(nil)
+	cfg, w := admitWorker(t, e, exec)
+	if err := e.rdb.Set(context.Background(), scheduler.PauseKey("baton", "job"), `{"by":"test"}`, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	tick := tickOf("job", 2)
+	e.dispatch(t, cfg, tick)
+	info := e.state(t, "baton:default", tick, asynq.TaskStateArchived)
+	if !strings.Contains(info.LastErr, "paused") {
+		t.Errorf("archived with %q, want paused", info.LastErr)
+	}
+	none(t, exec.started, 200*time.Millisecond, "a run of the paused job")
+	if rec := refusedRecord(t, e, "job", tick); rec.Reason != "the job is paused" {
+		t.Errorf("refused record %+v", rec)
+	}
+	wantRefusals(t, w, map[RefusalReason]uint64{RefusedPaused: 1})
+
+	manual := tickOf("job", 3)
+	manual.Manual = true
+	e.dispatch(t, cfg, manual)
+	if s := recv(t, exec.started, "the trigger's run"); s.run.RunID != manual.RunID {
+		t.Errorf("ran %+v, want the trigger", s.run)
+	}
+}
+
+// A task whose first attempt failed is retried within its window and runs;
+// once it succeeded, its tick's ledger record says done.
+func TestRetriedTaskWithinItsWindowRuns(t *testing.T) {
+	e := newEnv(t)
+	exec := newFakeExec(func(_ context.Context, run Run, _ Validity) error {
+		if run.Attempt == 1 {
+			return errors.New("boom")
+		}
+		return nil
+	})
+	cfg, w := admitWorker(t, e, exec)
+	tick := tickOf("job", 4)
+	e.dispatch(t, cfg, tick)
+	for want := 1; want <= 2; want++ {
+		if s := recv(t, exec.started, "attempt "+strconv.Itoa(want)); s.run.Attempt != want {
+			t.Errorf("attempt %d, want %d", s.run.Attempt, want)
+		}
+	}
+	e.state(t, "baton:default", tick, asynq.TaskStateCompleted)
+	wantRefusals(t, w, nil)
+	var done bool
+	if !poll.Until(wait, func() bool {
+		done, _, _ = readTickRecord(context.Background(), e.rdb, "baton", tick)
+		return done
+	}) {
+		t.Error("the tick's ledger record does not say done after its run")
+	}
+}
+
+// A scheduled task of a tick before the job's start, or after the job ran
+// its max_runs ticks (a tick not counted, later than every counted one), is
+// refused; a counted tick of the same job runs.
+func TestTaskPastTheJobsLimitsIsRefused(t *testing.T) {
+	e := newEnv(t)
+	exec := newFakeExec(nil)
+	cfg, w := admitWorker(t, e, exec)
+	ctx := context.Background()
+	early := tickOf("later", 5)
+	e.dispatch(t, cfg, early)
+	if info := e.state(t, "baton:default", early, asynq.TaskStateArchived); !strings.Contains(info.LastErr, "before the job's start") {
+		t.Errorf("archived with %q", info.LastErr)
+	}
+
+	capped, _ := cfg.Job("capped")
+	counted, extra := tickOf("capped", 6), tickOf("capped", 8)
+	keys := RunCountKeys("baton", "capped")
+	if err := e.rdb.Set(ctx, keys[0], 2, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range []scheduler.Tick{tickOf("capped", 5), counted} {
+		if err := e.rdb.ZAdd(ctx, keys[1], redis.Z{Score: float64(tk.At.UnixMilli()), Member: tk.ID()}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tk := range []scheduler.Tick{counted, extra} {
+		// enqueued as a replica whose list has no max_runs would
+		task, err := newRunTask(cfg, capped, tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.client.Enqueue(task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := recv(t, exec.started, "the counted tick's run"); !s.run.Tick.Equal(counted.At) {
+		t.Errorf("ran %s, want the counted tick %s", s.run.Tick, counted.At)
+	}
+	if info := e.state(t, "baton:default", extra, asynq.TaskStateArchived); !strings.Contains(info.LastErr, "max_runs") {
+		t.Errorf("archived with %q", info.LastErr)
+	}
+	none(t, exec.started, 200*time.Millisecond, "a run past the job's limits")
+	refusedRecord(t, e, "capped", extra)
+	wantRefusals(t, w, map[RefusalReason]uint64{RefusedOutsideWindow: 1, RefusedJobDone: 1})
+}
+
+// The bound of a task's start is the job's starting deadline plus the
+// whole retry budget: every attempt's timeout, slack and shutdown grace,
+// and the backoffs between them. A payload without a signed expiry (an
+// older dispatcher) is bounded by its tick; a signed one by its expiry.
+func TestTickBoundIsTheRetryBudget(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: job
+    schedule: "@every 1m"
+    timeout: 1m
+    max_retry: 2
+    retry_backoff: 10s
+    starting_deadline: 2m
+    handler: {name: job}
+`, "{shutdown_grace: 30s}")
+	job, _ := cfg.Job("job")
+	// 2 x 500ms skew + backoffs 10s + 20s + 3 x (1m + 2m + 30s)
+	want := time.Second + 30*time.Second + 3*(time.Minute+attemptSlack+30*time.Second)
+	if got := runWindow(cfg, job); got != want {
+		t.Errorf("runWindow = %s, want %s", got, want)
+	}
+	if got := tickBound(cfg, job); got != 2*time.Minute+want {
+		t.Errorf("tickBound = %s, want %s", got, 2*time.Minute+want)
+	}
+	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	tick := scheduler.Tick{Job: "job", At: at}
+	if got := expiryOf(cfg, job, tick, 0); !got.Equal(at.Add(tickBound(cfg, job))) {
+		t.Errorf("expiry without a signed one = %s", got)
+	}
+	exp := at.Add(time.Hour).UnixMilli()
+	if got := expiryOf(cfg, job, tick, exp); got.UnixMilli() != exp {
+		t.Errorf("expiry with a signed one = %s", got)
+	}
+	if got := taskExpiry(cfg, job, tick, at.Add(time.Minute)); got != at.Add(time.Minute+want).UnixMilli() {
+		t.Errorf("taskExpiry = %d", got)
+	}
+	forever := *job // a Go program's job without a timeout
+	forever.Timeout = 0
+	if got := expiryOf(cfg, &forever, tick, taskExpiry(cfg, &forever, tick, at)); !got.IsZero() {
+		t.Errorf("a job without a timeout has no bound, got %s", got)
+	}
+}
