@@ -86,6 +86,8 @@ jobs:
 		`baton_scheduler_clock_skew_seconds{replica="m-1"}`,
 		`baton_lock_extension_failures_total{replica="m-1"}`,
 		`baton_lock_leases_lost_total{replica="m-1"}`,
+		`baton_worker_tasks_refused_total{reason="too_old",replica="m-1"}`,
+		`baton_worker_tasks_refused_total{reason="done",replica="m-1"}`,
 	} {
 		if _, ok := after[s]; !ok {
 			t.Errorf("no series %s", s)

@@ -60,7 +60,7 @@ func TestHistoryRecordsEachRun(t *testing.T) {
 	recs := historyOf(t, e, "report", 4, func(r []RunRecord) bool { return r[2].Status != StatusRunning && r[3].Status != StatusRunning })
 	byTick := map[int]RunRecord{}
 	for _, r := range recs {
-		byTick[r.Tick.Minute()] = r
+		byTick[tickNumber(r.Tick)] = r
 	}
 	if r := byTick[1]; r.Status != StatusOK || r.RunID != ok.RunID || r.Dispatcher != "sched-1" || r.Worker != "worker-1" ||
 		r.Fence <= 0 || r.Attempt != 1 || r.ExitCode == nil || *r.ExitCode != 0 || r.Started.IsZero() || r.Ended.Before(r.Started) {
@@ -79,7 +79,7 @@ func TestHistoryRecordsEachRun(t *testing.T) {
 	if r := byTick[4]; r.Status != StatusPaused {
 		t.Errorf("the paused tick, recorded by two replicas: %+v", r)
 	}
-	if recs[0].Tick.Minute() != 4 || recs[3].Tick.Minute() != 1 {
+	if tickNumber(recs[0].Tick) != 4 || tickNumber(recs[3].Tick) != 1 {
 		t.Errorf("records are not newest tick first: %v ... %v", recs[0].Tick, recs[3].Tick)
 	}
 }

@@ -129,6 +129,9 @@ func (e *env) waitState(t testing.TB, queue, id string, want asynq.TaskState) *a
 // than its job's bound, tickBound).
 var tickBase = time.Now().UTC().Truncate(time.Second).Add(-61 * time.Second)
 
+// tickNumber is n of tickOf's tick at.
+func tickNumber(at time.Time) int { return int(at.Sub(tickBase) / time.Second) }
+
 // tickOf is tick n of job: n seconds after tickBase, in order.
 func tickOf(job string, n int) scheduler.Tick {
 	minute := n
