@@ -31,8 +31,8 @@ import (
 //     whose task ended for good (ran, skipped, replaced, archived, refused)
 //     is "done" and never runs again;
 //  3. the job's pause (a scheduled task only: a trigger runs a paused job):
-//     paused in this replica's config, or its pause flag held by a majority
-//     of the lock masters (WithLockMasters), as the claim decides it;
+//     paused in this replica's job list, or its pause flag held by a
+//     majority of the lock masters (WithLockMasters), as the claim decides;
 //  4. the job's limits (a scheduled task only): start, end, at and max_runs.
 //
 // A task that fails a check is refused: recorded in the history as
@@ -249,10 +249,17 @@ func (w *Worker) admit(ctx context.Context, job *config.Job, t scheduler.Tick, e
 	case err != nil:
 		w.log.Warn("cannot read the tick's ledger record: running the task", append(tickAttrs(t), slog.Any("error", err))...)
 	case done:
+		if len(v) > 80 {
+			v = v[:80] + "..."
+		}
 		return a, w.refuseTick(ctx, job, t, a, RefusedDone, "its tick's task ended already (ledger record "+strconv.Quote(v)+"): a copy of it put back into the queue", false)
 	}
 	if t.Manual {
 		return a, nil // a trigger is explicit: it runs a paused job, and beyond its limits
+	}
+	if job.Paused {
+		// this replica's list pauses it; a live list that does not runs it
+		return a, w.refuseTick(ctx, job, t, a, RefusedPaused, "the job is paused (paused: true in the job list)", true)
 	}
 	paused, err := w.paused(ctx, job)
 	switch {
@@ -271,13 +278,10 @@ func (w *Worker) admit(ctx context.Context, job *config.Job, t scheduler.Tick, e
 	return a, nil
 }
 
-// paused reports whether job is paused: in this replica's config (the
-// claim takes that as paused as well), or by its pause flag on a majority
-// of the lock masters (WithLockMasters).
+// paused reports whether job's pause flag is held by a majority of the
+// lock masters (WithLockMasters), as the claim decides a pause. It fails
+// when fewer than a majority answer.
 func (w *Worker) paused(ctx context.Context, job *config.Job) (bool, error) {
-	if job.Paused {
-		return true, nil
-	}
 	if len(w.masters) == 0 {
 		return false, nil
 	}
@@ -369,8 +373,10 @@ func (w *Worker) pastLimit(ctx context.Context, job *config.Job, t scheduler.Tic
 func (w *Worker) refuseTick(ctx context.Context, job *config.Job, t scheduler.Tick, a admitted, reason RefusalReason, why string, byList bool) error {
 	if byList && w.roster != nil {
 		if other := w.roster.definedDifferently(job.Name); other != "" {
-			w.log.Info("a limit of this replica's job list says the task may not run, but a live replica's list defines the job differently: handing it back",
-				append(tickAttrs(t), slog.String("why", why), slog.String("other", other))...)
+			if _, logged := w.handing.LoadOrStore(job.Name+"\x00limit", true); !logged {
+				w.log.Info("a limit of this replica's job list says a task may not run, but a live replica's list defines the job differently: handing its tasks back (rolling deploy?)",
+					append(tickAttrs(t), slog.String("why", why), slog.String("other", other))...)
+			}
 			return fmt.Errorf("jobs: %s: %s here; %s defines the job differently: %w", t.ID(), why, other, ErrHandedBack)
 		}
 	}

@@ -302,3 +302,27 @@ func TestTickBoundIsTheRetryBudget(t *testing.T) {
 		t.Errorf("a job without a timeout has no bound, got %s", got)
 	}
 }
+
+// During a rolling deploy, a limit of this replica's job list (a start in
+// the future) does not refuse a task while a live replica's list defines
+// the job differently (without the start): the task is handed back and the
+// other replica runs it.
+func TestListLimitHandsBackWhileALiveListDiffers(t *testing.T) {
+	e := newEnv(t)
+	newer := e.signedConfig(t, []string{keyA}, false, `  - name: later
+    schedule: "@every 1s"
+    handler: {name: later}
+`)
+	ran := newFakeExec(nil)
+	e.worker(t, newer, ran, WithReplica("newer"))
+	older := newFakeExec(nil)
+	cfg, w := admitWorker(t, e, older) // its "later" starts in 2100
+	tick := tickOf("later", 7)
+	e.dispatch(t, cfg, tick)
+	if s := recv(t, ran.started, "the run on the replica whose list has no start"); !s.run.Tick.Equal(tick.At) {
+		t.Errorf("ran %+v", s.run)
+	}
+	e.state(t, "baton:default", tick, asynq.TaskStateCompleted)
+	none(t, older.started, 100*time.Millisecond, "a run on the replica whose list refuses it")
+	wantRefusals(t, w, nil)
+}
