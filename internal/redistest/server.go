@@ -37,6 +37,7 @@ var errPortInUse = errors.New("port already in use")
 // config holds the settings applied by Options.
 type config struct {
 	args         []string
+	env          []string // added to the server's environment
 	startTimeout time.Duration
 }
 
@@ -221,6 +222,9 @@ func (s *Server) launchKeep(port int, keep bool) (*process, error) {
 		"--daemonize", "no",
 	}, s.cfg.args...)
 	cmd := exec.Command(s.binary, args...)
+	if len(s.cfg.env) > 0 {
+		cmd.Env = append(os.Environ(), s.cfg.env...)
+	}
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = sysProcAttr()

@@ -77,3 +77,18 @@ func NewTestProxy(t testing.TB, upstream string) *Proxy {
 	})
 	return p
 }
+
+// NewTestClock is [NewClock] in t.TempDir(). A test without a C compiler is
+// skipped, naming what is missing (`make test` installs gcc when root); one
+// whose shim does not build fails with the compiler's output.
+func NewTestClock(t testing.TB) *Clock {
+	t.Helper()
+	c, err := NewClock(t.TempDir())
+	if errors.Is(err, ErrNoCompiler) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
