@@ -38,9 +38,21 @@ import (
 //	{NS:roster}          hash: replica id -> "<seen ms> <JSON member>", seen
 //	                     by the queue Redis's clock
 //	{NS:roster}:lists    hash: job list hash -> JSON {job: "mode queue digest"}
+//	{NS:roster}:clock    string, exists for stepSuspend after a step of the
+//	                     queue Redis's clock was seen
 //
-// Both keys expire rosterForget after the last heartbeat; a member not seen
-// for rosterForget is removed, and a list no member refers to with it.
+// A member not seen for rosterForget is removed, and a list no member
+// refers to with it; the keys expire rosterKeep after the last heartbeat.
+//
+// Liveness is read off the queue Redis's clock, so a step of that clock
+// (NTP, an operator's date -s) would make every member look dead (forward)
+// or forgotten (forward beyond rosterForget). Each replica checks TIME
+// against its own monotonic clock at every roster call (clockWatch): TIME
+// that moved by more than stepBound beyond the interval the replica measured
+// is a step. A step sets the clock key, and while it exists (a heartbeat
+// round under the new clock) no member is taken as dead, none is forgotten
+// or left out, and a worker hands back a task it would archive. Members
+// seen "in the future" (a step back) count as live.
 
 // rosterEntry is a replica's JSON entry in the roster: its Member and the
 // entry's format version.
@@ -62,6 +74,24 @@ const rosterLive = 3 * rosterEvery
 // rosterForget is how long a member that stopped beating stays listed (as
 // gone) before it is removed.
 const rosterForget = 10 * time.Minute
+
+// rosterKeep is how long the roster's keys outlive the last heartbeat. It
+// is well above rosterForget, since a key expires by the queue Redis's
+// clock: a step forward beyond it drops the whole roster at once.
+const rosterKeep = 24 * time.Hour
+
+// stepBound is how far TIME may move beyond the monotonic interval a
+// replica measured between two readings before the move counts as a step.
+const stepBound = time.Second
+
+// stepSuspend is how long after a step no liveness verdict is made: every
+// live member has beaten under the new clock by then.
+const stepSuspend = rosterLive + rosterEvery
+
+// rosterCallBound bounds how long a roster call takes to reach Redis, for
+// the latest TIME a script may expect; a slower call is taken as a step
+// (no verdict for stepSuspend: the safe side).
+const rosterCallBound = 5 * time.Second
 
 // Member is one replica as the roster shows it.
 type Member struct {
@@ -202,7 +232,62 @@ func decodeList(s string) (map[string]ListedJob, error) {
 
 func rosterKeys(ns string) []string {
 	k := "{" + ns + ":roster}"
-	return []string{k, k + ":lists"}
+	return []string{k, k + ":lists", k + ":clock"}
+}
+
+// clockWatch keeps a replica's previous reading of the queue Redis's clock,
+// to tell a step of that clock from time passing.
+type clockWatch struct {
+	mu   sync.Mutex
+	prev clockReading // zero before the first reading
+}
+
+// clockReading is one TIME reply: TIME was read between sent and recv (with
+// their monotonic readings).
+type clockReading struct {
+	redisMS    int64
+	sent, recv time.Time
+}
+
+// expect returns the range of TIME, in ms, a call sent at sent may see if
+// the clock did not step since the previous reading: 0, 0 before it.
+func (c *clockWatch) expect(sent time.Time) (lo, hi int64) {
+	c.mu.Lock()
+	p := c.prev
+	c.mu.Unlock()
+	if p.redisMS == 0 {
+		return 0, 0
+	}
+	lo = p.redisMS + (sent.Sub(p.recv) - stepBound).Milliseconds()
+	hi = p.redisMS + (sent.Sub(p.sent) + rosterCallBound + stepBound).Milliseconds()
+	return max(lo, 1), hi
+}
+
+// observe records a reading and reports whether it shows a step since the
+// previous one: TIME moved by more than stepBound beyond the interval
+// between the two calls.
+func (c *clockWatch) observe(r clockReading) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.prev
+	if p.redisMS == 0 || r.recv.After(p.recv) {
+		c.prev = r
+	}
+	if p.redisMS == 0 {
+		return false
+	}
+	moved := time.Duration(r.redisMS-p.redisMS) * time.Millisecond
+	return moved < r.sent.Sub(p.recv)-stepBound || moved > r.recv.Sub(p.sent)+stepBound
+}
+
+// stepped records a step seen after the call (one too small for the
+// script's range to catch): verdicts are suspended from now on.
+func (r *roster) stepped(ctx context.Context) error {
+	k := rosterKeys(r.ns)[2]
+	if err := r.rdb.Set(ctx, k, "1", stepSuspend).Err(); err != nil {
+		return fmt.Errorf("roster: record a step of the queue Redis's clock: %w", err)
+	}
+	return nil
 }
 
 var (
@@ -224,6 +309,8 @@ type roster struct {
 	self Member
 	list map[string]ListedJob
 	log  *slog.Logger
+
+	clock clockWatch
 
 	mu     sync.Mutex
 	last   []Member                        // as of the last heartbeat
@@ -263,21 +350,27 @@ func (r *roster) beat(ctx context.Context) ([]Member, error) {
 	}
 	me, _ := json.Marshal(entry)
 	r.written.Store(string(me))
-	args := []any{r.self.key, string(me), r.self.Hash, "", rosterForget.Milliseconds()}
 	sent := time.Now() // the wall clock: skew is about the host's clock
+	lo, hi := r.clock.expect(sent)
+	args := []any{r.self.key, string(me), r.self.Hash, "", rosterForget.Milliseconds(),
+		lo, hi, stepSuspend.Milliseconds(), rosterKeep.Milliseconds()}
 	res, err := rosterBeat.Run(ctx, r.rdb, rosterKeys(r.ns), args...).Slice()
-	if err == nil && len(res) > 0 {
-		if now, ok := res[0].(int64); ok && now > 0 {
-			mid := sent.Add(time.Since(sent) / 2)
-			r.self.SkewMS = mid.Sub(time.UnixMilli(now)).Milliseconds()
-		}
-	}
 	if err == nil && len(res) > 0 && res[0] == int64(-1) { // the list is not stored yet
 		args[3] = encodeList(r.list)
 		res, err = rosterBeat.Run(ctx, r.rdb, rosterKeys(r.ns), args...).Slice()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("roster heartbeat: %w", err)
+	}
+	if len(res) > 0 {
+		if now, ok := res[0].(int64); ok && now > 0 {
+			recv := time.Now()
+			mid := sent.Add(recv.Sub(sent) / 2)
+			r.self.SkewMS = mid.Sub(time.UnixMilli(now)).Milliseconds()
+		}
+	}
+	if err := r.watch(ctx, res, sent); err != nil {
+		return nil, err
 	}
 	ms, err := r.members(ctx, res)
 	if err == nil {
@@ -349,38 +442,70 @@ func (r *roster) leave(ctx context.Context) error {
 	return rosterLeave.Run(ctx, r.rdb, rosterKeys(r.ns)[:1], r.self.key, me).Err()
 }
 
-// read returns the roster now.
-func (r *roster) read(ctx context.Context) ([]Member, error) {
-	return readRoster(ctx, r.rdb, r.ns, r)
+// watch checks a roster script's reply, read by a call sent at sent,
+// against the previous one: a step the script did not record (TIME moved
+// less than its range allows, more than stepBound) is recorded now, and
+// the reply marked suspended.
+func (r *roster) watch(ctx context.Context, res []any, sent time.Time) error {
+	if len(res) < 2 {
+		return nil
+	}
+	now, _ := res[0].(int64)
+	if now <= 0 {
+		return nil
+	}
+	if !r.clock.observe(clockReading{redisMS: now, sent: sent, recv: time.Now()}) || res[1] == int64(1) {
+		return nil
+	}
+	if err := r.stepped(ctx); err != nil {
+		return err
+	}
+	res[1] = int64(1)
+	return nil
+}
+
+// read returns the roster now, and whether its liveness verdicts are
+// suspended by a step of the queue Redis's clock (then every member counts
+// as live, and none is left out as forgotten).
+func (r *roster) read(ctx context.Context) ([]Member, bool, error) {
+	sent := time.Now()
+	lo, hi := r.clock.expect(sent)
+	res, err := rosterRead.Run(ctx, r.rdb, rosterKeys(r.ns), rosterForget.Milliseconds(),
+		lo, hi, stepSuspend.Milliseconds()).Slice()
+	if err != nil {
+		return nil, false, fmt.Errorf("read the roster: %w", err)
+	}
+	if err := r.watch(ctx, res, sent); err != nil {
+		return nil, false, err
+	}
+	ms, err := r.members(ctx, res)
+	return ms, err == nil && res[1] == int64(1), err
 }
 
 // ReadRoster returns the replicas of namespace ns on the queue Redis rdb,
-// sorted by id, with their job lists.
+// sorted by id, with their job lists. For a while after a replica saw the
+// queue Redis's clock step (a heartbeat round under the new clock), every
+// member counts as live.
 func ReadRoster(ctx context.Context, rdb redis.UniversalClient, ns string) ([]Member, error) {
-	return readRoster(ctx, rdb, ns, nil)
-}
-
-func readRoster(ctx context.Context, rdb redis.UniversalClient, ns string, cache *roster) ([]Member, error) {
-	res, err := rosterRead.Run(ctx, rdb, rosterKeys(ns), rosterForget.Milliseconds()).Slice()
+	res, err := rosterRead.Run(ctx, rdb, rosterKeys(ns), rosterForget.Milliseconds(), 0, 0, stepSuspend.Milliseconds()).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("read the roster: %w", err)
 	}
-	r := cache
-	if r == nil {
-		r = &roster{rdb: rdb, ns: ns, lists: map[string]map[string]ListedJob{}}
-	}
+	r := &roster{rdb: rdb, ns: ns, lists: map[string]map[string]ListedJob{}}
 	return r.members(ctx, res)
 }
 
-// members decodes a script's answer {now ms, id, "seen json", ...} and
-// fills in the job lists (cached by hash; one HMGET for the missing ones).
+// members decodes a script's answer {now ms, suspended, id, "seen json",
+// ...} and fills in the job lists (cached by hash; one HMGET for the
+// missing ones). While suspended, every member is live.
 func (r *roster) members(ctx context.Context, res []any) ([]Member, error) {
-	if len(res) < 1 || len(res)%2 != 1 {
+	if len(res) < 2 || len(res)%2 != 0 {
 		return nil, errors.New("roster: malformed reply")
 	}
 	now, _ := res[0].(int64)
+	suspended := res[1] == int64(1)
 	var out []Member
-	for i := 1; i+1 < len(res); i += 2 {
+	for i := 2; i+1 < len(res); i += 2 {
 		id, _ := res[i].(string)
 		v, _ := res[i+1].(string)
 		seen, js, ok := strings.Cut(v, " ")
@@ -397,7 +522,7 @@ func (r *roster) members(ctx context.Context, res []any) ([]Member, error) {
 		m.key = id
 		m.ID, _, _ = strings.Cut(id, "#")
 		m.Seen = time.UnixMilli(ms)
-		m.Live = now-ms <= rosterLive.Milliseconds()
+		m.Live = suspended || now-ms <= rosterLive.Milliseconds()
 		out = append(out, m)
 	}
 	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })

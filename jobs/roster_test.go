@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batonhq/baton/internal/formats"
+	"github.com/batonhq/baton/internal/redistest"
 )
 
 // A roster entry carries its format version beside the member's fields, and
@@ -115,5 +118,96 @@ func TestRosterRestartUnderOneIDIsNoDuplicate(t *testing.T) {
 	}
 	if n := newLog.count("another live process"); n != 0 {
 		t.Fatalf("the restarted process warned of its dead predecessor:\n%s", newLog.String())
+	}
+}
+
+// A step of the queue Redis's clock, forward or back, by 30 s or beyond the
+// forget window, drops no live member and makes none look dead: the first
+// heartbeat after it sees the step, keeps every member, and every reader
+// (the replicas and a one-shot ReadRoster) counts them live until a
+// heartbeat round has passed under the new clock; then a member that
+// stopped before the step is dead again.
+func TestQueueClockStepKeepsLiveMembers(t *testing.T) {
+	for _, step := range []time.Duration{30 * time.Second, -30 * time.Second, 15 * time.Minute, -15 * time.Minute} {
+		t.Run(step.String(), func(t *testing.T) {
+			ctx := context.Background()
+			clock := redistest.NewTestClock(t)
+			srv := redistest.New(t, redistest.WithClock(clock))
+			rdb := srv.TestClient(t)
+			e := &env{srv: srv}
+			cfgA := e.config(t, "  - {name: a, schedule: \"@every 1m\", handler: {name: a}}\n")
+			cfgB := e.config(t, "  - {name: b, schedule: \"@every 1m\", handler: {name: b}}\n")
+			a := newRoster(rdb, cfgA, Member{ID: "a", Role: "run", Queues: []string{"default"}}, testLogger(t))
+			b := newRoster(rdb, cfgB, Member{ID: "b", Role: "run", Queues: []string{"default"}}, testLogger(t))
+			gone := newRoster(rdb, cfgB, Member{ID: "gone", Role: "run", Queues: []string{"default"}}, testLogger(t))
+			for _, r := range []*roster{gone, a, b, a} { // a beats twice: it has a reading to compare with
+				if _, err := r.beat(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// gone stopped long before the step (its entry says so)
+			entry, err := rdb.HGet(ctx, rosterKeys("baton")[0], gone.self.key).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, js, _ := strings.Cut(entry, " ")
+			old := time.Now().Add(clock.Offset() - time.Minute).UnixMilli()
+			if err := rdb.HSet(ctx, rosterKeys("baton")[0], gone.self.key, strconv.FormatInt(old, 10)+" "+js).Err(); err != nil {
+				t.Fatal(err)
+			}
+
+			if err := clock.Step(step); err != nil {
+				t.Fatal(err)
+			}
+			live := func(what string, ms []Member, want ...string) {
+				t.Helper()
+				var got []string
+				for _, m := range ms {
+					if m.Live {
+						got = append(got, m.ID)
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%s: live members %v, want %v", what, got, want)
+				}
+			}
+			ms, err := a.beat(ctx) // the first heartbeat after the step
+			if err != nil {
+				t.Fatal(err)
+			}
+			live("a's first heartbeat after the step", ms, "a", "b", "gone")
+			ms, stepped, err := a.read(ctx)
+			if err != nil || !stepped {
+				t.Fatalf("a's read after the step: stepped %v, %v", stepped, err)
+			}
+			live("a's read", ms, "a", "b", "gone")
+			ms, err = ReadRoster(ctx, rdb, "baton")
+			if err != nil {
+				t.Fatal(err)
+			}
+			live("a one-shot read", ms, "a", "b", "gone")
+			if _, err := b.beat(ctx); err != nil {
+				t.Fatal(err)
+			}
+			ttl, err := rdb.PTTL(ctx, rosterKeys("baton")[2]).Result()
+			if err != nil || ttl <= 0 || ttl > stepSuspend {
+				t.Fatalf("the step is recorded for %v (%v), want up to %v", ttl, err, stepSuspend)
+			}
+
+			// a heartbeat round later (the record expires): verdicts again
+			if err := rdb.Del(ctx, rosterKeys("baton")[2]).Err(); err != nil {
+				t.Fatal(err)
+			}
+			ms, err = a.beat(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"a", "b"}
+			if step < -time.Minute {
+				// seen "in the future": counted live until the clock gets there
+				want = append(want, "gone")
+			}
+			live("a's heartbeat a round after the step", ms, want...)
+		})
 	}
 }

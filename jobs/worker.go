@@ -441,10 +441,11 @@ func (w *Worker) cannotRun(ctx context.Context, t scheduler.Tick, job *config.Jo
 	asynqQueue, _ := asynq.GetQueueName(ctx)
 	queue, _ := w.cfg.QueueOf(asynqQueue)
 	var members []Member
+	var stepped bool
 	err := errors.New("no roster")
 	if w.roster != nil {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		members, err = w.roster.read(rctx)
+		rctx, cancel := context.WithTimeout(ctx, rosterCallBound)
+		members, stepped, err = w.roster.read(rctx)
 		cancel()
 	}
 	if err != nil {
@@ -463,6 +464,13 @@ func (w *Worker) cannotRun(ctx context.Context, t scheduler.Tick, job *config.Jo
 		if m := &members[i]; m.Live && m.key != w.roster.self.key && m.runs(t.Job, queue) {
 			can = append(can, m.ID)
 		}
+	}
+	if len(can) == 0 && stepped {
+		// no verdict off a stepped clock: decided after a heartbeat round
+		w.log.Warn("cannot run this task here, and the queue Redis's clock stepped: handing it back until every live replica has beaten under the new clock",
+			append(tickAttrs(t), slog.String("why", why), slog.String("queue", queue))...)
+		return fmt.Errorf("jobs: %s: job %q is %s; the queue Redis's clock stepped, no replica is taken as dead for %s: %w",
+			t.ID(), t.Job, why, stepSuspend, ErrHandedBack)
 	}
 	if len(can) == 0 {
 		w.count(t.Job, func(c *counters) { c.failed.Add(1) })

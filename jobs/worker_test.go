@@ -35,9 +35,9 @@ type env struct {
 	insp   *asynq.Inspector
 }
 
-func newEnv(t testing.TB) *env {
+func newEnv(t testing.TB, opts ...redistest.Option) *env {
 	t.Helper()
-	s := redistest.New(t)
+	s := redistest.New(t, opts...)
 	e := &env{srv: s, opt: asynq.RedisClientOpt{Addr: s.Addr()}, rdb: s.TestClient(t)}
 	locks, err := locking.New(e.rdb, locking.WithFreshDeployment())
 	if err != nil {
@@ -751,5 +751,71 @@ func TestFailedRunsShowWhy(t *testing.T) {
 	}
 	if !strings.HasSuffix(tail, "line 12\ntoken xxxxx") || strings.Contains(tail, "line 2\n") || strings.Contains(tail, "s3cret") {
 		t.Errorf("output_tail = %q, want the last 10 lines with the secret masked", tail)
+	}
+}
+
+// A forward step of the queue Redis's clock (30 s, and beyond the roster's
+// forget window) makes no worker archive a task it cannot run while the
+// replica that can has not beaten yet under the new clock: the task is
+// handed back, and runs once that replica's worker starts.
+func TestQueueClockStepForwardArchivesNothing(t *testing.T) {
+	for _, step := range []time.Duration{30 * time.Second, 15 * time.Minute} {
+		t.Run("+"+step.String(), func(t *testing.T) {
+			clock := redistest.NewTestClock(t)
+			e := newEnv(t, redistest.WithClock(clock))
+			oldCfg := e.config(t, `  - name: known
+    schedule: "@every 1m"
+    handler: {name: known}
+`)
+			newCfg := e.config(t, `  - name: known
+    schedule: "@every 1m"
+    handler: {name: known}
+  - name: added
+    schedule: "@every 1m"
+    max_retry: 0
+    handler: {name: added}
+`)
+			oldExec := newFakeExec(nil)
+			logs := &logBuf{}
+			e.worker(t, oldCfg, oldExec, WithReplica("old"), WithLogger(logs.logger()))
+			// the new replica is live in the roster, its worker not fetching yet
+			newSelf := newRoster(e.rdb, newCfg, Member{ID: "new", Role: "run", Queues: []string{"default"}}, testLogger(t))
+			if _, err := newSelf.beat(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+
+			if err := clock.Step(step); err != nil {
+				t.Fatal(err)
+			}
+			added := tickOf("added", 1)
+			e.dispatch(t, newCfg, added)
+			poll.Require(t, wait, added.ID()+" handed back or archived", func() bool {
+				info, err := e.insp.GetTaskInfo("baton:default", added.ID())
+				return err == nil && (info.State == asynq.TaskStateArchived ||
+					info.State == asynq.TaskStateRetry && strings.Contains(info.LastErr, "handed back"))
+			})
+			info, _ := e.insp.GetTaskInfo("baton:default", added.ID())
+			if info.State == asynq.TaskStateArchived {
+				t.Fatalf("archived after a step of %v: %s", step, info.LastErr)
+			}
+			if info.Retried != 0 {
+				t.Errorf("handed back after the step with retried %d, last error %q", info.Retried, info.LastErr)
+			}
+			if n := logs.count("archiving a task no live replica can run: its job is in no live replica's job list in cron mode on its queue"); n != 0 {
+				t.Errorf("archived %d times after a step of %v:\n%s", n, step, logs.String())
+			}
+
+			// the new replica beats under the new clock and its worker runs the tick once
+			if _, err := newSelf.beat(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			newExec := newFakeExec(nil)
+			e.worker(t, newCfg, newExec, WithReplica("new"))
+			if s := recv(t, newExec.started, "run of the handed-back tick"); s.run.Job != "added" || s.run.Attempt != 1 {
+				t.Errorf("ran %s as attempt %d", s.run.Job, s.run.Attempt)
+			}
+			e.state(t, "baton:default", added, asynq.TaskStateCompleted)
+			none(t, oldExec.started, 10*time.Millisecond, "a run on the old worker")
+		})
 	}
 }

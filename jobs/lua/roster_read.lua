@@ -1,18 +1,35 @@
--- roster_read: the roster with the queue Redis's clock, read-only.
+-- roster_read: the roster with the queue Redis's clock, read-only but for
+-- recording a clock step the caller's expectation reveals.
 --
 -- KEYS[1] members: replica id -> "<seen ms> <JSON>"
 -- KEYS[2] lists (unused; named so a Cluster routes by the same slot)
+-- KEYS[3] clock: exists while the queue Redis's clock is taken to have
+--         stepped (no liveness verdict, nothing left out)
 -- ARGV[1] forget after, ms: older members are left out
+-- ARGV[2] the earliest TIME the caller expects, ms; 0: no expectation
+-- ARGV[3] the latest TIME it expects, ms; 0: no expectation
+-- ARGV[4] how long a step suspends verdicts, ms: TIME outside
+--         [ARGV[2], ARGV[3]] sets KEYS[3] for this long
 --
--- Returns {now ms, id, "seen json", ...}.
+-- Returns {now ms, suspended (0 or 1), id, "seen json", ...}.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local forget = tonumber(ARGV[1])
+local lo, hi = tonumber(ARGV[2]), tonumber(ARGV[3])
+if lo > 0 and (now < lo or now > hi) then
+  redis.call('SET', KEYS[3], now, 'PX', ARGV[4])
+end
+local suspended = redis.call('EXISTS', KEYS[3])
+local before = 0
+if suspended == 0 then
+  local ref = now
+  if hi > 0 then ref = math.min(now, hi) end
+  before = ref - tonumber(ARGV[1])
+end
 local all = redis.call('HGETALL', KEYS[1])
-local out = {now}
+local out = {now, suspended}
 for i = 1, #all, 2 do
   local seen = tonumber(string.match(all[i + 1], '^(%d+) '))
-  if seen and seen >= now - forget then
+  if seen and seen >= before then
     out[#out + 1] = all[i]
     out[#out + 1] = all[i + 1]
   end
