@@ -6,10 +6,12 @@ import (
 )
 
 // ErrCorrupt marks a value read from Redis that is not what baton writes
-// there: a run count toward max_runs that is no integer from 0 to 2^53-2, a
-// history entry whose fields do not parse. The operation fails with a
-// *CorruptError naming the key instead of reading it as zero; an operator
-// deletes or corrects the key it names.
+// there: a run count toward max_runs that is no integer from 0 to 2^53-2
+// (the dispatch fails), a history entry whose fields do not parse, a roster
+// entry or job list that does not decode (the rest is read, and the error
+// comes with it). A *CorruptError names the key and the field instead of
+// reading it as zero or absent; an operator deletes or corrects what it
+// names (a heartbeat deletes a roster entry without a seen time).
 var ErrCorrupt = errors.New("jobs: corrupt value in Redis")
 
 // CorruptError names a key (and, in a hash or a stream, the field or entry)

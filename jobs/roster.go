@@ -22,6 +22,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/formats"
+	"github.com/batonhq/baton/internal/quorum"
 	"github.com/batonhq/baton/internal/redact"
 )
 
@@ -373,7 +374,7 @@ func (r *roster) beat(ctx context.Context) ([]Member, error) {
 		return nil, err
 	}
 	ms, err := r.members(ctx, res)
-	if err == nil {
+	if err == nil || errors.Is(err, ErrCorrupt) {
 		r.mu.Lock()
 		r.last = ms
 		r.mu.Unlock()
@@ -498,6 +499,10 @@ func ReadRoster(ctx context.Context, rdb redis.UniversalClient, ns string) ([]Me
 // members decodes a script's answer {now ms, suspended, id, "seen json",
 // ...} and fills in the job lists (cached by hash; one HMGET for the
 // missing ones). While suspended, every member is live.
+// Entries and job lists that do not decode are left out and reported: the
+// members read come with an error wrapping ErrCorrupt that names the key
+// and the field (a live replica must not silently look absent, or listing
+// no jobs).
 func (r *roster) members(ctx context.Context, res []any) ([]Member, error) {
 	if len(res) < 2 || len(res)%2 != 0 {
 		return nil, errors.New("roster: malformed reply")
@@ -505,14 +510,17 @@ func (r *roster) members(ctx context.Context, res []any) ([]Member, error) {
 	now, _ := res[0].(int64)
 	suspended := res[1] == int64(1)
 	var out []Member
+	var corrupt []error
 	for i := 2; i+1 < len(res); i += 2 {
 		id, _ := res[i].(string)
 		v, _ := res[i+1].(string)
 		seen, js, ok := strings.Cut(v, " ")
-		ms, err := strconv.ParseInt(seen, 10, 64)
+		ms, okSeen := quorum.ParseCounter(seen)
 		var e rosterEntry
-		if !ok || err != nil || json.Unmarshal([]byte(js), &e) != nil {
-			continue // a member this version cannot read: not counted
+		if !ok || !okSeen || json.Unmarshal([]byte(js), &e) != nil {
+			corrupt = append(corrupt, &CorruptError{Key: rosterKeys(r.ns)[0], Field: "member " + strconv.Quote(id), Value: cut(v),
+				Want: "a roster entry (\"<seen ms> <JSON>\")"})
+			continue
 		}
 		m := e.Member
 		m.LimitsKnown = e.V >= 2
@@ -546,13 +554,17 @@ func (r *roster) members(ctx context.Context, res []any) ([]Member, error) {
 			if !ok {
 				continue
 			}
-			if l, err := decodeList(s); err == nil {
-				if len(r.lists) > 64 { // a bound: hashes of long-gone lists
-					clear(r.lists)
-					r.lists[r.self.Hash] = r.list
-				}
-				r.lists[missing[i]] = l
+			l, err := decodeList(s)
+			if err != nil {
+				corrupt = append(corrupt, &CorruptError{Key: rosterKeys(r.ns)[1], Field: "list " + strconv.Quote(missing[i]), Value: cut(s),
+					Want: fmt.Sprintf("a job list (%v)", err)})
+				continue
 			}
+			if len(r.lists) > 64 { // a bound: hashes of long-gone lists
+				clear(r.lists)
+				r.lists[r.self.Hash] = r.list
+			}
+			r.lists[missing[i]] = l
 		}
 		r.mu.Unlock()
 	}
@@ -561,6 +573,9 @@ func (r *roster) members(ctx context.Context, res []any) ([]Member, error) {
 		out[i].Jobs = r.lists[out[i].Hash]
 	}
 	r.mu.Unlock()
+	if len(corrupt) > 0 {
+		return out, fmt.Errorf("roster: %w", errors.Join(corrupt...))
+	}
 	return out, nil
 }
 

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -209,5 +210,47 @@ func TestQueueClockStepKeepsLiveMembers(t *testing.T) {
 			}
 			live("a's heartbeat a round after the step", ms, want...)
 		})
+	}
+}
+
+// A roster entry or job list that does not decode is left out and reported,
+// naming the key and the member or list, never read as a replica gone or
+// listing no jobs; the members that decode still come.
+func TestCorruptRosterEntryIsReported(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, "  - name: j\n    schedule: \"@every 1m\"\n    handler: {name: j}\n")
+	ctx := context.Background()
+	r := newRoster(e.rdb, cfg, Member{ID: "good", Role: "run", Queues: []string{"default"}}, testLogger(t))
+	if _, err := r.beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	members, lists := rosterKeys("baton")[0], rosterKeys("baton")[1]
+	for _, tc := range []struct{ key, field, value, names string }{
+		{members, "ghost", "abc", `member "ghost"`},
+		{members, "ghost", "9223372036854775807 {}", `member "ghost"`},
+		{lists, r.self.Hash, "[1, 2]", `list "` + r.self.Hash + `"`},
+	} {
+		if err := e.rdb.HSet(ctx, tc.key, tc.field, tc.value).Err(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadRoster(ctx, e.rdb, "baton")
+		var ce *CorruptError
+		if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || ce.Key != tc.key || ce.Field != tc.names {
+			t.Fatalf("roster with %s = %q: %v, want ErrCorrupt naming %q and %s", tc.field, tc.value, err, tc.key, tc.names)
+		}
+		if i := slices.IndexFunc(got, func(m Member) bool { return m.ID == "good" }); i < 0 || !got[i].Live {
+			t.Fatalf("roster with %s = %q: %+v, want the good member live", tc.field, tc.value, got)
+		}
+		if err := e.rdb.HDel(ctx, members, "ghost").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if tc.key == lists {
+			if err := e.rdb.HDel(ctx, lists, tc.field).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.beat(ctx); err != nil { // stores the list again
+				t.Fatal(err)
+			}
+		}
 	}
 }

@@ -520,7 +520,9 @@ func (w *Worker) startRoster() {
 		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		members, err := w.roster.beat(bctx)
-		if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			w.log.Warn("roster entries unreadable (left out; delete or correct them)", slog.Any("error", err))
+		} else if err != nil {
 			if ctx.Err() == nil {
 				w.log.Debug("roster heartbeat failed", slog.Any("error", err))
 			}

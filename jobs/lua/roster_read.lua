@@ -12,6 +12,8 @@
 --         [ARGV[2], ARGV[3]] sets KEYS[3] for this long
 --
 -- Returns {now ms, suspended (0 or 1), id, "seen json", ...}.
+-- An entry without a seen time is returned too, for the caller to report
+-- (a heartbeat deletes it).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lo, hi = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -29,7 +31,7 @@ local all = redis.call('HGETALL', KEYS[1])
 local out = {now, suspended}
 for i = 1, #all, 2 do
   local seen = tonumber(string.match(all[i + 1], '^(%d+) '))
-  if seen and seen >= before then
+  if not seen or seen >= before then
     out[#out + 1] = all[i]
     out[#out + 1] = all[i + 1]
   end
