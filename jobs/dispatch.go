@@ -269,12 +269,17 @@ func (d *Dispatcher) Precheck(ctx context.Context, t scheduler.Tick) error {
 // (scheduler.ErrLeftToOthers: released, not recorded); otherwise done is
 // returned (it wraps scheduler.ErrJobDone). Replicas of versions that do
 // not publish their limits count as not taking it (what they decide, they
-// decide by their own list). A roster that cannot be read leaves the tick
-// undecided: an error, and the tick is tried again.
+// decide by their own list). A roster that cannot be read, or that shows no
+// live replica (this one's own heartbeat not among them: the queue Redis's
+// clock stepped), leaves the tick undecided: an error, and the tick is
+// tried again.
 func (d *Dispatcher) doneHere(ctx context.Context, job *config.Job, count int64, done error) error {
 	members, err := ReadRoster(ctx, d.rdb, d.cfg.Namespace)
 	if err != nil {
 		return fmt.Errorf("jobs: %s reached max_runs here; whether another job list takes its tick is unknown: %w", job.Name, err)
+	}
+	if stale(members) {
+		return fmt.Errorf("jobs: %s reached max_runs here; the roster shows no live replica, this one included (the queue Redis's clock stepped forward?): whether another job list takes its tick is decided after a heartbeat", job.Name)
 	}
 	for _, m := range members {
 		if !m.Live || m.Role == "worker" || !m.LimitsKnown {

@@ -14,6 +14,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -299,5 +300,47 @@ func TestCorruptRunCountFailsDispatch(t *testing.T) {
 	}
 	if err := d.Dispatch(ctx, tickOf("twice", 1)); err != nil {
 		t.Fatalf("dispatch after the count was deleted: %v", err)
+	}
+}
+
+// A forward step of the queue Redis's clock, before any heartbeat has seen
+// it, leaves a tick past this list's max_runs undecided (an error: tried
+// again) rather than recording it done because the replica whose list would
+// still run it looks dead; once a heartbeat has seen the step, the tick is
+// left to that replica.
+func TestQueueClockStepForwardLeavesMaxRunsUndecided(t *testing.T) {
+	ctx := context.Background()
+	clock := redistest.NewTestClock(t)
+	srv := redistest.New(t, redistest.WithClock(clock))
+	rdb := srv.TestClient(t)
+	e := &env{srv: srv}
+	oldCfg := e.config(t, "  - {name: capped, schedule: \"@every 1m\", max_runs: 2, handler: {name: capped}}\n")
+	newCfg := e.config(t, "  - {name: capped, schedule: \"@every 1m\", max_runs: 5, handler: {name: capped}}\n")
+	self := newRoster(rdb, oldCfg, Member{ID: "old", Role: "run", Queues: []string{"default"}}, testLogger(t))
+	other := newRoster(rdb, newCfg, Member{ID: "new", Role: "run", Queues: []string{"default"}}, testLogger(t))
+	for _, r := range []*roster{self, other} {
+		if _, err := r.beat(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := NewDispatcher(oldCfg, nil, nil, WithQueueRedis(rdb))
+	job, _ := oldCfg.Job("capped")
+	done := fmt.Errorf("capped ran its max_runs: %w", scheduler.ErrJobDone)
+	if err := d.doneHere(ctx, job, 2, done); !errors.Is(err, scheduler.ErrLeftToOthers) {
+		t.Fatalf("before the step: %v, want the tick left to the new list", err)
+	}
+
+	if err := clock.Step(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	err := d.doneHere(ctx, job, 2, done)
+	if err == nil || errors.Is(err, scheduler.ErrJobDone) || errors.Is(err, scheduler.ErrLeftToOthers) {
+		t.Fatalf("after the step, before a heartbeat saw it: %v, want undecided", err)
+	}
+	if _, err := self.beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.doneHere(ctx, job, 2, done); !errors.Is(err, scheduler.ErrLeftToOthers) {
+		t.Fatalf("after a heartbeat saw the step: %v, want the tick left to the new list", err)
 	}
 }

@@ -579,6 +579,16 @@ func (r *roster) members(ctx context.Context, res []any) ([]Member, error) {
 	return out, nil
 }
 
+// stale reports whether a roster read by one of its own members shows no
+// live member at all: the reader's own entry is fresh unless the queue
+// Redis's clock stepped forward since (before any replica's heartbeat saw
+// it) or the reader's heartbeats fail, and either way no member may be
+// taken as dead. Not for display: a roster of replicas that all died
+// shows them dead.
+func stale(members []Member) bool {
+	return len(members) > 0 && !slices.ContainsFunc(members, func(m Member) bool { return m.Live })
+}
+
 // ListDiff is how one job differs between job lists.
 type ListDiff struct {
 	// Job is the job's name.

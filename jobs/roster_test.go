@@ -172,7 +172,17 @@ func TestQueueClockStepKeepsLiveMembers(t *testing.T) {
 					t.Errorf("%s: live members %v, want %v", what, got, want)
 				}
 			}
-			ms, err := a.beat(ctx) // the first heartbeat after the step
+			// before any heartbeat sees the step, a forward one shows no
+			// live member at all, the reader's own entry neither: stale,
+			// so no decision is made off it
+			ms, err := ReadRoster(ctx, rdb, "baton")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := stale(ms); got != (step > rosterLive) {
+				t.Errorf("a read before the first heartbeat after a step of %v: stale %v", step, got)
+			}
+			ms, err = a.beat(ctx) // the first heartbeat after the step
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -465,7 +465,7 @@ func (w *Worker) cannotRun(ctx context.Context, t scheduler.Tick, job *config.Jo
 			can = append(can, m.ID)
 		}
 	}
-	if len(can) == 0 && stepped {
+	if len(can) == 0 && (stepped || stale(members)) {
 		// no verdict off a stepped clock: decided after a heartbeat round
 		w.log.Warn("cannot run this task here, and the queue Redis's clock stepped: handing it back until every live replica has beaten under the new clock",
 			append(tickAttrs(t), slog.String("why", why), slog.String("queue", queue))...)
