@@ -478,3 +478,69 @@ func TestBufferKilledWaiterLeavesTheBuffer(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+// A forward step of the queue Redis's clock (30 s, 15 min) drops no kept
+// tick for good: every waiter's entry lapses by the new clock and is
+// dropped at the next buffer call, and each waiter, still waiting, puts it
+// back in its place at its next renewal; the kept ticks then run, oldest
+// first. (The lock masters' clock is not stepped here: it is a separate
+// server.)
+func TestQueueClockStepKeepsBufferedTicks(t *testing.T) {
+	for _, step := range []time.Duration{30 * time.Second, 15 * time.Minute} {
+		t.Run("+"+step.String(), func(t *testing.T) {
+			clock := redistest.NewTestClock(t)
+			e := newEnv(t, redistest.WithClock(clock))
+			locks, err := locking.New(redistest.New(t).TestClient(t), locking.WithFreshDeployment())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = locks.Close() }) // after the worker's shutdown
+			e.locks = locks
+			cfg := e.config(t, `  - name: batch
+    schedule: "@every 1m"
+    concurrency: buffer_all
+    buffer_max: 3
+    lock_ttl: 3s
+    handler: {name: batch}
+`)
+			cfg.Worker.Concurrency = 4
+			gate := make(chan struct{})
+			exec := newFakeExec(func(ctx context.Context, run Run, v Validity) error {
+				if tickNumber(run.Tick) == 1 {
+					return blockUntil(gate)(ctx, run, v)
+				}
+				return nil
+			})
+			w := e.worker(t, cfg, exec)
+			ticks := []scheduler.Tick{tickOf("batch", 1), tickOf("batch", 2), tickOf("batch", 3)}
+			e.dispatch(t, cfg, ticks[0])
+			recv(t, exec.started, "the slow run")
+			e.dispatch(t, cfg, ticks[1])
+			e.dispatch(t, cfg, ticks[2])
+			e.requireKept(t, "batch", ticks[1], ticks[2])
+
+			if err := clock.Step(step); err != nil {
+				t.Fatal(err)
+			}
+			if rank := e.rankOf(t, "batch", ticks[1], 3*time.Second); rank >= 0 {
+				t.Fatalf("tick 2 still ranks %d after a step of %v: its entry should lapse", rank, step)
+			}
+			e.requireKept(t, "batch", ticks[1], ticks[2]) // back at their renewals
+
+			close(gate)
+			var order []int
+			for range 2 {
+				order = append(order, tickNumber(recv(t, exec.started, "a kept tick's run").run.Tick))
+			}
+			if fmt.Sprint(order) != "[2 3]" {
+				t.Errorf("kept ticks ran in the order %v, want [2 3]", order)
+			}
+			for _, tk := range ticks {
+				e.state(t, "baton:default", tk, asynq.TaskStateCompleted)
+			}
+			if st := w.Stats(); st.Ran != 3 || st.Dropped != 0 {
+				t.Errorf("stats %+v", st)
+			}
+		})
+	}
+}
