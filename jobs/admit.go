@@ -254,8 +254,8 @@ func (w *Worker) admit(ctx context.Context, job *config.Job, t scheduler.Tick, e
 		}
 		return a, w.refuseTick(ctx, job, t, a, RefusedDone, "its tick's task ended already (ledger record "+strconv.Quote(v)+"): a copy of it put back into the queue", false)
 	}
-	if t.Manual {
-		return a, nil // a trigger is explicit: it runs a paused job, and beyond its limits
+	if t.Manual || t.Backfill {
+		return a, nil // a trigger or a backfill is explicit: it runs a paused job, and beyond its limits
 	}
 	if job.Paused {
 		// this replica's list pauses it; a live list that does not runs it

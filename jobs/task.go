@@ -34,6 +34,9 @@ type taskPayload struct {
 	Fence   int64  `json:"fence"`   // dispatch fencing token
 	Replica string `json:"replica"` // the replica that dispatched it
 	Manual  bool   `json:"manual"`  // dispatched by a trigger, not by the schedule
+	// Backfill: dispatched by a backfill or a resume's replay (signed with
+	// the rest; older workers ignore it).
+	Backfill bool `json:"backfill,omitempty"`
 	// Namespace is the deployment that dispatched it (Config.Namespace).
 	Namespace string `json:"ns,omitempty"`
 	// Queue is the asynq queue it was enqueued into: signed with the rest,
@@ -50,13 +53,14 @@ type taskPayload struct {
 // payloadOf returns t's payload.
 func payloadOf(t scheduler.Tick) taskPayload {
 	return taskPayload{
-		V:       formats.TaskPayload,
-		Job:     t.Job,
-		Tick:    t.At.UTC().Format(time.RFC3339Nano), // a manual tick keeps its milliseconds
-		RunID:   t.RunID,
-		Fence:   t.Fence,
-		Replica: t.Replica,
-		Manual:  t.Manual,
+		V:        formats.TaskPayload,
+		Job:      t.Job,
+		Tick:     t.At.UTC().Format(time.RFC3339Nano), // a manual tick keeps its milliseconds
+		RunID:    t.RunID,
+		Fence:    t.Fence,
+		Replica:  t.Replica,
+		Manual:   t.Manual,
+		Backfill: t.Backfill,
 	}
 }
 
@@ -70,7 +74,7 @@ func (p taskPayload) tick() (scheduler.Tick, error) {
 	if err != nil {
 		return scheduler.Tick{}, fmt.Errorf("tick: %w", err)
 	}
-	return scheduler.Tick{Job: p.Job, At: at.UTC(), RunID: p.RunID, Fence: p.Fence, Replica: p.Replica, Manual: p.Manual}, nil
+	return scheduler.Tick{Job: p.Job, At: at.UTC(), RunID: p.RunID, Fence: p.Fence, Replica: p.Replica, Manual: p.Manual, Backfill: p.Backfill}, nil
 }
 
 // taskNamespace returns the namespace a taskTypeRun task's payload names

@@ -35,6 +35,10 @@ type Tick struct {
 	Fence   int64     // dispatch fencing token: increases across the job's dispatches
 	Replica string    // the replica that dispatched it
 	Manual  bool      // dispatched by a trigger, not by the schedule
+	// Backfill: dispatched by Backfill (an operator's backfill, or the
+	// replay of a resume), not by the live schedule: like a trigger it is
+	// explicit, and runs whatever the pause flag and the job's limits say.
+	Backfill bool
 }
 
 // ID is the tick's identity, "job@2006-01-02T15:04:05Z". It is the asynq task

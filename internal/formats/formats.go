@@ -61,6 +61,8 @@ var All = []Format{
 	{"history event", HistoryEvent, true},
 	{"roster entry", RosterEntry, true},
 	{"roster job list", 1, false},
+	{"roster clock step", 1, false},
+	{"tick ledger record", 1, false},
 	{"holder record", HolderRecord, true},
 	{"buffer entries", 1, false},
 	{"max_runs count", 1, false},
