@@ -37,15 +37,17 @@ func TestMain(m *testing.M) {
 
 // helperMain plays baton: it starts a supervised
 // `sh -c 'sleep 100 & echo $! > $GPID_FILE; wait'`, prints "<supervisor
-// pid> <child pid>" and then, in mode "freeze", SIGSTOPs itself (a deadline
-// 500ms away was given) or, in mode "hold", waits to be killed.
+// pid> <child pid>" and then, in mode "freeze", moves the deadline to 500ms
+// away and SIGSTOPs itself or, in mode "hold", waits to be killed. The
+// short deadline is set once the child runs: a supervisor that starts
+// slowly (a busy host) refuses to start a child past its deadline.
 func helperMain(mode string) int {
 	spec := supervisor.Spec{
 		Path: os.Args[0],
 		Args: []string{"sh", "-c", `sleep 100 & echo $! > "$GPID_FILE"; wait`},
 	}
 	if mode == "freeze" {
-		spec.Deadline = time.Now().Add(500 * time.Millisecond)
+		spec.Deadline = time.Now().Add(30 * time.Second)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -53,6 +55,12 @@ func helperMain(mode string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if mode == "freeze" {
+		if err := p.Extend(time.Now().Add(500 * time.Millisecond)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	fmt.Printf("%d %d\n", p.Pid(), p.ChildPid())
 	if mode == "freeze" {

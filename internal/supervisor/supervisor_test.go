@@ -317,9 +317,9 @@ func startHelper(t *testing.T, mode string) (helper *exec.Cmd, sup, child, grand
 	return cmd, sup, child, readPidFile(t, gpid)
 }
 
-// TestParentFrozen: baton (the helper) stops itself right after starting a
-// child with a 500ms deadline; the supervisor kills the child's group on its
-// own while baton stays frozen.
+// TestParentFrozen: baton (the helper) stops itself right after moving its
+// running child's deadline to 500ms away; the supervisor kills the child's
+// group on its own while baton stays frozen.
 func TestParentFrozen(t *testing.T) {
 	helper, sup, child, grandchild := startHelper(t, "freeze")
 	poll.Require(t, 10*time.Second, "the helper to stop", func() bool { return procState(helper.Process.Pid) == "T" })
