@@ -40,7 +40,9 @@ func TestWrappedErrorsSayWhatHappened(t *testing.T) {
 	c := newClient(t, clientsOf(t, s))
 	ctx := testCtx(t)
 
-	l, err := c.TryLock(ctx, "ended", 50*time.Millisecond, locking.WithAutoExtend(false))
+	// long enough to be obtained on a busy host (an answer that comes after
+	// the validity is rightly refused), then waited out
+	l, err := c.TryLock(ctx, "ended", time.Second, locking.WithAutoExtend(false))
 	if err != nil {
 		t.Fatal(err)
 	}
