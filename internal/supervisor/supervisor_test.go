@@ -162,14 +162,21 @@ func TestDeadlineKills(t *testing.T) {
 }
 
 // TestDeadlineGraceFits: with a deadline 600ms away and the default 5s
-// grace, the child still gets SIGTERM before SIGKILL.
+// grace, the child still gets SIGTERM before SIGKILL. The short deadline is
+// set once the child's trap is in place: a supervisor slow to start (a busy
+// host) rightly refuses to start a child past its deadline, and a shell
+// slow to reach its trap would die of the TERM.
 func TestDeadlineGraceFits(t *testing.T) {
 	var out syncBuffer
 	p := start(t, supervisor.Spec{
-		Args:     []string{"sh", "-c", `trap 'echo term; exit 0' TERM; sleep 100 & wait`},
+		Args:     []string{"sh", "-c", `trap 'echo term; exit 0' TERM; echo ready; sleep 100 & wait`},
 		Stdout:   &out,
-		Deadline: time.Now().Add(600 * time.Millisecond),
+		Deadline: time.Now().Add(time.Minute),
 	})
+	poll.Require(t, 10*time.Second, "the child's trap", func() bool { return strings.Contains(out.String(), "ready") })
+	if err := p.Extend(time.Now().Add(600 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := wait(t, p); !errors.Is(err, supervisor.ErrDeadline) {
 		t.Fatalf("Wait: %v, want ErrDeadline", err)
 	}
@@ -350,7 +357,9 @@ func TestDeadlineKillsSetsidEscapees(t *testing.T) {
 	script := `setsid sleep 100 & echo $! > ` + inner + `
 ( setsid sh -c 'echo $$ > ` + orphan + `; exec sleep 100' & )
 sleep 100`
-	p := start(t, supervisor.Spec{Args: []string{"sh", "-c", script}, Deadline: time.Now().Add(2 * time.Second)})
+	// the deadline comes once the escapees are set up (a busy host may
+	// take seconds to get there)
+	p := start(t, supervisor.Spec{Args: []string{"sh", "-c", script}, Deadline: time.Now().Add(time.Minute)})
 	a, b := readPidFile(t, inner), readPidFile(t, orphan)
 	killAtCleanup(t, a)
 	killAtCleanup(t, b)
@@ -360,6 +369,9 @@ sleep 100`
 		if !poll.Until(5*time.Second, func() bool { sid, _ = unix.Getsid(pid); return sid == pid }) {
 			t.Fatalf("pid %d is in session %d: the test did not set up an escapee", pid, sid)
 		}
+	}
+	if err := p.Extend(time.Now().Add(300 * time.Millisecond)); err != nil {
+		t.Fatal(err)
 	}
 	if code, err := wait(t, p); !errors.Is(err, supervisor.ErrDeadline) {
 		t.Fatalf("Wait = %d, %v; want ErrDeadline", code, err)
