@@ -201,10 +201,13 @@ func (s *Scheduler) prepare(ctx context.Context, batch []item) []item {
 // decided, after one pipelined MGET of the tick key and its writer key per
 // master: a plain command costs Redis a fraction of a claim script, and
 // followers normally find the tick done. Any master holding the record means
-// done, as in the claim, except a "done" the item's own claim wrote (its
-// commit's answer was lost): that retry goes on to the claim, which answers
-// MINE. The others are claimed: a lease held elsewhere answers BUSY with its
-// remaining ttl, which tells when to look again.
+// done, as in the claim, except a "done" written before the run: the item's
+// own (its commit's answer was lost: that retry goes on to the claim, which
+// answers MINE), or another claim's on fewer than a quorum of masters (its
+// owner may have died before the commit reached a quorum, and then never ran
+// the tick: the claim weighs it). The others are claimed: a lease held
+// elsewhere answers BUSY with its remaining ttl, which tells when to look
+// again.
 func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 	var check []int
 	for i, it := range batch {
@@ -216,6 +219,7 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 		return batch
 	}
 	done := make([]bool, len(batch))
+	doneBy := make([]int, len(batch)) // masters holding another claim's "done" before its run
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, rdb := range s.masters {
@@ -239,10 +243,12 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 				}
 				v, _ := vs[0].(string)
 				by, _ := vs[1].(string)
-				if v == "done" && writtenBy(by, batch[i].token) {
-					continue // this claim's own commit
-				}
-				if decided(v) && !batch[i].backfill || v == "done" {
+				switch {
+				case v == "done" && writtenBy(by, batch[i].token):
+					// this claim's own commit
+				case v == "done" && by != "" && !batch[i].backfill:
+					doneBy[i]++
+				case decided(v) && !batch[i].backfill || v == "done":
 					done[i] = true
 				}
 			}
@@ -251,7 +257,7 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 	wg.Wait()
 	out := batch[:0]
 	for i, it := range batch {
-		if done[i] {
+		if done[i] || doneBy[i] >= s.quorum {
 			s.add(it.job, func(c *stats) { c.done.Add(1) })
 			continue
 		}
@@ -297,6 +303,7 @@ const (
 	stAbstain  = 5  // the master restarted after the tick was due (may have lost its record)
 	stEarly    = 6  // not yet due by the master's clock (beyond the skew bound)
 	stMine     = 7  // recorded done by this claim's own commit, whose answer was lost
+	stDoneBy   = 8  // recorded done before its run by another claim (a quorum of these is DONE)
 	stUnmarked = -1 // the master's marker went missing: it grants nothing
 )
 
@@ -347,7 +354,7 @@ type outcome struct {
 // decide tallies the masters' answers to one claim into the quorum's
 // verdict.
 func (s *Scheduler) decide(as []answer) outcome {
-	var owned, mine, missed, paused, busy, errs, abstain, early int
+	var owned, mine, doneBy, missed, paused, busy, errs, abstain, early int
 	var o outcome
 	answered := false // some master answered: the first one decides o.first
 	var low int64
@@ -367,6 +374,8 @@ func (s *Scheduler) decide(as []answer) outcome {
 		switch a.st {
 		case stDone:
 			return outcome{st: stDone}
+		case stDoneBy:
+			doneBy++
 		case stOwned, stMine:
 			if a.st == stMine {
 				mine++
@@ -409,15 +418,25 @@ func (s *Scheduler) decide(as []answer) outcome {
 		// some master's clock says the tick is not due: this replica's
 		// clock is ahead; ask again when it is (releasing what was owned)
 		o.st, o.split, o.early = stBusy, owned > 0, true
+	case doneBy >= s.quorum:
+		// another claim's commit reached a quorum: its run started
+		o.st = stDone
 	case owned+mine >= s.quorum:
 		// (a master holding this claim's own record counts as granting it:
-		// the commit is completed on the others before the run)
+		// the commit is completed on the others before the run.) Another
+		// claim's "done" on the rest never reached a quorum, or a master
+		// granting now would hold it (one that lost it by a restart
+		// abstains): that claim's owner never ran the tick, and died or
+		// gave it up
 		o.st, o.agree = stOwned, low == o.fence
 	case paused >= s.quorum:
 		o.st = stPaused
 	case missed >= s.quorum:
 		o.st = stMissed
-	case abstain+paused > len(as)-s.quorum:
+	case abstain+paused > len(as)-s.quorum, busy == 0 && abstain+paused+doneBy > len(as)-s.quorum:
+		// (another claim's "done" on some masters: with no lease left
+		// that could complete it, the masters that restarted may have held
+		// it on a quorum, so it may have run)
 		o.st, o.unknown, o.split = stMissed, true, owned > 0
 	case busy > 0:
 		o.st, o.split = stBusy, owned > 0

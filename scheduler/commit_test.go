@@ -349,3 +349,63 @@ func TestMinorityCommitThenRestartRunsOnce(t *testing.T) {
 type tlogw struct{ t *testing.T }
 
 func (w tlogw) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// Schedule: three masters; R's links to B and C are cut while its commit
+// goes out, so only A records the tick done, and R dies there (its retries
+// never run). R never ran the tick: it runs only once a quorum has its
+// commit. Another replica, as a follower and as a fresh claim, must not
+// read A's record as "dispatched": once R's lease is gone, it claims B and
+// C and runs the tick. R, back, finds it done and does not run it again.
+func TestOwnerDeadAfterMinorityCommitTickRunsElsewhere(t *testing.T) {
+	for _, follower := range []bool{true, false} {
+		name := "fresh claim"
+		if follower {
+			name = "follower"
+		}
+		t.Run(name, func(t *testing.T) {
+			m := newCMMasters(t, 3)
+			d := &cmDisp{}
+			bc := []int{1, 2}
+			var once sync.Once
+			cut := WithObserver(func(kind, _ string, _ time.Time, _ string) {
+				if kind == "committed" {
+					once.Do(func() {
+						if err := onProxies(m, bc, (*redistest.Proxy).Cut)(); err != nil {
+							t.Error(err)
+						}
+					})
+				}
+			})
+			const lease = time.Second
+			r := m.replica(t, true, true, time.Minute, d, WithReplica("R"), WithTickLeaseTTL(lease), WithMasterTimeout(200*time.Millisecond), cut)
+			at := rvTick()
+			claimed := time.Now()
+			r.process(context.Background(), rvBatch(r, at, "c"))
+			if runs, _ := d.counts(); runs != 0 {
+				t.Fatalf("R ran the tick %d times with its commit on a minority", runs)
+			}
+			if recs := m.records(t, r, at); recs[0] != "done" {
+				t.Fatalf("records %q: want A's done (the schedule needs it)", recs)
+			}
+			rvRetries(r) // R is dead: its retries are dropped
+			time.Sleep(time.Until(claimed.Add(lease + 200*time.Millisecond))) // real time: R's leases expire by the masters' clocks
+			r2 := m.replica(t, false, true, time.Minute, d, WithReplica("R2"))
+			b := rvBatch(r2, at, "c")
+			b[0].follower = follower
+			r2.process(context.Background(), b)
+			settleRetries(r2, 5)
+			if runs, notRun := d.counts(); runs != 1 {
+				t.Fatalf("tick ran %d times (not-run records %q, records %q), want once", runs, notRun, m.records(t, r, at))
+			}
+			// R comes back and retries its claim
+			if err := onProxies(m, bc, (*redistest.Proxy).Restore)(); err != nil {
+				t.Fatal(err)
+			}
+			r.process(context.Background(), rvBatch(r, at, "c"))
+			settleRetries(r, 5)
+			if runs, notRun := d.counts(); runs != 1 {
+				t.Fatalf("tick ran %d times after R came back (not-run records %q), want once", runs, notRun)
+			}
+		})
+	}
+}

@@ -35,6 +35,10 @@
 --
 -- Returns {0, fence} OWNED: the caller holds the tick lease and must dispatch
 --         {1, 0}     DONE: the tick was dispatched
+--         {8, 0}     DONE BY ANOTHER CLAIM before its run (commit_owned): the
+--                    run started only if a quorum of masters holds that
+--                    record, so the caller weighs it with the other masters'
+--                    answers (a backfill answers DONE)
 --         {7, fence} MINE: the tick is recorded done by this claim's own commit
 --                    (ARGV[1]), whose answer its owner did not get; fence is
 --                    the one it was recorded with
@@ -77,6 +81,7 @@ if v == 'done' then
   if by then
     local token, fence = string.match(by, '^(%x+):(%d+)$')
     if token == ARGV[1] then return {7, tonumber(fence)} end
+    if not backfill then return {8, 0} end
   end
   return {1, 0}
 end
