@@ -287,7 +287,7 @@ func URL(u string) string {
 	}
 	at := strings.LastIndex(u, "@")
 	if at < 0 {
-		return u
+		return maskPortlessPassword(u)
 	}
 	// the prefix is the scheme as written, with or without "//" or a
 	// colon (":pw@host:6379" is a typo away from a URL too)
@@ -307,6 +307,31 @@ func URL(u string) string {
 		return u[:start] + user + ":" + Mask + u[at:]
 	}
 	return u[:start] + Mask + u[at:]
+}
+
+// maskPortlessPassword masks, in a URL u without "@" that did not parse,
+// what follows the first ":" of its host part unless it is a port number:
+// "redis://:pw" and "redis://user:pw/0" (a URL whose "@host" was left
+// out) read the password as a port.
+func maskPortlessPassword(u string) string {
+	_, rest, ok := strings.Cut(u, "://")
+	if !ok || strings.HasPrefix(rest, "[") {
+		return u
+	}
+	start := len(u) - len(rest)
+	end := len(u)
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		end = start + i
+	}
+	colon := strings.IndexByte(u[start:end], ':')
+	if colon < 0 {
+		return u
+	}
+	port := u[start+colon+1 : end]
+	if strings.Trim(port, "0123456789") == "" {
+		return u
+	}
+	return u[:start+colon+1] + Mask + u[end:]
 }
 
 // isSchemeByte reports whether c may stand in a URL scheme (RFC 3986:

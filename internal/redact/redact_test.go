@@ -69,6 +69,9 @@ func TestURLWithoutHostMasksThePassword(t *testing.T) {
 		"redis://:12/s3cret@host":     "redis://:xxxxx@host",
 		"redis://s3cret@h:bad/0":      "redis://xxxxx@h:bad/0",
 		":s3cret@host:6379":           ":xxxxx@host:6379",
+		"redis://:s3cret":             "redis://:xxxxx",
+		"redis://user:s3cret":         "redis://user:xxxxx",
+		"redis://user:s3cret/0":       "redis://user:xxxxx/0",
 	} {
 		got := URL(in)
 		if got != want || strings.Contains(got, "s3") {

@@ -51,7 +51,8 @@ func Parse(raw string) (*redis.Options, error) {
 
 // describe says what is wrong in an error of url.Parse or redis.ParseURL
 // without the URL: a *url.Error quotes all of it, a bad escape the three
-// bytes it is in (of a password, maybe).
+// bytes it is in (of a password, maybe), a bad port the port (the password
+// of "redis://:pw", maybe).
 func describe(err error) string {
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -60,6 +61,10 @@ func describe(err error) string {
 	var ee url.EscapeError
 	if errors.As(err, &ee) {
 		return `a "%" not followed by two hex digits (write %25 for a literal %)`
+	}
+	if strings.HasPrefix(err.Error(), "invalid port ") {
+		// it quotes the port: a password, when "@host" was left out
+		return "a port that is not a number (a password without @host after it?)"
 	}
 	var he url.InvalidHostError
 	if errors.As(err, &he) {

@@ -37,6 +37,8 @@ func TestParseRefusesAURLWithoutHost(t *testing.T) {
 		"redis://host/s3cret":         "the path after host:port must be empty or /N",
 		"redis://:s3%zzcret@host/0":   `a "%" not followed by two hex digits`,
 		"redis://:s3cret@h st:6379/0": "a character a host name cannot hold",
+		"redis://:s3cret":             "a port that is not a number",
+		"redis://user:s3cret/0":       "a port that is not a number",
 	} {
 		_, err := Parse(raw)
 		if err == nil || !strings.Contains(err.Error(), want) {
