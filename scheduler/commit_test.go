@@ -387,8 +387,10 @@ func TestOwnerDeadAfterMinorityCommitTickRunsElsewhere(t *testing.T) {
 			if recs := m.records(t, r, at); recs[0] != "done" {
 				t.Fatalf("records %q: want A's done (the schedule needs it)", recs)
 			}
-			rvRetries(r) // R is dead: its retries are dropped
-			time.Sleep(time.Until(claimed.Add(lease + 200*time.Millisecond))) // real time: R's leases expire by the masters' clocks
+			// R is dead: its retries are dropped
+			rvRetries(r)
+			// real time: R's leases expire by the masters' clocks
+			time.Sleep(time.Until(claimed.Add(lease + 200*time.Millisecond)))
 			r2 := m.replica(t, false, true, time.Minute, d, WithReplica("R2"))
 			b := rvBatch(r2, at, "c")
 			b[0].follower = follower
