@@ -518,10 +518,12 @@ func (s *Scheduler) extendLeases(ctx context.Context, batch []item, waiting []cl
 }
 
 // unrecorded is a tick of a batch whose claim found its own "done" on some
-// masters but was decided otherwise, and the record that replaces it.
+// masters but was decided otherwise, and the record that replaces it; or a
+// tick recorded before its run that the dispatcher left to another
+// replica's job list, whose record is withdrawn.
 type unrecorded struct {
 	idx    int
-	record string // "missed" or "paused"
+	record string // "missed" or "paused"; "" withdraws the record
 }
 
 // unrecord replaces this claim's own "done" records of the ticks in u with

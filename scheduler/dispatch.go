@@ -25,8 +25,19 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []claimed,
 	results := make(chan dispatched, len(owned))
 	go s.handOut(ctx, batch, owned, claimedAt, results)
 
-	var commit, failed, left []int // batch indices
+	var commit, failed, left, withdraw []int // batch indices
 	flush := func() {
+		if len(withdraw) > 0 {
+			// recorded before a run that did not start: the record goes,
+			// so a replica whose list takes the tick can claim it
+			u := make([]unrecorded, len(withdraw))
+			for k, i := range withdraw {
+				u[k] = unrecorded{idx: i}
+			}
+			s.unrecord(context.WithoutCancel(ctx), batch, u)
+			left = append(left, withdraw...)
+			withdraw = nil
+		}
 		if len(commit) > 0 {
 			s.commit(ctx, batch, commit)
 			commit = nil
@@ -48,6 +59,8 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []claimed,
 			failed = append(failed, r.idx)
 		case toLeave:
 			left = append(left, r.idx)
+		case toWithdraw:
+			withdraw = append(withdraw, r.idx)
 		}
 	}
 	// commit whenever the results pause, and at least every 256 of them
@@ -59,7 +72,7 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []claimed,
 				return
 			}
 			handle(r)
-			if len(commit)+len(failed)+len(left) >= 256 {
+			if len(commit)+len(failed)+len(left)+len(withdraw) >= 256 {
 				flush()
 			}
 		default:
@@ -177,10 +190,11 @@ var errNotRecorded = errors.New("scheduler: tick not recorded before its run")
 type settlement int
 
 const (
-	settled   settlement = iota // nothing: recorded before the dispatch
-	toCommit                    // dispatched: record the tick done
-	toRelease                   // not dispatched: release the lease, try again
-	toLeave                     // another replica's job list takes it: release, look again later
+	settled    settlement = iota // nothing: recorded before the dispatch
+	toCommit                     // dispatched: record the tick done
+	toRelease                    // not dispatched: release the lease, try again
+	toLeave                      // another replica's job list takes it: release, look again later
+	toWithdraw                   // the same, for a tick recorded before the dispatch: withdraw the record first
 )
 
 // settle counts and logs the result r of dispatching it, and tells what is
@@ -197,10 +211,16 @@ func (s *Scheduler) settle(ctx context.Context, it item, r dispatched) settlemen
 		}
 		return toCommit
 	}
-	if errors.Is(r.err, ErrLeftToOthers) && !r.committed {
+	if errors.Is(r.err, ErrLeftToOthers) {
+		// a tick recorded before its dispatch (CommitFirst) gets here when
+		// the limit was reached after its precheck: its run did not start,
+		// so its record is withdrawn, as if it had never been written
 		s.add(it.job, func(c *stats) { c.leftToOthers.Add(1) })
 		s.opts.log.Info("tick left to a replica whose job list takes it: released unrecorded", "job", it.job.Name,
 			"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica, "why", r.err)
+		if r.committed {
+			return toWithdraw
+		}
 		return toLeave
 	}
 	if r.committed {

@@ -54,6 +54,58 @@ func (p prechecking) Precheck(context.Context, scheduler.Tick) error {
 	return p.take()
 }
 
+// passingPrecheck is a Prechecker whose Precheck lets every tick through:
+// the limit is reached between its read and the dispatch (another tick of
+// the job counted meanwhile), so Dispatch is the one that leaves the tick
+// to another replica's job list.
+type passingPrecheck struct{ *leaving }
+
+func (p passingPrecheck) Precheck(context.Context, scheduler.Tick) error {
+	p.asked <- "precheck"
+	return nil
+}
+
+// A commit-first tick that passed its precheck and that the dispatcher then
+// leaves to another replica's job list (the list's max_runs was reached
+// between the two, while a live list would still run it) did not run: its
+// record is withdrawn and its lease released, so a replica whose list takes
+// it claims and runs it, instead of the tick staying "done" with no run.
+func TestCommittedTickLeftToOthersStillRuns(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	clk := clock.NewFake(now())
+	l := &leaving{left: 1, asked: make(chan string, 10), rec: newRecorder()}
+	jobs := []scheduler.Job{{Name: "a", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute, CommitFirst: true}}
+	ttl := time.Second
+	r := start(t, []*redis.Client{rdb}, jobs, passingPrecheck{l}, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour),
+		scheduler.WithTickLeaseTTL(ttl))
+	if err := clk.BlockUntil(3); err != nil { // tick, membership and skew timers
+		t.Fatal(err)
+	}
+	tick := scheduler.Ticks(jobs[0].Schedule, clk.Now(), clk.Now().Add(time.Minute), 1)[0]
+	clk.Set(tick)
+	key := fmt.Sprintf("baton:{a}:tick:%d", tick.UnixMilli())
+	poll.Require(t, 10*time.Second, "the tick taken after it was left to others", func() bool {
+		if clk.Now().Before(tick.Add(5 * ttl)) {
+			clk.Advance(50 * time.Millisecond)
+		}
+		return len(l.rec.snapshot()) > 0
+	})
+	poll.Require(t, 10*time.Second, "the tick recorded done", func() bool {
+		v, err := rdb.Get(ctx, key).Result()
+		return err == nil && v == "done"
+	})
+	r.stop()
+	if got := l.rec.snapshot(); len(got) != 1 || len(got["a@"+tick.UTC().Format(time.RFC3339)]) != 1 {
+		t.Fatalf("dispatched %v, want tick %v once", got, tick)
+	}
+	st := r.s.JobStats()["a"]
+	if st.LeftToOthers != 1 || st.DispatchErrors != 0 || st.Missed != 0 {
+		t.Fatalf("stats %+v: want 1 left to others, no dispatch error, none missed", st)
+	}
+}
+
 // A tick the dispatcher leaves to another replica's job list is released
 // unrecorded (a commit-first tick is not recorded before its run), counted
 // as left and not as a failure, and looked at again a lease ttl later: here

@@ -22,7 +22,10 @@ var ErrJobDone = errors.New("scheduler: the job takes no more ticks")
 // that raised or removed max_runs). The tick is released unrecorded: no
 // replica records it decided on the strength of one job list. This replica
 // claims it again after a back-off, as a follower, and normally finds it
-// done by the other.
+// done by the other. A CommitFirst tick recorded before its Dispatch
+// returned this (the limit reached after its Precheck) has its record
+// withdrawn first: its run did not start. Dispatch must not return it for
+// a tick whose run started.
 var ErrLeftToOthers = errors.New("scheduler: tick left to a replica whose job list takes it")
 
 // Tick is one scheduled (or manually triggered) run of a job. Its identity is
@@ -69,7 +72,7 @@ type Dispatcher interface {
 // Precheck returns an error wrapping ErrJobDone (the tick is recorded as
 // decided) or ErrLeftToOthers (released unrecorded), or nil. It only reads:
 // Dispatch still decides (a limit reached between the two is settled as
-// ErrJobDone after the record).
+// ErrJobDone after the record; ErrLeftToOthers then withdraws the record).
 type Prechecker interface {
 	Precheck(ctx context.Context, t Tick) error
 }
