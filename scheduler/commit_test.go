@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ type cmDisp struct {
 	runs   []Tick
 	notRun []string // reasons
 	before func(Tick)
+	err    error // what Dispatch answers
 }
 
 func (d *cmDisp) Dispatch(_ context.Context, t Tick) error {
@@ -35,6 +37,9 @@ func (d *cmDisp) Dispatch(_ context.Context, t Tick) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.err != nil {
+		return d.err
+	}
 	d.runs = append(d.runs, t)
 	return nil
 }
@@ -409,5 +414,25 @@ func TestOwnerDeadAfterMinorityCommitTickRunsElsewhere(t *testing.T) {
 				t.Fatalf("tick ran %d times after R came back (not-run records %q), want once", runs, notRun)
 			}
 		})
+	}
+}
+
+// A tick of a job that commits first is recorded done before its run; when
+// that run then fails to start, the tick is not tried again (it may have
+// started), and its history says it did not run and why: never "done"
+// with nothing to show for it.
+func TestCommittedTickWhoseRunFailsToStartIsRecordedNotRun(t *testing.T) {
+	m := newCMMasters(t, 1)
+	d := &cmDisp{err: errors.New("exec: \"nosuch\": executable file not found in $PATH")}
+	s := m.replica(t, false, true, time.Minute, d, WithReplica("R"))
+	at := rvTick()
+	s.process(context.Background(), rvBatch(s, at, "c"))
+	settleRetries(s, 3)
+	_, notRun := d.counts()
+	if len(notRun) != 1 || !strings.Contains(notRun[0], "did not start") || !strings.Contains(notRun[0], "nosuch") {
+		t.Fatalf("not-run records %q, want one saying the run did not start, and why", notRun)
+	}
+	if recs := m.records(t, s, at); recs[0] != "done" {
+		t.Errorf("records %q: the tick must stay decided (it is not tried again)", recs)
 	}
 }

@@ -229,6 +229,8 @@ func (s *Scheduler) settle(ctx context.Context, it item, r dispatched) settlemen
 			s.add(it.job, func(c *stats) { c.dispatchErrors.Add(1) })
 			s.opts.log.Error("tick recorded but its run did not start; it is not retried (it may have started)", "job", it.job.Name,
 				"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica, "err", r.err)
+			// "done" says it ran: the history says it did not, and why
+			s.recordNotDispatched(ctx, []item{it}, []notDispatched{{reason: "recorded before its run, which did not start (not tried again): " + r.err.Error()}})
 			return settled
 		}
 		s.add(it.job, func(c *stats) { c.dispatched.Add(1) })
