@@ -269,7 +269,10 @@ func (d *Dispatcher) Precheck(ctx context.Context, t scheduler.Tick) error {
 // (scheduler.ErrLeftToOthers: released, not recorded); otherwise done is
 // returned (it wraps scheduler.ErrJobDone). Replicas of versions that do
 // not publish their limits count as not taking it (what they decide, they
-// decide by their own list). A roster that cannot be read, or that shows no
+// decide by their own list). A replica counts as live by the queue Redis's
+// clock or when it beat within the liveness window of the newest heartbeat
+// (a short step of that clock, not yet seen by a heartbeat, moves every
+// entry's age alike). A roster that cannot be read, or that shows no
 // live replica (this one's own heartbeat not among them: the queue Redis's
 // clock stepped), leaves the tick undecided: an error, and the tick is
 // tried again.
@@ -281,8 +284,19 @@ func (d *Dispatcher) doneHere(ctx context.Context, job *config.Job, count int64,
 	if stale(members) {
 		return fmt.Errorf("jobs: %s reached max_runs here; the roster shows no live replica, this one included (the queue Redis's clock stepped forward?): whether another job list takes its tick is decided after a heartbeat", job.Name)
 	}
+	// live by the queue Redis's clock, or by the newest heartbeat: a step
+	// forward of that clock shorter than the liveness window, before a
+	// heartbeat has seen it, makes a member that beat a little before this
+	// one look dead while this one looks live (not stale), but moves no
+	// heartbeat against another
+	var newest time.Time
 	for _, m := range members {
-		if !m.Live || m.Role == "worker" || !m.LimitsKnown {
+		if m.Seen.After(newest) {
+			newest = m.Seen
+		}
+	}
+	for _, m := range members {
+		if !m.Live && newest.Sub(m.Seen) > rosterLive || m.Role == "worker" || !m.LimitsKnown {
 			continue
 		}
 		l, ok := m.Jobs[job.Name]

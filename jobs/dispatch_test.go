@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -342,5 +343,50 @@ func TestQueueClockStepForwardLeavesMaxRunsUndecided(t *testing.T) {
 	}
 	if err := d.doneHere(ctx, job, 2, done); !errors.Is(err, scheduler.ErrLeftToOthers) {
 		t.Fatalf("after a heartbeat saw the step: %v, want the tick left to the new list", err)
+	}
+}
+
+// A forward step of the queue Redis's clock shorter than the liveness
+// window (a few seconds: an NTP step), before any heartbeat has seen it,
+// makes a replica that beat a little earlier look dead while this one's
+// own entry still looks live: the roster is not stale, and a tick past this
+// list's max_runs must still be left to that replica's list, never
+// recorded done.
+func TestQueueClockStepOfSecondsLeavesMaxRunsToLiveList(t *testing.T) {
+	ctx := context.Background()
+	clock := redistest.NewTestClock(t)
+	srv := redistest.New(t, redistest.WithClock(clock))
+	rdb := srv.TestClient(t)
+	e := &env{srv: srv}
+	oldCfg := e.config(t, "  - {name: capped, schedule: \"@every 1m\", max_runs: 2, handler: {name: capped}}\n")
+	newCfg := e.config(t, "  - {name: capped, schedule: \"@every 1m\", max_runs: 5, handler: {name: capped}}\n")
+	self := newRoster(rdb, oldCfg, Member{ID: "old", Role: "run", Queues: []string{"default"}}, testLogger(t))
+	other := newRoster(rdb, newCfg, Member{ID: "new", Role: "run", Queues: []string{"default"}}, testLogger(t))
+	for _, r := range []*roster{other, self} {
+		if _, err := r.beat(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// the new replica's last heartbeat was 1.5 s ago (they come every 2 s)
+	entry, err := rdb.HGet(ctx, rosterKeys("baton")[0], other.self.key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, js, _ := strings.Cut(entry, " ")
+	earlier := time.Now().Add(clock.Offset() - 1500*time.Millisecond).UnixMilli()
+	if err := rdb.HSet(ctx, rosterKeys("baton")[0], other.self.key, strconv.FormatInt(earlier, 10)+" "+js).Err(); err != nil {
+		t.Fatal(err)
+	}
+	d := NewDispatcher(oldCfg, nil, nil, WithQueueRedis(rdb))
+	job, _ := oldCfg.Job("capped")
+	done := fmt.Errorf("capped ran its max_runs: %w", scheduler.ErrJobDone)
+	if err := d.doneHere(ctx, job, 2, done); !errors.Is(err, scheduler.ErrLeftToOthers) {
+		t.Fatalf("before the step: %v, want the tick left to the new list", err)
+	}
+	if err := clock.Step(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.doneHere(ctx, job, 2, done); errors.Is(err, scheduler.ErrJobDone) {
+		t.Fatalf("after a 5 s step, before a heartbeat saw it: %v, want the tick left to the new list (or undecided)", err)
 	}
 }
