@@ -693,26 +693,31 @@ func (w *warnings) find(s string) string {
 }
 
 // A job's dispatch fencing counter that holds no integer below 2^53 (here
-// 2^63-1, which Lua's doubles would turn into a negative fence), or a job
-// mark that holds no time, dispatches nothing: the tick is held back with a
-// warning naming the master and the key, and once an operator deletes the
-// key it is dispatched with a fence above every one issued before.
+// 2^63-1, which Lua's doubles would turn into a negative fence), a job
+// mark that holds no time, or a tick that holds neither a record nor a
+// claim token (read as a lease, it would keep the tick busy and unrecorded)
+// dispatches nothing: the tick is held back with a warning naming the
+// master and the key, and once an operator deletes the key it is dispatched
+// with a fence above every one issued before.
 func TestCorruptFenceCounterHoldsTicksBack(t *testing.T) {
+	begin := now()
+	tick := "baton:{f}:tick:" + strconv.FormatInt(begin.Truncate(time.Minute).Add(time.Minute).UnixMilli(), 10)
 	for _, tc := range []struct{ key, value string }{
 		{"baton:{f}:fence", "9223372036854775807"},
 		{"baton:{f}:fence", "1.5"},
 		{"baton:{f}:mark", "abc"},
+		{tick, "\x1b[2Jdone"},
 	} {
-		t.Run(tc.key+"="+tc.value, func(t *testing.T) { corruptKeyHoldsTicksBack(t, tc.key, tc.value) })
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) { corruptKeyHoldsTicksBack(t, begin, tc.key, tc.value) })
 	}
 }
 
-func corruptKeyHoldsTicksBack(t *testing.T, key, value string) {
+func corruptKeyHoldsTicksBack(t *testing.T, begin time.Time, key, value string) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	ctx := context.Background()
 	rdb.Set(ctx, key, value, 0)
-	clk := clock.NewFake(now())
+	clk := clock.NewFake(begin)
 	rec := newRecorder()
 	w := &warnings{}
 	jobs := []scheduler.Job{{Name: "f", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute}}

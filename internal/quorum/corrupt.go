@@ -21,16 +21,26 @@ var ErrCorrupt = errors.New("locking: corrupt")
 const MaxCounter = 1<<53 - 2
 
 // CorruptError names a counter that holds something else than an integer
-// from 0 to MaxCounter, and the master it is on. It wraps ErrCorrupt.
+// from 0 to MaxCounter, or a record that holds none of the values its
+// scripts write, and the master it is on. It wraps ErrCorrupt.
 type CorruptError struct {
 	Addr  string // the master's address, without credentials
 	Key   string
 	Value string // what the key holds (its first 64 bytes)
+	Want  string // what it should hold; empty: a counter
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("corrupt: key %q on master %s holds %q, not an integer from 0 to 2^53-2", e.Key, e.Addr, e.Value)
+	want := e.Want
+	if want == "" {
+		want = "an integer from 0 to 2^53-2"
+	}
+	return fmt.Sprintf("corrupt: key %q on master %s holds %q, not %s", e.Key, e.Addr, e.Value, want)
 }
+
+// wantRecord is what a tick key may hold (the error reply "CORRUPTREC i
+// VALUE" of a script that read something else there).
+const wantRecord = `a tick record ("done", "missed" or "paused") or a claim token (hex)`
 
 // Unwrap lets errors.Is find ErrCorrupt.
 func (e *CorruptError) Unwrap() error { return ErrCorrupt }
@@ -52,14 +62,23 @@ func ParseCounter(s string) (n int64, ok bool) {
 }
 
 // corrupt turns a script's "CORRUPT i VALUE" error reply (see q_count in
-// lua/prelude.lua) into a *CorruptError naming the master and KEYS[i] of the
-// command line; other answers are left as they are.
+// lua/prelude.lua), or "CORRUPTREC i VALUE" for a tick record, into a
+// *CorruptError naming the master and KEYS[i] of the command line; other
+// answers are left as they are.
 func (m *Master) corrupt(cmd *redis.Cmd, line []any) {
 	err := cmd.Err()
 	if err == nil || !redis.HasErrorPrefix(err, "CORRUPT") {
 		return
 	}
-	rest := strings.TrimPrefix(err.Error(), "CORRUPT ")
+	kind, rest, _ := strings.Cut(err.Error(), " ")
+	want := ""
+	switch kind {
+	case "CORRUPT":
+	case "CORRUPTREC":
+		want = wantRecord
+	default:
+		return
+	}
 	idx, val, _ := strings.Cut(rest, " ")
 	i, aerr := strconv.Atoi(idx)
 	nkeys, _ := line[2].(int)
@@ -67,5 +86,5 @@ func (m *Master) corrupt(cmd *redis.Cmd, line []any) {
 		return
 	}
 	key, _ := line[2+i].(string)
-	cmd.SetErr(&CorruptError{Addr: m.Addr, Key: key, Value: val})
+	cmd.SetErr(&CorruptError{Addr: m.Addr, Key: key, Value: val, Want: want})
 }

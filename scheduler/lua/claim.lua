@@ -60,7 +60,9 @@
 --                    the client checked it): it grants nothing until repaired
 -- Fails with "CORRUPT 3 VALUE" or "CORRUPT 4 VALUE" (see q_count), writing
 -- nothing, when the mark or the fencing counter holds anything but an integer
--- below 2^53.
+-- below 2^53, and with "CORRUPTREC 1 VALUE" when the tick holds anything but
+-- a record these scripts write or a claim token (read as a lease, it would
+-- keep the tick busy, and unrecorded, for as long as it stays).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local quorum = ARGV[6] == 'q'
@@ -74,7 +76,13 @@ if corrupt then return corrupt end
 local _, corruptFence = q_count(4)
 if corruptFence then return corruptFence end
 
-local v = redis.call('GET', KEYS[1])
+local v = redis.pcall('GET', KEYS[1])
+if type(v) ~= 'string' and v ~= false then
+  return redis.error_reply('CORRUPTREC 1 (not a string)')
+end
+if v and v ~= 'done' and v ~= 'missed' and v ~= 'paused' and not string.find(v, '^%x+$') then
+  return redis.error_reply('CORRUPTREC 1 ' .. string.sub(v, 1, 64))
+end
 local backfill = ARGV[10] == '1'
 if v == 'done' then
   local by = redis.call('GET', KEYS[5])
