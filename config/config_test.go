@@ -283,7 +283,7 @@ var badFiles = map[string][]string{
 	"empty-command": {`:7: job "report": exec.command: required: a non-empty argv`},
 	"http-spec": {
 		`:7: job "report": http.method: "post": write methods in upper case (POST)`,
-		`:8: job "report": http.url: scheme must be http:// or https://, got "ftp://example.com/"`,
+		`:8: job "report": http.url: scheme must be http:// or https://, got "ftp://"`,
 		`:10: job "report": http.headers.X-Baton-Job: X-Baton-* headers are reserved`,
 		`:11: job "report": http.expect_status[1]: status 999 is not between 100 and 599`,
 	},

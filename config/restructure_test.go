@@ -277,10 +277,10 @@ security:
   accept_unsigned: false
 
 == 03-secret-url.yaml full
-ERR 03-secret-url.yaml:1: redis.url: invalid Redis URL "xxxxx": invalid URL: invalid port "xxxxx" after host
+ERR 03-secret-url.yaml:1: redis.url: invalid Redis URL "xxxxx": invalid URL: a port that is not a number (a password without @host after it?)
 03-secret-url.yaml:6: job "alpha": timeout: invalid duration "xxxxxs"
 == 03-secret-url.yaml conn
-ERR 03-secret-url.yaml:1: redis.url: invalid Redis URL "xxxxx": invalid URL: invalid port "xxxxx" after host
+ERR 03-secret-url.yaml:1: redis.url: invalid Redis URL "xxxxx": invalid URL: a port that is not a number (a password without @host after it?)
 == 04-syntax.yaml full
 ERR 04-syntax.yaml:2: did not find expected key
 == 04-syntax.yaml conn

@@ -763,10 +763,12 @@ func checkHTTPURL(s string) error {
 		return fmt.Errorf("invalid URL: %w", urlErr(err))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("scheme must be http:// or https://, got %q", redact.URL(s))
+		// the scheme only: the rest may hold a user, a host or a token
+		// (of a ${VAR} value, masked only where a message quotes it whole)
+		return fmt.Errorf("scheme must be http:// or https://, got %q", u.Scheme+"://")
 	}
 	if u.Host == "" {
-		return fmt.Errorf("no host in %q", redact.URL(s))
+		return errors.New("no host: write http://host/path or https://host/path")
 	}
 	return nil
 }
