@@ -436,3 +436,32 @@ func TestCommittedTickWhoseRunFailsToStartIsRecordedNotRun(t *testing.T) {
 		t.Errorf("records %q: the tick must stay decided (it is not tried again)", recs)
 	}
 }
+
+// A tick recorded done whose writer key holds no "<token>:<fence>" with a
+// fence an acquire could issue (text, 0, beyond 2^53-1) is reported corrupt,
+// naming the writer key: never read as a claim's own record with a fence
+// Lua's doubles would round or turn negative.
+func TestCorruptTickWriterIsReported(t *testing.T) {
+	m := newCMMasters(t, 1)
+	s := m.replica(t, false, true, time.Minute, &cmDisp{})
+	at := rvTick()
+	ctx := context.Background()
+	key := s.jobs["c"].keys.tickKey(at)
+	for _, by := range []string{"abc", "ab12:0", "ab12:9223372036854775807", "ab12:9007199254740992", "ab12:-5"} {
+		m.direct[0].Set(ctx, key, "done", time.Minute)
+		m.direct[0].Set(ctx, writerKey(key), by, time.Minute)
+		b := s.prepare(ctx, rvBatch(s, at, "c"))
+		b = append(b, item{job: s.jobs["c"], at: at, key: key, token: "ab12"}) // the claim that wrote it
+		for i := range b {
+			err := s.claim(ctx, b)[0][i].err
+			var ce *quorum.CorruptError
+			if !errors.As(err, &ce) || ce.Key != writerKey(key) || ce.Value != by {
+				t.Errorf("writer %q, claim %d: %v, want a corrupt error naming %s", by, i, err, writerKey(key))
+			}
+		}
+	}
+	m.direct[0].Set(ctx, writerKey(key), "ab12:9007199254740991", time.Minute) // the last fence issued
+	if a := s.claim(ctx, []item{{job: s.jobs["c"], at: at, key: key, token: "ab12"}})[0][0]; a.err != nil || a.st != stMine || a.val != 1<<53-1 {
+		t.Errorf("the last fence: %+v, want MINE with 2^53-1", a)
+	}
+}

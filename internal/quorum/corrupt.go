@@ -38,9 +38,13 @@ func (e *CorruptError) Error() string {
 	return fmt.Sprintf("corrupt: key %q on master %s holds %q, not %s", e.Key, e.Addr, e.Value, want)
 }
 
-// wantRecord is what a tick key may hold (the error reply "CORRUPTREC i
-// VALUE" of a script that read something else there).
-const wantRecord = `a tick record ("done", "missed" or "paused") or a claim token (hex)`
+// What a tick key and its writer key may hold: the error replies
+// "CORRUPTREC i VALUE" and "CORRUPTBY i VALUE" of a script that read
+// something else there.
+const (
+	wantRecord = `a tick record ("done", "missed" or "paused") or a claim token (hex)`
+	wantWriter = `"<claim token>:<fence>" with a fence from 1 to 2^53-1`
+)
 
 // Unwrap lets errors.Is find ErrCorrupt.
 func (e *CorruptError) Unwrap() error { return ErrCorrupt }
@@ -62,7 +66,8 @@ func ParseCounter(s string) (n int64, ok bool) {
 }
 
 // corrupt turns a script's "CORRUPT i VALUE" error reply (see q_count in
-// lua/prelude.lua), or "CORRUPTREC i VALUE" for a tick record, into a
+// lua/prelude.lua), or "CORRUPTREC i VALUE" / "CORRUPTBY i VALUE" for a
+// tick record / its writer, into a
 // *CorruptError naming the master and KEYS[i] of the command line; other
 // answers are left as they are.
 func (m *Master) corrupt(cmd *redis.Cmd, line []any) {
@@ -76,6 +81,8 @@ func (m *Master) corrupt(cmd *redis.Cmd, line []any) {
 	case "CORRUPT":
 	case "CORRUPTREC":
 		want = wantRecord
+	case "CORRUPTBY":
+		want = wantWriter
 	default:
 		return
 	}

@@ -62,7 +62,9 @@
 -- nothing, when the mark or the fencing counter holds anything but an integer
 -- below 2^53, and with "CORRUPTREC 1 VALUE" when the tick holds anything but
 -- a record these scripts write or a claim token (read as a lease, it would
--- keep the tick busy, and unrecorded, for as long as it stays).
+-- keep the tick busy, and unrecorded, for as long as it stays), and with
+-- "CORRUPTBY 5 VALUE" when the writer of a "done" is not "<token>:<fence>"
+-- with a fence an acquire could issue.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local quorum = ARGV[6] == 'q'
@@ -85,9 +87,14 @@ if v and v ~= 'done' and v ~= 'missed' and v ~= 'paused' and not string.find(v, 
 end
 local backfill = ARGV[10] == '1'
 if v == 'done' then
-  local by = redis.call('GET', KEYS[5])
+  local by = redis.pcall('GET', KEYS[5])
   if by then
-    local token, fence = string.match(by, '^(%x+):(%d+)$')
+    local token, fence
+    if type(by) == 'string' then token, fence = string.match(by, '^(%x+):(%d+)$') end
+    -- a fence is issued from 1 to 2^53-1 (see q_int: one above a counter)
+    if not token or fence == '0' or not (q_int(fence) or fence == '9007199254740991') then
+      return redis.error_reply('CORRUPTBY 5 ' .. (type(by) == 'string' and string.sub(by, 1, 64) or '(not a string)'))
+    end
     if token == ARGV[1] then return {7, tonumber(fence)} end
     if not backfill then return {8, 0} end
   end
