@@ -45,8 +45,9 @@ import (
 // Redis names (NS is Config.Namespace), on the queue Redis:
 //
 //	NS:{<job>}:tickrec:<tick ID>  the tick's ledger record: "done:<run id>"
-//	                              once its task ended for good; PXAT its
-//	                              task's expiry + 2 x max_clock_skew
+//	                              once its task ended for good; expires
+//	                              (PX, by the worker's clock) at its task's
+//	                              expiry + 2 x max_clock_skew
 
 // RefusalReason says why a worker refused a task. The values are few and
 // fixed (a Prometheus label).
@@ -189,16 +190,22 @@ func readTickRecord(ctx context.Context, rdb redis.UniversalClient, ns string, t
 
 // markDone writes tick t's ledger record "done": its task ended for good
 // and must never run again. It expires when no copy of the task could run
-// anyway: at expiry (unix ms) plus twice the clock skew bound. A failure is
-// logged: the age bound still holds.
+// anyway: at expiry (unix ms) plus twice the clock skew bound, by this
+// worker's clock. The record is given that much time to live (PX), not
+// that instant (PXAT): the queue Redis's clock is not held to the
+// replicas', and one ahead of them would end the record early. A failure
+// is logged: the age bound still holds.
 func (w *Worker) markDone(ctx context.Context, t scheduler.Tick, expiry int64) {
 	if w.rdb == nil || expiry <= 0 {
 		return
 	}
-	until := time.UnixMilli(expiry).Add(2*w.cfg.MaxClockSkew + time.Second)
+	ttl := time.UnixMilli(expiry).Add(2*w.cfg.MaxClockSkew + time.Second).Sub(w.clock.Now())
+	if ttl < time.Millisecond {
+		return // past its expiry already: no copy can run
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyTimeout)
 	defer cancel()
-	err := w.rdb.SetArgs(ctx, tickRecordKey(w.cfg.Namespace, t), doneMarker+":"+t.RunID, redis.SetArgs{ExpireAt: until}).Err()
+	err := w.rdb.Set(ctx, tickRecordKey(w.cfg.Namespace, t), doneMarker+":"+t.RunID, ttl).Err()
 	if err != nil {
 		w.log.Warn("cannot write the tick's ledger record (a replay of its task is still refused at its expiry)",
 			append(tickAttrs(t), slog.Any("error", err))...)

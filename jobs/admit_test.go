@@ -13,6 +13,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -88,28 +89,7 @@ func TestTaskPutBackAfterItsRetentionIsRefused(t *testing.T) {
 	recv(t, exec.started, "the run")
 	e.state(t, "baton:default", tick, asynq.TaskStateCompleted)
 
-	key := asynqTaskKey("baton:default", tick.ID())
-	msg, err := e.rdb.HGet(ctx, key, "msg").Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// the retained copy expires
-	if err := e.rdb.Del(ctx, key).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.rdb.ZRem(ctx, "asynq:{baton:default}:completed", tick.ID()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.insp.GetTaskInfo("baton:default", tick.ID()); !errors.Is(err, asynq.ErrTaskNotFound) {
-		t.Fatalf("the retained task is still there: %v", err)
-	}
-	// and the copy is put back, as asynq's enqueue writes a task
-	if err := e.rdb.HSet(ctx, key, "msg", msg, "state", "pending", "pending_since", time.Now().UnixNano()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.rdb.LPush(ctx, "asynq:{baton:default}:pending", tick.ID()).Err(); err != nil {
-		t.Fatal(err)
-	}
+	putBack(t, e, tick)
 
 	info := e.state(t, "baton:default", tick, asynq.TaskStateArchived)
 	if !strings.Contains(info.LastErr, "ended already") {
@@ -128,6 +108,67 @@ func TestTaskPutBackAfterItsRetentionIsRefused(t *testing.T) {
 	if st := w.Stats(); st.Ran != 1 {
 		t.Errorf("stats %+v: want 1 run", st)
 	}
+}
+
+// putBack copies tick's completed task's message, lets asynq's retained
+// copy expire (as asynq's janitor does: the task's hash and its entry in
+// the completed set deleted) and puts the copy back into the pending list,
+// as asynq's enqueue writes a task.
+func putBack(t *testing.T, e *env, tick scheduler.Tick) {
+	t.Helper()
+	ctx := context.Background()
+	key := asynqTaskKey("baton:default", tick.ID())
+	msg, err := e.rdb.HGet(ctx, key, "msg").Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.ZRem(ctx, "asynq:{baton:default}:completed", tick.ID()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.insp.GetTaskInfo("baton:default", tick.ID()); !errors.Is(err, asynq.ErrTaskNotFound) {
+		t.Fatalf("the retained task is still there: %v", err)
+	}
+	if err := e.rdb.HSet(ctx, key, "msg", msg, "state", "pending", "pending_since", time.Now().UnixNano()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.LPush(ctx, "asynq:{baton:default}:pending", tick.ID()).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The tick's ledger record lasts its task's window by elapsed time, not by
+// the worker's clock read on the queue Redis's: with the queue Redis's
+// clock ten minutes ahead of the replicas' (slewed, never stepped, but
+// set apart), a finished task's copy put back within its window is still
+// refused, not run again.
+func TestTaskPutBackIsRefusedWhileTheQueueRedisClockIsAhead(t *testing.T) {
+	clock := redistest.NewTestClock(t)
+	e := newEnv(t, redistest.WithClock(clock))
+	if err := clock.Step(10 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	exec := newFakeExec(nil)
+	cfg := e.signedConfig(t, []string{keyA}, false, `  - name: timed
+    schedule: "@every 1s"
+    timeout: 1s
+    handler: {name: timed}
+`)
+	w := e.worker(t, cfg, exec, WithLockMasters([]redis.UniversalClient{e.rdb}))
+	tick := tickOf("timed", 1)
+	e.dispatch(t, cfg, tick)
+	recv(t, exec.started, "the run")
+	e.state(t, "baton:default", tick, asynq.TaskStateCompleted)
+	putBack(t, e, tick)
+
+	info := e.state(t, "baton:default", tick, asynq.TaskStateArchived)
+	if !strings.Contains(info.LastErr, "ended already") {
+		t.Errorf("archived with %q, want the tick's task ended already", info.LastErr)
+	}
+	none(t, exec.started, 200*time.Millisecond, "a second run of the tick")
+	wantRefusals(t, w, map[RefusalReason]uint64{RefusedDone: 1})
 }
 
 // A task signed when its tick was dispatched, six hours ago, and put into
