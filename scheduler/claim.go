@@ -46,7 +46,10 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 	failures := 0
 	var firstErr error
 	for i, it := range batch {
-		o := s.decide(s.answersTo(answers, i))
+		as := s.answersTo(answers, i)
+		it.missedOn = ownMissed(as, it.missedOn)
+		batch[i].missedOn = it.missedOn
+		o := s.decide(as)
 		recorded := len(notRun)
 		log := func() *slog.Logger {
 			return s.opts.log.With("job", it.job.Name, "tick", it.at.Format(time.RFC3339), "replica", s.opts.replica)
@@ -158,6 +161,29 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 	s.recordNotDispatched(ctx, batch, notRun)
 }
 
+// ownMissed returns missedOn (the masters on which earlier attempts of a
+// claim recorded its tick "missed") with the masters this attempt recorded
+// it on added, and marks the answers of the masters an earlier attempt
+// recorded it on as this claim's own records (first). The claim that wrote
+// the record on the first master answering is the one that logs and
+// records the miss, also when the attempt that wrote it was not decided
+// (it reached only some masters) and a retry of the same claim completes
+// it: otherwise nobody would.
+func ownMissed(as []answer, missedOn uint64) uint64 {
+	for m := range min(len(as), 64) {
+		a := &as[m]
+		if a.err != nil || a.st != stMissed {
+			continue
+		}
+		if a.first {
+			missedOn |= 1 << m
+		} else if missedOn&(1<<m) != 0 {
+			a.first = true
+		}
+	}
+	return missedOn
+}
+
 // notDispatched is a tick of a batch that was not dispatched: paused or
 // missed, and why.
 type notDispatched struct {
@@ -205,9 +231,11 @@ func (s *Scheduler) prepare(ctx context.Context, batch []item) []item {
 // own (its commit's answer was lost: that retry goes on to the claim, which
 // answers MINE), or another claim's on fewer than a quorum of masters (its
 // owner may have died before the commit reached a quorum, and then never ran
-// the tick: the claim weighs it). The others are claimed: a lease held
-// elsewhere answers BUSY with its remaining ttl, which tells when to look
-// again.
+// the tick: the claim weighs it). "missed" counts only on a quorum, as in
+// the claim: a claim that left the tick out (a catch-up policy) may have
+// reached only some masters, and the others may still grant it. The others
+// are claimed: a lease held elsewhere answers BUSY with its remaining ttl,
+// which tells when to look again.
 func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 	var check []int
 	for i, it := range batch {
@@ -220,6 +248,7 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 	}
 	done := make([]bool, len(batch))
 	doneBy := make([]int, len(batch)) // masters holding another claim's "done" before its run
+	missed := make([]int, len(batch)) // masters holding "missed"
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, rdb := range s.masters {
@@ -248,8 +277,10 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 					// this claim's own commit
 				case v == "done" && by != "" && !batch[i].backfill:
 					doneBy[i]++
-				case decided(v) && !batch[i].backfill || v == "done":
+				case v == "done":
 					done[i] = true
+				case v == "missed" && !batch[i].backfill:
+					missed[i]++
 				}
 			}
 		}()
@@ -257,7 +288,7 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 	wg.Wait()
 	out := batch[:0]
 	for i, it := range batch {
-		if done[i] || doneBy[i] >= s.quorum {
+		if done[i] || doneBy[i] >= s.quorum || missed[i] >= s.quorum {
 			s.add(it.job, func(c *stats) { c.done.Add(1) })
 			continue
 		}

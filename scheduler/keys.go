@@ -44,11 +44,6 @@ func writtenBy(v, token string) bool {
 // PauseKey is the Redis key whose presence pauses a job on every replica.
 func PauseKey(namespace, job string) string { return newJobKeys(namespace, job).paused }
 
-// decided tells whether a tick key's value records the tick as decided.
-// (A "paused" record is not decided on its own: pausing takes a quorum, see
-// the claim.)
-func decided(v string) bool { return v == "done" || v == "missed" }
-
 // recordTTL is how long a tick's record of j outlives the tick: its starting
 // deadline, the lease ttl, twice the skew bound and the record margin.
 func (s *Scheduler) recordTTL(j *Job) time.Duration {

@@ -326,6 +326,9 @@ type item struct {
 	key      string // the tick's key, set at its first claim
 	drop     bool   // left out by the catch-up policy: record it missed unless decided
 	backfill bool   // dispatched by Backfill: a missed or paused record does not stand in its way
+	// the masters (bit i: master i) on which an attempt of this claim
+	// recorded the tick "missed" (see ownMissed)
+	missedOn uint64
 }
 
 type itemHeap []item

@@ -1,0 +1,86 @@
+package scheduler
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+// Schedule: three masters. R_x comes back from an outage and its catch-up
+// policy leaves tick T out; that claim reaches only A (its links to B and C
+// still cut), so A alone records T "missed", and no quorum decided
+// anything. R_y, alive all along, claims T again within its starting
+// deadline, as a follower (a retry): a minority's "missed" must not read as
+// decided there, as it does not in the claim: B and C grant T and it runs,
+// once. R_x, back, finds it done.
+func TestMinorityMissedRecordDoesNotSkipTheTick(t *testing.T) {
+	m := newCMMasters(t, 3)
+	dx, dy := &cmDisp{}, &cmDisp{}
+	rx := m.replica(t, true, false, time.Minute, dx, WithReplica("Rx"), WithMasterTimeout(300*time.Millisecond))
+	ry := m.replica(t, false, false, time.Minute, dy, WithReplica("Ry"))
+	at := rvTick()
+	bc := []int{1, 2}
+	if err := onProxies(m, bc, (*redistest.Proxy).Cut)(); err != nil {
+		t.Fatal(err)
+	}
+	dropped := rvBatch(rx, at, "c")
+	dropped[0].drop = true
+	rx.process(context.Background(), dropped)
+	if recs := m.records(t, rx, at); recs[0] != "missed" || recs[1] != "<none>" || recs[2] != "<none>" {
+		t.Fatalf("records %q: want A's missed alone (the schedule needs it)", recs)
+	}
+	if err := onProxies(m, bc, (*redistest.Proxy).Restore)(); err != nil {
+		t.Fatal(err)
+	}
+
+	retry := rvBatch(ry, at, "c")
+	retry[0].follower, retry[0].attempts = true, 1
+	ry.process(context.Background(), retry)
+	settleRetries(ry, 5)
+	settleRetries(rx, 5)
+	runsX, notRunX := dx.counts()
+	runsY, notRunY := dy.counts()
+	if runsX+runsY != 1 {
+		t.Fatalf("tick ran %d times (Rx %d, Ry %d; not-run records %q, %q), want once: a quorum never decided it",
+			runsX+runsY, runsX, runsY, notRunX, notRunY)
+	}
+}
+
+// Schedule: as above, with no other replica: R_x's catch-up claim of T
+// reaches only A, then its links come back. Its retry (the same claim)
+// completes the "missed" record to a quorum, and since its own first
+// attempt wrote A's record, it is the one that records T as not run, with
+// why: the tick is not left with no run and no record.
+func TestMinorityMissedRecordCompletedIsRecordedNotRun(t *testing.T) {
+	m := newCMMasters(t, 3)
+	d := &cmDisp{}
+	rx := m.replica(t, true, false, time.Minute, d, WithReplica("Rx"), WithMasterTimeout(300*time.Millisecond))
+	at := rvTick()
+	bc := []int{1, 2}
+	if err := onProxies(m, bc, (*redistest.Proxy).Cut)(); err != nil {
+		t.Fatal(err)
+	}
+	dropped := rvBatch(rx, at, "c")
+	dropped[0].drop = true
+	rx.process(context.Background(), dropped)
+	if err := onProxies(m, bc, (*redistest.Proxy).Restore)(); err != nil {
+		t.Fatal(err)
+	}
+	settleRetries(rx, 5)
+	runs, notRun := d.counts()
+	if runs != 0 || len(notRun) != 1 || !strings.Contains(notRun[0], "catch-up") {
+		t.Fatalf("tick ran %d times, not-run records %q: want none run and one record saying the catch-up policy left it out", runs, notRun)
+	}
+	n := 0
+	for _, v := range m.records(t, rx, at) {
+		if v == "missed" {
+			n++
+		}
+	}
+	if n < 2 {
+		t.Errorf("records %q: want missed on a quorum", m.records(t, rx, at))
+	}
+}
