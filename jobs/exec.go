@@ -124,8 +124,11 @@ func (e *Executor) runExec(ctx context.Context, job *config.Job, run Run, v Vali
 		stopped  error            // why Stop was sent, nil if not
 		escalate <-chan time.Time // kill the supervisor if it ignores Stop
 		ctxDone  = ctx.Done()
-		poll     = time.NewTimer(deadlinePoll(deadline))
-		polls    = poll.C
+		// the first poll comes at once: a supervisor slow to start (a busy
+		// host) spent part of the deadline it was handed, and arms its
+		// SIGTERM at half of what is left
+		poll  = time.NewTimer(0)
+		polls = poll.C
 	)
 	defer poll.Stop()
 	if v == nil {
