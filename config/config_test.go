@@ -811,6 +811,28 @@ jobs:
 	}
 }
 
+// A small config whose ${VAR} values expand it beyond MaxFileSize (a 64 KiB
+// variable referenced 300 times, as a 16 MiB file could reference one two
+// million times) is refused at the value that passes the bound, naming it,
+// and nothing after it is expanded.
+func TestConfigExpandedBeyondTheSizeBoundRefused(t *testing.T) {
+	t.Setenv("BATON_T_BIG", strings.Repeat("a", 64<<10))
+	var b strings.Builder
+	b.WriteString(minimal + "x-args:\n")
+	for range 300 {
+		b.WriteString("  - ${BATON_T_BIG}\n")
+	}
+	_, err := Load([]byte(b.String()))
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Load: %v, want a *ConfigError", err)
+	}
+	want := "make the config larger than the bound of 16 MiB (16777216 bytes)"
+	if len(ce.Errors) != 1 || !strings.Contains(ce.Errors[0].Msg, want) || ce.Errors[0].Line == 0 {
+		t.Errorf("errors %v, want one, with its line, saying %q", ce.Errors, want)
+	}
+}
+
 // A config file above MaxFileSize is refused before it is decoded, with a
 // message naming the file and the bound: a 300 MB file (which took 2 GB to
 // validate) is refused from its size alone, a stream above the bound after

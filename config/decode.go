@@ -34,6 +34,8 @@ type decoder struct {
 	jobNames map[int]string        // job index -> name as written, for messages
 	fromEnv  map[string]envValue   // key path -> what of its value came from ${VAR}
 	secrets  redact.Builder        // values that came from the environment
+	size     int                   // the file's bytes plus what ${VAR} values added so far
+	overSize bool                  // size passed MaxFileSize: nothing more is expanded
 }
 
 func load(data []byte, file, path string, lookup func(string) (string, bool), now time.Time) (*Config, error) {
@@ -49,6 +51,7 @@ func loadSections(data []byte, file, path string, lookup func(string) (string, b
 	d := &decoder{
 		file:     file,
 		lookup:   lookup,
+		size:     len(data),
 		expanded: map[*yaml.Node]bool{},
 		emptyVar: map[*yaml.Node]string{},
 		jobNames: map[int]string{},
@@ -223,7 +226,7 @@ func (d *decoder) expandTree(n *yaml.Node, path string) {
 			d.expandTree(c, strictyaml.IndexPath(path, i))
 		}
 	case yaml.ScalarNode:
-		if !strings.Contains(n.Value, "$") {
+		if d.overSize || !strings.Contains(n.Value, "$") {
 			return
 		}
 		var own redact.Builder // the values of this scalar's variables
@@ -237,6 +240,16 @@ func (d *decoder) expandTree(n *yaml.Node, path string) {
 			return
 		}
 		if out == n.Value {
+			return
+		}
+		// a few bytes of ${VAR} can stand for many of a value: the bound
+		// on a file's size holds for what it expands to, too
+		if d.size += len(out) - len(n.Value); d.size > MaxFileSize {
+			if !d.overSize {
+				d.overSize = true
+				d.add(n.Line, path, "the values of ${...} make the config larger than the bound of %d MiB (%d bytes): it is not expanded further (is a large variable referenced many times?)",
+					MaxFileSize>>20, MaxFileSize)
+			}
 			return
 		}
 		if m := plainVarRE.FindStringSubmatch(n.Value); m != nil && out == "" {
