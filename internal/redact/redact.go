@@ -269,12 +269,14 @@ func (s *Secrets) Merge(o *Secrets) *Secrets {
 	return b.Secrets()
 }
 
-// URL returns u with the password of its user info replaced by Mask. A
-// string that does not parse as a URL with a host, or that has no "//"
-// before its host ("redis:pw@host", "redis//:pw@host", "redis:/:pw@host",
+// URL returns u with the password of its user info, and the value of a
+// password query option (?password=, see passwordOptions), replaced by
+// Mask. A string that does not parse as a URL with a host, or that has no
+// "//" before its host ("redis:pw@host", "redis//:pw@host", "redis:/:pw@host",
 // typos go-redis would read as localhost), loses what stands between its
 // scheme and its last "@" but a user name written before a ":".
 func URL(u string) string {
+	u = maskPasswordOptions(u)
 	p, err := url.Parse(u)
 	if err == nil && (p.Hostname() != "" || !strings.Contains(u, "@")) {
 		if p.User == nil {
@@ -307,6 +309,32 @@ func URL(u string) string {
 		return u[:start] + user + ":" + Mask + u[at:]
 	}
 	return u[:start] + Mask + u[at:]
+}
+
+// passwordOptions are the query options whose value is a password in some
+// client's Redis URLs (go-redis reads none of them: it refuses the URL, and
+// the message shows it).
+var passwordOptions = []string{"password", "pass", "pwd", "requirepass", "auth"}
+
+// maskPasswordOptions masks the value of every query option of u named in
+// passwordOptions (in any case).
+func maskPasswordOptions(u string) string {
+	base, query, ok := strings.Cut(u, "?")
+	if !ok {
+		return u
+	}
+	query, frag, hasFrag := strings.Cut(query, "#")
+	opts := strings.Split(query, "&")
+	for i, o := range opts {
+		if k, _, ok := strings.Cut(o, "="); ok && slices.Contains(passwordOptions, strings.ToLower(k)) {
+			opts[i] = k + "=" + Mask
+		}
+	}
+	out := base + "?" + strings.Join(opts, "&")
+	if hasFrag {
+		out += "#" + frag
+	}
+	return out
 }
 
 // maskPortlessPassword masks, in a URL u without "@" that did not parse,

@@ -6,6 +6,23 @@ import (
 	"testing"
 )
 
+// A password given as a query option (some clients read
+// "?password=", go-redis refuses it as an unknown option) is masked too.
+func TestURLMasksAPasswordOption(t *testing.T) {
+	for in, want := range map[string]string{
+		"redis://host:6379/0?password=s3cret":                 "redis://host:6379/0?password=xxxxx",
+		"redis://host:6379/0?dial_timeout=2s&Password=s3cret": "redis://host:6379/0?dial_timeout=2s&Password=xxxxx",
+		"redis://host/0?pass=s3cret&db=1":                     "redis://host/0?pass=xxxxx&db=1",
+		"redis://host/0?requirepass=s3cret":                   "redis://host/0?requirepass=xxxxx",
+		"redis://host/0?auth=s3cret":                          "redis://host/0?auth=xxxxx",
+		"redis://host/0?dial_timeout=2s":                      "redis://host/0?dial_timeout=2s",
+	} {
+		if got := URL(in); got != want {
+			t.Errorf("URL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestURL(t *testing.T) {
 	for in, want := range map[string]string{
 		"redis://127.0.0.1:6379/0":         "redis://127.0.0.1:6379/0",
