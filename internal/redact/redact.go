@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -94,18 +95,61 @@ func (b *Builder) Secrets() *Secrets {
 
 // escapedForms returns v as it is and as it reads inside a Go-quoted string
 // (%q, once and quoted again, as nested error messages have it), inside a
-// JSON string, and percent-encoded in a URL: as a path segment
-// (url.PathEscape), as a path (what url.URL.String writes, "/" kept) and as
-// a query value (url.QueryEscape).
+// JSON string (see jsonForms), and percent-encoded in a URL: as a path
+// segment (url.PathEscape), as a path (what url.URL.String writes, "/"
+// kept) and as a query value (url.QueryEscape).
 func escapedForms(v string) []string {
 	inner := func(q string) string { return q[1 : len(q)-1] }
 	q1 := inner(strconv.Quote(v))
 	out := []string{v, q1, inner(strconv.Quote(q1))}
-	if b, err := json.Marshal(v); err == nil {
-		out = append(out, inner(string(b)))
-	}
+	out = append(out, jsonForms(v)...)
 	path := strings.TrimPrefix((&url.URL{Path: "/" + v}).EscapedPath(), "/")
 	return append(out, url.PathEscape(v), path, url.QueryEscape(v))
+}
+
+// jsonForms returns v as the JSON encoders of other programs write it
+// inside a string: with "<", ">" and "&" escaped or not (Go's
+// json.Marshal), "/" escaped as "\/" or not (PHP), and every non-ASCII rune
+// as it is or escaped as \uXXXX in lower or upper case hex (Python's
+// json.dumps, PHP).
+func jsonForms(v string) []string {
+	var out []string
+	for _, html := range []bool{true, false} {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(html)
+		if enc.Encode(v) != nil {
+			continue
+		}
+		j := strings.TrimSuffix(b.String(), "\n")
+		j = j[1 : len(j)-1]
+		for _, slash := range []bool{false, true} {
+			s := j
+			if slash {
+				s = strings.ReplaceAll(s, "/", `\/`)
+			}
+			out = append(out, s, asciiJSON(s, "%04x"), asciiJSON(s, "%04X"))
+		}
+	}
+	return out
+}
+
+// asciiJSON returns the JSON string content s with every non-ASCII rune
+// written as \uXXXX (a surrogate pair above U+FFFF), hex digits by format.
+func asciiJSON(s, format string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf:
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, `\u`+format+`\u`+format, r1, r2)
+		default:
+			fmt.Fprintf(&b, `\u`+format, r)
+		}
+	}
+	return b.String()
 }
 
 // Of returns the Secrets holding values.

@@ -97,6 +97,25 @@ func TestURLWithoutHostMasksThePassword(t *testing.T) {
 	}
 }
 
+// A secret is masked where a JSON document another program wrote carries
+// it: with "/" escaped as "\/" (PHP's json_encode), and with every
+// non-ASCII rune escaped as \uXXXX (Python's json.dumps), a surrogate pair
+// above U+FFFF, in lower or upper case hex.
+func TestSecretsTextMasksOtherJSONSpellings(t *testing.T) {
+	secret := "tok/en+é😀<&"
+	s := Of(secret)
+	for _, body := range []string{
+		`{"error": "bad token tok\/en+é😀<&"}`,
+		`{"error": "bad token tok/en+\u00e9\ud83d\ude00<&"}`,
+		`{"error": "bad token tok\/en+\u00E9\uD83D\uDE00<&"}`,
+		`{"error": "bad token tok\/en+\u00e9\ud83d\ude00\u003c\u0026"}`,
+	} {
+		if got := s.Text(body); got != `{"error": "bad token xxxxx"}` {
+			t.Errorf("Text(%s) = %s, want the secret masked", body, got)
+		}
+	}
+}
+
 // A secret is masked where a URL carries it percent-encoded: in a path
 // segment, in a path (as url.URL.String writes it) and in a query value.
 func TestSecretsTextMasksURLEscapedForms(t *testing.T) {
