@@ -97,14 +97,36 @@ func (b *Builder) Secrets() *Secrets {
 // (%q, once and quoted again, as nested error messages have it), inside a
 // JSON string (see jsonForms), and percent-encoded in a URL: as a path
 // segment (url.PathEscape), as a path (what url.URL.String writes, "/"
-// kept) and as a query value (url.QueryEscape).
+// kept) and as a query value (url.QueryEscape, and with %20 for a space),
+// each with its hex digits in upper and in lower case.
 func escapedForms(v string) []string {
 	inner := func(q string) string { return q[1 : len(q)-1] }
 	q1 := inner(strconv.Quote(v))
 	out := []string{v, q1, inner(strconv.Quote(q1))}
 	out = append(out, jsonForms(v)...)
 	path := strings.TrimPrefix((&url.URL{Path: "/" + v}).EscapedPath(), "/")
-	return append(out, url.PathEscape(v), path, url.QueryEscape(v))
+	query := url.QueryEscape(v)
+	for _, f := range []string{url.PathEscape(v), path, query, strings.ReplaceAll(query, "+", "%20")} {
+		out = append(out, f, lowerEscapes(f))
+	}
+	return out
+}
+
+// lowerEscapes returns the percent-encoded s with the hex digits of its
+// escapes in lower case (%2f), as some programs write them.
+func lowerEscapes(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			for k := i + 1; k <= i+2; k++ {
+				if 'A' <= b[k] && b[k] <= 'F' {
+					b[k] += 'a' - 'A'
+				}
+			}
+			i += 2
+		}
+	}
+	return string(b)
 }
 
 // jsonForms returns v as the JSON encoders of other programs write it

@@ -116,6 +116,26 @@ func TestSecretsTextMasksOtherJSONSpellings(t *testing.T) {
 	}
 }
 
+// A secret is masked where another program percent-encoded it: with lower
+// case hex digits (a server echoing the path it got, %2f), and in a query
+// with %20 for a space (JavaScript's encodeURIComponent).
+func TestSecretsTextMasksOtherPercentEncodings(t *testing.T) {
+	secret := "p@ss w/rd+é?&="
+	s := Of(secret)
+	lower := strings.NewReplacer("%2F", "%2f", "%C3", "%c3", "%A9", "%a9", "%3F", "%3f", "%3D", "%3d", "%2B", "%2b", "%40", "%40", "%26", "%26")
+	for _, text := range []string{
+		"404 not found: /v1/" + lower.Replace(url.PathEscape(secret)) + "/hook",
+		"404 not found: /v1/hook?key=" + lower.Replace(url.QueryEscape(secret)),
+		"GET /v1/hook?key=p%40ss%20w%2Frd%2B%C3%A9%3F%26%3D",
+		"GET /v1/hook?key=p%40ss%20w%2frd%2b%c3%a9%3f%26%3d",
+	} {
+		got := s.Text(text)
+		if !strings.Contains(got, Mask) || strings.Contains(got, "ss%20w") || strings.Contains(got, "ss+w") {
+			t.Errorf("Text(%q) = %q: the escaped secret is not masked", text, got)
+		}
+	}
+}
+
 // A secret is masked where a URL carries it percent-encoded: in a path
 // segment, in a path (as url.URL.String writes it) and in a query value.
 func TestSecretsTextMasksURLEscapedForms(t *testing.T) {
