@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/quorum"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -327,7 +328,9 @@ func (w *Worker) paused(ctx context.Context, job *config.Job) (bool, error) {
 // pastLimit reports whether scheduled tick t is beyond one of job's limits
 // in this replica's job list: before start, after end, not the one-shot
 // tick at, or after the job ran its max_runs ticks (the count reached it,
-// the tick was not counted, and it is later than every counted tick).
+// the tick was not counted, and it is later than every counted tick). A
+// count that is no integer from 0 to 2^53-2 is an error wrapping
+// ErrCorrupt that names its key.
 func (w *Worker) pastLimit(ctx context.Context, job *config.Job, t scheduler.Tick) (RefusalReason, string, error) {
 	if s, err := time.Parse(time.RFC3339, job.Start); job.Start != "" && err == nil && t.At.Before(s) {
 		return RefusedOutsideWindow, "its tick is before the job's start " + job.Start, nil
@@ -347,12 +350,17 @@ func (w *Worker) pastLimit(ctx context.Context, job *config.Job, t scheduler.Tic
 	mine := pipe.ZScore(ctx, keys[1], t.ID())
 	newest := pipe.ZRevRangeWithScores(ctx, keys[1], 0, 0)
 	_, _ = pipe.Exec(ctx)
-	n, err := count.Int64()
+	v, err := count.Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return "", "", nil
 	case err != nil:
 		return "", "", err
+	}
+	n, ok := quorum.ParseCounter(v) // as max_runs.lua reads it
+	switch {
+	case !ok:
+		return "", "", corruptCount(keys[0], v)
 	case n < int64(job.MaxRuns):
 		return "", "", nil
 	}

@@ -367,3 +367,35 @@ func TestListLimitHandsBackWhileALiveListDiffers(t *testing.T) {
 	none(t, older.started, 100*time.Millisecond, "a run on the replica whose list refuses it")
 	wantRefusals(t, w, nil)
 }
+
+// A run count toward max_runs that is no integer from 0 to 2^53-2 (a
+// negative one, one with a sign or leading zeros, one beyond 2^53) is
+// reported as corrupt, naming the key, when a task's admission reads it,
+// never read as a count below the limit.
+func TestCorruptMaxRunsCountIsReportedAtAdmission(t *testing.T) {
+	for _, v := range []string{"-5", "+1", "01", "9007199254740993"} {
+		t.Run(v, func(t *testing.T) {
+			e := newEnv(t)
+			exec := newFakeExec(nil)
+			cfg := e.signedConfig(t, []string{keyA}, false, admitJobs)
+			logs := &logBuf{}
+			e.worker(t, cfg, exec, WithLockMasters([]redis.UniversalClient{e.rdb}), WithLogger(logs.logger()))
+			keys := RunCountKeys("baton", "capped")
+			if err := e.rdb.Set(context.Background(), keys[0], v, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			capped, _ := cfg.Job("capped")
+			task, err := newRunTask(cfg, capped, tickOf("capped", 9))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.client.Enqueue(task); err != nil {
+				t.Fatal(err)
+			}
+			recv(t, exec.started, "the run (a count that cannot be read does not hold a task back)")
+			if out := logs.String(); !strings.Contains(out, "corrupt") || !strings.Contains(out, keys[0]) {
+				t.Errorf("a run count %q was read without a report naming %s", v, keys[0])
+			}
+		})
+	}
+}
