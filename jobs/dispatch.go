@@ -79,7 +79,7 @@ func (d *Dispatcher) NotDispatched(ctx context.Context, t scheduler.Tick, paused
 	if paused {
 		st = StatusPaused
 	}
-	d.hist.notRun(ctx, t, st, reason)
+	d.hist.decided(ctx, t, st, reason)
 	if job, ok := d.cfg.Job(t.Job); ok && job.MaxRuns > 0 && !paused && d.rdb != nil {
 		d.uncount(ctx, job, t)
 	}

@@ -113,13 +113,23 @@ const (
 // most timeout. A failure is logged, never returned: history is a record,
 // not a precondition of a run.
 func (h *history) add(ctx context.Context, timeout time.Duration, job string, fields ...any) {
+	h.addOnce(ctx, timeout, job, "", fields...)
+}
+
+// addOnce is add, appending only if no event was with the same once key
+// (within the max age); an empty once appends as add does.
+func (h *history) addOnce(ctx context.Context, timeout time.Duration, job, once string, fields ...any) {
 	if !h.enabled() {
 		return
 	}
 	args := append([]any{h.cfg.History.Runs * eventsPerRun, h.cfg.History.MaxAge.Milliseconds()}, fields...)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	if err := historyAdd.Run(ctx, h.rdb, []string{historyKey(h.cfg.Namespace, job)}, args...).Err(); err != nil {
+	keys := []string{historyKey(h.cfg.Namespace, job)}
+	if once != "" {
+		keys = append(keys, once)
+	}
+	if err := historyAdd.Run(ctx, h.rdb, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		h.log.Warn("cannot write the run history", slog.String("job", job), slog.Any("error", err))
 	}
 }
@@ -144,6 +154,20 @@ func (h *history) dispatched(ctx context.Context, t scheduler.Tick) {
 func (h *history) notRun(ctx context.Context, t scheduler.Tick, st Status, reason string) {
 	t.RunID = "" // none ran: the record is the tick's
 	h.add(ctx, historyTimeout, t.Job, append(tickFields(evNotRun, t), "status", string(st), "reason", reason)...)
+}
+
+// decided records that the scheduler decided tick t not to run
+// (StatusMissed or StatusPaused), and why: once per tick and status,
+// whichever replicas' claims found it so (see scheduler.Recorder). A
+// backfill's decision is its own record.
+func (h *history) decided(ctx context.Context, t scheduler.Tick, st Status, reason string) {
+	if t.Backfill {
+		h.notRun(ctx, t, st, reason)
+		return
+	}
+	t.RunID = ""
+	once := historyKey(h.cfg.Namespace, t.Job) + ":" + string(st) + ":" + strconv.FormatInt(t.At.UnixMilli(), 10)
+	h.addOnce(ctx, historyTimeout, t.Job, once, append(tickFields(evNotRun, t), "status", string(st), "reason", reason)...)
 }
 
 // refused records that the worker refused tick t's task, and why. It is a

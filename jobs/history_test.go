@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,44 @@ func TestHistoryRecordsEachRun(t *testing.T) {
 	}
 	if tickNumber(recs[0].Tick) != 4 || tickNumber(recs[3].Tick) != 1 {
 		t.Errorf("records are not newest tick first: %v ... %v", recs[0].Tick, recs[3].Tick)
+	}
+}
+
+// A tick decided not to run is written to the history once, whichever
+// replicas' claims found it so: every one of them records it, since the
+// replica that decided it may have died before it wrote its record. A
+// backfill's decision is a record of its own.
+func TestNotRunRecordedOncePerTick(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: report
+    schedule: "@every 1m"
+    exec: {command: ["true"]}
+`)
+	ctx := context.Background()
+	d := NewDispatcher(cfg, e.client, nil, WithQueueRedis(e.rdb))
+	missed, paused := tickOf("report", 1), tickOf("report", 2)
+	for _, replica := range []string{"sched-1", "sched-2", "sched-3"} {
+		missed.Replica, paused.Replica = replica, replica
+		d.NotDispatched(ctx, missed, false, "past its starting deadline")
+		d.NotDispatched(ctx, paused, true, "the job is paused")
+	}
+	backfill := tickOf("report", 1)
+	backfill.Backfill = true
+	d.NotDispatched(ctx, backfill, false, "past its starting deadline")
+	events, err := e.rdb.XRange(ctx, historyKey("baton", "report"), "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTick := map[string]int{}
+	for _, ev := range events {
+		byTick[fmt.Sprint(ev.Values["tick"], " ", ev.Values["status"])]++
+	}
+	want := map[string]int{
+		fmt.Sprint(missed.At.UTC().Format(time.RFC3339Nano), " missed"): 2, // one decided, one backfill
+		fmt.Sprint(paused.At.UTC().Format(time.RFC3339Nano), " paused"): 1,
+	}
+	if !maps.Equal(byTick, want) {
+		t.Errorf("history events by tick and status: %v, want %v", byTick, want)
 	}
 }
 

@@ -75,7 +75,12 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 				// replica records it (they find it done)
 				unrecord = append(unrecord, unrecorded{i, "missed"})
 			} else if !o.unknown && !o.first {
-				break // another replica recorded it missed, and logged it
+				// another claim recorded it missed, and logs and counts it; the
+				// record of why it did not run is written here too, as that
+				// claim's replica may have died before it wrote it (the
+				// recorder keeps one per tick)
+				notRun = append(notRun, notDispatched{i, false, missedReason(it, o)})
+				break
 			}
 			s.add(it.job, func(c *stats) { c.missed.Add(1) })
 			if o.unknown {
@@ -88,11 +93,10 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 			}
 			if it.drop && o.wait <= it.job.StartingDeadline {
 				log().Warn("tick missed: left out by the job's catch-up policy (after a restart, or lock masters or the queue unreachable)", "catchup", string(it.job.Catchup))
-				notRun = append(notRun, notDispatched{i, false, "left out by the catch-up policy " + string(it.job.Catchup)})
-				break
+			} else {
+				log().Warn("tick missed: past its starting deadline", "late", o.wait.Round(time.Millisecond), "starting_deadline", it.job.StartingDeadline)
 			}
-			log().Warn("tick missed: past its starting deadline", "late", o.wait.Round(time.Millisecond), "starting_deadline", it.job.StartingDeadline)
-			notRun = append(notRun, notDispatched{i, false, fmt.Sprintf("past its starting deadline (%s late, deadline %s)", o.wait.Round(time.Millisecond), it.job.StartingDeadline)})
+			notRun = append(notRun, notDispatched{i, false, missedReason(it, o)})
 		case stBusy:
 			if it.drop && o.err == nil {
 				break // leased by another replica, which dispatches it
@@ -190,6 +194,15 @@ type notDispatched struct {
 	idx    int // index in the batch
 	paused bool
 	reason string
+}
+
+// missedReason says why tick it, decided MISSED (o) by a quorum that could
+// vouch for it, did not run.
+func missedReason(it item, o outcome) string {
+	if it.drop && o.wait <= it.job.StartingDeadline {
+		return "left out by the catch-up policy " + string(it.job.Catchup)
+	}
+	return fmt.Sprintf("past its starting deadline (%s late, deadline %s)", o.wait.Round(time.Millisecond), it.job.StartingDeadline)
 }
 
 // recordNotDispatched tells the dispatcher, if it keeps records

@@ -84,3 +84,35 @@ func TestMinorityMissedRecordCompletedIsRecordedNotRun(t *testing.T) {
 		t.Errorf("records %q: want missed on a quorum", m.records(t, rx, at))
 	}
 }
+
+// Schedule: three masters. R_x's catch-up claim of tick T reaches only A
+// (links to B and C cut), so A alone records T "missed"; R_x dies there.
+// R_y claims T after its starting deadline: B and C record it missed, a
+// quorum says missed, and the tick must be recorded as not run with why,
+// although the claim that wrote the first master's record never will.
+func TestMissedRecordOfADeadClaimIsRecordedNotRun(t *testing.T) {
+	m := newCMMasters(t, 3)
+	dx, dy := &cmDisp{}, &cmDisp{}
+	const deadline = 2 * time.Second
+	rx := m.replica(t, true, false, deadline, dx, WithReplica("Rx"), WithMasterTimeout(300*time.Millisecond))
+	ry := m.replica(t, false, false, deadline, dy, WithReplica("Ry"))
+	at := rvTick()
+	bc := []int{1, 2}
+	if err := onProxies(m, bc, (*redistest.Proxy).Cut)(); err != nil {
+		t.Fatal(err)
+	}
+	dropped := rvBatch(rx, at, "c")
+	dropped[0].drop = true
+	rx.process(context.Background(), dropped)
+	rvRetries(rx) // R_x dies: its retries never run
+	if err := onProxies(m, bc, (*redistest.Proxy).Restore)(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(at.Add(deadline + 200*time.Millisecond))) // real time: the masters' clocks decide "missed"
+	ry.process(context.Background(), rvBatch(ry, at, "c"))
+	settleRetries(ry, 5)
+	runs, notRun := dy.counts()
+	if runs != 0 || len(notRun) != 1 {
+		t.Fatalf("tick ran %d times, not-run records %q (records %q): want one not-run record", runs, notRun, m.records(t, ry, at))
+	}
+}

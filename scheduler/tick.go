@@ -79,9 +79,11 @@ type Prechecker interface {
 
 // Recorder is implemented by a Dispatcher that also keeps a record of the
 // ticks that were not dispatched. The scheduler calls NotDispatched after a
-// claim for each tick that was paused (on every replica that claimed it) or
-// missed (once cluster-wide: by the replica that recorded it missed), with
-// a sentence saying why. It must not block for long: claims wait for it.
+// claim for each tick that was paused or missed, with a sentence saying
+// why, on every replica whose claim found it so: the replica that recorded
+// a tick missed (which alone logs and counts it) may have died before it
+// wrote its record. A recorder keeps one record per tick and status. It
+// must not block for long: claims wait for it.
 type Recorder interface {
 	NotDispatched(ctx context.Context, t Tick, paused bool, reason string)
 }
