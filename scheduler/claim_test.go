@@ -9,6 +9,23 @@ import (
 	"github.com/batonhq/baton/internal/redistest"
 )
 
+// dropOnAOnly has rx (through the proxies of m's three masters) claim tick
+// at as its catch-up policy's drop while its links to B and C are cut: A
+// alone records it missed. The links are back when it returns.
+func dropOnAOnly(t *testing.T, m *cmMasters, rx *Scheduler, at time.Time) {
+	t.Helper()
+	bc := []int{1, 2}
+	if err := onProxies(m, bc, (*redistest.Proxy).Cut)(); err != nil {
+		t.Fatal(err)
+	}
+	dropped := rvBatch(rx, at, "c")
+	dropped[0].drop = true
+	rx.process(context.Background(), dropped)
+	if err := onProxies(m, bc, (*redistest.Proxy).Restore)(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Schedule: three masters. R_x comes back from an outage and its catch-up
 // policy leaves tick T out; that claim reaches only A (its links to B and C
 // still cut), so A alone records T "missed", and no quorum decided
@@ -22,18 +39,9 @@ func TestMinorityMissedRecordDoesNotSkipTheTick(t *testing.T) {
 	rx := m.replica(t, true, false, time.Minute, dx, WithReplica("Rx"), WithMasterTimeout(300*time.Millisecond))
 	ry := m.replica(t, false, false, time.Minute, dy, WithReplica("Ry"))
 	at := rvTick()
-	bc := []int{1, 2}
-	if err := onProxies(m, bc, (*redistest.Proxy).Cut)(); err != nil {
-		t.Fatal(err)
-	}
-	dropped := rvBatch(rx, at, "c")
-	dropped[0].drop = true
-	rx.process(context.Background(), dropped)
+	dropOnAOnly(t, m, rx, at)
 	if recs := m.records(t, rx, at); recs[0] != "missed" || recs[1] != "<none>" || recs[2] != "<none>" {
 		t.Fatalf("records %q: want A's missed alone (the schedule needs it)", recs)
-	}
-	if err := onProxies(m, bc, (*redistest.Proxy).Restore)(); err != nil {
-		t.Fatal(err)
 	}
 
 	retry := rvBatch(ry, at, "c")
@@ -59,16 +67,7 @@ func TestMinorityMissedRecordCompletedIsRecordedNotRun(t *testing.T) {
 	d := &cmDisp{}
 	rx := m.replica(t, true, false, time.Minute, d, WithReplica("Rx"), WithMasterTimeout(300*time.Millisecond))
 	at := rvTick()
-	bc := []int{1, 2}
-	if err := onProxies(m, bc, (*redistest.Proxy).Cut)(); err != nil {
-		t.Fatal(err)
-	}
-	dropped := rvBatch(rx, at, "c")
-	dropped[0].drop = true
-	rx.process(context.Background(), dropped)
-	if err := onProxies(m, bc, (*redistest.Proxy).Restore)(); err != nil {
-		t.Fatal(err)
-	}
+	dropOnAOnly(t, m, rx, at)
 	settleRetries(rx, 5)
 	runs, notRun := d.counts()
 	if runs != 0 || len(notRun) != 1 || !strings.Contains(notRun[0], "catch-up") {
@@ -97,17 +96,8 @@ func TestMissedRecordOfADeadClaimIsRecordedNotRun(t *testing.T) {
 	rx := m.replica(t, true, false, deadline, dx, WithReplica("Rx"), WithMasterTimeout(300*time.Millisecond))
 	ry := m.replica(t, false, false, deadline, dy, WithReplica("Ry"))
 	at := rvTick()
-	bc := []int{1, 2}
-	if err := onProxies(m, bc, (*redistest.Proxy).Cut)(); err != nil {
-		t.Fatal(err)
-	}
-	dropped := rvBatch(rx, at, "c")
-	dropped[0].drop = true
-	rx.process(context.Background(), dropped)
-	rvRetries(rx) // R_x dies: its retries never run
-	if err := onProxies(m, bc, (*redistest.Proxy).Restore)(); err != nil {
-		t.Fatal(err)
-	}
+	dropOnAOnly(t, m, rx, at)
+	rvRetries(rx)                                                   // R_x dies: its retries never run
 	time.Sleep(time.Until(at.Add(deadline + 200*time.Millisecond))) // real time: the masters' clocks decide "missed"
 	ry.process(context.Background(), rvBatch(ry, at, "c"))
 	settleRetries(ry, 5)
