@@ -31,7 +31,9 @@ import (
 const heldProbe = 250 * time.Millisecond
 
 // maxHeld bounds the ticks held per job; older ones are let go (counted
-// missed by this replica, with one line).
+// missed by this replica, with one line, and each recorded not run: no
+// master decided them, and another replica may let them go too, which the
+// recorder keeps once).
 const maxHeld = 1000
 
 type heldTicks struct {
@@ -51,6 +53,17 @@ func (s *Scheduler) hold(it item, cause error) {
 		s.backfilling.add([]item{retryAt(it, s.opts.clock.Now().Add(time.Second))})
 		return
 	}
+	if gone := s.holdLocked(it, cause); len(gone) > 0 {
+		nd := make([]notDispatched, len(gone))
+		for i := range gone {
+			nd[i] = notDispatched{idx: i, reason: fmt.Sprintf("held back by an outage beyond the newest %d ticks held for the job: let go as missed (%s)", maxHeld, s.heldBecause(cause))}
+		}
+		s.recordNotDispatched(context.Background(), gone, nd)
+	}
+}
+
+// holdLocked adds it to the held ticks and returns those let go.
+func (s *Scheduler) holdLocked(it item, cause error) []item {
 	s.held.mu.Lock()
 	defer s.held.mu.Unlock()
 	if s.held.byJob == nil {
@@ -64,17 +77,20 @@ func (s *Scheduler) hold(it item, cause error) {
 	list := s.held.byJob[it.job.Name]
 	if i := slices.IndexFunc(list, func(x item) bool { return x.at.Equal(it.at) }); i >= 0 {
 		list[i].drop = list[i].drop || it.drop
-		return
+		return nil
 	}
 	list = append(list, it)
+	var gone []item
 	if len(list) > maxHeld {
 		slices.SortFunc(list, func(a, b item) int { return a.at.Compare(b.at) })
 		n := len(list) - maxHeld
 		s.add(it.job, func(c *stats) { c.missed.Add(int64(n)) })
 		s.opts.log.Warn("ticks held back too long: letting the oldest go as missed", "job", it.job.Name, "count", n, "replica", s.opts.replica)
+		gone = slices.Clone(list[:n])
 		list = slices.Delete(list, 0, n)
 	}
 	s.held.byJob[it.job.Name] = list
+	return gone
 }
 
 // heldBecause says why ticks are held back: the queue down, lock masters in

@@ -1,0 +1,29 @@
+package scheduler
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Ticks held back by an outage beyond the newest maxHeld of a job are let
+// go: each gets its not-run record with why (no master decided them), not
+// only a count and a log line.
+func TestTicksLetGoAfterALongOutageAreRecordedNotRun(t *testing.T) {
+	m := newCMMasters(t, 1)
+	d := &cmDisp{}
+	s := m.replica(t, false, false, time.Minute, d, WithReplica("R"))
+	at := rvTick().Add(-time.Duration(maxHeld+2) * time.Second)
+	down := errors.New("lock masters not answering")
+	for i := range maxHeld + 2 {
+		s.hold(item{job: s.jobs["c"], at: at.Add(time.Duration(i) * time.Second), attempts: 1}, down)
+	}
+	_, notRun := d.counts()
+	if len(notRun) != 2 || !strings.Contains(notRun[0], "outage") {
+		t.Fatalf("not-run records %q, want one for each of the two oldest ticks, saying why", notRun)
+	}
+	if n := len(s.held.byJob["c"]); n != maxHeld {
+		t.Errorf("%d ticks held, want %d", n, maxHeld)
+	}
+}
