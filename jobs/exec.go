@@ -44,16 +44,6 @@ func deadlinePoll(deadline time.Time) time.Duration {
 	return min(max(time.Until(deadline)/10, 10*time.Millisecond), time.Second)
 }
 
-// extended tells whether v is still valid with a deadline past was.
-func extended(v Validity, was time.Time) bool {
-	select {
-	case <-v.Done():
-		return false
-	default:
-		return v.Deadline().After(was)
-	}
-}
-
 type waitResult struct {
 	code int
 	err  error
@@ -93,13 +83,13 @@ func (e *Executor) runExec(ctx context.Context, job *config.Job, run Run, v Vali
 		Deadline: deadline,
 		Grace:    grace,
 	}
-	p, err := supervisor.Start(ctx, spec)
-	for errors.Is(err, supervisor.ErrDeadline) && v != nil && ctx.Err() == nil && extended(v, spec.Deadline) {
-		// the lease was extended while the supervisor started (a slow
-		// start on a busy host): the deadline it refused is not the
-		// lease's, so start again under the lease's
-		spec.Deadline = v.Deadline()
-		deadline = spec.Deadline
+	var (
+		p   *supervisor.Process
+		err error
+	)
+	if v != nil {
+		p, deadline, err = supervisor.StartUnder(ctx, v, spec)
+	} else {
 		p, err = supervisor.Start(ctx, spec)
 	}
 	if err != nil {

@@ -395,3 +395,15 @@ exec sleep 1000`)
 		t.Errorf("setsid'd pid %d outlived its killed supervisor", escapee)
 	}
 }
+
+// A lease whose ttl leaves the supervisor no time to start (here shorter
+// than its kill margin; on a host where a start takes longer than the ttl,
+// the same) is not started again and again while it is extended: Execute
+// gives up after a few starts, saying the lease is too short.
+func TestExecGivesUpOnALeaseTooShortToStartUnder(t *testing.T) {
+	v := &aheadValidity{ttl: 40 * time.Millisecond}
+	r := await(t, execAsync(exCtx(t), exExecutor(), execJob(t, `echo ran`), v))
+	if !errors.Is(r.err, jobs.ErrLeaseDeadline) || !strings.Contains(r.err.Error(), "shorter than a start takes") || len(r.res.Output) != 0 {
+		t.Fatalf("Execute = %+v, %v; want a refusal saying the lease is too short to start under", r.res, r.err)
+	}
+}

@@ -283,7 +283,7 @@ func (r *lockRun) masterName(f locking.MasterError) string {
 // process is frozen and cannot react.
 func (r *lockRun) supervise(lease *locking.Lease, sigs <-chan os.Signal) int {
 	cfg := r.cfg
-	p, deadline, err := startUnder(lease, supervisor.Spec{
+	p, deadline, err := supervisor.StartUnder(context.Background(), lease, supervisor.Spec{
 		Args: cfg.argv,
 		Env: append(childenv.Filter(os.Environ(), cfg.inherit),
 			envLockKey+"="+cfg.key,
@@ -381,38 +381,6 @@ wait:
 	}
 	r.release(lease)
 	return res.code
-}
-
-// validity is what starting CMD needs of a lease: its deadline, and whether
-// it ended.
-type validity interface {
-	Deadline() time.Time
-	Done() <-chan struct{}
-}
-
-// startUnder starts spec's supervisor with the deadline of the lease v and
-// returns it with that deadline. A lease extended while the supervisor
-// started (slow to start on a busy host) has not run out: the deadline the
-// supervisor refused is not the lease's any more, so it starts again under
-// the lease's, until it starts or the lease ends or is not extended.
-func startUnder(v validity, spec supervisor.Spec) (*supervisor.Process, time.Time, error) {
-	spec.Deadline = v.Deadline()
-	p, err := supervisor.Start(context.Background(), spec)
-	for errors.Is(err, supervisor.ErrDeadline) && extendedPast(v, spec.Deadline) {
-		spec.Deadline = v.Deadline()
-		p, err = supervisor.Start(context.Background(), spec)
-	}
-	return p, spec.Deadline, err
-}
-
-// extendedPast reports whether v still runs with a deadline after was.
-func extendedPast(v validity, was time.Time) bool {
-	select {
-	case <-v.Done():
-		return false
-	default:
-		return v.Deadline().After(was)
-	}
 }
 
 // deadlinePoll is how often the lease's deadline is re-read and forwarded

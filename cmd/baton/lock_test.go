@@ -5,13 +5,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/batonhq/baton/internal/redistest"
-	"github.com/batonhq/baton/internal/supervisor"
 )
 
 // The lock library's warnings (it logs through slog) reach baton lock's
@@ -28,41 +26,6 @@ func TestLockLibraryWarningsOnStderr(t *testing.T) {
 	}
 	if strings.Contains(stderr, "level=") || strings.Contains(stderr, "either way a restart is detected") {
 		t.Fatalf("stderr %q: a structured line or an Info report", stderr)
-	}
-}
-
-// extendedWhileStarting is a lease whose deadline, as first read, is about
-// to pass, and which is extended right after: the supervisor, slow to start
-// on a busy host, is handed a deadline the lease has already moved past.
-type extendedWhileStarting struct {
-	reads    atomic.Int32
-	extended time.Time
-}
-
-func (v *extendedWhileStarting) Deadline() time.Time {
-	if v.reads.Add(1) == 1 {
-		return time.Now().Add(time.Millisecond)
-	}
-	return v.extended
-}
-
-func (v *extendedWhileStarting) Done() <-chan struct{} { return nil }
-
-// A lock extended while CMD's supervisor starts: CMD starts under the
-// extended deadline, not refused (exit 76) for the deadline first handed.
-func TestLockCommandStartsUnderALeaseExtendedWhileStarting(t *testing.T) {
-	t.Parallel()
-	v := &extendedWhileStarting{extended: time.Now().Add(time.Minute)}
-	var out strings.Builder
-	p, deadline, err := startUnder(v, supervisor.Spec{Path: batonBin, Args: []string{"echo", "ran"}, Stdout: &out, Quiet: true})
-	if err != nil {
-		t.Fatalf("startUnder: %v; want the command started under the extended lease", err)
-	}
-	if code, err := p.Wait(); code != 0 || err != nil || out.String() != "ran\n" {
-		t.Errorf("command: exit %d, %v, output %q", code, err, out.String())
-	}
-	if !deadline.Equal(v.extended) {
-		t.Errorf("started under %v, want the extended deadline %v", deadline, v.extended)
 	}
 }
 
