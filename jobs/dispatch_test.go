@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/formats"
@@ -304,44 +305,64 @@ func TestCorruptRunCountFailsDispatch(t *testing.T) {
 	}
 }
 
+// cappedLists is a redis-server whose clock the test steps, and two
+// replicas' rosters on it, both beaten: self, whose list caps job "capped"
+// at max_runs 2, and other, whose list says 5; d is self's dispatcher.
+type cappedLists struct {
+	clock       *redistest.Clock
+	rdb         *redis.Client
+	self, other *roster
+	d           *Dispatcher
+	job         *config.Job
+}
+
+func newCappedLists(t *testing.T) *cappedLists {
+	t.Helper()
+	c := &cappedLists{clock: redistest.NewTestClock(t)}
+	srv := redistest.New(t, redistest.WithClock(c.clock))
+	c.rdb = srv.TestClient(t)
+	e := &env{srv: srv}
+	oldCfg := e.config(t, "  - {name: capped, schedule: \"@every 1m\", max_runs: 2, handler: {name: capped}}\n")
+	newCfg := e.config(t, "  - {name: capped, schedule: \"@every 1m\", max_runs: 5, handler: {name: capped}}\n")
+	c.self = newRoster(c.rdb, oldCfg, Member{ID: "old", Role: "run", Queues: []string{"default"}}, testLogger(t))
+	c.other = newRoster(c.rdb, newCfg, Member{ID: "new", Role: "run", Queues: []string{"default"}}, testLogger(t))
+	for _, r := range []*roster{c.other, c.self} {
+		if _, err := r.beat(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.d = NewDispatcher(oldCfg, nil, nil, WithQueueRedis(c.rdb))
+	c.job, _ = oldCfg.Job("capped")
+	return c
+}
+
+// doneHere asks self's dispatcher about a tick past its list's max_runs.
+func (c *cappedLists) doneHere() error {
+	return c.d.doneHere(context.Background(), c.job, 2, fmt.Errorf("capped ran its max_runs: %w", scheduler.ErrJobDone))
+}
+
 // A forward step of the queue Redis's clock, before any heartbeat has seen
 // it, leaves a tick past this list's max_runs undecided (an error: tried
 // again) rather than recording it done because the replica whose list would
 // still run it looks dead; once a heartbeat has seen the step, the tick is
 // left to that replica.
 func TestQueueClockStepForwardLeavesMaxRunsUndecided(t *testing.T) {
-	ctx := context.Background()
-	clock := redistest.NewTestClock(t)
-	srv := redistest.New(t, redistest.WithClock(clock))
-	rdb := srv.TestClient(t)
-	e := &env{srv: srv}
-	oldCfg := e.config(t, "  - {name: capped, schedule: \"@every 1m\", max_runs: 2, handler: {name: capped}}\n")
-	newCfg := e.config(t, "  - {name: capped, schedule: \"@every 1m\", max_runs: 5, handler: {name: capped}}\n")
-	self := newRoster(rdb, oldCfg, Member{ID: "old", Role: "run", Queues: []string{"default"}}, testLogger(t))
-	other := newRoster(rdb, newCfg, Member{ID: "new", Role: "run", Queues: []string{"default"}}, testLogger(t))
-	for _, r := range []*roster{self, other} {
-		if _, err := r.beat(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	d := NewDispatcher(oldCfg, nil, nil, WithQueueRedis(rdb))
-	job, _ := oldCfg.Job("capped")
-	done := fmt.Errorf("capped ran its max_runs: %w", scheduler.ErrJobDone)
-	if err := d.doneHere(ctx, job, 2, done); !errors.Is(err, scheduler.ErrLeftToOthers) {
+	c := newCappedLists(t)
+	if err := c.doneHere(); !errors.Is(err, scheduler.ErrLeftToOthers) {
 		t.Fatalf("before the step: %v, want the tick left to the new list", err)
 	}
 
-	if err := clock.Step(30 * time.Second); err != nil {
+	if err := c.clock.Step(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	err := d.doneHere(ctx, job, 2, done)
+	err := c.doneHere()
 	if err == nil || errors.Is(err, scheduler.ErrJobDone) || errors.Is(err, scheduler.ErrLeftToOthers) {
 		t.Fatalf("after the step, before a heartbeat saw it: %v, want undecided", err)
 	}
-	if _, err := self.beat(ctx); err != nil {
+	if _, err := c.self.beat(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.doneHere(ctx, job, 2, done); !errors.Is(err, scheduler.ErrLeftToOthers) {
+	if err := c.doneHere(); !errors.Is(err, scheduler.ErrLeftToOthers) {
 		t.Fatalf("after a heartbeat saw the step: %v, want the tick left to the new list", err)
 	}
 }
@@ -354,39 +375,24 @@ func TestQueueClockStepForwardLeavesMaxRunsUndecided(t *testing.T) {
 // recorded done.
 func TestQueueClockStepOfSecondsLeavesMaxRunsToLiveList(t *testing.T) {
 	ctx := context.Background()
-	clock := redistest.NewTestClock(t)
-	srv := redistest.New(t, redistest.WithClock(clock))
-	rdb := srv.TestClient(t)
-	e := &env{srv: srv}
-	oldCfg := e.config(t, "  - {name: capped, schedule: \"@every 1m\", max_runs: 2, handler: {name: capped}}\n")
-	newCfg := e.config(t, "  - {name: capped, schedule: \"@every 1m\", max_runs: 5, handler: {name: capped}}\n")
-	self := newRoster(rdb, oldCfg, Member{ID: "old", Role: "run", Queues: []string{"default"}}, testLogger(t))
-	other := newRoster(rdb, newCfg, Member{ID: "new", Role: "run", Queues: []string{"default"}}, testLogger(t))
-	for _, r := range []*roster{other, self} {
-		if _, err := r.beat(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c := newCappedLists(t)
 	// the new replica's last heartbeat was 1.5 s ago (they come every 2 s)
-	entry, err := rdb.HGet(ctx, rosterKeys("baton")[0], other.self.key).Result()
+	entry, err := c.rdb.HGet(ctx, rosterKeys("baton")[0], c.other.self.key).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, js, _ := strings.Cut(entry, " ")
-	earlier := time.Now().Add(clock.Offset() - 1500*time.Millisecond).UnixMilli()
-	if err := rdb.HSet(ctx, rosterKeys("baton")[0], other.self.key, strconv.FormatInt(earlier, 10)+" "+js).Err(); err != nil {
+	earlier := time.Now().Add(c.clock.Offset() - 1500*time.Millisecond).UnixMilli()
+	if err := c.rdb.HSet(ctx, rosterKeys("baton")[0], c.other.self.key, strconv.FormatInt(earlier, 10)+" "+js).Err(); err != nil {
 		t.Fatal(err)
 	}
-	d := NewDispatcher(oldCfg, nil, nil, WithQueueRedis(rdb))
-	job, _ := oldCfg.Job("capped")
-	done := fmt.Errorf("capped ran its max_runs: %w", scheduler.ErrJobDone)
-	if err := d.doneHere(ctx, job, 2, done); !errors.Is(err, scheduler.ErrLeftToOthers) {
+	if err := c.doneHere(); !errors.Is(err, scheduler.ErrLeftToOthers) {
 		t.Fatalf("before the step: %v, want the tick left to the new list", err)
 	}
-	if err := clock.Step(5 * time.Second); err != nil {
+	if err := c.clock.Step(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.doneHere(ctx, job, 2, done); errors.Is(err, scheduler.ErrJobDone) {
+	if err := c.doneHere(); errors.Is(err, scheduler.ErrJobDone) {
 		t.Fatalf("after a 5 s step, before a heartbeat saw it: %v, want the tick left to the new list (or undecided)", err)
 	}
 }
