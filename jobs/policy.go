@@ -471,16 +471,33 @@ func (e *engine) acquire(ctx context.Context, job *config.Job, t scheduler.Tick,
 			return nil, err // dropped (nil), or the buffer could not be written
 		}
 	case ok && h.after(t.At):
-		e.count(t.Job, func(c *counters) { c.skipped.Add(1) })
-		log.Info("skipped: a newer tick holds the job", holder)
-		e.notStarted(ctx, job, t, attempt, StatusSkipped, "a newer tick holds the job: "+h.String())
+		e.skipForNewer(ctx, job, t, attempt, h, log)
 		return nil, nil
 	default:
 		log.Info("replacing the running run", holder)
-		lease, err = e.replace(ctx, job, t, log)
+		var newer *newerHolder
+		if lease, err = e.replace(ctx, job, t, log); errors.As(err, &newer) {
+			e.skipForNewer(ctx, job, t, attempt, newer.h, log)
+			return nil, nil
+		}
 	}
 	return e.obtained(ctx, job, t, attempt, lease, err, log)
 }
+
+// skipForNewer records tick t skipped because h, a newer tick's run, holds
+// the job (concurrency replace): an older tick never runs after a newer one.
+func (e *engine) skipForNewer(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, h holderRecord, log *slog.Logger) {
+	e.count(t.Job, func(c *counters) { c.skipped.Add(1) })
+	log.Info("skipped: a newer tick holds the job", slog.String("holder", h.String()))
+	e.notStarted(ctx, job, t, attempt, StatusSkipped, "a newer tick holds the job: "+h.String())
+}
+
+// newerHolder ends replace's wait: the holder record, written just after
+// the lease was taken and so possibly missing when the waiter first read
+// it, shows a newer tick's run.
+type newerHolder struct{ h holderRecord }
+
+func (n *newerHolder) Error() string { return "jobs: a newer tick holds the job: " + n.h.String() }
 
 // obtained ends acquire after a wait for the lease: the lease, recorded as
 // held, or the handler's result for err.
@@ -535,14 +552,30 @@ func (e *engine) replace(ctx context.Context, job *config.Job, t scheduler.Tick,
 		}
 	}
 	publish()
+	// the wait ends when the holder record shows a newer tick (read again
+	// at each publish): the run that holds the lease may have taken it
+	// after this tick read no record, and an older tick must not wait to
+	// run after it
+	lockCtx, giveUp := context.WithCancelCause(ctx)
+	defer giveUp(nil)
 	waitCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		every(waitCtx.Done(), e.clock, job.LockTTL/3, publish)
+		every(waitCtx.Done(), e.clock, job.LockTTL/3, func() {
+			if h, ok := e.readHolder(waitCtx, job.Name, log); ok && h.after(t.At) {
+				giveUp(&newerHolder{h})
+				return
+			}
+			publish()
+		})
 	})
-	lease, err := e.locks.Lock(ctx, execLockName(job.Name), job.LockTTL)
+	lease, err := e.locks.Lock(lockCtx, execLockName(job.Name), job.LockTTL)
 	stop()
 	wg.Wait()
+	var newer *newerHolder
+	if err != nil && ctx.Err() == nil && errors.As(context.Cause(lockCtx), &newer) {
+		return nil, newer
+	}
 	return lease, err
 }
 

@@ -819,3 +819,58 @@ func TestQueueClockStepForwardArchivesNothing(t *testing.T) {
 		})
 	}
 }
+
+// Schedule: a newer tick's run takes the execution lease, and an older
+// tick's task reads the holder record before the newer run wrote it (it is
+// written just after the lease is taken). The older one goes to replace,
+// asks older runs to stop (the newer ignores it) and waits for the lease:
+// it must give way as soon as the holder record shows the newer tick,
+// skipped, and never run after the newer one ends.
+func TestReplaceOlderTickGivesWayToANewerHolderSeenLate(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: sync
+    schedule: "@every 1m"
+    concurrency: replace
+    lock_ttl: 1s
+    handler: {name: sync}
+`)
+	gate := make(chan struct{})
+	exec := newFakeExec(blockUntil(gate))
+	w := e.worker(t, cfg, exec)
+	ctx := context.Background()
+	newer, older := tickOf("sync", 2), tickOf("sync", 1)
+	e.dispatch(t, cfg, newer)
+	running := recv(t, exec.started, "newer run")
+	// the holder record is kept away until the older task asks to replace
+	sub := e.rdb.Subscribe(ctx, "baton:cancel:sync")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	holder := "baton:{exec:sync}:holder"
+	asked := make(chan struct{})
+	go func() {
+		defer close(asked)
+		<-sub.Channel()
+	}()
+	e.dispatch(t, cfg, older)
+	poll.Require(t, 10*time.Second, "the older task's replace request", func() bool {
+		select {
+		case <-asked:
+			return true
+		default:
+			e.rdb.Del(ctx, holder)
+			return false
+		}
+	})
+	e.state(t, "baton:default", older, asynq.TaskStateCompleted) // skipped, while the newer runs
+	if running.ctx.Err() != nil {
+		t.Fatalf("the newer run was stopped: %v", context.Cause(running.ctx))
+	}
+	if st := w.Stats(); st.Skipped != 1 {
+		t.Errorf("stats %+v, want the older tick skipped", st)
+	}
+	close(gate)
+	e.state(t, "baton:default", newer, asynq.TaskStateCompleted)
+	none(t, exec.started, 100*time.Millisecond, "run of the older tick")
+}

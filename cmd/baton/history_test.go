@@ -382,7 +382,7 @@ jobs:
 		}
 		return replaced && running
 	}) {
-		t.Fatalf("the first trigger (%s) was not replaced by the second (%s): %+v", first, second, recs)
+		t.Fatalf("the first trigger (%s) was not replaced by the second (%s): %+v\nthe worker's log:\n%s", first, second, recs, p.stderr.String())
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
