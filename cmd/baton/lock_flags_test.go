@@ -33,3 +33,18 @@ func TestLockHelpSaysHowBrandNewMastersSkipTheQuarantine(t *testing.T) {
 		}
 	}
 }
+
+// A Redis URL that does not parse (here the scheme was left out, as in
+// ":password@host:port") is named in baton lock's usage error without its
+// password (internal/redact.URL masks the user info of a URL that
+// url.Parse cannot read).
+func TestLockUnparsableURLPasswordMasked(t *testing.T) {
+	const pw = "hunter2-s3cret"
+	_, _, err := parseLock([]string{"--redis", ":" + pw + "@127.0.0.1:6379", "key", "--", "true"}, io.Discard)
+	if err == nil {
+		t.Fatal("an unparsable URL accepted")
+	}
+	if strings.Contains(err.Error(), pw) {
+		t.Errorf("usage error shows the password: %v", err)
+	}
+}
