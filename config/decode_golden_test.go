@@ -1,13 +1,13 @@
 package config
 
-// Review of the restructuring (7b41a71..HEAD): the job list moved from jobs
-// to config and the strict YAML decoder into internal/strictyaml (hooks
-// Report, Absent, OnAbsent, Init, Extensions). Loading must behave as it
-// did: the same problems, lines, job names and masked secrets, the same
-// defaults. rvGolden is what jobs.loadSections printed at 7b41a71 for the
-// same documents and environment (full load, and the connection-only load
-// of LoadConnectionFile), but for what changed on purpose since: an invalid
-// Redis URL is named, masked, and a quoted piece of a ${VAR} value is masked.
+// Loading keeps its behaviour across moves of the code (the job list moved
+// from jobs to config at 7b41a71, the strict YAML decoder into
+// internal/strictyaml): the same problems, lines, job names and masked
+// secrets, the same defaults. loadGolden is what jobs.loadSections printed
+// at 7b41a71 for the same documents and environment (full load, and the
+// connection-only load of LoadConnectionFile), but for what changed on
+// purpose since: an invalid Redis URL is named, masked, and a quoted piece
+// of a ${VAR} value is masked.
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-var rvCases = map[string]string{
+var loadCases = map[string]string{
 	"01-merge-defaults.yaml": `redis: {url: "redis://127.0.0.1:6379/0"}
 namespace: rv
 x-common: &common
@@ -124,7 +124,7 @@ jobs:
 `,
 }
 
-const rvGolden = `== 01-merge-defaults.yaml full
+const loadGolden = `== 01-merge-defaults.yaml full
 redis:
   url: redis://127.0.0.1:6379/0
 locking:
@@ -352,26 +352,26 @@ security:
 
 `
 
-var rvEnv = map[string]string{"RV_TOKEN": "tok-secret-123", "RV_EMPTY": "", "RV_PIN": "4242",
+var loadEnv = map[string]string{"RV_TOKEN": "tok-secret-123", "RV_EMPTY": "", "RV_PIN": "4242",
 	"RV_URL": "redis://user:pw-secret-9@127.0.0.1:notaport/0", "RV_SCHED": "@every 2m"}
 
-func rvLookup(k string) (string, bool) { v, ok := rvEnv[k]; return v, ok }
+func loadLookup(k string) (string, bool) { v, ok := loadEnv[k]; return v, ok }
 
-var rvConnSkip = []string{"jobs", "worker", "scheduler", "http", "security", "timezone", "max_clock_skew"}
+var connSkip = []string{"jobs", "worker", "scheduler", "http", "security", "timezone", "max_clock_skew"}
 
-// the history section (ccd98b8) and worker.poll_interval are later
-// features, not part of the restructuring: left out of the comparison
+// the history section (ccd98b8) and worker.poll_interval came after
+// 7b41a71: left out of the comparison
 const (
-	rvHistory = "history:\n  runs: 100\n  max_age: 168h\n"
-	rvPoll    = "  poll_interval: 100ms\n"
+	laterHistory = "history:\n  runs: 100\n  max_age: 168h\n"
+	laterPoll    = "  poll_interval: 100ms\n"
 )
 
-func rvDump(name, data string, skip []string) string {
-	cfg, err := loadSections([]byte(data), name, name, rvLookup, time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), skip)
+func loadDump(name, data string, skip []string) string {
+	cfg, err := loadSections([]byte(data), name, name, loadLookup, time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), skip)
 	if err != nil {
 		return "ERR " + err.Error() + "\n"
 	}
-	return strings.Replace(strings.Replace(cfg.Redacted(), rvHistory, "", 1), rvPoll, "", 1) + "\n"
+	return strings.Replace(strings.Replace(cfg.Redacted(), laterHistory, "", 1), laterPoll, "", 1) + "\n"
 }
 
 // Every problem (unknown keys with did-you-mean, x- keys outside the top
@@ -381,9 +381,9 @@ func rvDump(name, data string, skip []string) string {
 // same line, job name and field, and with ${VAR} values masked; a valid
 // document gets the same defaults (list elements through merge keys
 // included) and prints the same, secrets masked.
-func TestLoadSameAsBeforeRestructuring(t *testing.T) {
-	names := make([]string, 0, len(rvCases))
-	for n := range rvCases {
+func TestLoadReportsAndDefaultsAsAt7b41a71(t *testing.T) {
+	names := make([]string, 0, len(loadCases))
+	for n := range loadCases {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -392,13 +392,13 @@ func TestLoadSameAsBeforeRestructuring(t *testing.T) {
 		for _, mode := range []string{"full", "conn"} {
 			var skip []string
 			if mode == "conn" {
-				skip = rvConnSkip
+				skip = connSkip
 			}
 			b.WriteString("== " + n + " " + mode + "\n")
-			b.WriteString(rvDump(n, rvCases[n], skip))
+			b.WriteString(loadDump(n, loadCases[n], skip))
 		}
 	}
-	got, want := strings.Split(b.String(), "\n"), strings.Split(rvGolden, "\n")
+	got, want := strings.Split(b.String(), "\n"), strings.Split(loadGolden, "\n")
 	for i := 0; i < max(len(got), len(want)); i++ {
 		var g, w string
 		if i < len(got) {
@@ -429,10 +429,10 @@ func TestConnectionLoadIgnoresAliasSizeOfSkippedSections(t *testing.T) {
 	for range 70 {
 		b.WriteString("        - *big\n")
 	}
-	if out := rvDump("bomb.yaml", b.String(), nil); !strings.HasPrefix(out, "ERR ") {
+	if out := loadDump("bomb.yaml", b.String(), nil); !strings.HasPrefix(out, "ERR ") {
 		t.Errorf("full load of a 70 MiB expansion accepted")
 	}
-	if out := rvDump("bomb.yaml", b.String(), rvConnSkip); strings.HasPrefix(out, "ERR ") {
+	if out := loadDump("bomb.yaml", b.String(), connSkip); strings.HasPrefix(out, "ERR ") {
 		t.Errorf("connection-only load refused over its skipped jobs section (7b41a71 accepted it): %s", out)
 	}
 }
