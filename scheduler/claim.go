@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,6 +32,7 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 	claimedAt := s.opts.clock.Now()
 	answers := s.claim(ctx, batch)
 
+	now := s.opts.clock.Now()
 	var owned []claimed
 	var notRun []notDispatched
 	var release []int // batch indices of the leases given up
@@ -46,99 +48,40 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 	failures := 0
 	var firstErr error
 	for i, it := range batch {
-		as := s.answersTo(answers, i)
-		it.missedOn = ownMissed(as, it.missedOn)
-		batch[i].missedOn = it.missedOn
-		o := s.decide(as)
-		recorded := len(notRun)
-		log := func() *slog.Logger {
-			return s.opts.log.With("job", it.job.Name, "tick", it.at.Format(time.RFC3339), "replica", s.opts.replica)
+		d := decide(it, s.answersTo(answers, i), now, backoff)
+		batch[i].missedOn = d.missedOn
+		if d.err != nil {
+			if firstErr == nil {
+				firstErr = d.err
+			}
+			failures++
 		}
-		switch o.st {
-		case stOwned:
+		if d.release {
+			release = append(release, i)
+		}
+		if d.unrecord != "" {
+			unrecord = append(unrecord, unrecorded{i, d.unrecord})
+		}
+		switch d.kind {
+		case decOwned:
 			s.add(it.job, func(c *stats) { c.owned.Add(1) })
-			owned = append(owned, claimed{idx: i, fence: o.fence, synced: o.agree})
+			owned = append(owned, claimed{idx: i, fence: d.fence, synced: d.synced})
 			s.note("claimed", it)
-		case stDone:
+		case decDone:
 			s.add(it.job, func(c *stats) { c.done.Add(1) })
-		case stPaused:
-			if o.mine {
-				unrecord = append(unrecord, unrecorded{i, "paused"})
+		case decNotRun:
+			if d.counted {
+				s.countNotRun(it, d)
 			}
-			s.add(it.job, func(c *stats) { c.paused.Add(1) })
-			log().Info("tick skipped: job paused")
-			notRun = append(notRun, notDispatched{i, true, "the job is paused"})
-		case stMissed:
-			if o.mine {
-				// this claim's own commit reached only some masters, and the
-				// tick did not run: those records say so now; no other
-				// replica records it (they find it done)
-				unrecord = append(unrecord, unrecorded{i, "missed"})
-			} else if !o.unknown && !o.first {
-				// another claim recorded it missed, and logs and counts it; the
-				// record of why it did not run is written here too, as that
-				// claim's replica may have died before it wrote it (the
-				// recorder keeps one per tick)
-				notRun = append(notRun, notDispatched{i, false, missedReason(it, o)})
-				break
-			}
-			s.add(it.job, func(c *stats) { c.missed.Add(1) })
-			if o.unknown {
-				if o.split {
-					release = append(release, i)
-				}
-				log().Warn("tick missed: no majority of lock masters can grant it (some restarted after it was due and may have lost its record, or the job is paused on some of them); not dispatched, since none can vouch that it was not dispatched already")
-				notRun = append(notRun, notDispatched{i, false, "no majority of lock masters could vouch that it was not dispatched already"})
-				break
-			}
-			if it.drop && o.wait <= it.job.StartingDeadline {
-				log().Warn("tick missed: left out by the job's catch-up policy (after a restart, or lock masters or the queue unreachable)", "catchup", string(it.job.Catchup))
-			} else {
-				log().Warn("tick missed: past its starting deadline", "late", o.wait.Round(time.Millisecond), "starting_deadline", it.job.StartingDeadline)
-			}
-			notRun = append(notRun, notDispatched{i, false, missedReason(it, o)})
-		case stBusy:
-			if it.drop && o.err == nil {
-				break // leased by another replica, which dispatches it
-			}
-			if o.err != nil && !o.early && it.attempts > 0 {
-				// failing again: an outage; held back until the masters
-				// answer, then claimed as the job's catch-up policy says
-				if failures == 0 {
-					firstErr = o.err
-				}
-				failures++
-				s.hold(it, o.err)
-				break
-			}
+			notRun = append(notRun, notDispatched{i, d.paused, d.reason})
+		case decHold:
+			s.hold(it, d.err)
+		case decRetry:
 			s.add(it.job, func(c *stats) { c.busy.Add(1) })
-			if o.early {
+			if d.early {
 				s.add(it.job, func(c *stats) { c.early.Add(1) })
 			}
-			if o.split {
-				release = append(release, i)
-			}
-			wait := o.wait
-			if (o.err != nil || o.split) && !o.early {
-				// split vote or masters failing: back off with jitter
-				wait = backoff
-				if o.err != nil {
-					failures++
-					if firstErr == nil {
-						firstErr = o.err
-					}
-				}
-			}
-			// (not for a tick not due yet: the master's clock said when to
-			// ask again, and this replica's clock is the one that is off)
-			if !o.early && !it.backfill && s.opts.clock.Now().Add(wait).After(it.at.Add(it.job.StartingDeadline+time.Second)) {
-				wait = max(it.at.Add(it.job.StartingDeadline+time.Second).Sub(s.opts.clock.Now()), 0)
-			}
-			again = append(again, retryAt(it, s.opts.clock.Now().Add(wait+time.Millisecond)))
-		}
-		if o.mine && len(notRun) > recorded {
-			n := &notRun[len(notRun)-1]
-			n.reason = "its commit before the run reached only some lock masters; " + n.reason
+			again = append(again, retryAt(it, d.at))
 		}
 	}
 	owned, lost := s.raiseFences(ctx, batch, owned)
@@ -194,6 +137,148 @@ type notDispatched struct {
 	idx    int // index in the batch
 	paused bool
 	reason string
+}
+
+// decisionKind is what a claim's decision leaves to do with its tick.
+type decisionKind int
+
+const (
+	decOwned  decisionKind = iota // this claim owns the tick: dispatch it (fence, synced)
+	decDone                       // decided already: nothing to do
+	decLeased                     // left out by the catch-up policy and leased by another claim, which dispatches it
+	decRetry                      // claim it again at the decision's at
+	decHold                       // failing again (an outage): held back with err as the cause
+	decNotRun                     // not run and never to be: record why (reason)
+)
+
+// decision is what the claim of one tick decided, from the masters'
+// answers: what to do with the tick, and what to undo on the masters.
+type decision struct {
+	kind   decisionKind
+	fence  int64     // decOwned: the dispatch fence
+	synced bool      // decOwned: every owning master answered that fence
+	at     time.Time // decRetry: when to claim it again
+	early  bool      // decRetry: not due yet by a master's clock
+	err    error     // decRetry, decHold: the masters failed (nil: busy, split or early)
+	// the lease is held on some masters but the tick is not owned: give
+	// it up before the tick is claimed again
+	release bool
+	// "missed" or "paused": this claim's own "done" records, written by a
+	// commit that never reached a quorum, become this record
+	unrecord string
+	paused   bool   // decNotRun: paused, not missed
+	reason   string // decNotRun: why the tick did not run
+	// decNotRun: this replica counts and logs it (a pause; a miss recorded
+	// by this claim, or that no majority could vouch for): once across
+	// replicas
+	counted bool
+	// decNotRun, counted: why it was missed, for the log line
+	why  missedWhy
+	late time.Duration // decNotRun: how late the tick was (by a master's clock)
+	// the masters on which an attempt of this claim recorded the tick
+	// missed, this one's included (see ownMissed)
+	missedOn uint64
+}
+
+// missedWhy says why a tick was missed.
+type missedWhy int
+
+const (
+	missedPaused  missedWhy = iota // not missed: paused
+	missedLate                     // past its starting deadline
+	missedLeftOut                  // left out by the job's catch-up policy
+	missedUnknown                  // no majority of masters could vouch it was not dispatched
+)
+
+// decide is what the claim of tick it decided from the masters' answers as
+// (one per master), at now by this replica's clock; backoff is the batch's
+// wait before a claim that split or failed is tried again. It reads no
+// state and writes none: process carries the decision out.
+func decide(it item, as []answer, now time.Time, backoff time.Duration) decision {
+	as = slices.Clone(as)
+	d := decision{missedOn: ownMissed(as, it.missedOn)}
+	o := verdict(as)
+	switch o.st {
+	case stOwned:
+		d.kind, d.fence, d.synced = decOwned, o.fence, o.agree
+	case stDone:
+		d.kind = decDone
+	case stPaused:
+		if o.mine {
+			d.unrecord = "paused"
+		}
+		d.kind, d.paused, d.counted, d.reason = decNotRun, true, true, "the job is paused"
+	case stMissed:
+		d.kind, d.late = decNotRun, o.wait
+		if o.mine {
+			// this claim's own commit reached only some masters, and the
+			// tick did not run: those records say so now; no other
+			// replica records it (they find it done)
+			d.unrecord = "missed"
+		}
+		switch {
+		case o.unknown:
+			d.release, d.counted, d.why = o.split, true, missedUnknown
+			d.reason = "no majority of lock masters could vouch that it was not dispatched already"
+		default:
+			// another claim recorded it missed, and logs and counts it;
+			// the record of why it did not run is written here too, as
+			// that claim's replica may have died before it wrote it (the
+			// recorder keeps one per tick)
+			d.counted = o.mine || o.first
+			d.why = missedLate
+			if it.drop && o.wait <= it.job.StartingDeadline {
+				d.why = missedLeftOut
+			}
+			d.reason = missedReason(it, o)
+		}
+	case stBusy:
+		if it.drop && o.err == nil {
+			d.kind = decLeased // leased by another replica, which dispatches it
+			break
+		}
+		if o.err != nil && !o.early && it.attempts > 0 {
+			// failing again: an outage; held back until the masters
+			// answer, then claimed as the job's catch-up policy says
+			d.kind, d.err = decHold, o.err
+			break
+		}
+		d.kind, d.early, d.release = decRetry, o.early, o.split
+		wait := o.wait
+		if (o.err != nil || o.split) && !o.early {
+			// split vote or masters failing: back off with jitter
+			wait, d.err = backoff, o.err
+		}
+		// (not for a tick not due yet: the master's clock said when to
+		// ask again, and this replica's clock is the one that is off)
+		if last := it.at.Add(it.job.StartingDeadline + time.Second); !o.early && !it.backfill && now.Add(wait).After(last) {
+			wait = max(last.Sub(now), 0)
+		}
+		d.at = now.Add(wait + time.Millisecond)
+	}
+	if o.mine && d.kind == decNotRun {
+		d.reason = "its commit before the run reached only some lock masters; " + d.reason
+	}
+	return d
+}
+
+// countNotRun counts and logs a tick the claim decided not to run (d).
+func (s *Scheduler) countNotRun(it item, d decision) {
+	log := s.opts.log.With("job", it.job.Name, "tick", it.at.Format(time.RFC3339), "replica", s.opts.replica)
+	if d.paused {
+		s.add(it.job, func(c *stats) { c.paused.Add(1) })
+		log.Info("tick skipped: job paused")
+		return
+	}
+	s.add(it.job, func(c *stats) { c.missed.Add(1) })
+	switch d.why {
+	case missedUnknown:
+		log.Warn("tick missed: no majority of lock masters can grant it (some restarted after it was due and may have lost its record, or the job is paused on some of them); not dispatched, since none can vouch that it was not dispatched already")
+	case missedLeftOut:
+		log.Warn("tick missed: left out by the job's catch-up policy (after a restart, or lock masters or the queue unreachable)", "catchup", string(it.job.Catchup))
+	default:
+		log.Warn("tick missed: past its starting deadline", "late", d.late.Round(time.Millisecond), "starting_deadline", it.job.StartingDeadline)
+	}
 }
 
 // missedReason says why tick it, decided MISSED (o) by a quorum that could
@@ -395,9 +480,10 @@ type outcome struct {
 	err  error
 }
 
-// decide tallies the masters' answers to one claim into the quorum's
-// verdict.
-func (s *Scheduler) decide(as []answer) outcome {
+// verdict tallies the masters' answers to one claim (one per master, in
+// the masters' order) into the quorum's verdict: a majority of them.
+func verdict(as []answer) outcome {
+	q := len(as)/2 + 1
 	var owned, mine, doneBy, missed, paused, busy, errs, abstain, early int
 	var o outcome
 	answered := false // some master answered: the first one decides o.first
@@ -462,10 +548,10 @@ func (s *Scheduler) decide(as []answer) outcome {
 		// some master's clock says the tick is not due: this replica's
 		// clock is ahead; ask again when it is (releasing what was owned)
 		o.st, o.split, o.early = stBusy, owned > 0, true
-	case doneBy >= s.quorum:
+	case doneBy >= q:
 		// another claim's commit reached a quorum: its run started
 		o.st = stDone
-	case owned+mine >= s.quorum:
+	case owned+mine >= q:
 		// (a master holding this claim's own record counts as granting it:
 		// the commit is completed on the others before the run.) Another
 		// claim's "done" on the rest never reached a quorum, or a master
@@ -473,11 +559,11 @@ func (s *Scheduler) decide(as []answer) outcome {
 		// abstains): that claim's owner never ran the tick, and died or
 		// gave it up
 		o.st, o.agree = stOwned, low == o.fence
-	case paused >= s.quorum:
+	case paused >= q:
 		o.st = stPaused
-	case missed >= s.quorum:
+	case missed >= q:
 		o.st = stMissed
-	case abstain+paused > len(as)-s.quorum, busy == 0 && abstain+paused+doneBy > len(as)-s.quorum:
+	case abstain+paused > len(as)-q, busy == 0 && abstain+paused+doneBy > len(as)-q:
 		// (another claim's "done" on some masters: with no lease left
 		// that could complete it, the masters that restarted may have held
 		// it on a quorum, so it may have run)
@@ -486,7 +572,7 @@ func (s *Scheduler) decide(as []answer) outcome {
 		o.st, o.split = stBusy, owned > 0
 	default:
 		o.st, o.split = stBusy, owned > 0
-		o.err = fmt.Errorf("scheduler: no quorum (%d of %d masters agreed): %w", owned, s.quorum, errors.Join(errList...))
+		o.err = fmt.Errorf("scheduler: no quorum (%d of %d masters agreed): %w", owned, q, errors.Join(errList...))
 	}
 	return o
 }
