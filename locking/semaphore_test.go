@@ -3,6 +3,7 @@ package locking_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/locking"
 )
@@ -199,5 +201,258 @@ func TestFairSemaphoreLimitCanChange(t *testing.T) {
 	q := newClient(t, clientsOf(t, srv, s2, s3))
 	if _, err := q.FairSemaphore("db", 2); !errors.Is(err, locking.ErrInvalid) {
 		t.Errorf("a fair semaphore on three masters: %v, want invalid", err)
+	}
+}
+
+// Schedule: a fair semaphore of 1 place is held with a 10s ttl; a waiter
+// with a 1s ttl queues at its head; the waiter's process is killed (no
+// leave); the holder releases at once. The place is free and no live caller
+// waits: the next caller must get in within the dead head's ttl + 1s (its
+// place once lived "the wait it was told + ttl + 1s", ~12s).
+func TestFairSemaphoreCrashedHeadFreesThePlaceWithItsTTL(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	c := newClient(t, []*redis.Client{rdb})
+	ctx := testCtx(t)
+	s, _ := c.FairSemaphore("rv-head", 1)
+	h, err := s.TryAcquire(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kill := holder(t, srv, "fairsem rv-head 1", false) // ttl holdTTL (1s), queues behind h
+	registered(t, rdb, "fsem:rv-head", 1)
+	kill()
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := rdb.HGetAll(ctx, keyOf("fsem:rv-head")+":qd").Result()
+	now := serverMs(t, rdb)
+	bound := holdTTL + time.Second + time.Second
+	actx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	start := time.Now()
+	l, err := s.Acquire(actx, time.Second)
+	if err != nil {
+		t.Fatalf("the only place is free and its dead head (ttl %v) was killed, yet Acquire is refused after %v "+
+			"(queue data %v at server ms %d): %v", holdTTL, time.Since(start).Round(time.Millisecond), d, now, err)
+	}
+	_ = l.Release(ctx)
+}
+
+// Schedule: a slot semaphore of 2 is full (slots #0 and #1 held for 10s);
+// a caller waits in Acquire (ttl 5s) and so sits on one random slot's
+// waiter set; the holder of the OTHER slot releases. A place is free: the
+// waiter must be woken by it (it once slept until its wait on its own slot
+// timed out, its ttl).
+func TestSlotSemaphoreWaiterWokenByOtherSlot(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	c := newClient(t, []*redis.Client{rdb})
+	ctx := testCtx(t)
+	s, _ := c.Semaphore("rv-slots", 2)
+	held := map[string]*locking.Lease{}
+	for range 2 {
+		l, err := s.TryAcquire(ctx, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[l.Key()] = l
+	}
+	got := make(chan error, 1)
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	go func() {
+		l, err := s.Acquire(wctx, 5*time.Second)
+		if err == nil {
+			_ = l.Release(ctx)
+		}
+		got <- err
+	}()
+	var waitedOn string
+	poll.Require(t, 10*time.Second, "the waiter on a slot", func() bool {
+		for i := range 2 {
+			k := fmt.Sprintf("sem:rv-slots#%d", i)
+			if rdb.ZCard(ctx, keyOf(k)+":w").Val() == 1 {
+				waitedOn = k
+				return true
+			}
+		}
+		return false
+	})
+	for k, l := range held {
+		if k != waitedOn {
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	start := time.Now()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("a slot was released %v ago but the waiter (on %s) was never woken: %v", time.Since(start).Round(time.Millisecond), waitedOn, err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("waiter got the freed slot only %v after its release", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter never returned")
+	}
+	for k, l := range held {
+		if k == waitedOn {
+			_ = l.Release(ctx)
+		}
+	}
+}
+
+// A fair semaphore of 2 on one master whose replies are lost now and then
+// (the script ran, the answer died with the connection): never more than 2
+// valid holders, and fences strictly grow in grant order.
+func TestFairSemaphoreLostRepliesKeepLimit(t *testing.T) {
+	srv := redistest.New(t)
+	p := redistest.NewTestProxy(t, srv.Addr())
+	var clients []*locking.Client
+	for range 2 {
+		clients = append(clients, newClient(t, []*redis.Client{through(t, srv, p)}, locking.WithMasterTimeout(200*time.Millisecond)))
+	}
+	const limit = 2
+	var mu sync.Mutex
+	live := map[*locking.Lease]bool{}
+	var fences []int64
+	var grants atomic.Int32
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { proxyChaos(t, 3, []*redistest.Proxy{p}, stop) })
+	deadline := time.Now().Add(3 * time.Second)
+	for w := range 6 {
+		wg.Go(func() {
+			s, _ := clients[w%2].FairSemaphore("rv-fair-lost", limit)
+			for time.Now().Before(deadline) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				l, err := s.Acquire(ctx, 500*time.Millisecond)
+				cancel()
+				if err != nil {
+					continue
+				}
+				grants.Add(1)
+				mu.Lock()
+				if l.Err() == nil {
+					n := 1
+					for o := range live {
+						if o.Err() == nil {
+							n++
+						}
+					}
+					if n > limit {
+						t.Errorf("%d valid holders of a fair semaphore of %d", n, limit)
+					}
+					live[l] = true
+					fences = append(fences, l.Fence())
+				}
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond)
+				mu.Lock()
+				delete(live, l)
+				mu.Unlock()
+				rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+				_ = l.Release(rctx)
+				rcancel()
+			}
+		})
+	}
+	time.Sleep(time.Until(deadline))
+	close(stop)
+	wg.Wait()
+	seen := map[int64]bool{}
+	for _, f := range fences {
+		if seen[f] {
+			t.Errorf("fence %d handed to two holders", f)
+		}
+		seen[f] = true
+	}
+	t.Logf("%d grants", grants.Load())
+}
+
+// A fair semaphore of 2 with six queued waiters and a caller hammering
+// TryAcquire: places go in queue order, TryAcquire never takes one while
+// waiters queue, and never more than 2 hold.
+func TestFairSemaphoreFIFOUnderBarging(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	c := newClient(t, []*redis.Client{rdb})
+	c2 := newClient(t, []*redis.Client{srv.TestClient(t)})
+	ctx := testCtx(t)
+	s, _ := c.FairSemaphore("rv-fifo", 2)
+	s2, _ := c2.FairSemaphore("rv-fifo", 2)
+	var holding atomic.Int32
+	first := make([]*locking.Lease, 2)
+	for i := range first {
+		l, err := s.TryAcquire(ctx, 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first[i] = l
+	}
+	holding.Store(2)
+	var order []int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	const n = 6
+	for i := range n {
+		sem := s
+		if i%2 == 1 {
+			sem = s2
+		}
+		wg.Go(func() {
+			l, err := sem.Acquire(ctx, 20*time.Second)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if h := holding.Add(1); h > 2 {
+				t.Errorf("%d holders", h)
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+			holding.Add(-1)
+			_ = l.Release(ctx)
+		})
+		registered(t, rdb, "fsem:rv-fifo", int64(i+1))
+	}
+	stop := make(chan struct{})
+	var barges atomic.Int32
+	var hw sync.WaitGroup
+	hw.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			l, err := s2.TryAcquire(ctx, time.Second)
+			if err == nil {
+				if rdb.LLen(ctx, keyOf("fsem:rv-fifo")+":q").Val() > 0 {
+					barges.Add(1)
+				}
+				_ = l.Release(ctx)
+			}
+		}
+	})
+	holding.Add(-2)
+	for _, l := range first {
+		_ = l.Release(ctx)
+	}
+	wg.Wait()
+	close(stop)
+	hw.Wait()
+	for i, who := range order {
+		if who != i {
+			t.Fatalf("served in order %v, want 0..%d", order, n-1)
+		}
+	}
+	if b := barges.Load(); b > 0 {
+		t.Errorf("TryAcquire took a place %d times while waiters queued", b)
 	}
 }
