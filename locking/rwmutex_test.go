@@ -422,6 +422,7 @@ func TestLateShareExtensionDoesNotRevive(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = r.Extend(ctx, 5*time.Second)
+	replied := time.Now() // the reply came back 500ms late
 	if err == nil {
 		t.Fatal("an extension that reached Redis after the share's expiry succeeded")
 	}
@@ -431,9 +432,11 @@ func TestLateShareExtensionDoesNotRevive(t *testing.T) {
 	if err := p.Restore(); err != nil {
 		t.Fatal(err)
 	}
-	at := <-done
-	if late := at.Sub(deadline); late > 30*time.Millisecond {
-		t.Errorf("Done fired %v after the validity deadline", late)
+	// Done fires at the deadline, not held back by the extension on its
+	// way: before its late reply came back (the deadline is 300ms before
+	// that reply; how late a busy host runs the timer is no concern here)
+	if at := <-done; !at.Before(replied) || at.Before(deadline) {
+		t.Errorf("Done fired %v after the validity deadline, %v before the late extension's reply", at.Sub(deadline), replied.Sub(at))
 	}
 	if rdb.ZScore(ctx, keyOf("rw:rv-late")+":r", r.Token()).Err() != redis.Nil {
 		t.Fatal("the lapsed share is in Redis again after a late extension")
