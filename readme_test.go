@@ -2,7 +2,8 @@ package baton_test
 
 // Tests that keep the README and docs/ true: links resolve, the two commands
 // the README gives exist, the README stays short, its Layout names every
-// package, and its Go program builds. None of them needs Redis.
+// package, the tests its guarantee table names exist, and its Go program
+// builds. None of them needs Redis.
 
 import (
 	"bufio"
@@ -371,6 +372,79 @@ func TestReadmeLayoutNamesEveryPackage(t *testing.T) {
 	}
 	if len(dirs) < 5 {
 		t.Fatalf("found only %d package directories: the walk is broken", len(dirs))
+	}
+}
+
+// testName is a test function's name in a markdown code span; a trailing *
+// makes it a prefix.
+var testName = regexp.MustCompile("`((?:Test|Fuzz|Benchmark|Example)[A-Za-z0-9_]*\\*?)`")
+
+// testFuncs returns the name of every test, fuzz, benchmark and example
+// function in the repository's *_test.go files.
+func testFuncs(t *testing.T) map[string]bool {
+	t.Helper()
+	decl := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark|Example)[A-Za-z0-9_]*)\(`)
+	names := map[string]bool{}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range decl.FindAllStringSubmatch(string(b), -1) {
+			names[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) < 100 {
+		t.Fatalf("found only %d test functions: the walk is broken", len(names))
+	}
+	return names
+}
+
+// Every test the README's guarantee table names (a row "| G1 | ..."; a name
+// ending in * stands for every test it prefixes) exists in some *_test.go
+// file: a renamed or deleted test fails here, not silently in the table.
+func TestReadmeGuaranteesNameExistingTests(t *testing.T) {
+	readme := readDoc(t, "README.md")
+	funcs := testFuncs(t)
+	row := regexp.MustCompile(`^\| G[0-9]+ \|`)
+	named := 0
+	for i, line := range strings.Split(readme, "\n") {
+		if !row.MatchString(line) {
+			continue
+		}
+		for _, m := range testName.FindAllStringSubmatch(line, -1) {
+			named++
+			name, prefix := strings.CutSuffix(m[1], "*")
+			found := funcs[name]
+			for f := range funcs {
+				if found || !prefix {
+					break
+				}
+				found = strings.HasPrefix(f, name)
+			}
+			if !found {
+				t.Errorf("README.md:%d: guarantee %s names %s, which no *_test.go file defines", i+1, strings.Fields(line)[1], m[1])
+			}
+		}
+	}
+	if named == 0 {
+		t.Fatal("README.md's guarantee table names no tests: its rows (| G1 | ...) were not found")
 	}
 }
 
