@@ -49,6 +49,54 @@ var (
 	bufferScript = redis.NewScript(bufferSrc)
 )
 
+// bufferPolicy is concurrency buffer_one and buffer_all: a tick that finds
+// the job running is kept (keep) and runs when the job is free, oldest
+// first; beyond the job's bound it is dropped.
+type bufferPolicy struct{ e *engine }
+
+// acquire takes the job's lease if it is free and no older tick is kept
+// (first); otherwise the tick is kept and waits its turn, or is dropped.
+func (p bufferPolicy) acquire(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool, log *slog.Logger) (*grant, error) {
+	e := p.e
+	lease, busy, err := e.tryLease(ctx, job, t, attempt, log)
+	switch {
+	case lease != nil && e.first(ctx, job, t, lease, log):
+		return e.held(ctx, job, t, attempt, lease, log), nil
+	case lease != nil:
+		// older ticks are kept: first released the lease and kept this
+		// tick behind them (or found the buffer full), and it waits
+		return p.wait(ctx, job, t, attempt, slog.String("holder", "none (the lease goes to an older kept tick)"), log)
+	case !busy:
+		return nil, err
+	}
+	b := e.seeHolder(ctx, job.Name, log)
+	if b.sameTick(t) {
+		return e.meetSameTick(ctx, job, t, attempt, retries, b, log)
+	}
+	return p.wait(ctx, job, t, attempt, b.attr(), log)
+}
+
+// wait keeps tick t in the job's buffer until it is its turn to run.
+func (p bufferPolicy) wait(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, holder slog.Attr, log *slog.Logger) (*grant, error) {
+	lease, done, err := p.e.keep(ctx, job, t, attempt, holder, log)
+	if done {
+		return nil, err // dropped (nil), or the buffer could not be written
+	}
+	return p.e.obtained(ctx, job, t, attempt, lease, err, log)
+}
+
+// release marks the next kept tick (markNext) and releases the lease. The
+// mark is made only while this run holds the lease: once it is lost,
+// another run may hold it, and the mark would be false.
+func (p bufferPolicy) release(ctx context.Context, job *config.Job, t scheduler.Tick, g *grant, log *slog.Logger) {
+	ctx, cancel := releaseContext(ctx, job)
+	defer cancel()
+	if g.lease.Context().Err() == nil {
+		p.e.markNext(ctx, job, t, log)
+	}
+	releaseLease(ctx, g.lease, log)
+}
+
 // buffer is one job's buffer on the queue Redis.
 type buffer struct {
 	rdb   redis.UniversalClient
@@ -58,7 +106,7 @@ type buffer struct {
 }
 
 // bufferKeys are the buffer script's keys for job: the kept ticks, their
-// liveness deadlines, the hand-off mark.
+// liveness deadlines, the next-tick mark.
 func bufferKeys(namespace, job string) []string {
 	k := namespace + ":{exec:" + job + "}:buffer"
 	return []string{k, k + ":alive", k + ":next"}
@@ -94,11 +142,11 @@ func (e *engine) first(ctx context.Context, job *config.Job, t scheduler.Tick, l
 	return false
 }
 
-// handOff tells the job's buffer that the run of tick t is about to give up
-// the lease: the oldest kept tick is the one it goes to, and until that
-// tick starts it does not count towards the bound. Best effort: without it
-// a tick coming in at that instant may be dropped.
-func (e *engine) handOff(ctx context.Context, job *config.Job, t scheduler.Tick, log *slog.Logger) {
+// markNext marks, in the job's buffer, the oldest kept tick as the one the
+// lease of tick t's run goes to next, as the run is about to give the lease
+// up: until that tick starts it does not count towards the bound. Best
+// effort: without the mark a tick coming in at that instant may be dropped.
+func (e *engine) markNext(ctx context.Context, job *config.Job, t scheduler.Tick, log *slog.Logger) {
 	// bounded well below lock_ttl: a slow queue Redis must not hold the
 	// release back
 	ctx, cancel := context.WithTimeout(ctx, job.LockTTL/3)

@@ -22,8 +22,9 @@ import (
 
 // Worker runs jobs: cron-mode runs from the asynq queues, and local-mode runs
 // handed to it in-process (RunLocal). Every run goes through the job's
-// concurrency policy (forbid, replace, allow; see ErrReplaced and Stats) and
-// runs under the job's execution lease.
+// concurrency policy (forbid, allow, replace, buffer_one, buffer_all; see
+// ErrReplaced and Stats) and, unless the policy is allow, runs under the
+// job's execution lease.
 type Worker struct {
 	engine
 	redisOpt     asynq.RedisConnOpt
@@ -85,6 +86,7 @@ func NewWorker(cfg *config.Config, queue asynq.RedisConnOpt, locks *locking.Clie
 		localOnly:    o.localOnly,
 		masters:      o.lockMasters,
 	}
+	w.choosePolicies()
 	w.localCtx, w.localCancel = context.WithCancelCause(context.Background())
 	return w
 }
@@ -112,7 +114,8 @@ func (w *Worker) Start() error {
 	var channels []string
 	jobOf := map[string]string{}
 	for i := range w.cfg.Jobs {
-		if j := &w.cfg.Jobs[i]; j.Concurrency == config.ConcurrencyReplace && (j.Mode == config.ModeCron || j.Mode == config.ModeLocal) {
+		j := &w.cfg.Jobs[i]
+		if _, replaces := w.policies[j.Name].(replacePolicy); replaces && (j.Mode == config.ModeCron || j.Mode == config.ModeLocal) {
 			ch := w.cancelChannel(j.Name)
 			channels = append(channels, ch)
 			jobOf[ch] = j.Name
