@@ -316,3 +316,60 @@ func TestCorruptHistoryEntryIsReported(t *testing.T) {
 		t.Fatalf("history after the bad entries were deleted: %v", err)
 	}
 }
+
+// History fold, schedule: a manual trigger's "dispatched" event is written
+// by the dispatcher after the enqueue returns, so a fast worker's started
+// and finished events can land first. The record must still end "ok".
+func TestHistoryDispatchedAfterFinished(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: m
+    schedule: "@every 1m"
+    concurrency: allow
+    exec: {command: ["true"]}
+`)
+	h := &history{cfg: cfg, rdb: e.rdb, log: testLogger(t)}
+	tk := tickOf("m", 1)
+	tk.Manual = true
+	run := Run{Job: "m", Tick: tk.At, RunID: tk.RunID, Attempt: 1, Fence: 9, Replica: "w1"}
+	job, _ := cfg.Job("m")
+	ctx := context.Background()
+	h.started(ctx, tk, run)
+	h.finished(ctx, tk, run, StatusOK, job, Result{ExitCode: 0}, "", "")
+	h.dispatched(ctx, tk)
+	recs, err := ReadHistory(ctx, e.rdb, cfg.Namespace, "m", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Status != StatusOK || !recs[0].Manual {
+		t.Errorf("records: %+v", recs)
+	}
+}
+
+// History fold, schedule: attempt 1 fails, attempt 2 starts, its worker
+// dies (no finished event). The record says "running", attempt 2, with the
+// failure of attempt 1 cleared.
+func TestHistoryRetryThenDeath(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, `  - name: r
+    schedule: "@every 1m"
+    concurrency: allow
+    exec: {command: ["true"]}
+`)
+	h := &history{cfg: cfg, rdb: e.rdb, log: testLogger(t)}
+	tk := tickOf("r", 1)
+	job, _ := cfg.Job("r")
+	ctx := context.Background()
+	r1 := Run{Job: "r", Tick: tk.At, RunID: tk.RunID, Attempt: 1, Fence: 9, Replica: "w1"}
+	h.started(ctx, tk, r1)
+	h.finished(ctx, tk, r1, StatusFailed, job, Result{ExitCode: 3}, "exit 3", "boom")
+	r2 := r1
+	r2.Attempt, r2.Replica, r2.Fence = 2, "w2", 10
+	h.started(ctx, tk, r2)
+	recs, err := ReadHistory(ctx, e.rdb, cfg.Namespace, "r", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Status != StatusRunning || recs[0].Attempt != 2 || recs[0].Worker != "w2" || recs[0].Reason != "" || recs[0].ExitCode != nil {
+		t.Errorf("records: %+v", recs)
+	}
+}

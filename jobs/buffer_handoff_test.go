@@ -18,7 +18,7 @@ import (
 	"github.com/batonhq/baton/scheduler"
 )
 
-// Review of the buffer hand-off marker (NS:{exec:JOB}:buffer:next): the
+// The buffer hand-off marker (NS:{exec:JOB}:buffer:next): the
 // kept tick a run hands the lease to does not count towards the bound.
 // The schedules below look for a marker that names a tick which is not
 // being handed the lease (another run holds it), so that buffer_one keeps
@@ -80,7 +80,7 @@ func keptOrDropped(t *testing.T, e *env, tick scheduler.Tick) bool {
 // here) when first()'s reply is lost after its script ran the hand-off:
 // the run goes ahead "without looking at kept ticks". Fixed: a tick that
 // first() lets run removes any hand-off mark.
-func TestReviewHandoffRetryInTheGapKeepsTwo(t *testing.T) {
+func TestBufferHandoffRetryInTheGapKeepsOne(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config(t, `  - name: slow
     schedule: "@every 1m"
@@ -166,7 +166,7 @@ func TestReviewHandoffRetryInTheGapKeepsTwo(t *testing.T) {
 //     hand-off is made only while the run's lease is not known lost.
 //  5. tick 4 finds tick 2 running with tick 3 kept: buffer_one must drop
 //     it; join discounts tick 3 as "handed" and keeps tick 4.
-func TestReviewHandoffByARunThatLostItsLease(t *testing.T) {
+func TestBufferHandoffByARunThatLostItsLease(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config(t, `  - name: slow
     schedule: "@every 1m"
@@ -255,7 +255,7 @@ func TestReviewHandoffByARunThatLostItsLease(t *testing.T) {
 // ends and marks it. The marker must not stall the buffer: the dead entry
 // lapses within lock_ttl and the next tick runs (queued behind the dead one
 // meanwhile), once, without overlap; the buffer ends empty.
-func TestReviewHandoffToAKilledWaiterDoesNotStall(t *testing.T) {
+func TestBufferHandoffToAKilledWaiterDoesNotStall(t *testing.T) {
 	e := newEnv(t)
 	jobsYAML := `  - name: slow
     schedule: "@every 1m"
@@ -328,7 +328,7 @@ func TestReviewHandoffToAKilledWaiterDoesNotStall(t *testing.T) {
 //     with the marker the wrong one of the two survives (before the change
 //     both were dropped). Fixed: first() keeps the tick behind the older
 //     ones in the same call that marks the oldest.
-func TestReviewHandoffGiveBackLosesItsPlace(t *testing.T) {
+func TestBufferHandoffGiveBackKeepsItsPlace(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config(t, `  - name: slow
     schedule: "@every 1m"
@@ -399,7 +399,7 @@ func dropped(recs []RunRecord, tick scheduler.Tick) bool {
 //     tick for buffer_one (fails);
 //   - however ticks arrive, join never keeps more than bound+1 (holds): the
 //     marker discounts at most one entry.
-func TestReviewHandoffMarkerScript(t *testing.T) {
+func TestBufferHandoffMarkerScript(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	const ttl = 5000
