@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 )
 
@@ -21,27 +20,6 @@ type BackfillResult struct {
 	// the tick and may have lost its record), with the last reason.
 	Failed []time.Time
 	Reason string
-}
-
-// backfillQueue collects the ticks a backfill's claims hand back for another
-// try (instead of the loop's retry channel: no loop runs).
-type backfillQueue struct {
-	mu  sync.Mutex
-	its []item
-}
-
-func (q *backfillQueue) add(its []item) {
-	q.mu.Lock()
-	q.its = append(q.its, its...)
-	q.mu.Unlock()
-}
-
-func (q *backfillQueue) take() []item {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	its := q.its
-	q.its = nil
-	return its
 }
 
 // ErrBackfillRunning is returned by Backfill on a scheduler that runs (Run):
@@ -70,10 +48,8 @@ func (s *Scheduler) Backfill(ctx context.Context, job string, ticks []time.Time)
 	if s.running.Load() {
 		return res, ErrBackfillRunning
 	}
-	rec := &backfillRecorder{inner: s.disp, dispatched: map[time.Time]bool{}, unvouched: map[time.Time]string{}}
-	s.disp, s.backfilling = rec, &backfillQueue{}
-	defer func() { s.disp, s.backfilling = rec.inner, nil }()
-
+	dispatched := map[time.Time]bool{} // ticks this call dispatched
+	unvouched := map[time.Time]string{} // ticks recorded not run, and why
 	pending := make([]item, 0, len(ticks))
 	for _, at := range ticks {
 		// follower: the first claim reads the record before it claims
@@ -104,8 +80,19 @@ func (s *Scheduler) Backfill(ctx context.Context, job string, ticks []time.Time)
 		for i, it := range batch {
 			ats[i] = it.at
 		}
-		s.process(ctx, batch)
-		back := s.backfilling.take()
+		cr := s.process(ctx, batch)
+		for _, at := range cr.dispatched {
+			dispatched[at] = true
+		}
+		for _, n := range cr.notRun {
+			unvouched[n.at] = n.reason
+		}
+		back := cr.retry
+		for _, h := range cr.hold {
+			// no loop probes held ticks: a backfill claims them again
+			// itself, a second later
+			back = append(back, retryAt(h.it, s.opts.clock.Now().Add(time.Second)))
+		}
 		pending = append(pending, back...)
 		again := make(map[time.Time]bool, len(back))
 		for _, b := range back {
@@ -120,11 +107,11 @@ func (s *Scheduler) Backfill(ctx context.Context, job string, ticks []time.Time)
 	for _, at := range ticks {
 		at = at.UTC()
 		switch {
-		case rec.dispatched[at]:
+		case dispatched[at]:
 			res.Dispatched = append(res.Dispatched, at)
-		case rec.unvouched[at] != "":
+		case unvouched[at] != "":
 			res.Failed = append(res.Failed, at)
-			res.Reason = rec.unvouched[at]
+			res.Reason = unvouched[at]
 		case final[at]:
 			res.Decided = append(res.Decided, at)
 		default:
@@ -136,32 +123,4 @@ func (s *Scheduler) Backfill(ctx context.Context, job string, ticks []time.Time)
 		}
 	}
 	return res, nil
-}
-
-// backfillRecorder passes dispatches on and notes which ticks went out, and
-// which ticks the claim could not vouch for.
-type backfillRecorder struct {
-	inner      Dispatcher
-	mu         sync.Mutex
-	dispatched map[time.Time]bool
-	unvouched  map[time.Time]string
-}
-
-func (r *backfillRecorder) Dispatch(ctx context.Context, t Tick) error {
-	err := r.inner.Dispatch(ctx, t)
-	if err == nil || errors.Is(err, ErrAlreadyDispatched) {
-		r.mu.Lock()
-		r.dispatched[t.At.UTC()] = err == nil
-		r.mu.Unlock()
-	}
-	return err
-}
-
-func (r *backfillRecorder) NotDispatched(ctx context.Context, t Tick, paused bool, reason string) {
-	r.mu.Lock()
-	r.unvouched[t.At.UTC()] = reason
-	r.mu.Unlock()
-	if rec, ok := r.inner.(Recorder); ok {
-		rec.NotDispatched(ctx, t, paused, reason)
-	}
 }

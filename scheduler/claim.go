@@ -22,12 +22,38 @@ type claimed struct {
 	synced bool  // the fence is on a quorum of the masters' counters
 }
 
+// claimResult is what the claim of a batch leaves to its caller, which
+// routes it its own way: Run's loop claims the retries when they come due
+// and the outage's probe the held ticks (runBatch); Backfill claims both
+// again itself.
+type claimResult struct {
+	retry      []item       // to claim again, each at its fireAt (readied by retryAt)
+	hold       []heldTick   // failing again: an outage of the masters or the queue
+	dispatched []time.Time  // ticks the dispatcher took (Dispatch returned nil)
+	notRun     []notRunTick // ticks recorded not run, and why
+}
+
+// heldTick is a tick an outage holds back, and the outage's cause.
+type heldTick struct {
+	it    item
+	cause error
+}
+
+// notRunTick is a tick recorded not run, and why.
+type notRunTick struct {
+	at     time.Time
+	reason string
+}
+
 // process claims a batch of ticks, dispatches the ones this replica owns,
-// commits them, and reschedules the busy ones.
-func (s *Scheduler) process(ctx context.Context, batch []item) {
+// commits them, and records why the others that will not run did not. It
+// returns the ticks to claim again and the ticks to hold back, for its
+// caller to route.
+func (s *Scheduler) process(ctx context.Context, batch []item) claimResult {
+	var res claimResult
 	batch = s.prepare(ctx, batch)
 	if len(batch) == 0 {
-		return
+		return res
 	}
 	claimedAt := s.opts.clock.Now()
 	answers := s.claim(ctx, batch)
@@ -75,7 +101,7 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 			}
 			notRun = append(notRun, notDispatched{i, d.paused, d.reason})
 		case decHold:
-			s.hold(it, d.err)
+			res.hold = append(res.hold, heldTick{it, d.err})
 		case decRetry:
 			s.add(it.job, func(c *stats) { c.busy.Add(1) })
 			if d.early {
@@ -101,11 +127,15 @@ func (s *Scheduler) process(ctx context.Context, batch []item) {
 	if len(unrecord) > 0 {
 		s.unrecord(context.WithoutCancel(ctx), batch, unrecord)
 	}
-	s.reschedule(ctx, again)
+	res.retry = again
 	if len(owned) > 0 {
-		s.dispatch(ctx, batch, owned, claimedAt)
+		s.dispatch(ctx, batch, owned, claimedAt, &res)
 	}
 	s.recordNotDispatched(ctx, batch, notRun)
+	for _, n := range notRun {
+		res.notRun = append(res.notRun, notRunTick{batch[n.idx].at, n.reason})
+	}
+	return res
 }
 
 // ownMissed returns missedOn (the masters on which earlier attempts of a
@@ -615,9 +645,9 @@ func (s *Scheduler) raiseFences(ctx context.Context, batch []item, owned []claim
 // extendLeases extends the leases of the owned ticks still waiting for a
 // dispatch slot and returns the ones extended on a quorum of masters. The
 // others (taken over by another replica after our lease expired, or already
-// decided) go back as retries, whose check finds them done, leased
-// elsewhere or free to claim again.
-func (s *Scheduler) extendLeases(ctx context.Context, batch []item, waiting []claimed) []claimed {
+// decided) are released and returned as retries (again), whose check finds
+// them done, leased elsewhere or free to claim again.
+func (s *Scheduler) extendLeases(ctx context.Context, batch []item, waiting []claimed) (kept []claimed, again []item) {
 	// bounded by the master timeout, also when ctx ends meanwhile: a failed
 	// extension would read as lost leases and leave them held
 	ctx = context.WithoutCancel(ctx)
@@ -626,7 +656,7 @@ func (s *Scheduler) extendLeases(ctx context.Context, batch []item, waiting []cl
 		return []string{it.key}, []any{it.token, s.opts.leaseTTL.Milliseconds()}
 	})
 	extended := func(a answer) bool { return a.st == 1 }
-	kept := make([]claimed, 0, len(waiting))
+	kept = make([]claimed, 0, len(waiting))
 	var lost []int
 	for k, c := range waiting {
 		if !s.onQuorum(answers, k, extended) {
@@ -638,13 +668,11 @@ func (s *Scheduler) extendLeases(ctx context.Context, batch []item, waiting []cl
 	if len(lost) > 0 {
 		s.opts.log.Warn("tick leases lost while waiting for a dispatch slot; checking them again", "ticks", len(lost), "replica", s.opts.replica)
 		s.releaseLeases(ctx, batch, lost)
-		again := make([]item, 0, len(lost))
 		for _, i := range lost {
 			again = append(again, retryAt(batch[i], s.opts.clock.Now()))
 		}
-		s.reschedule(ctx, again)
 	}
-	return kept
+	return kept, again
 }
 
 // unrecorded is a tick of a batch whose claim found its own "done" on some

@@ -23,7 +23,7 @@ func dropOnAOnly(t *testing.T, m *cmMasters, rx *Scheduler, at time.Time) {
 	}
 	dropped := rvBatch(rx, at, "c")
 	dropped[0].drop = true
-	rx.process(context.Background(), dropped)
+	rx.runBatch(context.Background(), dropped)
 	if err := onProxies(m, bc, (*redistest.Proxy).Restore)(); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestMinorityMissedRecordDoesNotSkipTheTick(t *testing.T) {
 
 	retry := rvBatch(ry, at, "c")
 	retry[0].follower, retry[0].attempts = true, 1
-	ry.process(context.Background(), retry)
+	ry.runBatch(context.Background(), retry)
 	settleRetries(ry, 5)
 	settleRetries(rx, 5)
 	runsX, notRunX := dx.counts()
@@ -102,7 +102,7 @@ func TestMissedRecordOfADeadClaimIsRecordedNotRun(t *testing.T) {
 	dropOnAOnly(t, m, rx, at)
 	rvRetries(rx)                                                   // R_x dies: its retries never run
 	time.Sleep(time.Until(at.Add(deadline + 200*time.Millisecond))) // real time: the masters' clocks decide "missed"
-	ry.process(context.Background(), rvBatch(ry, at, "c"))
+	ry.runBatch(context.Background(), rvBatch(ry, at, "c"))
 	settleRetries(ry, 5)
 	runs, notRun := dy.counts()
 	if runs != 0 || len(notRun) != 1 {

@@ -175,7 +175,7 @@ func settleRetries(s *Scheduler, rounds int) {
 		for _, it := range r {
 			b = append(b, it)
 		}
-		s.process(context.Background(), b)
+		s.runBatch(context.Background(), b)
 	}
 }
 
@@ -212,7 +212,7 @@ func TestLateCommitReplyStillRuns(t *testing.T) {
 			s := m.replica(t, true, true, time.Minute, d, WithReplica("R"), WithMasterTimeout(250*time.Millisecond), WithTickLeaseTTL(4*time.Second),
 				f.observer(t, late, onProxies(m, tc.late, (*redistest.Proxy).Restore), time.Second))
 			at := rvTick()
-			s.process(context.Background(), rvBatch(s, at, "c"))
+			s.runBatch(context.Background(), rvBatch(s, at, "c"))
 			f.wait(t)
 			settleRetries(s, 5)
 			if runs, notRun := d.counts(); runs != 1 {
@@ -243,7 +243,7 @@ func TestRetryHoldingItsClaimRunsItsOwnCommit(t *testing.T) {
 	s := m.replica(t, true, true, time.Minute, d, WithReplica("R"), WithMasterTimeout(200*time.Millisecond), WithTickLeaseTTL(time.Second),
 		f.observer(t, late, onProxies(m, []int{0}, (*redistest.Proxy).Restore), 1500*time.Millisecond))
 	at := rvTick()
-	s.process(context.Background(), rvBatch(s, at, "c"))
+	s.runBatch(context.Background(), rvBatch(s, at, "c"))
 	f.wait(t)
 	if runs, _ := d.counts(); runs != 0 {
 		t.Fatalf("tick ran %d times while its commit was unanswered", runs)
@@ -268,7 +268,7 @@ func TestCommitOnMinorityCompletedOrRecordedMissed(t *testing.T) {
 		s := m.replica(t, true, true, time.Minute, d, WithReplica("R"), WithTickLeaseTTL(5*time.Second),
 			f.observer(t, onProxies(m, bc, (*redistest.Proxy).Cut), onProxies(m, bc, (*redistest.Proxy).Restore), 500*time.Millisecond))
 		at := rvTick()
-		s.process(context.Background(), rvBatch(s, at, "c"))
+		s.runBatch(context.Background(), rvBatch(s, at, "c"))
 		f.wait(t)
 		settleRetries(s, 5)
 		if runs, notRun := d.counts(); runs != 1 {
@@ -288,7 +288,7 @@ func TestCommitOnMinorityCompletedOrRecordedMissed(t *testing.T) {
 		cutFor := time.Until(at.Add(deadline + 700*time.Millisecond))
 		s := m.replica(t, true, true, deadline, d, WithReplica("R"), WithTickLeaseTTL(time.Second), WithMasterTimeout(300*time.Millisecond),
 			f.observer(t, onProxies(m, bc, (*redistest.Proxy).Cut), onProxies(m, bc, (*redistest.Proxy).Restore), cutFor))
-		s.process(context.Background(), rvBatch(s, at, "c"))
+		s.runBatch(context.Background(), rvBatch(s, at, "c"))
 		f.wait(t)
 		settleRetries(s, 5)
 		runs, notRun := d.counts()
@@ -335,7 +335,7 @@ func TestMinorityCommitThenRestartRunsOnce(t *testing.T) {
 	r := m.replica(t, true, false, time.Minute, d, WithReplica("R"), WithTickLeaseTTL(lease), WithMasterTimeout(300*time.Millisecond))
 	at := rvTick()
 	claimed := time.Now()
-	r.process(context.Background(), rvBatch(r, at, "c"))
+	r.runBatch(context.Background(), rvBatch(r, at, "c"))
 	<-healed
 	settleRetries(r, 5)
 	if err := m.servers[0].Restart(); err != nil {
@@ -343,7 +343,7 @@ func TestMinorityCommitThenRestartRunsOnce(t *testing.T) {
 	}
 	time.Sleep(time.Until(claimed.Add(lease + 200*time.Millisecond))) // real time: R's lease expires by the masters' clocks
 	r2 := m.replica(t, false, false, time.Minute, d, WithReplica("R2"))
-	r2.process(context.Background(), rvBatch(r2, at, "c"))
+	r2.runBatch(context.Background(), rvBatch(r2, at, "c"))
 	settleRetries(r2, 5)
 	if runs, _ := d.counts(); runs != 1 {
 		t.Fatalf("tick dispatched %d times (records %q), want once", runs, m.records(t, r, at))
@@ -385,7 +385,7 @@ func TestOwnerDeadAfterMinorityCommitTickRunsElsewhere(t *testing.T) {
 			r := m.replica(t, true, true, time.Minute, d, WithReplica("R"), WithTickLeaseTTL(lease), WithMasterTimeout(200*time.Millisecond), cut)
 			at := rvTick()
 			claimed := time.Now()
-			r.process(context.Background(), rvBatch(r, at, "c"))
+			r.runBatch(context.Background(), rvBatch(r, at, "c"))
 			if runs, _ := d.counts(); runs != 0 {
 				t.Fatalf("R ran the tick %d times with its commit on a minority", runs)
 			}
@@ -399,7 +399,7 @@ func TestOwnerDeadAfterMinorityCommitTickRunsElsewhere(t *testing.T) {
 			r2 := m.replica(t, false, true, time.Minute, d, WithReplica("R2"))
 			b := rvBatch(r2, at, "c")
 			b[0].follower = follower
-			r2.process(context.Background(), b)
+			r2.runBatch(context.Background(), b)
 			settleRetries(r2, 5)
 			if runs, notRun := d.counts(); runs != 1 {
 				t.Fatalf("tick ran %d times (not-run records %q, records %q), want once", runs, notRun, m.records(t, r, at))
@@ -408,7 +408,7 @@ func TestOwnerDeadAfterMinorityCommitTickRunsElsewhere(t *testing.T) {
 			if err := onProxies(m, bc, (*redistest.Proxy).Restore)(); err != nil {
 				t.Fatal(err)
 			}
-			r.process(context.Background(), rvBatch(r, at, "c"))
+			r.runBatch(context.Background(), rvBatch(r, at, "c"))
 			settleRetries(r, 5)
 			if runs, notRun := d.counts(); runs != 1 {
 				t.Fatalf("tick ran %d times after R came back (not-run records %q), want once", runs, notRun)
@@ -426,7 +426,7 @@ func TestCommittedTickWhoseRunFailsToStartIsRecordedNotRun(t *testing.T) {
 	d := &cmDisp{err: errors.New("exec: \"nosuch\": executable file not found in $PATH")}
 	s := m.replica(t, false, true, time.Minute, d, WithReplica("R"))
 	at := rvTick()
-	s.process(context.Background(), rvBatch(s, at, "c"))
+	s.runBatch(context.Background(), rvBatch(s, at, "c"))
 	settleRetries(s, 3)
 	_, notRun := d.counts()
 	if len(notRun) != 1 || !strings.Contains(notRun[0], "did not start") || !strings.Contains(notRun[0], "nosuch") {

@@ -20,10 +20,13 @@ type dispatched struct {
 // dispatch hands the owned ticks to the dispatcher, at most the scheduler's
 // parallelism at a time, and commits the dispatched ones in pipelined chunks
 // as they complete, so a big instant's first ticks are recorded done while
-// its last ones are still being enqueued.
-func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []claimed, claimedAt time.Time) {
+// its last ones are still being enqueued. What is left to claim again or to
+// hold back, what was dispatched and what was recorded not run go to res.
+func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []claimed, claimedAt time.Time, res *claimResult) {
 	results := make(chan dispatched, len(owned))
-	go s.handOut(ctx, batch, owned, claimedAt, results)
+	var lost []item // leases lost waiting for a slot: set by handOut before results closes
+	go s.handOut(ctx, batch, owned, claimedAt, results, &lost)
+	defer func() { res.retry = append(res.retry, lost...) }()
 
 	var commit, failed, left, withdraw []int // batch indices
 	flush := func() {
@@ -43,16 +46,24 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []claimed,
 			commit = nil
 		}
 		if len(failed) > 0 {
-			s.retryFailed(ctx, batch, failed)
+			again, held := s.retryFailed(ctx, batch, failed)
+			res.retry, res.hold = append(res.retry, again...), append(res.hold, held...)
 			failed = nil
 		}
 		if len(left) > 0 {
-			s.leaveToOthers(ctx, batch, left)
+			res.retry = append(res.retry, s.leaveToOthers(ctx, batch, left)...)
 			left = nil
 		}
 	}
 	handle := func(r dispatched) {
-		switch s.settle(ctx, batch[r.idx], r) {
+		if r.err == nil {
+			res.dispatched = append(res.dispatched, batch[r.idx].at)
+		}
+		st, notRun := s.settle(ctx, batch[r.idx], r)
+		if notRun != "" {
+			res.notRun = append(res.notRun, notRunTick{batch[r.idx].at, notRun})
+		}
+		switch st {
 		case toCommit:
 			commit = append(commit, r.idx)
 		case toRelease:
@@ -92,8 +103,9 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []claimed,
 // extended every third of the lease ttl, counted from the claim (the timer
 // starts with the first wait). When ctx ends (shutting down) the ticks
 // still waiting are not dispatched: each is sent with ctx's error, to be
-// released.
-func (s *Scheduler) handOut(ctx context.Context, batch []item, owned []claimed, claimedAt time.Time, results chan<- dispatched) {
+// released. The ticks whose leases were lost while they waited go to lost,
+// readied to be claimed again, before results is closed.
+func (s *Scheduler) handOut(ctx context.Context, batch []item, owned []claimed, claimedAt time.Time, results chan<- dispatched, lost *[]item) {
 	var wg sync.WaitGroup
 	defer func() { wg.Wait(); close(results) }()
 	var extend Timer
@@ -113,7 +125,9 @@ func (s *Scheduler) handOut(ctx context.Context, batch []item, owned []claimed, 
 				waiting = waiting[1:]
 				continue
 			}
-			waiting = s.extendLeases(ctx, batch, waiting)
+			var again []item
+			waiting, again = s.extendLeases(ctx, batch, waiting)
+			*lost = append(*lost, again...)
 			extend.Reset(s.opts.leaseTTL / 3)
 			continue
 		}
@@ -198,8 +212,9 @@ const (
 )
 
 // settle counts and logs the result r of dispatching it, and tells what is
-// left to do with its lease.
-func (s *Scheduler) settle(ctx context.Context, it item, r dispatched) settlement {
+// left to do with its lease, and, for a tick recorded done before a run
+// that did not start, why it did not run (as recorded).
+func (s *Scheduler) settle(ctx context.Context, it item, r dispatched) (settlement, string) {
 	if errors.Is(r.err, ErrAlreadyDispatched) {
 		r.err = nil // dispatched earlier (by an owner that died before committing): done
 	}
@@ -207,9 +222,9 @@ func (s *Scheduler) settle(ctx context.Context, it item, r dispatched) settlemen
 		// decided: not run, and no other replica need try it
 		s.retire(it.job)
 		if r.committed {
-			return settled
+			return settled, ""
 		}
-		return toCommit
+		return toCommit, ""
 	}
 	if errors.Is(r.err, ErrLeftToOthers) {
 		// a tick recorded before its dispatch (CommitFirst) gets here when
@@ -219,9 +234,9 @@ func (s *Scheduler) settle(ctx context.Context, it item, r dispatched) settlemen
 		s.opts.log.Info("tick left to a replica whose job list takes it: released unrecorded", "job", it.job.Name,
 			"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica, "why", r.err)
 		if r.committed {
-			return toWithdraw
+			return toWithdraw, ""
 		}
-		return toLeave
+		return toLeave, ""
 	}
 	if r.committed {
 		// recorded before the dispatch: nothing to commit, nothing to undo
@@ -230,29 +245,30 @@ func (s *Scheduler) settle(ctx context.Context, it item, r dispatched) settlemen
 			s.opts.log.Error("tick recorded but its run did not start; it is not retried (it may have started)", "job", it.job.Name,
 				"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica, "err", r.err)
 			// "done" says it ran: the history says it did not, and why
-			s.recordNotDispatched(ctx, []item{it}, []notDispatched{{reason: "recorded before its run, which did not start (not tried again): " + r.err.Error()}})
-			return settled
+			reason := "recorded before its run, which did not start (not tried again): " + r.err.Error()
+			s.recordNotDispatched(ctx, []item{it}, []notDispatched{{reason: reason}})
+			return settled, reason
 		}
 		s.add(it.job, func(c *stats) { c.dispatched.Add(1) })
-		return settled
+		return settled, ""
 	}
 	if errors.Is(r.err, errNotRecorded) {
 		s.add(it.job, func(c *stats) { c.commitErrors.Add(1) })
 		s.opts.log.Warn("tick not recorded on a majority of lock masters before its run: not run, released to be claimed again", "job", it.job.Name,
 			"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica)
-		return toRelease
+		return toRelease, ""
 	}
 	if r.err != nil && ctx.Err() != nil {
-		return toRelease // cut short by shutdown: release, no error
+		return toRelease, "" // cut short by shutdown: release, no error
 	}
 	if r.err != nil {
 		s.add(it.job, func(c *stats) { c.dispatchErrors.Add(1) })
 		s.opts.log.Error("dispatch failed; the tick is released for another try", "job", it.job.Name,
 			"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica, "err", r.err)
-		return toRelease
+		return toRelease, ""
 	}
 	s.add(it.job, func(c *stats) { c.dispatched.Add(1) })
-	return toCommit
+	return toCommit, ""
 }
 
 // leaveToOthers releases the leases of the ticks of the batch at the
@@ -260,8 +276,9 @@ func (s *Scheduler) settle(ctx context.Context, it item, r dispatched) settlemen
 // (ErrLeftToOthers), and looks at them again as a follower a lease ttl
 // later: normally they are done by then and dropped. A tick no other
 // replica took is claimed and offered again, until its starting deadline
-// records it missed. No attempt is counted: this is no failure.
-func (s *Scheduler) leaveToOthers(ctx context.Context, batch []item, idx []int) {
+// records it missed. No attempt is counted: this is no failure. It returns
+// the ticks readied to be claimed again.
+func (s *Scheduler) leaveToOthers(ctx context.Context, batch []item, idx []int) []item {
 	s.releaseLeases(context.WithoutCancel(ctx), batch, idx)
 	again := make([]item, 0, len(idx))
 	for _, i := range idx {
@@ -269,28 +286,28 @@ func (s *Scheduler) leaveToOthers(ctx context.Context, batch []item, idx []int) 
 		it.attempts = batch[i].attempts
 		again = append(again, it)
 	}
-	s.reschedule(ctx, again)
+	return again
 }
 
 // retryFailed releases the leases of the ticks of the batch at the indices
-// idx, which were not dispatched, and claims them again after a back-off,
-// or holds them back when the queue fails again (an outage). The release
-// goes out even when ctx ended (shutdown), bounded by the master timeout.
-func (s *Scheduler) retryFailed(ctx context.Context, batch []item, idx []int) {
+// idx, which were not dispatched, and returns them to claim again after a
+// back-off (again), or to hold back when the queue fails again (an
+// outage). The release goes out even when ctx ended (shutdown), bounded by
+// the master timeout.
+func (s *Scheduler) retryFailed(ctx context.Context, batch []item, idx []int) (again []item, held []heldTick) {
 	s.releaseLeases(context.WithoutCancel(ctx), batch, idx)
 	// back off harder each time: a queue that is slow to answer
 	// must not be answered with more work
-	again := make([]item, 0, len(idx))
 	for _, i := range idx {
 		it := batch[i]
 		if it.attempts > 0 && ctx.Err() == nil {
 			// the queue failing again: an outage; held back until
 			// it answers, then claimed as the catch-up policy says
-			s.hold(it, errQueueDown)
+			held = append(held, heldTick{it, errQueueDown})
 			continue
 		}
 		wait := time.Duration(100+rand.IntN(200)) * time.Millisecond << min(it.attempts, 5)
 		again = append(again, retryAt(it, s.opts.clock.Now().Add(wait)))
 	}
-	s.reschedule(ctx, again)
+	return again, held
 }

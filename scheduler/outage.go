@@ -48,11 +48,6 @@ var errQueueDown = errors.New("the queue Redis failed")
 // hold keeps it for the next probe; cause is why its claim or dispatch
 // failed (errQueueDown, or the claim's error).
 func (s *Scheduler) hold(it item, cause error) {
-	if s.backfilling != nil {
-		// no loop probes held ticks: a backfill retries them itself
-		s.backfilling.add([]item{retryAt(it, s.opts.clock.Now().Add(time.Second))})
-		return
-	}
 	if gone := s.holdLocked(it, cause); len(gone) > 0 {
 		nd := make([]notDispatched, len(gone))
 		for i := range gone {

@@ -214,7 +214,7 @@ func TestMixedBatchDispatchesOnlySyncedOwnedTicksWithTheirOwnFences(t *testing.T
 	rdbs[2].AddHook(rvLoseRaiseReplies{fence("rv-lostraise"), &armed})
 
 	batch := rvBatch(s, at, names...)
-	s.process(context.Background(), batch)
+	s.runBatch(context.Background(), batch)
 
 	got := d.dispatched()
 	if len(got) != 2 {
@@ -267,7 +267,7 @@ func TestMixedBatchDispatchesOnlySyncedOwnedTicksWithTheirOwnFences(t *testing.T
 
 	// the retry, replies no longer lost: dispatched once, fence above all
 	armed.Store(false)
-	s.process(context.Background(), []item{lost})
+	s.runBatch(context.Background(), []item{lost})
 	got = d.dispatched()
 	tk, ok := got["rv-lostraise"]
 	if !ok {
@@ -318,7 +318,7 @@ func TestLeaseLostWhileWaitingIsDroppedAndTheRestKeepTheirFences(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.process(context.Background(), rvBatch(s, at, names...))
+		s.runBatch(context.Background(), rvBatch(s, at, names...))
 	}()
 	select {
 	case <-entered:
@@ -394,7 +394,7 @@ func TestCommitFirstRunsOnlyAfterItsRecord(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.process(context.Background(), rvBatch(s, at, "rv-l1", "rv-l2"))
+		s.runBatch(context.Background(), rvBatch(s, at, "rv-l1", "rv-l2"))
 	}()
 	select {
 	case <-entered:
@@ -452,7 +452,7 @@ func TestFailedDispatchIsRetriedOnceAlreadyDispatchedIsCommitted(t *testing.T) {
 	rdb := rdbs[0]
 	at := rvTick()
 	batch := rvBatch(s, at, "rv-ok", "rv-fail", "rv-dup")
-	s.process(context.Background(), batch)
+	s.runBatch(context.Background(), batch)
 	for n, want := range map[string]string{"rv-ok": "done", "rv-dup": "done", "rv-fail": "<none>"} {
 		if v := rvGet(t, rdb, s.jobs[n].keys.tickKey(at)); v != want {
 			t.Errorf("%s: %q, want %s", n, v, want)
@@ -466,7 +466,7 @@ func TestFailedDispatchIsRetriedOnceAlreadyDispatchedIsCommitted(t *testing.T) {
 	if len(r) != 1 || !ok || retry.token != batch[1].token || retry.attempts != 1 {
 		t.Fatalf("retries %+v", r)
 	}
-	s.process(context.Background(), []item{retry})
+	s.runBatch(context.Background(), []item{retry})
 	if v := rvGet(t, rdb, s.jobs["rv-fail"].keys.tickKey(at)); v != "done" {
 		t.Errorf("rv-fail after its retry: %q", v)
 	}
@@ -506,7 +506,7 @@ func TestShutdownReleasesWaitingTicks(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.process(ctx, rvBatch(s, at, "rv-x", "rv-y", "rv-z"))
+		s.runBatch(ctx, rvBatch(s, at, "rv-x", "rv-y", "rv-z"))
 	}()
 	<-entered
 	cancel()

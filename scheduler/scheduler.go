@@ -200,9 +200,8 @@ type Scheduler struct {
 
 	held heldTicks // ticks held back while masters or the queue fail
 
-	running     atomic.Bool    // Run was called
-	retired     sync.Map       // job name -> true: the dispatcher said ErrJobDone
-	backfilling *backfillQueue // set while Backfill runs: retries come here
+	running atomic.Bool // Run was called
+	retired sync.Map    // job name -> true: the dispatcher said ErrJobDone
 }
 
 // New returns a scheduler whose tick claims run on the lock client's masters
@@ -474,7 +473,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			s.procs.Add(1)
 			go func() {
 				defer s.procs.Done()
-				s.process(work, b)
+				s.runBatch(work, b)
 			}()
 		}
 	}
@@ -529,15 +528,22 @@ func (s *Scheduler) isRetired(job *Job) bool {
 	return ok
 }
 
+// runBatch claims a batch for Run's loop and routes what the claim leaves:
+// the ticks to claim again back to the loop, the ticks an outage holds
+// back to the outage's probe (heldLoop).
+func (s *Scheduler) runBatch(ctx context.Context, batch []item) {
+	res := s.process(ctx, batch)
+	for _, h := range res.hold {
+		s.hold(h.it, h.cause)
+	}
+	s.reschedule(ctx, res.retry)
+}
+
 // reschedule hands items readied by retryAt back to the loop, all at once.
 // After Run stopped firing they are dropped: another replica claims them (a
 // lease of ours expires), or the next start catches them up.
 func (s *Scheduler) reschedule(ctx context.Context, its []item) {
 	if len(its) == 0 {
-		return
-	}
-	if s.backfilling != nil {
-		s.backfilling.add(its)
 		return
 	}
 	select {
