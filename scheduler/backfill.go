@@ -48,7 +48,7 @@ func (s *Scheduler) Backfill(ctx context.Context, job string, ticks []time.Time)
 	if s.running.Load() {
 		return res, ErrBackfillRunning
 	}
-	dispatched := map[time.Time]bool{} // ticks this call dispatched
+	dispatched := map[time.Time]bool{}  // ticks this call dispatched
 	unvouched := map[time.Time]string{} // ticks recorded not run, and why
 	pending := make([]item, 0, len(ticks))
 	for _, at := range ticks {
