@@ -27,7 +27,7 @@ func (f *failingRunner) RunLocal(context.Context, *config.Job, scheduler.Tick) e
 //  2. a new-list replica owns tick T: bind_queue binds T to "" (local run),
 //     then RunLocal fails (its worker is shutting down): Dispatch errors, the
 //     scheduler releases the lease "for another try";
-//  3. an old-list replica claims T: bind_queue answers "" -> "(run locally)"
+//  3. an old-list replica claims T: bind_queue answers "" (bound to a local run)
 //     -> ErrAlreadyDispatched, which the scheduler commits as done.
 //
 // T never runs although a replica was alive and Redis reachable: the binding

@@ -324,11 +324,11 @@ func (d *Dispatcher) dispatch(ctx context.Context, job *config.Job, t scheduler.
 			return err
 		}
 		queue := job.Queue
-		q, err := d.boundElsewhere(ctx, t, job.Queue, d.cfg.Retention(job), d.isMoving(job.Name))
-		switch {
+		bound, err := d.boundElsewhere(ctx, t, job.Queue, d.cfg.Retention(job), d.isMoving(job.Name))
+		switch q := bound.queue; {
 		case err != nil:
 			return fmt.Errorf("jobs: dispatch %s: %w", t.ID(), err)
-		case q == "(run locally)":
+		case bound.local:
 			return fmt.Errorf("jobs: dispatch %s: run locally by a replica with another job list: %w", t.ID(), scheduler.ErrAlreadyDispatched)
 		case q != "":
 			// bound to another queue by a dispatcher with another job list:
@@ -355,8 +355,8 @@ func (d *Dispatcher) dispatch(ctx context.Context, job *config.Job, t scheduler.
 		if d.local == nil {
 			return fmt.Errorf("jobs: dispatch %s: local job, but no local runner", t.ID())
 		}
-		q, err := d.boundElsewhere(ctx, t, "", d.cfg.Retention(job), d.isMoving(job.Name))
-		switch {
+		bound, err := d.boundElsewhere(ctx, t, "", d.cfg.Retention(job), d.isMoving(job.Name))
+		switch q := bound.queue; {
 		case err != nil:
 			// the queue Redis failing must not stop local runs, which work
 			// without it; the tick is already recorded, so not running it
@@ -468,13 +468,13 @@ var (
 // other queue (the job is moving: WithMovingJobs). On a Redis Cluster, where the script's
 // keys live in different slots, the other queues are only looked at, which
 // leaves a slow enqueue's window open.
-func (d *Dispatcher) boundElsewhere(ctx context.Context, t scheduler.Tick, target string, retention time.Duration, force bool) (string, error) {
+func (d *Dispatcher) boundElsewhere(ctx context.Context, t scheduler.Tick, target string, retention time.Duration, force bool) (elsewhere, error) {
 	if d.rdb == nil {
-		return "", nil
+		return elsewhere{}, nil
 	}
 	names, err := d.asynqQueues(ctx)
 	if err != nil {
-		return "", err
+		return elsewhere{}, err
 	}
 	var others []string // this namespace's other queues, config names
 	for _, name := range names {
@@ -483,7 +483,7 @@ func (d *Dispatcher) boundElsewhere(ctx context.Context, t scheduler.Tick, targe
 		}
 	}
 	if len(others) == 0 && !force {
-		return "", nil
+		return elsewhere{}, nil
 	}
 	keys := make([]string, 0, len(others)+1)
 	keys = append(keys, d.bindingKey(t))
@@ -494,19 +494,27 @@ func (d *Dispatcher) boundElsewhere(ctx context.Context, t scheduler.Tick, targe
 		args = append(args, q)
 	}
 	if _, cluster := d.rdb.(*redis.ClusterClient); cluster {
-		return d.queueHolding(ctx, others, t.ID())
+		q, err := d.queueHolding(ctx, others, t.ID())
+		return elsewhere{queue: q}, err
 	}
 	q, err := bindQueue.Run(ctx, d.rdb, keys, args...).Text()
-	if err != nil {
-		return "", fmt.Errorf("bind the tick to a queue: %w", err)
+	switch {
+	case err != nil:
+		return elsewhere{}, fmt.Errorf("bind the tick to a queue: %w", err)
+	case q == target:
+		return elsewhere{}, nil
+	case q == "":
+		return elsewhere{local: true}, nil
 	}
-	if q == target {
-		return "", nil
-	}
-	if q == "" {
-		q = "(run locally)"
-	}
-	return q, nil
+	return elsewhere{queue: q}, nil
+}
+
+// elsewhere is where boundElsewhere found a tick bound when that is not
+// where its dispatcher sends it: a queue, or a local run on a replica whose
+// job list has the job in local mode. The zero value is nowhere else.
+type elsewhere struct {
+	queue string // the queue (config name) the tick is bound to, if any
+	local bool   // the tick is bound to a local run
 }
 
 // bindingKey is tick t's queue binding.
