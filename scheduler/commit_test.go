@@ -120,7 +120,7 @@ func (m *cmMasters) records(t *testing.T, s *Scheduler, at time.Time) []string {
 	t.Helper()
 	var out []string
 	for _, r := range m.direct {
-		out = append(out, rvGet(t, r, s.jobs["c"].keys.tickKey(at)))
+		out = append(out, getKey(t, r, s.jobs["c"].keys.tickKey(at)))
 	}
 	return out
 }
@@ -167,7 +167,7 @@ func (f *faultOnce) wait(t *testing.T) {
 // (at most rounds), as its loop would.
 func settleRetries(s *Scheduler, rounds int) {
 	for range rounds {
-		r := rvRetries(s)
+		r := drainRetries(s)
 		if len(r) == 0 {
 			return
 		}
@@ -211,8 +211,8 @@ func TestLateCommitReplyStillRuns(t *testing.T) {
 			late := onProxies(m, tc.late, func(p *redistest.Proxy) error { return p.AddLatency(600*time.Millisecond, false) })
 			s := m.replica(t, true, true, time.Minute, d, WithReplica("R"), WithMasterTimeout(250*time.Millisecond), WithTickLeaseTTL(4*time.Second),
 				f.observer(t, late, onProxies(m, tc.late, (*redistest.Proxy).Restore), time.Second))
-			at := rvTick()
-			s.runBatch(context.Background(), rvBatch(s, at, "c"))
+			at := dueTick()
+			s.runBatch(context.Background(), batchOf(s, at, "c"))
 			f.wait(t)
 			settleRetries(s, 5)
 			if runs, notRun := d.counts(); runs != 1 {
@@ -242,8 +242,8 @@ func TestRetryHoldingItsClaimRunsItsOwnCommit(t *testing.T) {
 	late := onProxies(m, []int{0}, func(p *redistest.Proxy) error { return p.AddLatency(time.Second, false) })
 	s := m.replica(t, true, true, time.Minute, d, WithReplica("R"), WithMasterTimeout(200*time.Millisecond), WithTickLeaseTTL(time.Second),
 		f.observer(t, late, onProxies(m, []int{0}, (*redistest.Proxy).Restore), 1500*time.Millisecond))
-	at := rvTick()
-	s.runBatch(context.Background(), rvBatch(s, at, "c"))
+	at := dueTick()
+	s.runBatch(context.Background(), batchOf(s, at, "c"))
 	f.wait(t)
 	if runs, _ := d.counts(); runs != 0 {
 		t.Fatalf("tick ran %d times while its commit was unanswered", runs)
@@ -267,8 +267,8 @@ func TestCommitOnMinorityCompletedOrRecordedMissed(t *testing.T) {
 		bc := []int{1, 2}
 		s := m.replica(t, true, true, time.Minute, d, WithReplica("R"), WithTickLeaseTTL(5*time.Second),
 			f.observer(t, onProxies(m, bc, (*redistest.Proxy).Cut), onProxies(m, bc, (*redistest.Proxy).Restore), 500*time.Millisecond))
-		at := rvTick()
-		s.runBatch(context.Background(), rvBatch(s, at, "c"))
+		at := dueTick()
+		s.runBatch(context.Background(), batchOf(s, at, "c"))
 		f.wait(t)
 		settleRetries(s, 5)
 		if runs, notRun := d.counts(); runs != 1 {
@@ -283,12 +283,12 @@ func TestCommitOnMinorityCompletedOrRecordedMissed(t *testing.T) {
 		d := &cmDisp{}
 		var f faultOnce
 		bc := []int{1, 2}
-		at := rvTick()
+		at := dueTick()
 		const deadline = 3 * time.Second
 		cutFor := time.Until(at.Add(deadline + 700*time.Millisecond))
 		s := m.replica(t, true, true, deadline, d, WithReplica("R"), WithTickLeaseTTL(time.Second), WithMasterTimeout(300*time.Millisecond),
 			f.observer(t, onProxies(m, bc, (*redistest.Proxy).Cut), onProxies(m, bc, (*redistest.Proxy).Restore), cutFor))
-		s.runBatch(context.Background(), rvBatch(s, at, "c"))
+		s.runBatch(context.Background(), batchOf(s, at, "c"))
 		f.wait(t)
 		settleRetries(s, 5)
 		runs, notRun := d.counts()
@@ -333,9 +333,9 @@ func TestMinorityCommitThenRestartRunsOnce(t *testing.T) {
 	}
 	const lease = 1500 * time.Millisecond
 	r := m.replica(t, true, false, time.Minute, d, WithReplica("R"), WithTickLeaseTTL(lease), WithMasterTimeout(300*time.Millisecond))
-	at := rvTick()
+	at := dueTick()
 	claimed := time.Now()
-	r.runBatch(context.Background(), rvBatch(r, at, "c"))
+	r.runBatch(context.Background(), batchOf(r, at, "c"))
 	<-healed
 	settleRetries(r, 5)
 	if err := m.servers[0].Restart(); err != nil {
@@ -343,7 +343,7 @@ func TestMinorityCommitThenRestartRunsOnce(t *testing.T) {
 	}
 	time.Sleep(time.Until(claimed.Add(lease + 200*time.Millisecond))) // real time: R's lease expires by the masters' clocks
 	r2 := m.replica(t, false, false, time.Minute, d, WithReplica("R2"))
-	r2.runBatch(context.Background(), rvBatch(r2, at, "c"))
+	r2.runBatch(context.Background(), batchOf(r2, at, "c"))
 	settleRetries(r2, 5)
 	if runs, _ := d.counts(); runs != 1 {
 		t.Fatalf("tick dispatched %d times (records %q), want once", runs, m.records(t, r, at))
@@ -383,9 +383,9 @@ func TestOwnerDeadAfterMinorityCommitTickRunsElsewhere(t *testing.T) {
 			})
 			const lease = time.Second
 			r := m.replica(t, true, true, time.Minute, d, WithReplica("R"), WithTickLeaseTTL(lease), WithMasterTimeout(200*time.Millisecond), cut)
-			at := rvTick()
+			at := dueTick()
 			claimed := time.Now()
-			r.runBatch(context.Background(), rvBatch(r, at, "c"))
+			r.runBatch(context.Background(), batchOf(r, at, "c"))
 			if runs, _ := d.counts(); runs != 0 {
 				t.Fatalf("R ran the tick %d times with its commit on a minority", runs)
 			}
@@ -393,11 +393,11 @@ func TestOwnerDeadAfterMinorityCommitTickRunsElsewhere(t *testing.T) {
 				t.Fatalf("records %q: want A's done (the schedule needs it)", recs)
 			}
 			// R is dead: its retries are dropped
-			rvRetries(r)
+			drainRetries(r)
 			// real time: R's leases expire by the masters' clocks
 			time.Sleep(time.Until(claimed.Add(lease + 200*time.Millisecond)))
 			r2 := m.replica(t, false, true, time.Minute, d, WithReplica("R2"))
-			b := rvBatch(r2, at, "c")
+			b := batchOf(r2, at, "c")
 			b[0].follower = follower
 			r2.runBatch(context.Background(), b)
 			settleRetries(r2, 5)
@@ -408,7 +408,7 @@ func TestOwnerDeadAfterMinorityCommitTickRunsElsewhere(t *testing.T) {
 			if err := onProxies(m, bc, (*redistest.Proxy).Restore)(); err != nil {
 				t.Fatal(err)
 			}
-			r.runBatch(context.Background(), rvBatch(r, at, "c"))
+			r.runBatch(context.Background(), batchOf(r, at, "c"))
 			settleRetries(r, 5)
 			if runs, notRun := d.counts(); runs != 1 {
 				t.Fatalf("tick ran %d times after R came back (not-run records %q), want once", runs, notRun)
@@ -425,8 +425,8 @@ func TestCommittedTickWhoseRunFailsToStartIsRecordedNotRun(t *testing.T) {
 	m := newCMMasters(t, 1)
 	d := &cmDisp{err: errors.New("exec: \"nosuch\": executable file not found in $PATH")}
 	s := m.replica(t, false, true, time.Minute, d, WithReplica("R"))
-	at := rvTick()
-	s.runBatch(context.Background(), rvBatch(s, at, "c"))
+	at := dueTick()
+	s.runBatch(context.Background(), batchOf(s, at, "c"))
 	settleRetries(s, 3)
 	_, notRun := d.counts()
 	if len(notRun) != 1 || !strings.Contains(notRun[0], "did not start") || !strings.Contains(notRun[0], "nosuch") {
@@ -444,13 +444,13 @@ func TestCommittedTickWhoseRunFailsToStartIsRecordedNotRun(t *testing.T) {
 func TestCorruptTickWriterIsReported(t *testing.T) {
 	m := newCMMasters(t, 1)
 	s := m.replica(t, false, true, time.Minute, &cmDisp{})
-	at := rvTick()
+	at := dueTick()
 	ctx := context.Background()
 	key := s.jobs["c"].keys.tickKey(at)
 	for _, by := range []string{"abc", "ab12:0", "ab12:9223372036854775807", "ab12:9007199254740992", "ab12:-5"} {
 		m.direct[0].Set(ctx, key, "done", time.Minute)
 		m.direct[0].Set(ctx, writerKey(key), by, time.Minute)
-		b := s.prepare(ctx, rvBatch(s, at, "c"))
+		b := s.prepare(ctx, batchOf(s, at, "c"))
 		b = append(b, item{job: s.jobs["c"], at: at, key: key, token: "ab12"}) // the claim that wrote it
 		for i := range b {
 			err := s.claim(ctx, b)[0][i].err

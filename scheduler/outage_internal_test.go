@@ -14,7 +14,7 @@ func TestTicksLetGoAfterALongOutageAreRecordedNotRun(t *testing.T) {
 	m := newCMMasters(t, 1)
 	d := &cmDisp{}
 	s := m.replica(t, false, false, time.Minute, d, WithReplica("R"))
-	at := rvTick().Add(-time.Duration(maxHeld+2) * time.Second)
+	at := dueTick().Add(-time.Duration(maxHeld+2) * time.Second)
 	down := errors.New("lock masters not answering")
 	for i := range maxHeld + 2 {
 		s.hold(item{job: s.jobs["c"], at: at.Add(time.Duration(i) * time.Second), attempts: 1}, down)
