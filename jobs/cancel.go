@@ -1,9 +1,13 @@
 package jobs
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/batonhq/baton/config"
 )
 
 // This file holds the replace request: how a run of a replace-policy job
@@ -65,4 +69,51 @@ func (e *engine) onCancelRequest(job string, payload string) {
 		e.log.Info("replacing older runs", slog.String("job", job), slog.String("by", req.ID),
 			slog.String("by_replica", req.Replica), slog.Int("runs", n))
 	}
+}
+
+// subscribeReplaceRequests subscribes to the replace requests of the
+// config's replace-policy jobs (one pub/sub connection on the queue Redis)
+// and handles them (onCancelRequest) until stopSubscriber. It fails if the
+// subscription is not confirmed within 10s.
+func (w *Worker) subscribeReplaceRequests() error {
+	var channels []string
+	jobOf := map[string]string{}
+	for i := range w.cfg.Jobs {
+		j := &w.cfg.Jobs[i]
+		if _, replaces := w.policies[j.Name].(replacePolicy); replaces && (j.Mode == config.ModeCron || j.Mode == config.ModeLocal) {
+			ch := w.cancelChannel(j.Name)
+			channels = append(channels, ch)
+			jobOf[ch] = j.Name
+		}
+	}
+	if len(channels) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ps := w.rdb.Subscribe(ctx, channels...)
+	if _, err := ps.Receive(ctx); err != nil {
+		ps.Close()
+		return fmt.Errorf("jobs: worker: subscribe to replace requests: %w", err)
+	}
+	w.ps, w.subDone = ps, make(chan struct{})
+	msgs := ps.Channel()
+	go func() {
+		defer close(w.subDone)
+		for m := range msgs {
+			w.onCancelRequest(jobOf[m.Channel], m.Payload)
+		}
+	}()
+	return nil
+}
+
+// stopSubscriber ends the subscription to replace requests, if any, and
+// waits for its handler to return.
+func (w *Worker) stopSubscriber() {
+	if w.ps == nil {
+		return
+	}
+	w.ps.Close()
+	<-w.subDone
+	w.ps = nil
 }

@@ -109,18 +109,3 @@ func (e *engine) cancelRuns(cause error, match func(job string, ar *activeRun) b
 
 // errShutdown is the cause that ends runs when the worker stops.
 var errShutdown = errors.New("jobs: worker shutting down")
-
-// every calls f every d on c until done is closed.
-func every(done <-chan struct{}, c clock.Clock, d time.Duration, f func()) {
-	t := c.NewTimer(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C():
-			f()
-			t.Reset(d)
-		}
-	}
-}

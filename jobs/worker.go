@@ -111,34 +111,10 @@ func (w *Worker) Start() error {
 	}
 	w.rdb = rdb
 	w.startRoster()
-	var channels []string
-	jobOf := map[string]string{}
-	for i := range w.cfg.Jobs {
-		j := &w.cfg.Jobs[i]
-		if _, replaces := w.policies[j.Name].(replacePolicy); replaces && (j.Mode == config.ModeCron || j.Mode == config.ModeLocal) {
-			ch := w.cancelChannel(j.Name)
-			channels = append(channels, ch)
-			jobOf[ch] = j.Name
-		}
-	}
-	if len(channels) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		ps := w.rdb.Subscribe(ctx, channels...)
-		if _, err := ps.Receive(ctx); err != nil {
-			ps.Close()
-			w.stopRoster(false)
-			w.closeRedis()
-			return fmt.Errorf("jobs: worker: subscribe to replace requests: %w", err)
-		}
-		w.ps, w.subDone = ps, make(chan struct{})
-		msgs := ps.Channel()
-		go func() {
-			defer close(w.subDone)
-			for m := range msgs {
-				w.onCancelRequest(jobOf[m.Channel], m.Payload)
-			}
-		}()
+	if err := w.subscribeReplaceRequests(); err != nil {
+		w.stopRoster(false)
+		w.closeRedis()
+		return err
 	}
 	if !w.localOnly {
 		// asynq's connection, its cancel subscription moved off the shared
@@ -263,15 +239,6 @@ func (w *Worker) closeRedis() error {
 		return nil
 	}
 	return fmt.Errorf("jobs: worker: close redis: %w", err)
-}
-
-func (w *Worker) stopSubscriber() {
-	if w.ps == nil {
-		return
-	}
-	w.ps.Close()
-	<-w.subDone
-	w.ps = nil
 }
 
 // RunLocal starts tick t of local-mode job in-process and returns at once.
