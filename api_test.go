@@ -270,3 +270,141 @@ func TestAPIReadsNeedTheToken(t *testing.T) {
 		}
 	}
 }
+
+// Token, schedule: an operator opened /queues/ in a browser (HTTP Basic
+// with the token as password; the browser caches and re-sends it). Any web
+// page can then submit a plain HTML form (no custom header, empty body,
+// form content type) to the API: authorized() accepts Basic for /api/ too,
+// readBody accepts an empty body, no Content-Type or Origin check: CSRF.
+// The dashboard itself sends a bearer token, so /api/ does not need Basic.
+func TestBasicAuthMakesAPICSRFable(t *testing.T) {
+	srv := redistest.New(t)
+	web := apiServer(t, srv, apiToken)
+	rdb := srv.TestClient(t)
+	for _, path := range []string{"/api/jobs/report/pause", "/api/jobs/report/trigger", "/queues/api/queues/api:default:pause"} {
+		req, _ := http.NewRequest("POST", web.URL+path, strings.NewReader(""))
+		req.SetBasicAuth("", apiToken)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", "https://evil.example")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode < 300 {
+			t.Errorf("cross-site form POST %s with cached Basic credentials: %d %s", path, resp.StatusCode, strings.TrimSpace(string(body)))
+		}
+	}
+	if rdb.Exists(context.Background(), "api:{report}:paused").Val() == 1 || len(rdb.Keys(context.Background(), "api:*paused*").Val()) > 0 {
+		t.Logf("pause flag keys now: %v", rdb.Keys(context.Background(), "api:*paused*").Val())
+	}
+}
+
+// Trust, schedule: two deployments share one Redis (namespaces "api" and
+// "other"). /queues/ (asynqmon) of "api", opened with api's token, lists
+// and can delete the tasks of "other": asynqmon is not namespaced.
+func TestQueuesSeeOtherNamespaces(t *testing.T) {
+	srv := redistest.New(t)
+	web := apiServer(t, srv, apiToken)
+	rdb := srv.TestClient(t)
+	other := oneJobConfig(t, srv.Addr(), "other", "")
+	c, err := baton.NewCluster(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tk, err := c.Trigger(context.Background(), "b", "operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", web.URL+"/queues/api/queues", nil)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the view shows every namespace's queues (asynqmon reads the whole
+	// Redis; documented), but changes nothing: it is read-only
+	resp.Body.Close()
+	req, _ = http.NewRequest("DELETE", web.URL+"/queues/api/queues/other:default/pending_tasks/"+tk.ID(), nil)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(pendingTasks(t, rdb, "other:default")) == 0 {
+		t.Errorf("namespace api's token deleted namespace other's pending tick %s (DELETE answered %d)", tk.ID(), resp.StatusCode)
+	}
+}
+
+// G5/G7: API inputs that must be refused cleanly (these are expected to pass).
+func TestAPIInputs(t *testing.T) {
+	srv := redistest.New(t)
+	web := apiServer(t, srv, apiToken)
+	do := func(method, path string, auth func(*http.Request), body string) (int, string) {
+		req, _ := http.NewRequest(method, web.URL+path, strings.NewReader(body))
+		if auth != nil {
+			auth(req)
+		}
+		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 20 * time.Second}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	emptyBasic := func(r *http.Request) { r.SetBasicAuth("x", "") }
+	emptyBearer := func(r *http.Request) { r.Header.Set("Authorization", "Bearer ") }
+	userIsToken := func(r *http.Request) { r.SetBasicAuth(apiToken, "") }
+	bearer := func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+apiToken) }
+	lower := func(r *http.Request) { r.Header.Set("Authorization", "bearer "+apiToken) }
+	for _, tc := range []struct {
+		method, path string
+		auth         func(*http.Request)
+		body         string
+		ok           func(int) bool
+		what         string
+	}{
+		{"POST", "/api/jobs/report/pause", emptyBasic, "", func(c int) bool { return c == 401 }, "Basic, empty password"},
+		{"POST", "/api/jobs/report/pause", emptyBearer, "", func(c int) bool { return c == 401 }, "empty bearer"},
+		{"POST", "/api/jobs/report/pause", userIsToken, "", func(c int) bool { return c == 401 }, "token as Basic user"},
+		{"GET", "/queues/api/queues", emptyBasic, "", func(c int) bool { return c == 401 }, "queues, Basic empty password"},
+		{"GET", "/queues/../api/status", nil, "", func(c int) bool { return c != 200 || true }, "dot-dot (mux cleans; read call anyway)"},
+		{"POST", "/queues/../api/jobs/report/pause", nil, "", func(c int) bool { return c == 401 || c == 301 || c == 307 || c == 308 || c == 404 }, "dot-dot to a mutating call"},
+		{"POST", "/api/jobs/report/../report/pause", nil, "", func(c int) bool { return c != 200 }, "dot-dot inside api"},
+		{"GET", "/queues%2f..%2fapi/status", nil, "", func(c int) bool { return c != 200 || true }, "encoded slashes"},
+		{"POST", "/api/jobs/report/backfill", bearer, `{"from":"0001-01-01T00:00:01Z","to":"2026-01-01T00:00:00Z"}`, func(c int) bool { return c == 400 }, "backfill from year 1"},
+		{"POST", "/api/jobs/report/backfill", bearer, `{"from":"1969-12-31T23:00:00Z","to":"1970-01-01T01:00:00Z"}`, func(c int) bool { return c == 400 }, "backfill around the epoch"},
+		{"POST", "/api/jobs/report/backfill", bearer, `{"from":"2026-01-01T00:00:00Z","to":"9999-12-31T23:59:59Z"}`, func(c int) bool { return c == 400 }, "backfill to year 9999"},
+		{"POST", "/api/jobs/report/backfill", bearer, `{"from":null,"to":null}`, func(c int) bool { return c == 400 }, "null times"},
+		{"POST", "/api/jobs/report/backfill", bearer, `{"from":"2026-01-01T00:00:00Z","to":"2026-01-01T01:00:00Z"}{"x":1}`, func(c int) bool { return c == 400 }, "two JSON values"},
+		{"POST", "/api/jobs/report/trigger", bearer, `{"by":"a\u0000b\u001b[31m"}`, func(c int) bool { return c == 400 || c == 200 }, "control characters in by (accepted; the CLI quotes it)"},
+		{"POST", "/api/jobs/report/pause", lower, "", func(c int) bool { return c == 401 || c == 200 }, "lower-case bearer"},
+		{"GET", "/api/jobs/report/history?n=99999999999999999999", bearer, "", func(c int) bool { return c == 400 }, "huge n"},
+		{"GET", "/api/jobs/report/history?n=0", bearer, "", func(c int) bool { return c == 200 }, "n=0 (all)"},
+		{"GET", "/api/jobs/" + strings.Repeat("x", 10000) + "/history", bearer, "", func(c int) bool { return c == 404 || c == 414 || c == 431 }, "long job name"},
+		{"GET", "/api/jobs/%2e%2e/history", bearer, "", func(c int) bool { return c == 404 }, "job .."},
+	} {
+		start := time.Now()
+		code, body := do(tc.method, tc.path, tc.auth, tc.body)
+		if !tc.ok(code) {
+			t.Errorf("%s: %s %s: %d %s", tc.what, tc.method, tc.path[:min(len(tc.path), 80)], code, strings.TrimSpace(body)[:min(200, len(strings.TrimSpace(body)))])
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("%s: took %s", tc.what, d)
+		}
+	}
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

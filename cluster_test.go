@@ -2,13 +2,17 @@ package baton_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/batontest"
@@ -127,5 +131,247 @@ func TestStatusFailureStreakAndLastSuccess(t *testing.T) {
 				t.Errorf("fine: %+v", js)
 			}
 		}
+	}
+}
+
+// G1, schedule: a job ran ticks N (4-2h ago, history has them); then a
+// backfill of a long paused window P (10h ago) wrote ~500 history events
+// of OLD ticks; history.runs (100 -> ~300 entries) trimmed the N events
+// away. HistoryCoverage takes the oldest remaining entry's *tick* (an old
+// P tick) as the coverage start, so a later backfill over the N window is
+// allowed, finds "no run" for every N tick (records and asynq IDs expired
+// long ago) and dispatches ticks that ran.
+func TestBackfillTrustsHistoryTrimmedOutOfOrder(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := oneJobConfig(t, srv.Addr(), "rvtrim", "")
+	h := newHistoryStream(t, rdb, "rvtrim", "b", cfg.History.Runs)
+	now := time.Now().UTC().Truncate(time.Minute)
+	pTick := func(i int) time.Time { return now.Add(-10 * time.Hour).Add(time.Duration(i) * time.Minute) }
+	nTick := func(i int) time.Time { return now.Add(-4 * time.Hour).Add(time.Duration(i) * time.Minute) }
+	for i := range 250 { // 10h ago: paused
+		h.paused(t, pTick(i))
+	}
+	for i := range 120 { // 4h..2h ago: ran
+		h.ran(t, nTick(i), fmt.Sprintf("n%03d", i))
+	}
+	for i := range 250 { // now: the backfill of the paused window ran
+		h.ran(t, pTick(i), fmt.Sprintf("p%03d", i))
+	}
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	plan, err := c.Backfill(ctx, "b", nTick(0), nTick(119), true)
+	if err != nil {
+		t.Logf("dry run refused (the safe answer): %v", err)
+		return
+	}
+	if len(plan.Ticks) != 0 {
+		t.Errorf("dry run over ticks that all ran: %d listed as never ran, %d ran (window accepted although their history was trimmed)", len(plan.Ticks), plan.Ran)
+	}
+	// and a real backfill of three of them enqueues them again
+	plan, err = c.Backfill(ctx, "b", nTick(0), nTick(2), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := pendingTasks(t, rdb, cfg.QueueName("default")); len(ids) > 0 {
+		t.Errorf("ticks that ran were enqueued again: %v (plan: dispatched %v)", ids, plan.Dispatched)
+	}
+}
+
+// G1, schedule: history.runs was 100 while 200 ticks ran (the stream was
+// trimmed to ~300 entries); the operator raises history.runs to 1000.
+// HistoryCoverage decides "never trimmed by count" from the current
+// setting (XLEN < 3000) and vouches for the whole max_age: the trimmed
+// ticks are listed as never ran.
+func TestBackfillAfterHistoryRunsRaised(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	old := oneJobConfig(t, srv.Addr(), "rvraise", "")
+	h := newHistoryStream(t, rdb, "rvraise", "b", old.History.Runs)
+	now := time.Now().UTC().Truncate(time.Minute)
+	tick := func(i int) time.Time { return now.Add(-5 * time.Hour).Add(time.Duration(i) * time.Minute) }
+	for i := range 200 {
+		h.ran(t, tick(i), fmt.Sprintf("r%03d", i))
+	}
+	t.Logf("stream length after trimming: %d", rdb.XLen(context.Background(), "rvraise:{history:b}").Val())
+	cfg := oneJobConfig(t, srv.Addr(), "rvraise", "history: {runs: 1000}")
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	plan, err := c.Backfill(ctx, "b", tick(0), tick(199), true)
+	if err != nil {
+		t.Logf("refused (the safe answer): %v", err)
+		return
+	}
+	if len(plan.Ticks) != 0 {
+		t.Errorf("all 200 ticks ran; the dry run lists %d as never ran (first %s), ran %d", len(plan.Ticks), plan.Ticks[0].Format(time.RFC3339), plan.Ran)
+	}
+}
+
+// Status with one of three lock masters blackholed (a partition, not a
+// refused connection): the API must still answer within its bound with
+// the jobs and a "partial" warning.
+func TestStatusWithMasterBlackholed(t *testing.T) {
+	servers := redistest.NewN(t, 4)
+	proxy := redistest.NewTestProxy(t, servers[3].Addr())
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking:
+  fresh_deployment: true
+  masters: ["redis://%s/0", "redis://%s/0", "redis://%s/0"]
+namespace: rvdown
+http: {token: %q}
+jobs:
+  - name: report
+    schedule: "@hourly"
+    exec: {command: ["true"]}
+`, servers[0].Addr(), servers[1].Addr(), servers[2].Addr(), proxy.Addr(), apiToken)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := baton.New(cfg, baton.WithReplicaID("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := baton.NewHTTPHandler(r)
+	web := httptest.NewServer(h)
+	defer func() { web.Close(); h.Close(); r.Close() }()
+	if code, body := call(t, web, "GET", "/api/status", apiToken, ""); code != 200 {
+		t.Fatalf("healthy: %d %s", code, body)
+	}
+	if err := proxy.Blackhole(); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/api/status"} { // /api/locks behaves alike: 200 [] after the full 10s
+		start := time.Now()
+		code, body := call(t, web, "GET", path, apiToken, "")
+		took := time.Since(start)
+		var st baton.Status
+		_ = json.Unmarshal([]byte(body), &st)
+		t.Logf("%s with a master blackholed: %d in %s", path, code, took.Round(time.Millisecond))
+		if code != 200 || took > 5*time.Second {
+			t.Errorf("%s with one of three masters blackholed: %d after %s", path, code, took.Round(time.Millisecond))
+		}
+		if path == "/api/status" && code == 200 {
+			w := strings.Join(st.Warnings, " | ")
+			if strings.Contains(w, "read the history") || strings.Contains(w, "roster") || strings.Contains(w, "master 0 ") || strings.Contains(w, "master 1 ") {
+				t.Errorf("status lost what healthy Redis servers hold (queue Redis history and roster, masters 0 and 1) because one master hangs: %s", w)
+			}
+		}
+	}
+	start := time.Now()
+	code, body := call(t, web, "POST", "/api/jobs/report/pause", apiToken, "")
+	if took := time.Since(start); code != 200 || took > 8*time.Second || !strings.Contains(body, `"in_effect": true`) {
+		t.Errorf("pause with one of three masters blackholed: %d after %s: %s", code, took.Round(time.Millisecond), body)
+	}
+}
+
+// Locks on a Redis Cluster (redis.cluster, no locking.masters: the cluster
+// is the one lock "master"), schedule: 12 locks held, spread over the
+// cluster's slots. locking.Held runs SCAN on the cluster client, which
+// go-redis sends to one (random) node: baton locks / GET /api/locks /
+// status's Lock column list only the locks on that node.
+func TestLocksOnARedisCluster(t *testing.T) {
+	addrs := startRedisCluster(t)
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {cluster: {addrs: [%q, %q, %q]}}
+locking: {fresh_deployment: true}
+namespace: rvcl
+jobs:
+  - name: b
+    schedule: "@every 1m"
+    exec: {command: ["true"]}
+`, addrs[0], addrs[1], addrs[2])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	defer cc.Close()
+	locks, err := locking.New(cc, locking.WithPrefix("rvcl:lock:"), locking.WithFreshDeployment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locks.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var leases []*locking.Lease
+	for i := range 12 {
+		l, err := locks.TryLock(ctx, fmt.Sprintf("job-%d", i), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, l)
+	}
+	defer func() {
+		for _, l := range leases {
+			_ = l.Release(context.Background())
+		}
+	}()
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 3 {
+		held, err := c.Locks(ctx)
+		if len(held) != 12 {
+			t.Errorf("12 locks held on the cluster, Cluster.Locks lists %d (%v)", len(held), err)
+		}
+	}
+}
+
+// Locks listing, schedule: `baton lock` names with glob characters and
+// braces; and another namespace's lock. Each is listed once, under its own
+// name, in its own namespace only (expected to pass).
+func TestLocksWithGlobNames(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := oneJobConfig(t, srv.Addr(), "rvglob", "")
+	mk := func(prefix string) *locking.Client {
+		l, err := locking.New(rdb, locking.WithPrefix(prefix), locking.WithFreshDeployment())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	ours, theirs := mk("rvglob:lock:"), mk("rvglob2:lock:")
+	ctx := context.Background()
+	names := []string{"a*", "b?", "[c]", `d\`, "e}f", "{g}", "h}:fence"}
+	for _, n := range names {
+		if _, err := ours.TryLock(ctx, n, time.Minute); err != nil {
+			t.Fatal(n, err)
+		}
+	}
+	if _, err := theirs.TryLock(ctx, "other-namespace", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	held, err := c.Locks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, h := range held {
+		got[h.Name]++
+	}
+	for _, n := range names {
+		if got[n] != 1 {
+			t.Errorf("lock %q listed %d times: %v", n, got[n], got)
+		}
+	}
+	if len(got) != len(names) {
+		t.Errorf("listed %v, want exactly %q", got, names)
 	}
 }

@@ -4,10 +4,17 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -58,4 +65,111 @@ jobs:
 		t.Fatal(err)
 	}
 	return srv, cfg
+}
+
+// historyStream appends events to a job's history with the worker's own
+// script (jobs/lua/history_add.lua) and field layout, so trimming behaves as
+// in production.
+type historyStream struct {
+	rdb    *redis.Client
+	key    string
+	keep   int   // history.runs * 3
+	maxAge int64 // ms
+	script *redis.Script
+}
+
+func newHistoryStream(t *testing.T, rdb *redis.Client, ns, job string, runs int) *historyStream {
+	t.Helper()
+	src, err := os.ReadFile("jobs/lua/history_add.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &historyStream{rdb: rdb, key: ns + ":{history:" + job + "}", keep: runs * 3,
+		maxAge: (7 * 24 * time.Hour).Milliseconds(), script: redis.NewScript(string(src))}
+}
+
+func (h *historyStream) add(t *testing.T, fields ...any) {
+	t.Helper()
+	args := append([]any{h.keep, h.maxAge}, fields...)
+	if err := h.script.Run(context.Background(), h.rdb, []string{h.key}, args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ran writes what a worker writes for one successful run of tick at.
+func (h *historyStream) ran(t *testing.T, at time.Time, run string) {
+	tick := at.UTC().Format(time.RFC3339Nano)
+	h.add(t, "ev", "started", "tick", tick, "run", run, "replica", "w1", "attempt", 1, "fence", 7, "by", "s1")
+	h.add(t, "ev", "finished", "tick", tick, "run", run, "replica", "w1", "attempt", 1, "status", "ok", "fence", 7, "exit_code", 0)
+}
+
+// paused writes what the scheduler writes for a paused tick.
+func (h *historyStream) paused(t *testing.T, at time.Time) {
+	h.add(t, "ev", "not_run", "tick", at.UTC().Format(time.RFC3339Nano), "run", "", "status", "paused", "reason", "the job is paused")
+}
+
+func oneJobConfig(t *testing.T, addr, ns string, extra string) *config.Config {
+	t.Helper()
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: %s
+%s
+jobs:
+  - name: b
+    schedule: "@every 1m"
+    concurrency: allow
+    exec: {command: ["true"]}
+`, addr, ns, extra)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func pendingTasks(t *testing.T, rdb *redis.Client, queue string) []string {
+	t.Helper()
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	ts, err := insp.ListPendingTasks(queue, asynq.PageSize(1000))
+	if err != nil && !strings.Contains(err.Error(), "does not exist") && !strings.Contains(err.Error(), "not found") {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, ti := range ts {
+		ids = append(ids, ti.ID)
+	}
+	return ids
+}
+
+// startRedisCluster starts a 3-master Redis Cluster (slots split in three).
+func startRedisCluster(t *testing.T) []string {
+	t.Helper()
+	nodes := redistest.NewN(t, 3, redistest.WithArgs("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"))
+	ctx := context.Background()
+	var addrs []string
+	for i, n := range nodes {
+		c := n.TestClient(t)
+		lo, hi := i*16384/3, (i+1)*16384/3-1
+		if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			host, port, _ := strings.Cut(nodes[0].Addr(), ":")
+			if err := c.ClusterMeet(ctx, host, port).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		addrs = append(addrs, n.Addr())
+	}
+	c0 := nodes[0].TestClient(t)
+	poll.Require(t, 10*time.Second, "cluster state ok", func() bool {
+		for _, n := range nodes {
+			info, err := n.TestClient(t).ClusterInfo(ctx).Result()
+			if err != nil || !strings.Contains(info, "cluster_state:ok") {
+				return false
+			}
+		}
+		return true
+	})
+	_ = c0
+	return addrs
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
@@ -421,5 +423,218 @@ jobs:
 	var ce *jobs.CorruptError
 	if !errors.Is(err, jobs.ErrCorrupt) || !errors.As(err, &ce) || ce.Key != count {
 		t.Fatalf("status with run count -5 = %v, want ErrCorrupt naming %q", err, count)
+	}
+}
+
+// resume --catch-up for buffering jobs (newest 1+bound paused ticks
+// replayed): schedules that try to dispatch a tick twice, or more ticks
+// than the job runs and keeps.
+
+// ranTicks writes what a worker writes for runs of ticks of job: a started
+// and a finished (ok) event each.
+func ranTicks(t *testing.T, rdb *redis.Client, ns, job string, ticks ...time.Time) {
+	t.Helper()
+	for _, at := range ticks {
+		run := fmt.Sprintf("run-%d", at.UnixMilli())
+		for _, ev := range []string{"started", "finished"} {
+			if err := rdb.XAdd(context.Background(), &redis.XAddArgs{
+				Stream: ns + ":{history:" + job + "}",
+				Values: []any{"ev", ev, "tick", at.UTC().Format(time.RFC3339Nano), "run", run, "replica", "w", "attempt", 1, "status", "ok"},
+			}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// Schedule (buffer_one, starting_deadline 5m): paused ticks 4m, 3m, 2m and
+// 1m ago. resume --catch-up replays the newest two (2m, 1m) and reports 4m
+// and 3m skipped ("only the newest 2 paused ticks are replayed"). The two
+// run (a worker records them). resume --catch-up again, as the docs allow
+// ("each is dispatched at most once, also when the command runs twice ...
+// the second finds them dispatched and says so"): the pause is gone, the
+// two replayed ticks count as ran (Decided), and the cut to the newest two
+// is applied to what is left: 4m and 3m, which the first resume skipped,
+// are dispatched now. No tick is dispatched twice, but a rerun (or a
+// resume racing one whose replays already started) replays up to another
+// 1+bound ticks each time, four for buffer_one here. (The cut is
+// computed after the ticks already dispatched are taken out; forbid and
+// replace did the same with one tick before the change.) Fixed: the cut
+// counts the ticks dispatched already.
+func TestCatchUpRerunDoesNotReplaySkippedTicks(t *testing.T) {
+	const ns = "rerun"
+	rdb, cfg, c, ctx, now := pauseCluster(t, ns)
+	now = now.UTC().Truncate(time.Minute)
+	ago := func(m int) time.Time { return now.Add(-time.Duration(m) * time.Minute) }
+	queue := cfg.QueueName("default")
+
+	if res, err := c.Pause(ctx, "kept", baton.PauseNote{By: "alice"}); err != nil || !res.InEffect {
+		t.Fatalf("pause: %+v %v", res, err)
+	}
+	backdatePause(t, rdb, ns, "kept", ago(10))
+	pausedTicks(t, rdb, ns, "kept", cfg.History.Runs, ago(4), ago(3), ago(2), ago(1))
+
+	res, err := c.Resume(ctx, "kept", true)
+	if err != nil || res.CatchUp == nil || !slices.Equal(res.CatchUp.Replayed, []time.Time{ago(2), ago(1)}) {
+		t.Fatalf("resume --catch-up: %+v %v", res.CatchUp, err)
+	}
+	if s := res.CatchUp.Skipped; len(s) != 2 {
+		t.Fatalf("skipped %+v, want 4m and 3m ago", s)
+	}
+	ranTicks(t, rdb, ns, "kept", ago(2), ago(1)) // the worker ran them
+
+	res, err = c.Resume(ctx, "kept", true)
+	if err != nil || res.CatchUp == nil {
+		t.Fatalf("second resume --catch-up: %+v %v", res, err)
+	}
+	if cu := res.CatchUp; len(cu.Replayed) != 0 {
+		t.Errorf("second resume --catch-up replayed %v (decided %v): ticks the first one reported skipped "+
+			"(only the newest 2 are replayed) are dispatched by a rerun", cu.Replayed, cu.Decided)
+	}
+	if ids := pendingTasks(t, rdb, queue); len(ids) != 2 {
+		t.Errorf("enqueued after two catch-ups: %v, want the 2 of the first", ids)
+	}
+}
+
+// Schedule (buffer_one; holds): two resume --catch-up of the same pause
+// race, before any replayed tick ran. Each paused tick within the deadline
+// is dispatched at most once, and together they dispatch only the newest
+// two.
+func TestCatchUpRacingResumesDispatchOnce(t *testing.T) {
+	const ns = "race"
+	rdb, cfg, c, ctx, now := pauseCluster(t, ns)
+	now = now.UTC().Truncate(time.Minute)
+	ago := func(m int) time.Time { return now.Add(-time.Duration(m) * time.Minute) }
+
+	if res, err := c.Pause(ctx, "kept", baton.PauseNote{By: "alice"}); err != nil || !res.InEffect {
+		t.Fatalf("pause: %+v %v", res, err)
+	}
+	backdatePause(t, rdb, ns, "kept", ago(10))
+	pausedTicks(t, rdb, ns, "kept", cfg.History.Runs, ago(4), ago(3), ago(2), ago(1))
+
+	var wg sync.WaitGroup
+	results := make([]baton.ResumeResult, 2)
+	errs := make([]error, 2)
+	for i := range results {
+		wg.Go(func() { results[i], errs[i] = c.Resume(ctx, "kept", true) })
+	}
+	wg.Wait()
+	var replayed []time.Time
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatalf("resume %d: %v", i, errs[i])
+		}
+		if r.CatchUp != nil {
+			replayed = append(replayed, r.CatchUp.Replayed...)
+		}
+	}
+	slices.SortFunc(replayed, time.Time.Compare)
+	if !slices.Equal(replayed, []time.Time{ago(2), ago(1)}) {
+		t.Errorf("racing resumes replayed %v, want %s and %s once each", replayed, ago(2), ago(1))
+	}
+	if ids := pendingTasks(t, rdb, cfg.QueueName("default")); len(ids) != 2 {
+		t.Errorf("enqueued: %v, want 2", ids)
+	}
+}
+
+// Schedule (a job with jitter, so each tick is claimed a stable offset
+// after it is due; a replica that starts after downtime, or a held tick
+// after an outage, is claimed late the same way):
+//
+//  1. tick T is due; its claim is still ahead (T + the job's jitter offset).
+//  2. an operator pauses the job at T + 1s: since = T + 1s.
+//  3. the claim of T finds the job paused: T is recorded paused (history:
+//     not_run, status paused, "the job is paused").
+//  4. resume --catch-up: T is within the starting deadline and recorded
+//     paused, but due before since, so catchUp (pause.go) filters it out by
+//     its due time: it is neither replayed nor listed as skipped, decided
+//     or failed. The tick did not run, the catch-up says nothing of it.
+func TestCatchUpReplaysATickDueBeforeThePauseButPausedAfter(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// a job name whose jitter offset leaves room to pause between the tick
+	// and its claim
+	const jitter = 8 * time.Second
+	name := ""
+	var offset time.Duration
+	for i := range 1000 {
+		n := fmt.Sprintf("jit%d", i)
+		if o := scheduler.Jitter(n, jitter); o >= 4*time.Second && o <= 7*time.Second {
+			name, offset = n, o
+			break
+		}
+	}
+	if name == "" {
+		t.Fatal("no job name with a jitter offset in [4s, 7s]")
+	}
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+worker: {shutdown_grace: 2s}
+jobs:
+  - name: %s
+    schedule: "@every 10s"
+    jitter: 8s
+    starting_deadline: 1m
+    concurrency: allow
+    handler: {name: %s}
+`, srv.Addr(), name, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log runLog
+	reg := log.registry(t, name)
+	stop := replicaRun(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("r1"))
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	redisNow := func() time.Time {
+		now, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now.UTC()
+	}
+	// the next tick with at least 1s to go, then 1s after it
+	tick := redisNow().Add(time.Second).Truncate(10 * time.Second).Add(10 * time.Second)
+	poll.Require(t, 30*time.Second, "1s after tick "+tick.Format(time.RFC3339), func() bool {
+		return !redisNow().Before(tick.Add(time.Second))
+	})
+	if d := redisNow().Sub(tick); d >= offset-time.Second {
+		t.Skipf("too late to pause before the claim (%s after the tick, claim at +%s)", d, offset)
+	}
+	pr, err := c.Pause(ctx, name, baton.PauseNote{By: "alice", Note: "vendor down"})
+	if err != nil || !pr.InEffect || pr.Pause == nil {
+		t.Fatalf("pause: %+v %v", pr, err)
+	}
+	poll.Require(t, 20*time.Second, "tick "+tick.Format(time.RFC3339)+" recorded paused", func() bool {
+		recs, err := jobs.ReadHistory(ctx, rdb, "baton", name, 0)
+		if err != nil {
+			return false
+		}
+		return slices.ContainsFunc(recs, func(r jobs.RunRecord) bool { return r.Tick.Equal(tick) && r.Status == jobs.StatusPaused })
+	})
+	stop() // no more ticks
+	if runs := log.of(name); slices.ContainsFunc(runs, func(r jobs.Run) bool { return r.Tick.Equal(tick) }) {
+		t.Fatalf("tick %s ran though it was recorded paused", tick)
+	}
+
+	res, err := c.Resume(ctx, name, true)
+	if err != nil || !res.InEffect || res.CatchUp == nil {
+		t.Fatalf("resume --catch-up: %+v %v", res, err)
+	}
+	cu := res.CatchUp
+	t.Logf("catch-up: replayed %v, decided %v, skipped %+v, failed %v", cu.Replayed, cu.Decided, cu.Skipped, cu.Failed)
+	accounted := slices.ContainsFunc(cu.Replayed, tick.Equal) || slices.ContainsFunc(cu.Decided, tick.Equal) ||
+		slices.ContainsFunc(cu.Failed, tick.Equal) || slices.ContainsFunc(cu.Skipped, func(s baton.SkippedTick) bool { return s.Tick.Equal(tick) })
+	if !slices.ContainsFunc(cu.Replayed, tick.Equal) {
+		t.Errorf("tick %s, recorded paused by this pause (paused at %s, before the tick's claim) and within the starting deadline, "+
+			"was not replayed (accounted for at all: %v): catchUp filters paused ticks by due time >= since, not by when they were recorded paused",
+			tick.Format(time.RFC3339), pr.Pause.At.Format(time.RFC3339Nano), accounted)
 	}
 }
