@@ -145,7 +145,7 @@ func TestMovingJobBoundInOneQueueDeployment(t *testing.T) {
 		defer cancel()
 		oldErr <- NewDispatcher(cronCfg, slow, nil, WithQueueRedis(e.rdb), WithMovingJobs(moving)).Dispatch(ctx, tick)
 	}()
-	time.Sleep(700 * time.Millisecond) // the old owner's lease expired; a local replica takes T
+	time.Sleep(700 * time.Millisecond) // real time: the old owner's lease expires by the masters' clocks; a local replica takes T
 	runner := &countingRunner{}
 	localErr := NewDispatcher(localCfg, e.client, runner, WithQueueRedis(e.rdb), WithMovingJobs(moving)).Dispatch(context.Background(), tick)
 	oe := <-oldErr

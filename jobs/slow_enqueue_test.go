@@ -55,7 +55,7 @@ func TestSlowEnqueueStaysInOneQueue(t *testing.T) {
 		defer cancel()
 		oldErr <- oldD.Dispatch(ctx, tick)
 	}()
-	time.Sleep(700 * time.Millisecond) // old's tick lease expired meanwhile: the tick goes to another owner
+	time.Sleep(700 * time.Millisecond) // real time: old's tick lease expires by the masters' clocks: the tick goes to another owner
 	newD := NewDispatcher(newCfg, e.client, nil, WithQueueRedis(e.rdb))
 	newErr := newD.Dispatch(context.Background(), tick)
 	t.Logf("old Dispatch: %v; new Dispatch: %v", <-oldErr, newErr) // old's enqueue has landed

@@ -21,7 +21,7 @@ func TestFlushOfAnOldMasterQuarantinesFromTheFlush(t *testing.T) {
 	s := redistest.New(t)
 	deploy(t, s)
 	const ttl, q = 2 * time.Second, 2 * time.Second
-	time.Sleep(q + 1500*time.Millisecond) // uptime (lower bound) past q
+	time.Sleep(q + 1500*time.Millisecond) // real time: Redis's uptime (lower bound) past q
 	ctx := testCtx(t)
 	h1 := strict(t, clientsOf(t, s), q)
 	l1, err := h1.TryLock(ctx, "job", ttl)

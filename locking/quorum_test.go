@@ -216,7 +216,7 @@ func TestFencingMasterRestartedEmpty(t *testing.T) {
 			t.Fatalf("A never voted again after repair: %v", err)
 		}
 		if err != nil {
-			time.Sleep(20 * time.Millisecond) // A's quarantine runs on Redis's clock
+			time.Sleep(20 * time.Millisecond) // real time: A's quarantine runs on Redis's clock
 		}
 	}
 	if l3.Fence() <= l2.Fence() {

@@ -440,7 +440,7 @@ func TestShortTTLWaiterBehindLongHolder(t *testing.T) {
 			_ = l.Release(ctx)
 		}
 	}()
-	time.Sleep(4 * time.Second) // longer than the waiter's own 2 x ttl + 1s
+	time.Sleep(4 * time.Second) // real time: longer than the waiter's own 2 x ttl + 1s, which Redis's clock ends
 	released := time.Now()
 	_ = l.Release(ctx)
 	select {

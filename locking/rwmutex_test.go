@@ -798,7 +798,7 @@ func TestExtensionDoesNotWaitForHungMinority(t *testing.T) {
 	if err := a.proxies[0].Blackhole(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // real time: past the 900ms lease's validity, which only extensions confirmed by Redis keep
 	err = r.Err()
 	restore(t, a.proxies[0])
 	if err != nil {

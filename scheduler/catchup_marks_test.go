@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/internal/clock"
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -51,9 +52,7 @@ func TestCatchupReadsMarksBeforeLiveClaims(t *testing.T) {
 	live := "c@" + t0.Add(time.Second).UTC().Format(time.RFC3339)
 	// while the marks are not read, c's live tick must wait (a claim now
 	// would advance the mark the catch-up has yet to read)
-	for end := time.Now().Add(time.Second); time.Now().Before(end) && len(rec.snapshot()[live]) == 0; {
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(time.Second, func() bool { return len(rec.snapshot()[live]) != 0 })
 	release()
 	waitFor(t, func() bool { return len(rec.snapshot()[live]) == 1 }, "c's live tick t0+1s")
 	// give the catch-up's follower claims time to fire (follower delay 500ms)

@@ -532,7 +532,7 @@ func TestLeaseLostWhileWaitingIsDroppedAndTheRestKeepTheirFences(t *testing.T) {
 	}
 	keyB, keyC := s.jobs["rv-b"].keys.tickKey(at), s.jobs["rv-c"].keys.tickKey(at)
 	setKey(t, rdb, keyB, "other-owner", time.Minute)
-	time.Sleep(time.Until(began.Add(ttl + ttl/3))) // rv-x being dispatched; rv-c waits past its first lease
+	time.Sleep(time.Until(began.Add(ttl + ttl/3))) // real time: rv-x being dispatched; rv-c waits past its first lease, which the masters' clocks end
 	if v := getKey(t, rdb, keyC); !tokenRE.MatchString(v) {
 		t.Errorf("rv-c's lease while it waits, past its first ttl: %q (want its token: extended)", v)
 	}

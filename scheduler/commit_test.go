@@ -395,7 +395,7 @@ func TestOwnerDeadAfterMinorityCommitTickRunsElsewhere(t *testing.T) {
 			// R is dead: its retries are dropped
 			drainRetries(r)
 			// real time: R's leases expire by the masters' clocks
-			time.Sleep(time.Until(claimed.Add(lease + 200*time.Millisecond)))
+			time.Sleep(time.Until(claimed.Add(lease + 200*time.Millisecond))) // real time: R's lease expires by the masters' clocks
 			r2 := m.replica(t, false, true, time.Minute, d, WithReplica("R2"))
 			b := batchOf(r2, at, "c")
 			b[0].follower = follower

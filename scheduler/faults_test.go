@@ -95,7 +95,7 @@ func TestScheduleClockSteps(t *testing.T) {
 				clocks[st.clock].off.Store(int64(st.off))
 			}
 			until := time.Now().Add(-2 * time.Second).Truncate(time.Second)
-			time.Sleep(3 * time.Second) // the window's last ticks go out
+			time.Sleep(3 * time.Second) // real time: the window's last ticks fall due by Redis TIME and go out
 			for _, j := range jobs {
 				for _, tick := range scheduler.Ticks(j.Schedule, from.Add(-time.Nanosecond), until, 1000) {
 					h.Ticked(histcheck.Tick{Job: j.Name, Tick: tick, Event: "expected"})

@@ -25,7 +25,7 @@ func TestFlushedMasterNeverRedispatches(t *testing.T) {
 		deployFresh(t, []*redistest.Server{s})
 	}
 	const q = 2 * time.Second
-	time.Sleep(q + 1500*time.Millisecond) // uptime (lower bound) past q
+	time.Sleep(q + 1500*time.Millisecond) // real time: Redis's uptime (lower bound) past q
 	rec := newRecorder()
 	jobs := []scheduler.Job{{Name: "f", Schedule: every(t, "@every 1s"), StartingDeadline: 10 * time.Second}}
 	for i := range 2 {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/internal/clock"
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -67,10 +68,7 @@ func TestOutageMissesNotCountedAgainByAStartingReplica(t *testing.T) {
 	missedA := a.s.Stats().Missed
 	// B starts now (its dispatcher sees the same queue outage)
 	b := start(t, []*redis.Client{s.TestClient(t)}, jobs, d, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithReplica("b"))
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) && b.s.Stats().Missed == 0 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(3*time.Second, func() bool { return b.s.Stats().Missed != 0 })
 	missedB := b.s.Stats().Missed
 	// distinct ticks of the outage not dispatched so far: t0+2s .. now
 	distinct := 0

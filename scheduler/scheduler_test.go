@@ -528,7 +528,7 @@ func waitExtended(t *testing.T, rdb *redis.Client, key, token string, ttl time.D
 		if time.Now().After(deadline) {
 			t.Fatalf("%s never extended (pttl %v)", key, pttl)
 		}
-		time.Sleep(5 * time.Millisecond) // the extension runs against Redis's clock
+		time.Sleep(5 * time.Millisecond) // real time: the extension runs against Redis's clock
 	}
 }
 

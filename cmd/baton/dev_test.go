@@ -50,7 +50,7 @@ func TestMiniredisCompat(t *testing.T) {
 	if _, err := locks.TryLock(ctx, "k", time.Second); !errors.Is(err, locking.ErrNotObtained) {
 		t.Fatalf("second TryLock: %v, want not obtained", err)
 	}
-	time.Sleep(400 * time.Millisecond) // not auto-extended: the key expires
+	time.Sleep(400 * time.Millisecond) // real time: not auto-extended, the key expires by Redis's clock
 	l2, err := locks.TryLock(ctx, "k", 5*time.Second)
 	if err != nil {
 		t.Fatalf("TryLock after expiry: %v", err)

@@ -217,7 +217,7 @@ func TestLinkCutAndRestored(t *testing.T) {
 	if err := px.Cut(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(7 * time.Second) // longer than the 5s tick lease
+	time.Sleep(7 * time.Second) // real time: longer than the 5s tick lease, which the masters' clocks end
 	if err := px.Restore(); err != nil {
 		t.Fatal(err)
 	}

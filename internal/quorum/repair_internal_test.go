@@ -34,7 +34,7 @@ func TestRepairRecheckedWhenSourceRestarts(t *testing.T) {
 			if ctx.Err() != nil {
 				t.Fatalf("new master %d: %v", m.Idx, err)
 			}
-			time.Sleep(50 * time.Millisecond) // a new server waits out its first second
+			time.Sleep(50 * time.Millisecond) // real time: a new server waits out its first second by Redis's clock
 		}
 	}
 	before := time.Now().UnixMicro()
