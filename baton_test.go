@@ -425,7 +425,7 @@ jobs:
 	}
 	r.Close()
 	closed := time.Now()
-	time.Sleep(5 * time.Second) // two roster heartbeats (every 2s)
+	time.Sleep(5 * time.Second) // real time: two roster heartbeats (every 2s, scored by Redis TIME) a worker left running would write
 	ms, err := jobs.ReadRoster(ctx, rdb, "rvhalf")
 	if err != nil {
 		t.Fatal(err)

@@ -294,7 +294,7 @@ func TestRetireDispatchAtStopClaiming(t *testing.T) {
 		odone := make(chan error, 1)
 		go func() { odone <- old.Run(octx) }()
 		poll.Require(t, 10*time.Second, "running", func() bool { return old.Ready(ctx) == "" })
-		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(2*time.Second + offset)))
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(2*time.Second + offset))) // real time: offset into a second; ticks fall due by the masters' clocks
 		old.StopClaiming()
 		start := time.Now()
 		if !poll.Until(10*time.Second, func() bool { w, err := old.Retirable(ctx, next); return err == nil && w == "" }) {

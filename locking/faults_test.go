@@ -591,7 +591,7 @@ func rwChaos(t *testing.T, n int) {
 	// the chaos lasts its time, and on a busy host until the clients got
 	// enough grants to exercise the locks (they are few under chaos when
 	// every call is slow): an event, bounded only to catch a livelock
-	time.Sleep(time.Until(deadline))
+	time.Sleep(time.Until(deadline)) // real time: the chaos runs; leases expire by the masters' clocks
 	poll.Until(time.Minute, func() bool { return grants.Load() >= 10 })
 	close(stop)
 	wg.Wait()

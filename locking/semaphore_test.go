@@ -360,7 +360,7 @@ func TestFairSemaphoreLostRepliesKeepLimit(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(time.Until(deadline))
+	time.Sleep(time.Until(deadline)) // real time: the load runs against the masters' clocks
 	close(stop)
 	wg.Wait()
 	seen := map[int64]bool{}

@@ -94,7 +94,7 @@ func TestEarlyClaimLostByRestartBeforeTickDue(t *testing.T) {
 	} else {
 		t.Logf("master restarted %v before %s was due", lead.Round(time.Millisecond), target.ID())
 	}
-	time.Sleep(time.Until(target.At.Add(4 * time.Second)))
+	time.Sleep(time.Until(target.At.Add(4 * time.Second))) // real time: the tick falls due by Redis TIME, its claims end after
 	ts := rec.snapshot()[target.ID()]
 	if len(ts) != 1 {
 		var who []string

@@ -43,7 +43,7 @@ func TestFlushedMasterNeverRedispatches(t *testing.T) {
 		// flush 300ms after each whole second: after the preferred
 		// replica's commit, before the follower's claim
 		next := time.Now().Truncate(time.Second).Add(time.Second + 300*time.Millisecond)
-		time.Sleep(time.Until(next))
+		time.Sleep(time.Until(next)) // real time: ticks fall due by Redis TIME
 		if err := admin.FlushAll(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
