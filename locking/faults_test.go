@@ -675,7 +675,7 @@ func TestSlotSemaphoreQuorumUnderChaos(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(time.Until(deadline))
+	time.Sleep(time.Until(deadline)) // real time: the chaos runs; leases expire by the masters' clocks
 	close(stop)
 	wg.Wait()
 	if grants.Load() < 10 {
