@@ -463,7 +463,12 @@ func TestWaitingTicksKeepTheirLeases(t *testing.T) {
 	}
 	tick := scheduler.Ticks(jobs[0].Schedule, clk.Now(), clk.Now().Add(time.Minute), 1)[0]
 	clk.Set(tick)
-	first := <-g.entered // holds the only dispatch slot
+	var first string // holds the only dispatch slot
+	select {
+	case first = <-g.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no tick of %v dispatched 30s after the fake clock reached it (timers waiting: %d)", tick, clk.Waiters())
+	}
 	var waiting []string
 	for _, j := range jobs {
 		if j.Name != first {
