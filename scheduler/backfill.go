@@ -53,7 +53,7 @@ func (s *Scheduler) Backfill(ctx context.Context, job string, ticks []time.Time)
 	pending := make([]item, 0, len(ticks))
 	for _, at := range ticks {
 		// follower: the first claim reads the record before it claims
-		pending = append(pending, item{job: j, at: at.UTC(), fireAt: s.opts.clock.Now(), backfill: true, follower: true})
+		pending = append(pending, item{job: j, at: at.UTC(), fireAt: s.opts.clock.Now(), kind: kindBackfill})
 	}
 	final := map[time.Time]bool{} // ticks no claim will come back to
 	for len(pending) > 0 {

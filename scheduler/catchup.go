@@ -155,12 +155,12 @@ func (s *Scheduler) catchUp(now time.Time, marks map[string]int64) []item {
 		}
 		s.add(j, func(c *stats) { c.missed.Add(int64(len(dropped))) })
 		for _, t := range p.live[:len(p.live)-len(p.keep)] {
-			out = append(out, item{job: j, at: t.UTC(), fireAt: now, follower: true, drop: true})
+			out = append(out, item{job: j, at: t.UTC(), fireAt: now, kind: kindDrop})
 		}
 		for _, t := range p.keep {
 			s.add(j, func(c *stats) { c.caughtUp.Add(1) })
 			log.Info("catching up a missed tick", "tick", t.UTC().Format(time.RFC3339), "catchup", string(j.Catchup))
-			out = append(out, item{job: j, at: t.UTC(), fireAt: now, follower: true})
+			out = append(out, item{job: j, at: t.UTC(), fireAt: now, kind: kindFollower})
 		}
 	}
 	return out

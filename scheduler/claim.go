@@ -257,13 +257,13 @@ func decide(it item, as []answer, now time.Time, backoff time.Duration) decision
 			// recorder keeps one per tick)
 			d.counted = o.mine || o.first
 			d.why = missedLate
-			if it.drop && o.wait <= it.job.StartingDeadline {
+			if it.kind == kindDrop && o.wait <= it.job.StartingDeadline {
 				d.why = missedLeftOut
 			}
 			d.reason = missedReason(it, o)
 		}
 	case stBusy:
-		if it.drop && o.err == nil {
+		if it.kind == kindDrop && o.err == nil {
 			d.kind = decLeased // leased by another replica, which dispatches it
 			break
 		}
@@ -281,7 +281,7 @@ func decide(it item, as []answer, now time.Time, backoff time.Duration) decision
 		}
 		// (not for a tick not due yet: the master's clock said when to
 		// ask again, and this replica's clock is the one that is off)
-		if last := it.at.Add(it.job.StartingDeadline + time.Second); !o.early && !it.backfill && now.Add(wait).After(last) {
+		if last := it.at.Add(it.job.StartingDeadline + time.Second); !o.early && it.kind != kindBackfill && now.Add(wait).After(last) {
 			wait = max(last.Sub(now), 0)
 		}
 		d.at = now.Add(wait + time.Millisecond)
@@ -314,7 +314,7 @@ func (s *Scheduler) countNotRun(it item, d decision) {
 // missedReason says why tick it, decided MISSED (o) by a quorum that could
 // vouch for it, did not run.
 func missedReason(it item, o outcome) string {
-	if it.drop && o.wait <= it.job.StartingDeadline {
+	if it.kind == kindDrop && o.wait <= it.job.StartingDeadline {
 		return "left out by the catch-up policy " + string(it.job.Catchup)
 	}
 	return fmt.Sprintf("past its starting deadline (%s late, deadline %s)", o.wait.Round(time.Millisecond), it.job.StartingDeadline)
@@ -367,7 +367,7 @@ func (s *Scheduler) prepare(ctx context.Context, batch []item) []item {
 func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 	var check []int
 	for i, it := range batch {
-		if it.follower { // a follower's first claim, or any retry
+		if it.kind.follower() { // a follower's first claim, or any retry
 			check = append(check, i)
 		}
 	}
@@ -403,11 +403,11 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 				switch {
 				case v == "done" && writtenBy(by, batch[i].token):
 					// this claim's own commit
-				case v == "done" && by != "" && !batch[i].backfill:
+				case v == "done" && by != "" && batch[i].kind != kindBackfill:
 					doneBy[i]++
 				case v == "done":
 					done[i] = true
-				case v == "missed" && !batch[i].backfill:
+				case v == "missed" && batch[i].kind != kindBackfill:
 					missed[i]++
 				}
 			}
@@ -440,15 +440,15 @@ func (s *Scheduler) claim(ctx context.Context, batch []item) [][]answer {
 		if it.job.Paused {
 			paused = "1"
 		}
-		drop, backfill := "", ""
-		if it.drop {
-			drop = "1"
-		}
-		if it.backfill {
-			backfill = "1"
+		kind := ""
+		switch it.kind {
+		case kindDrop:
+			kind = "drop"
+		case kindBackfill:
+			kind = "backfill"
 		}
 		return keys, []any{it.token, it.at.UnixMilli(), it.job.StartingDeadline.Milliseconds(), s.opts.leaseTTL.Milliseconds(),
-			s.recordTTL(it.job).Milliseconds(), mode, paused, s.opts.maxSkew.Milliseconds(), drop, backfill}
+			s.recordTTL(it.job).Milliseconds(), mode, paused, s.opts.maxSkew.Milliseconds(), kind}
 	})
 }
 

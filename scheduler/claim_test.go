@@ -30,7 +30,7 @@ func dropOnAOnly(t *testing.T, m *cmMasters, rx *Scheduler, at time.Time) {
 		t.Fatal(err)
 	}
 	dropped := batchOf(rx, at, "c")
-	dropped[0].drop = true
+	dropped[0].kind = kindDrop
 	rx.runBatch(context.Background(), dropped)
 	if err := onProxies(m, bc, (*redistest.Proxy).Restore)(); err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestMinorityMissedRecordDoesNotSkipTheTick(t *testing.T) {
 	}
 
 	retry := batchOf(ry, at, "c")
-	retry[0].follower, retry[0].attempts = true, 1
+	retry[0].kind, retry[0].attempts = kindFollower, 1
 	ry.runBatch(context.Background(), retry)
 	settleRetries(ry, 5)
 	settleRetries(rx, 5)
@@ -166,7 +166,7 @@ func TestClaimDecisions(t *testing.T) {
 			want{kind: decRetry, at: now.Add(3001 * time.Millisecond)}},
 		{"leased elsewhere: again no later than just past the deadline", item{at: now.Add(-59500 * time.Millisecond)}, []answer{a(stBusy, 5000), a(stBusy, 5000), a(stBusy, 5000)},
 			want{kind: decRetry, at: now.Add(1501 * time.Millisecond)}},
-		{"a backfill's tick is past its deadline anyway: not clamped", item{at: now.Add(-59500 * time.Millisecond), backfill: true}, []answer{a(stBusy, 5000), a(stBusy, 5000), a(stBusy, 5000)},
+		{"a backfill's tick is past its deadline anyway: not clamped", item{at: now.Add(-59500 * time.Millisecond), kind: kindBackfill}, []answer{a(stBusy, 5000), a(stBusy, 5000), a(stBusy, 5000)},
 			want{kind: decRetry, at: now.Add(5001 * time.Millisecond)}},
 		{"split vote: released, again after the back-off", item{}, []answer{a(stOwned, 1), a(stBusy, 5000), a(stAbstain, 1)},
 			want{kind: decRetry, at: now.Add(backoff + time.Millisecond), release: true}},
@@ -178,9 +178,9 @@ func TestClaimDecisions(t *testing.T) {
 			want{kind: decHold, err: fail}},
 		{"a corrupt counter: nothing dispatched on it", item{}, []answer{e(corrupt), a(stOwned, 1), a(stOwned, 1)},
 			want{kind: decRetry, at: now.Add(backoff + time.Millisecond), err: quorum.ErrCorrupt, release: true}},
-		{"left out by the catch-up policy, leased elsewhere: its owner dispatches it", item{drop: true}, []answer{a(stBusy, 100), a(stBusy, 100), a(stBusy, 100)},
+		{"left out by the catch-up policy, leased elsewhere: its owner dispatches it", item{kind: kindDrop}, []answer{a(stBusy, 100), a(stBusy, 100), a(stBusy, 100)},
 			want{kind: decLeased}},
-		{"left out by the catch-up policy, masters failing again: held back", item{drop: true, attempts: 1}, []answer{e(fail), e(fail), e(fail)},
+		{"left out by the catch-up policy, masters failing again: held back", item{kind: kindDrop, attempts: 1}, []answer{e(fail), e(fail), e(fail)},
 			want{kind: decHold, err: fail}},
 		{"paused on a quorum", item{}, []answer{a(stPaused, 0), a(stPaused, 0), a(stOwned, 1)},
 			want{kind: decNotRun, paused: true, counted: true, reason: "the job is paused"}},
@@ -192,7 +192,7 @@ func TestClaimDecisions(t *testing.T) {
 			want{kind: decNotRun, why: missedLate, reason: "past its starting deadline"}},
 		{"missed, recorded on the first master by an earlier attempt: counted", item{missedOn: 1}, []answer{a(stMissed, 61000), first(stMissed, 61000), e(fail)},
 			want{kind: decNotRun, counted: true, why: missedLate, reason: "past its starting deadline"}},
-		{"left out by the catch-up policy", item{drop: true}, []answer{first(stMissed, 10000), first(stMissed, 10000), first(stMissed, 10000)},
+		{"left out by the catch-up policy", item{kind: kindDrop}, []answer{first(stMissed, 10000), first(stMissed, 10000), first(stMissed, 10000)},
 			want{kind: decNotRun, counted: true, why: missedLeftOut, reason: "left out by the catch-up policy latest"}},
 		{"missed over this claim's own commit on one master", item{}, []answer{a(stMine, 3), first(stMissed, 61000), first(stMissed, 61000)},
 			want{kind: decNotRun, counted: true, unrecord: "missed", why: missedLate, reason: "its commit before the run reached only some lock masters; past its starting deadline"}},

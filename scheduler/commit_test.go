@@ -398,7 +398,9 @@ func TestOwnerDeadAfterMinorityCommitTickRunsElsewhere(t *testing.T) {
 			time.Sleep(time.Until(claimed.Add(lease + 200*time.Millisecond))) // real time: R's lease expires by the masters' clocks
 			r2 := m.replica(t, false, true, time.Minute, d, WithReplica("R2"))
 			b := batchOf(r2, at, "c")
-			b[0].follower = follower
+			if follower {
+				b[0].kind = kindFollower
+			}
 			r2.runBatch(context.Background(), b)
 			settleRetries(r2, 5)
 			if runs, notRun := d.counts(); runs != 1 {

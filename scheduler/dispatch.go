@@ -133,7 +133,7 @@ func (s *Scheduler) handOut(ctx context.Context, batch []item, owned []claimed, 
 		}
 		waiting = waiting[1:]
 		it := batch[c.idx]
-		tick := Tick{Job: it.job.Name, At: it.at, RunID: runid.New(), Fence: c.fence, Replica: s.opts.replica, Backfill: it.backfill}
+		tick := Tick{Job: it.job.Name, At: it.at, RunID: runid.New(), Fence: c.fence, Replica: s.opts.replica, Backfill: it.kind == kindBackfill}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -71,7 +71,9 @@ func (s *Scheduler) holdLocked(it item, cause error) []item {
 	}
 	list := s.held.byJob[it.job.Name]
 	if i := slices.IndexFunc(list, func(x item) bool { return x.at.Equal(it.at) }); i >= 0 {
-		list[i].drop = list[i].drop || it.drop
+		if it.kind == kindDrop {
+			list[i].kind = kindDrop
+		}
 		return nil
 	}
 	list = append(list, it)
@@ -149,7 +151,7 @@ func (s *Scheduler) releaseHeld(now time.Time) []item {
 		j := list[0].job
 		var live []int // positions of ticks within the starting deadline, not dropped yet
 		for i, it := range list {
-			if !it.drop && !now.After(it.at.Add(j.StartingDeadline)) {
+			if it.kind != kindDrop && !now.After(it.at.Add(j.StartingDeadline)) {
 				live = append(live, i)
 			}
 		}
@@ -171,11 +173,14 @@ func (s *Scheduler) releaseHeld(now time.Time) []item {
 		}
 		for k, i := range live {
 			if k < len(live)-keep {
-				list[i].drop = true
+				list[i].kind = kindDrop
 			}
 		}
 		for _, it := range list {
-			it.fireAt, it.follower, it.next = now, true, false
+			it.fireAt = now
+			if !it.kind.follower() {
+				it.kind = kindFollower
+			}
 			out = append(out, it)
 		}
 	}

@@ -313,18 +313,39 @@ func (s *Scheduler) add(j *Job, f func(*stats)) {
 // Replica returns this replica's id.
 func (s *Scheduler) Replica() string { return s.opts.replica }
 
+// itemKind is what kind of claim an item makes.
+type itemKind int
+
+const (
+	// kindFirst: a tick coming due, claimed at once (this replica is its
+	// preferred claimer).
+	kindFirst itemKind = iota
+	// kindNext: the job's regular entry: a kindFirst claim that schedules
+	// the job's next tick when it fires.
+	kindNext
+	// kindFollower: a tick checked before it is claimed (skipDone): a
+	// non-preferred claimer's, a retry, a catch-up's, a held one's.
+	kindFollower
+	// kindDrop: a follower's claim of a tick left out by the catch-up
+	// policy: recorded missed unless decided or leased already.
+	kindDrop
+	// kindBackfill: a follower's claim made by Backfill: a missed or
+	// paused record, or none, does not stand in its way.
+	kindBackfill
+)
+
+// follower tells whether the tick is checked before it is claimed.
+func (k itemKind) follower() bool { return k >= kindFollower }
+
 // item is one claim to make: tick At of job, at the moment fireAt.
 type item struct {
 	job      *Job
 	at       time.Time // the tick's due instant (identity)
 	fireAt   time.Time
-	next     bool // the job's regular entry: schedule the next tick when it fires
-	follower bool // already deferred once as a non-preferred claimer
+	kind     itemKind
 	attempts int
 	token    string // the claim's token, kept across retries of this tick
 	key      string // the tick's key, set at its first claim
-	drop     bool   // left out by the catch-up policy: record it missed unless decided
-	backfill bool   // dispatched by Backfill: a missed or paused record does not stand in its way
 	// the masters (bit i: master i) on which an attempt of this claim
 	// recorded the tick "missed" (see ownMissed)
 	missedOn uint64
@@ -392,7 +413,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}(now)
 	for _, j := range s.jobs {
 		if t := j.Schedule.Next(now); !t.IsZero() {
-			heap.Push(h, item{job: j, at: t.UTC(), fireAt: t.Add(Jitter(j.Name, j.Jitter)), next: true})
+			heap.Push(h, item{job: j, at: t.UTC(), fireAt: t.Add(Jitter(j.Name, j.Jitter)), kind: kindNext})
 		}
 	}
 	var batch, ready []item
@@ -425,7 +446,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		fresh := 0 // ticks coming due now, not retries or deferred ones
 		for _, it := range ready {
-			if !it.follower {
+			if !it.kind.follower() {
 				fresh++
 			}
 		}
@@ -434,10 +455,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			if s.isRetired(it.job) {
 				continue // done: no more claims, no next tick
 			}
-			if it.next {
-				it.next = false
+			if it.kind == kindNext {
+				it.kind = kindFirst
 				if t := it.job.Schedule.Next(it.at); !t.IsZero() {
-					heap.Push(h, item{job: it.job, at: t.UTC(), fireAt: t.Add(Jitter(it.job.Name, it.job.Jitter)), next: true})
+					heap.Push(h, item{job: it.job, at: t.UTC(), fireAt: t.Add(Jitter(it.job.Name, it.job.Jitter)), kind: kindNext})
 				}
 			}
 			if it.job.LeaderOnly {
@@ -447,8 +468,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 				batch = append(batch, it)
 				continue
 			}
-			if !it.follower && !s.preferred(it) {
-				it.follower = true
+			if !it.kind.follower() && !s.preferred(it) {
+				it.kind = kindFollower
 				it.fireAt = it.fireAt.Add(delay)
 				heap.Push(h, it)
 				continue
@@ -511,7 +532,9 @@ func (s *Scheduler) preferred(it item) bool {
 // retries that come due together are claimed together.
 func retryAt(it item, fireAt time.Time) item {
 	it.fireAt = fireAt.Truncate(10 * time.Millisecond).Add(10 * time.Millisecond)
-	it.next, it.follower = false, true
+	if !it.kind.follower() {
+		it.kind = kindFollower
+	}
 	it.attempts++
 	return it
 }

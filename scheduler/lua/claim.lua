@@ -26,12 +26,13 @@
 -- ARGV[7] "1" when the job is paused in its configuration
 -- ARGV[8] the replicas' clock skew bound, milliseconds: a replica within it may
 --         have claimed and recorded a tick up to this much before it was due
--- ARGV[9] "1" to drop the tick: the job's catch-up policy left it out (after
---         an outage); unless decided or leased already, it is recorded
---         "missed" like a tick past its starting deadline
--- ARGV[10] "1" to backfill the tick: a tick recorded "missed" or "paused", or
---         with no record, is granted whatever its age and the pause flag; a
---         "done" tick is DONE and a leased one BUSY as ever
+-- ARGV[9] the claim's kind: "" a tick of the schedule; "drop" a tick the job's
+--         catch-up policy left out (after a restart or an outage): unless
+--         decided or leased already, it is recorded "missed" like a tick past
+--         its starting deadline; "backfill" a tick Backfill dispatches: a
+--         tick recorded "missed" or "paused", or with no record, is granted
+--         whatever its age and the pause flag; a "done" tick is DONE and a
+--         leased one BUSY as ever
 --
 -- Returns {0, fence} OWNED: the caller holds the tick lease and must dispatch
 --         {1, 0}     DONE: the tick was dispatched
@@ -85,7 +86,7 @@ end
 if v and v ~= 'done' and v ~= 'missed' and v ~= 'paused' and not string.find(v, '^%x+$') then
   return redis.error_reply('CORRUPTREC 1 ' .. string.sub(v, 1, 64))
 end
-local backfill = ARGV[10] == '1'
+local backfill = ARGV[9] == 'backfill'
 if v == 'done' then
   local by = redis.pcall('GET', KEYS[5])
   if by then
@@ -114,7 +115,7 @@ if v and v ~= ARGV[1] then
   if ms < 0 then ms = 0 end
   return {2, ms}
 end
-if not backfill and (ARGV[9] == '1' or now > tick + tonumber(ARGV[3])) then
+if not backfill and (ARGV[9] == 'drop' or now > tick + tonumber(ARGV[3])) then
   redis.call('SET', KEYS[1], 'missed', 'PX', ARGV[5])
   -- decided: a catch-up after a restart starts after it
   if tick > mark then redis.call('SET', KEYS[3], ARGV[2]) end
