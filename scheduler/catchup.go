@@ -109,19 +109,7 @@ func (s *Scheduler) catchUp(now time.Time, marks map[string]int64) []item {
 		if len(p.live)+len(p.missed) == 0 {
 			continue
 		}
-		p.keep = p.live
-		switch j.Catchup {
-		case CatchupSkip:
-			p.keep = nil
-		case CatchupLatest:
-			if len(p.live) > 1 {
-				p.keep = p.live[len(p.live)-1:]
-			}
-		case CatchupAll:
-			if len(p.live) > j.CatchupMax {
-				p.keep = p.live[len(p.live)-j.CatchupMax:]
-			}
-		}
+		p.keep = p.live[len(p.live)-j.catchupKeeps(len(p.live)):]
 		if len(p.missed) > 0 {
 			counting = append(counting, j)
 			countMarks = append(countMarks, mark)
@@ -164,6 +152,23 @@ func (s *Scheduler) catchUp(now time.Time, marks map[string]int64) []item {
 		}
 	}
 	return out
+}
+
+// catchupKeeps is how many of n ticks a job missed (oldest first, all
+// still inside its starting deadline) its catch-up policy claims: the
+// newest ones, none (skip), one (latest) or up to CatchupMax (all). The
+// others are left out: claimed as dropped. The one choice for a catch-up
+// after a start (catchUp) and after an outage (releaseHeld).
+func (j *Job) catchupKeeps(n int) int {
+	switch j.Catchup {
+	case CatchupSkip:
+		return 0
+	case CatchupLatest:
+		return min(n, 1)
+	case CatchupAll:
+		return min(n, j.CatchupMax)
+	}
+	return n
 }
 
 // firstToCount reports, for each job and the mark its catch-up started

@@ -159,15 +159,7 @@ func (s *Scheduler) releaseHeld(now time.Time) []item {
 		// current tick, not one the outage made it miss: it always runs
 		// (a blip of a second must not drop it under skip)
 		current := len(live) > 0 && live[len(live)-1] == len(list)-1 && j.Schedule.Next(list[len(list)-1].at).After(now)
-		keep := len(live)
-		switch j.Catchup {
-		case CatchupSkip:
-			keep = 0
-		case CatchupLatest:
-			keep = min(keep, 1)
-		case CatchupAll:
-			keep = min(keep, j.CatchupMax)
-		}
+		keep := j.catchupKeeps(len(live))
 		if current {
 			keep = max(keep, 1)
 		}
