@@ -18,9 +18,10 @@ import (
 // the run that holds it, releasing it.
 
 // tryLease takes job's execution lease for tick t if it is free. It returns
-// the lease, held and recorded; or busy when another run holds it, for the
-// policy to decide; or else (nil, false) the handler's result for a lease
-// that could not be taken, recorded.
+// the lease, for the policy to keep (held writes the holder record) or give
+// back; or busy when another run holds it, for the policy to decide; or
+// else (nil, false) the handler's result for a lease that could not be
+// taken, recorded in the history.
 func (e *engine) tryLease(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, log *slog.Logger) (lease *locking.Lease, busy bool, err error) {
 	lease, err = e.locks.TryLock(ctx, execLockName(job.Name), job.LockTTL)
 	if err == nil {
