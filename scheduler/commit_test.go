@@ -283,7 +283,10 @@ func TestCommitOnMinorityCompletedOrRecordedMissed(t *testing.T) {
 		d := &cmDisp{}
 		var f faultOnce
 		bc := []int{1, 2}
-		at := dueTick()
+		// due this second, not the last: on a loaded host the first claim
+		// must still find the tick inside its 3s deadline, or nothing is
+		// committed and the fault never comes
+		at := time.Now().Truncate(time.Second).UTC()
 		const deadline = 3 * time.Second
 		cutFor := time.Until(at.Add(deadline + 700*time.Millisecond))
 		s := m.replica(t, true, true, deadline, d, WithReplica("R"), WithTickLeaseTTL(time.Second), WithMasterTimeout(300*time.Millisecond),
