@@ -16,19 +16,11 @@ type forbidPolicy struct{ e *engine }
 // it (unless that run is an earlier attempt of the same tick: see
 // meetSameTick).
 func (p forbidPolicy) acquire(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool, log *slog.Logger) (*grant, error) {
-	e := p.e
-	lease, busy, err := e.tryLease(ctx, job, t, attempt, log)
-	switch {
-	case lease != nil:
-		return e.held(ctx, job, t, attempt, lease, log), nil
-	case !busy:
-		return nil, err
+	g, b, done, err := p.e.takeOrMeet(ctx, job, t, attempt, retries, log)
+	if done {
+		return g, err
 	}
-	b := e.seeHolder(ctx, job.Name, log)
-	if b.sameTick(t) {
-		return e.meetSameTick(ctx, job, t, attempt, retries, b, log)
-	}
-	e.skipBusy(ctx, job, t, attempt, b, log)
+	p.e.skipBusy(ctx, job, t, attempt, b, log)
 	return nil, nil
 }
 

@@ -33,6 +33,26 @@ func (e *engine) tryLease(ctx context.Context, job *config.Job, t scheduler.Tick
 	return nil, true, nil
 }
 
+// takeOrMeet is how forbid and replace start: the lease taken (held), a
+// failure to take it, or a holder that runs tick t itself (meetSameTick)
+// end the acquire (done, with its result); else the lease is busy with
+// another tick's run, b, for the policy to decide.
+func (e *engine) takeOrMeet(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool, log *slog.Logger) (g *grant, b busyLease, done bool, err error) {
+	lease, busy, err := e.tryLease(ctx, job, t, attempt, log)
+	switch {
+	case lease != nil:
+		return e.held(ctx, job, t, attempt, lease, log), b, true, nil
+	case !busy:
+		return nil, b, true, err
+	}
+	b = e.seeHolder(ctx, job.Name, log)
+	if b.sameTick(t) {
+		g, err = e.meetSameTick(ctx, job, t, attempt, retries, b, log)
+		return g, b, true, err
+	}
+	return nil, b, false, nil
+}
+
 // busyLease is a job's execution lease held by another run, as a run that
 // found it so sees it: the holder record, if it could be read.
 type busyLease struct {

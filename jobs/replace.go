@@ -31,24 +31,18 @@ type replacePolicy struct{ e *engine }
 // run of a newer tick has this one skipped.
 func (p replacePolicy) acquire(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool, log *slog.Logger) (*grant, error) {
 	e := p.e
-	lease, busy, err := e.tryLease(ctx, job, t, attempt, log)
+	g, b, done, err := e.takeOrMeet(ctx, job, t, attempt, retries, log)
 	switch {
-	case lease != nil:
-		return e.held(ctx, job, t, attempt, lease, log), nil
-	case !busy:
-		return nil, err
-	}
-	b := e.seeHolder(ctx, job.Name, log)
-	switch {
-	case b.sameTick(t):
-		return e.meetSameTick(ctx, job, t, attempt, retries, b, log)
+	case done:
+		return g, err
 	case b.ok && b.h.after(t.At):
 		e.skipForNewer(ctx, job, t, attempt, b.h, log)
 		return nil, nil
 	}
 	log.Info("replacing the running run", b.attr())
 	var newer *newerHolder
-	if lease, err = e.replace(ctx, job, t, log); errors.As(err, &newer) {
+	lease, err := e.replace(ctx, job, t, log)
+	if errors.As(err, &newer) {
 		e.skipForNewer(ctx, job, t, attempt, newer.h, log)
 		return nil, nil
 	}
