@@ -17,7 +17,6 @@ import (
 
 	"github.com/batonhq/baton/internal/quorum"
 	"github.com/batonhq/baton/internal/redistest"
-	"github.com/batonhq/baton/locking"
 )
 
 // dropOnAOnly has rx (through the proxies of m's three masters) claim tick
@@ -287,18 +286,7 @@ func claimSetup(t *testing.T, n int, names []string, commitFirst map[string]bool
 		rdbs[i] = s.TestClient(t)
 		ms[i] = rdbs[i]
 	}
-	locks, err := locking.NewQuorum(ms, locking.WithPrefix("baton:lock:"), locking.WithFreshDeployment())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = locks.Close() })
-	if err := locks.Prepare(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	sched, err := ParseSchedule("@every 1s", time.UTC)
-	if err != nil {
-		t.Fatal(err)
-	}
+	locks, sched := preparedLocks(t, ms), everySecond(t)
 	var jobs []Job
 	for _, name := range names {
 		jobs = append(jobs, Job{Name: name, Schedule: sched, StartingDeadline: time.Minute, CommitFirst: commitFirst[name]})

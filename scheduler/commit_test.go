@@ -95,6 +95,19 @@ func (m *cmMasters) replica(t *testing.T, viaProxies, commitFirst bool, deadline
 			ms[i] = s.TestClient(t)
 		}
 	}
+	locks, sched := preparedLocks(t, ms), everySecond(t)
+	jobs := []Job{{Name: "c", Schedule: sched, StartingDeadline: deadline, CommitFirst: commitFirst}}
+	s, err := New(locks, jobs, d, append([]Option{WithLogger(slog.New(slog.NewTextHandler(tlogw{t}, nil)))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// preparedLocks is a quorum lock client over ms (prefix baton:lock:, fresh
+// masters), prepared and closed at cleanup.
+func preparedLocks(t *testing.T, ms []redis.UniversalClient) *locking.Client {
+	t.Helper()
 	locks, err := locking.NewQuorum(ms, locking.WithPrefix("baton:lock:"), locking.WithFreshDeployment())
 	if err != nil {
 		t.Fatal(err)
@@ -103,16 +116,17 @@ func (m *cmMasters) replica(t *testing.T, viaProxies, commitFirst bool, deadline
 	if err := locks.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	return locks
+}
+
+// everySecond is the schedule @every 1s.
+func everySecond(t *testing.T) Schedule {
+	t.Helper()
 	sched, err := ParseSchedule("@every 1s", time.UTC)
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := []Job{{Name: "c", Schedule: sched, StartingDeadline: deadline, CommitFirst: commitFirst}}
-	s, err := New(locks, jobs, d, append([]Option{WithLogger(slog.New(slog.NewTextHandler(tlogw{t}, nil)))}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sched
 }
 
 // records reads the tick's record on every master, directly.
