@@ -254,14 +254,14 @@ func (e *Env) onRealRedis(t testing.TB) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		ns := e.cfg.Namespace
-		for _, match := range []string{ns + ":*", "asynq:{" + ns + ":*"} {
+		for _, match := range namespacePatterns(ns) {
 			iter := e.rdb.Scan(ctx, 0, match, 1000).Iterator()
 			for iter.Next(ctx) {
 				e.rdb.Del(ctx, iter.Val())
 			}
 		}
 		for q := range e.cfg.Worker.Queues {
-			e.rdb.SRem(ctx, "asynq:queues", e.cfg.QueueName(q))
+			e.rdb.SRem(ctx, asynqQueuesKey, e.cfg.QueueName(q))
 		}
 	})
 }

@@ -563,17 +563,6 @@ func (c *Config) Job(name string) (*Job, bool) {
 	return nil, false
 }
 
-// QueueName is the asynq queue of config queue q: the namespace, a colon,
-// q. Deployments that share a Redis (staging and prod) never fetch or
-// dedupe each other's tasks.
-func (c *Config) QueueName(q string) string { return c.Namespace + ":" + q }
-
-// QueueOf returns the config queue of asynq queue name (the inverse of
-// QueueName), and whether name is one of this namespace's.
-func (c *Config) QueueOf(name string) (string, bool) {
-	return strings.CutPrefix(name, c.Namespace+":")
-}
-
 // maxRetention is the longest asynq Retention a config may imply (see
 // Config.Retention).
 const maxRetention = 7 * 24 * time.Hour

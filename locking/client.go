@@ -84,14 +84,14 @@ func NewQuorum(masters []redis.UniversalClient, opts ...Option) (*Client, error)
 		return nil, fmt.Errorf("%w: master timeout %v is negative", ErrInvalid, o.masterTimeout)
 	}
 	g, err := quorum.New(masters, quorum.Options{
-		Marker: o.prefix + "marker", Quarantine: o.quarantine, Fresh: o.fresh,
+		Marker: markerKey(o.prefix), Quarantine: o.quarantine, Fresh: o.fresh,
 		RefuseEviction: o.refuseEvict, Logger: o.quorumLogger(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	c := &Client{g: g, masters: g.Masters(), quorum: g.Quorum(), opts: o, scripts: newScripts(),
-		wake: o.prefix + "wake", ctx: g.Context(), mode: g.Mode()}
+		wake: wakeChannelOf(o.prefix), ctx: g.Context(), mode: g.Mode()}
 	c.wakeArg = c.wake
 	for _, m := range c.masters {
 		if r, ok := m.RDB.(*redis.Client); ok && !r.Options().ContextTimeoutEnabled {

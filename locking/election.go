@@ -51,14 +51,12 @@ func (c *Client) Election(name string, ttl time.Duration) (*Election, error) {
 	if name == "" {
 		return nil, fmt.Errorf("%w: empty election name", ErrInvalid)
 	}
-	lock := "election:" + name
+	lock := electionLock(name)
 	if err := c.validate(keys{name: lock}, ttl, &lockOptions{}); err != nil {
 		return nil, err
 	}
 	return &Election{c: c, name: name, lock: lock, keys: c.keysFor(lock), ttl: ttl}, nil
 }
-
-func (e *Election) leaderKey() string { return e.keys.lock + ":leader" }
 
 // Term is one leadership: it lasts while its auto-extended lease is held.
 type Term struct {

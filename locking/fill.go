@@ -44,7 +44,7 @@ func (c *Client) Fill(ctx context.Context, cache Cache, key string, ttl time.Dur
 		return v, err
 	}
 	var out []byte
-	err := c.Hold(ctx, "fill:"+key, lockTTL, func(ctx context.Context) error {
+	err := c.Hold(ctx, fillLock(key), lockTTL, func(ctx context.Context) error {
 		// another caller may have filled it while this one waited
 		v, ok, err := cached(ctx, cache, key)
 		if err != nil || ok {

@@ -79,7 +79,7 @@ func (c *Client) Held(ctx context.Context) ([]HeldLock, error) {
 			}
 			h.Masters++
 			if f.corrupt != nil {
-				corrupt = append(corrupt, &CorruptError{Addr: masters[i].Addr, Key: c.opts.prefix + "{" + name + "}" + fenceSuffix, Value: *f.corrupt})
+				corrupt = append(corrupt, &CorruptError{Addr: masters[i].Addr, Key: fenceKey(c.opts.prefix, name), Value: *f.corrupt})
 			}
 			h.TTL = min(h.TTL, f.ttl)
 			h.Fence = max(h.Fence, f.fence)
@@ -139,16 +139,16 @@ func scanHeld(ctx context.Context, rdb redis.UniversalClient, prefix string) (ma
 	var names, shared []string
 	var mu sync.Mutex
 	scan := func(ctx context.Context, node redis.UniversalClient) error {
-		for _, pattern := range []string{"{*}", "{*}:r"} {
+		for _, pattern := range heldPatterns {
 			iter := node.Scan(ctx, 0, escapeGlob(prefix)+pattern, scanBatch).Iterator()
 			for iter.Next(ctx) {
-				name, ok := strings.CutPrefix(iter.Val(), prefix+"{")
+				name, isShares, ok := heldName(prefix, iter.Val())
 				mu.Lock()
 				switch {
-				case ok && strings.HasSuffix(name, "}"):
-					names = append(names, strings.TrimSuffix(name, "}"))
-				case ok && strings.HasSuffix(name, "}:r"):
-					shared = append(shared, strings.TrimSuffix(name, "}:r"))
+				case ok && !isShares:
+					names = append(names, name)
+				case ok:
+					shared = append(shared, name)
 				}
 				mu.Unlock()
 			}
@@ -173,8 +173,8 @@ func scanHeld(ctx context.Context, rdb redis.UniversalClient, prefix string) (ma
 		ttls := make([]*redis.DurationCmd, len(chunk))
 		fences := make([]*redis.StringCmd, len(chunk))
 		for i, name := range chunk {
-			ttls[i] = pipe.PTTL(ctx, prefix+"{"+name+"}")
-			fences[i] = pipe.Get(ctx, prefix+"{"+name+"}"+fenceSuffix)
+			ttls[i] = pipe.PTTL(ctx, lockKey(prefix, name))
+			fences[i] = pipe.Get(ctx, fenceKey(prefix, name))
 		}
 		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 			return nil, err
@@ -202,10 +202,10 @@ func scanHeld(ctx context.Context, rdb redis.UniversalClient, prefix string) (ma
 		last := make([]*redis.ZSliceCmd, len(chunk))
 		fences := make([]*redis.StringCmd, len(chunk))
 		for i, name := range chunk {
-			key := prefix + "{" + name + "}:r"
+			key := sharesKey(prefix, name)
 			live[i] = pipe.ZCount(ctx, key, "("+nowMs, "+inf")
 			last[i] = pipe.ZRangeWithScores(ctx, key, 0, 0) // the first share to lapse
-			fences[i] = pipe.Get(ctx, prefix+"{"+name+"}"+fenceSuffix)
+			fences[i] = pipe.Get(ctx, fenceKey(prefix, name))
 		}
 		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 			return nil, err

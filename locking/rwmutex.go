@@ -42,7 +42,7 @@ func (c *Client) RWMutex(name string) (*RWMutex, error) {
 }
 
 func (m *RWMutex) keys(k kind) keys {
-	ks := m.c.keysFor("rw:" + m.name)
+	ks := m.c.keysFor(rwLock(m.name))
 	ks.kind = k
 	return ks
 }

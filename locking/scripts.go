@@ -71,22 +71,4 @@ const (
 // share tells the kinds held as an entry of the share set.
 func (k kind) share() bool { return k >= kindRead }
 
-// keys of one lock; all share the hash tag {name}. The waiter set, the fair
-// queue, the share set and the writers' intents are named from the lock key
-// inside the scripts (lock+":w", ":q", ":qd", ":r", ":wi"), which keeps the
-// hot path's arguments few.
-type keys struct {
-	name, lock, fence string
-	kind              kind
-	limit             int // a fair semaphore's limit
-}
-
-// fenceSuffix names a lock's fencing counter from its lock key.
-const fenceSuffix = ":fence"
-
-func (c *Client) keysFor(name string) keys {
-	fence := c.opts.prefix + "{" + name + "}" + fenceSuffix // one allocation for both
-	return keys{name: name, lock: fence[:len(fence)-len(fenceSuffix)], fence: fence}
-}
-
 func (c *Client) wakeChannel() string { return c.wake }

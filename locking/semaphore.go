@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"time"
 )
 
@@ -61,12 +60,10 @@ func (c *Client) FairSemaphore(name string, limit int) (*Semaphore, error) {
 }
 
 func (s *Semaphore) fairKeys() keys {
-	k := s.c.keysFor("fsem:" + s.name)
+	k := s.c.keysFor(fairSemLock(s.name))
 	k.kind, k.limit = kindSlot, s.limit
 	return k
 }
-
-func (s *Semaphore) slot(i int) string { return "sem:" + s.name + "#" + strconv.Itoa(i) }
 
 // TryAcquire takes a free slot for ttl in one pass over the slots (from a
 // random one, so holders spread; a fair semaphore's free place only when

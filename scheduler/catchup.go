@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -187,7 +186,7 @@ func (s *Scheduler) firstToCount(js []*Job, marks []int64) map[*Job]bool {
 	pipe := s.masters[0].Pipeline()
 	cmds := make([]*redis.BoolCmd, len(js))
 	for i, j := range js {
-		cmds[i] = pipe.SetNX(ctx, j.keys.counted+strconv.FormatInt(marks[i], 10), s.opts.replica, j.StartingDeadline+time.Hour)
+		cmds[i] = pipe.SetNX(ctx, j.keys.countedKey(marks[i]), s.opts.replica, j.StartingDeadline+time.Hour)
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, j := range js {

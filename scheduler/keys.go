@@ -28,6 +28,12 @@ func (k jobKeys) tickKey(at time.Time) string {
 	return k.prefix + strconv.FormatInt(at.UnixMilli(), 10)
 }
 
+// countedKey is the key naming the replica that counted the ticks a
+// catch-up from mark (unix ms) found missed.
+func (k jobKeys) countedKey(mark int64) string {
+	return k.counted + strconv.FormatInt(mark, 10)
+}
+
 // writerKey is the key naming the claim that recorded a tick done before
 // its run ("<token>:<fence>"), beside the tick's key (see
 // lua/commit_owned.lua). The tick's own key still says just "done", which
@@ -40,6 +46,11 @@ func writtenBy(v, token string) bool {
 	t, _, ok := strings.Cut(v, ":")
 	return ok && token != "" && t == token
 }
+
+// membersKey is the sorted set of live scheduler replicas on the first lock
+// master (see membershipLoop): member the replica id, score its last
+// heartbeat in unix ms by the replica's own clock.
+func (s *Scheduler) membersKey() string { return s.opts.namespace + ":replicas" }
 
 // PauseKey is the Redis key whose presence pauses a job on every replica.
 func PauseKey(namespace, job string) string { return newJobKeys(namespace, job).paused }

@@ -19,8 +19,6 @@ type membership struct {
 
 const heartbeat = 2 * time.Second
 
-func (s *Scheduler) membersKey() string { return s.opts.namespace + ":replicas" }
-
 // membershipLoop heartbeats this replica into a sorted set on the first lock
 // master (score: last heartbeat, ms) and reads the live members.
 func (s *Scheduler) membershipLoop(ctx context.Context) {

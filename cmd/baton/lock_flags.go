@@ -16,6 +16,7 @@ import (
 	"github.com/batonhq/baton/internal/childenv"
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/redisurl"
+	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/jobs"
 )
 
@@ -258,7 +259,7 @@ func (lf *lockFlags) finish(fs *pflag.FlagSet, args []string, dash int) (lockCon
 			}
 		}
 		if !prefixSet && fc.Namespace != "" {
-			cfg.prefix = fc.Namespace + ":lock:"
+			cfg.prefix = wiring.LockPrefix(fc)
 		}
 		if !set["restart-quarantine"] && fc.Locking.RestartQuarantine > 0 {
 			cfg.quarantine = fc.Locking.RestartQuarantine

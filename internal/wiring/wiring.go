@@ -111,7 +111,7 @@ func CloseAll(cs []redis.UniversalClient) {
 // uses them: the namespace's prefix, the margins, the restart handling.
 func LockOptions(cfg *config.Config) []locking.Option {
 	opts := []locking.Option{
-		locking.WithPrefix(cfg.Namespace + ":lock:"),
+		locking.WithPrefix(LockPrefix(cfg)),
 		locking.WithLateness(cfg.Locking.Lateness),
 		locking.WithRestartQuarantine(cfg.Locking.RestartQuarantine),
 	}
