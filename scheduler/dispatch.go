@@ -24,8 +24,8 @@ type dispatched struct {
 // hold back, what was dispatched and what was recorded not run go to res.
 func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []claimed, claimedAt time.Time, res *claimResult) {
 	results := make(chan dispatched, len(owned))
-	var lost []item // leases lost waiting for a slot: set by handOut before results closes
-	go s.handOut(ctx, batch, owned, claimedAt, results, &lost)
+	var lost []item // leases lost waiting for a slot: set by startDispatches before results closes
+	go s.startDispatches(ctx, batch, owned, claimedAt, results, &lost)
 	defer func() { res.retry = append(res.retry, lost...) }()
 
 	var commit, failed, left, withdraw []int // batch indices
@@ -97,15 +97,15 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []claimed,
 	}
 }
 
-// handOut dispatches the owned ticks in order, each as it gets a dispatch
-// slot, sends what became of each on results, and closes results once
-// every dispatch returned. While ticks wait for a slot their leases are
+// startDispatches starts the dispatch of each owned tick in order, as it
+// gets a dispatch slot, sends what became of each on results, and closes
+// results once every dispatch returned. While ticks wait for a slot their leases are
 // extended every third of the lease ttl, counted from the claim (the timer
 // starts with the first wait). When ctx ends (shutting down) the ticks
 // still waiting are not dispatched: each is sent with ctx's error, to be
 // released. The ticks whose leases were lost while they waited go to lost,
 // readied to be claimed again, before results is closed.
-func (s *Scheduler) handOut(ctx context.Context, batch []item, owned []claimed, claimedAt time.Time, results chan<- dispatched, lost *[]item) {
+func (s *Scheduler) startDispatches(ctx context.Context, batch []item, owned []claimed, claimedAt time.Time, results chan<- dispatched, lost *[]item) {
 	var wg sync.WaitGroup
 	defer func() { wg.Wait(); close(results) }()
 	var extend Timer
@@ -220,7 +220,7 @@ func (s *Scheduler) settle(ctx context.Context, it item, r dispatched) (settleme
 	}
 	if errors.Is(r.err, ErrJobDone) {
 		// decided: not run, and no other replica need try it
-		s.retire(it.job)
+		s.markExhausted(it.job)
 		if r.committed {
 			return settled, ""
 		}

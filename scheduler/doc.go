@@ -17,7 +17,7 @@
 //	claim      claim.go      process: skipDone (followers read the record),
 //	           │             claim (lua/claim.lua on every master), decide
 //	           │             (the quorum's verdict, per tick)
-//	           ├─ owned ──▶ dispatch   dispatch.go  handOut, settle
+//	           ├─ owned ──▶ dispatch   dispatch.go  startDispatches, settle
 //	           │                │
 //	           │                ▼
 //	           │            commit     commit.go    "done" on a quorum

@@ -200,8 +200,8 @@ type Scheduler struct {
 
 	held heldTicks // ticks held back while masters or the queue fail
 
-	running atomic.Bool // Run was called
-	retired sync.Map    // job name -> true: the dispatcher said ErrJobDone
+	running   atomic.Bool // Run was called
+	exhausted sync.Map    // job name -> true: the dispatcher said ErrJobDone (max_runs reached)
 }
 
 // New returns a scheduler whose tick claims run on the lock client's masters
@@ -452,7 +452,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		delay := followerDelay(s.opts.followerDelay, fresh)
 		for _, it := range ready {
-			if s.isRetired(it.job) {
+			if s.isExhausted(it.job) {
 				continue // done: no more claims, no next tick
 			}
 			if it.kind == kindNext {
@@ -539,15 +539,17 @@ func retryAt(it item, fireAt time.Time) item {
 	return it
 }
 
-// retire stops the claims of job's ticks (the dispatcher said ErrJobDone).
-func (s *Scheduler) retire(job *Job) {
-	if _, was := s.retired.LoadOrStore(job.Name, true); !was {
+// markExhausted stops the claims of job's ticks: the dispatcher said
+// ErrJobDone, the job reached its max_runs.
+func (s *Scheduler) markExhausted(job *Job) {
+	if _, was := s.exhausted.LoadOrStore(job.Name, true); !was {
 		s.opts.log.Info("job done: the dispatcher takes no more of its ticks (max_runs reached); no more claims", "job", job.Name, "replica", s.opts.replica)
 	}
 }
 
-func (s *Scheduler) isRetired(job *Job) bool {
-	_, ok := s.retired.Load(job.Name)
+// isExhausted tells whether job reached its max_runs (markExhausted).
+func (s *Scheduler) isExhausted(job *Job) bool {
+	_, ok := s.exhausted.Load(job.Name)
 	return ok
 }
 

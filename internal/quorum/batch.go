@@ -100,7 +100,7 @@ func (b *batcher) do(ctx context.Context, s *Script, line []any) (*redis.Cmd, bo
 		b.busy++
 		b.mu.Unlock()
 		cmd, resent := b.send(ctx, s, line)
-		b.handOff(b.next(nil))
+		b.workInBackground(b.next(nil))
 		return cmd, resent
 	}
 	c := b.newCall(s, line)
@@ -111,13 +111,13 @@ func (b *batcher) do(ctx context.Context, s *Script, line []any) (*redis.Cmd, bo
 		b.queue = nil
 		b.mu.Unlock()
 		b.exec(batch, c)
-		b.handOff(b.next(batch))
+		b.workInBackground(b.next(batch))
 	} else {
 		b.mu.Unlock()
 		if lead := <-c.done; lead {
 			batch := c.batch
 			b.exec(batch, c)
-			b.handOff(b.next(batch))
+			b.workInBackground(b.next(batch))
 		}
 	}
 	cmd, resent := c.cmd, c.resent
@@ -182,9 +182,9 @@ func (b *batcher) next(done []*call) []*call {
 	return batch
 }
 
-// handOff has a worker send a batch of submitted calls that a waiting caller
+// workInBackground has a worker send a batch of submitted calls that a waiting caller
 // was left with: the caller's own answer is not held up.
-func (b *batcher) handOff(batch []*call) {
+func (b *batcher) workInBackground(batch []*call) {
 	if batch == nil {
 		return
 	}

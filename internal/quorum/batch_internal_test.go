@@ -55,7 +55,7 @@ func TestBatchKeepsCallOrder(t *testing.T) {
 		defer b.mu.Unlock()
 		return len(b.queue) == 3
 	})
-	b.handOff(b.next(nil)) // one pipeline under way returns: the waiter leads
+	b.workInBackground(b.next(nil)) // one pipeline under way returns: the waiter leads
 	<-waiter
 	if r := <-acquired.ch; r.Err != nil || r.Val != int64(1) {
 		t.Fatalf("acquire = %v, %v; want 1", r.Val, r.Err)
