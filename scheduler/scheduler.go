@@ -564,7 +564,7 @@ func (s *Scheduler) runBatch(ctx context.Context, batch []item) {
 	s.reschedule(ctx, res.retry)
 }
 
-// reschedule hands items readied by retryAt back to the loop, all at once.
+// reschedule returns items readied by retryAt to the loop, all at once.
 // After Run stopped firing they are dropped: another replica claims them (a
 // lease of ours expires), or the next start catches them up.
 func (s *Scheduler) reschedule(ctx context.Context, its []item) {
