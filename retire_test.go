@@ -303,7 +303,7 @@ func TestRetireDispatchAtStopClaiming(t *testing.T) {
 		after := goneTasks()
 		ostop()
 		<-odone
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // real time: a dispatch still in flight when Run returned would land in the queue within this window
 		if done, err := insp.ListCompletedTasks(queue); err == nil {
 			t.Logf("offset %s: %d completed tasks so far, retirable after %s", offset, len(done), time.Since(start).Round(time.Millisecond))
 		}

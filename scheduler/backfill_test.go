@@ -222,12 +222,12 @@ func TestBackfillRacesTheLiveSchedule(t *testing.T) {
 					t.Errorf("backfill %d: %v", i, err)
 					return
 				}
-				time.Sleep(time.Duration(50+i*70) * time.Millisecond)
+				time.Sleep(time.Duration(50+i*70) * time.Millisecond) // real time: backfills race live claims of ticks falling due by Redis TIME
 			}
 		})
 	}
 	wg.Wait()
-	time.Sleep(2 * time.Second) // let the live claims of the last ticks settle
+	time.Sleep(2 * time.Second) // real time: the last ticks fall due by Redis TIME and their live claims (follower 300ms behind) go out
 	snap := rec.snapshot()
 	if len(snap) < 4 {
 		t.Fatalf("only %d ticks dispatched", len(snap))

@@ -56,25 +56,20 @@ func TestCatchupReadsMarksBeforeLiveClaims(t *testing.T) {
 	release()
 	waitFor(t, func() bool { return len(rec.snapshot()[live]) == 1 }, "c's live tick t0+1s")
 	// give the catch-up's follower claims time to fire (follower delay 500ms)
-	deadline := time.Now().Add(5 * time.Second)
 	want := []string{}
 	for _, sec := range []int{-2, -1, 0} {
 		want = append(want, "c@"+t0.Add(time.Duration(sec)*time.Second).UTC().Format(time.RFC3339))
 	}
-	for time.Now().Before(deadline) {
-		clk.Advance(50 * time.Millisecond)
-		time.Sleep(10 * time.Millisecond)
+	poll.Until(5*time.Second, func() bool {
+		clk.Advance(25 * time.Millisecond) // 5 ms of real time between steps
 		snap := rec.snapshot()
-		ok := true
 		for _, id := range want {
 			if len(snap[id]) == 0 {
-				ok = false
+				return false
 			}
 		}
-		if ok {
-			break
-		}
-	}
+		return true
+	})
 	snap := rec.snapshot()
 	for _, id := range want {
 		if len(snap[id]) != 1 {

@@ -341,7 +341,7 @@ func TestMinorityCommitThenRestartRunsOnce(t *testing.T) {
 			}
 			go func() {
 				defer close(healed)
-				time.Sleep(500 * time.Millisecond)
+				time.Sleep(500 * time.Millisecond) // real time: the cut outlasts the 300ms master timeout, inside R's 1.5s lease on the masters' clocks
 				if err := onProxies(m, bc, (*redistest.Proxy).Restore)(); err != nil {
 					t.Error(err)
 				}

@@ -2,10 +2,12 @@ package scheduler_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
@@ -85,7 +87,12 @@ func TestEarlyClaimLostByRestartBeforeTickDue(t *testing.T) {
 			t.Fatal("A never dispatched a tick ahead of time")
 		}
 	}
-	time.Sleep(40 * time.Millisecond) // A commits
+	// A commits: the tick's key on the master says "done"
+	key := "baton:{r}:tick:" + strconv.FormatInt(target.At.UnixMilli(), 10)
+	admin := s.TestClient(t)
+	if !poll.Until(time.Until(target.At), func() bool { return admin.Get(context.Background(), key).Val() == "done" }) {
+		t.Skipf("A's commit of %s not seen before it was due: schedule not reached", target.ID())
+	}
 	if err := s.Restart(); err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func TestFlushedMasterNeverRedispatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // real time: the last tick's follower claim (600ms after it falls due by Redis TIME) goes out
 	n := 0
 	for id, ts := range rec.snapshot() {
 		if len(ts) != 1 {

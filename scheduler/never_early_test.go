@@ -109,7 +109,7 @@ func TestNeverEarlyAfterAClockStep(t *testing.T) {
 			time.Sleep(time.Second) // real time: Redis TIME decides what is due
 			clock.off.Store(int64(tc.step))
 			steppedAt := time.Now()
-			time.Sleep(7 * time.Second) // past the stepped replica's next skew check
+			time.Sleep(7 * time.Second) // real time: the stepped replica's next skew check against Redis TIME comes within this
 			stepped.stop()
 			healthy.stop()
 			q.mu.Lock()

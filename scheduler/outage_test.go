@@ -163,13 +163,15 @@ func TestOutageAppliesCatchupPolicy(t *testing.T) {
 // seconds of real time.
 func advanceUntil(t *testing.T, clk *clock.Fake, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s (fake clk at %s)", what, clk.Now().Format(time.RFC3339Nano))
+	held := poll.Until(30*time.Second, func() bool {
+		if cond() {
+			return true
 		}
 		clk.Advance(25 * time.Millisecond)
-		time.Sleep(5 * time.Millisecond)
+		return false
+	})
+	if !held {
+		t.Fatalf("timed out waiting for %s (fake clk at %s)", what, clk.Now().Format(time.RFC3339Nano))
 	}
 }
 

@@ -55,20 +55,20 @@ func TestClaimsSurviveMasterRestarts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var restarts []int // dispatches made before each restart
-	time.Sleep(2 * time.Second)
+	var restarts []int          // dispatches made before each restart
+	time.Sleep(2 * time.Second) // real time: ticks fall due by Redis TIME and are claimed on all three before A's snapshot
 	must(servers[0].Save())
-	must(proxies[2].Cut()) // claims on {A, B}
-	time.Sleep(3 * time.Second)
+	must(proxies[2].Cut())      // claims on {A, B}
+	time.Sleep(3 * time.Second) // real time: ticks falling due by Redis TIME are claimed on {A, B} only, after the snapshot
 	restarts = append(restarts, len(rec.dispatched()))
 	must(servers[0].RestartFromSnapshot())
 	must(proxies[2].Restore())
-	must(proxies[1].Cut()) // claims on {A, C}
-	time.Sleep(4 * time.Second)
+	must(proxies[1].Cut())      // claims on {A, C}
+	time.Sleep(4 * time.Second) // real time: A waits out its 2s quarantine by Redis's clock; claims reach {A, C}
 	must(proxies[1].Restore())
 	restarts = append(restarts, len(rec.dispatched()))
 	must(servers[1].Restart())
-	time.Sleep(4 * time.Second)
+	time.Sleep(4 * time.Second) // real time: B waits out its 2s quarantine by Redis's clock; ticks go on
 	if n := len(rec.dispatched()); n <= restarts[1] {
 		t.Fatalf("nothing dispatched after the last restart (%d in all)", n)
 	}
