@@ -190,9 +190,8 @@ jobs:
 	})
 	_ = p.cmd.Process.Kill()
 	p.wait(t, 10*time.Second)
-	poll.Require(t, 10*time.Second, "the execution lease gone", func() bool { return status().Jobs[0].Lock == nil })
-	time.Sleep(time.Second)
-	st := status()
+	var st baton.Status
+	poll.Require(t, 10*time.Second, "the execution lease gone", func() bool { st = status(); return st.Jobs[0].Lock == nil })
 	if r := st.Jobs[0].Running; len(r) > 0 {
 		t.Errorf("status lists %d run(s) as running (worker %s, started %s) although its worker is dead and the job's execution lease is gone; history: %q",
 			len(r), r[0].Worker, r[0].Started.Format(time.RFC3339), strings.TrimSpace(func() string { _, out, _ := runIn("history", "--config", cfg, "slow"); return out }()))

@@ -2,6 +2,7 @@ package poll_test
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,11 +25,18 @@ func TestUntilHoldsAtOnce(t *testing.T) {
 // A condition another goroutine brings about is seen soon after.
 func TestUntilSeesAnotherGoroutine(t *testing.T) {
 	var done atomic.Bool
+	checked := make(chan struct{}) // closed at the first check
+	var once sync.Once
 	go func() {
-		time.Sleep(30 * time.Millisecond) // the other goroutine's work
+		<-checked // the condition came to hold after Until first looked
 		done.Store(true)
 	}()
-	if !poll.Until(10*time.Second, done.Load) {
+	cond := func() bool {
+		v := done.Load() // false at the first check: the goroutine waits for it
+		once.Do(func() { close(checked) })
+		return v
+	}
+	if !poll.Until(10*time.Second, cond) {
 		t.Fatal("Until = false although the condition came to hold")
 	}
 }

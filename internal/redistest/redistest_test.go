@@ -305,7 +305,7 @@ func TestProxyCutDropsDelayedData(t *testing.T) {
 		_, err := pl.Exec(ctx(t))
 		errc <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // real time: the replies sit in the proxy's 300ms latency; Cut comes inside it
 	if err := p.Cut(); err != nil {
 		t.Fatalf("Cut: %v", err)
 	}

@@ -194,7 +194,7 @@ func TestExtendKeepsChildAlive(t *testing.T) {
 		if err := p.Extend(time.Now().Add(ttl)); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(ttl / 6) // the extension rhythm of a lease
+		time.Sleep(ttl / 6) // real time: the extension rhythm of a lease; the supervisor process ends the child by CLOCK_BOOTTIME
 	}
 	if !alive(p.ChildPid()) {
 		t.Fatal("child died although the deadline kept moving")
