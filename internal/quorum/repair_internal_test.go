@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -66,13 +67,13 @@ func TestRepairRecheckedWhenSourceRestarts(t *testing.T) {
 	}
 	ping := NewScript("return 1")
 	rawB := servers[1].TestClient(t)
-	for !repaired() || rawB.Exists(ctx, "m").Val() == 0 {
-		if ctx.Err() != nil {
-			t.Fatal("A or B never repaired")
+	poll.Require(t, 30*time.Second, "A and B repaired", func() bool {
+		if repaired() && rawB.Exists(ctx, "m").Val() != 0 {
+			return true
 		}
 		g.Pipeline(ctx, time.Second, ping, 1, func(int) ([]string, []any) { return []string{"k"}, nil })
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 	if rounds.Load() < 2 {
 		t.Fatalf("the repair finished in %d round(s) although B restarted during it", rounds.Load())
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -29,16 +30,10 @@ func TestKnownDoesNotWaitForARunningCheck(t *testing.T) {
 	defer cancel()
 	m := g.Masters()[0]
 	// found without a marker: repaired, then in its quarantine
-	for {
-		_, err := m.Admit(ctx)
-		if err != nil && ctx.Err() != nil {
-			t.Fatal(err)
-		}
-		if m.g.Known()[0].State == StateQuarantine {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Require(t, 30*time.Second, "the master found without a marker to enter its quarantine", func() bool {
+		_, _ = m.Admit(ctx)
+		return m.g.Known()[0].State == StateQuarantine
+	})
 	if err := p.Blackhole(); err != nil {
 		t.Fatal(err)
 	}
@@ -48,10 +43,13 @@ func TestKnownDoesNotWaitForARunningCheck(t *testing.T) {
 		defer close(checked)
 		_, _ = m.Admit(context.WithoutCancel(ctx)) // hangs up to the check's timeout
 	}()
-	for m.mu.TryLock() {
-		m.mu.Unlock()
-		time.Sleep(time.Millisecond)
-	}
+	poll.Require(t, 10*time.Second, "the check to hold the master", func() bool {
+		if m.mu.TryLock() {
+			m.mu.Unlock()
+			return false
+		}
+		return true
+	})
 	start := time.Now()
 	st := g.Known()
 	took := time.Since(start)
