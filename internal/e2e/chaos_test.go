@@ -174,7 +174,7 @@ func outcomes(t *testing.T, rdb *redis.Client, insp *asynq.Inspector, ns, out st
 // in real time, in other processes: their outcomes are read once a second.
 func awaitOutcomes(t *testing.T, rdb *redis.Client, insp *asynq.Inspector, ns, out string, from, until time.Time, bound time.Duration) int {
 	t.Helper()
-	for end := time.Now().Add(bound); ; time.Sleep(time.Second) {
+	for end := time.Now().Add(bound); ; time.Sleep(time.Second) { // real time: ticks run in other processes, due by Redis TIME; their outcomes are read once a second
 		open := len(outcomes(t, rdb, insp, ns, out, from, until).open)
 		if open == 0 || time.Now().After(end) {
 			return open
@@ -275,7 +275,7 @@ func TestChaos(t *testing.T) {
 	})
 	from := awaitStarted(t, dir, append(scheds, workers...))
 	faults := map[string]int{}
-	sleep := func(lo, hi int) { time.Sleep(time.Duration(lo+rng.IntN(hi-lo)) * time.Millisecond) }
+	sleep := func(lo, hi int) { time.Sleep(time.Duration(lo+rng.IntN(hi-lo)) * time.Millisecond) } // real time: the faults last as long as the processes and masters' clocks say (SIGSTOP past 5s tick leases at times)
 	for end := time.Now().Add(d); time.Now().Before(end); {
 		sleep(1000, 3000)
 		switch k := rng.IntN(5); k {

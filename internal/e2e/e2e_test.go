@@ -280,7 +280,7 @@ var holderRe = regexp.MustCompile(`^another run holds the job: every-second@(\S+
 // A tick in skipped (if not nil) needs no start.
 func awaitStarts(t *testing.T, once string, from, until time.Time, bound time.Duration, skipped func() map[int64]string) {
 	t.Helper()
-	for end := time.Now().Add(bound); time.Now().Before(end); time.Sleep(time.Second) {
+	for end := time.Now().Add(bound); time.Now().Before(end); time.Sleep(time.Second) { // real time: the runs are other processes', due by Redis TIME; read once a second
 		started, all := startsOf(t, once), true
 		skips := map[int64]string{}
 		if skipped != nil {
@@ -382,12 +382,12 @@ func TestSchedulersKilledEveryTickOnce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	kills := 0
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
-		time.Sleep(time.Duration(1500+rng.IntN(1500)) * time.Millisecond)
+		time.Sleep(time.Duration(1500+rng.IntN(1500)) * time.Millisecond) // real time: a scheduler process runs for its share of ticks between kills
 		p := scheds[rng.IntN(len(scheds))]
 		p.signal(syscall.SIGKILL)
 		p.wait(t, 5*time.Second)
 		kills++
-		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
+		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond) // real time: a killed process stays down a while; its 5s tick leases run on the masters' clocks
 		p.start(t, dir)
 	}
 	windowEnd := time.Now().Add(-2 * time.Second).Truncate(time.Second)
@@ -468,11 +468,11 @@ func TestRunReplicasKilledNoTickMissed(t *testing.T) {
 	windowStart := awaitStarted(t, dir, reps)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
 	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
-		time.Sleep(time.Duration(2000+rng.IntN(1500)) * time.Millisecond)
+		time.Sleep(time.Duration(2000+rng.IntN(1500)) * time.Millisecond) // real time: a replica process runs for its share of ticks between kills
 		p := reps[rng.IntN(len(reps))]
 		p.signal(syscall.SIGKILL)
 		p.wait(t, 5*time.Second)
-		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
+		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond) // real time: a killed process stays down a while; its 5s tick leases run on the masters' clocks
 		p.start(t, dir)
 	}
 	windowEnd := time.Now().Add(-2 * time.Second).Truncate(time.Second)
@@ -495,7 +495,7 @@ func TestRunReplicasKilledNoTickMissed(t *testing.T) {
 		return out
 	}
 	// the window's last ticks start or are skipped (as above)
-	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(time.Second) {
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(time.Second) { // real time: the runs are other processes', due by Redis TIME; read once a second
 		started, skips, all := startsOf(t, once), skipped(), true
 		for tick := windowStart; !tick.After(windowEnd) && all; tick = tick.Add(time.Second) {
 			all = started[tick.Unix()] != nil || skips[tick.Unix()] != ""

@@ -121,9 +121,9 @@ func TestRollingDeployOfThree(t *testing.T) {
 		p := &proc{name: fmt.Sprintf("new-%d", i), args: []string{"run", "--config", newCfg, "--id", fmt.Sprintf("new-%d", i), "--log-format", "json"}}
 		p.start(t, dir)
 		reps[i] = p
-		time.Sleep(3 * time.Second) // old and new side by side
+		time.Sleep(3 * time.Second) // real time: old and new side by side while ticks fall due by Redis TIME
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // real time: the new list runs alone for two ticks
 	for _, p := range reps {
 		p.signal(syscall.SIGTERM)
 	}
@@ -221,7 +221,7 @@ func TestLinkCutAndRestored(t *testing.T) {
 	if err := px.Restore(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Second)
+	time.Sleep(5 * time.Second) // real time: ticks after the restore, as the masters' clocks decide
 	for _, p := range []*proc{direct, cut} {
 		p.signal(syscall.SIGTERM)
 	}

@@ -213,7 +213,7 @@ jobs:
 		bs := readBeats(t, beats)
 		stopFence = bs[len(bs)-1].fence
 		p.signal(syscall.SIGSTOP)
-		time.Sleep(4 * time.Second)
+		time.Sleep(4 * time.Second) // real time: frozen past the 2s lock_ttl, which the masters' clocks end
 		p.signal(syscall.SIGCONT)
 		contAt = time.Now()
 		return nil
@@ -222,7 +222,7 @@ jobs:
 		if err := srv.Pause(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(3 * time.Second)
+		time.Sleep(3 * time.Second) // real time: Redis paused past the 2s lock_ttl; the lease ends by the masters' clocks
 		if err := srv.Resume(); err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +237,7 @@ jobs:
 		}
 		return func() { p.start(t, dir) }
 	})
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // real time: the new holder's child beats (every 100ms) a few times before all stop
 	for _, p := range reps {
 		p.signal(syscall.SIGTERM)
 	}
