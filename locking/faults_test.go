@@ -334,7 +334,7 @@ func TestScheduleHolderCutOffWhileOthersWait(t *testing.T) {
 					return
 				}
 				store.Write("holder", key, l.Fence(), at)
-				time.Sleep(2 * time.Millisecond)
+				time.Sleep(2 * time.Millisecond) // real time: the holder writes every 2ms while it believes it holds the key
 			}
 		})
 		wg.Go(func() { // the waiter
@@ -348,11 +348,11 @@ func TestScheduleHolderCutOffWhileOthersWait(t *testing.T) {
 			}
 			rb := h.Acquired("waiter", key, false, lb.Fence(), asked, time.Now(), lb.Deadline())
 			store.Write("waiter", key, lb.Fence(), time.Now())
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // real time: the waiter stays in a moment, so an overlapping write of the holder would be seen
 			rb.Ended(time.Now(), lb.Deadline(), "released")
 			_ = lb.Release(context.Background())
 		})
-		time.Sleep(round.before)
+		time.Sleep(round.before) // real time: held before the blackhole, against the extension rhythm (ttl/3) on Redis's clock
 		if err := p.Blackhole(); err != nil {
 			t.Fatal(err)
 		}
@@ -500,7 +500,7 @@ func proxyChaos(t *testing.T, seed uint64, ps []*redistest.Proxy, stop <-chan st
 			t.Error(err)
 			return
 		}
-		time.Sleep(time.Duration(50+rng.IntN(200)) * time.Millisecond)
+		time.Sleep(time.Duration(50+rng.IntN(200)) * time.Millisecond) // real time: the fault lasts 50-250ms against leases that Redis's clock ends
 		if err := p.Restore(); err != nil {
 			t.Error(err)
 			return

@@ -77,7 +77,7 @@ func holdUntilKilled(spec, addr string) int {
 				select {}
 			}
 			fmt.Printf("write %d %d\n", l.Fence(), at.UnixNano())
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // real time: the writer process writes every 5ms while its lease, ended by Redis's clock, is valid
 		}
 	case "fill":
 		_, err = c.Fill(ctx, rdb, f[1], time.Minute, func(ctx context.Context) ([]byte, error) {

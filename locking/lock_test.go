@@ -136,7 +136,7 @@ func TestMutualExclusion(t *testing.T) {
 						t.Error("two holders at once")
 					}
 					v := counter.Load()
-					time.Sleep(100 * time.Microsecond) // widen the race window
+					time.Sleep(100 * time.Microsecond) // real time: widen the race window: a second holder inside would lose an increment
 					counter.Store(v + 1)
 					inside.Add(-1)
 					return nil

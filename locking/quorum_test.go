@@ -196,17 +196,17 @@ func TestFencingMasterRestartedEmpty(t *testing.T) {
 
 	// A carries a marker again (the repair ran on first contact)
 	rawA := servers[0].TestClient(t)
-	for n := int64(0); n == 0; n, _ = rawA.Exists(ctx, "baton:lock:marker").Result() {
-		if ctx.Err() != nil {
-			t.Fatal("A was never repaired")
+	poll.Require(t, 30*time.Second, "A repaired", func() bool {
+		if n, _ := rawA.Exists(ctx, "baton:lock:marker").Result(); n != 0 {
+			return true
 		}
 		// contact triggers the repair, which runs in the background: keep
 		// going until A carries the marker, not merely until a lock succeeds
 		if l, err := h2.TryLock(ctx, "other", time.Second); err == nil {
 			_ = l.Release(ctx)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
 	// repaired A now votes: {A,C} alone grant the lock, above every earlier fence
 	cut(t, h2.proxies[1])
 	var l3 *locking.Lease
@@ -360,13 +360,14 @@ func TestFencingMonotonicAcrossQuorumChanges(t *testing.T) {
 		for _, d := range down {
 			cut(t, c.proxies[d])
 		}
-		l, err := c.Lock(ctx, "mono", time.Second)
 		// a master restored a moment ago may still be refused by go-redis's
 		// dial circuit (it probes once a second): retry, bounded
-		for deadline := time.Now().Add(5 * time.Second); errors.Is(err, locking.ErrUnavailable) && time.Now().Before(deadline); {
-			time.Sleep(50 * time.Millisecond)
+		var l *locking.Lease
+		var err error
+		poll.Until(5*time.Second, func() bool {
 			l, err = c.Lock(ctx, "mono", time.Second)
-		}
+			return !errors.Is(err, locking.ErrUnavailable)
+		})
 		if err != nil {
 			t.Fatalf("round %d (down %v): %v", i, down, err)
 		}
@@ -401,7 +402,7 @@ func TestQuorumMutualExclusion(t *testing.T) {
 					if n != 1 {
 						t.Error("two holders at once")
 					}
-					time.Sleep(time.Millisecond)
+					time.Sleep(time.Millisecond) // real time: a holder stays in a moment, so an overlapping holder would be seen
 					mu.Lock()
 					holders--
 					mu.Unlock()

@@ -16,7 +16,7 @@ func untilFrac(lo float64) {
 		if f >= lo && f < lo+0.05 {
 			return
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // real time: Redis counts uptime in whole seconds of the wall clock
 	}
 }
 
@@ -50,7 +50,7 @@ func TestQuarantineReadsUptimeAsALowerBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarted := time.Now()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // real time: H2 first looks 0.3s after the restart, when Redis's uptime already reads 1
 	h2 := strict(t, clientsOf(t, s), q)
 	l2, at, seen := untilLocked(t, ctx, h2, "job", ttl)
 	defer l2.Release(ctx)

@@ -43,7 +43,7 @@ func (o *occupancy) write(hold time.Duration) {
 	if r := o.readers.Load(); r != 0 {
 		o.t.Errorf("a writer entered while %d readers were in", r)
 	}
-	time.Sleep(hold) // real time
+	time.Sleep(hold) // real time: the writer stays in for hold, so a reader let in beside it would be seen
 	o.writers.Add(-1)
 	o.hits.Add(1)
 }
@@ -417,7 +417,7 @@ func TestLateShareExtensionDoesNotRevive(t *testing.T) {
 	deadline := r.Deadline()
 	done := make(chan time.Time, 1)
 	go func() { <-r.Done(); done <- time.Now() }()
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // real time: half the share's 400ms passes on Redis's clock before the late extension
 	if err := p.AddLatency(500*time.Millisecond, true); err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +520,7 @@ func TestWriterNotStarvedByReaderStream(t *testing.T) {
 							return
 						}
 						reads.Add(1)
-						time.Sleep(time.Duration(40+10*i) * time.Millisecond)
+						time.Sleep(time.Duration(40+10*i) * time.Millisecond) // real time: each reader holds ~50ms; the writer's wait is measured against it
 						_ = l.Release(ctx)
 					}
 				})
@@ -650,7 +650,7 @@ func TestRWQuorumMasterRestartUnderReaders(t *testing.T) {
 			t.Fatalf("a writer got in beside live readers after a master restart (reader errs %v, %v)", rs[0].Err(), rs[1].Err())
 			_ = w.Release(ctx)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // real time: a writer tries every 20ms while the readers' 600ms shares must be extended past expiry on Redis's clock
 	}
 	for _, r := range rs {
 		if err := r.Err(); err != nil {

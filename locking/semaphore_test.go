@@ -350,7 +350,7 @@ func TestFairSemaphoreLostRepliesKeepLimit(t *testing.T) {
 					fences = append(fences, l.Fence())
 				}
 				mu.Unlock()
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // real time: a holder stays in a moment, so one over the limit would be seen
 				mu.Lock()
 				delete(live, l)
 				mu.Unlock()
@@ -415,7 +415,7 @@ func TestFairSemaphoreFIFOUnderBarging(t *testing.T) {
 			mu.Lock()
 			order = append(order, i)
 			mu.Unlock()
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // real time: a holder stays in a moment, so a third holder would be seen
 			holding.Add(-1)
 			_ = l.Release(ctx)
 		})
