@@ -24,17 +24,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/batonhq/baton/internal/executor"
+	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/roster"
+	"github.com/batonhq/baton/internal/singleton"
+	"github.com/batonhq/baton/internal/worker"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/locknames"
 	"github.com/batonhq/baton/internal/quorum"
 	"github.com/batonhq/baton/internal/supervisor"
 	"github.com/batonhq/baton/internal/wiring"
@@ -147,9 +152,9 @@ type Replica struct {
 	lockGroup  *quorum.Group // the masters' state for Waiting; kept after Close
 	client     *asynq.Client // enqueues cron ticks; nil in RoleWorker
 	sched      *scheduler.Scheduler
-	worker     *jobs.Worker
-	singles    *jobs.Singletons // singleton jobs; nil in RoleScheduler or without any
-	leader     *leadership      // cluster leader election; nil unless a job sets leader: true
+	worker     *worker.Worker
+	singles    *singleton.Jobs // singleton jobs; nil in RoleScheduler or without any
+	leader     *leadership     // cluster leader election; nil unless a job sets leader: true
 	started    bool
 }
 
@@ -217,7 +222,7 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	}
 	r.lockStats = r.locks.Stats
 	r.lockGroup = quorum.Of(r.locks)
-	r.listHash = jobs.ListHash(cfg)
+	r.listHash = roster.ListHash(cfg)
 
 	sup := o.supervisor
 	if sup == "" {
@@ -225,18 +230,17 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 			return nil, fmt.Errorf("cannot find this program's executable (exec jobs run under it as supervisor): %w", err)
 		}
 	}
-	jopts := []jobs.Option{jobs.WithLogger(log), jobs.WithReplica(o.id), jobs.WithReplicaInfo(o.version, o.role.String()),
-		jobs.WithSupervisorPath(sup), jobs.WithHandlers(o.handlers), jobs.WithRunObserver(r.metrics.ran),
-		jobs.WithPollIntervals(cfg.Worker.PollInterval, 0)}
+	exec := executor.New(executor.WithLogger(log), executor.WithSupervisorPath(sup), executor.WithHandlers(o.handlers))
+	wopts := []worker.Option{worker.WithLogger(log), worker.WithReplica(o.id), worker.WithReplicaInfo(o.version, o.role.String()),
+		worker.WithRunObserver(r.metrics.ran), worker.WithPollIntervals(cfg.Worker.PollInterval, 0), worker.WithLockMasters(r.mast)}
 	if o.role == RoleScheduler {
-		jopts = append(jopts, jobs.WithLocalOnly())
+		wopts = append(wopts, worker.WithLocalOnly())
 	}
-	executor := jobs.NewExecutor(jopts...)
-	r.worker = jobs.NewWorker(cfg, queueOpt, r.locks, executor, append(jopts, jobs.WithLockMasters(r.mast))...)
+	r.worker = worker.New(cfg, queueOpt, r.locks, exec, wopts...)
 	if o.role != RoleScheduler {
 		for _, j := range cfg.Jobs {
 			if j.Mode == config.ModeSingleton {
-				r.singles = jobs.NewSingletons(cfg, r.locks, executor, jopts...)
+				r.singles = singleton.New(cfg, r.locks, exec, singleton.WithLogger(log), singleton.WithReplica(o.id))
 				break
 			}
 		}
@@ -244,15 +248,15 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 
 	if o.role != RoleWorker {
 		r.client = asynq.NewClient(queueOpt)
-		disp := loggingDispatcher{jobs.NewDispatcher(cfg, r.client, r.worker, jobs.WithLogger(log),
-			jobs.WithQueueRedis(queue), jobs.WithMovingJobs(r.worker.RoutedDifferently)), log}
+		disp := loggingDispatcher{handoff.New(cfg, r.client, r.worker, handoff.WithLogger(log),
+			handoff.WithQueueRedis(queue), handoff.WithMovingJobs(r.worker.RoutedDifferently)), log}
 		var sj []scheduler.Job
 		for _, j := range cfg.Jobs {
 			if j.Mode == config.ModeSingleton {
 				continue // no ticks: the workers campaign for it
 			}
 			if j.Leader && r.leader == nil {
-				e, err := r.locks.Election(jobs.ClusterLeaderElection, 2*cfg.Scheduler.TickLeaseTTL)
+				e, err := r.locks.Election(locknames.ClusterLeader, 2*cfg.Scheduler.TickLeaseTTL)
 				if err != nil {
 					return nil, err
 				}
@@ -467,7 +471,7 @@ func (r *Replica) StopClaiming() {
 // Redis, cannot do: it returns why not, or "" when it may stop now. Its
 // scheduler's claims in flight must be over, and no queue its worker
 // consumes may hold a task that a worker of next would hand back to it
-// (jobs.OnlyRuns). Its own running jobs do not count: stopping lets them finish within
+// (roster.Drained). Its own running jobs do not count: stopping lets them finish within
 // worker.shutdown_grace. A
 // config reload stops the replaced replica once it is retirable, at the
 // latest after its drain time.
@@ -482,17 +486,7 @@ func (r *Replica) Retirable(ctx context.Context, next *config.Config) (string, e
 	if r.role == RoleScheduler {
 		return "", nil // no worker: nothing it runs
 	}
-	only := jobs.OnlyRuns(r.cfg, next)
-	for _, q := range slices.Sorted(maps.Keys(only)) {
-		id, err := jobs.QueuedTaskOf(ctx, r.queue, q, only[q], 10000)
-		if err != nil {
-			return "", err
-		}
-		if id != "" {
-			return fmt.Sprintf("queue %s holds %s, of a job only it runs", q, id), nil
-		}
-	}
-	return "", nil
+	return roster.Drained(ctx, r.queue, r.cfg, next)
 }
 
 // Close releases what the replica holds without running it: a started

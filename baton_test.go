@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/roster"
+
 	"go.uber.org/goleak"
 
 	"github.com/batonhq/baton"
@@ -426,7 +428,7 @@ jobs:
 	r.Close()
 	closed := time.Now()
 	time.Sleep(5 * time.Second) // real time: two roster heartbeats (every 2s, scored by Redis TIME) a worker left running would write
-	ms, err := jobs.ReadRoster(ctx, rdb, "rvhalf")
+	ms, err := roster.Read(ctx, rdb, "rvhalf")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,8 +439,8 @@ jobs:
 	}
 }
 
-// WithLogger's doc says "default: none"; the jobs options ignore a nil
-// logger (jobs.WithLogger(nil) keeps the discarding one), as the old
+// WithLogger's doc says "default: none"; the engines' options ignore a nil
+// logger (worker.WithLogger(nil) keeps the discarding one), as the old
 // per-type options did. baton.WithLogger(nil) must not crash New.
 func TestNilLoggerIsNoLogger(t *testing.T) {
 	cfg, err := config.Load([]byte(`redis: {url: "redis://127.0.0.1:1/0"}

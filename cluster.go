@@ -8,10 +8,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/roster"
+	"github.com/batonhq/baton/internal/singleton"
+
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/locknames"
 	"github.com/batonhq/baton/internal/quorum"
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/runid"
@@ -203,7 +208,7 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 	var (
 		paused           map[string]pauseState
 		held             []locking.HeldLock
-		holders          []jobs.SingletonHolder
+		holders          []singleton.Holder
 		pErr, hErr, sErr error
 		wg               sync.WaitGroup
 	)
@@ -220,7 +225,7 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 	}
 	bounded(func(ctx context.Context) { paused, pErr = c.pauseStates(ctx, names) })
 	bounded(func(ctx context.Context) { held, hErr = c.locks.Held(ctx) })
-	bounded(func(ctx context.Context) { holders, sErr = jobs.NewSingletons(c.cfg, c.locks, nil).Holders(ctx) })
+	bounded(func(ctx context.Context) { holders, sErr = singleton.New(c.cfg, c.locks, nil).Holders(ctx) })
 	bounded(func(ctx context.Context) { st.Masters = c.locks.Masters(ctx) })
 	wg.Wait()
 	if errors.Is(sErr, locking.ErrQuarantine) {
@@ -285,7 +290,7 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 			js.Last = &recs[0]
 		}
 		js.FailureStreak, js.LastSuccess = failureStreak(full[j.Name], recs)
-		js.Lock = heldBy[jobs.LockName(j)]
+		js.Lock = heldBy[locknames.Held(j)]
 		for _, r := range recs {
 			if r.Status == jobs.StatusRunning && stillRunning(j, r, js.Lock, now) {
 				js.Running = append(js.Running, r)
@@ -294,13 +299,13 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 		js.Leader = leaders[j.Name]
 		st.Jobs = append(st.Jobs, js)
 	}
-	members, err := jobs.ReadRoster(ctx, c.queue, c.cfg.Namespace)
+	members, err := roster.Read(ctx, c.queue, c.cfg.Namespace)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("roster: %w", err))
 	}
 	st.Replicas, st.ListDiffs = replicaStatus(members)
 	st.Warnings = append(st.Warnings, c.orphanQueues(members)...)
-	for _, id := range jobs.DuplicateIDs(members) {
+	for _, id := range roster.DuplicateIDs(members) {
 		st.Warnings = append(st.Warnings, fmt.Sprintf("two live processes run as replica %s: give each its own id", redact.Quote(id)))
 	}
 	return st, errors.Join(errs...)
@@ -343,7 +348,7 @@ func (c *Cluster) runCounts(ctx context.Context) (map[string]int, error) {
 	pipe := c.queue.Pipeline()
 	for _, j := range c.cfg.Jobs {
 		if j.MaxRuns > 0 {
-			cmds[j.Name] = pipe.Get(ctx, jobs.RunCountKeys(c.cfg.Namespace, j.Name)[0])
+			cmds[j.Name] = pipe.Get(ctx, handoff.RunCountKeys(c.cfg.Namespace, j.Name)[0])
 		}
 	}
 	if len(cmds) == 0 {
@@ -364,7 +369,7 @@ func (c *Cluster) runCounts(ctx context.Context) (map[string]int, error) {
 		}
 		n, ok := quorum.ParseCounter(v)
 		if !ok {
-			corrupt = append(corrupt, &jobs.CorruptError{Key: jobs.RunCountKeys(c.cfg.Namespace, name)[0], Value: cutValue(v),
+			corrupt = append(corrupt, &jobs.CorruptError{Key: handoff.RunCountKeys(c.cfg.Namespace, name)[0], Value: redact.Cut(v),
 				Want: "an integer from 0 to 2^53-2 (the job's run count toward max_runs)"})
 			continue
 		}
@@ -403,7 +408,7 @@ func stillRunning(j *config.Job, r jobs.RunRecord, lock *locking.HeldLock, now t
 	if j.Timeout > 0 && now.After(r.Started.Add(j.Timeout+time.Minute)) {
 		return false
 	}
-	if jobs.LockName(j) != "" && (lock == nil || lock.Masters < lock.Quorum) {
+	if locknames.Held(j) != "" && (lock == nil || lock.Masters < lock.Quorum) {
 		return false
 	}
 	return true
@@ -411,7 +416,7 @@ func stillRunning(j *config.Job, r jobs.RunRecord, lock *locking.HeldLock, now t
 
 // replicaStatus turns the roster into replica lines, marking the replicas
 // whose job list is not the most common among live ones.
-func replicaStatus(members []jobs.Member) ([]ReplicaStatus, []string) {
+func replicaStatus(members []roster.Member) ([]ReplicaStatus, []string) {
 	count := map[string]int{}
 	for _, m := range members {
 		if m.Live {
@@ -431,7 +436,7 @@ func replicaStatus(members []jobs.Member) ([]ReplicaStatus, []string) {
 			Differs: m.Live && len(count) > 1 && m.Hash != common})
 	}
 	var diffs []string
-	for _, d := range jobs.DiffLists(members) {
+	for _, d := range roster.DiffLists(members) {
 		diffs = append(diffs, d.String())
 	}
 	return out, diffs
@@ -440,7 +445,7 @@ func replicaStatus(members []jobs.Member) ([]ReplicaStatus, []string) {
 // orphanQueues lists this namespace's queues that hold tasks no live
 // replica consumes: they wait forever (a job moved to another queue while
 // its old queue still held tasks, or a queue dropped from worker.queues).
-func (c *Cluster) orphanQueues(members []jobs.Member) []string {
+func (c *Cluster) orphanQueues(members []roster.Member) []string {
 	consumed := map[string]bool{}
 	for _, m := range members {
 		for _, q := range m.Queues {
@@ -487,8 +492,8 @@ var ErrUnknownJob = errors.New("baton: unknown job")
 
 // dispatcher hands ticks to the queue as a replica's scheduler does (signed,
 // bound to one queue), for triggers and backfills.
-func (c *Cluster) dispatcher() *jobs.Dispatcher {
-	return jobs.NewDispatcher(c.cfg, asynq.NewClientFromRedisClient(c.queue), nil, jobs.WithQueueRedis(c.queue))
+func (c *Cluster) dispatcher() *handoff.Sender {
+	return handoff.New(c.cfg, asynq.NewClientFromRedisClient(c.queue), nil, handoff.WithQueueRedis(c.queue))
 }
 
 // ErrNotTriggerable is returned by Trigger for a job that cannot be run by

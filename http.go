@@ -12,11 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/batonhq/baton/internal/worker"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -242,12 +243,12 @@ var heldDesc = prometheus.NewDesc("baton_scheduler_held_ticks",
 var skewStopsDesc = prometheus.NewDesc("baton_scheduler_skew_stops_total",
 	"Times this replica stopped claiming because of clock skew.", []string{"replica"}, nil)
 
-var workerCounters = []counter[jobs.Stats]{
-	newCounter("baton_worker_ran_total", "Runs that succeeded.", func(s jobs.Stats) float64 { return float64(s.Ran) }),
-	newCounter("baton_worker_failed_total", "Runs that failed or could not start.", func(s jobs.Stats) float64 { return float64(s.Failed) }),
-	newCounter("baton_worker_skipped_total", "Ticks skipped by the concurrency policy.", func(s jobs.Stats) float64 { return float64(s.Skipped) }),
-	newCounter("baton_worker_replaced_total", "Runs stopped by a newer tick (concurrency: replace).", func(s jobs.Stats) float64 { return float64(s.Replaced) }),
-	newCounter("baton_worker_dropped_total", "Ticks of a buffering job dropped because its buffer was full.", func(s jobs.Stats) float64 { return float64(s.Dropped) }),
+var workerCounters = []counter[worker.Stats]{
+	newCounter("baton_worker_ran_total", "Runs that succeeded.", func(s worker.Stats) float64 { return float64(s.Ran) }),
+	newCounter("baton_worker_failed_total", "Runs that failed or could not start.", func(s worker.Stats) float64 { return float64(s.Failed) }),
+	newCounter("baton_worker_skipped_total", "Ticks skipped by the concurrency policy.", func(s worker.Stats) float64 { return float64(s.Skipped) }),
+	newCounter("baton_worker_replaced_total", "Runs stopped by a newer tick (concurrency: replace).", func(s worker.Stats) float64 { return float64(s.Replaced) }),
+	newCounter("baton_worker_dropped_total", "Ticks of a buffering job dropped because its buffer was full.", func(s worker.Stats) float64 { return float64(s.Dropped) }),
 }
 
 var refusedDesc = prometheus.NewDesc("baton_worker_tasks_refused_total",

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/batonhq/baton/internal/roster"
+
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redact"
-	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 )
 
@@ -28,7 +29,7 @@ func Init(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	defer c.Close()
-	members, err := jobs.ReadRoster(ctx, c.queue, cfg.Namespace)
+	members, err := roster.Read(ctx, c.queue, cfg.Namespace)
 	if err != nil {
 		return fmt.Errorf("%w: cannot tell whether replicas run: %w", locking.ErrUnavailable, err)
 	}

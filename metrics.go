@@ -3,6 +3,8 @@ package baton
 import (
 	"time"
 
+	"github.com/batonhq/baton/internal/worker"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/batonhq/baton/config"
@@ -68,7 +70,7 @@ func (m *replicaMetrics) dispatched(job string, lag time.Duration) {
 }
 
 // ran observes a run's end.
-func (m *replicaMetrics) ran(o jobs.RunObservation) {
+func (m *replicaMetrics) ran(o worker.RunObservation) {
 	st := string(o.Status)
 	m.runs.WithLabelValues(o.Job, st).Inc()
 	if o.Status == jobs.StatusOK {

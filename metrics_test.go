@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/roster"
+
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
@@ -82,7 +84,7 @@ jobs:
 		return true
 	})
 	for _, s := range []string{
-		`baton_replica_info{job_list="` + jobs.ListHash(cfg) + `",replica="m-1",role="run",version="v-test"}`,
+		`baton_replica_info{job_list="` + roster.ListHash(cfg) + `",replica="m-1",role="run",version="v-test"}`,
 		`baton_scheduler_clock_skew_seconds{replica="m-1"}`,
 		`baton_lock_extension_failures_total{replica="m-1"}`,
 		`baton_lock_leases_lost_total{replica="m-1"}`,

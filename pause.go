@@ -17,6 +17,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/formats"
+	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
@@ -397,7 +398,7 @@ func (c *Cluster) pauseStates(ctx context.Context, names []string) (map[string]p
 			if json.Unmarshal([]byte(v), &sp) != nil || sp.AtMS <= 0 || sp.AtMS >= 1<<53 || sp.SetMS < 0 || sp.SetMS >= 1<<53 {
 				if v != "1" { // "1": a flag without a note, as earlier versions wrote it
 					corrupt = append(corrupt, &jobs.CorruptError{Key: scheduler.PauseKey(c.cfg.Namespace, name), Field: fmt.Sprintf("on lock master %d", i),
-						Value: cutValue(v), Want: `a pause record (a JSON object with "at_ms", as baton pause writes it) or "1"`})
+						Value: redact.Cut(v), Want: `a pause record (a JSON object with "at_ms", as baton pause writes it) or "1"`})
 				}
 			} else {
 				since := time.UnixMilli(sp.AtMS).UTC()
@@ -424,13 +425,4 @@ func (c *Cluster) pauseStates(ctx context.Context, names []string) (map[string]p
 		return out, fmt.Errorf("pause flags (they pause the job; delete the key to resume, or pause again to rewrite it): %w", errors.Join(corrupt...))
 	}
 	return out, nil
-}
-
-// cutValue is s cut to its first 64 bytes, for an error that quotes a
-// value read from Redis.
-func cutValue(s string) string {
-	if len(s) > 64 {
-		return s[:64]
-	}
-	return s
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/handoff"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton"
@@ -415,7 +417,7 @@ jobs:
 		}
 	}
 	// the job's run count toward max_runs, read by status
-	count := jobs.RunCountKeys("notes", "a")[0]
+	count := handoff.RunCountKeys("notes", "a")[0]
 	if err := servers[0].TestClient(t).Set(ctx, count, "-5", 0).Err(); err != nil {
 		t.Fatal(err)
 	}

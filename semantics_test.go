@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/handoff"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton"
@@ -123,7 +125,7 @@ jobs:
 		}
 		seen[r.Tick] = true
 	}
-	keys := jobs.RunCountKeys("baton", "thrice")
+	keys := handoff.RunCountKeys("baton", "thrice")
 	if n, err := rdb.Get(ctx, keys[0]).Int(); err != nil || n != 3 {
 		t.Errorf("count %d (%v), want 3", n, err)
 	}

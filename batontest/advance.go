@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/handoff"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
@@ -170,7 +172,7 @@ func (e *Env) doneWithoutRun(ctx context.Context, job string, at time.Time) bool
 	if !ok || j.MaxRuns == 0 {
 		return false
 	}
-	keys := jobs.RunCountKeys(e.cfg.Namespace, job)
+	keys := handoff.RunCountKeys(e.cfg.Namespace, job)
 	n, err := e.rdb.Get(ctx, keys[0]).Int()
 	if err != nil || n < j.MaxRuns {
 		return false

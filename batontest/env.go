@@ -17,6 +17,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/devredis"
+	"github.com/batonhq/baton/internal/locknames"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/jobs"
@@ -188,7 +189,7 @@ func (e *Env) awaitLeadership(t testing.TB, done chan error) {
 		t.Fatalf("batontest: %v", err)
 	}
 	defer func() { _ = locks.Close() }()
-	el, err := locks.Election(jobs.ClusterLeaderElection, 2*e.cfg.Scheduler.TickLeaseTTL)
+	el, err := locks.Election(locknames.ClusterLeader, 2*e.cfg.Scheduler.TickLeaseTTL)
 	if err != nil {
 		t.Fatalf("batontest: %v", err)
 	}

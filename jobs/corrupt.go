@@ -33,11 +33,3 @@ func (e *CorruptError) Error() string {
 
 // Unwrap lets errors.Is find ErrCorrupt.
 func (e *CorruptError) Unwrap() error { return ErrCorrupt }
-
-// cut is s cut to its first 64 bytes, for an error that quotes a value.
-func cut(s string) string {
-	if len(s) > 64 {
-		return s[:64]
-	}
-	return s
-}

@@ -1,12 +1,19 @@
-// Package jobs is what runs baton's jobs: the asynq worker that executes
-// dispatched ticks under their execution leases, the executors for exec,
-// http and Go handler jobs, the dispatcher that turns a scheduler's ticks
-// into asynq tasks (or local runs), singleton workers, and the signed task
-// format replicas hand each other through Redis.
+// Package jobs is what a Go program uses to write baton jobs and read what
+// they did: a Handler registered by name in a Registry runs a job whose
+// config says handler: NAME; it receives a Run (the job, its tick, run id,
+// attempt, fencing token and replica; exec and http jobs get the same as
+// BATON_* environment variables and X-Baton-* headers), and a run's
+// execution produces a Result. ReadHistory and ReadHistories read the run
+// history (RunRecord, one per run or tick that did not run), FailureStreak
+// tells how long a job has been failing, and HistoryCoverage from when the
+// history can tell whether a tick ran.
 //
-// The job list itself (YAML, types, validation) is package config; jobs
-// takes a *config.Config and never reads YAML. A run knows its job, tick,
-// run id, attempt, fencing token and replica (Run); a Handler registered by
-// name in a Registry receives it, and exec and http jobs get the same as
-// BATON_* environment variables and X-Baton-* headers.
+// The job list itself (YAML, types, validation) is package config. The
+// engines that run jobs are internal to baton and put together by
+// baton.New: internal/handoff hands a scheduler's ticks to asynq or to a
+// local run, internal/worker runs them under their concurrency policies,
+// internal/executor executes exec, http and handler jobs,
+// internal/singleton runs singleton jobs, internal/roster tells which
+// replica runs what during a rolling deploy, and internal/runlog writes the
+// history this package reads.
 package jobs

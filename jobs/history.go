@@ -1,23 +1,14 @@
 package jobs
 
-// The run history: one Redis stream per job on the queue Redis,
-// NS:{history:JOB}, to which the workers append events as a run goes along
-// (started, with the replica that dispatched it; finished), the scheduler
-// the ticks that did not run (missed, paused), and a trigger its manual
-// dispatch. A scheduled tick's dispatch writes nothing here: that would
-// cost a command per tick on the dispatch path, and the tick's record on
-// the lock masters already says it was dispatched. Appending needs no read: one
-// script call per event, which also trims the stream to about
-// history.runs x eventsPerRun entries and to history.max_age by Redis's
-// clock. ReadHistory folds the events back into one record per run.
+// The run history, as a program reads it: internal/runlog writes the
+// events of each run to a stream per job on the queue Redis; ReadHistory
+// folds them back into one record per run.
 
 import (
 	"context"
 	_ "embed"
 	"errors"
 	"fmt"
-	"log/slog"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,8 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
-	"github.com/batonhq/baton/internal/formats"
-	"github.com/batonhq/baton/scheduler"
+	"github.com/batonhq/baton/internal/redact"
+	"github.com/batonhq/baton/internal/runlog"
 )
 
 // Status is how a run or a tick ended, as the history records it.
@@ -71,159 +62,6 @@ type RunRecord struct {
 	Output     string    `json:"output,omitempty"` // the tail of a failed run's output, secrets masked
 }
 
-// eventsPerRun is how many events a run usually writes (dispatched,
-// started, finished): the stream keeps history.runs times as many entries.
-const eventsPerRun = 3
-
-// Event kinds (field "ev").
-const (
-	evDispatched = "dispatched"
-	evStarted    = "started"
-	evFinished   = "finished"
-	evNotRun     = "not_run" // missed or paused: field "status" says which
-)
-
-var (
-	//go:embed lua/history_add.lua
-	historyAddSrc string
-	historyAdd    = redis.NewScript(historyAddSrc)
-)
-
-// historyKey is the stream that holds job's history in namespace ns.
-func historyKey(ns, job string) string { return ns + ":{history:" + job + "}" }
-
-// history appends events to the history of a config's jobs.
-type history struct {
-	cfg *config.Config
-	rdb redis.UniversalClient
-	log *slog.Logger
-}
-
-// enabled reports whether events are written.
-func (h *history) enabled() bool { return h != nil && h.rdb != nil && h.cfg.History.Runs > 0 }
-
-// Bounds of a history write: before a run starts it may delay the start
-// (a local run works without the queue Redis), so it gives up sooner.
-const (
-	historyTimeout      = 2 * time.Second
-	historyStartTimeout = 250 * time.Millisecond
-)
-
-// add appends one event (field, value pairs) to job's history, waiting at
-// most timeout. A failure is logged, never returned: history is a record,
-// not a precondition of a run.
-func (h *history) add(ctx context.Context, timeout time.Duration, job string, fields ...any) {
-	h.addOnce(ctx, timeout, job, "", fields...)
-}
-
-// addOnce is add, appending only if no event was with the same once key
-// (within the max age); an empty once appends as add does.
-func (h *history) addOnce(ctx context.Context, timeout time.Duration, job, once string, fields ...any) {
-	if !h.enabled() {
-		return
-	}
-	args := append([]any{h.cfg.History.Runs * eventsPerRun, h.cfg.History.MaxAge.Milliseconds()}, fields...)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
-	keys := []string{historyKey(h.cfg.Namespace, job)}
-	if once != "" {
-		keys = append(keys, once)
-	}
-	if err := historyAdd.Run(ctx, h.rdb, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		h.log.Warn("cannot write the run history", slog.String("job", job), slog.Any("error", err))
-	}
-}
-
-// tickFields are the fields every event of tick t carries, the first its
-// format version.
-func tickFields(ev string, t scheduler.Tick) []any {
-	f := []any{"v", formats.HistoryEvent, "ev", ev, "tick", t.At.UTC().Format(time.RFC3339Nano), "run", t.RunID}
-	if t.Manual {
-		f = append(f, "manual", "1")
-	}
-	return f
-}
-
-// dispatched records that tick t was handed off by replica.
-func (h *history) dispatched(ctx context.Context, t scheduler.Tick) {
-	h.add(ctx, historyTimeout, t.Job, append(tickFields(evDispatched, t), "replica", t.Replica)...)
-}
-
-// notRun records that tick t was not dispatched (StatusMissed or
-// StatusPaused), and why.
-func (h *history) notRun(ctx context.Context, t scheduler.Tick, st Status, reason string) {
-	t.RunID = "" // none ran: the record is the tick's
-	h.add(ctx, historyTimeout, t.Job, append(tickFields(evNotRun, t), "status", string(st), "reason", reason)...)
-}
-
-// decided records that the scheduler decided tick t not to run
-// (StatusMissed or StatusPaused), and why: once per tick and status,
-// whichever replicas' claims found it so (see scheduler.Recorder). A
-// backfill's decision is its own record.
-func (h *history) decided(ctx context.Context, t scheduler.Tick, st Status, reason string) {
-	if t.Backfill {
-		h.notRun(ctx, t, st, reason)
-		return
-	}
-	t.RunID = ""
-	once := historyKey(h.cfg.Namespace, t.Job) + ":" + string(st) + ":" + strconv.FormatInt(t.At.UnixMilli(), 10)
-	h.addOnce(ctx, historyTimeout, t.Job, once, append(tickFields(evNotRun, t), "status", string(st), "reason", reason)...)
-}
-
-// refused records that the worker refused tick t's task, and why. It is a
-// record of the tick, not of the run: a copy of a task that ran is
-// refused beside the run's own record, which it leaves as it was.
-func (h *history) refused(ctx context.Context, t scheduler.Tick, reason string) {
-	h.notRun(ctx, t, StatusRefused, reason)
-}
-
-// started records that run began on replica with fence, and which replica
-// dispatched its tick.
-func (h *history) started(ctx context.Context, t scheduler.Tick, run Run) {
-	h.add(ctx, historyStartTimeout, t.Job, append(tickFields(evStarted, t), "replica", run.Replica,
-		"attempt", run.Attempt, "fence", run.Fence, "by", t.Replica)...)
-}
-
-// finished records how run ended. code is the exit code of an exec job or
-// the status of an http job's response (0: none).
-func (h *history) finished(ctx context.Context, t scheduler.Tick, run Run, st Status, job *config.Job, res Result, reason, output string) {
-	f := append(tickFields(evFinished, t), "replica", run.Replica, "attempt", run.Attempt, "status", string(st))
-	if run.Fence != 0 {
-		f = append(f, "fence", run.Fence)
-	}
-	switch {
-	case job.Exec != nil && res.ExitCode >= 0 && st != StatusSkipped && st != StatusReplaced && st != StatusDropped:
-		f = append(f, "exit_code", res.ExitCode)
-	case job.HTTP != nil && res.Status != 0:
-		f = append(f, "http_status", res.Status)
-	}
-	if reason = cleanReason(t, reason); reason != "" {
-		f = append(f, "reason", job.MaskSecrets(reason))
-	}
-	if output != "" {
-		f = append(f, "output", output)
-	}
-	h.add(ctx, historyTimeout, t.Job, f...)
-}
-
-// packagePrefix is this package's prefix at the start of an error's text or
-// of a part of it.
-var packagePrefix = regexp.MustCompile(`(^|: )jobs: `)
-
-// cleanReason is an error's text as tick t's history record says why it
-// failed: the record names the job and the tick, so each line of the text
-// loses them and the package prefixes that wrapping repeated
-// (`jobs: report@T: jobs: job "report": exec "x": ...` is `exec "x": ...`).
-func cleanReason(t scheduler.Tick, reason string) string {
-	lines := strings.Split(reason, "\n")
-	for i, l := range lines {
-		l = packagePrefix.ReplaceAllString(l, "$1")
-		l = strings.TrimPrefix(l, t.ID()+": ")
-		lines[i] = strings.ReplaceAll(l, "job "+strconv.Quote(t.Job)+": ", "")
-	}
-	return strings.Join(lines, "\n")
-}
-
 // ReadHistory returns up to n of job's newest runs and not-run ticks, newest
 // tick first, from the queue Redis rdb. n <= 0 means all that are kept. An
 // entry whose tick, attempt, fence, exit code or HTTP status does not parse
@@ -240,15 +78,15 @@ func ReadHistory(ctx context.Context, rdb redis.UniversalClient, ns, job string,
 func ReadHistories(ctx context.Context, rdb redis.UniversalClient, ns string, jobs []string, n int) (map[string][]RunRecord, error) {
 	count := int64(0)
 	if n > 0 {
-		count = int64(n*eventsPerRun + 16) // retries add events; fold finds fewer runs than entries
+		count = int64(n*runlog.EventsPerRun + 16) // retries add events; fold finds fewer runs than entries
 	}
 	pipe := rdb.Pipeline()
 	cmds := make([]*redis.XMessageSliceCmd, len(jobs))
 	for i, job := range jobs {
 		if count > 0 {
-			cmds[i] = pipe.XRevRangeN(ctx, historyKey(ns, job), "+", "-", count)
+			cmds[i] = pipe.XRevRangeN(ctx, runlog.Key(ns, job), "+", "-", count)
 		} else {
-			cmds[i] = pipe.XRevRange(ctx, historyKey(ns, job), "+", "-")
+			cmds[i] = pipe.XRevRange(ctx, runlog.Key(ns, job), "+", "-")
 		}
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is read below
@@ -261,7 +99,7 @@ func ReadHistories(ctx context.Context, rdb redis.UniversalClient, ns string, jo
 			continue
 		}
 		slices.Reverse(msgs) // oldest first: later events overwrite earlier ones
-		recs, err := foldHistory(job, historyKey(ns, job), msgs)
+		recs, err := foldHistory(job, runlog.Key(ns, job), msgs)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("jobs: read the history of %q: %w", job, err))
 		}
@@ -286,7 +124,7 @@ func foldHistory(job, key string, msgs []redis.XMessage) ([]RunRecord, error) {
 		v := func(k string) string { s, _ := m.Values[k].(string); return s }
 		if f, val, want := badHistoryField(v); f != "" {
 			if bad == 0 {
-				corrupt = &CorruptError{Key: key, Field: "entry " + m.ID + " field " + f, Value: cut(val), Want: want}
+				corrupt = &CorruptError{Key: key, Field: "entry " + m.ID + " field " + f, Value: redact.Cut(val), Want: want}
 			}
 			bad++
 			continue
@@ -294,7 +132,7 @@ func foldHistory(job, key string, msgs []redis.XMessage) ([]RunRecord, error) {
 		tick, _ := time.Parse(time.RFC3339Nano, v("tick"))
 		at := streamTime(m.ID)
 		key := "run " + v("run")
-		if v("ev") == evNotRun || v("run") == "" {
+		if v("ev") == runlog.EvNotRun || v("run") == "" {
 			key = "tick " + v("tick")
 		}
 		r, ok := byKey[key]
@@ -305,14 +143,14 @@ func foldHistory(job, key string, msgs []redis.XMessage) ([]RunRecord, error) {
 		}
 		r.Manual = r.Manual || v("manual") == "1"
 		switch v("ev") {
-		case evDispatched:
+		case runlog.EvDispatched:
 			r.Dispatcher, r.Enqueued = v("replica"), at
 			if r.Status == "" {
 				r.Status = StatusDispatched
 			}
-		case evNotRun:
+		case runlog.EvNotRun:
 			r.Status, r.Reason, r.Ended = Status(v("status")), v("reason"), at
-		case evStarted:
+		case runlog.EvStarted:
 			r.Worker, r.Started, r.Status = v("replica"), at, StatusRunning
 			if r.Dispatcher == "" {
 				r.Dispatcher = v("by")
@@ -320,7 +158,7 @@ func foldHistory(job, key string, msgs []redis.XMessage) ([]RunRecord, error) {
 			r.Ended, r.ExitCode, r.HTTPStatus, r.Reason, r.Output = time.Time{}, nil, 0, "", ""
 			r.Attempt, _ = strconv.Atoi(v("attempt"))
 			r.Fence, _ = strconv.ParseInt(v("fence"), 10, 64)
-		case evFinished:
+		case runlog.EvFinished:
 			r.Worker, r.Ended, r.Status = v("replica"), at, Status(v("status"))
 			r.Attempt, _ = strconv.Atoi(v("attempt"))
 			if f, err := strconv.ParseInt(v("fence"), 10, 64); err == nil {
@@ -416,7 +254,7 @@ func HistoryCoverage(ctx context.Context, rdb redis.UniversalClient, cfg *config
 	if cfg.History.Runs <= 0 {
 		return now, nil
 	}
-	first, err := rdb.XRangeN(ctx, historyKey(cfg.Namespace, job), "-", "+", 1).Result()
+	first, err := rdb.XRangeN(ctx, runlog.Key(cfg.Namespace, job), "-", "+", 1).Result()
 	if err != nil {
 		return time.Time{}, fmt.Errorf("jobs: read the history of %q: %w", job, err)
 	}

@@ -60,12 +60,3 @@ type HandlerFunc func(ctx context.Context, run Run) error
 
 // Handle calls f.
 func (f HandlerFunc) Handle(ctx context.Context, run Run) error { return f(ctx, run) }
-
-// Validity is what a run's executor needs from the lease it runs under: the
-// validity deadline, which moves on every confirmed extension, and a channel
-// closed when the lease ends. *locking.Lease satisfies it. Nil means the run
-// holds no lease (concurrency: allow).
-type Validity interface {
-	Deadline() time.Time
-	Done() <-chan struct{}
-}

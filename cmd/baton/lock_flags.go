@@ -14,10 +14,10 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/childenv"
+	"github.com/batonhq/baton/internal/locknames"
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/redisurl"
 	"github.com/batonhq/baton/internal/wiring"
-	"github.com/batonhq/baton/jobs"
 )
 
 // Defaults of "baton lock".
@@ -195,8 +195,8 @@ func (lf *lockFlags) finish(fs *pflag.FlagSet, args []string, dash int) (lockCon
 	if cfg.key == "" {
 		return cfg, usagef("KEY is empty")
 	}
-	if jobs.InternalLockName(cfg.key) {
-		return cfg, usagef("KEY %q is a name baton uses for its own leases (exec:JOB, fence:JOB, singleton:JOB, %s); pick another", cfg.key, jobs.ClusterLeaderElection)
+	if locknames.Internal(cfg.key) {
+		return cfg, usagef("KEY %q is a name baton uses for its own leases (exec:JOB, fence:JOB, singleton:JOB, %s); pick another", cfg.key, locknames.ClusterLeader)
 	}
 	if dash < 0 {
 		if len(before) == 1 {

@@ -509,3 +509,15 @@ func clean(s string) bool {
 	}
 	return true
 }
+
+// CutLimit is how much of a value read from Redis an error quotes.
+const CutLimit = 64
+
+// Cut is s, a value read from Redis, cut to its first CutLimit bytes for
+// an error that quotes it (jobs.CorruptError).
+func Cut(s string) string {
+	if len(s) > CutLimit {
+		return s[:CutLimit]
+	}
+	return s
+}

@@ -9,12 +9,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonhq/baton/internal/handoff"
+
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton"
 	batonconfig "github.com/batonhq/baton/config"
-	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -172,7 +173,7 @@ func (e *env) batonCell(nJobs, nRep int, withWorker bool) (batonResult, error) {
 		}
 		reps = append(reps, r)
 		// wired as baton run wires it: with the check across queues
-		d := timedDispatcher{inner: jobs.NewDispatcher(cfg, r.asynq, nil, jobs.WithQueueRedis(enqRDB)), rec: rec}
+		d := timedDispatcher{inner: handoff.New(cfg, r.asynq, nil, handoff.WithQueueRedis(enqRDB)), rec: rec}
 		r.sched, err = scheduler.New(r.locks, sj, d,
 			scheduler.WithReplica(fmt.Sprintf("r%d", i)),
 			scheduler.WithLogger(slog.New(lc)),

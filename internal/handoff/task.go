@@ -1,0 +1,182 @@
+package handoff
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/formats"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// TaskType is the asynq task type of a cron-mode run.
+const TaskType = "baton:run"
+
+// NoTimeout is the asynq task timeout given to a job without a timeout (0):
+// about ten years, effectively none. A task always gets an explicit timeout,
+// because asynq cancels a task that has neither a timeout nor a deadline after
+// 30 minutes.
+const NoTimeout = 10 * 365 * 24 * time.Hour
+
+// Payload is the JSON payload of a TaskType task: the tick it runs, as
+// the scheduler dispatched it. With signing keys it ends in a "sig" member
+// (see sign.go). Fence is informational: a worker takes every fence it
+// hands a run from the lock masters, never from a payload.
+type Payload struct {
+	V       int    `json:"v"`       // format version, formats.TaskPayload (absent: 1)
+	Job     string `json:"job"`     // the job's name
+	Tick    string `json:"tick"`    // the instant the tick was due, RFC 3339, UTC
+	RunID   string `json:"run_id"`  // random id of the dispatch
+	Fence   int64  `json:"fence"`   // dispatch fencing token
+	Replica string `json:"replica"` // the replica that dispatched it
+	Manual  bool   `json:"manual"`  // dispatched by a trigger, not by the schedule
+	// Backfill: dispatched by a backfill or a resume's replay (signed with
+	// the rest; older workers ignore it).
+	Backfill bool `json:"backfill,omitempty"`
+	// Namespace is the deployment that dispatched it (Config.Namespace).
+	Namespace string `json:"ns,omitempty"`
+	// Queue is the asynq queue it was enqueued into: signed with the rest,
+	// so a copy in another queue (where asynq's ID dedup does not reach) is
+	// refused.
+	Queue string `json:"q,omitempty"`
+	// Exp is when the task expires, unix milliseconds: no attempt starts
+	// later (TaskExpiry; signed with the rest, so a copy put back into a
+	// queue later is refused). 0: none (an older dispatcher, or a job
+	// without a timeout), and the worker bounds the task by its tick.
+	Exp int64 `json:"exp,omitempty"`
+}
+
+// PayloadOf returns t's payload.
+func PayloadOf(t scheduler.Tick) Payload {
+	return Payload{
+		V:        formats.TaskPayload,
+		Job:      t.Job,
+		Tick:     t.At.UTC().Format(time.RFC3339Nano), // a manual tick keeps its milliseconds
+		RunID:    t.RunID,
+		Fence:    t.Fence,
+		Replica:  t.Replica,
+		Manual:   t.Manual,
+		Backfill: t.Backfill,
+	}
+}
+
+// tick returns the tick the payload describes. It fails if Tick is not RFC
+// 3339 or Job is empty.
+func (p Payload) tick() (scheduler.Tick, error) {
+	if p.Job == "" {
+		return scheduler.Tick{}, errors.New("no job")
+	}
+	at, err := time.Parse(time.RFC3339, p.Tick)
+	if err != nil {
+		return scheduler.Tick{}, fmt.Errorf("tick: %w", err)
+	}
+	return scheduler.Tick{Job: p.Job, At: at.UTC(), RunID: p.RunID, Fence: p.Fence, Replica: p.Replica, Manual: p.Manual, Backfill: p.Backfill}, nil
+}
+
+// TaskNamespace returns the namespace a TaskType task's payload names
+// ("" if none or unreadable).
+func TaskNamespace(t *asynq.Task) string {
+	var p struct {
+		Namespace string `json:"ns"`
+	}
+	_ = json.Unmarshal(t.Payload(), &p)
+	return p.Namespace
+}
+
+// ParseTask decodes a TaskType task into the tick it runs.
+func ParseTask(t *asynq.Task) (scheduler.Tick, error) {
+	if t.Type() != TaskType {
+		return scheduler.Tick{}, fmt.Errorf("jobs: task type %q is not %q", t.Type(), TaskType)
+	}
+	return ParsePayload(t.Payload())
+}
+
+// PayloadExpiry returns the expiry a TaskType payload names (unix ms; 0
+// if none).
+func PayloadExpiry(b []byte) int64 {
+	var p struct {
+		Exp int64 `json:"exp"`
+	}
+	_ = json.Unmarshal(b, &p)
+	return max(p.Exp, 0)
+}
+
+// PayloadQueue returns the queue a TaskType payload names ("" if none).
+func PayloadQueue(b []byte) string {
+	var p struct {
+		Queue string `json:"q"`
+	}
+	_ = json.Unmarshal(b, &p)
+	return p.Queue
+}
+
+// ParsePayload decodes a TaskType payload into the tick it runs.
+func ParsePayload(b []byte) (scheduler.Tick, error) {
+	var p Payload
+	if err := json.Unmarshal(b, &p); err != nil {
+		return scheduler.Tick{}, fmt.Errorf("jobs: bad %s payload: %w", TaskType, err)
+	}
+	tick, err := p.tick()
+	if err != nil {
+		return scheduler.Tick{}, fmt.Errorf("jobs: bad %s payload: %w", TaskType, err)
+	}
+	return tick, nil
+}
+
+// NewRunTask returns the asynq task that runs tick t of cron-mode job j,
+// its payload signed when cfg.Security has keys, with its options:
+//
+//   - TaskID(t.ID()): a tick can be enqueued once; a second enqueue fails with
+//     asynq.ErrTaskIDConflict while the task exists (see Retention);
+//   - Queue(cfg.QueueName(j.Queue)): the queue carries the namespace;
+//   - Timeout(j.Timeout) rounded up to whole seconds (asynq counts seconds, and
+//     would drop a sub-second timeout), NoTimeout for 0; for a buffering job
+//     (buffer_one, buffer_all) times its buffer bound + 1, as a kept tick's
+//     task waits behind the run in progress and the ticks kept before it,
+//     each bounded by the job's timeout (its own run still is);
+//   - MaxRetry(j.MaxRetry + 1): one more than the job allows, because asynq
+//     archives a task whose retries are used up before it looks at why it
+//     failed, and a task handed back (ErrHandedBack, no attempt spent) must
+//     not be archived; the worker enforces the job's max_retry itself;
+//   - Retention(cfg.Retention(j)): the completed task, and with it its ID, is
+//     kept as long as some replica could still try to dispatch the tick.
+//
+// The payload carries the task's expiry (TaskExpiry): a worker refuses it
+// after that, so a copy put back into a queue after the retained task
+// expired cannot run the tick again.
+func NewRunTask(cfg *config.Config, j *config.Job, t scheduler.Tick) (*asynq.Task, error) {
+	return NewRunTaskAt(cfg, j, t, time.Now())
+}
+
+// NewRunTaskAt is NewRunTask for a dispatch at now (its expiry counts from
+// there).
+func NewRunTaskAt(cfg *config.Config, j *config.Job, t scheduler.Tick, now time.Time) (*asynq.Task, error) {
+	p := PayloadOf(t)
+	p.Namespace = cfg.Namespace
+	p.Queue = cfg.QueueName(j.Queue)
+	p.Exp = TaskExpiry(cfg, j, t, now)
+	payload, err := json.Marshal(p)
+	if err != nil { // unreachable: plain fields
+		return nil, fmt.Errorf("jobs: encode %s: %w", t.ID(), err)
+	}
+	payload = NewSigner(cfg.Security).Sign(DomainTask, payload)
+	return asynq.NewTask(TaskType, payload,
+		asynq.TaskID(t.ID()),
+		asynq.Queue(p.Queue),
+		asynq.Timeout(min(TaskTimeout(j.Timeout)*time.Duration(j.BufferBound()+1), NoTimeout)),
+		asynq.MaxRetry(j.MaxRetry+1),
+		asynq.Retention(cfg.Retention(j)),
+	), nil
+}
+
+// TaskTimeout is the asynq timeout for a job timeout d.
+func TaskTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return NoTimeout
+	}
+	return (d + time.Second - 1).Truncate(time.Second)
+}

@@ -1,0 +1,12 @@
+package roster
+
+// Keys are the roster's keys on the queue Redis, in one hash slot: the
+// members' entries (a hash by member key), the job lists they run (a hash
+// by list hash) and the last clock reading of each member.
+func Keys(ns string) []string {
+	k := "{" + ns + ":roster}"
+	return []string{k, k + ":lists", k + ":clock"}
+}
+
+// Field is the field of r's own entry in the members' hash (Keys(ns)[0]).
+func (r *Roster) Field() string { return r.self.key }

@@ -1,0 +1,13 @@
+package runlog
+
+import "strconv"
+
+// Key is the stream that holds job's history in namespace ns, on the
+// queue Redis.
+func Key(ns, job string) string { return ns + ":{history:" + job + "}" }
+
+// onceKey marks that tick's not-run record of status was written, beside
+// the stream (same hash slot); it lives the history's max age.
+func onceKey(ns, job, status string, atMillis int64) string {
+	return Key(ns, job) + ":" + status + ":" + strconv.FormatInt(atMillis, 10)
+}

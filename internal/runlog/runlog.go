@@ -1,0 +1,194 @@
+// Package runlog writes the run history: one Redis stream per job on the
+// queue Redis, NS:{history:JOB}, to which the workers append events as a
+// run goes along (started, with the replica that dispatched it; finished),
+// the scheduler the ticks that did not run (missed, paused), and a trigger
+// its manual dispatch. A scheduled tick's dispatch writes nothing here: that
+// would cost a command per tick on the dispatch path, and the tick's record
+// on the lock masters already says it was dispatched. Appending needs no
+// read: one script call per event, which also trims the stream to about
+// history.runs x EventsPerRun entries and to history.max_age by Redis's
+// clock. jobs.ReadHistory folds the events back into one record per run.
+//
+// Statuses are the strings of jobs.Status: this package is below jobs,
+// which reads what it writes.
+package runlog
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/formats"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// EventsPerRun is how many events a run usually writes (dispatched,
+// started, finished): the stream keeps history.runs times as many entries.
+const EventsPerRun = 3
+
+// Event kinds (field "ev").
+const (
+	EvDispatched = "dispatched"
+	EvStarted    = "started"
+	EvFinished   = "finished"
+	EvNotRun     = "not_run" // missed, paused or refused: field "status" says which
+)
+
+var (
+	//go:embed lua/history_add.lua
+	historyAddSrc string
+	historyAdd    = redis.NewScript(historyAddSrc)
+)
+
+// Writer appends events to the history of a config's jobs. A nil Writer,
+// or one without a Redis, writes nothing.
+type Writer struct {
+	cfg *config.Config
+	rdb redis.UniversalClient
+	log *slog.Logger
+}
+
+// NewWriter returns a writer of cfg's jobs' histories to the queue Redis
+// rdb (nil: none), logging failed writes to log.
+func NewWriter(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger) *Writer {
+	return &Writer{cfg: cfg, rdb: rdb, log: log}
+}
+
+// enabled reports whether events are written.
+func (h *Writer) enabled() bool { return h != nil && h.rdb != nil && h.cfg.History.Runs > 0 }
+
+// Bounds of a history write: before a run starts it may delay the start
+// (a local run works without the queue Redis), so it gives up sooner.
+const (
+	historyTimeout      = 2 * time.Second
+	historyStartTimeout = 250 * time.Millisecond
+)
+
+// add appends one event (field, value pairs) to job's history, waiting at
+// most timeout. A failure is logged, never returned: history is a record,
+// not a precondition of a run.
+func (h *Writer) add(ctx context.Context, timeout time.Duration, job string, fields ...any) {
+	h.addOnce(ctx, timeout, job, "", fields...)
+}
+
+// addOnce is add, appending only if no event was with the same once key
+// (within the max age); an empty once appends as add does.
+func (h *Writer) addOnce(ctx context.Context, timeout time.Duration, job, once string, fields ...any) {
+	if !h.enabled() {
+		return
+	}
+	args := append([]any{h.cfg.History.Runs * EventsPerRun, h.cfg.History.MaxAge.Milliseconds()}, fields...)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	keys := []string{Key(h.cfg.Namespace, job)}
+	if once != "" {
+		keys = append(keys, once)
+	}
+	if err := historyAdd.Run(ctx, h.rdb, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		h.log.Warn("cannot write the run history", slog.String("job", job), slog.Any("error", err))
+	}
+}
+
+// tickFields are the fields every event of tick t carries, the first its
+// format version.
+func tickFields(ev string, t scheduler.Tick) []any {
+	f := []any{"v", formats.HistoryEvent, "ev", ev, "tick", t.At.UTC().Format(time.RFC3339Nano), "run", t.RunID}
+	if t.Manual {
+		f = append(f, "manual", "1")
+	}
+	return f
+}
+
+// Dispatched records that tick t was handed off by t.Replica.
+func (h *Writer) Dispatched(ctx context.Context, t scheduler.Tick) {
+	h.add(ctx, historyTimeout, t.Job, append(tickFields(EvDispatched, t), "replica", t.Replica)...)
+}
+
+// NotRun records that tick t did not run (missed, paused or refused), and
+// why.
+func (h *Writer) NotRun(ctx context.Context, t scheduler.Tick, status, reason string) {
+	t.RunID = "" // none ran: the record is the tick's
+	h.add(ctx, historyTimeout, t.Job, append(tickFields(EvNotRun, t), "status", status, "reason", reason)...)
+}
+
+// Decided records that the scheduler decided tick t not to run (missed or
+// paused), and why: once per tick and status, whichever replicas' claims
+// found it so (see scheduler.Recorder). A backfill's decision is its own
+// record.
+func (h *Writer) Decided(ctx context.Context, t scheduler.Tick, status, reason string) {
+	if t.Backfill {
+		h.NotRun(ctx, t, status, reason)
+		return
+	}
+	t.RunID = ""
+	once := onceKey(h.cfg.Namespace, t.Job, status, t.At.UnixMilli())
+	h.addOnce(ctx, historyTimeout, t.Job, once, append(tickFields(EvNotRun, t), "status", status, "reason", reason)...)
+}
+
+// Started records that tick t's attempt began on replica with fence (0:
+// none), and which replica dispatched the tick. It waits less than the
+// other writes: it delays the run's start.
+func (h *Writer) Started(ctx context.Context, t scheduler.Tick, replica string, attempt int, fence int64) {
+	h.add(ctx, historyStartTimeout, t.Job, append(tickFields(EvStarted, t), "replica", replica,
+		"attempt", attempt, "fence", fence, "by", t.Replica)...)
+}
+
+// End is how one attempt of a run ended.
+type End struct {
+	Replica    string
+	Attempt    int
+	Fence      int64 // 0: none
+	Status     string
+	ExitCode   *int // an exec job's, nil when none is told
+	HTTPStatus int  // an http job's response status, 0 when none
+	Reason     string
+	Output     string // the tail of a failed run's output, secrets masked
+}
+
+// Finished records how tick t's attempt ended. The reason loses what the
+// record says already (see CleanReason) and job's secrets.
+func (h *Writer) Finished(ctx context.Context, t scheduler.Tick, job *config.Job, e End) {
+	f := append(tickFields(EvFinished, t), "replica", e.Replica, "attempt", e.Attempt, "status", e.Status)
+	if e.Fence != 0 {
+		f = append(f, "fence", e.Fence)
+	}
+	switch {
+	case e.ExitCode != nil:
+		f = append(f, "exit_code", *e.ExitCode)
+	case e.HTTPStatus != 0:
+		f = append(f, "http_status", e.HTTPStatus)
+	}
+	if reason := CleanReason(t, e.Reason); reason != "" {
+		f = append(f, "reason", job.MaskSecrets(reason))
+	}
+	if e.Output != "" {
+		f = append(f, "output", e.Output)
+	}
+	h.add(ctx, historyTimeout, t.Job, f...)
+}
+
+// packagePrefix is the engine's prefix at the start of an error's text or
+// of a part of it.
+var packagePrefix = regexp.MustCompile(`(^|: )jobs: `)
+
+// CleanReason is an error's text as tick t's history record says why it
+// failed: the record names the job and the tick, so each line of the text
+// loses them and the package prefixes that wrapping repeated
+// (`jobs: report@T: jobs: job "report": exec "x": ...` is `exec "x": ...`).
+func CleanReason(t scheduler.Tick, reason string) string {
+	lines := strings.Split(reason, "\n")
+	for i, l := range lines {
+		l = packagePrefix.ReplaceAllString(l, "$1")
+		l = strings.TrimPrefix(l, t.ID()+": ")
+		lines[i] = strings.ReplaceAll(l, "job "+strconv.Quote(t.Job)+": ", "")
+	}
+	return strings.Join(lines, "\n")
+}

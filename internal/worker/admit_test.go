@@ -1,0 +1,406 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/handoff"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/executor"
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/internal/worktest"
+	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// admitJobs are the jobs of the admission tests: a job retried once after
+// 10ms, one with a start in the future, one with max_runs.
+const admitJobs = `  - name: job
+    schedule: "@every 1s"
+    max_retry: 1
+    retry_backoff: 10ms
+    handler: {name: job}
+  - name: later
+    schedule: "@every 1s"
+    start: "2100-01-01T00:00:00Z"
+    handler: {name: later}
+  - name: capped
+    schedule: "@every 1s"
+    max_runs: 2
+    handler: {name: capped}
+`
+
+// admitWorker starts a worker of signed admitJobs whose lock master is e's
+// Redis (where the pause flags are read).
+func admitWorker(t *testing.T, e *env, exec executor.Runner) (*config.Config, *Worker) {
+	t.Helper()
+	cfg := e.signedConfig(t, []string{keyA}, false, admitJobs)
+	return cfg, e.worker(t, cfg, exec, WithLockMasters([]redis.UniversalClient{e.RDB}))
+}
+
+// refusedRecord waits until job's history has tick's refused record and
+// returns it.
+func refusedRecord(t *testing.T, e *env, job string, tick scheduler.Tick) jobs.RunRecord {
+	t.Helper()
+	var rec jobs.RunRecord
+	if !poll.Until(worktest.Wait, func() bool {
+		recs, _ := jobs.ReadHistory(context.Background(), e.RDB, "baton", job, 0)
+		for _, r := range recs {
+			if r.Tick.Equal(tick.At) && r.Status == jobs.StatusRefused {
+				rec = r
+				return true
+			}
+		}
+		return false
+	}) {
+		recs, _ := jobs.ReadHistory(context.Background(), e.RDB, "baton", job, 0)
+		t.Fatalf("no refused record of %s in the history: %+v", tick.ID(), recs)
+	}
+	return rec
+}
+
+// wantRefusals checks the worker's refusal counts: want's, every other 0.
+func wantRefusals(t *testing.T, w *Worker, want map[RefusalReason]uint64) {
+	t.Helper()
+	for r, n := range w.Refusals() {
+		if n != want[r] {
+			t.Errorf("refusals %s = %d, want %d (all: %v)", r, n, want[r], w.Refusals())
+		}
+	}
+}
+
+// A Redis writer copies a finished task's message, waits until asynq's
+// retained copy expires (simulated as asynq's janitor does it: the task's
+// hash and its entry in the completed set deleted) and puts the message
+// back into the pending list: the worker does not run the tick again. It
+// records the refusal in the history (the run's own record stays ok),
+// counts it, and archives the copy.
+func TestTaskPutBackAfterItsRetentionIsRefused(t *testing.T) {
+	e := newEnv(t)
+	exec := newFakeExec(nil)
+	cfg, w := admitWorker(t, e, exec)
+	ctx := context.Background()
+	tick := worktest.TickOf("job", 1)
+	e.dispatch(t, cfg, tick)
+	worktest.Recv(t, exec.started, "the run")
+	e.State(t, "baton:default", tick, asynq.TaskStateCompleted)
+
+	putBack(t, e, tick)
+
+	info := e.State(t, "baton:default", tick, asynq.TaskStateArchived)
+	if !strings.Contains(info.LastErr, "ended already") {
+		t.Errorf("archived with %q, want the tick's task ended already", info.LastErr)
+	}
+	worktest.None(t, exec.started, 200*time.Millisecond, "a second run of the tick")
+	rec := refusedRecord(t, e, "job", tick)
+	if !strings.Contains(rec.Reason, "ended already") {
+		t.Errorf("refused record %+v: want the reason", rec)
+	}
+	recs, _ := jobs.ReadHistory(ctx, e.RDB, "baton", "job", 0)
+	if ok := len(recs) == 2 && (recs[0].Status == jobs.StatusOK || recs[1].Status == jobs.StatusOK); !ok {
+		t.Errorf("history %+v: want the run's ok record beside the refusal", recs)
+	}
+	wantRefusals(t, w, map[RefusalReason]uint64{RefusedDone: 1})
+	if st := w.Stats(); st.Ran != 1 {
+		t.Errorf("stats %+v: want 1 run", st)
+	}
+}
+
+// putBack copies tick's completed task's message, lets asynq's retained
+// copy expire (as asynq's janitor does: the task's hash and its entry in
+// the completed set deleted) and puts the copy back into the pending list,
+// as asynq's enqueue writes a task.
+func putBack(t *testing.T, e *env, tick scheduler.Tick) {
+	t.Helper()
+	ctx := context.Background()
+	key := handoff.AsynqTaskKey("baton:default", tick.ID())
+	msg, err := e.RDB.HGet(ctx, key, "msg").Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RDB.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RDB.ZRem(ctx, "asynq:{baton:default}:completed", tick.ID()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Insp.GetTaskInfo("baton:default", tick.ID()); !errors.Is(err, asynq.ErrTaskNotFound) {
+		t.Fatalf("the retained task is still there: %v", err)
+	}
+	if err := e.RDB.HSet(ctx, key, "msg", msg, "state", "pending", "pending_since", time.Now().UnixNano()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RDB.LPush(ctx, "asynq:{baton:default}:pending", tick.ID()).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The tick's ledger record lasts its task's window by elapsed time, not by
+// the worker's clock read on the queue Redis's: with the queue Redis's
+// clock ten minutes ahead of the replicas' (slewed, never stepped, but
+// set apart), a finished task's copy put back within its window is still
+// refused, not run again.
+func TestTaskPutBackIsRefusedWhileTheQueueRedisClockIsAhead(t *testing.T) {
+	clock := redistest.NewTestClock(t)
+	e := newEnv(t, redistest.WithClock(clock))
+	if err := clock.Step(10 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	exec := newFakeExec(nil)
+	cfg := e.signedConfig(t, []string{keyA}, false, `  - name: timed
+    schedule: "@every 1s"
+    timeout: 1s
+    handler: {name: timed}
+`)
+	w := e.worker(t, cfg, exec, WithLockMasters([]redis.UniversalClient{e.RDB}))
+	tick := worktest.TickOf("timed", 1)
+	e.dispatch(t, cfg, tick)
+	worktest.Recv(t, exec.started, "the run")
+	e.State(t, "baton:default", tick, asynq.TaskStateCompleted)
+	putBack(t, e, tick)
+
+	info := e.State(t, "baton:default", tick, asynq.TaskStateArchived)
+	if !strings.Contains(info.LastErr, "ended already") {
+		t.Errorf("archived with %q, want the tick's task ended already", info.LastErr)
+	}
+	worktest.None(t, exec.started, 200*time.Millisecond, "a second run of the tick")
+	wantRefusals(t, w, map[RefusalReason]uint64{RefusedDone: 1})
+}
+
+// A task signed when its tick was dispatched, six hours ago, and put into
+// the queue now (its tick's ledger record long gone) is past its signed
+// expiry: refused as too old, not run.
+func TestTaskSignedLongAgoIsRefusedAsTooOld(t *testing.T) {
+	e := newEnv(t)
+	exec := newFakeExec(nil)
+	cfg, w := admitWorker(t, e, exec)
+	job, _ := cfg.Job("job")
+	at := time.Now().UTC().Truncate(time.Second).Add(-6 * time.Hour)
+	tick := scheduler.Tick{Job: "job", At: at, RunID: "run-old", Replica: "sched-1"}
+	task, err := handoff.NewRunTaskAt(cfg, job, tick, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Client.Enqueue(task); err != nil {
+		t.Fatal(err)
+	}
+	info := e.State(t, "baton:default", tick, asynq.TaskStateArchived)
+	if !strings.Contains(info.LastErr, "too old to run") {
+		t.Errorf("archived with %q, want too old", info.LastErr)
+	}
+	worktest.None(t, exec.started, 200*time.Millisecond, "a run of the old tick")
+	refusedRecord(t, e, "job", tick)
+	wantRefusals(t, w, map[RefusalReason]uint64{RefusedTooOld: 1})
+}
+
+// A scheduled task of a job whose pause flag the lock masters hold is
+// refused (recorded, archived); a trigger of the paused job runs, as the
+// trigger is explicit.
+func TestPausedJobsTaskIsRefusedAndItsTriggerRuns(t *testing.T) {
+	e := newEnv(t)
+	exec := newFakeExec(nil)
+	cfg, w := admitWorker(t, e, exec)
+	if err := e.RDB.Set(context.Background(), scheduler.PauseKey("baton", "job"), `{"by":"test"}`, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	tick := worktest.TickOf("job", 2)
+	e.dispatch(t, cfg, tick)
+	info := e.State(t, "baton:default", tick, asynq.TaskStateArchived)
+	if !strings.Contains(info.LastErr, "paused") {
+		t.Errorf("archived with %q, want paused", info.LastErr)
+	}
+	worktest.None(t, exec.started, 200*time.Millisecond, "a run of the paused job")
+	if rec := refusedRecord(t, e, "job", tick); rec.Reason != "the job is paused" {
+		t.Errorf("refused record %+v", rec)
+	}
+	wantRefusals(t, w, map[RefusalReason]uint64{RefusedPaused: 1})
+
+	manual := worktest.TickOf("job", 3)
+	manual.Manual = true
+	e.dispatch(t, cfg, manual)
+	if s := worktest.Recv(t, exec.started, "the trigger's run"); s.run.RunID != manual.RunID {
+		t.Errorf("ran %+v, want the trigger", s.run)
+	}
+}
+
+// A task whose first attempt failed is retried within its window and runs;
+// once it succeeded, its tick's ledger record says done.
+func TestRetriedTaskWithinItsWindowRuns(t *testing.T) {
+	e := newEnv(t)
+	exec := newFakeExec(func(_ context.Context, run jobs.Run, _ executor.Validity) error {
+		if run.Attempt == 1 {
+			return errors.New("boom")
+		}
+		return nil
+	})
+	cfg, w := admitWorker(t, e, exec)
+	tick := worktest.TickOf("job", 4)
+	e.dispatch(t, cfg, tick)
+	for want := 1; want <= 2; want++ {
+		if s := worktest.Recv(t, exec.started, "attempt "+strconv.Itoa(want)); s.run.Attempt != want {
+			t.Errorf("attempt %d, want %d", s.run.Attempt, want)
+		}
+	}
+	e.State(t, "baton:default", tick, asynq.TaskStateCompleted)
+	wantRefusals(t, w, nil)
+	var done bool
+	if !poll.Until(worktest.Wait, func() bool {
+		done, _, _ = readTickRecord(context.Background(), e.RDB, "baton", tick)
+		return done
+	}) {
+		t.Error("the tick's ledger record does not say done after its run")
+	}
+}
+
+// A scheduled task of a tick before the job's start, or after the job ran
+// its max_runs ticks (a tick not counted, later than every counted one), is
+// refused; a counted tick of the same job runs.
+func TestTaskPastTheJobsLimitsIsRefused(t *testing.T) {
+	e := newEnv(t)
+	exec := newFakeExec(nil)
+	cfg, w := admitWorker(t, e, exec)
+	ctx := context.Background()
+	early := worktest.TickOf("later", 5)
+	e.dispatch(t, cfg, early)
+	if info := e.State(t, "baton:default", early, asynq.TaskStateArchived); !strings.Contains(info.LastErr, "before the job's start") {
+		t.Errorf("archived with %q", info.LastErr)
+	}
+
+	capped, _ := cfg.Job("capped")
+	counted, extra := worktest.TickOf("capped", 6), worktest.TickOf("capped", 8)
+	keys := handoff.RunCountKeys("baton", "capped")
+	if err := e.RDB.Set(ctx, keys[0], 2, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range []scheduler.Tick{worktest.TickOf("capped", 5), counted} {
+		if err := e.RDB.ZAdd(ctx, keys[1], redis.Z{Score: float64(tk.At.UnixMilli()), Member: tk.ID()}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tk := range []scheduler.Tick{counted, extra} {
+		// enqueued as a replica whose list has no max_runs would
+		task, err := handoff.NewRunTask(cfg, capped, tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Client.Enqueue(task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := worktest.Recv(t, exec.started, "the counted tick's run"); !s.run.Tick.Equal(counted.At) {
+		t.Errorf("ran %s, want the counted tick %s", s.run.Tick, counted.At)
+	}
+	if info := e.State(t, "baton:default", extra, asynq.TaskStateArchived); !strings.Contains(info.LastErr, "max_runs") {
+		t.Errorf("archived with %q", info.LastErr)
+	}
+	worktest.None(t, exec.started, 200*time.Millisecond, "a run past the job's limits")
+	refusedRecord(t, e, "capped", extra)
+	wantRefusals(t, w, map[RefusalReason]uint64{RefusedOutsideWindow: 1, RefusedJobDone: 1})
+}
+
+// The bound of a task's start is the job's starting deadline plus the
+// whole retry budget: every attempt's timeout, slack and shutdown grace,
+// and the backoffs between them. A payload without a signed expiry (an
+// older dispatcher) is bounded by its tick; a signed one by its expiry.
+func TestTickBoundIsTheRetryBudget(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: job
+    schedule: "@every 1m"
+    timeout: 1m
+    max_retry: 2
+    retry_backoff: 10s
+    starting_deadline: 2m
+    handler: {name: job}
+`, "{shutdown_grace: 30s}")
+	job, _ := cfg.Job("job")
+	// 2 x 500ms skew + backoffs 10s + 20s + 3 x (1m + 2m + 30s)
+	want := time.Second + 30*time.Second + 3*(time.Minute+handoff.AttemptSlack+30*time.Second)
+	if got := handoff.RunWindow(cfg, job); got != want {
+		t.Errorf("runWindow = %s, want %s", got, want)
+	}
+	if got := handoff.TickBound(cfg, job); got != 2*time.Minute+want {
+		t.Errorf("tickBound = %s, want %s", got, 2*time.Minute+want)
+	}
+	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	tick := scheduler.Tick{Job: "job", At: at}
+	if got := expiryOf(cfg, job, tick, 0); !got.Equal(at.Add(handoff.TickBound(cfg, job))) {
+		t.Errorf("expiry without a signed one = %s", got)
+	}
+	exp := at.Add(time.Hour).UnixMilli()
+	if got := expiryOf(cfg, job, tick, exp); got.UnixMilli() != exp {
+		t.Errorf("expiry with a signed one = %s", got)
+	}
+	if got := handoff.TaskExpiry(cfg, job, tick, at.Add(time.Minute)); got != at.Add(time.Minute+want).UnixMilli() {
+		t.Errorf("taskExpiry = %d", got)
+	}
+	forever := *job // a Go program's job without a timeout
+	forever.Timeout = 0
+	if got := expiryOf(cfg, &forever, tick, handoff.TaskExpiry(cfg, &forever, tick, at)); !got.IsZero() {
+		t.Errorf("a job without a timeout has no bound, got %s", got)
+	}
+}
+
+// During a rolling deploy, a limit of this replica's job list (a start in
+// the future) does not refuse a task while a live replica's list defines
+// the job differently (without the start): the task is handed back and the
+// other replica runs it.
+func TestListLimitHandsBackWhileALiveListDiffers(t *testing.T) {
+	e := newEnv(t)
+	newer := e.signedConfig(t, []string{keyA}, false, `  - name: later
+    schedule: "@every 1s"
+    handler: {name: later}
+`)
+	ran := newFakeExec(nil)
+	e.worker(t, newer, ran, WithReplica("newer"))
+	older := newFakeExec(nil)
+	cfg, w := admitWorker(t, e, older) // its "later" starts in 2100
+	tick := worktest.TickOf("later", 7)
+	e.dispatch(t, cfg, tick)
+	if s := worktest.Recv(t, ran.started, "the run on the replica whose list has no start"); !s.run.Tick.Equal(tick.At) {
+		t.Errorf("ran %+v", s.run)
+	}
+	e.State(t, "baton:default", tick, asynq.TaskStateCompleted)
+	worktest.None(t, older.started, 100*time.Millisecond, "a run on the replica whose list refuses it")
+	wantRefusals(t, w, nil)
+}
+
+// A run count toward max_runs that is no integer from 0 to 2^53-2 (a
+// negative one, one with a sign or leading zeros, one beyond 2^53) is
+// reported as corrupt, naming the key, when a task's admission reads it,
+// never read as a count below the limit.
+func TestCorruptMaxRunsCountIsReportedAtAdmission(t *testing.T) {
+	for _, v := range []string{"-5", "+1", "01", "9007199254740993"} {
+		t.Run(v, func(t *testing.T) {
+			e := newEnv(t)
+			exec := newFakeExec(nil)
+			cfg := e.signedConfig(t, []string{keyA}, false, admitJobs)
+			logs := &worktest.Logs{}
+			e.worker(t, cfg, exec, WithLockMasters([]redis.UniversalClient{e.RDB}), WithLogger(logs.Logger()))
+			keys := handoff.RunCountKeys("baton", "capped")
+			if err := e.RDB.Set(context.Background(), keys[0], v, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			capped, _ := cfg.Job("capped")
+			task, err := handoff.NewRunTask(cfg, capped, worktest.TickOf("capped", 9))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Client.Enqueue(task); err != nil {
+				t.Fatal(err)
+			}
+			worktest.Recv(t, exec.started, "the run (a count that cannot be read does not hold a task back)")
+			if out := logs.String(); !strings.Contains(out, "corrupt") || !strings.Contains(out, keys[0]) {
+				t.Errorf("a run count %q was read without a report naming %s", v, keys[0])
+			}
+		})
+	}
+}

@@ -1,0 +1,178 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os/exec"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/executor"
+	"github.com/batonhq/baton/internal/runlog"
+	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/locking"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// errRunTimeout is the cause that ends a run after its job's timeout.
+var errRunTimeout = errors.New("jobs: run timed out")
+
+// runTick runs tick t of job under the job's concurrency policy and returns
+// what the asynq handler returns:
+//
+//   - nil: the run succeeded, or the tick was skipped (forbid, or a newer
+//     tick holds a replace job). A skip is a success on purpose: an error
+//     would be retried, and RevokeTask would delete the task and with it the
+//     tick's ID, letting a late dispatch enqueue the tick again.
+//   - an error wrapping ErrReplaced and asynq.SkipRetry: a newer tick replaced
+//     the run; it is archived, not retried.
+//   - any other error: the run failed (handler error, timeout, execution
+//     lease lost mid-run, lock masters unreachable); asynq retries it per the
+//     job's max_retry, and the retry takes the lease anew.
+//
+// retries says that the caller retries failures (asynq): then a run that
+// finds the lease held by an earlier attempt of the same tick waits for it.
+// Without retries (local runs) the same tick's holder can only be a duplicate
+// dispatch, which is skipped.
+func (e *engine) runTick(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ar := &activeRun{at: t.At, local: !retries, cancel: cancel}
+	e.register(job.Name, ar)
+	defer e.unregister(job.Name, ar)
+
+	run := jobs.Run{
+		Job:     job.Name,
+		Tick:    t.At.UTC(),
+		RunID:   t.RunID,
+		Attempt: attempt,
+		Fence:   t.Fence,
+		Replica: e.replica,
+	}
+	if job.Handler != nil {
+		run.Payload = job.Handler.Payload
+	}
+	base := e.log.With(
+		slog.String("job", job.Name),
+		slog.String("tick", run.Tick.Format(time.RFC3339)),
+		slog.String("run_id", run.RunID),
+		slog.String("replica", e.replica),
+		slog.Int("attempt", attempt),
+	)
+	if t.Manual {
+		base = base.With(slog.Bool("manual", true))
+	}
+	// Until the run holds its lease (or, allow, its fence), "fence" is the
+	// dispatch fence of a local run, 0 for a queued one (a payload's fence
+	// is never used).
+	log := base.With(slog.Int64("fence", t.Fence))
+
+	p := e.policyOf(job)
+	g, err := p.acquire(ctx, job, t, attempt, retries, log)
+	if g == nil {
+		return err
+	}
+	run.Fence = g.fence
+	log = base.With(slog.Int64("fence", run.Fence))
+	return e.execute(ctx, p, job, t, run, g, log)
+}
+
+// execute runs the execution: under the lease's context and with the lease as
+// Validity when there is one, bounded by the job's timeout. It gives back
+// what the run holds (p.release) before returning.
+func (e *engine) execute(ctx context.Context, p policy, job *config.Job, t scheduler.Tick, run jobs.Run, g *grant, log *slog.Logger) error {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var validity executor.Validity
+	lease := g.lease
+	stop := func() bool { return false }
+	if lease != nil {
+		validity = lease
+		stop = context.AfterFunc(lease.Context(), func() { cancel(context.Cause(lease.Context())) })
+	}
+	defer func() {
+		stop()
+		p.release(ctx, job, t, g, log)
+	}()
+	execCtx := runCtx
+	if job.Timeout > 0 {
+		var done context.CancelFunc
+		execCtx, done = context.WithTimeoutCause(runCtx, job.Timeout, errRunTimeout)
+		defer done()
+	}
+
+	log.Info("run started")
+	hist := e.hist()
+	hist.started(ctx, t, run)
+	start := time.Now()
+	res, err := e.exec.Execute(execCtx, job, run, validity)
+	took := slog.Duration("took", time.Since(start))
+	obs := RunObservation{Job: job.Name, StartLag: start.Sub(t.At), Took: time.Since(start)}
+	defer func() { e.observe(obs) }()
+	switch {
+	case job.Exec != nil:
+		log = log.With(slog.Int("exit_code", res.ExitCode))
+	case job.HTTP != nil:
+		log = log.With(slog.Int("status", res.Status))
+	}
+
+	cause := context.Cause(runCtx)
+	switch {
+	case runCtx.Err() != nil && errors.Is(cause, ErrReplaced):
+		e.count(t.Job, func(c *counters) { c.replaced.Add(1) })
+		log.Info("replaced by a newer tick", took)
+		hist.finished(ctx, t, run, jobs.StatusReplaced, job, res, "stopped for a newer tick", "")
+		obs.Status = jobs.StatusReplaced
+		return fmt.Errorf("jobs: %s: %w: %w", t.ID(), ErrReplaced, asynq.SkipRetry)
+	case err == nil:
+		e.count(t.Job, func(c *counters) { c.ran.Add(1) })
+		log.Info("run succeeded", took)
+		hist.finished(ctx, t, run, jobs.StatusOK, job, res, "", "")
+		obs.Status = jobs.StatusOK
+		return nil
+	}
+	e.count(t.Job, func(c *counters) { c.failed.Add(1) })
+	st := jobs.StatusFailed
+	switch {
+	case lease != nil && runCtx.Err() != nil && errors.Is(cause, locking.ErrLost):
+		st = jobs.StatusLeaseLost
+		err = errors.Join(err, fmt.Errorf("jobs: %s: execution lease lost mid-run: %w", t.ID(), cause))
+	case runCtx.Err() != nil:
+		err = errors.Join(err, fmt.Errorf("jobs: %s: stopped: %w", t.ID(), cause))
+	case errors.Is(context.Cause(execCtx), errRunTimeout):
+		st = jobs.StatusTimedOut
+		err = errors.Join(err, fmt.Errorf("jobs: %s: %w after %s", t.ID(), errRunTimeout, job.Timeout))
+	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrPermission):
+		// a command that cannot start fails the same way on every attempt
+		err = fmt.Errorf("jobs: %s: command cannot start (not retried): %w: %w", t.ID(), err, asynq.SkipRetry)
+	default:
+		err = &tickError{tick: t, err: err}
+	}
+	tail := outputTail(res.Output, job)
+	if tail != "" {
+		log = log.With(slog.String("output_tail", tail))
+	}
+	log.Warn("run failed", took, slog.Any("error", err))
+	hist.finished(ctx, t, run, st, job, res, err.Error(), tail)
+	obs.Status = st
+	return err
+}
+
+// tickError is a run's error as the worker returns it (asynq keeps it as
+// the task's last error): the tick, then what went wrong, saying the job's
+// name and the package once.
+type tickError struct {
+	tick scheduler.Tick
+	err  error
+}
+
+func (e *tickError) Error() string {
+	return "jobs: " + e.tick.ID() + ": " + runlog.CleanReason(e.tick, e.err.Error())
+}
+
+func (e *tickError) Unwrap() error { return e.err }

@@ -1,0 +1,145 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/batonhq/baton/internal/executor"
+	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/worktest"
+	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// historyOf waits until job's history has n records satisfying done and
+// returns them, newest tick first.
+func historyOf(t *testing.T, e *env, job string, n int, done func([]jobs.RunRecord) bool) []jobs.RunRecord {
+	t.Helper()
+	var recs []jobs.RunRecord
+	var err error
+	poll.Require(t, worktest.Wait, fmt.Sprintf("%d history records of %s", n, job), func() bool {
+		recs, err = jobs.ReadHistory(context.Background(), e.RDB, "baton", job, 0)
+		return err == nil && len(recs) == n && (done == nil || done(recs))
+	})
+	return recs
+}
+
+// Each run is one record that follows it from dispatch to its end: who
+// dispatched it, who ran it, its fence, and how it ended; a failed run keeps
+// the tail of its output with secrets masked, a skipped tick says why, and
+// ticks that were not dispatched say so.
+func TestHistoryRecordsEachRun(t *testing.T) {
+	t.Setenv("BATON_HIST_TOKEN", "hist-secret-123")
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: report
+    schedule: "@every 1m"
+    max_retry: 0
+    concurrency: allow
+    exec:
+      command: [sh, -c, 'if [ "$BATON_ATTEMPT" = 1 ] && [ "$BATON_RUN_ID" = run-report-2 ]; then echo "token ${BATON_HIST_TOKEN}"; exit 3; fi']
+`)
+	w := e.worker(t, cfg, executor.New(), WithReplica("worker-1"))
+	d := handoff.New(cfg, e.Client, w, handoff.WithQueueRedis(e.RDB))
+	ok, bad := worktest.TickOf("report", 1), worktest.TickOf("report", 2)
+	for _, tk := range []scheduler.Tick{ok, bad} {
+		if err := d.Dispatch(context.Background(), tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.State(t, "baton:default", ok, asynq.TaskStateCompleted)
+	e.State(t, "baton:default", bad, asynq.TaskStateArchived)
+	missed, paused := worktest.TickOf("report", 3), worktest.TickOf("report", 4)
+	d.NotDispatched(context.Background(), missed, false, "past its starting deadline")
+	d.NotDispatched(context.Background(), paused, true, "the job is paused")
+	d.NotDispatched(context.Background(), paused, true, "the job is paused") // a second replica saw it too
+
+	recs := historyOf(t, e, "report", 4, func(r []jobs.RunRecord) bool {
+		return r[2].Status != jobs.StatusRunning && r[3].Status != jobs.StatusRunning
+	})
+	byTick := map[int]jobs.RunRecord{}
+	for _, r := range recs {
+		byTick[worktest.TickNumber(r.Tick)] = r
+	}
+	if r := byTick[1]; r.Status != jobs.StatusOK || r.RunID != ok.RunID || r.Dispatcher != "sched-1" || r.Worker != "worker-1" ||
+		r.Fence <= 0 || r.Attempt != 1 || r.ExitCode == nil || *r.ExitCode != 0 || r.Started.IsZero() || r.Ended.Before(r.Started) {
+		t.Errorf("the successful run: %+v", r)
+	}
+	r := byTick[2]
+	if r.Status != jobs.StatusFailed || r.ExitCode == nil || *r.ExitCode != 3 || !strings.Contains(r.Output, "token xxxxx") {
+		t.Errorf("the failed run: %+v", r)
+	}
+	if strings.Contains(r.Output+r.Reason, "hist-secret-123") {
+		t.Errorf("the history shows a secret: %+v", r)
+	}
+	if r := byTick[3]; r.Status != jobs.StatusMissed || r.Reason != "past its starting deadline" || r.RunID != "" {
+		t.Errorf("the missed tick: %+v", r)
+	}
+	if r := byTick[4]; r.Status != jobs.StatusPaused {
+		t.Errorf("the paused tick, recorded by two replicas: %+v", r)
+	}
+	if worktest.TickNumber(recs[0].Tick) != 4 || worktest.TickNumber(recs[3].Tick) != 1 {
+		t.Errorf("records are not newest tick first: %v ... %v", recs[0].Tick, recs[3].Tick)
+	}
+}
+
+// A tick that finds the job running (forbid) is recorded as skipped, naming
+// the run that held the job.
+func TestHistoryRecordsSkips(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: slow
+    schedule: "@every 1m"
+    handler: {name: slow}
+`)
+	gate := make(chan struct{})
+	exec := newFakeExec(blockUntil(gate))
+	e.worker(t, cfg, exec)
+	d := handoff.New(cfg, e.Client, nil, handoff.WithQueueRedis(e.RDB))
+	t1, t2 := worktest.TickOf("slow", 1), worktest.TickOf("slow", 2)
+	if err := d.Dispatch(context.Background(), t1); err != nil {
+		t.Fatal(err)
+	}
+	worktest.Recv(t, exec.started, "first run")
+	if err := d.Dispatch(context.Background(), t2); err != nil {
+		t.Fatal(err)
+	}
+	recs := historyOf(t, e, "slow", 2, func(r []jobs.RunRecord) bool { return r[0].Status == jobs.StatusSkipped })
+	if !strings.Contains(recs[0].Reason, "another run holds the job") || !strings.Contains(recs[0].Reason, t1.ID()) {
+		t.Errorf("skip reason %q: want the holder %s", recs[0].Reason, t1.ID())
+	}
+	if recs[1].Status != jobs.StatusRunning {
+		t.Errorf("the first run: %+v", recs[1])
+	}
+	close(gate)
+	historyOf(t, e, "slow", 2, func(r []jobs.RunRecord) bool { return r[1].Status == jobs.StatusOK })
+}
+
+// A failed run's reason names neither the job nor the tick (its record
+// does) nor the package twice; the task's last error names the tick once.
+func TestFailureReasonSaysItOnce(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: report
+    schedule: "@every 1m"
+    max_retry: 0
+    exec: {command: [sh, -c, 'exit 3']}
+`)
+	w := e.worker(t, cfg, executor.New(), WithReplica("worker-1"))
+	d := handoff.New(cfg, e.Client, w, handoff.WithQueueRedis(e.RDB))
+	bad := worktest.TickOf("report", 1)
+	if err := d.Dispatch(context.Background(), bad); err != nil {
+		t.Fatal(err)
+	}
+	info := e.State(t, "baton:default", bad, asynq.TaskStateArchived)
+	recs := historyOf(t, e, "report", 1, func(r []jobs.RunRecord) bool { return r[0].Status == jobs.StatusFailed })
+	const why = `non-zero exit: "sh" exited with code 3`
+	if recs[0].Reason != why {
+		t.Errorf("reason %q, want %q", recs[0].Reason, why)
+	}
+	if want := "jobs: " + bad.ID() + ": " + why + " (last attempt"; !strings.HasPrefix(info.LastErr, want) {
+		t.Errorf("the task's last error %q, want %q", info.LastErr, want)
+	}
+}

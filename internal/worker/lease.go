@@ -1,0 +1,151 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/locknames"
+	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/locking"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// This file holds what the lease-holding policies (forbid, replace,
+// buffer_one, buffer_all) share: taking the job's execution lease, meeting
+// the run that holds it, releasing it.
+
+// tryLease takes job's execution lease for tick t if it is free. It returns
+// the lease, for the policy to keep (held writes the holder record) or give
+// back; or busy when another run holds it, for the policy to decide; or
+// else (nil, false) the handler's result for a lease that could not be
+// taken, recorded in the history.
+func (e *engine) tryLease(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, log *slog.Logger) (lease *locking.Lease, busy bool, err error) {
+	lease, err = e.locks.TryLock(ctx, locknames.Exec(job.Name), job.LockTTL)
+	if err == nil {
+		return lease, false, nil
+	}
+	if done, res := e.notObtained(ctx, job, t, attempt, err, log); done {
+		return nil, false, res
+	}
+	return nil, true, nil
+}
+
+// takeOrMeet is how forbid and replace start: the lease taken (held), a
+// failure to take it, or a holder that runs tick t itself (meetSameTick)
+// end the acquire (done, with its result); else the lease is busy with
+// another tick's run, b, for the policy to decide.
+func (e *engine) takeOrMeet(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool, log *slog.Logger) (g *grant, b busyLease, done bool, err error) {
+	lease, busy, err := e.tryLease(ctx, job, t, attempt, log)
+	switch {
+	case lease != nil:
+		return e.held(ctx, job, t, attempt, lease, log), b, true, nil
+	case !busy:
+		return nil, b, true, err
+	}
+	b = e.seeHolder(ctx, job.Name, log)
+	if b.sameTick(t) {
+		g, err = e.meetSameTick(ctx, job, t, attempt, retries, b, log)
+		return g, b, true, err
+	}
+	return nil, b, false, nil
+}
+
+// busyLease is a job's execution lease held by another run, as a run that
+// found it so sees it: the holder record, if it could be read.
+type busyLease struct {
+	h  holderRecord
+	ok bool // the record was read
+}
+
+// seeHolder reads who holds job's busy lease.
+func (e *engine) seeHolder(ctx context.Context, job string, log *slog.Logger) busyLease {
+	h, ok := e.readHolder(ctx, job, log)
+	return busyLease{h: h, ok: ok}
+}
+
+// attr is the holder as a log attribute.
+func (b busyLease) attr() slog.Attr { return slog.String("holder", b.h.String()) }
+
+// sameTick reports whether the holder runs tick t: an earlier attempt of it
+// (asynq retried while it still runs), or a duplicate local dispatch.
+func (b busyLease) sameTick(t scheduler.Tick) bool { return b.ok && b.h.ID == t.ID() }
+
+// meetSameTick applies the rule every lease-holding policy shares when the
+// holder runs tick t itself: with retries the attempt waits for the earlier
+// one (and runs if it fails); without (a local run) it is a duplicate
+// dispatch, skipped.
+func (e *engine) meetSameTick(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool, b busyLease, log *slog.Logger) (*grant, error) {
+	if !retries {
+		e.skipBusy(ctx, job, t, attempt, b, log)
+		return nil, nil
+	}
+	log.Info("waiting for an earlier attempt of this tick", b.attr())
+	lease, err := e.locks.Lock(ctx, locknames.Exec(job.Name), job.LockTTL)
+	return e.obtained(ctx, job, t, attempt, lease, err, log)
+}
+
+// skipBusy records tick t skipped because another run holds the job.
+func (e *engine) skipBusy(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, b busyLease, log *slog.Logger) {
+	e.count(t.Job, func(c *counters) { c.skipped.Add(1) })
+	log.Info("skipped: another run holds the job", b.attr())
+	e.notStarted(ctx, job, t, attempt, jobs.StatusSkipped, "another run holds the job: "+b.h.String())
+}
+
+// obtained ends an acquire after a wait for the lease: the lease, recorded
+// as held, or the handler's result for err.
+func (e *engine) obtained(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, lease *locking.Lease, err error, log *slog.Logger) (*grant, error) {
+	if err != nil {
+		if done, res := e.notObtained(ctx, job, t, attempt, err, log); done {
+			return nil, res
+		}
+		// Unreachable: Lock only gives up when ctx ends or masters fail.
+		e.count(t.Job, func(c *counters) { c.failed.Add(1) })
+		return nil, fmt.Errorf("jobs: %s: execution lease: %w", t.ID(), err)
+	}
+	return e.held(ctx, job, t, attempt, lease, log), nil
+}
+
+// notObtained turns a failed TryLock or Lock into the handler's result. done
+// is false when the lock is merely held by another run (TryLock's busy case,
+// for the caller to apply the policy).
+func (e *engine) notObtained(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, err error, log *slog.Logger) (done bool, res error) {
+	if cause := context.Cause(ctx); ctx.Err() != nil {
+		if errors.Is(cause, ErrReplaced) {
+			e.count(t.Job, func(c *counters) { c.replaced.Add(1) })
+			log.Info("replaced by a newer tick while waiting for the job")
+			e.notStarted(ctx, job, t, attempt, jobs.StatusReplaced, "replaced by a newer tick while waiting for the job")
+			return true, fmt.Errorf("jobs: %s: %w: %w", t.ID(), ErrReplaced, asynq.SkipRetry)
+		}
+		e.count(t.Job, func(c *counters) { c.failed.Add(1) })
+		log.Warn("gave up waiting for the job", slog.Any("error", cause))
+		e.notStarted(ctx, job, t, attempt, jobs.StatusFailed, "gave up waiting for the execution lease: "+cause.Error())
+		return true, fmt.Errorf("jobs: %s: waiting for the execution lease: %w", t.ID(), errors.Join(err, cause))
+	}
+	var oe *locking.ObtainError
+	if errors.As(err, &oe) && oe.Held() {
+		return false, nil
+	}
+	e.count(t.Job, func(c *counters) { c.failed.Add(1) })
+	log.Error("cannot take the execution lease", slog.Any("error", err))
+	e.notStarted(ctx, job, t, attempt, jobs.StatusFailed, "cannot take the execution lease: "+err.Error())
+	return true, fmt.Errorf("jobs: %s: execution lease: %w", t.ID(), err)
+}
+
+// releaseContext bounds the release of a run's lease by the job's lock_ttl,
+// past the end of the run's own context.
+func releaseContext(ctx context.Context, job *config.Job) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), job.LockTTL)
+}
+
+// releaseLease gives up a run's execution lease (token-checked) within ctx
+// (see releaseContext).
+func releaseLease(ctx context.Context, lease *locking.Lease, log *slog.Logger) {
+	if err := lease.Release(ctx); err != nil && !errors.Is(err, locking.ErrNotHeld) {
+		log.Warn("cannot release the execution lease (it expires at its ttl)", slog.Any("error", err))
+	}
+}

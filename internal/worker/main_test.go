@@ -1,0 +1,21 @@
+package worker
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/internal/supervisor"
+)
+
+// TestMain runs the supervisor when a test started this binary as one, and
+// checks that no test leaves goroutines behind.
+func TestMain(m *testing.M) {
+	supervisor.MaybeRun()
+	if spec := os.Getenv(bufferWorkerEnv); spec != "" {
+		os.Exit(bufferWorkerMain(spec))
+	}
+	goleak.VerifyTestMain(m, redistest.GoleakOptions()...)
+}

@@ -1,0 +1,68 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/locking"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// This file holds the concurrency policy's contract: how a run of a job
+// meets another run of the same job, cluster-wide. Each policy is one type,
+// chosen once per job when the worker is made (policyFor): forbidPolicy
+// (forbid.go), allowPolicy (allow.go), replacePolicy (replace.go) and
+// bufferPolicy (buffer.go, for buffer_one and buffer_all). The run path
+// (runTick, execute) calls the job's policy and never asks which it is.
+
+// policy is how runs of one job meet: what a run takes before it starts and
+// gives back after it ends.
+type policy interface {
+	// acquire readies attempt attempt of tick t of job to run: it returns
+	// what the run holds, or nil and what the asynq handler returns (nil
+	// for a tick skipped or dropped, an error otherwise), recorded in the
+	// history. retries says that the caller retries failures (asynq).
+	acquire(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool, log *slog.Logger) (*grant, error)
+	// release gives back what acquire took, once the run has ended; ctx
+	// is the run's (it may have ended).
+	release(ctx context.Context, job *config.Job, t scheduler.Tick, g *grant, log *slog.Logger)
+}
+
+// grant is what a run holds to start: the job's execution lease (nil for
+// concurrency allow) and the run's fencing token.
+type grant struct {
+	lease *locking.Lease
+	fence int64
+}
+
+// policyFor is the policy of job's concurrency, for runs on e. It is the one
+// place that looks at the kind; config validation rejects any other.
+func policyFor(e *engine, job *config.Job) policy {
+	switch job.Concurrency {
+	case config.ConcurrencyAllow:
+		return allowPolicy{e}
+	case config.ConcurrencyReplace:
+		return replacePolicy{e}
+	case config.ConcurrencyBufferOne, config.ConcurrencyBufferAll:
+		return bufferPolicy{e}
+	}
+	return forbidPolicy{e}
+}
+
+// choosePolicies chooses the policy of each job of the config, once.
+func (e *engine) choosePolicies() {
+	e.policies = make(map[string]policy, len(e.cfg.Jobs))
+	for i := range e.cfg.Jobs {
+		e.policies[e.cfg.Jobs[i].Name] = policyFor(e, &e.cfg.Jobs[i])
+	}
+}
+
+// policyOf is job's policy: the one chosen for it when the worker was made,
+// or, for a job the config does not hold, its concurrency's.
+func (e *engine) policyOf(job *config.Job) policy {
+	if p, ok := e.policies[job.Name]; ok {
+		return p
+	}
+	return policyFor(e, job)
+}

@@ -1,0 +1,189 @@
+package worker
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/roster"
+	"github.com/batonhq/baton/internal/worktest"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// Rolling deploys: replicas with different job lists side by side.
+
+// A worker whose job list lacks a job (or has it in another mode) hands the
+// job's tasks back, spending no attempt, while a live replica's list has it,
+// even with max_retry 0; a replica that knows the job then runs each tick
+// once. With no live replica that can, the task is archived with a clear
+// line.
+func TestTaskHandedBackToAReplicaThatKnowsTheJob(t *testing.T) {
+	e := newEnv(t)
+	oldCfg := e.Config(t, `  - name: known
+    schedule: "@every 1m"
+    handler: {name: known}
+  - name: moved
+    schedule: "@every 1m"
+    mode: local
+    handler: {name: moved}
+`)
+	newCfg := e.Config(t, `  - name: known
+    schedule: "@every 1m"
+    handler: {name: known}
+  - name: added
+    schedule: "@every 1m"
+    max_retry: 0
+    handler: {name: added}
+  - name: moved
+    schedule: "@every 1m"
+    max_retry: 0
+    handler: {name: moved}
+`)
+	oldExec := newFakeExec(nil)
+	logs := &worktest.Logs{}
+	old := e.worker(t, oldCfg, oldExec, WithReplica("old"), WithLogger(logs.Logger()))
+
+	// a replica with the new list is about to start: its roster entry is
+	// live, its worker not fetching yet
+	newSelf := roster.New(e.RDB, newCfg, roster.Member{ID: "new", Role: "run", Queues: []string{"default"}}, worktest.Logger(t))
+	if _, err := newSelf.Beat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	added, moved := worktest.TickOf("added", 1), worktest.TickOf("moved", 1)
+	e.dispatch(t, newCfg, added)
+	e.dispatch(t, newCfg, moved)
+	for _, tick := range []scheduler.Tick{added, moved} {
+		poll.Require(t, worktest.Wait, tick.ID()+" handed back", func() bool {
+			info, err := e.Insp.GetTaskInfo("baton:default", tick.ID())
+			return err == nil && info.State == asynq.TaskStateRetry && strings.Contains(info.LastErr, "handed back")
+		})
+		info, _ := e.Insp.GetTaskInfo("baton:default", tick.ID())
+		if info.Retried != 0 {
+			t.Errorf("%s: hand-back spent an attempt: retried %d", tick.ID(), info.Retried)
+		}
+	}
+	worktest.None(t, oldExec.started, 50*time.Millisecond, "a run of a job the old list cannot run")
+	if got := logs.Count("handing tasks of a job this replica cannot run back"); got != 2 {
+		t.Errorf("hand-back logged %d times, want once per job:\n%s", got, logs.String())
+	}
+	if st := old.Stats(); st.Failed != 0 {
+		t.Errorf("old worker stats %+v: a hand-back is no failure", st)
+	}
+
+	// the new replica's worker starts and runs each tick once
+	newExec := newFakeExec(nil)
+	e.worker(t, newCfg, newExec, WithReplica("new"))
+	runs := map[string]int{}
+	for range 2 {
+		s := worktest.Recv(t, newExec.started, "run of a handed-back tick")
+		runs[s.run.Job]++
+		if s.run.Attempt != 1 {
+			t.Errorf("%s ran as attempt %d", s.run.Job, s.run.Attempt)
+		}
+	}
+	if runs["added"] != 1 || runs["moved"] != 1 {
+		t.Errorf("runs %v", runs)
+	}
+	e.State(t, "baton:default", added, asynq.TaskStateCompleted)
+	e.State(t, "baton:default", moved, asynq.TaskStateCompleted)
+	worktest.None(t, newExec.started, 100*time.Millisecond, "a second run")
+	worktest.None(t, oldExec.started, 10*time.Millisecond, "a run on the old worker")
+
+	// a job no live replica runs from this queue is archived
+	ghost := worktest.TickOf("ghost", 1)
+	task, err := handoff.NewRunTask(newCfg, &config.Job{Name: "ghost", Queue: "default", Timeout: time.Minute, MaxRetry: 3}, ghost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Client.Enqueue(task); err != nil {
+		t.Fatal(err)
+	}
+	info := e.State(t, "baton:default", ghost, asynq.TaskStateArchived)
+	if info.Retried != 0 || !strings.Contains(info.LastErr, "no live replica runs it") {
+		t.Errorf("ghost: retried %d, last error %q", info.Retried, info.LastErr)
+	}
+}
+
+// A replica that stops gracefully leaves the roster at once: tasks only it
+// could run are archived, not handed back for minutes.
+func TestRosterLeaveAndDiff(t *testing.T) {
+	e := newEnv(t)
+	a := e.Config(t, `  - name: x
+    schedule: "@every 1m"
+    handler: {name: x}
+  - name: y
+    schedule: "@every 1m"
+    handler: {name: y}
+`)
+	b := e.Config(t, `  - name: x
+    schedule: "@every 1m"
+    handler: {name: x2}
+  - name: z
+    schedule: "@every 1m"
+    queue: other
+    handler: {name: z}
+`, "{queues: {default: 1, other: 1}}")
+	logs := &worktest.Logs{}
+	wa := e.worker(t, a, newFakeExec(nil), WithReplica("a"), WithReplicaInfo("v1", "run"), WithLogger(logs.Logger()))
+	wb := New(b, e.Opt, e.Locks, newFakeExec(nil), WithReplica("b"), WithReplicaInfo("v2", "worker"))
+	if err := wb.Start(); err != nil {
+		t.Fatal(err)
+	}
+	members, err := roster.Read(context.Background(), e.RDB, a.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 2 || members[0].ID != "a" || members[1].ID != "b" || !members[0].Live || !members[1].Live ||
+		members[0].Version != "v1" || members[1].Role != "worker" || strings.Join(members[1].Queues, ",") != "default,other" {
+		t.Fatalf("members %+v", members)
+	}
+	diff := roster.DiffLists(members)
+	var got []string
+	for _, d := range diff {
+		got = append(got, d.String())
+	}
+	// a job's definitions come sorted, here by digest
+	xa, xb := `"cron default `+roster.ListJobs(a)["x"].Digest+`" on "a"`, `"cron default `+roster.ListJobs(b)["x"].Digest+`" on "b"`
+	if xb < xa {
+		xa, xb = xb, xa
+	}
+	want := []string{
+		`"x": ` + xa + "; " + xb,
+		`"y": absent on "b"; "cron default ` + roster.ListJobs(a)["y"].Digest + `" on "a"`,
+		`"z": absent on "a"; "cron other ` + roster.ListJobs(b)["z"].Digest + `" on "b"`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("diff:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// a's next heartbeat warns about b's list, once
+	poll.Require(t, worktest.Wait, "the warning", func() bool { return logs.Count("a live replica runs a different job list") == 1 })
+	for range 2 { // more heartbeats: no second warning
+		m, err := wa.roster.Beat(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wa.roster.WarnDiffering(m)
+	}
+	if n := logs.Count("a live replica runs a different job list"); n != 1 {
+		t.Errorf("warned %d times", n)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), worktest.Wait)
+	defer cancel()
+	if err := wb.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	members, err = roster.Read(context.Background(), e.RDB, a.Namespace)
+	if err != nil || len(members) != 1 || members[0].ID != "a" {
+		t.Fatalf("after b left: %+v, %v", members, err)
+	}
+	if roster.DiffLists(members) != nil {
+		t.Errorf("one list cannot differ")
+	}
+}
