@@ -68,7 +68,7 @@ jobs:
 }
 
 // historyStream appends events to a job's history with the worker's own
-// script (jobs/lua/history_add.lua) and field layout, so trimming behaves as
+// script (internal/runlog/lua/history_add.lua) and field layout, so trimming behaves as
 // in production.
 type historyStream struct {
 	rdb    *redis.Client
@@ -80,7 +80,7 @@ type historyStream struct {
 
 func newHistoryStream(t *testing.T, rdb *redis.Client, ns, job string, runs int) *historyStream {
 	t.Helper()
-	src, err := os.ReadFile("jobs/lua/history_add.lua")
+	src, err := os.ReadFile("internal/runlog/lua/history_add.lua")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -209,7 +209,7 @@ jobs:
 	key := "pcu:{a}:paused"
 	v := strings.Replace(rdb.Get(ctx, key).Val(), `"at_ms":`, fmt.Sprintf(`"at_ms":%d,"was":`, now.Add(-time.Hour).UnixMilli()), 1)
 	rdb.Set(ctx, key, v, 0)
-	src, err := os.ReadFile("../../jobs/lua/history_add.lua")
+	src, err := os.ReadFile("../../internal/runlog/lua/history_add.lua")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,22 +17,22 @@ package formats
 // Versions of the formats that carry theirs.
 const (
 	// TaskPayload is the "v" member of a baton:run task's JSON payload
-	// (jobs, asynq's task hash on the queue Redis).
+	// (internal/handoff, asynq's task hash on the queue Redis).
 	TaskPayload = 1
 	// HistoryEvent is the "v" field of an entry in a job's history stream
-	// NS:{history:JOB} (jobs).
+	// NS:{history:JOB} (internal/runlog).
 	HistoryEvent = 1
 	// PauseFlag is the "v" member of a pause flag's JSON value
 	// NS:{JOB}:paused on the lock masters (baton).
 	PauseFlag = 1
 	// HolderRecord is the "v" member of the execution holder record
-	// NS:{exec:JOB}:holder (jobs).
+	// NS:{exec:JOB}:holder (internal/worker).
 	HolderRecord = 1
 	// RosterEntry is the "v" member of a replica's JSON entry in the roster
-	// hash {NS:roster} (jobs). 2 added max_runs (absent before: unknown).
+	// hash {NS:roster} (internal/roster). 2 added max_runs (absent before: unknown).
 	RosterEntry = 2
 	// CancelRequest is the "v" member of a replace request published on
-	// NS:cancel:JOB (jobs); nothing keeps it.
+	// NS:cancel:JOB (internal/worker); nothing keeps it.
 	CancelRequest = 1
 )
 

@@ -24,7 +24,7 @@ import (
 // min(lock_ttl/3, 500ms), and then takes the lease the first releases).
 // Reported: the medians.
 //
-//	go test -run '^$' -bench BufferHandoff -benchtime 20x ./jobs/
+//	go test -run '^$' -bench BufferHandoff -benchtime 20x ./internal/worker/
 func BenchmarkBufferHandoff(b *testing.B) {
 	e := newEnv(b)
 	cfg := e.Config(b, `  - name: job

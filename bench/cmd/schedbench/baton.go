@@ -58,7 +58,7 @@ func (r *dispatchRec) get(id string) dispatched {
 	return dispatched{}
 }
 
-// timedDispatcher wraps jobs.Dispatcher: it notes the moment the inner
+// timedDispatcher wraps handoff.Sender: it notes the moment the inner
 // Dispatch returned nil (the task is in asynq).
 type timedDispatcher struct {
 	inner scheduler.Dispatcher

@@ -125,7 +125,7 @@ func (r *report) render(machine []string) string {
 
 	if len(r.baton) > 0 {
 		p("## 1. baton: claim → asynq → no-op worker\n\n")
-		p("dispatch lag = tick due → the wrapped `jobs.Dispatcher.Dispatch` returned nil (task in asynq), first replica to do so; " +
+		p("dispatch lag = tick due → the wrapped `handoff.Sender.Dispatch` returned nil (task in asynq), first replica to do so; " +
 			"start lag = tick due → the worker's handler started (task ID = tick ID). " +
 			"undisp = measured ticks not dispatched when the schedulers were stopped (10 s after the window at the latest); dup = measured ticks the worker ran more than once; " +
 			"re-disp = ticks whose Dispatch returned nil on more than one call (asynq's task-ID dedupe absorbs them); " +
@@ -231,7 +231,7 @@ func (r *report) render(machine []string) string {
 	p("- baton: `scheduler.New` per replica with its own go-redis clients (one for the lock master, one for the asynq client), `WithReplica(rN)`, " +
 		"defaults otherwise (follower delay 500ms + 100ms per thousand ticks due, dispatch parallelism 16, tick lease 5s, master timeout 2s); one lock master = the queue Redis. " +
 		"Jobs come from `config.Load` of a generated YAML (`handler` jobs, mode cron, queue default, starting deadline 1m, catch-up latest). " +
-		"Dispatch: `jobs.NewDispatcher(cfg, asynq.NewClientFromRedisClient(rdb), nil, jobs.WithQueueRedis(rdb))` wrapped to time the return.\n")
+		"Dispatch: `handoff.New(cfg, asynq.NewClientFromRedisClient(rdb), nil, handoff.WithQueueRedis(rdb))` wrapped to time the return.\n")
 	p("- go-redis clients: defaults (PoolSize 10 × GOMAXPROCS) plus ContextTimeoutEnabled.\n")
 	p("- worker: one `asynq.Server` in a separate process (this binary re-executed, under `nice -n %d`), Concurrency %d, TaskCheckInterval %v, queue baton:default; "+
 		"the handler only records its start time (written to a pipe, read by this process).\n", r.cfg.workerNice, r.cfg.workerConc, r.cfg.checkEvery)
