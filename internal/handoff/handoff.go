@@ -198,13 +198,6 @@ func (d *Sender) queueHolding(ctx context.Context, queues []string, id string) (
 	return "", nil
 }
 
-// RunCountKeys are the queue Redis keys that count the dispatched ticks of
-// a job with max_runs: the count, and the counted ticks (recent ones).
-func RunCountKeys(namespace, job string) []string {
-	base := namespace + ":{" + job + "}:runs:"
-	return []string{base + "count", base + "ticks"}
-}
-
 // countRun counts tick t of job, which has max_runs, on the queue Redis.
 // added says this call counted it (a tick counted before is dispatched
 // again without counting: an owner that took over); count is the job's
@@ -397,7 +390,7 @@ func (d *Sender) dispatch(ctx context.Context, job *config.Job, t scheduler.Tick
 				// the binding to a local run promised a run that did not
 				// start: drop it (if still ours) so another dispatch is not
 				// turned away by it
-				_ = unbindLocal.Run(context.WithoutCancel(ctx), d.rdb, []string{d.bindingKey(t)}).Err()
+				_ = unbindLocal.Run(context.WithoutCancel(ctx), d.rdb, []string{bindingKey(d.cfg.Namespace, t)}).Err()
 			}
 			return fmt.Errorf("jobs: dispatch %s: %w", t.ID(), err)
 		}
@@ -492,7 +485,7 @@ func (d *Sender) boundElsewhere(ctx context.Context, t scheduler.Tick, target st
 		return elsewhere{}, nil
 	}
 	keys := make([]string, 0, len(others)+1)
-	keys = append(keys, d.bindingKey(t))
+	keys = append(keys, bindingKey(d.cfg.Namespace, t))
 	args := make([]any, 0, len(others)+2)
 	args = append(args, target, max(retention, time.Minute).Milliseconds())
 	for _, q := range others {
@@ -523,21 +516,10 @@ type elsewhere struct {
 	local bool   // the tick is bound to a local run
 }
 
-// bindingKey is tick t's queue binding.
-func (d *Sender) bindingKey(t scheduler.Tick) string {
-	return d.cfg.Namespace + ":{" + t.ID() + "}:queue"
-}
-
 // unbindLocal deletes a binding to a local run ("").
 var unbindLocal = redis.NewScript(`if redis.call('GET', KEYS[1]) == '' then return redis.call('DEL', KEYS[1]) end return 0`)
 
 func (d *Sender) isMoving(job string) bool { return d.moving != nil && d.moving(job) }
-
-// asynq's Redis layout (v0.2x), which the dispatcher reads to find a task
-// ID in another queue; TestAsynqKeyLayout guards it.
-const AsynqQueuesKey = "asynq:queues"
-
-func AsynqTaskKey(queue, id string) string { return "asynq:{" + queue + "}:t:" + id }
 
 // TickAttrs are the log attributes of a dispatched tick.
 func TickAttrs(t scheduler.Tick) []any {

@@ -10,3 +10,10 @@ func Keys(ns string) []string {
 
 // Field is the field of r's own entry in the members' hash (Keys(ns)[0]).
 func (r *Roster) Field() string { return r.self.key }
+
+// asynqStateKeys are asynq's lists of a queue's tasks by state (asynq's
+// layout, read by QueuedTaskOf): pending, active, scheduled, retry.
+func asynqStateKeys(queue string) []string {
+	base := "asynq:{" + queue + "}:"
+	return []string{base + "pending", base + "active", base + "scheduled", base + "retry"}
+}

@@ -125,12 +125,12 @@ var ErrTooManyTasks = errors.New("jobs: too many tasks to look through")
 // them in one script, so it is always in exactly one of them), at most
 // limit IDs each: a longer list is ErrTooManyTasks.
 func QueuedTaskOf(ctx context.Context, rdb redis.UniversalClient, queue string, jobs map[string]bool, limit int64) (string, error) {
-	base := "asynq:{" + queue + "}:"
 	states := []string{"pending", "active", "scheduled", "retry"}
+	k := asynqStateKeys(queue)
 	var ids []*redis.StringSliceCmd
 	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		ids = append(ids, p.LRange(ctx, base+"pending", 0, limit), p.LRange(ctx, base+"active", 0, limit),
-			p.ZRange(ctx, base+"scheduled", 0, limit), p.ZRange(ctx, base+"retry", 0, limit))
+		ids = append(ids, p.LRange(ctx, k[0], 0, limit), p.LRange(ctx, k[1], 0, limit),
+			p.ZRange(ctx, k[2], 0, limit), p.ZRange(ctx, k[3], 0, limit))
 		return nil
 	})
 	if err != nil {

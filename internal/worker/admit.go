@@ -103,11 +103,6 @@ func (w *Worker) Refusals() map[RefusalReason]uint64 {
 // a timeout (no age bound) is kept after its task ended.
 const unboundedRecord = 24 * time.Hour
 
-// tickRecordKey is tick t's ledger record on the queue Redis.
-func tickRecordKey(ns string, t scheduler.Tick) string {
-	return ns + ":{" + t.Job + "}:tickrec:" + t.ID()
-}
-
 // doneMarker starts a ledger record that says the tick's task ended for
 // good; what follows it (":<run id>") is information only.
 const doneMarker = "done"

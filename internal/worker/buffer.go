@@ -108,13 +108,6 @@ type buffer struct {
 	bound int
 }
 
-// bufferKeys are the buffer script's keys for job: the kept ticks, their
-// liveness deadlines, the next-tick mark.
-func bufferKeys(namespace, job string) []string {
-	k := namespace + ":{exec:" + job + "}:buffer"
-	return []string{k, k + ":alive", k + ":next"}
-}
-
 func (e *engine) buffer(job *config.Job) *buffer {
 	return &buffer{rdb: e.rdb, keys: bufferKeys(e.cfg.Namespace, job.Name), ttl: job.LockTTL, bound: job.BufferBound()}
 }

@@ -36,10 +36,6 @@ func (e *engine) signer() *handoff.Signer {
 	return handoff.NewSigner(e.cfg.Security)
 }
 
-func (e *engine) cancelChannel(job string) string {
-	return e.cfg.Namespace + ":cancel:" + job
-}
-
 // onCancelRequest handles a replace request: every run of the job on this
 // worker whose tick is older than the requester's is cancelled with
 // ErrReplaced. A run of the same or a newer tick is left alone, so an older
@@ -47,7 +43,7 @@ func (e *engine) cancelChannel(job string) string {
 func (e *engine) onCancelRequest(job string, payload string) {
 	body, err := []byte(payload), error(nil)
 	if g := e.signer(); g.Enabled() {
-		body, err = g.Verify(handoff.DomainCancel+"\x00"+e.cancelChannel(job), body)
+		body, err = g.Verify(handoff.DomainCancel+"\x00"+cancelChannel(e.cfg.Namespace, job), body)
 	}
 	if err != nil {
 		if _, logged := e.badCancel.LoadOrStore(job+"\x00"+err.Error(), true); !logged {
@@ -82,7 +78,7 @@ func (w *Worker) subscribeReplaceRequests() error {
 	for i := range w.cfg.Jobs {
 		j := &w.cfg.Jobs[i]
 		if _, replaces := w.policies[j.Name].(replacePolicy); replaces && (j.Mode == config.ModeCron || j.Mode == config.ModeLocal) {
-			ch := w.cancelChannel(j.Name)
+			ch := cancelChannel(w.cfg.Namespace, j.Name)
 			channels = append(channels, ch)
 			jobOf[ch] = j.Name
 		}

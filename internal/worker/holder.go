@@ -50,15 +50,11 @@ type holderRecord struct {
 	Replica string `json:"replica"`
 }
 
-func (e *engine) holderKey(job string) string {
-	return e.cfg.Namespace + ":{exec:" + job + "}:holder"
-}
-
 // held records the new holder and keeps the record alive with the lease;
 // the run holds the lease and its fence.
 func (e *engine) held(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, lease *locking.Lease, log *slog.Logger) *grant {
 	rec, _ := json.Marshal(holderRecord{V: formats.HolderRecord, ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339Nano), RunID: t.RunID, Attempt: attempt, Replica: e.replica})
-	key := e.holderKey(job.Name)
+	key := holderKey(e.cfg.Namespace, job.Name)
 	set := func(ctx context.Context) {
 		if err := e.rdb.Set(ctx, key, rec, job.LockTTL).Err(); err != nil && ctx.Err() == nil {
 			log.Warn("cannot write the holder record", slog.Any("error", err))
@@ -74,7 +70,7 @@ func (e *engine) held(ctx context.Context, job *config.Job, t scheduler.Tick, at
 // readHolder reads the job's holder record; ok is false if there is none or
 // it cannot be read.
 func (e *engine) readHolder(ctx context.Context, job string, log *slog.Logger) (h holderRecord, ok bool) {
-	v, err := e.rdb.Get(ctx, e.holderKey(job)).Bytes()
+	v, err := e.rdb.Get(ctx, holderKey(e.cfg.Namespace, job)).Bytes()
 	if err != nil {
 		if !errors.Is(err, redis.Nil) {
 			log.Warn("cannot read the holder record", slog.Any("error", err))

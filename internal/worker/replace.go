@@ -65,7 +65,7 @@ func (p replacePolicy) release(ctx context.Context, job *config.Job, _ scheduler
 // because pub/sub delivers at most once (a worker reconnecting misses it).
 func (e *engine) replace(ctx context.Context, job *config.Job, t scheduler.Tick, log *slog.Logger) (*locking.Lease, error) {
 	msg, _ := json.Marshal(cancelRequest{V: formats.CancelRequest, ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339Nano), Replica: e.replica})
-	ch := e.cancelChannel(job.Name)
+	ch := cancelChannel(e.cfg.Namespace, job.Name)
 	msg = e.signer().Sign(handoff.DomainCancel+"\x00"+ch, msg)
 	publish := func() {
 		if err := e.rdb.Publish(ctx, ch, msg).Err(); err != nil && ctx.Err() == nil {

@@ -119,7 +119,7 @@ func (w *Worker) Start() error {
 		// channel (see cancelRedirect); closed by closeRedis
 		qc, _ := w.redisOpt.MakeRedisClient().(redis.UniversalClient)
 		w.asynqRDB = qc
-		w.srv = asynq.NewServerFromRedisClient(cancelRedirect{UniversalClient: qc, channel: w.cfg.Namespace + ":asynq-cancel"}, asynq.Config{
+		w.srv = asynq.NewServerFromRedisClient(cancelRedirect{UniversalClient: qc, channel: asynqCancelRedirect(w.cfg.Namespace)}, asynq.Config{
 			Concurrency:              w.cfg.Worker.Concurrency,
 			Queues:                   w.asynqQueues(),
 			ShutdownTimeout:          w.cfg.Worker.ShutdownGrace,
@@ -218,9 +218,6 @@ func (c cancelRedirect) Subscribe(ctx context.Context, channels ...string) *redi
 	}
 	return c.UniversalClient.Subscribe(ctx, out...)
 }
-
-// asynqCancelChannel is asynq's cancel channel (base.CancelChannel).
-const asynqCancelChannel = "asynq:cancel"
 
 // closeRedis closes the worker's own Redis clients, if it has them.
 func (w *Worker) closeRedis() error {

@@ -1,0 +1,15 @@
+package runlog
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/batonhq/baton/internal/worktest"
+)
+
+// The key table in docs/operating.md lists exactly the keys keys.go builds.
+func TestKeyTableMatchesKeyBuilders(t *testing.T) {
+	built := []string{Key("ns", "job"), onceKey("ns", "job", "missed", 1000)}
+	doc := worktest.KeyTable(t, "internal/runlog", strings.NewReplacer("NS", "ns", "JOB", "job", "<status>", "missed", "<ms>", "1000"))
+	worktest.SameKeys(t, built, doc)
+}

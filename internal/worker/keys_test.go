@@ -1,0 +1,18 @@
+package worker
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/batonhq/baton/internal/worktest"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// The key table in docs/operating.md lists exactly the keys keys.go builds.
+func TestKeyTableMatchesKeyBuilders(t *testing.T) {
+	tick := scheduler.Tick{Job: "job", At: worktest.TickBase}
+	built := append([]string{tickRecordKey("ns", tick), holderKey("ns", "job"), cancelChannel("ns", "job"), asynqCancelRedirect("ns")},
+		bufferKeys("ns", "job")[0])
+	doc := worktest.KeyTable(t, "internal/worker", strings.NewReplacer("NS", "ns", "JOB", "job", "<tick ID>", tick.ID()))
+	worktest.SameKeys(t, built, doc)
+}
