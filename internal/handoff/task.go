@@ -140,7 +140,7 @@ func ParsePayload(b []byte) (scheduler.Tick, error) {
 //     each bounded by the job's timeout (its own run still is);
 //   - MaxRetry(j.MaxRetry + 1): one more than the job allows, because asynq
 //     archives a task whose retries are used up before it looks at why it
-//     failed, and a task handed back (ErrHandedBack, no attempt spent) must
+//     failed, and a task handed back (ErrRunsElsewhere, no attempt spent) must
 //     not be archived; the worker enforces the job's max_retry itself;
 //   - Retention(cfg.Retention(j)): the completed task, and with it its ID, is
 //     kept as long as some replica could still try to dispatch the tick.

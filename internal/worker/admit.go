@@ -324,7 +324,7 @@ func (w *Worker) refuseTick(ctx context.Context, job *config.Job, t scheduler.Ti
 				w.log.Info("a limit of this replica's job list says a task may not run, but a live replica's list defines the job differently: handing its tasks back (rolling deploy?)",
 					append(handoff.TickAttrs(t), slog.String("why", why), slog.String("other", other))...)
 			}
-			return fmt.Errorf("jobs: %s: %s here; %s defines the job differently: %w", t.ID(), why, other, ErrHandedBack)
+			return fmt.Errorf("jobs: %s: %s here; %s defines the job differently: %w", t.ID(), why, other, ErrRunsElsewhere)
 		}
 	}
 	w.refusals.add(reason)
@@ -349,7 +349,7 @@ func taskEnded(ctx context.Context, err error, lastAttempt bool) bool {
 	switch {
 	case err == nil:
 		return true
-	case ctx.Err() != nil, errors.Is(err, ErrHandedBack):
+	case ctx.Err() != nil, errors.Is(err, ErrRunsElsewhere):
 		return false
 	}
 	return lastAttempt || errors.Is(err, asynq.SkipRetry)

@@ -147,7 +147,7 @@ func (e *engine) markNext(ctx context.Context, job *config.Job, t scheduler.Tick
 	// release back
 	ctx, cancel := context.WithTimeout(ctx, job.LockTTL/3)
 	defer cancel()
-	if _, err := e.buffer(job).call(ctx, "handoff", t); err != nil {
+	if _, err := e.buffer(job).call(ctx, "mark_next", t); err != nil {
 		log.Warn("cannot mark the next kept tick in the job's buffer", slog.Any("error", err))
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/batonhq/baton/scheduler"
 )
 
-// BenchmarkBufferHandoff measures how soon kept ticks of a buffer_all job
+// BenchmarkBufferNext measures how soon kept ticks of a buffer_all job
 // start after the run before them ends, on one Redis on loopback: each
 // round holds one run, keeps two ticks behind it, ends the run and times
 // the start of the first kept tick (it waits on the lease and is woken by
@@ -24,8 +24,8 @@ import (
 // min(lock_ttl/3, 500ms), and then takes the lease the first releases).
 // Reported: the medians.
 //
-//	go test -run '^$' -bench BufferHandoff -benchtime 20x ./internal/worker/
-func BenchmarkBufferHandoff(b *testing.B) {
+//	go test -run '^$' -bench BufferNext -benchtime 20x ./internal/worker/
+func BenchmarkBufferNext(b *testing.B) {
 	e := newEnv(b)
 	cfg := e.Config(b, `  - name: job
     schedule: "@every 1s"

@@ -346,7 +346,7 @@ func (e *env) slowWorker(t *testing.T, cfg *config.Config, exec executor.Runner,
 // hands the lease to tick 2, and tick 3 comes in while K is still taking
 // it. Tick 3 is kept and runs after tick 2 (buffer_one keeps one tick while
 // one runs), under a newer fence.
-func TestBufferTickAtTheHandOffIsKept(t *testing.T) {
+func TestBufferTickBetweenARunAndTheNextIsKept(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: slow
     schedule: "@every 1m"

@@ -8,7 +8,7 @@
 --                                       handed to (its ID), set when the
 --                                       lease is given up while ticks wait
 -- ARGV[1] op: "join", "rejoin", "beat", "rank", "leave", "first" or
---         "handoff"
+--         "mark_next"
 -- ARGV[2] tick ID
 -- ARGV[3] tick (ms)
 -- ARGV[4] liveness ttl (ms): a waiter that does not beat for this long is
@@ -33,12 +33,13 @@
 -- leave: removes the tick; 1 if it was kept.
 -- first: for a run of the tick that took the job: how many kept ticks are
 --        older. When none, it runs now: its own entry (if kept) and any
---        hand-off mark are removed. Otherwise it must not overtake them:
+--        next mark are removed. Otherwise it must not overtake them:
 --        the caller gives the lease back, which goes to the oldest (marked
 --        so), and the tick is kept behind them at once, as join would (its
 --        own join then finds it kept, or full).
--- handoff: the run holding the lease is about to give it up: the oldest
---        kept tick, if any, is the one it is handed to. 1 if there is one.
+-- mark_next: the run holding the lease is about to give it up: the
+--        oldest kept tick, if any, is marked as the one it goes to. 1 if
+--        there is one.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[4])
@@ -68,7 +69,7 @@ local function keep()
 end
 
 -- the oldest kept tick is the one the lease goes to next
-local function handoff()
+local function mark_next()
   local oldest = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
   if not oldest then return 0 end
   redis.call('SET', KEYS[3], oldest, 'PX', 2 * ttl)
@@ -115,7 +116,7 @@ elseif op == 'leave' then
 elseif op == 'first' then
   local older = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[3])
   if older == 0 then
-    -- this tick runs: whichever tick a hand-off named, it is not running
+    -- this tick runs: whichever tick the next mark named, it is not running
     redis.call('DEL', KEYS[3])
     redis.call('HDEL', KEYS[2], id)
     redis.call('ZREM', KEYS[1], id)
@@ -123,11 +124,11 @@ elseif op == 'first' then
     -- the lease goes back to the oldest, and this tick keeps its place
     -- behind it now (or is turned away by the bound when its own join
     -- comes), before a newer one can take it
-    handoff()
+    mark_next()
     admit(true)
   end
   return older
-elseif op == 'handoff' then
-  return handoff()
+elseif op == 'mark_next' then
+  return mark_next()
 end
 return redis.error_reply('buffer.lua: unknown op ' .. tostring(op))

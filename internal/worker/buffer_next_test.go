@@ -83,7 +83,7 @@ func keptOrDropped(t *testing.T, e *env, tick scheduler.Tick) bool {
 // here) when first()'s reply is lost after its script ran the hand-off:
 // the run goes ahead "without looking at kept ticks". Fixed: a tick that
 // first() lets run removes any hand-off mark.
-func TestBufferHandoffRetryInTheGapKeepsOne(t *testing.T) {
+func TestBufferNextRetryInTheGapKeepsOne(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: slow
     schedule: "@every 1m"
@@ -169,7 +169,7 @@ func TestBufferHandoffRetryInTheGapKeepsOne(t *testing.T) {
 //     hand-off is made only while the run's lease is not known lost.
 //  5. tick 4 finds tick 2 running with tick 3 kept: buffer_one must drop
 //     it; join discounts tick 3 as "handed" and keeps tick 4.
-func TestBufferHandoffByARunThatLostItsLease(t *testing.T) {
+func TestBufferNextByARunThatLostItsLease(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: slow
     schedule: "@every 1m"
@@ -258,7 +258,7 @@ func TestBufferHandoffByARunThatLostItsLease(t *testing.T) {
 // ends and marks it. The marker must not stall the buffer: the dead entry
 // lapses within lock_ttl and the next tick runs (queued behind the dead one
 // meanwhile), once, without overlap; the buffer ends empty.
-func TestBufferHandoffToAKilledWaiterDoesNotStall(t *testing.T) {
+func TestBufferNextToAKilledWaiterDoesNotStall(t *testing.T) {
 	e := newEnv(t)
 	jobsYAML := `  - name: slow
     schedule: "@every 1m"
@@ -331,7 +331,7 @@ func TestBufferHandoffToAKilledWaiterDoesNotStall(t *testing.T) {
 //     with the marker the wrong one of the two survives (before the change
 //     both were dropped). Fixed: first() keeps the tick behind the older
 //     ones in the same call that marks the oldest.
-func TestBufferHandoffGiveBackKeepsItsPlace(t *testing.T) {
+func TestBufferNextGiveBackKeepsItsPlace(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: slow
     schedule: "@every 1m"
@@ -402,7 +402,7 @@ func dropped(recs []jobs.RunRecord, tick scheduler.Tick) bool {
 //     tick for buffer_one (fails);
 //   - however ticks arrive, join never keeps more than bound+1 (holds): the
 //     marker discounts at most one entry.
-func TestBufferHandoffMarkerScript(t *testing.T) {
+func TestBufferNextMarkerScript(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	const ttl = 5000
@@ -422,7 +422,7 @@ func TestBufferHandoffMarkerScript(t *testing.T) {
 		if r := run("join", t3, 1); r != 0 {
 			t.Fatalf("join tick 3: %d", r)
 		}
-		if run("handoff", worktest.TickOf("j", 1), 1) != 1 {
+		if run("mark_next", worktest.TickOf("j", 1), 1) != 1 {
 			t.Fatal("no hand-off")
 		}
 		// tick 2 (older, not kept: a late delivery or a retry) takes the free
@@ -446,7 +446,7 @@ func TestBufferHandoffMarkerScript(t *testing.T) {
 				run("join", tk, bound)
 				// every arrival also hands off (as a run taking the free lease
 				// with older ticks kept does), in every order
-				run("handoff", tk, bound)
+				run("mark_next", tk, bound)
 				if m%3 == 0 {
 					run("first", worktest.TickOf("j", 40-m), bound)
 				}
