@@ -234,7 +234,7 @@ func TestBufferAllRunsKeptTicksInOrder(t *testing.T) {
 		if worktest.TickNumber(run.Tick) == 1 {
 			return blockUntil(gate)(ctx, run, v)
 		}
-		time.Sleep(20 * time.Millisecond) // a run that takes a moment: overlaps would show
+		time.Sleep(20 * time.Millisecond) // real time: a run that takes a moment, so that an overlapping run would show
 		return nil
 	})
 	w := e.worker(t, cfg, exec)
