@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batonhq/baton/internal/keytable"
 	"github.com/batonhq/baton/internal/worktest"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -13,6 +14,5 @@ func TestKeyTableMatchesKeyBuilders(t *testing.T) {
 	tick := scheduler.Tick{Job: "job", At: worktest.TickBase}
 	built := append([]string{tickRecordKey("ns", tick), holderKey("ns", "job"), cancelChannel("ns", "job"), asynqCancelRedirect("ns")},
 		bufferKeys("ns", "job")[0])
-	doc := worktest.KeyTable(t, "internal/worker", strings.NewReplacer("NS", "ns", "JOB", "job", "<tick ID>", tick.ID()))
-	worktest.SameKeys(t, built, doc)
+	keytable.Check(t, "../../docs/operating.md", "internal/worker", strings.NewReplacer("NS", "ns", "JOB", "job", "<tick ID>", tick.ID()), built)
 }

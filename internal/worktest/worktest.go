@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -201,45 +200,4 @@ func (b *Logs) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.raw.String()
-}
-
-// KeyTable returns the keys docs/operating.md's key table says owner's
-// keys.go builds (rows whose owner cell starts "owner, keys.go"), their
-// placeholders filled in by fill, sorted. It is read from a package two
-// levels below the repository's root (internal/NAME).
-func KeyTable(t testing.TB, owner string, fill *strings.Replacer) []string {
-	t.Helper()
-	b, err := os.ReadFile("../../docs/operating.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, table, ok := strings.Cut(string(b), "| Key (pattern) | Type |")
-	if !ok {
-		t.Fatal("docs/operating.md has no key table")
-	}
-	var out []string
-	for _, line := range strings.Split(table, "\n")[2:] {
-		if !strings.HasPrefix(line, "|") {
-			break
-		}
-		cells := strings.Split(strings.Trim(line, "|"), " | ")
-		if len(cells) < 3 || !strings.HasPrefix(strings.TrimSpace(cells[2]), owner+", keys.go") {
-			continue
-		}
-		_, pattern, _ := strings.Cut(cells[0], "`")
-		pattern, _, _ = strings.Cut(pattern, "`")
-		out = append(out, fill.Replace(pattern))
-	}
-	slices.Sort(out)
-	return out
-}
-
-// SameKeys fails t unless keys.go's built keys and the table's doc keys
-// are the same (in any order).
-func SameKeys(t testing.TB, built, doc []string) {
-	t.Helper()
-	built = slices.Sorted(slices.Values(built))
-	if !slices.Equal(built, doc) {
-		t.Errorf("keys.go builds\n%q\nthe key table lists\n%q", built, doc)
-	}
 }
