@@ -8,18 +8,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonhq/baton/internal/handoff"
-	"github.com/batonhq/baton/internal/roster"
-	"github.com/batonhq/baton/internal/singleton"
-
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/locknames"
 	"github.com/batonhq/baton/internal/quorum"
 	"github.com/batonhq/baton/internal/redact"
+	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/internal/runid"
+	"github.com/batonhq/baton/internal/singleton"
 	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/batonhq/baton/internal/roster"
-
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redact"
+	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/locking"
 )
 

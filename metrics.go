@@ -3,11 +3,10 @@ package baton
 import (
 	"time"
 
-	"github.com/batonhq/baton/internal/worker"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/worker"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"

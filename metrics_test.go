@@ -12,12 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/roster"
-
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/jobs"
 )
 

@@ -11,12 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/handoff"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"

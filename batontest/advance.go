@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/handoff"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"

@@ -89,5 +89,6 @@
 // recorded: a tick that is not dispatched is claimed again until it is, or
 // until a quorum records why not (missed, paused, left out by the catch-up
 // policy); a tick never vanishes without a record. The Lua scripts in lua/
-// (scripts.go) document their KEYS and ARGV; the keys are built in keys.go.
+// document their KEYS and ARGV; keys.go builds the keys and loads the
+// scripts.
 package scheduler

@@ -235,3 +235,18 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 	t.clock.schedule(t, d)
 	return active
 }
+
+// Every calls f every d on c until done is closed.
+func Every(done <-chan struct{}, c Clock, d time.Duration, f func()) {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C():
+			f()
+			t.Reset(d)
+		}
+	}
+}

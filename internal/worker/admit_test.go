@@ -8,13 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/handoff"
-
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/executor"
+	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/worktest"
@@ -402,5 +401,59 @@ func TestCorruptMaxRunsCountIsReportedAtAdmission(t *testing.T) {
 				t.Errorf("a run count %q was read without a report naming %s", v, keys[0])
 			}
 		})
+	}
+}
+
+// A rolling deploy changes a job's schedule (@every 1m -> @every 2m): a tick
+// the old schedule had, dispatched by a replica that still has it, runs on
+// a worker with the new one.
+func TestTickOfAChangedScheduleRuns(t *testing.T) {
+	e := newEnv(t)
+	old := e.Config(t, "  - name: job\n    schedule: \"@every 1m\"\n    handler: {name: job}\n")
+	cur := e.Config(t, "  - name: job\n    schedule: \"@every 2m\"\n    handler: {name: job}\n")
+	tk := worktest.TickOf("job", 1) // 00:01: a tick of @every 1m, not of @every 2m
+	e.dispatch(t, old, tk)          // the old replica's dispatch (tick recorded done)
+	exec := newFakeExec(nil)
+	e.worker(t, cur, exec) // the new replica's worker fetches it
+	select {
+	case <-exec.started:
+	case <-time.After(5 * time.Second):
+		info, _ := e.Insp.GetTaskInfo("baton:default", tk.ID())
+		t.Fatalf("a tick dispatched under the old schedule never ran; task: %s %q", info.State, info.LastErr)
+	}
+}
+
+// The same for a job moved from UTC to Europe/Berlin.
+func TestTickOfAChangedTimezoneRuns(t *testing.T) {
+	e := newEnv(t)
+	old := e.Config(t, "  - name: job\n    schedule: \"0 3 * * *\"\n    handler: {name: job}\n")
+	cur := e.Config(t, "  - name: job\n    schedule: \"0 3 * * *\"\n    timezone: Europe/Berlin\n    handler: {name: job}\n")
+	tk := scheduler.Tick{Job: "job", At: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC), RunID: "run-tz", Replica: "old"}
+	e.dispatch(t, old, tk)
+	exec := newFakeExec(nil)
+	e.worker(t, cur, exec)
+	select {
+	case <-exec.started:
+	case <-time.After(5 * time.Second):
+		info, _ := e.Insp.GetTaskInfo("baton:default", tk.ID())
+		t.Fatalf("a tick dispatched under the old time zone never ran; task: %s %q", info.State, info.LastErr)
+	}
+}
+
+// A worker whose clock is behind Redis sees on-time ticks in the future: they
+// wait (handed back) instead of being archived.
+func TestWorkerClockBehindLosesNoTick(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, "  - name: job\n    schedule: \"@every 1s\"\n    handler: {name: job}\n")
+	exec := newFakeExec(nil)
+	e.worker(t, cfg, exec)
+	at := time.Now().Truncate(time.Second).Add(4 * time.Second)
+	tk := scheduler.Tick{Job: "job", At: at.UTC(), RunID: "run-skew", Replica: "sched"}
+	e.dispatch(t, cfg, tk)
+	select {
+	case <-exec.started:
+	case <-time.After(8 * time.Second):
+		info, _ := e.Insp.GetTaskInfo("baton:default", tk.ID())
+		t.Fatalf("an on-time tick seen by a worker 4s behind never ran; task: %s %q", info.State, info.LastErr)
 	}
 }

@@ -7,11 +7,14 @@ import (
 	"io/fs"
 	"log/slog"
 	"os/exec"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/executor"
 	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/jobs"
@@ -176,3 +179,131 @@ func (e *tickError) Error() string {
 }
 
 func (e *tickError) Unwrap() error { return e.err }
+
+// ledgerTimeout bounds a write of a tick's ledger record.
+const ledgerTimeout = 2 * time.Second
+
+// runHistory is what the worker writes to the run history (the queue
+// Redis): the events of a run, typed by jobs.Status.
+type runHistory struct{ w *runlog.Writer }
+
+// hist is the run history the engine writes to.
+func (e *engine) hist() runHistory { return runHistory{runlog.NewWriter(e.cfg, e.rdb, e.log)} }
+
+// started records that run began (see runlog.Writer.Started).
+func (h runHistory) started(ctx context.Context, t scheduler.Tick, run jobs.Run) {
+	h.w.Started(ctx, t, run.Replica, run.Attempt, run.Fence)
+}
+
+// finished records how run ended with status st: an exec job's exit code
+// when it ran its command to an end of its own, an http job's response
+// status when it got one.
+func (h runHistory) finished(ctx context.Context, t scheduler.Tick, run jobs.Run, st jobs.Status, job *config.Job, res jobs.Result, reason, output string) {
+	end := runlog.End{Replica: run.Replica, Attempt: run.Attempt, Fence: run.Fence, Status: string(st), Reason: reason, Output: output}
+	switch {
+	case job.Exec != nil && res.ExitCode >= 0 && st != jobs.StatusSkipped && st != jobs.StatusReplaced && st != jobs.StatusDropped:
+		end.ExitCode = &res.ExitCode
+	case job.HTTP != nil && res.Status != 0:
+		end.HTTPStatus = res.Status
+	}
+	h.w.Finished(ctx, t, job, end)
+}
+
+// refused records that the worker refused tick t's task, and why. It is a
+// record of the tick, not of the run: a copy of a task that ran is
+// refused beside the run's own record, which it leaves as it was.
+func (h runHistory) refused(ctx context.Context, t scheduler.Tick, reason string) {
+	h.w.NotRun(ctx, t, string(jobs.StatusRefused), reason)
+}
+
+// The engine is what the runs of a worker share: the config,
+// the clients, the runs in progress (to stop them) and the history writes.
+// runTick (execute.go) is its run path; the policies (policy.go) decide how
+// runs of one job meet.
+
+// activeRun is a run in progress on this worker (waiting for its lease or
+// executing): what a replace request or the shutdown needs to stop it.
+type activeRun struct {
+	at     time.Time
+	local  bool
+	cancel context.CancelCauseFunc
+}
+
+// engine applies the concurrency policies and runs executions. It serves the
+// asynq handler and local runs alike; only the asynq path has retries.
+type engine struct {
+	cfg     *config.Config
+	locks   *locking.Client
+	rdb     redis.UniversalClient // queue Redis: side records, cancel channel
+	exec    executor.Runner
+	replica string
+	log     *slog.Logger
+	clock   clock.Clock // backoffs, heartbeats and waits
+	onRun   func(RunObservation)
+	stats   counters
+	// job name -> its concurrency policy, chosen once (choosePolicies)
+	policies map[string]policy
+	byJob    sync.Map // job name -> *counters, jobs of cfg only
+	// job + reason -> true: a refused replace request was logged
+	badCancel sync.Map
+
+	mu      sync.Mutex
+	active  map[string]map[*activeRun]struct{} // by job name
+	closing bool
+	wg      sync.WaitGroup // runs in flight, asynq and local
+}
+
+// notStarted records in the history that tick t's attempt did not start.
+func (e *engine) notStarted(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, st jobs.Status, reason string) {
+	run := jobs.Run{Job: job.Name, Tick: t.At, RunID: t.RunID, Attempt: attempt, Replica: e.replica}
+	e.hist().finished(ctx, t, run, st, job, jobs.Result{ExitCode: -1}, reason, "")
+	e.observe(RunObservation{Job: job.Name, Status: st})
+}
+
+// observe reports a run to the run observer, if any.
+func (e *engine) observe(o RunObservation) {
+	if e.onRun != nil {
+		e.onRun(o)
+	}
+}
+
+func (e *engine) register(job string, ar *activeRun) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.active == nil {
+		e.active = map[string]map[*activeRun]struct{}{}
+	}
+	if e.active[job] == nil {
+		e.active[job] = map[*activeRun]struct{}{}
+	}
+	e.active[job][ar] = struct{}{}
+}
+
+func (e *engine) unregister(job string, ar *activeRun) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.active[job], ar)
+	if len(e.active[job]) == 0 {
+		delete(e.active, job)
+	}
+}
+
+// cancelRuns cancels every active run that match reports true for, with
+// cause, and returns how many.
+func (e *engine) cancelRuns(cause error, match func(job string, ar *activeRun) bool) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for job, runs := range e.active {
+		for ar := range runs {
+			if match(job, ar) {
+				ar.cancel(cause)
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// errShutdown is the cause that ends runs when the worker stops.
+var errShutdown = errors.New("jobs: worker shutting down")

@@ -6,12 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/roster"
-
 	"github.com/hibiken/asynq"
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/internal/roster"
 )
 
 // WithReplicaInfo documents its defaults as "dev" and "worker" ("scheduler"

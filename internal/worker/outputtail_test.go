@@ -10,6 +10,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/executor"
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/worktest"
@@ -53,5 +54,25 @@ func TestHTTPOutputTailKeepsASecretPrefix(t *testing.T) {
 	out := recs[0].Output
 	if strings.Contains(out, secret[:12]) {
 		t.Errorf("the history's output tail holds the first 12 bytes of the secret: ...%q", out[max(0, len(out)-40):])
+	}
+}
+
+// An output tail masks the job's secrets longest first (a secret that starts
+// with another is masked whole) and before it cuts the output (a secret the
+// cut would split is masked whole).
+func TestOutputTailMasksLongestFirstBeforeTheCut(t *testing.T) {
+	job := &config.Job{Name: "j", Exec: &config.ExecSpec{Command: []string{"x"}, Env: map[string]string{
+		"USER_ID": "tok1", "TOKEN": "tok1-very-secret-part", "A": "aaaa", "B": "bbbb", "C": "cccc"}}}
+	for range 50 {
+		if tail := outputTail([]byte("token is tok1-very-secret-part\n"), job); strings.Contains(tail, "very-secret-part") {
+			t.Errorf("env masking order: tail %q", tail)
+			break
+		}
+	}
+	secret := "S3cr3t-0123456789-abcdefghijklmnopqrstuv"
+	job2 := &config.Job{Name: "j", Exec: &config.ExecSpec{Command: []string{"x"}, Env: map[string]string{"TOKEN": secret}}}
+	out := "the token: " + secret + strings.Repeat("-", 2048-len(secret)+1) + "\n"
+	if tail := outputTail([]byte(out), job2); strings.Contains(tail, secret[1:]) {
+		t.Errorf("the 2 KiB cut fell inside the secret: the tail starts %q", tail[:50])
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -232,4 +233,84 @@ func shutdown(t *testing.T, w *Worker) {
 	if err := w.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// asynq dedupes task IDs per queue: a copy of a signed, completed task in
+// another queue of the deployment is refused (the payload's queue is
+// signed), so the tick does not run twice.
+func TestSignedTaskCopiedToAnotherQueueIsRefused(t *testing.T) {
+	e := newEnv(t)
+	k := `["` + keyA + `"]`
+	y := "redis: {url: \"redis://" + e.Srv.Addr() + "/0\"}\nworker: {shutdown_grace: 2s, queues: {default: 1, other: 1}}\nsecurity: {signing_keys: " + k + "}\njobs:\n" +
+		"  - name: job\n    schedule: \"@every 1m\"\n    handler: {name: job}\n"
+	cfg, err := config.Load([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := newFakeExec(nil)
+	e.worker(t, cfg, exec)
+	tk := worktest.TickOf("job", 1)
+	e.dispatch(t, cfg, tk)
+	worktest.Recv(t, exec.started, "the run")
+	info := e.State(t, "baton:default", tk, asynq.TaskStateCompleted)
+	// the replay: the same signed bytes, the same task ID, another queue
+	if _, err := e.Client.Enqueue(asynq.NewTask(handoff.TaskType, info.Payload), asynq.TaskID(tk.ID()), asynq.Queue("baton:other")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-exec.started:
+		t.Fatalf("tick %s ran twice: the replayed copy in baton:other ran (run id %s)", tk.ID(), s.run.RunID)
+	case <-time.After(2 * time.Second):
+	}
+}
+
+// While signing is introduced (accept_unsigned), an unsigned payload that
+// holds the bytes "sig" (a job or replica named sig) is unsigned, not
+// forged: it runs.
+func TestAcceptUnsignedRunsJobNamedSig(t *testing.T) {
+	e := newEnv(t)
+	jobs := "  - name: sig\n    schedule: \"@every 1m\"\n    handler: {name: sig}\n  - name: other\n    schedule: \"@every 1m\"\n    handler: {name: other}\n"
+	switching := e.signedConfig(t, []string{keyA}, true, jobs)
+	old := e.Config(t, jobs) // a replica not yet given the key
+	exec := newFakeExec(nil)
+	e.worker(t, switching, exec)
+	a := worktest.TickOf("sig", 1)
+	b := worktest.TickOf("other", 2)
+	b.Replica = "sig" // baton run --id sig
+	for _, tk := range []scheduler.Tick{a, b} {
+		e.dispatch(t, old, tk)
+		select {
+		case <-exec.started:
+		case <-time.After(5 * time.Second):
+			info, _ := e.Insp.GetTaskInfo("baton:default", tk.ID())
+			t.Errorf("unsigned task %s (replica %s) from a replica without keys not run under accept_unsigned; task: %s %q", tk.ID(), tk.Replica, info.State, info.LastErr)
+		}
+	}
+}
+
+// Forged tasks choose their job, tick and namespace: refusals are logged
+// once per kind, not per forged value, and not again as task failures.
+func TestForgedTasksDoNotFloodTheLog(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.signedConfig(t, []string{keyA}, false, "  - name: job\n    schedule: \"@every 1m\"\n    handler: {name: job}\n")
+	logs := &worktest.Logs{}
+	exec := newFakeExec(nil)
+	e.worker(t, cfg, exec, WithLogger(logs.Logger()))
+	const n = 40
+	for i := range n {
+		tk := worktest.TickOf("job", 0)
+		tk.At = tk.At.Add(time.Duration(i) * time.Minute)
+		tk.Job = "forged-" + strconv.Itoa(i) // any name
+		e.enqueueRaw(t, tk.ID(), unsignedPayload(tk))
+	}
+	poll.Require(t, worktest.Wait, strconv.Itoa(n)+" forged tasks archived", func() bool {
+		q, err := e.Insp.GetQueueInfo("baton:default")
+		return err == nil && q.Archived == n
+	})
+	time.Sleep(200 * time.Millisecond) // real time: asynq calls its error handler (a "task failed" line) around the archive, not before it
+	lines := logs.Count("refusing") + logs.Count("task failed")
+	if lines > 4 {
+		t.Errorf("%d forged tasks wrote %d error lines (refusing: %d, task failed: %d); want a bounded number", n, lines, logs.Count("refusing"), logs.Count("task failed"))
+	}
+	worktest.None(t, exec.started, 10*time.Millisecond, "a forged run")
 }

@@ -9,13 +9,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonhq/baton/internal/handoff"
-
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton"
 	batonconfig "github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
 )
