@@ -21,13 +21,6 @@ import (
 	"github.com/batonhq/baton/locking"
 )
 
-// This file runs mode: singleton jobs: one long-running holder cluster-wide
-// (G6). Every replica campaigns in the job's election, lock
-// "singleton:<job>" with ttl = the job's lock_ttl; the leader runs the job
-// under its term (the term's lease is the run's Validity, so an exec child is
-// killed at the lease's validity deadline at the latest, G3) and restarts it
-// with restart_backoff when it exits while still leading.
-
 // errSingletonShutdown is the cause that ends singleton runs on Shutdown.
 var errSingletonShutdown = errors.New("jobs: singletons shutting down")
 
