@@ -31,17 +31,6 @@ const (
 	commitBackoffMax = 500 * time.Millisecond
 )
 
-// commitOwned records a CommitFirst tick as dispatched, with a check that
-// its lease is still ours, and reports whether a quorum did. Bounded by the
-// tick lease ttl, also at shutdown (a tick recorded but not run is lost).
-func (s *Scheduler) commitOwned(ctx context.Context, it item, fence int64) bool {
-	s.note("committed", it)
-	ok := s.toQuorum(context.WithoutCancel(ctx), 1, commitOwnedScript, func(int) ([]string, []any) {
-		return []string{it.key, it.job.keys.mark, writerKey(it.key)}, []any{it.token, it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds(), fence}
-	})
-	return ok[0]
-}
-
 // commit records the dispatched ticks of the batch at the indices idx as
 // done, in one pipeline, sent again to complete the ones short of a quorum
 // (see toQuorum). It goes out even when ctx ended (shutdown), bounded by

@@ -14,7 +14,7 @@ import (
 type dispatched struct {
 	idx       int // index of the tick in its batch
 	err       error
-	committed bool // recorded before the dispatch (CommitFirst)
+	committed bool // recorded before the dispatch (recordBefore)
 }
 
 // dispatch hands the owned ticks to the dispatcher, at most the scheduler's
@@ -59,7 +59,7 @@ func (s *Scheduler) dispatch(ctx context.Context, batch []item, owned []claimed,
 		if r.err == nil {
 			res.dispatched = append(res.dispatched, batch[r.idx].at)
 		}
-		st, notRun := s.settle(ctx, batch[r.idx], r)
+		st, notRun := recordingOf(batch[r.idx].job).settle(ctx, s, batch[r.idx], r)
 		if notRun != "" {
 			res.notRun = append(res.notRun, notRunTick{batch[r.idx].at, notRun})
 		}
@@ -138,7 +138,7 @@ func (s *Scheduler) startDispatches(ctx context.Context, batch []item, owned []c
 		go func() {
 			defer wg.Done()
 			defer func() { <-s.sem }()
-			results <- s.dispatchOne(ctx, c.idx, it, tick)
+			results <- recordingOf(it.job).dispatchOne(ctx, s, c.idx, it, tick)
 		}()
 	}
 }
@@ -168,37 +168,30 @@ func (s *Scheduler) slot(ctx context.Context, extend *Timer, firstExtend time.Ti
 	}
 }
 
-// dispatchOne hands tick (the batch's tick idx, it) to the dispatcher,
-// bounded by the lease ttl. A CommitFirst tick is recorded first, and not
-// dispatched when ctx ended (shutting down: released, not run) or when the
-// record did not reach a quorum (errNotRecorded).
-func (s *Scheduler) dispatchOne(ctx context.Context, idx int, it item, tick Tick) dispatched {
-	if it.job.CommitFirst {
-		if ctx.Err() != nil {
-			return dispatched{idx: idx, err: ctx.Err()} // shutting down: released, not run
-		}
-		if p, ok := s.disp.(Prechecker); ok {
-			if err := p.Precheck(ctx, tick); err != nil {
-				return dispatched{idx: idx, err: err} // not recorded: settled as not dispatched
-			}
-		}
-		if !s.commitOwned(ctx, it, tick.Fence) {
-			return dispatched{idx: idx, err: errNotRecorded}
-		}
-	}
-	dctx, cancel := context.WithTimeout(ctx, s.opts.leaseTTL)
-	defer cancel()
-	err := s.disp.Dispatch(dctx, tick)
-	if err == nil && s.opts.onDispatch != nil {
-		s.opts.onDispatch(it.job.Name, s.opts.clock.Now().Sub(it.at))
-	}
-	return dispatched{idx: idx, err: err, committed: it.job.CommitFirst}
+// recording is when a job's ticks are recorded done on the lock masters,
+// and so what a dispatch's result leaves to do with the tick's lease.
+// recordAfter, the default, records a tick once it is dispatched: a tick
+// whose dispatch failed is released and claimed again. recordBefore
+// (commit_first.go: Job.CommitFirst, local runs) records it before the run
+// starts, since a run in this process cannot be told apart from a second
+// one afterwards. recordingOf is the one place that looks at the job.
+type recording interface {
+	// dispatchOne hands tick (the batch's tick idx, it) to the dispatcher,
+	// bounded by the lease ttl.
+	dispatchOne(ctx context.Context, s *Scheduler, idx int, it item, tick Tick) dispatched
+	// settle counts and logs the result r of dispatching it, and tells what
+	// is left to do with its lease, and, for a tick recorded done before a
+	// run that did not start, why it did not run (as recorded).
+	settle(ctx context.Context, s *Scheduler, it item, r dispatched) (settlement, string)
 }
 
-// errNotRecorded: a CommitFirst tick could not be recorded on a quorum
-// before its dispatch (its lease lost, or masters failing): it is not
-// dispatched.
-var errNotRecorded = errors.New("scheduler: tick not recorded before its run")
+// recordingOf is job's recording.
+func recordingOf(job *Job) recording {
+	if job.CommitFirst {
+		return recordBefore{}
+	}
+	return recordAfter{}
+}
 
 // settlement is what a dispatch result leaves to do with its tick's lease.
 type settlement int
@@ -211,57 +204,27 @@ const (
 	toWithdraw                   // the same, for a tick recorded before the dispatch: withdraw the record first
 )
 
-// settle counts and logs the result r of dispatching it, and tells what is
-// left to do with its lease, and, for a tick recorded done before a run
-// that did not start, why it did not run (as recorded).
-func (s *Scheduler) settle(ctx context.Context, it item, r dispatched) (settlement, string) {
-	if errors.Is(r.err, ErrAlreadyDispatched) {
-		r.err = nil // dispatched earlier (by an owner that died before committing): done
-	}
-	if errors.Is(r.err, ErrJobDone) {
+// recordAfter records a tick done once it is dispatched.
+type recordAfter struct{}
+
+func (recordAfter) dispatchOne(ctx context.Context, s *Scheduler, idx int, it item, tick Tick) dispatched {
+	return dispatched{idx: idx, err: s.handTo(ctx, it, tick)}
+}
+
+func (recordAfter) settle(ctx context.Context, s *Scheduler, it item, r dispatched) (settlement, string) {
+	switch {
+	case errors.Is(r.err, ErrAlreadyDispatched):
+		// dispatched earlier (by an owner that died before committing): done
+	case errors.Is(r.err, ErrJobDone):
 		// decided: not run, and no other replica need try it
 		s.markExhausted(it.job)
-		if r.committed {
-			return settled, ""
-		}
 		return toCommit, ""
-	}
-	if errors.Is(r.err, ErrLeftToOthers) {
-		// a tick recorded before its dispatch (CommitFirst) gets here when
-		// the limit was reached after its precheck: its run did not start,
-		// so its record is withdrawn, as if it had never been written
-		s.add(it.job, func(c *stats) { c.leftToOthers.Add(1) })
-		s.opts.log.Info("tick left to a replica whose job list takes it: released unrecorded", "job", it.job.Name,
-			"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica, "why", r.err)
-		if r.committed {
-			return toWithdraw, ""
-		}
+	case errors.Is(r.err, ErrLeftToOthers):
+		s.leftToOthers(it, r.err)
 		return toLeave, ""
-	}
-	if r.committed {
-		// recorded before the dispatch: nothing to commit, nothing to undo
-		if r.err != nil {
-			s.add(it.job, func(c *stats) { c.dispatchErrors.Add(1) })
-			s.opts.log.Error("tick recorded but its run did not start; it is not retried (it may have started)", "job", it.job.Name,
-				"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica, "err", r.err)
-			// "done" says it ran: the history says it did not, and why
-			reason := "recorded before its run, which did not start (not tried again): " + r.err.Error()
-			s.recordNotDispatched(ctx, []item{it}, []notDispatched{{reason: reason}})
-			return settled, reason
-		}
-		s.add(it.job, func(c *stats) { c.dispatched.Add(1) })
-		return settled, ""
-	}
-	if errors.Is(r.err, errNotRecorded) {
-		s.add(it.job, func(c *stats) { c.commitErrors.Add(1) })
-		s.opts.log.Warn("tick not recorded on a majority of lock masters before its run: not run, released to be claimed again", "job", it.job.Name,
-			"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica)
-		return toRelease, ""
-	}
-	if r.err != nil && ctx.Err() != nil {
+	case r.err != nil && ctx.Err() != nil:
 		return toRelease, "" // cut short by shutdown: release, no error
-	}
-	if r.err != nil {
+	case r.err != nil:
 		s.add(it.job, func(c *stats) { c.dispatchErrors.Add(1) })
 		s.opts.log.Error("dispatch failed; the tick is released for another try", "job", it.job.Name,
 			"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica, "err", r.err)
@@ -269,6 +232,25 @@ func (s *Scheduler) settle(ctx context.Context, it item, r dispatched) (settleme
 	}
 	s.add(it.job, func(c *stats) { c.dispatched.Add(1) })
 	return toCommit, ""
+}
+
+// handTo hands tick (of it) to the dispatcher, bounded by the lease ttl.
+func (s *Scheduler) handTo(ctx context.Context, it item, tick Tick) error {
+	dctx, cancel := context.WithTimeout(ctx, s.opts.leaseTTL)
+	defer cancel()
+	err := s.disp.Dispatch(dctx, tick)
+	if err == nil && s.opts.onDispatch != nil {
+		s.opts.onDispatch(it.job.Name, s.opts.clock.Now().Sub(it.at))
+	}
+	return err
+}
+
+// leftToOthers counts and logs that it's tick was left to a replica whose
+// job list takes it (ErrLeftToOthers, why).
+func (s *Scheduler) leftToOthers(it item, why error) {
+	s.add(it.job, func(c *stats) { c.leftToOthers.Add(1) })
+	s.opts.log.Info("tick left to a replica whose job list takes it: released unrecorded", "job", it.job.Name,
+		"tick", it.at.Format(time.RFC3339), "replica", s.opts.replica, "why", why)
 }
 
 // leaveToOthers releases the leases of the ticks of the batch at the

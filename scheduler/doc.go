@@ -17,7 +17,7 @@
 //	claim      claim.go      process: skipDone (followers read the record),
 //	           │             claim (lua/claim.lua on every master), decide
 //	           │             (the quorum's verdict, per tick)
-//	           ├─ owned ──▶ dispatch   dispatch.go  startDispatches, settle
+//	           ├─ owned ──▶ dispatch   dispatch.go  startDispatches, recordAfter
 //	           │                │
 //	           │                ▼
 //	           │            commit     commit.go    "done" on a quorum
@@ -49,17 +49,21 @@
 // reschedules itself.
 //
 // dispatch.go: the owned ticks go to the Dispatcher, a bounded number at a
-// time; leases of ticks still waiting for a slot are extended. settle reads
-// each result: dispatched (commit it), failed (release, retry or hold),
-// left to a replica whose job list takes it (ErrLeftToOthers), no more
-// ticks for the job (ErrJobDone).
+// time; leases of ticks still waiting for a slot are extended. The job's
+// recording (recordAfter, the default) hands each tick off and settles its
+// result: dispatched (commit it), failed (release, retry or hold), left to
+// a replica whose job list takes it (ErrLeftToOthers), no more ticks for
+// the job (ErrJobDone).
 //
 // commit.go: a dispatched tick is recorded "done" on a quorum, and the job's
 // mark advanced, in pipelined chunks, sent again to the masters that did not
-// answer while the lease holds. A CommitFirst job (a local run) is recorded
-// before its dispatch, token-checked, and runs only if a quorum has it.
+// answer while the lease holds.
 //
 // # Off the plain path
+//
+// commit_first.go: a CommitFirst job (a local run) has the other recording,
+// recordBefore: its tick is recorded before its dispatch, token-checked,
+// and runs only if a quorum has it.
 //
 // outage.go: a tick whose claim or dispatch fails twice is held, not
 // retried: every heldProbe the held ticks are claimed again as the job's
