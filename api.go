@@ -27,6 +27,8 @@ import (
 //	GET  /api/status                Cluster.Status
 //	GET  /api/locks                 Cluster.Locks
 //	GET  /api/jobs/{job}/history    Cluster.History (?n=N, default 20)
+//	GET  /api/jobs/{job}/ticks      Cluster.Ticks (?from=T&to=T, RFC 3339;
+//	                                default: the last 100 ticks of 24h)
 //	                                (the reads: bearer token when
 //	                                http.token is set, unless
 //	                                http.public_reads)
@@ -111,6 +113,21 @@ func (h *HTTPHandler) mountAPI() {
 			recs = []jobs.RunRecord{}
 		}
 		return recs, err
+	}))
+	h.handle("GET /api/jobs/{job}/ticks", h.read(func(ctx context.Context, r *http.Request) (any, error) {
+		var window [2]time.Time
+		for i, name := range []string{"from", "to"} {
+			s := r.URL.Query().Get(name)
+			if s == "" {
+				continue
+			}
+			t, err := time.Parse(time.RFC3339, s)
+			if err != nil {
+				return nil, badRequest("%s must be an RFC 3339 time (2026-11-25T02:00:00Z), got %q", name, s)
+			}
+			window[i] = t
+		}
+		return h.cluster.Ticks(ctx, r.PathValue("job"), window[0], window[1])
 	}))
 	h.handle("POST /api/jobs/{job}/pause", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
 		var body struct {
@@ -411,7 +428,7 @@ func (h *HTTPHandler) fail(w http.ResponseWriter, err error) {
 		status = http.StatusNotFound
 	case errors.Is(err, ErrNotTriggerable):
 		status = http.StatusConflict
-	case errors.Is(err, ErrBackfillWindow), errors.Is(err, ErrBadPause):
+	case errors.Is(err, ErrBackfillWindow), errors.Is(err, ErrBadPause), errors.Is(err, ErrTickWindow):
 		status = http.StatusBadRequest
 	case errors.Is(err, locking.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		status = http.StatusServiceUnavailable

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +126,12 @@ func TestAPI(t *testing.T) {
 		{"POST", "/api/jobs/report/backfill", apiToken, `{"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"}`, 400, "before it starts"},
 		{"POST", "/api/jobs/tidy/backfill", apiToken, `{"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T01:00:00Z"}`, 409, "local job"},
 		{"GET", "/api/jobs/nope/history", apiToken, "", 404, "no job"},
+		{"GET", "/api/jobs/nope/ticks", apiToken, "", 404, `no job \"nope\"`},
+		{"GET", "/api/jobs/pump/ticks", apiToken, "", 409, "singleton"},
+		{"GET", "/api/jobs/report/ticks?from=yesterday", apiToken, "", 400, "from must be an RFC 3339 time"},
+		{"GET", "/api/jobs/report/ticks?to=2026-13-01T00:00:00Z", apiToken, "", 400, "to must be an RFC 3339 time"},
+		{"GET", "/api/jobs/report/ticks?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z", apiToken, "", 400, "before it starts"},
+		{"GET", "/api/jobs/report/ticks?from=2020-01-01T00:00:00Z&to=2026-01-01T00:00:00Z", apiToken, "", 400, "more than 10000 ticks"},
 		{"GET", "/api/nothing", apiToken, "", 404, "no API endpoint"},
 		{"DELETE", "/api/jobs/report/pause", apiToken, "", 404, "no API endpoint DELETE"},
 	} {
@@ -154,6 +161,12 @@ func TestAPI(t *testing.T) {
 	code, body = call(t, web, "GET", "/api/jobs/report/history", apiToken, "")
 	if code != 200 || !strings.Contains(body, trig.RunID) || !strings.Contains(body, `"manual": true`) {
 		t.Errorf("history after the trigger: %d %s", code, body)
+	}
+	code, body = call(t, web, "GET", "/api/jobs/report/ticks", apiToken, "")
+	var ledger baton.TickLedger
+	if code != 200 || json.Unmarshal([]byte(body), &ledger) != nil || ledger.Job != "report" || ledger.KnownFrom.IsZero() ||
+		!slices.ContainsFunc(ledger.Ticks, func(lt baton.LedgerTick) bool { return lt.Manual && lt.RunID == trig.RunID }) {
+		t.Errorf("ticks after the trigger: %d %s", code, body)
 	}
 	if code, body := call(t, web, "GET", "/api/locks", apiToken, ""); code != 200 || !strings.HasPrefix(body, "[") {
 		t.Errorf("locks: %d %s", code, body)
@@ -227,7 +240,7 @@ func TestAPIStatusShowsMasterInQuarantine(t *testing.T) {
 // page itself holds no data and loads without it.
 func TestAPIReadsNeedTheToken(t *testing.T) {
 	srv := redistest.New(t)
-	reads := []string{"/api/status", "/api/locks", "/api/jobs/report/history"}
+	reads := []string{"/api/status", "/api/locks", "/api/jobs/report/history", "/api/jobs/report/ticks"}
 	web := apiServer(t, srv, apiToken)
 	for _, path := range reads {
 		for _, token := range []string{"", "wrong-token-0123456789"} {

@@ -44,10 +44,13 @@ const (
 // history has it. Times are Redis's. Fields the history did not see (a
 // worker that died before it wrote the end) are zero.
 type RunRecord struct {
-	Job        string    `json:"job"`
-	Tick       time.Time `json:"tick"`
-	RunID      string    `json:"run_id,omitempty"`
-	Manual     bool      `json:"manual,omitempty"`
+	Job    string    `json:"job"`
+	Tick   time.Time `json:"tick"`
+	RunID  string    `json:"run_id,omitempty"`
+	Manual bool      `json:"manual,omitempty"`
+	// Backfill: dispatched by a backfill or a resume's catch-up, not by
+	// the live schedule.
+	Backfill   bool      `json:"backfill,omitempty"`
 	Dispatcher string    `json:"dispatcher,omitempty"` // the replica that dispatched it
 	Worker     string    `json:"worker,omitempty"`     // the replica that ran it (the last attempt's)
 	Enqueued   time.Time `json:"enqueued,omitzero"`    // a manual run's dispatch
@@ -142,6 +145,7 @@ func foldHistory(job, key string, msgs []redis.XMessage) ([]RunRecord, error) {
 			order = append(order, key)
 		}
 		r.Manual = r.Manual || v("manual") == "1"
+		r.Backfill = r.Backfill || v("backfill") == "1"
 		switch v("ev") {
 		case runlog.EvDispatched:
 			r.Dispatcher, r.Enqueued = v("replica"), at

@@ -58,6 +58,14 @@ func (s *Scheduler) membersKey() string { return s.opts.namespace + ":replicas" 
 // PauseKey is the Redis key whose presence pauses a job on every replica.
 func PauseKey(namespace, job string) string { return newJobKeys(namespace, job).paused }
 
+// TickKey is the Redis key of job's tick at on the lock masters: while a
+// replica dispatches the tick it holds the owner's token (a hex lease),
+// once decided "done", "missed" or "paused", until the record expires (the
+// job's starting deadline and margins after the tick).
+func TickKey(namespace, job string, at time.Time) string {
+	return newJobKeys(namespace, job).tickKey(at)
+}
+
 // recordTTL is how long a tick's record of j outlives the tick: its starting
 // deadline, the lease ttl, twice the skew bound and the record margin.
 func (s *Scheduler) recordTTL(j *Job) time.Duration {

@@ -55,6 +55,7 @@ func newRoot(c *cli) *cobra.Command {
 		subcommand(c, "next", nextHelp, nil, defineNext, runNext),
 		subcommand(c, "status", statusHelp, nil, defineConfigJSON, runStatus),
 		subcommand(c, "history", historyHelp, jobNames(1), defineHistory, runHistory),
+		subcommand(c, "ticks", ticksHelp, jobNames(1), defineTicks, runTicks),
 		subcommand(c, "locks", locksHelp, nil, defineConfigJSON, runLocks),
 		subcommand(c, "trigger", triggerHelp, jobNames(0), defineTrigger, runTrigger),
 		subcommand(c, "backfill", backfillHelp, jobNames(1), defineBackfill, runBackfill),

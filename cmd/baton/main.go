@@ -13,6 +13,7 @@
 //	baton resume [--skip | --catch-up] JOB...      resume them (replaying paused ticks)
 //	baton status [--config FILE]                   singleton holders, paused jobs
 //	baton history [-n N] [--json] JOB              a job's newest runs
+//	baton ticks [--from T] [--to T] [--json] JOB   every tick of a window and its outcome
 //	baton locks [--config FILE] [--json]           the locks held now
 //	baton trigger [--config FILE] JOB...           run jobs once now, by hand
 //	baton backfill --from T --to T [--dry-run] JOB  run the ticks in a window that never ran
@@ -54,6 +55,7 @@ commands:
   next       print the next fire times of the jobs, or of a bare spec
   status     every job (next tick, last run, paused, lock) and every replica
   history    a job's newest runs: when, where, how they ended, and why
+  ticks      every tick of a job in a window and what became of it (the tick ledger)
   locks      the locks held now: holder count, fence, remaining ttl
   trigger    run jobs once now, by hand (through the queue, as a tick is)
   backfill   run a job's ticks in a past window that never ran, each once

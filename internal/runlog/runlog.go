@@ -104,6 +104,9 @@ func tickFields(ev string, t scheduler.Tick) []any {
 	if t.Manual {
 		f = append(f, "manual", "1")
 	}
+	if t.Backfill {
+		f = append(f, "backfill", "1")
+	}
 	return f
 }
 

@@ -18,6 +18,16 @@ func TestHistoryEventsCarryFormatVersion(t *testing.T) {
 	}
 }
 
+// A backfilled tick's events say so (a backfill, or a resume's replay):
+// the tick ledger tells it from a run of the live schedule.
+func TestHistoryEventsMarkBackfill(t *testing.T) {
+	tick := scheduler.Tick{Job: "report", At: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC), RunID: "r1", Backfill: true}
+	got := fmt.Sprint(tickFields(EvStarted, tick))
+	if want := "[v 1 ev started tick 2026-11-28T12:00:00Z run r1 backfill 1]"; got != want {
+		t.Fatalf("fields %s, want %s", got, want)
+	}
+}
+
 // CleanReason drops, from each line, what a history record already says:
 // the package prefixes, the tick and the job's name.
 func TestCleanReason(t *testing.T) {

@@ -1,0 +1,478 @@
+package baton
+
+// The tick ledger: every scheduled tick of a window with what became of
+// it, read from the three places that know: the job's schedule (which
+// ticks there were), the run history on the queue Redis (how each run
+// ended, and the ticks that did not run, and why) and the tick records on
+// the lock masters (dispatched, missed or paused, or being dispatched now,
+// for as long as they are kept).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/wiring"
+	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/locking"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// MaxLedgerTicks is the most scheduled ticks one Ticks call lists: a longer
+// window is refused (ErrTickWindow).
+const MaxLedgerTicks = 10000
+
+// DefaultLedgerTicks and DefaultLedgerSpan make the window Ticks reads
+// when it is given no start: the last DefaultLedgerSpan (24h) before its
+// end, cut to the last DefaultLedgerTicks (100) ticks of the schedule.
+const (
+	DefaultLedgerTicks = 100
+	DefaultLedgerSpan  = 24 * time.Hour
+)
+
+// ErrTickWindow is returned by Ticks for a window it does not read: one
+// that ends before it starts, or holds more than MaxLedgerTicks ticks.
+var ErrTickWindow = errors.New("baton: bad tick window")
+
+// Outcome is what became of a tick, as the tick ledger tells it.
+type Outcome string
+
+// The outcomes of LedgerTick.Outcome.
+const (
+	OutcomeOK          Outcome = "ok"
+	OutcomeFailed      Outcome = "failed"      // failed, timed out or lease lost: Status says which
+	OutcomeRunning     Outcome = "running"     // started, not ended
+	OutcomeDispatched  Outcome = "dispatched"  // handed to a queue, not started (yet)
+	OutcomeDispatching Outcome = "dispatching" // a replica holds the tick's claim now
+	OutcomeSkipped     Outcome = "skipped"     // not run: the job was running (forbid), or a newer tick held it
+	OutcomeReplaced    Outcome = "replaced"    // stopped, or not started, for a newer tick (replace)
+	OutcomeDropped     Outcome = "dropped"     // not run: the job's buffer was full
+	OutcomeMissed      Outcome = "missed"      // not dispatched within its starting deadline
+	OutcomePaused      Outcome = "paused"      // not dispatched: the job was paused
+	OutcomeRefused     Outcome = "refused"     // not run: the worker refused its task
+	OutcomeDue         Outcome = "due"         // due, within its starting deadline, not claimed yet
+	OutcomeNotDue      Outcome = "not_due"     // in the future
+	OutcomeUnknown     Outcome = "unknown"     // before KnownFrom, or a run whose end was never recorded
+)
+
+// TickLedger is a job's ticks in a window, each with its outcome.
+type TickLedger struct {
+	Job      string `json:"job"`
+	Schedule string `json:"schedule,omitempty"`
+	Timezone string `json:"timezone,omitempty"`
+	// From and To are the window (both included), Now when it was read
+	// (the queue Redis's clock).
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	Now  time.Time `json:"now"`
+	// KnownFrom is where baton's knowledge of the job's ticks begins: the
+	// history is trimmed (history.runs, history.max_age) and the tick
+	// records expire (the job's starting deadline and margins) before it.
+	// A tick due before it that has no record is "unknown", not "missed".
+	KnownFrom time.Time `json:"known_from"`
+	// Ticks are the window's scheduled ticks, its manual runs and any run
+	// of a tick the schedule no longer has, oldest first.
+	Ticks []LedgerTick `json:"ticks"`
+	// Warnings name what could not be read (history entries that do not
+	// parse, lock masters that did not answer): the ticks are as far as
+	// the rest tells.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// LedgerTick is one tick of the ledger and what became of it. The run's
+// fields are those of its history record (jobs.RunRecord), empty for a
+// tick that did not run.
+type LedgerTick struct {
+	Tick    time.Time `json:"tick"`
+	Outcome Outcome   `json:"outcome"`
+	// Status is how the history records it (jobs.Status), when it does.
+	Status jobs.Status `json:"status,omitempty"`
+	// Manual: a trigger's run, not a tick of the schedule. Backfill: a
+	// tick run by a backfill or a resume's catch-up.
+	Manual   bool   `json:"manual,omitempty"`
+	Backfill bool   `json:"backfill,omitempty"`
+	RunID    string `json:"run_id,omitempty"`
+	Attempt  int    `json:"attempt,omitempty"`
+	Fence    int64  `json:"fence,omitempty"`
+	// ExitCode (exec jobs) or HTTPStatus (http jobs) of the run's end.
+	ExitCode   *int      `json:"exit_code,omitempty"`
+	HTTPStatus int       `json:"http_status,omitempty"`
+	Dispatcher string    `json:"dispatcher,omitempty"` // the replica that dispatched it
+	Worker     string    `json:"worker,omitempty"`     // the replica that ran it
+	Started    time.Time `json:"started,omitzero"`
+	Ended      time.Time `json:"ended,omitzero"`
+	// DurationMS is how long the run took, in milliseconds (when it ended).
+	DurationMS int64 `json:"duration_ms,omitempty"`
+	// Reason says why it failed or did not run; Output is a failed run's
+	// output tail (secrets masked). Both are text from Redis: escape them
+	// to show them.
+	Reason string `json:"reason,omitempty"`
+	Output string `json:"output,omitempty"`
+	// Pause is who paused the job, since when and why, for a paused tick
+	// (and for ticks ahead while the job is paused), when known.
+	Pause *PauseNote `json:"pause,omitempty"`
+}
+
+// Ticks lists job's ticks due in [from, to] in order, each with its
+// outcome (see Outcome), and the window's manual runs, marked. A zero to
+// is now (by the queue Redis's clock); a zero from starts the window
+// DefaultLedgerSpan before to, or at the DefaultLedgerTicks-th last tick
+// up to to, whichever is later. A window that ends before it starts or
+// holds more than MaxLedgerTicks ticks fails with ErrTickWindow; an
+// unknown job with ErrUnknownJob, a singleton (no ticks) with
+// ErrNotTriggerable.
+//
+// The ledger is built from the schedule, the run history and the tick
+// records, and knows what they keep: TickLedger.KnownFrom says where that
+// ends. It reads with a bounded number of round trips whatever the window:
+// three to the queue Redis and two pipelines to each lock master, side by
+// side. It fails with locking.ErrUnavailable when the queue Redis does not
+// answer; what else cannot be read is in TickLedger.Warnings.
+func (c *Cluster) Ticks(ctx context.Context, job string, from, to time.Time) (*TickLedger, error) {
+	j, ok := c.cfg.Job(job)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%w: no job %q in the config", ErrUnknownJob, job)
+	case j.Mode == config.ModeSingleton || j.Sched == nil:
+		return nil, fmt.Errorf("%w: job %q is a singleton: it has no ticks", ErrNotTriggerable, job)
+	}
+	now, err := c.queue.Time(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("%w: queue Redis %s: %w", locking.ErrUnavailable, wiring.DescribeRedis(c.cfg), err)
+	}
+	now = now.UTC()
+	if to.IsZero() {
+		to = now
+	}
+	if from.IsZero() {
+		from = defaultFrom(j.Sched, to)
+	}
+	from, to = from.UTC(), to.UTC()
+	if to.Before(from) {
+		return nil, fmt.Errorf("%w: the window ends (%s) before it starts (%s)", ErrTickWindow, to.Format(time.RFC3339), from.Format(time.RFC3339))
+	}
+	scheduled := scheduler.Ticks(j.Sched, from.Add(-time.Nanosecond), to, MaxLedgerTicks+1)
+	if len(scheduled) > MaxLedgerTicks {
+		return nil, fmt.Errorf("%w: the window from %s to %s holds more than %d ticks of %s (the most one read lists): ask for a shorter one",
+			ErrTickWindow, from.Format(time.RFC3339), to.Format(time.RFC3339), MaxLedgerTicks, job)
+	}
+	l := &TickLedger{Job: job, Schedule: j.Schedule, Timezone: j.Location.String(), From: from, To: to, Now: now, Ticks: []LedgerTick{}}
+	if j.At != "" {
+		l.Schedule = "at " + j.At
+	}
+	since, err := jobs.HistoryCoverage(ctx, c.queue, c.cfg, job, now)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", locking.ErrUnavailable, err)
+	}
+	l.KnownFrom = since
+	if records := now.Add(-c.cfg.Retention(j)); records.Before(l.KnownFrom) {
+		l.KnownFrom = records
+	}
+	recs, err := jobs.ReadHistory(ctx, c.queue, c.cfg.Namespace, job, 0)
+	if err != nil {
+		if !errors.Is(err, jobs.ErrCorrupt) {
+			return nil, fmt.Errorf("%w: %w", locking.ErrUnavailable, err)
+		}
+		l.Warnings = append(l.Warnings, c.cfg.MaskSecrets(err.Error()))
+	}
+	// the lock masters: the pause flag and the records of the ticks still
+	// kept, side by side
+	var (
+		pause   map[string]pauseState
+		records map[int64]tickRecord
+		pErr    error
+		rErr    error
+		wg      sync.WaitGroup
+	)
+	wg.Go(func() {
+		sctx, cancel := context.WithTimeout(ctx, statusStep)
+		defer cancel()
+		pause, pErr = c.pauseStates(sctx, []string{job})
+	})
+	wg.Go(func() {
+		sctx, cancel := context.WithTimeout(ctx, statusStep)
+		defer cancel()
+		records, rErr = c.tickRecords(sctx, job, kept(scheduled, now.Add(-c.cfg.Retention(j)), now.Add(c.cfg.MaxClockSkew)))
+	})
+	wg.Wait()
+	for _, err := range []error{pErr, rErr} {
+		if err != nil {
+			l.Warnings = append(l.Warnings, c.cfg.MaskSecrets(err.Error()))
+		}
+	}
+	var note *PauseNote
+	switch {
+	case j.Paused:
+		note = &PauseNote{By: "config"}
+	case pause[job].masters >= len(c.masters)/2+1:
+		note = pause[job].note
+		if note == nil {
+			note = &PauseNote{By: "baton pause"}
+		}
+	}
+	b := ledgerBuilder{cfg: c.cfg, job: j, now: now, known: l.KnownFrom, records: records, pausedNow: note}
+	l.Ticks = b.build(scheduled, inWindow(recs, from, to))
+	return l, nil
+}
+
+// defaultFrom is the start of the window that ends at to when none is
+// given: DefaultLedgerSpan before to, or the DefaultLedgerTicks-th last
+// tick of s up to to when that is later.
+func defaultFrom(s scheduler.Schedule, to time.Time) time.Time {
+	from := to.Add(-DefaultLedgerSpan)
+	var last [DefaultLedgerTicks]time.Time
+	n := 0
+	for t := s.Next(from.Add(-time.Nanosecond)); !t.IsZero() && !t.After(to); t = s.Next(t) {
+		last[n%DefaultLedgerTicks] = t
+		n++
+	}
+	if n >= DefaultLedgerTicks {
+		return last[n%DefaultLedgerTicks] // the oldest of the last ones
+	}
+	return from
+}
+
+// kept are the ticks of ticks whose records may still be kept: due from
+// oldest up to newest.
+func kept(ticks []time.Time, oldest, newest time.Time) []time.Time {
+	var out []time.Time
+	for _, t := range ticks {
+		if !t.Before(oldest) && !t.After(newest) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// inWindow are the records of recs whose tick is in [from, to].
+func inWindow(recs []jobs.RunRecord, from, to time.Time) []jobs.RunRecord {
+	var out []jobs.RunRecord
+	for _, r := range recs {
+		if !r.Tick.Before(from) && !r.Tick.After(to) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// tickRecord is what the lock masters hold for one tick.
+type tickRecord struct {
+	done, leased, paused, missed int // masters holding each
+}
+
+// tickRecords reads the records of job's ticks on every lock master, one
+// pipelined MGET per master, side by side. It fails when no master
+// answered.
+func (c *Cluster) tickRecords(ctx context.Context, job string, ticks []time.Time) (map[int64]tickRecord, error) {
+	out := map[int64]tickRecord{}
+	if len(ticks) == 0 {
+		return out, nil
+	}
+	keys := make([]string, len(ticks))
+	for i, t := range ticks {
+		keys[i] = scheduler.TickKey(c.cfg.Namespace, job, t)
+	}
+	vals := make([][]any, len(c.masters))
+	errs := make([]error, len(c.masters))
+	var wg sync.WaitGroup
+	for i, m := range c.masters {
+		wg.Go(func() { vals[i], errs[i] = m.MGet(ctx, keys...).Result() })
+	}
+	wg.Wait()
+	var failed []error
+	for i := range c.masters {
+		if errs[i] != nil && !errors.Is(errs[i], redis.Nil) {
+			failed = append(failed, fmt.Errorf("lock master %d: %w", i, errs[i]))
+			continue
+		}
+		for k, v := range vals[i] {
+			s, _ := v.(string)
+			if s == "" {
+				continue
+			}
+			ms := ticks[k].UnixMilli()
+			r := out[ms]
+			switch s {
+			case "done":
+				r.done++
+			case "paused":
+				r.paused++
+			case "missed":
+				r.missed++
+			default:
+				r.leased++ // a claim token
+			}
+			out[ms] = r
+		}
+	}
+	if len(failed) > 0 {
+		err := fmt.Errorf("tick records: %d of %d lock masters did not answer: %w", len(failed), len(c.masters), errors.Join(failed...))
+		if len(failed) == len(c.masters) {
+			return nil, err
+		}
+		return out, err
+	}
+	return out, nil
+}
+
+// ledgerBuilder turns a job's schedule, history and tick records into its
+// ledger.
+type ledgerBuilder struct {
+	cfg       *config.Config
+	job       *config.Job
+	now       time.Time
+	known     time.Time
+	records   map[int64]tickRecord
+	pausedNow *PauseNote // the job's pause now, nil when it is not paused
+}
+
+// build lists the scheduled ticks and the history's records of the window
+// (recs), oldest first: one entry per scheduled tick, and one per manual
+// run or run of a tick the schedule does not have.
+func (b *ledgerBuilder) build(scheduled []time.Time, recs []jobs.RunRecord) []LedgerTick {
+	byTick := map[int64][]jobs.RunRecord{}
+	var out []LedgerTick
+	for _, r := range recs {
+		if r.Manual {
+			out = append(out, b.fromRun(r))
+			continue
+		}
+		byTick[r.Tick.UnixMilli()] = append(byTick[r.Tick.UnixMilli()], r)
+	}
+	for _, t := range scheduled {
+		ms := t.UnixMilli()
+		out = append(out, b.tick(t.UTC(), byTick[ms]))
+		delete(byTick, ms)
+	}
+	for ms, rs := range byTick { // runs of ticks the schedule no longer has
+		out = append(out, b.tick(time.UnixMilli(ms).UTC(), rs))
+	}
+	slices.SortStableFunc(out, func(a, b LedgerTick) int {
+		if c := a.Tick.Compare(b.Tick); c != 0 {
+			return c
+		}
+		switch {
+		case a.Manual == b.Manual:
+			return 0
+		case b.Manual:
+			return -1
+		}
+		return 1
+	})
+	if out == nil {
+		out = []LedgerTick{}
+	}
+	return out
+}
+
+// tick is the entry of scheduled tick t, whose history records are recs.
+func (b *ledgerBuilder) tick(t time.Time, recs []jobs.RunRecord) LedgerTick {
+	var run, notRun *jobs.RunRecord
+	for i := range recs {
+		r := &recs[i]
+		switch {
+		case r.RunID == "":
+			if notRun == nil || r.Ended.After(notRun.Ended) {
+				notRun = r
+			}
+		case run == nil || lastEvent(*r).After(lastEvent(*run)):
+			run = r
+		}
+	}
+	switch {
+	case run != nil:
+		lt := b.fromRun(*run)
+		if notRun != nil && (notRun.Status == jobs.StatusMissed || notRun.Status == jobs.StatusPaused) {
+			// recorded not run, then run: a backfill or a catch-up ran it
+			lt.Backfill = true
+		}
+		return lt
+	case notRun != nil:
+		return b.withPause(b.fromRun(*notRun))
+	}
+	lt := LedgerTick{Tick: t}
+	rec := b.records[t.UnixMilli()]
+	switch {
+	case rec.done > 0:
+		lt.Outcome, lt.Reason = OutcomeDispatched, "dispatched; no run recorded yet"
+	case rec.leased > 0:
+		lt.Outcome, lt.Reason = OutcomeDispatching, "a replica holds its claim"
+	case rec.paused > 0:
+		lt.Outcome = OutcomePaused
+	case rec.missed > 0:
+		lt.Outcome = OutcomeMissed
+	case t.After(b.now):
+		lt.Outcome = OutcomeNotDue
+	case t.Before(b.known):
+		lt.Outcome, lt.Reason = OutcomeUnknown, "before what the history and the tick records keep"
+	case b.now.Before(t.Add(b.job.StartingDeadline)):
+		lt.Outcome = OutcomeDue
+	default:
+		lt.Outcome, lt.Reason = OutcomeMissed, fmt.Sprintf("no replica dispatched it within its starting deadline (%s)", b.job.StartingDeadline)
+	}
+	return b.withPause(lt)
+}
+
+// withPause adds the job's pause to a paused tick, and to a tick ahead
+// while the job is paused: when the tick is within the pause, as far as
+// the pause's start (within the clock skew bound) tells.
+func (b *ledgerBuilder) withPause(lt LedgerTick) LedgerTick {
+	p := b.pausedNow
+	switch {
+	case p == nil:
+	case lt.Outcome != OutcomePaused && lt.Outcome != OutcomeNotDue && lt.Outcome != OutcomeDue:
+	case p.At.IsZero() || !lt.Tick.Before(p.At.Add(-b.cfg.MaxClockSkew)):
+		lt.Pause = p
+	}
+	return lt
+}
+
+// fromRun is the entry of history record r.
+func (b *ledgerBuilder) fromRun(r jobs.RunRecord) LedgerTick {
+	lt := LedgerTick{
+		Tick: r.Tick.UTC(), Status: r.Status, Manual: r.Manual, Backfill: r.Backfill, RunID: r.RunID,
+		Attempt: r.Attempt, Fence: r.Fence, ExitCode: r.ExitCode, HTTPStatus: r.HTTPStatus,
+		Dispatcher: r.Dispatcher, Worker: r.Worker, Started: r.Started, Ended: r.Ended,
+		Reason: r.Reason, Output: r.Output,
+	}
+	if !r.Started.IsZero() && !r.Ended.IsZero() {
+		lt.DurationMS = r.Ended.Sub(r.Started).Milliseconds()
+	}
+	switch {
+	case r.Status == jobs.StatusOK:
+		lt.Outcome = OutcomeOK
+	case r.Status.Failed():
+		lt.Outcome = OutcomeFailed
+	case r.Status == jobs.StatusRunning:
+		lt.Outcome = OutcomeRunning
+		if b.job.Timeout > 0 && b.now.After(r.Started.Add(b.job.Timeout+time.Minute)) {
+			lt.Outcome = OutcomeUnknown
+			lt.Reason = fmt.Sprintf("no end recorded, and its timeout (%s) has passed: its worker may have died", b.job.Timeout)
+		}
+	case r.Status == jobs.StatusDispatched:
+		lt.Outcome = OutcomeDispatched
+	case r.Status == jobs.StatusSkipped, r.Status == jobs.StatusReplaced, r.Status == jobs.StatusDropped,
+		r.Status == jobs.StatusMissed, r.Status == jobs.StatusPaused, r.Status == jobs.StatusRefused:
+		lt.Outcome = Outcome(r.Status)
+	default:
+		lt.Outcome = OutcomeUnknown
+	}
+	return lt
+}
+
+// lastEvent is when the history last heard of run r.
+func lastEvent(r jobs.RunRecord) time.Time {
+	t := r.Enqueued
+	for _, u := range []time.Time{r.Started, r.Ended} {
+		if u.After(t) {
+			t = u
+		}
+	}
+	return t
+}
