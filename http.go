@@ -234,6 +234,7 @@ var schedulerCounters = []counter[scheduler.Stats]{
 	newCounter("baton_scheduler_caught_up_total", "Missed ticks dispatched by the catch-up policy.", func(s scheduler.Stats) float64 { return float64(s.CaughtUp) }),
 	newCounter("baton_scheduler_early_total", "Tick claims refused as not due yet by a lock master's clock.", func(s scheduler.Stats) float64 { return float64(s.Early) }),
 	newCounter("baton_scheduler_commit_errors_total", "Ticks not recorded on a quorum of lock masters.", func(s scheduler.Stats) float64 { return float64(s.CommitErrors) }),
+	newCounter("baton_scheduler_left_to_others_total", "Ticks released unrecorded because another live replica's job list takes them and this one's does not (a rolling deploy).", func(s scheduler.Stats) float64 { return float64(s.LeftToOthers) }),
 }
 
 var heldDesc = prometheus.NewDesc("baton_scheduler_held_ticks",
@@ -275,6 +276,8 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- leaderDesc
 	ch <- skewDesc
 	ch <- infoDesc
+	ch <- quarantineDesc
+	ch <- clusterLeaderDesc
 	for _, rp := range c.replicas {
 		for _, m := range rp.metrics.collectors() {
 			m.Describe(ch)
@@ -313,6 +316,8 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(infoDesc, prometheus.GaugeValue, 1, rp.id, rp.version, rp.role.String(), rp.listHash)
+		rp.collectMasters(ch)
+		rp.collectLeader(ch)
 		for _, m := range rp.metrics.collectors() {
 			m.Collect(ch)
 		}

@@ -1,11 +1,13 @@
 package baton
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/quorum"
 	"github.com/batonhq/baton/internal/worker"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
@@ -105,4 +107,39 @@ var (
 	infoDesc = prometheus.NewDesc("baton_replica_info",
 		"1, labelled with the replica's version, role and job-list hash (replicas whose hashes differ run different job lists).",
 		[]string{"replica", "version", "role", "job_list"}, nil)
+	quarantineDesc = prometheus.NewDesc("baton_lock_master_quarantine_remaining_seconds",
+		"How long the lock master (by its index in locking.masters) still waits out its restart quarantine, as this replica last found it: it does not vote meanwhile; 0 while it votes.",
+		[]string{"replica", "master"}, nil)
+	clusterLeaderDesc = prometheus.NewDesc("baton_cluster_leader",
+		"1 while this replica is the cluster leader (it claims the ticks of leader: true jobs), 0 otherwise; served by replicas whose job list has such a job.",
+		[]string{"replica"}, nil)
 )
+
+// collectMasters sends, for each lock master, how long it still waits out
+// its restart quarantine (Replica.Waiting says why). It contacts no master.
+func (r *Replica) collectMasters(ch chan<- prometheus.Metric) {
+	if r.lockGroup == nil {
+		return
+	}
+	now := time.Now()
+	for _, m := range r.lockGroup.Known() {
+		left := 0.0
+		if m.State == quorum.StateQuarantine {
+			left = max(m.UntilLocal.Sub(now), 0).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(quarantineDesc, prometheus.GaugeValue, left, r.id, strconv.Itoa(m.Idx))
+	}
+}
+
+// collectLeader sends whether this replica is the cluster leader, when its
+// job list has leader jobs.
+func (r *Replica) collectLeader(ch chan<- prometheus.Metric) {
+	if r.leader == nil {
+		return
+	}
+	v := 0.0
+	if r.leader.leading() {
+		v = 1
+	}
+	ch <- prometheus.MustNewConstMetric(clusterLeaderDesc, prometheus.GaugeValue, v, r.id)
+}

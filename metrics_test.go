@@ -119,3 +119,52 @@ jobs:
 		}
 	}
 }
+
+// A brand-new lock master waits out its restart quarantine: the replica
+// serves how long it still waits, counting down to 0 when it votes and
+// ticks run. The cluster leader and the ticks left to other job lists are
+// served from the start.
+func TestMetricsFollowMasterQuarantine(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking: {restart_quarantine: 3s}
+scheduler: {tick_lease_ttl: 1s}
+namespace: quarantined
+worker: {shutdown_grace: 2s}
+jobs:
+  - name: beat
+    schedule: "@every 1s"
+    handler: {name: beat}
+    lock_ttl: 2s
+  - name: tidy
+    schedule: "@every 1s"
+    mode: local
+    leader: true
+    handler: {name: beat}
+    lock_ttl: 2s
+`, srv.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := jobs.NewRegistry()
+	if err := reg.HandleFunc("beat", func(context.Context, jobs.Run) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	web := serving(t, running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("q-1")))
+	const left = `baton_lock_master_quarantine_remaining_seconds{master="0",replica="q-1"}`
+	poll.Require(t, 20*time.Second, "master 0 found in its quarantine", func() bool {
+		s := scrape(t, web.URL)
+		return s[left] > 0 && s[left] <= 3
+	})
+	var after map[string]float64
+	poll.Require(t, 30*time.Second, "the quarantine over and a run of beat", func() bool {
+		after = scrape(t, web.URL)
+		return after[left] == 0 && after[`baton_worker_runs_total{job="beat",replica="q-1",status="ok"}`] >= 1
+	})
+	poll.Require(t, 20*time.Second, "q-1 the cluster leader", func() bool {
+		return scrape(t, web.URL)[`baton_cluster_leader{replica="q-1"}`] == 1
+	})
+	if v, ok := after[`baton_scheduler_left_to_others_total{job="beat",replica="q-1"}`]; !ok || v != 0 {
+		t.Errorf("baton_scheduler_left_to_others_total of beat = %v (served: %v), want 0 with one job list", v, ok)
+	}
+}
