@@ -7,6 +7,8 @@ package deploy_test
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +25,9 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
 )
 
 // testKey is a signing key for configs that take one from the environment.
@@ -357,5 +362,283 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	if unit["Service.NoNewPrivileges"] != "yes" {
 		t.Error("NoNewPrivileges=yes expected")
+	}
+}
+
+// dashboard is the part of Grafana's dashboard model the check reads.
+type dashboard struct {
+	UID           string  `json:"uid"`
+	Title         string  `json:"title"`
+	SchemaVersion int     `json:"schemaVersion"`
+	Panels        []panel `json:"panels"`
+	Templating    struct {
+		List []struct {
+			Name       string          `json:"name"`
+			Type       string          `json:"type"`
+			Query      json.RawMessage `json:"query"`
+			Datasource *datasource     `json:"datasource"`
+		} `json:"list"`
+	} `json:"templating"`
+}
+
+type panel struct {
+	ID         int         `json:"id"`
+	Type       string      `json:"type"`
+	Title      string      `json:"title"`
+	Datasource *datasource `json:"datasource"`
+	GridPos    struct{ H, W, X, Y int }
+	Panels     []panel `json:"panels"` // a collapsed row's
+	Targets    []struct {
+		Expr       string      `json:"expr"`
+		Datasource *datasource `json:"datasource"`
+	} `json:"targets"`
+}
+
+type datasource struct {
+	Type string `json:"type"`
+	UID  string `json:"uid"`
+}
+
+// served runs a replica with a job of each kind (queued, local on the
+// cluster leader, singleton) until each has run or led, and returns the
+// label names of every metric its /metrics serves (a histogram's _bucket,
+// _sum and _count included).
+func served(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	srv := redistest.New(t)
+	cfg := loadConfig(t, "the dashboard's test config", fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: grafana
+worker: {shutdown_grace: 2s}
+jobs:
+  - name: beat
+    schedule: "@every 1s"
+    handler: {name: beat}
+  - name: tidy
+    schedule: "@every 1s"
+    mode: local
+    leader: true
+    handler: {name: beat}
+  - name: pump
+    mode: singleton
+    handler: {name: pump}
+`, srv.Addr()), nil)
+	reg := jobs.NewRegistry()
+	if err := reg.HandleFunc("beat", func(context.Context, jobs.Run) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.HandleFunc("pump", func(ctx context.Context, _ jobs.Run) error { <-ctx.Done(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	r, err := baton.New(cfg, baton.WithHandlers(reg), baton.WithReplicaID("g-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	h := baton.NewHTTPHandler(r)
+	t.Cleanup(func() {
+		h.Close()
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	metrics := func() string {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://localhost/metrics", nil))
+		return rec.Body.String()
+	}
+	var body string
+	poll.Require(t, 30*time.Second, "a run of beat and of tidy, pump led, g-1 the cluster leader", func() bool {
+		body = metrics()
+		for _, s := range []string{
+			`baton_worker_start_lag_seconds_count{job="beat",replica="g-1"}`,
+			`baton_scheduler_dispatch_lag_seconds_count{job="beat",replica="g-1"}`,
+			`baton_worker_runs_total{job="tidy",replica="g-1",status="ok"}`,
+			`baton_singleton_leader{job="pump",replica="g-1"} 1`,
+			`baton_cluster_leader{replica="g-1"} 1`,
+		} {
+			if !strings.Contains(body, s) {
+				return false
+			}
+		}
+		return true
+	})
+	out := map[string]map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^(baton_[a-z0-9_]+)(?:\{([^}]*)\})? `).FindAllStringSubmatch(body, -1) {
+		if out[m[1]] == nil {
+			out[m[1]] = map[string]bool{}
+		}
+		for _, l := range regexp.MustCompile(`([a-z_]+)="`).FindAllStringSubmatch(m[2], -1) {
+			out[m[1]][l[1]] = true
+		}
+	}
+	return out
+}
+
+var (
+	metricName = regexp.MustCompile(`\bbaton_[a-z0-9_]+`)
+	// a selector's label matchers: metric{label=~"...", ...}
+	selector = regexp.MustCompile(`\b(baton_[a-z0-9_]+)\{([^}]*)\}`)
+	matcher  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)`)
+	// $name, ${name}, ${name:format}, [[name]]
+	variable = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)(?::[a-z]+)?\}|\$([A-Za-z0-9_]+)|\[\[([A-Za-z0-9_]+)\]\]`)
+)
+
+// grafanaBuiltins are the variables Grafana defines itself.
+var grafanaBuiltins = map[string]bool{"__rate_interval": true, "__interval": true, "__interval_ms": true, "__range": true,
+	"__range_s": true, "__range_ms": true, "__from": true, "__to": true, "__dashboard": true}
+
+// checkQuery reports a query's metrics that baton does not serve and
+// label matchers on labels their metric does not carry.
+func checkQuery(t *testing.T, where, expr string, metrics map[string]map[string]bool) {
+	t.Helper()
+	names := metricName.FindAllString(expr, -1)
+	if len(names) == 0 {
+		t.Errorf("%s: %q queries no baton metric", where, expr)
+	}
+	for _, name := range names {
+		if metrics[name] == nil {
+			t.Errorf("%s: queries %s, which /metrics does not serve", where, name)
+		}
+	}
+	for _, s := range selector.FindAllStringSubmatch(expr, -1) {
+		for _, l := range matcher.FindAllStringSubmatch(s[2], -1) {
+			if labels := metrics[s[1]]; labels != nil && !labels[l[1]] {
+				t.Errorf("%s: matches label %s of %s, which has no such label", where, l[1], s[1])
+			}
+		}
+	}
+	depth := map[rune]int{}
+	for _, c := range expr {
+		switch c {
+		case '(', '{', '[':
+			depth[c]++
+		case ')':
+			depth['(']--
+		case '}':
+			depth['{']--
+		case ']':
+			depth['[']--
+		}
+	}
+	for c, d := range depth {
+		if d != 0 {
+			t.Errorf("%s: unbalanced %c in %q", where, c, expr)
+		}
+	}
+}
+
+// The Grafana dashboard parses as Grafana's dashboard model, queries only
+// metrics (and labels) a running replica serves, on the data source its
+// ${datasource} variable picks, uses only variables it defines, and lays
+// its panels out without overlap. The alert rules name only served metrics
+// too.
+func TestGrafanaDashboardQueriesServedMetrics(t *testing.T) {
+	data, err := os.ReadFile("grafana/baton.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var d dashboard
+	if err := dec.Decode(&d); err != nil {
+		t.Fatalf("grafana/baton.json: %v", err)
+	}
+	if d.UID == "" || d.Title == "" || d.SchemaVersion < 39 {
+		t.Errorf("uid %q, title %q, schemaVersion %d: want a uid, a title and a current schema (>= 39)", d.UID, d.Title, d.SchemaVersion)
+	}
+	metrics := served(t)
+
+	defined := map[string]bool{}
+	for _, v := range d.Templating.List {
+		defined[v.Name] = true
+		switch v.Type {
+		case "datasource":
+			if v.Name != "datasource" || string(v.Query) != `"prometheus"` {
+				t.Errorf("data source variable %s picks %s, want datasource picking prometheus", v.Name, v.Query)
+			}
+		case "query":
+			var q struct{ Query string }
+			if err := json.Unmarshal(v.Query, &q); err != nil {
+				t.Fatalf("variable %s: query %s: %v", v.Name, v.Query, err)
+			}
+			if v.Datasource == nil || v.Datasource.UID != "${datasource}" {
+				t.Errorf("variable %s does not query the ${datasource} variable", v.Name)
+			}
+			checkQuery(t, "variable "+v.Name, q.Query, metrics)
+		}
+	}
+	for _, want := range []string{"datasource", "job", "replica"} {
+		if !defined[want] {
+			t.Errorf("no template variable %s", want)
+		}
+	}
+	for _, m := range variable.FindAllStringSubmatch(string(data), -1) {
+		name := m[1] + m[2] + m[3]
+		if !defined[name] && !grafanaBuiltins[name] {
+			t.Errorf("grafana/baton.json uses variable $%s, which it does not define", name)
+		}
+	}
+
+	var all []panel
+	for _, p := range d.Panels {
+		all = append(all, p)
+		all = append(all, p.Panels...)
+	}
+	ids := map[int]bool{}
+	cells := map[[2]int]string{}
+	for _, p := range all {
+		where := fmt.Sprintf("panel %d %q", p.ID, p.Title)
+		if ids[p.ID] {
+			t.Errorf("%s: id used twice", where)
+		}
+		ids[p.ID] = true
+		g := p.GridPos
+		if g.W < 1 || g.H < 1 || g.X < 0 || g.X+g.W > 24 {
+			t.Errorf("%s: gridPos %+v outside the 24 columns", where, g)
+		}
+		for x := g.X; x < g.X+g.W; x++ {
+			for y := g.Y; y < g.Y+g.H; y++ {
+				if other, ok := cells[[2]int{x, y}]; ok {
+					t.Fatalf("%s overlaps %s", where, other)
+				}
+				cells[[2]int{x, y}] = where
+			}
+		}
+		if p.Type == "row" {
+			continue
+		}
+		if p.Datasource == nil || p.Datasource.UID != "${datasource}" || len(p.Targets) == 0 {
+			t.Errorf("%s: want queries on the ${datasource} variable", where)
+		}
+		for _, q := range p.Targets {
+			if q.Datasource == nil || q.Datasource.UID != "${datasource}" {
+				t.Errorf("%s: a query not on the ${datasource} variable", where)
+			}
+			checkQuery(t, where, q.Expr, metrics)
+		}
+	}
+	// what the dashboard must show
+	var exprs strings.Builder
+	for _, p := range all {
+		for _, q := range p.Targets {
+			exprs.WriteString(q.Expr + "\n")
+		}
+	}
+	for _, m := range []string{"baton_worker_runs_total", "baton_scheduler_dispatch_lag_seconds_bucket", "baton_worker_start_lag_seconds_bucket",
+		"baton_worker_skipped_total", "baton_scheduler_missed_total", "baton_worker_dropped_total", "baton_worker_tasks_refused_total",
+		"baton_lock_wait_seconds_total", "baton_lock_leases_lost_total", "baton_singleton_leader", "baton_lock_master_quarantine_remaining_seconds",
+		"baton_scheduler_held_ticks", "baton_scheduler_clock_skew_seconds", "baton_replica_info"} {
+		if !strings.Contains(exprs.String(), m) {
+			t.Errorf("no panel queries %s", m)
+		}
+	}
+
+	for _, d := range yamlDocs(t, "prometheus/baton-alerts.yaml") {
+		for _, r := range get(d, "groups", 0, "rules").([]any) {
+			checkQuery(t, "alert "+str(get(r, "alert")), str(get(r, "expr")), metrics)
+		}
 	}
 }
