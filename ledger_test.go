@@ -1,0 +1,337 @@
+package baton_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// ledgerCluster starts a Redis with one job, r (every minute, starting
+// deadline 5m, forbid, a 1h timeout), in namespace ns, and returns a Cluster
+// on it and Redis's time.
+func ledgerCluster(t *testing.T, ns, schedule string) (*redis.Client, *config.Config, *baton.Cluster, time.Time) {
+	t.Helper()
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: %s
+jobs:
+  - name: r
+    schedule: %q
+    starting_deadline: 5m
+    exec: {command: ["true"]}
+  - name: pump
+    mode: singleton
+    exec: {command: ["true"]}
+`, srv.Addr(), ns, schedule))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	now, err := rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rdb, cfg, c, now.UTC()
+}
+
+// historyEvent is one entry of a job's history stream, written at the
+// instant at (its stream ID), as a worker or the scheduler writes it.
+type historyEvent struct {
+	at     time.Time
+	fields []any
+}
+
+// writeHistory appends events to job's history in the order of their
+// instants (a stream's IDs only grow).
+func writeHistory(t *testing.T, rdb *redis.Client, ns, job string, evs []historyEvent) {
+	t.Helper()
+	slices.SortStableFunc(evs, func(a, b historyEvent) int { return a.at.Compare(b.at) })
+	for i, e := range evs {
+		if err := rdb.XAdd(context.Background(), &redis.XAddArgs{
+			Stream: ns + ":{history:" + job + "}",
+			ID:     fmt.Sprintf("%d-%d", e.at.UnixMilli(), i+1),
+			Values: append([]any{"v", "1"}, e.fields...),
+		}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// run is what a worker writes for a run of tick at: started and, unless
+// status is empty, finished; extra fields go on both.
+func run(at time.Time, id string, took time.Duration, status string, extra ...any) []historyEvent {
+	tick := at.UTC().Format(time.RFC3339Nano)
+	start := at.Add(100 * time.Millisecond)
+	evs := []historyEvent{{start, append([]any{"ev", "started", "tick", tick, "run", id, "replica", "w1", "attempt", 1, "fence", 7, "by", "s1"}, extra...)}}
+	if status != "" {
+		evs = append(evs, historyEvent{start.Add(took), append([]any{"ev", "finished", "tick", tick, "run", id, "replica", "w1", "attempt", 1,
+			"fence", 7, "status", status}, extra...)})
+	}
+	return evs
+}
+
+// notRun is what the scheduler (missed, paused) or a worker (refused)
+// writes for tick at that did not run.
+func notRun(at time.Time, status, reason string) historyEvent {
+	return historyEvent{at.Add(200 * time.Millisecond), []any{"ev", "not_run", "tick", at.UTC().Format(time.RFC3339Nano), "run", "", "status", status, "reason", reason}}
+}
+
+// The ledger lists every tick of the window in order with its outcome: ran
+// ok or failed (with exit code, reason, duration, replica, attempt,
+// fence), skipped, dropped, refused, running, missed (recorded so by a
+// catch-up, or with no record at all past the starting deadline: no
+// scheduler was up), paused (with who paused the job, since when and why),
+// paused and then backfilled, dispatched and being dispatched (the tick
+// records), due, not yet due; a trigger's run at its own tick, marked
+// manual; and, before what the history keeps, unknown: not missed.
+func TestTicksListsEveryOutcome(t *testing.T) {
+	const ns = "ledger"
+	rdb, _, c, now := ledgerCluster(t, ns, "@every 1m")
+	ctx := context.Background()
+	base := now.Truncate(time.Minute)
+	ago := func(m int) time.Time { return base.Add(-time.Duration(m) * time.Minute) }
+
+	var evs []historyEvent
+	evs = append(evs, run(ago(20), "run-20", time.Second, "ok", "exit_code", 0)...) // the oldest entry: the history's knowledge starts here
+	evs = append(evs, run(ago(19), "run-19", 2*time.Second, "ok", "exit_code", 0)...)
+	fail := run(ago(18), "run-18", 3*time.Second, "failed", "exit_code", 3)
+	fail[1].fields = append(fail[1].fields, "reason", `non-zero exit: "sh" exited with code 3`, "output", "step 1\nERROR: vendor down\n")
+	evs = append(evs, fail...)
+	skip := run(ago(17), "run-17", 0, "skipped")[1:] // a skipped tick never started
+	skip[0].fields = append(skip[0].fields, "reason", "another run holds the job")
+	evs = append(evs, skip...)
+	evs = append(evs, notRun(ago(16), "missed", "past its starting deadline"))
+	// ago(15): no record at all (no scheduler was up)
+	evs = append(evs, notRun(ago(14), "paused", "the job is paused"), notRun(ago(13), "paused", "the job is paused"))
+	evs = append(evs, notRun(ago(12), "paused", "the job is paused"))
+	evs = append(evs, run(ago(12), "run-12", time.Second, "ok", "backfill", "1")...)
+	evs = append(evs, notRun(ago(10), "refused", "its tick is done"))
+	evs = append(evs, run(ago(9), "run-9", 0, "")...) // started, not ended
+	drop := run(ago(8), "run-8", 0, "dropped")[1:]
+	evs = append(evs, drop...)
+	writeHistory(t, rdb, ns, "r", evs)
+	// the tick records: ago(3) dispatched, not started yet; ago(2) a
+	// replica holds its claim; ago(6), ago(5): nothing, past the deadline;
+	// ago(4) onwards: within it
+	if err := rdb.Set(ctx, scheduler.TickKey(ns, "r", ago(3)), "done", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, scheduler.TickKey(ns, "r", ago(2)), "0123456789abcdef0123456789abcdef", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// paused since ago(14), with a note
+	if res, err := c.Pause(ctx, "r", baton.PauseNote{By: "alice", Note: "vendor fix"}); err != nil || !res.InEffect {
+		t.Fatalf("pause: %+v %v", res, err)
+	}
+	backdatePause(t, rdb, ns, "r", ago(14))
+	trig, err := c.Trigger(ctx, "r", "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	l, err := c.Ticks(ctx, "r", ago(25), base.Add(2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Job != "r" || l.Schedule != "@every 1m" || !l.From.Equal(ago(25)) || !l.To.Equal(base.Add(2*time.Minute)) || l.Now.Before(now) || len(l.Warnings) > 0 {
+		t.Errorf("ledger %+v", *l)
+	}
+	if want := ago(20).Add(100 * time.Millisecond); !l.KnownFrom.Equal(want) {
+		t.Errorf("known_from %v, want the history's oldest entry %v", l.KnownFrom, want)
+	}
+	byTick := map[time.Time]baton.LedgerTick{}
+	var manual []baton.LedgerTick
+	for i, lt := range l.Ticks {
+		if i > 0 && lt.Tick.Before(l.Ticks[i-1].Tick) {
+			t.Errorf("ticks out of order: %v after %v", lt.Tick, l.Ticks[i-1].Tick)
+		}
+		if lt.Manual {
+			manual = append(manual, lt)
+			continue
+		}
+		byTick[lt.Tick] = lt
+	}
+	if len(byTick) != 28 { // ago(25) .. min+2m
+		t.Errorf("%d scheduled ticks, want 28", len(byTick))
+	}
+	// due within the starting deadline, ahead not due: by the clock the
+	// ledger was read at (a minute may have begun since now); both carry
+	// the pause
+	timed := func(at time.Time) baton.Outcome {
+		switch {
+		case at.After(l.Now):
+			return baton.OutcomeNotDue
+		case l.Now.Before(at.Add(5 * time.Minute)):
+			return baton.OutcomeDue
+		}
+		return baton.OutcomeMissed
+	}
+	paused := func(lt baton.LedgerTick) bool {
+		return lt.Outcome == baton.OutcomeMissed || lt.Pause != nil && lt.Pause.By == "alice" && lt.Pause.Note == "vendor fix"
+	}
+	for _, tc := range []struct {
+		at      time.Time
+		outcome baton.Outcome
+		check   func(lt baton.LedgerTick) bool
+	}{
+		{ago(25), baton.OutcomeUnknown, nil},
+		{ago(21), baton.OutcomeUnknown, func(lt baton.LedgerTick) bool { return strings.Contains(lt.Reason, "before what the history") }},
+		{ago(20), baton.OutcomeOK, nil},
+		{ago(19), baton.OutcomeOK, func(lt baton.LedgerTick) bool {
+			return lt.RunID == "run-19" && lt.DurationMS == 2000 && lt.Worker == "w1" && lt.Dispatcher == "s1" && lt.Attempt == 1 && lt.Fence == 7 &&
+				lt.ExitCode != nil && *lt.ExitCode == 0 && !lt.Backfill
+		}},
+		{ago(18), baton.OutcomeFailed, func(lt baton.LedgerTick) bool {
+			return lt.Status == "failed" && lt.ExitCode != nil && *lt.ExitCode == 3 && strings.Contains(lt.Reason, "code 3") &&
+				strings.Contains(lt.Output, "vendor down") && lt.DurationMS == 3000
+		}},
+		{ago(17), baton.OutcomeSkipped, func(lt baton.LedgerTick) bool { return lt.Reason == "another run holds the job" }},
+		{ago(16), baton.OutcomeMissed, func(lt baton.LedgerTick) bool { return lt.Reason == "past its starting deadline" }},
+		{ago(15), baton.OutcomeMissed, func(lt baton.LedgerTick) bool {
+			return strings.Contains(lt.Reason, "no replica dispatched it within its starting deadline")
+		}},
+		{ago(14), baton.OutcomePaused, func(lt baton.LedgerTick) bool {
+			return lt.Pause != nil && lt.Pause.By == "alice" && lt.Pause.Note == "vendor fix" && lt.Pause.At.Equal(ago(14))
+		}},
+		{ago(13), baton.OutcomePaused, func(lt baton.LedgerTick) bool { return lt.Pause != nil && lt.Pause.Note == "vendor fix" }},
+		{ago(12), baton.OutcomeOK, func(lt baton.LedgerTick) bool { return lt.Backfill && lt.RunID == "run-12" && lt.Pause == nil }},
+		{ago(11), baton.OutcomeMissed, nil},
+		{ago(10), baton.OutcomeRefused, func(lt baton.LedgerTick) bool { return lt.Reason == "its tick is done" }},
+		{ago(9), baton.OutcomeRunning, func(lt baton.LedgerTick) bool { return lt.RunID == "run-9" && lt.DurationMS == 0 }},
+		{ago(8), baton.OutcomeDropped, nil},
+		{ago(6), baton.OutcomeMissed, nil},
+		{ago(5), baton.OutcomeMissed, nil},
+		{ago(4), timed(ago(4)), paused},
+		{ago(3), baton.OutcomeDispatched, nil},
+		{ago(2), baton.OutcomeDispatching, nil},
+		{ago(1), timed(ago(1)), paused},
+		{base.Add(time.Minute), timed(base.Add(time.Minute)), paused},
+		{base.Add(2 * time.Minute), timed(base.Add(2 * time.Minute)), paused},
+	} {
+		lt, ok := byTick[tc.at]
+		switch {
+		case !ok:
+			t.Errorf("tick %v (%s) not listed", tc.at, tc.outcome)
+		case lt.Outcome != tc.outcome:
+			t.Errorf("tick %v: outcome %s, want %s (%+v)", tc.at, lt.Outcome, tc.outcome, lt)
+		case tc.check != nil && !tc.check(lt):
+			t.Errorf("tick %v (%s): %+v", tc.at, tc.outcome, lt)
+		}
+	}
+	if len(manual) != 1 || manual[0].RunID != trig.RunID || !manual[0].Tick.Equal(trig.At) || manual[0].Outcome != baton.OutcomeDispatched || manual[0].Dispatcher != "ops" {
+		t.Errorf("manual runs %+v, want the trigger %s at %v", manual, trig.RunID, trig.At)
+	}
+}
+
+// Without a start the ledger reads the last 24 hours up to its end, cut to
+// the last 100 ticks; without an end, up to now. A window of more than
+// 10,000 ticks is refused naming the limit, as is one that ends before it
+// starts; an unknown job and a singleton are refused too.
+func TestTicksWindow(t *testing.T) {
+	_, _, c, now := ledgerCluster(t, "window", "@every 1m")
+	ctx := context.Background()
+	l, err := c.Ticks(ctx, "r", time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Ticks) != baton.DefaultLedgerTicks || l.To.Before(now) || !l.From.Equal(l.Ticks[0].Tick) || l.Ticks[99].Tick.After(l.To) {
+		t.Errorf("default window: %d ticks from %v to %v (now %v)", len(l.Ticks), l.From, l.To, now)
+	}
+	hourly := now.Truncate(time.Hour)
+	l, err = c.Ticks(ctx, "r", time.Time{}, hourly)
+	if err != nil || !l.To.Equal(hourly) || !l.From.Equal(hourly.Add(-99*time.Minute)) {
+		t.Errorf("window to %v: %v to %v, %v", hourly, l.From, l.To, err)
+	}
+	for _, tc := range []struct {
+		from, to time.Time
+		job      string
+		want     error
+		text     string
+	}{
+		{now.Add(-10001 * time.Minute), now, "r", baton.ErrTickWindow, "more than 10000 ticks"},
+		{now, now.Add(-time.Hour), "r", baton.ErrTickWindow, "before it starts"},
+		{time.Time{}, time.Time{}, "nope", baton.ErrUnknownJob, `no job "nope"`},
+		{time.Time{}, time.Time{}, "pump", baton.ErrNotTriggerable, "singleton"},
+	} {
+		_, err := c.Ticks(ctx, tc.job, tc.from, tc.to)
+		if !errors.Is(err, tc.want) || !strings.Contains(fmt.Sprint(err), tc.text) {
+			t.Errorf("Ticks(%s, %v, %v): %v, want %v naming %q", tc.job, tc.from, tc.to, err, tc.want, tc.text)
+		}
+	}
+	if _, err := c.Ticks(ctx, "r", now.Add(-9999*time.Minute), now); err != nil {
+		t.Errorf("a window of 10,000 ticks: %v", err)
+	}
+}
+
+// roundTrips counts what a go-redis client sends: one round trip per
+// command or pipeline, and the commands in them.
+type roundTrips struct{ trips, commands atomic.Int64 }
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.trips.Add(1)
+		r.commands.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.trips.Add(1)
+		r.commands.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// A ledger read costs the same round trips and commands whatever the
+// window: 10 ticks or 1,000 (pipelined reads of the history and the tick
+// records, whose number the records' retention bounds).
+func TestTicksRoundTripsBounded(t *testing.T) {
+	rdb, _, c, now := ledgerCluster(t, "trips", "@every 1s")
+	ctx := context.Background()
+	var evs []historyEvent
+	for i := range 200 {
+		at := now.Truncate(time.Second).Add(-time.Duration(i+2) * time.Second)
+		evs = append(evs, run(at, fmt.Sprintf("run-%d", i), time.Millisecond, "ok")...)
+	}
+	writeHistory(t, rdb, "trips", "r", evs)
+	count := &roundTrips{}
+	baton.HookCluster(c, count)
+	measure := func(n int) (int64, int64) {
+		count.trips.Store(0)
+		count.commands.Store(0)
+		to := now.Truncate(time.Second)
+		l, err := c.Ticks(ctx, "r", to.Add(-time.Duration(n-1)*time.Second), to)
+		if err != nil || len(l.Ticks) != n {
+			t.Fatalf("%d ticks: %v, %d listed", n, err, len(l.Ticks))
+		}
+		return count.trips.Load(), count.commands.Load()
+	}
+	measure(10) // the connections' own set-up (HELLO, ...) is not the read's
+	trips10, cmds10 := measure(10)
+	trips1000, cmds1000 := measure(1000)
+	t.Logf("10 ticks: %d round trips, %d commands; 1000 ticks: %d round trips, %d commands", trips10, cmds10, trips1000, cmds1000)
+	if trips10 != trips1000 || cmds10 != cmds1000 || trips1000 > 5 {
+		t.Errorf("round trips %d and %d, commands %d and %d for 10 and 1000 ticks: want the same, at most 5 round trips", trips10, trips1000, cmds10, cmds1000)
+	}
+}
