@@ -24,7 +24,8 @@ import (
 // its replicas' config:
 //
 //	GET  /                          the dashboard (HTML)
-//	GET  /api/status                Cluster.Status
+//	GET  /api/status                Cluster.Status, with this process's held
+//	                                ticks, unsigned and max_clock_skew
 //	GET  /api/locks                 Cluster.Locks
 //	GET  /api/jobs/{job}/history    Cluster.History (?n=N, default 20)
 //	GET  /api/jobs/{job}/ticks      Cluster.Ticks (?from=T&to=T, RFC 3339;
@@ -68,7 +69,7 @@ func (h *HTTPHandler) mountAPI() {
 		_, _ = w.Write(dashboardHTML)
 	}))
 	h.handle("GET /api/status", h.read(func(ctx context.Context, r *http.Request) (any, error) {
-		return h.status.get(ctx, func(ctx context.Context) (*Status, error) {
+		st, err := h.status.get(ctx, func(ctx context.Context) (*Status, error) {
 			st, err := h.cluster.Status(ctx)
 			if st != nil && err != nil {
 				// a read may need no token: the reason names no address (as /readyz)
@@ -88,6 +89,10 @@ func (h *HTTPHandler) mountAPI() {
 			}
 			return st, err
 		})
+		if st == nil {
+			return nil, err
+		}
+		return h.statusAnswer(st), err
 	}))
 	h.handle("GET /api/locks", h.read(func(ctx context.Context, r *http.Request) (any, error) {
 		held, err := h.cluster.Locks(ctx)
@@ -441,4 +446,42 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// statusAnswer is what GET /api/status answers: the deployment's Status,
+// and what only this process knows or its config says, for the
+// dashboard's banner.
+type statusAnswer struct {
+	*Status
+	// Held are the ticks this process's schedulers hold back now (lock
+	// masters or queue failing), per replica; none when none are held.
+	Held []heldTicks `json:"held,omitempty"`
+	// Unsigned is true when security.signing_keys is not set: tasks are
+	// not signed, and anyone who can write to the queue Redis can make
+	// baton run a cron job.
+	Unsigned bool `json:"unsigned,omitempty"`
+	// MaxClockSkew is the config's max_clock_skew (nanoseconds, as the
+	// replicas' skew): a replica off by more does not claim.
+	MaxClockSkew time.Duration `json:"max_clock_skew"`
+}
+
+// heldTicks is how many ticks one replica holds back.
+type heldTicks struct {
+	Replica string `json:"replica"`
+	Ticks   int    `json:"ticks"`
+}
+
+// statusAnswer adds to st what this process knows (a copy: st is shared
+// by the requests of statusEvery).
+func (h *HTTPHandler) statusAnswer(st *Status) statusAnswer {
+	a := statusAnswer{Status: st, MaxClockSkew: h.cluster.cfg.MaxClockSkew, Unsigned: len(h.cluster.cfg.Security.SigningKeys) == 0}
+	for _, rp := range h.replicas {
+		if rp.sched == nil {
+			continue
+		}
+		if n := rp.sched.Stats().Held; n > 0 {
+			a.Held = append(a.Held, heldTicks{Replica: rp.id, Ticks: int(n)})
+		}
+	}
+	return a
 }

@@ -3,12 +3,15 @@ package baton_test
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/batonhq/baton"
@@ -40,13 +43,110 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// The dashboard in a real headless Chromium: with http.token set it reads
-// nothing until the token is typed in; then it shows a job's successful
-// run and last success, a failing job's failure streak, and pressing pause
-// pauses the job: the page says so and the flag is in Redis. With BATON_SCREENSHOT=FILE it saves a
-// screenshot (docs/dashboard.png is made that way).
-func TestDashboardInChromium(t *testing.T) {
-	browser := chromiumPath(t)
+// dashboardPage is a dashboard open in a headless Chromium, driven step by
+// step: a step that fails ends the test with the page's HTML.
+type dashboardPage struct {
+	t   *testing.T
+	ctx context.Context
+	url string
+}
+
+// openDashboard starts Chromium at 1400x900 on web's dashboard.
+func openDashboard(t *testing.T, url string) *dashboardPage {
+	t.Helper()
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true),
+		chromedp.WindowSize(1400, 900))...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(cancelBrowser)
+	bctx, cancelTimeout := context.WithTimeout(bctx, 2*time.Minute)
+	t.Cleanup(cancelTimeout)
+	p := &dashboardPage{t: t, ctx: bctx, url: url}
+	// the first action starts the browser and its tab under bctx: a step's
+	// own timeout context must not own them
+	// a headless page has no focus of its own: emulated, focus and blur
+	// events fire as in a window in front
+	focused := chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetFocusEmulationEnabled, emulation.SetFocusEmulationEnabledParams{Enabled: true})
+		return err
+	})
+	if err := chromedp.Do(bctx, focused, chromedp.Navigate(url+"/")); err != nil {
+		t.Fatalf("open the dashboard: %v", err)
+	}
+	return p
+}
+
+// step runs actions within 15s or fails the test, naming what.
+func (p *dashboardPage) step(what string, actions ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	sctx, cancel := context.WithTimeout(p.ctx, 15*time.Second)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		html, _ := chromedp.Run(p.ctx, chromedp.OuterHTML("body"))
+		p.t.Fatalf("%s: %v\npage:\n%s", what, err, html)
+	}
+}
+
+// until waits for the JavaScript condition cond.
+func (p *dashboardPage) until(what, cond string) {
+	p.t.Helper()
+	p.step(what, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Poll[chromedp.Void](cond)(ctx, t)
+		return chromedp.Void{}, err
+	})
+}
+
+// text is the text of the first element sel matches.
+func (p *dashboardPage) text(sel string) string {
+	p.t.Helper()
+	var s string
+	p.step("read "+sel, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		var err error
+		s, err = chromedp.Text(sel)(ctx, t)
+		return chromedp.Void{}, err
+	})
+	return s
+}
+
+// evalJS evaluates a JavaScript expression on p.
+func evalJS[T any](p *dashboardPage, expr string) T {
+	p.t.Helper()
+	var v T
+	p.step("evaluate "+expr, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		var err error
+		v, err = chromedp.Evaluate[T](expr)(ctx, t)
+		return chromedp.Void{}, err
+	})
+	return v
+}
+
+// screenshot saves the page to docs/NAME when BATON_SCREENSHOTS is set
+// (the images in docs/ are made that way).
+func (p *dashboardPage) screenshot(name string) {
+	p.t.Helper()
+	if os.Getenv("BATON_SCREENSHOTS") == "" {
+		return
+	}
+	var png []byte
+	p.step("screenshot "+name, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		var err error
+		png, err = chromedp.FullScreenshot(100)(ctx, t)
+		return chromedp.Void{}, err
+	})
+	if err := os.WriteFile("docs/"+name, png, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// dashboardDeployment runs one replica with three jobs (report succeeds
+// every 3s, nightly-digest runs at 02:30 Berlin time, flaky fails every
+// 2s with an output) behind http.token, until report succeeded and flaky
+// failed; it returns the replica's web server, a Cluster on it and its
+// Redis.
+func dashboardDeployment(t *testing.T) (*httptest.Server, *baton.Cluster, *redistest.Server) {
+	t.Helper()
 	srv := redistest.New(t)
 	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}
@@ -71,127 +171,160 @@ jobs:
 		t.Fatal(err)
 	}
 	web := serving(t, running(t, cfg, baton.WithReplicaID("dash-1")))
-	ctx := context.Background()
 	c, err := baton.NewCluster(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	has := func(recs []jobs.RunRecord, st jobs.Status) bool {
-		for _, r := range recs {
-			if r.Status == st {
-				return true
-			}
-		}
-		return false
-	}
+	t.Cleanup(func() { c.Close() })
 	var ok, bad []jobs.RunRecord
 	if !poll.Until(20*time.Second, func() bool {
-		ok, _ = c.History(ctx, "report", 5)
-		bad, _ = c.History(ctx, "flaky", 5)
-		return has(ok, jobs.StatusOK) && has(bad, jobs.StatusFailed)
+		ok, _ = c.History(context.Background(), "report", 5)
+		bad, _ = c.History(context.Background(), "flaky", 5)
+		return hasStatus(ok, jobs.StatusOK) && hasStatus(bad, jobs.StatusFailed)
 	}) {
 		t.Fatalf("no successful run of report and failed one of flaky in 20s: %+v %+v", ok, bad)
 	}
+	return web, c, srv
+}
 
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true),
-		chromedp.WindowSize(1400, 900))...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 60*time.Second)
-	defer cancelTimeout()
-
-	steps := []struct {
-		what string
-		do   chromedp.Action[chromedp.Void]
-	}{
-		// the last cell shows the newest run, which may be running when the
-		// page refreshes (every 2 or 3 s, a run on a busy host is slow):
-		// the failure streak and the last success are what the history
-		// holds by now
-		// with http.token set, the page reads nothing until the token is typed
-		{"see that reads need the token", func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-			_, err := chromedp.Poll[chromedp.Void](`document.querySelector("#error").textContent.includes("a valid token is required") && document.querySelectorAll("#jobs tbody tr").length === 0`)(ctx, t)
-			return chromedp.Void{}, err
-		}},
-		{"enter the token", chromedp.SetValue(`#token`, apiToken)},
-		{"commit the token", func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-			_, err := chromedp.Evaluate[bool](`document.querySelector("#token").dispatchEvent(new Event("change"))`)(ctx, t)
-			return chromedp.Void{}, err
-		}},
-		{"see flaky's failure streak", chromedp.WaitVisible(`tr[data-job="flaky"] .streak`)},
-		{"see report's last success", chromedp.WaitVisible(`tr[data-job="report"] .lastok`)},
-		{"type a pause note", chromedp.SetValue(`#pause-note`, dashNote)},
-		{"press pause on nightly-digest", chromedp.Click(`button.pause[data-job="nightly-digest"]`)},
-		{"see the resume button", chromedp.WaitVisible(`tr[data-job="nightly-digest"] button.resume`)},
-	}
-	// the first action starts the browser and its tab under bctx: a step's
-	// own timeout context must not own them
-	if err := chromedp.Do(bctx, chromedp.Navigate(web.URL+"/")); err != nil {
-		t.Fatalf("open the dashboard: %v", err)
-	}
-	for _, st := range steps {
-		sctx, cancel := context.WithTimeout(bctx, 15*time.Second)
-		err := chromedp.Do(sctx, st.do)
-		cancel()
-		if err != nil {
-			html, _ := chromedp.Run(bctx, chromedp.OuterHTML("body"))
-			t.Fatalf("%s: %v\npage:\n%s", st.what, err, html)
+func hasStatus(recs []jobs.RunRecord, st jobs.Status) bool {
+	for _, r := range recs {
+		if r.Status == st {
+			return true
 		}
 	}
-	pausedText, err := chromedp.Run(bctx, chromedp.Text(`tr[data-job="nightly-digest"] td.paused`))
+	return false
+}
+
+// The dashboard in a real headless Chromium, as an operator uses it: with
+// http.token set it reads nothing until the token is typed in; then the
+// grid shows each job's ticks, a failed tick of flaky among them, whose
+// tick, outcome and reason show on focus, and a click on it opens its
+// run's page with the output; the banner names the failing job and the
+// unsigned tasks. With BATON_SCREENSHOTS=1 it saves docs/dashboard.png and
+// docs/dashboard-phone.png (a phone's width).
+func TestDashboardGridOpensAFailedRun(t *testing.T) {
+	web, _, _ := dashboardDeployment(t)
+	p := openDashboard(t, web.URL)
+	p.until("see that reads need the token", `document.querySelector("#error").textContent.includes("a valid token is required") && document.querySelectorAll("#grid .row").length === 0`)
+	p.step("enter the token", chromedp.SetValue(`#token`, apiToken))
+	p.until("commit the token", `document.querySelector("#token").dispatchEvent(new Event("change"))`)
+	p.step("see flaky's failed tick in the grid", chromedp.WaitVisible(`#grid .row[data-job="flaky"] a.cell.o-failed`))
+	p.step("see report's successful tick", chromedp.WaitVisible(`#grid .row[data-job="report"] a.cell.o-ok`))
+	p.step("see flaky's failure streak", chromedp.WaitVisible(`#grid .row[data-job="flaky"] .streak`))
+	p.step("see nightly-digest's next tick, not yet due", chromedp.WaitVisible(`#grid .row[data-job="nightly-digest"] .cell.o-not-yet-due`))
+	p.step("see the banner name flaky", chromedp.WaitVisible(`#attention li.failing a`))
+	if s := p.text(`#attention li.unsigned`); !strings.Contains(s, "not signed") {
+		t.Errorf("the banner says of unsigned tasks %q", s)
+	}
+	p.until("focus flaky's newest failed tick", `(() => { const c = [...document.querySelectorAll('#grid .row[data-job="flaky"] a.cell.o-failed')].pop(); c.focus(); return document.activeElement === c; })()`)
+	// (a tooltip takes no pointer events: WaitVisible's hit test misses it)
+	p.until("see its tooltip", `!document.querySelector("#tip").hidden && document.querySelector("#tip").textContent.includes("flaky")`)
+	if tipText := p.text(`#tip`); !strings.Contains(tipText, "flaky") || !strings.Contains(tipText, "failed") || !strings.Contains(tipText, "exit 1") || !strings.Contains(tipText, "UTC") && !strings.Contains(tipText, "Z)") {
+		t.Errorf("the focused cell's tooltip says %q, want the job, the tick, failed and exit 1", tipText)
+	}
+	p.screenshot("dashboard.png")
+	p.step("click it", chromedp.Click(`#grid .row[data-job="flaky"] a.cell.o-failed`))
+	p.step("see the run's page", chromedp.WaitVisible(`#run[data-outcome="failed"] pre.output`))
+	if loc := evalJS[string](p, `location.hash`); !strings.HasPrefix(loc, "#/jobs/flaky/runs/") {
+		t.Errorf("the run's page is at %q, want #/jobs/flaky/runs/RUN", loc)
+	}
+	if out := p.text(`#run pre.output`); !strings.Contains(out, "connection refused by upstream") {
+		t.Errorf("the run's page shows output %q", out)
+	}
+	p.step("go back to the grid", chromedp.Navigate(web.URL+"/#/"), chromedp.WaitVisible(`#grid .row[data-job="flaky"] a.cell.o-failed`))
+	p.step("narrow the window to a phone's", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)))
+	p.step("see the grid", chromedp.WaitVisible(`#grid .row[data-job="flaky"] a.cell`))
+	if w := evalJS[int](p, `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("at a phone's width (390px) the page is %dpx wide", w)
+	}
+	p.screenshot("dashboard-phone.png")
+}
+
+// A failed run's page opened by its URL (a link in a chat): the page reads
+// the run with the token the tab holds and shows its outcome, exit code and
+// output, and links to its job.
+func TestDashboardRunPageByURL(t *testing.T) {
+	web, c, _ := dashboardDeployment(t)
+	recs, err := c.History(context.Background(), "flaky", 20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(pausedText, "yes (api:dashboard, since ") || !strings.Contains(pausedText, dashNote) {
+	var run jobs.RunRecord
+	for _, r := range recs {
+		if r.Status == jobs.StatusFailed && r.RunID != "" {
+			run = r
+			break
+		}
+	}
+	if run.RunID == "" {
+		t.Fatalf("no failed run of flaky with a run id: %+v", recs)
+	}
+	p := openDashboard(t, web.URL)
+	// the token is kept for the tab: typed once, then the link is opened
+	p.until("keep the token for the tab", fmt.Sprintf(`(sessionStorage.setItem("baton-token", %q), true)`, apiToken))
+	p.step("open the run's URL", chromedp.Navigate("about:blank"), chromedp.Navigate(web.URL+"/#/jobs/flaky/runs/"+run.RunID))
+	p.step("see the run's page", chromedp.WaitVisible(`#run[data-outcome="failed"]`))
+	facts := p.text(`#run dl`)
+	for _, want := range []string{run.RunID, "exit 1", "failed"} {
+		if !strings.Contains(facts, want) {
+			t.Errorf("the run's page says %q, want %q in it", facts, want)
+		}
+	}
+	if out := p.text(`#run pre.output`); !strings.Contains(out, "connection refused by upstream") {
+		t.Errorf("the run's page shows output %q", out)
+	}
+	p.screenshot("dashboard-run.png")
+	p.step("follow the link to its job", chromedp.Click(`#view h2 a`), chromedp.WaitVisible(`#history tr[data-outcome="failed"] pre.output`))
+	if loc := evalJS[string](p, `location.hash`); loc != "#/jobs/flaky" {
+		t.Errorf("the job's link leads to %q", loc)
+	}
+}
+
+// A job's page: pause with a note (markup in it shown as text, the flag in
+// Redis), resume with catch-up, and trigger a run and see it in the
+// history and on its own page.
+func TestDashboardJobPagePausesAndTriggers(t *testing.T) {
+	web, _, srv := dashboardDeployment(t)
+	p := openDashboard(t, web.URL)
+	p.until("keep the token for the tab", fmt.Sprintf(`(sessionStorage.setItem("baton-token", %q), true)`, apiToken))
+	p.step("open nightly-digest's page", chromedp.Navigate("about:blank"), chromedp.Navigate(web.URL+"/#/jobs/nightly-digest"), chromedp.WaitVisible(`button.pause[data-job="nightly-digest"]`))
+	if facts := p.text(`#view dl`); !strings.Contains(facts, "30 2 * * * (Europe/Berlin)") || !strings.Contains(facts, "next tick") {
+		t.Errorf("the job's page says %q, want its schedule and next tick", facts)
+	}
+	p.step("type a pause note", chromedp.SetValue(`#pause-note`, dashNote))
+	p.step("press pause", chromedp.Click(`button.pause[data-job="nightly-digest"]`))
+	p.step("see the resume button", chromedp.WaitVisible(`button.resume[data-job="nightly-digest"]`))
+	pausedText := p.text(`dd.paused`)
+	if !strings.Contains(pausedText, "by api:dashboard since ") || !strings.Contains(pausedText, dashNote) {
 		t.Errorf("after pause the page shows paused = %q, want who, since when and the note %q", pausedText, dashNote)
 	}
 	// the note is text: its markup made no element
-	if n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('td.paused b').length`)); err != nil || n != 0 {
-		t.Errorf("the note's markup became %d elements (%v)", n, err)
+	if n := evalJS[int](p, `document.querySelectorAll('dd.paused b').length`); n != 0 {
+		t.Errorf("the note's markup became %d elements", n)
 	}
+	ctx := context.Background()
 	rdb := srv.TestClient(t)
 	if rdb.Exists(ctx, scheduler.PauseKey("dash", "nightly-digest")).Val() != 1 {
 		t.Error("the dashboard's pause set no flag in Redis")
 	}
-	// a job's history with the output tail of its failed run
-	if err := chromedp.Do(bctx,
-		chromedp.Click(`tr[data-job="flaky"] a`),
-		chromedp.WaitVisible(`#history pre.output`),
-	); err != nil {
-		t.Fatalf("history view: %v", err)
-	}
-	output, err := chromedp.Run(bctx, chromedp.Text(`#history pre.output`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(output, "connection refused by upstream") {
-		t.Errorf("history shows output %q", output)
-	}
-	// resume with catch-up: the flag goes, the page says what was replayed
-	if err := chromedp.Do(bctx,
-		chromedp.Click(`button.catchup[data-job="nightly-digest"]`),
-		chromedp.WaitVisible(`button.pause[data-job="nightly-digest"]`),
-	); err != nil {
-		t.Fatalf("resume with catch-up: %v", err)
-	}
-	// (it stays: the page's refreshes every 2s write only their time)
-	if notice, err := chromedp.Run(bctx, chromedp.Text(`#notice`)); err != nil || !strings.Contains(notice, "nightly-digest resumed: ") {
-		t.Errorf("after resume with catch-up the page says %q (%v)", notice, err)
+	p.step("resume with catch-up", chromedp.Click(`button.catchup[data-job="nightly-digest"]`), chromedp.WaitVisible(`button.pause[data-job="nightly-digest"]`))
+	if notice := p.text(`#notice`); !strings.Contains(notice, "nightly-digest resumed: ") {
+		t.Errorf("after resume with catch-up the page says %q", notice)
 	}
 	if rdb.Exists(ctx, scheduler.PauseKey("dash", "nightly-digest")).Val() != 0 {
 		t.Error("the dashboard's resume left the pause flag in Redis")
 	}
-	if path := os.Getenv("BATON_SCREENSHOT"); path != "" {
-		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	p.step("press trigger", chromedp.Click(`button.trigger[data-job="nightly-digest"]`), chromedp.WaitVisible(`#notice a`))
+	runID := evalJS[string](p, `decodeURIComponent(document.querySelector("#notice a").hash.split("/").pop())`)
+	if runID == "" {
+		t.Fatal("the trigger's notice names no run")
+	}
+	p.step("see the run succeed in the history", chromedp.WaitVisible(fmt.Sprintf(`#history tr[data-run=%q][data-outcome="ok"]`, runID)))
+	p.step("see its duration in the chart", chromedp.WaitVisible(`svg.chart rect`))
+	p.screenshot("dashboard-job.png")
+	p.step("open the run from the notice", chromedp.Click(`#notice a`), chromedp.WaitVisible(`#run[data-outcome="ok"]`))
+	if facts := p.text(`#run dl`); !strings.Contains(facts, runID) || !strings.Contains(facts, "manual") {
+		t.Errorf("the triggered run's page says %q, want its id %s and manual", facts, runID)
 	}
 }
