@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -201,9 +203,18 @@ func (c *Cluster) Ticks(ctx context.Context, job string, from, to time.Time) (*T
 		records, rErr = c.tickRecords(sctx, job, kept(scheduled, now.Add(-c.cfg.Retention(j)), now.Add(c.cfg.MaxClockSkew)))
 	})
 	wg.Wait()
-	for _, err := range []error{pErr, rErr} {
-		if err != nil {
-			l.Warnings = append(l.Warnings, c.cfg.MaskSecrets(err.Error()))
+	// a read may need no token (http.public_reads): the warnings name
+	// masters by their index, without address or error text
+	switch {
+	case errors.Is(pErr, locking.ErrUnavailable):
+		l.Warnings = append(l.Warnings, "pause flags: fewer than a quorum of lock masters answered: whether the job is paused now is not known")
+	case pErr != nil:
+		l.Warnings = append(l.Warnings, c.cfg.MaskSecrets(pErr.Error()))
+	}
+	if rErr != nil {
+		l.Warnings = append(l.Warnings, rErr.Error())
+		if records == nil {
+			l.KnownFrom = since // no tick record read: the history alone tells
 		}
 	}
 	var note *PauseNote
@@ -267,8 +278,9 @@ type tickRecord struct {
 }
 
 // tickRecords reads the records of job's ticks on every lock master, one
-// pipelined MGET per master, side by side. It fails when no master
-// answered.
+// MGET per master, side by side. It fails when no master answered, and
+// names by their index those that did not (the error text, which holds
+// addresses, is left out).
 func (c *Cluster) tickRecords(ctx context.Context, job string, ticks []time.Time) (map[int64]tickRecord, error) {
 	out := map[int64]tickRecord{}
 	if len(ticks) == 0 {
@@ -285,10 +297,10 @@ func (c *Cluster) tickRecords(ctx context.Context, job string, ticks []time.Time
 		wg.Go(func() { vals[i], errs[i] = m.MGet(ctx, keys...).Result() })
 	}
 	wg.Wait()
-	var failed []error
+	var failed []string
 	for i := range c.masters {
 		if errs[i] != nil && !errors.Is(errs[i], redis.Nil) {
-			failed = append(failed, fmt.Errorf("lock master %d: %w", i, errs[i]))
+			failed = append(failed, strconv.Itoa(i))
 			continue
 		}
 		for k, v := range vals[i] {
@@ -312,7 +324,8 @@ func (c *Cluster) tickRecords(ctx context.Context, job string, ticks []time.Time
 		}
 	}
 	if len(failed) > 0 {
-		err := fmt.Errorf("tick records: %d of %d lock masters did not answer: %w", len(failed), len(c.masters), errors.Join(failed...))
+		err := fmt.Errorf("tick records: %d of %d lock masters did not answer (%s): the ticks they alone recorded are not known",
+			len(failed), len(c.masters), strings.Join(failed, ", "))
 		if len(failed) == len(c.masters) {
 			return nil, err
 		}

@@ -18,15 +18,20 @@ import (
 	"github.com/batonhq/baton/scheduler"
 )
 
-// ledgerCluster starts a Redis with one job, r (every minute, starting
-// deadline 5m, forbid, a 1h timeout), in namespace ns, and returns a Cluster
-// on it and Redis's time.
-func ledgerCluster(t *testing.T, ns, schedule string) (*redis.Client, *config.Config, *baton.Cluster, time.Time) {
+// ledgerCluster starts a queue Redis with job r (on schedule, starting
+// deadline 5m, forbid, a 1h timeout) and a singleton in namespace ns, the
+// lock masters masters (none: the queue Redis), and returns a client of the
+// queue Redis, a Cluster on them and Redis's time.
+func ledgerCluster(t *testing.T, ns, schedule string, masters ...*redistest.Server) (*redis.Client, *config.Config, *baton.Cluster, time.Time) {
 	t.Helper()
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
+	var urls []string
+	for _, m := range masters {
+		urls = append(urls, fmt.Sprintf("%q", "redis://"+m.Addr()+"/0"))
+	}
 	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
-locking: {fresh_deployment: true}
+locking: {fresh_deployment: true, masters: [%s]}
 namespace: %s
 jobs:
   - name: r
@@ -36,7 +41,7 @@ jobs:
   - name: pump
     mode: singleton
     exec: {command: ["true"]}
-`, srv.Addr(), ns, schedule))
+`, srv.Addr(), strings.Join(urls, ", "), ns, schedule))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,33 +310,94 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 
 // A ledger read costs the same round trips and commands whatever the
 // window: 10 ticks or 1,000 (pipelined reads of the history and the tick
-// records, whose number the records' retention bounds).
+// records, whose number the records' retention bounds), on one Redis (5)
+// and on three lock masters besides the queue Redis (3 + 2 per master,
+// side by side).
 func TestTicksRoundTripsBounded(t *testing.T) {
-	rdb, _, c, now := ledgerCluster(t, "trips", "@every 1s")
+	for _, tc := range []struct {
+		name    string
+		masters int
+		trips   int64
+	}{{"one Redis", 0, 5}, {"three lock masters", 3, 9}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var masters []*redistest.Server
+			if tc.masters > 0 {
+				masters = redistest.NewN(t, tc.masters)
+			}
+			rdb, _, c, now := ledgerCluster(t, "trips", "@every 1s", masters...)
+			ctx := context.Background()
+			var evs []historyEvent
+			for i := range 200 {
+				at := now.Truncate(time.Second).Add(-time.Duration(i+2) * time.Second)
+				evs = append(evs, run(at, fmt.Sprintf("run-%d", i), time.Millisecond, "ok")...)
+			}
+			writeHistory(t, rdb, "trips", "r", evs)
+			count := &roundTrips{}
+			baton.HookCluster(c, count)
+			measure := func(n int) (int64, int64) {
+				count.trips.Store(0)
+				count.commands.Store(0)
+				to := now.Truncate(time.Second)
+				l, err := c.Ticks(ctx, "r", to.Add(-time.Duration(n-1)*time.Second), to)
+				if err != nil || len(l.Ticks) != n || len(l.Warnings) > 0 {
+					t.Fatalf("%d ticks: %v, %d listed, warnings %q", n, err, len(l.Ticks), l.Warnings)
+				}
+				return count.trips.Load(), count.commands.Load()
+			}
+			measure(10) // the connections' own set-up (HELLO, ...) is not the read's
+			trips10, cmds10 := measure(10)
+			trips1000, cmds1000 := measure(1000)
+			t.Logf("10 ticks: %d round trips, %d commands; 1000 ticks: %d round trips, %d commands", trips10, cmds10, trips1000, cmds1000)
+			if trips10 != trips1000 || cmds10 != cmds1000 || trips1000 > tc.trips {
+				t.Errorf("round trips %d and %d, commands %d and %d for 10 and 1000 ticks: want the same, at most %d round trips",
+					trips10, trips1000, cmds10, cmds1000, tc.trips)
+			}
+		})
+	}
+}
+
+// On several lock masters a tick recorded on any one of them is known (a
+// "done" on one master says it was dispatched), and with a master down the
+// ledger is read from the others, saying what it could not read.
+func TestTicksAcrossMasters(t *testing.T) {
+	masters := redistest.NewN(t, 3)
+	_, _, c, now := ledgerCluster(t, "quorum", "@every 1m", masters...)
 	ctx := context.Background()
-	var evs []historyEvent
-	for i := range 200 {
-		at := now.Truncate(time.Second).Add(-time.Duration(i+2) * time.Second)
-		evs = append(evs, run(at, fmt.Sprintf("run-%d", i), time.Millisecond, "ok")...)
+	base := now.Truncate(time.Minute)
+	done, leased := base.Add(-2*time.Minute), base.Add(-time.Minute)
+	if err := masters[2].TestClient(t).Set(ctx, scheduler.TickKey("quorum", "r", done), "done", time.Hour).Err(); err != nil {
+		t.Fatal(err)
 	}
-	writeHistory(t, rdb, "trips", "r", evs)
-	count := &roundTrips{}
-	baton.HookCluster(c, count)
-	measure := func(n int) (int64, int64) {
-		count.trips.Store(0)
-		count.commands.Store(0)
-		to := now.Truncate(time.Second)
-		l, err := c.Ticks(ctx, "r", to.Add(-time.Duration(n-1)*time.Second), to)
-		if err != nil || len(l.Ticks) != n {
-			t.Fatalf("%d ticks: %v, %d listed", n, err, len(l.Ticks))
+	if err := masters[1].TestClient(t).Set(ctx, scheduler.TickKey("quorum", "r", leased), "00112233445566778899aabbccddeeff", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	outcomes := func() map[time.Time]baton.Outcome {
+		t.Helper()
+		l, err := c.Ticks(ctx, "r", done, leased)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return count.trips.Load(), count.commands.Load()
+		out := map[time.Time]baton.Outcome{}
+		for _, lt := range l.Ticks {
+			out[lt.Tick] = lt.Outcome
+		}
+		if len(l.Warnings) > 0 {
+			t.Logf("warnings: %q", l.Warnings)
+		}
+		return out
 	}
-	measure(10) // the connections' own set-up (HELLO, ...) is not the read's
-	trips10, cmds10 := measure(10)
-	trips1000, cmds1000 := measure(1000)
-	t.Logf("10 ticks: %d round trips, %d commands; 1000 ticks: %d round trips, %d commands", trips10, cmds10, trips1000, cmds1000)
-	if trips10 != trips1000 || cmds10 != cmds1000 || trips1000 > 5 {
-		t.Errorf("round trips %d and %d, commands %d and %d for 10 and 1000 ticks: want the same, at most 5 round trips", trips10, trips1000, cmds10, cmds1000)
+	if got := outcomes(); got[done] != baton.OutcomeDispatched || got[leased] != baton.OutcomeDispatching {
+		t.Errorf("outcomes %v, want %v dispatched and %v dispatching", got, done, leased)
+	}
+	if err := masters[0].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Ticks(ctx, "r", done, leased)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Ticks) != 2 || l.Ticks[0].Outcome != baton.OutcomeDispatched || l.Ticks[1].Outcome != baton.OutcomeDispatching ||
+		!slices.ContainsFunc(l.Warnings, func(w string) bool { return strings.Contains(w, "tick records: 1 of 3 lock masters did not answer") }) {
+		t.Errorf("with a master down: %+v", l)
 	}
 }
