@@ -133,6 +133,10 @@ type JobStatus struct {
 	At string `json:"at,omitempty"`
 	// Next is its next tick (zero for a singleton or a spec with none).
 	Next time.Time `json:"next,omitzero"`
+	// NextTicks are its next ticks, Next first, up to nextTicksListed of them
+	// (fewer when its schedule has fewer ahead, or max_runs stops it
+	// sooner).
+	NextTicks []time.Time `json:"next_ticks,omitempty"`
 	// MaxRuns is the job's max_runs (0: no limit) and Runs how many of its
 	// ticks were dispatched toward it, across replicas.
 	MaxRuns int `json:"max_runs,omitempty"`
@@ -272,6 +276,7 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 		if js.Done != "" {
 			js.Next = time.Time{} // no tick ahead
 		}
+		js.NextTicks = nextTicks(j, js)
 		switch {
 		case j.Paused:
 			js.Paused, js.PausedBy = true, "config"
@@ -378,6 +383,23 @@ func (c *Cluster) runCounts(ctx context.Context) (map[string]int, error) {
 		return out, fmt.Errorf("run counts: %w", errors.Join(corrupt...))
 	}
 	return out, nil
+}
+
+// nextTicksListed is how many ticks ahead JobStatus.NextTicks lists.
+const nextTicksListed = 10
+
+// nextTicks lists job j's next ticks from js.Next on: up to nextTicksListed,
+// and no more than the runs max_runs leaves it.
+func nextTicks(j *config.Job, js JobStatus) []time.Time {
+	n := nextTicksListed
+	if j.MaxRuns > 0 {
+		n = min(n, j.MaxRuns-js.Runs)
+	}
+	var out []time.Time
+	for t := js.Next; !t.IsZero() && len(out) < n; t = j.Sched.Next(t) {
+		out = append(out, t.UTC())
+	}
+	return out
 }
 
 // done says why job j (its status so far in js) takes no more ticks at

@@ -375,3 +375,60 @@ func TestLocksWithGlobNames(t *testing.T) {
 		t.Errorf("listed %v, want exactly %q", got, names)
 	}
 }
+
+// Status lists each job's next ticks: ten from Next on, by its schedule in
+// its zone; fewer when its end or max_runs comes sooner; none for a
+// singleton.
+func TestStatusListsNextTicks(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: next
+jobs:
+  - name: nightly
+    schedule: "30 2 * * *"
+    timezone: Europe/Berlin
+    exec: {command: ["true"]}
+  - name: thrice
+    schedule: "@hourly"
+    max_runs: 3
+    exec: {command: ["true"]}
+  - name: pump
+    mode: singleton
+    exec: {command: ["true"]}
+`, srv.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"nightly": 10, "thrice": 3, "pump": 0}
+	for _, j := range st.Jobs {
+		if len(j.NextTicks) != want[j.Name] {
+			t.Errorf("%s: %d next ticks %v, want %d", j.Name, len(j.NextTicks), j.NextTicks, want[j.Name])
+			continue
+		}
+		if len(j.NextTicks) > 0 && !j.NextTicks[0].Equal(j.Next) {
+			t.Errorf("%s: next ticks start at %v, want Next %v", j.Name, j.NextTicks[0], j.Next)
+		}
+		for i, tick := range j.NextTicks {
+			if i > 0 && !tick.After(j.NextTicks[i-1]) {
+				t.Errorf("%s: next ticks out of order: %v", j.Name, j.NextTicks)
+			}
+			if b := tick.In(berlin); j.Name == "nightly" && (b.Hour() != 2 || b.Minute() != 30) {
+				t.Errorf("nightly's next tick %v is %v in Berlin, want 02:30", tick, b)
+			}
+		}
+	}
+}

@@ -140,9 +140,9 @@ func (p *dashboardPage) screenshot(name string) {
 	}
 }
 
-// dashboardDeployment runs one replica with three jobs (report succeeds
+// dashboardDeployment runs one replica with four jobs (report succeeds
 // every 3s, nightly-digest runs at 02:30 Berlin time, flaky fails every
-// 2s with an output) behind http.token, until report succeeded and flaky
+// 2s with an output, quiet is paused by the config) behind http.token, until report succeeded and flaky
 // failed; it returns the replica's web server, a Cluster on it and its
 // Redis.
 func dashboardDeployment(t *testing.T) (*httptest.Server, *baton.Cluster, *redistest.Server) {
@@ -166,6 +166,10 @@ jobs:
     schedule: "@every 2s"
     max_retry: 0
     exec: {command: ["sh", "-c", "echo connection refused by upstream; exit 1"]}
+  - name: quiet
+    schedule: "@every 2s"
+    paused: true
+    exec: {command: ["true"]}
 `, srv.Addr(), apiToken)))
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +204,8 @@ func hasStatus(recs []jobs.RunRecord, st jobs.Status) bool {
 // http.token set it reads nothing until the token is typed in; then the
 // grid shows each job's ticks, a failed tick of flaky among them, whose
 // tick, outcome and reason show on focus, and a click on it opens its
-// run's page with the output; the banner names the failing job and the
+// run's page with the output; a paused job's ticks, which never ran, are
+// cells too, and one opens its tick's page; the banner names the failing job and the
 // unsigned tasks. With BATON_SCREENSHOTS=1 it saves docs/dashboard.png and
 // docs/dashboard-phone.png (a phone's width).
 func TestDashboardGridOpensAFailedRun(t *testing.T) {
@@ -212,7 +217,8 @@ func TestDashboardGridOpensAFailedRun(t *testing.T) {
 	p.step("see flaky's failed tick in the grid", chromedp.WaitVisible(`#grid .row[data-job="flaky"] a.cell.o-failed`))
 	p.step("see report's successful tick", chromedp.WaitVisible(`#grid .row[data-job="report"] a.cell.o-ok`))
 	p.step("see flaky's failure streak", chromedp.WaitVisible(`#grid .row[data-job="flaky"] .streak`))
-	p.step("see nightly-digest's next tick, not yet due", chromedp.WaitVisible(`#grid .row[data-job="nightly-digest"] .cell.o-not-yet-due`))
+	p.step("see nightly-digest's next tick, not yet due", chromedp.WaitVisible(`#grid .row[data-job="nightly-digest"] .cell.o-not-due`))
+	p.step("see quiet's paused ticks, which never ran", chromedp.WaitVisible(`#grid .row[data-job="quiet"] a.cell.o-paused`))
 	p.step("see the banner name flaky", chromedp.WaitVisible(`#attention li.failing a`))
 	if s := p.text(`#attention li.unsigned`); !strings.Contains(s, "not signed") {
 		t.Errorf("the banner says of unsigned tasks %q", s)
@@ -231,6 +237,11 @@ func TestDashboardGridOpensAFailedRun(t *testing.T) {
 	}
 	if out := p.text(`#run pre.output`); !strings.Contains(out, "connection refused by upstream") {
 		t.Errorf("the run's page shows output %q", out)
+	}
+	p.step("go back to the grid", chromedp.Navigate(web.URL+"/#/"), chromedp.WaitVisible(`#grid .row[data-job="quiet"] a.cell.o-paused`))
+	p.step("open a tick that never ran", chromedp.Click(`#grid .row[data-job="quiet"] a.cell.o-paused`), chromedp.WaitVisible(`#run[data-outcome="paused"]`))
+	if loc := evalJS[string](p, `location.hash`); !strings.HasPrefix(loc, "#/jobs/quiet/ticks/") {
+		t.Errorf("the page of a tick that never ran is at %q, want #/jobs/quiet/ticks/TICK", loc)
 	}
 	p.step("go back to the grid", chromedp.Navigate(web.URL+"/#/"), chromedp.WaitVisible(`#grid .row[data-job="flaky"] a.cell.o-failed`))
 	p.step("narrow the window to a phone's", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)))
@@ -291,6 +302,9 @@ func TestDashboardJobPagePausesAndTriggers(t *testing.T) {
 	p.step("open nightly-digest's page", chromedp.Navigate("about:blank"), chromedp.Navigate(web.URL+"/#/jobs/nightly-digest"), chromedp.WaitVisible(`button.pause[data-job="nightly-digest"]`))
 	if facts := p.text(`#view dl`); !strings.Contains(facts, "30 2 * * * (Europe/Berlin)") || !strings.Contains(facts, "next tick") {
 		t.Errorf("the job's page says %q, want its schedule and next tick", facts)
+	}
+	if n := evalJS[int](p, `document.querySelectorAll("#next-ticks li").length`); n != 10 {
+		t.Errorf("the job's page lists %d next ticks, want 10", n)
 	}
 	p.step("type a pause note", chromedp.SetValue(`#pause-note`, dashNote))
 	p.step("press pause", chromedp.Click(`button.pause[data-job="nightly-digest"]`))
