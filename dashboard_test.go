@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
@@ -165,7 +166,7 @@ jobs:
   - name: flaky
     schedule: "@every 2s"
     max_retry: 0
-    exec: {command: ["sh", "-c", "echo connection refused by upstream; exit 1"]}
+    exec: {command: ["sh", "-c", "echo 'connection refused by upstream <img src=x onerror=alert(1)>'; exit 1"]}
   - name: quiet
     schedule: "@every 2s"
     paused: true
@@ -229,16 +230,20 @@ func TestDashboardGridOpensAFailedRun(t *testing.T) {
 	if tipText := p.text(`#tip`); !strings.Contains(tipText, "flaky") || !strings.Contains(tipText, "failed") || !strings.Contains(tipText, "exit 1") || !strings.Contains(tipText, "UTC") && !strings.Contains(tipText, "Z)") {
 		t.Errorf("the focused cell's tooltip says %q, want the job, the tick, failed and exit 1", tipText)
 	}
-	p.screenshot("dashboard.png")
-	p.step("click it", chromedp.Click(`#grid .row[data-job="flaky"] a.cell.o-failed`))
+	p.step("press Enter on it", chromedp.SendKeys(`#grid .row[data-job="flaky"] a.cell.o-failed:focus`, kb.Enter))
 	p.step("see the run's page", chromedp.WaitVisible(`#run[data-outcome="failed"] pre.output`))
 	if loc := evalJS[string](p, `location.hash`); !strings.HasPrefix(loc, "#/jobs/flaky/runs/") {
 		t.Errorf("the run's page is at %q, want #/jobs/flaky/runs/RUN", loc)
 	}
-	if out := p.text(`#run pre.output`); !strings.Contains(out, "connection refused by upstream") {
-		t.Errorf("the run's page shows output %q", out)
+	if out := p.text(`#run pre.output`); !strings.Contains(out, "connection refused by upstream <img src=x onerror=alert(1)>") {
+		t.Errorf("the run's page shows output %q, want its markup as text", out)
+	}
+	// the output is text: its markup made no element
+	if n := evalJS[int](p, `document.querySelectorAll("#view img").length`); n != 0 {
+		t.Errorf("the output's markup became %d elements", n)
 	}
 	p.step("go back to the grid", chromedp.Navigate(web.URL+"/#/"), chromedp.WaitVisible(`#grid .row[data-job="quiet"] a.cell.o-paused`))
+	p.screenshot("dashboard.png")
 	p.step("open a tick that never ran", chromedp.Click(`#grid .row[data-job="quiet"] a.cell.o-paused`), chromedp.WaitVisible(`#run[data-outcome="paused"]`))
 	if loc := evalJS[string](p, `location.hash`); !strings.HasPrefix(loc, "#/jobs/quiet/ticks/") {
 		t.Errorf("the page of a tick that never ran is at %q, want #/jobs/quiet/ticks/TICK", loc)
