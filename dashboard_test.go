@@ -347,3 +347,24 @@ func TestDashboardJobPagePausesAndTriggers(t *testing.T) {
 		t.Errorf("the triggered run's page says %q, want its id %s and manual", facts, runID)
 	}
 }
+
+// The banner on a brand-new Redis that no baton init marked: its lock
+// master waits out its restart quarantine, and the banner says so, until
+// when (relative, UTC on hover) and why, beside the unsigned tasks.
+func TestDashboardBannerShowsMasterInQuarantine(t *testing.T) {
+	_, cfg := beatOnBrandNewRedis(t, "fresh", "@every 1s")
+	web := serving(t, running(t, cfg, baton.WithReplicaID("fresh-1")))
+	p := openDashboard(t, web.URL)
+	p.step("see the master in the banner", chromedp.WaitVisible(`#attention li.master time`))
+	line := p.text(`#attention li.master`)
+	if !strings.Contains(line, "lock master 0") || !strings.Contains(line, "restart quarantine") || !strings.Contains(line, "until in ") ||
+		!strings.Contains(line, "baton init") {
+		t.Errorf("the banner says %q, want master 0 in its restart quarantine, until when and how baton init skips it", line)
+	}
+	if title := evalJS[string](p, `document.querySelector("#attention li.master time").title`); !strings.Contains(title, "Z ·") {
+		t.Errorf("the quarantine's end has the title %q, want its UTC time", title)
+	}
+	if s := p.text(`#attention li.unsigned`); !strings.Contains(s, "not signed") {
+		t.Errorf("the banner says of unsigned tasks %q", s)
+	}
+}
