@@ -30,6 +30,7 @@ import (
 //	GET  /api/jobs/{job}/history    Cluster.History (?n=N, default 20)
 //	GET  /api/jobs/{job}/ticks      Cluster.Ticks (?from=T&to=T, RFC 3339;
 //	                                default: the last 100 ticks of 24h)
+//	GET  /api/ticks                 Cluster.TicksAll (the same window)
 //	                                (the reads: bearer token when
 //	                                http.token is set, unless
 //	                                http.public_reads)
@@ -120,19 +121,22 @@ func (h *HTTPHandler) mountAPI() {
 		return recs, err
 	}))
 	h.handle("GET /api/jobs/{job}/ticks", h.read(func(ctx context.Context, r *http.Request) (any, error) {
-		var window [2]time.Time
-		for i, name := range []string{"from", "to"} {
-			s := r.URL.Query().Get(name)
-			if s == "" {
-				continue
-			}
-			t, err := time.Parse(time.RFC3339, s)
-			if err != nil {
-				return nil, badRequest("%s must be an RFC 3339 time (2026-11-25T02:00:00Z), got %q", name, s)
-			}
-			window[i] = t
+		from, to, err := ledgerWindow(r)
+		if err != nil {
+			return nil, err
 		}
-		return h.cluster.Ticks(ctx, r.PathValue("job"), window[0], window[1])
+		return h.cluster.Ticks(ctx, r.PathValue("job"), from, to)
+	}))
+	h.handle("GET /api/ticks", h.read(func(ctx context.Context, r *http.Request) (any, error) {
+		from, to, err := ledgerWindow(r)
+		if err != nil {
+			return nil, err
+		}
+		ls, err := h.cluster.TicksAll(ctx, from, to)
+		if ls == nil {
+			ls = []*TickLedger{}
+		}
+		return ls, err
 	}))
 	h.handle("POST /api/jobs/{job}/pause", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
 		var body struct {
@@ -243,6 +247,24 @@ func (h *HTTPHandler) handle(pattern string, handler http.Handler) {
 
 // addressRE matches the " (host:port)" a master's error names.
 var addressRE = regexp.MustCompile(` \([^()\s]+:[0-9]+\)`)
+
+// ledgerWindow reads a ledger's window from r's query: from and to, RFC
+// 3339 times, each optional (zero: Cluster.Ticks's default).
+func ledgerWindow(r *http.Request) (from, to time.Time, err error) {
+	var window [2]time.Time
+	for i, name := range []string{"from", "to"} {
+		s := r.URL.Query().Get(name)
+		if s == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return time.Time{}, time.Time{}, badRequest("%s must be an RFC 3339 time (2026-11-25T02:00:00Z), got %q", name, s)
+		}
+		window[i] = t
+	}
+	return window[0], window[1], nil
+}
 
 // apiError is an error with the HTTP status it answers.
 type apiError struct {

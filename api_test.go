@@ -132,6 +132,7 @@ func TestAPI(t *testing.T) {
 		{"GET", "/api/jobs/report/ticks?to=2026-13-01T00:00:00Z", apiToken, "", 400, "to must be an RFC 3339 time"},
 		{"GET", "/api/jobs/report/ticks?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z", apiToken, "", 400, "before it starts"},
 		{"GET", "/api/jobs/report/ticks?from=2020-01-01T00:00:00Z&to=2026-01-01T00:00:00Z", apiToken, "", 400, "more than 10000 ticks"},
+		{"GET", "/api/ticks?to=now", apiToken, "", 400, "to must be an RFC 3339 time"},
 		{"GET", "/api/nothing", apiToken, "", 404, "no API endpoint"},
 		{"DELETE", "/api/jobs/report/pause", apiToken, "", 404, "no API endpoint DELETE"},
 	} {
@@ -167,6 +168,11 @@ func TestAPI(t *testing.T) {
 	if code != 200 || json.Unmarshal([]byte(body), &ledger) != nil || ledger.Job != "report" || ledger.KnownFrom.IsZero() ||
 		!slices.ContainsFunc(ledger.Ticks, func(lt baton.LedgerTick) bool { return lt.Manual && lt.RunID == trig.RunID }) {
 		t.Errorf("ticks after the trigger: %d %s", code, body)
+	}
+	code, body = call(t, web, "GET", "/api/ticks", apiToken, "")
+	var all []baton.TickLedger
+	if code != 200 || json.Unmarshal([]byte(body), &all) != nil || len(all) != 2 || all[0].Job != "report" || all[1].Job != "tidy" {
+		t.Errorf("every job's ticks (report and tidy; the singleton has none): %d %s", code, body)
 	}
 	if code, body := call(t, web, "GET", "/api/locks", apiToken, ""); code != 200 || !strings.HasPrefix(body, "[") {
 		t.Errorf("locks: %d %s", code, body)
@@ -240,7 +246,7 @@ func TestAPIStatusShowsMasterInQuarantine(t *testing.T) {
 // page itself holds no data and loads without it.
 func TestAPIReadsNeedTheToken(t *testing.T) {
 	srv := redistest.New(t)
-	reads := []string{"/api/status", "/api/locks", "/api/jobs/report/history", "/api/jobs/report/ticks"}
+	reads := []string{"/api/status", "/api/locks", "/api/jobs/report/history", "/api/jobs/report/ticks", "/api/ticks"}
 	web := apiServer(t, srv, apiToken)
 	for _, path := range reads {
 		for _, token := range []string{"", "wrong-token-0123456789"} {

@@ -38,7 +38,7 @@ func TestRoutesListsEveryRoute(t *testing.T) {
 	h.ServeQueues(q)
 	got := h.Routes()
 	for _, want := range []string{"GET /healthz", "GET /readyz", "GET /metrics", "GET /{$}", "GET /api/status", "GET /api/locks",
-		"GET /api/jobs/{job}/history", "GET /api/jobs/{job}/ticks", "POST /api/jobs/{job}/pause", "POST /api/jobs/{job}/resume",
+		"GET /api/jobs/{job}/history", "GET /api/jobs/{job}/ticks", "GET /api/ticks", "POST /api/jobs/{job}/pause", "POST /api/jobs/{job}/resume",
 		"POST /api/jobs/{job}/trigger", "POST /api/jobs/{job}/backfill", "/queues/"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("Routes() = %v lacks %q", got, want)

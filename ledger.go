@@ -133,9 +133,9 @@ type LedgerTick struct {
 // The ledger is built from the schedule, the run history and the tick
 // records, and knows what they keep: TickLedger.KnownFrom says where that
 // ends. It reads with a bounded number of round trips whatever the window:
-// three to the queue Redis and two pipelines to each lock master, side by
-// side. It fails with locking.ErrUnavailable when the queue Redis does not
-// answer; what else cannot be read is in TickLedger.Warnings.
+// three to the queue Redis and two to each lock master, side by side. It
+// fails with locking.ErrUnavailable when the queue Redis does not answer;
+// what else cannot be read is in TickLedger.Warnings.
 func (c *Cluster) Ticks(ctx context.Context, job string, from, to time.Time) (*TickLedger, error) {
 	j, ok := c.cfg.Job(job)
 	switch {
@@ -144,11 +144,128 @@ func (c *Cluster) Ticks(ctx context.Context, job string, from, to time.Time) (*T
 	case j.Mode == config.ModeSingleton || j.Sched == nil:
 		return nil, fmt.Errorf("%w: job %q is a singleton: it has no ticks", ErrNotTriggerable, job)
 	}
+	ls, err := c.ledgers(ctx, []*config.Job{j}, from, to)
+	if err != nil {
+		return nil, err
+	}
+	return ls[0], nil
+}
+
+// TicksAll is Ticks of every job that has ticks (singletons have none), in
+// the config's order, each over the window [from, to] with Ticks's
+// defaults and limits (a job whose window holds more than MaxLedgerTicks
+// ticks fails the call, naming it). It reads in the round trips of one
+// Ticks, whatever the number of jobs: one pipeline per Redis for each
+// read, the jobs side by side in it.
+func (c *Cluster) TicksAll(ctx context.Context, from, to time.Time) ([]*TickLedger, error) {
+	var js []*config.Job
+	for i := range c.cfg.Jobs {
+		if j := &c.cfg.Jobs[i]; j.Mode != config.ModeSingleton && j.Sched != nil {
+			js = append(js, j)
+		}
+	}
+	return c.ledgers(ctx, js, from, to)
+}
+
+// ledgers builds the ledgers of js over [from, to] (see Ticks), reading
+// each source once for all of them.
+func (c *Cluster) ledgers(ctx context.Context, js []*config.Job, from, to time.Time) ([]*TickLedger, error) {
 	now, err := c.queue.Time(ctx).Result()
 	if err != nil {
 		return nil, fmt.Errorf("%w: queue Redis %s: %w", locking.ErrUnavailable, wiring.DescribeRedis(c.cfg), err)
 	}
 	now = now.UTC()
+	ls := make([]*TickLedger, len(js))
+	scheduled := make([][]time.Time, len(js))
+	names := make([]string, len(js))
+	for i, j := range js {
+		l, ticks, err := window(j, from, to, now)
+		if err != nil {
+			return nil, err
+		}
+		ls[i], scheduled[i], names[i] = l, ticks, j.Name
+	}
+	since, err := jobs.HistoryCoverages(ctx, c.queue, c.cfg, names, now)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", locking.ErrUnavailable, err)
+	}
+	histories, err := jobs.ReadHistories(ctx, c.queue, c.cfg.Namespace, names, 0)
+	var histWarning string
+	if err != nil {
+		if !errors.Is(err, jobs.ErrCorrupt) {
+			return nil, fmt.Errorf("%w: %w", locking.ErrUnavailable, err)
+		}
+		histWarning = c.cfg.MaskSecrets(err.Error())
+	}
+	// the lock masters: the pause flags and the records of the ticks still
+	// kept, side by side
+	kept := make(map[string][]time.Time, len(js))
+	for i, j := range js {
+		kept[j.Name] = within(scheduled[i], now.Add(-c.cfg.Retention(j)), now.Add(c.cfg.MaxClockSkew))
+	}
+	var (
+		pause   map[string]pauseState
+		records map[string]map[int64]tickRecord
+		pErr    error
+		rErr    error
+		wg      sync.WaitGroup
+	)
+	wg.Go(func() {
+		sctx, cancel := context.WithTimeout(ctx, statusStep)
+		defer cancel()
+		pause, pErr = c.pauseStates(sctx, names)
+	})
+	wg.Go(func() {
+		sctx, cancel := context.WithTimeout(ctx, statusStep)
+		defer cancel()
+		records, rErr = c.tickRecords(sctx, kept)
+	})
+	wg.Wait()
+	// a read may need no token (http.public_reads): the warnings name
+	// masters by their index, without address or error text
+	var warnings []string
+	if histWarning != "" {
+		warnings = append(warnings, histWarning)
+	}
+	switch {
+	case errors.Is(pErr, locking.ErrUnavailable):
+		warnings = append(warnings, "pause flags: fewer than a quorum of lock masters answered: whether the job is paused now is not known")
+	case pErr != nil:
+		warnings = append(warnings, c.cfg.MaskSecrets(pErr.Error()))
+	}
+	if rErr != nil {
+		warnings = append(warnings, rErr.Error())
+	}
+	for i, j := range js {
+		l := ls[i]
+		l.KnownFrom = since[j.Name]
+		if kept := now.Add(-c.cfg.Retention(j)); kept.Before(l.KnownFrom) && records != nil {
+			l.KnownFrom = kept // else no tick record was read: the history alone tells
+		}
+		for _, w := range warnings {
+			if strings.Contains(w, strconv.Quote(j.Name)) || !strings.HasPrefix(w, "jobs: read the history of ") {
+				l.Warnings = append(l.Warnings, w)
+			}
+		}
+		var note *PauseNote
+		switch {
+		case j.Paused:
+			note = &PauseNote{By: "config"}
+		case pause[j.Name].masters >= len(c.masters)/2+1:
+			note = pause[j.Name].note
+			if note == nil {
+				note = &PauseNote{By: "baton pause"}
+			}
+		}
+		b := ledgerBuilder{cfg: c.cfg, job: j, now: now, known: l.KnownFrom, records: records[j.Name], pausedNow: note}
+		l.Ticks = b.build(scheduled[i], inWindow(histories[j.Name], l.From, l.To))
+	}
+	return ls, nil
+}
+
+// window is the empty ledger of j over [from, to] with the defaults filled
+// in (see Ticks), and the window's scheduled ticks.
+func window(j *config.Job, from, to, now time.Time) (*TickLedger, []time.Time, error) {
 	if to.IsZero() {
 		to = now
 	}
@@ -157,79 +274,18 @@ func (c *Cluster) Ticks(ctx context.Context, job string, from, to time.Time) (*T
 	}
 	from, to = from.UTC(), to.UTC()
 	if to.Before(from) {
-		return nil, fmt.Errorf("%w: the window ends (%s) before it starts (%s)", ErrTickWindow, to.Format(time.RFC3339), from.Format(time.RFC3339))
+		return nil, nil, fmt.Errorf("%w: the window ends (%s) before it starts (%s)", ErrTickWindow, to.Format(time.RFC3339), from.Format(time.RFC3339))
 	}
-	scheduled := scheduler.Ticks(j.Sched, from.Add(-time.Nanosecond), to, MaxLedgerTicks+1)
-	if len(scheduled) > MaxLedgerTicks {
-		return nil, fmt.Errorf("%w: the window from %s to %s holds more than %d ticks of %s (the most one read lists): ask for a shorter one",
-			ErrTickWindow, from.Format(time.RFC3339), to.Format(time.RFC3339), MaxLedgerTicks, job)
+	ticks := scheduler.Ticks(j.Sched, from.Add(-time.Nanosecond), to, MaxLedgerTicks+1)
+	if len(ticks) > MaxLedgerTicks {
+		return nil, nil, fmt.Errorf("%w: the window from %s to %s holds more than %d ticks of %s (the most one read lists): ask for a shorter one",
+			ErrTickWindow, from.Format(time.RFC3339), to.Format(time.RFC3339), MaxLedgerTicks, j.Name)
 	}
-	l := &TickLedger{Job: job, Schedule: j.Schedule, Timezone: j.Location.String(), From: from, To: to, Now: now, Ticks: []LedgerTick{}}
+	l := &TickLedger{Job: j.Name, Schedule: j.Schedule, Timezone: j.Location.String(), From: from, To: to, Now: now, Ticks: []LedgerTick{}}
 	if j.At != "" {
 		l.Schedule = "at " + j.At
 	}
-	since, err := jobs.HistoryCoverage(ctx, c.queue, c.cfg, job, now)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", locking.ErrUnavailable, err)
-	}
-	l.KnownFrom = since
-	if records := now.Add(-c.cfg.Retention(j)); records.Before(l.KnownFrom) {
-		l.KnownFrom = records
-	}
-	recs, err := jobs.ReadHistory(ctx, c.queue, c.cfg.Namespace, job, 0)
-	if err != nil {
-		if !errors.Is(err, jobs.ErrCorrupt) {
-			return nil, fmt.Errorf("%w: %w", locking.ErrUnavailable, err)
-		}
-		l.Warnings = append(l.Warnings, c.cfg.MaskSecrets(err.Error()))
-	}
-	// the lock masters: the pause flag and the records of the ticks still
-	// kept, side by side
-	var (
-		pause   map[string]pauseState
-		records map[int64]tickRecord
-		pErr    error
-		rErr    error
-		wg      sync.WaitGroup
-	)
-	wg.Go(func() {
-		sctx, cancel := context.WithTimeout(ctx, statusStep)
-		defer cancel()
-		pause, pErr = c.pauseStates(sctx, []string{job})
-	})
-	wg.Go(func() {
-		sctx, cancel := context.WithTimeout(ctx, statusStep)
-		defer cancel()
-		records, rErr = c.tickRecords(sctx, job, kept(scheduled, now.Add(-c.cfg.Retention(j)), now.Add(c.cfg.MaxClockSkew)))
-	})
-	wg.Wait()
-	// a read may need no token (http.public_reads): the warnings name
-	// masters by their index, without address or error text
-	switch {
-	case errors.Is(pErr, locking.ErrUnavailable):
-		l.Warnings = append(l.Warnings, "pause flags: fewer than a quorum of lock masters answered: whether the job is paused now is not known")
-	case pErr != nil:
-		l.Warnings = append(l.Warnings, c.cfg.MaskSecrets(pErr.Error()))
-	}
-	if rErr != nil {
-		l.Warnings = append(l.Warnings, rErr.Error())
-		if records == nil {
-			l.KnownFrom = since // no tick record read: the history alone tells
-		}
-	}
-	var note *PauseNote
-	switch {
-	case j.Paused:
-		note = &PauseNote{By: "config"}
-	case pause[job].masters >= len(c.masters)/2+1:
-		note = pause[job].note
-		if note == nil {
-			note = &PauseNote{By: "baton pause"}
-		}
-	}
-	b := ledgerBuilder{cfg: c.cfg, job: j, now: now, known: l.KnownFrom, records: records, pausedNow: note}
-	l.Ticks = b.build(scheduled, inWindow(recs, from, to))
-	return l, nil
+	return l, ticks, nil
 }
 
 // defaultFrom is the start of the window that ends at to when none is
@@ -249,9 +305,9 @@ func defaultFrom(s scheduler.Schedule, to time.Time) time.Time {
 	return from
 }
 
-// kept are the ticks of ticks whose records may still be kept: due from
-// oldest up to newest.
-func kept(ticks []time.Time, oldest, newest time.Time) []time.Time {
+// within are the ticks of ticks whose records may still be kept: due
+// from oldest up to newest.
+func within(ticks []time.Time, oldest, newest time.Time) []time.Time {
 	var out []time.Time
 	for _, t := range ticks {
 		if !t.Before(oldest) && !t.After(newest) {
@@ -277,50 +333,72 @@ type tickRecord struct {
 	done, leased, paused, missed int // masters holding each
 }
 
-// tickRecords reads the records of job's ticks on every lock master, one
-// MGET per master, side by side. It fails when no master answered, and
-// names by their index those that did not (the error text, which holds
-// addresses, is left out).
-func (c *Cluster) tickRecords(ctx context.Context, job string, ticks []time.Time) (map[int64]tickRecord, error) {
-	out := map[int64]tickRecord{}
-	if len(ticks) == 0 {
+// tickRecords reads the records of the ticks of each job (by name) on
+// every lock master, one pipeline of an MGET per job on each master, side
+// by side. It fails when no master answered, and names by their index
+// those that did not (the error text, which holds addresses, is left out).
+func (c *Cluster) tickRecords(ctx context.Context, ticks map[string][]time.Time) (map[string]map[int64]tickRecord, error) {
+	out := map[string]map[int64]tickRecord{}
+	var names []string
+	for job, ts := range ticks {
+		out[job] = map[int64]tickRecord{}
+		if len(ts) > 0 {
+			names = append(names, job)
+		}
+	}
+	if len(names) == 0 {
 		return out, nil
 	}
-	keys := make([]string, len(ticks))
-	for i, t := range ticks {
-		keys[i] = scheduler.TickKey(c.cfg.Namespace, job, t)
-	}
-	vals := make([][]any, len(c.masters))
+	cmds := make([][]*redis.SliceCmd, len(c.masters))
 	errs := make([]error, len(c.masters))
 	var wg sync.WaitGroup
 	for i, m := range c.masters {
-		wg.Go(func() { vals[i], errs[i] = m.MGet(ctx, keys...).Result() })
+		wg.Go(func() {
+			pipe := m.Pipeline()
+			cmds[i] = make([]*redis.SliceCmd, len(names))
+			for k, job := range names {
+				keys := make([]string, len(ticks[job]))
+				for n, t := range ticks[job] {
+					keys[n] = scheduler.TickKey(c.cfg.Namespace, job, t)
+				}
+				cmds[i][k] = pipe.MGet(ctx, keys...)
+			}
+			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+				errs[i] = err
+			}
+		})
 	}
 	wg.Wait()
 	var failed []string
 	for i := range c.masters {
-		if errs[i] != nil && !errors.Is(errs[i], redis.Nil) {
+		if errs[i] != nil {
 			failed = append(failed, strconv.Itoa(i))
 			continue
 		}
-		for k, v := range vals[i] {
-			s, _ := v.(string)
-			if s == "" {
+		for k, job := range names {
+			vals, err := cmds[i][k].Result()
+			if err != nil {
 				continue
 			}
-			ms := ticks[k].UnixMilli()
-			r := out[ms]
-			switch s {
-			case "done":
-				r.done++
-			case "paused":
-				r.paused++
-			case "missed":
-				r.missed++
-			default:
-				r.leased++ // a claim token
+			for n, v := range vals {
+				s, _ := v.(string)
+				if s == "" {
+					continue
+				}
+				ms := ticks[job][n].UnixMilli()
+				r := out[job][ms]
+				switch s {
+				case "done":
+					r.done++
+				case "paused":
+					r.paused++
+				case "missed":
+					r.missed++
+				default:
+					r.leased++ // a claim token
+				}
+				out[job][ms] = r
 			}
-			out[ms] = r
 		}
 	}
 	if len(failed) > 0 {

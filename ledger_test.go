@@ -287,23 +287,37 @@ func TestTicksWindow(t *testing.T) {
 }
 
 // roundTrips counts what a go-redis client sends: one round trip per
-// command or pipeline, and the commands in them.
+// command or pipeline, and the commands in them; a new connection's own
+// set-up (HELLO, CLIENT SETINFO, AUTH, SELECT) is not counted: the pool
+// dials when reads run side by side, at its own pace.
 type roundTrips struct{ trips, commands atomic.Int64 }
+
+func setup(cmd redis.Cmder) bool {
+	switch cmd.Name() {
+	case "hello", "client", "auth", "select":
+		return true
+	}
+	return false
+}
 
 func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		r.trips.Add(1)
-		r.commands.Add(1)
+		if !setup(cmd) {
+			r.trips.Add(1)
+			r.commands.Add(1)
+		}
 		return next(ctx, cmd)
 	}
 }
 
 func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		r.trips.Add(1)
-		r.commands.Add(int64(len(cmds)))
+		if len(cmds) > 0 && !setup(cmds[0]) {
+			r.trips.Add(1)
+			r.commands.Add(int64(len(cmds)))
+		}
 		return next(ctx, cmds)
 	}
 }
@@ -344,7 +358,6 @@ func TestTicksRoundTripsBounded(t *testing.T) {
 				}
 				return count.trips.Load(), count.commands.Load()
 			}
-			measure(10) // the connections' own set-up (HELLO, ...) is not the read's
 			trips10, cmds10 := measure(10)
 			trips1000, cmds1000 := measure(1000)
 			t.Logf("10 ticks: %d round trips, %d commands; 1000 ticks: %d round trips, %d commands", trips10, cmds10, trips1000, cmds1000)
@@ -399,5 +412,61 @@ func TestTicksAcrossMasters(t *testing.T) {
 	if len(l.Ticks) != 2 || l.Ticks[0].Outcome != baton.OutcomeDispatched || l.Ticks[1].Outcome != baton.OutcomeDispatching ||
 		!slices.ContainsFunc(l.Warnings, func(w string) bool { return strings.Contains(w, "tick records: 1 of 3 lock masters did not answer") }) {
 		t.Errorf("with a master down: %+v", l)
+	}
+}
+
+// Every job's ledger is read in the round trips of one job's: 1 job or 20
+// cost the same, each source read once in one pipeline for all of them;
+// singletons have no ledger.
+func TestTicksAllRoundTripsBounded(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := now.UTC().Truncate(time.Minute)
+	measure := func(jobs int) (int64, int64) {
+		ns := fmt.Sprintf("all%d", jobs)
+		list := "  - name: pump\n    mode: singleton\n    exec: {command: [\"true\"]}\n"
+		for i := range jobs {
+			name := fmt.Sprintf("j%d", i)
+			list += fmt.Sprintf("  - name: %s\n    schedule: \"@every 1m\"\n    exec: {command: [\"true\"]}\n", name)
+			writeHistory(t, rdb, ns, name, run(to.Add(-time.Minute), "run-"+name, time.Second, "ok"))
+		}
+		cfg, err := config.Load(fmt.Appendf(nil, "redis: {url: \"redis://%s/0\"}\nnamespace: %s\njobs:\n%s", srv.Addr(), ns, list))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := baton.NewCluster(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		count := &roundTrips{}
+		baton.HookCluster(c, count)
+		read := func() []*baton.TickLedger {
+			ls, err := c.TicksAll(ctx, to.Add(-59*time.Minute), to)
+			if err != nil || len(ls) != jobs {
+				t.Fatalf("%d jobs: %v, %d ledgers", jobs, err, len(ls))
+			}
+			return ls
+		}
+		read() // the connections' own set-up (HELLO, ...) is not the read's
+		count.trips.Store(0)
+		count.commands.Store(0)
+		for i, l := range read() {
+			if l.Job != fmt.Sprintf("j%d", i) || len(l.Ticks) != 60 || l.Ticks[58].Outcome != baton.OutcomeOK || l.Ticks[58].RunID != "run-"+l.Job {
+				t.Errorf("ledger of %s: %d ticks, %+v", l.Job, len(l.Ticks), l.Ticks[58])
+			}
+		}
+		return count.trips.Load(), count.commands.Load()
+	}
+	trips1, cmds1 := measure(1)
+	trips20, cmds20 := measure(20)
+	t.Logf("1 job: %d round trips, %d commands; 20 jobs: %d round trips, %d commands", trips1, cmds1, trips20, cmds20)
+	if trips1 != trips20 || trips20 > 5 {
+		t.Errorf("round trips %d for 1 job, %d for 20: want the same, at most 5", trips1, trips20)
 	}
 }

@@ -255,19 +255,45 @@ func streamTime(id string) time.Time {
 // earlier than history.max_age ago; with no history kept (or none written
 // yet) it is now: the history tells nothing.
 func HistoryCoverage(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, job string, now time.Time) (time.Time, error) {
-	if cfg.History.Runs <= 0 {
-		return now, nil
-	}
-	first, err := rdb.XRangeN(ctx, runlog.Key(cfg.Namespace, job), "-", "+", 1).Result()
+	since, err := HistoryCoverages(ctx, rdb, cfg, []string{job}, now)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("jobs: read the history of %q: %w", job, err)
+		return time.Time{}, err
 	}
-	if len(first) == 0 {
-		return now, nil
+	return since[job], nil
+}
+
+// HistoryCoverages is HistoryCoverage of several jobs in one pipelined
+// round trip, by job name.
+func HistoryCoverages(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, jobs []string, now time.Time) (map[string]time.Time, error) {
+	out := make(map[string]time.Time, len(jobs))
+	if cfg.History.Runs <= 0 {
+		for _, job := range jobs {
+			out[job] = now
+		}
+		return out, nil
 	}
-	since := streamTime(first[0].ID)
-	if oldest := now.Add(-cfg.History.MaxAge); since.Before(oldest) {
-		since = oldest
+	pipe := rdb.Pipeline()
+	cmds := make([]*redis.XMessageSliceCmd, len(jobs))
+	for i, job := range jobs {
+		cmds[i] = pipe.XRangeN(ctx, runlog.Key(cfg.Namespace, job), "-", "+", 1)
 	}
-	return since, nil
+	_, _ = pipe.Exec(ctx) // each command's error is read below
+	var errs []error
+	for i, job := range jobs {
+		first, err := cmds[i].Result()
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("jobs: read the history of %q: %w", job, err))
+			continue
+		case len(first) == 0:
+			out[job] = now
+			continue
+		}
+		since := streamTime(first[0].ID)
+		if oldest := now.Add(-cfg.History.MaxAge); since.Before(oldest) {
+			since = oldest
+		}
+		out[job] = since
+	}
+	return out, errors.Join(errs...)
 }
