@@ -31,6 +31,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/executor"
@@ -90,6 +91,7 @@ type options struct {
 	supervisor string
 	dropLock   func(string) bool
 	clock      scheduler.Clock
+	tracer     trace.TracerProvider
 }
 
 // WithReplicaID names the replica (default host-pid): in logs, metrics,
@@ -122,6 +124,14 @@ func WithSupervisorPath(path string) Option { return func(o *options) { o.superv
 // fire ticks (default: the real clock). Package batontest drives a fake one
 // through it; the worker, the lock client and Redis keep their own clocks.
 func WithSchedulerClock(c scheduler.Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithTracerProvider traces every tick the replica claims, dispatches and
+// runs with tp (see TracingFromEnv and the operating guide's Traces
+// section): one trace per tick, from the claim that won it through its
+// dispatch to each attempt of its run, on whichever replicas they happen.
+// Default (and nil): no tracing, at no cost. baton does not read OTel's
+// global provider: pass otel.GetTracerProvider() to use it.
+func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options) { o.tracer = tp } }
 
 // WithLockMessageFilter leaves out the lock client's messages that drop
 // matches (baton dev: an embedded server has no CONFIG command).
@@ -231,7 +241,8 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	}
 	exec := executor.New(executor.WithLogger(log), executor.WithSupervisorPath(sup), executor.WithHandlers(o.handlers))
 	wopts := []worker.Option{worker.WithLogger(log), worker.WithReplica(o.id), worker.WithReplicaInfo(o.version, o.role.String()),
-		worker.WithRunObserver(r.metrics.ran), worker.WithPollIntervals(cfg.Worker.PollInterval, 0), worker.WithLockMasters(r.mast)}
+		worker.WithRunObserver(r.metrics.ran), worker.WithPollIntervals(cfg.Worker.PollInterval, 0), worker.WithLockMasters(r.mast),
+		worker.WithTracerProvider(o.tracer)}
 	if o.role == RoleScheduler {
 		wopts = append(wopts, worker.WithLocalOnly())
 	}
@@ -266,6 +277,7 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 		sopts := append(schedulerOptions(cfg, o.id),
 			scheduler.WithLeader(r.leader.leading),
 			scheduler.WithDispatchObserver(r.metrics.dispatched),
+			scheduler.WithTracerProvider(o.tracer),
 			scheduler.WithLogger(log))
 		if o.clock != nil {
 			sopts = append(sopts, scheduler.WithClock(o.clock))

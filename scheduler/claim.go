@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/batonhq/baton/internal/quorum"
 )
@@ -20,6 +21,8 @@ type claimed struct {
 	idx    int   // index of the tick in its batch
 	fence  int64 // dispatch fence: the largest counter the owning masters answered
 	synced bool  // the fence is on a quorum of the masters' counters
+	// the claim's span (tracing on): the dispatch's parent
+	span trace.SpanContext
 }
 
 // claimResult is what the claim of a batch leaves to its caller, which
@@ -111,6 +114,9 @@ func (s *Scheduler) process(ctx context.Context, batch []item) claimResult {
 		}
 	}
 	owned, lost := s.raiseFences(ctx, batch, owned)
+	if s.opts.tracer != nil {
+		s.traceClaims(ctx, batch, owned, claimedAt)
+	}
 	for _, i := range lost {
 		release = append(release, i)
 		again = append(again, retryAt(batch[i], s.opts.clock.Now().Add(backoff)))

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/batonhq/baton/internal/runid"
 )
 
@@ -134,11 +136,15 @@ func (s *Scheduler) startDispatches(ctx context.Context, batch []item, owned []c
 		waiting = waiting[1:]
 		it := batch[c.idx]
 		tick := Tick{Job: it.job.Name, At: it.at, RunID: runid.New(), Fence: c.fence, Replica: s.opts.replica, Backfill: it.kind == kindBackfill}
+		dctx := ctx
+		if s.opts.tracer != nil {
+			dctx = trace.ContextWithSpanContext(ctx, c.span) // the dispatch's parent
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-s.sem }()
-			results <- recordingOf(it.job).dispatchOne(ctx, s, c.idx, it, tick)
+			results <- recordingOf(it.job).dispatchOne(dctx, s, c.idx, it, tick)
 		}()
 	}
 }
@@ -235,10 +241,15 @@ func (recordAfter) settle(ctx context.Context, s *Scheduler, it item, r dispatch
 }
 
 // handTo hands tick (of it) to the dispatcher, bounded by the lease ttl.
-func (s *Scheduler) handTo(ctx context.Context, it item, tick Tick) error {
+func (s *Scheduler) handTo(ctx context.Context, it item, tick Tick) (err error) {
 	dctx, cancel := context.WithTimeout(ctx, s.opts.leaseTTL)
 	defer cancel()
-	err := s.disp.Dispatch(dctx, tick)
+	if s.opts.tracer != nil {
+		var end func(error)
+		dctx, end = s.traceDispatch(dctx, tick)
+		defer func() { end(err) }()
+	}
+	err = s.disp.Dispatch(dctx, tick)
 	if err == nil && s.opts.onDispatch != nil {
 		s.opts.onDispatch(it.job.Name, s.opts.clock.Now().Sub(it.at))
 	}

@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/quorum"
+	"github.com/batonhq/baton/internal/tracing"
 	"github.com/batonhq/baton/locking"
 )
 
@@ -84,6 +86,7 @@ type options struct {
 	parallel      int
 	leader        func() bool
 	onDispatch    func(job string, lag time.Duration)
+	tracer        trace.Tracer                                           // nil: tracing off
 	observe       func(kind, job string, tick time.Time, replica string) // tests' history (export_test.go)
 }
 
@@ -122,6 +125,16 @@ func WithMaxClockSkew(d time.Duration) Option { return func(o *options) { o.maxS
 // Default: none.
 func WithDispatchObserver(f func(job string, lag time.Duration)) Option {
 	return func(o *options) { o.onDispatch = f }
+}
+
+// WithTracerProvider traces each tick this replica claims with tp's
+// tracer: a "baton.claim" span for a claim that won the tick (the root of
+// the tick's trace) and a "baton.dispatch" span, its child, around the
+// Dispatch call, whose ctx carries it (a Dispatcher hands it on to the
+// run). Claims that lose the race record nothing. Default (and nil): no
+// tracing, at no cost.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tracer = tracing.Tracer(tp) }
 }
 
 // WithFollowerDelay sets how long the replicas that are not a tick's

@@ -120,11 +120,17 @@ func runDev(fs *flagSet, o devOpts, args []string, stdout, stderr io.Writer) int
 		"version", versionString(), "redis", cfg.Redis.URL, "replicas", fmt.Sprint(ids),
 		"config", cf.config, "jobs", len(cfg.Jobs), devDirEnv, dir)
 	warnUnsigned(cfg, log)
+	tp, flushTraces, err := tracesFromEnv(log)
+	if err != nil {
+		log.Error("cannot set up traces", "err", err)
+		return 1
+	}
+	defer flushTraces()
 	var replicas []*baton.Replica
 	for _, id := range ids {
 		rlog := log.With("replica", id)
 		rp, err := baton.New(cfg, baton.WithReplicaID(id), baton.WithLogger(rlog), baton.WithVersion(shortVersion()),
-			baton.WithLockMessageFilter(wiring.WithoutConfigCommand))
+			baton.WithLockMessageFilter(wiring.WithoutConfigCommand), baton.WithTracerProvider(tp))
 		if err != nil {
 			log.Error("cannot build a replica", "replica", id, "err", err)
 			for _, r := range replicas {

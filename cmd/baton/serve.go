@@ -95,8 +95,14 @@ func runServe(r baton.Role, fs *flagSet, o commonOpts, args []string, stdout, st
 		"config", cf.config, "redis", wiring.DescribeRedis(cfg), "jobs", len(cfg.Jobs))
 	log.Debug("effective config\n" + cfg.Redacted())
 	warnUnsigned(cfg, log)
+	tp, flushTraces, err := tracesFromEnv(log)
+	if err != nil {
+		return usageExit(name, err, stderr)
+	}
+	defer flushTraces()
 	build := func(cfg *config.Config) (*baton.Replica, error) {
-		return baton.New(cfg, baton.WithReplicaID(cf.id), baton.WithRole(r), baton.WithLogger(log), baton.WithVersion(shortVersion()))
+		return baton.New(cfg, baton.WithReplicaID(cf.id), baton.WithRole(r), baton.WithLogger(log), baton.WithVersion(shortVersion()),
+			baton.WithTracerProvider(tp))
 	}
 	rp, err := build(cfg)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/runlog"
+	"github.com/batonhq/baton/internal/tracing"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -191,7 +192,8 @@ func (d *Sender) dispatchLocal(ctx context.Context, job *config.Job, t scheduler
 func (d *Sender) enqueue(ctx context.Context, job *config.Job, t scheduler.Tick, queue, why string) error {
 	in := *job
 	in.Mode, in.Queue = config.ModeCron, queue
-	task, err := NewRunTask(d.cfg, &in, t)
+	// the dispatch's span, if traced, becomes the run's parent
+	task, err := newRunTask(d.cfg, &in, t, time.Now(), tracing.Inject(ctx))
 	if err != nil {
 		return err
 	}

@@ -48,6 +48,10 @@ type Payload struct {
 	// queue later is refused). 0: none (an older dispatcher, or a job
 	// without a timeout), and the worker bounds the task by its tick.
 	Exp int64 `json:"exp,omitempty"`
+	// Trace is the W3C trace context of the dispatch's span (traceparent,
+	// tracestate), when the dispatcher traces: the run's spans are its
+	// children. Signed with the rest; older workers ignore it.
+	Trace map[string]string `json:"trace,omitempty"`
 }
 
 // PayloadOf returns t's payload.
@@ -105,6 +109,16 @@ func PayloadExpiry(b []byte) int64 {
 	return max(p.Exp, 0)
 }
 
+// PayloadTrace returns the trace context a TaskType payload carries (nil
+// if none).
+func PayloadTrace(b []byte) map[string]string {
+	var p struct {
+		Trace map[string]string `json:"trace"`
+	}
+	_ = json.Unmarshal(b, &p)
+	return p.Trace
+}
+
 // PayloadQueue returns the queue a TaskType payload names ("" if none).
 func PayloadQueue(b []byte) string {
 	var p struct {
@@ -155,7 +169,14 @@ func NewRunTask(cfg *config.Config, j *config.Job, t scheduler.Tick) (*asynq.Tas
 // NewRunTaskAt is NewRunTask for a dispatch at now (its expiry counts from
 // there).
 func NewRunTaskAt(cfg *config.Config, j *config.Job, t scheduler.Tick, now time.Time) (*asynq.Task, error) {
+	return newRunTask(cfg, j, t, now, nil)
+}
+
+// newRunTask is NewRunTaskAt for a task whose payload carries the trace
+// context trace (nil: none).
+func newRunTask(cfg *config.Config, j *config.Job, t scheduler.Tick, now time.Time, trace map[string]string) (*asynq.Task, error) {
 	p := PayloadOf(t)
+	p.Trace = trace
 	p.Namespace = cfg.Namespace
 	p.Queue = cfg.QueueName(j.Queue)
 	p.Exp = TaskExpiry(cfg, j, t, now)

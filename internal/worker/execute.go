@@ -12,11 +12,14 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/executor"
 	"github.com/batonhq/baton/internal/runlog"
+	"github.com/batonhq/baton/internal/tracing"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
@@ -42,7 +45,12 @@ var errRunTimeout = errors.New("jobs: run timed out")
 // finds the lease held by an earlier attempt of the same tick waits for it.
 // Without retries (local runs) the same tick's holder can only be a duplicate
 // dispatch, which is skipped.
-func (e *engine) runTick(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool) error {
+func (e *engine) runTick(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool) (err error) {
+	var span trace.Span // nil: tracing off
+	if e.tracer != nil {
+		ctx, span = e.traceRun(ctx, job, t, attempt)
+		defer func() { endRun(span, err) }()
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	ar := &activeRun{at: t.At, local: !retries, cancel: cancel}
@@ -70,6 +78,9 @@ func (e *engine) runTick(ctx context.Context, job *config.Job, t scheduler.Tick,
 	if t.Manual {
 		base = base.With(slog.Bool("manual", true))
 	}
+	if span != nil && span.SpanContext().IsValid() {
+		base = base.With(slog.String("trace_id", span.SpanContext().TraceID().String()))
+	}
 	// Until the run holds its lease (or, allow, its fence), "fence" is the
 	// dispatch fence of a local run, 0 for a queued one (a payload's fence
 	// is never used).
@@ -81,6 +92,9 @@ func (e *engine) runTick(ctx context.Context, job *config.Job, t scheduler.Tick,
 		return err
 	}
 	run.Fence = g.fence
+	if span != nil {
+		span.SetAttributes(tracing.Fence.Int64(run.Fence))
+	}
 	log = base.With(slog.Int64("fence", run.Fence))
 	return e.execute(ctx, p, job, t, run, g, log)
 }
@@ -117,6 +131,9 @@ func (e *engine) execute(ctx context.Context, p policy, job *config.Job, t sched
 	took := slog.Duration("took", time.Since(start))
 	obs := RunObservation{Job: job.Name, StartLag: start.Sub(t.At), Took: time.Since(start)}
 	defer func() { e.observe(obs) }()
+	if e.tracer != nil {
+		defer func() { trace.SpanFromContext(ctx).SetAttributes(tracing.Status.String(string(obs.Status))) }()
+	}
 	switch {
 	case job.Exec != nil:
 		log = log.With(slog.Int("exit_code", res.ExitCode))
@@ -164,6 +181,25 @@ func (e *engine) execute(ctx context.Context, p policy, job *config.Job, t sched
 	hist.finished(ctx, t, run, st, job, res, err.Error(), tail)
 	obs.Status = st
 	return err
+}
+
+// traceRun starts the "baton.run" span of tick t's attempt, a child of the
+// span in ctx (the dispatch's, as the task carried it), and returns ctx
+// carrying it.
+func (e *engine) traceRun(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int) (context.Context, trace.Span) {
+	return e.tracer.Start(ctx, tracing.SpanRun, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(tracing.TickAttrs(job.Name, t.At, t.Fence, e.replica)...),
+		trace.WithAttributes(tracing.Attempt.Int(attempt), tracing.RunID.String(t.RunID)))
+}
+
+// endRun ends a run's span with the error runTick returns: a failed
+// attempt is an error; a replaced run or one handed to another replica is
+// not (its baton.status says what became of it).
+func endRun(span trace.Span, err error) {
+	if err != nil && !errors.Is(err, ErrReplaced) && !errors.Is(err, ErrRunsElsewhere) {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 // tickError is a run's error as the worker returns it (asynq keeps it as
@@ -240,6 +276,7 @@ type engine struct {
 	log     *slog.Logger
 	clock   clock.Clock // backoffs, heartbeats and waits
 	onRun   func(RunObservation)
+	tracer  trace.Tracer // nil: tracing off
 	stats   counters
 	// job name -> its concurrency policy, chosen once (choosePolicies)
 	policies map[string]policy

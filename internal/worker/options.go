@@ -5,9 +5,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/runid"
+	"github.com/batonhq/baton/internal/tracing"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -26,6 +28,7 @@ type options struct {
 	localOnly    bool
 	lockMasters  []redis.UniversalClient
 	onRun        func(RunObservation)
+	tracer       trace.Tracer
 }
 
 func newOptions(opts []Option) options {
@@ -84,6 +87,14 @@ func WithClock(c scheduler.Clock) Option {
 			o.clock = c
 		}
 	}
+}
+
+// WithTracerProvider traces each attempt of a run with tp's tracer: a
+// "baton.run" span, the child of the dispatch span whose trace context the
+// task (or, for a local run, RunLocal's ctx) carries, and the run's log
+// lines carry its trace_id. Default (and nil): no tracing, at no cost.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tracer = tracing.Tracer(tp) }
 }
 
 // RunObservation is one run (or tick that did not start) as WithRunObserver

@@ -10,11 +10,13 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/executor"
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/roster"
+	"github.com/batonhq/baton/internal/tracing"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -71,6 +73,7 @@ func New(cfg *config.Config, queue asynq.RedisConnOpt, locks *locking.Client, ex
 			replica: o.replica,
 			clock:   o.clock,
 			onRun:   o.onRun,
+			tracer:  o.tracer,
 		},
 		redisOpt:     queue,
 		taskCheck:    o.taskCheck,
@@ -222,8 +225,13 @@ func (w *Worker) RunLocal(ctx context.Context, job *config.Job, t scheduler.Tick
 	case !w.started:
 		return errors.New("jobs: worker not started")
 	}
+	runCtx := w.localCtx
+	if w.tracer != nil {
+		// the dispatch's span is the run's parent
+		runCtx = trace.ContextWithSpanContext(runCtx, trace.SpanContextFromContext(ctx))
+	}
 	w.wg.Go(func() {
-		_ = w.runTick(w.localCtx, job, t, 1, false) // logged and counted by runTick
+		_ = w.runTick(runCtx, job, t, 1, false) // logged and counted by runTick
 	})
 	return nil
 }
@@ -282,6 +290,10 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 			slog.Int("max_retry", job.MaxRetry))...)
 		w.markDone(ctx, t, adm.expiry)
 		return fmt.Errorf("jobs: %s: retries exhausted (%d of max_retry %d): %w", t.ID(), retried, job.MaxRetry, asynq.SkipRetry)
+	}
+	if w.tracer != nil {
+		// the dispatch's span, as the task carries it, is the run's parent
+		ctx = tracing.Extract(ctx, handoff.PayloadTrace(body))
 	}
 	err = w.runTick(ctx, job, t, retried+1, true)
 	if err != nil && retried >= job.MaxRetry && !errors.Is(err, asynq.SkipRetry) && !errors.Is(err, ErrRunsElsewhere) {

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/batonhq/baton"
+)
+
+// traceFlushTimeout bounds the flush of the spans still buffered when the
+// process stops.
+const traceFlushTimeout = 5 * time.Second
+
+// tracesFromEnv builds the tracer provider the OTEL_* variables ask for
+// (baton.TracingFromEnv; nil: no tracing) and returns the function that
+// flushes it, to call once the replicas have stopped.
+func tracesFromEnv(log *slog.Logger) (trace.TracerProvider, func(), error) {
+	tp, shutdown, err := baton.TracingFromEnv(context.Background(), shortVersion())
+	if err != nil {
+		return nil, nil, err
+	}
+	if tp != nil {
+		log.Info("exporting traces over OTLP (OTEL_* environment variables)")
+	}
+	return tp, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+		defer cancel()
+		if err := shutdown(ctx); err != nil {
+			log.Warn("cannot flush the last traces", "err", err)
+		}
+	}, nil
+}

@@ -1,0 +1,105 @@
+package tracing
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+func TestConfigFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want Config
+		err  string
+	}{
+		{name: "no OTEL_ variables: off"},
+		{name: "an endpoint: OTLP over HTTP", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"},
+			want: Config{On: true, Protocol: "http/protobuf"}},
+		{name: "a traces endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"},
+			want: Config{On: true, Protocol: "http/protobuf"}},
+		{name: "exporter otlp, the default endpoint", env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp"},
+			want: Config{On: true, Protocol: "http/protobuf"}},
+		{name: "exporter none wins over an endpoint", env: map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}},
+		{name: "SDK disabled", env: map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}},
+		{name: "grpc", env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+			want: Config{On: true, Protocol: "grpc"}},
+		{name: "the traces protocol wins", env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+			"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}, want: Config{On: true, Protocol: "http/protobuf"}},
+		{name: "another exporter", env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, err: `OTEL_TRACES_EXPORTER="zipkin"`},
+		{name: "another protocol", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"},
+			err: `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/json"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ConfigFromEnv(func(k string) string { return tc.env[k] })
+			switch {
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Fatalf("error %v, want one naming %s", err, tc.err)
+			case tc.err == "" && err != nil:
+				t.Fatal(err)
+			case got != tc.want:
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// clearOTEL unsets every OTEL_ variable of the test's environment for the
+// test.
+func clearOTEL(t *testing.T) {
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+			t.Setenv(k, "")
+		}
+	}
+}
+
+// With no OTEL_ variable set, FromEnv builds no provider and no exporter:
+// tracing is off.
+func TestNoExporterWithoutOTELVariables(t *testing.T) {
+	clearOTEL(t)
+	tp, shutdown, err := FromEnv(context.Background(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp != nil {
+		t.Errorf("provider %T built with no OTEL_ variable set", tp)
+	}
+	if err := shutdown(context.Background()); err != nil {
+		t.Error(err)
+	}
+}
+
+// With OTEL_EXPORTER_OTLP_ENDPOINT set, spans go to that collector over
+// OTLP/HTTP, at the latest when the provider is shut down.
+func TestExportsToTheOTLPEndpointOfTheEnvironment(t *testing.T) {
+	clearOTEL(t)
+	var posts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/traces" {
+			posts.Add(1)
+		}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer srv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	tp, shutdown, err := FromEnv(context.Background(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp == nil {
+		t.Fatal("no provider with OTEL_EXPORTER_OTLP_ENDPOINT set")
+	}
+	_, span := Tracer(tp).Start(context.Background(), SpanClaim)
+	span.End()
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if posts.Load() == 0 {
+		t.Error("no span posted to the collector's /v1/traces")
+	}
+}
