@@ -21,8 +21,9 @@ type claimed struct {
 	idx    int   // index of the tick in its batch
 	fence  int64 // dispatch fence: the largest counter the owning masters answered
 	synced bool  // the fence is on a quorum of the masters' counters
-	// the claim's span (tracing on): the dispatch's parent
-	span trace.SpanContext
+	// the claim's span (tracing on; nil off): the dispatch's parent. A
+	// pointer, so that tracing off widens a claimed tick by one word only
+	span *trace.SpanContext
 }
 
 // claimResult is what the claim of a batch leaves to its caller, which

@@ -137,8 +137,8 @@ func (s *Scheduler) startDispatches(ctx context.Context, batch []item, owned []c
 		it := batch[c.idx]
 		tick := Tick{Job: it.job.Name, At: it.at, RunID: runid.New(), Fence: c.fence, Replica: s.opts.replica, Backfill: it.kind == kindBackfill}
 		dctx := ctx
-		if s.opts.tracer != nil {
-			dctx = trace.ContextWithSpanContext(ctx, c.span) // the dispatch's parent
+		if c.span != nil {
+			dctx = trace.ContextWithSpanContext(ctx, *c.span) // the dispatch's parent
 		}
 		wg.Add(1)
 		go func() {

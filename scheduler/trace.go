@@ -26,7 +26,8 @@ func (s *Scheduler) traceClaims(ctx context.Context, batch []item, owned []claim
 		it := batch[c.idx]
 		_, span := s.opts.tracer.Start(ctx, tracing.SpanClaim, trace.WithNewRoot(), trace.WithTimestamp(claimedAt),
 			trace.WithAttributes(tracing.TickAttrs(it.job.Name, it.at, c.fence, s.opts.replica)...))
-		c.span = span.SpanContext()
+		sc := span.SpanContext()
+		c.span = &sc
 		span.End(end)
 	}
 }
