@@ -14,7 +14,9 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -469,4 +471,121 @@ func TestTicksAllRoundTripsBounded(t *testing.T) {
 	if trips1 != trips20 || trips20 > 5 {
 		t.Errorf("round trips %d for 1 job, %d for 20: want the same, at most 5", trips1, trips20)
 	}
+}
+
+// A replica's own runs show in the ledger as the history has them: each
+// tick it ran failed with the job's exit code, with the replica that ran
+// it, its attempt and a fence that grows from tick to tick, in tick order.
+func TestTicksOfARunningReplica(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: live
+jobs:
+  - name: flaky
+    schedule: "@every 1s"
+    max_retry: 0
+    exec: {command: ["sh", "-c", "exit 7"]}
+`, srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	running(t, cfg, baton.WithReplicaID("live-1"))
+	var failed []baton.LedgerTick
+	poll.Require(t, 20*time.Second, "three failed ticks in the ledger", func() bool {
+		l, err := c.Ticks(ctx, "flaky", time.Time{}, time.Time{})
+		if err != nil {
+			return false
+		}
+		failed = nil
+		for _, lt := range l.Ticks {
+			if lt.Outcome == baton.OutcomeFailed {
+				failed = append(failed, lt)
+			}
+		}
+		return len(failed) >= 3
+	})
+	for i, lt := range failed {
+		if lt.Status != "failed" || lt.ExitCode == nil || *lt.ExitCode != 7 || lt.Worker != "live-1" || lt.Dispatcher != "live-1" ||
+			lt.Attempt != 1 || lt.Fence <= 0 || lt.RunID == "" || lt.Started.IsZero() || lt.Ended.Before(lt.Started) || lt.Manual || lt.Backfill {
+			t.Errorf("failed tick %+v", lt)
+		}
+		if i > 0 && (!lt.Tick.After(failed[i-1].Tick) || lt.Fence <= failed[i-1].Fence) {
+			t.Errorf("tick %v (fence %d) after %v (fence %d): want later ticks with higher fences", lt.Tick, lt.Fence, failed[i-1].Tick, failed[i-1].Fence)
+		}
+	}
+}
+
+// A paused job's ticks show paused with the pause's note; a backfill of
+// one of them runs it, and the ledger then shows it ran, marked backfill
+// (the worker's history events say so).
+func TestTicksShowABackfilledPausedTick(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: refill
+jobs:
+  - name: b
+    schedule: "@every 1s"
+    concurrency: allow
+    exec: {command: ["true"]}
+`, srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if res, err := c.Pause(ctx, "b", baton.PauseNote{By: "alice", Note: "db migration"}); err != nil || !res.InEffect {
+		t.Fatalf("pause: %+v %v", res, err)
+	}
+	running(t, cfg)
+	var paused baton.LedgerTick
+	poll.Require(t, 20*time.Second, "a paused tick in the ledger", func() bool {
+		l, err := c.Ticks(ctx, "b", time.Time{}, time.Time{})
+		if err != nil {
+			return false
+		}
+		for _, lt := range l.Ticks {
+			if lt.Outcome == baton.OutcomePaused && lt.Status == "paused" {
+				paused = lt
+				return true
+			}
+		}
+		return false
+	})
+	if paused.Pause == nil || paused.Pause.By != "alice" || paused.Pause.Note != "db migration" {
+		t.Errorf("paused tick %+v: want alice's pause and note", paused)
+	}
+	plan, err := c.Backfill(ctx, "b", paused.Tick, paused.Tick, false)
+	if err != nil || len(plan.Dispatched) != 1 {
+		t.Fatalf("backfill of %v: %+v %v", paused.Tick, plan, err)
+	}
+	poll.Require(t, 20*time.Second, "the backfilled tick ran", func() bool {
+		l, err := c.Ticks(ctx, "b", paused.Tick, paused.Tick)
+		if err != nil || len(l.Ticks) != 1 {
+			return false
+		}
+		lt := l.Ticks[0]
+		if lt.Outcome != baton.OutcomeOK {
+			return false
+		}
+		if !lt.Backfill || lt.Pause != nil || lt.RunID == "" {
+			t.Errorf("backfilled tick %+v: want marked backfill, with its run", lt)
+		}
+		recs, err := c.History(ctx, "b", 0)
+		if err != nil || !slices.ContainsFunc(recs, func(r jobs.RunRecord) bool { return r.RunID == lt.RunID && r.Backfill }) {
+			t.Errorf("the history has no record of run %s marked backfill: %v %+v", lt.RunID, err, recs)
+		}
+		return true
+	})
 }
