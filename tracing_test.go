@@ -178,3 +178,53 @@ jobs:
 		}
 	}
 }
+
+// A local-mode tick is one trace too: its run starts in the dispatching
+// scheduler's process, as a child of the dispatch, under that replica.
+func TestLocalRunIsAChildOfItsDispatch(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+
+	srv := redistest.New(t)
+	now, err := srv.TestClient(t).Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := now.Add(2 * time.Second).Truncate(time.Second)
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+jobs:
+  - name: tidy
+    at: %q
+    mode: local
+    handler: {name: tidy}
+`, srv.Addr(), at.Format(time.RFC3339)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log runLog
+	replicaRun(t, cfg, baton.WithReplicaID("s1"), baton.WithRole(baton.RoleScheduler), baton.WithHandlers(log.registry(t, "tidy")),
+		baton.WithTracerProvider(tp))
+	byName := func() map[string][]sdktrace.ReadOnlySpan {
+		out := map[string][]sdktrace.ReadOnlySpan{}
+		for _, s := range rec.Ended() {
+			out[s.Name()] = append(out[s.Name()], s)
+		}
+		return out
+	}
+	poll.Require(t, 20*time.Second, "the run's span", func() bool { return len(byName()["baton.run"]) > 0 })
+	spans := byName()
+	if len(spans["baton.claim"]) != 1 || len(spans["baton.dispatch"]) != 1 || len(spans["baton.run"]) != 1 {
+		t.Fatalf("spans %v: want one claim, one dispatch, one run", spans)
+	}
+	claim, dispatch, run := spans["baton.claim"][0], spans["baton.dispatch"][0], spans["baton.run"][0]
+	if dispatch.Parent().SpanID() != claim.SpanContext().SpanID() || run.Parent().SpanID() != dispatch.SpanContext().SpanID() ||
+		run.SpanContext().TraceID() != claim.SpanContext().TraceID() {
+		t.Errorf("claim %s <- dispatch %s (parent %s) <- run (parent %s): want one chain in one trace",
+			claim.SpanContext().SpanID(), dispatch.SpanContext().SpanID(), dispatch.Parent().SpanID(), run.Parent().SpanID())
+	}
+	if attr(run, "baton.replica").AsString() != "s1" || attr(run, "baton.attempt").AsInt64() != 1 || attr(run, "baton.status").AsString() != "ok" {
+		t.Errorf("run attributes %v: want replica s1, attempt 1, ok", run.Attributes())
+	}
+}
