@@ -346,6 +346,12 @@ func TestDashboardJobPagePausesAndTriggers(t *testing.T) {
 	if facts := p.text(`#run dl`); !strings.Contains(facts, runID) || !strings.Contains(facts, "manual") {
 		t.Errorf("the triggered run's page says %q, want its id %s and manual", facts, runID)
 	}
+	// at a phone's width the job's page fits: wide tables scroll in their box
+	p.step("open flaky's page at a phone's width", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)),
+		chromedp.Navigate(web.URL+"/#/jobs/flaky"), chromedp.WaitVisible(`#history pre.output`))
+	if w := evalJS[int](p, `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("at a phone's width (390px) the job's page is %dpx wide", w)
+	}
 }
 
 // The banner on a brand-new Redis that no baton init marked: its lock
