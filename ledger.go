@@ -484,11 +484,20 @@ func (b *ledgerBuilder) tick(t time.Time, recs []jobs.RunRecord) LedgerTick {
 			lt.Backfill = true
 		}
 		return lt
-	case notRun != nil:
-		return b.withPause(b.fromRun(*notRun))
+	}
+	rec := b.records[t.UnixMilli()]
+	if notRun != nil {
+		lt := b.fromRun(*notRun)
+		if (rec.done > 0 || rec.leased > 0) && (notRun.Status == jobs.StatusMissed || notRun.Status == jobs.StatusPaused) {
+			// recorded not run, then claimed: a backfill or a catch-up
+			// dispatched it, and no worker has started it yet
+			lt.Outcome, lt.Backfill = OutcomeDispatched, true
+			lt.Reason = "recorded " + string(notRun.Status) + ", then dispatched by a backfill or a catch-up; no run recorded yet"
+			return lt
+		}
+		return b.withPause(lt)
 	}
 	lt := LedgerTick{Tick: t}
-	rec := b.records[t.UnixMilli()]
 	switch {
 	case rec.done > 0:
 		lt.Outcome, lt.Reason = OutcomeDispatched, "dispatched; no run recorded yet"

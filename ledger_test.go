@@ -106,8 +106,8 @@ func notRun(at time.Time, status, reason string) historyEvent {
 // fence), skipped, dropped, refused, running, missed (recorded so by a
 // catch-up, or with no record at all past the starting deadline: no
 // scheduler was up), paused (with who paused the job, since when and why),
-// paused and then backfilled, dispatched and being dispatched (the tick
-// records), due, not yet due; a trigger's run at its own tick, marked
+// paused and then backfilled (run, or dispatched and not started yet),
+// dispatched and being dispatched (the tick records), due, not yet due; a trigger's run at its own tick, marked
 // manual; and, before what the history keeps, unknown: not missed.
 func TestTicksListsEveryOutcome(t *testing.T) {
 	const ns = "ledger"
@@ -134,12 +134,16 @@ func TestTicksListsEveryOutcome(t *testing.T) {
 	evs = append(evs, run(ago(9), "run-9", 0, "")...) // started, not ended
 	drop := run(ago(8), "run-8", 0, "dropped")[1:]
 	evs = append(evs, drop...)
+	evs = append(evs, notRun(ago(5), "paused", "the job is paused")) // then backfilled: dispatched, not started
+
 	writeHistory(t, rdb, ns, "r", evs)
 	// the tick records: ago(3) dispatched, not started yet; ago(2) a
 	// replica holds its claim; ago(6), ago(5): nothing, past the deadline;
 	// ago(4) onwards: within it
-	if err := rdb.Set(ctx, scheduler.TickKey(ns, "r", ago(3)), "done", time.Hour).Err(); err != nil {
-		t.Fatal(err)
+	for _, at := range []time.Time{ago(3), ago(5)} {
+		if err := rdb.Set(ctx, scheduler.TickKey(ns, "r", at), "done", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := rdb.Set(ctx, scheduler.TickKey(ns, "r", ago(2)), "0123456789abcdef0123456789abcdef", time.Hour).Err(); err != nil {
 		t.Fatal(err)
@@ -225,7 +229,7 @@ func TestTicksListsEveryOutcome(t *testing.T) {
 		{ago(9), baton.OutcomeRunning, func(lt baton.LedgerTick) bool { return lt.RunID == "run-9" && lt.DurationMS == 0 }},
 		{ago(8), baton.OutcomeDropped, nil},
 		{ago(6), baton.OutcomeMissed, nil},
-		{ago(5), baton.OutcomeMissed, nil},
+		{ago(5), baton.OutcomeDispatched, func(lt baton.LedgerTick) bool { return lt.Backfill && lt.Status == "paused" && lt.Pause == nil }},
 		{ago(4), timed(ago(4)), paused},
 		{ago(3), baton.OutcomeDispatched, nil},
 		{ago(2), baton.OutcomeDispatching, nil},
