@@ -356,19 +356,43 @@ func TestDashboardJobPagePausesAndTriggers(t *testing.T) {
 
 // The banner on a brand-new Redis that no baton init marked: its lock
 // master waits out its restart quarantine, and the banner says so, until
-// when (relative, UTC on hover) and why, beside the unsigned tasks.
+// when (relative, UTC on hover) and why, and that the replica holds its
+// ticks back meanwhile; a second replica runs another job list, and the
+// banner names the job they differ on; tasks are unsigned.
 func TestDashboardBannerShowsMasterInQuarantine(t *testing.T) {
-	_, cfg := beatOnBrandNewRedis(t, "fresh", "@every 1s")
+	srv, cfg := beatOnBrandNewRedis(t, "fresh", "@every 1s")
 	web := serving(t, running(t, cfg, baton.WithReplicaID("fresh-1")))
+	other, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+namespace: fresh
+jobs:
+  - name: beat
+    schedule: "@every 1s"
+    exec: {command: ["true"]}
+  - name: newcomer
+    schedule: "@hourly"
+    exec: {command: ["true"]}
+`, srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running(t, other, baton.WithReplicaID("fresh-2"))
 	p := openDashboard(t, web.URL)
 	p.step("see the master in the banner", chromedp.WaitVisible(`#attention li.master time`))
 	line := p.text(`#attention li.master`)
-	if !strings.Contains(line, "lock master 0") || !strings.Contains(line, "restart quarantine") || !strings.Contains(line, "until in ") ||
+	if !strings.Contains(line, "lock master 0") || !strings.Contains(line, "restart quarantine") || !strings.Contains(line, "which ends in ") ||
 		!strings.Contains(line, "baton init") {
 		t.Errorf("the banner says %q, want master 0 in its restart quarantine, until when and how baton init skips it", line)
 	}
 	if title := evalJS[string](p, `document.querySelector("#attention li.master time").title`); !strings.Contains(title, "Z ·") {
 		t.Errorf("the quarantine's end has the title %q, want its UTC time", title)
+	}
+	p.step("see the ticks held back meanwhile", chromedp.WaitVisible(`#attention li.held`))
+	if s := p.text(`#attention li.held`); !strings.Contains(s, "replica fresh-1 holds ") {
+		t.Errorf("the banner says of held ticks %q", s)
+	}
+	p.step("see the job lists differ", chromedp.WaitVisible(`#attention li.lists`))
+	if s := p.text(`#attention li.lists`); !strings.Contains(s, "different job lists") || !strings.Contains(s, "newcomer") {
+		t.Errorf("the banner says of the job lists %q, want the job they differ on", s)
 	}
 	if s := p.text(`#attention li.unsigned`); !strings.Contains(s, "not signed") {
 		t.Errorf("the banner says of unsigned tasks %q", s)
