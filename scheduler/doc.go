@@ -72,6 +72,12 @@
 // outage of the lock masters or the queue ends without a burst of stale
 // ticks. The job's current tick is always kept.
 //
+// trace.go: with WithTracerProvider, each tick a claim won gets a
+// "baton.claim" span (recorded after the fact: one round trip decides a
+// batch), the root of the tick's trace, and its dispatch a child
+// "baton.dispatch" span, which the ctx handed to Dispatch carries on to
+// the run. Off, the tracer is nil and nothing of it runs.
+//
 // backfill.go: Backfill is another caller of the same claim, on a
 // scheduler that does not Run. Its items are kindBackfill: the claim script
 // grants a tick recorded missed or paused, or with no record, whatever its
