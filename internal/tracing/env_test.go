@@ -2,11 +2,13 @@ package tracing
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 )
 
@@ -101,5 +103,44 @@ func TestExportsToTheOTLPEndpointOfTheEnvironment(t *testing.T) {
 	}
 	if posts.Load() == 0 {
 		t.Error("no span posted to the collector's /v1/traces")
+	}
+}
+
+// OTEL_EXPORTER_OTLP_HEADERS carries the collector's credentials. A value
+// written with a colon ("Authorization: Bearer ...", as in HTTP) or with a
+// stray percent sign does not parse; whatever is said about it on the
+// process's stderr must not hold the credential.
+func TestAMalformedOTLPHeaderKeepsItsSecretOutOfStderr(t *testing.T) {
+	clearOTEL(t)
+	const secret = "s3cr3t-collector-token"
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := syscall.Dup(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Dup2(int(w.Fd()), 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"Authorization: Bearer " + secret, "Authorization=Bearer%zz" + secret} {
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+		t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", h)
+		tp, shutdown, err := FromEnv(context.Background(), "test")
+		if err == nil {
+			_ = shutdown(context.Background())
+		} else if strings.Contains(err.Error(), secret) {
+			t.Errorf("FromEnv's error holds the header's secret: %v", err)
+		}
+		_ = tp
+	}
+	_ = syscall.Dup2(saved, 2)
+	_ = syscall.Close(saved)
+	_ = w.Close()
+	out, _ := io.ReadAll(r)
+	_ = r.Close()
+	if strings.Contains(string(out), secret) {
+		t.Errorf("stderr holds the OTLP header's secret:\n%s", out)
 	}
 }
