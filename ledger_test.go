@@ -593,3 +593,40 @@ jobs:
 		return true
 	})
 }
+
+// A tick whose run the history no longer keeps (history.runs trimmed it)
+// but whose tick record ("done") is still on the lock masters ran, or not,
+// before what the history tells: it is unknown, not "dispatched; no run
+// recorded yet", which says it has not started.
+func TestTicksATickWhoseRunWasTrimmedIsUnknownNotDispatched(t *testing.T) {
+	const ns = "trimmed"
+	rdb, _, c, now := ledgerCluster(t, ns, "@every 1m")
+	ctx := context.Background()
+	base := now.Truncate(time.Minute)
+	ago := func(m int) time.Time { return base.Add(-time.Duration(m) * time.Minute) }
+	// the history keeps only the newest run: those of ago(4)..ago(2) were
+	// trimmed; their tick records (within the 5m starting deadline and
+	// margins) say "done"
+	writeHistory(t, rdb, ns, "r", run(ago(1), "run-1", time.Second, "ok", "exit_code", 0))
+	for _, at := range []time.Time{ago(4), ago(3), ago(2)} {
+		if err := rdb.Set(ctx, scheduler.TickKey(ns, "r", at), "done", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := c.Ticks(ctx, "r", ago(4), ago(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lt := range l.Ticks {
+		if lt.Tick.Equal(ago(1)) {
+			if lt.Outcome != baton.OutcomeOK {
+				t.Errorf("tick %v: %s, want ok", lt.Tick, lt.Outcome)
+			}
+			continue
+		}
+		if lt.Outcome != baton.OutcomeUnknown {
+			t.Errorf("tick %v, before the history's oldest entry (%v) and trimmed from it: %s (%q), want unknown (known_from %v)",
+				lt.Tick, ago(1).Add(100*time.Millisecond), lt.Outcome, lt.Reason, l.KnownFrom)
+		}
+	}
+}
