@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -628,5 +629,55 @@ func TestTicksATickWhoseRunWasTrimmedIsUnknownNotDispatched(t *testing.T) {
 			t.Errorf("tick %v, before the history's oldest entry (%v) and trimmed from it: %s (%q), want unknown (known_from %v)",
 				lt.Tick, ago(1).Add(100*time.Millisecond), lt.Outcome, lt.Reason, l.KnownFrom)
 		}
+	}
+}
+
+// The ledger of a short window reads from the history what that window
+// needs, not the job's whole history: the dashboard's grid reads every
+// job's ledger every few seconds, and history.runs may keep up to 100,000
+// runs of each. Measured as the bytes the queue Redis sends.
+func TestTicksReadsTheHistoryOnlyAsFarAsItsWindow(t *testing.T) {
+	const ns = "bounded"
+	rdb, _, c, now := ledgerCluster(t, ns, "@every 1m")
+	ctx := context.Background()
+	base := now.Truncate(time.Minute)
+	// 5,000 runs, one a second, ending two days ago
+	old := base.Add(-48 * time.Hour)
+	pipe := rdb.Pipeline()
+	for i := range 5000 {
+		at := old.Add(time.Duration(i-5000) * time.Second)
+		for k, e := range run(at, fmt.Sprintf("run-%d", i), 10*time.Millisecond, "ok", "exit_code", 0) {
+			pipe.XAdd(ctx, &redis.XAddArgs{Stream: ns + ":{history:r}", ID: fmt.Sprintf("%d-%d", e.at.UnixMilli(), k+1), Values: append([]any{"v", "1"}, e.fields...)})
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	writeHistory(t, rdb, ns, "r", run(base.Add(-time.Minute), "run-last", time.Second, "ok", "exit_code", 0))
+	sent := func() int64 {
+		info, err := rdb.Info(ctx, "stats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "total_net_output_bytes:"); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				return n
+			}
+		}
+		t.Fatal("no total_net_output_bytes in INFO stats")
+		return 0
+	}
+	before := sent()
+	l, err := c.Ticks(ctx, "r", base.Add(-5*time.Minute), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := sent() - before
+	if len(l.Ticks) != 6 {
+		t.Errorf("%d ticks, want 6", len(l.Ticks))
+	}
+	if read > 64<<10 {
+		t.Errorf("a ledger of 6 ticks read %d bytes from the queue Redis: the whole history of 5,000 runs two days old", read)
 	}
 }
