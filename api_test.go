@@ -427,3 +427,24 @@ func slicesContains(s []string, v string) bool {
 	}
 	return false
 }
+
+// With http.public_reads anyone who reaches the API reads the tick ledger:
+// when the queue Redis does not answer, the ledger's error names no
+// address of it (as /api/status and /readyz do not).
+func TestPublicTicksReadNamesNoRedisAddressWhenRedisIsDown(t *testing.T) {
+	srv := redistest.New(t)
+	public := apiServerHTTP(t, srv, fmt.Sprintf("{token: %q, public_reads: true}", apiToken))
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := strings.Cut(srv.Addr(), ":")
+	for _, path := range []string{"/api/ticks", "/api/jobs/report/ticks"} {
+		code, body := call(t, public, "GET", path, "", "")
+		if code == 200 {
+			t.Errorf("GET %s with the queue Redis down: 200 %s", path, body)
+		}
+		if strings.Contains(body, port) {
+			t.Errorf("GET %s without a token, the queue Redis down: %d %s: names its address", path, code, body)
+		}
+	}
+}
