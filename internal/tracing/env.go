@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 
@@ -70,7 +71,35 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	default:
 		return Config{}, fmt.Errorf("tracing: %s=%q: baton's OTLP exporter speaks %q or %q", name, proto, protoHTTP, protoGRPC)
 	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		if err := checkHeaders(name, env(name)); err != nil {
+			return Config{}, err
+		}
+	}
 	return Config{On: true, Protocol: proto}, nil
+}
+
+// checkHeaders checks the OTLP headers variable name's value v as the
+// exporter parses it (comma-separated name=value, percent-encoded), so
+// that a malformed one is refused naming the variable and the item's
+// position: the exporter would log the raw value, which usually holds the
+// collector's credential, and drop the header. The value is never shown.
+func checkHeaders(name, v string) error {
+	if v == "" {
+		return nil
+	}
+	for i, item := range strings.Split(v, ",") {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(item, "=")
+		_, kerr := url.PathUnescape(strings.TrimSpace(k))
+		_, verr := url.PathUnescape(strings.TrimSpace(val))
+		if !ok || strings.TrimSpace(k) == "" || kerr != nil || verr != nil {
+			return fmt.Errorf("tracing: %s: item %d is not name=value with percent-encoding (\"Authorization=Bearer%%20TOKEN\"); its value is not shown", name, i+1)
+		}
+	}
+	return nil
 }
 
 // FromEnv builds the tracer provider the OTEL_* environment variables ask
