@@ -248,6 +248,42 @@ func (h *HTTPHandler) handle(pattern string, handler http.Handler) {
 // addressRE matches the " (host:port)" a master's error names.
 var addressRE = regexp.MustCompile(` \([^()\s]+:[0-9]+\)`)
 
+// Addresses an error of a Redis client names: a Redis URL, a dialed or
+// read endpoint, an IP address and port.
+var (
+	redisURLRE = regexp.MustCompile(`rediss?://[^\s"]+`)
+	endpointRE = regexp.MustCompile(`\b(tcp|tcp4|tcp6|unix) [^\s]+`)
+	ipPortRE   = regexp.MustCompile(`\b[0-9]{1,3}(\.[0-9]{1,3}){3}:[0-9]+\b|\[[0-9a-fA-F:.]+\]:[0-9]+`)
+)
+
+// hideAddresses is err, as a read of the API answers it, without the
+// addresses of the Redis servers it names: a read may need no token
+// (http.public_reads), and where baton's Redis servers listen is not for
+// whoever reaches the API (/api/status and /readyz name none either).
+// errors.Is still finds what err wraps.
+func hideAddresses(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := addressRE.ReplaceAllString(err.Error(), "")
+	msg = redisURLRE.ReplaceAllString(msg, "redis://(address hidden)")
+	msg = endpointRE.ReplaceAllString(msg, "$1 (address hidden)")
+	msg = ipPortRE.ReplaceAllString(msg, "(address hidden)")
+	if msg == err.Error() {
+		return err
+	}
+	return &hiddenAddresses{msg: msg, err: err}
+}
+
+// hiddenAddresses is an error whose text lost the addresses it named.
+type hiddenAddresses struct {
+	msg string
+	err error
+}
+
+func (e *hiddenAddresses) Error() string { return e.msg }
+func (e *hiddenAddresses) Unwrap() error { return e.err }
+
 // ledgerWindow reads a ledger's window from r's query: from and to, RFC
 // 3339 times, each optional (zero: Cluster.Ticks's default).
 func ledgerWindow(r *http.Request) (from, to time.Time, err error) {
@@ -328,7 +364,10 @@ func (h *HTTPHandler) api(f func(ctx context.Context, r *http.Request) (any, err
 // unless http.public_reads: output tails of failed runs can hold secrets
 // that no ${VAR} masks.
 func (h *HTTPHandler) read(f func(ctx context.Context, r *http.Request) (any, error)) http.HandlerFunc {
-	inner := h.api(f)
+	inner := h.api(func(ctx context.Context, r *http.Request) (any, error) {
+		v, err := f(ctx, r)
+		return v, hideAddresses(err)
+	})
 	return func(w http.ResponseWriter, r *http.Request) {
 		if h.cluster != nil && h.cluster.cfg.HTTP.Token != "" && !h.cluster.cfg.HTTP.PublicReads && !h.authorized(w, r) {
 			return
