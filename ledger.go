@@ -189,7 +189,9 @@ func (c *Cluster) ledgers(ctx context.Context, js []*config.Job, from, to time.T
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", locking.ErrUnavailable, err)
 	}
-	histories, err := jobs.ReadHistories(ctx, c.queue, c.cfg.Namespace, names, 0)
+	// the runs of the window's ticks, no further back: a run's events are
+	// written at or after its tick, by Redis's clock (a skew's margin)
+	histories, err := jobs.ReadHistoriesSince(ctx, c.queue, c.cfg.Namespace, names, earliest(ls).Add(-c.cfg.MaxClockSkew-time.Minute))
 	var histWarning string
 	if err != nil {
 		if !errors.Is(err, jobs.ErrCorrupt) {
@@ -257,7 +259,7 @@ func (c *Cluster) ledgers(ctx context.Context, js []*config.Job, from, to time.T
 				note = &PauseNote{By: "baton pause"}
 			}
 		}
-		b := ledgerBuilder{cfg: c.cfg, job: j, now: now, known: l.KnownFrom, records: records[j.Name], pausedNow: note}
+		b := ledgerBuilder{cfg: c.cfg, job: j, now: now, known: l.KnownFrom, histFrom: since[j.Name], records: records[j.Name], pausedNow: note}
 		l.Ticks = b.build(scheduled[i], inWindow(histories[j.Name], l.From, l.To))
 	}
 	return ls, nil
@@ -419,6 +421,7 @@ type ledgerBuilder struct {
 	job       *config.Job
 	now       time.Time
 	known     time.Time
+	histFrom  time.Time // where the history's knowledge begins (HistoryCoverage)
 	records   map[int64]tickRecord
 	pausedNow *PauseNote // the job's pause now, nil when it is not paused
 }
@@ -499,6 +502,10 @@ func (b *ledgerBuilder) tick(t time.Time, recs []jobs.RunRecord) LedgerTick {
 	}
 	lt := LedgerTick{Tick: t}
 	switch {
+	case rec.done > 0 && t.Before(b.histFrom) && b.histFrom.Before(b.now):
+		// dispatched, and its run (if it ran) older than what the
+		// history keeps (an empty history keeps nothing yet: pending)
+		lt.Outcome, lt.Reason = OutcomeUnknown, "dispatched; its run is older than what the history keeps"
 	case rec.done > 0:
 		lt.Outcome, lt.Reason = OutcomeDispatched, "dispatched; no run recorded yet"
 	case rec.leased > 0:
@@ -575,4 +582,15 @@ func lastEvent(r jobs.RunRecord) time.Time {
 		}
 	}
 	return t
+}
+
+// earliest is the earliest From of ls (the zero time for none).
+func earliest(ls []*TickLedger) time.Time {
+	var e time.Time
+	for i, l := range ls {
+		if i == 0 || l.From.Before(e) {
+			e = l.From
+		}
+	}
+	return e
 }

@@ -83,13 +83,28 @@ func ReadHistories(ctx context.Context, rdb redis.UniversalClient, ns string, jo
 	if n > 0 {
 		count = int64(n*runlog.EventsPerRun + 16) // retries add events; fold finds fewer runs than entries
 	}
+	return readHistories(ctx, rdb, ns, jobs, "-", count, n)
+}
+
+// ReadHistoriesSince is ReadHistories of the events written since since
+// (by Redis's clock), all of them: the runs of the ticks due since then,
+// without reading further back. A run of an earlier tick that ended
+// since then comes with its later events only.
+func ReadHistoriesSince(ctx context.Context, rdb redis.UniversalClient, ns string, jobs []string, since time.Time) (map[string][]RunRecord, error) {
+	return readHistories(ctx, rdb, ns, jobs, strconv.FormatInt(max(since.UnixMilli(), 0), 10), 0, 0)
+}
+
+// readHistories reads the jobs' histories from the stream entry min on,
+// newest first, at most count entries each (0: all), and keeps n records
+// each (0: all).
+func readHistories(ctx context.Context, rdb redis.UniversalClient, ns string, jobs []string, min string, count int64, n int) (map[string][]RunRecord, error) {
 	pipe := rdb.Pipeline()
 	cmds := make([]*redis.XMessageSliceCmd, len(jobs))
 	for i, job := range jobs {
 		if count > 0 {
-			cmds[i] = pipe.XRevRangeN(ctx, runlog.Key(ns, job), "+", "-", count)
+			cmds[i] = pipe.XRevRangeN(ctx, runlog.Key(ns, job), "+", min, count)
 		} else {
-			cmds[i] = pipe.XRevRange(ctx, runlog.Key(ns, job), "+", "-")
+			cmds[i] = pipe.XRevRange(ctx, runlog.Key(ns, job), "+", min)
 		}
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is read below
