@@ -210,6 +210,7 @@ func hasStatus(recs []jobs.RunRecord, st jobs.Status) bool {
 // unsigned tasks. With BATON_SCREENSHOTS=1 it saves docs/dashboard.png and
 // docs/dashboard-phone.png (a phone's width).
 func TestDashboardGridOpensAFailedRun(t *testing.T) {
+	t.Parallel() // its own Redis, replicas and browser
 	web, _, _ := dashboardDeployment(t)
 	p := openDashboard(t, web.URL)
 	p.until("see that reads need the token", `document.querySelector("#error").textContent.includes("a valid token is required") && document.querySelectorAll("#grid .row").length === 0`)
@@ -261,6 +262,7 @@ func TestDashboardGridOpensAFailedRun(t *testing.T) {
 // the run with the token the tab holds and shows its outcome, exit code and
 // output, and links to its job.
 func TestDashboardRunPageByURL(t *testing.T) {
+	t.Parallel() // its own Redis, replicas and browser
 	web, c, _ := dashboardDeployment(t)
 	recs, err := c.History(context.Background(), "flaky", 20)
 	if err != nil {
@@ -301,6 +303,7 @@ func TestDashboardRunPageByURL(t *testing.T) {
 // Redis), resume with catch-up, and trigger a run and see it in the
 // history and on its own page.
 func TestDashboardJobPagePausesAndTriggers(t *testing.T) {
+	t.Parallel() // its own Redis, replicas and browser
 	web, _, srv := dashboardDeployment(t)
 	p := openDashboard(t, web.URL)
 	p.until("keep the token for the tab", fmt.Sprintf(`(sessionStorage.setItem("baton-token", %q), true)`, apiToken))
@@ -360,6 +363,7 @@ func TestDashboardJobPagePausesAndTriggers(t *testing.T) {
 // ticks back meanwhile; a second replica runs another job list, and the
 // banner names the job they differ on; tasks are unsigned.
 func TestDashboardBannerShowsMasterInQuarantine(t *testing.T) {
+	t.Parallel() // its own Redis, replicas and browser
 	srv, cfg := beatOnBrandNewRedis(t, "fresh", "@every 1s")
 	web := serving(t, running(t, cfg, baton.WithReplicaID("fresh-1")))
 	other, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
