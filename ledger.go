@@ -30,6 +30,11 @@ import (
 // window is refused (ErrTickWindow).
 const MaxLedgerTicks = 10000
 
+// MaxLedgerTicksAll is the most scheduled ticks one TicksAll call lists,
+// all jobs together: an answer is built and encoded in memory, and a read
+// may need no token (http.public_reads).
+const MaxLedgerTicksAll = 10 * MaxLedgerTicks
+
 // DefaultLedgerTicks and DefaultLedgerSpan make the window Ticks reads
 // when it is given no start: the last DefaultLedgerSpan (24h) before its
 // end, cut to the last DefaultLedgerTicks (100) ticks of the schedule.
@@ -154,7 +159,8 @@ func (c *Cluster) Ticks(ctx context.Context, job string, from, to time.Time) (*T
 // TicksAll is Ticks of every job that has ticks (singletons have none), in
 // the config's order, each over the window [from, to] with Ticks's
 // defaults and limits (a job whose window holds more than MaxLedgerTicks
-// ticks fails the call, naming it). It reads in the round trips of one
+// ticks fails the call, naming it, and so do more than MaxLedgerTicksAll
+// ticks of all jobs together). It reads in the round trips of one
 // Ticks, whatever the number of jobs: one pipeline per Redis for each
 // read, the jobs side by side in it.
 func (c *Cluster) TicksAll(ctx context.Context, from, to time.Time) ([]*TickLedger, error) {
@@ -178,12 +184,16 @@ func (c *Cluster) ledgers(ctx context.Context, js []*config.Job, from, to time.T
 	ls := make([]*TickLedger, len(js))
 	scheduled := make([][]time.Time, len(js))
 	names := make([]string, len(js))
+	total := 0
 	for i, j := range js {
 		l, ticks, err := window(j, from, to, now)
 		if err != nil {
 			return nil, err
 		}
 		ls[i], scheduled[i], names[i] = l, ticks, j.Name
+		if total += len(ticks); total > MaxLedgerTicksAll {
+			return nil, fmt.Errorf("%w: the window holds more than %d ticks of all jobs together: ask for a shorter one, or for one job's", ErrTickWindow, MaxLedgerTicksAll)
+		}
 	}
 	since, err := jobs.HistoryCoverages(ctx, c.queue, c.cfg, names, now)
 	if err != nil {

@@ -681,3 +681,31 @@ func TestTicksReadsTheHistoryOnlyAsFarAsItsWindow(t *testing.T) {
 		t.Errorf("a ledger of 6 ticks read %d bytes from the queue Redis: the whole history of 5,000 runs two days old", read)
 	}
 }
+
+// All jobs' ledgers together are bounded too: a window that holds more
+// than MaxLedgerTicksAll ticks of all jobs is refused, though each job's
+// share is within MaxLedgerTicks.
+func TestTicksAllRefusesATooLargeWindowOfAllJobs(t *testing.T) {
+	srv := redistest.New(t)
+	var jobsYAML strings.Builder
+	for i := range 11 {
+		fmt.Fprintf(&jobsYAML, "  - {name: j%d, schedule: \"@every 1s\", exec: {command: [\"true\"]}}\n", i)
+	}
+	cfg, err := config.Load(fmt.Appendf(nil, "redis: {url: \"redis://%s/0\"}\njobs:\n%s", srv.Addr(), jobsYAML.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	to := time.Now().UTC().Truncate(time.Second)
+	from := to.Add(-(baton.MaxLedgerTicks - 1) * time.Second)
+	if _, err := c.TicksAll(context.Background(), from, to); !errors.Is(err, baton.ErrTickWindow) || !strings.Contains(err.Error(), strconv.Itoa(baton.MaxLedgerTicksAll)) {
+		t.Fatalf("TicksAll over 11 jobs x %d ticks: %v, want ErrTickWindow naming the limit", baton.MaxLedgerTicks, err)
+	}
+	if _, err := c.Ticks(context.Background(), "j0", from, to); err != nil {
+		t.Fatalf("one job's window of %d ticks: %v", baton.MaxLedgerTicks, err)
+	}
+}
