@@ -48,11 +48,7 @@ jobs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := baton.NewCluster(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := newCluster(t, cfg)
 	now, err := rdb.Time(context.Background()).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -446,11 +442,7 @@ func TestTicksAllRoundTripsBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := baton.NewCluster(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := newCluster(t, cfg)
 		count := &roundTrips{}
 		baton.HookCluster(c, count)
 		read := func() []*baton.TickLedger {
@@ -495,11 +487,7 @@ jobs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := baton.NewCluster(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newCluster(t, cfg)
 	ctx := context.Background()
 	running(t, cfg, baton.WithReplicaID("live-1"))
 	var failed []baton.LedgerTick
@@ -544,11 +532,7 @@ jobs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := baton.NewCluster(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newCluster(t, cfg)
 	ctx := context.Background()
 	if res, err := c.Pause(ctx, "b", baton.PauseNote{By: "alice", Note: "db migration"}); err != nil || !res.InEffect {
 		t.Fatalf("pause: %+v %v", res, err)
@@ -695,11 +679,7 @@ func TestTicksAllRefusesATooLargeWindowOfAllJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := baton.NewCluster(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newCluster(t, cfg)
 	to := time.Now().UTC().Truncate(time.Second)
 	from := to.Add(-(baton.MaxLedgerTicks - 1) * time.Second)
 	if _, err := c.TicksAll(context.Background(), from, to); !errors.Is(err, baton.ErrTickWindow) || !strings.Contains(err.Error(), strconv.Itoa(baton.MaxLedgerTicksAll)) {
@@ -708,4 +688,15 @@ func TestTicksAllRefusesATooLargeWindowOfAllJobs(t *testing.T) {
 	if _, err := c.Ticks(context.Background(), "j0", from, to); err != nil {
 		t.Fatalf("one job's window of %d ticks: %v", baton.MaxLedgerTicks, err)
 	}
+}
+
+// newCluster is a Cluster of cfg, closed at the test's end.
+func newCluster(t *testing.T, cfg *config.Config) *baton.Cluster {
+	t.Helper()
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
