@@ -39,6 +39,7 @@ import (
 	"github.com/batonhq/baton/internal/locknames"
 	"github.com/batonhq/baton/internal/quorum"
 	"github.com/batonhq/baton/internal/roster"
+	"github.com/batonhq/baton/internal/schedstore"
 	"github.com/batonhq/baton/internal/singleton"
 	"github.com/batonhq/baton/internal/supervisor"
 	"github.com/batonhq/baton/internal/wiring"
@@ -162,8 +163,9 @@ type Replica struct {
 	client     *asynq.Client // enqueues cron ticks; nil in RoleWorker
 	sched      *scheduler.Scheduler
 	worker     *worker.Worker
-	singles    *singleton.Jobs // singleton jobs; nil in RoleScheduler or without any
-	leader     *leadership     // cluster leader election; nil unless a job sets leader: true
+	singles    *singleton.Jobs      // singleton jobs; nil in RoleScheduler or without any
+	leader     *leadership          // cluster leader election; nil unless a job sets leader: true
+	follower   *schedstore.Follower // the runtime schedules: cfg's source, put into sched as they change
 	started    bool
 }
 
@@ -212,6 +214,12 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	}
 	r.queue = queue
 	r.own = append(r.own, queue)
+	// the runtime schedules: every lookup of a job by name finds them
+	// beside the job list, and the scheduler gets them as they change
+	r.follower = schedstore.NewFollower(schedstore.New(queue, cfg.Namespace, handoff.NewSigner(cfg.Security)), cfg,
+		r.applySchedules, schedstore.WithLogger(log.With("component", "schedules")), schedstore.WithFetch())
+	cfg = cfg.WithSource(r.follower)
+	r.cfg = cfg
 	masters, err := wiring.DialMasters(cfg)
 	if err != nil {
 		return nil, err
@@ -419,6 +427,14 @@ func (r *Replica) Run(ctx context.Context) error {
 		return err
 	}
 	r.log.Info("replica started", "replica", r.id, "role", r.role.String())
+	// the runtime schedules are read before the scheduler starts, so that
+	// its catch-up covers them too; then followed until the replica stops
+	if err := r.follower.Sync(ctx); err != nil {
+		r.log.Warn("cannot read the runtime schedules at start; retrying in the background", "err", err)
+	}
+	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
+	followDone := make(chan struct{})
+	go func() { defer close(followDone); r.follower.Run(followCtx) }()
 	var err error
 	// the scheduler and the leadership it claims leader jobs under stop
 	// together: at ctx's end, or at StopClaiming
@@ -458,6 +474,8 @@ func (r *Replica) Run(ctx context.Context) error {
 	if serr := r.worker.Shutdown(sctx); serr != nil {
 		err = errors.Join(err, fmt.Errorf("replica %s: %w", r.id, serr))
 	}
+	stopFollow()
+	<-followDone
 	r.Close()
 	r.log.Info("replica stopped", "replica", r.id)
 	return err

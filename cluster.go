@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/internal/runid"
+	"github.com/batonhq/baton/internal/schedstore"
 	"github.com/batonhq/baton/internal/singleton"
 	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/jobs"
@@ -34,7 +35,10 @@ type Cluster struct {
 	queue   redis.UniversalClient
 	masters []redis.UniversalClient // the lock masters (the queue Redis when none are configured)
 	locks   *locking.Client
-	closers []func()
+	// the runtime schedules, which c.cfg's Job also finds (read from
+	// Redis at each lookup)
+	schedules *schedstore.Store
+	closers   []func()
 }
 
 // NewCluster connects to cfg's queue Redis and lock masters (lazily: no
@@ -44,7 +48,9 @@ func NewCluster(cfg *config.Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, queue: queue, closers: []func(){func() { _ = queue.Close() }}}
+	c := &Cluster{queue: queue, closers: []func(){func() { _ = queue.Close() }}}
+	c.schedules = schedstore.New(queue, cfg.Namespace, handoff.NewSigner(cfg.Security))
+	c.cfg = cfg.WithSource(schedstore.NewFollower(c.schedules, cfg, nil, schedstore.WithFetch()))
 	masters, err := wiring.DialMasters(cfg)
 	if err != nil {
 		c.Close()

@@ -43,6 +43,9 @@ type Config struct {
 	Security SecurityConfig `yaml:"security"`
 	// History bounds the run history kept in Redis.
 	History HistoryConfig `yaml:"history"`
+	// Schedules bounds the schedules made at runtime (see
+	// DecodeSchedule).
+	Schedules SchedulesConfig `yaml:"schedules"`
 	// Jobs is the job list, in file order.
 	Jobs []Job `yaml:"jobs"`
 	// File is the path the config was loaded from; empty for Load.
@@ -50,6 +53,7 @@ type Config struct {
 
 	byName  map[string]int  // job name -> index in Jobs, built by Load
 	secrets *redact.Secrets // values that came from ${VAR}
+	source  JobSource       // the runtime schedules Job also finds (WithSource)
 }
 
 // SecretValues returns the values that came from the environment through
@@ -503,7 +507,8 @@ func defaultConfig() Config {
 			RetentionMargin: time.Minute,
 			MaxTickRecords:  10000,
 		},
-		History: HistoryConfig{Runs: 100, MaxAge: 7 * 24 * time.Hour},
+		History:   HistoryConfig{Runs: 100, MaxAge: 7 * 24 * time.Hour},
+		Schedules: SchedulesConfig{MaxPayload: 16 << 10, History: 20, Resync: 5 * time.Minute},
 	}
 }
 
@@ -550,8 +555,16 @@ func (j *Job) Kind() string {
 	return ""
 }
 
-// Job returns the job with the given name.
+// Job returns the job with the given name: a job of the list, or a
+// runtime schedule (a name IsScheduleJob says is one) that the config's
+// source (WithSource) holds.
 func (c *Config) Job(name string) (*Job, bool) {
+	if IsScheduleJob(name) {
+		if c.source == nil {
+			return nil, false
+		}
+		return c.source.ScheduleJob(name)
+	}
 	if i, ok := c.byName[name]; ok && i < len(c.Jobs) && c.Jobs[i].Name == name {
 		return &c.Jobs[i], true
 	}

@@ -127,6 +127,7 @@ func (v *validator) validate() {
 	v.httpHosts()
 	v.worker()
 	v.history()
+	v.schedules()
 	v.security()
 	if c.Scheduler.TickLeaseTTL < 100*time.Millisecond {
 		v.errf("scheduler.tick_lease_ttl", "must be at least 100ms, got %s", c.Scheduler.TickLeaseTTL)
@@ -305,9 +306,13 @@ var (
 )
 
 func (v *validator) job(p string, j *Job) {
-	c := v.cfg
-	at := func(field string) string { return p + "." + field }
+	v.jobName(p, j)
+	v.jobBody(p, j)
+}
 
+// jobName checks the name of a job of the list.
+func (v *validator) jobName(p string, j *Job) {
+	at := func(field string) string { return p + "." + field }
 	switch {
 	case j.Name == "":
 		v.errf(at("name"), "required")
@@ -316,7 +321,13 @@ func (v *validator) job(p string, j *Job) {
 	case j.Name == "." || j.Name == "..":
 		v.errf(at("name"), `invalid name %q: a URL path cannot carry it (the HTTP API addresses a job as /api/jobs/NAME, where "." and ".." are resolved away); put a letter, a digit, '_' or '-' in it`, j.Name)
 	}
+}
 
+// jobBody checks everything of a job but its name: the one check of a job
+// of the list and of a runtime schedule.
+func (v *validator) jobBody(p string, j *Job) {
+	c := v.cfg
+	at := func(field string) string { return p + "." + field }
 	mode := j.Mode
 	if !mode.valid() {
 		v.errf(at("mode"), "unknown mode %q (want cron, local or singleton)", j.Mode)

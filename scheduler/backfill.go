@@ -41,7 +41,7 @@ var ErrBackfillRunning = errors.New("scheduler: Backfill on a running scheduler"
 // left count as failed).
 func (s *Scheduler) Backfill(ctx context.Context, job string, ticks []time.Time) (BackfillResult, error) {
 	var res BackfillResult
-	j, ok := s.jobs[job]
+	j, ok := s.job(job)
 	if !ok {
 		return res, fmt.Errorf("scheduler: backfill: no job %q", job)
 	}

@@ -24,9 +24,10 @@ const maxMissedCount = 100000
 // before the first claim: a live claim advances its job's mark, and a
 // catch-up that read the mark after that would list nothing.
 func (s *Scheduler) readMarks(ctx context.Context) map[string]int64 {
-	names := make([]string, 0, len(s.jobs))
-	for name := range s.jobs {
-		names = append(names, name)
+	js := s.snapshot()
+	names := make([]string, len(js))
+	for i, j := range js {
+		names[i] = j.Name
 	}
 	per := make([][]int64, len(s.masters))
 	var wg sync.WaitGroup
@@ -36,8 +37,8 @@ func (s *Scheduler) readMarks(ctx context.Context) map[string]int64 {
 			defer cancel()
 			pipe := rdb.Pipeline()
 			cmds := make([]*redis.StringCmd, len(names))
-			for i, n := range names {
-				cmds[i] = pipe.Get(cctx, s.jobs[n].keys.mark)
+			for i := range names {
+				cmds[i] = pipe.Get(cctx, js[i].keys.mark)
 			}
 			_, _ = pipe.Exec(cctx)
 			per[mi] = make([]int64, len(names))
@@ -50,7 +51,7 @@ func (s *Scheduler) readMarks(ctx context.Context) map[string]int64 {
 				if !ok {
 					// no catch-up from it; the job's claims report it too
 					s.opts.log.Warn("corrupt job mark: not read for the catch-up; delete or correct the key", "job", n,
-						"err", fmt.Sprintf("key %q on lock master %d holds %q, not a time in unix ms", s.jobs[n].keys.mark, mi, v))
+						"err", fmt.Sprintf("key %q on lock master %d holds %q, not a time in unix ms", js[i].keys.mark, mi, v))
 					continue
 				}
 				per[mi][i] = m
@@ -85,7 +86,8 @@ func (s *Scheduler) catchUp(now time.Time, marks map[string]int64) []item {
 	var plans []plan
 	var counting []*Job // jobs with ticks past the deadline to count
 	var countMarks []int64
-	for name, j := range s.jobs {
+	for _, j := range s.snapshot() {
+		name := j.Name
 		if j.LeaderOnly && (s.opts.leader == nil || !s.opts.leader()) {
 			continue
 		}

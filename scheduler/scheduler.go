@@ -65,6 +65,10 @@ type Job struct {
 	// starting one never lets another replica run it again. The price: a
 	// dispatch that fails after the commit is not retried.
 	CommitFirst bool
+	// Since is when this definition of the job was made (a runtime
+	// schedule's put instant): a job Put while Run runs claims its ticks
+	// from Since on (see Put). Zero: from when it is put.
+	Since time.Time
 
 	keys jobKeys // set by New
 	ctr  *stats  // its counters, set by New
@@ -198,7 +202,10 @@ type Scheduler struct {
 	masters []redis.UniversalClient // the same masters, for plain reads
 	quorum  int
 	locks   *locking.Client
-	jobs    map[string]*Job
+	jobsMu  sync.RWMutex    // guards jobs, which Put and Remove change while Run runs
+	jobs    map[string]*Job // by name; a job replaced by Put is a new *Job
+	added   []*Job          // jobs Put while Run runs, for its loop to schedule
+	wake    chan struct{}   // Put and Remove wake Run's loop
 	disp    Dispatcher
 	opts    options
 
@@ -242,37 +249,19 @@ func New(locks *locking.Client, jobs []Job, d Dispatcher, opts ...Option) (*Sche
 		errs = append(errs, fmt.Errorf("scheduler: bad options: tick lease ttl %v (min 100ms), max skew %v, master timeout %v, parallelism %d, follower delay %v", o.leaseTTL, o.maxSkew, o.timeout, o.parallel, o.followerDelay))
 	}
 	s := &Scheduler{locks: locks, disp: d, opts: o,
-		jobs: map[string]*Job{}, retry: make(chan []item, 64), sem: make(chan struct{}, max(o.parallel, 1)),
+		jobs: map[string]*Job{}, wake: make(chan struct{}, 1), retry: make(chan []item, 64), sem: make(chan struct{}, max(o.parallel, 1)),
 		stopping: make(chan struct{})}
 	for i := range jobs {
-		j := jobs[i]
-		switch {
-		case j.Name == "":
-			errs = append(errs, fmt.Errorf("scheduler: job %d has no name", i))
+		if jobs[i].Name != "" && s.jobs[jobs[i].Name] != nil {
+			errs = append(errs, fmt.Errorf("scheduler: job %q listed twice", jobs[i].Name))
 			continue
-		case s.jobs[j.Name] != nil:
-			errs = append(errs, fmt.Errorf("scheduler: job %q listed twice", j.Name))
+		}
+		j, err := o.prepare(jobs[i], i)
+		if err != nil {
+			errs = append(errs, err)
 			continue
-		case j.Schedule == nil:
-			errs = append(errs, fmt.Errorf("scheduler: job %q has no schedule", j.Name))
-		case j.StartingDeadline <= 0:
-			errs = append(errs, fmt.Errorf("scheduler: job %q: starting deadline must be > 0", j.Name))
-		case j.Jitter < 0 || j.Jitter >= j.StartingDeadline:
-			errs = append(errs, fmt.Errorf("scheduler: job %q: jitter %v must be >= 0 and below the starting deadline %v", j.Name, j.Jitter, j.StartingDeadline))
 		}
-		switch j.Catchup {
-		case "":
-			j.Catchup = CatchupLatest
-		case CatchupSkip, CatchupLatest, CatchupAll:
-		default:
-			errs = append(errs, fmt.Errorf("scheduler: job %q: unknown catch-up policy %q", j.Name, j.Catchup))
-		}
-		if j.CatchupMax <= 0 {
-			j.CatchupMax = 10
-		}
-		j.keys = newJobKeys(o.namespace, j.Name)
-		j.ctr = &stats{}
-		s.jobs[j.Name] = &j
+		s.jobs[j.Name] = j
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -299,9 +288,10 @@ func (s *Scheduler) Stats() Stats {
 // JobStats returns the counters of each job, by name (SkewStops, which
 // belongs to no job, is 0 in them).
 func (s *Scheduler) JobStats() map[string]Stats {
-	out := make(map[string]Stats, len(s.jobs))
-	for name, j := range s.jobs {
-		out[name] = j.ctr.snapshot()
+	js := s.snapshot()
+	out := make(map[string]Stats, len(js))
+	for _, j := range js {
+		out[j.Name] = j.ctr.snapshot()
 	}
 	return out
 }
@@ -425,7 +415,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		defer s.procs.Done()
 		s.reschedule(work, s.catchUp(start, marks))
 	}(now)
-	for _, j := range s.jobs {
+	s.jobsMu.Lock()
+	s.added = nil // Put before Run: New's and Put's jobs start alike, here
+	s.jobsMu.Unlock()
+	for _, j := range s.snapshot() {
 		if t := j.Schedule.Next(now); !t.IsZero() {
 			heap.Push(h, item{job: j, at: t.UTC(), fireAt: t.Add(Jitter(j.Name, j.Jitter)), kind: kindNext})
 		}
@@ -448,6 +441,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			for _, it := range its {
 				heap.Push(h, it)
 			}
+		case <-s.wake:
+			for _, it := range s.startAdded(s.opts.clock.Now()) {
+				heap.Push(h, it)
+			}
 		case <-wait:
 		}
 		if timer != nil {
@@ -466,6 +463,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		delay := followerDelay(s.opts.followerDelay, fresh)
 		for _, it := range ready {
+			it, ok := s.current(it)
+			if !ok {
+				continue // its job was removed or replaced (jobset.go)
+			}
 			if s.isExhausted(it.job) {
 				continue // done: no more claims, no next tick
 			}

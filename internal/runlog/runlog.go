@@ -62,8 +62,10 @@ func NewWriter(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger) 
 	return &Writer{cfg: cfg, rdb: rdb, log: log}
 }
 
-// enabled reports whether events are written.
-func (h *Writer) enabled() bool { return h != nil && h.rdb != nil && h.cfg.History.Runs > 0 }
+// enabled reports whether job's events are written.
+func (h *Writer) enabled(job string) bool {
+	return h != nil && h.rdb != nil && h.cfg.HistoryRuns(job) > 0
+}
 
 // Bounds of a history write: before a run starts it may delay the start
 // (a local run works without the queue Redis), so it gives up sooner.
@@ -82,10 +84,10 @@ func (h *Writer) add(ctx context.Context, timeout time.Duration, job string, fie
 // addOnce is add, appending only if no event was with the same once key
 // (within the max age); an empty once appends as add does.
 func (h *Writer) addOnce(ctx context.Context, timeout time.Duration, job, once string, fields ...any) {
-	if !h.enabled() {
+	if !h.enabled(job) {
 		return
 	}
-	args := append([]any{h.cfg.History.Runs * EventsPerRun, h.cfg.History.MaxAge.Milliseconds()}, fields...)
+	args := append([]any{h.cfg.HistoryRuns(job) * EventsPerRun, h.cfg.History.MaxAge.Milliseconds()}, fields...)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	keys := []string{Key(h.cfg.Namespace, job)}

@@ -129,7 +129,7 @@ func (d *Decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		v.SetInt(int64(dur))
 		return
 	case t == rawMessageType:
-		raw, err := nodeJSON(n)
+		raw, err := NodeJSON(n)
 		if err != nil {
 			line := n.Line
 			var le *lineError
@@ -372,8 +372,8 @@ type lineError struct {
 
 func (e *lineError) Error() string { return e.msg }
 
-// nodeJSON converts a YAML value to JSON.
-func nodeJSON(n *yaml.Node) (json.RawMessage, error) {
+// NodeJSON converts a YAML value to JSON (mapping keys must be strings).
+func NodeJSON(n *yaml.Node) (json.RawMessage, error) {
 	v, err := nodeValue(n)
 	if err != nil {
 		return nil, err

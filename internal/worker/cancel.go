@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/handoff"
 )
 
@@ -26,6 +29,26 @@ type cancelRequest struct {
 	ID      string `json:"id"`   // the requester's tick ID
 	Tick    string `json:"tick"` // the requester's tick, RFC 3339, UTC
 	Replica string `json:"replica"`
+	// Stop, when set, asks to stop every run of the job, whatever its
+	// tick, and says why ("deleted": its runtime schedule was deleted).
+	Stop string `json:"stop,omitempty"`
+}
+
+// RequestStop asks every worker running job (a runtime schedule's) to stop
+// its runs, because why: a signed request on the job's replace channel,
+// which every worker follows for runtime schedules. Pub/sub delivers at
+// most once: a worker that is reconnecting misses it.
+func RequestStop(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, job, why, by string) error {
+	msg, err := json.Marshal(cancelRequest{V: formats.CancelRequest, ID: "stop", Tick: time.Now().UTC().Format(time.RFC3339Nano), Replica: by, Stop: why})
+	if err != nil {
+		return err
+	}
+	ch := cancelChannel(cfg.Namespace, job)
+	msg = handoff.NewSigner(cfg.Security).Sign(handoff.DomainCancel+"\x00"+ch, msg)
+	if err := rdb.Publish(ctx, ch, msg).Err(); err != nil {
+		return fmt.Errorf("job %q: ask its runs to stop: %w", job, err)
+	}
+	return nil
 }
 
 // signer signs and checks replace requests.

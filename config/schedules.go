@@ -1,0 +1,303 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/batonhq/baton/internal/strictyaml"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// SchedulesConfig bounds the schedules made at runtime: jobs defined
+// through the Go API, `baton schedules` or the HTTP API and kept in the
+// queue Redis, beside the job list (see DecodeSchedule).
+type SchedulesConfig struct {
+	// HTTPPrefixes are the URL prefixes a runtime schedule's http job may
+	// call ("https://hooks.internal/tenants/"): scheme and host exactly,
+	// the path at a segment boundary. Empty (the default): runtime
+	// schedules run Go handlers only.
+	HTTPPrefixes []string `yaml:"http_prefixes"`
+	// MaxPayload bounds a runtime schedule's handler payload and http body,
+	// in bytes. Default 16384; 1..1048576.
+	MaxPayload int `yaml:"max_payload"`
+	// History is how many runs of each runtime schedule are kept, the
+	// newest (history.runs is the job list's). Default 20; 0..1000.
+	History int `yaml:"history"`
+	// Resync is how often a replica re-reads every runtime schedule: the
+	// fallback for a change it missed (changes reach replicas at once, by
+	// a stream they follow). Default 5m; >= 10s.
+	Resync time.Duration `yaml:"resync"`
+}
+
+// JobSource holds the runtime schedules a Config's Job finds beside the
+// job list (Config.WithSource).
+type JobSource interface {
+	// ScheduleJob returns the job of the runtime schedule named name (a
+	// name IsScheduleJob says is one), if the source holds it.
+	ScheduleJob(name string) (*Job, bool)
+}
+
+// WithSource returns a copy of c whose Job also finds the runtime
+// schedules of src. c itself is unchanged; both share the job list.
+func (c *Config) WithSource(src JobSource) *Config {
+	cp := *c
+	cp.source = src
+	return &cp
+}
+
+// schedulePrefix starts the job name of every runtime schedule: no job of
+// the list can have it, so the two never share a name or a key.
+const schedulePrefix = "@"
+
+// scheduleIDRE is a runtime schedule's id: what follows schedulePrefix in
+// its job name. '/' may group ids ("report/tenant-42"); ':', '{', '}' and
+// glob characters, which baton's keys and key patterns use, may not.
+var scheduleIDRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/=+-]{0,127}$`)
+
+// ScheduleJobName is the job name of the runtime schedule id: "@" + id.
+func ScheduleJobName(id string) string { return schedulePrefix + id }
+
+// IsScheduleJob reports whether name is a runtime schedule's job name.
+func IsScheduleJob(name string) bool { return strings.HasPrefix(name, schedulePrefix) }
+
+// ScheduleID is the id of the runtime schedule whose job is named name,
+// and whether name is one.
+func ScheduleID(name string) (string, bool) { return strings.CutPrefix(name, schedulePrefix) }
+
+// CheckScheduleID returns why id cannot name a runtime schedule, or nil.
+func CheckScheduleID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("a schedule id is required (such as report/tenant-42)")
+	case !scheduleIDRE.MatchString(id):
+		return fmt.Errorf("invalid schedule id %q: use 1 to 128 of A-Z, a-z, 0-9, '.', '_', '/', '=', '+', '-', starting with a letter, a digit or '_'", id)
+	case strings.Contains(id, "//") || strings.HasSuffix(id, "/"):
+		return fmt.Errorf("invalid schedule id %q: no empty segment between '/'", id)
+	}
+	for _, seg := range strings.Split(id, "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("invalid schedule id %q: a URL path cannot carry the segment %q", id, seg)
+		}
+	}
+	return nil
+}
+
+// MaxScheduleDocument bounds a runtime schedule's definition beyond its
+// payload: the document may be schedules.max_payload plus this long.
+const MaxScheduleDocument = 16 << 10
+
+// DecodeSchedule reads the definition of the runtime schedule id: a YAML or
+// JSON mapping with the keys of a job of the list but name (the id names
+// it), checked as the job list's jobs are, with base's defaults (zone,
+// queues, deadlines) and with the rules of schedules made at runtime:
+//
+//   - it runs a Go handler, or an http request to a URL under one of
+//     schedules.http_prefixes; never a command (exec jobs come only from
+//     the file, so that write access to Redis does not become command
+//     execution);
+//   - mode cron (through the queue), no concurrency replace;
+//   - its payload or body is at most schedules.max_payload bytes.
+//
+// Nothing in doc is expanded (${VAR} is text). created is when the id was
+// first put: a recurring schedule has no tick before it. The error is a
+// *ConfigError whose FieldErrors name the job ("@"+id), the field and the
+// line in doc.
+func DecodeSchedule(base *Config, id string, doc []byte, created time.Time) (*Job, error) {
+	name := ScheduleJobName(id)
+	fail := func(field, format string, args ...any) error {
+		return &ConfigError{Errors: []FieldError{{Job: name, Field: field, Msg: fmt.Sprintf(format, args...)}}}
+	}
+	if err := CheckScheduleID(id); err != nil {
+		return nil, &ConfigError{Errors: []FieldError{{Field: "id", Msg: err.Error()}}}
+	}
+	if limit := base.Schedules.MaxPayload + MaxScheduleDocument; len(doc) > limit {
+		return nil, fail("", "the definition is %d bytes, more than schedules.max_payload + %d = %d", len(doc), MaxScheduleDocument, limit)
+	}
+	root, problem := strictyaml.Parse(doc, "a schedule definition")
+	if problem != nil {
+		return nil, &ConfigError{Errors: []FieldError{{Job: name, Line: problem.Line, Field: problem.Path, Msg: problem.Msg}}}
+	}
+	if problem = strictyaml.Bound(root); problem != nil {
+		return nil, &ConfigError{Errors: []FieldError{{Job: name, Line: problem.Line, Field: problem.Path, Msg: problem.Msg}}}
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, fail("", "a definition is a mapping of a job's keys (schedule, handler, ...), not %s", strictyaml.Describe(root))
+	}
+	d := &decoder{
+		lookup:   func(string) (string, bool) { return "", false },
+		expanded: map[*yaml.Node]bool{},
+		emptyVar: map[*yaml.Node]string{},
+		jobNames: map[int]string{0: name},
+		fromEnv:  map[string]envValue{},
+	}
+	d.Report = d.report
+	d.Absent = d.absent
+	d.Init = func(elem any) {
+		if j, ok := elem.(*Job); ok {
+			j.applyDefaults()
+		}
+	}
+	// the definition is decoded as the one job of a list, so that every
+	// message names the job and its field as the job list's do
+	wrapper := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{
+		strictyaml.ScalarNode("jobs"), {Kind: yaml.SequenceNode, Content: []*yaml.Node{root}},
+	}}
+	var list struct {
+		Jobs []Job `yaml:"jobs"`
+	}
+	d.Decode(wrapper, &list)
+	if len(list.Jobs) != 1 {
+		return nil, fail("", "not decoded")
+	}
+	j := &list.Jobs[0]
+	cfg := *base
+	v := &validator{decoder: d, cfg: &cfg, now: time.Now()}
+	const p = "jobs[0]"
+	if v.set(p + ".name") {
+		v.errf(p+".name", "not in a runtime schedule's definition: its id names it")
+	}
+	j.Name = name
+	j.Line, _ = v.Line(p)
+	v.jobBody(p, j)
+	v.runtimeRules(p, j)
+	if len(d.errs) > 0 {
+		for i := range d.errs {
+			d.errs[i].File = ""
+		}
+		return nil, &ConfigError{Errors: d.errs}
+	}
+	if j.At == "" && j.Sched != nil && !created.IsZero() {
+		j.Sched = scheduler.Window(j.Sched, created, time.Time{})
+	}
+	j.secrets = base.secrets
+	return j, nil
+}
+
+// runtimeRules checks what a runtime schedule may not do that a job of the
+// list may.
+func (v *validator) runtimeRules(p string, j *Job) {
+	at := func(field string) string { return p + "." + field }
+	s := v.cfg.Schedules
+	if j.Exec != nil {
+		v.errf(at("exec"), "not in a runtime schedule: commands come only from the config file, so that write access to Redis does not become command execution; run a Go handler (handler.name) or an http request under schedules.http_prefixes")
+	}
+	if j.Mode != ModeCron && j.Mode.valid() {
+		v.errf(at("mode"), "a runtime schedule runs in mode cron (through the queue), not %s", j.Mode)
+	}
+	if j.Concurrency == ConcurrencyReplace {
+		v.errf(at("concurrency"), "replace is for jobs of the config file; a runtime schedule takes forbid, allow, buffer_one or buffer_all")
+	}
+	if h := j.Handler; h != nil && len(h.Payload) > s.MaxPayload {
+		v.errf(at("handler.payload"), "%d bytes as JSON, more than schedules.max_payload %d", len(h.Payload), s.MaxPayload)
+	}
+	if h := j.HTTP; h != nil {
+		if len(h.Body) > s.MaxPayload {
+			v.errf(at("http.body"), "%d bytes, more than schedules.max_payload %d", len(h.Body), s.MaxPayload)
+		}
+		if h.URL != "" && checkHTTPURL(h.URL) == nil {
+			if err := allowedURL(h.URL, s.HTTPPrefixes); err != nil {
+				v.errf(at("http.url"), "%s", err.Error())
+			}
+		}
+	}
+}
+
+// allowedURL returns why raw lies under none of prefixes, or nil: same
+// scheme and host, and a path that starts with the prefix's at a segment
+// boundary, with no "." or ".." segment and no escaped '/' or '.'.
+func allowedURL(raw string, prefixes []string) error {
+	if len(prefixes) == 0 {
+		return fmt.Errorf("a runtime schedule may call URLs under schedules.http_prefixes only, and the config lists none")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return urlErr(err)
+	}
+	if u.User != nil {
+		return fmt.Errorf("no user info in a runtime schedule's URL")
+	}
+	esc := strings.ToLower(u.EscapedPath())
+	if strings.Contains(esc, "%2f") || strings.Contains(esc, "%2e") || strings.Contains(esc, "%5c") || strings.Contains(u.Path, `\`) {
+		return fmt.Errorf("an escaped '/', '.' or '\\' in the path of a runtime schedule's URL is not allowed")
+	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("a %q segment in the path of a runtime schedule's URL is not allowed", seg)
+		}
+	}
+	for _, pre := range prefixes {
+		pu, err := url.Parse(pre)
+		if err != nil || !strings.EqualFold(pu.Scheme, u.Scheme) || !strings.EqualFold(pu.Host, u.Host) {
+			continue
+		}
+		pp := pu.Path
+		if pp == "" || pp == "/" || u.Path == pp {
+			return nil
+		}
+		if strings.HasSuffix(pp, "/") && strings.HasPrefix(u.Path, pp) || strings.HasPrefix(u.Path, pp+"/") {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s is under none of schedules.http_prefixes (%s)", shownPrefix(u), strings.Join(prefixes, ", "))
+}
+
+// shownPrefix is u's scheme, host and path, without its query (which may
+// carry a token).
+func shownPrefix(u *url.URL) string {
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: path.Clean("/" + u.Path)}).String()
+}
+
+// schedules checks the schedules section.
+func (v *validator) schedules() {
+	s := &v.cfg.Schedules
+	if s.MaxPayload < 1 || s.MaxPayload > 1<<20 {
+		v.errf("schedules.max_payload", "must be between 1 and 1048576 bytes, got %d", s.MaxPayload)
+	}
+	if s.History < 0 || s.History > 1000 {
+		v.errf("schedules.history", "must be between 0 (no history) and 1000, got %d", s.History)
+	}
+	if s.Resync < 10*time.Second {
+		v.errf("schedules.resync", "must be >= 10s, got %s", formatDuration(s.Resync))
+	}
+	for i, pre := range s.HTTPPrefixes {
+		p := fmt.Sprintf("schedules.http_prefixes[%d]", i)
+		if err := checkHTTPURL(pre); err != nil {
+			v.errf(p, "%s", err.Error())
+			continue
+		}
+		if u, _ := url.Parse(pre); u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			v.errf(p, "a prefix is a scheme, a host and a path: no query, fragment or user info")
+		}
+	}
+}
+
+// HistoryRuns is how many runs of job the history keeps: schedules.history
+// for a runtime schedule, history.runs for a job of the list.
+func (c *Config) HistoryRuns(job string) int {
+	if IsScheduleJob(job) {
+		return c.Schedules.History
+	}
+	return c.History.Runs
+}
+
+// ScheduleDocument returns a definition (YAML or JSON) as compact JSON: the
+// form runtime schedules are stored in. Only the keys doc sets are
+// written, so defaults stay defaults.
+func ScheduleDocument(doc []byte) (json.RawMessage, error) {
+	root, problem := strictyaml.Parse(doc, "a schedule definition")
+	if problem != nil {
+		return nil, fmt.Errorf("line %d: %s", problem.Line, problem.Msg)
+	}
+	v, err := strictyaml.NodeJSON(root)
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}

@@ -1,0 +1,399 @@
+package schedstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/config"
+)
+
+// Change is a runtime schedule a Follower found put: its record and its job
+// as config.DecodeSchedule made it.
+type Change struct {
+	Rec Record
+	Job *config.Job
+}
+
+// Refusal is a stored schedule a Follower does not run, and why: its
+// record cannot be read, is not signed as the signing keys require, or is
+// not a valid definition (for this replica's config: an http prefix it
+// does not allow, a queue it does not know).
+type Refusal struct {
+	ID  string
+	Err error
+}
+
+// Follower holds a replica's copy of the runtime schedules: Sync reads them
+// all, Run follows the stream of changes as they are made and reads them
+// all again every resync. It calls apply with what changed, from one
+// goroutine at a time, in the order of the changes. As a config.JobSource
+// it gives the jobs of the copy; with WithFetch, a schedule the copy does
+// not hold yet is read from Redis.
+type Follower struct {
+	st     *Store
+	base   *config.Config
+	apply  func(put []Change, removed []string)
+	log    *slog.Logger
+	resync time.Duration
+	fetch  bool
+
+	mu      sync.RWMutex
+	byName  map[string]entry // job name -> the schedule as last read
+	refused map[string]error // id -> why it is not run
+
+	applyMu sync.Mutex // one reader at a time: Sync, the stream, resyncs
+	ver     int64      // the last change applied
+	last    string     // the stream id of the last change read
+	synced  time.Time  // when the last full read was applied
+}
+
+type entry struct {
+	raw string
+	rec Record
+	job *config.Job
+}
+
+// FollowerOption configures a Follower.
+type FollowerOption func(*Follower)
+
+// WithLogger sets the logger. Default: none.
+func WithLogger(l *slog.Logger) FollowerOption { return func(f *Follower) { f.log = l } }
+
+// WithFetch makes ScheduleJob read a schedule the copy does not hold from
+// Redis (a worker's run of a schedule put a moment ago). Default: off.
+func WithFetch() FollowerOption { return func(f *Follower) { f.fetch = true } }
+
+// NewFollower returns a Follower of st's schedules, checked against base
+// (config.DecodeSchedule), calling apply (nil: nothing) with each change.
+func NewFollower(st *Store, base *config.Config, apply func(put []Change, removed []string), opts ...FollowerOption) *Follower {
+	f := &Follower{st: st, base: base, apply: apply, log: slog.New(slog.DiscardHandler), resync: base.Schedules.Resync,
+		byName: map[string]entry{}, refused: map[string]error{}}
+	for _, o := range opts {
+		o(f)
+	}
+	if f.apply == nil {
+		f.apply = func([]Change, []string) {}
+	}
+	return f
+}
+
+// ScheduleJob returns the job of the runtime schedule named name
+// (config.JobSource).
+func (f *Follower) ScheduleJob(name string) (*config.Job, bool) {
+	f.mu.RLock()
+	e, ok := f.byName[name]
+	f.mu.RUnlock()
+	if ok {
+		return e.job, true
+	}
+	id, isSched := config.ScheduleID(name)
+	if !f.fetch || !isSched || config.CheckScheduleID(id) != nil {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	rec, err := f.st.Get(ctx, id)
+	if err != nil {
+		if !errors.Is(err, ErrNotFound) {
+			f.log.Warn("cannot read a runtime schedule", "job", name, "err", err)
+		}
+		return nil, false
+	}
+	j, err := config.DecodeSchedule(f.base, id, rec.Doc, rec.Created)
+	if err != nil {
+		f.log.Warn("runtime schedule refused: not a valid definition for this replica", "job", name, "err", err)
+		return nil, false
+	}
+	return j, true
+}
+
+// Len returns how many schedules the copy holds (refused ones not
+// counted).
+func (f *Follower) Len() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.byName)
+}
+
+// Records returns the records of the copy, by job name.
+func (f *Follower) Records() map[string]Record {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make(map[string]Record, len(f.byName))
+	for n, e := range f.byName {
+		out[n] = e.rec
+	}
+	return out
+}
+
+// Refused returns the schedules the copy does not run, and why.
+func (f *Follower) Refused() []Refusal {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]Refusal, 0, len(f.refused))
+	for _, id := range slices.Sorted(maps.Keys(f.refused)) {
+		out = append(out, Refusal{ID: id, Err: f.refused[id]})
+	}
+	return out
+}
+
+// Version returns the last change the copy holds.
+func (f *Follower) Version() int64 {
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
+	return f.ver
+}
+
+// Sync reads every schedule and applies what differs from the copy. It
+// logs what it read, and each schedule it refuses (once per definition).
+func (f *Follower) Sync(ctx context.Context) error {
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
+	return f.syncLocked(ctx)
+}
+
+func (f *Follower) syncLocked(ctx context.Context) error {
+	began := time.Now()
+	k := f.st.keys
+	var verCmd *redis.StringCmd
+	var lastCmd *redis.XMessageSliceCmd
+	// the version and the stream's last entry, at one instant: what the
+	// scan below may miss comes after that entry
+	_, err := f.st.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		verCmd = p.Get(ctx, k.ver)
+		lastCmd = p.XRevRangeN(ctx, k.log, "+", "-", 1)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("runtime schedules: read the version: %w", err)
+	}
+	ver, err := verCmd.Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("runtime schedules: the version in %s: %w", k.ver, err)
+	}
+	last := "0-0"
+	if msgs, _ := lastCmd.Result(); len(msgs) == 1 {
+		last = msgs[0].ID
+	}
+	raws := map[string]string{}
+	var cursor uint64
+	for {
+		kv, next, err := f.st.rdb.HScan(ctx, k.defs, cursor, "", 1000).Result()
+		if err != nil {
+			return fmt.Errorf("runtime schedules: read them all: %w", err)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			raws[kv[i]] = kv[i+1]
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	f.mu.RLock()
+	var removed []string
+	for name := range f.byName {
+		if id, _ := config.ScheduleID(name); raws[id] == "" {
+			removed = append(removed, name)
+		}
+	}
+	f.mu.RUnlock()
+	for id := range f.refused {
+		if _, ok := raws[id]; !ok {
+			f.forgetRefusal(id)
+		}
+	}
+	put := f.changed(raws)
+	f.commit(put, removed)
+	f.ver, f.last, f.synced = ver, last, time.Now()
+	f.log.Info("runtime schedules read", "schedules", f.Len(), "refused", len(f.Refused()), "version", ver,
+		"took", time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// changed decodes the values of raws that differ from the copy's.
+func (f *Follower) changed(raws map[string]string) []Change {
+	var put []Change
+	for id, raw := range raws {
+		name := config.ScheduleJobName(id)
+		f.mu.RLock()
+		e, ok := f.byName[name]
+		f.mu.RUnlock()
+		if ok && e.raw == raw {
+			continue
+		}
+		rec, err := f.st.parse(id, raw)
+		if err != nil {
+			f.refuse(id, raw, err)
+			continue
+		}
+		j, err := config.DecodeSchedule(f.base, id, rec.Doc, rec.Created)
+		if err != nil {
+			f.refuse(id, raw, err)
+			continue
+		}
+		f.forgetRefusal(id)
+		put = append(put, Change{Rec: rec, Job: j})
+	}
+	return put
+}
+
+// refuse keeps why id is not run, logs it once per stored value, and drops
+// it from the copy (its previous definition no longer stands).
+func (f *Follower) refuse(id, raw string, err error) {
+	f.mu.Lock()
+	prev, had := f.refused[id]
+	f.refused[id] = err
+	name := config.ScheduleJobName(id)
+	_, inCopy := f.byName[name]
+	delete(f.byName, name)
+	f.mu.Unlock()
+	if inCopy {
+		f.apply(nil, []string{name})
+	}
+	if !had || prev.Error() != err.Error() {
+		f.log.Warn("runtime schedule refused: not run", "job", name, "err", err, "bytes", len(raw))
+	}
+}
+
+func (f *Follower) forgetRefusal(id string) {
+	f.mu.Lock()
+	delete(f.refused, id)
+	f.mu.Unlock()
+}
+
+// commit puts the changes into the copy and passes them to apply.
+func (f *Follower) commit(put []Change, removed []string) {
+	if len(put) == 0 && len(removed) == 0 {
+		return
+	}
+	f.mu.Lock()
+	for _, c := range put {
+		f.byName[c.Job.Name] = entry{raw: c.Rec.raw, rec: c.Rec, job: c.Job}
+	}
+	for _, n := range removed {
+		delete(f.byName, n)
+	}
+	f.mu.Unlock()
+	f.apply(put, removed)
+}
+
+// Run follows the changes until ctx ends: it reads the stream of changes
+// as they are made, and every schedule again every schedules.resync, or at
+// once when the stream shows a gap (a replica that fell behind its length,
+// a Redis that restarted empty). Sync must have been called, or Run calls
+// it first. Failures are logged and retried every second.
+func (f *Follower) Run(ctx context.Context) {
+	needSync := f.synced.IsZero()
+	for ctx.Err() == nil {
+		if needSync || time.Since(f.synced) >= f.resync {
+			if err := f.Sync(ctx); err != nil {
+				if ctx.Err() == nil {
+					f.log.Warn("cannot read the runtime schedules; retrying", "err", err)
+					sleep(ctx, time.Second)
+				}
+				continue
+			}
+			needSync = false
+		}
+		gap, err := f.follow(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				f.log.Warn("cannot follow the runtime schedules' changes; retrying", "err", err)
+				sleep(ctx, time.Second)
+			}
+			continue
+		}
+		needSync = gap
+	}
+}
+
+// followBlock is how long one read of the stream waits for a change.
+const followBlock = 2 * time.Second
+
+// follow reads the changes after the last one read, waiting up to
+// followBlock for one, and applies them; gap reports that some were lost.
+func (f *Follower) follow(ctx context.Context) (gap bool, err error) {
+	f.applyMu.Lock()
+	last := f.last
+	f.applyMu.Unlock()
+	block := min(followBlock, max(time.Until(f.synced.Add(f.resync)), time.Millisecond))
+	res, err := f.st.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{f.st.keys.log, last}, Count: 1000, Block: block}).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
+	if f.last != last {
+		return false, nil // a Sync ran meanwhile: read again from its entry
+	}
+	var ids []string
+	seen := map[string]bool{}
+	ver, lastID := f.ver, f.last
+	for _, s := range res {
+		for _, m := range s.Messages {
+			v, _ := strconv.ParseInt(fmt.Sprint(m.Values["ver"]), 10, 64)
+			if v != ver+1 {
+				// a change lost (the stream was trimmed past us) or the
+				// count restarted (Redis restarted empty): read them all
+				f.log.Info("runtime schedules: changes missed; reading them all", "had", ver, "next", v)
+				return true, nil
+			}
+			ver, lastID = v, m.ID
+			if id, ok := m.Values["id"].(string); ok && !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	recs, bad, err := f.st.GetMany(ctx, ids)
+	if err != nil {
+		return false, err
+	}
+	var put []Change
+	var removed []string
+	raws := map[string]string{}
+	for _, id := range ids {
+		if err := bad[id]; err != nil {
+			f.refuse(id, "", err)
+			continue
+		}
+		r, ok := recs[id]
+		if !ok {
+			name := config.ScheduleJobName(id)
+			f.mu.RLock()
+			_, had := f.byName[name]
+			f.mu.RUnlock()
+			if had {
+				removed = append(removed, name)
+			}
+			f.forgetRefusal(id)
+			continue
+		}
+		raws[id] = r.raw
+	}
+	put = f.changed(raws)
+	f.commit(put, removed)
+	f.ver, f.last = ver, lastID
+	return false, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

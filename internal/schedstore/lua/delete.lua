@@ -1,0 +1,11 @@
+-- Deletes one runtime schedule and logs the change.
+-- KEYS[1] defs hash, KEYS[2] ids zset, KEYS[3] log stream, KEYS[4] ver
+-- ARGV[1] id, ARGV[2] the log's length cap
+-- Returns the change's version, or 0 when there was no such schedule.
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
+  return 0
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+local ver = redis.call('INCR', KEYS[4])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'ver', ver, 'id', ARGV[1], 'op', 'del')
+return ver

@@ -1,0 +1,26 @@
+-- Puts (creates or replaces) one runtime schedule and logs the change.
+-- KEYS[1] defs hash, KEYS[2] ids zset, KEYS[3] log stream, KEYS[4] ver
+-- ARGV[1] id, ARGV[2] the signed definition, ARGV[3] the log's length cap
+-- ARGV[4] the version the caller read (a put only if unchanged since), or
+-- "" to put whatever is there
+-- Returns {ver, created ms, updated ms}, or {-1, current ver} when ARGV[4]
+-- no longer matches.
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+local created
+if cur then
+  local c, _, v = string.match(cur, '^(%d+)|(%d+)|(%d+)|')
+  created = c
+  if ARGV[4] ~= '' and ARGV[4] ~= v then
+    return {-1, tonumber(v)}
+  end
+elseif ARGV[4] ~= '' and ARGV[4] ~= '0' then
+  return {-1, 0}
+end
+local t = redis.call('TIME')
+local now = tostring(t[1] * 1000 + math.floor(t[2] / 1000))
+if not created then created = now end
+local ver = redis.call('INCR', KEYS[4])
+redis.call('HSET', KEYS[1], ARGV[1], created .. '|' .. now .. '|' .. ver .. '|' .. ARGV[2])
+redis.call('ZADD', KEYS[2], 0, ARGV[1])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'ver', ver, 'id', ARGV[1], 'op', 'put')
+return {ver, tonumber(created), tonumber(now)}

@@ -1,0 +1,245 @@
+// Package schedstore keeps the schedules made at runtime in the queue
+// Redis and follows their changes: the Store puts, reads, lists and
+// deletes definitions; a Follower holds every replica's copy of them,
+// brought up to date by a stream of changes it reads as they are made,
+// with a periodic full read as the fallback.
+//
+// A definition is stored as written (compact JSON with the job list's
+// keys), signed under the config's signing keys when it has some, and is
+// checked again by every replica that reads it (config.DecodeSchedule):
+// a definition that is not signed, or not valid, is refused and reported,
+// never run.
+package schedstore
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/handoff"
+)
+
+// Errors.
+var (
+	// ErrNotFound: no runtime schedule has the id.
+	ErrNotFound = errors.New("no such runtime schedule")
+	// ErrChanged: the schedule changed since the version a put was
+	// conditioned on.
+	ErrChanged = errors.New("the runtime schedule changed since the version given")
+)
+
+// DomainSchedule is the signature domain of a stored definition.
+const DomainSchedule = "baton schedule v1"
+
+// LogLength is about how many changes the stream of changes keeps: a
+// replica that falls further behind reads every schedule again.
+const LogLength = 10000
+
+// Record is a runtime schedule as stored.
+type Record struct {
+	ID      string
+	Doc     json.RawMessage // the definition: compact JSON, the job list's keys
+	Created time.Time       // when the id was first put (by Redis's clock)
+	Updated time.Time       // when this definition was put (by Redis's clock)
+	Version int64           // the change that put it: versions grow with every change of any schedule
+	raw     string          // the stored value
+}
+
+// CorruptError is a stored value that cannot be read as a record.
+type CorruptError struct {
+	Key, ID string
+	Why     string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("runtime schedule %q: the value in %s is not a baton schedule record (%s): put the schedule again, or delete it", e.ID, e.Key, e.Why)
+}
+
+// Store reads and writes a namespace's runtime schedules.
+type Store struct {
+	rdb  redis.UniversalClient
+	ns   string
+	keys keys
+	sign *handoff.Signer
+}
+
+// New returns the Store of namespace ns on the queue Redis rdb, signing
+// and checking definitions with sign (nil or without keys: unsigned).
+func New(rdb redis.UniversalClient, ns string, sign *handoff.Signer) *Store {
+	return &Store{rdb: rdb, ns: ns, keys: newKeys(ns), sign: sign}
+}
+
+var (
+	//go:embed lua/put.lua
+	putSrc    string
+	putScript = redis.NewScript(putSrc)
+	//go:embed lua/delete.lua
+	deleteSrc    string
+	deleteScript = redis.NewScript(deleteSrc)
+)
+
+// signed is what a record signs: the id with the definition, so that a
+// definition cannot be moved to another id.
+type signed struct {
+	ID  string          `json:"id"`
+	Doc json.RawMessage `json:"doc"`
+}
+
+func (s *Store) domain() string { return DomainSchedule + "\x00" + s.ns }
+
+// Put stores doc (a checked definition, compact JSON) as schedule id. With
+// ifVersion >= 0 it puts only if the schedule's version is still
+// ifVersion (0: it does not exist), else fails with ErrChanged.
+func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, ifVersion int64) (Record, error) {
+	body, err := json.Marshal(signed{ID: id, Doc: doc})
+	if err != nil {
+		return Record{}, fmt.Errorf("runtime schedule %q: %w", id, err)
+	}
+	if s.sign.Enabled() {
+		body = s.sign.Sign(s.domain(), body)
+	}
+	cond := ""
+	if ifVersion >= 0 {
+		cond = strconv.FormatInt(ifVersion, 10)
+	}
+	res, err := putScript.Run(ctx, s.rdb, s.keys.all(), id, body, LogLength, cond).Int64Slice()
+	if err != nil {
+		return Record{}, fmt.Errorf("runtime schedule %q: put: %w", id, err)
+	}
+	if len(res) == 2 && res[0] == -1 {
+		return Record{}, fmt.Errorf("runtime schedule %q is at version %d, not %d: %w", id, res[1], ifVersion, ErrChanged)
+	}
+	if len(res) != 3 {
+		return Record{}, fmt.Errorf("runtime schedule %q: put: unexpected reply %v", id, res)
+	}
+	return Record{ID: id, Doc: doc, Version: res[0], Created: time.UnixMilli(res[1]).UTC(), Updated: time.UnixMilli(res[2]).UTC()}, nil
+}
+
+// Delete removes schedule id; false when there was none.
+func (s *Store) Delete(ctx context.Context, id string) (bool, error) {
+	ver, err := deleteScript.Run(ctx, s.rdb, s.keys.all(), id, LogLength).Int64()
+	if err != nil {
+		return false, fmt.Errorf("runtime schedule %q: delete: %w", id, err)
+	}
+	return ver > 0, nil
+}
+
+// Get returns schedule id (ErrNotFound when there is none). A record that
+// is corrupt, unsigned or badly signed is an error naming it.
+func (s *Store) Get(ctx context.Context, id string) (Record, error) {
+	v, err := s.rdb.HGet(ctx, s.keys.defs, id).Result()
+	if errors.Is(err, redis.Nil) {
+		return Record{}, fmt.Errorf("runtime schedule %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("runtime schedule %q: read: %w", id, err)
+	}
+	return s.parse(id, v)
+}
+
+// GetMany returns the records of ids that exist, by id, and the errors of
+// the ones that cannot be read, by id.
+func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]Record, map[string]error, error) {
+	recs := make(map[string]Record, len(ids))
+	bad := map[string]error{}
+	if len(ids) == 0 {
+		return recs, bad, nil
+	}
+	vals, err := s.rdb.HMGet(ctx, s.keys.defs, ids...).Result()
+	if err != nil {
+		return nil, nil, fmt.Errorf("runtime schedules: read: %w", err)
+	}
+	for i, v := range vals {
+		str, ok := v.(string)
+		if !ok {
+			continue
+		}
+		r, err := s.parse(ids[i], str)
+		if err != nil {
+			bad[ids[i]] = err
+			continue
+		}
+		recs[ids[i]] = r
+	}
+	return recs, bad, nil
+}
+
+// List returns up to limit schedules in id order: those whose id starts
+// with prefix, after the id after (exclusive; "" from the first). next is
+// the id to pass as after for the next page, "" after the last. Records
+// that cannot be read come back in bad, by id.
+func (s *Store) List(ctx context.Context, prefix, after string, limit int) (recs []Record, bad map[string]error, next string, err error) {
+	if limit < 1 {
+		limit = 100
+	}
+	lo := "[" + prefix
+	if after != "" && after >= prefix {
+		lo = "(" + after
+	}
+	hi := "+"
+	if prefix != "" {
+		hi = "[" + prefix + "\xff"
+	}
+	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.keys.ids, Start: lo, Stop: hi, ByLex: true, Count: int64(limit) + 1}).Result()
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("runtime schedules: list: %w", err)
+	}
+	if len(ids) > limit {
+		ids = ids[:limit]
+		next = ids[limit-1]
+	}
+	byID, bad, err := s.GetMany(ctx, ids)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	for _, id := range ids {
+		if r, ok := byID[id]; ok {
+			recs = append(recs, r)
+		}
+	}
+	return recs, bad, next, nil
+}
+
+// Count returns how many runtime schedules there are.
+func (s *Store) Count(ctx context.Context) (int64, error) {
+	return s.rdb.HLen(ctx, s.keys.defs).Result()
+}
+
+// parse reads a stored value: "created|updated|version|" and the signed
+// definition, checked against the signing keys.
+func (s *Store) parse(id, v string) (Record, error) {
+	corrupt := func(why string) (Record, error) {
+		return Record{}, &CorruptError{Key: s.keys.defs, ID: id, Why: why}
+	}
+	parts := strings.SplitN(v, "|", 4)
+	if len(parts) != 4 {
+		return corrupt("no created|updated|version| head")
+	}
+	var nums [3]int64
+	for i := range 3 {
+		n, err := strconv.ParseInt(parts[i], 10, 64)
+		if err != nil || n < 0 {
+			return corrupt(fmt.Sprintf("field %d of its head is %q, not a number", i+1, parts[i]))
+		}
+		nums[i] = n
+	}
+	body, err := s.sign.Verify(s.domain(), []byte(parts[3]))
+	if err != nil {
+		return Record{}, fmt.Errorf("runtime schedule %q: %w: refused (put it again with a replica or tool that has the signing key)", id, err)
+	}
+	var sg signed
+	if err := json.Unmarshal(body, &sg); err != nil {
+		return corrupt("its definition is not JSON: " + err.Error())
+	}
+	if sg.ID != id {
+		return Record{}, fmt.Errorf("runtime schedule %q: the stored definition is schedule %q's: refused", id, sg.ID)
+	}
+	return Record{ID: id, Doc: sg.Doc, Created: time.UnixMilli(nums[0]).UTC(), Updated: time.UnixMilli(nums[1]).UTC(), Version: nums[2], raw: v}, nil
+}

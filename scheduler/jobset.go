@@ -1,0 +1,184 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// This file holds the scheduler's set of jobs, which Put and Remove change
+// while Run runs (baton's schedules made at runtime). Run's loop checks
+// each claim it pops against the set (current): a claim of a removed job
+// is dropped, one of a replaced job is made for its new definition. A
+// tick's identity is its job's name and instant, so a claim made under the
+// old definition by one replica and under the new one by another is still
+// one claim of one tick.
+
+// prepare checks j (the i-th job given) and fills in its defaults, keys
+// and counters.
+func (o *options) prepare(j Job, i int) (*Job, error) {
+	var errs []error
+	switch {
+	case j.Name == "":
+		return nil, fmt.Errorf("scheduler: job %d has no name", i)
+	case j.Schedule == nil:
+		errs = append(errs, fmt.Errorf("scheduler: job %q has no schedule", j.Name))
+	case j.StartingDeadline <= 0:
+		errs = append(errs, fmt.Errorf("scheduler: job %q: starting deadline must be > 0", j.Name))
+	case j.Jitter < 0 || j.Jitter >= j.StartingDeadline:
+		errs = append(errs, fmt.Errorf("scheduler: job %q: jitter %v must be >= 0 and below the starting deadline %v", j.Name, j.Jitter, j.StartingDeadline))
+	}
+	switch j.Catchup {
+	case "":
+		j.Catchup = CatchupLatest
+	case CatchupSkip, CatchupLatest, CatchupAll:
+	default:
+		errs = append(errs, fmt.Errorf("scheduler: job %q: unknown catch-up policy %q", j.Name, j.Catchup))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if j.CatchupMax <= 0 {
+		j.CatchupMax = 10
+	}
+	j.keys = newJobKeys(o.namespace, j.Name)
+	j.ctr = &stats{}
+	return &j, nil
+}
+
+// Put adds jobs, or replaces the jobs of the same names: a scheduler that
+// runs claims their ticks from the next loop on. A job put while Run runs
+// starts from its first tick at or after its Since (floored at its
+// starting deadline ago), so a job learned a moment after it was made
+// loses no tick; a job put before Run starts as New's jobs do (with the
+// catch-up). A tick of a replaced job due before the new job's Since and
+// not yet claimed is still claimed, once: it was due under the old
+// definition. It fails, changing nothing, if a job is invalid.
+func (s *Scheduler) Put(jobs ...Job) error {
+	var errs []error
+	prepared := make([]*Job, 0, len(jobs))
+	seen := make(map[string]bool, len(jobs))
+	for i := range jobs {
+		if seen[jobs[i].Name] {
+			errs = append(errs, fmt.Errorf("scheduler: job %q put twice", jobs[i].Name))
+			continue
+		}
+		seen[jobs[i].Name] = true
+		j, err := s.opts.prepare(jobs[i], i)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		prepared = append(prepared, j)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	s.jobsMu.Lock()
+	for _, j := range prepared {
+		s.jobs[j.Name] = j
+		s.exhausted.Delete(j.Name) // a new definition may allow more runs
+	}
+	if s.running.Load() {
+		s.added = append(s.added, prepared...)
+	}
+	s.jobsMu.Unlock()
+	s.poke()
+	return nil
+}
+
+// Remove removes the jobs of the given names (unknown names are no-ops):
+// no claim of their ticks starts after it returns but the ones in flight,
+// which finish as they would.
+func (s *Scheduler) Remove(names ...string) {
+	s.jobsMu.Lock()
+	for _, n := range names {
+		delete(s.jobs, n)
+	}
+	s.jobsMu.Unlock()
+	s.poke()
+}
+
+// poke wakes Run's loop, without waiting.
+func (s *Scheduler) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Jobs returns how many jobs the scheduler has.
+func (s *Scheduler) Jobs() int {
+	s.jobsMu.RLock()
+	defer s.jobsMu.RUnlock()
+	return len(s.jobs)
+}
+
+// job returns the job named name, if the scheduler has it.
+func (s *Scheduler) job(name string) (*Job, bool) {
+	s.jobsMu.RLock()
+	defer s.jobsMu.RUnlock()
+	j, ok := s.jobs[name]
+	return j, ok
+}
+
+// snapshot returns the jobs as they are now.
+func (s *Scheduler) snapshot() []*Job {
+	s.jobsMu.RLock()
+	defer s.jobsMu.RUnlock()
+	out := make([]*Job, 0, len(s.jobs))
+	for _, j := range s.jobs {
+		out = append(out, j)
+	}
+	return out
+}
+
+// startAdded takes the jobs Put while Run runs and returns the first claim
+// of each: its first tick at or after its Since, or after now less its
+// starting deadline when that is later (an older tick would be missed).
+func (s *Scheduler) startAdded(now time.Time) []item {
+	s.jobsMu.Lock()
+	added := s.added
+	s.added = nil
+	s.jobsMu.Unlock()
+	var out []item
+	for _, j := range added {
+		if cur, ok := s.job(j.Name); !ok || cur != j {
+			continue // removed or replaced again since
+		}
+		from := now.Add(-j.StartingDeadline)
+		if j.Since.After(from) {
+			from = j.Since
+		}
+		if from.After(now) {
+			from = now
+		}
+		if t := j.Schedule.Next(from.Add(-time.Nanosecond)); !t.IsZero() {
+			out = append(out, item{job: j, at: t.UTC(), fireAt: t.Add(Jitter(j.Name, j.Jitter)), kind: kindNext})
+		}
+	}
+	return out
+}
+
+// current returns it made for its job's definition now, and false when it
+// is to be dropped: its job was removed, or it is the regular entry of a
+// replaced definition (the new one has its own) for a tick due at or after
+// the new definition's Since. An older regular entry is claimed once, for
+// the new definition, without scheduling a next tick.
+func (s *Scheduler) current(it item) (item, bool) {
+	cur, ok := s.job(it.job.Name)
+	if !ok {
+		return it, false
+	}
+	if cur == it.job {
+		return it, true
+	}
+	if it.kind == kindNext {
+		if !it.at.Before(cur.Since) {
+			return it, false
+		}
+		it.kind = kindFirst
+	}
+	it.job = cur
+	return it, true
+}

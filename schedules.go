@@ -1,0 +1,349 @@
+package baton
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/schedstore"
+	"github.com/batonhq/baton/internal/strictyaml"
+	"github.com/batonhq/baton/internal/worker"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// Schedules made at runtime: jobs defined through Cluster.PutSchedule,
+// `baton schedules put` or PUT /api/schedules/ID and kept in the queue
+// Redis. A runtime schedule is a job like the job list's, named "@" + its
+// id, claimed, dispatched and run on the same path: every replica follows
+// the stored schedules (schedstore.Follower) and puts them into its
+// scheduler (applySchedules) and, through its config's source
+// (config.WithSource), into every lookup of a job by name.
+
+// ErrNoSchedule is returned for a runtime schedule that does not exist.
+var ErrNoSchedule = schedstore.ErrNotFound
+
+// ErrScheduleChanged is returned by a put conditioned on a version
+// (ScheduleSpec's IfVersion) that the schedule no longer has.
+var ErrScheduleChanged = schedstore.ErrChanged
+
+// ScheduleJobName is the job name of runtime schedule id ("@" + id): in
+// the history, the tick ledger, metrics and tasks.
+func ScheduleJobName(id string) string { return config.ScheduleJobName(id) }
+
+// ScheduleSpec is a runtime schedule's definition: the fields of a job of
+// the job list (config.Job) that a runtime schedule may set, each left at
+// its zero value for the list's default. It runs a registered Go handler
+// (Handler, with Payload) or an http request (HTTP) to a URL under one of
+// the config's schedules.http_prefixes; never a command.
+type ScheduleSpec struct {
+	Schedule         string // a cron spec; or At
+	At               time.Time
+	Timezone         string
+	Start, End       time.Time
+	MaxRuns          int
+	Concurrency      config.Concurrency
+	BufferMax        int
+	Catchup          config.Catchup
+	CatchupMax       int
+	StartingDeadline time.Duration
+	Jitter           time.Duration
+	Timeout          time.Duration
+	MaxRetry         *int // nil: the default
+	RetryBackoff     time.Duration
+	LockTTL          time.Duration
+	Queue            string
+	Handler          string          // a Go handler's registered name
+	Payload          json.RawMessage // handed to the handler as Run.Payload
+	HTTP             *config.HTTPSpec
+}
+
+// Document returns spec as a definition with the job list's keys (JSON):
+// what PutScheduleDocument takes and GetSchedule gives back.
+func (s ScheduleSpec) Document() (json.RawMessage, error) {
+	m := map[string]any{}
+	set := func(k string, v any, ok bool) {
+		if ok {
+			m[k] = v
+		}
+	}
+	rfc := func(t time.Time) string { return t.Format(time.RFC3339) }
+	dur := strictyaml.FormatDuration
+	set("schedule", s.Schedule, s.Schedule != "")
+	set("at", rfc(s.At), !s.At.IsZero())
+	set("timezone", s.Timezone, s.Timezone != "")
+	set("start", rfc(s.Start), !s.Start.IsZero())
+	set("end", rfc(s.End), !s.End.IsZero())
+	set("max_runs", s.MaxRuns, s.MaxRuns != 0)
+	set("concurrency", s.Concurrency, s.Concurrency != "")
+	set("buffer_max", s.BufferMax, s.BufferMax != 0)
+	set("catchup", s.Catchup, s.Catchup != "")
+	set("catchup_max", s.CatchupMax, s.CatchupMax != 0)
+	set("starting_deadline", dur(s.StartingDeadline), s.StartingDeadline != 0)
+	set("jitter", dur(s.Jitter), s.Jitter != 0)
+	set("timeout", dur(s.Timeout), s.Timeout != 0)
+	if s.MaxRetry != nil {
+		m["max_retry"] = *s.MaxRetry
+	}
+	set("retry_backoff", dur(s.RetryBackoff), s.RetryBackoff != 0)
+	set("lock_ttl", dur(s.LockTTL), s.LockTTL != 0)
+	set("queue", s.Queue, s.Queue != "")
+	if s.Handler != "" || len(s.Payload) > 0 {
+		h := map[string]any{"name": s.Handler}
+		if len(s.Payload) > 0 {
+			if !json.Valid(s.Payload) {
+				return nil, &config.ConfigError{Errors: []config.FieldError{{Field: "handler.payload", Msg: "not valid JSON"}}}
+			}
+			h["payload"] = s.Payload
+		}
+		m["handler"] = h
+	}
+	if s.HTTP != nil {
+		h := map[string]any{"url": s.HTTP.URL}
+		set := func(k string, v any, ok bool) {
+			if ok {
+				h[k] = v
+			}
+		}
+		set("method", s.HTTP.Method, s.HTTP.Method != "")
+		set("headers", s.HTTP.Headers, len(s.HTTP.Headers) > 0)
+		set("body", s.HTTP.Body, s.HTTP.Body != "")
+		set("expect_status", s.HTTP.ExpectStatus, len(s.HTTP.ExpectStatus) > 0)
+		m["http"] = h
+	}
+	return json.Marshal(m)
+}
+
+// Schedule is a stored runtime schedule.
+type Schedule struct {
+	ID         string          `json:"id"`
+	Job        string          `json:"job"`        // its job name: "@" + ID
+	Definition json.RawMessage `json:"definition"` // as put: the job list's keys
+	Created    time.Time       `json:"created"`    // when the id was first put, by Redis's clock
+	Updated    time.Time       `json:"updated"`    // when this definition was put
+	Version    int64           `json:"version"`    // the change that put it (for a conditional put)
+	Paused     *PauseNote      `json:"paused,omitempty"`
+	Next       []time.Time     `json:"next,omitempty"` // its next ticks, when asked for
+	// Error says why replicas refuse to run the stored definition (not
+	// signed as the keys require, no longer valid for the config); a
+	// listing gives such schedules too.
+	Error string `json:"error,omitempty"`
+}
+
+// ScheduleQuery selects a page of runtime schedules, in id order.
+type ScheduleQuery struct {
+	Prefix string // only ids that start with it
+	After  string // only ids after it (the previous page's Next)
+	Limit  int    // at most this many; default 100, at most 1000
+	Next   int    // the next ticks of each, up to 10 (default 0)
+}
+
+// SchedulePage is one page of a listing.
+type SchedulePage struct {
+	Schedules []Schedule `json:"schedules"`
+	// Next is the After of the next page; "" after the last.
+	Next string `json:"next,omitempty"`
+}
+
+// scheduleStore is the cluster's store of runtime schedules.
+func (c *Cluster) scheduleStore() *schedstore.Store { return c.schedules }
+
+// PutSchedule creates or replaces runtime schedule id with spec, after the
+// checks of a job of the list (a *config.ConfigError naming each field and
+// why) and of the runtime rules (see config.DecodeSchedule). Every running
+// replica follows within a second.
+func (c *Cluster) PutSchedule(ctx context.Context, id string, spec ScheduleSpec) (Schedule, error) {
+	doc, err := spec.Document()
+	if err != nil {
+		return Schedule{}, err
+	}
+	return c.PutScheduleDocument(ctx, id, doc)
+}
+
+// PutScheduleDocument is PutSchedule with the definition as YAML or JSON,
+// with the keys of a job of the list but name.
+func (c *Cluster) PutScheduleDocument(ctx context.Context, id string, doc []byte) (Schedule, error) {
+	return c.putSchedule(ctx, id, doc, -1)
+}
+
+// PutScheduleIfVersion is PutScheduleDocument that puts only if the
+// schedule is still at version (0: does not exist yet), else fails with
+// ErrScheduleChanged: a read-modify-write that loses no other writer's
+// change.
+func (c *Cluster) PutScheduleIfVersion(ctx context.Context, id string, doc []byte, version int64) (Schedule, error) {
+	return c.putSchedule(ctx, id, doc, version)
+}
+
+func (c *Cluster) putSchedule(ctx context.Context, id string, doc []byte, version int64) (Schedule, error) {
+	if _, err := config.DecodeSchedule(c.cfg, id, doc, time.Time{}); err != nil {
+		return Schedule{}, err
+	}
+	stored, err := config.ScheduleDocument(doc)
+	if err != nil {
+		return Schedule{}, err
+	}
+	rec, err := c.scheduleStore().Put(ctx, id, stored, version)
+	if err != nil {
+		return Schedule{}, err
+	}
+	return scheduleOf(rec), nil
+}
+
+// GetSchedule returns runtime schedule id, with its pause and next ticks
+// (next of them), or ErrNoSchedule.
+func (c *Cluster) GetSchedule(ctx context.Context, id string, next int) (Schedule, error) {
+	if err := config.CheckScheduleID(id); err != nil {
+		return Schedule{}, err
+	}
+	rec, err := c.scheduleStore().Get(ctx, id)
+	if err != nil {
+		return Schedule{}, err
+	}
+	out := []Schedule{scheduleOf(rec)}
+	if err := c.describeSchedules(ctx, out, next); err != nil {
+		return Schedule{}, err
+	}
+	return out[0], nil
+}
+
+// ListSchedules returns a page of the runtime schedules.
+func (c *Cluster) ListSchedules(ctx context.Context, q ScheduleQuery) (SchedulePage, error) {
+	switch {
+	case q.Limit == 0:
+		q.Limit = 100
+	case q.Limit < 0 || q.Limit > 1000:
+		return SchedulePage{}, fmt.Errorf("%w: limit %d: want 1 to 1000", ErrBadQuery, q.Limit)
+	}
+	if q.Next < 0 || q.Next > 10 {
+		return SchedulePage{}, fmt.Errorf("%w: next %d: want 0 to 10", ErrBadQuery, q.Next)
+	}
+	recs, bad, next, err := c.scheduleStore().List(ctx, q.Prefix, q.After, q.Limit)
+	if err != nil {
+		return SchedulePage{}, err
+	}
+	page := SchedulePage{Next: next}
+	for _, r := range recs {
+		page.Schedules = append(page.Schedules, scheduleOf(r))
+	}
+	for id, err := range bad {
+		page.Schedules = append(page.Schedules, Schedule{ID: id, Job: ScheduleJobName(id), Error: err.Error()})
+	}
+	if err := c.describeSchedules(ctx, page.Schedules, q.Next); err != nil {
+		return SchedulePage{}, err
+	}
+	return page, nil
+}
+
+// ErrBadQuery is returned for a listing asked with bad bounds.
+var ErrBadQuery = errors.New("bad query")
+
+// DeleteSchedule removes runtime schedule id: no replica claims a tick of
+// it after it follows the change (within a second). A run under way
+// finishes, unless stopRunning: then every worker running it is asked to
+// stop it (as a replace does). It returns ErrNoSchedule when there was
+// none.
+func (c *Cluster) DeleteSchedule(ctx context.Context, id string, stopRunning bool) error {
+	if err := config.CheckScheduleID(id); err != nil {
+		return err
+	}
+	ok, err := c.scheduleStore().Delete(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("runtime schedule %q: %w", id, ErrNoSchedule)
+	}
+	if stopRunning {
+		return worker.RequestStop(ctx, c.queue, c.cfg, ScheduleJobName(id), "deleted", "baton schedules delete")
+	}
+	return nil
+}
+
+// PauseSchedule pauses runtime schedule id (see Pause).
+func (c *Cluster) PauseSchedule(ctx context.Context, id string, p PauseNote) (PauseResult, error) {
+	if err := config.CheckScheduleID(id); err != nil {
+		return PauseResult{}, err
+	}
+	return c.Pause(ctx, ScheduleJobName(id), p)
+}
+
+// ResumeSchedule resumes runtime schedule id (see Resume).
+func (c *Cluster) ResumeSchedule(ctx context.Context, id string, catchUp bool) (ResumeResult, error) {
+	if err := config.CheckScheduleID(id); err != nil {
+		return ResumeResult{}, err
+	}
+	return c.Resume(ctx, ScheduleJobName(id), catchUp)
+}
+
+// describeSchedules fills in the pause of each schedule and, with next >
+// 0, its next ticks.
+func (c *Cluster) describeSchedules(ctx context.Context, ss []Schedule, next int) error {
+	if len(ss) == 0 {
+		return nil
+	}
+	names := make([]string, len(ss))
+	for i := range ss {
+		names[i] = ss[i].Job
+	}
+	states, err := c.pauseStates(ctx, names)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for i := range ss {
+		s := &ss[i]
+		if st, ok := states[s.Job]; ok && st.note != nil {
+			s.Paused = st.note
+		}
+		if next == 0 || s.Error != "" {
+			continue
+		}
+		j, err := config.DecodeSchedule(c.cfg, s.ID, s.Definition, s.Created)
+		if err != nil {
+			s.Error = err.Error()
+			continue
+		}
+		for t := now; len(s.Next) < next; {
+			if t = j.Sched.Next(t); t.IsZero() {
+				break
+			}
+			s.Next = append(s.Next, t.UTC())
+		}
+	}
+	return nil
+}
+
+func scheduleOf(r schedstore.Record) Schedule {
+	return Schedule{ID: r.ID, Job: ScheduleJobName(r.ID), Definition: r.Doc, Created: r.Created, Updated: r.Updated, Version: r.Version}
+}
+
+// applySchedules puts the runtime schedules a replica's follower found
+// changed into its scheduler, and removes the deleted ones. A definition
+// the scheduler refuses is logged and left out; the others are put.
+func (r *Replica) applySchedules(put []schedstore.Change, removed []string) {
+	if r.sched == nil {
+		return
+	}
+	if len(removed) > 0 {
+		r.sched.Remove(removed...)
+	}
+	if len(put) == 0 {
+		return
+	}
+	sj := make([]scheduler.Job, len(put))
+	for i, c := range put {
+		sj[i] = SchedulerJob(c.Job)
+		sj[i].Since = c.Rec.Updated
+	}
+	if err := r.sched.Put(sj...); err == nil {
+		return
+	}
+	for i := range sj {
+		if err := r.sched.Put(sj[i]); err != nil {
+			r.log.Warn("runtime schedule refused by the scheduler: not run", slog.String("job", sj[i].Name), slog.Any("err", err))
+		}
+	}
+}

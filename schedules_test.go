@@ -1,0 +1,189 @@
+package baton_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
+)
+
+// runCounter counts the runs of a Go handler by job and tick.
+type runCounter struct {
+	mu       sync.Mutex
+	byTick   map[string]int
+	payloads map[string]string
+}
+
+func newRunCounter() *runCounter {
+	return &runCounter{byTick: map[string]int{}, payloads: map[string]string{}}
+}
+
+func (c *runCounter) handler(ctx context.Context, run jobs.Run) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byTick[run.Job+" "+run.Tick.UTC().Format(time.RFC3339)]++
+	c.payloads[run.Job] = string(run.Payload)
+	return nil
+}
+
+// ticks returns the ticks run of job, and the most runs of one tick.
+func (c *runCounter) ticks(job string) (n, most int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, v := range c.byTick {
+		if strings.HasPrefix(k, job+" ") {
+			n++
+			most = max(most, v)
+		}
+	}
+	return n, most
+}
+
+// schedulesConfig is a config on srv with no job of its own.
+func schedulesConfig(t *testing.T, srv *redistest.Server, extra string) *config.Config {
+	t.Helper()
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: rt
+%s
+jobs: []
+`, srv.Addr(), extra))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func openCluster(t *testing.T, cfg *config.Config) *baton.Cluster {
+	t.Helper()
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func TestRuntimeScheduleRunsOncePerTickOnEveryReplicaSet(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := schedulesConfig(t, srv, "")
+	c := openCluster(t, cfg)
+	ctx := context.Background()
+	counter := newRunCounter()
+	reg := jobs.NewRegistry()
+	reg.Register("report", jobs.HandlerFunc(counter.handler))
+	for i := range 3 {
+		running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID(fmt.Sprintf("r%d", i)))
+	}
+	s, err := c.PutSchedule(ctx, "report/tenant-42", baton.ScheduleSpec{
+		Schedule: "@every 1s", Handler: "report", Payload: json.RawMessage(`{"tenant":42}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Job != "@report/tenant-42" || s.Version < 1 {
+		t.Fatalf("put returned %+v", s)
+	}
+	poll.Require(t, 20*time.Second, "three ticks of the runtime schedule run", func() bool {
+		n, _ := counter.ticks("@report/tenant-42")
+		return n >= 3
+	})
+	if err := c.DeleteSchedule(ctx, "report/tenant-42", false); err != nil {
+		t.Fatal(err)
+	}
+	n, most := counter.ticks("@report/tenant-42")
+	if most != 1 {
+		t.Fatalf("a tick ran %d times", most)
+	}
+	counter.mu.Lock()
+	payload := counter.payloads["@report/tenant-42"]
+	counter.mu.Unlock()
+	if payload != `{"tenant":42}` {
+		t.Fatalf("payload %q", payload)
+	}
+	// after the delete has reached the replicas no tick runs: wait for
+	// two more seconds' worth of ticks to have had their chance
+	time.Sleep(3 * time.Second) // real time: ticks that must not come
+	if m, _ := counter.ticks("@report/tenant-42"); m > n+1 {
+		t.Fatalf("%d ticks ran after the delete (had %d)", m-n, n)
+	}
+	if _, err := c.GetSchedule(ctx, "report/tenant-42", 0); !errors.Is(err, baton.ErrNoSchedule) {
+		t.Fatalf("get after delete: %v", err)
+	}
+}
+
+func TestRuntimeSchedulePutRefusesWhatTheJobListRefuses(t *testing.T) {
+	srv := redistest.New(t)
+	c := openCluster(t, schedulesConfig(t, srv, `schedules: {http_prefixes: ["https://hooks.example/tenants/"]}`))
+	ctx := context.Background()
+	for _, tc := range []struct {
+		id, doc, want string
+	}{
+		{"a", `{schedule: "61 * * * *", handler: {name: report}}`, `job "@a": schedule:`},
+		{"a", `{schedule: "@hourly", exec: {command: [rm, -rf, /]}}`, "commands come only from the config file"},
+		{"a", `{schedule: "@hourly", http: {url: "https://evil.example/tenants/1"}}`, "under none of schedules.http_prefixes"},
+		{"a", `{schedule: "@hourly", http: {url: "https://hooks.example/tenants/../admin"}}`, `".." segment`},
+		{"a", `{schedule: "@hourly", handler: {name: report}, name: x}`, "its id names it"},
+		{"a", `{schedule: "@hourly", handler: {name: report}, mode: local}`, "mode cron"},
+		{"a", `{schedule: "@hourly", handler: {name: report}, shedule: x}`, "shedule"},
+		{"a:b", `{schedule: "@hourly", handler: {name: report}}`, "invalid schedule id"},
+		{"a", `{schedule: "@hourly", handler: {name: report}, timezone: "${HOME}"}`, "${HOME}"},
+	} {
+		_, err := c.PutScheduleDocument(ctx, tc.id, []byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("put %s %s: got %v, want an error with %q", tc.id, tc.doc, err, tc.want)
+		}
+	}
+	page, err := c.ListSchedules(ctx, baton.ScheduleQuery{})
+	if err != nil || len(page.Schedules) != 0 {
+		t.Fatalf("after refused puts: %v %+v", err, page)
+	}
+	if _, err := c.PutScheduleDocument(ctx, "ok", []byte(`{schedule: "@hourly", http: {url: "https://hooks.example/tenants/7/report"}}`)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRuntimeSchedulesListInPages(t *testing.T) {
+	srv := redistest.New(t)
+	c := openCluster(t, schedulesConfig(t, srv, ""))
+	ctx := context.Background()
+	for i := range 25 {
+		if _, err := c.PutSchedule(ctx, fmt.Sprintf("report/tenant-%02d", i), baton.ScheduleSpec{Schedule: "0 9 * * 1", Timezone: "Europe/Berlin", Handler: "report"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.PutSchedule(ctx, "other", baton.ScheduleSpec{Schedule: "@daily", Handler: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	q := baton.ScheduleQuery{Prefix: "report/", Limit: 10, Next: 2}
+	for range 5 {
+		page, err := c.ListSchedules(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range page.Schedules {
+			got = append(got, s.ID)
+			if len(s.Next) != 2 || s.Next[0].In(time.UTC).Weekday() != time.Monday {
+				t.Fatalf("%s: next ticks %v", s.ID, s.Next)
+			}
+		}
+		if page.Next == "" {
+			break
+		}
+		q.After = page.Next
+	}
+	if len(got) != 25 || got[0] != "report/tenant-00" || got[24] != "report/tenant-24" {
+		t.Fatalf("listed %v", got)
+	}
+}
