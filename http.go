@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/worker"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -285,11 +286,34 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// byLabel sums stats by their job label (config.MetricJob): the runtime
+// schedules the config does not name count together.
+func byLabel(cfg *config.Config, stats map[string]scheduler.Stats) map[string]scheduler.Stats {
+	out := make(map[string]scheduler.Stats, len(stats))
+	for job, s := range stats {
+		l := cfg.MetricJob(job)
+		if l == job {
+			out[l] = s
+			continue
+		}
+		out[l] = addStats(out[l], s)
+	}
+	return out
+}
+
+// addStats returns the sum of the counters of a and b.
+func addStats(a, b scheduler.Stats) scheduler.Stats {
+	return scheduler.Stats{Owned: a.Owned + b.Owned, Done: a.Done + b.Done, Busy: a.Busy + b.Busy, Missed: a.Missed + b.Missed,
+		Paused: a.Paused + b.Paused, Dispatched: a.Dispatched + b.Dispatched, DispatchErrors: a.DispatchErrors + b.DispatchErrors,
+		CaughtUp: a.CaughtUp + b.CaughtUp, SkewStops: a.SkewStops + b.SkewStops, Early: a.Early + b.Early,
+		CommitErrors: a.CommitErrors + b.CommitErrors, LeftToOthers: a.LeftToOthers + b.LeftToOthers, Held: a.Held + b.Held}
+}
+
 // Collect implements prometheus.Collector.
 func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, rp := range c.replicas {
 		if rp.sched != nil {
-			for job, s := range rp.sched.JobStats() {
+			for job, s := range byLabel(rp.cfg, rp.sched.JobStats()) {
 				for _, k := range schedulerCounters {
 					ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, k.get(s), rp.id, job)
 				}

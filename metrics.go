@@ -25,6 +25,7 @@ type replicaMetrics struct {
 	duration    *prometheus.HistogramVec
 	lastOK      *prometheus.GaugeVec // a job's last successful run on this replica
 	interval    *prometheus.GaugeVec // a job's shortest interval between ticks
+	cfg         *config.Config       // its labels: config.MetricJob
 }
 
 // lagBuckets span a few milliseconds (a tick claimed at once) to a minute
@@ -53,8 +54,10 @@ func newReplicaMetrics(id string) *replicaMetrics {
 	}
 }
 
-// intervals publishes each scheduled job's shortest interval.
+// intervals publishes each scheduled job's shortest interval, and keeps
+// cfg for the labels.
 func (m *replicaMetrics) intervals(cfg *config.Config) {
+	m.cfg = cfg
 	now := time.Now()
 	for i := range cfg.Jobs {
 		if j := &cfg.Jobs[i]; j.Sched != nil {
@@ -67,20 +70,30 @@ func (m *replicaMetrics) intervals(cfg *config.Config) {
 
 // dispatched observes a dispatch's lag.
 func (m *replicaMetrics) dispatched(job string, lag time.Duration) {
-	m.dispatchLag.WithLabelValues(job).Observe(max(lag, 0).Seconds())
+	m.dispatchLag.WithLabelValues(m.label(job)).Observe(max(lag, 0).Seconds())
 }
 
 // ran observes a run's end.
 func (m *replicaMetrics) ran(o worker.RunObservation) {
 	st := string(o.Status)
-	m.runs.WithLabelValues(o.Job, st).Inc()
+	job := m.label(o.Job)
+	m.runs.WithLabelValues(job, st).Inc()
 	if o.Status == jobs.StatusOK {
-		m.lastOK.WithLabelValues(o.Job).SetToCurrentTime()
+		m.lastOK.WithLabelValues(job).SetToCurrentTime()
 	}
 	if o.Took > 0 {
-		m.startLag.WithLabelValues(o.Job).Observe(max(o.StartLag, 0).Seconds())
-		m.duration.WithLabelValues(o.Job, st).Observe(o.Took.Seconds())
+		m.startLag.WithLabelValues(job).Observe(max(o.StartLag, 0).Seconds())
+		m.duration.WithLabelValues(job, st).Observe(o.Took.Seconds())
 	}
+}
+
+// label is job's label (config.MetricJob): runtime schedules count
+// together unless the config names them.
+func (m *replicaMetrics) label(job string) string {
+	if m.cfg == nil {
+		return job
+	}
+	return m.cfg.MetricJob(job)
 }
 
 func (m *replicaMetrics) collectors() []prometheus.Collector {

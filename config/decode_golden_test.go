@@ -364,6 +364,8 @@ var connSkip = []string{"jobs", "worker", "scheduler", "http", "security", "time
 const (
 	laterHistory = "history:\n  runs: 100\n  max_age: 168h\n"
 	laterPoll    = "  poll_interval: 100ms\n"
+	// the schedules section came later still, printed at its defaults
+	laterSchedules = "schedules:\n  max_payload: 16384\n  history: 20\n  resync: 5m\n"
 )
 
 func loadDump(name, data string, skip []string) string {
@@ -371,7 +373,11 @@ func loadDump(name, data string, skip []string) string {
 	if err != nil {
 		return "ERR " + err.Error() + "\n"
 	}
-	return strings.Replace(strings.Replace(cfg.Redacted(), laterHistory, "", 1), laterPoll, "", 1) + "\n"
+	out := cfg.Redacted()
+	for _, later := range []string{laterHistory, laterPoll, laterSchedules} {
+		out = strings.Replace(out, later, "", 1)
+	}
+	return out + "\n"
 }
 
 // Every problem (unknown keys with did-you-mean, x- keys outside the top

@@ -34,6 +34,26 @@ type SchedulesConfig struct {
 	// fallback for a change it missed (changes reach replicas at once, by
 	// a stream they follow). Default 5m; >= 10s.
 	Resync time.Duration `yaml:"resync"`
+	// Metrics lists the runtime schedules that get series of their own in
+	// the metrics, by id prefix ("report/tenant-42", "billing/"); the
+	// others count together under job="@" (a label per schedule would grow
+	// without bound). Default: none.
+	Metrics []string `yaml:"metrics"`
+}
+
+// MetricJob is the job label of job's metrics: its name, but "@" for a
+// runtime schedule that schedules.metrics does not name.
+func (c *Config) MetricJob(job string) string {
+	id, ok := ScheduleID(job)
+	if !ok {
+		return job
+	}
+	for _, p := range c.Schedules.Metrics {
+		if strings.HasPrefix(id, p) {
+			return job
+		}
+	}
+	return schedulePrefix
 }
 
 // JobSource holds the runtime schedules a Config's Job finds beside the
