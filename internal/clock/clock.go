@@ -104,6 +104,18 @@ func (c *Fake) Waiters() int {
 	return len(c.timers)
 }
 
+// Waiting reports whether a timer waits to fire at exactly t.
+func (c *Fake) Waiting(t time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ft := range c.timers {
+		if ft.when.Equal(t) {
+			return true
+		}
+	}
+	return false
+}
+
 // Next returns how long from now the earliest waiting timer fires, and
 // false when none waits.
 func (c *Fake) Next() (time.Duration, bool) {

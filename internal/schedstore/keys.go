@@ -15,3 +15,7 @@ func newKeys(ns string) keys {
 }
 
 func (k keys) all() []string { return []string{k.defs, k.ids, k.log, k.ver} }
+
+// Keys returns the keys of namespace ns's runtime schedules, as
+// docs/operating.md's key table lists them.
+func Keys(ns string) []string { return newKeys(ns).all() }

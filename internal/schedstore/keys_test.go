@@ -1,0 +1,13 @@
+package schedstore
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/batonhq/baton/internal/keytable"
+)
+
+// The key table in docs/operating.md lists exactly the keys keys.go builds.
+func TestKeyTableMatchesKeyBuilders(t *testing.T) {
+	keytable.Check(t, "../../docs/operating.md", "internal/schedstore", strings.NewReplacer("NS", "ns"), Keys("ns"))
+}

@@ -1,0 +1,184 @@
+package scheduler_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/clock"
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// fakeOpts are the options of a replica on a fake clock.
+func fakeOpts(clk *clock.Fake, id string) []scheduler.Option {
+	return []scheduler.Option{scheduler.WithClock(clk), scheduler.WithReplica(id), scheduler.WithMaxClockSkew(time.Hour),
+		scheduler.WithFollowerDelay(100 * time.Millisecond)}
+}
+
+// waitTimer waits until the earliest timer of clk fires at at: the
+// scheduler's loop has taken a Put or Remove and waits for that tick.
+func waitTimer(t *testing.T, clk *clock.Fake, at time.Time) {
+	t.Helper()
+	poll.Require(t, 10*time.Second, fmt.Sprintf("a timer at %s", at.Format(time.TimeOnly)), func() bool {
+		return clk.Waiting(at)
+	})
+}
+
+// advanceTo moves clk to at in steps of 50ms (retries and followers wait
+// on it too).
+func advanceTo(clk *clock.Fake, at time.Time) {
+	for clk.Now().Before(at) {
+		clk.Advance(min(50*time.Millisecond, at.Sub(clk.Now())))
+		time.Sleep(2 * time.Millisecond) // real time: lets the loop claim between steps
+	}
+}
+
+// ticksOf returns the ticks dispatched of job, by instant, with how often.
+func ticksOf(rec *recorder, job string) map[time.Time]int {
+	out := map[time.Time]int{}
+	for _, tk := range rec.dispatched() {
+		if tk.Job == job {
+			out[tk.At.UTC()]++
+		}
+	}
+	return out
+}
+
+// A job put while the scheduler runs, learned 1.5s after it was made,
+// claims the ticks due since it was made (within its starting deadline),
+// not only those from now on.
+func TestPutJobClaimsTicksSinceItWasMade(t *testing.T) {
+	srv := redistest.New(t)
+	t0 := now().Add(2 * time.Second)
+	clk := clock.NewFake(t0)
+	rec := newRecorder()
+	r := start(t, []*redis.Client{srv.TestClient(t)}, nil, rec, fakeOpts(clk, "r0")...)
+	if err := clk.BlockUntil(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.s.Put(scheduler.Job{Name: "late", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute,
+		Since: t0.Add(-1500 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAdvancing(t, clk, 2) // t0-1s and t0
+	got := ticksOf(rec, "late")
+	for _, at := range []time.Time{t0.Add(-time.Second), t0} {
+		if got[at.UTC()] != 1 {
+			t.Errorf("tick %s dispatched %d times, want once (all: %v)", at.Format(time.TimeOnly), got[at.UTC()], got)
+		}
+	}
+	if got[t0.Add(-2*time.Second).UTC()] != 0 {
+		t.Errorf("a tick before the job was made was dispatched: %v", got)
+	}
+}
+
+// A job replaced at a tick's instant by a definition that also has the
+// tick dispatches it once, and then follows the new definition. One
+// replica holds the old definition and another the new one at the instant:
+// still once.
+func TestReplaceAtATicksInstantDispatchesItOnce(t *testing.T) {
+	srv := redistest.New(t)
+	t0 := now().Add(2 * time.Second)
+	if t0.Unix()%2 == 1 {
+		t0 = t0.Add(time.Second) // the new schedule has even seconds
+	}
+	clk := clock.NewFake(t0.Add(-500 * time.Millisecond))
+	rec := newRecorder()
+	old := scheduler.Job{Name: "j", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute}
+	neu := scheduler.Job{Name: "j", Schedule: every(t, "*/2 * * * * *"), StartingDeadline: time.Minute, Since: t0.Add(-time.Millisecond)}
+	a := start(t, []*redis.Client{srv.TestClient(t)}, []scheduler.Job{old}, rec, fakeOpts(clk, "a")...)
+	b := start(t, []*redis.Client{srv.TestClient(t)}, []scheduler.Job{old}, rec, fakeOpts(clk, "b")...)
+	waitTimer(t, clk, t0)
+	if err := a.s.Put(neu); err != nil { // a learns the change before the instant, b after it
+		t.Fatal(err)
+	}
+	advanceTo(clk, t0.Add(300*time.Millisecond))
+	rec.waitAdvancing(t, clk, 1)
+	if err := b.s.Put(neu); err != nil {
+		t.Fatal(err)
+	}
+	advanceTo(clk, t0.Add(4500*time.Millisecond))
+	poll.Require(t, 10*time.Second, "the ticks of the new definition", func() bool {
+		return len(ticksOf(rec, "j")) >= 3
+	})
+	advanceTo(clk, t0.Add(5*time.Second)) // the followers of the last tick find it done
+	got := ticksOf(rec, "j")
+	for at, n := range got {
+		if n != 1 {
+			t.Errorf("tick %s dispatched %d times", at.Format(time.TimeOnly), n)
+		}
+	}
+	for _, d := range []time.Duration{0, 2 * time.Second, 4 * time.Second} {
+		if got[t0.Add(d).UTC()] != 1 {
+			t.Errorf("tick %s of the new definition not dispatched: %v", t0.Add(d).Format(time.TimeOnly), got)
+		}
+	}
+	for _, d := range []time.Duration{3 * time.Second} {
+		if got[t0.Add(d).UTC()] != 0 {
+			t.Errorf("tick %s of the old definition dispatched after both replicas had the new one: %v", t0.Add(d).Format(time.TimeOnly), got)
+		}
+	}
+}
+
+// A replacement learned after a tick of the old definition came due, but
+// made after that tick (its Since is later), still lets the tick be
+// claimed once: it was due under the old definition.
+func TestReplaceMadeAfterADueTickKeepsThatTick(t *testing.T) {
+	srv := redistest.New(t)
+	t0 := now().Add(2 * time.Second)
+	clk := clock.NewFake(t0.Add(-500 * time.Millisecond))
+	rec := newRecorder()
+	job := scheduler.Job{Name: "k", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute}
+	r := start(t, []*redis.Client{srv.TestClient(t)}, []scheduler.Job{job}, rec, fakeOpts(clk, "r0")...)
+	waitTimer(t, clk, t0)
+	job.Since = t0.Add(200 * time.Millisecond) // made just after t0, by Redis's clock
+	job.Schedule = every(t, "@every 1s")
+	if err := r.s.Put(job); err != nil {
+		t.Fatal(err)
+	}
+	advanceTo(clk, t0.Add(1300*time.Millisecond))
+	rec.waitAdvancing(t, clk, 2)
+	got := ticksOf(rec, "k")
+	if got[t0.UTC()] != 1 || got[t0.Add(time.Second).UTC()] != 1 {
+		t.Fatalf("want t0 and t0+1s once each, got %v", got)
+	}
+}
+
+// Remove stops the claims of later ticks.
+func TestRemoveStopsLaterTicks(t *testing.T) {
+	srv := redistest.New(t)
+	t0 := now().Add(2 * time.Second)
+	clk := clock.NewFake(t0.Add(-500 * time.Millisecond))
+	rec := newRecorder()
+	job := scheduler.Job{Name: "gone", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute}
+	keep := scheduler.Job{Name: "kept", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute}
+	r := start(t, []*redis.Client{srv.TestClient(t)}, []scheduler.Job{job, keep}, rec, fakeOpts(clk, "r0")...)
+	waitTimer(t, clk, t0)
+	advanceTo(clk, t0.Add(100*time.Millisecond))
+	rec.wait(t, 2)
+	r.s.Remove("gone")
+	if r.s.Jobs() != 1 {
+		t.Fatalf("%d jobs after the remove", r.s.Jobs())
+	}
+	advanceTo(clk, t0.Add(3100*time.Millisecond))
+	poll.Require(t, 10*time.Second, "kept's ticks go on", func() bool { return len(ticksOf(rec, "kept")) >= 4 })
+	if got := ticksOf(rec, "gone"); len(got) != 1 {
+		t.Fatalf("gone: ticks after the remove were dispatched: %v", got)
+	}
+}
+
+// Put refuses an invalid job and changes nothing.
+func TestPutRefusesAnInvalidJob(t *testing.T) {
+	srv := redistest.New(t)
+	rec := newRecorder()
+	r := start(t, []*redis.Client{srv.TestClient(t)}, nil, rec, scheduler.WithReplica("r0"))
+	err := r.s.Put(scheduler.Job{Name: "ok", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute},
+		scheduler.Job{Name: "bad", Schedule: every(t, "@every 1s")})
+	if err == nil || r.s.Jobs() != 0 {
+		t.Fatalf("err %v, %d jobs", err, r.s.Jobs())
+	}
+}
