@@ -1,0 +1,255 @@
+package schedstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+const testKey = "0123456789abcdef0123456789abcdef-test-key"
+
+func testConfig(t *testing.T, extra string) *config.Config {
+	t.Helper()
+	cfg, err := config.Load([]byte("redis: {url: \"redis://127.0.0.1:1/0\"}\nnamespace: fs\n" + extra))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// applied records what a Follower applies.
+type applied struct {
+	mu   sync.Mutex
+	jobs map[string]*config.Job
+	puts int
+}
+
+func (a *applied) apply(put []Change, removed []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range put {
+		a.jobs[c.Job.Name] = c.Job
+		a.puts++
+	}
+	for _, n := range removed {
+		delete(a.jobs, n)
+	}
+}
+
+func (a *applied) names() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for n := range a.jobs {
+		out = append(out, n)
+	}
+	return out
+}
+
+func (a *applied) has(name string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.jobs[name] != nil
+}
+
+// following runs a Follower of cfg's schedules on rdb until the test ends.
+func following(t *testing.T, rdb *redis.Client, cfg *config.Config) (*Store, *Follower, *applied) {
+	t.Helper()
+	st := New(rdb, cfg.Namespace, handoff.NewSigner(cfg.Security))
+	a := &applied{jobs: map[string]*config.Job{}}
+	f := NewFollower(st, cfg, a.apply)
+	if err := f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return st, f, a
+}
+
+func put(t *testing.T, st *Store, id, doc string) Record {
+	t.Helper()
+	d, err := config.ScheduleDocument([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Put(context.Background(), id, d, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A put and a delete reach a running follower by the change stream, long
+// before a resync would.
+func TestFollowerSeesPutsAndDeletesAsTheyAreMade(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := testConfig(t, "")
+	writer := New(rdb, cfg.Namespace, nil)
+	put(t, writer, "before", `{schedule: "@hourly", handler: {name: h}}`)
+	_, f, a := following(t, rdb, cfg)
+	if !a.has("@before") {
+		t.Fatalf("sync: applied %v", a.names())
+	}
+	began := time.Now()
+	put(t, writer, "report/tenant-42", `{schedule: "0 9 * * 1", timezone: Europe/Berlin, handler: {name: report, payload: {tenant: 42}}}`)
+	poll.Require(t, 5*time.Second, "the put applied", func() bool { return a.has("@report/tenant-42") })
+	if took := time.Since(began); took > 4*time.Second {
+		t.Errorf("the put took %v to apply", took)
+	}
+	j, ok := f.ScheduleJob("@report/tenant-42")
+	if !ok || string(j.Handler.Payload) != `{"tenant":42}` || j.Location.String() != "Europe/Berlin" {
+		t.Fatalf("job %+v %v", j, ok)
+	}
+	if _, err := writer.Delete(context.Background(), "before"); err != nil {
+		t.Fatal(err)
+	}
+	poll.Require(t, 5*time.Second, "the delete applied", func() bool { return !a.has("@before") })
+	if _, ok := f.ScheduleJob("@before"); ok {
+		t.Fatal("a deleted schedule is still a job")
+	}
+}
+
+// Changes trimmed from the stream before the follower read them (it fell
+// behind) are found by a full read.
+func TestFollowerReadsEverythingAfterAGapInTheChanges(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := testConfig(t, "")
+	writer := New(rdb, cfg.Namespace, nil)
+	ctx := context.Background()
+	st := New(rdb, cfg.Namespace, nil)
+	a := &applied{jobs: map[string]*config.Job{}}
+	f := NewFollower(st, cfg, a.apply)
+	if err := f.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		put(t, writer, fmt.Sprintf("s%d", i), `{schedule: "@hourly", handler: {name: h}}`)
+	}
+	// the first two changes are trimmed away before the follower reads
+	if err := rdb.XTrimMaxLen(ctx, newKeys("fs").log, 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	gap, err := f.follow(ctx)
+	if err != nil || !gap {
+		t.Fatalf("follow: gap %v, err %v", gap, err)
+	}
+	if err := f.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.names()) != 3 || f.Version() != 3 {
+		t.Fatalf("after the full read: %v, version %d", a.names(), f.Version())
+	}
+}
+
+// A Redis that restarted empty (its change count starts over) is read
+// again in full: schedules that are gone are removed, new ones put.
+func TestFollowerReadsEverythingWhenTheChangeCountStartsOver(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := testConfig(t, "")
+	writer := New(rdb, cfg.Namespace, nil)
+	for i := range 3 {
+		put(t, writer, fmt.Sprintf("old%d", i), `{schedule: "@hourly", handler: {name: h}}`)
+	}
+	_, _, a := following(t, rdb, cfg)
+	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	put(t, writer, "new", `{schedule: "@hourly", handler: {name: h}}`)
+	poll.Require(t, 10*time.Second, "only the new schedule", func() bool {
+		n := a.names()
+		return len(n) == 1 && n[0] == "@new"
+	})
+}
+
+// With signing keys, a definition written to Redis without the key is
+// refused and reported, never run; one moved to another id is refused too.
+func TestFollowerRefusesADefinitionNotSignedWithTheKey(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := testConfig(t, "security: {signing_keys: [\""+testKey+"\"]}\n")
+	signedStore := New(rdb, cfg.Namespace, handoff.NewSigner(cfg.Security))
+	unsigned := New(rdb, cfg.Namespace, nil)
+	put(t, signedStore, "good", `{schedule: "@hourly", handler: {name: h}}`)
+	_, f, a := following(t, rdb, cfg)
+	put(t, unsigned, "forged", `{schedule: "@hourly", handler: {name: h}}`)
+	// a signed definition copied to another id
+	ctx := context.Background()
+	k := newKeys("fs")
+	good, _ := rdb.HGet(ctx, k.defs, "good").Result()
+	if err := rdb.HSet(ctx, k.defs, "moved", good).Err(); err != nil {
+		t.Fatal(err)
+	}
+	put(t, unsigned, "nudge", `{schedule: "@hourly", handler: {name: h}}`) // a change for the follower to read
+	rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.log, Values: []any{"ver", "0", "id", "moved", "op", "put"}})
+	poll.Require(t, 10*time.Second, "the forged and moved definitions refused", func() bool {
+		return len(f.Refused()) >= 3
+	})
+	if a.has("@forged") || a.has("@moved") || a.has("@nudge") || !a.has("@good") {
+		t.Fatalf("applied %v", a.names())
+	}
+	for _, r := range f.Refused() {
+		switch r.ID {
+		case "forged", "nudge":
+			if !errors.Is(r.Err, handoff.ErrUnsigned) {
+				t.Errorf("%s: %v", r.ID, r.Err)
+			}
+		case "moved":
+			if !strings.Contains(r.Err.Error(), `schedule "good"'s`) {
+				t.Errorf("%s: %v", r.ID, r.Err)
+			}
+		}
+	}
+}
+
+// A value that is not a record is reported with the key and the id.
+func TestStoreNamesACorruptRecord(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	st := New(rdb, "fs", nil)
+	ctx := context.Background()
+	rdb.HSet(ctx, newKeys("fs").defs, "bad", "garbage")
+	_, err := st.Get(ctx, "bad")
+	var ce *CorruptError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "fs:{schedules}:defs") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// A put conditioned on a version fails once another put changed it.
+func TestPutIfVersionLosesNoOtherWritersChange(t *testing.T) {
+	srv := redistest.New(t)
+	st := New(srv.TestClient(t), "fs", nil)
+	ctx := context.Background()
+	doc := json.RawMessage(`{"schedule":"@hourly","handler":{"name":"h"}}`)
+	r1, err := st.Put(ctx, "x", doc, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put(ctx, "x", doc, 0); !errors.Is(err, ErrChanged) {
+		t.Fatalf("create of an existing id: %v", err)
+	}
+	r2, err := st.Put(ctx, "x", doc, r1.Version)
+	if err != nil || !r2.Created.Equal(r1.Created) || r2.Version <= r1.Version {
+		t.Fatalf("%+v %v", r2, err)
+	}
+	if _, err := st.Put(ctx, "x", doc, r1.Version); !errors.Is(err, ErrChanged) {
+		t.Fatalf("stale version: %v", err)
+	}
+}
