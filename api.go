@@ -49,8 +49,10 @@ import (
 //
 // Errors are JSON, {"error": "..."}, with a status that says whose fault:
 // 400 a bad request, 401 a missing or wrong token, 403 no token
-// configured, 404 an unknown job, 409 a job that cannot do that, 413 a
-// body over maxAPIBody, 503 Redis unreachable.
+// configured, 404 an unknown job or runtime schedule, 409 a job that
+// cannot do that or a schedule changed since the version given, 413 a
+// body over maxAPIBody, 503 Redis unreachable. The runtime schedules'
+// routes are in schedules_api.go.
 
 // maxAPIBody bounds a request body of the API.
 const maxAPIBody = 64 << 10
@@ -204,6 +206,7 @@ func (h *HTTPHandler) mountAPI() {
 		defer cancel()
 		return h.cluster.Backfill(bctx, r.PathValue("job"), body.From, body.To, body.DryRun)
 	}))
+	h.mountSchedules()
 	h.mux.Handle("/queues/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := h.queues.Load()
 		if q == nil {
@@ -487,9 +490,21 @@ func (h *HTTPHandler) tokenOnly(next http.Handler) http.Handler {
 func (h *HTTPHandler) fail(w http.ResponseWriter, err error) {
 	var ae *apiError
 	status := http.StatusInternalServerError
+	scheduleErr, problems := scheduleStatus(err)
 	switch {
 	case errors.As(err, &ae):
 		status = ae.status
+	case scheduleErr != 0:
+		status = scheduleErr
+		if problems != nil {
+			for i := range problems {
+				problems[i].Msg = h.cluster.cfg.MaskSecrets(problems[i].Msg)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_ = json.NewEncoder(w).Encode(map[string]any{"error": h.cluster.cfg.MaskSecrets(err.Error()), "errors": problems})
+			return
+		}
 	case errors.Is(err, ErrUnknownJob):
 		status = http.StatusNotFound
 	case errors.Is(err, ErrNotTriggerable):

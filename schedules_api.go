@@ -1,0 +1,161 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/batonhq/baton/config"
+)
+
+// The API of the runtime schedules, beside api.go's:
+//
+//	GET    /api/schedules            Cluster.ListSchedules (?prefix=P&after=ID
+//	                                 &limit=N&next=N): a SchedulePage
+//	GET    /api/schedules/{id...}    Cluster.GetSchedule (?next=N): a Schedule
+//	PUT    /api/schedules/{id...}    Cluster.PutScheduleDocument: the body is
+//	                                 the definition, JSON or YAML; with
+//	                                 "If-Match: N" only while the schedule
+//	                                 is at version N (0: does not exist yet),
+//	                                 else 409. Answers the Schedule put.
+//	DELETE /api/schedules/{id...}    Cluster.DeleteSchedule (?stop=true stops
+//	                                 the runs under way): {"deleted": id}
+//
+// The reads are behind http.token as the other reads, the changes as the
+// other changes. A definition refused answers 400 with every problem in
+// "errors": [{"field", "line", "msg"}], the line in the body sent. Pause,
+// resume, trigger, history and ticks of a runtime schedule are the job
+// routes', with the job name "@" + id as one path segment: its '/'
+// escaped (/api/jobs/%40report%2Ftenant-42/pause).
+
+// mountSchedules adds the runtime schedules' routes to h's mux.
+func (h *HTTPHandler) mountSchedules() {
+	h.handle("GET /api/schedules", h.read(func(ctx context.Context, r *http.Request) (any, error) {
+		q := ScheduleQuery{Prefix: r.URL.Query().Get("prefix"), After: r.URL.Query().Get("after")}
+		var err error
+		if q.Limit, err = queryInt(r, "limit", 0, 1000); err != nil {
+			return nil, err
+		}
+		if q.Next, err = queryInt(r, "next", 0, 10); err != nil {
+			return nil, err
+		}
+		page, err := h.cluster.ListSchedules(ctx, q)
+		if page.Schedules == nil {
+			page.Schedules = []Schedule{}
+		}
+		return page, err
+	}))
+	h.handle("GET /api/schedules/{id...}", h.read(func(ctx context.Context, r *http.Request) (any, error) {
+		id, err := scheduleIDOf(r)
+		if err != nil {
+			return nil, err
+		}
+		next, err := queryInt(r, "next", 0, 10)
+		if err != nil {
+			return nil, err
+		}
+		return h.cluster.GetSchedule(ctx, id, next)
+	}))
+	h.handle("PUT /api/schedules/{id...}", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
+		id, err := scheduleIDOf(r)
+		if err != nil {
+			return nil, err
+		}
+		version := int64(-1)
+		if s := r.Header.Get("If-Match"); s != "" {
+			v, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(s, "W/"), `"`), 10, 64)
+			if err != nil || v < 0 {
+				return nil, badRequest("If-Match must be a schedule's version, a whole number (0: the schedule must not exist yet), got %q", s)
+			}
+			version = v
+		}
+		limit := int64(h.cluster.cfg.Schedules.MaxPayload + config.MaxScheduleDocument)
+		doc, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+		switch {
+		case err != nil:
+			return nil, badRequest("reading the body: %v", err)
+		case int64(len(doc)) > limit:
+			return nil, &apiError{http.StatusRequestEntityTooLarge, fmt.Sprintf("the definition is over %d bytes (schedules.max_payload + %d)", limit, config.MaxScheduleDocument)}
+		case strings.TrimSpace(string(doc)) == "":
+			return nil, badRequest(`the body is the definition, JSON or YAML: {"schedule": "0 9 * * 1", "timezone": "Europe/Berlin", "handler": {"name": "report", "payload": {"tenant": 42}}}`)
+		}
+		if version < 0 {
+			return h.cluster.PutScheduleDocument(ctx, id, doc)
+		}
+		return h.cluster.PutScheduleIfVersion(ctx, id, doc, version)
+	}))
+	h.handle("DELETE /api/schedules/{id...}", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
+		id, err := scheduleIDOf(r)
+		if err != nil {
+			return nil, err
+		}
+		stop := false
+		if s := r.URL.Query().Get("stop"); s != "" {
+			if stop, err = strconv.ParseBool(s); err != nil {
+				return nil, badRequest("stop must be true or false, got %q", s)
+			}
+		}
+		if err := h.cluster.DeleteSchedule(ctx, id, stop); err != nil {
+			return nil, err
+		}
+		return map[string]string{"deleted": id}, nil
+	}))
+}
+
+// scheduleIDOf is the runtime schedule id r's path names, or a 400 saying
+// why it cannot be one.
+func scheduleIDOf(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if err := config.CheckScheduleID(id); err != nil {
+		return "", badRequest("%s", err.Error())
+	}
+	return id, nil
+}
+
+// queryInt reads the whole number name of r's query, from lo to hi; 0
+// when absent.
+func queryInt(r *http.Request, name string, lo, hi int) (int, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return 0, nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < lo || v > hi {
+		return 0, badRequest("%s must be a whole number from %d to %d, got %q", name, lo, hi, s)
+	}
+	return v, nil
+}
+
+// fieldProblem is one problem of a refused definition, as the API answers
+// it.
+type fieldProblem struct {
+	Field string `json:"field,omitempty"`
+	Line  int    `json:"line,omitempty"`
+	Msg   string `json:"msg"`
+}
+
+// scheduleStatus is the status and the field problems that err, an error
+// of a runtime schedule's call, answers; status 0 when err is none of
+// theirs.
+func scheduleStatus(err error) (int, []fieldProblem) {
+	var ce *config.ConfigError
+	switch {
+	case errors.As(err, &ce):
+		out := make([]fieldProblem, len(ce.Errors))
+		for i, fe := range ce.Errors {
+			out[i] = fieldProblem{Field: fe.Field, Line: fe.Line, Msg: fe.Msg}
+		}
+		return http.StatusBadRequest, out
+	case errors.Is(err, ErrNoSchedule):
+		return http.StatusNotFound, nil
+	case errors.Is(err, ErrScheduleChanged):
+		return http.StatusConflict, nil
+	case errors.Is(err, ErrBadQuery):
+		return http.StatusBadRequest, nil
+	}
+	return 0, nil
+}
