@@ -7,6 +7,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -167,7 +168,7 @@ func DecodeSchedule(base *Config, id string, doc []byte, created time.Time) (*Jo
 	// the definition is decoded as the one job of a list, so that every
 	// message names the job and its field as the job list's do
 	wrapper := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{
-		strictyaml.ScalarNode("jobs"), {Kind: yaml.SequenceNode, Content: []*yaml.Node{root}},
+		{Kind: yaml.ScalarNode, Tag: "!!str", Value: "jobs"}, {Kind: yaml.SequenceNode, Content: []*yaml.Node{root}},
 	}}
 	var list struct {
 		Jobs []Job `yaml:"jobs"`
@@ -320,4 +321,70 @@ func ScheduleDocument(doc []byte) (json.RawMessage, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// parsed keeps the schedules parsed and their shortest intervals, by spec
+// and zone: a deployment's runtime schedules repeat a few specs many times
+// over (every tenant's report at 09:00), and a replica checks each of them
+// at start and at every resync. Both are pure functions of their keys
+// (the interval of the week ahead: within a process's life, a change of
+// the zone's rules is ignored, as it is for the job list).
+var parsed = &parseCache{}
+
+type parseCache struct {
+	mu        sync.Mutex
+	schedules map[[2]string]scheduler.Schedule
+	intervals map[intervalKey]time.Duration
+}
+
+type intervalKey struct {
+	spec, zone string
+	start, end time.Time
+}
+
+// parseCacheMax bounds each of the cache's maps: past it, nothing more is
+// kept (parsing goes on uncached).
+const parseCacheMax = 100000
+
+func (c *parseCache) schedule(spec string, loc *time.Location) (scheduler.Schedule, error) {
+	k := [2]string{spec, loc.String()}
+	c.mu.Lock()
+	s, ok := c.schedules[k]
+	c.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := parseSchedule(spec, loc)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.schedules == nil {
+		c.schedules = map[[2]string]scheduler.Schedule{}
+	}
+	if len(c.schedules) < parseCacheMax {
+		c.schedules[k] = s
+	}
+	c.mu.Unlock()
+	return s, nil
+}
+
+func (c *parseCache) interval(spec string, loc *time.Location, bounds [2]time.Time, s scheduler.Schedule, now time.Time) time.Duration {
+	k := intervalKey{spec: spec, zone: loc.String(), start: bounds[0], end: bounds[1]}
+	c.mu.Lock()
+	d, ok := c.intervals[k]
+	c.mu.Unlock()
+	if ok {
+		return d
+	}
+	d = scheduler.ShortestInterval(s, now)
+	c.mu.Lock()
+	if c.intervals == nil {
+		c.intervals = map[intervalKey]time.Duration{}
+	}
+	if len(c.intervals) < parseCacheMax {
+		c.intervals[k] = d
+	}
+	c.mu.Unlock()
+	return d
 }

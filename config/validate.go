@@ -469,7 +469,7 @@ func (v *validator) jobBody(p string, j *Job) {
 		}
 		return
 	}
-	sched, err := parseSchedule(j.Schedule, j.Location)
+	sched, err := parsed.schedule(j.Schedule, j.Location)
 	if err != nil {
 		v.errf(at("schedule"), "%s", err.Error())
 		return
@@ -498,7 +498,7 @@ func (v *validator) jobBody(p string, j *Job) {
 		}
 	}
 	j.Sched = sched
-	interval := scheduler.ShortestInterval(sched, v.now)
+	interval := parsed.interval(j.Schedule, j.Location, bounds, sched, v.now)
 	if interval > 0 && j.Jitter >= interval && j.Jitter > 0 {
 		v.errf(at("jitter"), "%s is not shorter than the schedule's interval (%s): ticks would overlap", j.Jitter, interval)
 	}
