@@ -44,7 +44,7 @@ type asynqRec struct {
 	enq      map[string]enqueued  // task id -> schedule and time
 	started  map[string]time.Time // task id -> first start
 	runs     map[string]int       // task id -> starts
-	enqErrs  int
+	errAt    []time.Time          // enqueue errors (no task id, no schedule known)
 	firstErr string
 }
 
@@ -156,7 +156,7 @@ func runAsynq(ctx context.Context, cfg cellConfig) (cellResult, error) {
 					rec.mu.Lock()
 					defer rec.mu.Unlock()
 					if err != nil || info == nil {
-						rec.enqErrs++
+						rec.errAt = append(rec.errAt, now)
 						if err != nil && rec.firstErr == "" {
 							rec.firstErr = err.Error()
 						}
@@ -253,10 +253,22 @@ func runAsynq(ctx context.Context, cfg cellConfig) (cellResult, error) {
 			}
 		}
 	}
-	enqErrs, firstErr := rec.enqErrs, rec.firstErr
+	errAt, firstErr := rec.errAt, rec.firstErr
+	late := 0
+	for _, e := range rec.enq {
+		if e.at.Sub(e.at.Truncate(period)) > period*5/6 {
+			late++
+		}
+	}
 	rec.mu.Unlock()
 	for _, at := range instants {
-		res.instants = append(res.instants, tally(at, "", cfg.schedules, obs))
+		r := tally(at, "", cfg.schedules, obs)
+		for _, e := range errAt {
+			if e.Truncate(period).Equal(at) {
+				r.dispatchErrors++
+			}
+		}
+		res.instants = append(res.instants, r)
 	}
 	res.memory = append(res.memory,
 		fmt.Sprintf("Redis per schedule, registered: %.0f B (used_memory %d → %d B with %d schedulers' entry lists written; each replica writes all N entries)",
@@ -265,8 +277,13 @@ func runAsynq(ctx context.Context, cfg cellConfig) (cellResult, error) {
 			float64(memRunning-memBefore)/float64(cfg.schedules), memRunning),
 		fmt.Sprintf("Redis per schedule after the managers stopped and the tasks ran: %.0f B (used_memory %d B: the enqueue history stays, the entry lists are cleared; completed tasks are deleted)",
 			float64(memAfter-memBefore)/float64(cfg.schedules), memAfter))
-	if enqErrs > 0 {
-		res.notes = append(res.notes, fmt.Sprintf("%d enqueue errors, first: %s", enqErrs, firstErr))
+	if len(errAt) > 0 {
+		res.notes = append(res.notes, fmt.Sprintf("%d enqueue errors (PostEnqueueFunc with an error; counted under the instant of the error), first: %s. "+
+			"Each manager's go-redis client has go-redis's defaults: PoolSize 10 × GOMAXPROCS, PoolTimeout 4s; the N cron entries of a replica enqueue at once",
+			len(errAt), firstErr))
+	}
+	if late > 0 {
+		res.notes = append(res.notes, fmt.Sprintf("**%d enqueues came over 50s after their minute began**: tasks carry no due time, so a tick is the minute of its enqueue, and these may be counted under the next instant", late))
 	}
 	res.notes = append(res.notes,
 		"every PeriodicTaskManager runs its own Scheduler over the whole list: each replica enqueues every tick (no Unique or TaskID option set, as in asynq's PeriodicTaskManager example)",

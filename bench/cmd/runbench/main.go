@@ -79,6 +79,9 @@ type instantResult struct {
 	// duplicates is the ticks started (or, without a start, dispatched)
 	// more than once; extra is the surplus runs over all of them.
 	duplicates, extra int
+	// dispatchErrors is the failed attempts to dispatch (enqueue errors)
+	// seen for this instant.
+	dispatchErrors int
 	// missed is the ticks that never started by the end of the drain.
 	missed int
 	// lag is due -> first start, one sample per started tick.

@@ -34,6 +34,7 @@ func total(r cellResult) instantResult {
 		t.duplicates += i.duplicates
 		t.extra += i.extra
 		t.missed += i.missed
+		t.dispatchErrors += i.dispatchErrors
 		t.lag = append(t.lag, i.lag...)
 		t.dispatchLag = append(t.dispatchLag, i.dispatchLag...)
 	}
@@ -72,13 +73,13 @@ func render(cfg cellConfig, results []cellResult, mach []string) string {
 		p("## %s\n\n", r.system)
 		p("Runs with: %s.\n\n", r.runsWith)
 		it := mdtable.Table{
-			Header: []string{"instant", "", "due", "dispatched", "started", "lag p50 / p99 / max (s)", "dispatch lag p50 / max (s)", "duplicates", "missed / lost"},
-			Align:  []byte{'l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r'},
+			Header: []string{"instant", "", "due", "dispatched", "dispatch errors", "started", "lag p50 / p99 / max (s)", "dispatch lag p50 / max (s)", "duplicates", "missed / lost"},
+			Align:  []byte{'l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'},
 		}
 		for _, i := range r.instants {
 			a, b, c := lagCells(i.lag)
 			d50, _, dmax := lagCells(i.dispatchLag)
-			it.Add(i.at.UTC().Format("15:04:05"), i.label, fmt.Sprint(i.due), fmt.Sprint(i.dispatched), fmt.Sprint(i.started),
+			it.Add(i.at.UTC().Format("15:04:05"), i.label, fmt.Sprint(i.due), fmt.Sprint(i.dispatched), fmt.Sprint(i.dispatchErrors), fmt.Sprint(i.started),
 				a+" / "+b+" / "+c, d50+" / "+dmax, fmt.Sprintf("%d (%d)", i.duplicates, i.extra), fmt.Sprint(i.missed))
 		}
 		p("%s\n", it.String())
