@@ -273,7 +273,7 @@ func runAsynq(ctx context.Context, cfg cellConfig) (cellResult, error) {
 	res.memory = append(res.memory,
 		fmt.Sprintf("Redis per schedule, registered: %.0f B (used_memory %d → %d B with %d schedulers' entry lists written; each replica writes all N entries)",
 			float64(memSched-memBefore)/float64(cfg.schedules), memBefore, memSched, cfg.replicas),
-		fmt.Sprintf("Redis per schedule after the instants, managers running: %.0f B (used_memory %d B: entry lists plus each entry's enqueue history, up to 1000 events per entry)",
+		fmt.Sprintf("Redis per schedule 30s after the last instant, managers running: %.0f B (used_memory %d B: the entry lists, which each replica's heartbeat rewrites every 10s with a 20s TTL, and each entry's enqueue history, up to 1000 events per entry)",
 			float64(memRunning-memBefore)/float64(cfg.schedules), memRunning),
 		fmt.Sprintf("Redis per schedule after the managers stopped and the tasks ran: %.0f B (used_memory %d B: the enqueue history stays, the entry lists are cleared; completed tasks are deleted)",
 			float64(memAfter-memBefore)/float64(cfg.schedules), memAfter))

@@ -26,6 +26,10 @@ import (
 // riverReplicaMain); the River cell starts three and kills the leader's.
 const riverReplicaArg = "__river-replica"
 
+// riverInsertTimeout is how long River's periodic job enqueuer lets one
+// insert transaction run (riversharedmaintenance.TimeoutDefault).
+const riverInsertTimeout = 30 * time.Second
+
 // tickArgs is the periodic job's arguments: the schedule's id.
 type tickArgs struct {
 	S string `json:"s"`
@@ -340,9 +344,13 @@ func runRiver(ctx context.Context, cfg cellConfig) (cellResult, string, error) {
 		}
 	}
 
-	// drain: every job of the measured instants started, the count stable
+	// drain: every job of the measured instants started, the count stable,
+	// and no sooner than riverInsertTimeout after the last instant: the
+	// enqueuer inserts an instant's N jobs in one transaction, which may take
+	// seconds, and gives up after 30s
 	logf("River: waiting for the workers to start every job (up to %v)", cfg.drain)
 	drainEnd := time.Now().Add(cfg.drain)
+	minEnd := last.Add(riverInsertTimeout + 5*time.Second)
 	var prevTotal int64 = -1
 	stable := 0
 	for time.Now().Before(drainEnd) {
@@ -356,7 +364,7 @@ func runRiver(ctx context.Context, cfg cellConfig) (cellResult, string, error) {
 		} else {
 			stable = 0
 		}
-		if stable >= 3 {
+		if stable >= 3 && time.Now().After(minEnd) {
 			break
 		}
 		prevTotal = total
