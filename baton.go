@@ -250,7 +250,7 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	exec := executor.New(executor.WithLogger(log), executor.WithSupervisorPath(sup), executor.WithHandlers(o.handlers))
 	wopts := []worker.Option{worker.WithLogger(log), worker.WithReplica(o.id), worker.WithReplicaInfo(o.version, o.role.String()),
 		worker.WithRunObserver(r.metrics.ran), worker.WithPollIntervals(cfg.Worker.PollInterval, 0), worker.WithLockMasters(r.mast),
-		worker.WithTracerProvider(o.tracer)}
+		worker.WithTracerProvider(o.tracer), worker.WithHandlers(o.handlers)}
 	if o.role == RoleScheduler {
 		wopts = append(wopts, worker.WithLocalOnly())
 	}

@@ -123,7 +123,7 @@ const MaxScheduleDocument = 16 << 10
 //     schedules.http_prefixes; never a command (exec jobs come only from
 //     the file, so that write access to Redis does not become command
 //     execution);
-//   - mode cron (through the queue), no concurrency replace;
+//   - mode cron (through the queue);
 //   - its payload or body is at most schedules.max_payload bytes.
 //
 // Nothing in doc is expanded (${VAR} is text). created is when the id was
@@ -211,9 +211,6 @@ func (v *validator) runtimeRules(p string, j *Job) {
 	}
 	if j.Mode != ModeCron && j.Mode.valid() {
 		v.errf(at("mode"), "a runtime schedule runs in mode cron (through the queue), not %s", j.Mode)
-	}
-	if j.Concurrency == ConcurrencyReplace {
-		v.errf(at("concurrency"), "replace is for jobs of the config file; a runtime schedule takes forbid, allow, buffer_one or buffer_all")
 	}
 	if h := j.Handler; h != nil && len(h.Payload) > s.MaxPayload {
 		v.errf(at("handler.payload"), "%d bytes as JSON, more than schedules.max_payload %d", len(h.Payload), s.MaxPayload)

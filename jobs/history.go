@@ -35,6 +35,7 @@ const (
 	StatusDropped    Status = "dropped"    // not run: the job was running and its buffer was full (buffer_one, buffer_all)
 	StatusTimedOut   Status = "timed out"  // stopped at the job's timeout
 	StatusLeaseLost  Status = "lease lost" // stopped: its execution lease could not be kept
+	StatusStopped    Status = "stopped"    // stopped on request: its runtime schedule was deleted with its runs stopped
 	StatusMissed     Status = "missed"     // not dispatched: past its starting deadline, left out by catch-up, or no quorum could vouch for it
 	StatusPaused     Status = "paused"     // not dispatched: the job was paused
 	StatusRefused    Status = "refused"    // not run: the worker refused its task (too old, its tick done, the job paused or past a limit)

@@ -91,6 +91,15 @@ type Member struct {
 	// job not named has no limit). Published from entry format 2 on;
 	// LimitsKnown says whether the entry had it.
 	MaxRuns map[string]int `json:"max_runs,omitempty"`
+	// Handlers are the names of the Go handlers its process registers,
+	// sorted: its worker runs a runtime schedule's handler job only if it
+	// has the handler (Runs). Absent from older versions, which run no
+	// runtime schedule.
+	Handlers []string `json:"handlers,omitempty"`
+	// HTTPPrefixes are the digests of its schedules.http_prefixes, one per
+	// prefix (PrefixDigests): its worker runs a runtime schedule's http job
+	// only if the job's URL lies under one of them (Runs).
+	HTTPPrefixes []string `json:"http_prefixes,omitempty"`
 	// LimitsKnown is true when the entry publishes MaxRuns (its version
 	// does); false for older versions, whose limits are unknown.
 	LimitsKnown bool `json:"-"`
@@ -133,9 +142,9 @@ func parseListedJob(s string) (ListedJob, bool) {
 	return ListedJob{Mode: config.Mode(f[0]), Queue: f[1], Digest: f[2]}, true
 }
 
-// runs reports whether m's worker runs a queued task of job from queue q
-// (see Runs).
-func (m *Member) runs(job, q string) bool { return Runs(m.Jobs, m.Queues, job, q) }
+// runs reports whether m's worker runs a queued task t from queue q (see
+// Runs).
+func (m *Member) runs(t Task, q string) bool { return Runs(m, t, q) }
 
 // ListJobs returns cfg's job list as the roster publishes it.
 func ListJobs(cfg *config.Config) map[string]ListedJob {
@@ -284,10 +293,13 @@ type Roster struct {
 }
 
 // New returns the roster as self publishes it on the queue Redis rdb:
-// self's job list and limits come from cfg. Nothing is written until Beat.
+// self's job list, limits and allowed URL prefixes come from cfg, its Go
+// handlers from self.Handlers. Nothing is written until Beat.
 func New(rdb redis.UniversalClient, cfg *config.Config, self Member, log *slog.Logger) *Roster {
 	list := ListJobs(cfg)
 	self.Hash = listHash(list)
+	self.Handlers = slices.Compact(slices.Sorted(slices.Values(self.Handlers)))
+	self.HTTPPrefixes = PrefixDigests(cfg.Schedules.HTTPPrefixes)
 	for i := range cfg.Jobs {
 		if j := &cfg.Jobs[i]; j.MaxRuns > 0 {
 			if self.MaxRuns == nil {
@@ -363,7 +375,7 @@ func (r *Roster) DefinedDifferently(job string) string {
 		if m.key == r.self.key || !m.Live {
 			continue
 		}
-		if j, ok := m.Jobs[job]; ok && j.Digest != mine.Digest && m.runs(job, mine.Queue) {
+		if j, ok := m.Jobs[job]; ok && j.Digest != mine.Digest && m.runs(Task{Job: job}, mine.Queue) {
 			return m.ID
 		}
 	}

@@ -12,9 +12,12 @@ package roster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -24,22 +27,57 @@ import (
 	"github.com/batonhq/baton/config"
 )
 
-// Runs is the routing rule: a worker whose job list is list and that
-// consumes queues runs a queued task of job from queue q when its list has
-// the job in cron mode and it consumes q. A task no live worker runs is
-// archived; one that another live worker runs is handed back to it.
-func Runs(list map[string]ListedJob, queues []string, job, q string) bool {
-	j, ok := list[job]
-	return ok && j.Mode == config.ModeCron && slices.Contains(queues, q)
+// Task is a queued task as the routing rule sees it: its job and, for a
+// runtime schedule (whose job is in no job list), what running it takes.
+type Task struct {
+	// Job is the job's name.
+	Job string
+	// Handler is the Go handler a runtime schedule's handler job calls.
+	Handler string
+	// URL is the URL a runtime schedule's http job calls.
+	URL string
+}
+
+// TaskOf returns a task of job as the routing rule sees it.
+func TaskOf(job *config.Job) Task {
+	t := Task{Job: job.Name}
+	if job.Handler != nil {
+		t.Handler = job.Handler.Name
+	}
+	if job.HTTP != nil {
+		t.URL = job.HTTP.URL
+	}
+	return t
+}
+
+// Runs is the routing rule: worker m runs a queued task t from queue q
+// when it consumes q and
+//
+//   - for a job of the job list: its list has the job in cron mode;
+//   - for a runtime schedule: its process registers the job's Go handler,
+//     or its schedules.http_prefixes allow the job's URL.
+//
+// A task no live worker runs is archived; one that another live worker
+// runs is handed back to it.
+func Runs(m *Member, t Task, q string) bool {
+	if !slices.Contains(m.Queues, q) {
+		return false
+	}
+	if config.IsScheduleJob(t.Job) {
+		return t.Handler != "" && slices.Contains(m.Handlers, t.Handler) ||
+			t.URL != "" && AllowsURL(m.HTTPPrefixes, t.URL)
+	}
+	j, ok := m.Jobs[t.Job]
+	return ok && j.Mode == config.ModeCron
 }
 
 // Runners returns the ids of the live replicas other than this one whose
-// workers run a task of job from queue q (Runs), read fresh: a replica that
-// just started with the job must not be missed. undecided is true when none
+// workers run task t from queue q (Runs), read fresh: a replica that just
+// started with the job must not be missed. undecided is true when none
 // does and the roster's liveness verdicts are suspended (the queue Redis's
 // clock stepped): nobody is taken as dead until every live replica has
 // beaten under the new clock, StepSuspend at most.
-func (r *Roster) Runners(ctx context.Context, job, q string) (ids []string, undecided bool, err error) {
+func (r *Roster) Runners(ctx context.Context, t Task, q string) (ids []string, undecided bool, err error) {
 	rctx, cancel := context.WithTimeout(ctx, CallBound)
 	defer cancel()
 	members, stepped, err := r.read(rctx)
@@ -47,7 +85,7 @@ func (r *Roster) Runners(ctx context.Context, job, q string) (ids []string, unde
 		return nil, false, err
 	}
 	for i := range members {
-		if m := &members[i]; m.Live && m.key != r.self.key && m.runs(job, q) {
+		if m := &members[i]; m.Live && m.key != r.self.key && m.runs(t, q) {
 			ids = append(ids, m.ID)
 		}
 	}
@@ -77,12 +115,12 @@ func (r *Roster) RoutedDifferently(job string) bool {
 // another Redis, namespace or signing keys. Queues with none are left out.
 func OnlyRuns(cfg, next *config.Config) map[string]map[string]bool {
 	same := reflect.DeepEqual(cfg.Redis, next.Redis) && reflect.DeepEqual(cfg.Security, next.Security) && cfg.Namespace == next.Namespace
-	nextList, nextQueues := ListJobs(next), slices.Sorted(maps.Keys(next.Worker.Queues))
+	nextWorker := &Member{Jobs: ListJobs(next), Queues: slices.Sorted(maps.Keys(next.Worker.Queues))}
 	out := map[string]map[string]bool{}
 	for q := range cfg.Worker.Queues {
 		for i := range cfg.Jobs {
 			j := &cfg.Jobs[i]
-			if j.Mode != config.ModeCron || (same && Runs(nextList, nextQueues, j.Name, q)) {
+			if j.Mode != config.ModeCron || (same && Runs(nextWorker, Task{Job: j.Name}, q)) {
 				continue
 			}
 			if out[cfg.QueueName(q)] == nil {
@@ -147,4 +185,70 @@ func QueuedTaskOf(ctx context.Context, rdb redis.UniversalClient, queue string, 
 		}
 	}
 	return "", nil
+}
+
+// PrefixDigests returns the digests of URL prefixes (schedules.http_prefixes)
+// that the roster publishes in place of the prefixes: one per prefix, of its
+// scheme, host and path in a canonical form, so that AllowsURL can tell
+// whether a URL lies under one of them.
+func PrefixDigests(prefixes []string) []string {
+	var out []string
+	for _, pre := range prefixes {
+		u, err := url.Parse(pre)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			continue
+		}
+		p := u.Path
+		if p == "" {
+			p = "/"
+		}
+		out = append(out, urlDigest(u.Scheme, u.Host, p))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// AllowsURL reports whether raw lies under a prefix of digests
+// (PrefixDigests) as schedules.http_prefixes allows a URL: same scheme and
+// host, and a path that is the prefix's, or starts with it at a '/'. A URL
+// the config refuses whatever its prefixes (user info, a "." or ".."
+// segment, an escaped '/', '.' or '\') lies under none.
+func AllowsURL(digests []string, raw string) bool {
+	if len(digests) == 0 {
+		return false
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.User != nil || u.Scheme == "" || u.Host == "" {
+		return false
+	}
+	esc := strings.ToLower(u.EscapedPath())
+	if strings.Contains(esc, "%2f") || strings.Contains(esc, "%2e") || strings.Contains(esc, "%5c") || strings.Contains(u.Path, `\`) {
+		return false
+	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	has := func(p string) bool {
+		return slices.Contains(digests, urlDigest(u.Scheme, u.Host, p))
+	}
+	// the prefixes that allow path P: "/" (or none), P itself, and each
+	// start of P that ends at a '/', with and without that '/'
+	if has("/") || u.Path != "" && has(u.Path) {
+		return true
+	}
+	for i := 1; i < len(u.Path); i++ {
+		if u.Path[i] == '/' && (has(u.Path[:i]) || has(u.Path[:i+1])) {
+			return true
+		}
+	}
+	return false
+}
+
+// urlDigest is the digest of one prefix: its scheme and host lower-cased
+// (they compare without case) and its path.
+func urlDigest(scheme, host, path string) string {
+	sum := sha256.Sum256([]byte(strings.ToLower(scheme) + "://" + strings.ToLower(host) + path))
+	return hex.EncodeToString(sum[:8])
 }

@@ -56,6 +56,8 @@ func (w *Worker) handleError(ctx context.Context, task *asynq.Task, err error) {
 		next = "hand back"
 	case errors.Is(err, ErrReplaced):
 		next = "archive (replaced)"
+	case stoppedOnRequest(err):
+		next = "archive (stopped on request)"
 	case errors.Is(err, asynq.SkipRetry):
 		next = "archive"
 	case retried >= maxRetry:
@@ -72,7 +74,7 @@ func (w *Worker) handleError(ctx context.Context, task *asynq.Task, err error) {
 	case errors.Is(err, ErrRunsElsewhere):
 		w.log.Debug("task handed back", attrs...)
 		return
-	case errors.Is(err, ErrReplaced):
+	case errors.Is(err, ErrReplaced), stoppedOnRequest(err):
 		w.log.Info("task ended", attrs...)
 		return
 	}

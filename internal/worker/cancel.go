@@ -3,8 +3,10 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,16 +14,44 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/redact"
 )
 
 // This file holds the replace request: how a run of a replace-policy job
-// asks the job's older runs, on every worker, to stop.
+// asks the job's older runs, on every worker, to stop; and the stop
+// request, how a runtime schedule's deletion stops its runs (RequestStop).
 //
 // Redis names (on the queue Redis):
 //
-//	NS:cancel:<job>              pub/sub channel of replace requests, JSON
-//	                             {id, tick, replica}, signed when the
-//	                             config's security section says so
+//	NS:cancel:<job>              pub/sub channel of replace and stop
+//	                             requests, JSON {id, tick, replica, stop},
+//	                             signed when the config's security section
+//	                             says so; a worker subscribes to those of the
+//	                             config's replace-policy jobs and, by the
+//	                             pattern NS:cancel:@*, to every runtime
+//	                             schedule's
+
+// ErrScheduleDeleted ends a run of a runtime schedule that was deleted
+// with its runs stopped (a stop request, RequestStop, saying "deleted").
+// The run is recorded as stopped and not retried.
+var ErrScheduleDeleted = errors.New("jobs: stopped: its runtime schedule was deleted")
+
+// ErrStopped ends a run that a stop request asked to stop for another
+// reason than a deletion. Recorded as stopped, not retried.
+var ErrStopped = errors.New("jobs: stopped on request")
+
+// stoppedOnRequest reports whether err ends a run a stop request stopped.
+func stoppedOnRequest(err error) bool {
+	return errors.Is(err, ErrScheduleDeleted) || errors.Is(err, ErrStopped)
+}
+
+// stopCause is the cause a stop request's why cancels runs with.
+func stopCause(why string) error {
+	if why == "deleted" {
+		return ErrScheduleDeleted
+	}
+	return fmt.Errorf("%w: %s", ErrStopped, redact.Quote(why))
+}
 
 // cancelRequest is a message on NS:cancel:<job>.
 type cancelRequest struct {
@@ -59,10 +89,12 @@ func (e *engine) signer() *handoff.Signer {
 	return handoff.NewSigner(e.cfg.Security)
 }
 
-// onCancelRequest handles a replace request: every run of the job on this
-// worker whose tick is older than the requester's is cancelled with
-// ErrReplaced. A run of the same or a newer tick is left alone, so an older
-// tick never replaces a newer one.
+// onCancelRequest handles a replace or stop request. A replace request:
+// every run of the job on this worker whose tick is older than the
+// requester's is cancelled with ErrReplaced; a run of the same or a newer
+// tick is left alone, so an older tick never replaces a newer one. A stop
+// request (a runtime schedule's only): every run of the job is cancelled
+// with stopCause.
 func (e *engine) onCancelRequest(job string, payload string) {
 	body, err := []byte(payload), error(nil)
 	if g := e.signer(); g.Enabled() {
@@ -79,10 +111,29 @@ func (e *engine) onCancelRequest(job string, payload string) {
 		e.log.Warn("bad replace request", slog.String("job", job), slog.Any("error", err))
 		return
 	}
+	if req.Stop != "" {
+		if !config.IsScheduleJob(job) {
+			e.log.Warn("ignoring a stop request for a job of the job list (only a runtime schedule's runs are stopped so)", slog.String("job", job))
+			return
+		}
+		cause := stopCause(req.Stop)
+		if n := e.cancelRuns(cause, func(j string, _ *activeRun) bool { return j == job }); n > 0 {
+			e.log.Info("stopping runs on request", slog.String("job", job), slog.String("why", cause.Error()),
+				slog.String("by_replica", req.Replica), slog.Int("runs", n))
+		}
+		return
+	}
 	at, err := time.Parse(time.RFC3339, req.Tick)
 	if err != nil {
 		e.log.Warn("bad replace request", slog.String("job", job), slog.Any("error", err))
 		return
+	}
+	if config.IsScheduleJob(job) {
+		// every runtime schedule's channel is followed: only a replace
+		// job's older runs are replaced
+		if j, ok := e.cfg.Job(job); !ok || j.Concurrency != config.ConcurrencyReplace {
+			return
+		}
 	}
 	n := e.cancelRuns(ErrReplaced, func(j string, ar *activeRun) bool { return j == job && ar.at.Before(at) })
 	if n > 0 {
@@ -92,36 +143,64 @@ func (e *engine) onCancelRequest(job string, payload string) {
 }
 
 // subscribeReplaceRequests subscribes to the replace requests of the
-// config's replace-policy jobs (one pub/sub connection on the queue Redis)
-// and handles them (onCancelRequest) until stopSubscriber. It fails if the
-// subscription is not confirmed within 10s.
+// config's replace-policy jobs and, unless the worker is local-only, to the
+// replace and stop requests of every runtime schedule (a pattern: schedule
+// ids have no glob characters), on one pub/sub connection to the queue
+// Redis, and handles them (onCancelRequest) until stopSubscriber. It fails
+// if the subscription is not confirmed within 10s.
 func (w *Worker) subscribeReplaceRequests() error {
 	var channels []string
-	jobOf := map[string]string{}
 	for i := range w.cfg.Jobs {
 		j := &w.cfg.Jobs[i]
 		if _, replaces := w.policies[j.Name].(replacePolicy); replaces && (j.Mode == config.ModeCron || j.Mode == config.ModeLocal) {
-			ch := cancelChannel(w.cfg.Namespace, j.Name)
-			channels = append(channels, ch)
-			jobOf[ch] = j.Name
+			channels = append(channels, cancelChannel(w.cfg.Namespace, j.Name))
 		}
 	}
-	if len(channels) == 0 {
+	var pattern string
+	if !w.localOnly {
+		pattern = cancelChannel(w.cfg.Namespace, config.ScheduleJobName("*"))
+	}
+	if len(channels) == 0 && pattern == "" {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ps := w.rdb.Subscribe(ctx, channels...)
-	if _, err := ps.Receive(ctx); err != nil {
-		ps.Close()
-		return fmt.Errorf("jobs: worker: subscribe to replace requests: %w", err)
+	// confirmations come in the order asked: the last one confirms all
+	var ps *redis.PubSub
+	var last redis.Subscription
+	if len(channels) > 0 {
+		ps = w.rdb.Subscribe(ctx, channels...)
+		last = redis.Subscription{Kind: "subscribe", Channel: channels[len(channels)-1]}
+	}
+	if pattern != "" {
+		if ps == nil {
+			ps = w.rdb.PSubscribe(ctx, pattern)
+		} else if err := ps.PSubscribe(ctx, pattern); err != nil {
+			ps.Close()
+			return fmt.Errorf("jobs: worker: subscribe to stop requests: %w", err)
+		}
+		last = redis.Subscription{Kind: "psubscribe", Channel: pattern}
+	}
+	prefix := cancelChannel(w.cfg.Namespace, "")
+	for {
+		msg, err := ps.Receive(ctx)
+		if err != nil {
+			ps.Close()
+			return fmt.Errorf("jobs: worker: subscribe to replace requests: %w", err)
+		}
+		if s, ok := msg.(*redis.Subscription); ok && s.Kind == last.Kind && s.Channel == last.Channel {
+			break
+		}
+		if m, ok := msg.(*redis.Message); ok {
+			w.onCancelRequest(strings.TrimPrefix(m.Channel, prefix), m.Payload)
+		}
 	}
 	w.ps, w.subDone = ps, make(chan struct{})
 	msgs := ps.Channel()
 	go func() {
 		defer close(w.subDone)
 		for m := range msgs {
-			w.onCancelRequest(jobOf[m.Channel], m.Payload)
+			w.onCancelRequest(strings.TrimPrefix(m.Channel, prefix), m.Payload)
 		}
 	}()
 	return nil

@@ -149,6 +149,12 @@ func (e *engine) execute(ctx context.Context, p policy, job *config.Job, t sched
 		hist.finished(ctx, t, run, jobs.StatusReplaced, job, res, "stopped for a newer tick", "")
 		obs.Status = jobs.StatusReplaced
 		return fmt.Errorf("jobs: %s: %w: %w", t.ID(), ErrReplaced, asynq.SkipRetry)
+	case runCtx.Err() != nil && stoppedOnRequest(cause):
+		e.count(t.Job, func(c *counters) { c.stopped.Add(1) })
+		log.Info("stopped on request", took, slog.String("why", cause.Error()))
+		hist.finished(ctx, t, run, jobs.StatusStopped, job, res, cause.Error(), "")
+		obs.Status = jobs.StatusStopped
+		return fmt.Errorf("jobs: %s: %w: %w", t.ID(), cause, asynq.SkipRetry)
 	case err == nil:
 		e.count(t.Job, func(c *counters) { c.ran.Add(1) })
 		log.Info("run succeeded", took)
@@ -194,9 +200,10 @@ func (e *engine) traceRun(ctx context.Context, job *config.Job, t scheduler.Tick
 
 // endRun ends a run's span with the error runTick returns: a failed
 // attempt is an error; a replaced run or one handed to another replica is
-// not (its baton.status says what became of it).
+// not, nor is one stopped on request (its baton.status says what became of
+// it).
 func endRun(span trace.Span, err error) {
-	if err != nil && !errors.Is(err, ErrReplaced) && !errors.Is(err, ErrRunsElsewhere) {
+	if err != nil && !errors.Is(err, ErrReplaced) && !errors.Is(err, ErrRunsElsewhere) && !stoppedOnRequest(err) {
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
@@ -237,7 +244,7 @@ func (h runHistory) started(ctx context.Context, t scheduler.Tick, run jobs.Run)
 func (h runHistory) finished(ctx context.Context, t scheduler.Tick, run jobs.Run, st jobs.Status, job *config.Job, res jobs.Result, reason, output string) {
 	end := runlog.End{Replica: run.Replica, Attempt: run.Attempt, Fence: run.Fence, Status: string(st), Reason: reason, Output: output}
 	switch {
-	case job.Exec != nil && res.ExitCode >= 0 && st != jobs.StatusSkipped && st != jobs.StatusReplaced && st != jobs.StatusDropped:
+	case job.Exec != nil && res.ExitCode >= 0 && st != jobs.StatusSkipped && st != jobs.StatusReplaced && st != jobs.StatusDropped && st != jobs.StatusStopped:
 		end.ExitCode = &res.ExitCode
 	case job.HTTP != nil && res.Status != 0:
 		end.HTTPStatus = res.Status

@@ -29,6 +29,7 @@ type options struct {
 	lockMasters  []redis.UniversalClient
 	onRun        func(RunObservation)
 	tracer       trace.Tracer
+	handlers     *jobs.Registry
 }
 
 func newOptions(opts []Option) options {
@@ -140,3 +141,10 @@ func WithLocalOnly() Option { return func(o *options) { o.localOnly = true } }
 func WithLockMasters(masters []redis.UniversalClient) Option {
 	return func(o *options) { o.lockMasters = masters }
 }
+
+// WithHandlers gives a worker the registry of Go handlers its executor
+// runs (the one given to executor.WithHandlers): a runtime schedule's
+// handler job runs only on a worker whose registry has its handler, and the
+// roster publishes the names so that a worker without it hands its tasks
+// to one with it. Default none: such tasks are handed back or archived.
+func WithHandlers(r *jobs.Registry) Option { return func(o *options) { o.handlers = r } }

@@ -20,10 +20,13 @@ type Stats struct {
 	// Dropped counts ticks of a buffering job (buffer_one, buffer_all) not
 	// run because the job was running and its buffer was full.
 	Dropped uint64
+	// Stopped counts runs stopped on request: their runtime schedule was
+	// deleted with its runs stopped.
+	Stopped uint64
 }
 
 type counters struct {
-	ran, failed, skipped, replaced, dropped atomic.Uint64
+	ran, failed, skipped, replaced, dropped, stopped atomic.Uint64
 }
 
 // Stats returns the run counters, summed over the jobs.
@@ -45,7 +48,7 @@ func (e *engine) JobStats() map[string]Stats {
 }
 
 func (c *counters) snapshot() Stats {
-	return Stats{Ran: c.ran.Load(), Failed: c.failed.Load(), Skipped: c.skipped.Load(), Replaced: c.replaced.Load(), Dropped: c.dropped.Load()}
+	return Stats{Ran: c.ran.Load(), Failed: c.failed.Load(), Skipped: c.skipped.Load(), Replaced: c.replaced.Load(), Dropped: c.dropped.Load(), Stopped: c.stopped.Load()}
 }
 
 // count counts with f on the totals and, for a job of the config, on the

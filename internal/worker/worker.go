@@ -17,6 +17,7 @@ import (
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/internal/tracing"
+	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -42,6 +43,7 @@ type Worker struct {
 	refused   sync.Map // job + reason -> true: a refusal was logged
 	refusals  refusalCounts
 	masters   []redis.UniversalClient // lock masters: pause flags (WithLockMasters)
+	handlers  *jobs.Registry          // Go handlers the executor runs (WithHandlers)
 
 	srv     *asynq.Server
 	ps      *redis.PubSub
@@ -61,7 +63,7 @@ var _ handoff.LocalRunner = (*Worker)(nil)
 // takes the execution leases; exec runs executions (an *executor.Executor). It makes no
 // connection until Start. The locking client stays owned by the caller and must
 // outlive Shutdown. Options: WithReplica, WithReplicaInfo, WithLogger,
-// WithClock, WithPollIntervals, WithLocalOnly, WithLockMasters.
+// WithClock, WithPollIntervals, WithLocalOnly, WithLockMasters, WithHandlers.
 func New(cfg *config.Config, queue asynq.RedisConnOpt, locks *locking.Client, exec executor.Runner, opts ...Option) *Worker {
 	o := newOptions(opts)
 	w := &Worker{
@@ -82,6 +84,7 @@ func New(cfg *config.Config, queue asynq.RedisConnOpt, locks *locking.Client, ex
 		role:         o.role,
 		localOnly:    o.localOnly,
 		masters:      o.lockMasters,
+		handlers:     o.handlers,
 	}
 	w.choosePolicies()
 	w.localCtx, w.localCancel = context.WithCancelCause(context.Background())
@@ -268,8 +271,12 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 	}
 	t.Fence = 0 // never from a payload: runs take theirs from the lock masters
 	job, ok := w.cfg.Job(t.Job)
-	if !ok || job.Mode != config.ModeCron {
-		return w.cannotRun(ctx, t, job)
+	if config.IsScheduleJob(t.Job) {
+		if err := w.routeSchedule(ctx, t, job); err != nil {
+			return err
+		}
+	} else if !ok || job.Mode != config.ModeCron {
+		return w.cannotRun(ctx, t, roster.Task{Job: t.Job}, listWhy(job))
 	}
 	if err := w.validTick(t); err != nil {
 		return err
