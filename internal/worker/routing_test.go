@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/internal/worktest"
+	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -186,4 +188,143 @@ func TestRosterLeaveAndDiff(t *testing.T) {
 	if roster.DiffLists(members) != nil {
 		t.Errorf("one list cannot differ")
 	}
+}
+
+// scheduleSource is a config.JobSource holding runtime schedules made in a
+// test.
+type scheduleSource map[string]*config.Job
+
+func (s scheduleSource) ScheduleJob(name string) (*config.Job, bool) {
+	j, ok := s[name]
+	return j, ok
+}
+
+// withSchedule returns base with runtime schedule id, defined by doc, found
+// beside its job list.
+func withSchedule(t *testing.T, base *config.Config, id, doc string) *config.Config {
+	t.Helper()
+	j, err := config.DecodeSchedule(base, id, []byte(doc), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base.WithSource(scheduleSource{j.Name: j})
+}
+
+// scheduleTick is tick n of a runtime schedule's job (its run id has no
+// '@' or '/').
+func scheduleTick(job string, n int) scheduler.Tick {
+	tick := worktest.TickOf(job, n)
+	tick.RunID = fmt.Sprintf("run-%d", n)
+	return tick
+}
+
+// registry registers a handler under each name.
+func registry(t *testing.T, names ...string) *jobs.Registry {
+	t.Helper()
+	reg := jobs.NewRegistry()
+	for _, n := range names {
+		if err := reg.HandleFunc(n, func(context.Context, jobs.Run) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return reg
+}
+
+// A rolling deploy where one replica lacks a runtime schedule's Go
+// handler: a task it fetches is handed back (no attempt spent, nothing
+// failed), and every tick runs once, on the replica that has the handler.
+func TestRuntimeScheduleRunsOnlyOnAReplicaWithItsHandler(t *testing.T) {
+	e := newEnv(t)
+	cfg := withSchedule(t, e.Config(t, "  []"), "report/x", `{schedule: "@every 1m", concurrency: allow, handler: {name: report}}`)
+	execA := newFakeExec(nil)
+	logs := &worktest.Logs{}
+	a := e.worker(t, cfg, execA, WithReplica("a"), WithHandlers(registry(t, "other")), WithLogger(logs.Logger()))
+
+	// b, which has the handler, is about to start: its roster entry is
+	// live, its worker not fetching yet
+	bSelf := roster.New(e.RDB, cfg, roster.Member{ID: "b", Role: "run", Queues: []string{"default"}, Handlers: []string{"report"}}, worktest.Logger(t))
+	if _, err := bSelf.Beat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	first := scheduleTick("@report/x", 1)
+	e.dispatch(t, cfg, first)
+	poll.Require(t, worktest.Wait, "the first tick handed back", func() bool {
+		info, err := e.Insp.GetTaskInfo("baton:default", first.ID())
+		return err == nil && info.State == asynq.TaskStateRetry && strings.Contains(info.LastErr, "handed back")
+	})
+	info, _ := e.Insp.GetTaskInfo("baton:default", first.ID())
+	if info.Retried != 0 || !strings.Contains(info.LastErr, `Go handler "report"`) {
+		t.Errorf("handed back: retried %d, last error %q", info.Retried, info.LastErr)
+	}
+	if logs.Count("handing tasks of a job this replica cannot run back") != 1 {
+		t.Errorf("hand-back not logged once:\n%s", logs.String())
+	}
+
+	execB := newFakeExec(nil)
+	e.worker(t, cfg, execB, WithReplica("b"), WithHandlers(registry(t, "report")))
+	ticks := []scheduler.Tick{first}
+	for n := 2; n <= 6; n++ {
+		tick := scheduleTick("@report/x", n)
+		ticks = append(ticks, tick)
+		e.dispatch(t, cfg, tick)
+	}
+	runs := map[string]int{}
+	for range ticks {
+		s := worktest.Recv(t, execB.started, "a run on b")
+		runs[s.run.Tick.Format(time.RFC3339)]++
+		if s.run.Job != "@report/x" || s.run.Attempt != 1 {
+			t.Errorf("run %+v", s.run)
+		}
+	}
+	for _, tick := range ticks {
+		e.State(t, "baton:default", tick, asynq.TaskStateCompleted)
+		if n := runs[tick.At.Format(time.RFC3339)]; n != 1 {
+			t.Errorf("%s ran %d times", tick.ID(), n)
+		}
+	}
+	worktest.None(t, execB.started, 100*time.Millisecond, "a second run")
+	worktest.None(t, execA.started, 10*time.Millisecond, "a run on the replica without the handler")
+	if st := a.Stats(); st.Failed != 0 || st.Ran != 0 {
+		t.Errorf("a's stats %+v: a hand-back is no failure", st)
+	}
+}
+
+// A runtime schedule's task that no live replica can run (none registers
+// its handler) is archived at once, with a line in the log and a refused
+// record in its history; a task of a runtime schedule that was deleted
+// too.
+func TestRuntimeScheduleNoLiveReplicaCanRunIsArchivedWithARecord(t *testing.T) {
+	e := newEnv(t)
+	base := e.Config(t, "  []")
+	cfg := withSchedule(t, base, "report/x", `{schedule: "@every 1m", handler: {name: report}}`)
+	logs := &worktest.Logs{}
+	exec := newFakeExec(nil)
+	e.worker(t, cfg, exec, WithReplica("a"), WithHandlers(registry(t, "other")), WithLogger(logs.Logger()))
+	tick := scheduleTick("@report/x", 1)
+	e.dispatch(t, cfg, tick)
+	info := e.State(t, "baton:default", tick, asynq.TaskStateArchived)
+	if info.Retried != 0 || !strings.Contains(info.LastErr, "no live replica runs it") {
+		t.Errorf("retried %d, last error %q", info.Retried, info.LastErr)
+	}
+	recs := historyOf(t, e, "@report/x", 1, nil)
+	if recs[0].Status != jobs.StatusRefused || !strings.Contains(recs[0].Reason, `Go handler "report"`) ||
+		!strings.Contains(recs[0].Reason, "no live replica runs it") {
+		t.Errorf("history record %+v", recs[0])
+	}
+	if logs.Count("archiving a task no live replica can run") != 1 {
+		t.Errorf("archive not logged:\n%s", logs.String())
+	}
+
+	// deleted: this replica finds no such schedule, nor does the store
+	gone := scheduleTick("@report/gone", 1)
+	e.dispatch(t, withSchedule(t, base, "report/gone", `{schedule: "@every 1m", handler: {name: other}}`), gone)
+	info = e.State(t, "baton:default", gone, asynq.TaskStateArchived)
+	if info.Retried != 0 || !strings.Contains(info.LastErr, "its runtime schedule was deleted") {
+		t.Errorf("deleted: retried %d, last error %q", info.Retried, info.LastErr)
+	}
+	recs = historyOf(t, e, "@report/gone", 1, nil)
+	if recs[0].Status != jobs.StatusRefused || recs[0].Reason != "its runtime schedule was deleted" {
+		t.Errorf("deleted: history record %+v", recs[0])
+	}
+	worktest.None(t, exec.started, 10*time.Millisecond, "a run")
 }
