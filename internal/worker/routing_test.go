@@ -203,11 +203,22 @@ func (s scheduleSource) ScheduleJob(name string) (*config.Job, bool) {
 // beside its job list.
 func withSchedule(t *testing.T, base *config.Config, id, doc string) *config.Config {
 	t.Helper()
-	j, err := config.DecodeSchedule(base, id, []byte(doc), time.Time{})
-	if err != nil {
-		t.Fatal(err)
+	return withSchedules(t, base, map[string]string{id: doc})
+}
+
+// withSchedules returns base with the runtime schedules of docs (by id)
+// found beside its job list.
+func withSchedules(t *testing.T, base *config.Config, docs map[string]string) *config.Config {
+	t.Helper()
+	src := scheduleSource{}
+	for id, doc := range docs {
+		j, err := config.DecodeSchedule(base, id, []byte(doc), time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src[j.Name] = j
 	}
-	return base.WithSource(scheduleSource{j.Name: j})
+	return base.WithSource(src)
 }
 
 // scheduleTick is tick n of a runtime schedule's job (its run id has no

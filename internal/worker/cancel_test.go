@@ -1,0 +1,87 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/batonhq/baton/internal/worktest"
+	"github.com/batonhq/baton/jobs"
+)
+
+// A stop request for a deleted runtime schedule (RequestStop, "deleted")
+// reaches every worker by the pattern they follow: the schedule's run under
+// way on another replica ends with ErrScheduleDeleted, recorded as stopped
+// because its schedule was deleted, and is not retried. A run of another
+// schedule goes on.
+func TestStopRequestStopsTheRunsOfADeletedSchedule(t *testing.T) {
+	e := newEnv(t)
+	cfg := withSchedules(t, e.Config(t, "  []"), map[string]string{
+		"report/x": `{schedule: "@every 1m", max_retry: 3, handler: {name: report}}`,
+		"report/y": `{schedule: "@every 1m", handler: {name: report}}`,
+	})
+	gate := make(chan struct{})
+	exec := newFakeExec(blockUntil(gate))
+	w := e.worker(t, cfg, exec, WithReplica("b"), WithHandlers(registry(t, "report")))
+	x, y := scheduleTick("@report/x", 1), scheduleTick("@report/y", 1)
+	e.dispatch(t, cfg, x)
+	e.dispatch(t, cfg, y)
+	worktest.Recv(t, exec.started, "a run")
+	worktest.Recv(t, exec.started, "a run")
+
+	if err := RequestStop(context.Background(), e.RDB, cfg, "@report/x", "deleted", "another replica"); err != nil {
+		t.Fatal(err)
+	}
+	end := worktest.Recv(t, exec.ended, "the stopped run's end")
+	if end.run.Job != "@report/x" || !errors.Is(end.cause, ErrScheduleDeleted) {
+		t.Fatalf("ended %s with cause %v", end.run.Job, end.cause)
+	}
+	info := e.State(t, "baton:default", x, asynq.TaskStateArchived)
+	if info.Retried != 0 || !strings.Contains(info.LastErr, "its runtime schedule was deleted") {
+		t.Errorf("stopped task: retried %d, last error %q", info.Retried, info.LastErr)
+	}
+	recs := historyOf(t, e, "@report/x", 1, func(r []jobs.RunRecord) bool { return !r[0].Ended.IsZero() })
+	if recs[0].Status != jobs.StatusStopped || recs[0].Reason != "stopped: its runtime schedule was deleted" || recs[0].Worker != "b" {
+		t.Errorf("history record %+v", recs[0])
+	}
+	if st := w.Stats(); st.Stopped != 1 || st.Failed != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	close(gate)
+	e.State(t, "baton:default", y, asynq.TaskStateCompleted)
+}
+
+// A runtime schedule may have concurrency replace: a newer tick's run
+// stops the older one, on another replica, as for a job of the list.
+func TestRuntimeScheduleWithConcurrencyReplaceReplacesItsOlderRun(t *testing.T) {
+	e := newEnv(t)
+	cfg := withSchedule(t, e.Config(t, "  []"), "sync/x", `{schedule: "@every 1m", concurrency: replace, handler: {name: sync}}`)
+	cfg.Worker.Concurrency = 1 // one run per worker: the newer tick goes to the other one
+	exec1, exec2 := newFakeExec(blockUntil(nil)), newFakeExec(nil)
+	w1 := e.worker(t, cfg, exec1, WithReplica("w1"), WithHandlers(registry(t, "sync")))
+	t1, t2 := scheduleTick("@sync/x", 1), scheduleTick("@sync/x", 2)
+	e.dispatch(t, cfg, t1)
+	worktest.Recv(t, exec1.started, "old run on w1")
+	e.worker(t, cfg, exec2, WithReplica("w2"), WithHandlers(registry(t, "sync")))
+	e.dispatch(t, cfg, t2)
+
+	end := worktest.Recv(t, exec1.ended, "old run's end")
+	if !errors.Is(end.cause, ErrReplaced) || !end.run.Tick.Equal(t1.At) {
+		t.Errorf("old run ended with %v (cause %v)", end.err, end.cause)
+	}
+	s := worktest.Recv(t, exec2.started, "new run on w2")
+	if !s.run.Tick.Equal(t2.At) || s.run.Replica != "w2" {
+		t.Errorf("new run %+v", s.run)
+	}
+	info := e.State(t, "baton:default", t1, asynq.TaskStateArchived)
+	if info.Retried != 0 || !strings.Contains(info.LastErr, "replaced") {
+		t.Errorf("replaced task: retried %d, last error %q", info.Retried, info.LastErr)
+	}
+	e.State(t, "baton:default", t2, asynq.TaskStateCompleted)
+	if st := w1.Stats(); st.Replaced != 1 || st.Failed != 0 {
+		t.Errorf("w1 stats %+v", st)
+	}
+}
