@@ -223,6 +223,48 @@ jobs:
 	}
 }
 
+// A runtime schedule put through the Env runs on the fake clock from its
+// put instant, with its payload, until it is deleted; its ticks settle in
+// AdvanceTo like the job list's and the Require helpers know it by its job
+// name.
+func TestPutScheduleRunsOnTheFakeClock(t *testing.T) {
+	reg := jobs.NewRegistry()
+	var mu sync.Mutex
+	var got []string
+	if err := reg.HandleFunc("report", func(_ context.Context, run jobs.Run) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, run.Job+" "+run.Tick.Format("15:04")+" "+string(run.Payload))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	env := batontest.Load(t, `
+jobs:
+  - name: listed
+    schedule: "0 0 1 1 *"
+    handler: {name: report}
+`, batontest.WithHandlers(reg), batontest.WithStart(t0))
+	env.AdvanceTo(t, t0.Add(90*time.Minute)) // 01:30
+	s := env.PutSchedule(t, "report/tenant-42", baton.ScheduleSpec{Schedule: "0 * * * *", Handler: "report", Payload: []byte(`{"tenant":42}`)})
+	if s.Job != "@report/tenant-42" || !s.Updated.Equal(t0.Add(90*time.Minute)) {
+		t.Fatalf("put %+v: want job @report/tenant-42 put at the fake clock's 01:30", s)
+	}
+	env.AdvanceTo(t, t0.Add(4*time.Hour)) // 02:00, 03:00, 04:00
+	env.RequireRan(t, s.Job, t0.Add(3*time.Hour))
+	if d := env.Dispatched(t, s.Job); len(d) != 3 || !d[0].Equal(t0.Add(2*time.Hour)) {
+		t.Fatalf("dispatched %v: want 02:00, 03:00 and 04:00 (the first at or after the put)", d)
+	}
+	env.DeleteSchedule(t, "report/tenant-42", false)
+	env.AdvanceTo(t, t0.Add(6*time.Hour))
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{`@report/tenant-42 02:00 {"tenant":42}`, `@report/tenant-42 03:00 {"tenant":42}`, `@report/tenant-42 04:00 {"tenant":42}`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ran %q, want %q", got, want)
+	}
+}
+
 // On a real Redis the fake clock starts at Redis TIME or later and runs
 // ahead of it; the Env's keys go when the test ends.
 func TestRealRedis(t *testing.T) {
@@ -249,8 +291,14 @@ jobs:
 		if n := len(ran["job"].ticks); n != 180 {
 			t.Fatalf("ran %d", n)
 		}
+		// a runtime schedule's keys ({schedules}) and the roster's go too
+		env.PutSchedule(t, "tenant-1", baton.ScheduleSpec{Schedule: "@every 1m", Handler: "job"})
+		env.Advance(t, time.Minute)
+		if keys := srv.Client().Keys(t.Context(), "*{"+env.Config().Namespace+":roster}*").Val(); len(keys) == 0 {
+			t.Fatal("no roster key: the check below proves nothing")
+		}
 	})
-	if keys := srv.Client().Keys(t.Context(), "baton-*").Val(); len(keys) != 0 {
+	if keys := srv.Client().Keys(t.Context(), "*baton-*").Val(); len(keys) != 0 {
 		t.Fatalf("keys left: %v", keys)
 	}
 	t.Run("behind", func(t *testing.T) {

@@ -74,6 +74,8 @@ type Env struct {
 	timeout time.Duration
 	start   time.Time
 	next    map[string]time.Time // per job with ticks: its first tick not yet settled
+	replica *baton.Replica
+	runtime *runtimeJobs // the runtime schedules put through the Env
 
 	mu      sync.Mutex
 	cluster *baton.Cluster
@@ -100,7 +102,8 @@ func New(t testing.TB, cfg *config.Config, opts ...Option) *Env {
 	c.MaxClockSkew = MaxAhead
 	c.Worker.PollInterval = 10 * time.Millisecond
 	c.History = config.HistoryConfig{Runs: 100000, MaxAge: 2 * MaxAhead}
-	e := &Env{cfg: &c, timeout: o.timeout, start: o.start, next: map[string]time.Time{}}
+	c.Schedules.History = c.History.Runs // runtime schedules' too
+	e := &Env{timeout: o.timeout, start: o.start, next: map[string]time.Time{}, runtime: &runtimeJobs{byName: map[string]*config.Job{}}}
 
 	if o.redisURL == "" {
 		srv, err := devredis.StartAt(o.start)
@@ -114,6 +117,9 @@ func New(t testing.TB, cfg *config.Config, opts ...Option) *Env {
 		c.Redis = config.RedisConfig{URL: o.redisURL}
 		c.Namespace = uniqueNamespace(c.Namespace)
 	}
+	// the Env's own lookups by name find the runtime schedules put
+	// through it (PutSchedule); the replica follows them from Redis
+	e.cfg = c.WithSource(e.runtime)
 	rdb, err := redis.ParseURL(c.Redis.URL)
 	if err != nil {
 		t.Fatalf("batontest: redis url: %v", err)
@@ -132,6 +138,7 @@ func New(t testing.TB, cfg *config.Config, opts ...Option) *Env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	e.replica = r
 	go func() { done <- r.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()

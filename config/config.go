@@ -54,6 +54,9 @@ type Config struct {
 	byName  map[string]int  // job name -> index in Jobs, built by Load
 	secrets *redact.Secrets // values that came from ${VAR}
 	source  JobSource       // the runtime schedules Job also finds (WithSource)
+	// the max_clock_skew the job list was checked with at Load; runtime
+	// schedules are checked with it too (DecodeSchedule)
+	loadedSkew time.Duration
 }
 
 // SecretValues returns the values that came from the environment through

@@ -129,6 +129,7 @@ func loadSections(data []byte, file, path string, lookup func(string) (string, b
 	cfg.File = path
 	cfg.secrets = secrets
 	cfg.Locking.freshInFile = cfg.Locking.FreshDeployment
+	cfg.loadedSkew = cfg.MaxClockSkew
 	cfg.byName = make(map[string]int, len(cfg.Jobs))
 	for i := range cfg.Jobs {
 		cfg.byName[cfg.Jobs[i].Name] = i
