@@ -93,6 +93,7 @@ type options struct {
 	dropLock   func(string) bool
 	clock      scheduler.Clock
 	tracer     trace.TracerProvider
+	onDispatch func(job string, lag time.Duration)
 }
 
 // WithReplicaID names the replica (default host-pid): in logs, metrics,
@@ -133,6 +134,15 @@ func WithSchedulerClock(c scheduler.Clock) Option { return func(o *options) { o.
 // Default (and nil): no tracing, at no cost. baton does not read OTel's
 // global provider: pass otel.GetTracerProvider() to use it.
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options) { o.tracer = tp } }
+
+// WithDispatchObserver calls f after each tick the replica dispatched, with
+// the job and the dispatch's lag: from the tick's due instant to the
+// dispatch's return, by the scheduler's clock (the due instant is the
+// return's time less lag). f must not block. Default: none (the lag is in
+// the metrics as baton_dispatch_lag_seconds).
+func WithDispatchObserver(f func(job string, lag time.Duration)) Option {
+	return func(o *options) { o.onDispatch = f }
+}
 
 // WithLockMessageFilter leaves out the lock client's messages that drop
 // matches (baton dev: an embedded server has no CONFIG command).
@@ -284,7 +294,7 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 		}
 		sopts := append(schedulerOptions(cfg, o.id),
 			scheduler.WithLeader(r.leader.leading),
-			scheduler.WithDispatchObserver(r.metrics.dispatched),
+			scheduler.WithDispatchObserver(r.dispatchObserver(o.onDispatch)),
 			scheduler.WithTracerProvider(o.tracer),
 			scheduler.WithLogger(log))
 		if o.clock != nil {
@@ -367,6 +377,17 @@ func schedulerOptions(cfg *config.Config, replica string) []scheduler.Option {
 		scheduler.WithMaxClockSkew(cfg.MaxClockSkew),
 		// tick records live exactly as long as the tasks' Retention
 		scheduler.WithRecordMargin(cfg.Scheduler.RetentionMargin),
+	}
+}
+
+// dispatchObserver observes a dispatch in the metrics and, if set, in f.
+func (r *Replica) dispatchObserver(f func(job string, lag time.Duration)) func(string, time.Duration) {
+	if f == nil {
+		return r.metrics.dispatched
+	}
+	return func(job string, lag time.Duration) {
+		r.metrics.dispatched(job, lag)
+		f(job, lag)
 	}
 }
 

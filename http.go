@@ -252,6 +252,13 @@ var workerCounters = []counter[worker.Stats]{
 	newCounter("baton_worker_dropped_total", "Ticks of a buffering job dropped because its buffer was full.", func(s worker.Stats) float64 { return float64(s.Dropped) }),
 }
 
+var (
+	schedulesDesc = prometheus.NewDesc("baton_schedules",
+		"Runtime schedules this replica holds and runs (the job list's jobs not counted).", []string{"replica"}, nil)
+	schedulesRefusedDesc = prometheus.NewDesc("baton_schedules_refused",
+		"Runtime schedules stored in Redis that this replica refuses to run: not signed with the signing keys, corrupt, or not valid for its config (baton status names them).", []string{"replica"}, nil)
+)
+
 var refusedDesc = prometheus.NewDesc("baton_worker_tasks_refused_total",
 	"Tasks this replica's worker refused and archived without running them, by reason: bad_task (unsigned, forged or misplaced), too_old (past its expiry: a copy put back into a queue), done (its tick's task ended already), paused, job_done (past the job's end, at or max_runs), outside_window (before the job's start).",
 	[]string{"replica", "reason"}, nil)
@@ -279,6 +286,8 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- infoDesc
 	ch <- quarantineDesc
 	ch <- clusterLeaderDesc
+	ch <- schedulesDesc
+	ch <- schedulesRefusedDesc
 	for _, rp := range c.replicas {
 		for _, m := range rp.metrics.collectors() {
 			m.Describe(ch)
@@ -349,6 +358,10 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 			for _, k := range workerCounters {
 				ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, k.get(w), rp.id, job)
 			}
+		}
+		if rp.follower != nil {
+			ch <- prometheus.MustNewConstMetric(schedulesDesc, prometheus.GaugeValue, float64(rp.follower.Len()), rp.id)
+			ch <- prometheus.MustNewConstMetric(schedulesRefusedDesc, prometheus.GaugeValue, float64(len(rp.follower.Refused())), rp.id)
 		}
 		for reason, n := range rp.worker.Refusals() {
 			ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.CounterValue, float64(n), rp.id, string(reason))

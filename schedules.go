@@ -320,6 +320,14 @@ func scheduleOf(r schedstore.Record) Schedule {
 	return Schedule{ID: r.ID, Job: ScheduleJobName(r.ID), Definition: r.Doc, Created: r.Created, Updated: r.Updated, Version: r.Version}
 }
 
+// ScheduleVersion is the last change of the runtime schedules the replica
+// holds (Schedule.Version counts them): a put whose version is at most
+// this is in the replica's scheduler and lookups.
+func (r *Replica) ScheduleVersion() int64 { return r.follower.Version() }
+
+// Schedules returns how many runtime schedules the replica holds.
+func (r *Replica) Schedules() int { return r.follower.Len() }
+
 // applySchedules puts the runtime schedules a replica's follower found
 // changed into its scheduler, and removes the deleted ones. A definition
 // the scheduler refuses is logged and left out; the others are put.

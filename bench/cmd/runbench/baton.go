@@ -2,18 +2,287 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/bench/internal/redisinfo"
+	batonconfig "github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
 )
 
+// batonStarts records the first start of every (schedule, tick) by the
+// handler, and how many starts each had, and every dispatch.
+type batonStarts struct {
+	mu       sync.Mutex
+	first    map[tickKey]time.Time
+	runs     map[tickKey]int
+	dispatch map[tickKey][]time.Time
+}
+
+// dispatched notes a dispatch's return (baton.WithDispatchObserver).
+func (s *batonStarts) dispatched(job string, lag time.Duration) {
+	now := time.Now()
+	id, _ := batonconfig.ScheduleID(job)
+	k := tickKey{id, now.Add(-lag).Round(time.Second).Unix()}
+	s.mu.Lock()
+	s.dispatch[k] = append(s.dispatch[k], now)
+	s.mu.Unlock()
+}
+
+func (s *batonStarts) handle(_ context.Context, run jobs.Run) error {
+	now := time.Now()
+	id, _ := batonconfig.ScheduleID(run.Job)
+	k := tickKey{id, run.Tick.Unix()}
+	s.mu.Lock()
+	if _, ok := s.first[k]; !ok {
+		s.first[k] = now
+	}
+	s.runs[k]++
+	s.mu.Unlock()
+	return nil
+}
+
 // runBaton is baton's cell: cfg.schedules runtime schedules put through
-// Cluster.PutSchedule on one redis-server (start one with redistest.Start,
-// as runAsynq does), cfg.replicas scheduler replicas, all schedules on the
-// same epoch-aligned period cfg.period, cfg.instants measured instants. It
-// fills a cellResult like the other cells: one instantResult per measured
-// instant (use tally with a map of tickObs keyed by schedID(i) and the due
-// instant), addTook (put of all N), memory (Redis used_memory per idle
-// schedule, replica RSS and CPU) and notes (put-to-visible latency p50/p99).
+// Cluster.PutSchedule on one redis-server, cfg.replicas replicas (scheduler
+// and worker, in this process) running a Go handler, all schedules on the
+// same epoch-aligned period, cfg.instants measured instants. A tick's
+// dispatch time is the return of its hand-off into asynq
+// (baton.WithDispatchObserver); its start is the handler's first call.
 func runBaton(ctx context.Context, cfg cellConfig) (cellResult, error) {
-	_, _ = ctx, cfg
-	return cellResult{}, errors.New("baton cell not built yet")
+	res := cellResult{system: "baton runtime schedules", schedules: cfg.schedules, replicas: cfg.replicas}
+	spec := fmt.Sprintf("@every %ds", int(cfg.period.Seconds()))
+	res.runsWith = fmt.Sprintf("baton on one redis-server; N schedules `%s` put with Cluster.PutSchedule (Go handler, 16 putters); %d replicas (scheduler and worker, one process), worker concurrency %d",
+		spec, cfg.replicas, cfg.workers)
+	srv, err := redistest.Start()
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = srv.Close() }()
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer func() { _ = admin.Close() }()
+	pid, _ := redisinfo.PID(admin)
+	logf("baton: redis-server %s (pid %d)", srv.Addr(), pid)
+	conf, err := batonconfig.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: rb
+worker: {concurrency: %d}
+jobs: []
+`, srv.Addr(), cfg.workers))
+	if err != nil {
+		return res, err
+	}
+	cl, err := baton.NewCluster(conf)
+	if err != nil {
+		return res, err
+	}
+	defer cl.Close()
+	memBefore, err := usedMemory(ctx, admin)
+	if err != nil {
+		return res, err
+	}
+
+	// the N schedules, before the replicas start: a deployment's
+	// customers' schedules are there when it restarts
+	logf("baton: putting %d schedules", cfg.schedules)
+	began := time.Now()
+	if err := putAll(ctx, cl, cfg.schedules, spec); err != nil {
+		return res, err
+	}
+	res.addTook = time.Since(began)
+	memIdle, err := usedMemory(ctx, admin)
+	if err != nil {
+		return res, err
+	}
+	logf("baton: put in %v; starting %d replicas", res.addTook.Round(time.Millisecond), cfg.replicas)
+
+	starts := &batonStarts{first: map[tickKey]time.Time{}, runs: map[tickKey]int{}, dispatch: map[tickKey][]time.Time{}}
+	reg := jobs.NewRegistry()
+	reg.Register("tick", jobs.HandlerFunc(starts.handle))
+	rssBefore := rssKiB(os.Getpid())
+	cpuBefore := cpuTime()
+	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	var replicas []*baton.Replica
+	var wg sync.WaitGroup
+	defer func() {
+		stop()
+		bounded("baton replicas' shutdown", 60*time.Second, wg.Wait)
+	}()
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	syncBegan := time.Now()
+	for i := range cfg.replicas {
+		r, err := baton.New(conf, baton.WithHandlers(reg), baton.WithReplicaID(fmt.Sprintf("b%d", i)),
+			baton.WithLogger(quiet), baton.WithDispatchObserver(starts.dispatched))
+		if err != nil {
+			return res, err
+		}
+		replicas = append(replicas, r)
+		wg.Go(func() {
+			if err := r.Run(rctx); err != nil {
+				logf("baton: replica %s: %v", r.ID(), err)
+			}
+		})
+	}
+	for _, r := range replicas {
+		for r.Schedules() < cfg.schedules {
+			if time.Since(syncBegan) > 5*time.Minute {
+				return res, fmt.Errorf("replica %s holds %d of %d schedules after 5m", r.ID(), r.Schedules(), cfg.schedules)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	syncTook := time.Since(syncBegan)
+	rssSynced := rssKiB(os.Getpid())
+	cpuSynced := cpuTime()
+	logf("baton: every replica holds the %d schedules after %v", cfg.schedules, syncTook.Round(time.Millisecond))
+
+	// put-to-visible: a put's return to the moment every replica holds it
+	visible, err := putToVisible(ctx, cl, replicas, spec, 200)
+	if err != nil {
+		return res, err
+	}
+
+	first := nextInstant(time.Now().Add(cfg.settle), cfg.period)
+	var instants []time.Time
+	for k := range cfg.instants {
+		instants = append(instants, first.Add(time.Duration(k)*cfg.period))
+	}
+	last := instants[len(instants)-1]
+	logf("baton: measuring instants %s .. %s", first.Format("15:04:05"), last.Format("15:04:05"))
+	cpuInstants := cpuTime()
+	if err := sleepUntil(ctx, last.Add(min(cfg.period/2, 30*time.Second))); err != nil {
+		return res, err
+	}
+	logf("baton: waiting for every tick to start (up to %v)", cfg.drain)
+	drainEnd := time.Now().Add(cfg.drain)
+	for time.Now().Before(drainEnd) {
+		starts.mu.Lock()
+		n := len(starts.first)
+		starts.mu.Unlock()
+		if n >= cfg.schedules*len(instants) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	cpuRan := cpuTime()
+	rssRan := rssKiB(os.Getpid())
+	memRan, err := usedMemory(ctx, admin)
+	if err != nil {
+		return res, err
+	}
+	obs := map[tickKey]*tickObs{}
+	starts.mu.Lock()
+	for k, at := range starts.dispatch {
+		obs[k] = &tickObs{dispatched: len(at), firstDispatch: slices.MinFunc(at, func(a, b time.Time) int { return a.Compare(b) })}
+	}
+	for k, st := range starts.first {
+		o := obs[k]
+		if o == nil {
+			o = &tickObs{}
+			obs[k] = o
+		}
+		o.runs, o.firstStart = starts.runs[k], st
+	}
+	starts.mu.Unlock()
+	for _, at := range instants {
+		res.instants = append(res.instants, tally(at, "", cfg.schedules, obs))
+	}
+	per := func(b int64) string { return fmt.Sprintf("%.0f B", float64(b)/float64(cfg.schedules)) }
+	res.memory = append(res.memory,
+		fmt.Sprintf("Redis per idle schedule: %s (used_memory %d → %d B after the puts, before any tick)", per(memIdle-memBefore), memBefore, memIdle),
+		fmt.Sprintf("Redis per schedule after %d ticks each: %s (used_memory %d B: definitions, each schedule's history of its runs (schedules.history 20), the ticks' records and completed tasks while they are retained)",
+			len(instants), per(memRan-memBefore), memRan),
+		fmt.Sprintf("replicas (one process, %d replicas): RSS %d → %d MiB to hold the schedules (%.0f KiB per 1000 schedules per replica), %d MiB after the ticks ran",
+			cfg.replicas, rssBefore>>10, rssSynced>>10, float64(rssSynced-rssBefore)/float64(cfg.replicas)/float64(cfg.schedules)*1000, rssRan>>10),
+		fmt.Sprintf("CPU (the process: %d replicas, the putters' Cluster excluded): %.1f s to read and check the N schedules at start (%v wall), %.1f s for the %d instants (claims, dispatches, %d runs)",
+			cfg.replicas, (cpuSynced-cpuBefore).Seconds(), syncTook.Round(time.Millisecond), (cpuRan-cpuInstants).Seconds(), len(instants), cfg.schedules*len(instants)))
+	res.notes = append(res.notes,
+		fmt.Sprintf("put-to-visible (a put's return to the moment all %d replicas hold it), %d puts with the N schedules in place: p50 %s s, p99 %s s, max %s s",
+			cfg.replicas, len(visible), secs(pct(visible, 50)), secs(pct(visible, 99)), secs(slices.Max(visible))),
+		"dispatch is the return of the replica's hand-off into asynq (baton.WithDispatchObserver); start is the handler's first call")
+	return res, nil
+}
+
+// putAll puts schedules 0..n-1 with 16 putters, with progress lines.
+func putAll(ctx context.Context, cl *baton.Cluster, n int, spec string) error {
+	var next, done atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || firstErr.Load() != nil {
+					return
+				}
+				_, err := cl.PutSchedule(ctx, schedID(i), baton.ScheduleSpec{Schedule: spec, Handler: "tick",
+					Payload: []byte(`{"tenant":` + strconv.Itoa(i) + `}`)})
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				if d := done.Add(1); d%20000 == 0 {
+					logf("baton: %d of %d put", d, n)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return err
+	}
+	return nil
+}
+
+// putToVisible puts m more schedules, one at a time, and returns for each
+// the time from the put's return until every replica holds it.
+func putToVisible(ctx context.Context, cl *baton.Cluster, replicas []*baton.Replica, spec string, m int) ([]time.Duration, error) {
+	var out []time.Duration
+	for i := range m {
+		s, err := cl.PutSchedule(ctx, fmt.Sprintf("visible-%04d", i), baton.ScheduleSpec{Schedule: "@yearly", Handler: "tick"})
+		if err != nil {
+			return nil, err
+		}
+		put := time.Now()
+		for _, r := range replicas {
+			for r.ScheduleVersion() < s.Version {
+				if time.Since(put) > 30*time.Second {
+					return nil, fmt.Errorf("replica %s: put %d not visible after 30s", r.ID(), s.Version)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		out = append(out, time.Since(put))
+		_ = spec
+	}
+	return out, nil
+}
+
+// pct is the p-th percentile of ds (nearest rank).
+func pct(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[min(len(s)-1, (len(s)*p+99)/100-1)]
+}
+
+// cpuTime is the CPU time (user + system) this process used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
