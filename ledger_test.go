@@ -700,3 +700,60 @@ func newCluster(t *testing.T, cfg *config.Config) *baton.Cluster {
 	t.Cleanup(c.Close)
 	return c
 }
+
+// A runtime schedule's ledger is read by its job name ("@" + id), as a
+// listed job's; TicksAll gives the job list's only (a listing of every
+// runtime schedule's ticks would have no bound).
+func TestTicksOfARuntimeSchedule(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: rt
+jobs:
+  - name: listed
+    schedule: "0 0 1 1 *"
+    exec: {command: ["true"]}
+`, srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, cfg)
+	ctx := context.Background()
+	reg := jobs.NewRegistry()
+	if err := reg.HandleFunc("flaky", func(context.Context, jobs.Run) error { return errors.New("tenant down") }); err != nil {
+		t.Fatal(err)
+	}
+	running(t, cfg, baton.WithReplicaID("rt-1"), baton.WithHandlers(reg))
+	zero := 0
+	s, err := c.PutSchedule(ctx, "tenant/42", baton.ScheduleSpec{Schedule: "@every 1s", Handler: "flaky", MaxRetry: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed []baton.LedgerTick
+	poll.Require(t, 20*time.Second, "two failed ticks in the runtime schedule's ledger", func() bool {
+		l, err := c.Ticks(ctx, s.Job, time.Time{}, time.Time{})
+		if err != nil {
+			t.Logf("ticks: %v", err)
+			return false
+		}
+		failed = nil
+		for _, lt := range l.Ticks {
+			if lt.Outcome == baton.OutcomeFailed {
+				failed = append(failed, lt)
+			}
+		}
+		return len(failed) >= 2
+	})
+	for _, lt := range failed {
+		if lt.Worker != "rt-1" || !strings.Contains(lt.Reason, "tenant down") || lt.Tick.Before(s.Created.Truncate(time.Second)) {
+			t.Errorf("failed tick %+v: want run by rt-1, failed with the handler's error, not before the put %s", lt, s.Created)
+		}
+	}
+	all, err := c.TicksAll(ctx, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 || all[0].Job != "listed" {
+		t.Fatalf("TicksAll gave %d ledgers (first %q): want the job list's one", len(all), all[0].Job)
+	}
+}
