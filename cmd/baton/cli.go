@@ -44,7 +44,7 @@ func newRoot(c *cli) *cobra.Command {
 		c.printHelp(cmd)
 	})
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return &flagError{msg: flagErrorText(cmd.Flags(), cmd.Name(), err, otherFlags(cmd))}
+		return &flagError{msg: flagErrorText(cmd.Flags(), commandName(cmd), err, otherFlags(cmd))}
 	})
 	root.SetHelpCommand(c.helpCommand(root))
 
@@ -61,6 +61,7 @@ func newRoot(c *cli) *cobra.Command {
 		subcommand(c, "backfill", backfillHelp, jobNames(1), defineBackfill, runBackfill),
 		subcommand(c, "pause", pauseHelp, jobNames(0), pauseFlags(true), runPause),
 		subcommand(c, "resume", pauseHelp, jobNames(0), pauseFlags(false), runPause),
+		c.schedulesCommand(),
 		c.lockCommand(),
 		subcommand(c, "init", initHelp, nil, defineInit, runInit),
 		subcommand(c, "version", versionHelp, nil, func(*flagSet) struct{} { return struct{}{} }, runVersion),
@@ -69,6 +70,11 @@ func newRoot(c *cli) *cobra.Command {
 		_ = next.RegisterFlagCompletionFunc("job", jobNames(-1))
 	}
 	return root
+}
+
+// commandName is cmd's name after "baton ": "status", "schedules put".
+func commandName(cmd *cobra.Command) string {
+	return strings.TrimPrefix(cmd.CommandPath(), "baton ")
 }
 
 // helpAnnotation marks baton's own commands, whose help text is theirs.
@@ -132,7 +138,7 @@ func (c *cli) helpCommand(root *cobra.Command) *cobra.Command {
 				fmt.Fprint(c.stdout, mainUsage)
 				return
 			}
-			sub, _, err := root.Find(args[:1])
+			sub, _, err := root.Find(args)
 			if err != nil || sub == root {
 				fmt.Fprintf(c.stderr, "baton help: unknown command %q\n", args[0])
 				fmt.Fprint(c.stderr, mainUsage)

@@ -16,6 +16,7 @@
 //	baton ticks [--from T] [--to T] [--json] JOB   every tick of a window and its outcome
 //	baton locks [--config FILE] [--json]           the locks held now
 //	baton trigger [--config FILE] JOB...           run jobs once now, by hand
+//	baton schedules put|get|list|delete|pause|resume  schedules made at runtime
 //	baton backfill --from T --to T [--dry-run] JOB  run the ticks in a window that never ran
 //	baton lock [flags] KEY -- CMD [ARGS]   run CMD while holding a distributed lock
 //	baton init [--config FILE | --redis URL...]  mark brand-new lock masters once
@@ -61,6 +62,7 @@ commands:
   backfill   run a job's ticks in a past window that never ran, each once
   pause      pause jobs on every replica (a flag in Redis)
   resume     resume paused jobs
+  schedules  schedules made at runtime: put, get, list, delete, pause, resume
   lock       run a command while holding a distributed lock (a flock(1) for crontabs)
   init       mark a brand-new set of lock masters once, so they skip the restart quarantine
   version    print the version and the commit it was built from
@@ -121,10 +123,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, mainUsage)
 		return exitUsage
 	case errors.As(err, &fe):
-		fmt.Fprintf(stderr, "baton %s: %s\n%s\n", cmd.Name(), fe.msg, usageLine(cmd.Name(), cmd.Long))
+		fmt.Fprintf(stderr, "baton %s: %s\n%s\n", commandName(cmd), fe.msg, usageLine(commandName(cmd), cmd.Long))
 		return exitUsage
 	case err != nil:
-		fmt.Fprintf(stderr, "baton %s: %v\n", cmd.Name(), err)
+		fmt.Fprintf(stderr, "baton %s: %v\n", commandName(cmd), err)
 		return exitUsage
 	}
 	return c.code

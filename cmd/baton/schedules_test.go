@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+// schedulesConfigFile writes a config on srv with no job of its own that
+// allows http jobs under https://hooks.example/tenants/.
+func schedulesConfigFile(t *testing.T, srv *redistest.Server) string {
+	t.Helper()
+	return writeConfig(t, fmt.Sprintf(`redis:
+  url: redis://%s/0
+locking:
+  fresh_deployment: true
+namespace: stest
+schedules:
+  http_prefixes: ["https://hooks.example/tenants/"]
+jobs: []
+`, srv.Addr()))
+}
+
+// A definition put from a file (YAML) or stdin (JSON) is stored as given;
+// get prints it with its next ticks, as text and as JSON.
+func TestSchedulesPutFromFileAndGet(t *testing.T) {
+	cfg := schedulesConfigFile(t, redistest.New(t))
+	def := filepath.Join(t.TempDir(), "tenant-42.yaml")
+	if err := writeFile(def, "schedule: \"0 9 * * 1\"\ntimezone: Europe/Berlin\nhandler:\n  name: report\n  payload: {tenant: 42}\n"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runIn("schedules", "put", "--config", cfg, "report/tenant-42", "-f", def)
+	if code != 0 || !strings.HasPrefix(out, "report/tenant-42 put: version 1, job @report/tenant-42, next tick ") {
+		t.Fatalf("put -f: %d %q %q", code, out, errs)
+	}
+	code, out, errs = runIn("schedules", "get", "--config", cfg, "--next", "2", "report/tenant-42")
+	if code != 0 || !strings.Contains(out, "job:        @report/tenant-42") || !strings.Contains(out, `"tenant": 42`) ||
+		!strings.Contains(out, `"timezone": "Europe/Berlin"`) || strings.Count(out, "T08:00:00Z") != 2 {
+		t.Fatalf("get: %d %q %q", code, out, errs)
+	}
+	code, out, errs = runIn("schedules", "get", "--config", cfg, "--json", "report/tenant-42")
+	var s baton.Schedule
+	if code != 0 || json.Unmarshal([]byte(out), &s) != nil || s.Version != 1 || len(s.Next) != 3 || s.Next[0].In(time.UTC).Weekday() != time.Monday {
+		t.Fatalf("get --json: %d %q %q", code, out, errs)
+	}
+
+	old := stdin
+	t.Cleanup(func() { stdin = old })
+	stdin = strings.NewReader(`{"schedule": "@daily", "http": {"url": "https://hooks.example/tenants/42/report", "method": "POST"}}`)
+	if code, out, errs := runIn("schedules", "put", "--config", cfg, "--if-version", "1", "report/tenant-42", "-f", "-"); code != 0 || !strings.Contains(out, "version 2") {
+		t.Fatalf("put -f - over version 1: %d %q %q", code, out, errs)
+	}
+	stdin = strings.NewReader(`{"schedule": "@daily", "handler": {"name": "report"}}`)
+	if code, _, errs := runIn("schedules", "put", "--config", cfg, "--if-version", "1", "report/tenant-42", "-f", "-"); code != 1 || !strings.Contains(errs, "is at version 2, not 1") {
+		t.Fatalf("put over a version it is no longer at: %d %q", code, errs)
+	}
+	if code, _, errs := runIn("schedules", "get", "--config", cfg, "nobody"); code != 2 || !strings.Contains(errs, "no such runtime schedule") {
+		t.Fatalf("get of an absent schedule: %d %q", code, errs)
+	}
+}
+
+// put builds the definition from flags; what is wrong names the flag.
+func TestSchedulesPutFromFlags(t *testing.T) {
+	cfg := schedulesConfigFile(t, redistest.New(t))
+	code, out, errs := runIn("schedules", "put", "--config", cfg, "report/tenant-7", "--schedule", "0 9 * * 1", "--timezone", "Europe/Berlin",
+		"--handler", "report", "--payload", `{"tenant": 7}`, "--max-retry", "0", "--timeout", "10m", "--concurrency", "allow", "--starting-deadline", "1h")
+	if code != 0 || !strings.Contains(out, "version 1") {
+		t.Fatalf("put from flags: %d %q %q", code, out, errs)
+	}
+	_, out, _ = runIn("schedules", "get", "--config", cfg, "--json", "report/tenant-7")
+	var s baton.Schedule
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	var d map[string]any
+	_ = json.Unmarshal(s.Definition, &d)
+	if d["schedule"] != "0 9 * * 1" || d["timezone"] != "Europe/Berlin" || d["max_retry"] != float64(0) || d["timeout"] != "10m" ||
+		d["concurrency"] != "allow" || fmt.Sprint(d["handler"]) != "map[name:report payload:map[tenant:7]]" {
+		t.Fatalf("stored %s", s.Definition)
+	}
+	if code, out, errs := runIn("schedules", "put", "--config", cfg, "hook/7", "--at", "2030-01-01T09:00:00+01:00",
+		"--http-url", "https://hooks.example/tenants/7", "--http-method", "POST", "--http-header", "X-Tenant: 7"); code != 0 {
+		t.Fatalf("put an http job at a time: %d %q %q", code, out, errs)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"x", "--schedule", "61 * * * *", "--handler", "r"}, "baton schedules put: --schedule: "},
+		{[]string{"x", "--schedule", "@daily", "--http-url", "https://evil.example/x"}, "--http-url: "},
+		{[]string{"x", "--schedule", "@daily", "--handler", "r", "--concurrency", "replace"}, "--concurrency: replace is for jobs of the config file"},
+		{[]string{"x", "--schedule", "@daily", "--handler", "r", "--payload", "{tenant"}, "--payload must be JSON"},
+		{[]string{"x", "--at", "tomorrow", "--handler", "r"}, "--at must be an RFC 3339 time"},
+		{[]string{"x", "--schedule", "@daily", "--handler", "r", "-f", "x.yaml"}, "exclude each other"},
+		{[]string{"x"}, "give the definition"},
+		{[]string{"a:b", "--schedule", "@daily", "--handler", "r"}, "invalid schedule id"},
+		{[]string{"x", "--schedul", "@daily"}, "did you mean --schedule?"},
+	} {
+		code, _, errs := runIn(append([]string{"schedules", "put", "--config", cfg}, tc.args...)...)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("put %q: %d %q, want 2 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+}
+
+// A definition from a file that is refused prints every problem with the
+// file's name and line.
+func TestSchedulesPutBadFileNamesFileAndLine(t *testing.T) {
+	cfg := schedulesConfigFile(t, redistest.New(t))
+	def := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := writeFile(def, "# tenant 42\nschedule: \"61 * * * *\"\ntimezone: Mars/Olympus\nexec: {command: [rm, -rf, /]}\n"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runIn("schedules", "put", "--config", cfg, "report/tenant-42", "-f", def)
+	for _, want := range []string{def + `:2: job "@report/tenant-42": schedule: `, def + `:3: job "@report/tenant-42": timezone: `, def + ":4: ", "commands come only from the config file"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("missing %q", want)
+		}
+	}
+	if code != 2 || out != "" {
+		t.Fatalf("bad definition: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := runIn("schedules", "list", "--config", cfg); code != 0 {
+		t.Fatalf("list: %d %q", code, errs)
+	}
+}
+
+// list prints a page as a table and the command for the next page; the
+// pages together hold every schedule once.
+func TestSchedulesListPages(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := schedulesConfigFile(t, srv)
+	for i := range 5 {
+		if code, _, errs := runIn("schedules", "put", "--config", cfg, fmt.Sprintf("report/tenant-%d", i), "--schedule", "0 9 * * 1", "--handler", "report"); code != 0 {
+			t.Fatalf("put: %q", errs)
+		}
+	}
+	if code, _, errs := runIn("schedules", "put", "--config", cfg, "other", "--schedule", "@daily", "--handler", "x"); code != 0 {
+		t.Fatalf("put: %q", errs)
+	}
+	if code, _, errs := runIn("schedules", "pause", "--config", cfg, "--note", "on hold", "report/tenant-1"); code != 0 {
+		t.Fatalf("pause: %q", errs)
+	}
+	code, out, errs := runIn("schedules", "list", "--config", cfg, "--prefix", "report/", "--limit", "3")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 5 || !strings.HasPrefix(lines[0], "ID") || !strings.HasPrefix(lines[1], "report/tenant-0  0 9 * * 1") ||
+		!strings.Contains(lines[2], "by ") || lines[4] != "next page: baton schedules list --after report/tenant-2 --prefix report/" {
+		t.Fatalf("first page: %d\n%s\n%s", code, out, errs)
+	}
+	code, out, _ = runIn("schedules", "list", "--config", cfg, "--prefix", "report/", "--limit", "3", "--after", "report/tenant-2", "--json")
+	var page baton.SchedulePage
+	if code != 0 || json.Unmarshal([]byte(out), &page) != nil || len(page.Schedules) != 2 || page.Schedules[1].ID != "report/tenant-4" || page.Next != "" {
+		t.Fatalf("second page: %d %s", code, out)
+	}
+	if code, _, errs := runIn("schedules", "list", "--config", cfg, "--limit", "5000"); code != 2 || !strings.Contains(errs, "limit 5000") {
+		t.Fatalf("list --limit 5000: %d %q", code, errs)
+	}
+	if code, _, errs := runIn("schedules", "resume", "--config", cfg, "report/tenant-1"); code != 0 {
+		t.Fatalf("resume: %q", errs)
+	}
+	if code, _, errs := runIn("schedules", "pause", "--config", cfg, "nobody"); code != 2 || !strings.Contains(errs, "no such runtime schedule") {
+		t.Fatalf("pause of an absent schedule: %d %q", code, errs)
+	}
+}
+
+// delete removes the schedule; --stop also publishes the request that
+// stops its runs under way.
+func TestSchedulesDeleteStopAsksRunsToStop(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := schedulesConfigFile(t, srv)
+	for _, id := range []string{"a", "b"} {
+		if code, _, errs := runIn("schedules", "put", "--config", cfg, id, "--schedule", "@daily", "--handler", "x"); code != 0 {
+			t.Fatalf("put: %q", errs)
+		}
+	}
+	ctx := context.Background()
+	sub := srv.TestClient(t).PSubscribe(ctx, "stest:cancel:*")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := runIn("schedules", "delete", "--config", cfg, "a"); code != 0 || out != "a deleted (a run under way finishes)\n" {
+		t.Fatalf("delete: %d %q %q", code, out, errs)
+	}
+	if code, out, errs := runIn("schedules", "delete", "--config", cfg, "--stop", "b"); code != 0 || !strings.Contains(out, "asked to stop") {
+		t.Fatalf("delete --stop: %d %q %q", code, out, errs)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	msg, err := sub.ReceiveMessage(rctx)
+	if err != nil || msg.Channel != "stest:cancel:@b" || !strings.Contains(msg.Payload, `"deleted"`) {
+		t.Fatalf("stop request (only for b): %v %v", msg, err)
+	}
+	if code, _, errs := runIn("schedules", "delete", "--config", cfg, "a"); code != 2 || !strings.Contains(errs, "no such runtime schedule") {
+		t.Fatalf("delete again: %d %q", code, errs)
+	}
+}
+
+// "baton schedules" alone, or with an unknown subcommand, is a usage
+// error; each subcommand has its help.
+func TestSchedulesUsage(t *testing.T) {
+	if code, _, errs := runIn("schedules"); code != 2 || !strings.Contains(errs, "name what to do") {
+		t.Fatalf("schedules: %d %q", code, errs)
+	}
+	if code, _, errs := runIn("schedules", "frob"); code != 2 || !strings.Contains(errs, `unknown subcommand "frob"`) {
+		t.Fatalf("schedules frob: %d %q", code, errs)
+	}
+	if code, out, _ := runIn("help", "schedules", "put"); code != 0 || !strings.Contains(out, "--if-version") || !strings.Contains(out, "--http-url") {
+		t.Fatalf("help schedules put: %d %q", code, out)
+	}
+	if code, out, _ := runIn("schedules", "list", "--help"); code != 0 || !strings.Contains(out, "--prefix") {
+		t.Fatalf("schedules list --help: %d %q", code, out)
+	}
+	if code, _, errs := runIn("schedules", "get", "--nxt", "3", "x"); code != 2 || !strings.Contains(errs, "baton schedules get: unknown flag --nxt for baton schedules get; did you mean --next?") ||
+		!strings.Contains(errs, "usage: baton schedules get") {
+		t.Fatalf("a typo: %d %q", code, errs)
+	}
+}
