@@ -200,7 +200,7 @@ func definePut(fs *flagSet) *putOpts {
 	fs.StringArrayVar(&o.httpHeaders, "http-header", nil, "a request header `NAME: VALUE` (repeatable)")
 	fs.IntSliceVar(&o.httpExpectStatus, "http-expect-status", nil, "the `CODES` that count as success (default: any 2xx)")
 	fs.IntVar(&s.MaxRuns, "max-runs", 0, "stop after `N` runs (0: no limit)")
-	fs.StringVar(&o.concurrency, "concurrency", "", "forbid, allow, buffer_one or buffer_all (default forbid)")
+	fs.StringVar(&o.concurrency, "concurrency", "", "forbid, allow, replace, buffer_one or buffer_all (default forbid)")
 	fs.IntVar(&s.BufferMax, "buffer-max", 0, "how many ticks buffer_all holds (`N`)")
 	fs.StringVar(&o.catchup, "catchup", "", "missed ticks after an outage: none, latest or all")
 	fs.IntVar(&s.CatchupMax, "catchup-max", 0, "at most `N` ticks caught up")

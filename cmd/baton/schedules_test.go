@@ -95,7 +95,7 @@ func TestSchedulesPutFromFlags(t *testing.T) {
 	}{
 		{[]string{"x", "--schedule", "61 * * * *", "--handler", "r"}, "baton schedules put: --schedule: "},
 		{[]string{"x", "--schedule", "@daily", "--http-url", "https://evil.example/x"}, "--http-url: "},
-		{[]string{"x", "--schedule", "@daily", "--handler", "r", "--concurrency", "replace"}, "--concurrency: replace is for jobs of the config file"},
+		{[]string{"x", "--schedule", "@daily", "--handler", "r", "--concurrency", "sometimes"}, "--concurrency: "},
 		{[]string{"x", "--schedule", "@daily", "--handler", "r", "--payload", "{tenant"}, "--payload must be JSON"},
 		{[]string{"x", "--at", "tomorrow", "--handler", "r"}, "--at must be an RFC 3339 time"},
 		{[]string{"x", "--schedule", "@daily", "--handler", "r", "-f", "x.yaml"}, "exclude each other"},
