@@ -187,3 +187,126 @@ func TestRuntimeSchedulesListInPages(t *testing.T) {
 		t.Fatalf("listed %v", got)
 	}
 }
+
+// blockingHandler is a Go handler whose runs block until their context
+// ends or release is closed; each run's start is sent on started and its
+// end (nil, or its context's cause) on ended.
+type blockingHandler struct {
+	started chan jobs.Run
+	ended   chan error
+	release chan struct{}
+}
+
+func newBlockingHandler() *blockingHandler {
+	return &blockingHandler{started: make(chan jobs.Run, 16), ended: make(chan error, 16), release: make(chan struct{})}
+}
+
+func (h *blockingHandler) handle(ctx context.Context, run jobs.Run) error {
+	h.started <- run
+	select {
+	case <-ctx.Done():
+		h.ended <- context.Cause(ctx)
+		return context.Cause(ctx)
+	case <-h.release:
+		h.ended <- nil
+		return nil
+	}
+}
+
+// recv waits for a value on ch.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// historyRecord waits until job's history in namespace rt has a record of
+// tick that ended, and returns it.
+func historyRecord(t *testing.T, srv *redistest.Server, job string, tick time.Time) jobs.RunRecord {
+	t.Helper()
+	rdb := srv.Client()
+	defer rdb.Close()
+	var rec jobs.RunRecord
+	poll.Require(t, 10*time.Second, "the run's end in the history", func() bool {
+		recs, err := jobs.ReadHistory(context.Background(), rdb, "rt", job, 0)
+		for _, r := range recs {
+			if err == nil && r.Tick.Equal(tick) && !r.Ended.IsZero() {
+				rec = r
+				return true
+			}
+		}
+		return false
+	})
+	return rec
+}
+
+// Deleting a runtime schedule with stopRunning stops its run under way on
+// whichever replica runs it: the handler's context ends, and the history
+// says the run was stopped because its schedule was deleted.
+func TestDeleteScheduleWithStopStopsTheRunUnderWay(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := schedulesConfig(t, srv, "")
+	c := openCluster(t, cfg)
+	ctx := context.Background()
+	h := newBlockingHandler()
+	reg := jobs.NewRegistry()
+	reg.HandleFunc("report", h.handle)
+	for i := range 2 {
+		running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID(fmt.Sprintf("r%d", i)))
+	}
+	if _, err := c.PutSchedule(ctx, "report/x", baton.ScheduleSpec{Schedule: "@every 1s", Handler: "report"}); err != nil {
+		t.Fatal(err)
+	}
+	run := recv(t, h.started, "a run of the schedule")
+	if err := c.DeleteSchedule(ctx, "report/x", true); err != nil {
+		t.Fatal(err)
+	}
+	if cause := recv(t, h.ended, "the run's end"); cause == nil || !strings.Contains(cause.Error(), "its runtime schedule was deleted") {
+		t.Fatalf("the run ended with %v, want stopped because its schedule was deleted", cause)
+	}
+	rec := historyRecord(t, srv, "@report/x", run.Tick)
+	if rec.Status != jobs.StatusStopped || !strings.Contains(rec.Reason, "its runtime schedule was deleted") || rec.Worker != run.Replica {
+		t.Fatalf("history record %+v", rec)
+	}
+}
+
+// Deleting a runtime schedule without stopRunning lets its run under way
+// finish: it ends ok after every replica has followed the delete.
+func TestDeleteScheduleWithoutStopLetsTheRunFinish(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := schedulesConfig(t, srv, "")
+	c := openCluster(t, cfg)
+	ctx := context.Background()
+	h := newBlockingHandler()
+	reg := jobs.NewRegistry()
+	reg.HandleFunc("report", h.handle)
+	for i := range 2 {
+		running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID(fmt.Sprintf("r%d", i)))
+	}
+	if _, err := c.PutSchedule(ctx, "report/x", baton.ScheduleSpec{Schedule: "@every 1s", Handler: "report"}); err != nil {
+		t.Fatal(err)
+	}
+	run := recv(t, h.started, "a run of the schedule")
+	if err := c.DeleteSchedule(ctx, "report/x", false); err != nil {
+		t.Fatal(err)
+	}
+	// replicas follow a delete within a second: the run must outlive that
+	time.Sleep(1500 * time.Millisecond) // real time: a stop that must not come
+	select {
+	case cause := <-h.ended:
+		t.Fatalf("the run ended before it was released: %v", cause)
+	default:
+	}
+	close(h.release)
+	if err := recv(t, h.ended, "the run's end"); err != nil {
+		t.Fatalf("the run ended with %v", err)
+	}
+	if rec := historyRecord(t, srv, "@report/x", run.Tick); rec.Status != jobs.StatusOK {
+		t.Fatalf("history record %+v", rec)
+	}
+}
