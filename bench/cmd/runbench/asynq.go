@@ -76,6 +76,7 @@ func runAsynq(ctx context.Context, cfg cellConfig) (cellResult, error) {
 	res := cellResult{system: "asynq PeriodicTaskManager", schedules: cfg.schedules, replicas: cfg.replicas}
 	res.runsWith = fmt.Sprintf("asynq v0.26.0 on one redis-server; %d PeriodicTaskManagers (own go-redis client each, default SyncInterval 3m) over one provider of N configs `* * * * *`; one asynq Server, Concurrency %d, TaskCheckInterval 20ms",
 		cfg.replicas, cfg.workers)
+	redis.SetLogger(quietRedis{})
 	srv, err := redistest.Start()
 	if err != nil {
 		return res, err
@@ -301,6 +302,12 @@ func bounded(what string, d time.Duration, fn func()) {
 		logf("  %s took over %v; going on", what, d)
 	}
 }
+
+// quietRedis drops go-redis's log lines (connections closed under a pool
+// timeout at shutdown).
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // quietAsynq drops asynq's log lines but a fatal one.
 type quietAsynq struct{}

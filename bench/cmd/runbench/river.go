@@ -6,12 +6,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -140,17 +144,69 @@ type riverReplica struct {
 	ready  chan string
 	exited chan struct{}
 	killed bool
+	errs   *insertErrors
 }
 
-func startRiverReplica(ctx context.Context, cfg cellConfig, dsn, id string) (*riverReplica, error) {
+// insertErrors collects the enqueuer's failed insert transactions from the
+// replicas' logs: River logs them and drops the instant's jobs.
+type insertErrors struct {
+	mu    sync.Mutex
+	fails []insertFail
+	first string
+	// logged counts every ERROR line of the replicas by message.
+	logged map[string]int
+}
+
+type insertFail struct {
+	at   time.Time
+	jobs int
+}
+
+var (
+	insertErrRE = regexp.MustCompile(`time=(\S+) level=ERROR msg="maintenance\.PeriodicJobEnqueuer: Error inserting periodic jobs".*num_jobs=(\d+)`)
+	errorLineRE = regexp.MustCompile(`level=ERROR msg="([^"]+)"`)
+)
+
+// scan forwards a replica's log lines to stderr and records failed inserts.
+func (e *insertErrors) scan(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		l := sc.Text()
+		fmt.Fprintln(os.Stderr, l)
+		if m := errorLineRE.FindStringSubmatch(l); m != nil {
+			e.mu.Lock()
+			if e.logged == nil {
+				e.logged = map[string]int{}
+			}
+			e.logged[m[1]]++
+			e.mu.Unlock()
+		}
+		if m := insertErrRE.FindStringSubmatch(l); m != nil {
+			at, _ := time.Parse(time.RFC3339Nano, m[1])
+			n, _ := strconv.Atoi(m[2])
+			e.mu.Lock()
+			e.fails = append(e.fails, insertFail{at, n})
+			if e.first == "" {
+				e.first = l
+			}
+			e.mu.Unlock()
+		}
+	}
+}
+
+func startRiverReplica(ctx context.Context, cfg cellConfig, dsn, id string, errs *insertErrors) (*riverReplica, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	r := &riverReplica{id: id, ready: make(chan string, 1), exited: make(chan struct{})}
+	r := &riverReplica{id: id, ready: make(chan string, 1), exited: make(chan struct{}), errs: errs}
 	r.cmd = exec.Command(exe, riverReplicaArg, "-dsn", dsn, "-id", id, "-n", strconv.Itoa(cfg.schedules),
 		"-period", cfg.period.String(), "-workers", strconv.Itoa(cfg.workers))
-	r.cmd.Stderr = os.Stderr
+	stderr, err := r.cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := r.cmd.StdoutPipe()
 	if err != nil {
@@ -167,7 +223,9 @@ func startRiverReplica(ctx context.Context, cfg cellConfig, dsn, id string) (*ri
 			}
 		}
 	}()
-	go func() { _ = r.cmd.Wait(); close(r.exited) }()
+	scanned := make(chan struct{})
+	go func() { errs.scan(stderr); close(scanned) }()
+	go func() { <-scanned; _ = r.cmd.Wait(); close(r.exited) }()
 	return r, nil
 }
 
@@ -237,13 +295,14 @@ func runRiver(ctx context.Context, cfg cellConfig) (cellResult, string, error) {
 
 	logf("River: %d replicas each adding %d periodic jobs (cron %q)", cfg.replicas, cfg.schedules, spec)
 	var reps []*riverReplica
+	errs := &insertErrors{}
 	defer func() {
 		for _, r := range reps {
 			r.stop()
 		}
 	}()
 	for i := range cfg.replicas {
-		r, err := startRiverReplica(ctx, cfg, pg.dsn(), fmt.Sprintf("replica-%d", i+1))
+		r, err := startRiverReplica(ctx, cfg, pg.dsn(), fmt.Sprintf("replica-%d", i+1), errs)
 		if err != nil {
 			return res, pgNote, err
 		}
@@ -401,6 +460,29 @@ func runRiver(ctx context.Context, cfg cellConfig) (cellResult, string, error) {
 	for i, at := range instants {
 		res.instants = append(res.instants, tally(at, labels[i], cfg.schedules, obs))
 	}
+	errs.mu.Lock()
+	for _, f := range errs.fails {
+		// a failed insert belongs to the latest instant at or before it
+		for i := len(instants) - 1; i >= 0; i-- {
+			if !f.at.Before(instants[i]) {
+				res.instants[i].dispatchErrors += f.jobs
+				break
+			}
+		}
+	}
+	if len(errs.fails) > 0 {
+		res.notes = append(res.notes, fmt.Sprintf("**%d enqueuer insert transactions failed** (every job of the batch dropped; counted as dispatch errors under the instant before the failure), first: `%s`",
+			len(errs.fails), errs.first))
+	}
+	if len(errs.logged) > 0 {
+		var ls []string
+		for msg, n := range errs.logged {
+			ls = append(ls, fmt.Sprintf("%q × %d", msg, n))
+		}
+		slices.Sort(ls)
+		res.notes = append(res.notes, "errors the replicas logged: "+strings.Join(ls, ", "))
+	}
+	errs.mu.Unlock()
 	jobRows, err1 := q("SELECT count(*) FROM river_job")
 	jobBytes, err2 := q("SELECT pg_total_relation_size('river_job')")
 	if err := errors.Join(err1, err2); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -35,5 +36,20 @@ func TestCronSpecRefusesPeriodsThatDoNotAlign(t *testing.T) {
 		if _, err := cronSpec(period); err == nil {
 			t.Fatalf("period %v: no error", period)
 		}
+	}
+}
+
+func TestInsertErrorsRecordsTheEnqueuersFailedInsertsFromReplicaLogs(t *testing.T) {
+	log := `time=2026-11-28T23:34:33.586Z level=ERROR msg="Client: Failed to send job insert notification" queues=default err="timeout: context already done: context deadline exceeded"
+time=2026-11-28T23:34:33.586Z level=ERROR msg="maintenance.PeriodicJobEnqueuer: Error inserting periodic jobs" error="timeout: context already done: context deadline exceeded" num_jobs=100000
+time=2026-11-28T23:35:42.592Z level=ERROR msg="producer: Error fetching jobs" err="StandardPilot.JobGetAvailable timed out after 10s: timeout: context deadline exceeded" queue=default
+`
+	e := &insertErrors{}
+	e.scan(strings.NewReader(log))
+	if len(e.fails) != 1 || e.fails[0].jobs != 100000 || !e.fails[0].at.Equal(time.Date(2026, 11, 28, 23, 34, 33, 586_000_000, time.UTC)) {
+		t.Fatalf("fails %+v, want one of 100000 jobs at 23:34:33.586", e.fails)
+	}
+	if len(e.logged) != 3 || e.logged["producer: Error fetching jobs"] != 1 {
+		t.Fatalf("logged %v, want 3 messages once each", e.logged)
 	}
 }
