@@ -462,6 +462,8 @@ func (r *Replica) Run(ctx context.Context) error {
 	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
 	followDone := make(chan struct{})
 	go func() { defer close(followDone); r.follower.Run(followCtx) }()
+	reportDone := make(chan struct{})
+	go func() { defer close(reportDone); r.reportRefusals(followCtx) }()
 	var err error
 	// the scheduler and the leadership it claims leader jobs under stop
 	// together: at ctx's end, or at StopClaiming
@@ -503,6 +505,7 @@ func (r *Replica) Run(ctx context.Context) error {
 	}
 	stopFollow()
 	<-followDone
+	<-reportDone
 	r.Close()
 	r.log.Info("replica stopped", "replica", r.id)
 	return err

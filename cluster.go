@@ -87,7 +87,8 @@ func (c *Cluster) Config() *config.Config { return c.cfg }
 type Status struct {
 	// Time is when it was read, by the queue Redis's clock.
 	Time time.Time `json:"time"`
-	// Jobs are the config's jobs, in file order.
+	// Jobs are the job list's jobs, in file order (runtime schedules: see
+	// Schedules).
 	Jobs []JobStatus `json:"jobs"`
 	// Replicas are the replicas seen in the last 10 minutes (the roster's memory).
 	Replicas []ReplicaStatus `json:"replicas"`
@@ -97,6 +98,10 @@ type Status struct {
 	// Warnings are what needs an operator's eye: tasks in a queue no live
 	// replica consumes, a pause written to a minority of lock masters, ...
 	Warnings []string `json:"warnings,omitempty"`
+	// Schedules summarises the runtime schedules (nil when it cannot be
+	// read): how many, how many paused, and the ones a replica refuses.
+	// Jobs lists the job list's jobs only.
+	Schedules *SchedulesStatus `json:"schedules,omitempty"`
 	// Masters are the lock masters (the queue Redis when none are
 	// configured): whether each votes, and if not why and until when (see
 	// MastersAttention).
@@ -314,6 +319,12 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 		errs = append(errs, fmt.Errorf("roster: %w", err))
 	}
 	st.Replicas, st.ListDiffs = replicaStatus(members)
+	if st.Schedules, err = c.schedulesStatus(ctx, members); err != nil {
+		errs = append(errs, err)
+	} else if n := st.Schedules.Refused; n > 0 {
+		st.Warnings = append(st.Warnings, fmt.Sprintf("%d runtime schedules are refused by the replicas and do not run (first: %s): put them again, or delete them (baton status lists the first %d, and why)",
+			n, redact.Quote(st.Schedules.RefusedFirst[0].ID), schedulesListed))
+	}
 	st.Warnings = append(st.Warnings, c.orphanQueues(members)...)
 	for _, id := range roster.DuplicateIDs(members) {
 		st.Warnings = append(st.Warnings, fmt.Sprintf("two live processes run as replica %s: give each its own id", redact.Quote(id)))

@@ -432,3 +432,71 @@ jobs:
 		}
 	}
 }
+
+// The status summarises the runtime schedules without a row each: how
+// many, how many paused (and which first), and the ones a live replica
+// refuses to run (here: an http URL its config does not allow), with why;
+// a delete forgets its pause.
+func TestStatusSummarisesRuntimeSchedules(t *testing.T) {
+	srv := redistest.New(t)
+	const list = `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: sum
+schedules: {http_prefixes: [%s]}
+jobs:
+  - name: listed
+    schedule: "0 0 1 1 *"
+    exec: {command: ["true"]}
+`
+	cfg, err := config.Load(fmt.Appendf(nil, list, srv.Addr(), `"https://hooks.example/"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict, err := config.Load(fmt.Appendf(nil, list, srv.Addr(), ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	reg := jobs.NewRegistry()
+	if err := reg.HandleFunc("report", func(context.Context, jobs.Run) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	running(t, strict, baton.WithReplicaID("strict-1"), baton.WithHandlers(reg))
+	for _, id := range []string{"report/a", "report/b"} {
+		if _, err := c.PutSchedule(ctx, id, baton.ScheduleSpec{Schedule: "0 9 * * *", Handler: "report"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.PutSchedule(ctx, "hook/x", baton.ScheduleSpec{Schedule: "0 9 * * *", HTTP: &config.HTTPSpec{URL: "https://hooks.example/x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PauseSchedule(ctx, "report/b", baton.PauseNote{By: "ops", Note: "tenant left"}); err != nil {
+		t.Fatal(err)
+	}
+	var st *baton.Status
+	poll.Require(t, 10*time.Second, "the replica's refusal in the status", func() bool {
+		st, err = c.Status(ctx)
+		return err == nil && st.Schedules != nil && st.Schedules.Refused == 1
+	})
+	s := st.Schedules
+	if s.Count != 3 || s.Paused != 1 || !slices.Equal(s.PausedFirst, []string{"report/b"}) {
+		t.Errorf("summary %+v: want 3 schedules, report/b paused", s)
+	}
+	if len(s.RefusedFirst) != 1 || s.RefusedFirst[0].ID != "hook/x" || s.RefusedFirst[0].Job != "@hook/x" || !strings.Contains(s.RefusedFirst[0].Why, "http_prefixes") {
+		t.Errorf("refused %+v: want hook/x, refused for its URL", s.RefusedFirst)
+	}
+	if len(st.Jobs) != 1 || !slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, "1 runtime schedules are refused") }) {
+		t.Errorf("jobs %d, warnings %q: want the listed job's row and a warning of the refusal", len(st.Jobs), st.Warnings)
+	}
+	if err := c.DeleteSchedule(ctx, "report/b", false); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = c.Status(ctx); err != nil || st.Schedules.Count != 2 || st.Schedules.Paused != 0 {
+		t.Fatalf("after the delete: %+v, %v: want 2 schedules, none paused", st.Schedules, err)
+	}
+}

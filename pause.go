@@ -138,6 +138,9 @@ func (c *Cluster) Pause(ctx context.Context, job string, p PauseNote) (PauseResu
 		}
 		res.Pause = &note
 	}
+	if res.InEffect {
+		c.notePauseOf(ctx, job, true, res.Pause.At)
+	}
 	return res, nil
 }
 
@@ -249,6 +252,9 @@ func (c *Cluster) Resume(ctx context.Context, job string, catchUp bool) (ResumeR
 	res := ResumeResult{PauseResult: c.eachMaster(ctx, job, false, func(ctx context.Context, m redis.UniversalClient, _ int) error {
 		return m.Del(ctx, key).Err()
 	})}
+	if res.InEffect {
+		c.notePauseOf(ctx, job, false, time.Time{})
+	}
 	if !catchUp || !res.InEffect {
 		return res, nil // not resumed: the ticks stay paused
 	}

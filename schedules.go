@@ -256,6 +256,7 @@ func (c *Cluster) DeleteSchedule(ctx context.Context, id string, stopRunning boo
 	if !ok {
 		return fmt.Errorf("runtime schedule %q: %w", id, ErrNoSchedule)
 	}
+	c.notePauseOf(ctx, ScheduleJobName(id), false, time.Time{})
 	if stopRunning {
 		return worker.RequestStop(ctx, c.queue, c.cfg, ScheduleJobName(id), "deleted", "baton schedules delete")
 	}

@@ -164,6 +164,7 @@ func printStatus(w io.Writer, st *baton.Status) {
 	_ = tw.flush()
 	printPauses(w, st)
 	printFailing(w, st)
+	printSchedules(w, st)
 
 	fmt.Fprintln(w)
 	if len(st.Replicas) == 0 {
@@ -195,6 +196,34 @@ func printStatus(w io.Writer, st *baton.Status) {
 	}
 	for _, warn := range st.Warnings {
 		printf(w, "\n%s\n", warn)
+	}
+}
+
+// printSchedules summarises the runtime schedules (`baton schedules list`
+// lists them): how many, which are paused, which the replicas refuse and
+// why (the ids and reasons come from Redis: quoted).
+func printSchedules(w io.Writer, st *baton.Status) {
+	s := st.Schedules
+	if s == nil || s.Count == 0 && s.Refused == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nRUNTIME SCHEDULES: %d (baton schedules list), %d paused, %d refused\n", s.Count, s.Paused, s.Refused)
+	if s.Paused > 0 {
+		ids := make([]string, len(s.PausedFirst))
+		for i, id := range s.PausedFirst {
+			ids[i] = redact.Quote(id)
+		}
+		more := ""
+		if n := s.Paused - int64(len(ids)); n > 0 {
+			more = fmt.Sprintf(" and %d more", n)
+		}
+		printf(w, "  paused: %s%s\n", strings.Join(ids, ", "), more)
+	}
+	for _, p := range s.RefusedFirst {
+		printf(w, "  refused: %s: %s\n", redact.Quote(p.ID), redact.Quote(p.Why))
+	}
+	if n := s.Refused - len(s.RefusedFirst); n > 0 {
+		printf(w, "  refused: %d more\n", n)
 	}
 }
 

@@ -197,3 +197,29 @@ jobs:
 			len(r), r[0].Worker, r[0].Started.Format(time.RFC3339), strings.TrimSpace(func() string { _, out, _ := runIn("history", "--config", cfg, "slow"); return out }()))
 	}
 }
+
+// baton status summarises the runtime schedules in a few lines, whatever
+// their number: how many, the first paused, the refused ones with why,
+// quoted (ids and reasons come from Redis).
+func TestStatusPrintsRuntimeSchedulesSummary(t *testing.T) {
+	st := &baton.Status{Time: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC), Schedules: &baton.SchedulesStatus{
+		Count: 100000, Paused: 3, PausedFirst: []string{"report/a", "report/b"},
+		Refused: 2, RefusedFirst: []baton.ScheduleProblem{{ID: "hook/\x1bx", Job: "@hook/\x1bx", Why: "not signed"}},
+	}}
+	var b strings.Builder
+	printStatus(&b, st)
+	out := b.String()
+	for _, want := range []string{
+		"RUNTIME SCHEDULES: 100000 (baton schedules list), 3 paused, 2 refused",
+		`paused: "report/a", "report/b" and 1 more`,
+		`refused: "hook/\x1bx": "not signed"`,
+		"refused: 1 more",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status does not show %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("status prints a control character read from Redis:\n%q", out)
+	}
+}

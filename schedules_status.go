@@ -1,0 +1,173 @@
+package baton
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/roster"
+)
+
+// The runtime schedules in the status: a summary, not a row each (there
+// may be 100,000). It is read in one pipelined round trip to the queue
+// Redis from keys kept small on purpose:
+//
+//	NS:{schedules}:defs     the definitions (schedstore): HLEN counts them
+//	NS:{schedules}:paused   zset id -> when paused (ms), kept by
+//	                        Cluster.Pause and Resume of a runtime schedule
+//	NS:{schedules}:refused  hash replica id -> JSON refusalReport: the
+//	                        schedules each replica refuses to run, and why
+
+// ScheduleProblem is one runtime schedule that needs an eye, and why.
+type ScheduleProblem struct {
+	ID  string `json:"id"`
+	Job string `json:"job"` // "@" + ID
+	Why string `json:"why"`
+}
+
+// SchedulesStatus summarises the runtime schedules.
+type SchedulesStatus struct {
+	// Count is how many are stored.
+	Count int64 `json:"count"`
+	// Paused is how many are paused (Cluster.Pause or PauseSchedule), and
+	// PausedFirst the ids of the first few, the longest paused first.
+	Paused      int64    `json:"paused"`
+	PausedFirst []string `json:"paused_first,omitempty"`
+	// Refused is how many a live replica refuses to run (not signed as the
+	// signing keys require, not valid for its config), and RefusedFirst
+	// the first few, in id order, with why: they are not run until put
+	// again.
+	Refused      int               `json:"refused"`
+	RefusedFirst []ScheduleProblem `json:"refused_first,omitempty"`
+}
+
+// schedulesListed is how many ids the status names per kind of problem.
+const schedulesListed = 10
+
+// refusalReport is what a replica reports of the runtime schedules it
+// refuses.
+type refusalReport struct {
+	At    int64             `json:"at"` // when written (the replica's clock, ms)
+	Count int               `json:"count"`
+	First []ScheduleProblem `json:"first,omitempty"` // up to schedulesListed, in id order
+}
+
+func schedulesPausedKey(ns string) string  { return ns + ":{schedules}:paused" }
+func schedulesRefusedKey(ns string) string { return ns + ":{schedules}:refused" }
+
+// notePauseOf keeps the index of paused runtime schedules that the status
+// counts: job (a runtime schedule's) paused since at, or resumed. Best
+// effort: the pause flags on the lock masters decide, the index only
+// counts them.
+func (c *Cluster) notePauseOf(ctx context.Context, job string, paused bool, at time.Time) {
+	id, ok := config.ScheduleID(job)
+	if !ok {
+		return
+	}
+	key := schedulesPausedKey(c.cfg.Namespace)
+	if paused {
+		c.queue.ZAddNX(ctx, key, redis.Z{Score: float64(at.UnixMilli()), Member: id})
+		return
+	}
+	c.queue.ZRem(ctx, key, id)
+}
+
+// schedulesStatus reads the summary of the runtime schedules: refusals of
+// the live replicas (members) only.
+func (c *Cluster) schedulesStatus(ctx context.Context, members []roster.Member) (*SchedulesStatus, error) {
+	ns := c.cfg.Namespace
+	var (
+		count, paused *redis.IntCmd
+		first         *redis.StringSliceCmd
+		refused       *redis.MapStringStringCmd
+	)
+	_, err := c.queue.Pipelined(ctx, func(p redis.Pipeliner) error {
+		count = p.HLen(ctx, ns+":{schedules}:defs")
+		paused = p.ZCard(ctx, schedulesPausedKey(ns))
+		first = p.ZRange(ctx, schedulesPausedKey(ns), 0, schedulesListed-1)
+		refused = p.HGetAll(ctx, schedulesRefusedKey(ns))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runtime schedules: %w", err)
+	}
+	st := &SchedulesStatus{Count: count.Val(), Paused: paused.Val(), PausedFirst: first.Val()}
+	live := map[string]bool{}
+	for _, m := range members {
+		live[m.ID] = m.Live
+	}
+	seen := map[string]bool{}
+	for replica, v := range refused.Val() {
+		var rep refusalReport
+		if !live[replica] || json.Unmarshal([]byte(v), &rep) != nil {
+			continue
+		}
+		// replicas of one config refuse the same ones: the largest count
+		// stands for all
+		st.Refused = max(st.Refused, rep.Count)
+		for _, p := range rep.First {
+			if !seen[p.ID] {
+				seen[p.ID] = true
+				st.RefusedFirst = append(st.RefusedFirst, p)
+			}
+		}
+	}
+	slices.SortFunc(st.RefusedFirst, func(a, b ScheduleProblem) int { return strings.Compare(a.ID, b.ID) })
+	if len(st.RefusedFirst) > schedulesListed {
+		st.RefusedFirst = st.RefusedFirst[:schedulesListed]
+	}
+	st.Refused = max(st.Refused, len(st.RefusedFirst))
+	return st, nil
+}
+
+// reportRefusals writes, while ctx lasts, the runtime schedules the
+// replica's follower refuses into the status's hash, each time they
+// change (checked every second, in memory), and removes the replica's
+// entry at the end.
+func (r *Replica) reportRefusals(ctx context.Context) {
+	key := schedulesRefusedKey(r.cfg.Namespace)
+	last := ""
+	write := func() {
+		refused := r.follower.Refused()
+		rep := refusalReport{Count: len(refused)}
+		for _, f := range refused[:min(len(refused), schedulesListed)] {
+			rep.First = append(rep.First, ScheduleProblem{ID: f.ID, Job: config.ScheduleJobName(f.ID), Why: f.Err.Error()})
+		}
+		b, _ := json.Marshal(rep)
+		if string(b) == last {
+			return
+		}
+		rep.At = time.Now().UnixMilli()
+		v, _ := json.Marshal(rep)
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		var err error
+		if rep.Count == 0 {
+			err = r.queue.HDel(wctx, key, r.id).Err()
+		} else {
+			err = r.queue.HSet(wctx, key, r.id, v).Err()
+		}
+		if err == nil {
+			last = string(b)
+		}
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		write()
+		select {
+		case <-ctx.Done():
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			r.queue.HDel(dctx, key, r.id)
+			cancel()
+			return
+		case <-tick.C:
+		}
+	}
+}
