@@ -63,6 +63,7 @@ const (
 	OutcomeMissed      Outcome = "missed"      // not dispatched within its starting deadline
 	OutcomePaused      Outcome = "paused"      // not dispatched: the job was paused
 	OutcomeRefused     Outcome = "refused"     // not run: the worker refused its task
+	OutcomeStopped     Outcome = "stopped"     // stopped on request: its runtime schedule was deleted with its runs stopped
 	OutcomeDue         Outcome = "due"         // due, within its starting deadline, not claimed yet
 	OutcomeNotDue      Outcome = "not_due"     // in the future
 	OutcomeUnknown     Outcome = "unknown"     // before KnownFrom, or a run whose end was never recorded
@@ -577,7 +578,7 @@ func (b *ledgerBuilder) fromRun(r jobs.RunRecord) LedgerTick {
 	case r.Status == jobs.StatusDispatched:
 		lt.Outcome = OutcomeDispatched
 	case r.Status == jobs.StatusSkipped, r.Status == jobs.StatusReplaced, r.Status == jobs.StatusDropped,
-		r.Status == jobs.StatusMissed, r.Status == jobs.StatusPaused, r.Status == jobs.StatusRefused:
+		r.Status == jobs.StatusMissed, r.Status == jobs.StatusPaused, r.Status == jobs.StatusRefused, r.Status == jobs.StatusStopped:
 		lt.Outcome = Outcome(r.Status)
 	default:
 		lt.Outcome = OutcomeUnknown
