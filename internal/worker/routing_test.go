@@ -13,6 +13,7 @@ import (
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/roster"
+	"github.com/batonhq/baton/internal/schedstore"
 	"github.com/batonhq/baton/internal/worktest"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
@@ -338,4 +339,58 @@ func TestRuntimeScheduleNoLiveReplicaCanRunIsArchivedWithARecord(t *testing.T) {
 		t.Errorf("deleted: history record %+v", recs[0])
 	}
 	worktest.None(t, exec.started, 10*time.Millisecond, "a run")
+}
+
+// An http runtime schedule runs only where the config allows its URL: a
+// replica whose schedules.http_prefixes refuse it hands its task to a live
+// replica whose prefixes allow it, and archives it, with a record, when
+// there is none.
+func TestRuntimeHTTPScheduleGoesToAReplicaThatAllowsItsURL(t *testing.T) {
+	e := newEnv(t)
+	load := func(prefix string) *config.Config {
+		y := e.YAML("  []") + fmt.Sprintf("\nschedules: {http_prefixes: [%q]}\n", prefix)
+		cfg, err := config.Load([]byte(y))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	cfgA, cfgB := load("https://a.example/"), load("https://b.example/hooks/")
+	const doc = `{"schedule":"@every 1m","http":{"url":"https://b.example/hooks/1"}}`
+	if _, err := schedstore.New(e.RDB, cfgB.Namespace, handoff.NewSigner(cfgB.Security)).Put(context.Background(), "hook/1", []byte(doc), -1); err != nil {
+		t.Fatal(err)
+	}
+	cfgB = withSchedule(t, cfgB, "hook/1", doc)
+	exec := newFakeExec(nil)
+	logs := &worktest.Logs{}
+	e.worker(t, cfgA, exec, WithReplica("a"), WithLogger(logs.Logger()))
+	b := roster.New(e.RDB, cfgB, roster.Member{ID: "b", Role: "run", Queues: []string{"default"}}, worktest.Logger(t))
+	if _, err := b.Beat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	first := scheduleTick("@hook/1", 1)
+	e.dispatch(t, cfgB, first)
+	poll.Require(t, worktest.Wait, "the tick handed back", func() bool {
+		info, err := e.Insp.GetTaskInfo("baton:default", first.ID())
+		return err == nil && info.State == asynq.TaskStateRetry && strings.Contains(info.LastErr, "handed back")
+	})
+	if info, _ := e.Insp.GetTaskInfo("baton:default", first.ID()); info.Retried != 0 || !strings.Contains(info.LastErr, "http_prefixes") {
+		t.Errorf("handed back: retried %d, last error %q", info.Retried, info.LastErr)
+	}
+
+	// b leaves: no live replica allows the URL
+	if err := b.Leave(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	second := scheduleTick("@hook/1", 2)
+	e.dispatch(t, cfgB, second)
+	info := e.State(t, "baton:default", second, asynq.TaskStateArchived)
+	if info.Retried != 0 || !strings.Contains(info.LastErr, "no live replica runs it") {
+		t.Errorf("retried %d, last error %q", info.Retried, info.LastErr)
+	}
+	recs := historyOf(t, e, "@hook/1", 2, func(r []jobs.RunRecord) bool { return r[0].Status == jobs.StatusRefused })
+	if !strings.Contains(recs[0].Reason, "http_prefixes") {
+		t.Errorf("history record %+v", recs[0])
+	}
+	worktest.None(t, exec.started, 10*time.Millisecond, "a run on the replica that refuses the URL")
 }
