@@ -123,7 +123,8 @@ jobs:
 // dev, config.example.yaml: it exits 0 (run, scheduler, worker and dev once
 // their replicas started and a SIGTERM stopped them). A bare "baton CMD" in
 // the prose names a command: "baton help CMD" must know it. Placeholders
-// (JOB, FILE, T1...) are filled in, hosts and programs the test cannot have
+// (JOB, FILE, T1...) are filled in, the files they read (tenant-42.yaml)
+// are written as the docs show them, hosts and programs the test cannot have
 // are replaced, and a backfill's dates become a window of the same shape
 // within what the new Redis's history can tell; a line that is not a
 // command line (a synopsis, a flag named in prose) is in docSkips with why.
@@ -140,6 +141,12 @@ func TestEveryDocumentedCommandRuns(t *testing.T) {
 	}
 	if err := writeFile(filepath.Join(dir, "config.example.yaml"), string(example)); err != nil {
 		t.Fatal(err)
+	}
+	// the files the docs' command lines read, as the docs show them
+	for _, name := range []string{"tenant-42.yaml"} {
+		if err := writeFile(filepath.Join(dir, name), docFileBlock(t, name)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	env := []string{"BATON_REDIS_URL=" + url, "BATON_LOG_FORMAT=json"}
 	// the Redis is brand new: mark it once, as a first deployment does
@@ -172,8 +179,8 @@ func TestEveryDocumentedCommandRuns(t *testing.T) {
 			continue
 		}
 		args := words[1:]
-		if d.inline && len(args) == 1 {
-			args = []string{"help", args[0]} // names the command
+		if d.inline && (len(args) == 1 || len(args) == 2 && args[0] == "schedules") {
+			args = append([]string{"help"}, args...) // names the command
 		}
 		for i, a := range args {
 			if v, ok := fill[a]; ok {
@@ -214,6 +221,29 @@ func TestEveryDocumentedCommandRuns(t *testing.T) {
 		t.Logf("ran %s: baton %q", d, args)
 	}
 	t.Logf("%d of %d command lines ran", ran, len(lines))
+}
+
+// docFileBlock is the file name as the docs show it: the code block whose
+// first line is "# name".
+func docFileBlock(t *testing.T, name string) string {
+	t.Helper()
+	for _, f := range docFiles(t) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, ok := strings.Cut(string(data), "```yaml\n# "+name+"\n")
+		if !ok {
+			continue
+		}
+		block, _, ok := strings.Cut(rest, "```")
+		if !ok {
+			t.Fatalf("%s: the block of %s does not end", f, name)
+		}
+		return block
+	}
+	t.Fatalf("no doc shows %s", name)
+	return ""
 }
 
 // runDoc runs the binary in dir and returns its exit status and stderr.
