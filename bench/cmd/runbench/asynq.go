@@ -276,7 +276,7 @@ func runAsynq(ctx context.Context, cfg cellConfig) (cellResult, error) {
 			float64(memSched-memBefore)/float64(cfg.schedules), memBefore, memSched, cfg.replicas),
 		fmt.Sprintf("Redis per schedule 30s after the last instant, managers running: %.0f B (used_memory %d B: the entry lists, which each replica's heartbeat rewrites every 10s with a 20s TTL, and each entry's enqueue history, up to 1000 events per entry)",
 			float64(memRunning-memBefore)/float64(cfg.schedules), memRunning),
-		fmt.Sprintf("Redis per schedule after the managers stopped and the tasks ran: %.0f B (used_memory %d B: the enqueue history stays, the entry lists are cleared; completed tasks are deleted)",
+		fmt.Sprintf("Redis per schedule after the managers stopped and the tasks ran: %.0f B (used_memory %d B: Shutdown clears the entry lists and the enqueue history; completed tasks are deleted)",
 			float64(memAfter-memBefore)/float64(cfg.schedules), memAfter))
 	if len(errAt) > 0 {
 		res.notes = append(res.notes, fmt.Sprintf("%d enqueue errors (PostEnqueueFunc with an error; counted under the instant of the error), first: %s. "+
