@@ -321,9 +321,6 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 	st.Replicas, st.ListDiffs = replicaStatus(members)
 	if st.Schedules, err = c.schedulesStatus(ctx, members); err != nil {
 		errs = append(errs, err)
-	} else if n := st.Schedules.Refused; n > 0 {
-		st.Warnings = append(st.Warnings, fmt.Sprintf("%d runtime schedules are refused by the replicas and do not run (first: %s): put them again, or delete them (baton status lists the first %d, and why)",
-			n, redact.Quote(st.Schedules.RefusedFirst[0].ID), schedulesListed))
 	}
 	st.Warnings = append(st.Warnings, c.orphanQueues(members)...)
 	for _, id := range roster.DuplicateIDs(members) {

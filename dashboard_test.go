@@ -2,6 +2,7 @@ package baton_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/internal/schedstore"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -400,5 +402,64 @@ jobs:
 	}
 	if s := p.text(`#attention li.unsigned`); !strings.Contains(s, "not signed") {
 		t.Errorf("the banner says of unsigned tasks %q", s)
+	}
+}
+
+// The runtime schedules' page lists them a page at a time, in id order,
+// with a prefix filter; a row opens the schedule's job page ("@" + id,
+// escaped whole in the URL), whose pause reaches Redis through the jobs'
+// routes; a schedule the replicas refuse is in the banner.
+func TestDashboardSchedulesPageListsAndOpensASchedule(t *testing.T) {
+	t.Parallel() // its own Redis, replicas and browser
+	web, c, srv := dashboardDeployment(t)
+	ctx := context.Background()
+	put := func(id string) {
+		t.Helper()
+		if _, err := c.PutSchedule(ctx, id, baton.ScheduleSpec{Schedule: "0 9 * * *", Timezone: "Europe/Berlin", Handler: "report"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("other/x")
+	for i := range 51 {
+		put(fmt.Sprintf("tenant/%02d", i))
+	}
+	// stored by a writer without the config's checks: the replica refuses it
+	if _, err := schedstore.New(srv.TestClient(t), "dash", nil).Put(ctx, "tenant/zz", json.RawMessage(`{"schedule":"not cron","handler":{"name":"report"}}`), -1); err != nil {
+		t.Fatal(err)
+	}
+	p := openDashboard(t, web.URL)
+	p.until("keep the token for the tab", fmt.Sprintf(`(sessionStorage.setItem("baton-token", %q), true)`, apiToken))
+	p.step("open the schedules' page", chromedp.Navigate("about:blank"), chromedp.Navigate(web.URL+"/#/schedules"), chromedp.WaitVisible(`#schedules tr[data-id="other/x"]`))
+	if n := evalJS[int](p, `document.querySelectorAll("#schedules tr[data-id]").length`); n != 50 {
+		t.Errorf("the first page lists %d schedules, want 50", n)
+	}
+	p.until("the banner names the refused schedule", `[...document.querySelectorAll("#attention li.refused a")].some((a) => a.textContent === "tenant/zz")`)
+	p.step("next page", chromedp.Click(`#sched-next`), chromedp.WaitVisible(`#schedules tr[data-id="tenant/50"]`))
+	if ids := evalJS[[]string](p, `[...document.querySelectorAll("#schedules tr[data-id]")].map((r) => r.dataset.id)`); strings.Join(ids, " ") != "tenant/49 tenant/50 tenant/zz" {
+		t.Errorf("the second page lists %v, want tenant/49, tenant/50 and tenant/zz", ids)
+	}
+	if refused := p.text(`#schedules tr[data-id="tenant/zz"]`); !strings.Contains(refused, "refused") {
+		t.Errorf("the refused schedule's row says %q", refused)
+	}
+	p.step("filter by a prefix", chromedp.SendKeys(`#sched-prefix`, "tenant/4"+kb.Enter), chromedp.WaitVisible(`#schedules tr[data-id="tenant/42"]`))
+	if n := evalJS[int](p, `document.querySelectorAll("#schedules tr[data-id]").length`); n != 10 {
+		t.Errorf("prefix tenant/4 lists %d schedules, want 10", n)
+	}
+	p.step("open tenant/42", chromedp.Click(`#schedules tr[data-id="tenant/42"] a`), chromedp.WaitVisible(`button.pause[data-job="@tenant/42"]`))
+	if hash := evalJS[string](p, `location.hash`); hash != "#/jobs/%40tenant%2F42" {
+		t.Errorf("the schedule's page is at %q", hash)
+	}
+	if facts := p.text(`#view dl`); !strings.Contains(facts, "0 9 * * * (Europe/Berlin)") || !strings.Contains(facts, "next tick") {
+		t.Errorf("the schedule's page says %q, want its schedule and next tick", facts)
+	}
+	p.step("pause it", chromedp.SetValue(`#pause-note`, "tenant moves"), chromedp.Click(`button.pause[data-job="@tenant/42"]`),
+		chromedp.WaitVisible(`button.resume[data-job="@tenant/42"]`))
+	rdb := srv.TestClient(t)
+	if rdb.Exists(ctx, scheduler.PauseKey("dash", "@tenant/42")).Val() != 1 {
+		t.Error("the dashboard's pause of a runtime schedule set no flag in Redis")
+	}
+	p.step("resume it", chromedp.Click(`button.resume[data-job="@tenant/42"]`), chromedp.WaitVisible(`button.pause[data-job="@tenant/42"]`))
+	if rdb.Exists(ctx, scheduler.PauseKey("dash", "@tenant/42")).Val() != 0 {
+		t.Error("the dashboard's resume of a runtime schedule left the pause flag in Redis")
 	}
 }
