@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -160,6 +162,14 @@ jobs: []
 	last := instants[len(instants)-1]
 	logf("baton: measuring instants %s .. %s", first.Format("15:04:05"), last.Format("15:04:05"))
 	cpuInstants := cpuTime()
+	if path := os.Getenv("RUNBENCH_CPUPROFILE"); path != "" {
+		// the instants' profile, for a look at where baton spends them
+		if f, err := os.Create(path); err == nil {
+			if err := pprof.StartCPUProfile(f); err == nil {
+				defer pprof.StopCPUProfile()
+			}
+		}
+	}
 	if err := sleepUntil(ctx, last.Add(min(cfg.period/2, 30*time.Second))); err != nil {
 		return res, err
 	}
@@ -177,6 +187,10 @@ jobs: []
 	cpuRan := cpuTime()
 	rssRan := rssKiB(os.Getpid())
 	memRan, err := usedMemory(ctx, admin)
+	if err != nil {
+		return res, err
+	}
+	steady, err := steadyPerSchedule(ctx, admin, min(cfg.schedules, 200))
 	if err != nil {
 		return res, err
 	}
@@ -202,6 +216,7 @@ jobs: []
 		fmt.Sprintf("Redis per idle schedule: %s (used_memory %d → %d B after the puts, before any tick)", per(memIdle-memBefore), memBefore, memIdle),
 		fmt.Sprintf("Redis per schedule after %d ticks each: %s (used_memory %d B: definitions, each schedule's history of its runs (schedules.history 20), the ticks' records and completed tasks while they are retained)",
 			len(instants), per(memRan-memBefore), memRan),
+		steady,
 		fmt.Sprintf("replicas (one process, %d replicas): RSS %d → %d MiB to hold the schedules (%.0f KiB per 1000 schedules per replica), %d MiB after the ticks ran",
 			cfg.replicas, rssBefore>>10, rssSynced>>10, float64(rssSynced-rssBefore)/float64(cfg.replicas)/float64(cfg.schedules)*1000, rssRan>>10),
 		fmt.Sprintf("CPU (the process: %d replicas, the putters' Cluster excluded): %.1f s to read and check the N schedules at start (%v wall), %.1f s for the %d instants (claims, dispatches, %d runs)",
@@ -267,6 +282,45 @@ func putToVisible(ctx context.Context, cl *baton.Cluster, replicas []*baton.Repl
 	}
 	return out, nil
 }
+
+// steadyPerSchedule sums, over the keys of the first m schedules, the
+// MEMORY USAGE of those that stay between ticks (no ttl, or one longer than
+// an hour: not a tick's record, a retained task or a lease), and of their
+// history streams, divided by the runs each history holds: what an idle
+// schedule costs once its history is full.
+func steadyPerSchedule(ctx context.Context, rdb *redis.Client, m int) (string, error) {
+	var kept, hist, runs, defs int64
+	for i := range m {
+		id := schedID(i)
+		keys, err := rdb.Keys(ctx, "*"+id+"*").Result()
+		if err != nil {
+			return "", err
+		}
+		for _, k := range keys {
+			ttl, _ := rdb.PTTL(ctx, k).Result()
+			if ttl > 0 && ttl < time.Hour {
+				continue // a tick's record, a lease: gone between ticks
+			}
+			n, _ := rdb.MemoryUsage(ctx, k, 0).Result()
+			if strings.Contains(k, "{history:") {
+				hist += n
+				evs, _ := rdb.XLen(ctx, k).Result()
+				runs += evs / 2 // started and finished
+				continue
+			}
+			kept += n
+		}
+		v, _ := rdb.HGet(ctx, "rb:{schedules}:defs", id).Result()
+		defs += int64(len(v) + len(id) + 64) // the hash field, value and entry
+	}
+	perRun := float64(hist) / float64(max(runs, 1))
+	base := float64(kept+defs) / float64(m)
+	return fmt.Sprintf("Redis per schedule between ticks (MEMORY USAGE of the keys of %d schedules that outlive a tick, tick records and retained tasks left out): definition and keys %.0f B, history %.0f B per run kept: %.0f B at the default schedules.history %d, %.0f B at 5",
+		m, base, perRun, base+perRun*float64(batonHistory), batonHistory, base+perRun*5), nil
+}
+
+// batonHistory is schedules.history's default.
+const batonHistory = 20
 
 // pct is the p-th percentile of ds (nearest rank).
 func pct(ds []time.Duration, p int) time.Duration {
