@@ -100,13 +100,10 @@ func ReadHistoriesSince(ctx context.Context, rdb redis.UniversalClient, ns strin
 // each (0: all).
 func readHistories(ctx context.Context, rdb redis.UniversalClient, ns string, jobs []string, min string, count int64, n int) (map[string][]RunRecord, error) {
 	pipe := rdb.Pipeline()
-	cmds := make([]*redis.XMessageSliceCmd, len(jobs))
+	cmds := make([]runlog.Events, len(jobs))
+	minMS, _ := strconv.ParseInt(min, 10, 64)
 	for i, job := range jobs {
-		if count > 0 {
-			cmds[i] = pipe.XRevRangeN(ctx, runlog.Key(ns, job), "+", min, count)
-		} else {
-			cmds[i] = pipe.XRevRange(ctx, runlog.Key(ns, job), "+", min)
-		}
+		cmds[i] = runlog.QueueRead(ctx, pipe, ns, job, minMS, count)
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is read below
 	out := make(map[string][]RunRecord, len(jobs))
@@ -289,9 +286,9 @@ func HistoryCoverages(ctx context.Context, rdb redis.UniversalClient, cfg *confi
 		return out, nil
 	}
 	pipe := rdb.Pipeline()
-	cmds := make([]*redis.XMessageSliceCmd, len(jobs))
+	cmds := make([]runlog.Events, len(jobs))
 	for i, job := range jobs {
-		cmds[i] = pipe.XRangeN(ctx, runlog.Key(cfg.Namespace, job), "-", "+", 1)
+		cmds[i] = runlog.QueueOldest(ctx, pipe, cfg.Namespace, job)
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is read below
 	var errs []error

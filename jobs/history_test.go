@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/internal/worktest"
 )
@@ -180,5 +181,66 @@ func TestHistoryRetryThenDeath(t *testing.T) {
 	}
 	if len(recs) != 1 || recs[0].Status != StatusRunning || recs[0].Attempt != 2 || recs[0].Worker != "w2" || recs[0].Reason != "" || recs[0].ExitCode != nil {
 		t.Errorf("records: %+v", recs)
+	}
+}
+
+// A runtime schedule's history is a list that costs what it holds (a
+// stream costs 4.7 KB at least), trimmed to schedules.history runs, and
+// reads back as a job's stream does.
+func TestRuntimeScheduleHistoryIsACompactListReadAsAStream(t *testing.T) {
+	e := worktest.NewEnv(t)
+	cfg := e.Config(t, `  - name: listed
+    schedule: "@every 1m"
+    handler: {name: tiny}
+`)
+	cfg.Schedules.History = 3
+	h := runlog.NewWriter(cfg, e.RDB, worktest.Logger(t))
+	ctx := context.Background()
+	for _, job := range []string{"listed", "@report/tenant-42"} {
+		for i := range 6 {
+			tk := worktest.TickOf(job, 0)
+			tk.At = tk.At.Add(time.Duration(i) * time.Minute)
+			tk.RunID = fmt.Sprintf("r%d", i)
+			h.Started(ctx, tk, "w1", 1, 7)
+			h.Finished(ctx, tk, &config.Job{Name: job}, runlog.End{Replica: "w1", Attempt: 1, Status: string(StatusOK), Fence: 7})
+		}
+	}
+	key := runlog.ListKey("baton", "@report/tenant-42")
+	if typ := e.RDB.Type(ctx, key).Val(); typ != "list" {
+		t.Fatalf("%s is a %s", key, typ)
+	}
+	if n := e.RDB.LLen(ctx, key).Val(); n != int64(3*runlog.EventsPerRun) {
+		t.Errorf("%d entries kept, want %d", n, 3*runlog.EventsPerRun)
+	}
+	if mem := e.RDB.MemoryUsage(ctx, key).Val(); mem > 1500 {
+		t.Errorf("the list of 3 runs takes %d B", mem)
+	}
+	got, err := ReadHistory(ctx, e.RDB, "baton", "@report/tenant-42", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ReadHistory(ctx, e.RDB, "baton", "listed", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 9 entries: the newest 4 runs whole, the oldest kept run's start trimmed
+	if len(got) < 3 || got[0].RunID != "r5" || got[0].Status != StatusOK || got[0].Fence != 7 || got[0].Worker != "w1" {
+		t.Fatalf("records %+v", got)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		g.Job, w.Job = "", ""
+		g.Started, w.Started, g.Ended, w.Ended = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+		if fmt.Sprint(g) != fmt.Sprint(w) {
+			t.Errorf("record %d: list %+v, stream %+v", i, g, w)
+		}
+	}
+	since, err := ReadHistoriesSince(ctx, e.RDB, "baton", []string{"@report/tenant-42"}, time.Now().Add(time.Hour))
+	if err != nil || len(since["@report/tenant-42"]) != 0 {
+		t.Fatalf("since the future: %+v %v", since, err)
+	}
+	e.RDB.RPush(ctx, key, "not an entry")
+	if _, err := ReadHistory(ctx, e.RDB, "baton", "@report/tenant-42", 0); err == nil || !strings.Contains(err.Error(), key) {
+		t.Fatalf("a bad element: %v", err)
 	}
 }

@@ -6,6 +6,10 @@ import "strconv"
 // queue Redis.
 func Key(ns, job string) string { return ns + ":{history:" + job + "}" }
 
+// ListKey is the list that holds the history of job, a runtime schedule
+// (see Compact), in namespace ns, on the queue Redis.
+func ListKey(ns, job string) string { return Key(ns, job) + ":list" }
+
 // onceKey marks that tick's not-run record of status was written, beside
 // the stream (same hash slot); it lives the history's max age.
 func onceKey(ns, job, status string, atMillis int64) string {

@@ -46,6 +46,9 @@ var (
 	//go:embed lua/history_add.lua
 	historyAddSrc string
 	historyAdd    = redis.NewScript(historyAddSrc)
+	//go:embed lua/history_add_list.lua
+	historyAddListSrc string
+	historyAddList    = redis.NewScript(historyAddListSrc)
 )
 
 // Writer appends events to the history of a config's jobs. A nil Writer,
@@ -90,11 +93,14 @@ func (h *Writer) addOnce(ctx context.Context, timeout time.Duration, job, once s
 	args := append([]any{h.cfg.HistoryRuns(job) * EventsPerRun, h.cfg.History.MaxAge.Milliseconds()}, fields...)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	keys := []string{Key(h.cfg.Namespace, job)}
+	keys, script := []string{Key(h.cfg.Namespace, job)}, historyAdd
+	if Compact(job) {
+		keys, script = []string{ListKey(h.cfg.Namespace, job)}, historyAddList
+	}
 	if once != "" {
 		keys = append(keys, once)
 	}
-	if err := historyAdd.Run(ctx, h.rdb, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+	if err := script.Run(ctx, h.rdb, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		h.log.Warn("cannot write the run history", slog.String("job", job), slog.Any("error", err))
 	}
 }
