@@ -15,6 +15,7 @@ import (
 	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/redact"
+	"github.com/batonhq/baton/internal/schedstore"
 )
 
 // This file holds the replace request: how a run of a replace-policy job
@@ -117,6 +118,9 @@ func (e *engine) onCancelRequest(job string, payload string) {
 			return
 		}
 		cause := stopCause(req.Stop)
+		if errors.Is(cause, ErrScheduleDeleted) {
+			e.rememberDeleted(job)
+		}
 		if n := e.cancelRuns(cause, func(j string, _ *activeRun) bool { return j == job }); n > 0 {
 			e.log.Info("stopping runs on request", slog.String("job", job), slog.String("why", cause.Error()),
 				slog.String("by_replica", req.Replica), slog.Int("runs", n))
@@ -215,4 +219,50 @@ func (w *Worker) stopSubscriber() {
 	w.ps.Close()
 	<-w.subDone
 	w.ps = nil
+}
+
+// stopMemory is how long a worker remembers a stop request for a deleted
+// runtime schedule: longer than replicas take to follow the delete (a
+// second, or schedules.resync when the push is missed, is the fallback a
+// run may still start through).
+const stopMemory = time.Minute
+
+// rememberDeleted records that a stop request for job, a runtime schedule
+// deleted with its runs stopped, arrived now: a run of it that had not
+// registered yet (its task admitted while the request came, or fetched
+// before this replica followed the delete) must not start.
+func (e *engine) rememberDeleted(job string) {
+	now := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.deleted == nil {
+		e.deleted = map[string]time.Time{}
+	}
+	if len(e.deleted) >= 1024 {
+		for j, at := range e.deleted {
+			if now.Sub(at) > stopMemory {
+				delete(e.deleted, j)
+			}
+		}
+	}
+	e.deleted[job] = now
+}
+
+// deletedSchedule reports whether job is a runtime schedule that a stop
+// request said was deleted, within stopMemory, and that is still absent
+// from the store (it was not put again since).
+func (e *engine) deletedSchedule(ctx context.Context, job string) bool {
+	e.mu.Lock()
+	at, ok := e.deleted[job]
+	if ok && time.Since(at) > stopMemory {
+		delete(e.deleted, job)
+		ok = false
+	}
+	e.mu.Unlock()
+	if !ok || e.rdb == nil {
+		return false
+	}
+	id, _ := config.ScheduleID(job)
+	_, err := schedstore.New(e.rdb, e.cfg.Namespace, handoff.NewSigner(e.cfg.Security)).Get(ctx, id)
+	return errors.Is(err, schedstore.ErrNotFound)
 }

@@ -16,7 +16,9 @@ import (
 // reaches every worker by the pattern they follow: the schedule's run under
 // way on another replica ends with ErrScheduleDeleted, recorded as stopped
 // because its schedule was deleted, and is not retried. A run of another
-// schedule goes on.
+// schedule goes on. A tick of the deleted schedule fetched later, while this
+// replica still holds the schedule (it follows the delete a moment later),
+// does not start.
 func TestStopRequestStopsTheRunsOfADeletedSchedule(t *testing.T) {
 	e := newEnv(t)
 	cfg := withSchedules(t, e.Config(t, "  []"), map[string]string{
@@ -49,6 +51,16 @@ func TestStopRequestStopsTheRunsOfADeletedSchedule(t *testing.T) {
 	}
 	if st := w.Stats(); st.Stopped != 1 || st.Failed != 0 {
 		t.Errorf("stats %+v", st)
+	}
+	later := scheduleTick("@report/x", 2)
+	e.dispatch(t, cfg, later)
+	info = e.State(t, "baton:default", later, asynq.TaskStateArchived)
+	if info.Retried != 0 || !strings.Contains(info.LastErr, "its runtime schedule was deleted") {
+		t.Errorf("later tick: retried %d, last error %q", info.Retried, info.LastErr)
+	}
+	recs = historyOf(t, e, "@report/x", 2, nil)
+	if recs[0].Status != jobs.StatusRefused || recs[0].Reason != "its runtime schedule was deleted" {
+		t.Errorf("later tick's history record %+v", recs[0])
 	}
 	close(gate)
 	e.State(t, "baton:default", y, asynq.TaskStateCompleted)

@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/executor"
+	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/internal/tracing"
 	"github.com/batonhq/baton/jobs"
@@ -56,6 +57,14 @@ func (e *engine) runTick(ctx context.Context, job *config.Job, t scheduler.Tick,
 	ar := &activeRun{at: t.At, local: !retries, cancel: cancel}
 	e.register(job.Name, ar)
 	defer e.unregister(job.Name, ar)
+	if e.deletedSchedule(ctx, job.Name) {
+		// the stop request came before this run could be stopped
+		e.count(t.Job, func(c *counters) { c.failed.Add(1) })
+		e.log.Info("not running a tick of a runtime schedule deleted with its runs stopped", handoff.TickAttrs(t)...)
+		e.hist().refused(ctx, t, "its runtime schedule was deleted")
+		e.observe(RunObservation{Job: job.Name, Status: jobs.StatusRefused})
+		return fmt.Errorf("jobs: %s: %w: %w", t.ID(), ErrScheduleDeleted, asynq.SkipRetry)
+	}
 
 	run := jobs.Run{
 		Job:     job.Name,
@@ -293,6 +302,9 @@ type engine struct {
 
 	mu      sync.Mutex
 	active  map[string]map[*activeRun]struct{} // by job name
+	// deleted holds when a stop request for a deleted runtime schedule
+	// arrived, by job name, for stopMemory (see deletedSchedule)
+	deleted map[string]time.Time
 	closing bool
 	wg      sync.WaitGroup // runs in flight, asynq and local
 }
