@@ -300,8 +300,8 @@ type engine struct {
 	// job + reason -> true: a refused replace request was logged
 	badCancel sync.Map
 
-	mu      sync.Mutex
-	active  map[string]map[*activeRun]struct{} // by job name
+	mu     sync.Mutex
+	active map[string]map[*activeRun]struct{} // by job name
 	// deleted holds when a stop request for a deleted runtime schedule
 	// arrived, by job name, for stopMemory (see deletedSchedule)
 	deleted map[string]time.Time
