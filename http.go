@@ -37,7 +37,8 @@ const ReadyEvery = time.Second
 //     (labelled with the replica id and the job), Go and process metrics;
 //   - GET /: a dashboard of the deployment's jobs and replicas, and the
 //     JSON API under /api/ (see api.go): status, history and locks to
-//     read, pause, resume and trigger, behind http.token (the reads too,
+//     read, pause, resume and trigger, the runtime schedules to list, put
+//     and delete (schedules_api.go), behind http.token (the reads too,
 //     unless http.public_reads);
 //   - /queues/: the queue view a Go program adds with ServeQueues.
 //

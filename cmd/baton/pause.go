@@ -93,8 +93,14 @@ func runPause(fs *flagSet, o *pauseOpts, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return usageExit(name, err, stderr) // config errors: one line each
 	}
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		return usageExit(name, err, stderr)
+	}
+	defer c.Close()
 	for _, job := range args {
-		j, ok := cfg.Job(job)
+		// the cluster's config also finds the runtime schedules ("@id")
+		j, ok := c.Config().Job(job)
 		switch {
 		case !ok:
 			return usageExit(name, usagef("no job %q in %s", job, path), stderr)
@@ -104,11 +110,6 @@ func runPause(fs *flagSet, o *pauseOpts, args []string, stdout, stderr io.Writer
 			return usageExit(name, usagef("job %q is a %s job: only cron jobs can catch up paused ticks; resume it without --catch-up", job, j.Mode), stderr)
 		}
 	}
-	c, err := baton.NewCluster(cfg)
-	if err != nil {
-		return usageExit(name, err, stderr)
-	}
-	defer c.Close()
 	timeout := 10 * time.Second
 	if !on && o.catchUp {
 		timeout = 5 * time.Minute // replays go through the claim

@@ -165,6 +165,13 @@ func TestSchedulesListPages(t *testing.T) {
 	if code, _, errs := runIn("schedules", "resume", "--config", cfg, "report/tenant-1"); code != 0 {
 		t.Fatalf("resume: %q", errs)
 	}
+	// baton pause and resume take the job name too
+	if code, out, errs := runIn("pause", "--config", cfg, "@report/tenant-3"); code != 0 || !strings.HasPrefix(out, "@report/tenant-3 paused by ") {
+		t.Fatalf("baton pause @report/tenant-3: %d %q %q", code, out, errs)
+	}
+	if code, out, errs := runIn("resume", "--config", cfg, "@report/tenant-3"); code != 0 || out != "@report/tenant-3 resumed\n" {
+		t.Fatalf("baton resume @report/tenant-3: %d %q %q", code, out, errs)
+	}
 	if code, _, errs := runIn("schedules", "pause", "--config", cfg, "nobody"); code != 2 || !strings.Contains(errs, "no such runtime schedule") {
 		t.Fatalf("pause of an absent schedule: %d %q", code, errs)
 	}
