@@ -436,7 +436,8 @@ jobs:
 // The status summarises the runtime schedules without a row each: how
 // many, how many paused (and which first), and the ones a live replica
 // refuses to run (here: an http URL its config does not allow), with why;
-// a delete forgets its pause. Jobs has the job list's rows only.
+// the ones whose newest runs failed, how many in a row and why; a delete
+// forgets its pause and failures. Jobs has the job list's rows only.
 func TestStatusSummarisesRuntimeSchedules(t *testing.T) {
 	srv := redistest.New(t)
 	const list = `redis: {url: "redis://%s/0"}
@@ -466,6 +467,9 @@ jobs:
 	if err := reg.HandleFunc("report", func(context.Context, jobs.Run) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
+	if err := reg.HandleFunc("broken", func(context.Context, jobs.Run) error { return errors.New("tenant db gone") }); err != nil {
+		t.Fatal(err)
+	}
 	running(t, strict, baton.WithReplicaID("strict-1"), baton.WithHandlers(reg))
 	for _, id := range []string{"report/a", "report/b"} {
 		if _, err := c.PutSchedule(ctx, id, baton.ScheduleSpec{Schedule: "0 9 * * *", Handler: "report"}); err != nil {
@@ -475,17 +479,25 @@ jobs:
 	if _, err := c.PutSchedule(ctx, "hook/x", baton.ScheduleSpec{Schedule: "0 9 * * *", HTTP: &config.HTTPSpec{URL: "https://hooks.example/x"}}); err != nil {
 		t.Fatal(err)
 	}
+	zero := 0
+	if _, err := c.PutSchedule(ctx, "report/broken", baton.ScheduleSpec{Schedule: "@every 1s", Handler: "broken", MaxRetry: &zero}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.PauseSchedule(ctx, "report/b", baton.PauseNote{By: "ops", Note: "tenant left"}); err != nil {
 		t.Fatal(err)
 	}
 	var st *baton.Status
-	poll.Require(t, 10*time.Second, "the replica's refusal in the status", func() bool {
+	poll.Require(t, 20*time.Second, "the replica's refusal and two failed runs in the status", func() bool {
 		st, err = c.Status(ctx)
-		return err == nil && st.Schedules != nil && st.Schedules.Refused == 1
+		return err == nil && st.Schedules != nil && st.Schedules.Refused == 1 && len(st.Schedules.FailingFirst) == 1 &&
+			!strings.HasPrefix(st.Schedules.FailingFirst[0].Why, "1 ")
 	})
 	s := st.Schedules
-	if s.Count != 3 || s.Paused != 1 || !slices.Equal(s.PausedFirst, []string{"report/b"}) {
-		t.Errorf("summary %+v: want 3 schedules, report/b paused", s)
+	if f := s.FailingFirst[0]; s.Failing != 1 || f.ID != "report/broken" || !strings.Contains(f.Why, "failed runs in a row; last: ") || !strings.Contains(f.Why, "tenant db gone") {
+		t.Errorf("failing %d %+v: want report/broken, its streak and reason", s.Failing, s.FailingFirst)
+	}
+	if s.Count != 4 || s.Paused != 1 || !slices.Equal(s.PausedFirst, []string{"report/b"}) {
+		t.Errorf("summary %+v: want 4 schedules, report/b paused", s)
 	}
 	if len(s.RefusedFirst) != 1 || s.RefusedFirst[0].ID != "hook/x" || s.RefusedFirst[0].Job != "@hook/x" || !strings.Contains(s.RefusedFirst[0].Why, "http_prefixes") {
 		t.Errorf("refused %+v: want hook/x, refused for its URL", s.RefusedFirst)
@@ -496,7 +508,10 @@ jobs:
 	if err := c.DeleteSchedule(ctx, "report/b", false); err != nil {
 		t.Fatal(err)
 	}
-	if st, err = c.Status(ctx); err != nil || st.Schedules.Count != 2 || st.Schedules.Paused != 0 {
-		t.Fatalf("after the delete: %+v, %v: want 2 schedules, none paused", st.Schedules, err)
+	if err := c.DeleteSchedule(ctx, "report/broken", false); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = c.Status(ctx); err != nil || st.Schedules.Count != 2 || st.Schedules.Paused != 0 || st.Schedules.Failing != 0 {
+		t.Fatalf("after the deletes: %+v, %v: want 2 schedules, none paused or failing", st.Schedules, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/internal/schedstore"
 	"github.com/batonhq/baton/internal/strictyaml"
 	"github.com/batonhq/baton/internal/worker"
@@ -257,6 +258,7 @@ func (c *Cluster) DeleteSchedule(ctx context.Context, id string, stopRunning boo
 		return fmt.Errorf("runtime schedule %q: %w", id, ErrNoSchedule)
 	}
 	c.notePauseOf(ctx, ScheduleJobName(id), false, time.Time{})
+	c.queue.ZRem(ctx, runlog.FailingKey(c.cfg.Namespace), id)
 	if stopRunning {
 		return worker.RequestStop(ctx, c.queue, c.cfg, ScheduleJobName(id), "deleted", "baton schedules delete")
 	}

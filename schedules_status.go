@@ -12,6 +12,8 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/roster"
+	"github.com/batonhq/baton/internal/runlog"
+	"github.com/batonhq/baton/jobs"
 )
 
 // The runtime schedules in the status: a summary, not a row each (there
@@ -23,6 +25,10 @@ import (
 //	                        Cluster.Pause and Resume of a runtime schedule
 //	NS:{schedules}:refused  hash replica id -> JSON refusalReport: the
 //	                        schedules each replica refuses to run, and why
+//	NS:{schedules}:failing  zset id -> when its failures began (ms), kept
+//	                        by the workers' history writer (runlog)
+//
+// and the histories of the first few failing ones, in one more.
 
 // ScheduleProblem is one runtime schedule that needs an eye, and why.
 type ScheduleProblem struct {
@@ -45,6 +51,12 @@ type SchedulesStatus struct {
 	// again.
 	Refused      int               `json:"refused"`
 	RefusedFirst []ScheduleProblem `json:"refused_first,omitempty"`
+	// Failing is how many have a newest run that failed (failed, timed
+	// out, lease lost), and FailingFirst the first few, the longest
+	// failing first, with how many runs failed in a row and the last
+	// reason.
+	Failing      int64             `json:"failing"`
+	FailingFirst []ScheduleProblem `json:"failing_first,omitempty"`
 }
 
 // schedulesListed is how many ids the status names per kind of problem.
@@ -83,15 +95,17 @@ func (c *Cluster) notePauseOf(ctx context.Context, job string, paused bool, at t
 func (c *Cluster) schedulesStatus(ctx context.Context, members []roster.Member) (*SchedulesStatus, error) {
 	ns := c.cfg.Namespace
 	var (
-		count, paused *redis.IntCmd
-		first         *redis.StringSliceCmd
-		refused       *redis.MapStringStringCmd
+		count, paused, failing *redis.IntCmd
+		first, failingFirst    *redis.StringSliceCmd
+		refused                *redis.MapStringStringCmd
 	)
 	_, err := c.queue.Pipelined(ctx, func(p redis.Pipeliner) error {
 		count = p.HLen(ctx, ns+":{schedules}:defs")
 		paused = p.ZCard(ctx, schedulesPausedKey(ns))
 		first = p.ZRange(ctx, schedulesPausedKey(ns), 0, schedulesListed-1)
 		refused = p.HGetAll(ctx, schedulesRefusedKey(ns))
+		failing = p.ZCard(ctx, runlog.FailingKey(ns))
+		failingFirst = p.ZRange(ctx, runlog.FailingKey(ns), 0, schedulesListed-1)
 		return nil
 	})
 	if err != nil {
@@ -123,7 +137,45 @@ func (c *Cluster) schedulesStatus(ctx context.Context, members []roster.Member) 
 		st.RefusedFirst = st.RefusedFirst[:schedulesListed]
 	}
 	st.Refused = max(st.Refused, len(st.RefusedFirst))
+	st.Failing = failing.Val()
+	if err := c.failingSchedules(ctx, st, failingFirst.Val()); err != nil {
+		return st, err
+	}
 	return st, nil
+}
+
+// failingSchedules tells, from their histories (one pipelined read), how
+// many runs of each of ids failed in a row, and the last reason.
+func (c *Cluster) failingSchedules(ctx context.Context, st *SchedulesStatus, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	names := make([]string, len(ids))
+	for i, id := range ids {
+		names[i] = config.ScheduleJobName(id)
+	}
+	hist, err := jobs.ReadHistories(ctx, c.queue, c.cfg.Namespace, names, historyScan)
+	if err != nil {
+		return fmt.Errorf("runtime schedules: failing ones: %w", err)
+	}
+	for i, id := range ids {
+		recs := hist[names[i]]
+		n, _ := jobs.FailureStreak(recs)
+		why := fmt.Sprintf("%d failed runs in a row", n)
+		if n >= historyScan {
+			why = fmt.Sprintf("%d or more failed runs in a row", n)
+		}
+		for _, r := range recs {
+			if r.Status.Failed() {
+				if r.Reason != "" {
+					why += "; last: " + strings.SplitN(r.Reason, "\n", 2)[0]
+				}
+				break
+			}
+		}
+		st.FailingFirst = append(st.FailingFirst, ScheduleProblem{ID: id, Job: names[i], Why: why})
+	}
+	return nil
 }
 
 // reportRefusals writes, while ctx lasts, the runtime schedules the

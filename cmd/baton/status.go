@@ -201,13 +201,13 @@ func printStatus(w io.Writer, st *baton.Status) {
 
 // printSchedules summarises the runtime schedules (`baton schedules list`
 // lists them): how many, which are paused, which the replicas refuse and
-// why (the ids and reasons come from Redis: quoted).
+// why, which fail (the ids and reasons come from Redis: quoted).
 func printSchedules(w io.Writer, st *baton.Status) {
 	s := st.Schedules
 	if s == nil || s.Count == 0 && s.Refused == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nRUNTIME SCHEDULES: %d (baton schedules list), %d paused, %d refused\n", s.Count, s.Paused, s.Refused)
+	fmt.Fprintf(w, "\nRUNTIME SCHEDULES: %d (baton schedules list), %d paused, %d refused, %d failing\n", s.Count, s.Paused, s.Refused, s.Failing)
 	if s.Paused > 0 {
 		ids := make([]string, len(s.PausedFirst))
 		for i, id := range s.PausedFirst {
@@ -224,6 +224,12 @@ func printSchedules(w io.Writer, st *baton.Status) {
 	}
 	if n := s.Refused - len(s.RefusedFirst); n > 0 {
 		printf(w, "  refused: %d more\n", n)
+	}
+	for _, p := range s.FailingFirst {
+		printf(w, "  failing: %s: %s\n", redact.Quote(p.ID), redact.Quote(p.Why))
+	}
+	if n := s.Failing - int64(len(s.FailingFirst)); n > 0 {
+		printf(w, "  failing: %d more\n", n)
 	}
 }
 

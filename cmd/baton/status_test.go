@@ -205,12 +205,14 @@ func TestStatusPrintsRuntimeSchedulesSummary(t *testing.T) {
 	st := &baton.Status{Time: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC), Schedules: &baton.SchedulesStatus{
 		Count: 100000, Paused: 3, PausedFirst: []string{"report/a", "report/b"},
 		Refused: 2, RefusedFirst: []baton.ScheduleProblem{{ID: "hook/\x1bx", Job: "@hook/\x1bx", Why: "not signed"}},
+		Failing: 1, FailingFirst: []baton.ScheduleProblem{{ID: "report/c", Job: "@report/c", Why: "3 failed runs in a row; last: boom"}},
 	}}
 	var b strings.Builder
 	printStatus(&b, st)
 	out := b.String()
 	for _, want := range []string{
-		"RUNTIME SCHEDULES: 100000 (baton schedules list), 3 paused, 2 refused",
+		"RUNTIME SCHEDULES: 100000 (baton schedules list), 3 paused, 2 refused, 1 failing",
+		`failing: "report/c": "3 failed runs in a row; last: boom"`,
 		`paused: "report/a", "report/b" and 1 more`,
 		`refused: "hook/\x1bx": "not signed"`,
 		"refused: 1 more",

@@ -15,3 +15,7 @@ func ListKey(ns, job string) string { return Key(ns, job) + ":list" }
 func onceKey(ns, job, status string, atMillis int64) string {
 	return Key(ns, job) + ":" + status + ":" + strconv.FormatInt(atMillis, 10)
 }
+
+// FailingKey is the sorted set of namespace ns's runtime schedules whose
+// newest run failed: id -> when the failures began (ms).
+func FailingKey(ns string) string { return ns + ":{schedules}:failing" }

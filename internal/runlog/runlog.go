@@ -49,6 +49,9 @@ var (
 	//go:embed lua/history_add_list.lua
 	historyAddListSrc string
 	historyAddList    = redis.NewScript(historyAddListSrc)
+	//go:embed lua/failing.lua
+	failingSrc    string
+	failingScript = redis.NewScript(failingSrc)
 )
 
 // Writer appends events to the history of a config's jobs. A nil Writer,
@@ -184,6 +187,30 @@ func (h *Writer) Finished(ctx context.Context, t scheduler.Tick, job *config.Job
 		f = append(f, "output", e.Output)
 	}
 	h.add(ctx, historyTimeout, t.Job, f...)
+	h.noteFailing(ctx, t, e.Status)
+}
+
+// noteFailing keeps the index of runtime schedules whose newest run
+// failed (FailingKey), which the status counts without reading every
+// schedule's history: a failed, timed-out or lost run adds the schedule
+// (since its first failure) while it exists, any other end removes it.
+// Best effort, as the history.
+func (h *Writer) noteFailing(ctx context.Context, t scheduler.Tick, status string) {
+	id, ok := config.ScheduleID(t.Job)
+	if !ok || h == nil || h.rdb == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyTimeout)
+	defer cancel()
+	failed := "0"
+	switch status {
+	case "failed", "timed out", "lease lost": // jobs.Status.Failed
+		failed = "1"
+	}
+	keys := []string{FailingKey(h.cfg.Namespace), h.cfg.Namespace + ":{schedules}:defs"}
+	if err := failingScript.Run(ctx, h.rdb, keys, id, failed).Err(); err != nil {
+		h.log.Warn("cannot write the index of failing runtime schedules", slog.String("job", t.Job), slog.Any("error", err))
+	}
 }
 
 // packagePrefix is the engine's prefix at the start of an error's text or
