@@ -511,7 +511,7 @@ func defaultConfig() Config {
 			MaxTickRecords:  10000,
 		},
 		History:   HistoryConfig{Runs: 100, MaxAge: 7 * 24 * time.Hour},
-		Schedules: SchedulesConfig{MaxPayload: 16 << 10, History: 20, Resync: 5 * time.Minute},
+		Schedules: SchedulesConfig{MaxPayload: 16 << 10, History: 3, Resync: 5 * time.Minute},
 	}
 }
 

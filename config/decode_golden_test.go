@@ -365,7 +365,7 @@ const (
 	laterHistory = "history:\n  runs: 100\n  max_age: 168h\n"
 	laterPoll    = "  poll_interval: 100ms\n"
 	// the schedules section came later still, printed at its defaults
-	laterSchedules = "schedules:\n  max_payload: 16384\n  history: 20\n  resync: 5m\n"
+	laterSchedules = "schedules:\n  max_payload: 16384\n  history: 3\n  resync: 5m\n"
 )
 
 func loadDump(name, data string, skip []string) string {

@@ -93,7 +93,13 @@ func (h *Writer) addOnce(ctx context.Context, timeout time.Duration, job, once s
 	if !h.enabled(job) {
 		return
 	}
-	args := append([]any{h.cfg.HistoryRuns(job) * EventsPerRun, h.cfg.History.MaxAge.Milliseconds()}, fields...)
+	perRun := EventsPerRun
+	if Compact(job) {
+		// a scheduled run writes two events (started, finished): a
+		// runtime schedule keeps those of its runs, where memory counts
+		perRun = 2
+	}
+	args := append([]any{h.cfg.HistoryRuns(job) * perRun, h.cfg.History.MaxAge.Milliseconds()}, fields...)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	keys, script := []string{Key(h.cfg.Namespace, job)}, historyAdd

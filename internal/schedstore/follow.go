@@ -45,6 +45,7 @@ type Follower struct {
 	log    *slog.Logger
 	resync time.Duration
 	fetch  bool
+	warned sync.Map // stored values ScheduleJob found invalid and logged
 
 	mu      sync.RWMutex
 	byName  map[string]entry // job name -> the schedule as last read
@@ -110,7 +111,10 @@ func (f *Follower) ScheduleJob(name string) (*config.Job, bool) {
 	}
 	j, err := config.DecodeSchedule(f.base, id, rec.Doc, rec.Created)
 	if err != nil {
-		f.log.Warn("runtime schedule refused: not a valid definition for this replica", "job", name, "err", err)
+		// logged once per definition: a worker asks at every task
+		if _, seen := f.warned.LoadOrStore(rec.raw, true); !seen {
+			f.log.Warn("runtime schedule refused: not a valid definition for this replica", "job", name, "err", err)
+		}
 		return nil, false
 	}
 	return j, true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -214,7 +215,7 @@ jobs: []
 	per := func(b int64) string { return fmt.Sprintf("%.0f B", float64(b)/float64(cfg.schedules)) }
 	res.memory = append(res.memory,
 		fmt.Sprintf("Redis per idle schedule: %s (used_memory %d → %d B after the puts, before any tick)", per(memIdle-memBefore), memBefore, memIdle),
-		fmt.Sprintf("Redis per schedule after %d ticks each: %s (used_memory %d B: definitions, each schedule's history of its runs (schedules.history 20), the ticks' records and completed tasks while they are retained)",
+		fmt.Sprintf("Redis per schedule after %d ticks each: %s (used_memory %d B: definitions, each schedule's history of its runs (schedules.history 3), the ticks' records and completed tasks while they are retained)",
 			len(instants), per(memRan-memBefore), memRan),
 		steady,
 		fmt.Sprintf("replicas (one process, %d replicas): RSS %d → %d MiB to hold the schedules (%.0f KiB per 1000 schedules per replica), %d MiB after the ticks ran",
@@ -286,10 +287,12 @@ func putToVisible(ctx context.Context, cl *baton.Cluster, replicas []*baton.Repl
 // steadyPerSchedule sums, over the keys of the first m schedules, the
 // MEMORY USAGE of those that stay between ticks (no ttl, or one longer than
 // an hour: not a tick's record, a retained task or a lease), and of their
-// history streams, divided by the runs each history holds: what an idle
-// schedule costs once its history is full.
+// history lists, divided by the runs each holds: what an idle schedule
+// costs once its history is full. The definition's share of the hash and
+// the sorted set of ids is estimated from its length.
 func steadyPerSchedule(ctx context.Context, rdb *redis.Client, m int) (string, error) {
-	var kept, hist, runs, defs int64
+	var hist, runs, defs, lists int64
+	kinds := map[string]int64{}
 	for i := range m {
 		id := schedID(i)
 		keys, err := rdb.Keys(ctx, "*"+id+"*").Result()
@@ -304,23 +307,34 @@ func steadyPerSchedule(ctx context.Context, rdb *redis.Client, m int) (string, e
 			n, _ := rdb.MemoryUsage(ctx, k, 0).Result()
 			if strings.Contains(k, "{history:") {
 				hist += n
-				evs, _ := rdb.XLen(ctx, k).Result()
+				evs, _ := rdb.LLen(ctx, k).Result()
 				runs += evs / 2 // started and finished
+				lists++
 				continue
 			}
-			kept += n
+			kind := k[strings.LastIndex(k, "}")+1:]
+			if strings.HasPrefix(kind, ":t:") || strings.HasPrefix(kind, ":tickrec:") {
+				continue // a retained task and its tick's record: deleted after the task's retention
+			}
+			kinds[kind] += n
 		}
 		v, _ := rdb.HGet(ctx, "rb:{schedules}:defs", id).Result()
-		defs += int64(len(v) + len(id) + 64) // the hash field, value and entry
+		defs += int64(len(v)+len(id)+48) + int64(len(id)+48) // hash entry; zset entry
 	}
-	perRun := float64(hist) / float64(max(runs, 1))
-	base := float64(kept+defs) / float64(m)
-	return fmt.Sprintf("Redis per schedule between ticks (MEMORY USAGE of the keys of %d schedules that outlive a tick, tick records and retained tasks left out): definition and keys %.0f B, history %.0f B per run kept: %.0f B at the default schedules.history %d, %.0f B at 5",
-		m, base, perRun, base+perRun*float64(batonHistory), batonHistory, base+perRun*5), nil
+	base := defs
+	parts := []string{fmt.Sprintf("definition ~%d B", defs/int64(m))}
+	for _, k := range slices.Sorted(maps.Keys(kinds)) {
+		base += kinds[k]
+		parts = append(parts, fmt.Sprintf("%s %d B", k, kinds[k]/int64(m)))
+	}
+	b := float64(base) / float64(m)
+	perList := float64(hist) / float64(max(lists, 1))
+	return fmt.Sprintf("Redis per idle schedule, steady state (MEMORY USAGE of the keys of %d schedules between ticks; tick records, leases and retained tasks left out): %.0f B: %s, and its history list %.0f B (%.1f runs kept, schedules.history %d)",
+		m, b+perList, strings.Join(parts, ", "), perList, float64(runs)/float64(max(lists, 1)), batonHistory), nil
 }
 
 // batonHistory is schedules.history's default.
-const batonHistory = 20
+const batonHistory = 3
 
 // pct is the p-th percentile of ds (nearest rank).
 func pct(ds []time.Duration, p int) time.Duration {
