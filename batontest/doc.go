@@ -57,6 +57,17 @@
 // leader: New returns once the Env's replica leads. Singleton jobs have no
 // ticks and run as they do in a deployment.
 //
+// # Runtime schedules
+//
+// PutSchedule puts a runtime schedule (baton.Cluster.PutSchedule) and
+// returns once the Env's replica follows it; it starts from its put
+// instant by the fake clock (the embedded server's Redis TIME is the fake
+// clock's), and AdvanceTo settles its ticks like the job list's. Its job
+// is named "@" + its id (baton.ScheduleJobName) in the Require helpers and
+// the history; each keeps up to 100,000 runs too. DeleteSchedule deletes
+// one. The definition is checked with the max_clock_skew the config was
+// loaded with, not MaxAhead.
+//
 // Everything an Env started stops when the test ends (t.Cleanup): the
 // replica shuts down as baton.Replica.Run describes, then the server.
 package batontest

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/batontest"
 	"github.com/batonhq/baton/jobs"
 )
@@ -36,4 +37,33 @@ jobs:
 	// report for 09:00
 	// report for 13:00
 	// report for 17:00
+}
+
+// A runtime schedule, one per customer, put while the Env runs: it runs
+// from its put instant on the fake clock, with its payload.
+func ExampleEnv_PutSchedule() {
+	batontest.Run(os.Stdout, func(t testing.TB) {
+		reg := jobs.NewRegistry()
+		_ = reg.HandleFunc("report", func(_ context.Context, run jobs.Run) error {
+			fmt.Println(run.Job, run.Tick.Format("Mon 15:04"), string(run.Payload))
+			return nil
+		})
+		_ = reg.HandleFunc("cleanup", func(context.Context, jobs.Run) error { return nil })
+		start := time.Date(2030, 1, 6, 12, 0, 0, 0, time.UTC) // a Sunday
+		env := batontest.Load(t, `
+jobs:
+  - name: cleanup
+    schedule: "0 3 * * *"
+    handler: {name: cleanup}
+`, batontest.WithHandlers(reg), batontest.WithStart(start))
+
+		env.PutSchedule(t, "report/tenant-42", baton.ScheduleSpec{
+			Schedule: "0 9 * * MON", Timezone: "Europe/Berlin",
+			Handler: "report", Payload: []byte(`{"tenant":42}`),
+		})
+		env.AdvanceTo(t, start.Add(24*time.Hour))
+		env.RequireRan(t, "@report/tenant-42", time.Date(2030, 1, 7, 8, 0, 0, 0, time.UTC))
+	})
+	// Output:
+	// @report/tenant-42 Mon 08:00 {"tenant":42}
 }
