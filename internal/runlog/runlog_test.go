@@ -1,10 +1,14 @@
 package runlog
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/worktest"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -43,5 +47,40 @@ func TestCleanReason(t *testing.T) {
 		if got := CleanReason(tk, tc.in); got != tc.want {
 			t.Errorf("CleanReason(%q)\n got %q\nwant %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// A runtime schedule whose run failed is in the index of failing ones
+// (since its first failure) until a run ends otherwise; a run that ends
+// after its schedule was deleted does not bring it back; a job of the
+// list is never in it.
+func TestFailedRunsOfRuntimeSchedulesIndexed(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	cfg, err := config.Load([]byte("redis: {url: \"redis://" + srv.Addr() + "/0\"}\nnamespace: ix\njobs:\n  - name: listed\n    schedule: \"@hourly\"\n    exec: {command: [\"true\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWriter(cfg, rdb, slog.New(slog.DiscardHandler))
+	rdb.HSet(ctx, "ix:{schedules}:defs", "a", "x", "b", "x")
+	end := func(job, status string) {
+		w.Finished(ctx, worktest.TickOf(job, 1), &config.Job{Name: job}, End{Replica: "r1", Attempt: 1, Status: status})
+	}
+	index := func() []string { return rdb.ZRange(ctx, FailingKey("ix"), 0, -1).Val() }
+	end("@a", "failed")
+	end("@b", "timed out")
+	end("listed", "failed")
+	since := rdb.ZScore(ctx, FailingKey("ix"), "a").Val()
+	end("@a", "lease lost")
+	if got := index(); fmt.Sprint(got) != "[a b]" || rdb.ZScore(ctx, FailingKey("ix"), "a").Val() != since {
+		t.Fatalf("index %v: want a (since its first failure) and b", got)
+	}
+	end("@a", "ok")
+	rdb.HDel(ctx, "ix:{schedules}:defs", "b")
+	rdb.ZRem(ctx, FailingKey("ix"), "b") // as DeleteSchedule does
+	end("@b", "failed")                  // a run that ends after the delete
+	if got := index(); len(got) != 0 {
+		t.Fatalf("index %v: want none", got)
 	}
 }
