@@ -400,11 +400,6 @@ func (r *Replica) Role() Role { return r.role }
 // Config is the config the replica was made from; it must not be changed.
 func (r *Replica) Config() *config.Config { return r.cfg }
 
-// SchedulesVersion is the last change of the runtime schedules the replica
-// has applied (the Version of a Schedule put, or of the change after it):
-// once it reaches a put's version, the replica's scheduler has the
-// schedule.
-func (r *Replica) SchedulesVersion() int64 { return r.follower.Version() }
 
 // Start connects: it checks that the queue Redis answers and starts the
 // worker and the singleton jobs. Run calls it if it was not called.
