@@ -400,7 +400,6 @@ func (r *Replica) Role() Role { return r.role }
 // Config is the config the replica was made from; it must not be changed.
 func (r *Replica) Config() *config.Config { return r.cfg }
 
-
 // Start connects: it checks that the queue Redis answers and starts the
 // worker and the singleton jobs. Run calls it if it was not called.
 func (r *Replica) Start(ctx context.Context) error {
