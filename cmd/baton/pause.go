@@ -102,6 +102,9 @@ func runPause(fs *flagSet, o *pauseOpts, args []string, stdout, stderr io.Writer
 		// the cluster's config also finds the runtime schedules ("@id")
 		j, ok := c.Config().Job(job)
 		switch {
+		case !ok && config.IsScheduleJob(job):
+			id, _ := config.ScheduleID(job)
+			return usageExit(name, usagef("no such runtime schedule %q (baton schedules list lists them)", id), stderr)
 		case !ok:
 			return usageExit(name, usagef("no job %q in %s", job, path), stderr)
 		case j.Mode == config.ModeSingleton:

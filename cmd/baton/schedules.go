@@ -596,66 +596,18 @@ func runDelete(fs *flagSet, o *deleteOpts, args []string, stdout, stderr io.Writ
 }
 
 // runSchedulePause implements "baton schedules pause" (on) and "baton
-// schedules resume".
+// schedules resume": "baton pause" and "baton resume" of the schedules' job
+// names ("@" + id).
 func runSchedulePause(fs *flagSet, o *pauseOpts, args []string, stdout, stderr io.Writer) int {
-	name := fs.name
 	if len(args) == 0 {
-		return usageExit(name, usagef("name at least one schedule id"), stderr)
+		return usageExit(fs.name, usagef("name at least one schedule id"), stderr)
 	}
-	if !o.on && o.skip && o.catchUp {
-		return usageExit(name, usagef("--skip and --catch-up exclude each other: choose one"), stderr)
-	}
-	why := baton.PauseNote{By: o.by, Note: o.note}
-	if o.on && !fs.isSet("by") {
-		why.By = osUser()
-	}
-	if err := why.Check(); o.on && err != nil {
-		return usageExit(name, usagef("%s", err), stderr)
-	}
-	c, code := openCluster(fs, o.path, name, stderr)
-	if c == nil {
-		return code
-	}
-	defer c.Close()
-	timeout := 10 * time.Second
-	if o.catchUp {
-		timeout = 5 * time.Minute // replays go through the claim
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	failed := false
-	for _, id := range args {
-		if _, err := c.GetSchedule(ctx, id, 0); err != nil {
-			code, _ := scheduleFailed(name, c, err, stderr)
-			return code
+	jobs := make([]string, len(args))
+	for i, id := range args {
+		if err := config.CheckScheduleID(id); err != nil {
+			return usageExit(fs.name, usagef("%s", err), stderr)
 		}
-		var res baton.PauseResult
-		var cu *baton.CatchUpResult
-		var err error
-		if o.on {
-			res, err = c.PauseSchedule(ctx, id, why)
-		} else {
-			var rr baton.ResumeResult
-			rr, err = c.ResumeSchedule(ctx, id, o.catchUp)
-			res, cu = rr.PauseResult, rr.CatchUp
-		}
-		if err != nil && cu == nil {
-			msg := c.Config().MaskSecrets(err.Error())
-			if isUsageError(err) || errors.Is(err, baton.ErrBadPause) {
-				return usageExit(name, usagef("%s", msg), stderr)
-			}
-			printf(stderr, "baton %s: %s\n", name, errors.New(msg))
-			return 1
-		}
-		if !printPause(name, res, stdout, stderr) {
-			failed = true
-		}
-		if cu != nil && !printCatchUp(name, res.Job, cu, err, c.Config(), stdout, stderr) {
-			failed = true
-		}
+		jobs[i] = baton.ScheduleJobName(id)
 	}
-	if failed {
-		return 1
-	}
-	return 0
+	return runPause(fs, o, jobs, stdout, stderr)
 }
