@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/internal/schedstore"
 	"github.com/batonhq/baton/internal/strictyaml"
@@ -244,8 +245,9 @@ var ErrBadQuery = errors.New("bad query")
 // DeleteSchedule removes runtime schedule id: no replica claims a tick of
 // it after it follows the change (within a second). A run under way
 // finishes, unless stopRunning: then every worker running it is asked to
-// stop it (as a replace does). It returns ErrNoSchedule when there was
-// none.
+// stop it (as a replace does). The count of its runs goes with it: a
+// schedule put again under the id runs its max_runs anew. It returns
+// ErrNoSchedule when there was none.
 func (c *Cluster) DeleteSchedule(ctx context.Context, id string, stopRunning bool) error {
 	if err := config.CheckScheduleID(id); err != nil {
 		return err
@@ -259,6 +261,9 @@ func (c *Cluster) DeleteSchedule(ctx context.Context, id string, stopRunning boo
 	}
 	c.notePauseOf(ctx, ScheduleJobName(id), false, time.Time{})
 	c.queue.ZRem(ctx, runlog.FailingKey(c.cfg.Namespace), id)
+	// a schedule put again under this id is a new one: its max_runs
+	// counts from zero
+	c.queue.Del(ctx, handoff.RunCountKeys(c.cfg.Namespace, ScheduleJobName(id))...)
 	if stopRunning {
 		return worker.RequestStop(ctx, c.queue, c.cfg, ScheduleJobName(id), "deleted", "baton schedules delete")
 	}

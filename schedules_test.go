@@ -310,3 +310,34 @@ func TestDeleteScheduleWithoutStopLetsTheRunFinish(t *testing.T) {
 		t.Fatalf("history record %+v", rec)
 	}
 }
+
+// A schedule deleted and put again under the same id is a new schedule:
+// the runs of the old one do not count against the new one's max_runs.
+func TestScheduleRecreatedUnderItsIDRunsItsMaxRunsAgain(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := schedulesConfig(t, srv, "")
+	c := openCluster(t, cfg)
+	ctx := context.Background()
+	counter := newRunCounter()
+	reg := jobs.NewRegistry()
+	reg.Register("report", jobs.HandlerFunc(counter.handler))
+	running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("r0"))
+	spec := baton.ScheduleSpec{Schedule: "@every 1s", Handler: "report", MaxRuns: 1}
+	if _, err := c.PutSchedule(ctx, "report/once", spec); err != nil {
+		t.Fatal(err)
+	}
+	poll.Require(t, 20*time.Second, "the first schedule's one run", func() bool {
+		n, _ := counter.ticks("@report/once")
+		return n == 1
+	})
+	if err := c.DeleteSchedule(ctx, "report/once", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutSchedule(ctx, "report/once", spec); err != nil {
+		t.Fatal(err)
+	}
+	poll.Require(t, 20*time.Second, "the new schedule's one run", func() bool {
+		n, _ := counter.ticks("@report/once")
+		return n == 2
+	})
+}
