@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -332,7 +333,7 @@ func (f *Follower) follow(ctx context.Context) (gap bool, err error) {
 	block := min(followBlock, max(time.Until(f.synced.Add(f.resync)), time.Millisecond))
 	res, err := f.st.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{f.st.keys.log, last}, Count: 1000, Block: block}).Result()
 	if errors.Is(err, redis.Nil) {
-		return false, nil
+		return f.wentBack(ctx)
 	}
 	if err != nil {
 		return false, err
@@ -391,6 +392,54 @@ func (f *Follower) follow(ctx context.Context) (gap bool, err error) {
 	f.commit(put, removed)
 	f.ver, f.last = ver, lastID
 	return false, nil
+}
+
+// wentBack tells, after a read of the stream found no change, whether
+// Redis lost changes the copy holds: a Redis that restarted empty, or from
+// an older snapshot, with no change made since shows no entry after the
+// last one read (its new entries, if any, come before it), so the stream
+// alone cannot tell. The change count or the stream's last entry gone
+// back says it.
+func (f *Follower) wentBack(ctx context.Context) (bool, error) {
+	k := f.st.keys
+	var verCmd *redis.StringCmd
+	var lastCmd *redis.XMessageSliceCmd
+	_, err := f.st.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		verCmd = p.Get(ctx, k.ver)
+		lastCmd = p.XRevRangeN(ctx, k.log, "+", "-", 1)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, err
+	}
+	ver, err := verCmd.Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, fmt.Errorf("runtime schedules: the version in %s: %w", k.ver, err)
+	}
+	last := "0-0"
+	if msgs, _ := lastCmd.Result(); len(msgs) == 1 {
+		last = msgs[0].ID
+	}
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
+	if ver < f.ver || streamIDLess(last, f.last) {
+		f.log.Info("runtime schedules: Redis holds fewer changes than were read (restarted?); reading them all", "had", f.ver, "now", ver)
+		return true, nil
+	}
+	return false, nil
+}
+
+// streamIDLess tells whether stream entry id a comes before b.
+func streamIDLess(a, b string) bool {
+	parse := func(id string) (ms, seq uint64) {
+		m, s, _ := strings.Cut(id, "-")
+		ms, _ = strconv.ParseUint(m, 10, 64)
+		seq, _ = strconv.ParseUint(s, 10, 64)
+		return ms, seq
+	}
+	am, as := parse(a)
+	bm, bs := parse(b)
+	return am < bm || am == bm && as < bs
 }
 
 func sleep(ctx context.Context, d time.Duration) {

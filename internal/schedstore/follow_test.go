@@ -253,3 +253,24 @@ func TestPutIfVersionLosesNoOtherWritersChange(t *testing.T) {
 		t.Fatalf("stale version: %v", err)
 	}
 }
+
+// A Redis that restarted empty, or from an older snapshot, with no change
+// made since, is found within a few seconds, not at the next resync: the
+// schedules it no longer holds are removed.
+func TestFollowerFindsARedisThatLostChangesWithoutANewOne(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := testConfig(t, "") // resync: 5m
+	writer := New(rdb, cfg.Namespace, nil)
+	for i := range 3 {
+		put(t, writer, fmt.Sprintf("old%d", i), `{schedule: "@hourly", handler: {name: h}}`)
+	}
+	_, _, a := following(t, rdb, cfg)
+	if len(a.names()) != 3 {
+		t.Fatalf("sync: %v", a.names())
+	}
+	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	poll.Require(t, 10*time.Second, "the schedules Redis lost removed", func() bool { return len(a.names()) == 0 })
+}
