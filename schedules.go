@@ -239,6 +239,16 @@ func (c *Cluster) ListSchedules(ctx context.Context, q ScheduleQuery) (ScheduleP
 	return page, nil
 }
 
+// Masked returns s as it is shown to readers (the HTTP API, the
+// dashboard, the command line): the values of its http headers masked
+// in its Definition, as the printed job list's are.
+func (s Schedule) Masked() Schedule {
+	if s.Definition != nil {
+		s.Definition = config.MaskScheduleDocument(s.Definition)
+	}
+	return s
+}
+
 // ErrBadQuery is returned for a listing asked with bad bounds.
 var ErrBadQuery = errors.New("bad query")
 

@@ -47,6 +47,9 @@ func (h *HTTPHandler) mountSchedules() {
 		if page.Schedules == nil {
 			page.Schedules = []Schedule{}
 		}
+		for i := range page.Schedules {
+			page.Schedules[i] = page.Schedules[i].Masked()
+		}
 		return page, err
 	}))
 	h.handle("GET /api/schedules/{id...}", h.read(func(ctx context.Context, r *http.Request) (any, error) {
@@ -58,7 +61,8 @@ func (h *HTTPHandler) mountSchedules() {
 		if err != nil {
 			return nil, err
 		}
-		return h.cluster.GetSchedule(ctx, id, next)
+		s, err := h.cluster.GetSchedule(ctx, id, next)
+		return s.Masked(), err
 	}))
 	h.handle("PUT /api/schedules/{id...}", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
 		id, err := scheduleIDOf(r)
@@ -83,10 +87,13 @@ func (h *HTTPHandler) mountSchedules() {
 		case strings.TrimSpace(string(doc)) == "":
 			return nil, badRequest(`the body is the definition, JSON or YAML: {"schedule": "0 9 * * 1", "timezone": "Europe/Berlin", "handler": {"name": "report", "payload": {"tenant": 42}}}`)
 		}
+		var s Schedule
 		if version < 0 {
-			return h.cluster.PutScheduleDocument(ctx, id, doc)
+			s, err = h.cluster.PutScheduleDocument(ctx, id, doc)
+		} else {
+			s, err = h.cluster.PutScheduleIfVersion(ctx, id, doc, version)
 		}
-		return h.cluster.PutScheduleIfVersion(ctx, id, doc, version)
+		return s.Masked(), err
 	}))
 	h.handle("DELETE /api/schedules/{id...}", h.mutating(func(ctx context.Context, r *http.Request) (any, error) {
 		id, err := scheduleIDOf(r)

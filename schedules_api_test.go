@@ -285,3 +285,28 @@ func TestJobRoutesTakeAnEscapedRuntimeScheduleName(t *testing.T) {
 		t.Fatalf("pause of an absent schedule: %d %s", code, body)
 	}
 }
+
+// The value of an http runtime schedule's header (a token, as often as
+// not) is not shown by the API's answers: it reads as the job list's
+// headers do in the printed config, masked.
+func TestSchedulesAPIMasksHTTPHeaderValues(t *testing.T) {
+	web := schedulesAPI(t, redistest.New(t), fmt.Sprintf("{token: %q}", apiToken))
+	def := `schedule: "0 9 * * 1"
+http:
+  url: https://hooks.example/tenants/42
+  headers: {Authorization: "Bearer hdr-s3cret-42"}
+`
+	for _, c := range []struct{ method, path, body string }{
+		{"PUT", "/api/schedules/report/tenant-42", def},
+		{"GET", "/api/schedules/report/tenant-42?next=1", ""},
+		{"GET", "/api/schedules?prefix=report/", ""},
+	} {
+		code, body := call(t, web, c.method, c.path, apiToken, c.body)
+		if code != 200 {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, code, body)
+		}
+		if strings.Contains(body, "hdr-s3cret-42") || !strings.Contains(body, "Authorization") {
+			t.Fatalf("%s %s shows the header's value, or not its name: %s", c.method, c.path, body)
+		}
+	}
+}

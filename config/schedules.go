@@ -393,3 +393,38 @@ func (c *parseCache) interval(spec string, loc *time.Location, bounds [2]time.Ti
 	c.mu.Unlock()
 	return d
 }
+
+// MaskScheduleDocument returns a stored definition (JSON) as it is shown
+// to readers: the values of its http headers masked, as the printed job
+// list's are (a header carries a token as often as not). A document it
+// cannot read comes back as it is.
+func MaskScheduleDocument(doc json.RawMessage) json.RawMessage {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(doc, &top) != nil || top["http"] == nil {
+		return doc
+	}
+	var h map[string]json.RawMessage
+	if json.Unmarshal(top["http"], &h) != nil || h["headers"] == nil {
+		return doc
+	}
+	var headers map[string]json.RawMessage
+	if json.Unmarshal(h["headers"], &headers) != nil {
+		return doc
+	}
+	masked, _ := json.Marshal(redacted)
+	for k := range headers {
+		headers[k] = masked
+	}
+	var err error
+	if h["headers"], err = json.Marshal(headers); err != nil {
+		return doc
+	}
+	if top["http"], err = json.Marshal(h); err != nil {
+		return doc
+	}
+	out, err := json.Marshal(top)
+	if err != nil {
+		return doc
+	}
+	return out
+}

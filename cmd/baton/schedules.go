@@ -413,6 +413,7 @@ func runGet(fs *flagSet, o *getOpts, args []string, stdout, stderr io.Writer) in
 	if code, failed := scheduleFailed(name, c, err, stderr); failed {
 		return code
 	}
+	s = s.Masked()
 	if o.asJSON {
 		return printJSON(stdout, stderr, name, s)
 	}
@@ -500,6 +501,9 @@ func runList(fs *flagSet, o *listOpts, args []string, stdout, stderr io.Writer) 
 	if o.asJSON {
 		if page.Schedules == nil {
 			page.Schedules = []baton.Schedule{}
+		}
+		for i := range page.Schedules {
+			page.Schedules[i] = page.Schedules[i].Masked()
 		}
 		return printJSON(stdout, stderr, name, page)
 	}

@@ -110,6 +110,24 @@ func TestSchedulesPutFromFlags(t *testing.T) {
 	}
 }
 
+// get and list do not print an http schedule's header values (a token,
+// as often as not), as text or as JSON: they are masked.
+func TestSchedulesGetAndListMaskHTTPHeaderValues(t *testing.T) {
+	cfg := schedulesConfigFile(t, redistest.New(t))
+	if code, out, errs := runIn("schedules", "put", "--config", cfg, "hook/7", "--schedule", "@daily",
+		"--http-url", "https://hooks.example/tenants/7", "--http-header", "Authorization: Bearer hdr-s3cret-7"); code != 0 {
+		t.Fatalf("put: %d %q %q", code, out, errs)
+	}
+	for _, args := range [][]string{
+		{"get", "hook/7"}, {"get", "--json", "hook/7"}, {"list"}, {"list", "--json"},
+	} {
+		code, out, errs := runIn(append([]string{"schedules", args[0], "--config", cfg}, args[1:]...)...)
+		if code != 0 || strings.Contains(out+errs, "hdr-s3cret-7") {
+			t.Fatalf("schedules %q: %d %q %q", args, code, out, errs)
+		}
+	}
+}
+
 // A definition from a file that is refused prints every problem with the
 // file's name and line.
 func TestSchedulesPutBadFileNamesFileAndLine(t *testing.T) {
