@@ -363,6 +363,10 @@ type Job struct {
 	Timezone string `yaml:"timezone"`
 	// Location is Timezone loaded; nil for singleton jobs.
 	Location *time.Location `yaml:"-"`
+	// Created is when a runtime schedule's id was first put (by Redis's
+	// clock; DecodeSchedule): it has no scheduled tick before it. Zero for
+	// the job list's jobs.
+	Created time.Time `yaml:"-"`
 	// Start and End bound the job's ticks: none before Start, none after
 	// End (RFC 3339 times; empty: open). Sched is already restricted to
 	// them. Not for singletons.

@@ -204,6 +204,7 @@ func DecodeSchedule(base *Config, id string, doc []byte, created time.Time) (*Jo
 	}
 	if j.At == "" && j.Sched != nil && !created.IsZero() {
 		j.Sched = scheduler.Window(j.Sched, created, time.Time{})
+		j.Created = created
 	}
 	j.secrets = base.secrets
 	return j, nil

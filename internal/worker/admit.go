@@ -259,12 +259,18 @@ func (w *Worker) paused(ctx context.Context, job *config.Job) (bool, error) {
 }
 
 // pastLimit reports whether scheduled tick t is beyond one of job's limits
-// in this replica's job list: before start, after end, not the one-shot
+// in this replica's job list: before a runtime schedule was put, before
+// start, after end, not the one-shot
 // tick at, or after the job ran its max_runs ticks (the count reached it,
 // the tick was not counted, and it is later than every counted tick). A
 // count that is no integer from 0 to 2^53-2 is an error wrapping
 // ErrCorrupt that names its key.
 func (w *Worker) pastLimit(ctx context.Context, job *config.Job, t scheduler.Tick) (RefusalReason, string, error) {
+	if !job.Created.IsZero() && t.At.Before(job.Created) {
+		// a tick of a schedule deleted since, whose id was put again: not
+		// one of the new definition's, which must not run it
+		return RefusedOutsideWindow, "its tick is before its runtime schedule was put (" + job.Created.UTC().Format(time.RFC3339Nano) + "): a tick of a schedule of that id deleted since", nil
+	}
 	if s, err := time.Parse(time.RFC3339, job.Start); job.Start != "" && err == nil && t.At.Before(s) {
 		return RefusedOutsideWindow, "its tick is before the job's start " + job.Start, nil
 	}

@@ -457,3 +457,29 @@ func TestWorkerClockBehindLosesNoTick(t *testing.T) {
 		t.Fatalf("an on-time tick seen by a worker 4s behind never ran; task: %s %q", info.State, info.LastErr)
 	}
 }
+
+// A task of a runtime schedule's tick from before the schedule was put (a
+// tick of a schedule deleted since, whose id was put again) does not run
+// under the new definition: it is refused, and archived.
+func TestTaskOfATickBeforeItsRuntimeScheduleWasPutIsRefused(t *testing.T) {
+	e := newEnv(t)
+	base := e.Config(t, "  []")
+	created := worktest.TickBase.Add(30 * time.Second)
+	j, err := config.DecodeSchedule(base, "report/x", []byte(`{schedule: "@every 1s", handler: {name: report}}`), created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := base.WithSource(scheduleSource{j.Name: j})
+	exec := newFakeExec(nil)
+	e.worker(t, cfg, exec, WithHandlers(registry(t, "report")))
+	old, current := scheduleTick("@report/x", 10), scheduleTick("@report/x", 31)
+	e.dispatch(t, cfg, old)
+	if info := e.State(t, "baton:default", old, asynq.TaskStateArchived); !strings.Contains(info.LastErr, "before its runtime schedule was put") {
+		t.Errorf("archived with %q", info.LastErr)
+	}
+	e.dispatch(t, cfg, current)
+	if s := worktest.Recv(t, exec.started, "the current tick's run"); !s.run.Tick.Equal(current.At) {
+		t.Errorf("ran %s, want %s", s.run.Tick, current.At)
+	}
+	worktest.None(t, exec.started, 100*time.Millisecond, "a run of the older tick")
+}
