@@ -228,6 +228,13 @@ func (v *validator) runtimeRules(p string, j *Job) {
 		if len(h.Body) > s.MaxPayload {
 			v.errf(at("http.body"), "%d bytes, more than schedules.max_payload %d", len(h.Body), s.MaxPayload)
 		}
+		for k := range h.Headers {
+			if strings.EqualFold(k, "Host") {
+				// the request would reach whatever site the allowed host's
+				// address serves under that name: outside the prefixes
+				v.errf(at("http.headers."+k), "a runtime schedule cannot set the Host header: its request goes to the host of its URL, under schedules.http_prefixes")
+			}
+		}
 		if h.URL != "" && checkHTTPURL(h.URL) == nil {
 			if err := allowedURL(h.URL, s.HTTPPrefixes); err != nil {
 				v.errf(at("http.url"), "%s", err.Error())
