@@ -70,7 +70,12 @@ type cancelRequest struct {
 // which every worker follows for runtime schedules. Pub/sub delivers at
 // most once: a worker that is reconnecting misses it.
 func RequestStop(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, job, why, by string) error {
-	msg, err := json.Marshal(cancelRequest{V: formats.CancelRequest, ID: "stop", Tick: time.Now().UTC().Format(time.RFC3339Nano), Replica: by, Stop: why})
+	return requestStopAt(ctx, rdb, cfg, job, why, by, time.Now())
+}
+
+// requestStopAt is RequestStop made at the instant at.
+func requestStopAt(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, job, why, by string, at time.Time) error {
+	msg, err := json.Marshal(cancelRequest{V: formats.CancelRequest, ID: "stop", Tick: at.UTC().Format(time.RFC3339Nano), Replica: by, Stop: why})
 	if err != nil {
 		return err
 	}
@@ -94,8 +99,9 @@ func (e *engine) signer() *handoff.Signer {
 // every run of the job on this worker whose tick is older than the
 // requester's is cancelled with ErrReplaced; a run of the same or a newer
 // tick is left alone, so an older tick never replaces a newer one. A stop
-// request (a runtime schedule's only): every run of the job is cancelled
-// with stopCause.
+// request (a runtime schedule's only): every run of the job whose tick is
+// before the request was made (within the max clock skew) is cancelled
+// with stopCause; a request made more than stopMemory ago is ignored.
 func (e *engine) onCancelRequest(job string, payload string) {
 	body, err := []byte(payload), error(nil)
 	if g := e.signer(); g.Enabled() {
@@ -117,11 +123,24 @@ func (e *engine) onCancelRequest(job string, payload string) {
 			e.log.Warn("ignoring a stop request for a job of the job list (only a runtime schedule's runs are stopped so)", slog.String("job", job))
 			return
 		}
+		// a request older than stopMemory is a copy put back (a replay by
+		// one who can publish, or one held up): the runs under way now may
+		// be of a schedule put again since, which it must not stop
+		made, err := time.Parse(time.RFC3339Nano, req.Tick)
+		skew := e.cfg.MaxClockSkew
+		if err != nil || time.Since(made) > stopMemory+skew {
+			if _, logged := e.badCancel.LoadOrStore(job+"\x00stale", true); !logged {
+				e.log.Warn("ignoring a stop request made too long ago (logged once per job)", slog.String("job", job),
+					slog.String("made", redact.Quote(req.Tick)), slog.String("by_replica", redact.Quote(req.Replica)))
+			}
+			return
+		}
 		cause := stopCause(req.Stop)
 		if errors.Is(cause, ErrScheduleDeleted) {
 			e.rememberDeleted(job)
 		}
-		if n := e.cancelRuns(cause, func(j string, _ *activeRun) bool { return j == job }); n > 0 {
+		// runs of later ticks than the request are of a schedule put again
+		if n := e.cancelRuns(cause, func(j string, ar *activeRun) bool { return j == job && ar.at.Before(made.Add(skew)) }); n > 0 {
 			e.log.Info("stopping runs on request", slog.String("job", job), slog.String("why", cause.Error()),
 				slog.String("by_replica", req.Replica), slog.Int("runs", n))
 		}

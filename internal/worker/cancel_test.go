@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hibiken/asynq"
 
@@ -96,4 +97,29 @@ func TestRuntimeScheduleWithConcurrencyReplaceReplacesItsOlderRun(t *testing.T) 
 	if st := w1.Stats(); st.Replaced != 1 || st.Failed != 0 {
 		t.Errorf("w1 stats %+v", st)
 	}
+}
+
+// A stop request published again long after it was made (a replay by one
+// who can publish on the queue Redis, or a copy held up) does not stop the
+// runs of a schedule put again since; a fresh one does.
+func TestStaleStopRequestDoesNotStopRuns(t *testing.T) {
+	e := newEnv(t)
+	cfg := withSchedule(t, e.Config(t, "  []"), "report/x", `{schedule: "@every 1m", handler: {name: report}}`)
+	gate := make(chan struct{})
+	exec := newFakeExec(blockUntil(gate))
+	e.worker(t, cfg, exec, WithReplica("b"), WithHandlers(registry(t, "report")))
+	x := scheduleTick("@report/x", 1)
+	e.dispatch(t, cfg, x)
+	worktest.Recv(t, exec.started, "a run")
+	if err := requestStopAt(context.Background(), e.RDB, cfg, "@report/x", "deleted", "another replica", time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	worktest.None(t, exec.ended, 300*time.Millisecond, "a run stopped by an hour-old request")
+	if err := RequestStop(context.Background(), e.RDB, cfg, "@report/x", "deleted", "another replica"); err != nil {
+		t.Fatal(err)
+	}
+	if end := worktest.Recv(t, exec.ended, "the stopped run's end"); !errors.Is(end.cause, ErrScheduleDeleted) {
+		t.Fatalf("ended with cause %v", end.cause)
+	}
+	close(gate)
 }
