@@ -7,3 +7,15 @@ import "time"
 func WithObserver(f func(kind, job string, tick time.Time, replica string)) Option {
 	return func(o *options) { o.observe = f }
 }
+
+// FollowerClaimKeptAfterPut puts put, which replaces job name, and tells
+// whether a follower's claim of name's tick at, readied under the old
+// definition and not attempted yet, is still made.
+func FollowerClaimKeptAfterPut(s *Scheduler, name string, at time.Time, put Job) (bool, error) {
+	old, _ := s.job(name)
+	if err := s.Put(put); err != nil {
+		return false, err
+	}
+	_, ok := s.current(item{job: old, at: at, fireAt: at, kind: kindFollower})
+	return ok, nil
+}

@@ -164,7 +164,9 @@ func (s *Scheduler) startAdded(now time.Time) []item {
 // is to be dropped: its job was removed, or it is the regular entry of a
 // replaced definition (the new one has its own) for a tick due at or after
 // the new definition's Since. An older regular entry is claimed once, for
-// the new definition, without scheduling a next tick.
+// the new definition, without scheduling a next tick. Any other claim not
+// attempted yet of a tick due at or after Since that the new definition
+// does not have is dropped as well.
 func (s *Scheduler) current(it item) (item, bool) {
 	cur, ok := s.job(it.job.Name)
 	if !ok {
@@ -178,6 +180,12 @@ func (s *Scheduler) current(it item) (item, bool) {
 			return it, false
 		}
 		it.kind = kindFirst
+	}
+	if it.token == "" && !it.at.Before(cur.Since) && !cur.Schedule.Next(it.at.Add(-time.Nanosecond)).Equal(it.at) {
+		// not claimed yet (a follower's claim waiting out its delay), due
+		// after the change, and not a tick of the new definition: the
+		// replicas that learned the change in time dropped it too
+		return it, false
 	}
 	it.job = cur
 	return it, true

@@ -10,6 +10,7 @@ import (
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -180,5 +181,46 @@ func TestPutRefusesAnInvalidJob(t *testing.T) {
 		scheduler.Job{Name: "bad", Schedule: every(t, "@every 1s")})
 	if err == nil || r.s.Jobs() != 0 {
 		t.Fatalf("err %v, %d jobs", err, r.s.Jobs())
+	}
+}
+
+// A replacement made before a tick of the old definition came due drops
+// that tick where it waits as a follower's claim (a replica that is not
+// its preferred claimer learned the change during its follower delay),
+// when the new definition does not have it: it is claimed nowhere, as the
+// preferred claimer, which learned the change in time, dropped it too. A
+// tick the new definition has, or one due before the change, is kept.
+func TestReplaceDropsAWaitingTickTheNewDefinitionLacks(t *testing.T) {
+	srv := redistest.New(t)
+	locks, err := locking.NewQuorum([]redis.UniversalClient{srv.TestClient(t)}, locking.WithPrefix("baton:lock:"), locking.WithFreshDeployment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = locks.Close() })
+	t0 := now().Truncate(time.Second).Add(10 * time.Second)
+	if t0.Unix()%2 == 0 {
+		t0 = t0.Add(time.Second) // an odd second: not a tick of the new schedule
+	}
+	old := scheduler.Job{Name: "j", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute}
+	for _, c := range []struct {
+		at   time.Time
+		want bool
+	}{
+		{t0, false},                      // the old definition's only
+		{t0.Add(time.Second), true},      // the new one's too
+		{t0.Add(-2 * time.Second), true}, // due before the change
+	} {
+		s, err := scheduler.New(locks, []scheduler.Job{old}, newRecorder())
+		if err != nil {
+			t.Fatal(err)
+		}
+		neu := scheduler.Job{Name: "j", Schedule: every(t, "*/2 * * * * *"), StartingDeadline: time.Minute, Since: t0.Add(-time.Millisecond)}
+		kept, err := scheduler.FollowerClaimKeptAfterPut(s, "j", c.at, neu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept != c.want {
+			t.Errorf("tick %s: kept %v, want %v", c.at.Format(time.TimeOnly), kept, c.want)
+		}
 	}
 }
