@@ -295,16 +295,16 @@ func steadyPerSchedule(ctx context.Context, rdb *redis.Client, m int) (string, e
 	kinds := map[string]int64{}
 	for i := range m {
 		id := schedID(i)
-		keys, err := rdb.Keys(ctx, "*"+id+"*").Result()
-		if err != nil {
-			return "", err
-		}
+		// the keys a schedule has between ticks (docs/operating.md's key
+		// table): its history list, its mark and fence on the lock master
+		// (here the same Redis), and its pause when paused
+		job := "@" + id
+		keys := []string{"rb:{history:" + job + "}:list", "rb:{" + job + "}:mark", "rb:{" + job + "}:fence", "rb:{" + job + "}:paused"}
 		for _, k := range keys {
-			ttl, _ := rdb.PTTL(ctx, k).Result()
-			if ttl > 0 && ttl < time.Hour {
-				continue // a tick's record, a lease: gone between ticks
+			n, err := rdb.MemoryUsage(ctx, k, 0).Result()
+			if err != nil {
+				continue // absent
 			}
-			n, _ := rdb.MemoryUsage(ctx, k, 0).Result()
 			if strings.Contains(k, "{history:") {
 				hist += n
 				evs, _ := rdb.LLen(ctx, k).Result()
@@ -312,11 +312,7 @@ func steadyPerSchedule(ctx context.Context, rdb *redis.Client, m int) (string, e
 				lists++
 				continue
 			}
-			kind := k[strings.LastIndex(k, "}")+1:]
-			if strings.HasPrefix(kind, ":t:") || strings.HasPrefix(kind, ":tickrec:") {
-				continue // a retained task and its tick's record: deleted after the task's retention
-			}
-			kinds[kind] += n
+			kinds[k[strings.LastIndex(k, "}")+1:]] += n
 		}
 		v, _ := rdb.HGet(ctx, "rb:{schedules}:defs", id).Result()
 		defs += int64(len(v)+len(id)+48) + int64(len(id)+48) // hash entry; zset entry
