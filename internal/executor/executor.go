@@ -39,7 +39,11 @@ type Executor struct {
 	supervisorPath string
 	outputLimit    int
 	client         *http.Client
-	log            *slog.Logger
+	// runtimeClient is client following no redirect: a runtime schedule's
+	// URL lies under schedules.http_prefixes, where it is redirected to
+	// need not
+	runtimeClient *http.Client
+	log           *slog.Logger
 }
 
 // New returns an executor with the given options.
@@ -51,6 +55,9 @@ func New(opts ...Option) *Executor {
 	if e.client == nil {
 		e.client = &http.Client{}
 	}
+	rc := *e.client
+	rc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	e.runtimeClient = &rc
 	return e
 }
 

@@ -42,7 +42,11 @@ func (e *Executor) runHTTP(ctx context.Context, job *config.Job, run jobs.Run) (
 	for k, v := range run.Headers() {
 		req.Header.Set(k, v)
 	}
-	resp, err := e.client.Do(req)
+	client := e.client
+	if config.IsScheduleJob(job.Name) {
+		client = e.runtimeClient // no redirect out of the allowed prefixes
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {

@@ -145,3 +145,33 @@ func TestHTTPRedactsURL(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// A runtime schedule's http request follows no redirect: its URL was
+// checked against schedules.http_prefixes, the place a server redirects
+// it to was not. The redirect is its response (not 2xx: a failure). A job
+// of the list follows redirects as before.
+func TestRuntimeScheduleHTTPRequestFollowsNoRedirect(t *testing.T) {
+	hits := make(chan string, 4)
+	outside := exServer(t, func(w http.ResponseWriter, r *http.Request) { hits <- r.URL.Path })
+	allowed := exServer(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, outside.URL+"/metadata", http.StatusFound)
+	})
+	e := exExecutor()
+	j := httpJob(allowed.URL + "/tenants/42")
+	j.Name = "@report/tenant-42"
+	res, err := e.Execute(exCtx(t), j, exRun(j.Name), nil)
+	if !errors.Is(err, executor.ErrUnexpectedStatus) || res.Status != http.StatusFound {
+		t.Errorf("runtime schedule: status %d, err %v", res.Status, err)
+	}
+	select {
+	case p := <-hits:
+		t.Fatalf("the redirect was followed to %s", p)
+	default:
+	}
+	if _, err := e.Execute(exCtx(t), httpJob(allowed.URL+"/x"), exRun("ping"), nil); err != nil {
+		t.Errorf("a job of the list: %v", err)
+	}
+	if p := <-hits; p != "/metadata" {
+		t.Errorf("a job of the list reached %s", p)
+	}
+}
