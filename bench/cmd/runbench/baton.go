@@ -99,7 +99,11 @@ jobs: []
 	// customers' schedules are there when it restarts
 	logf("baton: putting %d schedules", cfg.schedules)
 	began := time.Now()
-	if err := putAll(ctx, cl, cfg.schedules, spec); err != nil {
+	// no tick before the first measured instant: one the puts and the
+	// replicas' start leave time for (an unmeasured instant of N ticks
+	// would only load the measured ones)
+	startAt := nextInstant(began.Add(cfg.period+cfg.settle), cfg.period)
+	if err := putAll(ctx, cl, cfg.schedules, spec, startAt); err != nil {
 		return res, err
 	}
 	res.addTook = time.Since(began)
@@ -156,6 +160,9 @@ jobs: []
 	}
 
 	first := nextInstant(time.Now().Add(cfg.settle), cfg.period)
+	if first.Before(startAt) {
+		first = startAt
+	}
 	var instants []time.Time
 	for k := range cfg.instants {
 		instants = append(instants, first.Add(time.Duration(k)*cfg.period))
@@ -229,8 +236,9 @@ jobs: []
 	return res, nil
 }
 
-// putAll puts schedules 0..n-1 with 16 putters, with progress lines.
-func putAll(ctx context.Context, cl *baton.Cluster, n int, spec string) error {
+// putAll puts schedules 0..n-1, starting at start, with 16 putters, with
+// progress lines.
+func putAll(ctx context.Context, cl *baton.Cluster, n int, spec string, start time.Time) error {
 	var next, done atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
@@ -241,7 +249,7 @@ func putAll(ctx context.Context, cl *baton.Cluster, n int, spec string) error {
 				if i >= n || firstErr.Load() != nil {
 					return
 				}
-				_, err := cl.PutSchedule(ctx, schedID(i), baton.ScheduleSpec{Schedule: spec, Handler: "tick",
+				_, err := cl.PutSchedule(ctx, schedID(i), baton.ScheduleSpec{Schedule: spec, Start: start, Handler: "tick",
 					Payload: []byte(`{"tenant":` + strconv.Itoa(i) + `}`)})
 				if err != nil {
 					firstErr.CompareAndSwap(nil, err)
