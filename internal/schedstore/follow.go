@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,13 +41,14 @@ type Refusal struct {
 // it gives the jobs of the copy; with WithFetch, a schedule the copy does
 // not hold yet is read from Redis.
 type Follower struct {
-	st     *Store
-	base   *config.Config
-	apply  func(put []Change, removed []string)
-	log    *slog.Logger
-	resync time.Duration
-	fetch  bool
-	warned sync.Map // stored values ScheduleJob found invalid and logged
+	st      *Store
+	base    *config.Config
+	apply   func(put []Change, removed []string)
+	log     *slog.Logger
+	resync  time.Duration
+	fetch   bool
+	warned  sync.Map     // stored values ScheduleJob found invalid and logged
+	nwarned atomic.Int64 // about how many warned holds
 
 	mu      sync.RWMutex
 	byName  map[string]entry // job name -> the schedule as last read
@@ -105,7 +107,8 @@ func (f *Follower) ScheduleJob(name string) (*config.Job, bool) {
 	defer cancel()
 	rec, err := f.st.Get(ctx, id)
 	if err != nil {
-		if !errors.Is(err, ErrNotFound) {
+		// logged once per schedule and reason: a worker asks at every task
+		if !errors.Is(err, ErrNotFound) && f.firstWarning(name+"\x00"+err.Error()) {
 			f.log.Warn("cannot read a runtime schedule", "job", name, "err", err)
 		}
 		return nil, false
@@ -113,12 +116,29 @@ func (f *Follower) ScheduleJob(name string) (*config.Job, bool) {
 	j, err := config.DecodeSchedule(f.base, id, rec.Doc, rec.Created)
 	if err != nil {
 		// logged once per definition: a worker asks at every task
-		if _, seen := f.warned.LoadOrStore(rec.raw, true); !seen {
+		if f.firstWarning(rec.raw) {
 			f.log.Warn("runtime schedule refused: not a valid definition for this replica", "job", name, "err", err)
 		}
 		return nil, false
 	}
 	return j, true
+}
+
+// warnedMax bounds what firstWarning remembers: past it, it starts over
+// (a warning may come again).
+const warnedMax = 10000
+
+// firstWarning tells whether the warning keyed key is logged for the first
+// time.
+func (f *Follower) firstWarning(key string) bool {
+	if _, seen := f.warned.LoadOrStore(key, true); seen {
+		return false
+	}
+	if f.nwarned.Add(1) > warnedMax {
+		f.warned.Clear()
+		f.nwarned.Store(0)
+	}
+	return true
 }
 
 // Len returns how many schedules the copy holds (refused ones not

@@ -1,10 +1,12 @@
 package schedstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -273,4 +275,43 @@ func TestFollowerFindsARedisThatLostChangesWithoutANewOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Require(t, 10*time.Second, "the schedules Redis lost removed", func() bool { return len(a.names()) == 0 })
+}
+
+// A schedule a worker looks up at every task, whose stored definition
+// cannot be read (not signed with the key), is refused each time and
+// logged once, not at every lookup.
+func TestScheduleJobLogsAnUnreadableDefinitionOnce(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := testConfig(t, "security: {signing_keys: [\""+testKey+"\"]}\n")
+	put(t, New(rdb, cfg.Namespace, nil), "forged", `{schedule: "@hourly", handler: {name: h}}`)
+	var logs safeBuffer
+	f := NewFollower(New(rdb, cfg.Namespace, handoff.NewSigner(cfg.Security)), cfg, nil, WithFetch(),
+		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	for range 3 {
+		if j, ok := f.ScheduleJob("@forged"); ok {
+			t.Fatalf("found %+v", j)
+		}
+	}
+	if n := strings.Count(logs.String(), "cannot read a runtime schedule"); n != 1 {
+		t.Fatalf("logged %d times:\n%s", n, logs.String())
+	}
+}
+
+// safeBuffer is a bytes.Buffer safe for concurrent use.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
