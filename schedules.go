@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/runlog"
@@ -255,8 +257,9 @@ var ErrBadQuery = errors.New("bad query")
 // DeleteSchedule removes runtime schedule id: no replica claims a tick of
 // it after it follows the change (within a second). A run under way
 // finishes, unless stopRunning: then every worker running it is asked to
-// stop it (as a replace does). The count of its runs goes with it: a
-// schedule put again under the id runs its max_runs anew. It returns
+// stop it (as a replace does). Its pause and the count of its runs go
+// with it: a schedule put again under the id is not paused, and runs its
+// max_runs anew. It returns
 // ErrNoSchedule when there was none.
 func (c *Cluster) DeleteSchedule(ctx context.Context, id string, stopRunning bool) error {
 	if err := config.CheckScheduleID(id); err != nil {
@@ -269,6 +272,12 @@ func (c *Cluster) DeleteSchedule(ctx context.Context, id string, stopRunning boo
 	if !ok {
 		return fmt.Errorf("runtime schedule %q: %w", id, ErrNoSchedule)
 	}
+	// the pause goes with it: a schedule put again under the id is a new
+	// one, not paused
+	pauseKey := scheduler.PauseKey(c.cfg.Namespace, ScheduleJobName(id))
+	c.eachMaster(ctx, ScheduleJobName(id), false, func(ctx context.Context, m redis.UniversalClient, _ int) error {
+		return m.Del(ctx, pauseKey).Err()
+	})
 	c.notePauseOf(ctx, ScheduleJobName(id), false, time.Time{})
 	c.queue.ZRem(ctx, runlog.FailingKey(c.cfg.Namespace), id)
 	// a schedule put again under this id is a new one: its max_runs

@@ -341,3 +341,33 @@ func TestScheduleRecreatedUnderItsIDRunsItsMaxRunsAgain(t *testing.T) {
 		return n == 2
 	})
 }
+
+// A paused schedule deleted and put again under its id is a new schedule,
+// not paused: the pause went with the deleted one.
+func TestScheduleRecreatedUnderItsIDIsNotPaused(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := schedulesConfig(t, srv, "")
+	c := openCluster(t, cfg)
+	ctx := context.Background()
+	counter := newRunCounter()
+	reg := jobs.NewRegistry()
+	reg.Register("report", jobs.HandlerFunc(counter.handler))
+	spec := baton.ScheduleSpec{Schedule: "@every 1s", Handler: "report"}
+	if _, err := c.PutSchedule(ctx, "report/p", spec); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.PauseSchedule(ctx, "report/p", baton.PauseNote{By: "ops", Note: "tenant on hold"}); err != nil || !res.InEffect {
+		t.Fatalf("pause: %+v %v", res, err)
+	}
+	if err := c.DeleteSchedule(ctx, "report/p", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutSchedule(ctx, "report/p", spec); err != nil {
+		t.Fatal(err)
+	}
+	running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("r0"))
+	poll.Require(t, 20*time.Second, "a run of the schedule put again", func() bool {
+		n, _ := counter.ticks("@report/p")
+		return n >= 1
+	})
+}
