@@ -134,8 +134,7 @@ func (s *Scheduler) snapshot() []*Job {
 }
 
 // startAdded takes the jobs Put while Run runs and returns the first claim
-// of each: its first tick at or after its Since, or after now less its
-// starting deadline when that is later (an older tick would be missed).
+// of each (firstFrom).
 func (s *Scheduler) startAdded(now time.Time) []item {
 	s.jobsMu.Lock()
 	added := s.added
@@ -146,16 +145,57 @@ func (s *Scheduler) startAdded(now time.Time) []item {
 		if cur, ok := s.job(j.Name); !ok || cur != j {
 			continue // removed or replaced again since
 		}
-		from := now.Add(-j.StartingDeadline)
-		if j.Since.After(from) {
-			from = j.Since
+		out = appendFirst(out, j, firstFrom(j, now))
+	}
+	return out
+}
+
+// startAll returns the first claim of every job as Run begins: from now
+// for New's jobs and those Put before Run, from their Since for those Put
+// since Run began (firstFrom). Both sets are taken under one lock, so that
+// a Put racing the start gives its job one regular entry, not two.
+func (s *Scheduler) startAll(now time.Time) []item {
+	s.jobsMu.Lock()
+	added := make(map[*Job]bool, len(s.added))
+	for _, j := range s.added {
+		added[j] = true
+	}
+	s.added = nil
+	all := make([]*Job, 0, len(s.jobs))
+	for _, j := range s.jobs {
+		all = append(all, j)
+	}
+	s.jobsMu.Unlock()
+	out := make([]item, 0, len(all))
+	for _, j := range all {
+		from := now.Add(time.Nanosecond) // Next(now), as New's jobs start
+		if added[j] {
+			from = firstFrom(j, now)
 		}
-		if from.After(now) {
-			from = now
-		}
-		if t := j.Schedule.Next(from.Add(-time.Nanosecond)); !t.IsZero() {
-			out = append(out, item{job: j, at: t.UTC(), fireAt: t.Add(Jitter(j.Name, j.Jitter)), kind: kindNext})
-		}
+		out = appendFirst(out, j, from)
+	}
+	return out
+}
+
+// firstFrom is when a job Put while Run runs starts: its Since, but not
+// before now less its starting deadline (an older tick would be missed)
+// and not after now.
+func firstFrom(j *Job, now time.Time) time.Time {
+	from := now.Add(-j.StartingDeadline)
+	if j.Since.After(from) {
+		from = j.Since
+	}
+	if from.After(now) {
+		from = now
+	}
+	return from
+}
+
+// appendFirst appends j's regular entry for its first tick at or after
+// from, if it has one.
+func appendFirst(out []item, j *Job, from time.Time) []item {
+	if t := j.Schedule.Next(from.Add(-time.Nanosecond)); !t.IsZero() {
+		out = append(out, item{job: j, at: t.UTC(), fireAt: t.Add(Jitter(j.Name, j.Jitter)), kind: kindNext})
 	}
 	return out
 }

@@ -415,20 +415,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		defer s.procs.Done()
 		s.reschedule(work, s.catchUp(start, marks))
 	}(now)
-	// jobs Put since Run began start from their Since; the others, New's
-	// and those Put before Run, from now
-	begun := map[*Job]bool{}
-	for _, it := range s.startAdded(now) {
-		begun[it.job] = true
+	for _, it := range s.startAll(now) {
 		heap.Push(h, it)
-	}
-	for _, j := range s.snapshot() {
-		if begun[j] {
-			continue
-		}
-		if t := j.Schedule.Next(now); !t.IsZero() {
-			heap.Push(h, item{job: j, at: t.UTC(), fireAt: t.Add(Jitter(j.Name, j.Jitter)), kind: kindNext})
-		}
 	}
 	var batch, ready []item
 	for {
