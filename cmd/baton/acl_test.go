@@ -150,3 +150,43 @@ jobs:
 		}
 	}
 }
+
+// A Redis user whose ACL predates runtime schedules (no &NS:cancel:@*)
+// still runs baton: its workers warn that the runtime schedules' stop and
+// replace requests do not reach them, and every job runs.
+func TestRunsUnderAnACLWithoutTheStopPatternAndWarns(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	admin := srv.TestClient(t)
+	ctx := context.Background()
+	const pass = "acl-pw-7a2e19"
+	var args []any
+	for _, a := range documentedACL(t, "prod", pass) {
+		if a != "&prod:cancel:@*" {
+			args = append(args, a)
+		}
+	}
+	if err := admin.Do(ctx, args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "ticks")
+	cfg := filepath.Join(dir, "baton.yaml")
+	if err := writeFile(cfg, fmt.Sprintf(`redis:
+  url: redis://baton:%s@%s/0
+locking:
+  fresh_deployment: true
+namespace: prod
+jobs:
+  - name: report
+    schedule: "@every 1s"
+    exec: {command: %s}
+`, pass, srv.Addr(), tickCommand(out))); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, nil, "run", "--config", cfg, "--id", "acl-old")
+	waitRunning(t, 30*time.Second, "the job runs", func() bool { return len(readTicks(t, out)) >= 2 }, p)
+	if !strings.Contains(p.stderr.String(), "may not PSUBSCRIBE prod:cancel:@*") {
+		t.Fatalf("no warning about the missing pattern; stderr:\n%s", p.stderr.String())
+	}
+}

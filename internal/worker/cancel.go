@@ -186,6 +186,36 @@ func (w *Worker) subscribeReplaceRequests() error {
 	if len(channels) == 0 && pattern == "" {
 		return nil
 	}
+	ps, err := w.subscribe(channels, pattern)
+	if err != nil && pattern != "" && strings.Contains(err.Error(), "NOPERM") {
+		// a Redis user whose ACL predates runtime schedules: the worker
+		// runs, without their stop and replace requests
+		w.log.Warn("the Redis user may not PSUBSCRIBE "+pattern+": runtime schedules' stop and replace requests do not reach this worker; add &"+pattern+" to the user's ACL (docs/operating.md)",
+			slog.Any("error", err))
+		if len(channels) == 0 {
+			return nil
+		}
+		ps, err = w.subscribe(channels, "")
+	}
+	if err != nil {
+		return err
+	}
+	prefix := cancelChannel(w.cfg.Namespace, "")
+	w.ps, w.subDone = ps, make(chan struct{})
+	msgs := ps.Channel()
+	go func() {
+		defer close(w.subDone)
+		for m := range msgs {
+			w.onCancelRequest(strings.TrimPrefix(m.Channel, prefix), m.Payload)
+		}
+	}()
+	return nil
+}
+
+// subscribe subscribes to channels and pattern (either may be empty) on
+// one connection and waits for the last confirmation; requests that come
+// before it are handled.
+func (w *Worker) subscribe(channels []string, pattern string) (*redis.PubSub, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// confirmations come in the order asked: the last one confirms all
@@ -200,7 +230,7 @@ func (w *Worker) subscribeReplaceRequests() error {
 			ps = w.rdb.PSubscribe(ctx, pattern)
 		} else if err := ps.PSubscribe(ctx, pattern); err != nil {
 			ps.Close()
-			return fmt.Errorf("jobs: worker: subscribe to stop requests: %w", err)
+			return nil, fmt.Errorf("jobs: worker: subscribe to stop requests: %w", err)
 		}
 		last = redis.Subscription{Kind: "psubscribe", Channel: pattern}
 	}
@@ -209,24 +239,15 @@ func (w *Worker) subscribeReplaceRequests() error {
 		msg, err := ps.Receive(ctx)
 		if err != nil {
 			ps.Close()
-			return fmt.Errorf("jobs: worker: subscribe to replace requests: %w", err)
+			return nil, fmt.Errorf("jobs: worker: subscribe to replace requests: %w", err)
 		}
 		if s, ok := msg.(*redis.Subscription); ok && s.Kind == last.Kind && s.Channel == last.Channel {
-			break
+			return ps, nil
 		}
 		if m, ok := msg.(*redis.Message); ok {
 			w.onCancelRequest(strings.TrimPrefix(m.Channel, prefix), m.Payload)
 		}
 	}
-	w.ps, w.subDone = ps, make(chan struct{})
-	msgs := ps.Channel()
-	go func() {
-		defer close(w.subDone)
-		for m := range msgs {
-			w.onCancelRequest(strings.TrimPrefix(m.Channel, prefix), m.Payload)
-		}
-	}()
-	return nil
 }
 
 // stopSubscriber ends the subscription to replace requests, if any, and
