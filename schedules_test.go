@@ -245,10 +245,11 @@ func historyRecord(t *testing.T, srv *redistest.Server, job string, tick time.Ti
 	return rec
 }
 
-// Deleting a runtime schedule with stopRunning stops its run under way on
-// whichever replica runs it: the handler's context ends, and the history
-// says the run was stopped because its schedule was deleted.
-func TestDeleteScheduleWithStopStopsTheRunUnderWay(t *testing.T) {
+// deletedWhileRunning runs schedule "report/x" (@every 1s, a handler that
+// blocks) on two replicas and deletes it, with stopRunning or not, while
+// its first run is under way; it returns that run.
+func deletedWhileRunning(t *testing.T, stopRunning bool) (*redistest.Server, *blockingHandler, jobs.Run) {
+	t.Helper()
 	srv := redistest.New(t)
 	cfg := schedulesConfig(t, srv, "")
 	c := openCluster(t, cfg)
@@ -263,9 +264,17 @@ func TestDeleteScheduleWithStopStopsTheRunUnderWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := recv(t, h.started, "a run of the schedule")
-	if err := c.DeleteSchedule(ctx, "report/x", true); err != nil {
+	if err := c.DeleteSchedule(ctx, "report/x", stopRunning); err != nil {
 		t.Fatal(err)
 	}
+	return srv, h, run
+}
+
+// Deleting a runtime schedule with stopRunning stops its run under way on
+// whichever replica runs it: the handler's context ends, and the history
+// says the run was stopped because its schedule was deleted.
+func TestDeleteScheduleWithStopStopsTheRunUnderWay(t *testing.T) {
+	srv, h, run := deletedWhileRunning(t, true)
 	if cause := recv(t, h.ended, "the run's end"); cause == nil || !strings.Contains(cause.Error(), "its runtime schedule was deleted") {
 		t.Fatalf("the run ended with %v, want stopped because its schedule was deleted", cause)
 	}
@@ -278,23 +287,7 @@ func TestDeleteScheduleWithStopStopsTheRunUnderWay(t *testing.T) {
 // Deleting a runtime schedule without stopRunning lets its run under way
 // finish: it ends ok after every replica has followed the delete.
 func TestDeleteScheduleWithoutStopLetsTheRunFinish(t *testing.T) {
-	srv := redistest.New(t)
-	cfg := schedulesConfig(t, srv, "")
-	c := openCluster(t, cfg)
-	ctx := context.Background()
-	h := newBlockingHandler()
-	reg := jobs.NewRegistry()
-	reg.HandleFunc("report", h.handle)
-	for i := range 2 {
-		running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID(fmt.Sprintf("r%d", i)))
-	}
-	if _, err := c.PutSchedule(ctx, "report/x", baton.ScheduleSpec{Schedule: "@every 1s", Handler: "report"}); err != nil {
-		t.Fatal(err)
-	}
-	run := recv(t, h.started, "a run of the schedule")
-	if err := c.DeleteSchedule(ctx, "report/x", false); err != nil {
-		t.Fatal(err)
-	}
+	srv, h, run := deletedWhileRunning(t, false)
 	// replicas follow a delete within a second: the run must outlive that
 	time.Sleep(1500 * time.Millisecond) // real time: a stop that must not come
 	select {
