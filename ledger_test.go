@@ -488,22 +488,8 @@ jobs:
 		t.Fatal(err)
 	}
 	c := newCluster(t, cfg)
-	ctx := context.Background()
 	running(t, cfg, baton.WithReplicaID("live-1"))
-	var failed []baton.LedgerTick
-	poll.Require(t, 20*time.Second, "three failed ticks in the ledger", func() bool {
-		l, err := c.Ticks(ctx, "flaky", time.Time{}, time.Time{})
-		if err != nil {
-			return false
-		}
-		failed = nil
-		for _, lt := range l.Ticks {
-			if lt.Outcome == baton.OutcomeFailed {
-				failed = append(failed, lt)
-			}
-		}
-		return len(failed) >= 3
-	})
+	failed := failedTicks(t, c, "flaky", 3)
 	for i, lt := range failed {
 		if lt.Status != "failed" || lt.ExitCode == nil || *lt.ExitCode != 7 || lt.Worker != "live-1" || lt.Dispatcher != "live-1" ||
 			lt.Attempt != 1 || lt.Fence <= 0 || lt.RunID == "" || lt.Started.IsZero() || lt.Ended.Before(lt.Started) || lt.Manual || lt.Backfill {
@@ -729,21 +715,7 @@ jobs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var failed []baton.LedgerTick
-	poll.Require(t, 20*time.Second, "two failed ticks in the runtime schedule's ledger", func() bool {
-		l, err := c.Ticks(ctx, s.Job, time.Time{}, time.Time{})
-		if err != nil {
-			t.Logf("ticks: %v", err)
-			return false
-		}
-		failed = nil
-		for _, lt := range l.Ticks {
-			if lt.Outcome == baton.OutcomeFailed {
-				failed = append(failed, lt)
-			}
-		}
-		return len(failed) >= 2
-	})
+	failed := failedTicks(t, c, s.Job, 2)
 	for _, lt := range failed {
 		if lt.Worker != "rt-1" || !strings.Contains(lt.Reason, "tenant down") || lt.Tick.Before(s.Created.Truncate(time.Second)) {
 			t.Errorf("failed tick %+v: want run by rt-1, failed with the handler's error, not before the put %s", lt, s.Created)
@@ -756,4 +728,26 @@ jobs:
 	if len(all) != 1 || all[0].Job != "listed" {
 		t.Fatalf("TicksAll gave %d ledgers (first %q): want the job list's one", len(all), all[0].Job)
 	}
+}
+
+// failedTicks waits until job's ledger has at least n failed ticks and
+// returns them.
+func failedTicks(t *testing.T, c *baton.Cluster, job string, n int) []baton.LedgerTick {
+	t.Helper()
+	var failed []baton.LedgerTick
+	poll.Require(t, 20*time.Second, fmt.Sprintf("%d failed ticks in %s's ledger", n, job), func() bool {
+		l, err := c.Ticks(context.Background(), job, time.Time{}, time.Time{})
+		if err != nil {
+			t.Logf("ticks: %v", err)
+			return false
+		}
+		failed = nil
+		for _, lt := range l.Ticks {
+			if lt.Outcome == baton.OutcomeFailed {
+				failed = append(failed, lt)
+			}
+		}
+		return len(failed) >= n
+	})
+	return failed
 }

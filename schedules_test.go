@@ -74,17 +74,25 @@ func openCluster(t *testing.T, cfg *config.Config) *baton.Cluster {
 	return c
 }
 
-func TestRuntimeScheduleRunsOncePerTickOnEveryReplicaSet(t *testing.T) {
+// countingReplicas runs n replicas (r0, r1, ...) on a new Redis whose Go
+// handler "report" counts its runs, and opens a Cluster on them.
+func countingReplicas(t *testing.T, n int) (*baton.Cluster, *runCounter) {
+	t.Helper()
 	srv := redistest.New(t)
 	cfg := schedulesConfig(t, srv, "")
 	c := openCluster(t, cfg)
-	ctx := context.Background()
 	counter := newRunCounter()
 	reg := jobs.NewRegistry()
 	reg.Register("report", jobs.HandlerFunc(counter.handler))
-	for i := range 3 {
+	for i := range n {
 		running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID(fmt.Sprintf("r%d", i)))
 	}
+	return c, counter
+}
+
+func TestRuntimeScheduleRunsOncePerTickOnEveryReplicaSet(t *testing.T) {
+	c, counter := countingReplicas(t, 3)
+	ctx := context.Background()
 	s, err := c.PutSchedule(ctx, "report/tenant-42", baton.ScheduleSpec{
 		Schedule: "@every 1s", Handler: "report", Payload: json.RawMessage(`{"tenant":42}`),
 	})
@@ -307,14 +315,8 @@ func TestDeleteScheduleWithoutStopLetsTheRunFinish(t *testing.T) {
 // A schedule deleted and put again under the same id is a new schedule:
 // the runs of the old one do not count against the new one's max_runs.
 func TestScheduleRecreatedUnderItsIDRunsItsMaxRunsAgain(t *testing.T) {
-	srv := redistest.New(t)
-	cfg := schedulesConfig(t, srv, "")
-	c := openCluster(t, cfg)
+	c, counter := countingReplicas(t, 1)
 	ctx := context.Background()
-	counter := newRunCounter()
-	reg := jobs.NewRegistry()
-	reg.Register("report", jobs.HandlerFunc(counter.handler))
-	running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("r0"))
 	spec := baton.ScheduleSpec{Schedule: "@every 1s", Handler: "report", MaxRuns: 1}
 	if _, err := c.PutSchedule(ctx, "report/once", spec); err != nil {
 		t.Fatal(err)
