@@ -1,6 +1,10 @@
 package worker
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/batonhq/baton/config"
+)
 
 // Stats counts a worker's runs since it was made.
 type Stats struct {
@@ -55,6 +59,13 @@ func (c *counters) snapshot() Stats {
 // job's counters.
 func (e *engine) count(job string, f func(*counters)) {
 	f(&e.stats)
+	if config.IsScheduleJob(job) {
+		// JobStats reads the job list's only: a runtime schedule counts in
+		// Stats (and in the run metrics as job "@"), with no per-schedule
+		// counters to grow with their number, nor a lookup that reads
+		// Redis for one deleted meanwhile
+		return
+	}
 	if _, ok := e.cfg.Job(job); !ok {
 		return // bounded by the job list: a task's name is not a label
 	}
