@@ -371,6 +371,44 @@ func (s *Scheduler) prepare(ctx context.Context, batch []item) []item {
 // reached only some masters, and the others may still grant it. The others
 // are claimed: a lease held elsewhere answers BUSY with its remaining ttl,
 // which tells when to look again.
+// recordsPerMGet is how many ticks' records (two keys each) one MGET reads.
+const recordsPerMGet = 128
+
+// readRecords reads the record and the writer of the ticks batch[check[k]]
+// from one master: one MGET per recordsPerMGet ticks on a standalone Redis,
+// one per tick on a Cluster (their keys lie in different slots). Answer k
+// is nil when it could not be read.
+func readRecords(ctx context.Context, rdb redis.UniversalClient, batch []item, check []int) [][]any {
+	out := make([][]any, len(check))
+	per := recordsPerMGet
+	if _, cluster := rdb.(*redis.ClusterClient); cluster {
+		per = 1
+	}
+	pipe := rdb.Pipeline()
+	var cmds []*redis.SliceCmd
+	for lo := 0; lo < len(check); lo += per {
+		hi := min(lo+per, len(check))
+		keys := make([]string, 0, 2*(hi-lo))
+		for _, i := range check[lo:hi] {
+			keys = append(keys, batch[i].key, writerKey(batch[i].key))
+		}
+		cmds = append(cmds, pipe.MGet(ctx, keys...))
+	}
+	_, _ = pipe.Exec(ctx)
+	for c, cmd := range cmds {
+		vs, err := cmd.Result()
+		lo := c * per
+		n := min(per, len(check)-lo)
+		if err != nil || len(vs) != 2*n {
+			continue
+		}
+		for k := range n {
+			out[lo+k] = vs[2*k : 2*k+2]
+		}
+	}
+	return out
+}
+
 func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 	var check []int
 	for i, it := range batch {
@@ -392,17 +430,12 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, s.opts.timeout+time.Duration(len(check))*5*time.Microsecond)
 			defer cancel()
-			pipe := rdb.Pipeline()
-			cmds := make([]*redis.SliceCmd, len(check))
-			for k, i := range check {
-				cmds[k] = pipe.MGet(cctx, batch[i].key, writerKey(batch[i].key))
-			}
-			_, _ = pipe.Exec(cctx)
+			records := readRecords(cctx, rdb, batch, check)
 			mu.Lock()
 			defer mu.Unlock()
 			for k, i := range check {
-				vs, err := cmds[k].Result()
-				if err != nil || len(vs) != 2 {
+				vs := records[k]
+				if vs == nil {
 					continue
 				}
 				v, _ := vs[0].(string)

@@ -363,11 +363,42 @@ func (h loseRaiseReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 		}
 		for _, c := range cmds {
 			a := c.Args()
-			if len(a) >= 4 && fmt.Sprint(a[0]) == "evalsha" && fmt.Sprint(a[2]) == "1" && a[3] == h.fenceKey {
+			if len(a) >= 4 && strings.HasPrefix(fmt.Sprint(a[0]), "eval") && fmt.Sprint(a[2]) == "1" && a[3] == h.fenceKey {
 				c.SetErr(errors.New("lost reply"))
+			} else if cmd, ok := c.(*redis.Cmd); ok {
+				loseChunkedReply(cmd, h.fenceKey)
 			}
 		}
 		return err
+	}
+}
+
+// loseChunkedReply turns the answer of the call with the one key key, in a
+// chunk of script calls sent as one (see quorum's many.lua), into a lost
+// reply, the other calls' answers kept.
+func loseChunkedReply(cmd *redis.Cmd, key string) {
+	a := cmd.Args()
+	vals, err := cmd.Slice()
+	if err != nil || len(a) < 4 || !strings.HasPrefix(fmt.Sprint(a[0]), "eval") {
+		return
+	}
+	nkeys, _ := strconv.Atoi(fmt.Sprint(a[2]))
+	if 3+nkeys >= len(a) {
+		return
+	}
+	n, _ := strconv.Atoi(fmt.Sprint(a[3+nkeys]))
+	if n != len(vals) {
+		return
+	}
+	ki, ai := 3, 4+nkeys
+	for i := range n {
+		nk, _ := strconv.Atoi(fmt.Sprint(a[ai]))
+		na, _ := strconv.Atoi(fmt.Sprint(a[ai+1]))
+		if nk == 1 && a[ki] == key {
+			vals[i] = errors.New("lost reply")
+		}
+		ki += nk
+		ai += 2 + na
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/worktest"
@@ -103,7 +104,11 @@ func TestCronBindingWithFailedEnqueueIsNotLost(t *testing.T) {
 	broken := asynq.NewClient(asynq.RedisClientOpt{Addr: dead, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { broken.Close() })
 	tick := worktest.TickOf("report", 1)
-	err = New(oldCfg, broken, nil, WithQueueRedis(e.RDB)).Dispatch(context.Background(), tick)
+	old := New(oldCfg, broken, nil, WithQueueRedis(e.RDB))
+	deadRDB := redis.NewClient(&redis.Options{Addr: dead, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { deadRDB.Close() })
+	old.enq = newEnqueuer(deadRDB) // the binding lands, the enqueue fails
+	err = old.Dispatch(context.Background(), tick)
 	if err == nil || errors.Is(err, scheduler.ErrAlreadyDispatched) {
 		t.Fatalf("old Dispatch = %v, want an enqueue error", err)
 	}

@@ -38,6 +38,7 @@ type Sender struct {
 	rdb    redis.UniversalClient // the queue Redis; nil: no check across queues, no history
 	moving func(job string) bool // jobs live replicas route differently; nil: none
 	hist   *runlog.Writer
+	enq    *enqueuer // the batched enqueue into the queue Redis; nil: asynq's client
 
 	mu         sync.Mutex
 	queues     []string      // asynq's queue names, as last read
@@ -59,6 +60,9 @@ func New(cfg *config.Config, client *asynq.Client, local LocalRunner, opts ...Op
 		opt(d)
 	}
 	d.hist = runlog.NewWriter(cfg, d.rdb, d.log)
+	if d.rdb != nil {
+		d.enq = newEnqueuer(d.rdb)
+	}
 	return d
 }
 
@@ -193,11 +197,7 @@ func (d *Sender) enqueue(ctx context.Context, job *config.Job, t scheduler.Tick,
 	in := *job
 	in.Mode, in.Queue = config.ModeCron, queue
 	// the dispatch's span, if traced, becomes the run's parent
-	task, err := newRunTask(d.cfg, &in, t, time.Now(), tracing.Inject(ctx))
-	if err != nil {
-		return err
-	}
-	_, err = d.client.EnqueueContext(ctx, task)
+	err := d.enqueueTask(ctx, &in, t)
 	switch {
 	case errors.Is(err, asynq.ErrTaskIDConflict):
 		return fmt.Errorf("jobs: dispatch %s: in queue %q: %w", t.ID(), queue, scheduler.ErrAlreadyDispatched)
@@ -211,6 +211,28 @@ func (d *Sender) enqueue(ctx context.Context, job *config.Job, t scheduler.Tick,
 	}
 	d.recordManual(ctx, t)
 	return nil
+}
+
+// enqueueTask puts the task of tick t of cron-mode job into its queue:
+// with the queue Redis, through the hand-off's own enqueue, batched with
+// the ticks enqueued at the same time (enqueue.go); else through asynq's
+// client. A task with its ID in the queue already is asynq's
+// ErrTaskIDConflict either way.
+func (d *Sender) enqueueTask(ctx context.Context, job *config.Job, t scheduler.Tick) error {
+	// the dispatch's span, if traced, becomes the run's parent
+	if d.enq != nil {
+		m, err := runTaskMessage(d.cfg, job, t, time.Now(), tracing.Inject(ctx))
+		if err != nil {
+			return err
+		}
+		return d.enq.enqueue(ctx, m)
+	}
+	task, err := newRunTask(d.cfg, job, t, time.Now(), tracing.Inject(ctx))
+	if err != nil {
+		return err
+	}
+	_, err = d.client.EnqueueContext(ctx, task)
+	return err
 }
 
 // queuesFresh is how old the dispatcher's list of asynq's queues may be.

@@ -378,6 +378,9 @@ func TestMaxRunsLostEnqueueReplyIsNotCountedBack(t *testing.T) {
 	client := asynq.NewClient(asynq.RedisClientOpt{Addr: p.Addr()})
 	defer client.Close()
 	d := New(cfg, client, nil, WithQueueRedis(e.RDB), WithLogger(worktest.Logger(t)))
+	proxied := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	defer proxied.Close()
+	d.enq = newEnqueuer(proxied) // the enqueue goes through the proxy
 	ctx := context.Background()
 	t1, t2, t3 := worktest.TickOf("twice", 1), worktest.TickOf("twice", 2), worktest.TickOf("twice", 3)
 	queue := cfg.QueueName("default")

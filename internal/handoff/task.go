@@ -175,6 +175,22 @@ func NewRunTaskAt(cfg *config.Config, j *config.Job, t scheduler.Tick, now time.
 // newRunTask is NewRunTaskAt for a task whose payload carries the trace
 // context trace (nil: none).
 func newRunTask(cfg *config.Config, j *config.Job, t scheduler.Tick, now time.Time, trace map[string]string) (*asynq.Task, error) {
+	m, err := runTaskMessage(cfg, j, t, now, trace)
+	if err != nil {
+		return nil, err
+	}
+	return asynq.NewTask(m.typ, m.payload,
+		asynq.TaskID(m.id),
+		asynq.Queue(m.queue),
+		asynq.Timeout(time.Duration(m.timeout)*time.Second),
+		asynq.MaxRetry(m.retry),
+		asynq.Retention(time.Duration(m.retention)*time.Second),
+	), nil
+}
+
+// runTaskMessage is the task of newRunTask as asynq stores it: what the
+// hand-off's own enqueue writes (enqueue.go).
+func runTaskMessage(cfg *config.Config, j *config.Job, t scheduler.Tick, now time.Time, trace map[string]string) (taskMessage, error) {
 	p := PayloadOf(t)
 	p.Trace = trace
 	p.Namespace = cfg.Namespace
@@ -182,16 +198,19 @@ func newRunTask(cfg *config.Config, j *config.Job, t scheduler.Tick, now time.Ti
 	p.Exp = TaskExpiry(cfg, j, t, now)
 	payload, err := json.Marshal(p)
 	if err != nil { // unreachable: plain fields
-		return nil, fmt.Errorf("jobs: encode %s: %w", t.ID(), err)
+		return taskMessage{}, fmt.Errorf("jobs: encode %s: %w", t.ID(), err)
 	}
-	payload = NewSigner(cfg.Security).Sign(DomainTask, payload)
-	return asynq.NewTask(TaskType, payload,
-		asynq.TaskID(t.ID()),
-		asynq.Queue(p.Queue),
-		asynq.Timeout(min(TaskTimeout(j.Timeout)*time.Duration(j.BufferBound()+1), NoTimeout)),
-		asynq.MaxRetry(j.MaxRetry+1),
-		asynq.Retention(cfg.Retention(j)),
-	), nil
+	// asynq keeps whole seconds of a timeout and a retention
+	timeout := min(TaskTimeout(j.Timeout)*time.Duration(j.BufferBound()+1), NoTimeout)
+	return taskMessage{
+		typ:       TaskType,
+		payload:   NewSigner(cfg.Security).Sign(DomainTask, payload),
+		id:        t.ID(),
+		queue:     p.Queue,
+		retry:     j.MaxRetry + 1,
+		timeout:   int64(timeout.Seconds()),
+		retention: int64(cfg.Retention(j).Seconds()),
+	}, nil
 }
 
 // TaskTimeout is the asynq timeout for a job timeout d.

@@ -275,18 +275,15 @@ func (b *batcher) exec(batch []*call, leader *call) {
 			c.cmd = failed(ctx, err)
 		}
 	} else {
-		pipe := b.m.RDB.Pipeline()
-		for _, c := range batch {
-			c.cmd = evalCmd(ctx, c.line)
-			_ = pipe.Process(ctx, c.cmd)
+		scripts := make([]*Script, len(batch))
+		lines := make([][]any, len(batch))
+		for i, c := range batch {
+			scripts[i], lines[i] = c.s, c.line
 		}
-		_, _ = pipe.Exec(ctx) // each cmd carries its own error
-		for _, c := range batch {
-			if noScript(c.cmd.Err()) {
-				c.cmd = b.process(ctx, c.s, c.line)
-			} else {
-				b.m.corrupt(c.cmd, c.line)
-			}
+		for i, cmd := range b.m.runLines(ctx, scripts, lines) {
+			c := batch[i]
+			c.cmd = cmd
+			b.m.corrupt(c.cmd, c.line)
 		}
 		ok, resent := b.m.Trust(ctx, a)
 		for _, c := range batch {

@@ -172,33 +172,11 @@ func (m *Master) pipeline(ctx context.Context, s *Script, lines [][]any) []Reply
 	if err != nil {
 		return fail(err)
 	}
-	cmds := make([]*redis.Cmd, len(lines))
-	pipe := m.RDB.Pipeline()
-	for i, l := range lines {
-		cmds[i] = evalCmd(ctx, l)
-		_ = pipe.Process(ctx, cmds[i])
+	scripts := make([]*Script, len(lines))
+	for i := range scripts {
+		scripts[i] = s
 	}
-	_, _ = pipe.Exec(ctx)
-	var again []int
-	for i, c := range cmds {
-		if noScript(c.Err()) {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		if err := s.Load(ctx, m.RDB).Err(); err != nil {
-			for _, i := range again {
-				cmds[i] = failed(ctx, err)
-			}
-		} else {
-			pipe := m.RDB.Pipeline()
-			for _, i := range again {
-				cmds[i] = evalCmd(ctx, lines[i])
-				_ = pipe.Process(ctx, cmds[i])
-			}
-			_, _ = pipe.Exec(ctx)
-		}
-	}
+	cmds := m.runLines(ctx, scripts, lines)
 	ok, resent := m.Trust(ctx, a)
 	if !ok {
 		return fail(ErrReconnected)

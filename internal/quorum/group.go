@@ -104,6 +104,7 @@ func New(clients []redis.UniversalClient, o Options) (*Group, error) {
 			m.tracked = true
 			r.AddHook(dialCounter{m})
 		case *redis.ClusterClient:
+			m.cluster = true
 			if len(clients) > 1 {
 				return nil, fmt.Errorf("master %d is a Redis Cluster: a quorum needs standalone masters (a Cluster can be the only master)", i)
 			}

@@ -86,6 +86,7 @@ type Master struct {
 
 	batch   *batcher
 	tracked bool // restarts detected (standalone server)
+	cluster bool // a Redis Cluster: each script call goes alone (see runLines)
 
 	dials  atomic.Uint64             // connections dialed so far (the dial hook)
 	broken atomic.Uint64             // reads and writes that failed on its connections

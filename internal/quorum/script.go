@@ -11,6 +11,8 @@ var (
 	preludeSrc string
 	//go:embed lua/mark.lua
 	markSrc string
+	//go:embed lua/many.lua
+	manySrc string
 )
 
 // Script is a Lua script with what its command lines need made once: the hot
@@ -19,12 +21,19 @@ var (
 // NOSCRIPT (a restart, SCRIPT FLUSH).
 type Script struct {
 	*redis.Script
-	src string
-	sha any // the hash, boxed once
+	src  string
+	sha  any     // the hash, boxed once
+	many *Script // runs this script once per call of a chunk (lua/many.lua)
 }
 
 // NewScript returns the script with source src.
 func NewScript(src string) *Script {
+	s := newScript(src)
+	s.many = newScript("local function one(KEYS, ARGV)\n" + src + "\nend\n" + manySrc)
+	return s
+}
+
+func newScript(src string) *Script {
 	s := redis.NewScript(src)
 	return &Script{Script: s, src: src, sha: s.Hash()}
 }

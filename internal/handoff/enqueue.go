@@ -1,0 +1,224 @@
+package handoff
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// errTaskIDConflict is the enqueuer's answer for a task whose ID its queue
+// holds already (asynq.ErrTaskIDConflict, wrapped, so callers test for
+// asynq's error alone).
+var errTaskIDConflict = fmt.Errorf("handoff: %w", asynq.ErrTaskIDConflict)
+
+var (
+	//go:embed lua/enqueue.lua
+	enqueueSrc    string
+	enqueueScript = redis.NewScript(enqueueSrc)
+)
+
+// enqueueChunk is the most tasks of one queue one enqueue script call
+// carries.
+const enqueueChunk = 128
+
+// enqueuer puts baton's tasks into asynq's queues with its own script
+// (lua/enqueue.lua), which writes what asynq's client would: the tasks that
+// many goroutines enqueue at once (the ticks of one instant) go as one
+// script call per queue and chunk, not one each. While an enqueue is under
+// way, the next ones queue; when it returns, the oldest waiting caller
+// sends everything that queued meanwhile. Alone, an enqueue goes at once.
+type enqueuer struct {
+	rdb redis.UniversalClient
+	now func() time.Time
+
+	mu        sync.Mutex
+	busy      bool
+	waiting   []*enqueueCall
+	published sync.Map // queue names added to asynq's set of queues
+}
+
+// enqueueCall is one task waiting to be sent, and its answer.
+type enqueueCall struct {
+	ctx   context.Context
+	task  taskMessage
+	err   error
+	done  chan bool // true: lead the next batch (in batch); false: err holds the answer
+	batch []*enqueueCall
+}
+
+func newEnqueuer(rdb redis.UniversalClient) *enqueuer {
+	return &enqueuer{rdb: rdb, now: time.Now}
+}
+
+// enqueue puts task into its queue. It returns an error wrapping
+// asynq.ErrTaskIDConflict when the queue holds a task with its ID.
+// Cancelling ctx abandons the wait for a batch; a batch under way is not
+// cut short by one caller.
+func (e *enqueuer) enqueue(ctx context.Context, task taskMessage) error {
+	c := &enqueueCall{ctx: ctx, task: task, done: make(chan bool, 1)}
+	e.mu.Lock()
+	if !e.busy {
+		e.busy = true
+		e.mu.Unlock()
+		e.send([]*enqueueCall{c})
+		e.next()
+		return c.err
+	}
+	e.waiting = append(e.waiting, c)
+	e.mu.Unlock()
+	if lead := <-c.done; lead {
+		e.send(c.batch)
+		e.next()
+	}
+	return c.err
+}
+
+// next passes the turn to the oldest waiting caller with everything that
+// queued, or ends the turn.
+func (e *enqueuer) next() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.waiting) == 0 {
+		e.busy = false
+		return
+	}
+	batch := e.waiting
+	e.waiting = nil
+	batch[0].batch = batch
+	batch[0].done <- true
+}
+
+// send enqueues the calls of batch (every queue's in chunks, in one
+// pipeline) and answers every caller but the leader (batch[0]).
+func (e *enqueuer) send(batch []*enqueueCall) {
+	defer func() {
+		for _, c := range batch[1:] {
+			c.done <- false
+		}
+	}()
+	// the leader's context bounds the round trip; a caller whose own
+	// context ended meanwhile gets its error, its task may still be
+	// enqueued (as for a timed-out enqueue: the tick's ID dedupes a retry)
+	ctx := context.WithoutCancel(batch[0].ctx)
+	if dl, ok := batch[0].ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl)
+		defer cancel()
+	}
+	byQueue := map[string][]*enqueueCall{}
+	var order []string
+	for _, c := range batch {
+		q := c.task.queue
+		if _, ok := byQueue[q]; !ok {
+			order = append(order, q)
+		}
+		byQueue[q] = append(byQueue[q], c)
+	}
+	for _, q := range order {
+		if _, ok := e.published.Load(q); ok {
+			continue
+		}
+		if err := e.rdb.SAdd(ctx, AsynqQueuesKey, q).Err(); err != nil {
+			for _, c := range byQueue[q] {
+				c.err = fmt.Errorf("add queue %q to asynq's queues: %w", q, err)
+			}
+			delete(byQueue, q)
+			continue
+		}
+		e.published.Store(q, true)
+	}
+	type chunk struct {
+		calls []*enqueueCall
+		keys  []string
+		args  []any
+		cmd   *redis.Cmd
+	}
+	var chunks []chunk
+	pipe := e.rdb.Pipeline()
+	since := e.now().UnixNano()
+	for _, q := range order {
+		calls := byQueue[q]
+		for lo := 0; lo < len(calls); lo += enqueueChunk {
+			ch := chunk{calls: calls[lo:min(lo+enqueueChunk, len(calls))]}
+			ch.keys = append(make([]string, 0, 1+len(ch.calls)), asynqPendingKey(q))
+			ch.args = append(make([]any, 0, 1+2*len(ch.calls)), since)
+			for _, c := range ch.calls {
+				ch.keys = append(ch.keys, AsynqTaskKey(q, c.task.id))
+				ch.args = append(ch.args, c.task.id, c.task.encode())
+			}
+			ch.cmd = enqueueScript.EvalSha(ctx, pipe, ch.keys, ch.args...)
+			chunks = append(chunks, ch)
+		}
+	}
+	if len(chunks) == 0 {
+		return
+	}
+	_, _ = pipe.Exec(ctx) // each cmd carries its own error
+	for _, ch := range chunks {
+		cmd := ch.cmd
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			cmd = enqueueScript.Eval(ctx, e.rdb, ch.keys, ch.args...)
+		}
+		vals, err := cmd.Int64Slice()
+		if err == nil && len(vals) != len(ch.calls) {
+			err = errors.New("handoff: the enqueue script's answer does not list one answer per task")
+		}
+		for k, c := range ch.calls {
+			switch {
+			case err != nil:
+				c.err = err
+			case vals[k] == 0:
+				c.err = errTaskIDConflict
+			}
+		}
+	}
+}
+
+// taskMessage is what asynq stores of a task (its TaskMessage, asynq v0.26
+// internal/proto/asynq.proto): the fields baton's tasks set.
+type taskMessage struct {
+	typ       string
+	payload   []byte
+	id        string
+	queue     string // asynq's queue name (config.Config.QueueName)
+	retry     int    // asynq.MaxRetry
+	timeout   int64  // seconds
+	retention int64  // seconds
+}
+
+// encode is the message in protobuf wire format, as asynq's client encodes
+// it (fields in number order, zero values left out).
+func (m taskMessage) encode() []byte {
+	b := make([]byte, 0, 32+len(m.typ)+len(m.payload)+len(m.id)+len(m.queue))
+	str := func(num protowire.Number, v []byte) {
+		if len(v) > 0 {
+			b = protowire.AppendTag(b, num, protowire.BytesType)
+			b = protowire.AppendBytes(b, v)
+		}
+	}
+	num := func(n protowire.Number, v int64) {
+		if v != 0 {
+			b = protowire.AppendTag(b, n, protowire.VarintType)
+			b = protowire.AppendVarint(b, uint64(v))
+		}
+	}
+	str(1, []byte(m.typ))
+	str(2, m.payload)
+	str(3, []byte(m.id))
+	str(4, []byte(m.queue))
+	num(5, int64(m.retry))
+	num(8, m.timeout)
+	num(12, m.retention)
+	return b
+}
+
+// asynqPendingKey is asynq's key of a queue's pending list (asynq v0.26
+// internal/base), beside AsynqTaskKey.
+func asynqPendingKey(queue string) string { return "asynq:{" + queue + "}:pending" }

@@ -1,0 +1,130 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// manyChunk is the most calls of one script sent as one call of its many
+// twin (lua/many.lua): a chunk runs atomically, so it bounds how long the
+// master is busy with one (about a millisecond for a chunk of tick claims).
+const manyChunk = 128
+
+// runLines sends the EVALSHA lines of scripts (line i runs scripts[i]) to m
+// in one pipeline and returns their answers, in order. Consecutive lines of
+// the same script go as one call of the script's many twin, in chunks of at
+// most manyChunk: one script call per chunk instead of one per line, which
+// is what a script call costs the server beyond its commands. On a Redis
+// Cluster every line goes alone (a chunk's keys would span slots). A server
+// that does not know a script gets it whole (EVAL), which caches it there.
+// Each answer is the command its line would have been alone: a call that
+// failed inside a chunk carries its own error.
+func (m *Master) runLines(ctx context.Context, scripts []*Script, lines [][]any) []*redis.Cmd {
+	type sent struct {
+		s     *Script // the script sent: a line's, or its many twin
+		line  []any
+		cmd   *redis.Cmd
+		first int // the index of its first line
+		n     int // lines it carries
+	}
+	var out []sent
+	for i := 0; i < len(lines); {
+		n := 1
+		if !m.cluster {
+			for i+n < len(lines) && n < manyChunk && scripts[i+n] == scripts[i] {
+				n++
+			}
+		}
+		if n == 1 {
+			out = append(out, sent{s: scripts[i], line: lines[i], first: i, n: 1})
+		} else {
+			out = append(out, sent{s: scripts[i].many, line: manyLine(scripts[i], lines[i:i+n]), first: i, n: n})
+		}
+		i += n
+	}
+	pipe := m.RDB.Pipeline()
+	for k := range out {
+		out[k].cmd = evalCmd(ctx, out[k].line)
+		_ = pipe.Process(ctx, out[k].cmd)
+	}
+	_, _ = pipe.Exec(ctx) // each cmd carries its own error
+	var again []int
+	for k, o := range out {
+		if noScript(o.cmd.Err()) {
+			again = append(again, k)
+		}
+	}
+	if len(again) > 0 {
+		pipe := m.RDB.Pipeline()
+		for _, k := range again {
+			out[k].cmd = evalCmd(ctx, out[k].s.evalLine(out[k].line))
+			_ = pipe.Process(ctx, out[k].cmd)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	cmds := make([]*redis.Cmd, len(lines))
+	for _, o := range out {
+		cmd := o.cmd
+		if o.n == 1 {
+			cmds[o.first] = cmd
+			continue
+		}
+		split(ctx, cmd, lines[o.first:o.first+o.n], cmds[o.first:o.first+o.n])
+	}
+	return cmds
+}
+
+// manyLine is one EVALSHA line of s.many carrying the calls of lines (each
+// an EVALSHA line of s): the calls' keys in order, then ARGV = n, and per
+// call its number of keys, its number of args and its args.
+func manyLine(s *Script, lines [][]any) []any {
+	nkeys, nargs := 0, 1
+	for _, l := range lines {
+		k := l[2].(int)
+		nkeys += k
+		nargs += 2 + len(l) - 3 - k
+	}
+	out := make([]any, 0, 3+nkeys+nargs)
+	out = append(out, "evalsha", s.many.sha, nkeys)
+	for _, l := range lines {
+		k := l[2].(int)
+		out = append(out, l[3:3+k]...)
+	}
+	out = append(out, len(lines))
+	for _, l := range lines {
+		k := l[2].(int)
+		out = append(out, k, len(l)-3-k)
+		out = append(out, l[3+k:]...)
+	}
+	return out
+}
+
+var errManyReply = errors.New("quorum: a chunk's answer does not list one answer per call")
+
+// split hands each line of a many call its own answer: the call's error
+// when the chunk failed as a whole (a connection lost, a timeout), else its
+// element of the reply.
+func split(ctx context.Context, cmd *redis.Cmd, lines [][]any, into []*redis.Cmd) {
+	vals, err := cmd.Slice()
+	if err == nil && len(vals) != len(lines) {
+		err = errManyReply
+	}
+	for i, l := range lines {
+		c := redis.NewCmd(ctx, l...)
+		switch {
+		case err != nil:
+			c.SetErr(err)
+		case vals[i] == nil:
+			c.SetErr(redis.Nil)
+		default:
+			if e, ok := vals[i].(error); ok {
+				c.SetErr(e)
+			} else {
+				c.SetVal(vals[i])
+			}
+		}
+		into[i] = c
+	}
+}

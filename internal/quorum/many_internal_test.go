@@ -1,0 +1,194 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+func newTestGroup(t *testing.T) (*Group, *redis.Client) {
+	t.Helper()
+	s := redistest.New(t)
+	rdb := s.TestClient(t)
+	g, err := New([]redis.UniversalClient{rdb}, Options{Marker: "m", Quarantine: time.Minute, Fresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	if err := g.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return g, rdb
+}
+
+// scriptCalls is how many EVALSHA and EVAL calls the server has run.
+func scriptCalls(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, l := range strings.Split(info, "\n") {
+		for _, name := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(l), name); ok {
+				var c int64
+				_, _ = fmt.Sscanf(rest, "%d", &c)
+				n += c
+			}
+		}
+	}
+	return n
+}
+
+// The items of a pipeline are sent as one script call per chunk of
+// manyChunk, not one per item, and each item still gets its own answer.
+func TestPipelineSendsOneScriptCallPerChunk(t *testing.T) {
+	g, rdb := newTestGroup(t)
+	ctx := context.Background()
+	s := NewScript(`redis.call('SET', KEYS[1], ARGV[1]) return tonumber(ARGV[1]) * 2`)
+	const n = 2*manyChunk + 5
+	before := scriptCalls(t, rdb)
+	replies := g.Pipeline(ctx, 5*time.Second, s, n, func(i int) ([]string, []any) {
+		return []string{fmt.Sprintf("k%d", i)}, []any{i}
+	})
+	calls := scriptCalls(t, rdb) - before
+	// NOSCRIPT at first sight costs each chunk one more call (EVAL)
+	if calls < 3 || calls > 6 {
+		t.Fatalf("%d items took %d script calls; want 3 chunks (and their EVAL after NOSCRIPT)", n, calls)
+	}
+	for i, r := range replies[0] {
+		if r.Err != nil || r.Val != int64(2*i) {
+			t.Fatalf("item %d answered %v, %v; want %d", i, r.Val, r.Err, 2*i)
+		}
+		if v, _ := rdb.Get(ctx, fmt.Sprintf("k%d", i)).Result(); v != fmt.Sprint(i) {
+			t.Fatalf("item %d wrote %q", i, v)
+		}
+	}
+	before = scriptCalls(t, rdb)
+	g.Pipeline(ctx, 5*time.Second, s, n, func(i int) ([]string, []any) {
+		return []string{fmt.Sprintf("k%d", i)}, []any{i}
+	})
+	if calls := scriptCalls(t, rdb) - before; calls != 3 {
+		t.Fatalf("%d items of a known script took %d script calls; want 3", n, calls)
+	}
+}
+
+// A call of a chunk answers exactly what it would have answered alone: its
+// error reply, a raised error (the calls after it still run), nil, a
+// status, a corrupt counter named by its own key.
+func TestChunkedCallAnswersAsAlone(t *testing.T) {
+	g, rdb := newTestGroup(t)
+	ctx := context.Background()
+	if err := rdb.LPush(ctx, "alist", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, "bad", "not-a-number", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := NewGuardedScript(`
+if ARGV[1] == 'err' then return redis.error_reply('NOPE ' .. KEYS[1]) end
+if ARGV[1] == 'raise' then return redis.call('GET', KEYS[1]) end
+if ARGV[1] == 'nil' then return nil end
+if ARGV[1] == 'status' then return redis.status_reply('FINE') end
+if ARGV[1] == 'count' then
+  local n, corrupt = q_count(1)
+  if corrupt then return corrupt end
+  return n
+end
+redis.call('SET', KEYS[1], 'written')
+return {1, #KEYS, #ARGV}
+`)
+	type item struct {
+		key, arg string
+	}
+	items := []item{{"a", "write"}, {"b", "err"}, {"alist", "raise"}, {"c", "write"}, {"d", "nil"}, {"e", "status"}, {"bad", "count"}, {"f", "write"}}
+	replies := g.Pipeline(ctx, 5*time.Second, s, len(items), func(i int) ([]string, []any) {
+		return []string{items[i].key}, []any{items[i].arg}
+	})[0]
+	if err := s.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i, it := range items {
+		alone := rdb.EvalSha(ctx, s.Hash(), []string{it.key}, it.arg)
+		r := replies[i]
+		switch it.arg {
+		case "write":
+			if fmt.Sprint(r.Val) != "[1 1 1]" || r.Err != nil {
+				t.Errorf("item %d (%s) = %v, %v; want [1 1 1]", i, it.arg, r.Val, r.Err)
+			}
+		case "count":
+			var ce *CorruptError
+			if !errors.As(r.Err, &ce) || ce.Key != "bad" {
+				t.Errorf("item %d (%s) = %v, %v; want a CorruptError naming key bad", i, it.arg, r.Val, r.Err)
+			}
+		case "raise":
+		default:
+			if fmt.Sprint(r.Val) != fmt.Sprint(alone.Val()) || fmt.Sprint(r.Err) != fmt.Sprint(alone.Err()) {
+				t.Errorf("item %d (%s) = %v, %v; alone it is %v, %v", i, it.arg, r.Val, r.Err, alone.Val(), alone.Err())
+			}
+		}
+		if it.arg == "err" && (r.Err == nil || r.Err.Error() != "NOPE b") {
+			t.Errorf("item %d error = %v; want NOPE b", i, r.Err)
+		}
+		if it.arg == "raise" && (r.Err == nil || !redis.HasErrorPrefix(r.Err, "WRONGTYPE")) {
+			t.Errorf("item %d error = %v; want WRONGTYPE", i, r.Err)
+		}
+		if it.arg == "nil" && !errors.Is(r.Err, redis.Nil) {
+			t.Errorf("item %d error = %v; want redis.Nil", i, r.Err)
+		}
+	}
+	for _, k := range []string{"a", "c", "f"} {
+		if v, _ := rdb.Get(ctx, k).Result(); v != "written" {
+			t.Errorf("key %s = %q: a call after a failed one did not run", k, v)
+		}
+	}
+}
+
+// Calls batched from many goroutines go as one script call per run of the
+// same script, in the order they were made (see TestBatchKeepsCallOrder).
+func TestBatchedCallsOfOneScriptShareAScriptCall(t *testing.T) {
+	g, rdb := newTestGroup(t)
+	ctx := context.Background()
+	b := g.masters[0].batch
+	s := NewScript(`return redis.call('INCR', KEYS[1])`)
+	b.mu.Lock()
+	b.busy = maxPipelines // as if pipelines were under way: calls queue
+	b.mu.Unlock()
+	parseInt := func(cmd *redis.Cmd) (any, error) { return cmd.Int64() }
+	const n = 10
+	var fans []*fan
+	for range n {
+		_, cancel := context.WithCancel(ctx)
+		f := &fan{parse: parseInt, ch: make(chan Reply, 1), cancel: cancel}
+		f.left.Store(1)
+		b.submit(ctx, s, s.Line([]string{"counter"}), f)
+		fans = append(fans, f)
+	}
+	if err := s.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.many.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := scriptCalls(t, rdb)
+	b.work(b.next(nil))
+	for i, f := range fans {
+		if r := <-f.ch; r.Err != nil || r.Val != int64(i+1) {
+			t.Fatalf("call %d = %v, %v; want %d (in order)", i, r.Val, r.Err, i+1)
+		}
+	}
+	if calls := scriptCalls(t, rdb) - before; calls != 1 {
+		t.Fatalf("%d queued calls took %d script calls; want 1", n, calls)
+	}
+	b.mu.Lock()
+	b.busy -= maxPipelines - 1
+	b.mu.Unlock()
+}
