@@ -38,10 +38,9 @@ type enqueuer struct {
 	rdb redis.UniversalClient
 	now func() time.Time
 
-	mu        sync.Mutex
-	busy      bool
-	waiting   []*enqueueCall
-	published sync.Map // queue names added to asynq's set of queues
+	mu      sync.Mutex
+	busy    bool
+	waiting []*enqueueCall
 }
 
 // enqueueCall is one task waiting to be sent, and its answer.
@@ -73,6 +72,26 @@ func (e *enqueuer) enqueue(ctx context.Context, task taskMessage) error {
 	}
 	e.waiting = append(e.waiting, c)
 	e.mu.Unlock()
+	select {
+	case lead := <-c.done:
+		if lead {
+			e.send(c.batch)
+			e.next()
+		}
+		return c.err
+	case <-ctx.Done():
+	}
+	e.mu.Lock()
+	for i, w := range e.waiting {
+		if w == c {
+			e.waiting = append(e.waiting[:i], e.waiting[i+1:]...)
+			e.mu.Unlock()
+			return fmt.Errorf("handoff: enqueue %s: %w", task.id, ctx.Err())
+		}
+	}
+	e.mu.Unlock()
+	// taken into a batch already: its answer comes (as its leader, it
+	// sends the batch)
 	if lead := <-c.done; lead {
 		e.send(c.batch)
 		e.next()
@@ -103,13 +122,25 @@ func (e *enqueuer) send(batch []*enqueueCall) {
 			c.done <- false
 		}
 	}()
-	// the leader's context bounds the round trip; a caller whose own
-	// context ended meanwhile gets its error, its task may still be
-	// enqueued (as for a timed-out enqueue: the tick's ID dedupes a retry)
-	ctx := context.WithoutCancel(batch[0].ctx)
-	if dl, ok := batch[0].ctx.Deadline(); ok {
+	// the round trip is bounded by the latest deadline of the batch's
+	// callers (none if one has none), never by one caller's: a caller whose
+	// own context ended meanwhile gets the batch's answer, and its task may
+	// be enqueued (as for a timed-out enqueue: the tick's ID dedupes a retry)
+	ctx := context.Background()
+	var latest time.Time
+	for _, c := range batch {
+		dl, ok := c.ctx.Deadline()
+		if !ok {
+			latest = time.Time{}
+			break
+		}
+		if dl.After(latest) {
+			latest = dl
+		}
+	}
+	if !latest.IsZero() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, dl)
+		ctx, cancel = context.WithDeadline(ctx, latest)
 		defer cancel()
 	}
 	byQueue := map[string][]*enqueueCall{}
@@ -121,19 +152,6 @@ func (e *enqueuer) send(batch []*enqueueCall) {
 		}
 		byQueue[q] = append(byQueue[q], c)
 	}
-	for _, q := range order {
-		if _, ok := e.published.Load(q); ok {
-			continue
-		}
-		if err := e.rdb.SAdd(ctx, AsynqQueuesKey, q).Err(); err != nil {
-			for _, c := range byQueue[q] {
-				c.err = fmt.Errorf("add queue %q to asynq's queues: %w", q, err)
-			}
-			delete(byQueue, q)
-			continue
-		}
-		e.published.Store(q, true)
-	}
 	type chunk struct {
 		calls []*enqueueCall
 		keys  []string
@@ -143,7 +161,11 @@ func (e *enqueuer) send(batch []*enqueueCall) {
 	var chunks []chunk
 	pipe := e.rdb.Pipeline()
 	since := e.now().UnixNano()
+	published := map[string]*redis.IntCmd{}
 	for _, q := range order {
+		// in asynq's set of queues, as asynq's client puts it: with every
+		// batch, so a Redis restarted empty has it back at once
+		published[q] = pipe.SAdd(ctx, AsynqQueuesKey, q)
 		calls := byQueue[q]
 		for lo := 0; lo < len(calls); lo += enqueueChunk {
 			ch := chunk{calls: calls[lo:min(lo+enqueueChunk, len(calls))]}
@@ -157,9 +179,6 @@ func (e *enqueuer) send(batch []*enqueueCall) {
 			chunks = append(chunks, ch)
 		}
 	}
-	if len(chunks) == 0 {
-		return
-	}
 	_, _ = pipe.Exec(ctx) // each cmd carries its own error
 	for _, ch := range chunks {
 		cmd := ch.cmd
@@ -167,6 +186,9 @@ func (e *enqueuer) send(batch []*enqueueCall) {
 			cmd = enqueueScript.Eval(ctx, e.rdb, ch.keys, ch.args...)
 		}
 		vals, err := cmd.Int64Slice()
+		if perr := published[ch.calls[0].task.queue].Err(); err == nil && perr != nil {
+			err = fmt.Errorf("add queue %q to asynq's queues: %w", ch.calls[0].task.queue, perr)
+		}
 		if err == nil && len(vals) != len(ch.calls) {
 			err = errors.New("handoff: the enqueue script's answer does not list one answer per task")
 		}

@@ -259,3 +259,122 @@ func TestConcurrentEnqueuesShareAScriptCall(t *testing.T) {
 		}
 	}
 }
+
+// A caller's enqueue is bounded by its own context, never by another's: a
+// batch led by a caller whose deadline passed after it was taken into the
+// batch still enqueues the tasks of the callers with time to spare.
+func TestEnqueueIsNotFailedByTheLeadersDeadline(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: a
+    schedule: "@every 1m"
+    handler: {name: a}
+`)
+	job, _ := cfg.Job("a")
+	late, _ := runTaskMessage(cfg, job, worktest.TickOf("a", 1), time.Now(), nil)
+	onTime, _ := runTaskMessage(cfg, job, worktest.TickOf("a", 2), time.Now(), nil)
+	enq := newEnqueuer(e.RDB)
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	leader := &enqueueCall{ctx: expired, task: late, done: make(chan bool, 1)}
+	other := &enqueueCall{ctx: context.Background(), task: onTime, done: make(chan bool, 1)}
+	enq.send([]*enqueueCall{leader, other})
+	t.Logf("the late caller's enqueue: %v", leader.err)
+	if other.err != nil {
+		t.Fatalf("an enqueue with no deadline failed with the leader's: %v", other.err)
+	}
+	if n, err := e.RDB.Exists(context.Background(), AsynqTaskKey("baton:default", onTime.id)).Result(); err != nil || n != 1 {
+		t.Fatalf("the on-time task is not in its queue (%d, %v)", n, err)
+	}
+}
+
+// Cancelling a caller's context ends its wait behind an enqueue under way
+// (as enqueue documents): a dispatch that gave up is not held until a slow
+// batch returns.
+func TestEnqueueWaitEndsWithItsContext(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: a
+    schedule: "@every 1m"
+    handler: {name: a}
+`)
+	job, _ := cfg.Job("a")
+	m, _ := runTaskMessage(cfg, job, worktest.TickOf("a", 1), time.Now(), nil)
+	enq := newEnqueuer(e.RDB)
+	enq.mu.Lock()
+	enq.busy = true // as if an enqueue were under way, and slow
+	enq.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- enq.enqueue(ctx, m) }()
+	poll.Require(t, 10*time.Second, "the enqueue to wait", func() bool {
+		enq.mu.Lock()
+		defer enq.mu.Unlock()
+		return len(enq.waiting) == 1
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled enqueue = %v; want context.Canceled", err)
+		}
+	case <-time.After(2 * time.Second):
+		enq.next() // let it go
+		<-done
+		t.Fatal("a cancelled enqueue still waited for the batch under way 2s later")
+	}
+}
+
+// A queue Redis restarted empty forgets asynq's set of queues; the next
+// enqueue into a queue puts the queue back in it, as the first one did
+// (asynq's inspector, the dashboard and the cross-queue binding check read
+// that set).
+func TestEnqueueAfterRedisRestartRepublishesTheQueue(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: a
+    schedule: "@every 1m"
+    handler: {name: a}
+`)
+	ctx := context.Background()
+	job, _ := cfg.Job("a")
+	enq := newEnqueuer(e.RDB)
+	m1, _ := runTaskMessage(cfg, job, worktest.TickOf("a", 1), time.Now(), nil)
+	if err := enq.enqueue(ctx, m1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	m2, _ := runTaskMessage(cfg, job, worktest.TickOf("a", 2), time.Now(), nil)
+	poll.Require(t, 10*time.Second, "an enqueue after the restart", func() bool {
+		return enq.enqueue(ctx, m2) == nil
+	})
+	if ok, err := e.RDB.SIsMember(ctx, AsynqQueuesKey, "baton:default").Result(); err != nil || !ok {
+		t.Fatalf("after a restart, asynq's queues %v lack the queue just enqueued into (%v)", e.RDB.SMembers(ctx, AsynqQueuesKey).Val(), err)
+	}
+	if qs, err := e.Insp.Queues(); err != nil || len(qs) != 1 {
+		t.Fatalf("asynq's inspector lists queues %v, %v; want [baton:default]", qs, err)
+	}
+}
+
+// A queue whose pending list is not a list gets no task at all: a task
+// written but never pending would turn the tick's retries into "already
+// dispatched" and never run.
+func TestEnqueueIntoABrokenPendingListWritesNothing(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: a
+    schedule: "@every 1m"
+    handler: {name: a}
+`)
+	ctx := context.Background()
+	if err := e.RDB.Set(ctx, asynqPendingKey("baton:default"), "not a list", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	job, _ := cfg.Job("a")
+	m, _ := runTaskMessage(cfg, job, worktest.TickOf("a", 1), time.Now(), nil)
+	err := newEnqueuer(e.RDB).enqueue(ctx, m)
+	if err == nil || errors.Is(err, asynq.ErrTaskIDConflict) || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("enqueue = %v; want a WRONGTYPE error naming the pending list", err)
+	}
+	if n, _ := e.RDB.Exists(ctx, AsynqTaskKey("baton:default", m.id)).Result(); n != 0 {
+		t.Fatal("the task was written though it cannot be pending")
+	}
+}

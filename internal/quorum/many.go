@@ -37,11 +37,16 @@ func (m *Master) runLines(ctx context.Context, scripts []*Script, lines [][]any)
 				n++
 			}
 		}
-		if n == 1 {
-			out = append(out, sent{s: scripts[i], line: lines[i], first: i, n: 1})
-		} else {
-			out = append(out, sent{s: scripts[i].many, line: manyLine(scripts[i], lines[i:i+n]), first: i, n: n})
+		o := sent{s: scripts[i], line: lines[i], first: i, n: 1}
+		if n > 1 {
+			o = sent{s: scripts[i].many, line: manyLine(scripts[i], lines[i:i+n]), first: i, n: n}
 		}
+		if !m.knows(o.s) {
+			// sent whole, not by hash: a NOSCRIPT answer would be sent
+			// again after the lines behind it ran, out of order
+			o.line = o.s.evalLine(o.line)
+		}
+		out = append(out, o)
 		i += n
 	}
 	pipe := m.RDB.Pipeline()
@@ -50,6 +55,11 @@ func (m *Master) runLines(ctx context.Context, scripts []*Script, lines [][]any)
 		_ = pipe.Process(ctx, out[k].cmd)
 	}
 	_, _ = pipe.Exec(ctx) // each cmd carries its own error
+	for _, o := range out {
+		if o.line[0] == "eval" && o.cmd.Err() == nil {
+			m.sentWhole(o.s)
+		}
+	}
 	var again []int
 	for k, o := range out {
 		if noScript(o.cmd.Err()) {
@@ -75,6 +85,20 @@ func (m *Master) runLines(ctx context.Context, scripts []*Script, lines [][]any)
 	}
 	return cmds
 }
+
+// knows tells whether s was sent whole (EVAL, which caches it on the
+// server) over m's connections since the last one was dialed: a server that
+// restarted since, which has forgotten its scripts, is reached only over a
+// new connection. (SCRIPT FLUSH on a running server is not seen: a line
+// answered NOSCRIPT is sent again, whole, after the pipeline.)
+func (m *Master) knows(s *Script) bool {
+	at, ok := m.scripts.Load(s)
+	return ok && at.(uint64) == m.dials.Load()
+}
+
+// sentWhole notes that s reached the server whole with the connections
+// dialed so far.
+func (m *Master) sentWhole(s *Script) { m.scripts.Store(s, m.dials.Load()) }
 
 // manyLine is one EVALSHA line of s.many carrying the calls of lines (each
 // an EVALSHA line of s): the calls' keys in order, then ARGV = n, and per

@@ -192,3 +192,49 @@ func TestBatchedCallsOfOneScriptShareAScriptCall(t *testing.T) {
 	b.busy -= maxPipelines - 1
 	b.mu.Unlock()
 }
+
+// A master runs one caller's calls in the order they were made also when
+// the server knows a script but not its many twin (the first chunk of it
+// since a restart or SCRIPT FLUSH): the chunk answered NOSCRIPT must not be
+// sent again after a later call of another script that ran at once, or a
+// release submitted after its acquire runs first and leaves the key taken.
+func TestBatchKeepsCallOrderWhenAChunksTwinIsUnknown(t *testing.T) {
+	g, rdb := newTestGroup(t)
+	ctx := context.Background()
+	b := g.masters[0].batch
+	const key, tok = "lock-x", "token-x"
+	acquire := NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', 60000) and 1 or 0`)
+	release := NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+	// the server knows both scripts as sent alone, not acquire's many twin
+	for _, s := range []*Script{acquire, release} {
+		if err := s.Load(ctx, rdb).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.mu.Lock()
+	b.busy = maxPipelines // as if pipelines were under way: calls queue
+	b.mu.Unlock()
+	parseInt := func(cmd *redis.Cmd) (any, error) { return cmd.Int64() }
+	newFan := func() *fan {
+		_, cancel := context.WithCancel(ctx)
+		f := &fan{parse: parseInt, ch: make(chan Reply, 1), cancel: cancel}
+		f.left.Store(1)
+		return f
+	}
+	otherAcquired, acquired, released := newFan(), newFan(), newFan()
+	b.submit(ctx, acquire, acquire.Line([]string{"lock-other"}, "token-other"), otherAcquired)
+	b.submit(ctx, acquire, acquire.Line([]string{key}, tok), acquired)
+	b.submit(ctx, release, release.Line([]string{key}, tok), released)
+	b.work(b.next(nil))
+	if r := <-acquired.ch; r.Err != nil || r.Val != int64(1) {
+		t.Fatalf("acquire = %v, %v; want 1", r.Val, r.Err)
+	}
+	r := <-released.ch
+	if v, _ := rdb.Get(ctx, key).Result(); v != "" || r.Err != nil || r.Val != int64(1) {
+		t.Fatalf("release = %v, %v and the lock key holds %q: the release overtook the acquire re-sent after NOSCRIPT", r.Val, r.Err, v)
+	}
+	<-otherAcquired.ch
+	b.mu.Lock()
+	b.busy -= maxPipelines - 1
+	b.mu.Unlock()
+}

@@ -88,10 +88,11 @@ type Master struct {
 	tracked bool // restarts detected (standalone server)
 	cluster bool // a Redis Cluster: each script call goes alone (see runLines)
 
-	dials  atomic.Uint64             // connections dialed so far (the dial hook)
-	broken atomic.Uint64             // reads and writes that failed on its connections
-	voting atomic.Pointer[Admission] // as of the last check that let it vote; nil: check first
-	known  atomic.Pointer[Status]    // as the last check found it (Known); nil: not checked yet
+	dials   atomic.Uint64             // connections dialed so far (the dial hook)
+	scripts sync.Map                  // *Script: dials when it was last sent whole (see knows)
+	broken  atomic.Uint64             // reads and writes that failed on its connections
+	voting  atomic.Pointer[Admission] // as of the last check that let it vote; nil: check first
+	known   atomic.Pointer[Status]    // as the last check found it (Known); nil: not checked yet
 
 	mu        sync.Mutex    // held through checks: one at a time
 	state     int           // stUnknown ... stRefused

@@ -11,6 +11,12 @@
 -- in the queue already (pending, active, retrying, archived, or completed and
 -- retained): asynq's "task ID conflict", which dedupes a tick. The new IDs
 -- go onto the pending list with one LPUSH, in order, as one LPUSH each would.
+-- Fails, writing nothing, when the pending list is not a list: tasks written
+-- but not pending would dedupe the ticks' retries and never run.
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'list' and kind ~= 'none' then
+  return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not asynq\'s pending list')
+end
 local out, ids = {}, {}
 for k = 1, #KEYS - 1 do
   local key = KEYS[k + 1]

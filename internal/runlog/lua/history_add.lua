@@ -17,9 +17,10 @@ redis.replicate_commands()
 if KEYS[2] and not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then
   return false
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 3))
+-- the new entry's ID is the server's clock in ms (or, if that went back,
+-- the stream's last ID): no TIME call of its own
+local now = tonumber(string.match(id, '^(%d+)'))
 redis.call('XTRIM', KEYS[1], 'MINID', '~', tostring(now - tonumber(ARGV[2])))
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return id
