@@ -400,6 +400,12 @@ func (r *Replica) Role() Role { return r.role }
 // Config is the config the replica was made from; it must not be changed.
 func (r *Replica) Config() *config.Config { return r.cfg }
 
+// Leading reports whether this replica leads the cluster now: it claims
+// the ticks of the jobs with leader: true. False when no job has it. The
+// election's record in Redis names the leader a moment before the leader
+// itself acts on it; this is the leader's own view.
+func (r *Replica) Leading() bool { return r.leader.leading() }
+
 // Start connects: it checks that the queue Redis answers and starts the
 // worker and the singleton jobs. Run calls it if it was not called.
 func (r *Replica) Start(ctx context.Context) error {

@@ -47,7 +47,8 @@
 // # What else differs from a deployment
 //
 // The Env is a single replica named "batontest" with an idle poll of 10ms,
-// a history of up to 100,000 runs per job, and locking.fresh_deployment on.
+// a history of up to 100,000 runs per job with every start written as the run
+// starts (history.start_after 0: a stuck handler shows as running), and locking.fresh_deployment on.
 // Only the scheduler runs on the fake clock: handlers, leases, asynq's
 // retries and backoffs run in real time, so a failed run's retry comes
 // after its backoff whatever the fake clock says, and AdvanceTo waits for

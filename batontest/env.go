@@ -17,11 +17,9 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/devredis"
-	"github.com/batonhq/baton/internal/locknames"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/jobs"
-	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -191,21 +189,9 @@ func (e *Env) awaitLeadership(t testing.TB, done chan error) {
 	if !slices.ContainsFunc(e.cfg.Jobs, func(j config.Job) bool { return j.Leader }) {
 		return
 	}
-	locks, err := locking.New(e.rdb, wiring.LockOptions(e.cfg)...)
-	if err != nil {
-		t.Fatalf("batontest: %v", err)
-	}
-	defer func() { _ = locks.Close() }()
-	el, err := locks.Election(locknames.ClusterLeader, 2*e.cfg.Scheduler.TickLeaseTTL)
-	if err != nil {
-		t.Fatalf("batontest: %v", err)
-	}
-	leads := func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		l, ok, err := el.Leader(ctx)
-		return err == nil && ok && l.ID == ReplicaID
-	}
+	// the replica's own view, not the election's record in Redis, which
+	// names it a moment before it claims as the leader
+	leads := e.replica.Leading
 	if !poll.Until(e.timeout, leads) {
 		select {
 		case err := <-done:

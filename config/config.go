@@ -236,6 +236,12 @@ type HistoryConfig struct {
 	// MaxAge drops entries older than this (by Redis's clock). Default 168h
 	// (7 days); >= 1m.
 	MaxAge time.Duration `yaml:"max_age"`
+	// StartAfter is how long a run goes before its start is written on its
+	// own: a run that ends sooner leaves one entry, written with its end
+	// (one script call a run instead of two); a longer one shows as running
+	// from then on. 0 writes every start as the run starts. Default 1s;
+	// 0 to 1h.
+	StartAfter time.Duration `yaml:"start_after"`
 }
 
 // WorkerConfig configures the asynq worker that runs cron-mode jobs.
@@ -514,7 +520,7 @@ func defaultConfig() Config {
 			RetentionMargin: time.Minute,
 			MaxTickRecords:  10000,
 		},
-		History:   HistoryConfig{Runs: 100, MaxAge: 7 * 24 * time.Hour},
+		History:   HistoryConfig{Runs: 100, MaxAge: 7 * 24 * time.Hour, StartAfter: time.Second},
 		Schedules: SchedulesConfig{MaxPayload: 16 << 10, History: 3, Resync: 5 * time.Minute},
 	}
 }

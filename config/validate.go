@@ -287,6 +287,9 @@ func (v *validator) history() {
 	if h.MaxAge < time.Minute {
 		v.errf("history.max_age", "must be >= 1m, got %s", formatDuration(h.MaxAge))
 	}
+	if h.StartAfter < 0 || h.StartAfter > time.Hour {
+		v.errf("history.start_after", "must be between 0 (every start written as the run starts) and 1h, got %s", formatDuration(h.StartAfter))
+	}
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {

@@ -177,6 +177,13 @@ func foldHistory(job, key string, msgs []redis.XMessage) ([]RunRecord, error) {
 			r.Fence, _ = strconv.ParseInt(v("fence"), 10, 64)
 		case runlog.EvFinished:
 			r.Worker, r.Ended, r.Status = v("replica"), at, Status(v("status"))
+			if ms, err := strconv.ParseInt(v("took_ms"), 10, 64); err == nil && r.Started.IsZero() {
+				// a run whose start was not recorded on its own
+				r.Started = at.Add(-time.Duration(ms) * time.Millisecond)
+			}
+			if r.Dispatcher == "" {
+				r.Dispatcher = v("by")
+			}
 			r.Attempt, _ = strconv.Atoi(v("attempt"))
 			if f, err := strconv.ParseInt(v("fence"), 10, 64); err == nil {
 				r.Fence = f
@@ -214,7 +221,7 @@ func badHistoryField(v func(string) string) (field, val, want string) {
 	if _, err := time.Parse(time.RFC3339Nano, v("tick")); err != nil {
 		return "tick", v("tick"), "an RFC 3339 time"
 	}
-	for _, f := range []string{"attempt", "fence", "exit_code", "http_status"} {
+	for _, f := range []string{"attempt", "fence", "exit_code", "http_status", "took_ms"} {
 		s := v(f)
 		if s == "" {
 			continue

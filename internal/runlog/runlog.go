@@ -30,8 +30,9 @@ import (
 	"github.com/batonhq/baton/scheduler"
 )
 
-// EventsPerRun is how many events a run usually writes (dispatched,
-// started, finished): the stream keeps history.runs times as many entries.
+// EventsPerRun is how many events a run writes at most (dispatched, for a
+// manual run; started, for one that lasts beyond a second; finished): the
+// stream keeps history.runs times as many entries.
 const EventsPerRun = 3
 
 // Event kinds (field "ev").
@@ -95,9 +96,10 @@ func (h *Writer) addOnce(ctx context.Context, timeout time.Duration, job, once s
 	}
 	perRun := EventsPerRun
 	if Compact(job) {
-		// a scheduled run writes two events (started, finished): a
-		// runtime schedule keeps those of its runs, where memory counts
-		perRun = 2
+		// a scheduled run writes one event (finished; started too when it
+		// lasts beyond a second): a runtime schedule keeps about that many
+		// of its runs, where memory counts
+		perRun = 1
 	}
 	args := append([]any{h.cfg.HistoryRuns(job) * perRun, h.cfg.History.MaxAge.Milliseconds()}, fields...)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
@@ -171,6 +173,11 @@ type End struct {
 	HTTPStatus int  // an http job's response status, 0 when none
 	Reason     string
 	Output     string // the tail of a failed run's output, secrets masked
+	// Took, when the run's start was not recorded (see Started): how long
+	// it ran, and By, the replica that dispatched its tick. A reader takes
+	// the start as the end's time less Took.
+	Took time.Duration
+	By   string
 }
 
 // Finished records how tick t's attempt ended. The reason loses what the
@@ -191,6 +198,9 @@ func (h *Writer) Finished(ctx context.Context, t scheduler.Tick, job *config.Job
 	}
 	if e.Output != "" {
 		f = append(f, "output", e.Output)
+	}
+	if e.Took > 0 {
+		f = append(f, "took_ms", e.Took.Milliseconds(), "by", e.By)
 	}
 	h.add(ctx, historyTimeout, t.Job, f...)
 	h.noteFailing(ctx, t, e.Status)

@@ -134,8 +134,9 @@ func (e *engine) execute(ctx context.Context, p policy, job *config.Job, t sched
 
 	log.Info("run started")
 	hist := e.hist()
-	hist.started(ctx, t, run)
 	start := time.Now()
+	hist.start = hist.startLater(ctx, e.clock, e.cfg.History.StartAfter, t, run)
+	defer hist.start.end()
 	res, err := e.exec.Execute(execCtx, job, run, validity)
 	took := slog.Duration("took", time.Since(start))
 	obs := RunObservation{Job: job.Name, StartLag: start.Sub(t.At), Took: time.Since(start)}
@@ -237,14 +238,61 @@ const ledgerTimeout = 2 * time.Second
 
 // runHistory is what the worker writes to the run history (the queue
 // Redis): the events of a run, typed by jobs.Status.
-type runHistory struct{ w *runlog.Writer }
+type runHistory struct {
+	w     *runlog.Writer
+	start *lateStart // the run's "started" entry, if one is due (execute)
+}
 
 // hist is the run history the engine writes to.
-func (e *engine) hist() runHistory { return runHistory{runlog.NewWriter(e.cfg, e.rdb, e.log)} }
+func (e *engine) hist() runHistory { return runHistory{w: runlog.NewWriter(e.cfg, e.rdb, e.log)} }
 
-// started records that run began (see runlog.Writer.Started).
-func (h runHistory) started(ctx context.Context, t scheduler.Tick, run jobs.Run) {
-	h.w.Started(ctx, t, run.Replica, run.Attempt, run.Fence)
+// lateStart writes a run's "started" entry once the run has lasted
+// history.start_after, unless it ended first: a run that ends sooner has
+// one entry, written with its end, which says how long it took (one
+// history write a run instead of two); a longer one shows as running from
+// then on. With start_after 0 the entry is written at once.
+type lateStart struct {
+	done, exited chan struct{}
+	once         sync.Once
+	written      bool // set before exited closes
+	began        time.Time
+}
+
+// startLater schedules the "started" entry of run (tick t) on clk, after.
+func (h runHistory) startLater(ctx context.Context, clk clock.Clock, after time.Duration, t scheduler.Tick, run jobs.Run) *lateStart {
+	ls := &lateStart{done: make(chan struct{}), exited: make(chan struct{}), began: time.Now()}
+	if after <= 0 {
+		h.w.Started(ctx, t, run.Replica, run.Attempt, run.Fence)
+		ls.written = true
+		close(ls.exited)
+		return ls
+	}
+	timer := clk.NewTimer(after)
+	go func() {
+		defer close(ls.exited)
+		defer timer.Stop()
+		select {
+		case <-timer.C():
+		case <-ls.done:
+			return
+		}
+		select {
+		case <-ls.done: // ended at the same moment: its end says it all
+			return
+		default:
+		}
+		h.w.Started(ctx, t, run.Replica, run.Attempt, run.Fence)
+		ls.written = true
+	}()
+	return ls
+}
+
+// end stops the "started" entry if it is not written yet, waits for one
+// being written (it must come before the end's), and tells whether it was.
+func (ls *lateStart) end() bool {
+	ls.once.Do(func() { close(ls.done) })
+	<-ls.exited
+	return ls.written
 }
 
 // finished records how run ended with status st: an exec job's exit code
@@ -252,6 +300,9 @@ func (h runHistory) started(ctx context.Context, t scheduler.Tick, run jobs.Run)
 // status when it got one.
 func (h runHistory) finished(ctx context.Context, t scheduler.Tick, run jobs.Run, st jobs.Status, job *config.Job, res jobs.Result, reason, output string) {
 	end := runlog.End{Replica: run.Replica, Attempt: run.Attempt, Fence: run.Fence, Status: string(st), Reason: reason, Output: output}
+	if h.start != nil && !h.start.end() {
+		end.Took, end.By = max(time.Since(h.start.began), time.Millisecond), t.Replica
+	}
 	switch {
 	case job.Exec != nil && res.ExitCode >= 0 && st != jobs.StatusSkipped && st != jobs.StatusReplaced && st != jobs.StatusDropped && st != jobs.StatusStopped:
 		end.ExitCode = &res.ExitCode

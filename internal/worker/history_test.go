@@ -3,11 +3,14 @@ package worker
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hibiken/asynq"
 
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/executor"
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/poll"
@@ -141,5 +144,74 @@ func TestFailureReasonSaysItOnce(t *testing.T) {
 	}
 	if want := "jobs: " + bad.ID() + ": " + why + " (last attempt"; !strings.HasPrefix(info.LastErr, want) {
 		t.Errorf("the task's last error %q, want %q", info.LastErr, want)
+	}
+}
+
+// A run that ends within history.start_after leaves one history entry, written
+// with its end, which says how long it took and who dispatched it: the
+// record still has its start, its end and its dispatcher.
+func TestShortRunIsOneHistoryEntry(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: quick
+    schedule: "@every 1m"
+    exec:
+      command: ["true"]
+`)
+	// the clock that would write the "started" entry stands still: the run
+	// ends before startedAfter however long a loaded machine takes
+	clk := clock.NewFake(time.Now())
+	w := e.worker(t, cfg, executor.New(), WithReplica("worker-1"), WithClock(clk))
+	d := handoff.New(cfg, e.Client, w, handoff.WithQueueRedis(e.RDB))
+	tk := worktest.TickOf("quick", 1)
+	if err := d.Dispatch(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	e.State(t, "baton:default", tk, asynq.TaskStateCompleted)
+	recs := historyOf(t, e, "quick", 1, func(r []jobs.RunRecord) bool { return r[0].Status == jobs.StatusOK })
+	if r := recs[0]; r.Started.IsZero() || r.Ended.Before(r.Started) || r.Dispatcher != "sched-1" || r.Worker != "worker-1" || r.Fence <= 0 {
+		t.Errorf("the run's record: %+v", r)
+	}
+	entries, err := e.RDB.XRange(context.Background(), "baton:{history:quick}", "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Values["ev"] != "finished" || entries[0].Values["took_ms"] == nil {
+		t.Errorf("history entries %v; want one finished entry with took_ms", entries)
+	}
+}
+
+// A run that lasts longer than history.start_after shows as running while it
+// runs, and its end completes the same record.
+func TestLongRunShowsAsRunning(t *testing.T) {
+	e := newEnv(t)
+	gate := t.TempDir() + "/go"
+	cfg := e.Config(t, fmt.Sprintf(`  - name: long
+    schedule: "@every 1m"
+    exec:
+      command: [sh, -c, 'while [ ! -e %q ]; do sleep 0.02; done']
+`, gate))
+	now := time.Now()
+	clk := clock.NewFake(now)
+	w := e.worker(t, cfg, executor.New(), WithReplica("worker-1"), WithClock(clk))
+	d := handoff.New(cfg, e.Client, w, handoff.WithQueueRedis(e.RDB))
+	tk := worktest.TickOf("long", 1)
+	if err := d.Dispatch(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	poll.Require(t, worktest.Wait, "the run to start", func() bool { return clk.Waiting(now.Add(cfg.History.StartAfter)) })
+	if recs, _ := jobs.ReadHistory(context.Background(), e.RDB, "baton", "long", 0); len(recs) != 0 {
+		t.Fatalf("history %+v before startedAfter; want none", recs)
+	}
+	clk.Advance(cfg.History.StartAfter)
+	running := historyOf(t, e, "long", 1, func(r []jobs.RunRecord) bool { return r[0].Status == jobs.StatusRunning })
+	if running[0].Started.IsZero() || running[0].Worker != "worker-1" {
+		t.Errorf("the running record: %+v", running[0])
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := historyOf(t, e, "long", 1, func(r []jobs.RunRecord) bool { return r[0].Status == jobs.StatusOK })
+	if r := done[0]; !r.Started.Equal(running[0].Started) || r.Ended.Before(r.Started) {
+		t.Errorf("the ended record %+v; started %v while running", r, running[0].Started)
 	}
 }
