@@ -99,7 +99,7 @@ func New(t testing.TB, cfg *config.Config, opts ...Option) *Env {
 	c.Locking.FreshDeployment = true // a new server, or a namespace of its own
 	c.MaxClockSkew = MaxAhead
 	c.Worker.PollInterval = 10 * time.Millisecond
-	c.History = config.HistoryConfig{Runs: 100000, MaxAge: 2 * MaxAhead}
+	c.History = config.HistoryConfig{Runs: 100000, MaxAge: 2 * MaxAhead, StartAfter: 0}
 	c.Schedules.History = c.History.Runs // runtime schedules' too
 	e := &Env{timeout: o.timeout, start: o.start, next: map[string]time.Time{}, runtime: &runtimeJobs{byName: map[string]*config.Job{}}}
 

@@ -239,8 +239,10 @@ type HistoryConfig struct {
 	// StartAfter is how long a run goes before its start is written on its
 	// own: a run that ends sooner leaves one entry, written with its end
 	// (one script call a run instead of two); a longer one shows as running
-	// from then on. 0 writes every start as the run starts. Default 1s;
-	// 0 to 1h.
+	// from then on. The price: an attempt whose worker dies within it
+	// leaves no record (the ledger shows its tick dispatched, not run), and
+	// a run shorter than it never shows as running. Default 0: every start
+	// is written as the run starts. 0 to 1h.
 	StartAfter time.Duration `yaml:"start_after"`
 }
 
@@ -520,7 +522,7 @@ func defaultConfig() Config {
 			RetentionMargin: time.Minute,
 			MaxTickRecords:  10000,
 		},
-		History:   HistoryConfig{Runs: 100, MaxAge: 7 * 24 * time.Hour, StartAfter: time.Second},
+		History:   HistoryConfig{Runs: 100, MaxAge: 7 * 24 * time.Hour},
 		Schedules: SchedulesConfig{MaxPayload: 16 << 10, History: 3, Resync: 5 * time.Minute},
 	}
 }

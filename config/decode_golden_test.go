@@ -362,7 +362,7 @@ var connSkip = []string{"jobs", "worker", "scheduler", "http", "security", "time
 // the history section (ccd98b8, start_after later) and worker.poll_interval came after
 // 7b41a71: left out of the comparison
 const (
-	laterHistory = "history:\n  runs: 100\n  max_age: 168h\n  start_after: 1s\n"
+	laterHistory = "history:\n  runs: 100\n  max_age: 168h\n  start_after: 0s\n"
 	laterPoll    = "  poll_interval: 100ms\n"
 	// the schedules section came later still, printed at its defaults
 	laterSchedules = "schedules:\n  max_payload: 16384\n  history: 3\n  resync: 5m\n"

@@ -168,7 +168,12 @@ func foldHistory(job, key string, msgs []redis.XMessage) ([]RunRecord, error) {
 		case runlog.EvNotRun:
 			r.Status, r.Reason, r.Ended = Status(v("status")), v("reason"), at
 		case runlog.EvStarted:
-			r.Worker, r.Started, r.Status = v("replica"), at, StatusRunning
+			if a, _ := strconv.Atoi(v("attempt")); !r.Ended.IsZero() && a <= r.Attempt {
+				// a start that landed after its attempt's end (a write
+				// that timed out and was applied late): the end stands
+				continue
+			}
+			r.Worker, r.Started, r.Status = v("replica"), startOf(at, v("took_ms")), StatusRunning
 			if r.Dispatcher == "" {
 				r.Dispatcher = v("by")
 			}
@@ -177,9 +182,9 @@ func foldHistory(job, key string, msgs []redis.XMessage) ([]RunRecord, error) {
 			r.Fence, _ = strconv.ParseInt(v("fence"), 10, 64)
 		case runlog.EvFinished:
 			r.Worker, r.Ended, r.Status = v("replica"), at, Status(v("status"))
-			if ms, err := strconv.ParseInt(v("took_ms"), 10, 64); err == nil && r.Started.IsZero() {
-				// a run whose start was not recorded on its own
-				r.Started = at.Add(-time.Duration(ms) * time.Millisecond)
+			if v("took_ms") != "" {
+				// an attempt whose start was not recorded on its own
+				r.Started = startOf(at, v("took_ms"))
 			}
 			if r.Dispatcher == "" {
 				r.Dispatcher = v("by")
@@ -212,6 +217,16 @@ func foldHistory(job, key string, msgs []redis.XMessage) ([]RunRecord, error) {
 		return out, fmt.Errorf("%w (and %d more entries)", corrupt, bad-1)
 	}
 	return out, nil
+}
+
+// startOf is the start of an attempt whose entry at time at says it was
+// written tookMS after the attempt began ("" or unreadable: at).
+func startOf(at time.Time, tookMS string) time.Time {
+	ms, err := strconv.ParseInt(tookMS, 10, 64)
+	if err != nil || ms <= 0 {
+		return at
+	}
+	return at.Add(-time.Duration(ms) * time.Millisecond)
 }
 
 // badHistoryField names the first field of a history entry (read by v) that

@@ -185,9 +185,8 @@ func TestHistoryRetryThenDeath(t *testing.T) {
 }
 
 // A runtime schedule's history is a list that costs what it holds (a
-// stream costs 4.7 KB at least), trimmed to schedules.history entries (a
-// run that ends within a second is one, written with its end), and reads
-// back as a job's stream does.
+// stream costs 4.7 KB at least), trimmed to schedules.history runs, and
+// reads back as a job's stream does.
 func TestRuntimeScheduleHistoryIsACompactListReadAsAStream(t *testing.T) {
 	e := worktest.NewEnv(t)
 	cfg := e.Config(t, `  - name: listed
@@ -202,18 +201,18 @@ func TestRuntimeScheduleHistoryIsACompactListReadAsAStream(t *testing.T) {
 			tk := worktest.TickOf(job, 0)
 			tk.At = tk.At.Add(time.Duration(i) * time.Minute)
 			tk.RunID = fmt.Sprintf("r%d", i)
-			h.Finished(ctx, tk, &config.Job{Name: job}, runlog.End{Replica: "w1", Attempt: 1, Status: string(StatusOK), Fence: 7,
-				Took: 40 * time.Millisecond, By: "sched-1"})
+			h.Started(ctx, tk, "w1", 1, 7)
+			h.Finished(ctx, tk, &config.Job{Name: job}, runlog.End{Replica: "w1", Attempt: 1, Status: string(StatusOK), Fence: 7})
 		}
 	}
 	key := runlog.ListKey("baton", "@report/tenant-42")
 	if typ := e.RDB.Type(ctx, key).Val(); typ != "list" {
 		t.Fatalf("%s is a %s", key, typ)
 	}
-	if n := e.RDB.LLen(ctx, key).Val(); n != 3 {
-		t.Errorf("%d entries kept, want 3: 3 runs, one entry each", n)
+	if n := e.RDB.LLen(ctx, key).Val(); n != 3*2 {
+		t.Errorf("%d entries kept, want %d: 3 runs' started and finished", n, 3*2)
 	}
-	if mem := e.RDB.MemoryUsage(ctx, key).Val(); mem > 900 {
+	if mem := e.RDB.MemoryUsage(ctx, key).Val(); mem > 1500 {
 		t.Errorf("the list of 3 runs takes %d B", mem)
 	}
 	got, err := ReadHistory(ctx, e.RDB, "baton", "@report/tenant-42", 0)
@@ -224,8 +223,7 @@ func TestRuntimeScheduleHistoryIsACompactListReadAsAStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3 || got[0].RunID != "r5" || got[0].Status != StatusOK || got[0].Fence != 7 || got[0].Worker != "w1" ||
-		got[0].Dispatcher != "sched-1" || got[0].Ended.Sub(got[0].Started) != 40*time.Millisecond {
+	if len(got) != 3 || got[0].RunID != "r5" || got[0].Status != StatusOK || got[0].Fence != 7 || got[0].Worker != "w1" {
 		t.Fatalf("records %+v", got)
 	}
 	for i := range want {
@@ -243,5 +241,94 @@ func TestRuntimeScheduleHistoryIsACompactListReadAsAStream(t *testing.T) {
 	e.RDB.RPush(ctx, key, "not an entry")
 	if _, err := ReadHistory(ctx, e.RDB, "baton", "@report/tenant-42", 0); err == nil || !strings.Contains(err.Error(), key) {
 		t.Fatalf("a bad element: %v", err)
+	}
+}
+
+// History fold, schedule: attempt 1 of a tick fails at once (one entry,
+// written with its end, took_ms), asynq retries after its backoff, and
+// attempt 2 also ends within history.start_after. The record is attempt 2's
+// (its worker, its attempt, its end), so its start must be attempt 2's too,
+// as it was when every attempt wrote its "started" entry: not attempt 1's,
+// which would make the run's duration span both attempts and the backoff.
+func TestRetriedRunRecordStartsAtItsLastAttempt(t *testing.T) {
+	e := worktest.NewEnv(t)
+	cfg := e.Config(t, `  - name: r
+    schedule: "@every 1m"
+    exec: {command: ["true"]}
+`)
+	h := runlog.NewWriter(cfg, e.RDB, worktest.Logger(t))
+	job, _ := cfg.Job("r")
+	ctx := context.Background()
+	for _, long := range []bool{false, true} {
+		tk := worktest.TickOf("r", 1)
+		tk.RunID = fmt.Sprintf("long-%v", long)
+		tk.At = tk.At.Add(map[bool]time.Duration{false: 0, true: time.Minute}[long])
+		code := 3
+		end1 := runlog.End{Replica: "w1", Attempt: 1, Fence: 9, Status: string(StatusFailed), ExitCode: &code, Reason: "exit 3"}
+		if long { // attempt 1 lasted beyond start_after: it wrote its start
+			h.Started(ctx, tk, "w1", 1, 9)
+		} else {
+			end1.Took, end1.By = 40*time.Millisecond, "sched-1"
+		}
+		h.Finished(ctx, tk, job, end1)
+		time.Sleep(300 * time.Millisecond) // the retry's backoff
+		code = 0
+		h.Finished(ctx, tk, job, runlog.End{Replica: "w2", Attempt: 2, Fence: 10, Status: string(StatusOK), ExitCode: &code,
+			Took: 40 * time.Millisecond, By: "sched-1"})
+		recs, err := ReadHistory(ctx, e.RDB, cfg.Namespace, "r", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := recs[0]
+		if r.Attempt != 2 || r.Worker != "w2" || r.Ended.Sub(r.Started) != 40*time.Millisecond {
+			t.Errorf("attempt 1 long %v: the record of attempt 2 (40ms) started %v, ended %v (%s): %+v",
+				long, r.Started, r.Ended, r.Ended.Sub(r.Started), r)
+		}
+	}
+}
+
+// A runtime schedule's compact list keeps schedules.history entries, one
+// per run since a short run writes only its end. A run that lasts beyond
+// history.start_after writes two ("started", then "finished" without
+// took_ms): with schedules.history 1 its own "finished" trims its
+// "started", and the record loses its start and its dispatcher; with 3, a
+// long run becomes the oldest kept and loses them the same way two runs
+// later. A run's record must keep its start whatever it took.
+func TestRuntimeScheduleLongRunKeepsItsStart(t *testing.T) {
+	e := worktest.NewEnv(t)
+	cfg := e.Config(t, `  - name: listed
+    schedule: "@every 1m"
+    handler: {name: tiny}
+`)
+	h := runlog.NewWriter(cfg, e.RDB, worktest.Logger(t))
+	ctx := context.Background()
+	for _, n := range []int{1, 3} {
+		cfg.Schedules.History = n
+		job := fmt.Sprintf("@report/tenant-%d", n)
+		run := func(i int, long bool) {
+			tk := worktest.TickOf(job, 0)
+			tk.At = tk.At.Add(time.Duration(i) * time.Minute)
+			tk.RunID, tk.Replica = fmt.Sprintf("r%d", i), "sched-1"
+			end := runlog.End{Replica: "w1", Attempt: 1, Status: string(StatusOK), Fence: 7}
+			if long {
+				h.Started(ctx, tk, "w1", 1, 7)
+			} else {
+				end.Took, end.By = 40*time.Millisecond, "sched-1"
+			}
+			h.Finished(ctx, tk, &config.Job{Name: job}, end)
+		}
+		run(0, true)
+		for i := 1; i < n; i++ {
+			run(i, false)
+		}
+		recs, err := ReadHistory(ctx, e.RDB, "baton", job, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if r.Status == StatusOK && (r.Started.IsZero() || r.Dispatcher != "sched-1") {
+				t.Errorf("schedules.history %d: run %s ended %v with no start or dispatcher: %+v", n, r.RunID, r.Ended, r)
+			}
+		}
 	}
 }

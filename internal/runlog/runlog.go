@@ -31,8 +31,8 @@ import (
 )
 
 // EventsPerRun is how many events a run writes at most (dispatched, for a
-// manual run; started, for one that lasts beyond a second; finished): the
-// stream keeps history.runs times as many entries.
+// manual run; started, unless it ended within history.start_after;
+// finished): the stream keeps history.runs times as many entries.
 const EventsPerRun = 3
 
 // Event kinds (field "ev").
@@ -84,22 +84,22 @@ const (
 // add appends one event (field, value pairs) to job's history, waiting at
 // most timeout. A failure is logged, never returned: history is a record,
 // not a precondition of a run.
-func (h *Writer) add(ctx context.Context, timeout time.Duration, job string, fields ...any) {
-	h.addOnce(ctx, timeout, job, "", fields...)
+func (h *Writer) add(ctx context.Context, timeout time.Duration, job string, fields ...any) bool {
+	return h.addOnce(ctx, timeout, job, "", fields...)
 }
 
 // addOnce is add, appending only if no event was with the same once key
-// (within the max age); an empty once appends as add does.
-func (h *Writer) addOnce(ctx context.Context, timeout time.Duration, job, once string, fields ...any) {
+// (within the max age); an empty once appends as add does. It tells
+// whether the write was answered without an error.
+func (h *Writer) addOnce(ctx context.Context, timeout time.Duration, job, once string, fields ...any) bool {
 	if !h.enabled(job) {
-		return
+		return false
 	}
 	perRun := EventsPerRun
 	if Compact(job) {
-		// a scheduled run writes one event (finished; started too when it
-		// lasts beyond a second): a runtime schedule keeps about that many
-		// of its runs, where memory counts
-		perRun = 1
+		// a scheduled run writes two events (started, finished): a
+		// runtime schedule keeps those of its runs, where memory counts
+		perRun = 2
 	}
 	args := append([]any{h.cfg.HistoryRuns(job) * perRun, h.cfg.History.MaxAge.Milliseconds()}, fields...)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
@@ -113,7 +113,9 @@ func (h *Writer) addOnce(ctx context.Context, timeout time.Duration, job, once s
 	}
 	if err := script.Run(ctx, h.rdb, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		h.log.Warn("cannot write the run history", slog.String("job", job), slog.Any("error", err))
+		return false
 	}
+	return true
 }
 
 // tickFields are the fields every event of tick t carries, the first its
@@ -159,8 +161,19 @@ func (h *Writer) Decided(ctx context.Context, t scheduler.Tick, status, reason s
 // none), and which replica dispatched the tick. It waits less than the
 // other writes: it delays the run's start.
 func (h *Writer) Started(ctx context.Context, t scheduler.Tick, replica string, attempt int, fence int64) {
-	h.add(ctx, historyStartTimeout, t.Job, append(tickFields(EvStarted, t), "replica", replica,
-		"attempt", attempt, "fence", fence, "by", t.Replica)...)
+	h.StartedAgo(ctx, t, replica, attempt, fence, 0)
+}
+
+// StartedAgo is Started written took after the attempt began (its
+// history.start_after): the entry says so (took_ms), and the record's
+// start is the entry's time less took. It tells whether the write was
+// answered without an error.
+func (h *Writer) StartedAgo(ctx context.Context, t scheduler.Tick, replica string, attempt int, fence int64, took time.Duration) bool {
+	f := append(tickFields(EvStarted, t), "replica", replica, "attempt", attempt, "fence", fence, "by", t.Replica)
+	if took > 0 {
+		f = append(f, "took_ms", took.Milliseconds())
+	}
+	return h.add(ctx, historyStartTimeout, t.Job, f...)
 }
 
 // End is how one attempt of a run ended.

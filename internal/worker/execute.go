@@ -281,8 +281,8 @@ func (h runHistory) startLater(ctx context.Context, clk clock.Clock, after time.
 			return
 		default:
 		}
-		h.w.Started(ctx, t, run.Replica, run.Attempt, run.Fence)
-		ls.written = true
+		// written only if it landed: else the end says how long it took
+		ls.written = h.w.StartedAgo(ctx, t, run.Replica, run.Attempt, run.Fence, time.Since(ls.began))
 	}()
 	return ls
 }

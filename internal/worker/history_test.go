@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -157,6 +158,7 @@ func TestShortRunIsOneHistoryEntry(t *testing.T) {
     exec:
       command: ["true"]
 `)
+	cfg.History.StartAfter = time.Second
 	// the clock that would write the "started" entry stands still: the run
 	// ends before startedAfter however long a loaded machine takes
 	clk := clock.NewFake(time.Now())
@@ -190,6 +192,7 @@ func TestLongRunShowsAsRunning(t *testing.T) {
     exec:
       command: [sh, -c, 'while [ ! -e %q ]; do sleep 0.02; done']
 `, gate))
+	cfg.History.StartAfter = time.Second
 	now := time.Now()
 	clk := clock.NewFake(now)
 	w := e.worker(t, cfg, executor.New(), WithReplica("worker-1"), WithClock(clk))
@@ -213,5 +216,77 @@ func TestLongRunShowsAsRunning(t *testing.T) {
 	done := historyOf(t, e, "long", 1, func(r []jobs.RunRecord) bool { return r[0].Status == jobs.StatusOK })
 	if r := done[0]; !r.Started.Equal(running[0].Started) || r.Ended.Before(r.Started) {
 		t.Errorf("the ended record %+v; started %v while running", r, running[0].Started)
+	}
+}
+
+// A run that lasts beyond history.start_after has its "started" entry
+// written then, and the entry's stream ID is its time: the record's start
+// must still be when the run started, not start_after (here 1s) later,
+// or every long run shows a start a second late and a duration a second
+// short (the ledger's duration_ms, baton history, the dashboard).
+func TestLongRunRecordStartsWhenTheRunStarted(t *testing.T) {
+	e := newEnv(t)
+	gate := t.TempDir() + "/go"
+	cfg := e.Config(t, fmt.Sprintf(`  - name: long
+    schedule: "@every 1m"
+    exec:
+      command: [sh, -c, 'while [ ! -e %q ]; do sleep 0.02; done']
+`, gate))
+	cfg.History.StartAfter = time.Second
+	now := time.Now()
+	clk := clock.NewFake(now)
+	w := e.worker(t, cfg, executor.New(), WithReplica("worker-1"), WithClock(clk))
+	d := handoff.New(cfg, e.Client, w, handoff.WithQueueRedis(e.RDB))
+	tk := worktest.TickOf("long", 1)
+	if err := d.Dispatch(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	poll.Require(t, worktest.Wait, "the run to start", func() bool { return clk.Waiting(now.Add(cfg.History.StartAfter)) })
+	running := time.Now() // the run has started by now
+	time.Sleep(700 * time.Millisecond)
+	clk.Advance(cfg.History.StartAfter) // the run has lasted start_after
+	recs := historyOf(t, e, "long", 1, func(r []jobs.RunRecord) bool { return r[0].Status == jobs.StatusRunning })
+	if got := recs[0].Started; got.After(running.Add(200 * time.Millisecond)) {
+		t.Errorf("the running record's start %v is %s after the run was seen running (%v)",
+			got.Format(time.RFC3339Nano), got.Sub(running), running.Format(time.RFC3339Nano))
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	historyOf(t, e, "long", 1, func(r []jobs.RunRecord) bool { return r[0].Status == jobs.StatusOK })
+}
+
+// A worker SIGKILLed while a run is under way leaves a record that the run
+// started, under the default history.start_after (0: every start written
+// as the run starts): else the tick reads as dispatched and never started
+// (the ledger's "dispatched; no run recorded yet", baton status, the
+// dashboard), asynq's recovery may run it again with no trace that attempt
+// 1 ran, and the ledger's check for runs whose worker died (a "running"
+// record past its timeout) never sees it.
+func TestRunOfKilledWorkerLeavesARecord(t *testing.T) {
+	e := newEnv(t)
+	jobsYAML := `  - name: doomed
+    schedule: "@every 1m"
+    timeout: 10s
+    handler: {name: slow}
+`
+	cfg := e.Config(t, jobsYAML, "{concurrency: 1, shutdown_grace: 2s}")
+	proc, lines := e.workerProcess(t, e.YAML(jobsYAML, "{concurrency: 1, shutdown_grace: 2s}"))
+	tk := worktest.TickOf("doomed", 1)
+	e.dispatch(t, cfg, tk)
+	if l := worktest.Recv(t, lines, "the run in the worker process"); !strings.HasPrefix(l, "started ") {
+		t.Fatalf("worker process said %q", l)
+	}
+	if err := proc.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = proc.Wait()
+	var recs []jobs.RunRecord
+	poll.Until(time.Second, func() bool {
+		recs, _ = jobs.ReadHistory(context.Background(), e.RDB, "baton", "doomed", 0)
+		return len(recs) > 0
+	})
+	if len(recs) != 1 || recs[0].Status != jobs.StatusRunning || recs[0].Worker != "doomed" {
+		t.Errorf("history of the killed worker's run: %+v; want one record, running on %q", recs, "doomed")
 	}
 }
