@@ -287,6 +287,14 @@ func TestSingletonCrashFailoverAfterTTL(t *testing.T) {
 	if st := reps[first.replica].Stats(); st.Started != 1 || st.Lost != 1 {
 		t.Errorf("crashed replica stats %+v, want 1 started, 1 lost", st)
 	}
+	// the standby goes first: stopped after the new leader, it would be
+	// woken by its resign and start a run of its own, which the check
+	// below would find under way
+	for id, r := range reps {
+		if id != first.replica && id != next.replica {
+			shutdownSingletons(t, r)
+		}
+	}
 	shutdownSingletons(t, reps[next.replica])
 	worktest.Recv(t, exec.ended, "the new run's end")
 	exec.check(t)
