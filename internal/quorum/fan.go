@@ -176,7 +176,7 @@ func (m *Master) pipeline(ctx context.Context, s *Script, lines [][]any) []Reply
 	for i := range scripts {
 		scripts[i] = s
 	}
-	cmds := m.runLines(ctx, scripts, lines)
+	cmds := m.runLines(ctx, scripts, lines, true)
 	ok, resent := m.Trust(ctx, a)
 	if !ok {
 		return fail(ErrReconnected)

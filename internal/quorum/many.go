@@ -13,15 +13,15 @@ import (
 const manyChunk = 128
 
 // runLines sends the EVALSHA lines of scripts (line i runs scripts[i]) to m
-// in one pipeline and returns their answers, in order. Consecutive lines of
-// the same script go as one call of the script's many twin, in chunks of at
-// most manyChunk: one script call per chunk instead of one per line, which
-// is what a script call costs the server beyond its commands. On a Redis
-// Cluster every line goes alone (a chunk's keys would span slots). A server
-// that does not know a script gets it whole (EVAL), which caches it there.
-// Each answer is the command its line would have been alone: a call that
-// failed inside a chunk carries its own error.
-func (m *Master) runLines(ctx context.Context, scripts []*Script, lines [][]any) []*redis.Cmd {
+// in one pipeline and returns their answers, in order. With chunk,
+// consecutive lines of the same script go as one call of the script's many
+// twin, in chunks of at most manyChunk: one script call per chunk instead of
+// one per line, which is what a script call costs the server beyond its
+// commands. On a Redis Cluster every line goes alone (a chunk's keys would
+// span slots). A server that does not know a script gets it whole (EVAL),
+// which caches it there. Each answer is the command its line would have
+// been alone: a call that failed inside a chunk carries its own error.
+func (m *Master) runLines(ctx context.Context, scripts []*Script, lines [][]any, chunk bool) []*redis.Cmd {
 	type sent struct {
 		s     *Script // the script sent: a line's, or its many twin
 		line  []any
@@ -32,7 +32,7 @@ func (m *Master) runLines(ctx context.Context, scripts []*Script, lines [][]any)
 	var out []sent
 	for i := 0; i < len(lines); {
 		n := 1
-		if !m.cluster {
+		if chunk && !m.cluster {
 			for i+n < len(lines) && n < manyChunk && scripts[i+n] == scripts[i] {
 				n++
 			}

@@ -152,64 +152,23 @@ return {1, #KEYS, #ARGV}
 	}
 }
 
-// Calls batched from many goroutines go as one script call per run of the
-// same script, in the order they were made (see TestBatchKeepsCallOrder).
-func TestBatchedCallsOfOneScriptShareAScriptCall(t *testing.T) {
-	g, rdb := newTestGroup(t)
-	ctx := context.Background()
-	b := g.masters[0].batch
-	s := NewScript(`return redis.call('INCR', KEYS[1])`)
-	b.mu.Lock()
-	b.busy = maxPipelines // as if pipelines were under way: calls queue
-	b.mu.Unlock()
-	parseInt := func(cmd *redis.Cmd) (any, error) { return cmd.Int64() }
-	const n = 10
-	var fans []*fan
-	for range n {
-		_, cancel := context.WithCancel(ctx)
-		f := &fan{parse: parseInt, ch: make(chan Reply, 1), cancel: cancel}
-		f.left.Store(1)
-		b.submit(ctx, s, s.Line([]string{"counter"}), f)
-		fans = append(fans, f)
-	}
-	if err := s.Load(ctx, rdb).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.many.Load(ctx, rdb).Err(); err != nil {
-		t.Fatal(err)
-	}
-	before := scriptCalls(t, rdb)
-	b.work(b.next(nil))
-	for i, f := range fans {
-		if r := <-f.ch; r.Err != nil || r.Val != int64(i+1) {
-			t.Fatalf("call %d = %v, %v; want %d (in order)", i, r.Val, r.Err, i+1)
-		}
-	}
-	if calls := scriptCalls(t, rdb) - before; calls != 1 {
-		t.Fatalf("%d queued calls took %d script calls; want 1", n, calls)
-	}
-	b.mu.Lock()
-	b.busy -= maxPipelines - 1
-	b.mu.Unlock()
-}
 
 // A master runs one caller's calls in the order they were made also when
-// the server knows a script but not its many twin (the first chunk of it
-// since a restart or SCRIPT FLUSH): the chunk answered NOSCRIPT must not be
-// sent again after a later call of another script that ran at once, or a
-// release submitted after its acquire runs first and leaves the key taken.
-func TestBatchKeepsCallOrderWhenAChunksTwinIsUnknown(t *testing.T) {
+// the server does not know the script of an early call (the first call of
+// it since a restart or SCRIPT FLUSH) but knows a later one's: the early
+// call answered NOSCRIPT must not be sent again after the later one ran,
+// or a release submitted after its acquire runs first and leaves the key
+// taken.
+func TestBatchKeepsCallOrderWhenTheServerLacksAScript(t *testing.T) {
 	g, rdb := newTestGroup(t)
 	ctx := context.Background()
 	b := g.masters[0].batch
 	const key, tok = "lock-x", "token-x"
 	acquire := NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', 60000) and 1 or 0`)
 	release := NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
-	// the server knows both scripts as sent alone, not acquire's many twin
-	for _, s := range []*Script{acquire, release} {
-		if err := s.Load(ctx, rdb).Err(); err != nil {
-			t.Fatal(err)
-		}
+	// the server knows the release, not the acquire
+	if err := release.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
 	}
 	b.mu.Lock()
 	b.busy = maxPipelines // as if pipelines were under way: calls queue

@@ -153,6 +153,9 @@ func startBaton(ctx context.Context, cfg config, cell string, servers []*server,
 	}
 	y.WriteString("}\n")
 	fmt.Fprintf(&y, "namespace: %s\nworker: {concurrency: %d}\n", ns, cfg.workers)
+	if cfg.history >= 0 {
+		fmt.Fprintf(&y, "history: {runs: %d}\n", cfg.history)
+	}
 	if strings.HasPrefix(cell, "list-") && due > 0 {
 		y.WriteString("jobs:\n")
 		for i := range due {

@@ -37,6 +37,7 @@ type config struct {
 	window   time.Duration
 	warm     time.Duration
 	masters  int
+	history  int
 	cells    []string
 	out      string
 }
@@ -45,12 +46,13 @@ var allCells = []string{"asynq", "list-forbid", "list-allow", "runtime-forbid", 
 
 func main() {
 	cfg := config{}
-	flag.IntVar(&cfg.jobs, "jobs", 20, "jobs (or schedules, or asynq tasks) due every second")
+	flag.IntVar(&cfg.jobs, "jobs", 200, "jobs (or schedules, or asynq tasks) due every second (enough that a tick's cost stands well above the idle cost subtracted)")
 	flag.IntVar(&cfg.replicas, "replicas", 3, "baton replicas (scheduler and worker) and asynq servers")
 	flag.IntVar(&cfg.workers, "workers", 10, "worker concurrency of each replica and asynq server")
-	flag.DurationVar(&cfg.window, "window", 20*time.Second, "measured window of each cell, and of its idle twin")
+	flag.DurationVar(&cfg.window, "window", 10*time.Second, "measured window of each cell, and of its idle twin")
 	flag.DurationVar(&cfg.warm, "warm", 8*time.Second, "warm-up before the measured window (covers the start-up claims)")
 	flag.IntVar(&cfg.masters, "masters", 3, "second topology: lock masters apart from the queue Redis (0: one Redis only)")
+	flag.IntVar(&cfg.history, "history", -1, "baton's history.runs (-1: the default); 0 shows what the run history costs")
 	cells := flag.String("cells", strings.Join(allCells, ","), "cells to run")
 	quick := flag.Bool("quick", false, "smoke run: 5s windows, 4s warm-up (explicit flags win)")
 	flag.StringVar(&cfg.out, "out", "results/tick.md", "where to write the markdown report")
