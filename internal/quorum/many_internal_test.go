@@ -152,7 +152,6 @@ return {1, #KEYS, #ARGV}
 	}
 }
 
-
 // A master runs one caller's calls in the order they were made also when
 // the server does not know the script of an early call (the first call of
 // it since a restart or SCRIPT FLUSH) but knows a later one's: the early
