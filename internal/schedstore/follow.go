@@ -61,8 +61,7 @@ type Follower struct {
 }
 
 type entry struct {
-	raw string
-	rec Record
+	raw string // the stored value: what a resync compares, and the definition held
 	job *config.Job
 }
 
@@ -147,17 +146,6 @@ func (f *Follower) Len() int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return len(f.byName)
-}
-
-// Records returns the records of the copy, by job name.
-func (f *Follower) Records() map[string]Record {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	out := make(map[string]Record, len(f.byName))
-	for n, e := range f.byName {
-		out[n] = e.rec
-	}
-	return out
 }
 
 // Refused returns the schedules the copy does not run, and why.
@@ -302,7 +290,8 @@ func (f *Follower) commit(put []Change, removed []string) {
 	}
 	f.mu.Lock()
 	for _, c := range put {
-		f.byName[c.Job.Name] = entry{raw: c.Rec.raw, rec: c.Rec, job: c.Job}
+		// the record's parsed copy (its Doc) is not kept: raw holds it
+		f.byName[c.Job.Name] = entry{raw: c.Rec.raw, job: c.Job}
 	}
 	for _, n := range removed {
 		delete(f.byName, n)

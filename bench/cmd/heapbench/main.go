@@ -1,0 +1,103 @@
+// Command heapbench measures what a replica holds in its Go heap per runtime
+// schedule: N schedules are put with Cluster.PutSchedule on a redis-server
+// it starts, then one replica (scheduler and worker) starts in this process
+// and reads them all; the heap in use after a GC, before the replica and
+// once it holds every schedule, divided by N.
+//
+//	cd bench && go run ./cmd/heapbench                  # 20,000 schedules
+//	cd bench && go run ./cmd/heapbench -schedules 100000
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton"
+	batonconfig "github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
+)
+
+func main() {
+	schedules := flag.Int("schedules", 20000, "runtime schedules to put")
+	flag.Parse()
+	if err := run(*schedules); err != nil {
+		fmt.Fprintf(os.Stderr, "heapbench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(n int) error {
+	srv, err := redistest.Start()
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	conf, err := batonconfig.Load(fmt.Appendf(nil, "redis: {url: \"redis://%s/0\"}\nlocking: {fresh_deployment: true}\nnamespace: hp\njobs: []\n", srv.Addr()))
+	if err != nil {
+		return err
+	}
+	cl, err := baton.NewCluster(conf)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var putErr error
+	began := time.Now()
+	for w := range 16 {
+		wg.Go(func() {
+			for i := w; i < n; i += 16 {
+				if _, err := cl.PutSchedule(ctx, fmt.Sprintf("tenant-%d", i), baton.ScheduleSpec{Schedule: "@every 1h", Handler: "tick", Payload: fmt.Appendf(nil, `{"tenant":%d}`, i)}); err != nil {
+					mu.Lock()
+					putErr = err
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if putErr != nil {
+		return putErr
+	}
+	fmt.Fprintf(os.Stderr, "put %d schedules in %v; starting a replica\n", n, time.Since(began).Round(time.Millisecond))
+	reg := jobs.NewRegistry()
+	reg.Register("tick", jobs.HandlerFunc(func(context.Context, jobs.Run) error { return nil }))
+	runtime.GC()
+	var m0 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	r, err := baton.New(conf, baton.WithHandlers(reg), baton.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = r.Run(rctx); close(done) }()
+	began = time.Now()
+	for r.Schedules() < n {
+		if time.Since(began) > 5*time.Minute {
+			cancel()
+			<-done
+			return fmt.Errorf("the replica holds %d of %d schedules after 5m", r.Schedules(), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fmt.Fprintf(os.Stderr, "the replica holds them after %v\n", time.Since(began).Round(time.Millisecond))
+	time.Sleep(2 * time.Second) // the scheduler's first pass over them
+	runtime.GC()
+	var m1 runtime.MemStats
+	runtime.ReadMemStats(&m1)
+	fmt.Printf("%d runtime schedules, one replica: heap in use %d -> %d B, %d B per schedule\n", n, m0.HeapInuse, m1.HeapInuse, (int64(m1.HeapInuse)-int64(m0.HeapInuse))/int64(n))
+	cancel()
+	<-done
+	return nil
+}
