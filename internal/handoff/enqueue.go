@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -66,33 +67,32 @@ func (e *enqueuer) enqueue(ctx context.Context, task taskMessage) error {
 	if !e.busy {
 		e.busy = true
 		e.mu.Unlock()
-		e.send([]*enqueueCall{c})
-		e.next()
-		return c.err
+		c.batch = []*enqueueCall{c}
+		return e.answer(c, true)
 	}
 	e.waiting = append(e.waiting, c)
 	e.mu.Unlock()
 	select {
 	case lead := <-c.done:
-		if lead {
-			e.send(c.batch)
-			e.next()
-		}
-		return c.err
+		return e.answer(c, lead)
 	case <-ctx.Done():
 	}
 	e.mu.Lock()
-	for i, w := range e.waiting {
-		if w == c {
-			e.waiting = append(e.waiting[:i], e.waiting[i+1:]...)
-			e.mu.Unlock()
-			return fmt.Errorf("handoff: enqueue %s: %w", task.id, ctx.Err())
-		}
+	if i := slices.Index(e.waiting, c); i >= 0 {
+		e.waiting = slices.Delete(e.waiting, i, i+1)
+		e.mu.Unlock()
+		return fmt.Errorf("handoff: enqueue %s: %w", task.id, ctx.Err())
 	}
 	e.mu.Unlock()
 	// taken into a batch already: its answer comes (as its leader, it
 	// sends the batch)
-	if lead := <-c.done; lead {
+	return e.answer(c, <-c.done)
+}
+
+// answer is c's error once its batch was sent: by c itself when it leads
+// (lead), which then passes the turn on.
+func (e *enqueuer) answer(c *enqueueCall, lead bool) error {
+	if lead {
 		e.send(c.batch)
 		e.next()
 	}

@@ -16,6 +16,24 @@ import (
 	"github.com/batonhq/baton/internal/worktest"
 )
 
+// oneJobTasks gives a config of one job, "a", in the default queue, and
+// the task of its tick n.
+func oneJobTasks(t *testing.T, e *env) func(n int) taskMessage {
+	t.Helper()
+	cfg := e.Config(t, `  - name: a
+    schedule: "@every 1m"
+    handler: {name: a}
+`)
+	job, _ := cfg.Job("a")
+	return func(n int) taskMessage {
+		m, err := runTaskMessage(cfg, job, worktest.TickOf("a", n), time.Now(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+}
+
 func evalshaCalls(t *testing.T, rdb *redis.Client) int64 {
 	t.Helper()
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
@@ -265,13 +283,8 @@ func TestConcurrentEnqueuesShareAScriptCall(t *testing.T) {
 // batch still enqueues the tasks of the callers with time to spare.
 func TestEnqueueIsNotFailedByTheLeadersDeadline(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.Config(t, `  - name: a
-    schedule: "@every 1m"
-    handler: {name: a}
-`)
-	job, _ := cfg.Job("a")
-	late, _ := runTaskMessage(cfg, job, worktest.TickOf("a", 1), time.Now(), nil)
-	onTime, _ := runTaskMessage(cfg, job, worktest.TickOf("a", 2), time.Now(), nil)
+	tasks := oneJobTasks(t, e)
+	late, onTime := tasks(1), tasks(2)
 	enq := newEnqueuer(e.RDB)
 	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
@@ -292,12 +305,8 @@ func TestEnqueueIsNotFailedByTheLeadersDeadline(t *testing.T) {
 // batch returns.
 func TestEnqueueWaitEndsWithItsContext(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.Config(t, `  - name: a
-    schedule: "@every 1m"
-    handler: {name: a}
-`)
-	job, _ := cfg.Job("a")
-	m, _ := runTaskMessage(cfg, job, worktest.TickOf("a", 1), time.Now(), nil)
+	tasks := oneJobTasks(t, e)
+	m := tasks(1)
 	enq := newEnqueuer(e.RDB)
 	enq.mu.Lock()
 	enq.busy = true // as if an enqueue were under way, and slow
@@ -329,21 +338,17 @@ func TestEnqueueWaitEndsWithItsContext(t *testing.T) {
 // that set).
 func TestEnqueueAfterRedisRestartRepublishesTheQueue(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.Config(t, `  - name: a
-    schedule: "@every 1m"
-    handler: {name: a}
-`)
+	tasks := oneJobTasks(t, e)
 	ctx := context.Background()
-	job, _ := cfg.Job("a")
 	enq := newEnqueuer(e.RDB)
-	m1, _ := runTaskMessage(cfg, job, worktest.TickOf("a", 1), time.Now(), nil)
+	m1 := tasks(1)
 	if err := enq.enqueue(ctx, m1); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	m2, _ := runTaskMessage(cfg, job, worktest.TickOf("a", 2), time.Now(), nil)
+	m2 := tasks(2)
 	poll.Require(t, 10*time.Second, "an enqueue after the restart", func() bool {
 		return enq.enqueue(ctx, m2) == nil
 	})
@@ -360,16 +365,12 @@ func TestEnqueueAfterRedisRestartRepublishesTheQueue(t *testing.T) {
 // dispatched" and never run.
 func TestEnqueueIntoABrokenPendingListWritesNothing(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.Config(t, `  - name: a
-    schedule: "@every 1m"
-    handler: {name: a}
-`)
+	tasks := oneJobTasks(t, e)
 	ctx := context.Background()
 	if err := e.RDB.Set(ctx, asynqPendingKey("baton:default"), "not a list", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	job, _ := cfg.Job("a")
-	m, _ := runTaskMessage(cfg, job, worktest.TickOf("a", 1), time.Now(), nil)
+	m := tasks(1)
 	err := newEnqueuer(e.RDB).enqueue(ctx, m)
 	if err == nil || errors.Is(err, asynq.ErrTaskIDConflict) || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("enqueue = %v; want a WRONGTYPE error naming the pending list", err)

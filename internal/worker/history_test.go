@@ -182,11 +182,13 @@ func TestShortRunIsOneHistoryEntry(t *testing.T) {
 	}
 }
 
-// A run that lasts longer than history.start_after shows as running while it
-// runs, and its end completes the same record.
-func TestLongRunShowsAsRunning(t *testing.T) {
-	e := newEnv(t)
-	gate := t.TempDir() + "/go"
+// startLongRun dispatches a run of job "long" (history.start_after 1s, on
+// the fake clock clk) that runs until the file gate exists, and waits
+// until it has started.
+func startLongRun(t *testing.T) (e *env, clk *clock.Fake, gate string) {
+	t.Helper()
+	e = newEnv(t)
+	gate = t.TempDir() + "/go"
 	cfg := e.Config(t, fmt.Sprintf(`  - name: long
     schedule: "@every 1m"
     exec:
@@ -194,18 +196,24 @@ func TestLongRunShowsAsRunning(t *testing.T) {
 `, gate))
 	cfg.History.StartAfter = time.Second
 	now := time.Now()
-	clk := clock.NewFake(now)
+	clk = clock.NewFake(now)
 	w := e.worker(t, cfg, executor.New(), WithReplica("worker-1"), WithClock(clk))
 	d := handoff.New(cfg, e.Client, w, handoff.WithQueueRedis(e.RDB))
-	tk := worktest.TickOf("long", 1)
-	if err := d.Dispatch(context.Background(), tk); err != nil {
+	if err := d.Dispatch(context.Background(), worktest.TickOf("long", 1)); err != nil {
 		t.Fatal(err)
 	}
 	poll.Require(t, worktest.Wait, "the run to start", func() bool { return clk.Waiting(now.Add(cfg.History.StartAfter)) })
+	return e, clk, gate
+}
+
+// A run that lasts longer than history.start_after shows as running while it
+// runs, and its end completes the same record.
+func TestLongRunShowsAsRunning(t *testing.T) {
+	e, clk, gate := startLongRun(t)
 	if recs, _ := jobs.ReadHistory(context.Background(), e.RDB, "baton", "long", 0); len(recs) != 0 {
 		t.Fatalf("history %+v before startedAfter; want none", recs)
 	}
-	clk.Advance(cfg.History.StartAfter)
+	clk.Advance(time.Second)
 	running := historyOf(t, e, "long", 1, func(r []jobs.RunRecord) bool { return r[0].Status == jobs.StatusRunning })
 	if running[0].Started.IsZero() || running[0].Worker != "worker-1" {
 		t.Errorf("the running record: %+v", running[0])
@@ -225,26 +233,10 @@ func TestLongRunShowsAsRunning(t *testing.T) {
 // or every long run shows a start a second late and a duration a second
 // short (the ledger's duration_ms, baton history, the dashboard).
 func TestLongRunRecordStartsWhenTheRunStarted(t *testing.T) {
-	e := newEnv(t)
-	gate := t.TempDir() + "/go"
-	cfg := e.Config(t, fmt.Sprintf(`  - name: long
-    schedule: "@every 1m"
-    exec:
-      command: [sh, -c, 'while [ ! -e %q ]; do sleep 0.02; done']
-`, gate))
-	cfg.History.StartAfter = time.Second
-	now := time.Now()
-	clk := clock.NewFake(now)
-	w := e.worker(t, cfg, executor.New(), WithReplica("worker-1"), WithClock(clk))
-	d := handoff.New(cfg, e.Client, w, handoff.WithQueueRedis(e.RDB))
-	tk := worktest.TickOf("long", 1)
-	if err := d.Dispatch(context.Background(), tk); err != nil {
-		t.Fatal(err)
-	}
-	poll.Require(t, worktest.Wait, "the run to start", func() bool { return clk.Waiting(now.Add(cfg.History.StartAfter)) })
+	e, clk, gate := startLongRun(t)
 	running := time.Now() // the run has started by now
 	time.Sleep(700 * time.Millisecond)
-	clk.Advance(cfg.History.StartAfter) // the run has lasted start_after
+	clk.Advance(time.Second) // the run has lasted start_after
 	recs := historyOf(t, e, "long", 1, func(r []jobs.RunRecord) bool { return r[0].Status == jobs.StatusRunning })
 	if got := recs[0].Started; got.After(running.Add(200 * time.Millisecond)) {
 		t.Errorf("the running record's start %v is %s after the run was seen running (%v)",
