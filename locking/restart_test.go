@@ -265,6 +265,7 @@ func TestReleaseAfterKeyVanishedOnMajority(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	heldEverywhere(t, ctx, servers, "baton:lock:{gone}")
 	for _, s := range servers[:2] {
 		if err := s.TestClient(t).Del(ctx, "baton:lock:{gone}").Err(); err != nil {
 			t.Fatal(err)
@@ -297,6 +298,7 @@ func TestReleaseOverNewConnectionsStillSeesVanishedKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	heldEverywhere(t, ctx, servers, "baton:lock:{grown}")
 	for _, s := range servers[:2] {
 		if err := s.TestClient(t).Del(ctx, "baton:lock:{grown}").Err(); err != nil {
 			t.Fatal(err)
@@ -675,5 +677,20 @@ func TestQuorumCountersExpire(t *testing.T) {
 		if err != nil || ttl <= 0 {
 			t.Fatalf("master %d: counter ttl %v, %v; want an expiry", i, ttl, err)
 		}
+	}
+}
+
+// heldEverywhere waits until key exists on every server. TryLock returns once
+// a quorum granted: the last master's grant may still be on its way, and a
+// test that deletes the key on a majority before it lands would see that
+// grant make a majority again.
+func heldEverywhere(t *testing.T, ctx context.Context, servers []*redistest.Server, key string) {
+	t.Helper()
+	for _, s := range servers {
+		rdb := s.TestClient(t)
+		poll.Require(t, 30*time.Second, s.Addr()+" to grant "+key, func() bool {
+			n, err := rdb.Exists(ctx, key).Result()
+			return err == nil && n == 1
+		})
 	}
 }
