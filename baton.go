@@ -36,6 +36,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/executor"
 	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/layout"
 	"github.com/batonhq/baton/internal/locknames"
 	"github.com/batonhq/baton/internal/quorum"
 	"github.com/batonhq/baton/internal/roster"
@@ -226,7 +227,7 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	r.own = append(r.own, queue)
 	// the runtime schedules: every lookup of a job by name finds them
 	// beside the job list, and the scheduler gets them as they change
-	r.follower = schedstore.NewFollower(schedstore.New(queue, cfg.Namespace, handoff.NewSigner(cfg.Security)), cfg,
+	r.follower = schedstore.NewFollower(schedstore.Of(queue, cfg), cfg,
 		r.applySchedules, schedstore.WithLogger(log.With("component", "schedules")), schedstore.WithFetch())
 	cfg = cfg.WithSource(r.follower)
 	r.cfg = cfg
@@ -416,6 +417,9 @@ func (r *Replica) Start(ctx context.Context) error {
 	defer cancel()
 	if err := r.queue.Ping(pctx).Err(); err != nil {
 		return fmt.Errorf("replica %s: queue Redis %s does not answer: %w", r.id, wiring.DescribeRedis(r.cfg), err)
+	}
+	if err := layout.Check(pctx, r.queue, r.cfg); err != nil {
+		return fmt.Errorf("replica %s: %w", r.id, err)
 	}
 	if err := r.worker.Start(); err != nil {
 		return fmt.Errorf("replica %s: start worker: %w", r.id, err)

@@ -49,7 +49,7 @@ func NewCluster(cfg *config.Config) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{queue: queue, closers: []func(){func() { _ = queue.Close() }}}
-	c.schedules = schedstore.New(queue, cfg.Namespace, handoff.NewSigner(cfg.Security))
+	c.schedules = schedstore.Of(queue, cfg)
 	c.cfg = cfg.WithSource(schedstore.NewFollower(c.schedules, cfg, nil, schedstore.WithFetch()))
 	masters, err := wiring.DialMasters(cfg)
 	if err != nil {
@@ -485,7 +485,9 @@ func (c *Cluster) orphanQueues(members []roster.Member) []string {
 	for _, m := range members {
 		for _, q := range m.Queues {
 			if m.Live {
-				consumed[c.cfg.QueueName(q)] = true
+				for _, lane := range c.cfg.QueueLanes(q) {
+					consumed[lane] = true
+				}
 			}
 		}
 	}

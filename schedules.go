@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/layout"
 	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/internal/schedstore"
 	"github.com/batonhq/baton/internal/strictyaml"
@@ -155,6 +156,17 @@ type SchedulePage struct {
 // scheduleStore is the cluster's store of runtime schedules.
 func (c *Cluster) scheduleStore() *schedstore.Store { return c.schedules }
 
+// writableStore is the store of runtime schedules, once the config's
+// layout is found to be the namespace's (one read before each write: a
+// baton init may have moved the namespace to another since this Cluster
+// was made): a put into a shard the replicas do not read would never run.
+func (c *Cluster) writableStore(ctx context.Context) (*schedstore.Store, error) {
+	if err := layout.Check(ctx, c.queue, c.cfg); err != nil {
+		return nil, err
+	}
+	return c.schedules, nil
+}
+
 // PutSchedule creates or replaces runtime schedule id with spec, after the
 // checks of a job of the list (a *config.ConfigError naming each field and
 // why) and of the runtime rules (see config.DecodeSchedule). Every running
@@ -189,7 +201,11 @@ func (c *Cluster) putSchedule(ctx context.Context, id string, doc []byte, versio
 	if err != nil {
 		return Schedule{}, err
 	}
-	rec, err := c.scheduleStore().Put(ctx, id, stored, version)
+	st, err := c.writableStore(ctx)
+	if err != nil {
+		return Schedule{}, err
+	}
+	rec, err := st.Put(ctx, id, stored, version)
 	if err != nil {
 		return Schedule{}, err
 	}
@@ -265,7 +281,11 @@ func (c *Cluster) DeleteSchedule(ctx context.Context, id string, stopRunning boo
 	if err := config.CheckScheduleID(id); err != nil {
 		return err
 	}
-	ok, err := c.scheduleStore().Delete(ctx, id)
+	st, err := c.writableStore(ctx)
+	if err != nil {
+		return err
+	}
+	ok, err := st.Delete(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -279,7 +299,7 @@ func (c *Cluster) DeleteSchedule(ctx context.Context, id string, stopRunning boo
 		return m.Del(ctx, pauseKey).Err()
 	})
 	c.notePauseOf(ctx, ScheduleJobName(id), false, time.Time{})
-	c.queue.ZRem(ctx, runlog.FailingKey(c.cfg.Namespace), id)
+	c.queue.ZRem(ctx, runlog.FailingKey(c.cfg, id), id)
 	// a schedule put again under this id is a new one: its max_runs
 	// counts from zero
 	c.queue.Del(ctx, handoff.RunCountKeys(c.cfg.Namespace, ScheduleJobName(id))...)
@@ -347,10 +367,11 @@ func scheduleOf(r schedstore.Record) Schedule {
 	return Schedule{ID: r.ID, Job: ScheduleJobName(r.ID), Definition: r.Doc, Created: r.Created, Updated: r.Updated, Version: r.Version}
 }
 
-// ScheduleVersion is the last change of the runtime schedules the replica
-// holds (Schedule.Version counts them): a put whose version is at most
-// this is in the replica's scheduler and lookups.
-func (r *Replica) ScheduleVersion() int64 { return r.follower.Version() }
+// ScheduleVersion is the last change the replica holds of the runtime
+// schedules of schedule id's shard (schedules.shards; Schedule.Version
+// counts the shard's changes): a put of id whose version is at most this
+// is in the replica's scheduler and lookups.
+func (r *Replica) ScheduleVersion(id string) int64 { return r.follower.Version(id) }
 
 // Schedules returns how many runtime schedules the replica holds.
 func (r *Replica) Schedules() int { return r.follower.Len() }

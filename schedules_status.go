@@ -1,6 +1,7 @@
 package baton
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,8 +18,10 @@ import (
 )
 
 // The runtime schedules in the status: a summary, not a row each (there
-// may be 100,000). It is read in one pipelined round trip to the queue
-// Redis from keys kept small on purpose:
+// may be 100,000). It is read in two pipelined round trips to the queue
+// Redis from keys kept small on purpose (the definitions and the failing
+// index in each shard of schedules.shards: {schedules.K} for shard K when
+// there are several):
 //
 //	NS:{schedules}:defs     the definitions (schedstore): HLEN counts them
 //	NS:{schedules}:paused   zset id -> when paused (ms), kept by
@@ -95,23 +98,30 @@ func (c *Cluster) notePauseOf(ctx context.Context, job string, paused bool, at t
 func (c *Cluster) schedulesStatus(ctx context.Context, members []roster.Member) (*SchedulesStatus, error) {
 	ns := c.cfg.Namespace
 	var (
-		count, paused, failing *redis.IntCmd
-		first, failingFirst    *redis.StringSliceCmd
-		refused                *redis.MapStringStringCmd
+		paused       *redis.IntCmd
+		counts       []*redis.IntCmd // failing, by shard
+		first        *redis.StringSliceCmd
+		failingFirst []*redis.ZSliceCmd // by shard
+		refused      *redis.MapStringStringCmd
 	)
 	_, err := c.queue.Pipelined(ctx, func(p redis.Pipeliner) error {
-		count = p.HLen(ctx, ns+":{schedules}:defs")
 		paused = p.ZCard(ctx, schedulesPausedKey(ns))
 		first = p.ZRange(ctx, schedulesPausedKey(ns), 0, schedulesListed-1)
 		refused = p.HGetAll(ctx, schedulesRefusedKey(ns))
-		failing = p.ZCard(ctx, runlog.FailingKey(ns))
-		failingFirst = p.ZRange(ctx, runlog.FailingKey(ns), 0, schedulesListed-1)
+		for _, k := range runlog.FailingKeys(c.cfg) {
+			counts = append(counts, p.ZCard(ctx, k))
+			failingFirst = append(failingFirst, p.ZRangeWithScores(ctx, k, 0, schedulesListed-1))
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("runtime schedules: %w", err)
 	}
-	st := &SchedulesStatus{Count: count.Val(), Paused: paused.Val(), PausedFirst: first.Val()}
+	count, err := c.schedules.Count(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("runtime schedules: %w", err)
+	}
+	st := &SchedulesStatus{Count: count, Paused: paused.Val(), PausedFirst: first.Val()}
 	live := map[string]bool{}
 	for _, m := range members {
 		live[m.ID] = m.Live
@@ -137,8 +147,23 @@ func (c *Cluster) schedulesStatus(ctx context.Context, members []roster.Member) 
 		st.RefusedFirst = st.RefusedFirst[:schedulesListed]
 	}
 	st.Refused = max(st.Refused, len(st.RefusedFirst))
-	st.Failing = failing.Val()
-	if err := c.failingSchedules(ctx, st, failingFirst.Val()); err != nil {
+	// the earliest failures of all shards
+	var failed []redis.Z
+	for k := range counts {
+		st.Failing += counts[k].Val()
+		failed = append(failed, failingFirst[k].Val()...)
+	}
+	slices.SortFunc(failed, func(a, b redis.Z) int {
+		if a.Score != b.Score {
+			return cmp.Compare(a.Score, b.Score)
+		}
+		return strings.Compare(fmt.Sprint(a.Member), fmt.Sprint(b.Member))
+	})
+	var ids []string
+	for _, z := range failed[:min(len(failed), schedulesListed)] {
+		ids = append(ids, fmt.Sprint(z.Member))
+	}
+	if err := c.failingSchedules(ctx, st, ids); err != nil {
 		return st, err
 	}
 	return st, nil

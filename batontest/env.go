@@ -255,7 +255,9 @@ func (e *Env) onRealRedis(t testing.TB) {
 			}
 		}
 		for q := range e.cfg.Worker.Queues {
-			e.rdb.SRem(ctx, asynqQueuesKey, e.cfg.QueueName(q))
+			for _, lane := range e.cfg.QueueLanes(q) {
+				e.rdb.SRem(ctx, asynqQueuesKey, lane)
+			}
 		}
 	})
 }

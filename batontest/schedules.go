@@ -110,8 +110,8 @@ func (e *Env) firstTick(j *config.Job, put time.Time) time.Time {
 // ver.
 func (e *Env) follow(t testing.TB, what, id string, ver int64) {
 	t.Helper()
-	if !poll.Until(e.timeout, func() bool { return e.replica.ScheduleVersion() >= ver }) {
+	if !poll.Until(e.timeout, func() bool { return e.replica.ScheduleVersion(id) >= ver }) {
 		t.Fatalf("batontest: %s(%q): the replica did not follow the change (version %d; it has %d) within %s",
-			what, id, ver, e.replica.ScheduleVersion(), e.timeout)
+			what, id, ver, e.replica.ScheduleVersion(id), e.timeout)
 	}
 }

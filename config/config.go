@@ -253,6 +253,14 @@ type WorkerConfig struct {
 	// Queues maps asynq queue names to priority weights (>= 1). Default
 	// {default: 1}. Setting it replaces the default map.
 	Queues map[string]int `yaml:"queues"`
+	// Lanes spreads the tasks of each queue over this many asynq queues,
+	// each in a hash slot of its own, so that a Redis Cluster spreads the
+	// queue over its primaries; a worker takes from every lane with the
+	// queue's weight, and a job's tasks always go to the same lane. Every
+	// replica of a namespace must say the same: `baton init` records it
+	// in Redis, and a replica whose config says otherwise refuses to
+	// start. Default 1; 1..1024.
+	Lanes int `yaml:"lanes"`
 	// ShutdownGrace is how long running tasks get to finish on shutdown.
 	// Default 30s; > 0.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
@@ -514,6 +522,7 @@ func defaultConfig() Config {
 		Worker: WorkerConfig{
 			Concurrency:   10,
 			Queues:        map[string]int{defaultQueue: 1},
+			Lanes:         1,
 			ShutdownGrace: 30 * time.Second,
 			PollInterval:  100 * time.Millisecond,
 		},
@@ -523,7 +532,7 @@ func defaultConfig() Config {
 			MaxTickRecords:  10000,
 		},
 		History:   HistoryConfig{Runs: 100, MaxAge: 7 * 24 * time.Hour},
-		Schedules: SchedulesConfig{MaxPayload: 16 << 10, History: 3, Resync: 5 * time.Minute},
+		Schedules: SchedulesConfig{MaxPayload: 16 << 10, History: 3, Resync: 5 * time.Minute, Shards: 1},
 	}
 }
 

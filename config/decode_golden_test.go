@@ -365,7 +365,9 @@ const (
 	laterHistory = "history:\n  runs: 100\n  max_age: 168h\n  start_after: 0s\n"
 	laterPoll    = "  poll_interval: 100ms\n"
 	// the schedules section came later still, printed at its defaults
-	laterSchedules = "schedules:\n  max_payload: 16384\n  history: 3\n  resync: 5m\n"
+	laterSchedules = "schedules:\n  max_payload: 16384\n  history: 3\n  resync: 5m\n  shards: 1\n"
+	// worker.lanes came with the Cluster scale-out
+	laterLanes = "  lanes: 1\n"
 )
 
 func loadDump(name, data string, skip []string) string {
@@ -374,7 +376,7 @@ func loadDump(name, data string, skip []string) string {
 		return "ERR " + err.Error() + "\n"
 	}
 	out := cfg.Redacted()
-	for _, later := range []string{laterHistory, laterPoll, laterSchedules} {
+	for _, later := range []string{laterHistory, laterPoll, laterSchedules, laterLanes} {
 		out = strings.Replace(out, later, "", 1)
 	}
 	return out + "\n"

@@ -1,14 +1,75 @@
 package config
 
-import "strings"
+import (
+	"hash/fnv"
+	"strconv"
+	"strings"
+)
 
 // QueueName is the asynq queue of config queue q: the namespace, a colon,
 // q. Deployments that share a Redis (staging and prod) never fetch or
-// dedupe each other's tasks.
+// dedupe each other's tasks. With worker.lanes > 1 it is lane 0's.
 func (c *Config) QueueName(q string) string { return c.Namespace + ":" + q }
 
+// laneSep joins a queue and its lane in an asynq queue's name: a character
+// no config queue name has.
+const laneSep = "#"
+
+// QueueFor is the asynq queue of job's tasks in config queue q: with
+// worker.lanes N > 1, the tasks of a queue are spread over N asynq queues,
+// each in a Redis Cluster slot of its own (QueueName(q), then
+// QueueName(q)#1 to #N-1), a job's always in the same one
+// (ScheduleShard(job, N)), so that a tick's task ID still dedupes it.
+func (c *Config) QueueFor(q, job string) string {
+	if k := ScheduleShard(job, c.Worker.Lanes); k > 0 {
+		return c.QueueName(q) + laneSep + strconv.Itoa(k)
+	}
+	return c.QueueName(q)
+}
+
+// QueueLanes are the asynq queues of config queue q: its worker.lanes lanes.
+func (c *Config) QueueLanes(q string) []string {
+	out := []string{c.QueueName(q)}
+	for k := 1; k < c.Worker.Lanes; k++ {
+		out = append(out, c.QueueName(q)+laneSep+strconv.Itoa(k))
+	}
+	return out
+}
+
 // QueueOf returns the config queue of asynq queue name (the inverse of
-// QueueName), and whether name is one of this namespace's.
+// QueueName and QueueFor: any lane's name gives its queue), and whether
+// name is one of this namespace's.
 func (c *Config) QueueOf(name string) (string, bool) {
-	return strings.CutPrefix(name, c.Namespace+":")
+	q, ours := strings.CutPrefix(name, c.Namespace+":")
+	if i := strings.LastIndex(q, laneSep); ours && i >= 0 {
+		q = q[:i]
+	}
+	return q, ours
+}
+
+// ScheduleShard returns the shard of runtime schedule id among shards
+// (schedules.shards): FNV-1a of the id, so every replica and tool agrees.
+func ScheduleShard(id string, shards int) int {
+	if shards <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return int(h.Sum32() % uint32(shards))
+}
+
+// ScheduleKeys is the prefix of the keys of shard shard of namespace ns's
+// runtime schedules: NS:{schedules}: with one shard, else
+// NS:{schedules.K}:, each shard in a hash slot of its own.
+func ScheduleKeys(ns string, shard, shards int) string {
+	if shards <= 1 {
+		return ns + ":{schedules}:"
+	}
+	return ns + ":{schedules." + strconv.Itoa(shard) + "}:"
+}
+
+// ScheduleKeysOf is the prefix of the keys of runtime schedule id's shard
+// (ScheduleKeys).
+func (c *Config) ScheduleKeysOf(id string) string {
+	return ScheduleKeys(c.Namespace, ScheduleShard(id, c.Schedules.Shards), c.Schedules.Shards)
 }

@@ -36,12 +36,22 @@ type SchedulesConfig struct {
 	// fallback for a change it missed (changes reach replicas at once, by
 	// a stream they follow). Default 5m; >= 10s.
 	Resync time.Duration `yaml:"resync"`
+	// Shards is how many parts the store of runtime schedules and its
+	// stream of changes are split into, each in a hash slot of its own, so
+	// that a Redis Cluster spreads them over its primaries. Every replica
+	// of a namespace must say the same: `baton init` records it in Redis
+	// and moves the stored schedules when it changes, and a replica whose
+	// config says otherwise refuses to start. Default 1; 1..1024.
+	Shards int `yaml:"shards"`
 	// Metrics lists the runtime schedules that get series of their own in
 	// the metrics, by id prefix ("report/tenant-42", "billing/"); the
 	// others count together under job="@" (a label per schedule would grow
 	// without bound). Default: none.
 	Metrics []string `yaml:"metrics"`
 }
+
+// MaxShards bounds schedules.shards and worker.queue_lanes.
+const MaxShards = 1024
 
 // MetricJob is the job label of job's metrics: its name, but "@" for a
 // runtime schedule that schedules.metrics does not name.
@@ -296,6 +306,9 @@ func (v *validator) schedules() {
 	}
 	if s.History < 0 || s.History > 1000 {
 		v.errf("schedules.history", "must be between 0 (no history) and 1000, got %d", s.History)
+	}
+	if s.Shards < 1 || s.Shards > MaxShards {
+		v.errf("schedules.shards", "must be between 1 and %d, got %d", MaxShards, s.Shards)
 	}
 	if s.Resync < 10*time.Second {
 		v.errf("schedules.resync", "must be >= 10s, got %s", formatDuration(s.Resync))

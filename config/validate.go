@@ -271,6 +271,9 @@ func (v *validator) worker() {
 			v.errf(p, "priority weight must be >= 1, got %d", w.Queues[name])
 		}
 	}
+	if w.Lanes < 1 || w.Lanes > MaxShards {
+		v.errf("worker.lanes", "must be between 1 and %d, got %d", MaxShards, w.Lanes)
+	}
 	if w.ShutdownGrace <= 0 {
 		v.errf("worker.shutdown_grace", "must be > 0, got %s", w.ShutdownGrace)
 	}

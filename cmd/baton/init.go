@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/redisurl"
 	"github.com/batonhq/baton/locking"
@@ -39,7 +40,16 @@ later waits out its quarantine as always. Run it by hand for a new set,
 never in every start: a set whose masters all restarted empty at once
 carries no marker either, and marking it fresh gives up restart safety.
 
-Exit status: 0 marked; 1 refused, or masters unreachable; 2 usage error.
+With --config it first records the config's layout for its namespace
+(schedules.shards and worker.lanes: every replica must use the same, and
+a replica whose config says otherwise refuses to start). When the shard
+count changes it moves the stored runtime schedules into their new shards,
+which needs every replica stopped; it refuses to drop lanes that still
+hold tasks. A deployment in use whose layout changed exits 0 although its
+masters carry markers already.
+
+Exit status: 0 marked (or a new layout recorded); 1 refused, or masters
+unreachable; 2 usage error.
 
 flags:
 `
@@ -81,7 +91,17 @@ func runInit(fs *flagSet, o *initFlags, args []string, stdout, stderr io.Writer)
 		if lerr != nil {
 			return usageExit("init", lerr, stderr)
 		}
-		err = baton.Init(ctx, cfg)
+		var changed bool
+		changed, err = initLayout(cfg, stdout)
+		if err == nil {
+			err = baton.Init(ctx, cfg)
+			if changed && errors.Is(err, locking.ErrMarked) {
+				// a deployment in use that moved to a new layout: its
+				// masters are marked already, as they should be
+				fmt.Fprintln(stdout, "the lock masters carry their markers already: left as they are")
+				return 0
+			}
+		}
 		if err != nil {
 			err = errors.New(cfg.MaskSecrets(err.Error()))
 		}
@@ -97,6 +117,37 @@ func runInit(fs *flagSet, o *initFlags, args []string, stdout, stderr io.Writer)
 	fmt.Fprintln(stdout, "marked the lock masters as a brand-new set: they vote at once")
 	return 0
 }
+
+// initLayout records cfg's layout (baton.InitLayout), moving the runtime
+// schedules when the shard count changes, with progress on stdout; changed
+// tells that the layout recorded before was another.
+func initLayout(cfg *config.Config, stdout io.Writer) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), layoutTimeout)
+	defer cancel()
+	last := time.Now()
+	rep, err := baton.InitLayout(ctx, cfg, func(moved int) {
+		if time.Since(last) >= time.Second {
+			last = time.Now()
+			fmt.Fprintf(stdout, "moving the runtime schedules to their new shards: %d moved\n", moved)
+		}
+	})
+	if err != nil {
+		return false, err
+	}
+	changed := rep.From != rep.To
+	if rep.Recorded {
+		fmt.Fprintf(stdout, "recorded the layout of namespace %q: schedules.shards %d, worker.lanes %d", cfg.Namespace, rep.To.Shards, rep.To.Lanes)
+		if changed {
+			fmt.Fprintf(stdout, " (was %d and %d; %d runtime schedules moved)", rep.From.Shards, rep.From.Lanes, rep.Moved)
+		}
+		fmt.Fprintln(stdout)
+	}
+	return changed, nil
+}
+
+// layoutTimeout bounds baton init's move of the runtime schedules to a
+// new layout (about a minute for 1,000,000 on one Redis).
+const layoutTimeout = 30 * time.Minute
 
 // initLockMasters marks the masters of baton lock --redis.
 func initLockMasters(ctx context.Context, urls []string, prefix, passwordFile string) error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -304,7 +305,7 @@ func (d *Sender) boundElsewhere(ctx context.Context, t scheduler.Tick, target st
 	}
 	var others []string // this namespace's other queues, config names
 	for _, name := range names {
-		if q, ours := d.cfg.QueueOf(name); ours && q != target {
+		if q, ours := d.cfg.QueueOf(name); ours && q != target && !slices.Contains(others, q) {
 			others = append(others, q)
 		}
 	}
@@ -316,11 +317,11 @@ func (d *Sender) boundElsewhere(ctx context.Context, t scheduler.Tick, target st
 	args := make([]any, 0, len(others)+2)
 	args = append(args, target, max(retention, time.Minute).Milliseconds())
 	for _, q := range others {
-		keys = append(keys, AsynqTaskKey(d.cfg.QueueName(q), t.ID()))
+		keys = append(keys, AsynqTaskKey(d.cfg.QueueFor(q, t.Job), t.ID()))
 		args = append(args, q)
 	}
 	if _, cluster := d.rdb.(*redis.ClusterClient); cluster {
-		q, err := d.queueHolding(ctx, others, t.ID())
+		q, err := d.queueHolding(ctx, others, t)
 		return elsewhere{queue: q}, err
 	}
 	q, err := bindQueue.Run(ctx, d.rdb, keys, args...).Text()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -123,24 +124,25 @@ func (d *Sender) taskEnqueued(ctx context.Context, t scheduler.Tick, own string)
 	}
 	queues := []string{own}
 	for _, name := range names {
-		if q, ours := d.cfg.QueueOf(name); ours && q != own {
+		if q, ours := d.cfg.QueueOf(name); ours && !slices.Contains(queues, q) {
 			queues = append(queues, q)
 		}
 	}
-	q, err := d.queueHolding(ctx, queues, t.ID())
+	q, err := d.queueHolding(ctx, queues, t)
 	return q != "", err
 }
 
 // queueHolding returns the first of queues (config names) in which asynq
-// holds the task with id, or "" if none does: one pipelined round trip.
-func (d *Sender) queueHolding(ctx context.Context, queues []string, id string) (string, error) {
+// holds tick t's task (in the job's lane), or "" if none does: one
+// pipelined round trip.
+func (d *Sender) queueHolding(ctx context.Context, queues []string, t scheduler.Tick) (string, error) {
 	if len(queues) == 0 {
 		return "", nil
 	}
 	pipe := d.rdb.Pipeline()
 	found := make([]*redis.IntCmd, len(queues))
 	for i, q := range queues {
-		found[i] = pipe.Exists(ctx, AsynqTaskKey(d.cfg.QueueName(q), id))
+		found[i] = pipe.Exists(ctx, AsynqTaskKey(d.cfg.QueueFor(q, t.Job), t.ID()))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return "", fmt.Errorf("look for the tick's task: %w", err)

@@ -146,7 +146,8 @@ func ParsePayload(b []byte) (scheduler.Tick, error) {
 //
 //   - TaskID(t.ID()): a tick can be enqueued once; a second enqueue fails with
 //     asynq.ErrTaskIDConflict while the task exists (see Retention);
-//   - Queue(cfg.QueueName(j.Queue)): the queue carries the namespace;
+//   - Queue(cfg.QueueFor(j.Queue, j.Name)): the queue carries the namespace
+//     (and the job's lane, with worker.lanes);
 //   - Timeout(j.Timeout) rounded up to whole seconds (asynq counts seconds, and
 //     would drop a sub-second timeout), NoTimeout for 0; for a buffering job
 //     (buffer_one, buffer_all) times its buffer bound + 1, as a kept tick's
@@ -194,7 +195,7 @@ func runTaskMessage(cfg *config.Config, j *config.Job, t scheduler.Tick, now tim
 	p := PayloadOf(t)
 	p.Trace = trace
 	p.Namespace = cfg.Namespace
-	p.Queue = cfg.QueueName(j.Queue)
+	p.Queue = cfg.QueueFor(j.Queue, j.Name)
 	p.Exp = TaskExpiry(cfg, j, t, now)
 	payload, err := json.Marshal(p)
 	if err != nil { // unreachable: plain fields

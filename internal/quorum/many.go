@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -30,6 +31,7 @@ func (m *Master) runLines(ctx context.Context, scripts []*Script, lines [][]any,
 		n     int // lines it carries
 	}
 	var out []sent
+	whole := map[*Script]bool{} // sent whole earlier in this pipeline
 	for i := 0; i < len(lines); {
 		n := 1
 		if chunk && !m.cluster {
@@ -41,10 +43,16 @@ func (m *Master) runLines(ctx context.Context, scripts []*Script, lines [][]any,
 		if n > 1 {
 			o = sent{s: scripts[i].many, line: manyLine(scripts[i], lines[i:i+n]), first: i, n: n}
 		}
-		if !m.knows(o.s) {
+		if !m.knows(o.s) && !whole[o.s] {
+			m.teach(ctx, o.s)
+		}
+		if !m.knows(o.s) && !whole[o.s] {
 			// sent whole, not by hash: a NOSCRIPT answer would be sent
-			// again after the lines behind it ran, out of order
+			// again after the lines behind it ran, out of order. Once is
+			// enough: the server caches it before it runs the lines
+			// behind it, sent by hash
 			o.line = o.s.evalLine(o.line)
+			whole[o.s] = true
 		}
 		out = append(out, o)
 		i += n
@@ -56,7 +64,7 @@ func (m *Master) runLines(ctx context.Context, scripts []*Script, lines [][]any,
 	}
 	_, _ = pipe.Exec(ctx) // each cmd carries its own error
 	for _, o := range out {
-		if o.line[0] == "eval" && o.cmd.Err() == nil {
+		if o.line[0] == "eval" && cached(o.cmd.Err()) {
 			m.sentWhole(o.s)
 		}
 	}
@@ -84,6 +92,24 @@ func (m *Master) runLines(ctx context.Context, scripts []*Script, lines [][]any,
 		split(ctx, cmd, lines[o.first:o.first+o.n], cmds[o.first:o.first+o.n])
 	}
 	return cmds
+}
+
+// teach loads s on every primary of a Redis Cluster (SCRIPT LOAD, which
+// go-redis sends to each), where an EVAL would teach only the node of its
+// key and every line of a big pipeline would have to go whole: a Cluster
+// master's connections are not counted, so it knows s from then on.
+func (m *Master) teach(ctx context.Context, s *Script) {
+	if m.cluster && m.RDB.ScriptLoad(ctx, s.src).Err() == nil {
+		m.sentWhole(s)
+	}
+}
+
+// cached tells, from a script call's error, that the server cached the
+// script: it ran (an answer, or an error it returned), rather than the
+// call failing on its way or the script failing to compile.
+func cached(err error) bool {
+	var re redis.Error
+	return err == nil || errors.As(err, &re) && !redis.HasErrorPrefix(err, "NOSCRIPT") && !strings.Contains(err.Error(), "Error compiling script")
 }
 
 // knows tells whether s was sent whole (EVAL, which caches it on the

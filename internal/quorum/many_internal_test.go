@@ -31,21 +31,7 @@ func newTestGroup(t *testing.T) (*Group, *redis.Client) {
 // scriptCalls is how many EVALSHA and EVAL calls the server has run.
 func scriptCalls(t *testing.T, rdb *redis.Client) int64 {
 	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, l := range strings.Split(info, "\n") {
-		for _, name := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(l), name); ok {
-				var c int64
-				_, _ = fmt.Sscanf(rest, "%d", &c)
-				n += c
-			}
-		}
-	}
-	return n
+	return commandCalls(t, rdb, "evalsha") + commandCalls(t, rdb, "eval")
 }
 
 // The items of a pipeline are sent as one script call per chunk of
@@ -195,4 +181,60 @@ func TestBatchKeepsCallOrderWhenTheServerLacksAScript(t *testing.T) {
 	b.mu.Lock()
 	b.busy -= maxPipelines - 1
 	b.mu.Unlock()
+}
+
+// commandCalls is how many calls of command name the server has run.
+func commandCalls(t *testing.T, rdb *redis.Client, name string) int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "cmdstat_"+name+":calls="); ok {
+			var c int64
+			_, _ = fmt.Sscanf(rest, "%d", &c)
+			return c
+		}
+	}
+	return 0
+}
+
+// The first pipeline of a script the master has not been sent (a replica's
+// first big instant) sends it whole once, in its first line: the server
+// caches it before it runs the lines behind, which go by hash. Lines whose
+// script answers an error of its own (a claim held elsewhere) teach it too.
+func TestFirstPipelineSendsAScriptWholeOnce(t *testing.T) {
+	g, rdb := newTestGroup(t)
+	ctx := context.Background()
+	m := g.masters[0]
+	s := NewScript(`if ARGV[1] == '0' then return redis.error_reply('BUSY 5') end redis.call('SET', KEYS[1], ARGV[1]) return 1`)
+	const n = 50
+	scripts := make([]*Script, n)
+	lines := make([][]any, n)
+	for i := range n {
+		scripts[i], lines[i] = s, s.Line([]string{fmt.Sprintf("k%d", i)}, i)
+	}
+	evals, shas := commandCalls(t, rdb, "eval"), commandCalls(t, rdb, "evalsha")
+	cmds := m.runLines(ctx, scripts, lines, false)
+	for i, c := range cmds {
+		if i == 0 {
+			if err := c.Err(); err == nil || !strings.HasPrefix(err.Error(), "BUSY") {
+				t.Fatalf("line 0: %v, want its BUSY", err)
+			}
+			continue
+		}
+		if v, err := c.Int64(); err != nil || v != 1 {
+			t.Fatalf("line %d: %v, %v", i, v, err)
+		}
+	}
+	if e, h := commandCalls(t, rdb, "eval")-evals, commandCalls(t, rdb, "evalsha")-shas; e != 1 || h != n-1 {
+		t.Fatalf("%d lines: %d EVAL and %d EVALSHA, want 1 and %d", n, e, h, n-1)
+	}
+	// the script is known now: the next pipeline goes by hash alone
+	evals = commandCalls(t, rdb, "eval")
+	m.runLines(ctx, scripts, lines, false)
+	if e := commandCalls(t, rdb, "eval") - evals; e != 0 {
+		t.Fatalf("second pipeline: %d EVAL", e)
+	}
 }

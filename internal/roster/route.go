@@ -123,10 +123,11 @@ func OnlyRuns(cfg, next *config.Config) map[string]map[string]bool {
 			if j.Mode != config.ModeCron || (same && Runs(nextWorker, Task{Job: j.Name}, q)) {
 				continue
 			}
-			if out[cfg.QueueName(q)] == nil {
-				out[cfg.QueueName(q)] = map[string]bool{}
+			name := cfg.QueueFor(q, j.Name)
+			if out[name] == nil {
+				out[name] = map[string]bool{}
 			}
-			out[cfg.QueueName(q)][j.Name] = true
+			out[name][j.Name] = true
 		}
 	}
 	return out

@@ -1,6 +1,10 @@
 package runlog
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/batonhq/baton/config"
+)
 
 // Key is the stream that holds job's history in namespace ns, on the
 // queue Redis.
@@ -16,6 +20,16 @@ func onceKey(ns, job, status string, atMillis int64) string {
 	return Key(ns, job) + ":" + status + ":" + strconv.FormatInt(atMillis, 10)
 }
 
-// FailingKey is the sorted set of namespace ns's runtime schedules whose
-// newest run failed: id -> when the failures began (ms).
-func FailingKey(ns string) string { return ns + ":{schedules}:failing" }
+// FailingKey is the sorted set of the runtime schedules of schedule id's
+// shard (config.ScheduleKeysOf) whose newest run failed: id -> when the
+// failures began (ms). It shares its shard's slot with the definitions.
+func FailingKey(cfg *config.Config, id string) string { return cfg.ScheduleKeysOf(id) + "failing" }
+
+// FailingKeys are the FailingKey of every shard of cfg's runtime schedules.
+func FailingKeys(cfg *config.Config) []string {
+	out := make([]string, cfg.Schedules.Shards)
+	for k := range out {
+		out[k] = config.ScheduleKeys(cfg.Namespace, k, cfg.Schedules.Shards) + "failing"
+	}
+	return out
+}

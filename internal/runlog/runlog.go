@@ -236,7 +236,7 @@ func (h *Writer) noteFailing(ctx context.Context, t scheduler.Tick, status strin
 	case "failed", "timed out", "lease lost": // jobs.Status.Failed
 		failed = "1"
 	}
-	keys := []string{FailingKey(h.cfg.Namespace), h.cfg.Namespace + ":{schedules}:defs"}
+	keys := []string{FailingKey(h.cfg, id), h.cfg.ScheduleKeysOf(id) + "defs"}
 	if err := failingScript.Run(ctx, h.rdb, keys, id, failed).Err(); err != nil {
 		h.log.Warn("cannot write the index of failing runtime schedules", slog.String("job", t.Job), slog.Any("error", err))
 	}

@@ -67,19 +67,19 @@ func TestFailedRunsOfRuntimeSchedulesIndexed(t *testing.T) {
 	end := func(job, status string) {
 		w.Finished(ctx, worktest.TickOf(job, 1), &config.Job{Name: job}, End{Replica: "r1", Attempt: 1, Status: status})
 	}
-	index := func() []string { return rdb.ZRange(ctx, FailingKey("ix"), 0, -1).Val() }
+	index := func() []string { return rdb.ZRange(ctx, FailingKey(cfg, "a"), 0, -1).Val() }
 	end("@a", "failed")
 	end("@b", "timed out")
 	end("listed", "failed")
-	since := rdb.ZScore(ctx, FailingKey("ix"), "a").Val()
+	since := rdb.ZScore(ctx, FailingKey(cfg, "a"), "a").Val()
 	end("@a", "lease lost")
-	if got := index(); fmt.Sprint(got) != "[a b]" || rdb.ZScore(ctx, FailingKey("ix"), "a").Val() != since {
+	if got := index(); fmt.Sprint(got) != "[a b]" || rdb.ZScore(ctx, FailingKey(cfg, "a"), "a").Val() != since {
 		t.Fatalf("index %v: want a (since its first failure) and b", got)
 	}
 	end("@a", "ok")
 	rdb.HDel(ctx, "ix:{schedules}:defs", "b")
-	rdb.ZRem(ctx, FailingKey("ix"), "b") // as DeleteSchedule does
-	end("@b", "failed")                  // a run that ends after the delete
+	rdb.ZRem(ctx, FailingKey(cfg, "a"), "b") // as DeleteSchedule does
+	end("@b", "failed")                      // a run that ends after the delete
 	if got := index(); len(got) != 0 {
 		t.Fatalf("index %v: want none", got)
 	}

@@ -54,10 +54,15 @@ type Follower struct {
 	byName  map[string]entry // job name -> the schedule as last read
 	refused map[string]error // id -> why it is not run
 
-	applyMu sync.Mutex // one reader at a time: Sync, the stream, resyncs
-	ver     int64      // the last change applied
-	last    string     // the stream id of the last change read
-	synced  time.Time  // when the last full read was applied
+	applyMu sync.Mutex   // one reader at a time: Sync, the streams, resyncs
+	shards  []shardState // by shard, under applyMu
+}
+
+// shardState is how far a Follower's copy of one shard is.
+type shardState struct {
+	ver    int64     // the last change applied
+	last   string    // the stream id of the last change read
+	synced time.Time // when the last full read was applied
 }
 
 type entry struct {
@@ -79,7 +84,7 @@ func WithFetch() FollowerOption { return func(f *Follower) { f.fetch = true } }
 // (config.DecodeSchedule), calling apply (nil: nothing) with each change.
 func NewFollower(st *Store, base *config.Config, apply func(put []Change, removed []string), opts ...FollowerOption) *Follower {
 	f := &Follower{st: st, base: base, apply: apply, log: slog.New(slog.DiscardHandler), resync: base.Schedules.Resync,
-		byName: map[string]entry{}, refused: map[string]error{}}
+		byName: map[string]entry{}, refused: map[string]error{}, shards: make([]shardState, st.Shards())}
 	for _, o := range opts {
 		o(f)
 	}
@@ -159,24 +164,38 @@ func (f *Follower) Refused() []Refusal {
 	return out
 }
 
-// Version returns the last change the copy holds.
-func (f *Follower) Version() int64 {
+// Version returns the last change the copy holds of schedule id's shard:
+// a put of id whose Record.Version is at most this is in the copy.
+func (f *Follower) Version(id string) int64 {
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
-	return f.ver
+	return f.shards[f.st.ShardOf(id)].ver
 }
 
 // Sync reads every schedule and applies what differs from the copy. It
 // logs what it read, and each schedule it refuses (once per definition).
 func (f *Follower) Sync(ctx context.Context) error {
-	f.applyMu.Lock()
-	defer f.applyMu.Unlock()
-	return f.syncLocked(ctx)
+	began := time.Now()
+	var ver int64
+	for k := range f.shards {
+		if err := f.syncShard(ctx, k); err != nil {
+			return err
+		}
+		f.applyMu.Lock()
+		ver += f.shards[k].ver
+		f.applyMu.Unlock()
+	}
+	f.log.Info("runtime schedules read", "schedules", f.Len(), "refused", len(f.Refused()), "shards", len(f.shards),
+		"version", ver, "took", time.Since(began).Round(time.Millisecond))
+	return nil
 }
 
-func (f *Follower) syncLocked(ctx context.Context) error {
-	began := time.Now()
-	k := f.st.keys
+// syncShard reads every schedule of shard sh and applies what differs from
+// the copy.
+func (f *Follower) syncShard(ctx context.Context, sh int) error {
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
+	k := f.st.shards[sh]
 	var verCmd *redis.StringCmd
 	var lastCmd *redis.XMessageSliceCmd
 	// the version and the stream's last entry, at one instant: what the
@@ -214,21 +233,23 @@ func (f *Follower) syncLocked(ctx context.Context) error {
 	f.mu.RLock()
 	var removed []string
 	for name := range f.byName {
-		if id, _ := config.ScheduleID(name); raws[id] == "" {
+		if id, _ := config.ScheduleID(name); f.st.ShardOf(id) == sh && raws[id] == "" {
 			removed = append(removed, name)
 		}
 	}
-	f.mu.RUnlock()
+	var unrefused []string
 	for id := range f.refused {
-		if _, ok := raws[id]; !ok {
-			f.forgetRefusal(id)
+		if _, ok := raws[id]; !ok && f.st.ShardOf(id) == sh {
+			unrefused = append(unrefused, id)
 		}
+	}
+	f.mu.RUnlock()
+	for _, id := range unrefused {
+		f.forgetRefusal(id)
 	}
 	put := f.changed(raws)
 	f.commit(put, removed)
-	f.ver, f.last, f.synced = ver, last, time.Now()
-	f.log.Info("runtime schedules read", "schedules", f.Len(), "refused", len(f.Refused()), "version", ver,
-		"took", time.Since(began).Round(time.Millisecond))
+	f.shards[sh] = shardState{ver: ver, last: last, synced: time.Now()}
 	return nil
 }
 
@@ -300,28 +321,44 @@ func (f *Follower) commit(put []Change, removed []string) {
 	f.apply(put, removed)
 }
 
-// Run follows the changes until ctx ends: it reads the stream of changes
-// as they are made, and every schedule again every schedules.resync, or at
-// once when the stream shows a gap (a replica that fell behind its length,
-// a Redis that restarted empty). Sync must have been called, or Run calls
-// it first. Failures are logged and retried every second.
+// Run follows the changes until ctx ends: it reads each shard's stream of
+// changes as they are made, and every schedule of the shard again every
+// schedules.resync, or at once when the stream shows a gap (a replica that
+// fell behind its length, a Redis that restarted empty). Sync must have
+// been called, or Run reads each shard first. Failures are logged and
+// retried every second.
 func (f *Follower) Run(ctx context.Context) {
-	needSync := f.synced.IsZero()
+	var wg sync.WaitGroup
+	for sh := range f.shards {
+		wg.Go(func() { f.runShard(ctx, sh) })
+	}
+	wg.Wait()
+}
+
+// runShard follows shard sh's changes until ctx ends.
+func (f *Follower) runShard(ctx context.Context, sh int) {
+	f.applyMu.Lock()
+	needSync := f.shards[sh].synced.IsZero()
+	f.applyMu.Unlock()
 	for ctx.Err() == nil {
-		if needSync || time.Since(f.synced) >= f.resync {
-			if err := f.Sync(ctx); err != nil {
+		f.applyMu.Lock()
+		synced := f.shards[sh].synced
+		f.applyMu.Unlock()
+		if needSync || time.Since(synced) >= f.resync {
+			if err := f.syncShard(ctx, sh); err != nil {
 				if ctx.Err() == nil {
-					f.log.Warn("cannot read the runtime schedules; retrying", "err", err)
+					f.log.Warn("cannot read the runtime schedules; retrying", "shard", sh, "err", err)
 					sleep(ctx, time.Second)
 				}
 				continue
 			}
 			needSync = false
+			continue
 		}
-		gap, err := f.follow(ctx)
+		gap, err := f.follow(ctx, sh, synced)
 		if err != nil {
 			if ctx.Err() == nil {
-				f.log.Warn("cannot follow the runtime schedules' changes; retrying", "err", err)
+				f.log.Warn("cannot follow the runtime schedules' changes; retrying", "shard", sh, "err", err)
 				sleep(ctx, time.Second)
 			}
 			continue
@@ -333,35 +370,36 @@ func (f *Follower) Run(ctx context.Context) {
 // followBlock is how long one read of the stream waits for a change.
 const followBlock = 2 * time.Second
 
-// follow reads the changes after the last one read, waiting up to
-// followBlock for one, and applies them; gap reports that some were lost.
-func (f *Follower) follow(ctx context.Context) (gap bool, err error) {
+// follow reads shard sh's changes after the last one read, waiting up to
+// followBlock for one (less when the shard's resync, synced + resync, comes
+// sooner), and applies them; gap reports that some were lost.
+func (f *Follower) follow(ctx context.Context, sh int, synced time.Time) (gap bool, err error) {
 	f.applyMu.Lock()
-	last := f.last
+	last := f.shards[sh].last
 	f.applyMu.Unlock()
-	block := min(followBlock, max(time.Until(f.synced.Add(f.resync)), time.Millisecond))
-	res, err := f.st.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{f.st.keys.log, last}, Count: 1000, Block: block}).Result()
+	block := min(followBlock, max(time.Until(synced.Add(f.resync)), time.Millisecond))
+	res, err := f.st.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{f.st.shards[sh].log, last}, Count: 1000, Block: block}).Result()
 	if errors.Is(err, redis.Nil) {
-		return f.wentBack(ctx)
+		return f.wentBack(ctx, sh)
 	}
 	if err != nil {
 		return false, err
 	}
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
-	if f.last != last {
+	if f.shards[sh].last != last {
 		return false, nil // a Sync ran meanwhile: read again from its entry
 	}
 	var ids []string
 	seen := map[string]bool{}
-	ver, lastID := f.ver, f.last
+	ver, lastID := f.shards[sh].ver, f.shards[sh].last
 	for _, s := range res {
 		for _, m := range s.Messages {
 			v, _ := strconv.ParseInt(fmt.Sprint(m.Values["ver"]), 10, 64)
 			if v != ver+1 {
 				// a change lost (the stream was trimmed past us) or the
 				// count restarted (Redis restarted empty): read them all
-				f.log.Info("runtime schedules: changes missed; reading them all", "had", ver, "next", v)
+				f.log.Info("runtime schedules: changes missed; reading the shard's all", "shard", sh, "had", ver, "next", v)
 				return true, nil
 			}
 			ver, lastID = v, m.ID
@@ -399,7 +437,7 @@ func (f *Follower) follow(ctx context.Context) (gap bool, err error) {
 	}
 	put = f.changed(raws)
 	f.commit(put, removed)
-	f.ver, f.last = ver, lastID
+	f.shards[sh].ver, f.shards[sh].last = ver, lastID
 	return false, nil
 }
 
@@ -409,8 +447,8 @@ func (f *Follower) follow(ctx context.Context) (gap bool, err error) {
 // last one read (its new entries, if any, come before it), so the stream
 // alone cannot tell. The change count or the stream's last entry gone
 // back says it.
-func (f *Follower) wentBack(ctx context.Context) (bool, error) {
-	k := f.st.keys
+func (f *Follower) wentBack(ctx context.Context, sh int) (bool, error) {
+	k := f.st.shards[sh]
 	var verCmd *redis.StringCmd
 	var lastCmd *redis.XMessageSliceCmd
 	_, err := f.st.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -431,8 +469,8 @@ func (f *Follower) wentBack(ctx context.Context) (bool, error) {
 	}
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
-	if ver < f.ver || streamIDLess(last, f.last) {
-		f.log.Info("runtime schedules: Redis holds fewer changes than were read (restarted?); reading them all", "had", f.ver, "now", ver)
+	if st := f.shards[sh]; ver < st.ver || streamIDLess(last, st.last) {
+		f.log.Info("runtime schedules: Redis holds fewer changes than were read (restarted?); reading the shard's all", "shard", sh, "had", st.ver, "now", ver)
 		return true, nil
 	}
 	return false, nil

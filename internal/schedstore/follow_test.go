@@ -69,7 +69,7 @@ func (a *applied) has(name string) bool {
 // following runs a Follower of cfg's schedules on rdb until the test ends.
 func following(t *testing.T, rdb *redis.Client, cfg *config.Config) (*Store, *Follower, *applied) {
 	t.Helper()
-	st := New(rdb, cfg.Namespace, handoff.NewSigner(cfg.Security))
+	st := Of(rdb, cfg)
 	a := &applied{jobs: map[string]*config.Job{}}
 	f := NewFollower(st, cfg, a.apply)
 	if err := f.Sync(context.Background()); err != nil {
@@ -101,7 +101,7 @@ func TestFollowerSeesPutsAndDeletesAsTheyAreMade(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	cfg := testConfig(t, "")
-	writer := New(rdb, cfg.Namespace, nil)
+	writer := New(rdb, cfg.Namespace, nil, 1)
 	put(t, writer, "before", `{schedule: "@hourly", handler: {name: h}}`)
 	_, f, a := following(t, rdb, cfg)
 	if !a.has("@before") {
@@ -132,9 +132,9 @@ func TestFollowerReadsEverythingAfterAGapInTheChanges(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	cfg := testConfig(t, "")
-	writer := New(rdb, cfg.Namespace, nil)
+	writer := New(rdb, cfg.Namespace, nil, 1)
 	ctx := context.Background()
-	st := New(rdb, cfg.Namespace, nil)
+	st := New(rdb, cfg.Namespace, nil, 1)
 	a := &applied{jobs: map[string]*config.Job{}}
 	f := NewFollower(st, cfg, a.apply)
 	if err := f.Sync(ctx); err != nil {
@@ -144,18 +144,18 @@ func TestFollowerReadsEverythingAfterAGapInTheChanges(t *testing.T) {
 		put(t, writer, fmt.Sprintf("s%d", i), `{schedule: "@hourly", handler: {name: h}}`)
 	}
 	// the first two changes are trimmed away before the follower reads
-	if err := rdb.XTrimMaxLen(ctx, newKeys("fs").log, 1).Err(); err != nil {
+	if err := rdb.XTrimMaxLen(ctx, newKeys("fs", 0, 1).log, 1).Err(); err != nil {
 		t.Fatal(err)
 	}
-	gap, err := f.follow(ctx)
+	gap, err := f.follow(ctx, 0, time.Now())
 	if err != nil || !gap {
 		t.Fatalf("follow: gap %v, err %v", gap, err)
 	}
 	if err := f.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if len(a.names()) != 3 || f.Version() != 3 {
-		t.Fatalf("after the full read: %v, version %d", a.names(), f.Version())
+	if len(a.names()) != 3 || f.Version("x") != 3 {
+		t.Fatalf("after the full read: %v, version %d", a.names(), f.Version("x"))
 	}
 }
 
@@ -165,7 +165,7 @@ func TestFollowerReadsEverythingWhenTheChangeCountStartsOver(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	cfg := testConfig(t, "")
-	writer := New(rdb, cfg.Namespace, nil)
+	writer := New(rdb, cfg.Namespace, nil, 1)
 	for i := range 3 {
 		put(t, writer, fmt.Sprintf("old%d", i), `{schedule: "@hourly", handler: {name: h}}`)
 	}
@@ -186,14 +186,14 @@ func TestFollowerRefusesADefinitionNotSignedWithTheKey(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	cfg := testConfig(t, "security: {signing_keys: [\""+testKey+"\"]}\n")
-	signedStore := New(rdb, cfg.Namespace, handoff.NewSigner(cfg.Security))
-	unsigned := New(rdb, cfg.Namespace, nil)
+	signedStore := New(rdb, cfg.Namespace, handoff.NewSigner(cfg.Security), 1)
+	unsigned := New(rdb, cfg.Namespace, nil, 1)
 	put(t, signedStore, "good", `{schedule: "@hourly", handler: {name: h}}`)
 	_, f, a := following(t, rdb, cfg)
 	put(t, unsigned, "forged", `{schedule: "@hourly", handler: {name: h}}`)
 	// a signed definition copied to another id
 	ctx := context.Background()
-	k := newKeys("fs")
+	k := newKeys("fs", 0, 1)
 	good, _ := rdb.HGet(ctx, k.defs, "good").Result()
 	if err := rdb.HSet(ctx, k.defs, "moved", good).Err(); err != nil {
 		t.Fatal(err)
@@ -224,9 +224,9 @@ func TestFollowerRefusesADefinitionNotSignedWithTheKey(t *testing.T) {
 func TestStoreNamesACorruptRecord(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
-	st := New(rdb, "fs", nil)
+	st := New(rdb, "fs", nil, 1)
 	ctx := context.Background()
-	rdb.HSet(ctx, newKeys("fs").defs, "bad", "garbage")
+	rdb.HSet(ctx, newKeys("fs", 0, 1).defs, "bad", "garbage")
 	_, err := st.Get(ctx, "bad")
 	var ce *CorruptError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "fs:{schedules}:defs") {
@@ -237,7 +237,7 @@ func TestStoreNamesACorruptRecord(t *testing.T) {
 // A put conditioned on a version fails once another put changed it.
 func TestPutIfVersionLosesNoOtherWritersChange(t *testing.T) {
 	srv := redistest.New(t)
-	st := New(srv.TestClient(t), "fs", nil)
+	st := New(srv.TestClient(t), "fs", nil, 1)
 	ctx := context.Background()
 	doc := json.RawMessage(`{"schedule":"@hourly","handler":{"name":"h"}}`)
 	r1, err := st.Put(ctx, "x", doc, 0)
@@ -263,7 +263,7 @@ func TestFollowerFindsARedisThatLostChangesWithoutANewOne(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	cfg := testConfig(t, "") // resync: 5m
-	writer := New(rdb, cfg.Namespace, nil)
+	writer := New(rdb, cfg.Namespace, nil, 1)
 	for i := range 3 {
 		put(t, writer, fmt.Sprintf("old%d", i), `{schedule: "@hourly", handler: {name: h}}`)
 	}
@@ -284,9 +284,9 @@ func TestScheduleJobLogsAnUnreadableDefinitionOnce(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	cfg := testConfig(t, "security: {signing_keys: [\""+testKey+"\"]}\n")
-	put(t, New(rdb, cfg.Namespace, nil), "forged", `{schedule: "@hourly", handler: {name: h}}`)
+	put(t, New(rdb, cfg.Namespace, nil, 1), "forged", `{schedule: "@hourly", handler: {name: h}}`)
 	var logs safeBuffer
-	f := NewFollower(New(rdb, cfg.Namespace, handoff.NewSigner(cfg.Security)), cfg, nil, WithFetch(),
+	f := NewFollower(New(rdb, cfg.Namespace, handoff.NewSigner(cfg.Security), 1), cfg, nil, WithFetch(),
 		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	for range 3 {
 		if j, ok := f.ScheduleJob("@forged"); ok {

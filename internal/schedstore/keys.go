@@ -1,21 +1,34 @@
 package schedstore
 
-// keys are the keys of a namespace's runtime schedules, on the queue Redis,
-// all in one hash slot so that a change is one script:
+import "github.com/batonhq/baton/config"
+
+// keys are the keys of one shard of a namespace's runtime schedules, on the
+// queue Redis, all in one hash slot so that a change is one script:
 //
 //	NS:{schedules}:defs  hash   id -> record (see record.go)
 //	NS:{schedules}:ids   zset   every id, score 0: listed in id order
 //	NS:{schedules}:log   stream one entry per change: ver, id, op (put|del)
 //	NS:{schedules}:ver   string the number of changes made
+//
+// With schedules.shards N > 1, shard K's keys carry the tag {schedules.K}
+// instead (config.ScheduleKeys): a schedule lives in shard
+// config.ScheduleShard(id, N), and a Redis Cluster spreads the shards over
+// its slots.
 type keys struct{ defs, ids, log, ver string }
 
-func newKeys(ns string) keys {
-	p := ns + ":{schedules}:"
+func newKeys(ns string, shard, shards int) keys {
+	p := config.ScheduleKeys(ns, shard, shards)
 	return keys{defs: p + "defs", ids: p + "ids", log: p + "log", ver: p + "ver"}
 }
 
 func (k keys) all() []string { return []string{k.defs, k.ids, k.log, k.ver} }
 
-// Keys returns the keys of namespace ns's runtime schedules, as
-// docs/operating.md's key table lists them.
-func Keys(ns string) []string { return newKeys(ns).all() }
+// Keys returns the keys of namespace ns's runtime schedules with shards
+// shards, as docs/operating.md's key table lists them.
+func Keys(ns string, shards int) []string {
+	var out []string
+	for k := range max(shards, 1) {
+		out = append(out, newKeys(ns, k, shards).all()...)
+	}
+	return out
+}

@@ -17,12 +17,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/handoff"
 )
 
@@ -48,7 +50,7 @@ type Record struct {
 	Doc     json.RawMessage // the definition: compact JSON, the job list's keys
 	Created time.Time       // when the id was first put (by Redis's clock)
 	Updated time.Time       // when this definition was put (by Redis's clock)
-	Version int64           // the change that put it: versions grow with every change of any schedule
+	Version int64           // the change that put it: versions grow with every change of any schedule of its shard
 	raw     string          // the stored value
 }
 
@@ -64,17 +66,37 @@ func (e *CorruptError) Error() string {
 
 // Store reads and writes a namespace's runtime schedules.
 type Store struct {
-	rdb  redis.UniversalClient
-	ns   string
-	keys keys
-	sign *handoff.Signer
+	rdb    redis.UniversalClient
+	ns     string
+	shards []keys // by shard
+	sign   *handoff.Signer
 }
 
-// New returns the Store of namespace ns on the queue Redis rdb, signing
-// and checking definitions with sign (nil or without keys: unsigned).
-func New(rdb redis.UniversalClient, ns string, sign *handoff.Signer) *Store {
-	return &Store{rdb: rdb, ns: ns, keys: newKeys(ns), sign: sign}
+// New returns the Store of namespace ns on the queue Redis rdb, split into
+// shards shards (schedules.shards; < 1: one), signing and checking
+// definitions with sign (nil or without keys: unsigned).
+func New(rdb redis.UniversalClient, ns string, sign *handoff.Signer, shards int) *Store {
+	shards = max(shards, 1)
+	s := &Store{rdb: rdb, ns: ns, sign: sign, shards: make([]keys, shards)}
+	for k := range shards {
+		s.shards[k] = newKeys(ns, k, shards)
+	}
+	return s
 }
+
+// Of returns the Store of cfg's runtime schedules on the queue Redis rdb.
+func Of(rdb redis.UniversalClient, cfg *config.Config) *Store {
+	return New(rdb, cfg.Namespace, handoff.NewSigner(cfg.Security), cfg.Schedules.Shards)
+}
+
+// Shards returns how many shards the store has.
+func (s *Store) Shards() int { return len(s.shards) }
+
+// ShardOf returns the shard of schedule id.
+func (s *Store) ShardOf(id string) int { return config.ScheduleShard(id, len(s.shards)) }
+
+// keysOf returns the keys of schedule id's shard.
+func (s *Store) keysOf(id string) keys { return s.shards[s.ShardOf(id)] }
 
 var (
 	//go:embed lua/put.lua
@@ -109,7 +131,7 @@ func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, ifVersi
 	if ifVersion >= 0 {
 		cond = strconv.FormatInt(ifVersion, 10)
 	}
-	res, err := putScript.Run(ctx, s.rdb, s.keys.all(), id, body, LogLength, cond).Int64Slice()
+	res, err := putScript.Run(ctx, s.rdb, s.keysOf(id).all(), id, body, LogLength, cond).Int64Slice()
 	if err != nil {
 		return Record{}, fmt.Errorf("runtime schedule %q: put: %w", id, err)
 	}
@@ -124,7 +146,7 @@ func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, ifVersi
 
 // Delete removes schedule id; false when there was none.
 func (s *Store) Delete(ctx context.Context, id string) (bool, error) {
-	ver, err := deleteScript.Run(ctx, s.rdb, s.keys.all(), id, LogLength).Int64()
+	ver, err := deleteScript.Run(ctx, s.rdb, s.keysOf(id).all(), id, LogLength).Int64()
 	if err != nil {
 		return false, fmt.Errorf("runtime schedule %q: delete: %w", id, err)
 	}
@@ -134,7 +156,7 @@ func (s *Store) Delete(ctx context.Context, id string) (bool, error) {
 // Get returns schedule id (ErrNotFound when there is none). A record that
 // is corrupt, unsigned or badly signed is an error naming it.
 func (s *Store) Get(ctx context.Context, id string) (Record, error) {
-	v, err := s.rdb.HGet(ctx, s.keys.defs, id).Result()
+	v, err := s.rdb.HGet(ctx, s.keysOf(id).defs, id).Result()
 	if errors.Is(err, redis.Nil) {
 		return Record{}, fmt.Errorf("runtime schedule %q: %w", id, ErrNotFound)
 	}
@@ -152,21 +174,36 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]Record, m
 	if len(ids) == 0 {
 		return recs, bad, nil
 	}
-	vals, err := s.rdb.HMGet(ctx, s.keys.defs, ids...).Result()
+	// one HMGET per shard, pipelined (a Cluster client sends each to its
+	// shard's primary)
+	byShard := map[int][]string{}
+	for _, id := range ids {
+		k := s.ShardOf(id)
+		byShard[k] = append(byShard[k], id)
+	}
+	cmds := map[int]*redis.SliceCmd{}
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, some := range byShard {
+			cmds[k] = p.HMGet(ctx, s.shards[k].defs, some...)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("runtime schedules: read: %w", err)
 	}
-	for i, v := range vals {
-		str, ok := v.(string)
-		if !ok {
-			continue
+	for k, some := range byShard {
+		for i, v := range cmds[k].Val() {
+			str, ok := v.(string)
+			if !ok {
+				continue
+			}
+			r, err := s.parse(some[i], str)
+			if err != nil {
+				bad[some[i]] = err
+				continue
+			}
+			recs[some[i]] = r
 		}
-		r, err := s.parse(ids[i], str)
-		if err != nil {
-			bad[ids[i]] = err
-			continue
-		}
-		recs[ids[i]] = r
 	}
 	return recs, bad, nil
 }
@@ -187,10 +224,23 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) (recs
 	if prefix != "" {
 		hi = "[" + prefix + "\xff"
 	}
-	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.keys.ids, Start: lo, Stop: hi, ByLex: true, Count: int64(limit) + 1}).Result()
+	// each shard's first limit+1 ids after lo, merged: the page is the
+	// first limit of them all
+	cmds := make([]*redis.StringSliceCmd, len(s.shards))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, ks := range s.shards {
+			cmds[k] = p.ZRangeArgs(ctx, redis.ZRangeArgs{Key: ks.ids, Start: lo, Stop: hi, ByLex: true, Count: int64(limit) + 1})
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("runtime schedules: list: %w", err)
 	}
+	var ids []string
+	for _, c := range cmds {
+		ids = append(ids, c.Val()...)
+	}
+	slices.Sort(ids)
 	if len(ids) > limit {
 		ids = ids[:limit]
 		next = ids[limit-1]
@@ -209,14 +259,28 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) (recs
 
 // Count returns how many runtime schedules there are.
 func (s *Store) Count(ctx context.Context) (int64, error) {
-	return s.rdb.HLen(ctx, s.keys.defs).Result()
+	cmds := make([]*redis.IntCmd, len(s.shards))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, ks := range s.shards {
+			cmds[k] = p.HLen(ctx, ks.defs)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
+	}
+	return n, nil
 }
 
 // parse reads a stored value: "created|updated|version|" and the signed
 // definition, checked against the signing keys.
 func (s *Store) parse(id, v string) (Record, error) {
 	corrupt := func(why string) (Record, error) {
-		return Record{}, &CorruptError{Key: s.keys.defs, ID: id, Why: why}
+		return Record{}, &CorruptError{Key: s.keysOf(id).defs, ID: id, Why: why}
 	}
 	parts := strings.SplitN(v, "|", 4)
 	if len(parts) != 4 {

@@ -303,6 +303,6 @@ func (e *engine) deletedSchedule(ctx context.Context, job string) bool {
 		return false
 	}
 	id, _ := config.ScheduleID(job)
-	_, err := schedstore.New(e.rdb, e.cfg.Namespace, handoff.NewSigner(e.cfg.Security)).Get(ctx, id)
+	_, err := schedstore.Of(e.rdb, e.cfg).Get(ctx, id)
 	return errors.Is(err, schedstore.ErrNotFound)
 }

@@ -119,7 +119,7 @@ func (w *Worker) routeSchedule(ctx context.Context, t scheduler.Tick, job *confi
 	}
 	// not found here: deleted, or a definition this replica's config refuses
 	id, _ := config.ScheduleID(t.Job)
-	rec, err := schedstore.New(w.rdb, w.cfg.Namespace, handoff.NewSigner(w.cfg.Security)).Get(ctx, id)
+	rec, err := schedstore.Of(w.rdb, w.cfg).Get(ctx, id)
 	var corrupt *schedstore.CorruptError
 	switch {
 	case errors.Is(err, schedstore.ErrNotFound):

@@ -316,7 +316,9 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 func (w *Worker) asynqQueues() map[string]int {
 	out := make(map[string]int, len(w.cfg.Worker.Queues))
 	for q, p := range w.cfg.Worker.Queues {
-		out[w.cfg.QueueName(q)] = p
+		for _, lane := range w.cfg.QueueLanes(q) {
+			out[lane] = p
+		}
 	}
 	return out
 }

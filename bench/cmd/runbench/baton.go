@@ -18,9 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton"
-	"github.com/batonhq/baton/bench/internal/redisinfo"
 	batonconfig "github.com/batonhq/baton/config"
-	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
 )
 
@@ -57,32 +55,42 @@ func (s *batonStarts) handle(_ context.Context, run jobs.Run) error {
 }
 
 // runBaton is baton's cell: cfg.schedules runtime schedules put through
-// Cluster.PutSchedule on one redis-server, cfg.replicas replicas (scheduler
-// and worker, in this process) running a Go handler, all schedules on the
-// same epoch-aligned period, cfg.instants measured instants. A tick's
-// dispatch time is the return of its hand-off into asynq
-// (baton.WithDispatchObserver); its start is the handler's first call.
-func runBaton(ctx context.Context, cfg cellConfig) (cellResult, error) {
+// Cluster.PutSchedule on one redis-server (cluster: a 3-primary Redis
+// Cluster, the schedules in 16 shards, each queue in 12 lanes),
+// cfg.replicas replicas (scheduler and worker, in this process) running a
+// Go handler, all schedules on the same epoch-aligned period, cfg.instants
+// measured instants. A tick's dispatch time is the return of its hand-off
+// into asynq (baton.WithDispatchObserver); its start is the handler's
+// first call.
+func runBaton(ctx context.Context, cfg cellConfig, cluster bool) (cellResult, error) {
 	res := cellResult{system: "baton runtime schedules", schedules: cfg.schedules, replicas: cfg.replicas}
 	spec := fmt.Sprintf("@every %ds", int(cfg.period.Seconds()))
-	res.runsWith = fmt.Sprintf("baton on one redis-server; N schedules `%s` put with Cluster.PutSchedule (Go handler, 16 putters); %d replicas (scheduler and worker, one process), worker concurrency %d",
-		spec, cfg.replicas, cfg.workers)
-	srv, err := redistest.Start()
+	where := "one redis-server"
+	if cluster {
+		res.system = "baton runtime schedules, Redis Cluster"
+		where = fmt.Sprintf("a Redis Cluster of %d primaries (schedules.shards %d, worker.lanes %d)", clusterPrimaries, clusterShards, clusterLanes)
+	}
+	res.runsWith = fmt.Sprintf("baton on %s; N schedules `%s` put with Cluster.PutSchedule (Go handler, 16 putters); %d replicas (scheduler and worker, one process), worker concurrency %d",
+		where, spec, cfg.replicas, cfg.workers)
+	admins, redisConf, err := batonRedis(cluster)
 	if err != nil {
 		return res, err
 	}
-	defer func() { _ = srv.Close() }()
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
-	defer func() { _ = admin.Close() }()
-	pid, _ := redisinfo.PID(admin)
-	logf("baton: redis-server %s (pid %d)", srv.Addr(), pid)
-	conf, err := batonconfig.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+	defer func() {
+		for _, a := range admins {
+			_ = a.close()
+		}
+	}()
+	conf, err := batonconfig.Load(fmt.Appendf(nil, `%s
 locking: {fresh_deployment: true}
 namespace: rb
-worker: {concurrency: %d}
+worker: {concurrency: %d, lanes: %d}
 jobs: []
-`, srv.Addr(), cfg.workers))
+`, redisConf, cfg.workers, workerLanes(cluster)))
 	if err != nil {
+		return res, err
+	}
+	if _, err := baton.InitLayout(ctx, conf, nil); err != nil {
 		return res, err
 	}
 	cl, err := baton.NewCluster(conf)
@@ -90,7 +98,7 @@ jobs: []
 		return res, err
 	}
 	defer cl.Close()
-	memBefore, err := usedMemory(ctx, admin)
+	memBefore, err := usedMemoryAll(ctx, admins)
 	if err != nil {
 		return res, err
 	}
@@ -107,7 +115,7 @@ jobs: []
 		return res, err
 	}
 	res.addTook = time.Since(began)
-	memIdle, err := usedMemory(ctx, admin)
+	memIdle, err := usedMemoryAll(ctx, admins)
 	if err != nil {
 		return res, err
 	}
@@ -168,8 +176,32 @@ jobs: []
 		instants = append(instants, first.Add(time.Duration(k)*cfg.period))
 	}
 	last := instants[len(instants)-1]
+	// Redis's idle cost (followers, pollers, a Cluster's bus), measured
+	// until a second before the first instant, is subtracted from the
+	// instants' Redis CPU
+	idleFrom, idleBefore, err := time.Now(), []time.Duration(nil), error(nil)
+	if idleBefore, err = redisCPUs(admins); err != nil {
+		return res, err
+	}
+	if err := sleepUntil(ctx, first.Add(-time.Second)); err != nil {
+		return res, err
+	}
+	idleAfter, err := redisCPUs(admins)
+	if err != nil {
+		return res, err
+	}
+	idleFor := time.Since(idleFrom)
 	logf("baton: measuring instants %s .. %s", first.Format("15:04:05"), last.Format("15:04:05"))
 	cpuInstants := cpuTime()
+	redisBefore, err := redisCPUs(admins)
+	if err != nil {
+		return res, err
+	}
+	statsBefore, err := commandStats(admins)
+	if err != nil {
+		return res, err
+	}
+	measuredFrom := time.Now()
 	if path := os.Getenv("RUNBENCH_CPUPROFILE"); path != "" {
 		// the instants' profile, for a look at where baton spends them
 		if f, err := os.Create(path); err == nil {
@@ -193,14 +225,25 @@ jobs: []
 		time.Sleep(250 * time.Millisecond)
 	}
 	cpuRan := cpuTime()
-	rssRan := rssKiB(os.Getpid())
-	memRan, err := usedMemory(ctx, admin)
+	redisAfter, err := redisCPUs(admins)
 	if err != nil {
 		return res, err
 	}
-	steady, err := steadyPerSchedule(ctx, admin, min(cfg.schedules, 200))
+	measuredFor := time.Since(measuredFrom)
+	statsAfter, err := commandStats(admins)
 	if err != nil {
 		return res, err
+	}
+	rssRan := rssKiB(os.Getpid())
+	memRan, err := usedMemoryAll(ctx, admins)
+	if err != nil {
+		return res, err
+	}
+	steady := "(per-key sizes: measured on one redis-server only)"
+	if !cluster {
+		if steady, err = steadyPerSchedule(ctx, admins[0].rdb, min(cfg.schedules, 200)); err != nil {
+			return res, err
+		}
 	}
 	obs := map[tickKey]*tickObs{}
 	starts.mu.Lock()
@@ -232,7 +275,9 @@ jobs: []
 	res.notes = append(res.notes,
 		fmt.Sprintf("put-to-visible (a put's return to the moment all %d replicas hold it), %d puts with the N schedules in place: p50 %s s, p99 %s s, max %s s",
 			cfg.replicas, len(visible), secs(pct(visible, 50)), secs(pct(visible, 99)), secs(slices.Max(visible))),
-		"dispatch is the return of the replica's hand-off into asynq (baton.WithDispatchObserver); start is the handler's first call")
+		"dispatch is the return of the replica's hand-off into asynq (baton.WithDispatchObserver); start is the handler's first call",
+		redisCPUNote(redisBefore, redisAfter, idleBefore, idleAfter, idleFor, measuredFor, cfg.schedules*len(instants)),
+		commandNote(statsBefore, statsAfter, cfg.schedules*len(instants)))
 	return res, nil
 }
 
@@ -279,7 +324,7 @@ func putToVisible(ctx context.Context, cl *baton.Cluster, replicas []*baton.Repl
 		}
 		put := time.Now()
 		for _, r := range replicas {
-			for r.ScheduleVersion() < s.Version {
+			for r.ScheduleVersion(s.ID) < s.Version {
 				if time.Since(put) > 30*time.Second {
 					return nil, fmt.Errorf("replica %s: put %d not visible after 30s", r.ID(), s.Version)
 				}

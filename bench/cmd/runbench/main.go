@@ -99,7 +99,7 @@ func main() {
 	n := flag.Int("schedules", 100000, "schedules added at runtime, all due at the same instant")
 	quick := flag.Bool("quick", false, "smoke run: 2000 schedules, one measured instant, 20s period for River and baton (explicit flags win)")
 	out := flag.String("out", "results/runtime.md", "where to write the markdown report")
-	peers := flag.String("peers", "river,asynq,baton", "systems to run, comma separated: river, asynq, baton")
+	peers := flag.String("peers", "river,asynq,baton", "systems to run, comma separated: river, asynq, baton, baton-cluster (a 3-primary Redis Cluster)")
 	flag.IntVar(&cfg.instants, "instants", 2, "measured due instants per cell (River adds the kill instant and one after it)")
 	flag.DurationVar(&cfg.period, "period", time.Minute, "River's and baton's schedule period (epoch-aligned; asynq's cron is always every minute)")
 	flag.DurationVar(&cfg.settle, "settle", 5*time.Second, "least time from all schedules registered to the first measured instant")
@@ -132,8 +132,8 @@ func main() {
 		if p == "" {
 			continue
 		}
-		if !slices.Contains([]string{"river", "asynq", "baton"}, p) {
-			fatal(fmt.Errorf("-peers: %q is not one of river, asynq, baton", p))
+		if !slices.Contains([]string{"river", "asynq", "baton", "baton-cluster"}, p) {
+			fatal(fmt.Errorf("-peers: %q is not one of river, asynq, baton, baton-cluster", p))
 		}
 		sys = append(sys, p)
 	}
@@ -168,7 +168,9 @@ func main() {
 		case "asynq":
 			res, err = runAsynq(ctx, cfg)
 		case "baton":
-			res, err = runBaton(ctx, cfg)
+			res, err = runBaton(ctx, cfg, false)
+		case "baton-cluster":
+			res, err = runBaton(ctx, cfg, true)
 		}
 		if err != nil {
 			fatal(fmt.Errorf("%s: %w", s, err))
