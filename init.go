@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/batonhq/baton/internal/layout"
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/roster"
+	"github.com/batonhq/baton/internal/runid"
 	"github.com/batonhq/baton/internal/schedstore"
 	"github.com/batonhq/baton/locking"
 )
@@ -59,22 +61,42 @@ func (c *Cluster) liveReplicas(ctx context.Context) ([]string, error) {
 	return live, nil
 }
 
+// Errors of the namespace's layout (InitLayout).
+var (
+	// ErrLayoutMismatch: a config's schedules.shards or worker.lanes is not
+	// the layout baton init recorded for its namespace; InitLayout's
+	// refusals to change it wrap it too.
+	ErrLayoutMismatch = layout.ErrMismatch
+	// ErrSchedulesMoving: baton init is moving the runtime schedules to
+	// another shard count (or one that did stopped half way): replicas do
+	// not start, and puts and deletes are refused, until a move completes.
+	ErrSchedulesMoving = layout.ErrMoving
+)
+
 // LayoutReport is what InitLayout did.
 type LayoutReport struct {
 	From, To layout.Layout // the layout recorded before (layout.Default when none was) and now
-	Recorded bool          // the record was written (it differed, or there was none)
+	Recorded bool          // the record was written (it differed, or there was none, or a move was finished)
 	Moved    int           // runtime schedules moved to their new shard
 }
+
+// layoutLockTTL is how long baton init's hold of the layout's lock lasts
+// without an extension (one per batch of moved schedules).
+const layoutLockTTL = time.Minute
 
 // InitLayout records cfg's layout (schedules.shards, worker.lanes) for its
 // namespace on the queue Redis, where replicas check it at start, and,
 // when the shard count changes, moves the stored runtime schedules into
 // their new shards (progress, nil for none, gets the count moved so far).
 // A layout that changes needs every replica stopped: it refuses, naming
-// them, while the roster shows one live, and refuses to drop lanes that
-// still hold tasks (they would wait forever), naming them. Recording the
-// layout a namespace has already changes nothing. `baton init` calls it
-// before it marks the lock masters.
+// them, while the roster shows one live; it refuses a lane count change
+// while a lane holds tasks that dedupe ticks (pending, running, retried,
+// completed and retained), naming them; one baton init at a time changes
+// a namespace's layout (a lock). While it moves, replicas and schedule
+// writers refuse (layout.ErrMoving); a move that stopped half way is
+// finished by the next InitLayout, to whichever shard count its config
+// says. Recording the layout a namespace has already changes nothing.
+// `baton init` calls it before it marks the lock masters.
 func InitLayout(ctx context.Context, cfg *config.Config, progress func(moved int)) (LayoutReport, error) {
 	c, err := NewCluster(cfg)
 	if err != nil {
@@ -86,13 +108,15 @@ func InitLayout(ctx context.Context, cfg *config.Config, progress func(moved int
 	if err != nil {
 		return rep, fmt.Errorf("%w: %w", locking.ErrUnavailable, err)
 	}
-	if rep.From, err = layout.Read(ctx, c.queue, cfg.Namespace); err != nil {
+	st, err := layout.Read(ctx, c.queue, cfg.Namespace)
+	if err != nil {
 		return rep, err
 	}
-	if n == 1 && rep.From == rep.To {
+	rep.From = st.Layout
+	if n == 1 && st.MovingTo == 0 && st.Layout == rep.To {
 		return rep, nil
 	}
-	if rep.From != rep.To {
+	if st.Layout != rep.To || st.MovingTo != 0 {
 		live, err := c.liveReplicas(ctx)
 		if err != nil {
 			return rep, err
@@ -101,15 +125,46 @@ func InitLayout(ctx context.Context, cfg *config.Config, progress func(moved int
 			return rep, fmt.Errorf("%w: replicas %s of namespace %q run: stop every replica before changing schedules.shards (%d to %d) or worker.lanes (%d to %d)",
 				layout.ErrMismatch, strings.Join(live, ", "), cfg.Namespace, rep.From.Shards, rep.To.Shards, rep.From.Lanes, rep.To.Lanes)
 		}
-		if err := c.droppedLanesEmpty(ctx, rep.From.Lanes, rep.To.Lanes); err != nil {
+	}
+	token := runid.New()
+	ok, err := layout.Lock(ctx, c.queue, cfg.Namespace, token, layoutLockTTL)
+	if err != nil {
+		return rep, fmt.Errorf("%w: %w", locking.ErrUnavailable, err)
+	}
+	if !ok {
+		return rep, fmt.Errorf("%w: another baton init is changing namespace %q's layout: wait for it (its lock, %s:init, lapses within %v of it stopping)", layout.ErrMismatch, cfg.Namespace, layout.Key(cfg.Namespace), layoutLockTTL)
+	}
+	defer func() { _ = layout.Unlock(context.WithoutCancel(ctx), c.queue, cfg.Namespace, token) }()
+	// read again under the lock: another init may have changed it
+	if st, err = layout.Read(ctx, c.queue, cfg.Namespace); err != nil {
+		return rep, err
+	}
+	rep.From = st.Layout
+	if st.Lanes != rep.To.Lanes {
+		if err := c.lanesDrained(ctx, st.Lanes, rep.To.Lanes); err != nil {
 			return rep, err
 		}
-		if rep.From.Shards != rep.To.Shards {
-			rep.Moved, err = schedstore.Move(ctx, c.queue, cfg.Namespace, rep.From.Shards, rep.To.Shards, progress)
-			if err != nil {
-				return rep, fmt.Errorf("moving the runtime schedules to %d shards stopped after %d (run baton init again to go on; the layout stays %d shards until it completes): %w",
-					rep.To.Shards, rep.Moved, rep.From.Shards, err)
+	}
+	if st.Shards != rep.To.Shards || st.MovingTo != 0 {
+		if err := layout.StartMove(ctx, c.queue, cfg.Namespace, st, rep.To.Shards); err != nil {
+			return rep, err
+		}
+		from := []int{st.Shards}
+		if st.MovingTo != 0 {
+			from = append(from, st.MovingTo)
+		}
+		rep.Moved, err = schedstore.Move(ctx, c.queue, cfg.Namespace, from, rep.To.Shards, func(moved int) error {
+			if progress != nil {
+				progress(moved)
 			}
+			if ok, err := layout.Extend(ctx, c.queue, cfg.Namespace, token, layoutLockTTL); err != nil || !ok {
+				return fmt.Errorf("the layout's lock was lost (%v): another baton init may be at work", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return rep, fmt.Errorf("moving the runtime schedules to %d shards stopped after %d: run baton init again to finish (or with the old config, to go back); until then replicas and schedule writers refuse: %w",
+				rep.To.Shards, rep.Moved, err)
 		}
 	}
 	if err := layout.Write(ctx, c.queue, cfg.Namespace, rep.To); err != nil {
@@ -119,18 +174,16 @@ func InitLayout(ctx context.Context, cfg *config.Config, progress func(moved int
 	return rep, nil
 }
 
-// droppedLanesEmpty refuses a change of worker.lanes from from to to
-// while a lane the new layout drops holds tasks of any of the config's
-// queues.
-func (c *Cluster) droppedLanesEmpty(ctx context.Context, from, to int) error {
-	if to >= from {
-		return nil
-	}
+// lanesDrained refuses a change of worker.lanes from from to to while a
+// lane of the config's queues in the old layout holds a task that dedupes
+// a tick: a tick's task found in its old lane would not be found in its
+// new one, and could be enqueued again.
+func (c *Cluster) lanesDrained(ctx context.Context, from, to int) error {
 	old := *c.cfg
 	old.Worker.Lanes = from
 	var busy []string
 	for _, q := range slices.Sorted(maps.Keys(c.cfg.Worker.Queues)) {
-		for _, lane := range old.QueueLanes(q)[to:] {
+		for _, lane := range old.QueueLanes(q) {
 			n, err := queuedTasks(ctx, c.queue, lane)
 			if err != nil {
 				return fmt.Errorf("%w: %w", locking.ErrUnavailable, err)
@@ -141,18 +194,19 @@ func (c *Cluster) droppedLanesEmpty(ctx context.Context, from, to int) error {
 		}
 	}
 	if len(busy) > 0 {
-		return fmt.Errorf("%w: worker.lanes %d to %d drops lanes that hold tasks no worker would take: %s; let them drain first", layout.ErrMismatch, from, to, strings.Join(busy, ", "))
+		return fmt.Errorf("%w: worker.lanes %d to %d moves jobs to other lanes, where their queued and retained tasks no longer dedupe their ticks: %s hold some; let them run and their retention pass (completed tasks are kept for the task's retention)", layout.ErrMismatch, from, to, strings.Join(busy, ", "))
 	}
 	return nil
 }
 
-// queuedTasks counts the tasks asynq queue name holds that a worker would
-// still run: pending, scheduled, retrying, active.
+// queuedTasks counts the tasks asynq queue name holds that dedupe a tick:
+// pending, running, scheduled, retrying, and completed ones retained.
 func queuedTasks(ctx context.Context, rdb redis.UniversalClient, name string) (int64, error) {
 	p := "asynq:{" + name + "}:"
 	var cmds []*redis.IntCmd
 	_, err := rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		cmds = append(cmds, pipe.LLen(ctx, p+"pending"), pipe.LLen(ctx, p+"active"), pipe.ZCard(ctx, p+"scheduled"), pipe.ZCard(ctx, p+"retry"))
+		cmds = append(cmds, pipe.LLen(ctx, p+"pending"), pipe.LLen(ctx, p+"active"), pipe.ZCard(ctx, p+"scheduled"),
+			pipe.ZCard(ctx, p+"retry"), pipe.ZCard(ctx, p+"completed"))
 		return nil
 	})
 	var n int64

@@ -8,11 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/layout"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/scheduler"
 )
 
 // layoutConfig is a one-Redis config of namespace "lay" with shards and
@@ -75,10 +79,10 @@ func TestInitMovesSchedulesToANewLayoutAndOldConfigsRefuse(t *testing.T) {
 	}
 	defer old.Close()
 	err = old.Start(ctx)
-	if !errors.Is(err, layout.ErrMismatch) || !strings.Contains(err.Error(), "schedules.shards 1 and worker.lanes 1") || !strings.Contains(err.Error(), "with 4 and 3") {
+	if !errors.Is(err, baton.ErrLayoutMismatch) || !strings.Contains(err.Error(), "schedules.shards 1 and worker.lanes 1") || !strings.Contains(err.Error(), "with 4 and 3") {
 		t.Fatalf("a replica of the old layout started: %v", err)
 	}
-	if _, err := c.PutSchedule(ctx, "t/late", baton.ScheduleSpec{Schedule: "@yearly", Handler: "h"}); !errors.Is(err, layout.ErrMismatch) {
+	if _, err := c.PutSchedule(ctx, "t/late", baton.ScheduleSpec{Schedule: "@yearly", Handler: "h"}); !errors.Is(err, baton.ErrLayoutMismatch) {
 		t.Fatalf("a put with the old layout: %v", err)
 	}
 	// a second init of the same layout changes nothing, even with the
@@ -87,7 +91,7 @@ func TestInitMovesSchedulesToANewLayoutAndOldConfigsRefuse(t *testing.T) {
 		t.Fatalf("second InitLayout: %+v, %v", rep, err)
 	}
 	// and a change while it runs is refused, naming it
-	if _, err := baton.InitLayout(ctx, layoutConfig(t, srv.Addr(), 2, 3), nil); !errors.Is(err, layout.ErrMismatch) || !strings.Contains(err.Error(), "new") {
+	if _, err := baton.InitLayout(ctx, layoutConfig(t, srv.Addr(), 2, 3), nil); !errors.Is(err, baton.ErrLayoutMismatch) || !strings.Contains(err.Error(), "new") {
 		t.Fatalf("InitLayout with a live replica: %v", err)
 	}
 }
@@ -180,5 +184,187 @@ func TestLanesSpreadJobsOverQueuesAndWorkersTakeThemAll(t *testing.T) {
 		if back, _ := cfg.QueueOf(q); back != "default" {
 			t.Fatalf("QueueOf(%q) = %q", q, back)
 		}
+	}
+}
+
+// putMany puts n @yearly schedules h/0000.. with c.
+func putMany(t *testing.T, ctx context.Context, c *baton.Cluster, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := c.PutSchedule(ctx, fmt.Sprintf("h/%04d", i), baton.ScheduleSpec{Schedule: "@yearly", Handler: "h"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Schedule: a tool of the namespace's old config (1 shard: the HTTP API,
+// baton schedules put) runs while baton init moves the schedules to 2
+// shards. After the move took p/00 to its new shard, the tool puts p/00
+// again, puts a new p/new and deletes p/01. Each is refused (ErrMoving),
+// not reported done and then lost with the old shard's keys.
+func TestWritesDuringAMoveAreRefusedNotLost(t *testing.T) {
+	srv := redistest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	before := layoutConfig(t, srv.Addr(), 1, 1)
+	c, err := baton.NewCluster(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	putMany(t, ctx, c, 5)
+	after := layoutConfig(t, srv.Addr(), 2, 1)
+	var errs []error
+	if _, err := baton.InitLayout(ctx, after, func(int) {
+		if errs != nil {
+			return
+		}
+		_, e1 := c.PutSchedule(ctx, "h/0000", baton.ScheduleSpec{Schedule: "@daily", Handler: "h"})
+		_, e2 := c.PutSchedule(ctx, "h/new", baton.ScheduleSpec{Schedule: "@daily", Handler: "h"})
+		e3 := c.DeleteSchedule(ctx, "h/0001", false)
+		errs = []error{e1, e2, e3}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range errs {
+		if !errors.Is(err, baton.ErrSchedulesMoving) {
+			t.Errorf("write %d during the move: %v, want ErrMoving", i, err)
+		}
+	}
+	nc, err := baton.NewCluster(after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	page, err := nc.ListSchedules(ctx, baton.ScheduleQuery{Limit: 100})
+	if err != nil || len(page.Schedules) != 5 {
+		t.Fatalf("after the move: %d schedules, %v", len(page.Schedules), err)
+	}
+	for _, s := range page.Schedules {
+		if !strings.Contains(string(s.Definition), "@yearly") {
+			t.Fatalf("%s changed during the move: %s", s.ID, s.Definition)
+		}
+	}
+}
+
+// Schedule: baton init to 2 shards stops half way (^C, a dropped
+// connection) after its first batch of 1,200 schedules. Until a move
+// completes, replicas and writers refuse, naming it, so no put lands in a
+// shard the move read already. The operator goes back: baton init with
+// the old config (1 shard) finishes the move back, and every schedule is
+// where the recorded layout reads it.
+func TestInitBackToTheOldLayoutAfterAHalfMoveKeepsEverySchedule(t *testing.T) {
+	srv := redistest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	before := layoutConfig(t, srv.Addr(), 1, 1)
+	if _, err := baton.InitLayout(ctx, before, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := baton.NewCluster(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 1200
+	putMany(t, ctx, c, n)
+	mctx, stop := context.WithCancel(ctx)
+	_, err = baton.InitLayout(mctx, layoutConfig(t, srv.Addr(), 2, 1), func(int) { stop() })
+	stop()
+	if err == nil {
+		t.Fatal("the move did not stop half way")
+	}
+	if _, err := c.PutSchedule(ctx, "h/0001", baton.ScheduleSpec{Schedule: "@daily", Handler: "h"}); !errors.Is(err, baton.ErrSchedulesMoving) {
+		t.Fatalf("a put after the half move: %v, want ErrMoving", err)
+	}
+	r, err := baton.New(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Start(ctx); !errors.Is(err, baton.ErrSchedulesMoving) {
+		t.Fatalf("a replica after the half move: %v, want ErrMoving", err)
+	}
+	rep, err := baton.InitLayout(ctx, before, nil)
+	if err != nil || !rep.Recorded {
+		t.Fatalf("init back: %+v, %v", rep, err)
+	}
+	rdb := srv.TestClient(t)
+	if got, _ := rdb.HLen(ctx, "lay:{schedules}:defs").Result(); got != n {
+		t.Fatalf("the recorded layout (1 shard) holds %d of %d schedules", got, n)
+	}
+	if k, _ := rdb.Keys(ctx, "lay:{schedules.*").Result(); len(k) > 0 {
+		t.Fatalf("keys of the abandoned layout left: %v", k)
+	}
+	if _, err := c.PutSchedule(ctx, "h/0001", baton.ScheduleSpec{Schedule: "@daily", Handler: "h"}); err != nil {
+		t.Fatalf("a put after the move back: %v", err)
+	}
+}
+
+// Schedule: two baton init runs of the namespace at once, one to 2 shards
+// (A), one to 4 (B), B starting while A moves. One holds the layout's lock:
+// B is refused, naming it, and A's layout holds every schedule.
+func TestConcurrentInitsKeepEverySchedule(t *testing.T) {
+	srv := redistest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	before := layoutConfig(t, srv.Addr(), 1, 1)
+	c, err := baton.NewCluster(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 1200
+	putMany(t, ctx, c, n)
+	two, four := layoutConfig(t, srv.Addr(), 2, 1), layoutConfig(t, srv.Addr(), 4, 1)
+	var errB error
+	once := false
+	if _, err := baton.InitLayout(ctx, two, func(int) {
+		if !once {
+			once = true
+			_, errB = baton.InitLayout(ctx, four, nil)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if errB == nil || !strings.Contains(errB.Error(), "another baton init") {
+		t.Fatalf("the second init during the first: %v", errB)
+	}
+	cc, err := baton.NewCluster(two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	for i := range n {
+		if _, err := cc.GetSchedule(ctx, fmt.Sprintf("h/%04d", i), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Schedule: job j's tick T is dispatched with 1 lane: its task waits in
+// lay:default. Every replica stops and baton init asks for 2 lanes, which
+// would put j in lane 1: T dispatched again there (a lost reply, a
+// retried hand-off) would not find its task and run twice. The init is
+// refused while a lane holds tasks, naming it.
+func TestLaneChangeWaitsForTheQueuesToDrain(t *testing.T) {
+	srv := redistest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	job := ""
+	for i := 0; job == ""; i++ {
+		if n := fmt.Sprintf("j%d", i); config.ScheduleShard(n, 2) == 1 {
+			job = n
+		}
+	}
+	one := layoutConfig(t, srv.Addr(), 1, 1, job)
+	client := asynq.NewClientFromRedisClient(srv.TestClient(t))
+	tick := scheduler.Tick{Job: job, At: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), RunID: "r1", Fence: 1, Replica: "a"}
+	if err := handoff.New(one, client, nil, handoff.WithQueueRedis(srv.TestClient(t))).Dispatch(ctx, tick); err != nil {
+		t.Fatal(err)
+	}
+	_, err := baton.InitLayout(ctx, layoutConfig(t, srv.Addr(), 1, 2, job), nil)
+	if !errors.Is(err, baton.ErrLayoutMismatch) || !strings.Contains(err.Error(), "lay:default (1 tasks)") {
+		t.Fatalf("init to 2 lanes with a task queued: %v", err)
 	}
 }

@@ -163,6 +163,8 @@ func scheduleStatus(err error) (int, []fieldProblem) {
 		return http.StatusConflict, nil
 	case errors.Is(err, ErrBadQuery):
 		return http.StatusBadRequest, nil
+	case errors.Is(err, ErrSchedulesMoving), errors.Is(err, ErrLayoutMismatch):
+		return http.StatusServiceUnavailable, nil
 	}
 	return 0, nil
 }

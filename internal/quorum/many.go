@@ -3,7 +3,6 @@ package quorum
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -43,16 +42,18 @@ func (m *Master) runLines(ctx context.Context, scripts []*Script, lines [][]any,
 		if n > 1 {
 			o = sent{s: scripts[i].many, line: manyLine(scripts[i], lines[i:i+n]), first: i, n: n}
 		}
-		if !m.knows(o.s) && !whole[o.s] {
+		if !m.knows(o.s) && !whole[o.s] && m.cluster {
 			m.teach(ctx, o.s)
 		}
 		if !m.knows(o.s) && !whole[o.s] {
 			// sent whole, not by hash: a NOSCRIPT answer would be sent
-			// again after the lines behind it ran, out of order. Once is
-			// enough: the server caches it before it runs the lines
-			// behind it, sent by hash
+			// again after the lines behind it ran, out of order. On one
+			// server once is enough: it caches the script before it runs
+			// the lines behind, sent by hash. A Cluster's lines go to
+			// several servers: each goes whole until the script is
+			// loaded on every primary (teach)
 			o.line = o.s.evalLine(o.line)
-			whole[o.s] = true
+			whole[o.s] = !m.cluster
 		}
 		out = append(out, o)
 		i += n
@@ -64,7 +65,11 @@ func (m *Master) runLines(ctx context.Context, scripts []*Script, lines [][]any,
 	}
 	_, _ = pipe.Exec(ctx) // each cmd carries its own error
 	for _, o := range out {
-		if o.line[0] == "eval" && cached(o.cmd.Err()) {
+		// a line that ran proves the server holds its script now. An
+		// error answer proves nothing: the server's own BUSY or LOADING
+		// refuses the call before the script is cached, and reads as a
+		// script's error reply
+		if o.cmd.Err() == nil && (o.line[0] == "eval" || whole[o.s]) {
 			m.sentWhole(o.s)
 		}
 	}
@@ -99,17 +104,9 @@ func (m *Master) runLines(ctx context.Context, scripts []*Script, lines [][]any,
 // key and every line of a big pipeline would have to go whole: a Cluster
 // master's connections are not counted, so it knows s from then on.
 func (m *Master) teach(ctx context.Context, s *Script) {
-	if m.cluster && m.RDB.ScriptLoad(ctx, s.src).Err() == nil {
+	if m.RDB.ScriptLoad(ctx, s.src).Err() == nil {
 		m.sentWhole(s)
 	}
-}
-
-// cached tells, from a script call's error, that the server cached the
-// script: it ran (an answer, or an error it returned), rather than the
-// call failing on its way or the script failing to compile.
-func cached(err error) bool {
-	var re redis.Error
-	return err == nil || errors.As(err, &re) && !redis.HasErrorPrefix(err, "NOSCRIPT") && !strings.Contains(err.Error(), "Error compiling script")
 }
 
 // knows tells whether s was sent whole (EVAL, which caches it on the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -236,5 +237,58 @@ func TestFirstPipelineSendsAScriptWholeOnce(t *testing.T) {
 	m.runLines(ctx, scripts, lines, false)
 	if e := commandCalls(t, rdb, "eval") - evals; e != 0 {
 		t.Fatalf("second pipeline: %d EVAL", e)
+	}
+}
+
+// Schedule: a master busy with another client's long script (or loading
+// its data after a restart) answers a pipeline's first line, sent whole
+// as the master does not know its script, with -BUSY (-LOADING): the
+// server refused the call before it cached the script. The master must
+// not note the script known: the next pipeline, by hash alone, would get
+// NOSCRIPT for its first line and send it again after the lines behind it
+// ran, out of order (here: the line behind reads the key the first line
+// writes).
+func TestBusyServerDoesNotTeachAScript(t *testing.T) {
+	g, rdb := newTestGroup(t)
+	ctx := context.Background()
+	m := g.masters[0]
+	if err := rdb.ConfigSet(ctx, "busy-reply-threshold", "50").Err(); err != nil {
+		t.Fatal(err)
+	}
+	get := NewScript(`return redis.call('GET', KEYS[1])`)
+	if c := m.runLines(ctx, []*Script{get}, [][]any{get.Line([]string{"k"})}, false); c[0].Err() != redis.Nil {
+		t.Fatalf("teaching the reader: %v", c[0].Err())
+	}
+	set := NewScript(`redis.call('SET', KEYS[1], ARGV[1]) return 1`)
+	other := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, ReadTimeout: 10 * time.Second})
+	defer other.Close()
+	busy := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		close(busy)
+		done <- other.Eval(ctx, `local t0 = redis.call('TIME') local s0 = t0[1]*1000000 + t0[2]
+while true do local t = redis.call('TIME') if t[1]*1000000 + t[2] - s0 > 1500000 then break end end return 1`, nil).Err()
+	}()
+	<-busy
+	// the server is busy once a PING answers BUSY
+	probe := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr})
+	defer probe.Close()
+	poll.Require(t, 10*time.Second, "the long script to make the server busy", func() bool {
+		err := probe.Ping(ctx).Err()
+		return err != nil && strings.HasPrefix(err.Error(), "BUSY")
+	})
+	c := m.runLines(ctx, []*Script{set}, [][]any{set.Line([]string{"k"}, "v")}, false)
+	if err := c[0].Err(); err == nil || !strings.HasPrefix(err.Error(), "BUSY") {
+		t.Fatalf("while busy: %v, want the server's BUSY", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if m.knows(set) {
+		t.Fatal("the master notes a script known that the server refused (BUSY) before caching it")
+	}
+	cmds := m.runLines(ctx, []*Script{set, get}, [][]any{set.Line([]string{"k"}, "v"), get.Line([]string{"k"})}, false)
+	if v, err := cmds[1].Text(); err != nil || v != "v" {
+		t.Fatalf("the line behind the write read %q, %v: the write ran after it", v, err)
 	}
 }

@@ -2,6 +2,7 @@ package schedstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -66,8 +67,18 @@ type shardState struct {
 }
 
 type entry struct {
-	raw string // the stored value: what a resync compares, and the definition held
+	sum digest // of the stored value: what a resync compares
 	job *config.Job
+}
+
+// digest identifies a stored value without holding it (a replica keeps one
+// per schedule, a million of them at most): the first 16 bytes of its
+// SHA-256.
+type digest [16]byte
+
+func digestOf(raw string) digest {
+	h := sha256.Sum256([]byte(raw))
+	return digest(h[:16])
 }
 
 // FollowerOption configures a Follower.
@@ -224,6 +235,14 @@ func (f *Follower) syncShard(ctx context.Context, sh int) error {
 			return fmt.Errorf("runtime schedules: read them all: %w", err)
 		}
 		for i := 0; i+1 < len(kv); i += 2 {
+			if f.st.ShardOf(kv[i]) != sh {
+				// not this shard's (a copy a move left, written by hand):
+				// Get and Delete look for it elsewhere, so it is not run
+				if f.firstWarning("stray\x00" + kv[i]) {
+					f.log.Warn("runtime schedule found in another shard than its own: not run (run baton init to move it)", "id", kv[i], "key", k.defs)
+				}
+				continue
+			}
 			raws[kv[i]] = kv[i+1]
 		}
 		if cursor = next; cursor == 0 {
@@ -261,7 +280,7 @@ func (f *Follower) changed(raws map[string]string) []Change {
 		f.mu.RLock()
 		e, ok := f.byName[name]
 		f.mu.RUnlock()
-		if ok && e.raw == raw {
+		if ok && e.sum == digestOf(raw) {
 			continue
 		}
 		rec, err := f.st.parse(id, raw)
@@ -311,8 +330,9 @@ func (f *Follower) commit(put []Change, removed []string) {
 	}
 	f.mu.Lock()
 	for _, c := range put {
-		// the record's parsed copy (its Doc) is not kept: raw holds it
-		f.byName[c.Job.Name] = entry{raw: c.Rec.raw, job: c.Job}
+		// neither the record nor its stored value is kept: the job
+		// decoded from it, and a digest to tell a changed one
+		f.byName[c.Job.Name] = entry{sum: digestOf(c.Rec.raw), job: c.Job}
 	}
 	for _, n := range removed {
 		delete(f.byName, n)

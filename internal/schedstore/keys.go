@@ -9,19 +9,21 @@ import "github.com/batonhq/baton/config"
 //	NS:{schedules}:ids   zset   every id, score 0: listed in id order
 //	NS:{schedules}:log   stream one entry per change: ver, id, op (put|del)
 //	NS:{schedules}:ver   string the number of changes made
+//	NS:{schedules}:moving string, set while baton init moves the schedules
+//	                      between shard counts: puts and deletes refuse
 //
 // With schedules.shards N > 1, shard K's keys carry the tag {schedules.K}
 // instead (config.ScheduleKeys): a schedule lives in shard
 // config.ScheduleShard(id, N), and a Redis Cluster spreads the shards over
 // its slots.
-type keys struct{ defs, ids, log, ver string }
+type keys struct{ defs, ids, log, ver, moving string }
 
 func newKeys(ns string, shard, shards int) keys {
 	p := config.ScheduleKeys(ns, shard, shards)
-	return keys{defs: p + "defs", ids: p + "ids", log: p + "log", ver: p + "ver"}
+	return keys{defs: p + "defs", ids: p + "ids", log: p + "log", ver: p + "ver", moving: p + "moving"}
 }
 
-func (k keys) all() []string { return []string{k.defs, k.ids, k.log, k.ver} }
+func (k keys) all() []string { return []string{k.defs, k.ids, k.log, k.ver, k.moving} }
 
 // Keys returns the keys of namespace ns's runtime schedules with shards
 // shards, as docs/operating.md's key table lists them.

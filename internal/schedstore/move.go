@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 
@@ -16,48 +17,91 @@ var (
 	moveScript = redis.NewScript(moveSrc)
 )
 
-// Move moves namespace ns's stored runtime schedules from a layout of from
-// shards to one of to shards: each record whose shard changes is written
-// into its new shard (logged there as a put, with the new shard's version)
-// and then deleted from its old one, with its entry in the index of
-// failing schedules; the keys of shards the new layout no longer has are
-// deleted at the end. progress (nil: none) is called with the count moved
-// so far after each batch. For `baton init`, with every replica stopped:
-// a replica following the old layout would not see the moves. A Move that
-// stops half way leaves every record in its old shard or its new one (or,
-// for one moment, both: the next Move keeps the new one) and is run again.
-func Move(ctx context.Context, rdb redis.UniversalClient, ns string, from, to int, progress func(moved int)) (int, error) {
-	from, to = max(from, 1), max(to, 1)
-	moved := 0
+// Move moves namespace ns's stored runtime schedules into a layout of to
+// shards from the shards of each count in from (the layout recorded, and
+// the target of a move that stopped half way): each record whose shard
+// changes is written into its new shard (logged there as a put, with the
+// new shard's version) and then deleted from its old one, with its entry
+// in the index of failing schedules; the keys of shards the new layout
+// does not have are deleted at the end. Every shard of both layouts
+// carries a guard while it runs, so puts and deletes refuse (ErrMoving):
+// none lands in a shard already read. progress (nil: none) is called with
+// the count moved so far after each batch; an error it returns stops the
+// move. For baton init, which holds the layout's lock and has recorded the
+// move (layout.StartMove). A Move that stops half way leaves every record
+// in an old shard or its new one (for one moment, both: the next Move
+// keeps the new one) and the guards set, and is run again, to any count.
+func Move(ctx context.Context, rdb redis.UniversalClient, ns string, from []int, to int, progress func(moved int) error) (int, error) {
+	to = max(to, 1)
+	var sources []int
+	for _, c := range from {
+		if c = max(c, 1); c != to && !slices.Contains(sources, c) {
+			sources = append(sources, c) // a layout of to shards is read as it is
+		}
+	}
 	kept := map[string]bool{} // the key prefixes of the new layout's shards
 	for k := range to {
 		kept[config.ScheduleKeys(ns, k, to)] = true
 	}
-	for k := range from {
-		old := newKeys(ns, k, from)
-		oldPrefix := config.ScheduleKeys(ns, k, from)
-		var cursor uint64
-		for {
-			kv, next, err := rdb.HScan(ctx, old.defs, cursor, "", 500).Result()
-			if err != nil {
-				return moved, fmt.Errorf("runtime schedules: read shard %d of %d (%s): %w", k, from, old.defs, err)
-			}
-			n, err := moveBatch(ctx, rdb, ns, oldPrefix, old, kv, to)
+	guards := map[string]bool{}
+	for _, c := range append([]int{to}, sources...) {
+		for k := range c {
+			guards[newKeys(ns, k, c).moving] = true
+		}
+	}
+	for g := range guards {
+		if err := rdb.Set(ctx, g, "1", 0).Err(); err != nil {
+			return 0, fmt.Errorf("runtime schedules: guard shard %s: %w", g, err)
+		}
+	}
+	moved := 0
+	for _, c := range sources {
+		for k := range c {
+			n, err := moveShard(ctx, rdb, ns, k, c, to, kept, moved, progress)
 			moved += n
 			if err != nil {
 				return moved, err
 			}
-			if progress != nil && n > 0 {
-				progress(moved)
-			}
-			if cursor = next; cursor == 0 {
-				break
+		}
+	}
+	for g := range guards {
+		if err := rdb.Del(ctx, g).Err(); err != nil {
+			return moved, fmt.Errorf("runtime schedules: lift the guard %s: %w", g, err)
+		}
+	}
+	return moved, nil
+}
+
+// moveShard moves the records of shard k of a layout of from shards into
+// a layout of to, and deletes the shard's keys when the new layout has no
+// such shard.
+func moveShard(ctx context.Context, rdb redis.UniversalClient, ns string, k, from, to int, kept map[string]bool, movedBefore int, progress func(int) error) (int, error) {
+	old := newKeys(ns, k, from)
+	oldPrefix := config.ScheduleKeys(ns, k, from)
+	moved := 0
+	var cursor uint64
+	for {
+		kv, next, err := rdb.HScan(ctx, old.defs, cursor, "", 500).Result()
+		if err != nil {
+			return moved, fmt.Errorf("runtime schedules: read shard %d of %d (%s): %w", k, from, old.defs, err)
+		}
+		n, err := moveBatch(ctx, rdb, ns, oldPrefix, old, kv, to)
+		moved += n
+		if err != nil {
+			return moved, err
+		}
+		if progress != nil && n > 0 {
+			if err := progress(movedBefore + moved); err != nil {
+				return moved, err
 			}
 		}
-		if !kept[oldPrefix] {
-			if err := rdb.Del(ctx, old.defs, old.ids, old.log, old.ver, oldPrefix+"failing").Err(); err != nil {
-				return moved, fmt.Errorf("runtime schedules: delete the old shard %d's keys: %w", k, err)
-			}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	if !kept[oldPrefix] {
+		if err := rdb.Del(ctx, old.defs, old.ids, old.log, old.ver, oldPrefix+"failing").Err(); err != nil {
+			return moved, fmt.Errorf("runtime schedules: delete the old shard %d's keys: %w", k, err)
 		}
 	}
 	return moved, nil

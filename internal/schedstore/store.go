@@ -26,6 +26,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/layout"
 )
 
 // Errors.
@@ -132,6 +133,9 @@ func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, ifVersi
 		cond = strconv.FormatInt(ifVersion, 10)
 	}
 	res, err := putScript.Run(ctx, s.rdb, s.keysOf(id).all(), id, body, LogLength, cond).Int64Slice()
+	if moving(err) {
+		return Record{}, fmt.Errorf("runtime schedule %q: put: %w", id, layout.ErrMoving)
+	}
 	if err != nil {
 		return Record{}, fmt.Errorf("runtime schedule %q: put: %w", id, err)
 	}
@@ -147,11 +151,18 @@ func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, ifVersi
 // Delete removes schedule id; false when there was none.
 func (s *Store) Delete(ctx context.Context, id string) (bool, error) {
 	ver, err := deleteScript.Run(ctx, s.rdb, s.keysOf(id).all(), id, LogLength).Int64()
+	if moving(err) {
+		return false, fmt.Errorf("runtime schedule %q: delete: %w", id, layout.ErrMoving)
+	}
 	if err != nil {
 		return false, fmt.Errorf("runtime schedule %q: delete: %w", id, err)
 	}
 	return ver > 0, nil
 }
+
+// moving tells a put's or delete's error that baton init is moving the
+// schedules (the shard's guard is set).
+func moving(err error) bool { return err != nil && redis.HasErrorPrefix(err, "MOVING") }
 
 // Get returns schedule id (ErrNotFound when there is none). A record that
 // is corrupt, unsigned or badly signed is an error naming it.

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -26,12 +27,19 @@ import (
 
 func main() {
 	schedules := flag.Int("schedules", 20000, "runtime schedules to put")
+	flag.StringVar(&heapProfile, "heapprofile", "", "write the heap profile, once the replica holds them all, to `FILE` (go tool pprof -sample_index=inuse_space)")
 	flag.Parse()
+	if heapProfile != "" {
+		runtime.MemProfileRate = 64 // every object, near enough
+	}
 	if err := run(*schedules); err != nil {
 		fmt.Fprintf(os.Stderr, "heapbench: %v\n", err)
 		os.Exit(1)
 	}
 }
+
+// heapProfile is -heapprofile.
+var heapProfile string
 
 func run(n int) error {
 	srv, err := redistest.Start()
@@ -97,6 +105,18 @@ func run(n int) error {
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
 	fmt.Printf("%d runtime schedules, one replica: heap in use %d -> %d B, %d B per schedule\n", n, m0.HeapInuse, m1.HeapInuse, (int64(m1.HeapInuse)-int64(m0.HeapInuse))/int64(n))
+	if heapProfile != "" {
+		f, err := os.Create(heapProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
 	cancel()
 	<-done
 	return nil

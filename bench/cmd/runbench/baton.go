@@ -110,7 +110,11 @@ jobs: []
 	// no tick before the first measured instant: one the puts and the
 	// replicas' start leave time for (an unmeasured instant of N ticks
 	// would only load the measured ones)
-	startAt := nextInstant(began.Add(cfg.period+cfg.settle), cfg.period)
+	lead := cfg.period
+	if cfg.startLead > 0 {
+		lead = cfg.startLead
+	}
+	startAt := nextInstant(began.Add(lead+cfg.settle), cfg.period)
 	if err := putAll(ctx, cl, cfg.schedules, spec, startAt); err != nil {
 		return res, err
 	}

@@ -1,7 +1,11 @@
 -- Deletes one runtime schedule and logs the change.
--- KEYS[1] defs hash, KEYS[2] ids zset, KEYS[3] log stream, KEYS[4] ver
+-- KEYS[1] defs hash, KEYS[2] ids zset, KEYS[3] log stream, KEYS[4] ver,
+-- KEYS[5] the shard's move guard (set: baton init is moving the schedules)
 -- ARGV[1] id, ARGV[2] the log's length cap
 -- Returns the change's version, or 0 when there was no such schedule.
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  return redis.error_reply('MOVING baton init is moving the runtime schedules to another shard count')
+end
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
   return 0
 end

@@ -1,10 +1,14 @@
 -- Puts (creates or replaces) one runtime schedule and logs the change.
--- KEYS[1] defs hash, KEYS[2] ids zset, KEYS[3] log stream, KEYS[4] ver
+-- KEYS[1] defs hash, KEYS[2] ids zset, KEYS[3] log stream, KEYS[4] ver,
+-- KEYS[5] the shard's move guard (set: baton init is moving the schedules)
 -- ARGV[1] id, ARGV[2] the signed definition, ARGV[3] the log's length cap
 -- ARGV[4] the version the caller read (a put only if unchanged since), or
 -- "" to put whatever is there
 -- Returns {ver, created ms, updated ms}, or {-1, current ver} when ARGV[4]
 -- no longer matches.
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  return redis.error_reply('MOVING baton init is moving the runtime schedules to another shard count')
+end
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 local created
 if cur then
