@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -272,32 +273,55 @@ func (f *Follower) syncShard(ctx context.Context, sh int) error {
 	return nil
 }
 
-// changed decodes the values of raws that differ from the copy's.
+// changed decodes the values of raws that differ from the copy's, on
+// every core: at start a replica decodes them all (a million, it may be).
 func (f *Follower) changed(raws map[string]string) []Change {
-	var put []Change
+	type decoded struct {
+		id, raw string
+		c       Change
+		err     error
+	}
+	var todo []decoded
+	f.mu.RLock()
 	for id, raw := range raws {
-		name := config.ScheduleJobName(id)
-		f.mu.RLock()
-		e, ok := f.byName[name]
-		f.mu.RUnlock()
-		if ok && e.sum == digestOf(raw) {
+		if e, ok := f.byName[config.ScheduleJobName(id)]; ok && e.sum == digestOf(raw) {
 			continue
 		}
-		rec, err := f.st.parse(id, raw)
-		if err != nil {
-			f.refuse(id, raw, err)
+		todo = append(todo, decoded{id: id, raw: raw})
+	}
+	f.mu.RUnlock()
+	workers := min(runtime.GOMAXPROCS(0), len(todo)/decodePerWorker+1)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(todo); i += workers {
+				d := &todo[i]
+				rec, err := f.st.parse(d.id, d.raw)
+				if err != nil {
+					d.err = err
+					continue
+				}
+				j, err := config.DecodeSchedule(f.base, d.id, rec.Doc, rec.Created)
+				d.c, d.err = Change{Rec: rec, Job: j}, err
+			}
+		})
+	}
+	wg.Wait()
+	var put []Change
+	for _, d := range todo {
+		if d.err != nil {
+			f.refuse(d.id, d.raw, d.err)
 			continue
 		}
-		j, err := config.DecodeSchedule(f.base, id, rec.Doc, rec.Created)
-		if err != nil {
-			f.refuse(id, raw, err)
-			continue
-		}
-		f.forgetRefusal(id)
-		put = append(put, Change{Rec: rec, Job: j})
+		f.forgetRefusal(d.id)
+		put = append(put, d.c)
 	}
 	return put
 }
+
+// decodePerWorker is about the fewest definitions worth a goroutine of
+// their own.
+const decodePerWorker = 256
 
 // refuse keeps why id is not run, logs it once per stored value, and drops
 // it from the copy (its previous definition no longer stands).

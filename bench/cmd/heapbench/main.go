@@ -27,6 +27,7 @@ import (
 
 func main() {
 	schedules := flag.Int("schedules", 20000, "runtime schedules to put")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write the CPU profile of the replica's start (reading and checking every schedule) to `FILE`")
 	flag.StringVar(&heapProfile, "heapprofile", "", "write the heap profile, once the replica holds them all, to `FILE` (go tool pprof -sample_index=inuse_space)")
 	flag.Parse()
 	if heapProfile != "" {
@@ -38,8 +39,8 @@ func main() {
 	}
 }
 
-// heapProfile is -heapprofile.
-var heapProfile string
+// heapProfile and cpuProfile are -heapprofile and -cpuprofile.
+var heapProfile, cpuProfile string
 
 func run(n int) error {
 	srv, err := redistest.Start()
@@ -83,6 +84,15 @@ func run(n int) error {
 	runtime.GC()
 	var m0 runtime.MemStats
 	runtime.ReadMemStats(&m0)
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	r, err := baton.New(conf, baton.WithHandlers(reg), baton.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return err
@@ -90,16 +100,18 @@ func run(n int) error {
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { _ = r.Run(rctx); close(done) }()
+	defer func() { cancel(); <-done }()
 	began = time.Now()
 	for r.Schedules() < n {
 		if time.Since(began) > 5*time.Minute {
-			cancel()
-			<-done
 			return fmt.Errorf("the replica holds %d of %d schedules after 5m", r.Schedules(), n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	fmt.Fprintf(os.Stderr, "the replica holds them after %v\n", time.Since(began).Round(time.Millisecond))
+	if cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	time.Sleep(2 * time.Second) // the scheduler's first pass over them
 	runtime.GC()
 	var m1 runtime.MemStats
@@ -117,7 +129,5 @@ func run(n int) error {
 			return err
 		}
 	}
-	cancel()
-	<-done
 	return nil
 }
