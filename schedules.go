@@ -393,6 +393,9 @@ func (r *Replica) applySchedules(put []schedstore.Change, removed []string) {
 	for i, c := range put {
 		sj[i] = SchedulerJob(c.Job)
 		sj[i].Since = c.Rec.Updated
+		if l := r.cfg.MetricJob(c.Job.Name); l != c.Job.Name {
+			sj[i].StatsGroup = l // counted together, as the metrics show them
+		}
 	}
 	if err := r.sched.Put(sj...); err == nil {
 		return

@@ -472,7 +472,7 @@ func (s *Scheduler) claim(ctx context.Context, batch []item) [][]answer {
 	return s.pipeline(ctx, len(batch), claimScript, func(i int) ([]string, []any) {
 		it := batch[i]
 		k := &it.job.keys
-		keys := []string{it.key, k.paused, k.mark, k.fence, writerKey(it.key)}
+		keys := []string{it.key, k.paused(), k.mark(), k.fence(), writerKey(it.key)}
 		if mode != "u" {
 			keys = append(keys, s.g.MarkerKey())
 		}
@@ -663,7 +663,7 @@ func (s *Scheduler) raiseFences(ctx context.Context, batch []item, owned []claim
 		return owned, nil
 	}
 	answers := s.pipeline(context.WithoutCancel(ctx), len(raise), raiseScript, func(k int) ([]string, []any) {
-		return []string{batch[raise[k].idx].job.keys.fence}, []any{raise[k].fence}
+		return []string{batch[raise[k].idx].job.keys.fence()}, []any{raise[k].fence}
 	})
 	for k, c := range raise {
 		c.synced = s.onQuorum(answers, k, func(answer) bool { return true })

@@ -417,7 +417,7 @@ func TestMixedBatchDispatchesOnlySyncedOwnedTicksWithTheirOwnFences(t *testing.T
 	s, rdbs := claimSetup(t, 3, names, nil, d)
 	at := dueTick()
 	key := func(n string) string { return s.jobs[n].keys.tickKey(at) }
-	fence := func(n string) string { return s.jobs[n].keys.fence }
+	fence := func(n string) string { return s.jobs[n].keys.fence() }
 	const day = 24 * time.Hour
 	setKey(t, rdbs[1], key("rv-done"), "done", time.Minute)
 	for _, r := range rdbs {
@@ -430,8 +430,8 @@ func TestMixedBatchDispatchesOnlySyncedOwnedTicksWithTheirOwnFences(t *testing.T
 	setKey(t, rdbs[0], fence("rv-lostraise"), "5000000000000000", day)
 	setKey(t, rdbs[1], fence("rv-lostraise"), "3000000000000000", day)
 	setKey(t, rdbs[2], fence("rv-lostraise"), "3000000000000000", day)
-	setKey(t, rdbs[0], s.jobs["rv-paused"].keys.paused, "1", 0)
-	setKey(t, rdbs[1], s.jobs["rv-paused"].keys.paused, "1", 0)
+	setKey(t, rdbs[0], s.jobs["rv-paused"].keys.paused(), "1", 0)
+	setKey(t, rdbs[1], s.jobs["rv-paused"].keys.paused(), "1", 0)
 	var armed atomic.Bool
 	armed.Store(true)
 	rdbs[1].AddHook(loseRaiseReplies{fence("rv-lostraise"), &armed})
@@ -457,7 +457,7 @@ func TestMixedBatchDispatchesOnlySyncedOwnedTicksWithTheirOwnFences(t *testing.T
 			if v := getKey(t, r, key(n)); v != "done" {
 				t.Errorf("%s on master %d: %q, want done", n, m, v)
 			}
-			if v := getKey(t, r, s.jobs[n].keys.mark); v != strconv.FormatInt(at.UnixMilli(), 10) {
+			if v := getKey(t, r, s.jobs[n].keys.mark()); v != strconv.FormatInt(at.UnixMilli(), 10) {
 				t.Errorf("%s mark on master %d: %q", n, m, v)
 			}
 		}
@@ -536,7 +536,7 @@ func TestLeaseLostWhileWaitingIsDroppedAndTheRestKeepTheirFences(t *testing.T) {
 	rdb := rdbs[0]
 	at := dueTick()
 	for i, n := range names {
-		setKey(t, rdb, s.jobs[n].keys.fence, strconv.Itoa(5+i)+"000000000000000", time.Hour)
+		setKey(t, rdb, s.jobs[n].keys.fence(), strconv.Itoa(5+i)+"000000000000000", time.Hour)
 	}
 	began := time.Now()
 	done := make(chan struct{})

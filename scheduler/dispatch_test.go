@@ -161,3 +161,38 @@ func TestTickLeftToOthersIsReleasedUnrecorded(t *testing.T) {
 		})
 	}
 }
+
+// Jobs of one StatsGroup count together: JobStats reports the group once,
+// under its name, with every dispatch of its jobs, and a job without a
+// group under its own name; the group's count stays when a job of it is
+// removed (a counter never goes back).
+func TestJobsOfAStatsGroupCountTogether(t *testing.T) {
+	srv := redistest.New(t)
+	clk := clock.NewFake(now())
+	rec := newRecorder()
+	jobs := []scheduler.Job{
+		{Name: "g1", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute, StatsGroup: "@"},
+		{Name: "g2", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute, StatsGroup: "@"},
+		{Name: "solo", Schedule: every(t, "@every 1s"), StartingDeadline: time.Minute},
+	}
+	r := start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour))
+	for range 2 {
+		if err := clk.BlockUntil(3); err != nil { // tick, membership and skew timers
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+	}
+	rec.wait(t, 6)
+	poll.Require(t, 10*time.Second, "the stats to count six dispatches", func() bool {
+		js := r.s.JobStats()
+		return js["@"].Dispatched == 4 && js["solo"].Dispatched == 2
+	})
+	js := r.s.JobStats()
+	if _, ok := js["g1"]; ok || len(js) != 2 {
+		t.Fatalf("JobStats %v: want the group \"@\" and solo", js)
+	}
+	r.s.Remove("g1")
+	if got := r.s.JobStats()["@"].Dispatched; got != 4 {
+		t.Fatalf("after a job of the group left: %d dispatched, want 4 still", got)
+	}
+}

@@ -15,8 +15,9 @@ import (
 // one claim of one tick.
 
 // prepare checks j (the i-th job given) and fills in its defaults, keys
-// and counters.
-func (o *options) prepare(j Job, i int) (*Job, error) {
+// and counters (its own, or its StatsGroup's).
+func (s *Scheduler) prepareJob(j Job, i int) (*Job, error) {
+	o := &s.opts
 	var errs []error
 	switch {
 	case j.Name == "":
@@ -42,8 +43,27 @@ func (o *options) prepare(j Job, i int) (*Job, error) {
 		j.CatchupMax = 10
 	}
 	j.keys = newJobKeys(o.namespace, j.Name)
-	j.ctr = &stats{}
+	j.ctr = s.counters(j.StatsGroup)
 	return &j, nil
+}
+
+// counters returns the counters of a job of StatsGroup group: its own when
+// group is "", else the group's, made at its first job.
+func (s *Scheduler) counters(group string) *stats {
+	if group == "" {
+		return &stats{}
+	}
+	s.groupsMu.Lock()
+	defer s.groupsMu.Unlock()
+	if s.groups == nil {
+		s.groups = map[string]*stats{}
+	}
+	c := s.groups[group]
+	if c == nil {
+		c = &stats{}
+		s.groups[group] = c
+	}
+	return c
 }
 
 // Put adds jobs, or replaces the jobs of the same names: a scheduler that
@@ -64,7 +84,7 @@ func (s *Scheduler) Put(jobs ...Job) error {
 			continue
 		}
 		seen[jobs[i].Name] = true
-		j, err := s.opts.prepare(jobs[i], i)
+		j, err := s.prepareJob(jobs[i], i)
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -13,28 +13,36 @@ import (
 // (tickKey) is both the tick's lease (value: the owner's token) and its
 // record ("done" or "paused"), so a claim reads one key and a commit
 // overwrites it. A tick recorded before its run has a second key
-// (writerKey) naming the claim that recorded it.
+// (writerKey) naming the claim that recorded it. Only the common prefix is
+// held (a replica holds a job per runtime schedule, a million at most): each
+// key is made when a call needs it.
 type jobKeys struct {
-	prefix, paused, mark, fence string
-	// counted + <mark ms>: which replica counted the ticks a catch-up from
-	// that mark found missed (so they are logged and counted once)
-	counted string
+	base string // NS:{JOB}:
 }
 
 func newJobKeys(namespace, job string) jobKeys {
-	base := namespace + ":{" + job + "}:"
-	return jobKeys{prefix: base + "tick:", paused: base + "paused", mark: base + "mark", fence: base + "fence", counted: base + "counted:"}
+	return jobKeys{base: namespace + ":{" + job + "}:"}
 }
 
 // tickKey is the key of tick at of the job.
 func (k jobKeys) tickKey(at time.Time) string {
-	return k.prefix + strconv.FormatInt(at.UnixMilli(), 10)
+	return k.base + "tick:" + strconv.FormatInt(at.UnixMilli(), 10)
 }
 
+// paused is the key of the job's pause flag.
+func (k jobKeys) paused() string { return k.base + "paused" }
+
+// mark is the key of the job's mark: its last decided tick.
+func (k jobKeys) mark() string { return k.base + "mark" }
+
+// fence is the key of the job's fencing counter.
+func (k jobKeys) fence() string { return k.base + "fence" }
+
 // countedKey is the key naming the replica that counted the ticks a
-// catch-up from mark (unix ms) found missed.
+// catch-up from mark (unix ms) found missed (so they are logged and
+// counted once).
 func (k jobKeys) countedKey(mark int64) string {
-	return k.counted + strconv.FormatInt(mark, 10)
+	return k.base + "counted:" + strconv.FormatInt(mark, 10)
 }
 
 // writerKey is the key naming the claim that recorded a tick done before
@@ -56,7 +64,7 @@ func writtenBy(v, token string) bool {
 func (s *Scheduler) membersKey() string { return s.opts.namespace + ":replicas" }
 
 // PauseKey is the Redis key whose presence pauses a job on every replica.
-func PauseKey(namespace, job string) string { return newJobKeys(namespace, job).paused }
+func PauseKey(namespace, job string) string { return newJobKeys(namespace, job).paused() }
 
 // TickKey is the Redis key of job's tick at on the lock masters: while a
 // replica dispatches the tick it holds the owner's token (a hex lease),
