@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,5 +195,67 @@ func TestJobsOfAStatsGroupCountTogether(t *testing.T) {
 	r.s.Remove("g1")
 	if got := r.s.JobStats()["@"].Dispatched; got != 4 {
 		t.Fatalf("after a job of the group left: %d dispatched, want 4 still", got)
+	}
+}
+
+// heldGate is a Dispatcher that holds every dispatch until open is closed,
+// counting those it holds.
+type heldGate struct {
+	open    chan struct{}
+	waiting atomic.Int64
+	rec     *recorder
+}
+
+func (g *heldGate) Dispatch(ctx context.Context, t scheduler.Tick) error {
+	g.waiting.Add(1)
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.rec.Dispatch(ctx, t)
+}
+
+// Schedule: 6,000 ticks come due at one instant on one replica whose
+// dispatches are slow (here: held). The replica claims them chunk by
+// chunk as it dispatches, never all at once: a tick waits for its chunk
+// unclaimed, not leased (a million leases held while dispatches crept
+// through them had to be extended every ttl/3, and the extensions starved
+// the dispatches), and every tick is dispatched once when they flow.
+func TestABigInstantIsClaimedAsItIsDispatched(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	clk := clock.NewFake(now())
+	g := &heldGate{open: make(chan struct{}), rec: newRecorder()}
+	const n = 6000
+	jobs := make([]scheduler.Job, n)
+	for i := range jobs {
+		jobs[i] = scheduler.Job{Name: fmt.Sprintf("j%04d", i), Schedule: every(t, "@every 1m"), StartingDeadline: time.Hour}
+	}
+	start(t, []*redis.Client{rdb}, jobs, g, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithTickLeaseTTL(time.Minute))
+	var opened sync.Once
+	release := func() { opened.Do(func() { close(g.open) }) }
+	t.Cleanup(release) // before the replica stops: a held dispatch would hold its shutdown
+	if err := clk.BlockUntil(3); err != nil { // tick, membership and skew timers
+		t.Fatal(err)
+	}
+	clk.Set(scheduler.Ticks(jobs[0].Schedule, clk.Now(), clk.Now().Add(2*time.Minute), 1)[0])
+	poll.Require(t, 30*time.Second, "the dispatches to be held", func() bool { return g.waiting.Load() >= 16 })
+	leased := 0
+	iter := rdb.Scan(context.Background(), 0, "baton:{j*}:tick:*", 1000).Iterator()
+	for iter.Next(context.Background()) {
+		if v, _ := rdb.Get(context.Background(), iter.Val()).Result(); v != "done" && !strings.HasSuffix(iter.Val(), ":by") {
+			leased++
+		}
+	}
+	if leased == 0 || leased > 5000 {
+		t.Fatalf("%d of %d ticks leased while their dispatches wait: want them claimed a chunk or two at a time", leased, n)
+	}
+	release()
+	g.rec.wait(t, n)
+	for id, ticks := range g.rec.snapshot() {
+		if len(ticks) != 1 {
+			t.Fatalf("tick %s dispatched %d times", id, len(ticks))
+		}
 	}
 }

@@ -115,7 +115,7 @@ jobs: []
 		lead = cfg.startLead
 	}
 	startAt := nextInstant(began.Add(lead+cfg.settle), cfg.period)
-	if err := putAll(ctx, cl, cfg.schedules, spec, startAt); err != nil {
+	if err := putAll(ctx, cl, cfg.schedules, spec, startAt, cfg.deadline); err != nil {
 		return res, err
 	}
 	res.addTook = time.Since(began)
@@ -286,8 +286,8 @@ jobs: []
 }
 
 // putAll puts schedules 0..n-1, starting at start, with 16 putters, with
-// progress lines.
-func putAll(ctx context.Context, cl *baton.Cluster, n int, spec string, start time.Time) error {
+// progress lines. deadline is their starting deadline (0: the default).
+func putAll(ctx context.Context, cl *baton.Cluster, n int, spec string, start time.Time, deadline time.Duration) error {
 	var next, done atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
@@ -299,7 +299,7 @@ func putAll(ctx context.Context, cl *baton.Cluster, n int, spec string, start ti
 					return
 				}
 				_, err := cl.PutSchedule(ctx, schedID(i), baton.ScheduleSpec{Schedule: spec, Start: start, Handler: "tick",
-					Payload: []byte(`{"tenant":` + strconv.Itoa(i) + `}`)})
+					Payload: []byte(`{"tenant":` + strconv.Itoa(i) + `}`), StartingDeadline: deadline})
 				if err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return

@@ -50,6 +50,10 @@ type cellConfig struct {
 	// to its schedules' first tick (default: one period), for the puts and
 	// the replicas' start.
 	startLead time.Duration
+	// deadline is baton's schedules' starting deadline (0: the default,
+	// 1m): an instant larger than the machine dispatches within it
+	// records the rest missed.
+	deadline time.Duration
 	// workers is each replica's worker concurrency.
 	workers int
 }
@@ -110,6 +114,7 @@ func main() {
 	flag.DurationVar(&cfg.drain, "drain", 3*time.Minute, "longest wait after the last instant for every dispatched tick to start")
 	flag.BoolVar(&cfg.kill, "kill", true, "River: kill the leader once just before a due instant")
 	flag.DurationVar(&cfg.killLead, "kill-lead", 2*time.Second, "River: how long before the due instant the leader is killed")
+	flag.DurationVar(&cfg.deadline, "starting-deadline", 0, "baton: the schedules' starting_deadline (default: baton's, 1m); an instant the machine cannot dispatch within it records the rest missed")
 	flag.DurationVar(&cfg.startLead, "start-lead", 0, "baton: the least time from the first put to the schedules' first tick, for the puts and the replicas' start (default: -period)")
 	flag.IntVar(&cfg.workers, "workers", 100, "worker concurrency per replica")
 	timeout := flag.Duration("timeout", 90*time.Minute, "deadline of the whole run")
