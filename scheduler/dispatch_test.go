@@ -259,3 +259,64 @@ func TestABigInstantIsClaimedAsItIsDispatched(t *testing.T) {
 		}
 	}
 }
+
+// Schedule: a big instant's last chunk waits for its turn (the chunks
+// before it hold their dispatches); meanwhile every job of it is removed
+// (deleted runtime schedules). When its turn comes, none of its ticks is
+// claimed or dispatched: a chunk drops the jobs no longer current.
+func TestAJobRemovedWhileItsChunkWaitsIsNotClaimed(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	clk := clock.NewFake(now())
+	g := &heldGate{open: make(chan struct{}), rec: newRecorder()}
+	const n = 6000
+	jobs := make([]scheduler.Job, n)
+	for i := range jobs {
+		jobs[i] = scheduler.Job{Name: fmt.Sprintf("j%04d", i), Schedule: every(t, "@every 1m"), StartingDeadline: time.Hour}
+	}
+	r := start(t, []*redis.Client{rdb}, jobs, g, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithTickLeaseTTL(time.Minute))
+	var opened sync.Once
+	release := func() { opened.Do(func() { close(g.open) }) }
+	t.Cleanup(release)
+	if err := clk.BlockUntil(3); err != nil {
+		t.Fatal(err)
+	}
+	at := scheduler.Ticks(jobs[0].Schedule, clk.Now(), clk.Now().Add(2*time.Minute), 1)[0]
+	clk.Set(at)
+	poll.Require(t, 30*time.Second, "the dispatches to be held", func() bool { return g.waiting.Load() >= 16 })
+	var removed []string
+	for _, j := range jobs {
+		if n, _ := rdb.Exists(ctx, scheduler.TickKey("baton", j.Name, at)).Result(); n == 0 {
+			removed = append(removed, j.Name)
+		}
+	}
+	if len(removed) == 0 {
+		t.Fatal("every tick claimed at once: no chunk waited")
+	}
+	r.s.Remove(removed...)
+	// a sentinel job's tick, due a minute later, is claimed after the
+	// waiting chunk had its turn (a chunk waits its turn in order)
+	if err := r.s.Put(scheduler.Job{Name: "zz-sentinel", Schedule: every(t, "@every 1m"), StartingDeadline: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(at.Add(time.Minute))
+	release()
+	poll.Require(t, 60*time.Second, "the sentinel's tick dispatched", func() bool {
+		for id := range g.rec.snapshot() {
+			if strings.HasPrefix(id, "zz-sentinel@") {
+				return true
+			}
+		}
+		return false
+	})
+	gone := map[string]bool{}
+	for _, name := range removed {
+		gone[name] = true
+	}
+	for id := range g.rec.snapshot() {
+		if job, _, _ := strings.Cut(id, "@"); gone[job] {
+			t.Fatalf("%s dispatched after its job was removed", id)
+		}
+	}
+}

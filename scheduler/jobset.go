@@ -227,6 +227,18 @@ func appendFirst(out []item, j *Job, from time.Time) []item {
 // the new definition, without scheduling a next tick. Any other claim not
 // attempted yet of a tick due at or after Since that the new definition
 // does not have is dropped as well.
+// stillCurrent keeps the items of batch whose jobs are still current (each
+// made for its job's current definition) and not exhausted.
+func (s *Scheduler) stillCurrent(batch []item) []item {
+	out := batch[:0]
+	for _, it := range batch {
+		if it, ok := s.current(it); ok && !s.isExhausted(it.job) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
 func (s *Scheduler) current(it item) (item, bool) {
 	cur, ok := s.job(it.job.Name)
 	if !ok {

@@ -528,7 +528,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 					return // not claimed: another replica, or the next start's catch-up, takes them
 				}
 				defer func() { <-s.claiming }()
-				s.runBatch(work, b)
+				// a chunk may have waited long: its jobs may have been
+				// removed or replaced meanwhile (jobset.go)
+				if b = s.stillCurrent(b); len(b) > 0 {
+					s.runBatch(work, b)
+				}
 			}()
 		}
 	}
