@@ -235,7 +235,7 @@ func TestABigInstantIsClaimedAsItIsDispatched(t *testing.T) {
 	start(t, []*redis.Client{rdb}, jobs, g, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithTickLeaseTTL(time.Minute))
 	var opened sync.Once
 	release := func() { opened.Do(func() { close(g.open) }) }
-	t.Cleanup(release) // before the replica stops: a held dispatch would hold its shutdown
+	t.Cleanup(release)                        // before the replica stops: a held dispatch would hold its shutdown
 	if err := clk.BlockUntil(3); err != nil { // tick, membership and skew timers
 		t.Fatal(err)
 	}
@@ -275,7 +275,10 @@ func TestAJobRemovedWhileItsChunkWaitsIsNotClaimed(t *testing.T) {
 	for i := range jobs {
 		jobs[i] = scheduler.Job{Name: fmt.Sprintf("j%04d", i), Schedule: every(t, "@every 1m"), StartingDeadline: time.Hour}
 	}
-	r := start(t, []*redis.Client{rdb}, jobs, g, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithTickLeaseTTL(time.Minute))
+	// one chunk in flight: the first claims and holds its dispatches, every
+	// other waits for its turn
+	r := start(t, []*redis.Client{rdb}, jobs, g, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour),
+		scheduler.WithTickLeaseTTL(time.Minute), scheduler.WithClaimsInFlight(1))
 	var opened sync.Once
 	release := func() { opened.Do(func() { close(g.open) }) }
 	t.Cleanup(release)
@@ -284,7 +287,21 @@ func TestAJobRemovedWhileItsChunkWaitsIsNotClaimed(t *testing.T) {
 	}
 	at := scheduler.Ticks(jobs[0].Schedule, clk.Now(), clk.Now().Add(2*time.Minute), 1)[0]
 	clk.Set(at)
-	poll.Require(t, 30*time.Second, "the dispatches to be held", func() bool { return g.waiting.Load() >= 16 })
+	// the first chunk's claims answered (owned), its dispatches held
+	claimed := func() int64 {
+		n := int64(0)
+		iter := rdb.Scan(ctx, 0, "baton:{j*}:tick:*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if !strings.HasSuffix(iter.Val(), ":by") {
+				n++
+			}
+		}
+		return n
+	}
+	poll.Require(t, 30*time.Second, "the first chunk claimed", func() bool {
+		owned := r.s.Stats().Owned
+		return owned > 0 && g.waiting.Load() >= 16 && claimed() == owned
+	})
 	var removed []string
 	for _, j := range jobs {
 		if n, _ := rdb.Exists(ctx, scheduler.TickKey("baton", j.Name, at)).Result(); n == 0 {

@@ -8,6 +8,12 @@ func WithObserver(f func(kind, job string, tick time.Time, replica string)) Opti
 	return func(o *options) { o.observe = f }
 }
 
+// WithClaimsInFlight sets how many claimed chunks a replica has in flight
+// (claimsInFlight), so a test knows which chunk waits (tests only).
+func WithClaimsInFlight(n int) Option {
+	return func(o *options) { o.claimsInFlight = n }
+}
+
 // FollowerClaimKeptAfterPut puts put, which replaces job name, and tells
 // whether a follower's claim of name's tick at, readied under the old
 // definition and not attempted yet, is still made.

@@ -83,20 +83,21 @@ type Job struct {
 type Option func(*options)
 
 type options struct {
-	clock         Clock
-	log           *slog.Logger
-	replica       string
-	namespace     string
-	leaseTTL      time.Duration
-	maxSkew       time.Duration
-	followerDelay time.Duration
-	recordMargin  time.Duration
-	timeout       time.Duration
-	parallel      int
-	leader        func() bool
-	onDispatch    func(job string, lag time.Duration)
-	tracer        trace.Tracer                                           // nil: tracing off
-	observe       func(kind, job string, tick time.Time, replica string) // tests' history (export_test.go)
+	clock          Clock
+	log            *slog.Logger
+	replica        string
+	namespace      string
+	leaseTTL       time.Duration
+	maxSkew        time.Duration
+	followerDelay  time.Duration
+	recordMargin   time.Duration
+	timeout        time.Duration
+	parallel       int
+	claimsInFlight int // chunks claimed and in dispatch at once (claimsInFlight)
+	leader         func() bool
+	onDispatch     func(job string, lag time.Duration)
+	tracer         trace.Tracer                                           // nil: tracing off
+	observe        func(kind, job string, tick time.Time, replica string) // tests' history (export_test.go)
 }
 
 // note tells the test observer, if any, what became of a tick: "claimed",
@@ -241,7 +242,7 @@ func New(locks *locking.Client, jobs []Job, d Dispatcher, opts ...Option) (*Sche
 	o := options{
 		clock: RealClock(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), namespace: "baton",
 		leaseTTL: 5 * time.Second, maxSkew: 500 * time.Millisecond, followerDelay: 500 * time.Millisecond,
-		recordMargin: time.Minute, timeout: 2 * time.Second, parallel: 16,
+		recordMargin: time.Minute, timeout: 2 * time.Second, parallel: 16, claimsInFlight: claimsInFlight,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -258,7 +259,7 @@ func New(locks *locking.Client, jobs []Job, d Dispatcher, opts ...Option) (*Sche
 	}
 	s := &Scheduler{locks: locks, disp: d, opts: o,
 		jobs: map[string]*Job{}, wake: make(chan struct{}, 1), retry: make(chan []item, 64), sem: make(chan struct{}, max(o.parallel, 1)),
-		claiming: make(chan struct{}, claimsInFlight),
+		claiming: make(chan struct{}, max(o.claimsInFlight, 1)),
 		stopping: make(chan struct{})}
 	for i := range jobs {
 		if jobs[i].Name != "" && s.jobs[jobs[i].Name] != nil {
