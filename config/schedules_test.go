@@ -73,3 +73,58 @@ func TestRuntimeHTTPScheduleURLStaysUnderTheAllowedPrefixes(t *testing.T) {
 		}
 	}
 }
+
+// A definition the put path accepts (DecodeSchedule on the user's
+// document, then ScheduleDocument for the stored form) is one every replica
+// accepts when it reads the stored form back: a raw DEL (U+007F) in the
+// body, and an '&' in the URL, which the stored form escapes as \u0026.
+func TestAStoredDefinitionIsReadAsItWasAccepted(t *testing.T) {
+	base := schedulesBase(t)
+	user := []byte("{\"schedule\":\"@hourly\",\"http\":{\"url\":\"https://hooks.example/tenants/42?a=1&b=2\",\"body\":\"x\x7fy\"}}")
+	if _, err := config.DecodeSchedule(base, "t/42", user, time.Time{}); err != nil {
+		return // refused at the put: consistent
+	}
+	stored, err := config.ScheduleDocument(user)
+	if err != nil {
+		t.Fatalf("accepted by DecodeSchedule, but ScheduleDocument: %v", err)
+	}
+	if _, err := config.DecodeSchedule(base, "t/42", stored, time.Time{}); err != nil {
+		t.Fatalf("the put accepts %q and stores %q, which every replica refuses: %v", user, stored, err)
+	}
+}
+
+// A number's meaning does not depend on whether some other string of the
+// definition holds an escape: 1e400 (out of float64's range) is the same
+// with and without a "\u0041" elsewhere in the document.
+func TestANumberDecodesTheSameWithOrWithoutAnEscapeElsewhere(t *testing.T) {
+	plain := []byte(`{"schedule":"@hourly","handler":{"name":"h","payload":{"n":1e400,"s":"A"}}}`)
+	escaped := []byte(`{"schedule":"@hourly","handler":{"name":"h","payload":{"n":1e400,"s":"\u0041"}}}`)
+	a, errA := config.ScheduleDocument(plain)
+	b, errB := config.ScheduleDocument(escaped)
+	if string(a) != string(b) || (errA == nil) != (errB == nil) {
+		t.Fatalf("the same definition stored two ways: without an escape %s (err %v), with one %s (err %v)", a, errA, b, errB)
+	}
+}
+
+// A replica runs the body the put accepted: a raw NEL (U+0085) in a JSON
+// string, in a definition whose stored form holds a backslash (the '&' of
+// its URL escaped).
+func TestAStoredDefinitionsBodyIsTheBodyPut(t *testing.T) {
+	base := schedulesBase(t)
+	user := []byte("{\"schedule\":\"@hourly\",\"http\":{\"method\":\"POST\",\"url\":\"https://hooks.example/tenants/42?a=1&b=2\",\"body\":\"x\u0085y\"}}")
+	put, err := config.DecodeSchedule(base, "t/42", user, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := config.ScheduleDocument(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := config.DecodeSchedule(base, "t/42", stored, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if put.HTTP.Body != run.HTTP.Body {
+		t.Fatalf("body %q at the put, %q as replicas read the stored %q", put.HTTP.Body, run.HTTP.Body, stored)
+	}
+}

@@ -17,13 +17,16 @@ import (
 // yaml.v3 resolves it), true and false !!bool, null !!null, objects and
 // arrays flow-style mappings and sequences, everything on line 1. ok is
 // false, and the caller parses data as YAML (for its messages), when data
-// is not one such object: invalid, several lines, a repeated key (which
-// YAML refuses), anything after the object, or a backslash (JSON's
-// escapes are not all YAML's: \/ and surrogate pairs are refused there). TestParseJSONIsParse pins
+// is not one such object in printable ASCII without a backslash (JSON's
+// escapes are not all YAML's, and YAML refuses or folds some characters
+// JSON takes raw: DEL, C1 controls, NEL, U+FFFE, invalid UTF-8), or is
+// invalid, has a repeated key or a key past YAML's 1,024 characters, a
+// number YAML reads as a string (out of float64's range), or anything
+// after the object. TestParseJSONIsParse pins
 // it to Parse.
 func ParseJSON(data []byte) (root *yaml.Node, ok bool) {
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 || data[0] != '{' || bytes.ContainsAny(data, "\r\n\\") {
+	data = bytes.Trim(data, " ")
+	if len(data) == 0 || data[0] != '{' || !plainASCII(data) {
 		return nil, false
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -39,6 +42,21 @@ func ParseJSON(data []byte) (root *yaml.Node, ok bool) {
 }
 
 var errRepeated = errors.New("a repeated key")
+
+// plainASCII tells whether data holds printable ASCII only (space to ~),
+// without a backslash.
+func plainASCII(data []byte) bool {
+	for _, c := range data {
+		if c < ' ' || c > '~' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// maxKey is the longest key ParseJSON takes: yaml.v3 refuses a simple key
+// of more than 1,024 characters.
+const maxKey = 1000
 
 // jsonNode reads one value from dec as the node yaml.v3 makes of it.
 func jsonNode(dec *json.Decoder) (*yaml.Node, error) {
@@ -60,7 +78,7 @@ func jsonNode(dec *json.Decoder) (*yaml.Node, error) {
 					return nil, err
 				}
 				key, _ := kt.(string)
-				if seen[key] {
+				if seen[key] || len(key) > maxKey {
 					return nil, errRepeated
 				}
 				seen[key] = true
@@ -88,6 +106,9 @@ func jsonNode(dec *json.Decoder) (*yaml.Node, error) {
 	case string:
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Style: yaml.DoubleQuotedStyle, Value: t, Line: 1, Column: col}, nil
 	case json.Number:
+		if _, err := strconv.ParseFloat(string(t), 64); err != nil {
+			return nil, err // out of range: YAML reads it as a string
+		}
 		tag := "!!float"
 		if _, err := strconv.ParseInt(string(t), 10, 64); err == nil {
 			tag = "!!int"
