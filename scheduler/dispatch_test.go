@@ -337,3 +337,44 @@ func TestAJobRemovedWhileItsChunkWaitsIsNotClaimed(t *testing.T) {
 		}
 	}
 }
+
+// Schedule: 12,500 ticks of other jobs come due at one instant (five
+// chunks), their dispatches held: two chunks are claimed, three wait. A
+// second later a small job's tick comes due, with a shorter starting
+// deadline. When the dispatches flow, the small tick gets the first slot
+// freed, ahead of the big instant's waiting chunks (whose deadlines are
+// later), rather than waiting behind all of them until its deadline passes.
+func TestASmallJobsTickIsNotMissedBehindABigInstant(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	clk := clock.NewFake(now())
+	g := &heldGate{open: make(chan struct{}), rec: newRecorder()}
+	const n = 12500
+	jobs := make([]scheduler.Job, 0, n+1)
+	for i := range n {
+		jobs = append(jobs, scheduler.Job{Name: fmt.Sprintf("big%05d", i), Schedule: every(t, "0 * * * * *"), StartingDeadline: time.Hour})
+	}
+	jobs = append(jobs, scheduler.Job{Name: "small", Schedule: every(t, "1 * * * * *"), StartingDeadline: time.Minute})
+	start(t, []*redis.Client{rdb}, jobs, g, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithTickLeaseTTL(time.Minute))
+	var opened sync.Once
+	release := func() { opened.Do(func() { close(g.open) }) }
+	t.Cleanup(release)
+	if err := clk.BlockUntil(3); err != nil {
+		t.Fatal(err)
+	}
+	at := scheduler.Ticks(jobs[0].Schedule, clk.Now(), clk.Now().Add(2*time.Minute), 1)[0]
+	clk.Set(at)
+	poll.Require(t, 30*time.Second, "the big instant's dispatches to be held", func() bool { return g.waiting.Load() >= 16 })
+	clk.Set(at.Add(time.Second))
+	release()
+	small := "small@" + at.Add(time.Second).UTC().Format(time.RFC3339)
+	var before int
+	poll.Require(t, 60*time.Second, "the small tick dispatched", func() bool {
+		got := g.rec.snapshot()
+		before = len(got)
+		return len(got[small]) == 1
+	})
+	if before > 7501 { // two chunks, and what the other running chunk dispatched meanwhile
+		t.Fatalf("the small tick was dispatched after %d of the big instant's %d: it waited behind the chunks due before it", before-1, n)
+	}
+}

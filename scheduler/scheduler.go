@@ -223,7 +223,7 @@ type Scheduler struct {
 	members  atomic.Pointer[membership]
 	retry    chan []item
 	sem      chan struct{} // bounds Dispatch calls in flight, across batches
-	claiming chan struct{} // bounds the claimed chunks in flight (claimsInFlight)
+	claiming *claimGate    // bounds the claimed chunks in flight (claimsInFlight)
 	stopping chan struct{} // closed when Run stops firing: retries are dropped
 	procs    sync.WaitGroup
 	wg       sync.WaitGroup
@@ -259,7 +259,7 @@ func New(locks *locking.Client, jobs []Job, d Dispatcher, opts ...Option) (*Sche
 	}
 	s := &Scheduler{locks: locks, disp: d, opts: o,
 		jobs: map[string]*Job{}, wake: make(chan struct{}, 1), retry: make(chan []item, 64), sem: make(chan struct{}, max(o.parallel, 1)),
-		claiming: make(chan struct{}, max(o.claimsInFlight, 1)),
+		claiming: newClaimGate(o.claimsInFlight),
 		stopping: make(chan struct{})}
 	for i := range jobs {
 		if jobs[i].Name != "" && s.jobs[jobs[i].Name] != nil {
@@ -523,12 +523,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			s.procs.Add(1)
 			go func() {
 				defer s.procs.Done()
-				select {
-				case s.claiming <- struct{}{}:
-				case <-s.stopping:
+				if !s.claiming.acquire(earliestDeadline(b), s.stopping) {
 					return // not claimed: another replica, or the next start's catch-up, takes them
 				}
-				defer func() { <-s.claiming }()
+				defer s.claiming.release()
 				// a chunk may have waited long: its jobs may have been
 				// removed or replaced meanwhile (jobset.go)
 				if b = s.stillCurrent(b); len(b) > 0 {
