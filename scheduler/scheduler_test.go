@@ -219,17 +219,20 @@ func TestOwnerDiesBeforeDispatch(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	ctx := context.Background()
-	tick := time.Now().Add(time.Second).Truncate(time.Second)
-	lease := fmt.Sprintf("baton:{d}:tick:%d", tick.UnixMilli())
-	// the dead owner's lease on the coming tick ends a moment after it is due
-	rdb.Set(ctx, lease, "dead-owner", time.Until(tick)+300*time.Millisecond)
 	rec := newRecorder()
 	jobs := []scheduler.Job{{Name: "d", Schedule: every(t, "@every 1s"), StartingDeadline: 30 * time.Second}}
 	start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithReplica("live"))
-	rec.wait(t, 1)
-	got := rec.snapshot()
+	// a tick at least a second ahead of the running replica (on a loaded
+	// machine its start may take longer than any fixed margin before it)
+	tick := time.Now().Add(2 * time.Second).Truncate(time.Second)
+	lease := fmt.Sprintf("baton:{d}:tick:%d", tick.UnixMilli())
+	// the dead owner's lease on the coming tick ends a moment after it is due
+	if err := rdb.Set(ctx, lease, "dead-owner", time.Until(tick)+300*time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
 	id := "d@" + tick.UTC().Format(time.RFC3339)
-	if len(got[id]) != 1 {
+	poll.Require(t, 30*time.Second, "tick "+id+" dispatched", func() bool { return len(rec.snapshot()[id]) > 0 })
+	if got := rec.snapshot(); len(got[id]) != 1 {
 		t.Fatalf("tick %s dispatched %d times (all: %v)", id, len(got[id]), got)
 	}
 }
