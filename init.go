@@ -104,16 +104,12 @@ func InitLayout(ctx context.Context, cfg *config.Config, progress func(moved int
 	}
 	defer c.Close()
 	rep := LayoutReport{To: layout.Of(cfg)}
-	n, err := c.queue.Exists(ctx, layout.Key(cfg.Namespace)).Result()
-	if err != nil {
-		return rep, fmt.Errorf("%w: %w", locking.ErrUnavailable, err)
-	}
 	st, err := layout.Read(ctx, c.queue, cfg.Namespace)
 	if err != nil {
 		return rep, err
 	}
 	rep.From = st.Layout
-	if n == 1 && st.MovingTo == 0 && st.Layout == rep.To {
+	if st.Recorded && st.MovingTo == 0 && st.Layout == rep.To {
 		return rep, nil
 	}
 	if st.Layout != rep.To || st.MovingTo != 0 {

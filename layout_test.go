@@ -49,11 +49,7 @@ func TestInitMovesSchedulesToANewLayoutAndOldConfigsRefuse(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	before := layoutConfig(t, srv.Addr(), 1, 1)
-	c, err := baton.NewCluster(before)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := layoutCluster(t, before)
 	for i := range 25 {
 		if _, err := c.PutSchedule(ctx, fmt.Sprintf("t/%02d", i), baton.ScheduleSpec{Schedule: "@yearly", Handler: "h"}); err != nil {
 			t.Fatal(err)
@@ -104,14 +100,8 @@ func TestInitMovesBetweenShardCounts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	four := layoutConfig(t, srv.Addr(), 4, 1)
-	if _, err := baton.InitLayout(ctx, four, nil); err != nil {
-		t.Fatal(err)
-	}
-	c, err := baton.NewCluster(four)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	initLayout(t, ctx, four)
+	c := layoutCluster(t, four)
 	want := map[string]bool{}
 	for i := range 40 {
 		id := fmt.Sprintf("m/%02d", i)
@@ -128,11 +118,7 @@ func TestInitMovesBetweenShardCounts(t *testing.T) {
 	if rep.Moved == 0 || rep.Moved >= 40 {
 		t.Fatalf("moved %d of 40: want those whose shard changed", rep.Moved)
 	}
-	c3, err := baton.NewCluster(three)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c3.Close()
+	c3 := layoutCluster(t, three)
 	got, err := c3.ListSchedules(ctx, baton.ScheduleQuery{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
@@ -157,9 +143,7 @@ func TestLanesSpreadJobsOverQueuesAndWorkersTakeThemAll(t *testing.T) {
 	defer cancel()
 	jobs := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 	cfg := layoutConfig(t, srv.Addr(), 1, 3, jobs...)
-	if _, err := baton.InitLayout(ctx, cfg, nil); err != nil {
-		t.Fatal(err)
-	}
+	initLayout(t, ctx, cfg)
 	running(t, cfg, baton.WithReplicaID("r1"))
 	rdb := srv.TestClient(t)
 	lanes := map[string]bool{}
@@ -187,6 +171,25 @@ func TestLanesSpreadJobsOverQueuesAndWorkersTakeThemAll(t *testing.T) {
 	}
 }
 
+// layoutCluster is a Cluster of cfg, closed when the test ends.
+func layoutCluster(t *testing.T, cfg *config.Config) *baton.Cluster {
+	t.Helper()
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// initLayout records cfg's layout, as baton init does.
+func initLayout(t *testing.T, ctx context.Context, cfg *config.Config) {
+	t.Helper()
+	if _, err := baton.InitLayout(ctx, cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // putMany puts n @yearly schedules h/0000.. with c.
 func putMany(t *testing.T, ctx context.Context, c *baton.Cluster, n int) {
 	t.Helper()
@@ -207,11 +210,7 @@ func TestWritesDuringAMoveAreRefusedNotLost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	before := layoutConfig(t, srv.Addr(), 1, 1)
-	c, err := baton.NewCluster(before)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := layoutCluster(t, before)
 	putMany(t, ctx, c, 5)
 	after := layoutConfig(t, srv.Addr(), 2, 1)
 	var errs []error
@@ -231,11 +230,7 @@ func TestWritesDuringAMoveAreRefusedNotLost(t *testing.T) {
 			t.Errorf("write %d during the move: %v, want ErrMoving", i, err)
 		}
 	}
-	nc, err := baton.NewCluster(after)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := layoutCluster(t, after)
 	page, err := nc.ListSchedules(ctx, baton.ScheduleQuery{Limit: 100})
 	if err != nil || len(page.Schedules) != 5 {
 		t.Fatalf("after the move: %d schedules, %v", len(page.Schedules), err)
@@ -258,18 +253,12 @@ func TestInitBackToTheOldLayoutAfterAHalfMoveKeepsEverySchedule(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	before := layoutConfig(t, srv.Addr(), 1, 1)
-	if _, err := baton.InitLayout(ctx, before, nil); err != nil {
-		t.Fatal(err)
-	}
-	c, err := baton.NewCluster(before)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	initLayout(t, ctx, before)
+	c := layoutCluster(t, before)
 	const n = 1200
 	putMany(t, ctx, c, n)
 	mctx, stop := context.WithCancel(ctx)
-	_, err = baton.InitLayout(mctx, layoutConfig(t, srv.Addr(), 2, 1), func(int) { stop() })
+	_, err := baton.InitLayout(mctx, layoutConfig(t, srv.Addr(), 2, 1), func(int) { stop() })
 	stop()
 	if err == nil {
 		t.Fatal("the move did not stop half way")
@@ -309,11 +298,7 @@ func TestConcurrentInitsKeepEverySchedule(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	before := layoutConfig(t, srv.Addr(), 1, 1)
-	c, err := baton.NewCluster(before)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := layoutCluster(t, before)
 	const n = 1200
 	putMany(t, ctx, c, n)
 	two, four := layoutConfig(t, srv.Addr(), 2, 1), layoutConfig(t, srv.Addr(), 4, 1)
@@ -330,11 +315,7 @@ func TestConcurrentInitsKeepEverySchedule(t *testing.T) {
 	if errB == nil || !strings.Contains(errB.Error(), "another baton init") {
 		t.Fatalf("the second init during the first: %v", errB)
 	}
-	cc, err := baton.NewCluster(two)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := layoutCluster(t, two)
 	for i := range n {
 		if _, err := cc.GetSchedule(ctx, fmt.Sprintf("h/%04d", i), 0); err != nil {
 			t.Fatal(err)

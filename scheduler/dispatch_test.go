@@ -225,21 +225,13 @@ func (g *heldGate) Dispatch(ctx context.Context, t scheduler.Tick) error {
 func TestABigInstantIsClaimedAsItIsDispatched(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
-	clk := clock.NewFake(now())
-	g := &heldGate{open: make(chan struct{}), rec: newRecorder()}
 	const n = 6000
 	jobs := make([]scheduler.Job, n)
 	for i := range jobs {
 		jobs[i] = scheduler.Job{Name: fmt.Sprintf("j%04d", i), Schedule: every(t, "@every 1m"), StartingDeadline: time.Hour}
 	}
-	start(t, []*redis.Client{rdb}, jobs, g, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithTickLeaseTTL(time.Minute))
-	var opened sync.Once
-	release := func() { opened.Do(func() { close(g.open) }) }
-	t.Cleanup(release)                        // before the replica stops: a held dispatch would hold its shutdown
-	if err := clk.BlockUntil(3); err != nil { // tick, membership and skew timers
-		t.Fatal(err)
-	}
-	clk.Set(scheduler.Ticks(jobs[0].Schedule, clk.Now(), clk.Now().Add(2*time.Minute), 1)[0])
+	h := heldInstant(t, rdb, jobs)
+	g, release := h.g, h.release
 	poll.Require(t, 30*time.Second, "the dispatches to be held", func() bool { return g.waiting.Load() >= 16 })
 	leased := 0
 	iter := rdb.Scan(context.Background(), 0, "baton:{j*}:tick:*", 1000).Iterator()
@@ -268,8 +260,6 @@ func TestAJobRemovedWhileItsChunkWaitsIsNotClaimed(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	ctx := context.Background()
-	clk := clock.NewFake(now())
-	g := &heldGate{open: make(chan struct{}), rec: newRecorder()}
 	const n = 6000
 	jobs := make([]scheduler.Job, n)
 	for i := range jobs {
@@ -277,16 +267,8 @@ func TestAJobRemovedWhileItsChunkWaitsIsNotClaimed(t *testing.T) {
 	}
 	// one chunk in flight: the first claims and holds its dispatches, every
 	// other waits for its turn
-	r := start(t, []*redis.Client{rdb}, jobs, g, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour),
-		scheduler.WithTickLeaseTTL(time.Minute), scheduler.WithClaimsInFlight(1))
-	var opened sync.Once
-	release := func() { opened.Do(func() { close(g.open) }) }
-	t.Cleanup(release)
-	if err := clk.BlockUntil(3); err != nil {
-		t.Fatal(err)
-	}
-	at := scheduler.Ticks(jobs[0].Schedule, clk.Now(), clk.Now().Add(2*time.Minute), 1)[0]
-	clk.Set(at)
+	h := heldInstant(t, rdb, jobs, scheduler.WithClaimsInFlight(1))
+	r, g, clk, at, release := h.r, h.g, h.clk, h.at, h.release
 	// the first chunk's claims answered (owned), its dispatches held
 	claimed := func() int64 {
 		n := int64(0)
@@ -347,23 +329,14 @@ func TestAJobRemovedWhileItsChunkWaitsIsNotClaimed(t *testing.T) {
 func TestASmallJobsTickIsNotMissedBehindABigInstant(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
-	clk := clock.NewFake(now())
-	g := &heldGate{open: make(chan struct{}), rec: newRecorder()}
 	const n = 12500
 	jobs := make([]scheduler.Job, 0, n+1)
 	for i := range n {
 		jobs = append(jobs, scheduler.Job{Name: fmt.Sprintf("big%05d", i), Schedule: every(t, "0 * * * * *"), StartingDeadline: time.Hour})
 	}
 	jobs = append(jobs, scheduler.Job{Name: "small", Schedule: every(t, "1 * * * * *"), StartingDeadline: time.Minute})
-	start(t, []*redis.Client{rdb}, jobs, g, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithTickLeaseTTL(time.Minute))
-	var opened sync.Once
-	release := func() { opened.Do(func() { close(g.open) }) }
-	t.Cleanup(release)
-	if err := clk.BlockUntil(3); err != nil {
-		t.Fatal(err)
-	}
-	at := scheduler.Ticks(jobs[0].Schedule, clk.Now(), clk.Now().Add(2*time.Minute), 1)[0]
-	clk.Set(at)
+	h := heldInstant(t, rdb, jobs)
+	g, clk, at, release := h.g, h.clk, h.at, h.release
 	poll.Require(t, 30*time.Second, "the big instant's dispatches to be held", func() bool { return g.waiting.Load() >= 16 })
 	clk.Set(at.Add(time.Second))
 	release()
@@ -377,4 +350,34 @@ func TestASmallJobsTickIsNotMissedBehindABigInstant(t *testing.T) {
 	if before > 7501 { // two chunks, and what the other running chunk dispatched meanwhile
 		t.Fatalf("the small tick was dispatched after %d of the big instant's %d: it waited behind the chunks due before it", before-1, n)
 	}
+}
+
+// heldRun is a replica whose dispatches are held, at an instant of its
+// jobs (heldInstant).
+type heldRun struct {
+	r       *replica
+	g       *heldGate
+	clk     *clock.Fake
+	at      time.Time // the instant: the first job's next tick
+	release func()    // lets the dispatches flow (once)
+}
+
+// heldInstant starts a replica of jobs on rdb (tick leases of a minute)
+// whose dispatches g holds, on a fake clock it sets to the first job's next
+// tick. The dispatches are released when the test ends, before the replica
+// stops: a held dispatch would hold its shutdown.
+func heldInstant(t *testing.T, rdb *redis.Client, jobs []scheduler.Job, opts ...scheduler.Option) heldRun {
+	t.Helper()
+	h := heldRun{g: &heldGate{open: make(chan struct{}), rec: newRecorder()}, clk: clock.NewFake(now())}
+	h.r = start(t, []*redis.Client{rdb}, jobs, h.g, append([]scheduler.Option{scheduler.WithClock(h.clk),
+		scheduler.WithMaxClockSkew(time.Hour), scheduler.WithTickLeaseTTL(time.Minute)}, opts...)...)
+	var opened sync.Once
+	h.release = func() { opened.Do(func() { close(h.g.open) }) }
+	t.Cleanup(h.release)
+	if err := h.clk.BlockUntil(3); err != nil { // tick, membership and skew timers
+		t.Fatal(err)
+	}
+	h.at = scheduler.Ticks(jobs[0].Schedule, h.clk.Now(), h.clk.Now().Add(2*time.Minute), 1)[0]
+	h.clk.Set(h.at)
+	return h
 }

@@ -48,7 +48,8 @@ var ErrMoving = errors.New("the runtime schedules are being moved to another lay
 // half way), that count.
 type State struct {
 	Layout
-	MovingTo int // 0: no move
+	MovingTo int  // 0: no move
+	Recorded bool // false: no record (the layout is Default)
 }
 
 // Read returns the state recorded for namespace ns, Default when none is.
@@ -61,7 +62,7 @@ func Read(ctx context.Context, rdb redis.UniversalClient, ns string) (State, err
 	if len(m) == 0 {
 		return State{Layout: Default}, nil
 	}
-	var st State
+	st := State{Recorded: true}
 	for field, dst := range map[string]*int{"shards": &st.Shards, "lanes": &st.Lanes} {
 		n, err := strconv.Atoi(m[field])
 		if err != nil || n < 1 || n > config.MaxShards {
