@@ -292,3 +292,39 @@ while true do local t = redis.call('TIME') if t[1]*1000000 + t[2] - s0 > 1500000
 		t.Fatalf("the line behind the write read %q, %v: the write ran after it", v, err)
 	}
 }
+
+// The calls of a chunk read the server's TIME and the master's marker once
+// for the chunk, not once per call, and all see the same moment and guard.
+func TestChunkReadsTimeAndMarkerOnce(t *testing.T) {
+	g, rdb := newTestGroup(t)
+	ctx := context.Background()
+	s := NewGuardedScript(`local t = q_time()
+local floor = q_guard(KEYS[2])
+if not floor then return -1 end
+redis.call('SET', KEYS[1], t[1] .. '.' .. t[2])
+return t[1] .. '.' .. t[2]`)
+	const n = 50
+	keys := func(i int) ([]string, []any) { return []string{fmt.Sprintf("k%d", i), g.MarkerKey()}, nil }
+	g.Pipeline(ctx, 5*time.Second, s, n, keys) // the server learns the script
+	times, gets := commandCalls(t, rdb, "time"), commandCalls(t, rdb, "get")
+	replies := g.Pipeline(ctx, 5*time.Second, s, n, keys)
+	if d := commandCalls(t, rdb, "time") - times; d != 1 {
+		t.Errorf("a chunk of %d calls ran TIME %d times, want 1", n, d)
+	}
+	if d := commandCalls(t, rdb, "get") - gets; d != 1 {
+		t.Errorf("a chunk of %d calls read the marker %d times, want 1", n, d)
+	}
+	for i, r := range replies[0] {
+		if r.Err != nil || r.Val != replies[0][0].Val {
+			t.Fatalf("call %d answered %v, %v; want the chunk's one moment %v", i, r.Val, r.Err, replies[0][0].Val)
+		}
+	}
+	// alone, a call reads both itself
+	times = commandCalls(t, rdb, "time")
+	if err := s.Run(ctx, rdb, []string{"alone", g.MarkerKey()}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d := commandCalls(t, rdb, "time") - times; d != 1 {
+		t.Errorf("a call alone ran TIME %d times, want 1", d)
+	}
+}

@@ -27,9 +27,13 @@ type Script struct {
 }
 
 // NewScript returns the script with source src.
-func NewScript(src string) *Script {
-	s := newScript(src)
-	s.many = newScript("local function one(KEYS, ARGV)\n" + src + "\nend\n" + manySrc)
+func NewScript(src string) *Script { return pair("", src) }
+
+// pair returns the script head + src and its chunk form: head once, then
+// src as the function each call of a chunk runs.
+func pair(head, src string) *Script {
+	s := newScript(head + src)
+	s.many = newScript(head + "local function one(KEYS, ARGV)\n" + src + "\nend\n" + manySrc)
 	return s
 }
 
@@ -39,8 +43,10 @@ func newScript(src string) *Script {
 }
 
 // NewGuardedScript returns the script with the prelude (lua/prelude.lua:
-// q_guard and q_fence) in front of src.
-func NewGuardedScript(src string) *Script { return NewScript(preludeSrc + src) }
+// q_time, q_guard, q_fence...) in front of src. The prelude's memo table
+// (q_memo) is made once per script call, in front of the function each call
+// of a chunk runs, so the calls of a chunk read TIME and the marker once.
+func NewGuardedScript(src string) *Script { return pair("local q_memo = {}\n", preludeSrc+src) }
 
 // Line returns the EVALSHA command line for keys and args.
 func (s *Script) Line(keys []string, args ...any) []any {

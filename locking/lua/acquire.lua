@@ -23,7 +23,7 @@
 --                 client checked it): it grants nothing until repaired.
 -- Fails with "CORRUPT 2 VALUE" (see q_count), writing nothing, when the fencing
 -- counter holds anything but an integer below 2^53.
-local t = redis.call('TIME')
+local t = q_time()
 local mode = ARGV[3]
 local floor = 0
 if mode == 'q' then

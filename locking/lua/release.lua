@@ -27,7 +27,7 @@ if redis.call('EXISTS', W, Q) == 0 then -- nobody waits: the common case
   return 1
 end
 
-local t = redis.call('TIME')
+local t = q_time()
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local c = q_count(2)
 while c do

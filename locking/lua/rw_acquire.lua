@@ -24,7 +24,7 @@
 -- Returns {1, fence} owned, {0, ms} busy (retry in ms), {-1, 0} marker missing.
 -- Fails with "CORRUPT 2 VALUE" (see q_count), writing nothing, when the fencing
 -- counter holds anything but an integer below 2^53.
-local t = redis.call('TIME')
+local t = q_time()
 local mode = ARGV[3]
 local floor = 0
 if mode == 'q' then

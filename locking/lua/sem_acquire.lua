@@ -23,7 +23,7 @@
 -- marker missing. Fails with "CORRUPT 2 VALUE" (see q_count), writing nothing,
 -- when the fencing counter holds anything but an integer below 2^53. A grant that leaves places free publishes "h|<next>|<name>" to
 -- the next in line, which need not wait for a release.
-local t = redis.call('TIME')
+local t = q_time()
 local mode = ARGV[3]
 if mode == 's' and redis.call('EXISTS', KEYS[3]) == 0 then return {-1, 0} end
 local _, corrupt = q_count(2)

@@ -66,7 +66,7 @@
 -- keep the tick busy, and unrecorded, for as long as it stays), and with
 -- "CORRUPTBY 5 VALUE" when the writer of a "done" is not "<token>:<fence>"
 -- with a fence an acquire could issue.
-local t = redis.call('TIME')
+local t = q_time()
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local quorum = ARGV[6] == 'q'
 local floor, born = 0, 0

@@ -2,12 +2,19 @@
 -- on a lock master (the lock acquire, the scheduler's tick claim). It is put in
 -- front of their source when they are loaded (see Script in internal/quorum).
 --
+-- q_time() is the server's TIME, read once per script call: the calls a
+-- chunk runs in one EVALSHA (lua/many.lua) share it, as they share the
+-- moment Redis freezes for key expiry while a script runs. q_memo, the
+-- table it is kept in, is made by the script's first line (see Script in
+-- internal/quorum), outside the function each call of a chunk runs.
+--
 -- q_guard(marker) returns nil when this master's marker is missing (restarted
 -- empty or flushed since the client checked it: it must grant nothing), else
 -- the marker's fence floor in microseconds and the moment (server ms) before
 -- which this master may have lost writes: its process's start when it was
 -- repaired after a restart, 0 for a brand-new deployment. The marker's value
--- is "RUNID FLOOR BORN [KIND]" (see mark.lua).
+-- is "RUNID FLOOR BORN [KIND]" (see mark.lua). It is read once per script
+-- call, like TIME: no call of a chunk writes it.
 --
 -- q_fence(counter, quorum, t, floor, px) issues the next fencing token from a
 -- counter the script has checked with q_count; t is the server's TIME.
@@ -55,13 +62,28 @@ local function q_count(i)
   return nil, redis.error_reply('CORRUPT ' .. i .. ' ' .. string.sub(v, 1, 64))
 end
 
-local function q_guard(marker)
+local function q_time()
+  if not q_memo.time then q_memo.time = redis.call('TIME') end
+  return q_memo.time
+end
+
+local function q_read_guard(marker)
   local m = redis.call('GET', marker)
   if not m then return nil end
   local floor, born = string.match(m, '^%S+ (%d+) (%d+)')
   -- a floor that is no fence is no marker (see parseMarker): repaired
   if floor and not q_int(floor) then return nil end
   return tonumber(floor) or 0, tonumber(born) or 0
+end
+
+local function q_guard(marker)
+  local g = q_memo['guard ' .. marker]
+  if not g then
+    local floor, born = q_read_guard(marker)
+    g = {floor, born}
+    q_memo['guard ' .. marker] = g
+  end
+  return g[1], g[2]
 end
 
 local function q_fence(k, quorum, t, floor, px)
