@@ -13,6 +13,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/internal/worktest"
+	"github.com/batonhq/baton/scheduler"
 )
 
 // The history keeps about history.runs runs per job, the newest.
@@ -331,4 +332,71 @@ func TestRuntimeScheduleLongRunKeepsItsStart(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A runtime schedule's list keeps its newest schedules.history runs whole,
+// however many events each wrote: a short run's one entry, a long run's
+// start and end, a retried run's attempts; an older run is dropped whole,
+// never split from its start.
+func TestRuntimeScheduleKeepsItsNewestRunsWhole(t *testing.T) {
+	e := worktest.NewEnv(t)
+	cfg := e.Config(t, `  - name: listed
+    schedule: "@every 1m"
+    handler: {name: tiny}
+`)
+	cfg.Schedules.History = 2
+	h := runlog.NewWriter(cfg, e.RDB, worktest.Logger(t))
+	ctx := context.Background()
+	const job = "@report/whole"
+	tick := func(i int) scheduler.Tick {
+		tk := worktest.TickOf(job, 0)
+		tk.At = tk.At.Add(time.Duration(i) * time.Minute)
+		tk.RunID, tk.Replica = fmt.Sprintf("r%d", i), "sched-1"
+		return tk
+	}
+	short := func(i int) {
+		h.Finished(ctx, tick(i), &config.Job{Name: job}, runlog.End{Replica: "w1", Attempt: 1, Status: string(StatusOK), Fence: 7, Took: 40 * time.Millisecond, By: "sched-1"})
+	}
+	long := func(i int, attempts int) {
+		for a := 1; a <= attempts; a++ {
+			st := StatusFailed
+			if a == attempts {
+				st = StatusOK
+			}
+			h.Started(ctx, tick(i), "w1", a, 7)
+			h.Finished(ctx, tick(i), &config.Job{Name: job}, runlog.End{Replica: "w1", Attempt: a, Status: string(st), Fence: 7})
+		}
+	}
+	key := runlog.ListKey("baton", job)
+	check := func(step string, entries int, runs ...string) {
+		t.Helper()
+		if n := e.RDB.LLen(ctx, key).Val(); n != int64(entries) {
+			t.Errorf("%s: %d entries kept, want %d", step, n, entries)
+		}
+		recs, err := ReadHistory(ctx, e.RDB, "baton", job, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range recs {
+			got = append(got, r.RunID)
+			if r.Started.IsZero() || r.Dispatcher != "sched-1" {
+				t.Errorf("%s: run %s kept without its start: %+v", step, r.RunID, r)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(runs) {
+			t.Errorf("%s: runs %v kept, want %v", step, got, runs)
+		}
+	}
+	long(0, 1)
+	short(1)
+	check("a long run and a short one", 3, "r1", "r0")
+	short(2)
+	check("two short runs after a long one", 2, "r2", "r1")
+	long(3, 2)
+	check("a run retried once", 5, "r3", "r2")
+	short(4)
+	check("a short run after a retried one", 5, "r4", "r3")
+	short(5)
+	check("two short runs", 2, "r5", "r4")
 }

@@ -97,9 +97,9 @@ func (h *Writer) addOnce(ctx context.Context, timeout time.Duration, job, once s
 	}
 	perRun := EventsPerRun
 	if Compact(job) {
-		// a scheduled run writes two events (started, finished): a
-		// runtime schedule keeps those of its runs, where memory counts
-		perRun = 2
+		// a runtime schedule, where memory counts, keeps its newest runs
+		// whole, however many events each wrote (history_add_list.lua)
+		perRun = 1
 	}
 	args := append([]any{h.cfg.HistoryRuns(job) * perRun, h.cfg.History.MaxAge.Milliseconds()}, fields...)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)

@@ -1,13 +1,17 @@
 -- history_add_list: append one event to a runtime schedule's run history,
 -- a list (a stream costs at least 4.7 KB however little it holds; a small
--- list costs what it holds), bounded in count and age by the server's
+-- list costs what it holds), bounded in runs and age by the server's
 -- clock. Each element is "<ms>-<seq> " and the event's fields as a JSON
 -- array [field, value, ...]: the ID a stream would give it, then the
--- fields in order.
+-- fields in order, which start "v", V, "ev", EV, "tick", T, "run", RUN
+-- (runlog's tickFields).
 --
 -- KEYS[1] the schedule's history list
 -- KEYS[2] (optional) the event's once key (see history_add.lua)
--- ARGV[1] keep at most this many entries
+-- ARGV[1] keep the entries of at most this many runs, the newest: the
+--         events of one run (its run id: attempts, a start and an end) go
+--         together, so a run is kept whole or not at all, however many
+--         events it wrote; an event without a run id is a run of its own
 -- ARGV[2] max age, ms: older entries are trimmed and the key expires this
 --         long after its last event
 -- ARGV[3..] field, value, field, value, ...
@@ -20,7 +24,8 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local seq = 0
-local last = redis.call('LINDEX', KEYS[1], -1)
+local elems = redis.call('LRANGE', KEYS[1], 0, -1)
+local last = elems[#elems]
 if last then
   local ms, s = string.match(last, '^(%d+)-(%d+) ')
   if ms and tonumber(ms) >= now then
@@ -33,19 +38,35 @@ for i = 3, #ARGV do
   fields[#fields + 1] = ARGV[i]
 end
 local id = string.format('%d-%d', now, seq)
-redis.call('RPUSH', KEYS[1], id .. ' ' .. cjson.encode(fields))
-redis.call('LTRIM', KEYS[1], -tonumber(ARGV[1]), -1)
+local new = id .. ' ' .. cjson.encode(fields)
+elems[#elems + 1] = new
+redis.call('RPUSH', KEYS[1], new)
+
+-- the oldest element to keep: walk from the newest, counting runs
+local keep, runs, seen = tonumber(ARGV[1]), 0, {}
 local oldest = now - tonumber(ARGV[2])
-for _ = 1, 100 do
-  local first = redis.call('LINDEX', KEYS[1], 0)
-  if not first then
+local from = 1
+for i = #elems, 1, -1 do
+  local e = elems[i]
+  local ms = tonumber(string.match(e, '^(%d+)-') or '')
+  if ms and ms < oldest then
+    from = i + 1
     break
   end
-  local ms = tonumber(string.match(first, '^(%d+)-'))
-  if ms and ms >= oldest then
+  local run = string.match(e, '^%S+ %["v","[^"]*","ev","[^"]*","tick","[^"]*","run","([^"]*)"')
+  if not run or run == '' then
+    runs = runs + 1
+  elseif not seen[run] then
+    seen[run] = true
+    runs = runs + 1
+  end
+  if runs > keep then
+    from = i + 1
     break
   end
-  redis.call('LPOP', KEYS[1])
+end
+if from > 1 then
+  redis.call('LTRIM', KEYS[1], from - 1, -1)
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return id
