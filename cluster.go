@@ -21,6 +21,7 @@ import (
 	"github.com/batonhq/baton/internal/schedstore"
 	"github.com/batonhq/baton/internal/singleton"
 	"github.com/batonhq/baton/internal/wiring"
+	"github.com/batonhq/baton/internal/worker"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
@@ -268,6 +269,10 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	holdersOf, err := c.leaseHolders(ctx, heldBy)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	counted, err := c.runCounts(ctx)
 	if err != nil {
 		errs = append(errs, err)
@@ -310,6 +315,12 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 			if r.Status == jobs.StatusRunning && stillRunning(j, r, js.Lock, now) {
 				js.Running = append(js.Running, r)
 			}
+		}
+		if h, ok := holdersOf[j.Name]; ok && len(js.Running) == 0 {
+			// a run within history.start_after has written no start yet:
+			// its lease and holder record say it runs
+			js.Running = append(js.Running, jobs.RunRecord{Job: j.Name, Tick: h.Tick, RunID: h.RunID, Worker: h.Replica,
+				Attempt: h.Attempt, Status: jobs.StatusRunning})
 		}
 		js.Leader = leaders[j.Name]
 		st.Jobs = append(st.Jobs, js)
@@ -432,6 +443,19 @@ func done(j *config.Job, js JobStatus, now time.Time) string {
 		return "its end (" + j.End + ") has passed"
 	}
 	return "no more ticks"
+}
+
+// leaseHolders reads the holder records of the jobs whose execution lease
+// heldBy shows held on a quorum of masters, by job name.
+func (c *Cluster) leaseHolders(ctx context.Context, heldBy map[string]*locking.HeldLock) (map[string]worker.Holder, error) {
+	var leased []string
+	for i := range c.cfg.Jobs {
+		j := &c.cfg.Jobs[i]
+		if l := heldBy[locknames.Held(j)]; l != nil && l.Masters >= l.Quorum && j.Mode != config.ModeSingleton {
+			leased = append(leased, j.Name)
+		}
+	}
+	return worker.ReadHolders(ctx, c.queue, c.cfg.Namespace, leased)
 }
 
 // stillRunning tells whether a run the history shows started and not ended

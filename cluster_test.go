@@ -515,3 +515,60 @@ jobs:
 		t.Fatalf("after the deletes: %+v, %v: want 2 schedules, none paused or failing", st.Schedules, err)
 	}
 }
+
+// A run shorter than history.start_after (5s by default) writes its start
+// only with its end; while it runs, status shows it running from its
+// execution lease and holder record: tick, run id, attempt, replica.
+func TestRunWithinStartAfterShowsRunningFromItsLease(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: within
+jobs:
+  - name: slow
+    schedule: "@every 1s"
+    handler: {name: block}
+`, srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.History.StartAfter <= 0 {
+		t.Fatalf("history.start_after defaults to %s", cfg.History.StartAfter)
+	}
+	h := newBlockingHandler()
+	reg := jobs.NewRegistry()
+	if err := reg.HandleFunc("block", h.handle); err != nil {
+		t.Fatal(err)
+	}
+	r := running(t, cfg, baton.WithHandlers(reg))
+	defer close(h.release)
+	run := recv(t, h.started, "the run to start")
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	recs, err := jobs.ReadHistory(ctx, srv.TestClient(t), cfg.Namespace, "slow", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range recs {
+		if rec.RunID == run.RunID && rec.Status == jobs.StatusRunning {
+			t.Fatalf("the run's start is in the history before start_after: %+v", rec)
+		}
+	}
+	var got []jobs.RunRecord
+	poll.Require(t, 10*time.Second, "status to show the run", func() bool {
+		st, err := c.Status(ctx)
+		if err != nil {
+			t.Log(err)
+			return false
+		}
+		got = st.Jobs[0].Running
+		return len(got) == 1
+	})
+	if g := got[0]; g.RunID != run.RunID || !g.Tick.Equal(run.Tick) || g.Worker != r.ID() || g.Attempt != run.Attempt {
+		t.Errorf("running %+v; want run %s of %s, attempt %d on %s", g, run.RunID, run.Tick, run.Attempt, r.ID())
+	}
+}

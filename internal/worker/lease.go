@@ -222,6 +222,47 @@ func (e *engine) readHolder(ctx context.Context, job string, log *slog.Logger) (
 	return h, true
 }
 
+// Holder is a job's holder record as status reads it: the tick whose run
+// holds the job's execution lease, and where it runs.
+type Holder struct {
+	Tick    time.Time
+	RunID   string
+	Attempt int
+	Replica string
+}
+
+// ReadHolders reads the holder records of jobs from the queue Redis rdb in
+// one round trip, by job name; a job without one (or whose record does not
+// parse) is left out. The record outlives its run's release by up to the
+// job's lock ttl: read it beside the lease.
+func ReadHolders(ctx context.Context, rdb redis.UniversalClient, ns string, jobs []string) (map[string]Holder, error) {
+	out := make(map[string]Holder, len(jobs))
+	if len(jobs) == 0 {
+		return out, nil
+	}
+	pipe := rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(jobs))
+	for i, j := range jobs {
+		cmds[i] = pipe.Get(ctx, holderKey(ns, j))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return out, fmt.Errorf("jobs: read the holder records: %w", err)
+	}
+	for i, j := range jobs {
+		var h holderRecord
+		v, err := cmds[i].Bytes()
+		if err != nil || json.Unmarshal(v, &h) != nil {
+			continue
+		}
+		tick, err := time.Parse(time.RFC3339Nano, h.Tick)
+		if err != nil {
+			continue
+		}
+		out[j] = Holder{Tick: tick, RunID: h.RunID, Attempt: h.Attempt, Replica: h.Replica}
+	}
+	return out, nil
+}
+
 // after reports whether the holder's tick is after at.
 func (h holderRecord) after(at time.Time) bool {
 	ht, err := time.Parse(time.RFC3339, h.Tick)
