@@ -38,7 +38,7 @@ func (s *Scheduler) readMarks(ctx context.Context) map[string]int64 {
 			pipe := rdb.Pipeline()
 			cmds := make([]*redis.StringCmd, len(names))
 			for i := range names {
-				cmds[i] = pipe.Get(cctx, js[i].keys.mark())
+				cmds[i] = pipe.Get(cctx, s.keysOf(js[i]).mark())
 			}
 			_, _ = pipe.Exec(cctx)
 			per[mi] = make([]int64, len(names))
@@ -51,7 +51,7 @@ func (s *Scheduler) readMarks(ctx context.Context) map[string]int64 {
 				if !ok {
 					// no catch-up from it; the job's claims report it too
 					s.opts.log.Warn("corrupt job mark: not read for the catch-up; delete or correct the key", "job", n,
-						"err", fmt.Sprintf("key %q on lock master %d holds %q, not a time in unix ms", js[i].keys.mark(), mi, v))
+						"err", fmt.Sprintf("key %q on lock master %d holds %q, not a time in unix ms", s.keysOf(js[i]).mark(), mi, v))
 					continue
 				}
 				per[mi][i] = m
@@ -188,7 +188,7 @@ func (s *Scheduler) firstToCount(js []*Job, marks []int64) map[*Job]bool {
 	pipe := s.masters[0].Pipeline()
 	cmds := make([]*redis.BoolCmd, len(js))
 	for i, j := range js {
-		cmds[i] = pipe.SetNX(ctx, j.keys.countedKey(marks[i]), s.opts.replica, j.StartingDeadline+time.Hour)
+		cmds[i] = pipe.SetNX(ctx, s.keysOf(j).countedKey(marks[i]), s.opts.replica, j.StartingDeadline+time.Hour)
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, j := range js {

@@ -72,14 +72,19 @@ func (s *Scheduler) process(ctx context.Context, batch []item) claimResult {
 	// retried together, in one pipeline
 	attempts := 0
 	for _, it := range batch {
-		attempts = max(attempts, it.attempts)
+		attempts = max(attempts, int(it.attempts))
 	}
 	backoff := time.Duration(10+rand.IntN(40)) * time.Millisecond << min(attempts, 6)
 	failures := 0
 	var firstErr error
 	for i, it := range batch {
 		d := decide(it, s.answersTo(answers, i), now, backoff)
-		batch[i].missedOn = d.missedOn
+		switch {
+		case batch[i].claim != nil:
+			batch[i].claim.missedOn = d.missedOn
+		case d.missedOn != 0:
+			batch[i].claim = &claimState{key: s.keysOf(batch[i].job).tickKey(batch[i].at), missedOn: d.missedOn}
+		}
 		if d.err != nil {
 			if firstErr == nil {
 				firstErr = d.err
@@ -233,7 +238,7 @@ const (
 // state and writes none: process carries the decision out.
 func decide(it item, as []answer, now time.Time, backoff time.Duration) decision {
 	as = slices.Clone(as)
-	d := decision{missedOn: ownMissed(as, it.missedOn)}
+	d := decision{missedOn: ownMissed(as, it.missedOn())}
 	o := verdict(as)
 	switch o.st {
 	case stOwned:
@@ -344,15 +349,15 @@ func (s *Scheduler) recordNotDispatched(ctx context.Context, batch []item, nd []
 // ticks skipDone finds decided, and gives the others their claim tokens.
 func (s *Scheduler) prepare(ctx context.Context, batch []item) []item {
 	for i := range batch {
-		if batch[i].key == "" {
-			batch[i].key = batch[i].job.keys.tickKey(batch[i].at)
+		if batch[i].claim == nil {
+			batch[i].claim = &claimState{key: s.keysOf(batch[i].job).tickKey(batch[i].at)}
 		}
 	}
 	batch = s.skipDone(ctx, batch)
 	for i := range batch {
-		if batch[i].token == "" {
+		if batch[i].claim.token == "" {
 			// kept across retries: a claim whose answer was lost is ours again
-			batch[i].token = randomToken()
+			batch[i].claim.token = randomToken()
 		}
 	}
 	return batch
@@ -390,7 +395,7 @@ func readRecords(ctx context.Context, rdb redis.UniversalClient, batch []item, c
 		hi := min(lo+per, len(check))
 		keys := make([]string, 0, 2*(hi-lo))
 		for _, i := range check[lo:hi] {
-			keys = append(keys, batch[i].key, writerKey(batch[i].key))
+			keys = append(keys, batch[i].key(), writerKey(batch[i].key()))
 		}
 		cmds = append(cmds, pipe.MGet(ctx, keys...))
 	}
@@ -441,7 +446,7 @@ func (s *Scheduler) skipDone(ctx context.Context, batch []item) []item {
 				v, _ := vs[0].(string)
 				by, _ := vs[1].(string)
 				switch {
-				case v == "done" && writtenBy(by, batch[i].token):
+				case v == "done" && writtenBy(by, batch[i].token()):
 					// this claim's own commit
 				case v == "done" && by != "" && batch[i].kind != kindBackfill:
 					doneBy[i]++
@@ -471,8 +476,8 @@ func (s *Scheduler) claim(ctx context.Context, batch []item) [][]answer {
 	mode := s.g.Mode()
 	return s.pipeline(ctx, len(batch), claimScript, func(i int) ([]string, []any) {
 		it := batch[i]
-		k := &it.job.keys
-		keys := []string{it.key, k.paused(), k.mark(), k.fence(), writerKey(it.key)}
+		k := s.keysOf(it.job)
+		keys := []string{it.key(), k.paused(), k.mark(), k.fence(), writerKey(it.key())}
 		if mode != "u" {
 			keys = append(keys, s.g.MarkerKey())
 		}
@@ -487,7 +492,7 @@ func (s *Scheduler) claim(ctx context.Context, batch []item) [][]answer {
 		case kindBackfill:
 			kind = "backfill"
 		}
-		return keys, []any{it.token, it.at.UnixMilli(), it.job.StartingDeadline.Milliseconds(), s.opts.leaseTTL.Milliseconds(),
+		return keys, []any{it.token(), it.at.UnixMilli(), it.job.StartingDeadline.Milliseconds(), s.opts.leaseTTL.Milliseconds(),
 			s.recordTTL(it.job).Milliseconds(), mode, paused, s.opts.maxSkew.Milliseconds(), kind}
 	})
 }
@@ -663,7 +668,7 @@ func (s *Scheduler) raiseFences(ctx context.Context, batch []item, owned []claim
 		return owned, nil
 	}
 	answers := s.pipeline(context.WithoutCancel(ctx), len(raise), raiseScript, func(k int) ([]string, []any) {
-		return []string{batch[raise[k].idx].job.keys.fence()}, []any{raise[k].fence}
+		return []string{s.keysOf(batch[raise[k].idx].job).fence()}, []any{raise[k].fence}
 	})
 	for k, c := range raise {
 		c.synced = s.onQuorum(answers, k, func(answer) bool { return true })
@@ -693,7 +698,7 @@ func (s *Scheduler) extendLeases(ctx context.Context, batch []item, waiting []cl
 	ctx = context.WithoutCancel(ctx)
 	answers := s.pipeline(ctx, len(waiting), extendScript, func(k int) ([]string, []any) {
 		it := batch[waiting[k].idx]
-		return []string{it.key}, []any{it.token, s.opts.leaseTTL.Milliseconds()}
+		return []string{it.key()}, []any{it.token(), s.opts.leaseTTL.Milliseconds()}
 	})
 	extended := func(a answer) bool { return a.st == 1 }
 	kept = make([]claimed, 0, len(waiting))
@@ -729,7 +734,7 @@ type unrecorded struct {
 func (s *Scheduler) unrecord(ctx context.Context, batch []item, u []unrecorded) {
 	s.pipeline(ctx, len(u), unrecordScript, func(k int) ([]string, []any) {
 		it := batch[u[k].idx]
-		return []string{it.key, writerKey(it.key)}, []any{it.token, u[k].record}
+		return []string{it.key(), writerKey(it.key())}, []any{it.token(), u[k].record}
 	})
 }
 
@@ -741,7 +746,7 @@ func (s *Scheduler) releaseLeases(ctx context.Context, batch []item, idx []int) 
 	}
 	s.pipeline(ctx, len(idx), releaseScript, func(i int) ([]string, []any) {
 		it := batch[idx[i]]
-		return []string{it.key}, []any{it.token}
+		return []string{it.key()}, []any{it.token()}
 	})
 }
 

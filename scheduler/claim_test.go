@@ -189,7 +189,7 @@ func TestClaimDecisions(t *testing.T) {
 			want{kind: decNotRun, counted: true, why: missedLate, reason: "past its starting deadline (1m1s late"}},
 		{"missed, recorded by another claim: recorded, not counted", item{}, []answer{a(stMissed, 61000), a(stMissed, 61000), a(stMissed, 61000)},
 			want{kind: decNotRun, why: missedLate, reason: "past its starting deadline"}},
-		{"missed, recorded on the first master by an earlier attempt: counted", item{missedOn: 1}, []answer{a(stMissed, 61000), first(stMissed, 61000), e(fail)},
+		{"missed, recorded on the first master by an earlier attempt: counted", item{claim: &claimState{missedOn: 1}}, []answer{a(stMissed, 61000), first(stMissed, 61000), e(fail)},
 			want{kind: decNotRun, counted: true, why: missedLate, reason: "past its starting deadline"}},
 		{"left out by the catch-up policy", item{kind: kindDrop}, []answer{first(stMissed, 10000), first(stMissed, 10000), first(stMissed, 10000)},
 			want{kind: decNotRun, counted: true, why: missedLeftOut, reason: "left out by the catch-up policy latest"}},
@@ -416,8 +416,8 @@ func TestMixedBatchDispatchesOnlySyncedOwnedTicksWithTheirOwnFences(t *testing.T
 	names := []string{"rv-done", "rv-busy", "rv-unsynced", "rv-agree", "rv-paused", "rv-lostraise"}
 	s, rdbs := claimSetup(t, 3, names, nil, d)
 	at := dueTick()
-	key := func(n string) string { return s.jobs[n].keys.tickKey(at) }
-	fence := func(n string) string { return s.jobs[n].keys.fence() }
+	key := func(n string) string { return s.keysOf(s.jobs[n]).tickKey(at) }
+	fence := func(n string) string { return s.keysOf(s.jobs[n]).fence() }
 	const day = 24 * time.Hour
 	setKey(t, rdbs[1], key("rv-done"), "done", time.Minute)
 	for _, r := range rdbs {
@@ -430,8 +430,8 @@ func TestMixedBatchDispatchesOnlySyncedOwnedTicksWithTheirOwnFences(t *testing.T
 	setKey(t, rdbs[0], fence("rv-lostraise"), "5000000000000000", day)
 	setKey(t, rdbs[1], fence("rv-lostraise"), "3000000000000000", day)
 	setKey(t, rdbs[2], fence("rv-lostraise"), "3000000000000000", day)
-	setKey(t, rdbs[0], s.jobs["rv-paused"].keys.paused(), "1", 0)
-	setKey(t, rdbs[1], s.jobs["rv-paused"].keys.paused(), "1", 0)
+	setKey(t, rdbs[0], s.keysOf(s.jobs["rv-paused"]).paused(), "1", 0)
+	setKey(t, rdbs[1], s.keysOf(s.jobs["rv-paused"]).paused(), "1", 0)
 	var armed atomic.Bool
 	armed.Store(true)
 	rdbs[1].AddHook(loseRaiseReplies{fence("rv-lostraise"), &armed})
@@ -457,7 +457,7 @@ func TestMixedBatchDispatchesOnlySyncedOwnedTicksWithTheirOwnFences(t *testing.T
 			if v := getKey(t, r, key(n)); v != "done" {
 				t.Errorf("%s on master %d: %q, want done", n, m, v)
 			}
-			if v := getKey(t, r, s.jobs[n].keys.mark()); v != strconv.FormatInt(at.UnixMilli(), 10) {
+			if v := getKey(t, r, s.keysOf(s.jobs[n]).mark()); v != strconv.FormatInt(at.UnixMilli(), 10) {
 				t.Errorf("%s mark on master %d: %q", n, m, v)
 			}
 		}
@@ -482,8 +482,8 @@ func TestMixedBatchDispatchesOnlySyncedOwnedTicksWithTheirOwnFences(t *testing.T
 		t.Fatalf("retries %v, want rv-busy and rv-lostraise", retries)
 	}
 	lost, ok := retries["rv-lostraise"]
-	if !ok || lost.token != batch[5].token || lost.attempts != 1 || !lost.at.Equal(at) {
-		t.Fatalf("rv-lostraise retry %+v (claimed with token %s)", lost, batch[5].token)
+	if !ok || lost.token() != batch[5].token() || lost.attempts != 1 || !lost.at.Equal(at) {
+		t.Fatalf("rv-lostraise retry %+v (claimed with token %s)", lost, batch[5].token())
 	}
 	if _, ok := retries["rv-busy"]; !ok {
 		t.Fatal("rv-busy not retried")
@@ -536,7 +536,7 @@ func TestLeaseLostWhileWaitingIsDroppedAndTheRestKeepTheirFences(t *testing.T) {
 	rdb := rdbs[0]
 	at := dueTick()
 	for i, n := range names {
-		setKey(t, rdb, s.jobs[n].keys.fence(), strconv.Itoa(5+i)+"000000000000000", time.Hour)
+		setKey(t, rdb, s.keysOf(s.jobs[n]).fence(), strconv.Itoa(5+i)+"000000000000000", time.Hour)
 	}
 	began := time.Now()
 	done := make(chan struct{})
@@ -549,7 +549,7 @@ func TestLeaseLostWhileWaitingIsDroppedAndTheRestKeepTheirFences(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("rv-a never dispatched")
 	}
-	keyB, keyC := s.jobs["rv-b"].keys.tickKey(at), s.jobs["rv-c"].keys.tickKey(at)
+	keyB, keyC := s.keysOf(s.jobs["rv-b"]).tickKey(at), s.keysOf(s.jobs["rv-c"]).tickKey(at)
 	setKey(t, rdb, keyB, "other-owner", time.Minute)
 	time.Sleep(time.Until(began.Add(ttl + ttl/3))) // real time: rv-x being dispatched; rv-c waits past its first lease, which the masters' clocks end
 	if v := getKey(t, rdb, keyC); !tokenRE.MatchString(v) {
@@ -601,7 +601,7 @@ func TestCommitFirstRunsOnlyAfterItsRecord(t *testing.T) {
 	d := &recDisp{before: func(ctx context.Context, tk Tick) error {
 		n := 0
 		for _, r := range rdbs {
-			if v, _ := r.Get(ctx, s.jobs[tk.Job].keys.tickKey(at)).Result(); v == "done" {
+			if v, _ := r.Get(ctx, s.keysOf(s.jobs[tk.Job]).tickKey(at)).Result(); v == "done" {
 				n++
 			}
 		}
@@ -628,7 +628,7 @@ func TestCommitFirstRunsOnlyAfterItsRecord(t *testing.T) {
 	if n := doneAtDispatch.Load(); n < 2 {
 		t.Errorf("rv-l1 dispatched with its record on %d of 3 masters, want a quorum first", n)
 	}
-	key2 := s.jobs["rv-l2"].keys.tickKey(at)
+	key2 := s.keysOf(s.jobs["rv-l2"]).tickKey(at)
 	setKey(t, rdbs[1], key2, "other-owner", time.Minute)
 	setKey(t, rdbs[2], key2, "other-owner", time.Minute)
 	close(gate)
@@ -678,7 +678,7 @@ func TestFailedDispatchIsRetriedOnceAlreadyDispatchedIsCommitted(t *testing.T) {
 	batch := batchOf(s, at, "rv-ok", "rv-fail", "rv-dup")
 	s.runBatch(context.Background(), batch)
 	for n, want := range map[string]string{"rv-ok": "done", "rv-dup": "done", "rv-fail": "<none>"} {
-		if v := getKey(t, rdb, s.jobs[n].keys.tickKey(at)); v != want {
+		if v := getKey(t, rdb, s.keysOf(s.jobs[n]).tickKey(at)); v != want {
 			t.Errorf("%s: %q, want %s", n, v, want)
 		}
 	}
@@ -687,11 +687,11 @@ func TestFailedDispatchIsRetriedOnceAlreadyDispatchedIsCommitted(t *testing.T) {
 	}
 	r := drainRetries(s)
 	retry, ok := r["rv-fail"]
-	if len(r) != 1 || !ok || retry.token != batch[1].token || retry.attempts != 1 {
+	if len(r) != 1 || !ok || retry.token() != batch[1].token() || retry.attempts != 1 {
 		t.Fatalf("retries %+v", r)
 	}
 	s.runBatch(context.Background(), []item{retry})
-	if v := getKey(t, rdb, s.jobs["rv-fail"].keys.tickKey(at)); v != "done" {
+	if v := getKey(t, rdb, s.keysOf(s.jobs["rv-fail"]).tickKey(at)); v != "done" {
 		t.Errorf("rv-fail after its retry: %q", v)
 	}
 	got := d.dispatched()
@@ -753,7 +753,7 @@ func TestShutdownReleasesWaitingTicks(t *testing.T) {
 		t.Errorf("dispatch calls %v, want rv-x only", tried)
 	}
 	for _, n := range []string{"rv-x", "rv-y", "rv-z"} {
-		if v := getKey(t, rdbs[0], s.jobs[n].keys.tickKey(at)); v != "<none>" {
+		if v := getKey(t, rdbs[0], s.keysOf(s.jobs[n]).tickKey(at)); v != "<none>" {
 			t.Errorf("%s after shutdown: %q, want released", n, v)
 		}
 	}

@@ -41,7 +41,7 @@ func (s *Scheduler) commit(ctx context.Context, batch []item, idx []int) {
 	}
 	ok := s.toQuorum(context.WithoutCancel(ctx), len(idx), commitScript, func(k int) ([]string, []any) {
 		it := batch[idx[k]]
-		return []string{it.key, it.job.keys.mark()}, []any{it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}
+		return []string{it.key(), s.keysOf(it.job).mark()}, []any{it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds()}
 	})
 	n := 0
 	for k, done := range ok {

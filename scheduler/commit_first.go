@@ -74,7 +74,7 @@ func (recordBefore) settle(ctx context.Context, s *Scheduler, it item, r dispatc
 func (s *Scheduler) commitOwned(ctx context.Context, it item, fence int64) bool {
 	s.note("committed", it)
 	ok := s.toQuorum(context.WithoutCancel(ctx), 1, commitOwnedScript, func(int) ([]string, []any) {
-		return []string{it.key, it.job.keys.mark(), writerKey(it.key)}, []any{it.token, it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds(), fence}
+		return []string{it.key(), s.keysOf(it.job).mark(), writerKey(it.key())}, []any{it.token(), it.at.UnixMilli(), s.recordTTL(it.job).Milliseconds(), fence}
 	})
 	return ok[0]
 }

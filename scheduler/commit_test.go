@@ -134,7 +134,7 @@ func (m *cmMasters) records(t *testing.T, s *Scheduler, at time.Time) []string {
 	t.Helper()
 	var out []string
 	for _, r := range m.direct {
-		out = append(out, getKey(t, r, s.jobs["c"].keys.tickKey(at)))
+		out = append(out, getKey(t, r, s.keysOf(s.jobs["c"]).tickKey(at)))
 	}
 	return out
 }
@@ -465,12 +465,12 @@ func TestCorruptTickWriterIsReported(t *testing.T) {
 	s := m.replica(t, false, true, time.Minute, &cmDisp{})
 	at := dueTick()
 	ctx := context.Background()
-	key := s.jobs["c"].keys.tickKey(at)
+	key := s.keysOf(s.jobs["c"]).tickKey(at)
 	for _, by := range []string{"abc", "ab12:0", "ab12:9223372036854775807", "ab12:9007199254740992", "ab12:-5"} {
 		m.direct[0].Set(ctx, key, "done", time.Minute)
 		m.direct[0].Set(ctx, writerKey(key), by, time.Minute)
 		b := s.prepare(ctx, batchOf(s, at, "c"))
-		b = append(b, item{job: s.jobs["c"], at: at, key: key, token: "ab12"}) // the claim that wrote it
+		b = append(b, item{job: s.jobs["c"], at: at, claim: &claimState{key: key, token: "ab12"}}) // the claim that wrote it
 		for i := range b {
 			err := s.claim(ctx, b)[0][i].err
 			var ce *quorum.CorruptError
@@ -480,7 +480,7 @@ func TestCorruptTickWriterIsReported(t *testing.T) {
 		}
 	}
 	m.direct[0].Set(ctx, writerKey(key), "ab12:9007199254740991", time.Minute) // the last fence issued
-	if a := s.claim(ctx, []item{{job: s.jobs["c"], at: at, key: key, token: "ab12"}})[0][0]; a.err != nil || a.st != stMine || a.val != 1<<53-1 {
+	if a := s.claim(ctx, []item{{job: s.jobs["c"], at: at, claim: &claimState{key: key, token: "ab12"}}})[0][0]; a.err != nil || a.st != stMine || a.val != 1<<53-1 {
 		t.Errorf("the last fence: %+v, want MINE with 2^53-1", a)
 	}
 }

@@ -14,10 +14,9 @@ import (
 // old definition by one replica and under the new one by another is still
 // one claim of one tick.
 
-// prepare checks j (the i-th job given) and fills in its defaults, keys
-// and counters (its own, or its StatsGroup's).
+// prepare checks j (the i-th job given) and fills in its defaults and
+// counters (its own, or its StatsGroup's).
 func (s *Scheduler) prepareJob(j Job, i int) (*Job, error) {
-	o := &s.opts
 	var errs []error
 	switch {
 	case j.Name == "":
@@ -42,7 +41,6 @@ func (s *Scheduler) prepareJob(j Job, i int) (*Job, error) {
 	if j.CatchupMax <= 0 {
 		j.CatchupMax = 10
 	}
-	j.keys = newJobKeys(o.namespace, j.Name)
 	j.ctr = s.counters(j.StatsGroup)
 	return &j, nil
 }
@@ -253,7 +251,7 @@ func (s *Scheduler) current(it item) (item, bool) {
 		}
 		it.kind = kindFirst
 	}
-	if it.token == "" && !it.at.Before(cur.Since) && !cur.Schedule.Next(it.at.Add(-time.Nanosecond)).Equal(it.at) {
+	if it.token() == "" && !it.at.Before(cur.Since) && !cur.Schedule.Next(it.at.Add(-time.Nanosecond)).Equal(it.at) {
 		// not claimed yet (a follower's claim waiting out its delay), due
 		// after the change, and not a tick of the new definition: the
 		// replicas that learned the change in time dropped it too

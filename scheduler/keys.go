@@ -16,33 +16,39 @@ import (
 // (writerKey) naming the claim that recorded it. Only the common prefix is
 // held (a replica holds a job per runtime schedule, a million at most): each
 // key is made when a call needs it.
+//
+// A job's keys are made when asked for (Scheduler.keysOf), each in one
+// concatenation, not kept: a scheduler may hold a million jobs.
 type jobKeys struct {
-	base string // NS:{JOB}:
+	ns, job string
 }
 
 func newJobKeys(namespace, job string) jobKeys {
-	return jobKeys{base: namespace + ":{" + job + "}:"}
+	return jobKeys{ns: namespace, job: job}
 }
+
+// key is the job's key NS:{JOB}:suffix.
+func (k jobKeys) key(suffix string) string { return k.ns + ":{" + k.job + "}:" + suffix }
 
 // tickKey is the key of tick at of the job.
 func (k jobKeys) tickKey(at time.Time) string {
-	return k.base + "tick:" + strconv.FormatInt(at.UnixMilli(), 10)
+	return k.ns + ":{" + k.job + "}:tick:" + strconv.FormatInt(at.UnixMilli(), 10)
 }
 
 // paused is the key of the job's pause flag.
-func (k jobKeys) paused() string { return k.base + "paused" }
+func (k jobKeys) paused() string { return k.key("paused") }
 
 // mark is the key of the job's mark: its last decided tick.
-func (k jobKeys) mark() string { return k.base + "mark" }
+func (k jobKeys) mark() string { return k.key("mark") }
 
 // fence is the key of the job's fencing counter.
-func (k jobKeys) fence() string { return k.base + "fence" }
+func (k jobKeys) fence() string { return k.key("fence") }
 
 // countedKey is the key naming the replica that counted the ticks a
 // catch-up from mark (unix ms) found missed (so they are logged and
 // counted once).
 func (k jobKeys) countedKey(mark int64) string {
-	return k.base + "counted:" + strconv.FormatInt(mark, 10)
+	return k.ns + ":{" + k.job + "}:counted:" + strconv.FormatInt(mark, 10)
 }
 
 // writerKey is the key naming the claim that recorded a tick done before
@@ -111,3 +117,6 @@ var (
 	// turns a claim's own "done" on a minority into a not-run record
 	unrecordScript = quorum.NewScript(unrecordSrc)
 )
+
+// keysOf is job j's keys in this scheduler's namespace.
+func (s *Scheduler) keysOf(j *Job) jobKeys { return newJobKeys(s.opts.namespace, j.Name) }

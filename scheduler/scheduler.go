@@ -75,8 +75,7 @@ type Job struct {
 	// metrics do, rather than 96 bytes of counters each).
 	StatsGroup string
 
-	keys jobKeys // set by New
-	ctr  *stats  // its counters, set by New
+	ctr *stats // its counters, set by New
 }
 
 // Option configures a Scheduler.
@@ -333,7 +332,7 @@ func (s *Scheduler) add(j *Job, f func(*stats)) {
 func (s *Scheduler) Replica() string { return s.opts.replica }
 
 // itemKind is what kind of claim an item makes.
-type itemKind int
+type itemKind uint8
 
 const (
 	// kindFirst: a tick coming due, claimed at once (this replica is its
@@ -356,18 +355,50 @@ const (
 // follower tells whether the tick is checked before it is claimed.
 func (k itemKind) follower() bool { return k >= kindFollower }
 
-// item is one claim to make: tick At of job, at the moment fireAt.
+// item is one claim to make: tick At of job, at the moment fireAt. A
+// scheduler holds one per job between its ticks (a million of them at
+// most): what only a claim under way needs is behind claim.
 type item struct {
 	job      *Job
 	at       time.Time // the tick's due instant (identity)
 	fireAt   time.Time
+	claim    *claimState // nil until the tick's first claim (prepare)
+	attempts int32
 	kind     itemKind
-	attempts int
-	token    string // the claim's token, kept across retries of this tick
-	key      string // the tick's key, set at its first claim
+}
+
+// claimState is what the claim of one tick keeps across its attempts.
+type claimState struct {
+	token string // the claim's token, kept across retries of this tick
+	key   string // the tick's key
 	// the masters (bit i: master i) on which an attempt of this claim
 	// recorded the tick "missed" (see ownMissed)
 	missedOn uint64
+}
+
+// token is the claim's token, "" before its first claim.
+func (it *item) token() string {
+	if it.claim == nil {
+		return ""
+	}
+	return it.claim.token
+}
+
+// key is the tick's key, "" before its first claim.
+func (it *item) key() string {
+	if it.claim == nil {
+		return ""
+	}
+	return it.claim.key
+}
+
+// missedOn is the masters on which an attempt of this claim recorded the
+// tick "missed".
+func (it *item) missedOn() uint64 {
+	if it.claim == nil {
+		return 0
+	}
+	return it.claim.missedOn
 }
 
 type itemHeap []item

@@ -6,10 +6,27 @@ import "time"
 // before end; a zero start or end leaves that side open. A job's start and
 // end times are its schedule's window.
 func Window(s Schedule, start, end time.Time) Schedule {
-	if start.IsZero() && end.IsZero() {
+	switch {
+	case start.IsZero() && end.IsZero():
 		return s
+	case end.IsZero():
+		// a runtime schedule's (from its put on), one per schedule: 48
+		// bytes, not the 64 of a window with both ends
+		return &fromSchedule{inner: s, start: start}
 	}
 	return &windowSchedule{inner: s, start: start, end: end}
+}
+
+type fromSchedule struct {
+	inner Schedule
+	start time.Time
+}
+
+func (w *fromSchedule) Next(after time.Time) time.Time {
+	if after.Before(w.start) {
+		after = w.start.Add(-time.Nanosecond)
+	}
+	return w.inner.Next(after)
 }
 
 type windowSchedule struct {
