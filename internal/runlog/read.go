@@ -84,7 +84,8 @@ func (l listRead) Result() ([]redis.XMessage, error) {
 	return out, nil
 }
 
-// parseListEntry reads "<ms>-<seq> [field, value, ...]".
+// parseListEntry reads "<ms>-<seq> [field, value, ...]", in the short form
+// (listcodec.go) or the long one.
 func parseListEntry(s string) (redis.XMessage, bool) {
 	id, rest, ok := strings.Cut(s, " ")
 	ms, seq, ok2 := strings.Cut(id, "-")
@@ -97,7 +98,8 @@ func parseListEntry(s string) (redis.XMessage, bool) {
 	}
 	vals := make(map[string]any, len(fields)/2)
 	for i := 0; i+1 < len(fields); i += 2 {
-		vals[fields[i]] = fields[i+1]
+		name, value := longField(fields[i], fields[i+1])
+		vals[name] = value
 	}
 	return redis.XMessage{ID: id, Values: vals}, true
 }

@@ -101,6 +101,9 @@ func (h *Writer) addOnce(ctx context.Context, timeout time.Duration, job, once s
 		// whole, however many events each wrote (history_add_list.lua)
 		perRun = 1
 	}
+	if Compact(job) {
+		fields = shortFields(fields)
+	}
 	args := append([]any{h.cfg.HistoryRuns(job) * perRun, h.cfg.History.MaxAge.Milliseconds()}, fields...)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()

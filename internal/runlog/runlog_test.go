@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,5 +83,54 @@ func TestFailedRunsOfRuntimeSchedulesIndexed(t *testing.T) {
 	end("@b", "failed")                      // a run that ends after the delete
 	if got := index(); len(got) != 0 {
 		t.Fatalf("index %v: want none", got)
+	}
+}
+
+// A runtime schedule's list holds its entries in the short form (one letter
+// field names, a tick in unix ms) and reads back as the stream's, the long
+// form of a list written before it too; a tick the ms do not say exactly
+// stays its text.
+func TestListEntriesAreShortAndReadAsTheStreams(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	cfg := &config.Config{Namespace: "ns", History: config.HistoryConfig{Runs: 10, MaxAge: time.Hour}, Schedules: config.SchedulesConfig{History: 10}}
+	w := NewWriter(cfg, rdb, slog.New(slog.DiscardHandler))
+	const job = "@report/short"
+	tick := scheduler.Tick{Job: job, At: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC), RunID: "0123456789abcdef0123456789abcdef", Replica: "d1", Manual: true}
+	code := 3
+	w.Finished(ctx, tick, &config.Job{Name: job}, End{Replica: "w1", Attempt: 2, Fence: 77, Status: "failed", ExitCode: &code,
+		Reason: "exit 3", Output: "oops", Took: 1500 * time.Millisecond, By: "d1"})
+	odd := tick
+	odd.At, odd.RunID = tick.At.Add(time.Nanosecond), "fedcba9876543210fedcba9876543210"
+	w.Started(ctx, odd, "w2", 1, 78)
+	key := ListKey("ns", job)
+	// an entry of the long form, as a list written before the short one holds
+	if err := rdb.RPush(ctx, key, `1764000000000-0 ["v","1","ev","finished","tick","2026-11-28T13:00:00Z","run","aa","replica","w3","attempt","1","status","ok","fence","9"]`).Err(); err != nil {
+		t.Fatal(err)
+	}
+	raw := rdb.LRange(ctx, key, 0, -1).Val()
+	if len(raw) != 3 || !strings.Contains(raw[0], `"v","1","e","finished","t","1795867200000","r","0123456789abcdef0123456789abcdef","m","1","w","w1","a","2","s","failed","f","77","x","3","y","exit 3","o","oops","d","1500","b","d1"]`) {
+		t.Fatalf("entries %q", raw)
+	}
+	pipe := rdb.Pipeline()
+	ev := QueueRead(ctx, pipe, "ns", job, 0, 0)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := ev.Result()
+	if err != nil || len(msgs) != 3 {
+		t.Fatalf("%v %v", msgs, err)
+	}
+	want := []map[string]any{
+		{"v": "1", "ev": "finished", "tick": "2026-11-28T13:00:00Z", "run": "aa", "replica": "w3", "attempt": "1", "status": "ok", "fence": "9"},
+		{"v": "1", "ev": "started", "tick": "2026-11-28T12:00:00.000000001Z", "run": odd.RunID, "manual": "1", "replica": "w2", "attempt": "1", "fence": "78", "by": "d1"},
+		{"v": "1", "ev": "finished", "tick": "2026-11-28T12:00:00Z", "run": tick.RunID, "manual": "1", "replica": "w1", "attempt": "2", "status": "failed",
+			"fence": "77", "exit_code": "3", "reason": "exit 3", "output": "oops", "took_ms": "1500", "by": "d1"},
+	}
+	for i, m := range msgs { // newest first
+		if fmt.Sprint(m.Values) != fmt.Sprint(want[i]) {
+			t.Errorf("entry %d reads %v\n                want %v", i, m.Values, want[i])
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"regexp"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -364,8 +365,7 @@ func steadyPerSchedule(ctx context.Context, rdb *redis.Client, m int) (string, e
 			}
 			if strings.Contains(k, "{history:") {
 				hist += n
-				evs, _ := rdb.LLen(ctx, k).Result()
-				runs += evs / 2 // started and finished
+				runs += listRuns(ctx, rdb, k)
 				lists++
 				continue
 			}
@@ -385,6 +385,21 @@ func steadyPerSchedule(ctx context.Context, rdb *redis.Client, m int) (string, e
 	return fmt.Sprintf("Redis per idle schedule, steady state (MEMORY USAGE of the keys of %d schedules between ticks; tick records, leases and retained tasks left out): %.0f B: %s, and its history list %.0f B (%.1f runs kept, schedules.history %d)",
 		m, b+perList, strings.Join(parts, ", "), perList, float64(runs)/float64(max(lists, 1)), batonHistory), nil
 }
+
+// listRuns is how many runs a history list holds: its distinct run ids
+// (a run writes one entry, or two when it outlasts history.start_after).
+func listRuns(ctx context.Context, rdb *redis.Client, key string) int64 {
+	elems, _ := rdb.LRange(ctx, key, 0, -1).Result()
+	ids := map[string]bool{}
+	for _, e := range elems {
+		if m := listRunID.FindStringSubmatch(e); m != nil {
+			ids[m[1]] = true
+		}
+	}
+	return int64(len(ids))
+}
+
+var listRunID = regexp.MustCompile(`^\S+ \["v","[^"]*","(?:e|ev)","[^"]*","(?:t|tick)","[^"]*","(?:r|run)","([^"]+)"`)
 
 // batonHistory is schedules.history's default.
 const batonHistory = 3

@@ -3,8 +3,9 @@
 -- list costs what it holds), bounded in runs and age by the server's
 -- clock. Each element is "<ms>-<seq> " and the event's fields as a JSON
 -- array [field, value, ...]: the ID a stream would give it, then the
--- fields in order, which start "v", V, "ev", EV, "tick", T, "run", RUN
--- (runlog's tickFields).
+-- fields in order, which start "v", V, "e", EV, "t", T, "r", RUN (runlog's
+-- tickFields, in the list's short form: listcodec.go; an entry written
+-- before it says "ev", "tick" and "run").
 --
 -- KEYS[1] the schedule's history list
 -- KEYS[2] (optional) the event's once key (see history_add.lua)
@@ -53,7 +54,8 @@ for i = #elems, 1, -1 do
     from = i + 1
     break
   end
-  local run = string.match(e, '^%S+ %["v","[^"]*","ev","[^"]*","tick","[^"]*","run","([^"]*)"')
+  local run = string.match(e, '^%S+ %["v","[^"]*","e","[^"]*","t","[^"]*","r","([^"]*)"') or
+    string.match(e, '^%S+ %["v","[^"]*","ev","[^"]*","tick","[^"]*","run","([^"]*)"')
   if not run or run == '' then
     runs = runs + 1
   elseif not seen[run] then
