@@ -516,14 +516,15 @@ jobs:
 	}
 }
 
-// A run shorter than history.start_after (5s by default) writes its start
-// only with its end; while it runs, status shows it running from its
-// execution lease and holder record: tick, run id, attempt, replica.
+// A run shorter than history.start_after writes its start only with its
+// end; while it runs, status shows it running from its execution lease and
+// holder record: tick, run id, attempt, replica.
 func TestRunWithinStartAfterShowsRunningFromItsLease(t *testing.T) {
 	srv := redistest.New(t)
 	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}
 namespace: within
+history: {start_after: 5s}
 jobs:
   - name: slow
     schedule: "@every 1s"
@@ -531,9 +532,6 @@ jobs:
 `, srv.Addr()))
 	if err != nil {
 		t.Fatal(err)
-	}
-	if cfg.History.StartAfter <= 0 {
-		t.Fatalf("history.start_after defaults to %s", cfg.History.StartAfter)
 	}
 	h := newBlockingHandler()
 	reg := jobs.NewRegistry()

@@ -241,15 +241,12 @@ type HistoryConfig struct {
 	// (one script call a run instead of two); a longer one shows as running
 	// from then on. The price: an attempt whose worker dies within it
 	// leaves no record (the ledger shows its tick dispatched, not run), and
-	// a run shorter than it never shows as running in the history (the
-	// job's status shows it running from its start). Default 5s; 0 writes
-	// every start as the run starts. 0 to 1h.
+	// a run shorter than it never shows as running in the history (status
+	// shows a job under a lease running from its lease). Default 0: every
+	// start is written as the run starts, so a worker killed mid-run leaves
+	// a record that its attempt started. 0 to 1h.
 	StartAfter time.Duration `yaml:"start_after"`
 }
-
-// defaultStartAfter is history.start_after's default: most runs of a
-// scheduler end within it, and they write one history entry, not two.
-const defaultStartAfter = 5 * time.Second
 
 // WorkerConfig configures the asynq worker that runs cron-mode jobs.
 type WorkerConfig struct {
@@ -536,7 +533,7 @@ func defaultConfig() Config {
 			RetentionMargin: time.Minute,
 			MaxTickRecords:  10000,
 		},
-		History:   HistoryConfig{Runs: 100, MaxAge: 7 * 24 * time.Hour, StartAfter: defaultStartAfter},
+		History:   HistoryConfig{Runs: 100, MaxAge: 7 * 24 * time.Hour},
 		Schedules: SchedulesConfig{MaxPayload: 16 << 10, History: 3, Resync: 5 * time.Minute, Shards: 1},
 	}
 }

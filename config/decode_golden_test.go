@@ -359,10 +359,10 @@ func loadLookup(k string) (string, bool) { v, ok := loadEnv[k]; return v, ok }
 
 var connSkip = []string{"jobs", "worker", "scheduler", "http", "security", "timezone", "max_clock_skew"}
 
-// the history section (ccd98b8, start_after later, its default 5s later still)
-// and worker.poll_interval came after 7b41a71: left out of the comparison
+// the history section (ccd98b8, start_after later) and worker.poll_interval came after
+// 7b41a71: left out of the comparison
 const (
-	laterHistory = "history:\n  runs: 100\n  max_age: 168h\n  start_after: 5s\n"
+	laterHistory = "history:\n  runs: 100\n  max_age: 168h\n  start_after: 0s\n"
 	laterPoll    = "  poll_interval: 100ms\n"
 	// the schedules section came later still, printed at its defaults
 	laterSchedules = "schedules:\n  max_payload: 16384\n  history: 3\n  resync: 5m\n  shards: 1\n"

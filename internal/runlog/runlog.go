@@ -47,9 +47,17 @@ var (
 	//go:embed lua/history_add.lua
 	historyAddSrc string
 	historyAdd    = redis.NewScript(historyAddSrc)
+	//go:embed lua/history_start.lua
+	historyStartSrc string
+	historyStart    = redis.NewScript(historyStartSrc)
+	//go:embed lua/list_entry.lua
+	listEntrySrc string
 	//go:embed lua/history_add_list.lua
 	historyAddListSrc string
-	historyAddList    = redis.NewScript(historyAddListSrc)
+	historyAddList    = redis.NewScript(listEntrySrc + historyAddListSrc)
+	//go:embed lua/history_start_list.lua
+	historyStartListSrc string
+	historyStartList    = redis.NewScript(listEntrySrc + historyStartListSrc)
 	//go:embed lua/failing.lua
 	failingSrc    string
 	failingScript = redis.NewScript(failingSrc)
@@ -85,13 +93,20 @@ const (
 // most timeout. A failure is logged, never returned: history is a record,
 // not a precondition of a run.
 func (h *Writer) add(ctx context.Context, timeout time.Duration, job string, fields ...any) bool {
-	return h.addOnce(ctx, timeout, job, "", fields...)
+	return h.write(ctx, timeout, job, "", false, fields...)
 }
 
 // addOnce is add, appending only if no event was with the same once key
 // (within the max age); an empty once appends as add does. It tells
 // whether the write was answered without an error.
 func (h *Writer) addOnce(ctx context.Context, timeout time.Duration, job, once string, fields ...any) bool {
+	return h.write(ctx, timeout, job, once, false, fields...)
+}
+
+// write appends one event to job's history: a run's start (start: appended
+// only, the run's end trims the history and renews its expiry) or any
+// other event (see addOnce).
+func (h *Writer) write(ctx context.Context, timeout time.Duration, job, once string, start bool, fields ...any) bool {
 	if !h.enabled(job) {
 		return false
 	}
@@ -108,8 +123,13 @@ func (h *Writer) addOnce(ctx context.Context, timeout time.Duration, job, once s
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	keys, script := []string{Key(h.cfg.Namespace, job)}, historyAdd
-	if Compact(job) {
+	switch {
+	case Compact(job) && start:
+		keys, script = []string{ListKey(h.cfg.Namespace, job)}, historyStartList
+	case Compact(job):
 		keys, script = []string{ListKey(h.cfg.Namespace, job)}, historyAddList
+	case start:
+		script = historyStart
 	}
 	if once != "" {
 		keys = append(keys, once)
@@ -176,7 +196,7 @@ func (h *Writer) StartedAgo(ctx context.Context, t scheduler.Tick, replica strin
 	if took > 0 {
 		f = append(f, "took_ms", took.Milliseconds())
 	}
-	return h.add(ctx, historyStartTimeout, t.Job, f...)
+	return h.write(ctx, historyStartTimeout, t.Job, "", true, f...)
 }
 
 // End is how one attempt of a run ended.

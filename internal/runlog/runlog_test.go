@@ -134,3 +134,45 @@ func TestListEntriesAreShortAndReadAsTheStreams(t *testing.T) {
 		}
 	}
 }
+
+// A run's start only appends to its job's history: the run's end trims it
+// and renews its expiry. A start that makes the history sets its expiry,
+// so a worker that dies mid-run leaves nothing that lives for ever. Both
+// forms: a job's stream, a runtime schedule's list.
+func TestStartAppendsAndTheEndRenews(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	cfg := &config.Config{Namespace: "ns", History: config.HistoryConfig{Runs: 10, MaxAge: time.Hour}, Schedules: config.SchedulesConfig{History: 10}}
+	w := NewWriter(cfg, rdb, slog.New(slog.DiscardHandler))
+	for _, job := range []string{"listed", "@report/starts"} {
+		key := Key("ns", job)
+		if Compact(job) {
+			key = ListKey("ns", job)
+		}
+		tick := scheduler.Tick{Job: job, At: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC), RunID: "0123456789abcdef0123456789abcdef", Replica: "d1"}
+		w.Started(ctx, tick, "w1", 1, 5)
+		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+			t.Errorf("%s: a start that makes the history leaves it a ttl of %v, want the max age", job, ttl)
+		}
+		if err := rdb.PExpire(ctx, key, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		w.Started(ctx, tick, "w1", 2, 6)
+		if ttl := rdb.PTTL(ctx, key).Val(); ttl > time.Minute {
+			t.Errorf("%s: a start renewed the history's expiry to %v", job, ttl)
+		}
+		w.Finished(ctx, tick, &config.Job{Name: job}, End{Replica: "w1", Attempt: 2, Fence: 6, Status: "ok"})
+		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 59*time.Minute {
+			t.Errorf("%s: the end left the history a ttl of %v, want the max age", job, ttl)
+		}
+		pipe := rdb.Pipeline()
+		ev := QueueRead(ctx, pipe, "ns", job, 0, 0)
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if msgs, err := ev.Result(); err != nil || len(msgs) != 3 {
+			t.Errorf("%s: %d entries (%v), want two starts and an end", job, len(msgs), err)
+		}
+	}
+}

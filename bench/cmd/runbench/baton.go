@@ -86,8 +86,9 @@ func runBaton(ctx context.Context, cfg cellConfig, cluster bool) (cellResult, er
 locking: {fresh_deployment: true}
 namespace: rb
 worker: {concurrency: %d, lanes: %d}
+history: {start_after: %s}
 jobs: []
-`, redisConf, cfg.workers, workerLanes(cluster)))
+`, redisConf, cfg.workers, workerLanes(cluster), cfg.startAfter))
 	if err != nil {
 		return res, err
 	}

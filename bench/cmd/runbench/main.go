@@ -49,7 +49,8 @@ type cellConfig struct {
 	// startLead is the least time baton's cell leaves from its first put
 	// to its schedules' first tick (default: one period), for the puts and
 	// the replicas' start.
-	startLead time.Duration
+	startLead  time.Duration
+	startAfter time.Duration // baton's history.start_after
 	// deadline is baton's schedules' starting deadline (0: the default,
 	// 1m): an instant larger than the machine dispatches within it
 	// records the rest missed.
@@ -117,6 +118,7 @@ func main() {
 	flag.DurationVar(&cfg.deadline, "starting-deadline", 0, "baton: the schedules' starting_deadline (default: baton's, 1m); an instant the machine cannot dispatch within it records the rest missed")
 	flag.DurationVar(&cfg.startLead, "start-lead", 0, "baton: the least time from the first put to the schedules' first tick, for the puts and the replicas' start (default: -period)")
 	flag.IntVar(&cfg.workers, "workers", 100, "worker concurrency per replica")
+	flag.DurationVar(&cfg.startAfter, "start-after", 0, "baton: history.start_after (default: baton's, 0: every start written as the run starts)")
 	timeout := flag.Duration("timeout", 90*time.Minute, "deadline of the whole run")
 	flag.Parse()
 	set := map[string]bool{}

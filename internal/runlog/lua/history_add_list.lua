@@ -17,29 +17,14 @@
 --         long after its last event
 -- ARGV[3..] field, value, field, value, ...
 --
--- Returns the entry's ID, or false when the once key was set already.
+-- Loaded after list_entry.lua. Returns the entry's ID, or false when the
+-- once key was set already.
 redis.replicate_commands()
 if KEYS[2] and not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then
   return false
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local seq = 0
 local elems = redis.call('LRANGE', KEYS[1], 0, -1)
-local last = elems[#elems]
-if last then
-  local ms, s = string.match(last, '^(%d+)-(%d+) ')
-  if ms and tonumber(ms) >= now then
-    now = tonumber(ms)
-    seq = tonumber(s) + 1
-  end
-end
-local fields = {}
-for i = 3, #ARGV do
-  fields[#fields + 1] = ARGV[i]
-end
-local id = string.format('%d-%d', now, seq)
-local new = id .. ' ' .. cjson.encode(fields)
+local new, id, now = list_entry(elems[#elems] or false)
 elems[#elems + 1] = new
 redis.call('RPUSH', KEYS[1], new)
 
