@@ -316,7 +316,7 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 				js.Running = append(js.Running, r)
 			}
 		}
-		if h, ok := holdersOf[j.Name]; ok && len(js.Running) == 0 {
+		if h, ok := holdersOf[j.Name]; ok && !historyHas(recs, h.RunID) {
 			// a run within history.start_after has written no start yet:
 			// its lease and holder record say it runs
 			js.Running = append(js.Running, jobs.RunRecord{Job: j.Name, Tick: h.Tick, RunID: h.RunID, Worker: h.Replica,
@@ -443,6 +443,18 @@ func done(j *config.Job, js JobStatus, now time.Time) string {
 		return "its end (" + j.End + ") has passed"
 	}
 	return "no more ticks"
+}
+
+// historyHas tells whether the history records recs hold run id run: the
+// run is shown from them (running, or ended: a holder record outlives its
+// run by up to the lock ttl when the release is lost).
+func historyHas(recs []jobs.RunRecord, run string) bool {
+	for _, r := range recs {
+		if r.RunID == run {
+			return true
+		}
+	}
+	return false
 }
 
 // leaseHolders reads the holder records of the jobs whose execution lease

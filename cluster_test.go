@@ -570,3 +570,61 @@ jobs:
 		t.Errorf("running %+v; want run %s of %s, attempt %d on %s", g, run.RunID, run.Tick, run.Attempt, r.ID())
 	}
 }
+
+// A run that ended within history.start_after (one history entry, its
+// end) leaves its holder record for up to lock_ttl after its release. When
+// the job's lease is then held again before that record is rewritten (the
+// ended run's release was lost and its key lives to its ttl; or the next
+// run took the lease and its holder write is late or failed), status must
+// not show the ended run as running: its history says it ended.
+func TestStatusDoesNotShowAnEndedRunAsRunning(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: ended
+jobs:
+  - name: quick
+    schedule: "@every 1h"
+    handler: {name: quick}
+`, srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := jobs.NewRegistry()
+	if err := reg.HandleFunc("quick", func(context.Context, jobs.Run) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	running(t, cfg, baton.WithHandlers(reg))
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	tk, err := c.Trigger(ctx, "quick", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Require(t, 20*time.Second, "the run to end", func() bool {
+		recs, _ := c.History(ctx, "quick", 5)
+		return len(recs) > 0 && recs[0].RunID == tk.RunID && recs[0].Status == jobs.StatusOK
+	})
+	// the lease held again while the ended run's holder record lives
+	locks, err := locking.New(srv.TestClient(t), locking.WithPrefix(cfg.Namespace+":lock:"), locking.WithFreshDeployment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { locks.Close() })
+	if _, err := locks.TryLock(ctx, "exec:quick", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range st.Jobs[0].Running {
+		if r.RunID == tk.RunID {
+			t.Fatalf("status shows run %s running; its history says it ended %s (last %+v)", r.RunID, st.Jobs[0].Last.Status, *st.Jobs[0].Last)
+		}
+	}
+}

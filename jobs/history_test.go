@@ -203,17 +203,23 @@ func TestRuntimeScheduleHistoryIsACompactListReadAsAStream(t *testing.T) {
 			tk.At = tk.At.Add(time.Duration(i) * time.Minute)
 			tk.RunID = fmt.Sprintf("r%d", i)
 			h.Started(ctx, tk, "w1", 1, 7)
-			h.Finished(ctx, tk, &config.Job{Name: job}, runlog.End{Replica: "w1", Attempt: 1, Status: string(StatusOK), Fence: 7})
+			end := runlog.End{Replica: "w1", Attempt: 1, Status: string(StatusOK), Fence: 7}
+			if runlog.Compact(job) {
+				// as the worker writes it: the end of a runtime schedule's
+				// run says when it started
+				end.Took, end.By = 40*time.Millisecond, tk.Replica
+			}
+			h.Finished(ctx, tk, &config.Job{Name: job}, end)
 		}
 	}
 	key := runlog.ListKey("baton", "@report/tenant-42")
 	if typ := e.RDB.Type(ctx, key).Val(); typ != "list" {
 		t.Fatalf("%s is a %s", key, typ)
 	}
-	if n := e.RDB.LLen(ctx, key).Val(); n != 3*2 {
-		t.Errorf("%d entries kept, want %d: 3 runs' started and finished", n, 3*2)
+	if n := e.RDB.LLen(ctx, key).Val(); n != 3 {
+		t.Errorf("%d entries kept, want 3: each run's end in place of its start", n)
 	}
-	if mem := e.RDB.MemoryUsage(ctx, key).Val(); mem > 1500 {
+	if mem := e.RDB.MemoryUsage(ctx, key).Val(); mem > 700 {
 		t.Errorf("the list of 3 runs takes %d B", mem)
 	}
 	got, err := ReadHistory(ctx, e.RDB, "baton", "@report/tenant-42", 0)
@@ -310,11 +316,10 @@ func TestRuntimeScheduleLongRunKeepsItsStart(t *testing.T) {
 			tk := worktest.TickOf(job, 0)
 			tk.At = tk.At.Add(time.Duration(i) * time.Minute)
 			tk.RunID, tk.Replica = fmt.Sprintf("r%d", i), "sched-1"
-			end := runlog.End{Replica: "w1", Attempt: 1, Status: string(StatusOK), Fence: 7}
+			end := runlog.End{Replica: "w1", Attempt: 1, Status: string(StatusOK), Fence: 7, Took: 40 * time.Millisecond, By: "sched-1"}
 			if long {
 				h.Started(ctx, tk, "w1", 1, 7)
-			} else {
-				end.Took, end.By = 40*time.Millisecond, "sched-1"
+				end.Took = 6 * time.Second
 			}
 			h.Finished(ctx, tk, &config.Job{Name: job}, end)
 		}
@@ -334,17 +339,19 @@ func TestRuntimeScheduleLongRunKeepsItsStart(t *testing.T) {
 	}
 }
 
-// A runtime schedule's list keeps its newest schedules.history runs whole,
-// however many events each wrote: a short run's one entry, a long run's
-// start and end, a retried run's attempts; an older run is dropped whole,
-// never split from its start.
-func TestRuntimeScheduleKeepsItsNewestRunsWhole(t *testing.T) {
+// A runtime schedule's list keeps its newest schedules.history elements,
+// and every run in it reads whole: a run's end (which says when the run
+// started and who dispatched it) takes the place of its start when that is
+// the last element, and stands without it otherwise, so trimming never
+// leaves a run that ended without its start. Cases: a long run, a retried
+// one (an element an attempt), runs that overlap (concurrency allow).
+func TestRuntimeScheduleRunsReadWholeFromTheirEnds(t *testing.T) {
 	e := worktest.NewEnv(t)
 	cfg := e.Config(t, `  - name: listed
     schedule: "@every 1m"
     handler: {name: tiny}
 `)
-	cfg.Schedules.History = 2
+	cfg.Schedules.History = 3
 	h := runlog.NewWriter(cfg, e.RDB, worktest.Logger(t))
 	ctx := context.Background()
 	const job = "@report/whole"
@@ -354,18 +361,9 @@ func TestRuntimeScheduleKeepsItsNewestRunsWhole(t *testing.T) {
 		tk.RunID, tk.Replica = fmt.Sprintf("r%d", i), "sched-1"
 		return tk
 	}
-	short := func(i int) {
-		h.Finished(ctx, tick(i), &config.Job{Name: job}, runlog.End{Replica: "w1", Attempt: 1, Status: string(StatusOK), Fence: 7, Took: 40 * time.Millisecond, By: "sched-1"})
-	}
-	long := func(i int, attempts int) {
-		for a := 1; a <= attempts; a++ {
-			st := StatusFailed
-			if a == attempts {
-				st = StatusOK
-			}
-			h.Started(ctx, tick(i), "w1", a, 7)
-			h.Finished(ctx, tick(i), &config.Job{Name: job}, runlog.End{Replica: "w1", Attempt: a, Status: string(st), Fence: 7})
-		}
+	start := func(i, attempt int) { h.Started(ctx, tick(i), "w1", attempt, 7) }
+	end := func(i, attempt int, st Status) {
+		h.Finished(ctx, tick(i), &config.Job{Name: job}, runlog.End{Replica: "w1", Attempt: attempt, Status: string(st), Fence: 7, Took: 2 * time.Second, By: "sched-1"})
 	}
 	key := runlog.ListKey("baton", job)
 	check := func(step string, entries int, runs ...string) {
@@ -379,24 +377,31 @@ func TestRuntimeScheduleKeepsItsNewestRunsWhole(t *testing.T) {
 		}
 		var got []string
 		for _, r := range recs {
-			got = append(got, r.RunID)
+			got = append(got, r.RunID+" "+string(r.Status))
 			if r.Started.IsZero() || r.Dispatcher != "sched-1" {
-				t.Errorf("%s: run %s kept without its start: %+v", step, r.RunID, r)
+				t.Errorf("%s: run %s kept without its start or dispatcher: %+v", step, r.RunID, r)
 			}
 		}
 		if fmt.Sprint(got) != fmt.Sprint(runs) {
 			t.Errorf("%s: runs %v kept, want %v", step, got, runs)
 		}
 	}
-	long(0, 1)
-	short(1)
-	check("a long run and a short one", 3, "r1", "r0")
-	short(2)
-	check("two short runs after a long one", 2, "r2", "r1")
-	long(3, 2)
-	check("a run retried once", 5, "r3", "r2")
-	short(4)
-	check("a short run after a retried one", 5, "r4", "r3")
-	short(5)
-	check("two short runs", 2, "r5", "r4")
+	start(0, 1)
+	check("a run under way", 1, "r0 running")
+	end(0, 1, StatusOK)
+	check("the run ended", 1, "r0 ok")
+	start(1, 1)
+	end(1, 1, StatusFailed)
+	start(1, 2)
+	end(1, 2, StatusOK)
+	check("a run retried once", 3, "r1 ok", "r0 ok")
+	// r2 runs long under allow; r3, r4 and r5 start and end meanwhile
+	start(2, 1)
+	for i := 3; i <= 5; i++ {
+		start(i, 1)
+		end(i, 1, StatusOK)
+	}
+	check("three short runs beside a long one", 3, "r5 ok", "r4 ok", "r3 ok")
+	end(2, 1, StatusOK)
+	check("the long run's end", 3, "r5 ok", "r4 ok", "r2 ok")
 }

@@ -112,11 +112,9 @@ func (h *Writer) write(ctx context.Context, timeout time.Duration, job, once str
 	}
 	perRun := EventsPerRun
 	if Compact(job) {
-		// a runtime schedule, where memory counts, keeps its newest runs
-		// whole, however many events each wrote (history_add_list.lua)
+		// a runtime schedule, where memory counts, keeps one element a
+		// run: a run's end replaces its start (history_add_list.lua)
 		perRun = 1
-	}
-	if Compact(job) {
 		fields = shortFields(fields)
 	}
 	args := append([]any{h.cfg.HistoryRuns(job) * perRun, h.cfg.History.MaxAge.Milliseconds()}, fields...)
@@ -209,9 +207,10 @@ type End struct {
 	HTTPStatus int  // an http job's response status, 0 when none
 	Reason     string
 	Output     string // the tail of a failed run's output, secrets masked
-	// Took, when the run's start was not recorded (see Started): how long
-	// it ran, and By, the replica that dispatched its tick. A reader takes
-	// the start as the end's time less Took.
+	// Took, when the run's start was not recorded (see Started), or
+	// always for a runtime schedule (whose end replaces its start in the
+	// list): how long it ran, and By, the replica that dispatched its tick.
+	// A reader takes the start as the end's time less Took.
 	Took time.Duration
 	By   string
 }

@@ -300,7 +300,9 @@ func (ls *lateStart) end() bool {
 // status when it got one.
 func (h runHistory) finished(ctx context.Context, t scheduler.Tick, run jobs.Run, st jobs.Status, job *config.Job, res jobs.Result, reason, output string) {
 	end := runlog.End{Replica: run.Replica, Attempt: run.Attempt, Fence: run.Fence, Status: string(st), Reason: reason, Output: output}
-	if h.start != nil && !h.start.end() {
+	if h.start != nil && (!h.start.end() || runlog.Compact(t.Job)) {
+		// the start is not written, or a runtime schedule's end stands for
+		// it (its history is a short list: history_add_list.lua)
 		end.Took, end.By = max(time.Since(h.start.began), time.Millisecond), t.Replica
 	}
 	switch {

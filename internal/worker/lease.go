@@ -245,13 +245,16 @@ func ReadHolders(ctx context.Context, rdb redis.UniversalClient, ns string, jobs
 	for i, j := range jobs {
 		cmds[i] = pipe.Get(ctx, holderKey(ns, j))
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return out, fmt.Errorf("jobs: read the holder records: %w", err)
-	}
+	_, _ = pipe.Exec(ctx) // each command's error is read below
 	for i, j := range jobs {
 		var h holderRecord
 		v, err := cmds[i].Bytes()
-		if err != nil || json.Unmarshal(v, &h) != nil {
+		switch {
+		case errors.Is(err, redis.Nil):
+			continue
+		case err != nil:
+			return out, fmt.Errorf("jobs: read the holder record of %q: %w", j, err)
+		case json.Unmarshal(v, &h) != nil:
 			continue
 		}
 		tick, err := time.Parse(time.RFC3339Nano, h.Tick)

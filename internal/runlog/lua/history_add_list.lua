@@ -1,19 +1,24 @@
 -- history_add_list: append one event to a runtime schedule's run history,
 -- a list (a stream costs at least 4.7 KB however little it holds; a small
--- list costs what it holds), bounded in runs and age by the server's
+-- list costs what it holds), bounded in count and age by the server's
 -- clock. Each element is "<ms>-<seq> " and the event's fields as a JSON
 -- array [field, value, ...]: the ID a stream would give it, then the
 -- fields in order, which start "v", V, "e", EV, "t", T, "r", RUN (runlog's
--- tickFields, in the list's short form: listcodec.go; an entry written
--- before it says "ev", "tick" and "run").
+-- tickFields, in the list's short form: listcodec.go).
+--
+-- A run's end in a list says when it started (took_ms, short "d") and who
+-- dispatched it (by), so it reads whole without its start: such an end,
+-- when its run's start of the same attempt is the list's last element,
+-- replaces it (an attempt that ended is one element), and trimming the
+-- list by count never leaves an attempt that ended without its start. A
+-- start whose end has not come is dropped by count like any element (a
+-- run under way longer than ARGV[1] newer events shows running in status,
+-- from its lease, not in the history).
 --
 -- KEYS[1] the schedule's history list
 -- KEYS[2] (optional) the event's once key (see history_add.lua)
--- ARGV[1] keep the entries of at most this many runs, the newest: the
---         events of one run (its run id: attempts, a start and an end) go
---         together, so a run is kept whole or not at all, however many
---         events it wrote; an event without a run id is a run of its own
--- ARGV[2] max age, ms: older entries are trimmed and the key expires this
+-- ARGV[1] keep at most this many elements
+-- ARGV[2] max age, ms: older elements are trimmed and the key expires this
 --         long after its last event
 -- ARGV[3..] field, value, field, value, ...
 --
@@ -23,37 +28,38 @@ redis.replicate_commands()
 if KEYS[2] and not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then
   return false
 end
-local elems = redis.call('LRANGE', KEYS[1], 0, -1)
-local new, id, now = list_entry(elems[#elems] or false)
-elems[#elems + 1] = new
-redis.call('RPUSH', KEYS[1], new)
+local last = redis.call('LINDEX', KEYS[1], -1)
+local elem, id, now = list_entry(last)
 
--- the oldest element to keep: walk from the newest, counting runs
-local keep, runs, seen = tonumber(ARGV[1]), 0, {}
-local oldest = now - tonumber(ARGV[2])
-local from = 1
-for i = #elems, 1, -1 do
-  local e = elems[i]
-  local ms = tonumber(string.match(e, '^(%d+)-') or '')
-  if ms and ms < oldest then
-    from = i + 1
-    break
+-- the run's start of this attempt, when it is the last element
+local replaces = false
+if last and ARGV[6] == 'finished' and ARGV[9] == 'r' and ARGV[10] ~= '' then
+  local attempt, took
+  for i = 3, #ARGV - 1, 2 do
+    if ARGV[i] == 'a' then attempt = ARGV[i + 1] end
+    if ARGV[i] == 'd' then took = ARGV[i + 1] end
   end
-  local run = string.match(e, '^%S+ %["v","[^"]*","e","[^"]*","t","[^"]*","r","([^"]*)"') or
-    string.match(e, '^%S+ %["v","[^"]*","ev","[^"]*","tick","[^"]*","run","([^"]*)"')
-  if not run or run == '' then
-    runs = runs + 1
-  elseif not seen[run] then
-    seen[run] = true
-    runs = runs + 1
-  end
-  if runs > keep then
-    from = i + 1
-    break
-  end
+  local run = string.match(last, '^%S+ %["v","[^"]*","e","started","t","[^"]*","r","([^"]*)",')
+  replaces = attempt ~= nil and took ~= nil and run == ARGV[10] and
+    string.find(last, ',"a","' .. attempt .. '",', 1, true) ~= nil
 end
-if from > 1 then
-  redis.call('LTRIM', KEYS[1], from - 1, -1)
+if replaces then
+  redis.call('LSET', KEYS[1], -1, elem)
+else
+  redis.call('RPUSH', KEYS[1], elem)
+end
+redis.call('LTRIM', KEYS[1], -tonumber(ARGV[1]), -1)
+local oldest = now - tonumber(ARGV[2])
+for _ = 1, 100 do
+  local first = redis.call('LINDEX', KEYS[1], 0)
+  if not first then
+    break
+  end
+  local ms = tonumber(string.match(first, '^(%d+)-'))
+  if ms and ms >= oldest then
+    break
+  end
+  redis.call('LPOP', KEYS[1])
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return id
