@@ -29,9 +29,11 @@ type SchedulesConfig struct {
 	// in bytes. Default 16384; 1..1048576.
 	MaxPayload int `yaml:"max_payload"`
 	// History is how many runs of each runtime schedule are kept, the
-	// newest (history.runs is the job list's), each whole (its attempts,
-	// its start and its end). Default 3 (about 1 KB of Redis per schedule:
-	// a deployment may have 100,000); 0..1000.
+	// newest (history.runs is the job list's): that many elements of its
+	// history list, where an attempt that ended is one element (its end,
+	// which says when it started) and a run under way is its start.
+	// Default 3 (about 1 KB of Redis per schedule: a deployment may have
+	// 100,000); 0..1000.
 	History int `yaml:"history"`
 	// Resync is how often a replica re-reads every runtime schedule: the
 	// fallback for a change it missed (changes reach replicas at once, by

@@ -189,13 +189,7 @@ func TestHistoryRetryThenDeath(t *testing.T) {
 // stream costs 4.7 KB at least), trimmed to schedules.history runs, and
 // reads back as a job's stream does.
 func TestRuntimeScheduleHistoryIsACompactListReadAsAStream(t *testing.T) {
-	e := worktest.NewEnv(t)
-	cfg := e.Config(t, `  - name: listed
-    schedule: "@every 1m"
-    handler: {name: tiny}
-`)
-	cfg.Schedules.History = 3
-	h := runlog.NewWriter(cfg, e.RDB, worktest.Logger(t))
+	e, h := historyWriter(t, 3)
 	ctx := context.Background()
 	for _, job := range []string{"listed", "@report/tenant-42"} {
 		for i := range 6 {
@@ -346,13 +340,7 @@ func TestRuntimeScheduleLongRunKeepsItsStart(t *testing.T) {
 // leaves a run that ended without its start. Cases: a long run, a retried
 // one (an element an attempt), runs that overlap (concurrency allow).
 func TestRuntimeScheduleRunsReadWholeFromTheirEnds(t *testing.T) {
-	e := worktest.NewEnv(t)
-	cfg := e.Config(t, `  - name: listed
-    schedule: "@every 1m"
-    handler: {name: tiny}
-`)
-	cfg.Schedules.History = 3
-	h := runlog.NewWriter(cfg, e.RDB, worktest.Logger(t))
+	e, h := historyWriter(t, 3)
 	ctx := context.Background()
 	const job = "@report/whole"
 	tick := func(i int) scheduler.Tick {
@@ -404,4 +392,18 @@ func TestRuntimeScheduleRunsReadWholeFromTheirEnds(t *testing.T) {
 	check("three short runs beside a long one", 3, "r5 ok", "r4 ok", "r3 ok")
 	end(2, 1, StatusOK)
 	check("the long run's end", 3, "r5 ok", "r4 ok", "r2 ok")
+}
+
+// historyWriter is a worker's history writer on a test Redis, for a job
+// list with one job ("listed") and runtime schedules that keep history
+// runs.
+func historyWriter(t *testing.T, history int) (*worktest.Env, *runlog.Writer) {
+	t.Helper()
+	e := worktest.NewEnv(t)
+	cfg := e.Config(t, `  - name: listed
+    schedule: "@every 1m"
+    handler: {name: tiny}
+`)
+	cfg.Schedules.History = history
+	return e, runlog.NewWriter(cfg, e.RDB, worktest.Logger(t))
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/worktest"
@@ -91,11 +93,8 @@ func TestFailedRunsOfRuntimeSchedulesIndexed(t *testing.T) {
 // form of a list written before it too; a tick the ms do not say exactly
 // stays its text.
 func TestListEntriesAreShortAndReadAsTheStreams(t *testing.T) {
-	srv := redistest.New(t)
-	rdb := srv.TestClient(t)
+	rdb, w := nsWriter(t)
 	ctx := context.Background()
-	cfg := &config.Config{Namespace: "ns", History: config.HistoryConfig{Runs: 10, MaxAge: time.Hour}, Schedules: config.SchedulesConfig{History: 10}}
-	w := NewWriter(cfg, rdb, slog.New(slog.DiscardHandler))
 	const job = "@report/short"
 	tick := scheduler.Tick{Job: job, At: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC), RunID: "0123456789abcdef0123456789abcdef", Replica: "d1", Manual: true}
 	code := 3
@@ -140,11 +139,8 @@ func TestListEntriesAreShortAndReadAsTheStreams(t *testing.T) {
 // so a worker that dies mid-run leaves nothing that lives for ever. Both
 // forms: a job's stream, a runtime schedule's list.
 func TestStartAppendsAndTheEndRenews(t *testing.T) {
-	srv := redistest.New(t)
-	rdb := srv.TestClient(t)
+	rdb, w := nsWriter(t)
 	ctx := context.Background()
-	cfg := &config.Config{Namespace: "ns", History: config.HistoryConfig{Runs: 10, MaxAge: time.Hour}, Schedules: config.SchedulesConfig{History: 10}}
-	w := NewWriter(cfg, rdb, slog.New(slog.DiscardHandler))
 	for _, job := range []string{"listed", "@report/starts"} {
 		key := Key("ns", job)
 		if Compact(job) {
@@ -175,4 +171,13 @@ func TestStartAppendsAndTheEndRenews(t *testing.T) {
 			t.Errorf("%s: %d entries (%v), want two starts and an end", job, len(msgs), err)
 		}
 	}
+}
+
+// nsWriter is a history writer of namespace "ns" on a test Redis: 10 runs
+// kept, of the list's jobs and of runtime schedules, for an hour.
+func nsWriter(t *testing.T) (*redis.Client, *Writer) {
+	t.Helper()
+	rdb := redistest.New(t).TestClient(t)
+	cfg := &config.Config{Namespace: "ns", History: config.HistoryConfig{Runs: 10, MaxAge: time.Hour}, Schedules: config.SchedulesConfig{History: 10}}
+	return rdb, NewWriter(cfg, rdb, slog.New(slog.DiscardHandler))
 }
