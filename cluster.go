@@ -320,7 +320,7 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 			// a run within history.start_after has written no start yet:
 			// its lease and holder record say it runs
 			js.Running = append(js.Running, jobs.RunRecord{Job: j.Name, Tick: h.Tick, RunID: h.RunID, Worker: h.Replica,
-				Attempt: h.Attempt, Status: jobs.StatusRunning})
+				Attempt: h.Attempt, Started: h.Started, Status: jobs.StatusRunning})
 		}
 		js.Leader = leaders[j.Name]
 		st.Jobs = append(st.Jobs, js)

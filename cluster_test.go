@@ -566,8 +566,9 @@ jobs:
 		got = st.Jobs[0].Running
 		return len(got) == 1
 	})
-	if g := got[0]; g.RunID != run.RunID || !g.Tick.Equal(run.Tick) || g.Worker != r.ID() || g.Attempt != run.Attempt {
-		t.Errorf("running %+v; want run %s of %s, attempt %d on %s", g, run.RunID, run.Tick, run.Attempt, r.ID())
+	if g := got[0]; g.RunID != run.RunID || !g.Tick.Equal(run.Tick) || g.Worker != r.ID() || g.Attempt != run.Attempt ||
+		g.Started.IsZero() || time.Since(g.Started) > time.Minute {
+		t.Errorf("running %+v; want run %s of %s, attempt %d on %s, started a moment ago", g, run.RunID, run.Tick, run.Attempt, r.ID())
 	}
 }
 

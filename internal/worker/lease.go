@@ -186,12 +186,16 @@ type holderRecord struct {
 	RunID   string `json:"run_id"`
 	Attempt int    `json:"attempt"`
 	Replica string `json:"replica"`
+	// Started is when the run took the lease (unix ms, the worker's
+	// clock); absent in a record of an earlier release.
+	Started int64 `json:"started,omitempty"`
 }
 
 // held records the new holder and keeps the record alive with the lease;
 // the run holds the lease and its fence.
 func (e *engine) held(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, lease *locking.Lease, log *slog.Logger) *grant {
-	rec, _ := json.Marshal(holderRecord{V: formats.HolderRecord, ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339Nano), RunID: t.RunID, Attempt: attempt, Replica: e.replica})
+	rec, _ := json.Marshal(holderRecord{V: formats.HolderRecord, ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339Nano), RunID: t.RunID,
+		Attempt: attempt, Replica: e.replica, Started: time.Now().UnixMilli()})
 	key := holderKey(e.cfg.Namespace, job.Name)
 	set := func(ctx context.Context) {
 		if err := e.rdb.Set(ctx, key, rec, job.LockTTL).Err(); err != nil && ctx.Err() == nil {
@@ -229,6 +233,7 @@ type Holder struct {
 	RunID   string
 	Attempt int
 	Replica string
+	Started time.Time // zero when the record does not say
 }
 
 // ReadHolders reads the holder records of jobs from the queue Redis rdb in
@@ -261,7 +266,11 @@ func ReadHolders(ctx context.Context, rdb redis.UniversalClient, ns string, jobs
 		if err != nil {
 			continue
 		}
-		out[j] = Holder{Tick: tick, RunID: h.RunID, Attempt: h.Attempt, Replica: h.Replica}
+		hd := Holder{Tick: tick, RunID: h.RunID, Attempt: h.Attempt, Replica: h.Replica}
+		if h.Started > 0 {
+			hd.Started = time.UnixMilli(h.Started).UTC()
+		}
+		out[j] = hd
 	}
 	return out, nil
 }
