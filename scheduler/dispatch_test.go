@@ -81,7 +81,7 @@ func TestCommittedTickLeftToOthersStillRuns(t *testing.T) {
 	ttl := time.Second
 	r := start(t, []*redis.Client{rdb}, jobs, passingPrecheck{l}, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour),
 		scheduler.WithTickLeaseTTL(ttl))
-	if err := clk.BlockUntil(3); err != nil { // tick, membership and skew timers
+	if err := clk.BlockUntil(4); err != nil { // tick, membership, skew and held-tick timers
 		t.Fatal(err)
 	}
 	tick := scheduler.Ticks(jobs[0].Schedule, clk.Now(), clk.Now().Add(time.Minute), 1)[0]
@@ -127,7 +127,7 @@ func TestTickLeftToOthersIsReleasedUnrecorded(t *testing.T) {
 			ttl := time.Second
 			r := start(t, []*redis.Client{rdb}, jobs, d, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour),
 				scheduler.WithTickLeaseTTL(ttl))
-			if err := clk.BlockUntil(3); err != nil { // tick, membership and skew timers
+			if err := clk.BlockUntil(4); err != nil { // tick, membership, skew and held-tick timers
 				t.Fatal(err)
 			}
 			tick := scheduler.Ticks(jobs[0].Schedule, clk.Now(), clk.Now().Add(time.Minute), 1)[0]
@@ -178,7 +178,7 @@ func TestJobsOfAStatsGroupCountTogether(t *testing.T) {
 	}
 	r := start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour))
 	for range 2 {
-		if err := clk.BlockUntil(3); err != nil { // tick, membership and skew timers
+		if err := clk.BlockUntil(4); err != nil { // tick, membership, skew and held-tick timers
 			t.Fatal(err)
 		}
 		clk.Advance(time.Second)
@@ -374,7 +374,7 @@ func heldInstant(t *testing.T, rdb *redis.Client, jobs []scheduler.Job, opts ...
 	var opened sync.Once
 	h.release = func() { opened.Do(func() { close(h.g.open) }) }
 	t.Cleanup(h.release)
-	if err := h.clk.BlockUntil(3); err != nil { // tick, membership and skew timers
+	if err := h.clk.BlockUntil(4); err != nil { // tick, membership, skew and held-tick timers
 		t.Fatal(err)
 	}
 	h.at = scheduler.Ticks(jobs[0].Schedule, h.clk.Now(), h.clk.Now().Add(2*time.Minute), 1)[0]

@@ -188,8 +188,8 @@ func TestExactlyOnceAcrossReplicas(t *testing.T) {
 	}
 	waited := 0
 	for range 10 {
-		// each replica waits on: its tick timer, membership and skew timers
-		if err := clk.BlockUntil(9); err != nil {
+		// each replica waits on: its tick timer, membership, skew and held-tick timers
+		if err := clk.BlockUntil(12); err != nil {
 			t.Fatal(err)
 		}
 		from := clk.Now()
@@ -292,7 +292,7 @@ func TestPausedJobSkipsTicks(t *testing.T) {
 	}
 	r := start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour))
 	for range 3 {
-		if err := clk.BlockUntil(3); err != nil {
+		if err := clk.BlockUntil(4); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Second)
@@ -371,7 +371,7 @@ func TestQuorumMastersExactlyOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := clk.BlockUntil(9); err != nil {
+		if err := clk.BlockUntil(12); err != nil {
 			t.Fatal(err)
 		}
 		clk.Set(clk.Now().Truncate(time.Second).Add(time.Second))
@@ -397,7 +397,10 @@ func TestLeaderOnlyJob(t *testing.T) {
 	start(t, []*redis.Client{srv.TestClient(t)}, jobs, rec, scheduler.WithClock(clk), scheduler.WithReplica("other"),
 		scheduler.WithMaxClockSkew(time.Hour), scheduler.WithLeader(func() bool { return false }))
 	for range 3 {
-		if err := clk.BlockUntil(6); err != nil {
+		// each replica's tick, membership, skew and held-tick timers: with
+		// fewer, a replica whose loop had not read the clock yet read it
+		// after the advance and never saw this tick due
+		if err := clk.BlockUntil(8); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Second)
@@ -410,12 +413,12 @@ func TestLeaderOnlyJob(t *testing.T) {
 	}
 	// leadership lost: nobody claims
 	leading.Store(false)
-	if err := clk.BlockUntil(6); err != nil {
+	if err := clk.BlockUntil(8); err != nil {
 		t.Fatal(err)
 	}
 	before := len(rec.snapshot())
 	clk.Advance(time.Second)
-	if err := clk.BlockUntil(6); err != nil {
+	if err := clk.BlockUntil(8); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(rec.snapshot()); got != before {
@@ -461,7 +464,7 @@ func TestWaitingTicksKeepTheirLeases(t *testing.T) {
 	ttl := time.Second
 	r := start(t, []*redis.Client{rdb}, jobs, g, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour),
 		scheduler.WithTickLeaseTTL(ttl), scheduler.WithDispatchParallelism(1))
-	if err := clk.BlockUntil(3); err != nil { // tick, membership and skew timers
+	if err := clk.BlockUntil(4); err != nil { // tick, membership, skew and held-tick timers
 		t.Fatal(err)
 	}
 	tick := scheduler.Ticks(jobs[0].Schedule, clk.Now(), clk.Now().Add(time.Minute), 1)[0]
@@ -489,7 +492,7 @@ func TestWaitingTicksKeepTheirLeases(t *testing.T) {
 		// far beyond the ttl, so an extension shows as a shorter pttl
 		rdb.PExpire(ctx, key(name), time.Hour)
 	}
-	if err := clk.BlockUntil(4); err != nil { // + the extension timer
+	if err := clk.BlockUntil(5); err != nil { // + the extension timer
 		t.Fatal(err)
 	}
 	clk.Advance(ttl / 3)
@@ -501,7 +504,7 @@ func TestWaitingTicksKeepTheirLeases(t *testing.T) {
 	lost, kept := waiting[0], waiting[1]
 	rdb.Set(ctx, key(lost), "done", time.Hour)
 	rdb.PExpire(ctx, key(kept), time.Hour)
-	if err := clk.BlockUntil(4); err != nil {
+	if err := clk.BlockUntil(5); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(ttl / 3)
@@ -563,7 +566,7 @@ func TestQuorumFenceNeverGoesBack(t *testing.T) {
 	start(t, rdbs, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour))
 	next := func() {
 		t.Helper()
-		if err := clk.BlockUntil(3); err != nil {
+		if err := clk.BlockUntil(4); err != nil {
 			t.Fatal(err)
 		}
 		clk.Set(clk.Now().Truncate(time.Minute).Add(time.Minute))
@@ -647,7 +650,7 @@ func TestPauseDecidedByQuorum(t *testing.T) {
 	}
 	r := start(t, rdbs, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour))
 	for range 3 {
-		if err := clk.BlockUntil(3); err != nil {
+		if err := clk.BlockUntil(4); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Second)
@@ -731,7 +734,9 @@ func corruptKeyHoldsTicksBack(t *testing.T, begin time.Time, key, value string) 
 	jobs := []scheduler.Job{{Name: "f", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute}}
 	start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour),
 		scheduler.WithLogger(slog.New(w)))
-	if err := clk.BlockUntil(3); err != nil {
+	// the tick, membership, skew and held-tick timers: the loop has read the
+	// clock, so the tick set next is due, not behind it
+	if err := clk.BlockUntil(4); err != nil {
 		t.Fatal(err)
 	}
 	clk.Set(clk.Now().Truncate(time.Minute).Add(time.Minute))
