@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -316,9 +317,11 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 				js.Running = append(js.Running, r)
 			}
 		}
-		if h, ok := holdersOf[j.Name]; ok && !historyHas(recs, h.RunID) {
-			// a run within history.start_after has written no start yet:
-			// its lease and holder record say it runs
+		if h, ok := holdersOf[j.Name]; ok && !historyHas(recs, h.RunID, h.Attempt) {
+			// an attempt within history.start_after has written no start
+			// yet: its lease and holder record say it runs (in place of an
+			// earlier attempt of its run that the history shows running)
+			js.Running = slices.DeleteFunc(js.Running, func(r jobs.RunRecord) bool { return r.RunID == h.RunID })
 			js.Running = append(js.Running, jobs.RunRecord{Job: j.Name, Tick: h.Tick, RunID: h.RunID, Worker: h.Replica,
 				Attempt: h.Attempt, Started: h.Started, Status: jobs.StatusRunning})
 		}
@@ -445,12 +448,13 @@ func done(j *config.Job, js JobStatus, now time.Time) string {
 	return "no more ticks"
 }
 
-// historyHas tells whether the history records recs hold run id run: the
-// run is shown from them (running, or ended: a holder record outlives its
-// run by up to the lock ttl when the release is lost).
-func historyHas(recs []jobs.RunRecord, run string) bool {
+// historyHas tells whether the history records recs hold attempt attempt
+// of run id run, or a later one: the attempt is shown from them (running,
+// or ended: a holder record outlives its run by up to the lock ttl when the
+// release is lost).
+func historyHas(recs []jobs.RunRecord, run string, attempt int) bool {
 	for _, r := range recs {
-		if r.RunID == run {
+		if r.RunID == run && r.Attempt >= attempt {
 			return true
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -19,8 +20,10 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
+	"github.com/batonhq/baton/scheduler"
 )
 
 // On a brand-new Redis that a replica uses without baton init, Status shows
@@ -627,5 +630,60 @@ jobs:
 		if r.RunID == tk.RunID {
 			t.Fatalf("status shows run %s running; its history says it ended %s (last %+v)", r.RunID, st.Jobs[0].Last.Status, *st.Jobs[0].Last)
 		}
+	}
+}
+
+// A retried run's next attempt within history.start_after has written no
+// start yet; its history holds the run's earlier attempt, which ended
+// (failed). While the next attempt holds the job's execution lease, status
+// must show it running from its holder record: the history's record of the
+// run is of another attempt.
+func TestStatusShowsARetriedAttemptRunningFromItsLease(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: retried
+history: {start_after: 5s}
+jobs:
+  - name: flaky
+    schedule: "@every 1h"
+    handler: {name: flaky}
+`, srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	rdb := srv.TestClient(t)
+	job, _ := cfg.Job("flaky")
+	tick := scheduler.Tick{Job: "flaky", At: time.Now().UTC().Truncate(time.Second), RunID: "0123456789abcdef0123456789abcdef", Replica: "sched-1"}
+	// attempt 1 failed within start_after: one entry, its end
+	runlog.NewWriter(cfg, rdb, slog.New(slog.DiscardHandler)).Finished(ctx, tick, job, runlog.End{Replica: "w1", Attempt: 1, Fence: 9,
+		Status: string(jobs.StatusFailed), Reason: "boom", Took: 40 * time.Millisecond, By: "sched-1"})
+	// attempt 2 holds the lease and has written its holder record
+	locks, err := locking.New(rdb, locking.WithPrefix(cfg.Namespace+":lock:"), locking.WithFreshDeployment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { locks.Close() })
+	if _, err := locks.TryLock(ctx, "exec:flaky", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	rec := fmt.Sprintf(`{"v":1,"id":"flaky@%s","tick":"%s","run_id":"%s","attempt":2,"replica":"w2","started":%d}`,
+		tick.At.Format(time.RFC3339), tick.At.Format(time.RFC3339Nano), tick.RunID, time.Now().UnixMilli())
+	if err := rdb.Set(ctx, cfg.Namespace+":{exec:flaky}:holder", rec, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := st.Jobs[0]
+	if len(js.Running) != 1 || js.Running[0].RunID != tick.RunID || js.Running[0].Attempt != 2 || js.Running[0].Worker != "w2" {
+		t.Fatalf("running %+v (last %+v); want run %s's attempt 2 on w2, which holds the lease", js.Running, js.Last, tick.RunID)
 	}
 }

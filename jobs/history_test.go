@@ -407,3 +407,37 @@ func historyWriter(t *testing.T, history int) (*worktest.Env, *runlog.Writer) {
 	cfg.Schedules.History = history
 	return e, runlog.NewWriter(cfg, e.RDB, worktest.Logger(t))
 }
+
+// A run's start whose write timed out can be applied after the run's end
+// (the reader lets the end stand: foldHistory). In a runtime schedule's
+// list that late start follows the end, so trimming by count drops the end
+// first: the run must not then read as running again, for ever after it
+// ended.
+func TestRuntimeScheduleLateStartDoesNotOutliveItsEnd(t *testing.T) {
+	e, h := historyWriter(t, 2)
+	ctx := context.Background()
+	const job = "@report/late"
+	tick := func(i int) scheduler.Tick {
+		tk := worktest.TickOf(job, 0)
+		tk.At = tk.At.Add(time.Duration(i) * time.Minute)
+		tk.RunID, tk.Replica = fmt.Sprintf("r%d", i), "sched-1"
+		return tk
+	}
+	end := func(i int) {
+		h.Finished(ctx, tick(i), &config.Job{Name: job}, runlog.End{Replica: "w1", Attempt: 1, Status: string(StatusOK), Fence: 7,
+			Took: 40 * time.Millisecond, By: "sched-1"})
+	}
+	end(0)                              // r0's end lands first
+	h.Started(ctx, tick(0), "w1", 1, 7) // its start, applied late
+	h.Started(ctx, tick(1), "w1", 1, 7) // the next run
+	end(1)
+	recs, err := ReadHistory(ctx, e.RDB, "baton", job, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.RunID == "r0" && r.Status != StatusOK {
+			t.Errorf("run r0 ended ok, reads %s: %+v", r.Status, r)
+		}
+	}
+}

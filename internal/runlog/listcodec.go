@@ -51,8 +51,8 @@ func shortTick(v any) any {
 		return v
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil || t.UTC().Format(time.RFC3339Nano) != s || t.UnixMilli()*int64(time.Millisecond) != t.UnixNano() {
-		return v
+	if err != nil || t.UnixMilli() < 0 || t.UTC().Format(time.RFC3339Nano) != s || t.UnixMilli()*int64(time.Millisecond) != t.UnixNano() {
+		return v // a tick before 1970 keeps its text: the reader takes digits only
 	}
 	return strconv.FormatInt(t.UnixMilli(), 10)
 }

@@ -181,3 +181,49 @@ func nsWriter(t *testing.T) (*redis.Client, *Writer) {
 	cfg := &config.Config{Namespace: "ns", History: config.HistoryConfig{Runs: 10, MaxAge: time.Hour}, Schedules: config.SchedulesConfig{History: 10}}
 	return rdb, NewWriter(cfg, rdb, slog.New(slog.DiscardHandler))
 }
+
+// A tick before 1970 (unix ms below zero) written in the list's short form
+// reads back as the tick it was, as the stream's does.
+func TestListTickBefore1970ReadsBack(t *testing.T) {
+	rdb, w := nsWriter(t)
+	ctx := context.Background()
+	const job = "@report/old"
+	tick := scheduler.Tick{Job: job, At: time.Date(1969, 7, 20, 20, 17, 0, 0, time.UTC), RunID: "0123456789abcdef0123456789abcdef", Replica: "d1"}
+	w.Finished(ctx, tick, &config.Job{Name: job}, End{Replica: "w1", Attempt: 1, Status: "ok", Took: time.Second, By: "d1"})
+	pipe := rdb.Pipeline()
+	ev := QueueRead(ctx, pipe, "ns", job, 0, 0)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := ev.Result()
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("%v %v", msgs, err)
+	}
+	if got := msgs[0].Values["tick"]; got != "1969-07-20T20:17:00Z" {
+		t.Errorf("tick reads back %q, want 1969-07-20T20:17:00Z (element %q)", got, rdb.LIndex(ctx, ListKey("ns", job), 0).Val())
+	}
+}
+
+// Runs whose workers die mid-run write starts and no ends. A runtime
+// schedule's list, which the design bounds at schedules.history elements,
+// must stay near that bound, as a job's stream does (its start trims by
+// count), not grow with every attempt until the list expires.
+func TestListOfStartsWithoutEndsStaysBounded(t *testing.T) {
+	rdb, w := nsWriter(t) // schedules.history 10
+	ctx := context.Background()
+	for _, job := range []string{"listed", "@report/killed"} {
+		for i := range 200 {
+			tick := scheduler.Tick{Job: job, At: time.Date(2026, 11, 28, 12, 0, i, 0, time.UTC), RunID: fmt.Sprintf("run-%03d", i), Replica: "d1"}
+			w.Started(ctx, tick, "w1", 1, int64(i))
+		}
+		key := Key("ns", job)
+		n := rdb.XLen(ctx, key).Val()
+		if Compact(job) {
+			key = ListKey("ns", job)
+			n = rdb.LLen(ctx, key).Val()
+		}
+		if n > 100 {
+			t.Errorf("%s: %d starts kept of 200 runs, history of 10 runs (%d B)", key, n, rdb.MemoryUsage(ctx, key).Val())
+		}
+	}
+}
