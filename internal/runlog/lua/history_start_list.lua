@@ -1,9 +1,10 @@
 -- history_start_list: append a run's "started" event to a runtime
 -- schedule's history list, with history_add_list.lua's keys and arguments
 -- (no once key). As history_start.lua for a stream, the run's end renews
--- the list's expiry, so a start only sets the expiry of a list it makes;
--- it trims the list by count, as its end does: the starts of attempts whose
--- worker died keep it bounded.
+-- the list's expiry and trims it, so a start only sets the expiry of a list
+-- it makes, and trims it by count only when the last element is a start
+-- too (an attempt whose worker died, or runs under way side by side): the
+-- starts that no end follows keep the list bounded.
 --
 -- A start applied after its own end (a write that timed out and was
 -- applied late) is not appended when that end is the last element: trimmed
@@ -24,6 +25,8 @@ if last and ARGV[9] == 'r' and ARGV[10] ~= '' then
 end
 local elem, id = list_entry(last)
 redis.call('RPUSH', KEYS[1], elem)
-redis.call('LTRIM', KEYS[1], -tonumber(ARGV[1]), -1)
+if last and string.find(last, '^%S+ %["v","[^"]*","e","started",') then
+  redis.call('LTRIM', KEYS[1], -tonumber(ARGV[1]), -1)
+end
 if not last then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return id
