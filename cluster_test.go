@@ -524,18 +524,7 @@ jobs:
 // holder record: tick, run id, attempt, replica.
 func TestRunWithinStartAfterShowsRunningFromItsLease(t *testing.T) {
 	srv := redistest.New(t)
-	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
-locking: {fresh_deployment: true}
-namespace: within
-history: {start_after: 5s}
-jobs:
-  - name: slow
-    schedule: "@every 1s"
-    handler: {name: block}
-`, srv.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := handlerJobConfig(t, srv.Addr(), "within", "history: {start_after: 5s}", "slow", "@every 1s", "block")
 	h := newBlockingHandler()
 	reg := jobs.NewRegistry()
 	if err := reg.HandleFunc("block", h.handle); err != nil {
@@ -583,17 +572,7 @@ jobs:
 // not show the ended run as running: its history says it ended.
 func TestStatusDoesNotShowAnEndedRunAsRunning(t *testing.T) {
 	srv := redistest.New(t)
-	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
-locking: {fresh_deployment: true}
-namespace: ended
-jobs:
-  - name: quick
-    schedule: "@every 1h"
-    handler: {name: quick}
-`, srv.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := handlerJobConfig(t, srv.Addr(), "ended", "", "quick", "@every 1h", "quick")
 	reg := jobs.NewRegistry()
 	if err := reg.HandleFunc("quick", func(context.Context, jobs.Run) error { return nil }); err != nil {
 		t.Fatal(err)
@@ -640,18 +619,7 @@ jobs:
 // run is of another attempt.
 func TestStatusShowsARetriedAttemptRunningFromItsLease(t *testing.T) {
 	srv := redistest.New(t)
-	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
-locking: {fresh_deployment: true}
-namespace: retried
-history: {start_after: 5s}
-jobs:
-  - name: flaky
-    schedule: "@every 1h"
-    handler: {name: flaky}
-`, srv.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := handlerJobConfig(t, srv.Addr(), "retried", "history: {start_after: 5s}", "flaky", "@every 1h", "flaky")
 	c, err := baton.NewCluster(cfg)
 	if err != nil {
 		t.Fatal(err)

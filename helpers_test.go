@@ -173,3 +173,23 @@ func startRedisCluster(t *testing.T) []string {
 	_ = c0
 	return addrs
 }
+
+// handlerJobConfig is the config of namespace ns on the Redis at addr with
+// one job, name, that runs Go handler handler on schedule; extra is more
+// top-level YAML ("" for none).
+func handlerJobConfig(t *testing.T, addr, ns, extra, name, schedule, handler string) *config.Config {
+	t.Helper()
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: %s
+%s
+jobs:
+  - name: %s
+    schedule: %q
+    handler: {name: %s}
+`, addr, ns, extra, name, schedule, handler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
