@@ -381,3 +381,54 @@ func heldInstant(t *testing.T, rdb *redis.Client, jobs []scheduler.Job, opts ...
 	h.clk.Set(h.at)
 	return h
 }
+
+// Leader-only ticks (6,000, one chunk in flight) come due while this
+// replica leads; the first chunk is claimed and its dispatches held, the
+// others wait for their turn. The replica loses the lead meanwhile: when a
+// waiting chunk gets its turn, its leader-only ticks are not claimed (the
+// new leader's to claim), as the loop would not have claimed them then.
+func TestALeaderOnlyChunkThatWaitsPastTheLeadIsNotClaimed(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	const n = 6000
+	jobs := make([]scheduler.Job, n)
+	for i := range jobs {
+		jobs[i] = scheduler.Job{Name: fmt.Sprintf("l%04d", i), Schedule: every(t, "@every 1m"), StartingDeadline: time.Hour, LeaderOnly: true}
+	}
+	var leading atomic.Bool
+	leading.Store(true)
+	h := heldInstant(t, rdb, jobs, scheduler.WithClaimsInFlight(1), scheduler.WithLeader(leading.Load))
+	r, g, clk, at, release := h.r, h.g, h.clk, h.at, h.release
+	claimed := func() int64 {
+		n := int64(0)
+		for _, j := range jobs {
+			if e, _ := rdb.Exists(ctx, scheduler.TickKey("baton", j.Name, at)).Result(); e == 1 {
+				n++
+			}
+		}
+		return n
+	}
+	var first int64
+	poll.Require(t, 30*time.Second, "the first chunk claimed", func() bool {
+		first = r.s.Stats().Owned
+		return first > 0 && g.waiting.Load() >= 16 && claimed() == first
+	})
+	leading.Store(false)
+	if err := r.s.Put(scheduler.Job{Name: "zz-sentinel", Schedule: every(t, "@every 1m"), StartingDeadline: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(at.Add(time.Minute))
+	release()
+	poll.Require(t, 60*time.Second, "the sentinel's tick dispatched", func() bool {
+		for id := range g.rec.snapshot() {
+			if strings.HasPrefix(id, "zz-sentinel@") {
+				return true
+			}
+		}
+		return false
+	})
+	if got := claimed(); got != first || got >= n {
+		t.Fatalf("%d leader-only ticks claimed, want the %d of the chunk claimed while leading", got, first)
+	}
+}

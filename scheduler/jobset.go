@@ -226,11 +226,14 @@ func appendFirst(out []item, j *Job, from time.Time) []item {
 // attempted yet of a tick due at or after Since that the new definition
 // does not have is dropped as well.
 // stillCurrent keeps the items of batch whose jobs are still current (each
-// made for its job's current definition) and not exhausted.
+// made for its job's current definition), not exhausted, and this replica's
+// to claim: a leader-only job's only while it leads (a chunk that waited its
+// turn may have waited past the lead).
 func (s *Scheduler) stillCurrent(batch []item) []item {
+	leads := s.opts.leader != nil && s.opts.leader()
 	out := batch[:0]
 	for _, it := range batch {
-		if it, ok := s.current(it); ok && !s.isExhausted(it.job) {
+		if it, ok := s.current(it); ok && !s.isExhausted(it.job) && (leads || !it.job.LeaderOnly) {
 			out = append(out, it)
 		}
 	}
