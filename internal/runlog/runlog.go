@@ -103,6 +103,29 @@ func (h *Writer) addOnce(ctx context.Context, timeout time.Duration, job, once s
 	return h.write(ctx, timeout, job, once, false, fields...)
 }
 
+// form is how a history is kept: a job's stream, a runtime schedule's
+// list (where memory counts).
+type form struct {
+	key        func(ns, job string) string
+	add, start *redis.Script // an event; a run's start (appended only: its end trims)
+	perRun     int           // entries kept per run of history.runs
+	fields     func([]any) []any
+}
+
+var (
+	streamForm = form{key: Key, add: historyAdd, start: historyStart, perRun: EventsPerRun, fields: func(f []any) []any { return f }}
+	// one element a run: a run's end replaces its start (history_add_list.lua)
+	listForm = form{key: ListKey, add: historyAddList, start: historyStartList, perRun: 1, fields: shortFields}
+)
+
+// formOf is the form of job's history.
+func formOf(job string) form {
+	if Compact(job) {
+		return listForm
+	}
+	return streamForm
+}
+
 // write appends one event to job's history: a run's start (start: appended
 // only, the run's end trims the history and renews its expiry) or any
 // other event (see addOnce).
@@ -110,24 +133,13 @@ func (h *Writer) write(ctx context.Context, timeout time.Duration, job, once str
 	if !h.enabled(job) {
 		return false
 	}
-	perRun := EventsPerRun
-	if Compact(job) {
-		// a runtime schedule, where memory counts, keeps one element a
-		// run: a run's end replaces its start (history_add_list.lua)
-		perRun = 1
-		fields = shortFields(fields)
-	}
-	args := append([]any{h.cfg.HistoryRuns(job) * perRun, h.cfg.History.MaxAge.Milliseconds()}, fields...)
+	f := formOf(job)
+	args := append([]any{h.cfg.HistoryRuns(job) * f.perRun, h.cfg.History.MaxAge.Milliseconds()}, f.fields(fields)...)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	keys, script := []string{Key(h.cfg.Namespace, job)}, historyAdd
-	switch {
-	case Compact(job) && start:
-		keys, script = []string{ListKey(h.cfg.Namespace, job)}, historyStartList
-	case Compact(job):
-		keys, script = []string{ListKey(h.cfg.Namespace, job)}, historyAddList
-	case start:
-		script = historyStart
+	keys, script := []string{f.key(h.cfg.Namespace, job)}, f.add
+	if start {
+		script = f.start
 	}
 	if once != "" {
 		keys = append(keys, once)
