@@ -79,12 +79,7 @@ func (s *Scheduler) process(ctx context.Context, batch []item) claimResult {
 	var firstErr error
 	for i, it := range batch {
 		d := decide(it, s.answersTo(answers, i), now, backoff)
-		switch {
-		case batch[i].claim != nil:
-			batch[i].claim.missedOn = d.missedOn
-		case d.missedOn != 0:
-			batch[i].claim = &claimState{key: s.keysOf(batch[i].job).tickKey(batch[i].at), missedOn: d.missedOn}
-		}
+		batch[i].claim.missedOn = d.missedOn // set by prepare
 		if d.err != nil {
 			if firstErr == nil {
 				firstErr = d.err
