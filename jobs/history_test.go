@@ -307,9 +307,7 @@ func TestRuntimeScheduleLongRunKeepsItsStart(t *testing.T) {
 		cfg.Schedules.History = n
 		job := fmt.Sprintf("@report/tenant-%d", n)
 		run := func(i int, long bool) {
-			tk := worktest.TickOf(job, 0)
-			tk.At = tk.At.Add(time.Duration(i) * time.Minute)
-			tk.RunID, tk.Replica = fmt.Sprintf("r%d", i), "sched-1"
+			tk := minuteTick(job, i)
 			end := runlog.End{Replica: "w1", Attempt: 1, Status: string(StatusOK), Fence: 7, Took: 40 * time.Millisecond, By: "sched-1"}
 			if long {
 				h.Started(ctx, tk, "w1", 1, 7)
@@ -343,12 +341,7 @@ func TestRuntimeScheduleRunsReadWholeFromTheirEnds(t *testing.T) {
 	e, h := historyWriter(t, 3)
 	ctx := context.Background()
 	const job = "@report/whole"
-	tick := func(i int) scheduler.Tick {
-		tk := worktest.TickOf(job, 0)
-		tk.At = tk.At.Add(time.Duration(i) * time.Minute)
-		tk.RunID, tk.Replica = fmt.Sprintf("r%d", i), "sched-1"
-		return tk
-	}
+	tick := func(i int) scheduler.Tick { return minuteTick(job, i) }
 	start := func(i, attempt int) { h.Started(ctx, tick(i), "w1", attempt, 7) }
 	end := func(i, attempt int, st Status) {
 		h.Finished(ctx, tick(i), &config.Job{Name: job}, runlog.End{Replica: "w1", Attempt: attempt, Status: string(st), Fence: 7, Took: 2 * time.Second, By: "sched-1"})
@@ -417,12 +410,7 @@ func TestRuntimeScheduleLateStartDoesNotOutliveItsEnd(t *testing.T) {
 	e, h := historyWriter(t, 2)
 	ctx := context.Background()
 	const job = "@report/late"
-	tick := func(i int) scheduler.Tick {
-		tk := worktest.TickOf(job, 0)
-		tk.At = tk.At.Add(time.Duration(i) * time.Minute)
-		tk.RunID, tk.Replica = fmt.Sprintf("r%d", i), "sched-1"
-		return tk
-	}
+	tick := func(i int) scheduler.Tick { return minuteTick(job, i) }
 	end := func(i int) {
 		h.Finished(ctx, tick(i), &config.Job{Name: job}, runlog.End{Replica: "w1", Attempt: 1, Status: string(StatusOK), Fence: 7,
 			Took: 40 * time.Millisecond, By: "sched-1"})
@@ -440,4 +428,13 @@ func TestRuntimeScheduleLateStartDoesNotOutliveItsEnd(t *testing.T) {
 			t.Errorf("run r0 ended ok, reads %s: %+v", r.Status, r)
 		}
 	}
+}
+
+// minuteTick is job's i-th tick a minute apart, run "r<i>", dispatched by
+// replica sched-1.
+func minuteTick(job string, i int) scheduler.Tick {
+	tk := worktest.TickOf(job, 0)
+	tk.At = tk.At.Add(time.Duration(i) * time.Minute)
+	tk.RunID, tk.Replica = fmt.Sprintf("r%d", i), "sched-1"
+	return tk
 }

@@ -268,7 +268,7 @@ func TestAJobRemovedWhileItsChunkWaitsIsNotClaimed(t *testing.T) {
 	// one chunk in flight: the first claims and holds its dispatches, every
 	// other waits for its turn
 	h := heldInstant(t, rdb, jobs, scheduler.WithClaimsInFlight(1))
-	r, g, clk, at, release := h.r, h.g, h.clk, h.at, h.release
+	r, g, at := h.r, h.g, h.at
 	// the first chunk's claims answered (owned), its dispatches held
 	claimed := func() int64 {
 		n := int64(0)
@@ -294,21 +294,7 @@ func TestAJobRemovedWhileItsChunkWaitsIsNotClaimed(t *testing.T) {
 		t.Fatal("every tick claimed at once: no chunk waited")
 	}
 	r.s.Remove(removed...)
-	// a sentinel job's tick, due a minute later, is claimed after the
-	// waiting chunk had its turn (a chunk waits its turn in order)
-	if err := r.s.Put(scheduler.Job{Name: "zz-sentinel", Schedule: every(t, "@every 1m"), StartingDeadline: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	clk.Set(at.Add(time.Minute))
-	release()
-	poll.Require(t, 60*time.Second, "the sentinel's tick dispatched", func() bool {
-		for id := range g.rec.snapshot() {
-			if strings.HasPrefix(id, "zz-sentinel@") {
-				return true
-			}
-		}
-		return false
-	})
+	h.drainWaitingChunks(t)
 	gone := map[string]bool{}
 	for _, name := range removed {
 		gone[name] = true
@@ -399,7 +385,7 @@ func TestALeaderOnlyChunkThatWaitsPastTheLeadIsNotClaimed(t *testing.T) {
 	var leading atomic.Bool
 	leading.Store(true)
 	h := heldInstant(t, rdb, jobs, scheduler.WithClaimsInFlight(1), scheduler.WithLeader(leading.Load))
-	r, g, clk, at, release := h.r, h.g, h.clk, h.at, h.release
+	r, g, at := h.r, h.g, h.at
 	claimed := func() int64 {
 		n := int64(0)
 		for _, j := range jobs {
@@ -415,20 +401,29 @@ func TestALeaderOnlyChunkThatWaitsPastTheLeadIsNotClaimed(t *testing.T) {
 		return first > 0 && g.waiting.Load() >= 16 && claimed() == first
 	})
 	leading.Store(false)
-	if err := r.s.Put(scheduler.Job{Name: "zz-sentinel", Schedule: every(t, "@every 1m"), StartingDeadline: time.Hour}); err != nil {
+	h.drainWaitingChunks(t)
+	if got := claimed(); got != first || got >= n {
+		t.Fatalf("%d leader-only ticks claimed, want the %d of the chunk claimed while leading", got, first)
+	}
+}
+
+// drainWaitingChunks lets the held dispatches go and waits until every chunk
+// that waited for its claim slot has had its turn: a sentinel job's tick,
+// due a minute later, is claimed after them (a chunk waits its turn in
+// order) and dispatched.
+func (h heldRun) drainWaitingChunks(t *testing.T) {
+	t.Helper()
+	if err := h.r.s.Put(scheduler.Job{Name: "zz-sentinel", Schedule: every(t, "@every 1m"), StartingDeadline: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	clk.Set(at.Add(time.Minute))
-	release()
+	h.clk.Set(h.at.Add(time.Minute))
+	h.release()
 	poll.Require(t, 60*time.Second, "the sentinel's tick dispatched", func() bool {
-		for id := range g.rec.snapshot() {
+		for id := range h.g.rec.snapshot() {
 			if strings.HasPrefix(id, "zz-sentinel@") {
 				return true
 			}
 		}
 		return false
 	})
-	if got := claimed(); got != first || got >= n {
-		t.Fatalf("%d leader-only ticks claimed, want the %d of the chunk claimed while leading", got, first)
-	}
 }

@@ -112,14 +112,9 @@ func TestListEntriesAreShortAndReadAsTheStreams(t *testing.T) {
 	if len(raw) != 3 || !strings.Contains(raw[0], `"v","1","e","finished","t","1795867200000","r","0123456789abcdef0123456789abcdef","m","1","w","w1","a","2","s","failed","f","77","x","3","y","exit 3","o","oops","d","1500","b","d1"]`) {
 		t.Fatalf("entries %q", raw)
 	}
-	pipe := rdb.Pipeline()
-	ev := QueueRead(ctx, pipe, "ns", job, 0, 0)
-	if _, err := pipe.Exec(ctx); err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := ev.Result()
-	if err != nil || len(msgs) != 3 {
-		t.Fatalf("%v %v", msgs, err)
+	msgs := readEvents(t, rdb, job)
+	if len(msgs) != 3 {
+		t.Fatalf("%d entries, want 3: %v", len(msgs), msgs)
 	}
 	want := []map[string]any{
 		{"v": "1", "ev": "finished", "tick": "2026-11-28T13:00:00Z", "run": "aa", "replica": "w3", "attempt": "1", "status": "ok", "fence": "9"},
@@ -162,13 +157,8 @@ func TestStartAppendsAndTheEndRenews(t *testing.T) {
 		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 59*time.Minute {
 			t.Errorf("%s: the end left the history a ttl of %v, want the max age", job, ttl)
 		}
-		pipe := rdb.Pipeline()
-		ev := QueueRead(ctx, pipe, "ns", job, 0, 0)
-		if _, err := pipe.Exec(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if msgs, err := ev.Result(); err != nil || len(msgs) != 3 {
-			t.Errorf("%s: %d entries (%v), want two starts and an end", job, len(msgs), err)
+		if msgs := readEvents(t, rdb, job); len(msgs) != 3 {
+			t.Errorf("%s: %d entries, want two starts and an end", job, len(msgs))
 		}
 	}
 }
@@ -190,14 +180,9 @@ func TestListTickBefore1970ReadsBack(t *testing.T) {
 	const job = "@report/old"
 	tick := scheduler.Tick{Job: job, At: time.Date(1969, 7, 20, 20, 17, 0, 0, time.UTC), RunID: "0123456789abcdef0123456789abcdef", Replica: "d1"}
 	w.Finished(ctx, tick, &config.Job{Name: job}, End{Replica: "w1", Attempt: 1, Status: "ok", Took: time.Second, By: "d1"})
-	pipe := rdb.Pipeline()
-	ev := QueueRead(ctx, pipe, "ns", job, 0, 0)
-	if _, err := pipe.Exec(ctx); err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := ev.Result()
-	if err != nil || len(msgs) != 1 {
-		t.Fatalf("%v %v", msgs, err)
+	msgs := readEvents(t, rdb, job)
+	if len(msgs) != 1 {
+		t.Fatalf("%d entries, want 1: %v", len(msgs), msgs)
 	}
 	if got := msgs[0].Values["tick"]; got != "1969-07-20T20:17:00Z" {
 		t.Errorf("tick reads back %q, want 1969-07-20T20:17:00Z (element %q)", got, rdb.LIndex(ctx, ListKey("ns", job), 0).Val())
@@ -226,4 +211,19 @@ func TestListOfStartsWithoutEndsStaysBounded(t *testing.T) {
 			t.Errorf("%s: %d starts kept of 200 runs, history of 10 runs (%d B)", key, n, rdb.MemoryUsage(ctx, key).Val())
 		}
 	}
+}
+
+// readEvents reads job's history entries in namespace "ns", newest first.
+func readEvents(t *testing.T, rdb *redis.Client, job string) []redis.XMessage {
+	t.Helper()
+	pipe := rdb.Pipeline()
+	ev := QueueRead(context.Background(), pipe, "ns", job, 0, 0)
+	if _, err := pipe.Exec(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := ev.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
 }
