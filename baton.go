@@ -265,6 +265,9 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	if o.role == RoleScheduler {
 		wopts = append(wopts, worker.WithLocalOnly())
 	}
+	if len(masters) == 0 {
+		wopts = append(wopts, worker.WithQueueAsLockMaster())
+	}
 	r.worker = worker.New(cfg, queueOpt, r.locks, exec, wopts...)
 	if o.role != RoleScheduler {
 		for _, j := range cfg.Jobs {

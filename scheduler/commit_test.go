@@ -484,3 +484,54 @@ func TestCorruptTickWriterIsReported(t *testing.T) {
 		t.Errorf("the last fence: %+v, want MINE with 2^53-1", a)
 	}
 }
+
+// A commit moves the job's mark forward only, in one command when it does:
+// an earlier tick's commit leaves a later mark, and a mark that holds no
+// time (text, or a key of another type) is left as it was for the next
+// claim to report.
+func TestCommitMovesTheMarkForwardOnly(t *testing.T) {
+	r := redistest.New(t).TestClient(t)
+	ctx := context.Background()
+	commit := func(mark string, at int64) error {
+		return commitScript.Run(ctx, r, []string{"j@t", mark}, at, 60000).Err()
+	}
+	for _, tc := range []struct {
+		name, before string
+		at           int64
+		after        string
+	}{
+		{"none", "", 2000, "2000"},
+		{"earlier", "1000", 2000, "2000"},
+		{"later", "3000", 2000, "3000"},
+		{"same", "2000", 2000, "2000"},
+		{"text", "abc", 2000, "abc"},
+	} {
+		mark := "mark:" + tc.name
+		if tc.before != "" {
+			if err := r.Set(ctx, mark, tc.before, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := commit(mark, tc.at); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if v, _ := r.Get(ctx, mark).Result(); v != tc.after {
+			t.Errorf("%s: mark %q after a commit of %d, want %q", tc.name, v, tc.at, tc.after)
+		}
+		if ttl, _ := r.TTL(ctx, mark).Result(); ttl != -1 {
+			t.Errorf("%s: mark expires in %v, want never", tc.name, ttl)
+		}
+	}
+	if err := r.HSet(ctx, "mark:hash", "f", "v").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := commit("mark:hash", 2000); err != nil {
+		t.Fatal(err)
+	}
+	if typ, _ := r.Type(ctx, "mark:hash").Result(); typ != "hash" {
+		t.Errorf("a hash mark is now a %s", typ)
+	}
+	if v, _ := r.Get(ctx, "j@t").Result(); v != "done" {
+		t.Errorf("tick record %q, want done", v)
+	}
+}

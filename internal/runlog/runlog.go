@@ -93,14 +93,14 @@ const (
 // most timeout. A failure is logged, never returned: history is a record,
 // not a precondition of a run.
 func (h *Writer) add(ctx context.Context, timeout time.Duration, job string, fields ...any) bool {
-	return h.write(ctx, timeout, job, "", false, fields...)
+	return h.write(ctx, timeout, job, "", false, nil, fields...)
 }
 
 // addOnce is add, appending only if no event was with the same once key
 // (within the max age); an empty once appends as add does. It tells
 // whether the write was answered without an error.
 func (h *Writer) addOnce(ctx context.Context, timeout time.Duration, job, once string, fields ...any) bool {
-	return h.write(ctx, timeout, job, once, false, fields...)
+	return h.write(ctx, timeout, job, once, false, nil, fields...)
 }
 
 // form is how a history is kept: a job's stream, a runtime schedule's
@@ -128,15 +128,78 @@ func formOf(job string) form {
 
 // write appends one event to job's history: a run's start (start: appended
 // only, the run's end trims the history and renews its expiry) or any
-// other event (see addOnce).
-func (h *Writer) write(ctx context.Context, timeout time.Duration, job, once string, start bool, fields ...any) bool {
-	if !h.enabled(job) {
+// other event (see addOnce). also go to the queue Redis in the same round
+// trip, whether the history is kept or not.
+func (h *Writer) write(ctx context.Context, timeout time.Duration, job, once string, start bool, also []Also, fields ...any) bool {
+	tr := h.trip(ctx, timeout)
+	if tr == nil {
 		return false
 	}
+	defer tr.cancel()
+	ok := tr.event(job, once, start, fields...)
+	tr.also(also)
+	tr.send()
+	return ok()
+}
+
+// Send sends also (nil ones are skipped) in one round trip, without a
+// history event.
+func (h *Writer) Send(ctx context.Context, also ...Also) {
+	tr := h.trip(ctx, historyTimeout)
+	if tr == nil {
+		return
+	}
+	defer tr.cancel()
+	tr.also(also)
+	tr.send()
+}
+
+// Also is a write of the caller's to the queue Redis that goes in the same
+// round trip (one pipeline) as a history event: it queues its commands on
+// p and returns what reads their answers once they are sent (nil: none).
+// A run's start, say, also records the job's holder, and its end the tick's
+// ledger record: one round trip instead of two.
+type Also func(ctx context.Context, p redis.Pipeliner) (check func())
+
+// trip is the writes of one round trip to the queue Redis.
+type trip struct {
+	h      *Writer
+	ctx    context.Context
+	cancel context.CancelFunc
+	pipe   redis.Pipeliner
+	evals  []*eval
+	checks []func()
+}
+
+// eval is a script call queued on a trip, with what a failure logs.
+type eval struct {
+	s    *redis.Script
+	keys []string
+	args []any
+	cmd  *redis.Cmd
+	fail string // the log line of a failure
+	job  string
+}
+
+// trip starts a round trip bounded by timeout (also when ctx ends: a record
+// outlives its run's context); nil when there is no Redis to write to.
+func (h *Writer) trip(ctx context.Context, timeout time.Duration) *trip {
+	if h == nil || h.rdb == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	return &trip{h: h, ctx: ctx, cancel: cancel, pipe: h.rdb.Pipeline()}
+}
+
+// event queues one event of job's history (see write); the returned func
+// tells, once the trip is sent, whether it was written.
+func (tr *trip) event(job, once string, start bool, fields ...any) func() bool {
+	if !tr.h.enabled(job) {
+		return func() bool { return false }
+	}
+	h := tr.h
 	f := formOf(job)
 	args := append([]any{h.cfg.HistoryRuns(job) * f.perRun, h.cfg.History.MaxAge.Milliseconds()}, f.fields(fields)...)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
 	keys, script := []string{f.key(h.cfg.Namespace, job)}, f.add
 	if start {
 		script = f.start
@@ -144,11 +207,48 @@ func (h *Writer) write(ctx context.Context, timeout time.Duration, job, once str
 	if once != "" {
 		keys = append(keys, once)
 	}
-	if err := script.Run(ctx, h.rdb, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		h.log.Warn("cannot write the run history", slog.String("job", job), slog.Any("error", err))
-		return false
+	e := tr.eval(script, keys, args, "cannot write the run history", job)
+	return func() bool { return e.cmd.Err() == nil || errors.Is(e.cmd.Err(), redis.Nil) }
+}
+
+// eval queues a script call by its hash.
+func (tr *trip) eval(s *redis.Script, keys []string, args []any, fail, job string) *eval {
+	e := &eval{s: s, keys: keys, args: args, fail: fail, job: job, cmd: tr.pipe.EvalSha(tr.ctx, s.Hash(), keys, args...)}
+	tr.evals = append(tr.evals, e)
+	return e
+}
+
+// also queues the callers' writes.
+func (tr *trip) also(also []Also) {
+	for _, a := range also {
+		if a == nil {
+			continue
+		}
+		if c := a(tr.ctx, tr.pipe); c != nil {
+			tr.checks = append(tr.checks, c)
+		}
 	}
-	return true
+}
+
+// send sends the trip in one pipeline, sends again on its own each script
+// the server did not hold (a restart, SCRIPT FLUSH: EVAL loads it), logs
+// the scripts that failed and runs the callers' checks.
+func (tr *trip) send() {
+	if len(tr.evals) == 0 && len(tr.checks) == 0 && tr.pipe.Len() == 0 {
+		return
+	}
+	_, _ = tr.pipe.Exec(tr.ctx) // every command holds its own answer
+	for _, e := range tr.evals {
+		if err := e.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			e.cmd = e.s.Run(tr.ctx, tr.h.rdb, e.keys, e.args...)
+		}
+		if err := e.cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			tr.h.log.Warn(e.fail, slog.String("job", e.job), slog.Any("error", err))
+		}
+	}
+	for _, c := range tr.checks {
+		c()
+	}
 }
 
 // tickFields are the fields every event of tick t carries, the first its
@@ -191,22 +291,22 @@ func (h *Writer) Decided(ctx context.Context, t scheduler.Tick, status, reason s
 }
 
 // Started records that tick t's attempt began on replica with fence (0:
-// none), and which replica dispatched the tick. It waits less than the
-// other writes: it delays the run's start.
-func (h *Writer) Started(ctx context.Context, t scheduler.Tick, replica string, attempt int, fence int64) {
-	h.StartedAgo(ctx, t, replica, attempt, fence, 0)
+// none), and which replica dispatched the tick, in one round trip with also.
+// It waits less than the other writes: it delays the run's start.
+func (h *Writer) Started(ctx context.Context, t scheduler.Tick, replica string, attempt int, fence int64, also ...Also) {
+	h.StartedAgo(ctx, t, replica, attempt, fence, 0, also...)
 }
 
 // StartedAgo is Started written took after the attempt began (its
 // history.start_after): the entry says so (took_ms), and the record's
 // start is the entry's time less took. It tells whether the write was
 // answered without an error.
-func (h *Writer) StartedAgo(ctx context.Context, t scheduler.Tick, replica string, attempt int, fence int64, took time.Duration) bool {
+func (h *Writer) StartedAgo(ctx context.Context, t scheduler.Tick, replica string, attempt int, fence int64, took time.Duration, also ...Also) bool {
 	f := append(tickFields(EvStarted, t), "replica", replica, "attempt", attempt, "fence", fence, "by", t.Replica)
 	if took > 0 {
 		f = append(f, "took_ms", took.Milliseconds())
 	}
-	return h.write(ctx, historyStartTimeout, t.Job, "", true, f...)
+	return h.write(ctx, historyStartTimeout, t.Job, "", true, also, f...)
 }
 
 // End is how one attempt of a run ended.
@@ -227,9 +327,11 @@ type End struct {
 	By   string
 }
 
-// Finished records how tick t's attempt ended. The reason loses what the
-// record says already (see CleanReason) and job's secrets.
-func (h *Writer) Finished(ctx context.Context, t scheduler.Tick, job *config.Job, e End) {
+// Finished records how tick t's attempt ended, in one round trip with
+// also and, for a runtime schedule, the index of failing schedules. The
+// reason loses what the record says already (see CleanReason) and job's
+// secrets.
+func (h *Writer) Finished(ctx context.Context, t scheduler.Tick, job *config.Job, e End, also ...Also) {
 	f := append(tickFields(EvFinished, t), "replica", e.Replica, "attempt", e.Attempt, "status", e.Status)
 	if e.Fence != 0 {
 		f = append(f, "fence", e.Fence)
@@ -249,8 +351,15 @@ func (h *Writer) Finished(ctx context.Context, t scheduler.Tick, job *config.Job
 	if e.Took > 0 {
 		f = append(f, "took_ms", e.Took.Milliseconds(), "by", e.By)
 	}
-	h.add(ctx, historyTimeout, t.Job, f...)
-	h.noteFailing(ctx, t, e.Status)
+	tr := h.trip(ctx, historyTimeout)
+	if tr == nil {
+		return
+	}
+	defer tr.cancel()
+	tr.event(t.Job, "", false, f...)
+	tr.noteFailing(t, e.Status)
+	tr.also(also)
+	tr.send()
 }
 
 // noteFailing keeps the index of runtime schedules whose newest run
@@ -258,22 +367,19 @@ func (h *Writer) Finished(ctx context.Context, t scheduler.Tick, job *config.Job
 // schedule's history: a failed, timed-out or lost run adds the schedule
 // (since its first failure) while it exists, any other end removes it.
 // Best effort, as the history.
-func (h *Writer) noteFailing(ctx context.Context, t scheduler.Tick, status string) {
+func (tr *trip) noteFailing(t scheduler.Tick, status string) {
 	id, ok := config.ScheduleID(t.Job)
-	if !ok || h == nil || h.rdb == nil {
+	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyTimeout)
-	defer cancel()
 	failed := "0"
 	switch status {
 	case "failed", "timed out", "lease lost": // jobs.Status.Failed
 		failed = "1"
 	}
-	keys := []string{FailingKey(h.cfg, id), h.cfg.ScheduleKeysOf(id) + "defs"}
-	if err := failingScript.Run(ctx, h.rdb, keys, id, failed).Err(); err != nil {
-		h.log.Warn("cannot write the index of failing runtime schedules", slog.String("job", t.Job), slog.Any("error", err))
-	}
+	cfg := tr.h.cfg
+	keys := []string{FailingKey(cfg, id), cfg.ScheduleKeysOf(id) + "defs"}
+	tr.eval(failingScript, keys, []any{id, failed}, "cannot write the index of failing runtime schedules", t.Job)
 }
 
 // packagePrefix is the engine's prefix at the start of an error's text or

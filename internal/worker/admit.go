@@ -112,7 +112,12 @@ const doneMarker = "done"
 // done: any value that starts with doneMarker. Every reader goes through
 // here.
 func readTickRecord(ctx context.Context, rdb redis.UniversalClient, ns string, t scheduler.Tick) (done bool, value string, err error) {
-	v, err := rdb.Get(ctx, tickRecordKey(ns, t)).Result()
+	return tickRecordOf(rdb.Get(ctx, tickRecordKey(ns, t)), t)
+}
+
+// tickRecordOf is readTickRecord's answer from the GET of tick t's record.
+func tickRecordOf(cmd *redis.StringCmd, t scheduler.Tick) (done bool, value string, err error) {
+	v, err := cmd.Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return false, "", nil
@@ -130,12 +135,9 @@ func readTickRecord(ctx context.Context, rdb redis.UniversalClient, ns string, t
 // replicas', and one ahead of them would end the record early. A failure
 // is logged: the age bound still holds.
 func (w *Worker) markDone(ctx context.Context, t scheduler.Tick, expiry int64) {
-	if w.rdb == nil || expiry <= 0 {
+	ttl, ok := w.ledgerTTL(expiry)
+	if w.rdb == nil || !ok {
 		return
-	}
-	ttl := time.UnixMilli(expiry).Add(2*w.cfg.MaxClockSkew + time.Second).Sub(w.clock.Now())
-	if ttl < time.Millisecond {
-		return // past its expiry already: no copy can run
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
 	defer cancel()
@@ -144,6 +146,37 @@ func (w *Worker) markDone(ctx context.Context, t scheduler.Tick, expiry int64) {
 		w.log.Warn("cannot write the tick's ledger record (a replay of its task is still refused at its expiry)",
 			append(handoff.TickAttrs(t), slog.Any("error", err))...)
 	}
+}
+
+// ledgerTTL is how long a ledger record written now lives (see markDone);
+// false when none is needed: no expiry, or past it already (no copy can
+// run).
+func (w *Worker) ledgerTTL(expiry int64) (time.Duration, bool) {
+	if expiry <= 0 {
+		return 0, false
+	}
+	ttl := time.UnixMilli(expiry).Add(2*w.cfg.MaxClockSkew + time.Second).Sub(w.clock.Now())
+	return ttl, ttl >= time.Millisecond
+}
+
+// ledgerWrite is tick t's ledger record written by the run path with a
+// successful run's end, in the round trip of its history entry (also):
+// written says it landed, else the handler writes it alone (markDone).
+type ledgerWrite struct {
+	w       *Worker
+	t       scheduler.Tick
+	expiry  int64
+	written bool
+}
+
+func (l *ledgerWrite) also(ctx context.Context, p redis.Pipeliner) func() {
+	ttl, ok := l.w.ledgerTTL(l.expiry)
+	if !ok {
+		l.written = true // none is needed
+		return nil
+	}
+	cmd := p.Set(ctx, tickRecordKey(l.w.cfg.Namespace, l.t), doneMarker+":"+l.t.RunID, ttl)
+	return func() { l.written = cmd.Err() == nil }
 }
 
 // expiryOf returns the instant after which task t of job may not start:
@@ -185,7 +218,11 @@ func (w *Worker) admit(ctx context.Context, job *config.Job, t scheduler.Tick, e
 	if w.rdb == nil {
 		return a, nil
 	}
-	done, v, err := readTickRecord(ctx, w.rdb, w.cfg.Namespace, t)
+	// a trigger or a backfill is explicit: it runs a paused job, and beyond
+	// its limits; a job this replica's list pauses needs no flag
+	explicit := t.Manual || t.Backfill
+	rd := w.readAdmission(ctx, job, t, !explicit && !job.Paused)
+	done, v, err := rd.done, rd.record, rd.recordErr
 	switch {
 	case err != nil:
 		w.log.Warn("cannot read the tick's ledger record: running the task", append(handoff.TickAttrs(t), slog.Any("error", err))...)
@@ -195,14 +232,14 @@ func (w *Worker) admit(ctx context.Context, job *config.Job, t scheduler.Tick, e
 		}
 		return a, w.refuseTick(ctx, job, t, a, RefusedDone, "its tick's task ended already (ledger record "+strconv.Quote(v)+"): a copy of it put back into the queue", false)
 	}
-	if t.Manual || t.Backfill {
-		return a, nil // a trigger or a backfill is explicit: it runs a paused job, and beyond its limits
+	if explicit {
+		return a, nil
 	}
 	if job.Paused {
 		// this replica's list pauses it; a live list that does not runs it
 		return a, w.refuseTick(ctx, job, t, a, RefusedPaused, "the job is paused (paused: true in the job list)", true)
 	}
-	paused, err := w.paused(ctx, job)
+	paused, err := rd.paused, rd.pausedErr
 	switch {
 	case err != nil:
 		w.log.Warn("cannot read the job's pause flag from a majority of the lock masters: running the task", append(handoff.TickAttrs(t), slog.Any("error", err))...)
@@ -219,6 +256,48 @@ func (w *Worker) admit(ctx context.Context, job *config.Job, t scheduler.Tick, e
 	return a, nil
 }
 
+// admissionReads is what admit decides on: tick t's ledger record (done:
+// it says the tick's task ended; record: its value) and, when asked, the
+// job's pause flag.
+type admissionReads struct {
+	done      bool
+	record    string
+	recordErr error
+	paused    bool
+	pausedErr error
+}
+
+// readAdmission reads tick t's ledger record and, when pause, job's pause
+// flag. When the queue Redis is the only lock master (WithQueueAsLockMaster)
+// both go in one round trip; else the record comes from the queue Redis and
+// the flag from a majority of the masters (paused).
+func (w *Worker) readAdmission(ctx context.Context, job *config.Job, t scheduler.Tick, pause bool) admissionReads {
+	var rd admissionReads
+	if !pause || !w.queueMaster {
+		rd.done, rd.record, rd.recordErr = readTickRecord(ctx, w.rdb, w.cfg.Namespace, t)
+		if pause {
+			rd.paused, rd.pausedErr = w.paused(ctx, job)
+		}
+		return rd
+	}
+	pctx, cancel := context.WithTimeout(ctx, pauseTimeout)
+	defer cancel()
+	p := w.rdb.Pipeline()
+	rec := p.Get(pctx, tickRecordKey(w.cfg.Namespace, t))
+	flag := p.Exists(pctx, scheduler.PauseKey(w.cfg.Namespace, job.Name))
+	_, _ = p.Exec(pctx) // each command holds its own answer
+	rd.done, rd.record, rd.recordErr = tickRecordOf(rec, t)
+	n, err := flag.Result()
+	rd.paused, rd.pausedErr = n > 0, err
+	if err != nil {
+		rd.pausedErr = fmt.Errorf("0 of 1 lock masters answered, 1 needed: %w", err)
+	}
+	return rd
+}
+
+// pauseTimeout bounds a read of the pause flags.
+const pauseTimeout = 2 * time.Second
+
 // paused reports whether job's pause flag is held by a majority of the
 // lock masters (WithLockMasters), as the claim decides a pause. It fails
 // when fewer than a majority answer.
@@ -226,7 +305,7 @@ func (w *Worker) paused(ctx context.Context, job *config.Job) (bool, error) {
 	if len(w.masters) == 0 {
 		return false, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, pauseTimeout)
 	defer cancel()
 	key := scheduler.PauseKey(w.cfg.Namespace, job.Name)
 	held := make([]int64, len(w.masters))

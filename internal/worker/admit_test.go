@@ -483,3 +483,31 @@ func TestTaskOfATickBeforeItsRuntimeScheduleWasPutIsRefused(t *testing.T) {
 	}
 	worktest.None(t, exec.started, 100*time.Millisecond, "a run of the older tick")
 }
+
+// With the queue Redis as the only lock master, admission reads the tick's
+// ledger record and the job's pause flag in one round trip, and a task of a
+// paused job is still refused.
+func TestAdmissionReadsLedgerAndPauseInOneRoundTrip(t *testing.T) {
+	e := newEnv(t)
+	l := &tripLog{}
+	exec := newFakeExec(nil)
+	cfg := e.signedConfig(t, []string{keyA}, false, admitJobs)
+	w := e.workerOn(t, hookedOpt{e.Opt, l}, cfg, exec, WithLockMasters([]redis.UniversalClient{e.RDB}), WithQueueAsLockMaster())
+	tick := worktest.TickOf("job", 6)
+	e.dispatch(t, cfg, tick)
+	e.State(t, "baton:default", tick, asynq.TaskStateCompleted)
+	trip := tripTo(t, l, "get "+tickRecordKey("baton", tick))
+	if !carries(trip, "exists "+scheduler.PauseKey("baton", "job")) {
+		t.Errorf("the ledger record was read in %v, without the pause flag", trip)
+	}
+
+	if err := e.RDB.Set(context.Background(), scheduler.PauseKey("baton", "job"), `{"by":"test"}`, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	paused := worktest.TickOf("job", 7)
+	e.dispatch(t, cfg, paused)
+	if info := e.State(t, "baton:default", paused, asynq.TaskStateArchived); !strings.Contains(info.LastErr, "paused") {
+		t.Errorf("archived with %q, want paused", info.LastErr)
+	}
+	wantRefusals(t, w, map[RefusalReason]uint64{RefusedPaused: 1})
+}

@@ -46,7 +46,10 @@ var errRunTimeout = errors.New("jobs: run timed out")
 // finds the lease held by an earlier attempt of the same tick waits for it.
 // Without retries (local runs) the same tick's holder can only be a duplicate
 // dispatch, which is skipped.
-func (e *engine) runTick(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool) (err error) {
+//
+// ledger, when given, writes the tick's ledger record in the round trip of
+// a successful run's end (the caller learns from it whether it landed).
+func (e *engine) runTick(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool, ledger runlog.Also) (err error) {
 	var span trace.Span // nil: tracing off
 	if e.tracer != nil {
 		ctx, span = e.traceRun(ctx, job, t, attempt)
@@ -105,13 +108,15 @@ func (e *engine) runTick(ctx context.Context, job *config.Job, t scheduler.Tick,
 		span.SetAttributes(tracing.Fence.Int64(run.Fence))
 	}
 	log = base.With(slog.Int64("fence", run.Fence))
-	return e.execute(ctx, p, job, t, run, g, log)
+	return e.execute(ctx, p, job, t, run, g, ledger, log)
 }
 
 // execute runs the execution: under the lease's context and with the lease as
 // Validity when there is one, bounded by the job's timeout. It gives back
-// what the run holds (p.release) before returning.
-func (e *engine) execute(ctx context.Context, p policy, job *config.Job, t scheduler.Tick, run jobs.Run, g *grant, log *slog.Logger) error {
+// what the run holds (p.release) before returning. The run's start records
+// its holder (g.record) and a success writes ledger, each in the round trip
+// of its history entry.
+func (e *engine) execute(ctx context.Context, p policy, job *config.Job, t scheduler.Tick, run jobs.Run, g *grant, ledger runlog.Also, log *slog.Logger) error {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var validity executor.Validity
@@ -135,7 +140,7 @@ func (e *engine) execute(ctx context.Context, p policy, job *config.Job, t sched
 	log.Info("run started")
 	hist := e.hist()
 	start := time.Now()
-	hist.start = hist.startLater(ctx, e.clock, e.cfg.History.StartAfter, t, run)
+	hist.start = hist.startLater(ctx, e.clock, e.cfg.History.StartAfter, t, run, g.record)
 	defer hist.start.end()
 	res, err := e.exec.Execute(execCtx, job, run, validity)
 	took := slog.Duration("took", time.Since(start))
@@ -168,7 +173,7 @@ func (e *engine) execute(ctx context.Context, p policy, job *config.Job, t sched
 	case err == nil:
 		e.count(t.Job, func(c *counters) { c.ran.Add(1) })
 		log.Info("run succeeded", took)
-		hist.finished(ctx, t, run, jobs.StatusOK, job, res, "", "")
+		hist.finished(ctx, t, run, jobs.StatusOK, job, res, "", "", ledger)
 		obs.Status = jobs.StatusOK
 		return nil
 	}
@@ -259,14 +264,17 @@ type lateStart struct {
 }
 
 // startLater schedules the "started" entry of run (tick t) on clk, after.
-func (h runHistory) startLater(ctx context.Context, clk clock.Clock, after time.Duration, t scheduler.Tick, run jobs.Run) *lateStart {
+// also (the holder record) is written now: with the entry when it is due
+// at once, else alone.
+func (h runHistory) startLater(ctx context.Context, clk clock.Clock, after time.Duration, t scheduler.Tick, run jobs.Run, also runlog.Also) *lateStart {
 	ls := &lateStart{done: make(chan struct{}), exited: make(chan struct{}), began: time.Now()}
 	if after <= 0 {
-		h.w.Started(ctx, t, run.Replica, run.Attempt, run.Fence)
+		h.w.Started(ctx, t, run.Replica, run.Attempt, run.Fence, also)
 		ls.written = true
 		close(ls.exited)
 		return ls
 	}
+	h.w.Send(ctx, also)
 	timer := clk.NewTimer(after)
 	go func() {
 		defer close(ls.exited)
@@ -297,8 +305,8 @@ func (ls *lateStart) end() bool {
 
 // finished records how run ended with status st: an exec job's exit code
 // when it ran its command to an end of its own, an http job's response
-// status when it got one.
-func (h runHistory) finished(ctx context.Context, t scheduler.Tick, run jobs.Run, st jobs.Status, job *config.Job, res jobs.Result, reason, output string) {
+// status when it got one; also go in the same round trip.
+func (h runHistory) finished(ctx context.Context, t scheduler.Tick, run jobs.Run, st jobs.Status, job *config.Job, res jobs.Result, reason, output string, also ...runlog.Also) {
 	end := runlog.End{Replica: run.Replica, Attempt: run.Attempt, Fence: run.Fence, Status: string(st), Reason: reason, Output: output}
 	if h.start != nil && (!h.start.end() || runlog.Compact(t.Job)) {
 		// the start is not written, or a runtime schedule's end stands for
@@ -311,7 +319,7 @@ func (h runHistory) finished(ctx context.Context, t scheduler.Tick, run jobs.Run
 	case job.HTTP != nil && res.Status != 0:
 		end.HTTPStatus = res.Status
 	}
-	h.w.Finished(ctx, t, job, end)
+	h.w.Finished(ctx, t, job, end, also...)
 }
 
 // refused records that the worker refused tick t's task, and why. It is a

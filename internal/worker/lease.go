@@ -192,21 +192,29 @@ type holderRecord struct {
 }
 
 // held records the new holder and keeps the record alive with the lease;
-// the run holds the lease and its fence.
+// the run holds the lease and its fence. The first write of the record
+// goes with the run's start (grant.record), in one round trip with its
+// history entry.
 func (e *engine) held(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, lease *locking.Lease, log *slog.Logger) *grant {
 	rec, _ := json.Marshal(holderRecord{V: formats.HolderRecord, ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339Nano), RunID: t.RunID,
 		Attempt: attempt, Replica: e.replica, Started: time.Now().UnixMilli()})
 	key := holderKey(e.cfg.Namespace, job.Name)
-	set := func(ctx context.Context) {
-		if err := e.rdb.Set(ctx, key, rec, job.LockTTL).Err(); err != nil && ctx.Err() == nil {
+	failed := func(err error, ctx context.Context) {
+		if err != nil && ctx.Err() == nil {
 			log.Warn("cannot write the holder record", slog.Any("error", err))
 		}
 	}
-	set(ctx)
 	e.wg.Go(func() {
-		clock.Every(lease.Done(), e.clock, job.LockTTL/3, func() { set(lease.Context()) })
+		clock.Every(lease.Done(), e.clock, job.LockTTL/3, func() {
+			ctx := lease.Context()
+			failed(e.rdb.Set(ctx, key, rec, job.LockTTL).Err(), ctx)
+		})
 	})
-	return &grant{lease: lease, fence: lease.Fence()}
+	record := func(ctx context.Context, p redis.Pipeliner) func() {
+		cmd := p.Set(ctx, key, rec, job.LockTTL)
+		return func() { failed(cmd.Err(), lease.Context()) }
+	}
+	return &grant{lease: lease, fence: lease.Fence(), record: record}
 }
 
 // readHolder reads the job's holder record; ok is false if there is none or

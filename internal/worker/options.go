@@ -18,18 +18,19 @@ import (
 type Option func(*options)
 
 type options struct {
-	log          *slog.Logger
-	replica      string
-	version      string
-	role         string
-	clock        clock.Clock
-	taskCheck    time.Duration
-	delayedCheck time.Duration
-	localOnly    bool
-	lockMasters  []redis.UniversalClient
-	onRun        func(RunObservation)
-	tracer       trace.Tracer
-	handlers     *jobs.Registry
+	log           *slog.Logger
+	replica       string
+	version       string
+	role          string
+	clock         clock.Clock
+	taskCheck     time.Duration
+	delayedCheck  time.Duration
+	localOnly     bool
+	lockMasters   []redis.UniversalClient
+	queueIsMaster bool
+	onRun         func(RunObservation)
+	tracer        trace.Tracer
+	handlers      *jobs.Registry
 }
 
 func newOptions(opts []Option) options {
@@ -140,6 +141,13 @@ func WithLocalOnly() Option { return func(o *options) { o.localOnly = true } }
 // its tick. Without them only the config's paused counts.
 func WithLockMasters(masters []redis.UniversalClient) Option {
 	return func(o *options) { o.lockMasters = masters }
+}
+
+// WithQueueAsLockMaster says that the queue Redis is the only lock master
+// (no lock masters configured apart): the worker reads a job's pause flag
+// from it in the round trip that reads the tick's ledger record.
+func WithQueueAsLockMaster() Option {
+	return func(o *options) { o.queueIsMaster = true }
 }
 
 // WithHandlers gives a worker the registry of Go handlers its executor

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -30,10 +31,12 @@ type policy interface {
 }
 
 // grant is what a run holds to start: the job's execution lease (nil for
-// concurrency allow) and the run's fencing token.
+// concurrency allow) and the run's fencing token, and the record of its
+// holder to write as the run starts (nil: none).
 type grant struct {
-	lease *locking.Lease
-	fence int64
+	lease  *locking.Lease
+	fence  int64
+	record runlog.Also
 }
 
 // policyFor is the policy of job's concurrency, for runs on e. It is the one

@@ -43,7 +43,9 @@ type Worker struct {
 	refused   sync.Map // job + reason -> true: a refusal was logged
 	refusals  refusalCounts
 	masters   []redis.UniversalClient // lock masters: pause flags (WithLockMasters)
-	handlers  *jobs.Registry          // Go handlers the executor runs (WithHandlers)
+	// the queue Redis is the only lock master (WithQueueAsLockMaster)
+	queueMaster bool
+	handlers    *jobs.Registry // Go handlers the executor runs (WithHandlers)
 
 	srv     *asynq.Server
 	ps      *redis.PubSub
@@ -84,6 +86,7 @@ func New(cfg *config.Config, queue asynq.RedisConnOpt, locks *locking.Client, ex
 		role:         o.role,
 		localOnly:    o.localOnly,
 		masters:      o.lockMasters,
+		queueMaster:  o.queueIsMaster,
 		handlers:     o.handlers,
 	}
 	w.choosePolicies()
@@ -234,7 +237,7 @@ func (w *Worker) RunLocal(ctx context.Context, job *config.Job, t scheduler.Tick
 		runCtx = trace.ContextWithSpanContext(runCtx, trace.SpanContextFromContext(ctx))
 	}
 	w.wg.Go(func() {
-		_ = w.runTick(runCtx, job, t, 1, false) // logged and counted by runTick
+		_ = w.runTick(runCtx, job, t, 1, false, nil) // logged and counted by runTick
 	})
 	return nil
 }
@@ -302,11 +305,12 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 		// the dispatch's span, as the task carries it, is the run's parent
 		ctx = tracing.Extract(ctx, handoff.PayloadTrace(body))
 	}
-	err = w.runTick(ctx, job, t, retried+1, true)
+	led := &ledgerWrite{w: w, t: t, expiry: adm.expiry}
+	err = w.runTick(ctx, job, t, retried+1, true, led.also)
 	if err != nil && retried >= job.MaxRetry && !errors.Is(err, asynq.SkipRetry) && !errors.Is(err, ErrRunsElsewhere) {
 		err = fmt.Errorf("%w (last attempt: max_retry %d): %w", err, job.MaxRetry, asynq.SkipRetry)
 	}
-	if taskEnded(ctx, err, retried >= job.MaxRetry) {
+	if taskEnded(ctx, err, retried >= job.MaxRetry) && !led.written {
 		w.markDone(ctx, t, adm.expiry)
 	}
 	return err

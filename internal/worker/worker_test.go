@@ -35,8 +35,14 @@ func newEnv(t testing.TB, opts ...redistest.Option) *env { return &env{worktest.
 // worker starts a worker and shuts it down at cleanup.
 func (e *env) worker(t testing.TB, cfg *config.Config, exec executor.Runner, opts ...Option) *Worker {
 	t.Helper()
+	return e.workerOn(t, e.Opt, cfg, exec, opts...)
+}
+
+// workerOn is worker with the queue Redis reached through opt.
+func (e *env) workerOn(t testing.TB, opt asynq.RedisConnOpt, cfg *config.Config, exec executor.Runner, opts ...Option) *Worker {
+	t.Helper()
 	opts = append([]Option{WithPollIntervals(10*time.Millisecond, 20*time.Millisecond), WithLogger(worktest.Logger(t))}, opts...)
-	w := New(cfg, e.Opt, e.Locks, exec, opts...)
+	w := New(cfg, opt, e.Locks, exec, opts...)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -74,10 +74,8 @@ if ARGV[6] ~= 'u' then
   floor, born = q_guard(KEYS[6])
   if not floor then return {-1, 0} end
 end
-local mark, corrupt = q_count(3)
-if corrupt then return corrupt end
-local _, corruptFence = q_count(4)
-if corruptFence then return corruptFence end
+local mark, _, corrupt = q_counts(3, 4)
+if not mark then return corrupt end
 
 local v = redis.pcall('GET', KEYS[1])
 if type(v) ~= 'string' and v ~= false then

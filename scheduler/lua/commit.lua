@@ -12,6 +12,5 @@
 redis.call('SET', KEYS[1], 'done', 'PX', ARGV[2])
 -- a corrupt mark (see q_count, in the quorum prelude) is left as it is: the
 -- record is written, and the job's next claim reports the mark
-local m = q_count(2)
-if m and tonumber(ARGV[1]) > m then redis.call('SET', KEYS[2], ARGV[1]) end
+q_raise_mark(2, ARGV[1])
 return 1

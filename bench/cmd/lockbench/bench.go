@@ -44,6 +44,8 @@ type bench struct {
 
 	res  *results
 	errs map[string]string // cell|lib -> first error seen, for the notes
+
+	servers []*serverMeter // one per master, in address order
 }
 
 func newBench(cfg config, addrs []string) (*bench, error) {
@@ -62,6 +64,13 @@ func newBench(cfg config, addrs []string) (*bench, error) {
 		return c, err
 	}
 
+	for _, a := range addrs {
+		m, err := newServerMeter(a)
+		if err != nil {
+			return nil, err
+		}
+		b.servers = append(b.servers, m)
+	}
 	floorB, batonB, redsyncB, redislockB := back(), back(), back(), back()
 	baton1, err := batonFor(batonB, 1)
 	if err != nil {
@@ -100,6 +109,9 @@ func (b *bench) close() {
 	for _, x := range b.backends {
 		x.close()
 	}
+	for _, m := range b.servers {
+		m.close()
+	}
 }
 
 // rotate returns cs rotated left by k: every repetition starts with a
@@ -119,9 +131,16 @@ func (b *bench) repetition(rep int) error {
 		floor := 0.0
 		rates := map[string]float64{}
 		for _, c := range rotate(b.cellA, rep) {
+			before, err := b.read(1)
+			if err != nil {
+				return err
+			}
 			r, err := measurePairs(c.r, conc, d, fmt.Sprintf("lbA:%d:%d:%s", conc, rep, c.name))
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", cell, c.name, err)
+			}
+			if err := b.addServerCost(cell, c.name, before, r.pairs); err != nil {
+				return err
 			}
 			b.noteErr(cell, c.name, r.errs, r.firstErr)
 			rates[c.name] = r.rate()
@@ -140,9 +159,16 @@ func (b *bench) repetition(rep int) error {
 		cell := fmt.Sprintf("B/%d", n)
 		rates := map[string]float64{}
 		for _, c := range rotate(b.cellB[n], rep) {
+			before, err := b.read(n)
+			if err != nil {
+				return err
+			}
 			r, err := measurePairs(c.r, quorumConc, d, fmt.Sprintf("lbB:%d:%d:%s", n, rep, c.name))
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", cell, c.name, err)
+			}
+			if err := b.addServerCost(cell, c.name, before, r.pairs); err != nil {
+				return err
 			}
 			b.noteErr(cell, c.name, r.errs, r.firstErr)
 			rates[c.name] = r.rate()

@@ -102,22 +102,27 @@ func (b *bench) report(machine []string) string {
 
 	p("## A. Uncontended lock+unlock pairs/s, 1 master\n\n")
 	p("Each goroutine locks and unlocks its own key. floor = SET NX PX + EVALSHA compare-and-delete (2 round trips); " +
-		"× floor is the ratio to the floor measured in the same repetition.\n\n")
-	ta := mdtable.Table{Header: []string{"library", "goroutines", "pairs/s", "× floor"}, Align: []byte("lrrr")}
+		"× floor is the ratio to the floor measured in the same repetition; " +
+		"Redis µs/pair is the redis-server process's CPU time (user + system, /proc) over the pairs, " +
+		"calls/pair what INFO commandstats counted (a script's EVALSHA and each command it runs), " +
+		"client µs/pair this process's CPU time over the pairs (the library, go-redis and the benchmark's loop).\n\n")
+	ta := mdtable.Table{Header: []string{"library", "goroutines", "pairs/s", "× floor", "Redis µs/pair", "calls/pair", "client µs/pair"}, Align: []byte("lrrrrrr")}
 	for _, conc := range uncontendedConc {
 		cell := fmt.Sprintf("A/%d", conc)
 		for _, c := range b.cellA {
-			ta.Add(c.name, fmt.Sprint(conc), f(r.get(cell, c.name, "rate"), "%.0f"), f(r.get(cell, c.name, "ratio"), "%.2f"))
+			ta.Add(c.name, fmt.Sprint(conc), f(r.get(cell, c.name, "rate"), "%.0f"), f(r.get(cell, c.name, "ratio"), "%.2f"),
+				f(r.get(cell, c.name, "cpu"), "%.1f"), f(r.get(cell, c.name, "calls"), "%.1f"), f(r.get(cell, c.name, "client"), "%.1f"))
 		}
 	}
 	p("%s\n", ta.String())
 
 	p("## B. Uncontended pairs/s on a quorum of masters, %d goroutines\n\n", quorumConc)
-	p("baton TryLock + Release against a redsync Mutex (WithTries(1)) over the same number of independent masters.\n\n")
-	tb := mdtable.Table{Header: []string{"masters", "baton pairs/s", "redsync pairs/s", "baton / redsync"}, Align: []byte("rrrr")}
+	p("baton TryLock + Release against a redsync Mutex (WithTries(1)) over the same number of independent masters; Redis µs/pair is summed over the masters.\n\n")
+	tb := mdtable.Table{Header: []string{"masters", "baton pairs/s", "redsync pairs/s", "baton / redsync", "baton Redis µs/pair", "redsync Redis µs/pair"}, Align: []byte("rrrrrr")}
 	for _, n := range quorumSizes {
 		cell := fmt.Sprintf("B/%d", n)
-		tb.Add(fmt.Sprint(n), f(r.get(cell, "baton", "rate"), "%.0f"), f(r.get(cell, "redsync", "rate"), "%.0f"), f(r.get(cell, "baton", "ratio"), "%.2f"))
+		tb.Add(fmt.Sprint(n), f(r.get(cell, "baton", "rate"), "%.0f"), f(r.get(cell, "redsync", "rate"), "%.0f"), f(r.get(cell, "baton", "ratio"), "%.2f"),
+			f(r.get(cell, "baton", "cpu"), "%.1f"), f(r.get(cell, "redsync", "cpu"), "%.1f"))
 	}
 	p("%s\n", tb.String())
 

@@ -62,6 +62,39 @@ local function q_count(i)
   return nil, redis.error_reply('CORRUPT ' .. i .. ' ' .. string.sub(v, 1, 64))
 end
 
+-- q_counts(i, j) is q_count(i), q_count(j) in one MGET: the two numbers, or
+-- nil, nil and the error reply of the first that is corrupt. MGET reads a key
+-- of another type as missing: only a missing one is looked at again.
+local function q_counts(i, j)
+  local v = redis.call('MGET', KEYS[i], KEYS[j])
+  local out = {}
+  for n, k in ipairs({i, j}) do
+    local s = v[n]
+    if s == false then
+      if redis.call('EXISTS', KEYS[k]) == 1 then
+        return nil, nil, redis.error_reply('CORRUPT ' .. k .. ' (not a string)')
+      end
+      out[n] = 0
+    else
+      out[n] = q_int(s)
+      if not out[n] then return nil, nil, redis.error_reply('CORRUPT ' .. k .. ' ' .. string.sub(s, 1, 64)) end
+    end
+  end
+  return out[1], out[2]
+end
+
+-- q_raise_mark(i, v) sets the mark KEYS[i], a key without expiry, to v (a
+-- decimal integer) unless it holds a larger one: one command when the mark
+-- moves forward. A mark that holds anything but an integer (see q_count)
+-- is left as it was.
+local function q_raise_mark(i, v)
+  local old = redis.pcall('SET', KEYS[i], v, 'GET')
+  if type(old) ~= 'string' then return end -- missing (now set), or of another type (an error: nothing written)
+  local n = q_int(old)
+  if n and n <= tonumber(v) then return end
+  redis.call('SET', KEYS[i], old) -- larger, or corrupt: put back
+end
+
 local function q_time()
   if not q_memo.time then q_memo.time = redis.call('TIME') end
   return q_memo.time

@@ -1,0 +1,196 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/worktest"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// tripLog is a go-redis hook on the worker's own clients that keeps the
+// commands of every round trip (a command alone, or a pipeline), and can
+// fail the round trips that carry a given command before they are sent.
+type tripLog struct {
+	mu    sync.Mutex
+	trips [][]string // each command as "name key"
+	fail  func(cmds []string) bool
+}
+
+func cmdLine(c redis.Cmder) string {
+	args := c.Args()
+	name := strings.ToLower(fmt.Sprint(args[0]))
+	switch {
+	case (name == "evalsha" || name == "eval") && len(args) > 3:
+		return name + " " + fmt.Sprint(args[3])
+	case len(args) > 1:
+		return name + " " + fmt.Sprint(args[1])
+	}
+	return name
+}
+
+func (l *tripLog) record(cmds []redis.Cmder) error {
+	lines := make([]string, len(cmds))
+	for i, c := range cmds {
+		lines[i] = cmdLine(c)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail != nil && l.fail(lines) {
+		l.fail = nil // once
+		return errors.New("round trip failed by the test")
+	}
+	l.trips = append(l.trips, lines)
+	return nil
+}
+
+func (l *tripLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (l *tripLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if err := l.record([]redis.Cmder{cmd}); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (l *tripLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if err := l.record(cmds); err != nil {
+			for _, c := range cmds {
+				c.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// with returns the round trips that carry a command starting with prefix.
+func (l *tripLog) with(prefix string) [][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out [][]string
+	for _, tr := range l.trips {
+		for _, c := range tr {
+			if strings.HasPrefix(c, prefix) {
+				out = append(out, tr)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// hookedOpt makes the worker's Redis clients with l as a hook.
+type hookedOpt struct {
+	asynq.RedisClientOpt
+	l *tripLog
+}
+
+func (o hookedOpt) MakeRedisClient() any {
+	c := o.RedisClientOpt.MakeRedisClient().(*redis.Client)
+	c.AddHook(o.l)
+	return c
+}
+
+// tripTo waits until a round trip carries a command starting with prefix
+// and returns the first that does.
+func tripTo(t *testing.T, l *tripLog, prefix string) []string {
+	t.Helper()
+	if !poll.Until(worktest.Wait, func() bool { return len(l.with(prefix)) > 0 }) {
+		t.Fatalf("no round trip carried %q", prefix)
+	}
+	return l.with(prefix)[0]
+}
+
+func carries(trip []string, prefix string) bool {
+	for _, c := range trip {
+		if strings.HasPrefix(c, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+const quickJob = `  - name: quick
+    schedule: "@every 1m"
+    handler: {name: quick}
+`
+
+// A run's start records its holder in the round trip of its "started"
+// history entry: one round trip to the queue Redis, not two.
+func TestRunStartRecordsItsHolderWithItsHistoryEntry(t *testing.T) {
+	e := newEnv(t)
+	l := &tripLog{}
+	cfg := e.Config(t, quickJob)
+	exec := newFakeExec(nil)
+	e.workerOn(t, hookedOpt{e.Opt, l}, cfg, exec)
+	tk := worktest.TickOf("quick", 1)
+	e.dispatch(t, cfg, tk)
+	e.State(t, "baton:default", tk, asynq.TaskStateCompleted)
+	trip := tripTo(t, l, "set "+holderKey("baton", "quick"))
+	if !carries(trip, "evalsha baton:{history:quick}") {
+		t.Errorf("the holder record went in %v, without the run's history entry", trip)
+	}
+}
+
+// A successful run's end writes its tick's ledger record in the round trip
+// of its history entry, and the record is written once.
+func TestSuccessfulRunWritesItsLedgerRecordWithItsEnd(t *testing.T) {
+	e := newEnv(t)
+	l := &tripLog{}
+	cfg := e.Config(t, quickJob)
+	e.workerOn(t, hookedOpt{e.Opt, l}, cfg, newFakeExec(nil))
+	tk := worktest.TickOf("quick", 2)
+	e.dispatch(t, cfg, tk)
+	e.State(t, "baton:default", tk, asynq.TaskStateCompleted)
+	rec := "set " + tickRecordKey("baton", tk)
+	trip := tripTo(t, l, rec)
+	if !carries(trip, "evalsha baton:{history:quick}") {
+		t.Errorf("the ledger record went in %v, without the run's history entry", trip)
+	}
+	if n := len(l.with(rec)); n != 1 {
+		t.Errorf("the ledger record was written in %d round trips, want 1", n)
+	}
+	wantDone(t, e, tk)
+}
+
+// When the round trip of a successful run's end fails, the tick's ledger
+// record is still written (alone), so a copy of its task put back is
+// refused.
+func TestLedgerRecordIsWrittenAloneWhenTheEndsRoundTripFails(t *testing.T) {
+	e := newEnv(t)
+	tk := worktest.TickOf("quick", 3)
+	rec := "set " + tickRecordKey("baton", tk)
+	l := &tripLog{fail: func(cmds []string) bool { return len(cmds) > 1 && carries(cmds, rec) }}
+	cfg := e.Config(t, quickJob)
+	e.workerOn(t, hookedOpt{e.Opt, l}, cfg, newFakeExec(nil))
+	e.dispatch(t, cfg, tk)
+	e.State(t, "baton:default", tk, asynq.TaskStateCompleted)
+	wantDone(t, e, tk)
+	if trips := l.with(rec); len(trips) != 1 || len(trips[0]) != 1 {
+		t.Errorf("ledger record round trips %v, want one alone after the failed end", trips)
+	}
+}
+
+// wantDone waits until tick tk's ledger record says done.
+func wantDone(t *testing.T, e *env, tk scheduler.Tick) {
+	t.Helper()
+	if !poll.Until(worktest.Wait, func() bool {
+		done, _, _ := readTickRecord(context.Background(), e.RDB, "baton", tk)
+		return done
+	}) {
+		t.Fatal("the tick's ledger record does not say done after its run")
+	}
+}
