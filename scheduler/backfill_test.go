@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -135,28 +134,6 @@ func TestRacingBackfillsDispatchEachTickOnce(t *testing.T) {
 	}
 }
 
-// commandCalls reads INFO commandstats: calls per command.
-func commandCalls(t *testing.T, rdb *redis.Client) map[string]int {
-	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int{}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		for _, kv := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, "calls="); ok {
-				out[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.Atoi(v)
-			}
-		}
-	}
-	return out
-}
-
 // Schedule: a backfill meets a tick leased by a claimer that died (its
 // lease has 2s left). The live path waits for the lease's remaining ttl;
 // Backfill's retry wait is clamped to "the tick's starting deadline + 1s",
@@ -173,14 +150,14 @@ func TestBackfillSpinsOnABusyTick(t *testing.T) {
 	rdb.Set(ctx, key, "token-of-a-claim-that-died", 2*time.Second)
 	rec := newRecorder()
 	s := backfiller(t, []*redis.Client{rdb}, job, rec)
-	before := commandCalls(t, rdb)
+	before := redistest.CommandCalls(t, rdb)
 	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	res, err := s.Backfill(bctx, "spin", []time.Time{at})
 	if err != nil || len(res.Dispatched) != 1 {
 		t.Fatalf("backfill: %+v %v", res, err)
 	}
-	after := commandCalls(t, rdb)
+	after := redistest.CommandCalls(t, rdb)
 	scripts := after["evalsha"] + after["eval"] - before["evalsha"] - before["eval"]
 	gets := after["get"] - before["get"]
 	t.Logf("while waiting 2s for one busy tick: %d script calls, %d GETs", scripts, gets)

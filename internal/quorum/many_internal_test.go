@@ -187,18 +187,7 @@ func TestBatchKeepsCallOrderWhenTheServerLacksAScript(t *testing.T) {
 // commandCalls is how many calls of command name the server has run.
 func commandCalls(t *testing.T, rdb *redis.Client, name string) int64 {
 	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "cmdstat_"+name+":calls="); ok {
-			var c int64
-			_, _ = fmt.Sscanf(rest, "%d", &c)
-			return c
-		}
-	}
-	return 0
+	return int64(redistest.CommandCalls(t, rdb)[name])
 }
 
 // The first pipeline of a script the master has not been sent (a replica's

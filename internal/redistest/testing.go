@@ -1,7 +1,10 @@
 package redistest
 
 import (
+	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -91,4 +94,28 @@ func NewTestClock(t testing.TB) *Clock {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// CommandCalls reads the server's INFO commandstats: calls per command (a
+// script's EVALSHA and, under their own names, the commands it runs). It
+// calls t.Fatal if the server does not answer.
+func CommandCalls(t testing.TB, rdb *redis.Client) map[string]int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				out[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.Atoi(v)
+			}
+		}
+	}
+	return out
 }

@@ -110,10 +110,11 @@ type form struct {
 	add, start *redis.Script // an event; a run's start (appended only: its end trims)
 	perRun     int           // entries kept per run of history.runs
 	fields     func([]any) []any
+	plain      bool // a run's start and end are plain commands (trip.plainStart, plainEnd)
 }
 
 var (
-	streamForm = form{key: Key, add: historyAdd, start: historyStart, perRun: EventsPerRun, fields: func(f []any) []any { return f }}
+	streamForm = form{key: Key, add: historyAdd, start: historyStart, perRun: EventsPerRun, fields: func(f []any) []any { return f }, plain: true}
 	// one element a run: a run's end replaces its start (history_add_list.lua)
 	listForm = form{key: ListKey, add: historyAddList, start: historyStartList, perRun: 1, fields: shortFields}
 )
@@ -136,10 +137,11 @@ func (h *Writer) write(ctx context.Context, timeout time.Duration, job, once str
 		return false
 	}
 	defer tr.cancel()
-	ok := tr.event(job, once, start, fields...)
+	ok := tr.event(job, once, start, "", fields...)
 	tr.also(also)
 	tr.send()
-	return ok()
+	_, written := ok()
+	return written
 }
 
 // Send sends also (nil ones are skipped) in one round trip, without a
@@ -192,15 +194,27 @@ func (h *Writer) trip(ctx context.Context, timeout time.Duration) *trip {
 }
 
 // event queues one event of job's history (see write); the returned func
-// tells, once the trip is sent, whether it was written.
-func (tr *trip) event(job, once string, start bool, fields ...any) func() bool {
+// tells, once the trip is sent, the entry's ID ("" for a list's element)
+// and whether it was written. since is the ID of the run's start in a
+// stream ("": none; see End.StartID).
+func (tr *trip) event(job, once string, start bool, since string, fields ...any) func() (string, bool) {
 	if !tr.h.enabled(job) {
-		return func() bool { return false }
+		return func() (string, bool) { return "", false }
 	}
 	h := tr.h
 	f := formOf(job)
-	args := append([]any{h.cfg.HistoryRuns(job) * f.perRun, h.cfg.History.MaxAge.Milliseconds()}, f.fields(fields)...)
-	keys, script := []string{f.key(h.cfg.Namespace, job)}, f.add
+	n, maxAge := h.cfg.HistoryRuns(job)*f.perRun, h.cfg.History.MaxAge.Milliseconds()
+	key := f.key(h.cfg.Namespace, job)
+	if f.plain && once == "" {
+		if start {
+			return tr.plainStart(key, n, maxAge, job, fields)
+		}
+		if ms, ok := idTime(since); ok {
+			return tr.plainEnd(key, n, maxAge, ms, fields)
+		}
+	}
+	args := append([]any{n, maxAge}, f.fields(fields)...)
+	keys, script := []string{key}, f.add
 	if start {
 		script = f.start
 	}
@@ -208,7 +222,56 @@ func (tr *trip) event(job, once string, start bool, fields ...any) func() bool {
 		keys = append(keys, once)
 	}
 	e := tr.eval(script, keys, args, "cannot write the run history", job)
-	return func() bool { return e.cmd.Err() == nil || errors.Is(e.cmd.Err(), redis.Nil) }
+	return func() (string, bool) {
+		err := e.cmd.Err()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return "", false
+		}
+		id, _ := e.cmd.Val().(string)
+		return id, true
+	}
+}
+
+// plainStart queues a run's start in a stream as one XADD NOMKSTREAM: no
+// script. Where the stream does not exist, the start is written again by
+// history_start.lua, which makes it with its expiry.
+func (tr *trip) plainStart(key string, n int, maxAge int64, job string, fields []any) func() (string, bool) {
+	cmd := tr.pipe.XAdd(tr.ctx, &redis.XAddArgs{Stream: key, NoMkStream: true, MaxLen: int64(n), Approx: true, Values: fields})
+	return func() (string, bool) {
+		id, err := cmd.Result()
+		if errors.Is(err, redis.Nil) {
+			id, err = historyStart.Run(tr.ctx, tr.h.rdb, []string{key}, append([]any{n, maxAge}, fields...)...).Text()
+		}
+		if err != nil {
+			tr.h.log.Warn("cannot write the run history", slog.String("job", job), slog.Any("error", err))
+			return "", false
+		}
+		return id, true
+	}
+}
+
+// plainEnd queues a run's end in a stream as plain commands, no script:
+// XADD, XTRIM by age from the time of the run's start (its entry's ID, by
+// the queue Redis's clock as history_add.lua's trim: at most the run's
+// length staler), PEXPIRE.
+func (tr *trip) plainEnd(key string, n int, maxAge, since int64, fields []any) func() (string, bool) {
+	add := tr.pipe.XAdd(tr.ctx, &redis.XAddArgs{Stream: key, MaxLen: int64(n), Approx: true, Values: fields})
+	tr.pipe.XTrimMinIDApprox(tr.ctx, key, strconv.FormatInt(since-maxAge, 10), 0)
+	tr.pipe.PExpire(tr.ctx, key, time.Duration(maxAge)*time.Millisecond)
+	return func() (string, bool) {
+		id, err := add.Result()
+		return id, err == nil
+	}
+}
+
+// idTime is the time (unix ms) of a stream entry's ID "<ms>-<seq>".
+func idTime(id string) (int64, bool) {
+	ms, _, ok := strings.Cut(id, "-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	return n, err == nil && n > 0
 }
 
 // eval queues a script call by its hash.
@@ -292,21 +355,31 @@ func (h *Writer) Decided(ctx context.Context, t scheduler.Tick, status, reason s
 
 // Started records that tick t's attempt began on replica with fence (0:
 // none), and which replica dispatched the tick, in one round trip with also.
-// It waits less than the other writes: it delays the run's start.
-func (h *Writer) Started(ctx context.Context, t scheduler.Tick, replica string, attempt int, fence int64, also ...Also) {
-	h.StartedAgo(ctx, t, replica, attempt, fence, 0, also...)
+// It waits less than the other writes: it delays the run's start. It
+// returns the entry's ID for the run's end (End.StartID), "" when none.
+func (h *Writer) Started(ctx context.Context, t scheduler.Tick, replica string, attempt int, fence int64, also ...Also) string {
+	id, _ := h.StartedAgo(ctx, t, replica, attempt, fence, 0, also...)
+	return id
 }
 
 // StartedAgo is Started written took after the attempt began (its
 // history.start_after): the entry says so (took_ms), and the record's
 // start is the entry's time less took. It tells whether the write was
 // answered without an error.
-func (h *Writer) StartedAgo(ctx context.Context, t scheduler.Tick, replica string, attempt int, fence int64, took time.Duration, also ...Also) bool {
+func (h *Writer) StartedAgo(ctx context.Context, t scheduler.Tick, replica string, attempt int, fence int64, took time.Duration, also ...Also) (id string, written bool) {
 	f := append(tickFields(EvStarted, t), "replica", replica, "attempt", attempt, "fence", fence, "by", t.Replica)
 	if took > 0 {
 		f = append(f, "took_ms", took.Milliseconds())
 	}
-	return h.write(ctx, historyStartTimeout, t.Job, "", true, also, f...)
+	tr := h.trip(ctx, historyStartTimeout)
+	if tr == nil {
+		return "", false
+	}
+	defer tr.cancel()
+	ok := tr.event(t.Job, "", true, "", f...)
+	tr.also(also)
+	tr.send()
+	return ok()
 }
 
 // End is how one attempt of a run ended.
@@ -325,6 +398,10 @@ type End struct {
 	// A reader takes the start as the end's time less Took.
 	Took time.Duration
 	By   string
+	// StartID is the ID of the run's "started" entry (Started), when it
+	// wrote one to a stream: the end then trims the stream by age from its
+	// time, with plain commands.
+	StartID string
 }
 
 // Finished records how tick t's attempt ended, in one round trip with
@@ -356,7 +433,7 @@ func (h *Writer) Finished(ctx context.Context, t scheduler.Tick, job *config.Job
 		return
 	}
 	defer tr.cancel()
-	tr.event(t.Job, "", false, f...)
+	tr.event(t.Job, "", false, e.StartID, f...)
 	tr.noteFailing(t, e.Status)
 	tr.also(also)
 	tr.send()

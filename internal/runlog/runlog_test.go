@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -226,4 +227,54 @@ func readEvents(t *testing.T, rdb *redis.Client, job string) []redis.XMessage {
 		t.Fatal(err)
 	}
 	return msgs
+}
+
+// A job's run writes its start and its end to its stream without a script:
+// an XADD that makes nothing, then XADD, XTRIM by age from the start's time
+// and PEXPIRE. A start whose stream does not exist makes it with its
+// expiry (by script, once), and the end trims entries older than the max
+// age before the start and renews the expiry.
+func TestRunStartAndEndAreWrittenWithoutScripts(t *testing.T) {
+	rdb, w := nsWriter(t)
+	ctx := context.Background()
+	job := "plain"
+	key := Key("ns", job)
+	tick := scheduler.Tick{Job: job, At: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), RunID: "0123456789abcdef0123456789abcdef", Replica: "d1"}
+	if id := w.Started(ctx, tick, "w1", 1, 5); id == "" {
+		t.Fatal("the first start wrote nothing")
+	}
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Errorf("a start that makes the stream leaves it a ttl of %v, want the max age", ttl)
+	}
+	// a stream of 300 entries from before the max age: three nodes that
+	// the end's trim frees
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * time.Hour).UnixMilli()
+	for i := range 300 {
+		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: strconv.FormatInt(old, 10) + "-" + strconv.Itoa(i+1), Values: []any{"ev", "x"}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.PExpire(ctx, key, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := redistest.CommandCalls(t, rdb)
+	id := w.Started(ctx, tick, "w1", 2, 6)
+	w.Finished(ctx, tick, &config.Job{Name: job}, End{Replica: "w1", Attempt: 2, Fence: 6, Status: "ok", StartID: id})
+	after := redistest.CommandCalls(t, rdb)
+	if d := after["evalsha"] + after["eval"] - before["evalsha"] - before["eval"]; d != 0 {
+		t.Errorf("a run's start and end ran %d scripts, want none", d)
+	}
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 59*time.Minute {
+		t.Errorf("the end left the stream a ttl of %v, want the max age", ttl)
+	}
+	if n := rdb.XLen(ctx, key).Val(); n > 102 {
+		t.Errorf("%d entries after the end, want the entries older than the max age trimmed", n)
+	}
+	msgs, err := rdb.XRevRangeN(ctx, key, "+", "-", 2).Result()
+	if err != nil || len(msgs) != 2 || msgs[0].Values["ev"] != EvFinished || msgs[1].ID != id {
+		t.Errorf("newest entries %+v (%v), want the start %s and its end", msgs, err, id)
+	}
 }

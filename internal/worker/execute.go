@@ -259,7 +259,8 @@ func (e *engine) hist() runHistory { return runHistory{w: runlog.NewWriter(e.cfg
 type lateStart struct {
 	done, exited chan struct{}
 	once         sync.Once
-	written      bool // set before exited closes
+	written      bool   // set before exited closes
+	id           string // the entry's ID, when written (runlog.End.StartID)
 	began        time.Time
 }
 
@@ -269,7 +270,7 @@ type lateStart struct {
 func (h runHistory) startLater(ctx context.Context, clk clock.Clock, after time.Duration, t scheduler.Tick, run jobs.Run, also runlog.Also) *lateStart {
 	ls := &lateStart{done: make(chan struct{}), exited: make(chan struct{}), began: time.Now()}
 	if after <= 0 {
-		h.w.Started(ctx, t, run.Replica, run.Attempt, run.Fence, also)
+		ls.id = h.w.Started(ctx, t, run.Replica, run.Attempt, run.Fence, also)
 		ls.written = true
 		close(ls.exited)
 		return ls
@@ -290,7 +291,7 @@ func (h runHistory) startLater(ctx context.Context, clk clock.Clock, after time.
 		default:
 		}
 		// written only if it landed: else the end says how long it took
-		ls.written = h.w.StartedAgo(ctx, t, run.Replica, run.Attempt, run.Fence, time.Since(ls.began))
+		ls.id, ls.written = h.w.StartedAgo(ctx, t, run.Replica, run.Attempt, run.Fence, time.Since(ls.began))
 	}()
 	return ls
 }
@@ -308,10 +309,14 @@ func (ls *lateStart) end() bool {
 // status when it got one; also go in the same round trip.
 func (h runHistory) finished(ctx context.Context, t scheduler.Tick, run jobs.Run, st jobs.Status, job *config.Job, res jobs.Result, reason, output string, also ...runlog.Also) {
 	end := runlog.End{Replica: run.Replica, Attempt: run.Attempt, Fence: run.Fence, Status: string(st), Reason: reason, Output: output}
-	if h.start != nil && (!h.start.end() || runlog.Compact(t.Job)) {
-		// the start is not written, or a runtime schedule's end stands for
-		// it (its history is a short list: history_add_list.lua)
-		end.Took, end.By = max(time.Since(h.start.began), time.Millisecond), t.Replica
+	if h.start != nil {
+		if written := h.start.end(); !written || runlog.Compact(t.Job) {
+			// the start is not written, or a runtime schedule's end stands
+			// for it (its history is a short list: history_add_list.lua)
+			end.Took, end.By = max(time.Since(h.start.began), time.Millisecond), t.Replica
+		} else {
+			end.StartID = h.start.id
+		}
 	}
 	switch {
 	case job.Exec != nil && res.ExitCode >= 0 && st != jobs.StatusSkipped && st != jobs.StatusReplaced && st != jobs.StatusDropped && st != jobs.StatusStopped:

@@ -123,6 +123,16 @@ func carries(trip []string, prefix string) bool {
 	return false
 }
 
+// touches reports whether a command of trip is on key.
+func touches(trip []string, key string) bool {
+	for _, c := range trip {
+		if strings.HasSuffix(c, " "+key) {
+			return true
+		}
+	}
+	return false
+}
+
 const quickJob = `  - name: quick
     schedule: "@every 1m"
     handler: {name: quick}
@@ -140,7 +150,7 @@ func TestRunStartRecordsItsHolderWithItsHistoryEntry(t *testing.T) {
 	e.dispatch(t, cfg, tk)
 	e.State(t, "baton:default", tk, asynq.TaskStateCompleted)
 	trip := tripTo(t, l, "set "+holderKey("baton", "quick"))
-	if !carries(trip, "evalsha baton:{history:quick}") {
+	if !touches(trip, "baton:{history:quick}") {
 		t.Errorf("the holder record went in %v, without the run's history entry", trip)
 	}
 }
@@ -157,7 +167,7 @@ func TestSuccessfulRunWritesItsLedgerRecordWithItsEnd(t *testing.T) {
 	e.State(t, "baton:default", tk, asynq.TaskStateCompleted)
 	rec := "set " + tickRecordKey("baton", tk)
 	trip := tripTo(t, l, rec)
-	if !carries(trip, "evalsha baton:{history:quick}") {
+	if !touches(trip, "baton:{history:quick}") {
 		t.Errorf("the ledger record went in %v, without the run's history entry", trip)
 	}
 	if n := len(l.with(rec)); n != 1 {
