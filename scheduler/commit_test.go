@@ -535,3 +535,48 @@ func TestCommitMovesTheMarkForwardOnly(t *testing.T) {
 		t.Errorf("tick record %q, want done", v)
 	}
 }
+
+// Schedule: a job with no mark yet (new, or its lock master flushed) gets
+// a tick before 1970 (unix ms below zero: a Backfill of an old tick, which
+// the claim grants whatever its age) committed. The mark only moves
+// forward from "none" (0): it must not become "-60000", which no claim can
+// read (q_count: CORRUPT), so that every later claim of the job fails.
+func TestCommitOfATickBefore1970LeavesNoUnreadableMark(t *testing.T) {
+	r := redistest.New(t).TestClient(t)
+	ctx := context.Background()
+	const mark = "mark:pre1970"
+	if err := commitScript.Run(ctx, r, []string{"j@old", mark}, int64(-60000), 60000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := r.Get(ctx, mark).Result(); err != redis.Nil {
+		t.Errorf("mark %q (%v) after the commit of a tick before 1970, want none (the claim reads 0)", v, err)
+	}
+	// the job's next claim, of a tick due now (single master, no marker)
+	now := time.Now().UnixMilli()
+	keys := []string{"j@now", "paused", mark, "fence", "j@now:by"}
+	err := claimScript.Run(ctx, r, keys, "ab12", now, 60000, 1000, 120000, "u", "", 1000, "").Err()
+	if err != nil {
+		t.Errorf("the next claim of the job: %v, want it granted", err)
+	}
+}
+
+// Schedule: a mark holds text with an expiry (bad data: written by hand or
+// by another program). The commit leaves a corrupt mark "as it was" for
+// the next claim to report (the q_raise_mark contract): its value and its
+// expiry, so bad data that would expire by itself is not made permanent.
+func TestCommitLeavesACorruptMarksExpiry(t *testing.T) {
+	r := redistest.New(t).TestClient(t)
+	ctx := context.Background()
+	const mark = "mark:corrupt-expiring"
+	if err := r.Set(ctx, mark, "abc", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := commitScript.Run(ctx, r, []string{"j@t", mark}, int64(2000), 60000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := r.Get(ctx, mark).Result()
+	ttl, _ := r.PTTL(ctx, mark).Result()
+	if v != "abc" || ttl <= 59*time.Minute {
+		t.Errorf("corrupt mark %q, ttl %v after a commit, want \"abc\" expiring in about 1h as before", v, ttl)
+	}
+}

@@ -210,7 +210,7 @@ func (tr *trip) event(job, once string, start bool, since string, fields ...any)
 			return tr.plainStart(key, n, maxAge, job, fields)
 		}
 		if ms, ok := idTime(since); ok {
-			return tr.plainEnd(key, n, maxAge, ms, fields)
+			return tr.plainEnd(key, n, maxAge, ms, job, fields)
 		}
 	}
 	args := append([]any{n, maxAge}, f.fields(fields)...)
@@ -254,10 +254,15 @@ func (tr *trip) plainStart(key string, n int, maxAge int64, job string, fields [
 // XADD, XTRIM by age from the time of the run's start (its entry's ID, by
 // the queue Redis's clock as history_add.lua's trim: at most the run's
 // length staler), PEXPIRE.
-func (tr *trip) plainEnd(key string, n int, maxAge, since int64, fields []any) func() (string, bool) {
+func (tr *trip) plainEnd(key string, n int, maxAge, since int64, job string, fields []any) func() (string, bool) {
 	add := tr.pipe.XAdd(tr.ctx, &redis.XAddArgs{Stream: key, MaxLen: int64(n), Approx: true, Values: fields})
 	tr.pipe.XTrimMinIDApprox(tr.ctx, key, strconv.FormatInt(since-maxAge, 10), 0)
 	tr.pipe.PExpire(tr.ctx, key, time.Duration(maxAge)*time.Millisecond)
+	tr.checks = append(tr.checks, func() {
+		if err := add.Err(); err != nil {
+			tr.h.log.Warn("cannot write the run history", slog.String("job", job), slog.Any("error", err))
+		}
+	})
 	return func() (string, bool) {
 		id, err := add.Result()
 		return id, err == nil

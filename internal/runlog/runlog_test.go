@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -276,5 +277,55 @@ func TestRunStartAndEndAreWrittenWithoutScripts(t *testing.T) {
 	msgs, err := rdb.XRevRangeN(ctx, key, "+", "-", 2).Result()
 	if err != nil || len(msgs) != 2 || msgs[0].Values["ev"] != EvFinished || msgs[1].ID != id {
 		t.Errorf("newest entries %+v (%v), want the start %s and its end", msgs, err, id)
+	}
+}
+
+// syncBuf is a log sink safe for the writer's goroutines.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Schedule: a run's start lands in its job's stream; by its end the queue
+// Redis is full (maxmemory with noeviction, the policy baton requires), so
+// the end's XADD is refused with OOM. "History is a record ... a failure is
+// logged": the lost end must be logged, as the script path logs it, not
+// dropped silently (the run would then show as running until the stream
+// expires, with nothing in the log to say why).
+func TestLostRunEndIsLogged(t *testing.T) {
+	rdb := redistest.New(t).TestClient(t)
+	var logs syncBuf
+	cfg := &config.Config{Namespace: "ns", History: config.HistoryConfig{Runs: 10, MaxAge: time.Hour}, Schedules: config.SchedulesConfig{History: 10}}
+	w := NewWriter(cfg, rdb, slog.New(slog.NewTextHandler(&logs, nil)))
+	ctx := context.Background()
+	job := "full"
+	tick := scheduler.Tick{Job: job, At: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), RunID: "0123456789abcdef0123456789abcdef", Replica: "d1"}
+	id := w.Started(ctx, tick, "w1", 1, 5)
+	if id == "" {
+		t.Fatal("the start wrote nothing")
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.ConfigSet(context.Background(), "maxmemory", "0") })
+	w.Finished(ctx, tick, &config.Job{Name: job}, End{Replica: "w1", Attempt: 1, Fence: 5, Status: "ok", StartID: id})
+	rdb.ConfigSet(ctx, "maxmemory", "0")
+	if n := rdb.XLen(ctx, Key("ns", job)).Val(); n != 1 {
+		t.Fatalf("%d entries: the end was written (the schedule needs it refused)", n)
+	}
+	if !strings.Contains(logs.String(), "cannot write the run history") {
+		t.Errorf("the run's end was lost (OOM) and nothing was logged; log: %q", logs.String())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -202,5 +203,73 @@ func wantDone(t *testing.T, e *env, tk scheduler.Tick) {
 		return done
 	}) {
 		t.Fatal("the tick's ledger record does not say done after its run")
+	}
+}
+
+// slowTrips is a go-redis hook that delays, by delay, every round trip to
+// the queue Redis that carries a command starting with prefix: a late
+// reply (a Redis stalled by a fork, a slow link).
+type slowTrips struct {
+	prefix string
+	delay  time.Duration
+}
+
+func (s slowTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s slowTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.HasPrefix(cmdLine(cmd), s.prefix) {
+			time.Sleep(s.delay)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (s slowTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if strings.HasPrefix(cmdLine(c), s.prefix) {
+				time.Sleep(s.delay)
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+type slowOpt struct {
+	asynq.RedisClientOpt
+	s slowTrips
+}
+
+func (o slowOpt) MakeRedisClient() any {
+	c := o.RedisClientOpt.MakeRedisClient().(*redis.Client)
+	c.AddHook(o.s)
+	return c
+}
+
+// Schedule: the queue Redis answers the run's first round trip late
+// (300 ms: a fork, a slow link). The holder record, which decides whether a
+// retry of the same tick that finds the lease busy waits for this run or
+// skips its tick (forbid), and what status shows as the holder, must be
+// written while the run holds the lease, not given up after the history
+// start's 250 ms and left missing until its first refresh at lock_ttl/3.
+func TestHolderRecordIsWrittenWhenTheStartsRoundTripIsSlow(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, quickJob) // lock_ttl 30s: the first refresh comes after 10s
+	gate := make(chan struct{})
+	defer close(gate)
+	exec := newFakeExec(blockUntil(gate))
+	e.workerOn(t, slowOpt{e.Opt, slowTrips{prefix: "set " + holderKey("baton", "quick"), delay: 300 * time.Millisecond}}, cfg, exec)
+	tk := worktest.TickOf("quick", 4)
+	e.dispatch(t, cfg, tk)
+	select {
+	case <-exec.started:
+	case <-time.After(worktest.Wait):
+		t.Fatal("the run did not start")
+	}
+	ctx := context.Background()
+	if !poll.Until(3*time.Second, func() bool { return e.RDB.Exists(ctx, holderKey("baton", "quick")).Val() == 1 }) {
+		t.Fatal("the run holds the job's lease, and 3s after its start no holder record names it")
 	}
 }

@@ -199,20 +199,23 @@ func (e *engine) held(ctx context.Context, job *config.Job, t scheduler.Tick, at
 	rec, _ := json.Marshal(holderRecord{V: formats.HolderRecord, ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339Nano), RunID: t.RunID,
 		Attempt: attempt, Replica: e.replica, Started: time.Now().UnixMilli()})
 	key := holderKey(e.cfg.Namespace, job.Name)
-	failed := func(err error, ctx context.Context) {
-		if err != nil && ctx.Err() == nil {
+	set := func() {
+		ctx := lease.Context()
+		if err := e.rdb.Set(ctx, key, rec, job.LockTTL).Err(); err != nil && ctx.Err() == nil {
 			log.Warn("cannot write the holder record", slog.Any("error", err))
 		}
 	}
-	e.wg.Go(func() {
-		clock.Every(lease.Done(), e.clock, job.LockTTL/3, func() {
-			ctx := lease.Context()
-			failed(e.rdb.Set(ctx, key, rec, job.LockTTL).Err(), ctx)
-		})
-	})
+	e.wg.Go(func() { clock.Every(lease.Done(), e.clock, job.LockTTL/3, set) })
+	// the start's round trip is bounded for the run's sake; a record it did
+	// not land is written alone, for as long as the lease lives: a retry of
+	// the tick that meets the lease reads it
 	record := func(ctx context.Context, p redis.Pipeliner) func() {
 		cmd := p.Set(ctx, key, rec, job.LockTTL)
-		return func() { failed(cmd.Err(), lease.Context()) }
+		return func() {
+			if cmd.Err() != nil {
+				set()
+			}
+		}
 	}
 	return &grant{lease: lease, fence: lease.Fence(), record: record}
 }

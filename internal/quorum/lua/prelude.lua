@@ -83,16 +83,19 @@ local function q_counts(i, j)
   return out[1], out[2]
 end
 
--- q_raise_mark(i, v) sets the mark KEYS[i], a key without expiry, to v (a
--- decimal integer) unless it holds a larger one: one command when the mark
--- moves forward. A mark that holds anything but an integer (see q_count)
--- is left as it was.
+-- q_raise_mark(i, v) sets the mark KEYS[i] to v (the text of a tick in
+-- unix ms) unless it holds a larger one: one command when the mark moves
+-- forward. A tick that no mark can hold (before 1970: q_count reads a
+-- missing mark as 0) writes nothing; a mark that holds anything but an
+-- integer (see q_count) is left as it was, with its expiry.
 local function q_raise_mark(i, v)
-  local old = redis.pcall('SET', KEYS[i], v, 'GET')
+  local t = q_int(v)
+  if not t or t == 0 then return end
+  local old = redis.pcall('SET', KEYS[i], v, 'GET', 'KEEPTTL')
   if type(old) ~= 'string' then return end -- missing (now set), or of another type (an error: nothing written)
   local n = q_int(old)
-  if n and n <= tonumber(v) then return end
-  redis.call('SET', KEYS[i], old) -- larger, or corrupt: put back
+  if n and n <= t then return end
+  redis.call('SET', KEYS[i], old, 'KEEPTTL') -- larger, or corrupt: put back
 end
 
 local function q_time()
