@@ -226,10 +226,7 @@ func TestABigInstantIsClaimedAsItIsDispatched(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	const n = 6000
-	jobs := make([]scheduler.Job, n)
-	for i := range jobs {
-		jobs[i] = scheduler.Job{Name: fmt.Sprintf("j%04d", i), Schedule: every(t, "@every 1m"), StartingDeadline: time.Hour}
-	}
+	jobs := minuteJobs(t, "j", n, false)
 	h := heldInstant(t, rdb, jobs)
 	g, release := h.g, h.release
 	poll.Require(t, 30*time.Second, "the dispatches to be held", func() bool { return g.waiting.Load() >= 16 })
@@ -261,10 +258,7 @@ func TestAJobRemovedWhileItsChunkWaitsIsNotClaimed(t *testing.T) {
 	rdb := srv.TestClient(t)
 	ctx := context.Background()
 	const n = 6000
-	jobs := make([]scheduler.Job, n)
-	for i := range jobs {
-		jobs[i] = scheduler.Job{Name: fmt.Sprintf("j%04d", i), Schedule: every(t, "@every 1m"), StartingDeadline: time.Hour}
-	}
+	jobs := minuteJobs(t, "j", n, false)
 	// one chunk in flight: the first claims and holds its dispatches, every
 	// other waits for its turn
 	h := heldInstant(t, rdb, jobs, scheduler.WithClaimsInFlight(1))
@@ -368,6 +362,17 @@ func heldInstant(t *testing.T, rdb *redis.Client, jobs []scheduler.Job, opts ...
 	return h
 }
 
+// minuteJobs is n jobs named prefix0000..., each due every minute with an
+// hour's starting deadline, leader-only or not.
+func minuteJobs(t *testing.T, prefix string, n int, leaderOnly bool) []scheduler.Job {
+	t.Helper()
+	jobs := make([]scheduler.Job, n)
+	for i := range jobs {
+		jobs[i] = scheduler.Job{Name: fmt.Sprintf("%s%04d", prefix, i), Schedule: every(t, "@every 1m"), StartingDeadline: time.Hour, LeaderOnly: leaderOnly}
+	}
+	return jobs
+}
+
 // Leader-only ticks (6,000, one chunk in flight) come due while this
 // replica leads; the first chunk is claimed and its dispatches held, the
 // others wait for their turn. The replica loses the lead meanwhile: when a
@@ -378,10 +383,7 @@ func TestALeaderOnlyChunkThatWaitsPastTheLeadIsNotClaimed(t *testing.T) {
 	rdb := srv.TestClient(t)
 	ctx := context.Background()
 	const n = 6000
-	jobs := make([]scheduler.Job, n)
-	for i := range jobs {
-		jobs[i] = scheduler.Job{Name: fmt.Sprintf("l%04d", i), Schedule: every(t, "@every 1m"), StartingDeadline: time.Hour, LeaderOnly: true}
-	}
+	jobs := minuteJobs(t, "l", n, true)
 	var leading atomic.Bool
 	leading.Store(true)
 	h := heldInstant(t, rdb, jobs, scheduler.WithClaimsInFlight(1), scheduler.WithLeader(leading.Load))

@@ -93,14 +93,16 @@ const (
 // most timeout. A failure is logged, never returned: history is a record,
 // not a precondition of a run.
 func (h *Writer) add(ctx context.Context, timeout time.Duration, job string, fields ...any) bool {
-	return h.write(ctx, timeout, job, "", false, nil, fields...)
+	_, ok := h.write(ctx, timeout, job, "", false, nil, fields...)
+	return ok
 }
 
 // addOnce is add, appending only if no event was with the same once key
 // (within the max age); an empty once appends as add does. It tells
 // whether the write was answered without an error.
 func (h *Writer) addOnce(ctx context.Context, timeout time.Duration, job, once string, fields ...any) bool {
-	return h.write(ctx, timeout, job, once, false, nil, fields...)
+	_, ok := h.write(ctx, timeout, job, once, false, nil, fields...)
+	return ok
 }
 
 // form is how a history is kept: a job's stream, a runtime schedule's
@@ -131,17 +133,18 @@ func formOf(job string) form {
 // only, the run's end trims the history and renews its expiry) or any
 // other event (see addOnce). also go to the queue Redis in the same round
 // trip, whether the history is kept or not.
-func (h *Writer) write(ctx context.Context, timeout time.Duration, job, once string, start bool, also []Also, fields ...any) bool {
+// It returns the entry's ID ("" for a list's element) and whether the
+// event was written.
+func (h *Writer) write(ctx context.Context, timeout time.Duration, job, once string, start bool, also []Also, fields ...any) (string, bool) {
 	tr := h.trip(ctx, timeout)
 	if tr == nil {
-		return false
+		return "", false
 	}
 	defer tr.cancel()
 	ok := tr.event(job, once, start, "", fields...)
 	tr.also(also)
 	tr.send()
-	_, written := ok()
-	return written
+	return ok()
 }
 
 // Send sends also (nil ones are skipped) in one round trip, without a
@@ -376,15 +379,7 @@ func (h *Writer) StartedAgo(ctx context.Context, t scheduler.Tick, replica strin
 	if took > 0 {
 		f = append(f, "took_ms", took.Milliseconds())
 	}
-	tr := h.trip(ctx, historyStartTimeout)
-	if tr == nil {
-		return "", false
-	}
-	defer tr.cancel()
-	ok := tr.event(t.Job, "", true, "", f...)
-	tr.also(also)
-	tr.send()
-	return ok()
+	return h.write(ctx, historyStartTimeout, t.Job, "", true, also, f...)
 }
 
 // End is how one attempt of a run ended.

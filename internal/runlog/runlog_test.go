@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -280,24 +279,6 @@ func TestRunStartAndEndAreWrittenWithoutScripts(t *testing.T) {
 	}
 }
 
-// syncBuf is a log sink safe for the writer's goroutines.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Schedule: a run's start lands in its job's stream; by its end the queue
 // Redis is full (maxmemory with noeviction, the policy baton requires), so
 // the end's XADD is refused with OOM. "History is a record ... a failure is
@@ -306,9 +287,9 @@ func (s *syncBuf) String() string {
 // expires, with nothing in the log to say why).
 func TestLostRunEndIsLogged(t *testing.T) {
 	rdb := redistest.New(t).TestClient(t)
-	var logs syncBuf
+	var logs worktest.Logs
 	cfg := &config.Config{Namespace: "ns", History: config.HistoryConfig{Runs: 10, MaxAge: time.Hour}, Schedules: config.SchedulesConfig{History: 10}}
-	w := NewWriter(cfg, rdb, slog.New(slog.NewTextHandler(&logs, nil)))
+	w := NewWriter(cfg, rdb, logs.Logger())
 	ctx := context.Background()
 	job := "full"
 	tick := scheduler.Tick{Job: job, At: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), RunID: "0123456789abcdef0123456789abcdef", Replica: "d1"}
@@ -325,7 +306,7 @@ func TestLostRunEndIsLogged(t *testing.T) {
 	if n := rdb.XLen(ctx, Key("ns", job)).Val(); n != 1 {
 		t.Fatalf("%d entries: the end was written (the schedule needs it refused)", n)
 	}
-	if !strings.Contains(logs.String(), "cannot write the run history") {
+	if logs.Count("cannot write the run history") == 0 {
 		t.Errorf("the run's end was lost (OOM) and nothing was logged; log: %q", logs.String())
 	}
 }

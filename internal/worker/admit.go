@@ -239,6 +239,9 @@ func (w *Worker) admit(ctx context.Context, job *config.Job, t scheduler.Tick, e
 		// this replica's list pauses it; a live list that does not runs it
 		return a, w.refuseTick(ctx, job, t, a, RefusedPaused, "the job is paused (paused: true in the job list)", true)
 	}
+	if !rd.pauseRead {
+		rd.paused, rd.pausedErr = w.paused(ctx, job)
+	}
 	paused, err := rd.paused, rd.pausedErr
 	switch {
 	case err != nil:
@@ -257,27 +260,25 @@ func (w *Worker) admit(ctx context.Context, job *config.Job, t scheduler.Tick, e
 }
 
 // admissionReads is what admit decides on: tick t's ledger record (done:
-// it says the tick's task ended; record: its value) and, when asked, the
-// job's pause flag.
+// it says the tick's task ended; record: its value) and, when read with it
+// (pauseRead), the job's pause flag.
 type admissionReads struct {
 	done      bool
 	record    string
 	recordErr error
+	pauseRead bool
 	paused    bool
 	pausedErr error
 }
 
-// readAdmission reads tick t's ledger record and, when pause, job's pause
-// flag. When the queue Redis is the only lock master (WithQueueAsLockMaster)
-// both go in one round trip; else the record comes from the queue Redis and
-// the flag from a majority of the masters (paused).
+// readAdmission reads tick t's ledger record and, when pause and the queue
+// Redis is the only lock master (WithQueueAsLockMaster), job's pause flag
+// in the same round trip. Otherwise admit reads the flag from a majority
+// of the masters (paused) once the record let the task pass.
 func (w *Worker) readAdmission(ctx context.Context, job *config.Job, t scheduler.Tick, pause bool) admissionReads {
 	var rd admissionReads
 	if !pause || !w.queueMaster {
 		rd.done, rd.record, rd.recordErr = readTickRecord(ctx, w.rdb, w.cfg.Namespace, t)
-		if pause {
-			rd.paused, rd.pausedErr = w.paused(ctx, job)
-		}
 		return rd
 	}
 	pctx, cancel := context.WithTimeout(ctx, pauseTimeout)
@@ -288,7 +289,7 @@ func (w *Worker) readAdmission(ctx context.Context, job *config.Job, t scheduler
 	_, _ = p.Exec(pctx) // each command holds its own answer
 	rd.done, rd.record, rd.recordErr = tickRecordOf(rec, t)
 	n, err := flag.Result()
-	rd.paused, rd.pausedErr = n > 0, err
+	rd.pauseRead, rd.paused = true, n > 0
 	if err != nil {
 		rd.pausedErr = fmt.Errorf("0 of 1 lock masters answered, 1 needed: %w", err)
 	}
