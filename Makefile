@@ -70,11 +70,9 @@ fuzz:
 build:
 	$(GO) build -o bin/baton ./cmd/baton
 
-## dev: baton dev (embedded Redis + 3 replicas); the embedded server needs the dev build tag. Built,
-## then run in make's place (exec): Ctrl-C stops baton, and make reports baton's own exit status
+## dev: baton dev (embedded Redis + 3 replicas); the embedded server needs the dev build tag
 dev:
-	$(GO) build -tags dev -o bin/baton-dev ./cmd/baton
-	exec bin/baton-dev dev
+	$(GO) run -tags dev ./cmd/baton dev
 
 ## chaos: the multi-process run under random faults for BATON_CHAOS (default 3m; not in CI, which runs
 ## a 15 s variant inside `unit`); replay a run with the BATON_CHAOS_SEED it printed
