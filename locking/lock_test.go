@@ -753,3 +753,46 @@ func TestLargestFenceCounterIssuesOneLastFence(t *testing.T) {
 	_, err = c.TryLock(ctx, "last", time.Second)
 	wantCorrupt(t, err, s.Addr(), key)
 }
+
+// An uncontended TryLock and Release on one master are two script calls
+// and seven commands inside them: the acquire reads the clock, the
+// master's marker and the fencing counter (one MGET), takes the key and
+// moves the counter; the release checks the token and the waiters and
+// deletes the key.
+func TestUncontendedPairOnOneMasterRunsNineCommands(t *testing.T) {
+	rdb := redistest.New(t).TestClient(t)
+	c, err := locking.New(rdb, locking.WithFreshDeployment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := testCtx(t)
+	pair := func() {
+		t.Helper()
+		l, err := c.TryLock(ctx, "pair", 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pair() // loads the scripts, marks the master, seeds the counter
+	calls := func() int {
+		n := 0
+		for name, v := range redistest.CommandCalls(t, rdb) {
+			if name != "info" {
+				n += v
+			}
+		}
+		return n
+	}
+	before := calls()
+	const pairs = 10
+	for range pairs {
+		pair()
+	}
+	if got := calls() - before; got != 9*pairs {
+		t.Errorf("%d pairs ran %d commands (%.1f a pair), want 9 a pair: %v", pairs, got, float64(got)/pairs, redistest.CommandCalls(t, rdb))
+	}
+}

@@ -706,7 +706,7 @@ func (w *warnings) find(s string) string {
 // A job's dispatch fencing counter that holds no integer below 2^53 (here
 // 2^63-1, which Lua's doubles would turn into a negative fence), a job
 // mark that holds no time, or a tick that holds neither a record nor a
-// claim token (read as a lease, it would keep the tick busy and unrecorded)
+// claim token (each also as a key of another type) (read as a lease, it would keep the tick busy and unrecorded)
 // dispatches nothing: the tick is held back with a warning naming the
 // master and the key, and once an operator deletes the key it is dispatched
 // with a fence above every one issued before.
@@ -718,16 +718,27 @@ func TestCorruptFenceCounterHoldsTicksBack(t *testing.T) {
 		{"baton:{f}:fence", "1.5"},
 		{"baton:{f}:mark", "abc"},
 		{tick, "\x1b[2Jdone"},
+		// keys of another type, which the claim's MGET reads as missing
+		{"baton:{f}:fence", aHash},
+		{"baton:{f}:mark", aHash},
+		{tick, aHash},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) { corruptKeyHoldsTicksBack(t, begin, tc.key, tc.value) })
 	}
 }
 
+// aHash, as the value of corruptKeyHoldsTicksBack, puts a hash at the key.
+const aHash = "(a hash)"
+
 func corruptKeyHoldsTicksBack(t *testing.T, begin time.Time, key, value string) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	ctx := context.Background()
-	rdb.Set(ctx, key, value, 0)
+	if value == aHash {
+		rdb.HSet(ctx, key, "f", "v")
+	} else {
+		rdb.Set(ctx, key, value, 0)
+	}
 	clk := clock.NewFake(begin)
 	rec := newRecorder()
 	w := &warnings{}

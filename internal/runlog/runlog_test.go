@@ -144,8 +144,8 @@ func TestStartAppendsAndTheEndRenews(t *testing.T) {
 		}
 		tick := scheduler.Tick{Job: job, At: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC), RunID: "0123456789abcdef0123456789abcdef", Replica: "d1"}
 		w.Started(ctx, tick, "w1", 1, 5)
-		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
-			t.Errorf("%s: a start that makes the history leaves it a ttl of %v, want the max age", job, ttl)
+		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 59*time.Minute || ttl > time.Hour+slack(job) {
+			t.Errorf("%s: a start that makes the history leaves it a ttl of %v, want the max age (and %v)", job, ttl, slack(job))
 		}
 		if err := rdb.PExpire(ctx, key, time.Minute).Err(); err != nil {
 			t.Fatal(err)
@@ -162,6 +162,15 @@ func TestStartAppendsAndTheEndRenews(t *testing.T) {
 			t.Errorf("%s: %d entries, want two starts and an end", job, len(msgs))
 		}
 	}
+}
+
+// slack is how much longer than its max age (an hour) job's history
+// lives: a stream's renewal slack (renewSlack), a list none.
+func slack(job string) time.Duration {
+	if Compact(job) {
+		return 0
+	}
+	return 7*time.Minute + 30*time.Second
 }
 
 // nsWriter is a history writer of namespace "ns" on a test Redis: 10 runs
@@ -243,8 +252,8 @@ func TestRunStartAndEndAreWrittenWithoutScripts(t *testing.T) {
 	if id := w.Started(ctx, tick, "w1", 1, 5); id == "" {
 		t.Fatal("the first start wrote nothing")
 	}
-	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
-		t.Errorf("a start that makes the stream leaves it a ttl of %v, want the max age", ttl)
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= time.Hour+7*time.Minute || ttl > time.Hour+7*time.Minute+30*time.Second {
+		t.Errorf("a start that makes the stream leaves it a ttl of %v, want the max age and the renewal slack (7m30s)", ttl)
 	}
 	// a stream of 300 entries from before the max age: three nodes that
 	// the end's trim frees
@@ -308,5 +317,67 @@ func TestLostRunEndIsLogged(t *testing.T) {
 	}
 	if logs.Count("cannot write the run history") == 0 {
 		t.Errorf("the run's end was lost (OOM) and nothing was logged; log: %q", logs.String())
+	}
+}
+
+// A writer renews a job stream's expiry with a run's end at most once per
+// renewal slack (the max age / 8, at most 10 minutes), to the max age and
+// the slack: so every end it writes is followed by at least the max age of
+// life, and a job that runs every second pays no PEXPIRE a run. A stream
+// gone during the run (expired, deleted) is made again with its expiry.
+func TestRunEndsRenewTheStreamsExpiryOncePerSlack(t *testing.T) {
+	rdb, w := nsWriter(t)
+	ctx := context.Background()
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	w.now = func() time.Time { return now }
+	job := "often"
+	key := Key("ns", job)
+	run := func(i int) {
+		t.Helper()
+		tick := scheduler.Tick{Job: job, At: now, RunID: fmt.Sprintf("%032x", i), Replica: "d1"}
+		id := w.Started(ctx, tick, "w1", 1, int64(i))
+		if id == "" {
+			t.Fatalf("run %d: no start", i)
+		}
+		w.Finished(ctx, tick, &config.Job{Name: job}, End{Replica: "w1", Attempt: 1, Fence: int64(i), Status: "ok", StartID: id})
+	}
+	pexpires := func() int { return redistest.CommandCalls(t, rdb)["pexpire"] }
+	life := time.Hour + 7*time.Minute + 30*time.Second
+
+	run(1) // makes the stream (the start's script) and renews
+	before := pexpires()
+	for i := 2; i <= 5; i++ {
+		now = now.Add(time.Minute)
+		run(i)
+	}
+	if d := pexpires() - before; d != 0 {
+		t.Errorf("4 ends within the slack of the last renewal ran %d PEXPIREs, want none", d)
+	}
+	// the renewal 4 minutes ago still covers the last end by the max age
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl < time.Hour {
+		t.Errorf("ttl %v after the last end, want at least the max age", ttl)
+	}
+	now = now.Add(7 * time.Minute) // past the slack
+	run(6)
+	if d := pexpires() - before; d != 1 {
+		t.Errorf("an end past the slack ran %d PEXPIREs, want one", d)
+	}
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl < life-time.Second || ttl > life {
+		t.Errorf("ttl %v after a renewal, want the max age and the slack (%v)", ttl, life)
+	}
+
+	// the stream deleted while a run runs: its end makes it, with its expiry
+	now = now.Add(time.Minute)
+	tick := scheduler.Tick{Job: job, At: now, RunID: fmt.Sprintf("%032x", 7), Replica: "d1"}
+	id := w.Started(ctx, tick, "w1", 1, 7)
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	w.Finished(ctx, tick, &config.Job{Name: job}, End{Replica: "w1", Attempt: 1, Fence: 7, Status: "ok", StartID: id})
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl < life-time.Second || ttl > life {
+		t.Errorf("ttl %v of the stream the end made, want the max age and the slack", ttl)
+	}
+	if msgs := readEvents(t, rdb, job); len(msgs) != 1 || msgs[0].Values["ev"] != EvFinished {
+		t.Errorf("the made stream holds %v, want the end", msgs)
 	}
 }

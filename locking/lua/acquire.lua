@@ -29,10 +29,18 @@ local floor = 0
 if mode == 'q' then
   floor = q_guard(KEYS[3])
   if not floor then return {-1, 0} end
-elseif mode == 's' then -- one master: its clock is the fence floor; the marker need only exist
-  if redis.call('EXISTS', KEYS[3]) == 0 then return {-1, 0} end
 end
-local _, corrupt = q_count(2)
+local corrupt, _
+if mode == 's' then
+  -- one master: its clock is the fence floor; the marker need only exist
+  -- (a marker of another type reads as missing: repaired like one). It is
+  -- read with the fencing counter in one MGET
+  local got = redis.call('MGET', KEYS[3], KEYS[2])
+  if not got[1] then return {-1, 0} end
+  _, corrupt = q_counted(2, got[2])
+else
+  _, corrupt = q_count(2)
+end
 if corrupt then return corrupt end
 local quorum = mode == 'q'
 local waiter = ARGV[4]

@@ -74,13 +74,27 @@ if ARGV[6] ~= 'u' then
   floor, born = q_guard(KEYS[6])
   if not floor then return {-1, 0} end
 end
-local mark, _, corrupt = q_counts(3, 4)
+-- the mark, the fence and the tick in one read; a key of another type reads
+-- as missing: a counter's is looked at again (q_counted), the tick's is
+-- found by its first write (set_tick), before anything is written
+local got = redis.call('MGET', KEYS[3], KEYS[4], KEYS[1])
+local mark, corrupt = q_counted(3, got[1])
 if not mark then return corrupt end
+local _, corrupt4 = q_counted(4, got[2])
+if corrupt4 then return corrupt4 end
 
-local v = redis.pcall('GET', KEYS[1])
-if type(v) ~= 'string' and v ~= false then
-  return redis.error_reply('CORRUPTREC 1 (not a string)')
+local v = got[3]
+local read = v -- as read (a backfill takes a "missed" or "paused" tick as free)
+-- set_tick writes the tick's record or lease: over a tick MGET read as
+-- missing only if it is (NX), so one of another type is reported, unwritten
+local function set_tick(val, px)
+  if read then
+    redis.call('SET', KEYS[1], val, 'PX', px)
+    return true
+  end
+  return redis.call('SET', KEYS[1], val, 'NX', 'PX', px)
 end
+local function notstring() return redis.error_reply('CORRUPTREC 1 (not a string)') end
 if v and v ~= 'done' and v ~= 'missed' and v ~= 'paused' and not string.find(v, '^%x+$') then
   return redis.error_reply('CORRUPTREC 1 ' .. string.sub(v, 1, 64))
 end
@@ -114,19 +128,19 @@ if v and v ~= ARGV[1] then
   return {2, ms}
 end
 if not backfill and (ARGV[9] == 'drop' or now > tick + tonumber(ARGV[3])) then
-  redis.call('SET', KEYS[1], 'missed', 'PX', ARGV[5])
+  if not set_tick('missed', ARGV[5]) then return notstring() end
   -- decided: a catch-up after a restart starts after it
   if tick > mark then redis.call('SET', KEYS[3], ARGV[2]) end
   return {3, now - tick, 1}
 end
 
 if not backfill and (ARGV[7] == '1' or redis.call('EXISTS', KEYS[2]) == 1) then
-  redis.call('SET', KEYS[1], 'paused', 'PX', ARGV[5])
+  if not set_tick('paused', ARGV[5]) then return notstring() end
   if tick > mark then redis.call('SET', KEYS[3], ARGV[2]) end
   return {4, 0}
 end
 
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[4])
+if not set_tick(ARGV[1], ARGV[4]) then return notstring() end
 -- one master: the counter outlives the tick record (its clock keeps the next
 -- fence above it anyway)
 return {0, q_fence(KEYS[4], quorum, t, floor, ARGV[5])}

@@ -62,25 +62,19 @@ local function q_count(i)
   return nil, redis.error_reply('CORRUPT ' .. i .. ' ' .. string.sub(v, 1, 64))
 end
 
--- q_counts(i, j) is q_count(i), q_count(j) in one MGET: the two numbers, or
--- nil, nil and the error reply of the first that is corrupt. MGET reads a key
--- of another type as missing: only a missing one is looked at again.
-local function q_counts(i, j)
-  local v = redis.call('MGET', KEYS[i], KEYS[j])
-  local out = {}
-  for n, k in ipairs({i, j}) do
-    local s = v[n]
-    if s == false then
-      if redis.call('EXISTS', KEYS[k]) == 1 then
-        return nil, nil, redis.error_reply('CORRUPT ' .. k .. ' (not a string)')
-      end
-      out[n] = 0
-    else
-      out[n] = q_int(s)
-      if not out[n] then return nil, nil, redis.error_reply('CORRUPT ' .. k .. ' ' .. string.sub(s, 1, 64)) end
+-- q_counted(i, s) is q_count(i) from s, KEYS[i]'s value as an MGET read it
+-- (false: missing or of another type, which only an EXISTS tells apart). A
+-- script that reads a counter with other keys reads them in one MGET.
+local function q_counted(i, s)
+  if s == false then
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      return nil, redis.error_reply('CORRUPT ' .. i .. ' (not a string)')
     end
+    return 0
   end
-  return out[1], out[2]
+  local n = q_int(s)
+  if n then return n end
+  return nil, redis.error_reply('CORRUPT ' .. i .. ' ' .. string.sub(s, 1, 64))
 end
 
 -- q_raise_mark(i, v) sets the mark KEYS[i] to v (the text of a tick in
