@@ -490,14 +490,20 @@ func (tr *trip) noteFailing(t scheduler.Tick, status string) {
 	if !ok {
 		return
 	}
-	failed := "0"
+	cfg := tr.h.cfg
 	switch status {
 	case "failed", "timed out", "lease lost": // jobs.Status.Failed
-		failed = "1"
+		keys := []string{FailingKey(cfg, id), cfg.ScheduleKeysOf(id) + "defs"}
+		tr.eval(failingScript, keys, []any{id}, "cannot write the index of failing runtime schedules", t.Job)
+	default:
+		// any other end removes it with one ZREM, no script
+		rem := tr.pipe.ZRem(tr.ctx, FailingKey(cfg, id), id)
+		tr.checks = append(tr.checks, func() {
+			if err := rem.Err(); err != nil {
+				tr.h.log.Warn("cannot write the index of failing runtime schedules", slog.String("job", t.Job), slog.Any("error", err))
+			}
+		})
 	}
-	cfg := tr.h.cfg
-	keys := []string{FailingKey(cfg, id), cfg.ScheduleKeysOf(id) + "defs"}
-	tr.eval(failingScript, keys, []any{id, failed}, "cannot write the index of failing runtime schedules", t.Job)
 }
 
 // packagePrefix is the engine's prefix at the start of an error's text or
