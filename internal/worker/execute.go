@@ -355,9 +355,9 @@ type activeRun struct {
 // engine applies the concurrency policies and runs executions. It serves the
 // asynq handler and local runs alike; only the asynq path has retries.
 type engine struct {
-	cfg     *config.Config
-	locks   *locking.Client
-	rdb     redis.UniversalClient // queue Redis: side records, cancel channel
+	cfg   *config.Config
+	locks *locking.Client
+	rdb   redis.UniversalClient // queue Redis: side records, cancel channel
 	// history writes the runs' history to rdb: one writer for the runs,
 	// which remembers when it renewed each job stream's expiry
 	history *runlog.Writer
