@@ -796,3 +796,43 @@ func TestUncontendedPairOnOneMasterRunsNineCommands(t *testing.T) {
 		t.Errorf("%d pairs ran %d commands (%.1f a pair), want 9 a pair: %v", pairs, got, float64(got)/pairs, redistest.CommandCalls(t, rdb))
 	}
 }
+
+// On one master, a restart marker that is a key of another type (the
+// acquire reads it with the fencing counter in one MGET, which reads such
+// a key as missing) fails the acquisition with an error naming the marker,
+// rather than as a master that restarted and waits for a repair.
+func TestMarkerOfAnotherTypeFailsAcquisition(t *testing.T) {
+	rdb := redistest.New(t).TestClient(t)
+	c, err := locking.New(rdb, locking.WithFreshDeployment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := testCtx(t)
+	l, err := c.TryLock(ctx, "m", time.Second) // marks the master
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := rdb.Keys(ctx, "*marker*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("marker keys %v (%v), want one", keys, err)
+	}
+	marker := keys[0]
+	if err := rdb.Del(ctx, marker).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, marker, "f", "v").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.TryLock(ctx, "m", time.Second)
+	var ce *locking.CorruptError
+	if !errors.As(err, &ce) || ce.Key != marker {
+		t.Fatalf("TryLock over a marker of another type: %v, want a corrupt error naming %s", err, marker)
+	}
+	if typ := rdb.Type(ctx, marker).Val(); typ != "hash" {
+		t.Errorf("the marker is now a %s, want left as it was", typ)
+	}
+}

@@ -706,7 +706,8 @@ func (w *warnings) find(s string) string {
 // A job's dispatch fencing counter that holds no integer below 2^53 (here
 // 2^63-1, which Lua's doubles would turn into a negative fence), a job
 // mark that holds no time, or a tick that holds neither a record nor a
-// claim token (each also as a key of another type) (read as a lease, it would keep the tick busy and unrecorded)
+// claim token (read as a lease, it would keep the tick busy and unrecorded;
+// each also as a key of another type)
 // dispatches nothing: the tick is held back with a warning naming the
 // master and the key, and once an operator deletes the key it is dispatched
 // with a fence above every one issued before.
@@ -774,5 +775,83 @@ func corruptKeyHoldsTicksBack(t *testing.T, begin time.Time, key, value string) 
 	rec.waitAdvancing(t, clk, 1)
 	if f := rec.dispatched()[0].Fence; f <= 0 || f >= 1<<53 {
 		t.Fatalf("fence after the repair = %d", f)
+	}
+}
+
+// A tick key that holds neither a record nor a claim token is reported and
+// dispatches nothing, also on a master that restarted after the tick may
+// have been recorded (where a claim abstains): the key is left for an
+// operator, never written over, and never taken for a tick nobody can
+// vouch for. Schedule: one master, or three; the first restarts empty
+// and, repaired, votes again after its quarantine (its marker's BORN is
+// its restart, so claims of ticks due before BORN + the skew bound abstain
+// there); something writes a hash at the next tick's key on it; the tick
+// falls due. The claim holds the tick back with a warning naming that
+// master and the key, and leaves the hash as it is.
+func TestCorruptTickOnARestartedMasterHoldsTicksBack(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d masters", n), func(t *testing.T) { corruptTickOnRestartedMaster(t, n) })
+	}
+}
+
+func corruptTickOnRestartedMaster(t *testing.T, n int) {
+	servers := redistest.NewN(t, n)
+	rdbs := clients(t, servers)
+	deployFresh(t, servers)
+	ctx := context.Background()
+	if err := servers[0].Restart(); err != nil {
+		t.Fatal(err)
+	}
+	locks, err := locking.NewQuorum(universal(rdbs), locking.WithRestartQuarantine(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// real time: the master is repaired and waits out its quarantine by
+	// its clock
+	poll.Require(t, 10*time.Second, "the restarted master voting after its quarantine", func() bool {
+		_ = locks.Prepare(ctx) // repairs it (a lock call would)
+		return locks.Masters(ctx)[0].State == locking.MasterVoting
+	})
+	if m := rdbs[0].Get(ctx, "baton:lock:marker").Val(); !strings.HasSuffix(m, " empty") {
+		_ = locks.Close()
+		t.Fatalf("marker %q: want one written after a restart empty", m)
+	}
+
+	begin := now()
+	tick := "baton:{f}:tick:" + strconv.FormatInt(begin.Truncate(time.Minute).Add(time.Minute).UnixMilli(), 10)
+	if err := rdbs[0].HSet(ctx, tick, "f", "v").Err(); err != nil {
+		_ = locks.Close()
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(begin)
+	rec := newRecorder()
+	w := &warnings{}
+	jobs := []scheduler.Job{{Name: "f", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute}}
+	startWith(t, locks, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour), scheduler.WithLogger(slog.New(w)))
+	// the tick, membership, skew and held-tick timers: the loop has read the
+	// clock, so the tick set next is due, not behind it
+	if err := clk.BlockUntil(4); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(clk.Now().Truncate(time.Minute).Add(time.Minute))
+	due := clk.Now()
+	var line, other string
+	poll.Require(t, 20*time.Second, "a warning naming the corrupt tick, another verdict, or a dispatch", func() bool {
+		// through this tick's retries, no further than half a period
+		if clk.Now().Before(due.Add(30 * time.Second)) {
+			clk.Advance(25 * time.Millisecond)
+		}
+		line = w.find("holding ticks back: a lock master holds a corrupt value")
+		other = w.find("tick missed")
+		return line != "" || other != "" || len(rec.dispatched()) > 0
+	})
+	if got := rec.dispatched(); len(got) != 0 {
+		t.Errorf("dispatched %v over a tick key of another type on master %s", got, servers[0].Addr())
+	}
+	if typ := rdbs[0].Type(ctx, tick).Val(); typ != "hash" {
+		t.Errorf("the corrupt tick key %s on master %s is now a %s: written over, want left as it was", tick, servers[0].Addr(), typ)
+	}
+	if line == "" || !strings.Contains(line, strconv.Quote(tick)) || !strings.Contains(line, servers[0].Addr()) {
+		t.Errorf("warning %q (other: %q), want one naming the key %q and the master %s", line, other, tick, servers[0].Addr())
 	}
 }

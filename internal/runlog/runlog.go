@@ -21,7 +21,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -70,16 +69,12 @@ type Writer struct {
 	cfg *config.Config
 	rdb redis.UniversalClient
 	log *slog.Logger
-	now func() time.Time // monotonic: when an expiry was renewed (renewDue)
-	// renewed holds, per job's stream, when this writer last renewed its
-	// expiry (plainEnd): one entry per job of the job list
-	renewed sync.Map
 }
 
 // NewWriter returns a writer of cfg's jobs' histories to the queue Redis
 // rdb (nil: none), logging failed writes to log.
 func NewWriter(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger) *Writer {
-	return &Writer{cfg: cfg, rdb: rdb, log: log, now: time.Now}
+	return &Writer{cfg: cfg, rdb: rdb, log: log}
 }
 
 // enabled reports whether job's events are written.
@@ -261,56 +256,27 @@ func (tr *trip) plainStart(key string, n int, maxAge int64, job string, fields [
 // plainEnd queues a run's end in a stream as plain commands, no script:
 // XADD NOMKSTREAM, trimming by age (MINID ~) from the time of the run's
 // start (its entry's ID, by the queue Redis's clock as history_add.lua's
-// trim: at most the run's length staler), and a PEXPIRE when this writer
-// last renewed the stream's expiry a renewal slack ago or more (renew).
-// Where the stream does not exist (it expired or was deleted during the
-// run) the end is written by history_add.lua, which makes it with its
-// expiry. The start's XADD trims by count.
+// trim: at most the run's length staler), and PEXPIRE. Where the stream
+// does not exist (it expired or was deleted during the run) the end is
+// written by history_add.lua, which makes it with its expiry. The start's
+// XADD trims by count.
 func (tr *trip) plainEnd(key string, maxAge, since int64, job string, fields []any) func() (string, bool) {
 	add := tr.pipe.XAdd(tr.ctx, &redis.XAddArgs{Stream: key, NoMkStream: true, MinID: strconv.FormatInt(since-maxAge, 10), Approx: true, Values: fields})
-	renew := tr.h.renewDue(key, maxAge)
-	var exp *redis.BoolCmd
-	if renew != nil {
-		exp = tr.pipe.PExpire(tr.ctx, key, time.Duration(maxAge+renewSlack(maxAge))*time.Millisecond)
-	}
+	tr.pipe.PExpire(tr.ctx, key, time.Duration(maxAge)*time.Millisecond)
 	var id string
 	var err error
 	tr.checks = append(tr.checks, func() {
 		id, err = add.Result()
-		made := errors.Is(err, redis.Nil)
-		if made {
+		if errors.Is(err, redis.Nil) {
 			// the script makes the stream with its expiry
 			n := tr.h.cfg.HistoryRuns(job) * EventsPerRun
 			id, err = historyAdd.Run(tr.ctx, tr.h.rdb, []string{key}, append([]any{n, maxAge}, fields...)...).Text()
 		}
 		if err != nil {
 			tr.h.log.Warn("cannot write the run history", slog.String("job", job), slog.Any("error", err))
-			return
-		}
-		if renew != nil && (made || exp.Err() == nil) {
-			renew()
 		}
 	})
 	return func() (string, bool) { return id, err == nil }
-}
-
-// renewSlack is how long past its max age (ms) a job's history stream is
-// given to live at each renewal of its expiry, and so how long a writer
-// may leave the expiry alone after renewing it: every end it writes is
-// followed by at least the max age of life. history_add.lua and
-// history_start.lua give a stream they make the same.
-func renewSlack(maxAge int64) int64 { return min(maxAge/8, (10 * time.Minute).Milliseconds()) }
-
-// renewDue tells whether the expiry of the stream key is to be renewed
-// with an end written now: it is unless this writer renewed it less than
-// the renewal slack ago (by its own monotonic clock). The func it returns
-// (nil: not due) records the renewal once the end landed.
-func (h *Writer) renewDue(key string, maxAge int64) func() {
-	now := h.now()
-	if last, ok := h.renewed.Load(key); ok && now.Sub(last.(time.Time)) < time.Duration(renewSlack(maxAge))*time.Millisecond {
-		return nil
-	}
-	return func() { h.renewed.Store(key, now) }
 }
 
 // idTime is the time (unix ms) of a stream entry's ID "<ms>-<seq>".

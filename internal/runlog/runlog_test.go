@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/worktest"
 	"github.com/batonhq/baton/scheduler"
@@ -144,8 +145,8 @@ func TestStartAppendsAndTheEndRenews(t *testing.T) {
 		}
 		tick := scheduler.Tick{Job: job, At: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC), RunID: "0123456789abcdef0123456789abcdef", Replica: "d1"}
 		w.Started(ctx, tick, "w1", 1, 5)
-		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 59*time.Minute || ttl > time.Hour+slack(job) {
-			t.Errorf("%s: a start that makes the history leaves it a ttl of %v, want the max age (and %v)", job, ttl, slack(job))
+		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+			t.Errorf("%s: a start that makes the history leaves it a ttl of %v, want the max age", job, ttl)
 		}
 		if err := rdb.PExpire(ctx, key, time.Minute).Err(); err != nil {
 			t.Fatal(err)
@@ -162,15 +163,6 @@ func TestStartAppendsAndTheEndRenews(t *testing.T) {
 			t.Errorf("%s: %d entries, want two starts and an end", job, len(msgs))
 		}
 	}
-}
-
-// slack is how much longer than its max age (an hour) job's history
-// lives: a stream's renewal slack (renewSlack), a list none.
-func slack(job string) time.Duration {
-	if Compact(job) {
-		return 0
-	}
-	return 7*time.Minute + 30*time.Second
 }
 
 // nsWriter is a history writer of namespace "ns" on a test Redis: 10 runs
@@ -239,8 +231,8 @@ func readEvents(t *testing.T, rdb *redis.Client, job string) []redis.XMessage {
 }
 
 // A job's run writes its start and its end to its stream without a script:
-// an XADD that makes nothing, then XADD, XTRIM by age from the start's time
-// and PEXPIRE. A start whose stream does not exist makes it with its
+// an XADD that makes nothing, then an XADD that trims by age from the
+// start's time (MINID) and PEXPIRE. A start whose stream does not exist makes it with its
 // expiry (by script, once), and the end trims entries older than the max
 // age before the start and renews the expiry.
 func TestRunStartAndEndAreWrittenWithoutScripts(t *testing.T) {
@@ -252,8 +244,8 @@ func TestRunStartAndEndAreWrittenWithoutScripts(t *testing.T) {
 	if id := w.Started(ctx, tick, "w1", 1, 5); id == "" {
 		t.Fatal("the first start wrote nothing")
 	}
-	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= time.Hour+7*time.Minute || ttl > time.Hour+7*time.Minute+30*time.Second {
-		t.Errorf("a start that makes the stream leaves it a ttl of %v, want the max age and the renewal slack (7m30s)", ttl)
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Errorf("a start that makes the stream leaves it a ttl of %v, want the max age", ttl)
 	}
 	// a stream of 300 entries from before the max age: three nodes that
 	// the end's trim frees
@@ -320,62 +312,117 @@ func TestLostRunEndIsLogged(t *testing.T) {
 	}
 }
 
-// A writer renews a job stream's expiry with a run's end at most once per
-// renewal slack (the max age / 8, at most 10 minutes), to the max age and
-// the slack: so every end it writes is followed by at least the max age of
-// life, and a job that runs every second pays no PEXPIRE a run. A stream
-// gone during the run (expired, deleted) is made again with its expiry.
-func TestRunEndsRenewTheStreamsExpiryOncePerSlack(t *testing.T) {
+// rollingRun writes one run of job with w: its start, then its end (plain
+// commands: the start wrote an entry).
+func rollingRun(t *testing.T, w *Writer, job string, at time.Time, i int) {
+	t.Helper()
+	ctx := context.Background()
+	tick := scheduler.Tick{Job: job, At: at, RunID: fmt.Sprintf("%032x", i), Replica: "d1"}
+	id := w.Started(ctx, tick, "w1", 1, int64(i))
+	if id == "" {
+		t.Fatalf("run %d: no start", i)
+	}
+	w.Finished(ctx, tick, &config.Job{Name: job}, End{Replica: "w1", Attempt: 1, Fence: int64(i), Status: "ok", StartID: id})
+}
+
+// Schedule (a rolling upgrade): a worker of this release ends a run of a
+// job; a replica of an earlier release ends a run of the same job, its end
+// setting the stream's expiry to the max age from then; five minutes later
+// the worker ends another run. That end is kept history.max_age after it
+// was written: every end renews the expiry, whatever the others did.
+func TestRunEndKeepsItsMaxAgeBesideAnOlderReleasesEnds(t *testing.T) {
+	clk := redistest.NewTestClock(t)
+	rdb := redistest.New(t, redistest.WithClock(clk)).TestClient(t)
+	cfg := &config.Config{Namespace: "ns", History: config.HistoryConfig{Runs: 10, MaxAge: time.Hour}, Schedules: config.SchedulesConfig{History: 10}}
+	w := NewWriter(cfg, rdb, slog.New(slog.DiscardHandler))
+	ctx := context.Background()
+	job := "rolling"
+	key := Key("ns", job)
+	rollingRun(t, w, job, time.Now(), 1)
+
+	// the earlier release's run: its start, and its end as that release's
+	// plain end writes it (XADD MAXLEN ~, XTRIM MINID ~, PEXPIRE)
+	maxAge := cfg.History.MaxAge
+	start, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, NoMkStream: true, MaxLen: 30, Approx: true, Values: []any{"v", "1", "ev", EvStarted, "run", "old"}}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	since, _ := idTime(start)
+	pipe := rdb.Pipeline()
+	pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, MaxLen: 30, Approx: true, Values: []any{"v", "1", "ev", EvFinished, "run", "old", "status", "ok"}})
+	pipe.XTrimMinIDApprox(ctx, key, strconv.FormatInt(since-maxAge.Milliseconds(), 10), 0)
+	pipe.PExpire(ctx, key, maxAge)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := clk.Step(5 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	rollingRun(t, w, job, time.Now(), 3)
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl < maxAge-time.Second {
+		t.Errorf("the end just written is kept %v (the stream's ttl), want at least the max age %v", ttl, maxAge)
+	}
+}
+
+// Schedule (the queue Redis reloads a snapshot): a worker ends a run; the
+// queue Redis saves a snapshot; eight minutes later the worker ends another
+// run; the queue Redis comes back from the snapshot, its stream with the
+// first run's expiry; five minutes later the worker ends a run. That end
+// is kept history.max_age after it was written.
+func TestRunEndKeepsItsMaxAgeAfterTheQueueRedisReloadsASnapshot(t *testing.T) {
+	clk := redistest.NewTestClock(t)
+	srv := redistest.New(t, redistest.WithClock(clk))
+	rdb := srv.TestClient(t)
+	cfg := &config.Config{Namespace: "ns", History: config.HistoryConfig{Runs: 10, MaxAge: time.Hour}, Schedules: config.SchedulesConfig{History: 10}}
+	w := NewWriter(cfg, rdb, slog.New(slog.DiscardHandler))
+	ctx := context.Background()
+	job := "reloaded"
+	key := Key("ns", job)
+	step := func(d time.Duration) {
+		t.Helper()
+		if err := clk.Step(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rollingRun(t, w, job, time.Now(), 1)
+	if err := srv.Save(); err != nil {
+		t.Fatal(err)
+	}
+	step(8 * time.Minute)
+	rollingRun(t, w, job, time.Now(), 2)
+	if err := srv.RestartFromSnapshot(); err != nil {
+		t.Fatal(err)
+	}
+	poll.Require(t, 5*time.Second, "the queue Redis back", func() bool { return rdb.Ping(ctx).Err() == nil })
+	if rdb.Exists(ctx, key).Val() != 1 {
+		t.Fatal("the snapshot holds no stream")
+	}
+	step(5 * time.Minute)
+	rollingRun(t, w, job, time.Now(), 3)
+	if n := rdb.XLen(ctx, key).Val(); n < 4 {
+		t.Fatalf("%d entries: the last run was not written", n)
+	}
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl < cfg.History.MaxAge-time.Second {
+		t.Errorf("the end just written is kept %v (the stream's ttl), want at least the max age %v", ttl, cfg.History.MaxAge)
+	}
+}
+
+// A run's end whose stream went during the run (expired, deleted) makes it
+// again, with its expiry, holding the end.
+func TestRunEndMakesAStreamThatWentDuringTheRun(t *testing.T) {
 	rdb, w := nsWriter(t)
 	ctx := context.Background()
-	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	w.now = func() time.Time { return now }
-	job := "often"
+	job := "gone"
 	key := Key("ns", job)
-	run := func(i int) {
-		t.Helper()
-		tick := scheduler.Tick{Job: job, At: now, RunID: fmt.Sprintf("%032x", i), Replica: "d1"}
-		id := w.Started(ctx, tick, "w1", 1, int64(i))
-		if id == "" {
-			t.Fatalf("run %d: no start", i)
-		}
-		w.Finished(ctx, tick, &config.Job{Name: job}, End{Replica: "w1", Attempt: 1, Fence: int64(i), Status: "ok", StartID: id})
-	}
-	pexpires := func() int { return redistest.CommandCalls(t, rdb)["pexpire"] }
-	life := time.Hour + 7*time.Minute + 30*time.Second
-
-	run(1) // makes the stream (the start's script) and renews
-	before := pexpires()
-	for i := 2; i <= 5; i++ {
-		now = now.Add(time.Minute)
-		run(i)
-	}
-	if d := pexpires() - before; d != 0 {
-		t.Errorf("4 ends within the slack of the last renewal ran %d PEXPIREs, want none", d)
-	}
-	// the renewal 4 minutes ago still covers the last end by the max age
-	if ttl := rdb.PTTL(ctx, key).Val(); ttl < time.Hour {
-		t.Errorf("ttl %v after the last end, want at least the max age", ttl)
-	}
-	now = now.Add(7 * time.Minute) // past the slack
-	run(6)
-	if d := pexpires() - before; d != 1 {
-		t.Errorf("an end past the slack ran %d PEXPIREs, want one", d)
-	}
-	if ttl := rdb.PTTL(ctx, key).Val(); ttl < life-time.Second || ttl > life {
-		t.Errorf("ttl %v after a renewal, want the max age and the slack (%v)", ttl, life)
-	}
-
-	// the stream deleted while a run runs: its end makes it, with its expiry
-	now = now.Add(time.Minute)
-	tick := scheduler.Tick{Job: job, At: now, RunID: fmt.Sprintf("%032x", 7), Replica: "d1"}
-	id := w.Started(ctx, tick, "w1", 1, 7)
+	tick := scheduler.Tick{Job: job, At: time.Now(), RunID: fmt.Sprintf("%032x", 1), Replica: "d1"}
+	id := w.Started(ctx, tick, "w1", 1, 1)
 	if err := rdb.Del(ctx, key).Err(); err != nil {
 		t.Fatal(err)
 	}
-	w.Finished(ctx, tick, &config.Job{Name: job}, End{Replica: "w1", Attempt: 1, Fence: 7, Status: "ok", StartID: id})
-	if ttl := rdb.PTTL(ctx, key).Val(); ttl < life-time.Second || ttl > life {
-		t.Errorf("ttl %v of the stream the end made, want the max age and the slack", ttl)
+	w.Finished(ctx, tick, &config.Job{Name: job}, End{Replica: "w1", Attempt: 1, Fence: 1, Status: "ok", StartID: id})
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Errorf("ttl %v of the stream the end made, want the max age", ttl)
 	}
 	if msgs := readEvents(t, rdb, job); len(msgs) != 1 || msgs[0].Values["ev"] != EvFinished {
 		t.Errorf("the made stream holds %v, want the end", msgs)

@@ -283,21 +283,16 @@ func (w *Worker) readAdmission(ctx context.Context, job *config.Job, t scheduler
 	}
 	pctx, cancel := context.WithTimeout(ctx, pauseTimeout)
 	defer cancel()
-	// one MGET (the two keys share the job's hash tag). MGET reads a key
-	// of another type as missing: a pause flag that is no string (baton
-	// writes strings) is taken as paused by the claim, which decides a
-	// pause first, and as absent here
-	vals, err := w.rdb.MGet(pctx, tickRecordKey(w.cfg.Namespace, t), scheduler.PauseKey(w.cfg.Namespace, job.Name)).Result()
-	rd.pauseRead = true
+	p := w.rdb.Pipeline()
+	rec := p.Get(pctx, tickRecordKey(w.cfg.Namespace, t))
+	flag := p.Exists(pctx, scheduler.PauseKey(w.cfg.Namespace, job.Name))
+	_, _ = p.Exec(pctx) // each command holds its own answer
+	rd.done, rd.record, rd.recordErr = tickRecordOf(rec, t)
+	n, err := flag.Result()
+	rd.pauseRead, rd.paused = true, n > 0
 	if err != nil {
-		rd.recordErr = fmt.Errorf("jobs: read the ledger record of %s: %w", t.ID(), err)
 		rd.pausedErr = fmt.Errorf("0 of 1 lock masters answered, 1 needed: %w", err)
-		return rd
 	}
-	if v, ok := vals[0].(string); ok {
-		rd.done, rd.record = strings.HasPrefix(v, doneMarker), v
-	}
-	rd.paused = vals[1] != nil
 	return rd
 }
 

@@ -485,8 +485,8 @@ func TestTaskOfATickBeforeItsRuntimeScheduleWasPutIsRefused(t *testing.T) {
 }
 
 // With the queue Redis as the only lock master, admission reads the tick's
-// ledger record and the job's pause flag in one command (an MGET: the keys
-// share the job's hash tag), and a task of a paused job is still refused.
+// ledger record and the job's pause flag in one round trip, and a task of a
+// paused job is still refused.
 func TestAdmissionReadsLedgerAndPauseInOneRoundTrip(t *testing.T) {
 	e := newEnv(t)
 	l := &tripLog{}
@@ -496,11 +496,9 @@ func TestAdmissionReadsLedgerAndPauseInOneRoundTrip(t *testing.T) {
 	tick := worktest.TickOf("job", 6)
 	e.dispatch(t, cfg, tick)
 	e.State(t, "baton:default", tick, asynq.TaskStateCompleted)
-	// the MGET's first key is the record's; the pause flag read with it
-	// refuses the paused job's task below
-	trip := tripTo(t, l, "mget "+tickRecordKey("baton", tick))
-	if len(trip) != 1 {
-		t.Errorf("the ledger record and the pause flag were read in %v, want one MGET", trip)
+	trip := tripTo(t, l, "get "+tickRecordKey("baton", tick))
+	if !carries(trip, "exists "+scheduler.PauseKey("baton", "job")) {
+		t.Errorf("the ledger record was read in %v, without the pause flag", trip)
 	}
 
 	if err := e.RDB.Set(context.Background(), scheduler.PauseKey("baton", "job"), `{"by":"test"}`, 0).Err(); err != nil {
@@ -512,4 +510,81 @@ func TestAdmissionReadsLedgerAndPauseInOneRoundTrip(t *testing.T) {
 		t.Errorf("archived with %q, want paused", info.LastErr)
 	}
 	wantRefusals(t, w, map[RefusalReason]uint64{RefusedPaused: 1})
+}
+
+// A job's pause flag is a key whose presence pauses the job
+// (scheduler.PauseKey): the claim and a quorum of lock masters take any
+// key there, of whatever type, as a pause. Schedule: a tick is dispatched;
+// before its task runs, something writes the flag as a key of another type
+// (a hash); admission refuses the task as paused whatever the topology,
+// also where the queue Redis is the only lock master and the flag is read
+// in the round trip of the ledger record.
+func TestPauseFlagOfAnotherTypeRefusesTheTask(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts func(e *env) []Option
+	}{
+		{"the queue Redis as a separate lock master", func(e *env) []Option {
+			return []Option{WithLockMasters([]redis.UniversalClient{e.RDB})}
+		}},
+		{"the queue Redis as the only lock master", func(e *env) []Option {
+			return []Option{WithLockMasters([]redis.UniversalClient{e.RDB}), WithQueueAsLockMaster()}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			exec := newFakeExec(nil)
+			cfg := e.signedConfig(t, []string{keyA}, false, admitJobs)
+			w := e.worker(t, cfg, exec, tc.opts(e)...)
+			if err := e.RDB.HSet(context.Background(), scheduler.PauseKey("baton", "job"), "by", "test").Err(); err != nil {
+				t.Fatal(err)
+			}
+			tick := worktest.TickOf("job", 7)
+			e.dispatch(t, cfg, tick)
+			var info *asynq.TaskInfo
+			poll.Require(t, worktest.Wait, "the task archived or completed", func() bool {
+				i, err := e.Insp.GetTaskInfo("baton:default", tick.ID())
+				info = i
+				return err == nil && (i.State == asynq.TaskStateArchived || i.State == asynq.TaskStateCompleted)
+			})
+			if info.State != asynq.TaskStateArchived || !strings.Contains(info.LastErr, "paused") {
+				t.Errorf("a task of a job whose pause flag is a hash ended %s with %q, want refused as paused", info.State, info.LastErr)
+			}
+			wantRefusals(t, w, map[RefusalReason]uint64{RefusedPaused: 1})
+		})
+	}
+}
+
+// A tick's ledger record that is no string (baton writes "done:<run id>")
+// cannot say whether the tick's task ended: admission runs the task and
+// says so in the log, whatever the topology.
+func TestLedgerRecordOfAnotherTypeIsReportedAtAdmission(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts func(e *env) []Option
+	}{
+		{"the queue Redis as a separate lock master", func(e *env) []Option {
+			return []Option{WithLockMasters([]redis.UniversalClient{e.RDB})}
+		}},
+		{"the queue Redis as the only lock master", func(e *env) []Option {
+			return []Option{WithLockMasters([]redis.UniversalClient{e.RDB}), WithQueueAsLockMaster()}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			exec := newFakeExec(nil)
+			cfg := e.signedConfig(t, []string{keyA}, false, admitJobs)
+			logs := &worktest.Logs{}
+			e.worker(t, cfg, exec, append(tc.opts(e), WithLogger(logs.Logger()))...)
+			tick := worktest.TickOf("job", 8)
+			if err := e.RDB.HSet(context.Background(), tickRecordKey("baton", tick), "f", "v").Err(); err != nil {
+				t.Fatal(err)
+			}
+			e.dispatch(t, cfg, tick)
+			worktest.Recv(t, exec.started, "the run (a record that cannot be read does not hold a task back)")
+			if logs.Count("cannot read the tick's ledger record") == 0 {
+				t.Errorf("a ledger record of another type at %s was passed over without a word; log:\n%s", tickRecordKey("baton", tick), logs.String())
+			}
+		})
+	}
 }

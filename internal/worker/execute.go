@@ -358,8 +358,7 @@ type engine struct {
 	cfg   *config.Config
 	locks *locking.Client
 	rdb   redis.UniversalClient // queue Redis: side records, cancel channel
-	// history writes the runs' history to rdb: one writer for the runs,
-	// which remembers when it renewed each job stream's expiry
+	// history writes the runs' history to rdb: one writer for the runs
 	history *runlog.Writer
 	exec    executor.Runner
 	replica string

@@ -177,25 +177,6 @@ func TestSuccessfulRunWritesItsLedgerRecordWithItsEnd(t *testing.T) {
 	wantDone(t, e, tk)
 }
 
-// A worker's runs of a job share one history writer: the first run's end
-// renews the job stream's expiry and the next ones, within the renewal
-// slack, leave it alone (no PEXPIRE a run).
-func TestRunsOfAJobRenewItsHistorysExpiryOnce(t *testing.T) {
-	e := newEnv(t)
-	l := &tripLog{}
-	cfg := e.Config(t, quickJob)
-	e.workerOn(t, hookedOpt{e.Opt, l}, cfg, newFakeExec(nil))
-	for i := 4; i <= 6; i++ {
-		tk := worktest.TickOf("quick", i)
-		e.dispatch(t, cfg, tk)
-		e.State(t, "baton:default", tk, asynq.TaskStateCompleted)
-		tripTo(t, l, "set "+tickRecordKey("baton", tk)) // its end was sent
-	}
-	if n := len(l.with("pexpire baton:{history:quick}")); n != 1 {
-		t.Errorf("3 runs renewed the history's expiry in %d round trips, want 1", n)
-	}
-}
-
 // When the round trip of a successful run's end fails, the tick's ledger
 // record is still written (alone), so a copy of its task put back is
 // refused.

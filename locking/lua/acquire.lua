@@ -22,7 +22,8 @@
 --         {-1, 0} the master's marker is missing (restarted or flushed since the
 --                 client checked it): it grants nothing until repaired.
 -- Fails with "CORRUPT 2 VALUE" (see q_count), writing nothing, when the fencing
--- counter holds anything but an integer below 2^53.
+-- counter holds anything but an integer below 2^53, and on one master with
+-- "CORRUPT 3 (not a string)" when the marker is a key of another type.
 local t = q_time()
 local mode = ARGV[3]
 local floor = 0
@@ -32,11 +33,14 @@ if mode == 'q' then
 end
 local corrupt, _
 if mode == 's' then
-  -- one master: its clock is the fence floor; the marker need only exist
-  -- (a marker of another type reads as missing: repaired like one). It is
-  -- read with the fencing counter in one MGET
+  -- one master: its clock is the fence floor; the marker need only exist.
+  -- It is read with the fencing counter in one MGET, which reads a key of
+  -- another type as missing: a marker that is there is then reported
   local got = redis.call('MGET', KEYS[3], KEYS[2])
-  if not got[1] then return {-1, 0} end
+  if not got[1] then
+    if redis.call('EXISTS', KEYS[3]) == 1 then return redis.error_reply('CORRUPT 3 (not a string)') end
+    return {-1, 0}
+  end
   _, corrupt = q_counted(2, got[2])
 else
   _, corrupt = q_count(2)

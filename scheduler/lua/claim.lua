@@ -117,11 +117,16 @@ if backfill and (v == 'missed' or v == 'paused') then v = false end
 if v == 'paused' then return {4, 0} end
 local tick = tonumber(ARGV[2])
 if v == 'missed' then return {3, now - tick, 0} end
-if tick > now + tonumber(ARGV[8]) then return {6, tick - tonumber(ARGV[8]) - now} end
+-- an answer that writes nothing (EARLY, ABSTAIN) first makes sure a tick
+-- MGET read as missing is (set_tick finds one of another type otherwise)
+local early = tick > now + tonumber(ARGV[8])
+local abstain = born > 0 and tick < born + tonumber(ARGV[8])
+if (early or abstain) and not read and redis.call('EXISTS', KEYS[1]) == 1 then return notstring() end
+if early then return {6, tick - tonumber(ARGV[8]) - now} end
 -- restarted after the tick's record may have been written (as early as the
 -- skew bound before it was due): the record may have been lost with the old
 -- process, so this master cannot say the tick is free
-if born > 0 and tick < born + tonumber(ARGV[8]) then return {5, born - tick} end
+if abstain then return {5, born - tick} end
 if v and v ~= ARGV[1] then
   local ms = redis.call('PTTL', KEYS[1])
   if ms < 0 then ms = 0 end

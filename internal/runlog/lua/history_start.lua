@@ -9,13 +9,8 @@
 --
 -- Returns the entry's ID.
 redis.replicate_commands()
--- the stream expires as history_add.lua says (max age and the renewal slack)
-local function h_expiry(age)
-  age = tonumber(age)
-  return age + math.min(math.floor(age / 8), 600000)
-end
 local id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 3))
 if id then return id end
 id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 3))
-redis.call('PEXPIRE', KEYS[1], h_expiry(ARGV[2]))
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return id
