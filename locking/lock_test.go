@@ -760,12 +760,7 @@ func TestLargestFenceCounterIssuesOneLastFence(t *testing.T) {
 // moves the counter; the release checks the token and the waiters and
 // deletes the key.
 func TestUncontendedPairOnOneMasterRunsNineCommands(t *testing.T) {
-	rdb := redistest.New(t).TestClient(t)
-	c, err := locking.New(rdb, locking.WithFreshDeployment())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	rdb, c := oneMaster(t)
 	ctx := testCtx(t)
 	pair := func() {
 		t.Helper()
@@ -802,12 +797,7 @@ func TestUncontendedPairOnOneMasterRunsNineCommands(t *testing.T) {
 // a key as missing) fails the acquisition with an error naming the marker,
 // rather than as a master that restarted and waits for a repair.
 func TestMarkerOfAnotherTypeFailsAcquisition(t *testing.T) {
-	rdb := redistest.New(t).TestClient(t)
-	c, err := locking.New(rdb, locking.WithFreshDeployment())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	rdb, c := oneMaster(t)
 	ctx := testCtx(t)
 	l, err := c.TryLock(ctx, "m", time.Second) // marks the master
 	if err != nil {
@@ -835,4 +825,17 @@ func TestMarkerOfAnotherTypeFailsAcquisition(t *testing.T) {
 	if typ := rdb.Type(ctx, marker).Val(); typ != "hash" {
 		t.Errorf("the marker is now a %s, want left as it was", typ)
 	}
+}
+
+// oneMaster is a locking client over one new master (a fresh deployment),
+// closed at cleanup, and a client of that master.
+func oneMaster(t *testing.T) (*redis.Client, *locking.Client) {
+	t.Helper()
+	rdb := redistest.New(t).TestClient(t)
+	c, err := locking.New(rdb, locking.WithFreshDeployment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return rdb, c
 }

@@ -512,6 +512,21 @@ func TestAdmissionReadsLedgerAndPauseInOneRoundTrip(t *testing.T) {
 	wantRefusals(t, w, map[RefusalReason]uint64{RefusedPaused: 1})
 }
 
+// admissionTopologies are the two ways admission reads the pause flag: from
+// the lock masters apart, and with the ledger record where the queue Redis
+// is the only lock master.
+var admissionTopologies = []struct {
+	name string
+	opts func(e *env) []Option
+}{
+	{"the queue Redis as a separate lock master", func(e *env) []Option {
+		return []Option{WithLockMasters([]redis.UniversalClient{e.RDB})}
+	}},
+	{"the queue Redis as the only lock master", func(e *env) []Option {
+		return []Option{WithLockMasters([]redis.UniversalClient{e.RDB}), WithQueueAsLockMaster()}
+	}},
+}
+
 // A job's pause flag is a key whose presence pauses the job
 // (scheduler.PauseKey): the claim and a quorum of lock masters take any
 // key there, of whatever type, as a pause. Schedule: a tick is dispatched;
@@ -520,17 +535,7 @@ func TestAdmissionReadsLedgerAndPauseInOneRoundTrip(t *testing.T) {
 // also where the queue Redis is the only lock master and the flag is read
 // in the round trip of the ledger record.
 func TestPauseFlagOfAnotherTypeRefusesTheTask(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		opts func(e *env) []Option
-	}{
-		{"the queue Redis as a separate lock master", func(e *env) []Option {
-			return []Option{WithLockMasters([]redis.UniversalClient{e.RDB})}
-		}},
-		{"the queue Redis as the only lock master", func(e *env) []Option {
-			return []Option{WithLockMasters([]redis.UniversalClient{e.RDB}), WithQueueAsLockMaster()}
-		}},
-	} {
+	for _, tc := range admissionTopologies {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			exec := newFakeExec(nil)
@@ -559,17 +564,7 @@ func TestPauseFlagOfAnotherTypeRefusesTheTask(t *testing.T) {
 // cannot say whether the tick's task ended: admission runs the task and
 // says so in the log, whatever the topology.
 func TestLedgerRecordOfAnotherTypeIsReportedAtAdmission(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		opts func(e *env) []Option
-	}{
-		{"the queue Redis as a separate lock master", func(e *env) []Option {
-			return []Option{WithLockMasters([]redis.UniversalClient{e.RDB})}
-		}},
-		{"the queue Redis as the only lock master", func(e *env) []Option {
-			return []Option{WithLockMasters([]redis.UniversalClient{e.RDB}), WithQueueAsLockMaster()}
-		}},
-	} {
+	for _, tc := range admissionTopologies {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			exec := newFakeExec(nil)
