@@ -249,12 +249,7 @@ type runHistory struct {
 }
 
 // hist is the run history the engine writes to.
-func (e *engine) hist() runHistory {
-	if e.history != nil {
-		return runHistory{w: e.history}
-	}
-	return runHistory{w: runlog.NewWriter(e.cfg, e.rdb, e.log)}
-}
+func (e *engine) hist() runHistory { return runHistory{w: runlog.NewWriter(e.cfg, e.rdb, e.log)} }
 
 // lateStart writes a run's "started" entry once the run has lasted
 // history.start_after, unless it ended first: a run that ends sooner has
@@ -355,11 +350,9 @@ type activeRun struct {
 // engine applies the concurrency policies and runs executions. It serves the
 // asynq handler and local runs alike; only the asynq path has retries.
 type engine struct {
-	cfg   *config.Config
-	locks *locking.Client
-	rdb   redis.UniversalClient // queue Redis: side records, cancel channel
-	// history writes the runs' history to rdb: one writer for the runs
-	history *runlog.Writer
+	cfg     *config.Config
+	locks   *locking.Client
+	rdb     redis.UniversalClient // queue Redis: side records, cancel channel
 	exec    executor.Runner
 	replica string
 	log     *slog.Logger

@@ -16,7 +16,6 @@ import (
 	"github.com/batonhq/baton/internal/executor"
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/roster"
-	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/internal/tracing"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
@@ -114,7 +113,6 @@ func (w *Worker) Start() error {
 		return fmt.Errorf("jobs: worker: unsupported redis option %T", w.redisOpt)
 	}
 	w.rdb = rdb
-	w.history = runlog.NewWriter(w.cfg, rdb, w.log)
 	w.startRoster()
 	if err := w.subscribeReplaceRequests(); err != nil {
 		w.stopRoster(false)
@@ -211,7 +209,7 @@ func (w *Worker) closeRedis() error {
 		return nil
 	}
 	err := w.rdb.Close()
-	w.rdb, w.history = nil, nil
+	w.rdb = nil
 	if err == nil || errors.Is(err, redis.ErrClosed) {
 		return nil
 	}
