@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/quorum"
 )
 
 // Lease is one holding of a lock. It ends when released, when lost (no
@@ -271,12 +275,61 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 // merely ran while the pool dialed another connection does not. Other failures wrap
 // ErrUnavailable (the key expires at its ttl where it was not released).
 func (l *Lease) Release(ctx context.Context) error {
+	ttl, err := l.beginRelease()
+	if err != nil {
+		return err
+	}
+	return l.settleRelease(l.c.releaseOn(ctx, l.keys, l.token, ttl))
+}
+
+// ReleaseIn is Release for a caller that writes to the lock's master in one
+// round trip with its own commands (a run's end record and its lease's
+// release, say): it ends the lease at once and queues the release's script
+// call on p, a pipeline to the client's only master, and returns what
+// finishes the release once the caller has sent p. A release the pipeline
+// did not land (its round trip failed, or the server did not hold the
+// script), that found the key not held by this lease, or that went to a
+// Redis other than the master is sent again, as Release sends it, on the
+// client's own connections: a misdirected pipeline costs a round trip and
+// never leaves the key held. With several masters nothing is queued on p
+// and finish releases as Release does. finish returns what Release returns,
+// except that a release p's client sent twice (its first answer lost) may
+// be reported as not held; called more than once, it releases once.
+func (l *Lease) ReleaseIn(ctx context.Context, p redis.Pipeliner) (finish func() error) {
+	ttl, err := l.beginRelease()
+	if err != nil {
+		return func() error { return err }
+	}
+	var cmd *redis.Cmd
+	if len(l.c.masters) == 1 {
+		s, line := l.c.releaseLine(l.keys, l.token)
+		cmd = p.EvalSha(ctx, s.Hash(), line.keys, line.args...)
+	}
+	var once sync.Once
+	return func() error {
+		once.Do(func() {
+			if cmd != nil {
+				if v, cerr := cmd.Int64(); cerr == nil && v == 1 {
+					err = nil
+					return
+				}
+			}
+			err = l.settleRelease(l.c.releaseOn(ctx, l.keys, l.token, ttl))
+		})
+		return err
+	}
+}
+
+// beginRelease ends the lease for a release (its context is cancelled) and
+// returns the ttl its release is bounded by; a lease that ended already
+// returns an error wrapping ErrNotHeld and why it ended.
+func (l *Lease) beginRelease() (time.Duration, error) {
 	l.mu.Lock()
 	l.expireLocked()
 	if l.err != nil {
 		err := l.err
 		l.mu.Unlock()
-		return under(ErrNotHeld, err)
+		return 0, under(ErrNotHeld, err)
 	}
 	l.end(ErrReleased)
 	ttl := l.ttl
@@ -285,9 +338,14 @@ func (l *Lease) Release(ctx context.Context) error {
 		<-l.done
 		ttl = l.TTL() // the extender may have changed it
 	}
+	return ttl, nil
+}
+
+// settleRelease is Release's answer from the masters' replies rs.
+func (l *Lease) settleRelease(rs []quorum.Reply) error {
 	released, notHeld := 0, 0
 	var errs []error
-	for _, r := range l.c.releaseOn(ctx, l.keys, l.token, ttl) {
+	for _, r := range rs {
 		switch {
 		case r.Err != nil:
 			errs = append(errs, masterErr(r))

@@ -483,18 +483,25 @@ func (c *Client) releaseOn(ctx context.Context, k keys, token string, ttl time.D
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.masterTimeout(ttl))
 		defer cancel()
 	}
-	s, line := c.scripts.release, []any(nil)
+	s, line := c.releaseLine(k, token)
+	return c.fan(ctx, ttl, s, s.Line(line.keys, line.args...), parseInt, nil)
+}
+
+// scriptCall is one script call's keys and args.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// releaseLine is the release script of k's kind and its call for token.
+func (c *Client) releaseLine(k keys, token string) (*quorum.Script, scriptCall) {
 	switch k.kind {
-	case kindLock:
-		line = s.Line([]string{k.lock, k.fence}, token, c.wakeArg, k.name)
 	case kindWrite:
-		line = s.Line([]string{k.lock, k.fence}, token, c.wakeArg, k.name, "a")
+		return c.scripts.release, scriptCall{[]string{k.lock, k.fence}, []any{token, c.wakeArg, k.name, "a"}}
 	case kindRead:
-		s = c.scripts.releaseShare
-		line = s.Line([]string{k.lock}, token, c.wakeArg, k.name, "rw")
+		return c.scripts.releaseShare, scriptCall{[]string{k.lock}, []any{token, c.wakeArg, k.name, "rw"}}
 	case kindSlot:
-		s = c.scripts.releaseShare
-		line = s.Line([]string{k.lock}, token, c.wakeArg, k.name, "q")
+		return c.scripts.releaseShare, scriptCall{[]string{k.lock}, []any{token, c.wakeArg, k.name, "q"}}
 	}
-	return c.fan(ctx, ttl, s, line, parseInt, nil)
+	return c.scripts.release, scriptCall{[]string{k.lock, k.fence}, []any{token, c.wakeArg, k.name}}
 }

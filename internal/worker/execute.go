@@ -114,7 +114,8 @@ func (e *engine) runTick(ctx context.Context, job *config.Job, t scheduler.Tick,
 // execute runs the execution: under the lease's context and with the lease as
 // Validity when there is one, bounded by the job's timeout. It gives back
 // what the run holds (p.release) before returning. The run's start records
-// its holder (g.record) and a success writes ledger, each in the round trip
+// its holder (g.record), a success writes ledger, and the end gives the
+// lease back (g.giveBack, where the policy lets it), each in the round trip
 // of its history entry.
 func (e *engine) execute(ctx context.Context, p policy, job *config.Job, t scheduler.Tick, run jobs.Run, g *grant, ledger runlog.Also, log *slog.Logger) error {
 	runCtx, cancel := context.WithCancelCause(ctx)
@@ -161,19 +162,21 @@ func (e *engine) execute(ctx context.Context, p policy, job *config.Job, t sched
 	case runCtx.Err() != nil && errors.Is(cause, ErrReplaced):
 		e.count(t.Job, func(c *counters) { c.replaced.Add(1) })
 		log.Info("replaced by a newer tick", took)
-		hist.finished(ctx, t, run, jobs.StatusReplaced, job, res, "stopped for a newer tick", "")
+		hist.finished(ctx, t, run, jobs.StatusReplaced, job, res, "stopped for a newer tick", "", g.giveBack)
 		obs.Status = jobs.StatusReplaced
 		return fmt.Errorf("jobs: %s: %w: %w", t.ID(), ErrReplaced, asynq.SkipRetry)
 	case runCtx.Err() != nil && stoppedOnRequest(cause):
 		e.count(t.Job, func(c *counters) { c.stopped.Add(1) })
 		log.Info("stopped on request", took, slog.String("why", cause.Error()))
-		hist.finished(ctx, t, run, jobs.StatusStopped, job, res, cause.Error(), "")
+		hist.finished(ctx, t, run, jobs.StatusStopped, job, res, cause.Error(), "", g.giveBack)
 		obs.Status = jobs.StatusStopped
 		return fmt.Errorf("jobs: %s: %w: %w", t.ID(), cause, asynq.SkipRetry)
 	case err == nil:
 		e.count(t.Job, func(c *counters) { c.ran.Add(1) })
 		log.Info("run succeeded", took)
-		hist.finished(ctx, t, run, jobs.StatusOK, job, res, "", "", ledger)
+		// the ledger record goes before the lease: a copy of the task that
+		// takes the lease next finds the tick done
+		hist.finished(ctx, t, run, jobs.StatusOK, job, res, "", "", ledger, g.giveBack)
 		obs.Status = jobs.StatusOK
 		return nil
 	}
@@ -199,7 +202,7 @@ func (e *engine) execute(ctx context.Context, p policy, job *config.Job, t sched
 		log = log.With(slog.String("output_tail", tail))
 	}
 	log.Warn("run failed", took, slog.Any("error", err))
-	hist.finished(ctx, t, run, st, job, res, err.Error(), tail)
+	hist.finished(ctx, t, run, st, job, res, err.Error(), tail, g.giveBack)
 	obs.Status = st
 	return err
 }
@@ -359,7 +362,9 @@ type engine struct {
 	clock   clock.Clock // backoffs, heartbeats and waits
 	onRun   func(RunObservation)
 	tracer  trace.Tracer // nil: tracing off
-	stats   counters
+	// the queue Redis is the only lock master (WithQueueAsLockMaster)
+	queueMaster bool
+	stats       counters
 	// job name -> its concurrency policy, chosen once (choosePolicies)
 	policies map[string]policy
 	byJob    sync.Map // job name -> *counters, jobs of cfg only

@@ -195,6 +195,59 @@ func TestLedgerRecordIsWrittenAloneWhenTheEndsRoundTripFails(t *testing.T) {
 	}
 }
 
+// Where the queue Redis is the only lock master, a run's end gives its
+// execution lease back in the round trip of its history entry (after the
+// ledger record), and the lease is free once the run ended.
+func TestRunEndReleasesItsLeaseInItsRoundTrip(t *testing.T) {
+	e := newEnv(t)
+	l := &tripLog{}
+	cfg := e.Config(t, quickJob)
+	e.workerOn(t, hookedOpt{e.Opt, l}, cfg, newFakeExec(nil), WithQueueAsLockMaster())
+	tk := worktest.TickOf("quick", 4)
+	e.dispatch(t, cfg, tk)
+	e.State(t, "baton:default", tk, asynq.TaskStateCompleted)
+	release := "evalsha baton:lock:{exec:quick}"
+	trip := tripTo(t, l, release)
+	if !touches(trip, "baton:{history:quick}") {
+		t.Errorf("the lease's release went in %v, without the run's end", trip)
+	}
+	rec, rel := -1, -1
+	for i, c := range trip {
+		switch {
+		case strings.HasPrefix(c, "set "+tickRecordKey("baton", tk)):
+			rec = i
+		case strings.HasPrefix(c, release):
+			rel = i
+		}
+	}
+	if rec < 0 || rel < rec {
+		t.Errorf("round trip %v: want the ledger record before the lease's release", trip)
+	}
+	if n := e.RDB.Exists(context.Background(), "baton:lock:{exec:quick}").Val(); n != 0 {
+		t.Error("the execution lease is still held after the run ended")
+	}
+}
+
+// When the round trip of a run's end fails, its execution lease is still
+// released at once (on the lock client's own connection), not left to
+// expire at its ttl.
+func TestLeaseIsReleasedWhenTheEndsRoundTripFails(t *testing.T) {
+	e := newEnv(t)
+	release := "evalsha baton:lock:{exec:quick}"
+	l := &tripLog{fail: func(cmds []string) bool { return carries(cmds, release) }}
+	cfg := e.Config(t, quickJob) // lock_ttl 30s: longer than the wait below
+	e.workerOn(t, hookedOpt{e.Opt, l}, cfg, newFakeExec(nil), WithQueueAsLockMaster())
+	tk := worktest.TickOf("quick", 5)
+	e.dispatch(t, cfg, tk)
+	e.State(t, "baton:default", tk, asynq.TaskStateCompleted)
+	if !poll.Until(worktest.Wait, func() bool {
+		return e.RDB.Exists(context.Background(), "baton:lock:{exec:quick}").Val() == 0
+	}) {
+		t.Fatal("the execution lease is still held after the end's round trip failed")
+	}
+	wantDone(t, e, tk)
+}
+
 // wantDone waits until tick tk's ledger record says done.
 func wantDone(t *testing.T, e *env, tk scheduler.Tick) {
 	t.Helper()

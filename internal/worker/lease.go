@@ -148,6 +148,29 @@ func releaseContext(ctx context.Context, job *config.Job) (context.Context, cont
 	return context.WithTimeout(context.WithoutCancel(ctx), job.LockTTL)
 }
 
+// givenBackWithEnd has g's lease released in the round trip of its run's
+// end record (grant.giveBack) where the queue Redis is the only lock master:
+// one round trip a run fewer. The policies whose release only releases the
+// lease (forbid, replace) take it; the policy's release then finds the lease
+// ended and sends nothing. Where the end record is not sent (no queue
+// Redis), the policy's release sends the release; where its round trip
+// fails, the release goes again on the lock client's own connection.
+func (e *engine) givenBackWithEnd(g *grant, log *slog.Logger) *grant {
+	if g == nil || g.lease == nil || !e.queueMaster {
+		return g
+	}
+	lease := g.lease
+	g.giveBack = func(ctx context.Context, p redis.Pipeliner) func() {
+		finish := lease.ReleaseIn(ctx, p)
+		return func() {
+			if err := finish(); err != nil && !errors.Is(err, locking.ErrNotHeld) {
+				log.Warn("cannot release the execution lease (it expires at its ttl)", slog.Any("error", err))
+			}
+		}
+	}
+	return g
+}
+
 // releaseLease gives up a run's execution lease (token-checked) within ctx
 // (see releaseContext).
 func releaseLease(ctx context.Context, lease *locking.Lease, log *slog.Logger) {

@@ -31,12 +31,14 @@ type policy interface {
 }
 
 // grant is what a run holds to start: the job's execution lease (nil for
-// concurrency allow) and the run's fencing token, and the record of its
-// holder to write as the run starts (nil: none).
+// concurrency allow) and the run's fencing token, the record of its holder
+// to write as the run starts (nil: none), and the lease's release to send
+// with the run's end record (nil: the policy's release sends it alone).
 type grant struct {
-	lease  *locking.Lease
-	fence  int64
-	record runlog.Also
+	lease    *locking.Lease
+	fence    int64
+	record   runlog.Also
+	giveBack runlog.Also
 }
 
 // policyFor is the policy of job's concurrency, for runs on e. It is the one
@@ -80,13 +82,14 @@ type forbidPolicy struct{ e *engine }
 func (p forbidPolicy) acquire(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool, log *slog.Logger) (*grant, error) {
 	g, b, done, err := p.e.takeOrMeet(ctx, job, t, attempt, retries, log)
 	if done {
-		return g, err
+		return p.e.givenBackWithEnd(g, log), err
 	}
 	p.e.skipBusy(ctx, job, t, attempt, b, log)
 	return nil, nil
 }
 
-// release releases the lease.
+// release releases the lease, unless the run's end record took it back
+// already (givenBackWithEnd).
 func (p forbidPolicy) release(ctx context.Context, job *config.Job, _ scheduler.Tick, g *grant, log *slog.Logger) {
 	ctx, cancel := releaseContext(ctx, job)
 	defer cancel()

@@ -38,7 +38,7 @@ func (p replacePolicy) acquire(ctx context.Context, job *config.Job, t scheduler
 	g, b, done, err := e.takeOrMeet(ctx, job, t, attempt, retries, log)
 	switch {
 	case done:
-		return g, err
+		return e.givenBackWithEnd(g, log), err
 	case b.ok && b.h.after(t.At):
 		e.skipForNewer(ctx, job, t, attempt, b.h, log)
 		return nil, nil
@@ -50,10 +50,12 @@ func (p replacePolicy) acquire(ctx context.Context, job *config.Job, t scheduler
 		e.skipForNewer(ctx, job, t, attempt, newer.h, log)
 		return nil, nil
 	}
-	return e.obtained(ctx, job, t, attempt, lease, err, log)
+	g, err = e.obtained(ctx, job, t, attempt, lease, err, log)
+	return e.givenBackWithEnd(g, log), err
 }
 
-// release releases the lease.
+// release releases the lease, unless the run's end record took it back
+// already (givenBackWithEnd).
 func (p replacePolicy) release(ctx context.Context, job *config.Job, _ scheduler.Tick, g *grant, log *slog.Logger) {
 	ctx, cancel := releaseContext(ctx, job)
 	defer cancel()

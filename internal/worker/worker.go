@@ -43,9 +43,7 @@ type Worker struct {
 	refused   sync.Map // job + reason -> true: a refusal was logged
 	refusals  refusalCounts
 	masters   []redis.UniversalClient // lock masters: pause flags (WithLockMasters)
-	// the queue Redis is the only lock master (WithQueueAsLockMaster)
-	queueMaster bool
-	handlers    *jobs.Registry // Go handlers the executor runs (WithHandlers)
+	handlers  *jobs.Registry          // Go handlers the executor runs (WithHandlers)
 
 	srv     *asynq.Server
 	ps      *redis.PubSub
@@ -78,6 +76,9 @@ func New(cfg *config.Config, queue asynq.RedisConnOpt, locks *locking.Client, ex
 			clock:   o.clock,
 			onRun:   o.onRun,
 			tracer:  o.tracer,
+			// admission and the leases' release go in the queue Redis's
+			// round trips
+			queueMaster: o.queueIsMaster,
 		},
 		redisOpt:     queue,
 		taskCheck:    o.taskCheck,
@@ -86,7 +87,6 @@ func New(cfg *config.Config, queue asynq.RedisConnOpt, locks *locking.Client, ex
 		role:         o.role,
 		localOnly:    o.localOnly,
 		masters:      o.lockMasters,
-		queueMaster:  o.queueIsMaster,
 		handlers:     o.handlers,
 	}
 	w.choosePolicies()

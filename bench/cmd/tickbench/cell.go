@@ -20,6 +20,7 @@ import (
 // perTick is a cell's cost per tick, idle subtracted, all servers summed.
 type perTick struct {
 	calls, scripts, cpuUsec float64
+	reads                   float64 // reads from clients (INFO stats), about one per round trip
 }
 
 type result struct {
@@ -109,15 +110,17 @@ func runCell(ctx context.Context, cfg config, cell string, masters int) (result,
 		res.perTick.calls += float64(n.total())
 		res.perTick.scripts += float64(n.scripts())
 		res.perTick.cpuUsec += float64(n.cpu.Microseconds())
+		res.perTick.reads += float64(n.reads)
 		idleCPU += s.idle.cpu
 	}
 	if res.ticks > 0 {
 		res.perTick.calls /= float64(res.ticks)
 		res.perTick.scripts /= float64(res.ticks)
 		res.perTick.cpuUsec /= float64(res.ticks)
+		res.perTick.reads /= float64(res.ticks)
 	}
 	res.idleCPUmsPerSec = float64(idleCPU.Microseconds()) / 1000 / cfg.window.Seconds()
-	logf("  %d ticks: %.1f calls, %.2f scripts, %.0f µs Redis CPU per tick", res.ticks, res.perTick.calls, res.perTick.scripts, res.perTick.cpuUsec)
+	logf("  %d ticks: %.1f calls, %.2f scripts, %.1f round trips, %.0f µs Redis CPU per tick", res.ticks, res.perTick.calls, res.perTick.scripts, res.perTick.reads, res.perTick.cpuUsec)
 	return res, nil
 }
 

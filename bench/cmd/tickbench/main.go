@@ -116,7 +116,7 @@ func logf(format string, args ...any) {
 func render(cfg config, results []result, began time.Time) string {
 	var b strings.Builder
 	b.WriteString("# Redis cost of a tick\n\n")
-	fmt.Fprintf(&b, "%d jobs due every second, %d replicas (scheduler and worker) or asynq servers with concurrency %d, %v measured after %v of warm-up; the same set-up with nothing due measured for as long and subtracted. Calls count the commands scripts run (Redis 7 commandstats); scripts are EVALSHA and EVAL; CPU is the redis-server processes' user+sys time (INFO cpu), all Redis servers of the cell summed.\n\n",
+	fmt.Fprintf(&b, "%d jobs due every second, %d replicas (scheduler and worker) or asynq servers with concurrency %d, %v measured after %v of warm-up; the same set-up with nothing due measured for as long and subtracted. Calls count the commands scripts run (Redis 7 commandstats); scripts are EVALSHA and EVAL; round trips are the reads from clients (INFO stats total_reads_processed: a command or a pipeline read at once is one, a pipeline too big for one read is more); CPU is the redis-server processes' user+sys time (INFO cpu), all Redis servers of the cell summed.\n\n",
 		cfg.jobs, cfg.replicas, cfg.workers, cfg.window, cfg.warm)
 	base := -1
 	for i, r := range results {
@@ -124,7 +124,7 @@ func render(cfg config, results []result, began time.Time) string {
 			base = i
 		}
 	}
-	t := mdtable.Table{Header: []string{"cell", "lock masters", "ticks", "calls / tick", "scripts / tick", "Redis CPU µs / tick", "idle CPU ms/s", "calls x asynq", "CPU x asynq"}}
+	t := mdtable.Table{Header: []string{"cell", "lock masters", "ticks", "calls / tick", "scripts / tick", "round trips / tick", "Redis CPU µs / tick", "idle CPU ms/s", "calls x asynq", "CPU x asynq"}}
 	for _, r := range results {
 		cx, ux := "", ""
 		if base >= 0 && results[base].perTick.calls > 0 {
@@ -132,7 +132,7 @@ func render(cfg config, results []result, began time.Time) string {
 			ux = fmt.Sprintf("%.2f", r.perTick.cpuUsec/results[base].perTick.cpuUsec)
 		}
 		t.Add(r.cell, r.topology(), fmt.Sprint(r.ticks), fmt.Sprintf("%.1f", r.perTick.calls), fmt.Sprintf("%.2f", r.perTick.scripts),
-			fmt.Sprintf("%.0f", r.perTick.cpuUsec), fmt.Sprintf("%.1f", r.idleCPUmsPerSec), cx, ux)
+			fmt.Sprintf("%.1f", r.perTick.reads), fmt.Sprintf("%.0f", r.perTick.cpuUsec), fmt.Sprintf("%.1f", r.idleCPUmsPerSec), cx, ux)
 	}
 	b.WriteString(t.String())
 	b.WriteString("\n## Commands per tick, by cell and Redis\n\n")

@@ -20,12 +20,14 @@ import (
 type snapshot struct {
 	calls map[string]int64 // commandstats calls by command (script-run commands included)
 	cpu   time.Duration    // used_cpu_user + used_cpu_sys
+	reads int64            // total_reads_processed: reads from clients, about one per round trip
 }
 
 // usage is the difference of two snapshots.
 type usage struct {
 	calls map[string]int64
 	cpu   time.Duration
+	reads int64
 }
 
 func (u usage) total() int64 {
@@ -42,7 +44,7 @@ func (u usage) scripts() int64 {
 
 // minus subtracts the idle usage o, scaled by f (the ratio of the windows).
 func (u usage) minus(o usage, f float64) usage {
-	out := usage{calls: map[string]int64{}, cpu: u.cpu - time.Duration(float64(o.cpu)*f)}
+	out := usage{calls: map[string]int64{}, cpu: u.cpu - time.Duration(float64(o.cpu)*f), reads: u.reads - int64(float64(o.reads)*f+0.5)}
 	for k, v := range u.calls {
 		out.calls[k] = v
 	}
@@ -102,7 +104,7 @@ func (s *server) perTickCommands(ticks int64, f float64) string {
 func take(ctx context.Context, rdb *redis.Client) (snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	info, err := rdb.Info(ctx, "commandstats", "cpu").Result()
+	info, err := rdb.Info(ctx, "commandstats", "cpu", "stats").Result()
 	if err != nil {
 		return snapshot{}, err
 	}
@@ -116,6 +118,9 @@ func take(ctx context.Context, rdb *redis.Client) (snapshot, error) {
 		}
 		if v, ok := strings.CutPrefix(l, "used_cpu_sys:"); ok {
 			sys, _ = strconv.ParseFloat(v, 64)
+		}
+		if v, ok := strings.CutPrefix(l, "total_reads_processed:"); ok {
+			s.reads, _ = strconv.ParseInt(v, 10, 64)
 		}
 		rest, ok := strings.CutPrefix(l, "cmdstat_")
 		if !ok {
@@ -137,7 +142,7 @@ func take(ctx context.Context, rdb *redis.Client) (snapshot, error) {
 }
 
 func diff(a, b snapshot) usage {
-	u := usage{calls: map[string]int64{}, cpu: b.cpu - a.cpu}
+	u := usage{calls: map[string]int64{}, cpu: b.cpu - a.cpu, reads: b.reads - a.reads}
 	for k, v := range b.calls {
 		if d := v - a.calls[k]; d != 0 {
 			u.calls[k] = d
