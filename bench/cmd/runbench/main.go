@@ -108,7 +108,7 @@ func main() {
 	n := flag.Int("schedules", 100000, "schedules added at runtime, all due at the same instant")
 	quick := flag.Bool("quick", false, "smoke run: 2000 schedules, one measured instant, 20s period for River and baton (explicit flags win)")
 	out := flag.String("out", "results/runtime.md", "where to write the markdown report")
-	peers := flag.String("peers", "river,asynq,baton", "systems to run, comma separated: river, asynq, baton, baton-cluster (a 3-primary Redis Cluster)")
+	peers := flag.String("peers", "river,asynq,baton", "systems to run, comma separated: river, asynq, baton, baton-cluster (a 3-primary Redis Cluster), floor (the N tasks written into asynq alone, on an idle Redis)")
 	flag.IntVar(&cfg.instants, "instants", 2, "measured due instants per cell (River adds the kill instant and one after it)")
 	flag.DurationVar(&cfg.period, "period", time.Minute, "River's and baton's schedule period (epoch-aligned; asynq's cron is always every minute)")
 	flag.DurationVar(&cfg.settle, "settle", 5*time.Second, "least time from all schedules registered to the first measured instant")
@@ -144,8 +144,8 @@ func main() {
 		if p == "" {
 			continue
 		}
-		if !slices.Contains([]string{"river", "asynq", "baton", "baton-cluster"}, p) {
-			fatal(fmt.Errorf("-peers: %q is not one of river, asynq, baton, baton-cluster", p))
+		if !slices.Contains([]string{"river", "asynq", "baton", "baton-cluster", "floor"}, p) {
+			fatal(fmt.Errorf("-peers: %q is not one of river, asynq, baton, baton-cluster, floor", p))
 		}
 		sys = append(sys, p)
 	}
@@ -170,11 +170,17 @@ func main() {
 	defer cancel()
 	began := time.Now()
 	var results []cellResult
+	var floor []floorResult
 	var pgVersion string
 	for _, s := range sys {
 		var res cellResult
 		var err error
 		switch s {
+		case "floor":
+			if floor, err = runFloor(ctx, cfg.schedules); err != nil {
+				fatal(err)
+			}
+			continue
 		case "river":
 			res, pgVersion, err = runRiver(ctx, cfg)
 		case "asynq":
@@ -190,7 +196,7 @@ func main() {
 		results = append(results, res)
 	}
 	logf("all cells done in %v", time.Since(began).Round(time.Second))
-	text := render(cfg, results, describeMachine(began, pgVersion))
+	text := render(cfg, results, describeMachine(began, pgVersion)) + renderFloor(floor)
 	fmt.Print(text)
 	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
 		fatal(err)

@@ -67,7 +67,9 @@ func render(cfg cellConfig, results []cellResult, mach []string) string {
 			fmt.Sprint(s.dispatched), fmt.Sprint(s.started), a+" / "+b+" / "+c, d50+" / "+dmax,
 			fmt.Sprintf("%d (%d)", s.duplicates, s.extra), fmt.Sprint(s.missed))
 	}
-	p("%s\n", t.String())
+	if len(results) > 0 {
+		p("%s\n", t.String())
+	}
 
 	for _, r := range results {
 		p("## %s\n\n", r.system)
