@@ -283,7 +283,7 @@ jobs:
 // go-redis sends to one (random) node: baton locks / GET /api/locks /
 // status's Lock column list only the locks on that node.
 func TestLocksOnARedisCluster(t *testing.T) {
-	addrs := startRedisCluster(t)
+	addrs := redistest.NewCluster(t)
 	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {cluster: {addrs: [%q, %q, %q]}}
 locking: {fresh_deployment: true}
 namespace: rvcl

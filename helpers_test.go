@@ -14,7 +14,6 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
-	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -138,40 +137,6 @@ func pendingTasks(t *testing.T, rdb *redis.Client, queue string) []string {
 		ids = append(ids, ti.ID)
 	}
 	return ids
-}
-
-// startRedisCluster starts a 3-master Redis Cluster (slots split in three).
-func startRedisCluster(t *testing.T) []string {
-	t.Helper()
-	nodes := redistest.NewN(t, 3, redistest.WithArgs("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"))
-	ctx := context.Background()
-	var addrs []string
-	for i, n := range nodes {
-		c := n.TestClient(t)
-		lo, hi := i*16384/3, (i+1)*16384/3-1
-		if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if i > 0 {
-			host, port, _ := strings.Cut(nodes[0].Addr(), ":")
-			if err := c.ClusterMeet(ctx, host, port).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		addrs = append(addrs, n.Addr())
-	}
-	c0 := nodes[0].TestClient(t)
-	poll.Require(t, 10*time.Second, "cluster state ok", func() bool {
-		for _, n := range nodes {
-			info, err := n.TestClient(t).ClusterInfo(ctx).Result()
-			if err != nil || !strings.Contains(info, "cluster_state:ok") {
-				return false
-			}
-		}
-		return true
-	})
-	_ = c0
-	return addrs
 }
 
 // handlerJobConfig is the config of namespace ns on the Redis at addr with

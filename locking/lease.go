@@ -275,7 +275,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 // merely ran while the pool dialed another connection does not. Other failures wrap
 // ErrUnavailable (the key expires at its ttl where it was not released).
 func (l *Lease) Release(ctx context.Context) error {
-	ttl, err := l.beginRelease()
+	ttl, err := l.beginRelease(true)
 	if err != nil {
 		return err
 	}
@@ -291,12 +291,20 @@ func (l *Lease) Release(ctx context.Context) error {
 // script), that found the key not held by this lease, or that went to a
 // Redis other than the master is sent again, as Release sends it, on the
 // client's own connections: a misdirected pipeline costs a round trip and
-// never leaves the key held. With several masters nothing is queued on p
-// and finish releases as Release does. finish returns what Release returns,
-// except that a release p's client sent twice (its first answer lost) may
-// be reported as not held; called more than once, it releases once.
+// never leaves the key held. ctx bounds that second send, not p's round
+// trip, and ReleaseIn does not wait for an extension under way (one that
+// lands after the release finds the key gone, token-checked). On a Redis
+// Cluster a pipeline's commands to different nodes go in parallel: the
+// release keeps its place after the caller's writes only on one node. With
+// several masters nothing is queued on p and finish releases as Release
+// does. finish returns what Release returns, except that a release p's
+// client sent twice (its first answer lost) may be reported as not held;
+// called more than once, it releases once.
 func (l *Lease) ReleaseIn(ctx context.Context, p redis.Pipeliner) (finish func() error) {
-	ttl, err := l.beginRelease()
+	// no wait for an extension under way: the caller's round trip is not
+	// held up by it, and the extension, token-checked, cannot keep or
+	// revive a key the release deleted
+	ttl, err := l.beginRelease(false)
 	if err != nil {
 		return func() error { return err }
 	}
@@ -321,9 +329,10 @@ func (l *Lease) ReleaseIn(ctx context.Context, p redis.Pipeliner) (finish func()
 }
 
 // beginRelease ends the lease for a release (its context is cancelled) and
-// returns the ttl its release is bounded by; a lease that ended already
-// returns an error wrapping ErrNotHeld and why it ended.
-func (l *Lease) beginRelease() (time.Duration, error) {
+// returns the ttl its release is bounded by, after the extender stopped when
+// wait says so; a lease that ended already returns an error wrapping
+// ErrNotHeld and why it ended.
+func (l *Lease) beginRelease(wait bool) (time.Duration, error) {
 	l.mu.Lock()
 	l.expireLocked()
 	if l.err != nil {
@@ -334,7 +343,7 @@ func (l *Lease) beginRelease() (time.Duration, error) {
 	l.end(ErrReleased)
 	ttl := l.ttl
 	l.mu.Unlock()
-	if l.done != nil {
+	if wait && l.done != nil {
 		<-l.done
 		ttl = l.TTL() // the extender may have changed it
 	}

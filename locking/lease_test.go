@@ -3,6 +3,8 @@ package locking_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,19 +28,26 @@ func releaseIn(t *testing.T, ctx context.Context, rdb *redis.Client, l *locking.
 	return queued, finish()
 }
 
-// On one master, a lease released in the caller's round trip frees its
-// key there and then: the lock client sends nothing of its own, the lease
-// has ended as released, and the key can be taken again.
-func TestReleaseInFreesTheKeyInTheCallersRoundTrip(t *testing.T) {
-	rdb, c := oneMaster(t)
-	ctx := testCtx(t)
-	warm, err := c.TryLock(ctx, "warm", time.Second) // loads the scripts
+// loadScripts has c's master load the lock scripts (a lock taken and
+// released), so a test's pipelined release finds its script there.
+func loadScripts(t *testing.T, ctx context.Context, c *locking.Client) {
+	t.Helper()
+	warm, err := c.TryLock(ctx, "warm", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := warm.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// On one master, a lease released in the caller's round trip frees its
+// key there and then: the lock client sends nothing of its own, the lease
+// has ended as released, and the key can be taken again.
+func TestReleaseInFreesTheKeyInTheCallersRoundTrip(t *testing.T) {
+	rdb, c := oneMaster(t)
+	ctx := testCtx(t)
+	loadScripts(t, ctx, c)
 	l, err := c.TryLock(ctx, "k", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -178,5 +187,93 @@ func TestReleaseInOnSeveralMastersReleasesEverywhere(t *testing.T) {
 		if n := r.Exists(ctx, "baton:lock:{k}").Val(); n != 0 {
 			t.Errorf("master %d still holds the key", i)
 		}
+	}
+}
+
+// pauseOnExtend is a go-redis hook on a lock client's connection: the first
+// extension it sees pauses the server (CLIENT PAUSE ALL, from another
+// client) before it is sent; extended closes once its answer came.
+type pauseOnExtend struct {
+	pauser   *redis.Client
+	d        time.Duration
+	once     sync.Once
+	seen     chan struct{}
+	extended chan struct{}
+}
+
+func (h *pauseOnExtend) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *pauseOnExtend) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		return h.around([]redis.Cmder{cmd}, func() error { return next(ctx, cmd) })
+	}
+}
+
+func (h *pauseOnExtend) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		return h.around(cmds, func() error { return next(ctx, cmds) })
+	}
+}
+
+func (h *pauseOnExtend) around(cmds []redis.Cmder, send func() error) error {
+	first := false
+	for _, c := range cmds {
+		// the extension's call: one key, the token and the ttl
+		if a := c.Args(); len(a) == 6 && fmt.Sprint(a[0]) == "evalsha" && fmt.Sprint(a[3]) == "baton:lock:{x}" {
+			h.once.Do(func() {
+				first = true
+				if err := h.pauser.Do(context.Background(), "CLIENT", "PAUSE", h.d.Milliseconds(), "ALL").Err(); err != nil {
+					panic(err)
+				}
+				close(h.seen)
+			})
+		}
+	}
+	err := send()
+	if first {
+		close(h.extended)
+	}
+	return err
+}
+
+// A release put in the caller's round trip does not wait for the lease's
+// extension under way (a stalled server): the caller's round trip, bounded
+// for its own writes, must not be spent before it is sent. The release,
+// sent once the server answers again, frees the key.
+func TestReleaseInDoesNotWaitForAnExtensionUnderWay(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	lrdb := srv.TestClient(t)
+	h := &pauseOnExtend{pauser: rdb, d: time.Second, seen: make(chan struct{}), extended: make(chan struct{})}
+	lrdb.AddHook(h)
+	c := newClient(t, []*redis.Client{lrdb}, locking.WithMasterTimeout(10*time.Second))
+	ctx := testCtx(t)
+	loadScripts(t, ctx, c)
+	// extended after a second; the pause ends before the key's ttl
+	l, err := c.TryLock(ctx, "x", 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.seen:
+	case <-ctx.Done():
+		t.Fatal("no extension of the lease was seen")
+	}
+	// the caller's client waits out the pause
+	p := srv.TestClient(t, func(o *redis.Options) { o.ReadTimeout = 20 * time.Second }).Pipeline()
+	finish := l.ReleaseIn(ctx, p)
+	select {
+	case <-h.extended:
+		t.Fatal("ReleaseIn returned only after the extension under way was answered")
+	default:
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatalf("the caller's round trip: %v", err)
+	}
+	if err := finish(); err != nil {
+		t.Fatalf("finish: %v", err)
+	}
+	if n := rdb.Exists(ctx, "baton:lock:{x}").Val(); n != 0 {
+		t.Error("the key is still held")
 	}
 }

@@ -154,15 +154,24 @@ func releaseContext(ctx context.Context, job *config.Job) (context.Context, cont
 // lease (forbid, replace) take it; the policy's release then finds the lease
 // ended and sends nothing. Where the end record is not sent (no queue
 // Redis), the policy's release sends the release; where its round trip
-// fails, the release goes again on the lock client's own connection.
-func (e *engine) givenBackWithEnd(g *grant, log *slog.Logger) *grant {
+// does not land it, the release goes again on the lock client's own
+// connections, bounded by the job's lock_ttl as the policy's release is,
+// not by the record's round trip. On a Redis Cluster the release stays
+// apart: a pipeline's commands to different nodes go in parallel, and the
+// ledger record must land before the lease is free.
+func (e *engine) givenBackWithEnd(g *grant, job *config.Job, log *slog.Logger) *grant {
 	if g == nil || g.lease == nil || !e.queueMaster {
+		return g
+	}
+	if _, cluster := e.rdb.(*redis.ClusterClient); cluster {
 		return g
 	}
 	lease := g.lease
 	g.giveBack = func(ctx context.Context, p redis.Pipeliner) func() {
-		finish := lease.ReleaseIn(ctx, p)
+		rctx, cancel := releaseContext(ctx, job)
+		finish := lease.ReleaseIn(rctx, p)
 		return func() {
+			defer cancel()
 			if err := finish(); err != nil && !errors.Is(err, locking.ErrNotHeld) {
 				log.Warn("cannot release the execution lease (it expires at its ttl)", slog.Any("error", err))
 			}

@@ -82,7 +82,7 @@ type forbidPolicy struct{ e *engine }
 func (p forbidPolicy) acquire(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool, log *slog.Logger) (*grant, error) {
 	g, b, done, err := p.e.takeOrMeet(ctx, job, t, attempt, retries, log)
 	if done {
-		return p.e.givenBackWithEnd(g, log), err
+		return p.e.givenBackWithEnd(g, job, log), err
 	}
 	p.e.skipBusy(ctx, job, t, attempt, b, log)
 	return nil, nil

@@ -38,7 +38,7 @@ func (p replacePolicy) acquire(ctx context.Context, job *config.Job, t scheduler
 	g, b, done, err := e.takeOrMeet(ctx, job, t, attempt, retries, log)
 	switch {
 	case done:
-		return e.givenBackWithEnd(g, log), err
+		return e.givenBackWithEnd(g, job, log), err
 	case b.ok && b.h.after(t.At):
 		e.skipForNewer(ctx, job, t, attempt, b.h, log)
 		return nil, nil
@@ -51,7 +51,7 @@ func (p replacePolicy) acquire(ctx context.Context, job *config.Job, t scheduler
 		return nil, nil
 	}
 	g, err = e.obtained(ctx, job, t, attempt, lease, err, log)
-	return e.givenBackWithEnd(g, log), err
+	return e.givenBackWithEnd(g, job, log), err
 }
 
 // release releases the lease, unless the run's end record took it back
