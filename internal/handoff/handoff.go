@@ -42,9 +42,9 @@ type Sender struct {
 	enq    *enqueuer // the batched enqueue into the queue Redis; nil: asynq's client
 
 	mu         sync.Mutex
-	queues     []string      // asynq's queue names, as last read
-	queuesAt   time.Time     // when they were read
-	refreshing chan struct{} // closed when the read in flight ends; nil: none
+	queues     []string    // asynq's queue names, as last read
+	queuesAt   time.Time   // when they were read
+	refreshing *queuesRead // the read in flight; nil: none
 }
 
 var (
@@ -241,41 +241,62 @@ const queuesFresh = 250 * time.Millisecond
 
 // asynqQueues returns asynq's queue names, read at most queuesFresh ago.
 // One dispatch reads them when they are stale; the dispatches that find the
-// read in flight wait for it (one round trip) rather than read too, so a
-// thousand ticks due at once cost one read, and none waits on a lock.
+// read in flight wait for it (one round trip) and take what it read, even
+// when the read took longer than queuesFresh (a reply is never fresher than
+// its round trip): a thousand ticks due at once cost one read, and none
+// waits on a lock. Another's read that failed is made again by a waiter
+// whose own context still runs; a waiter's own failed read is its error.
 func (d *Sender) asynqQueues(ctx context.Context) ([]string, error) {
 	for {
 		d.mu.Lock()
-		names, stale, inflight := d.queues, time.Since(d.queuesAt) > queuesFresh, d.refreshing
-		if stale && inflight == nil {
-			d.refreshing = make(chan struct{})
-			inflight = d.refreshing
+		if time.Since(d.queuesAt) <= queuesFresh {
+			names := d.queues
 			d.mu.Unlock()
-			break
-		}
-		d.mu.Unlock()
-		if !stale {
 			return names, nil
 		}
-		select {
-		case <-inflight: // read again: fresh now, unless that read failed
-		case <-ctx.Done():
-			return nil, fmt.Errorf("read asynq's queues: %w", ctx.Err())
+		r, mine := d.refreshing, false
+		if r == nil {
+			r, mine = &queuesRead{done: make(chan struct{})}, true
+			d.refreshing = r
+			d.mu.Unlock()
+			d.readQueues(ctx, r)
+		} else {
+			d.mu.Unlock()
+			select {
+			case <-r.done:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("read asynq's queues: %w", ctx.Err())
+			}
 		}
+		if r.err == nil {
+			return r.names, nil
+		}
+		if mine || ctx.Err() != nil {
+			return nil, fmt.Errorf("read asynq's queues: %w", r.err)
+		}
+		// another's read failed (perhaps on its reader's context): read again
 	}
+}
+
+// queuesRead is one read of asynq's queue names and what it brought.
+type queuesRead struct {
+	done  chan struct{} // closed when the read ended
+	names []string
+	err   error
+}
+
+// readQueues makes read r, keeps what it brought as the names of its
+// sending time, and ends it.
+func (d *Sender) readQueues(ctx context.Context, r *queuesRead) {
 	at := time.Now()
-	fresh, err := d.rdb.SMembers(ctx, AsynqQueuesKey).Result()
+	r.names, r.err = d.rdb.SMembers(ctx, AsynqQueuesKey).Result()
 	d.mu.Lock()
-	if err == nil && at.After(d.queuesAt) {
-		d.queues, d.queuesAt = fresh, at
+	if r.err == nil && at.After(d.queuesAt) {
+		d.queues, d.queuesAt = r.names, at
 	}
-	close(d.refreshing)
 	d.refreshing = nil
 	d.mu.Unlock()
-	if err != nil {
-		return nil, fmt.Errorf("read asynq's queues: %w", err)
-	}
-	return fresh, nil
+	close(r.done)
 }
 
 var (

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -525,5 +526,56 @@ func TestNotRunRecordedOncePerTick(t *testing.T) {
 func TestSenderWithoutLoggerHasOne(t *testing.T) {
 	if d := New(&config.Config{}, nil, nil, WithLogger(nil)); d.log == nil {
 		t.Error("sender without WithLogger has a nil logger")
+	}
+}
+
+// Schedule: 16 ticks are dispatched at once through a queue Redis 300 ms
+// away, longer than the queue names' freshness (queuesFresh, 250 ms). One
+// dispatch reads asynq's queues; the others wait for that read and must
+// take what it brought, though it is stale on arrival: had each waiter
+// found it stale and read again, the dispatches would go one per round
+// trip and the last would miss its deadline (the tick lease ttl).
+func TestQueuesReadSlowerThanItsFreshnessServesEveryWaiter(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: report
+    schedule: "@every 1m"
+    handler: {name: report}
+`)
+	ctx := context.Background()
+	if err := e.RDB.SAdd(ctx, AsynqQueuesKey, "baton:default").Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := redistest.NewTestProxy(t, e.Srv.Addr())
+	queue := redis.NewClient(&redis.Options{Addr: p.Addr(), PoolSize: 20, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = queue.Close() })
+	var warm sync.WaitGroup // every connection of the pool dialled before the latency
+	for range 20 {
+		warm.Go(func() { _ = queue.Ping(ctx).Err() })
+	}
+	warm.Wait()
+	if err := p.AddLatency(300*time.Millisecond, true); err != nil {
+		t.Fatal(err)
+	}
+	d := New(cfg, e.Client, nil, WithQueueRedis(queue))
+	before := redistest.CommandCalls(t, e.RDB)["smembers"]
+	const n = 16
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			dctx, cancel := context.WithTimeout(ctx, 5*time.Second) // the scheduler's bound: the tick lease ttl
+			defer cancel()
+			errs[i] = d.Dispatch(dctx, worktest.TickOf("report", i))
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("tick %d: %v", i, err)
+		}
+	}
+	// one read, or two where a dispatch came after the first read ended
+	if reads := redistest.CommandCalls(t, e.RDB)["smembers"] - before; reads > 2 {
+		t.Errorf("%d dispatches read asynq's queues %d times, want once (each waiter takes the read it waited for)", n, reads)
 	}
 }
