@@ -299,6 +299,24 @@ func (h *pauseOnExtend) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 	}
 }
 
+// wiredLocks is a locking client over e's Redis, its go-redis client made
+// as baton's wiring makes the queue Redis's (ContextTimeoutEnabled), with
+// hooks; both closed at cleanup.
+func wiredLocks(t *testing.T, e *env, hooks ...redis.Hook) *locking.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: e.Srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	for _, h := range hooks {
+		rdb.AddHook(h)
+	}
+	locks, err := locking.New(rdb, locking.WithFreshDeployment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = locks.Close() })
+	return locks
+}
+
 // A run that ends while its lease's extension is in flight (the server
 // stalls for 2.5s: CLIENT PAUSE, a fork, a failover's pause) still gets its
 // end record: the end's round trip waits for the server as it did before
@@ -314,14 +332,7 @@ func TestRunEndIsRecordedWhenItEndsDuringItsLeasesExtension(t *testing.T) {
     handler: {name: quick}
 `)
 	h := &pauseOnExtend{key: "baton:lock:{exec:quick}", ttlMs: "6000", pauser: e.RDB, d: 2500 * time.Millisecond, seen: make(chan struct{})}
-	lrdb := redis.NewClient(&redis.Options{Addr: e.Srv.Addr(), ContextTimeoutEnabled: true}) // as wiring.QueueRedis
-	t.Cleanup(func() { _ = lrdb.Close() })
-	lrdb.AddHook(h)
-	locks, err := locking.New(lrdb, locking.WithFreshDeployment())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = locks.Close() })
+	locks := wiredLocks(t, e, h)
 	// the run ends as soon as its lease's first extension is under way
 	exec := newFakeExec(func(ctx context.Context, _ jobs.Run, _ executor.Validity) error {
 		select {
@@ -331,12 +342,7 @@ func TestRunEndIsRecordedWhenItEndsDuringItsLeasesExtension(t *testing.T) {
 			return context.Cause(ctx)
 		}
 	})
-	w := New(cfg, e.Opt, locks, exec, WithPollIntervals(10*time.Millisecond, 20*time.Millisecond),
-		WithLogger(worktest.Logger(t)), WithQueueAsLockMaster())
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { shutdownWithin(t, w) })
+	e.workerWith(t, e.Opt, locks, cfg, exec, WithQueueAsLockMaster())
 	tk := worktest.TickOf("quick", 7)
 	e.dispatch(t, cfg, tk)
 	statusOf(t, e, tk, jobs.StatusOK)
@@ -395,19 +401,8 @@ func TestLeaseIsFreedWhenTheQueueRedisStallsAtTheRunsEnd(t *testing.T) {
 `)
 	tk := worktest.TickOf("quick", 8)
 	h := &pauseOnPipeline{key: tickRecordKey("baton", tk), pauser: e.RDB, d: 8 * time.Second, done: make(chan struct{})}
-	lrdb := redis.NewClient(&redis.Options{Addr: e.Srv.Addr(), ContextTimeoutEnabled: true}) // as wiring.QueueRedis
-	t.Cleanup(func() { _ = lrdb.Close() })
-	locks, err := locking.New(lrdb, locking.WithFreshDeployment())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = locks.Close() })
-	w := New(cfg, hookedOpt{e.Opt, h}, locks, newFakeExec(nil), WithPollIntervals(10*time.Millisecond, 20*time.Millisecond),
-		WithLogger(worktest.Logger(t)), WithQueueAsLockMaster())
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { shutdownWithin(t, w) })
+	locks := wiredLocks(t, e)
+	e.workerWith(t, hookedOpt{e.Opt, h}, locks, cfg, newFakeExec(nil), WithQueueAsLockMaster())
 	e.dispatch(t, cfg, tk)
 	worktest.Recv(t, h.done, "the run's end sent")
 	// released, the key goes with seconds of its ttl left; left to expire,

@@ -41,8 +41,14 @@ func (e *env) worker(t testing.TB, cfg *config.Config, exec executor.Runner, opt
 // workerOn is worker with the queue Redis reached through opt.
 func (e *env) workerOn(t testing.TB, opt asynq.RedisConnOpt, cfg *config.Config, exec executor.Runner, opts ...Option) *Worker {
 	t.Helper()
+	return e.workerWith(t, opt, e.Locks, cfg, exec, opts...)
+}
+
+// workerWith is workerOn with its own locking client.
+func (e *env) workerWith(t testing.TB, opt asynq.RedisConnOpt, locks *locking.Client, cfg *config.Config, exec executor.Runner, opts ...Option) *Worker {
+	t.Helper()
 	opts = append([]Option{WithPollIntervals(10*time.Millisecond, 20*time.Millisecond), WithLogger(worktest.Logger(t))}, opts...)
-	w := New(cfg, opt, e.Locks, exec, opts...)
+	w := New(cfg, opt, locks, exec, opts...)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
