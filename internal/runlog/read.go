@@ -85,7 +85,7 @@ func (l listRead) Result() ([]redis.XMessage, error) {
 }
 
 // parseListEntry reads "<ms>-<seq> [field, value, ...]", in the short form
-// (listcodec.go) or the long one.
+// (listcodec.go), the earlier short form or the long one.
 func parseListEntry(s string) (redis.XMessage, bool) {
 	id, rest, ok := strings.Cut(s, " ")
 	ms, seq, ok2 := strings.Cut(id, "-")
@@ -96,12 +96,11 @@ func parseListEntry(s string) (redis.XMessage, bool) {
 	if err := json.Unmarshal([]byte(rest), &fields); err != nil || len(fields)%2 != 0 {
 		return redis.XMessage{}, false
 	}
-	vals := make(map[string]any, len(fields)/2)
-	for i := 0; i+1 < len(fields); i += 2 {
-		name, value := longField(fields[i], fields[i+1])
-		vals[name] = value
+	at, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return redis.XMessage{}, false
 	}
-	return redis.XMessage{ID: id, Values: vals}, true
+	return redis.XMessage{ID: id, Values: longFields(fields, at)}, true
 }
 
 func digits(s string) bool {

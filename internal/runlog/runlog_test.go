@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -103,23 +103,46 @@ func TestListEntriesAreShortAndReadAsTheStreams(t *testing.T) {
 	w.Finished(ctx, tick, &config.Job{Name: job}, End{Replica: "w1", Attempt: 2, Fence: 77, Status: "failed", ExitCode: &code,
 		Reason: "exit 3", Output: "oops", Took: 1500 * time.Millisecond, By: "d1"})
 	odd := tick
-	odd.At, odd.RunID = tick.At.Add(time.Nanosecond), "fedcba9876543210fedcba9876543210"
+	odd.At, odd.RunID = tick.At.Add(time.Nanosecond), "FEDCBA9876543210fedcba9876543210" // not runid.New's: kept as it is
 	w.Started(ctx, odd, "w2", 1, 78)
+	// a run's end with status ok, attempt 1, run by the replica that
+	// dispatched it: event, status, attempt and by left out
+	plain := scheduler.Tick{Job: job, At: tick.At.Add(time.Minute), RunID: "00112233445566778899aabbccddeeff", Replica: "d1"}
+	w.Finished(ctx, plain, &config.Job{Name: job}, End{Replica: "d1", Attempt: 1, Fence: 79, Status: "ok", Took: 20 * time.Millisecond, By: "d1"})
 	key := ListKey("ns", job)
-	// an entry of the long form, as a list written before the short one holds
-	if err := rdb.RPush(ctx, key, `1764000000000-0 ["v","1","ev","finished","tick","2026-11-28T13:00:00Z","run","aa","replica","w3","attempt","1","status","ok","fence","9"]`).Err(); err != nil {
-		t.Fatal(err)
+	// entries of the long form and of the earlier short form, as a list
+	// written before the short one holds
+	for _, old := range []string{
+		`1764000000000-0 ["v","1","ev","finished","tick","2026-11-28T13:00:00Z","run","aa","replica","w3","attempt","1","status","ok","fence","9"]`,
+		`1764000000001-0 ["v","1","e","finished","t","1795867200000","r","bb","w","w4","a","1","s","ok","f","10","d","5","b","d2"]`,
+	} {
+		if err := rdb.RPush(ctx, key, old).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	raw := rdb.LRange(ctx, key, 0, -1).Val()
-	if len(raw) != 3 || !strings.Contains(raw[0], `"v","1","e","finished","t","1795867200000","r","0123456789abcdef0123456789abcdef","m","1","w","w1","a","2","s","failed","f","77","x","3","y","exit 3","o","oops","d","1500","b","d1"]`) {
+	short := []*regexp.Regexp{
+		regexp.MustCompile(`^\d+-0 \["t","\d+","R","ASNFZ4mrze8BI0VniavN7w","m","1","w","w1","a","2","s","failed","f","77","x","3","y","exit 3","o","oops","d","1500","b","d1"\]$`),
+		regexp.MustCompile(`^\d+-\d+ \["e","S","t","2026-11-28T12:00:00.000000001Z","r","FEDCBA9876543210fedcba9876543210","m","1","w","w2","f","78","b","d1"\]$`),
+		regexp.MustCompile(`^\d+-\d+ \["t","\d+","R","ABEiM0RVZneImaq7zN3u_w","w","d1","f","79","d","20"\]$`),
+	}
+	if len(raw) != 5 {
 		t.Fatalf("entries %q", raw)
 	}
+	for i, re := range short {
+		if !re.MatchString(raw[i]) {
+			t.Errorf("element %d is %s, want %s", i, raw[i], re)
+		}
+	}
 	msgs := readEvents(t, rdb, job)
-	if len(msgs) != 3 {
-		t.Fatalf("%d entries, want 3: %v", len(msgs), msgs)
+	if len(msgs) != 5 {
+		t.Fatalf("%d entries, want 5: %v", len(msgs), msgs)
 	}
 	want := []map[string]any{
+		{"v": "1", "ev": "finished", "tick": "2026-11-28T12:00:00Z", "run": "bb", "replica": "w4", "attempt": "1", "status": "ok", "fence": "10", "took_ms": "5", "by": "d2"},
 		{"v": "1", "ev": "finished", "tick": "2026-11-28T13:00:00Z", "run": "aa", "replica": "w3", "attempt": "1", "status": "ok", "fence": "9"},
+		{"v": "1", "ev": "finished", "tick": "2026-11-28T12:01:00Z", "run": plain.RunID, "replica": "d1", "attempt": "1", "status": "ok",
+			"fence": "79", "took_ms": "20", "by": "d1"},
 		{"v": "1", "ev": "started", "tick": "2026-11-28T12:00:00.000000001Z", "run": odd.RunID, "manual": "1", "replica": "w2", "attempt": "1", "fence": "78", "by": "d1"},
 		{"v": "1", "ev": "finished", "tick": "2026-11-28T12:00:00Z", "run": tick.RunID, "manual": "1", "replica": "w1", "attempt": "2", "status": "failed",
 			"fence": "77", "exit_code": "3", "reason": "exit 3", "output": "oops", "took_ms": "1500", "by": "d1"},
@@ -130,6 +153,25 @@ func TestListEntriesAreShortAndReadAsTheStreams(t *testing.T) {
 		}
 	}
 }
+
+// A list element holds its tick as how long before the element it was;
+// an event written long after its tick (a run of a day), or before it (a
+// Redis whose clock is behind the writer's), reads back its tick exactly.
+func TestListTickFarFromItsElementReadsBack(t *testing.T) {
+	rdb, w := nsWriter(t)
+	ctx := context.Background()
+	const job = "@report/far"
+	for _, at := range []time.Time{time.Now().Add(-26 * time.Hour).Truncate(time.Millisecond).UTC(), time.Now().Add(time.Hour).Truncate(time.Millisecond).UTC()} {
+		tick := scheduler.Tick{Job: job, At: at, RunID: runidOf(at), Replica: "d1"}
+		w.Finished(ctx, tick, &config.Job{Name: job}, End{Replica: "d1", Attempt: 1, Status: "ok", Took: time.Second, By: "d1"})
+		msgs := readEvents(t, rdb, job)
+		if got := msgs[0].Values["tick"]; got != at.Format(time.RFC3339Nano) {
+			t.Errorf("tick %s reads back %v (element %q)", at.Format(time.RFC3339Nano), got, rdb.LIndex(ctx, ListKey("ns", job), -1).Val())
+		}
+	}
+}
+
+func runidOf(at time.Time) string { return fmt.Sprintf("%032x", at.UnixMilli()) }
 
 // A run's start only appends to its job's history: the run's end trims it
 // and renews its expiry. A start that makes the history sets its expiry,
@@ -426,5 +468,32 @@ func TestRunEndMakesAStreamThatWentDuringTheRun(t *testing.T) {
 	}
 	if msgs := readEvents(t, rdb, job); len(msgs) != 1 || msgs[0].Values["ev"] != EvFinished {
 		t.Errorf("the made stream holds %v, want the end", msgs)
+	}
+}
+
+// A run's end takes its start's place in a runtime schedule's list, and a
+// start applied after its own end (a write that timed out and landed late)
+// is not appended, whatever form the run id and the attempt take in the
+// element (runid.New's id in base64, attempt 1 left out).
+func TestRunEndTakesItsStartsPlaceInTheList(t *testing.T) {
+	rdb, w := nsWriter(t)
+	ctx := context.Background()
+	const job = "@report/place"
+	for i, c := range []struct {
+		run     string
+		attempt int
+		status  string
+	}{{"00112233445566778899aabbccddeeff", 1, "ok"}, {"00112233445566778899aabbccddee00", 2, "failed"}, {"run-not-hex", 1, "ok"}} {
+		tick := scheduler.Tick{Job: job, At: time.Date(2026, 12, 2, 12, i, 0, 0, time.UTC), RunID: c.run, Replica: "d1"}
+		w.Started(ctx, tick, "d1", c.attempt, 5)
+		w.Finished(ctx, tick, &config.Job{Name: job}, End{Replica: "d1", Attempt: c.attempt, Fence: 5, Status: c.status, Took: time.Second, By: "d1"})
+		w.Started(ctx, tick, "d1", c.attempt, 5) // late
+		if n := rdb.LLen(ctx, ListKey("ns", job)).Val(); n != int64(i+1) {
+			t.Errorf("run %s attempt %d: %d elements, want %d: %q", c.run, c.attempt, n, i+1, rdb.LRange(ctx, ListKey("ns", job), 0, -1).Val())
+		}
+	}
+	msgs := readEvents(t, rdb, job)
+	if len(msgs) != 3 || msgs[0].Values["run"] != "run-not-hex" || msgs[1].Values["attempt"] != "2" || msgs[1].Values["status"] != "failed" || msgs[2].Values["status"] != "ok" || msgs[2].Values["run"] != "00112233445566778899aabbccddeeff" {
+		t.Errorf("entries %v", msgs)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -212,8 +213,8 @@ func TestFollowerRefusesADefinitionNotSignedWithTheKey(t *testing.T) {
 			if !errors.Is(r.Err, handoff.ErrUnsigned) {
 				t.Errorf("%s: %v", r.ID, r.Err)
 			}
-		case "moved":
-			if !strings.Contains(r.Err.Error(), `schedule "good"'s`) {
+		case "moved": // signed under another id
+			if !errors.Is(r.Err, handoff.ErrBadSignature) {
 				t.Errorf("%s: %v", r.ID, r.Err)
 			}
 		}
@@ -232,6 +233,102 @@ func TestStoreNamesACorruptRecord(t *testing.T) {
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "fs:{schedules}:defs") {
 		t.Fatalf("got %v", err)
 	}
+}
+
+// A record holds its definition as it was put, with no copy of its id
+// (a million records would keep a million ids twice); a record of the
+// earlier form, which wrapped the definition with its id, still reads, and
+// one of another id is still refused.
+func TestRecordHoldsTheDefinitionAlone(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	doc := `{"handler":{"name":"h"},"schedule":"@hourly"}`
+	defs := newKeys("fs", 0, 1).defs
+	for _, sign := range []*handoff.Signer{nil, handoff.NewSigner(config.SecurityConfig{SigningKeys: []string{testKey}})} {
+		st := New(rdb, "fs", sign, 1)
+		if _, err := st.Put(ctx, "x", json.RawMessage(doc), -1); err != nil {
+			t.Fatal(err)
+		}
+		v := rdb.HGet(ctx, defs, "x").Val()
+		want := "|" + doc
+		if sign.Enabled() {
+			want = "|" + doc[:len(doc)-1] + `,"sig":"`
+		}
+		if !strings.Contains(v, want) || strings.Contains(v, `"id"`) {
+			t.Errorf("signed %v: stored %q, want the definition as put", sign.Enabled(), v)
+		}
+		// the earlier form, as a store of before wrote it
+		wrapped := []byte(`{"id":"old","doc":` + doc + `}`)
+		if sign.Enabled() {
+			wrapped = sign.Sign(st.domain(), wrapped)
+		}
+		rdb.HSet(ctx, defs, "old", "1|1|1|"+string(wrapped))
+		rdb.HSet(ctx, defs, "other", "1|1|1|"+string(wrapped))
+		if r, err := st.Get(ctx, "old"); err != nil || string(r.Doc) != doc {
+			t.Errorf("signed %v: the earlier form reads %s, %v", sign.Enabled(), r.Doc, err)
+		}
+		if _, err := st.Get(ctx, "other"); err == nil || !strings.Contains(err.Error(), `schedule "old"'s`) {
+			t.Errorf("signed %v: the earlier form under another id: %v", sign.Enabled(), err)
+		}
+	}
+}
+
+// A record's head keeps when the schedule was first put and when this
+// definition was, as the ms between them (a record costs a million times
+// its bytes): a put over a record of the earlier head (both in unix ms)
+// keeps its created, and a put made after Redis's clock went back before
+// created keeps its own time.
+func TestRecordHeadKeepsCreatedAndUpdated(t *testing.T) {
+	clk := redistest.NewTestClock(t)
+	rdb := redistest.New(t, redistest.WithClock(clk)).TestClient(t)
+	st := New(rdb, "fs", nil, 1)
+	ctx := context.Background()
+	doc := json.RawMessage(`{"handler":{"name":"h"},"schedule":"@hourly"}`)
+	defs := newKeys("fs", 0, 1).defs
+	same := func(what string, put Record) {
+		t.Helper()
+		got, err := st.Get(ctx, put.ID)
+		if err != nil || !got.Created.Equal(put.Created) || !got.Updated.Equal(put.Updated) || got.Version != put.Version {
+			t.Errorf("%s: put %v %v v%d, read %v %v v%d (%v; stored %q)", what, put.Created, put.Updated, put.Version,
+				got.Created, got.Updated, got.Version, err, rdb.HGet(ctx, defs, put.ID).Val())
+		}
+	}
+	first, err := st.Put(ctx, "x", doc, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("first put", first)
+	if err := clk.Step(90 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	again, err := st.Put(ctx, "x", doc, -1)
+	if err != nil || !again.Created.Equal(first.Created) || again.Updated.Sub(first.Created) < 90*time.Second {
+		t.Fatalf("second put: %+v, %v", again, err)
+	}
+	same("second put", again)
+	if v := rdb.HGet(ctx, defs, "x").Val(); !strings.HasPrefix(v, strconv.FormatInt(first.Created.UnixMilli(), 10)+"|+9") {
+		t.Errorf("stored head %q, want created and + the ms since", v[:strings.LastIndex(v[:40], "|")])
+	}
+	// a record of the earlier head
+	rdb.HSet(ctx, defs, "old", "1700000000000|1700000005000|3|"+string(doc))
+	if r, err := st.Get(ctx, "old"); err != nil || r.Created.UnixMilli() != 1700000000000 || r.Updated.UnixMilli() != 1700000005000 {
+		t.Errorf("the earlier head reads %+v, %v", r, err)
+	}
+	over, err := st.Put(ctx, "old", doc, -1)
+	if err != nil || over.Created.UnixMilli() != 1700000000000 {
+		t.Fatalf("a put over the earlier head: %+v, %v", over, err)
+	}
+	same("put over the earlier head", over)
+	// Redis's clock goes back before the record was created
+	if err := clk.Step(-time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	back, err := st.Put(ctx, "x", doc, -1)
+	if err != nil || !back.Updated.Before(back.Created) {
+		t.Fatalf("a put after the clock went back: %+v, %v", back, err)
+	}
+	same("put after the clock went back", back)
 }
 
 // A put conditioned on a version fails once another put changed it.

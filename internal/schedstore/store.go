@@ -12,6 +12,7 @@
 package schedstore
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -108,25 +109,37 @@ var (
 	deleteScript = redis.NewScript(deleteSrc)
 )
 
-// signed is what a record signs: the id with the definition, so that a
-// definition cannot be moved to another id.
-type signed struct {
+// A record's definition is stored as it is (its signature member appended
+// when signed), signed under its id as well as the namespace (recordDomain),
+// so that a definition cannot be moved to another id. An earlier form,
+// still read, wrapped it as {"id": ID, "doc": DEFINITION} and signed that.
+//
+// earlier is that earlier form.
+type earlier struct {
 	ID  string          `json:"id"`
 	Doc json.RawMessage `json:"doc"`
 }
 
+// earlierPrefix starts a record of the earlier form: json.Marshal writes
+// the id first, and a definition has no key "id" (config.DecodeSchedule
+// refuses it).
+const earlierPrefix = `{"id":`
+
 func (s *Store) domain() string { return DomainSchedule + "\x00" + s.ns }
+
+// recordDomain is the signature domain of schedule id's definition.
+func (s *Store) recordDomain(id string) string { return s.domain() + "\x00" + id }
 
 // Put stores doc (a checked definition, compact JSON) as schedule id. With
 // ifVersion >= 0 it puts only if the schedule's version is still
 // ifVersion (0: it does not exist), else fails with ErrChanged.
 func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, ifVersion int64) (Record, error) {
-	body, err := json.Marshal(signed{ID: id, Doc: doc})
-	if err != nil {
-		return Record{}, fmt.Errorf("runtime schedule %q: %w", id, err)
+	body := []byte(doc)
+	if !json.Valid(body) || !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) || bytes.HasPrefix(body, []byte(earlierPrefix)) {
+		return Record{}, fmt.Errorf("runtime schedule %q: the definition is not a JSON object of the job list's keys", id)
 	}
 	if s.sign.Enabled() {
-		body = s.sign.Sign(s.domain(), body)
+		body = s.sign.Sign(s.recordDomain(id), body)
 	}
 	cond := ""
 	if ifVersion >= 0 {
@@ -287,8 +300,9 @@ func (s *Store) Count(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// parse reads a stored value: "created|updated|version|" and the signed
-// definition, checked against the signing keys.
+// parse reads a stored value: "created|+updated|version|" (unix ms, the
+// ms from created to updated, the version) and the signed definition,
+// checked against the signing keys.
 func (s *Store) parse(id, v string) (Record, error) {
 	corrupt := func(why string) (Record, error) {
 		return Record{}, &CorruptError{Key: s.keysOf(id).defs, ID: id, Why: why}
@@ -299,22 +313,43 @@ func (s *Store) parse(id, v string) (Record, error) {
 	}
 	var nums [3]int64
 	for i := range 3 {
-		n, err := strconv.ParseInt(parts[i], 10, 64)
+		// updated is "+" and ms after created (the earlier form: unix ms)
+		after := i == 1 && strings.HasPrefix(parts[i], "+")
+		n, err := strconv.ParseInt(strings.TrimPrefix(parts[i], "+"), 10, 64)
 		if err != nil || n < 0 {
 			return corrupt(fmt.Sprintf("field %d of its head is %q, not a number", i+1, parts[i]))
 		}
+		if after {
+			n += nums[0]
+		}
 		nums[i] = n
 	}
-	body, err := s.sign.Verify(s.domain(), []byte(parts[3]))
-	if err != nil {
+	rec := Record{ID: id, Created: time.UnixMilli(nums[0]).UTC(), Updated: time.UnixMilli(nums[1]).UTC(), Version: nums[2], raw: v}
+	refused := func(err error) (Record, error) {
 		return Record{}, fmt.Errorf("runtime schedule %q: %w: refused (put it again with a replica or tool that has the signing key)", id, err)
 	}
-	var sg signed
-	if err := json.Unmarshal(body, &sg); err != nil {
-		return corrupt("its definition is not JSON: " + err.Error())
+	if strings.HasPrefix(parts[3], earlierPrefix) {
+		body, err := s.sign.Verify(s.domain(), []byte(parts[3]))
+		if err != nil {
+			return refused(err)
+		}
+		var e earlier
+		if err := json.Unmarshal(body, &e); err != nil {
+			return corrupt("its definition is not JSON: " + err.Error())
+		}
+		if e.ID != id {
+			return Record{}, fmt.Errorf("runtime schedule %q: the stored definition is schedule %q's: refused", id, e.ID)
+		}
+		rec.Doc = e.Doc
+		return rec, nil
 	}
-	if sg.ID != id {
-		return Record{}, fmt.Errorf("runtime schedule %q: the stored definition is schedule %q's: refused", id, sg.ID)
+	body, err := s.sign.Verify(s.recordDomain(id), []byte(parts[3]))
+	if err != nil {
+		return refused(err)
 	}
-	return Record{ID: id, Doc: sg.Doc, Created: time.UnixMilli(nums[0]).UTC(), Updated: time.UnixMilli(nums[1]).UTC(), Version: nums[2], raw: v}, nil
+	if !json.Valid(body) {
+		return corrupt("its definition is not JSON")
+	}
+	rec.Doc = body
+	return rec, nil
 }

@@ -347,8 +347,8 @@ func putToVisible(ctx context.Context, cl *baton.Cluster, replicas []*baton.Repl
 // MEMORY USAGE of those that stay between ticks (no ttl, or one longer than
 // an hour: not a tick's record, a retained task or a lease), and of their
 // history lists, divided by the runs each holds: what an idle schedule
-// costs once its history is full. The definition's share of the hash and
-// the sorted set of ids is estimated from its length.
+// costs once its history is full, with its share of the hash of
+// definitions and of the sorted set of ids.
 func steadyPerSchedule(ctx context.Context, rdb *redis.Client, m int) (string, error) {
 	var hist, runs, defs, lists int64
 	kinds := map[string]int64{}
@@ -372,11 +372,23 @@ func steadyPerSchedule(ctx context.Context, rdb *redis.Client, m int) (string, e
 			}
 			kinds[k[strings.LastIndex(k, "}")+1:]] += n
 		}
-		v, _ := rdb.HGet(ctx, "rb:{schedules}:defs", id).Result()
-		defs += int64(len(v)+len(id)+48) + int64(len(id)+48) // hash entry; zset entry
 	}
+	// the definitions' share: the whole hash and sorted set of ids, each
+	// measured entry by entry (SAMPLES 0), over the schedules they hold
+	for _, k := range []string{"rb:{schedules}:defs", "rb:{schedules}:ids"} {
+		n, err := rdb.MemoryUsage(ctx, k, 0).Result()
+		if err != nil {
+			return "", fmt.Errorf("MEMORY USAGE %s: %w", k, err)
+		}
+		defs += n
+	}
+	held, err := rdb.HLen(ctx, "rb:{schedules}:defs").Result()
+	if err != nil || held == 0 {
+		return "", fmt.Errorf("HLEN of the definitions: %d, %v", held, err)
+	}
+	defs = defs * int64(m) / held
 	base := defs
-	parts := []string{fmt.Sprintf("definition ~%d B", defs/int64(m))}
+	parts := []string{fmt.Sprintf("definition and id %d B", defs/int64(m))}
 	for _, k := range slices.Sorted(maps.Keys(kinds)) {
 		base += kinds[k]
 		parts = append(parts, fmt.Sprintf("%s %d B", k, kinds[k]/int64(m)))
@@ -400,7 +412,7 @@ func listRuns(ctx context.Context, rdb *redis.Client, key string) int64 {
 	return int64(len(ids))
 }
 
-var listRunID = regexp.MustCompile(`^\S+ \["v","[^"]*","(?:e|ev)","[^"]*","(?:t|tick)","[^"]*","(?:r|run)","([^"]+)"`)
+var listRunID = regexp.MustCompile(`^\S+ \[(?:"v","[^"]*",)?(?:"(?:e|ev)","[^"]*",)?"(?:t|tick)","[^"]*","(?:r|R|run)","([^"]+)"`)
 
 // batonHistory is schedules.history's default.
 const batonHistory = 3

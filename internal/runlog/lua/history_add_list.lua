@@ -3,8 +3,8 @@
 -- list costs what it holds), bounded in count and age by the server's
 -- clock. Each element is "<ms>-<seq> " and the event's fields as a JSON
 -- array [field, value, ...]: the ID a stream would give it, then the
--- fields in order, which start "v", V, "e", EV, "t", T, "r", RUN (runlog's
--- tickFields, in the list's short form: listcodec.go).
+-- fields in the list's short form (listcodec.go): a run's end, the only
+-- event without an event field, begins with its tick.
 --
 -- A run's end in a list says when it started (took_ms, short "d") and who
 -- dispatched it (by), so it reads whole without its start: such an end,
@@ -31,17 +31,12 @@ end
 local last = redis.call('LINDEX', KEYS[1], -1)
 local elem, id, now = list_entry(last)
 
--- the run's start of this attempt, when it is the last element
+-- the run's start of this attempt, when it is the last element: an end
+-- that says how long it ran (took_ms, "d") takes its place
 local replaces = false
-if last and ARGV[6] == 'finished' and ARGV[9] == 'r' and ARGV[10] ~= '' then
-  local attempt, took
-  for i = 3, #ARGV - 1, 2 do
-    if ARGV[i] == 'a' then attempt = ARGV[i + 1] end
-    if ARGV[i] == 'd' then took = ARGV[i + 1] end
-  end
-  local run = string.match(last, '^%S+ %["v","[^"]*","e","started","t","[^"]*","r","([^"]*)",')
-  replaces = attempt ~= nil and took ~= nil and run == ARGV[10] and
-    string.find(last, ',"a","' .. attempt .. '",', 1, true) ~= nil
+local run = arg_run()
+if last and run and arg('e') == nil and arg('d') and is_start(last) then
+  replaces = run_of(last) == run and attempt_of(last) == arg_attempt()
 end
 if replaces then
   redis.call('LSET', KEYS[1], -1, elem)

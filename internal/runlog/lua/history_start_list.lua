@@ -13,19 +13,13 @@
 -- Returns the entry's ID, or false when it was not appended.
 redis.replicate_commands()
 local last = redis.call('LINDEX', KEYS[1], -1)
-if last and ARGV[9] == 'r' and ARGV[10] ~= '' then
-  local attempt
-  for i = 3, #ARGV - 1, 2 do
-    if ARGV[i] == 'a' then attempt = ARGV[i + 1] end
-  end
-  local run = string.match(last, '^%S+ %["v","[^"]*","e","finished","t","[^"]*","r","([^"]*)",')
-  if attempt and run == ARGV[10] and string.find(last, ',"a","' .. attempt .. '",', 1, true) then
-    return false
-  end
+local run = arg_run()
+if last and run and is_end(last) and run_of(last) == run and attempt_of(last) == arg_attempt() then
+  return false
 end
 local elem, id = list_entry(last)
 redis.call('RPUSH', KEYS[1], elem)
-if last and string.find(last, '^%S+ %["v","[^"]*","e","started",') then
+if last and is_start(last) then
   redis.call('LTRIM', KEYS[1], -tonumber(ARGV[1]), -1)
 end
 if not last then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end

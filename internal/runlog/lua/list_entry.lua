@@ -4,7 +4,10 @@
 -- list_entry(last) returns the element that appends the event ARGV[3..]
 -- (field, value, ...) to a list whose last element is last (false: none),
 -- and its ID: "<ms>-<seq>", the server's clock in ms, or the last element's
--- ms with the next seq if the clock is not past it (as a stream's IDs).
+-- ms with the next seq if the clock is not past it (as a stream's IDs). A
+-- tick given in unix ms is written as the ID's ms less it (listcodec.go).
+--
+-- Below it, the helpers that read the event's arguments and an element.
 local function list_entry(last)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -16,10 +19,54 @@ local function list_entry(last)
       seq = tonumber(s) + 1
     end
   end
+  -- the tick in unix ms ("t") is written as the element's ms less it
   local fields = {}
   for i = 3, #ARGV do
-    fields[#fields + 1] = ARGV[i]
+    local v = ARGV[i]
+    if i % 2 == 0 and ARGV[i - 1] == 't' and string.match(v, '^%d+$') then
+      v = string.format('%d', now - tonumber(v))
+    end
+    fields[#fields + 1] = v
   end
   local id = string.format('%d-%d', now, seq)
   return id .. ' ' .. cjson.encode(fields), id, now
+end
+
+-- arg is the value of field name in the event ARGV[3..], nil when absent.
+local function arg(name)
+  for i = 3, #ARGV - 1, 2 do
+    if ARGV[i] == name then return ARGV[i + 1] end
+  end
+  return nil
+end
+
+-- arg_run is the event's run id, in the form the element gives it ("R":
+-- runid.New's in base64, "r": any other), nil when none.
+local function arg_run()
+  local run = arg('R') or arg('r')
+  if run == '' then return nil end
+  return run
+end
+
+-- arg_attempt is the attempt the event names ("a"; left out: 1).
+local function arg_attempt()
+  return arg('a') or '1'
+end
+
+-- of elements: a run's start begins with its event "S"; a run's end, the
+-- only event without one, with its tick.
+local function is_start(elem)
+  return string.find(elem, '^%d+%-%d+ %["e","S",') ~= nil
+end
+local function is_end(elem)
+  return string.find(elem, '^%d+%-%d+ %["t",') ~= nil
+end
+
+-- the run id and the attempt an element names (a field name, unescaped
+-- quotes around it, is never inside a value: JSON escapes a value's quotes)
+local function run_of(elem)
+  return string.match(elem, ',"[rR]","([^"]*)"')
+end
+local function attempt_of(elem)
+  return string.match(elem, ',"a","(%d+)"[,%]]') or '1'
 end

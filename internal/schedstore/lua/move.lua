@@ -10,7 +10,7 @@
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   return 0
 end
-local c, u, rest = string.match(ARGV[2], '^(%d+)|(%d+)|%d+|(.*)$')
+local c, u, rest = string.match(ARGV[2], '^(%d+)|(%+?%d+)|%d+|(.*)$')
 if not c then
   return redis.error_reply('ERR the stored value of ' .. ARGV[1] .. ' is not a schedule record')
 end

@@ -12,7 +12,7 @@ end
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 local created
 if cur then
-  local c, _, v = string.match(cur, '^(%d+)|(%d+)|(%d+)|')
+  local c, _, v = string.match(cur, '^(%d+)|(%+?%d+)|(%d+)|')
   created = c
   if ARGV[4] ~= '' and ARGV[4] ~= v then
     return {-1, tonumber(v)}
@@ -24,7 +24,14 @@ local t = redis.call('TIME')
 local now = tostring(t[1] * 1000 + math.floor(t[2] / 1000))
 if not created then created = now end
 local ver = redis.call('INCR', KEYS[4])
-redis.call('HSET', KEYS[1], ARGV[1], created .. '|' .. now .. '|' .. ver .. '|' .. ARGV[2])
+-- the head: created (unix ms), "+" and the ms from created to this put
+-- (a record costs a million times its bytes), the version
+-- (or this put's unix ms, where the clock went back since created)
+local after = now
+if tonumber(now) >= tonumber(created) then
+  after = string.format('+%d', tonumber(now) - tonumber(created))
+end
+redis.call('HSET', KEYS[1], ARGV[1], created .. '|' .. after .. '|' .. ver .. '|' .. ARGV[2])
 redis.call('ZADD', KEYS[2], 0, ARGV[1])
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'ver', ver, 'id', ARGV[1], 'op', 'put')
 return {ver, tonumber(created), tonumber(now)}
