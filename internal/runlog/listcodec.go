@@ -28,6 +28,7 @@ import (
 //     base64url, named "R" (22 characters: a field of every element);
 //   - attempt 1 is left out, and so is the replica that dispatched the tick
 //     ("by") when it is the one that ran it ("replica").
+//
 // parseListEntry reads every form back to the stream's fields, and also an
 // element of the earlier short form, which starts "v" and holds the tick in
 // unix ms and every field.
