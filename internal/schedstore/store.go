@@ -135,7 +135,8 @@ func (s *Store) recordDomain(id string) string { return s.domain() + "\x00" + id
 // ifVersion (0: it does not exist), else fails with ErrChanged.
 func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, ifVersion int64) (Record, error) {
 	body := []byte(doc)
-	if !json.Valid(body) || !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) || bytes.HasPrefix(body, []byte(earlierPrefix)) {
+	// compact: the signature goes before the closing brace
+	if !json.Valid(body) || !bytes.HasPrefix(body, []byte("{")) || !bytes.HasSuffix(body, []byte("}")) || bytes.HasPrefix(body, []byte(earlierPrefix)) {
 		return Record{}, fmt.Errorf("runtime schedule %q: the definition is not a JSON object of the job list's keys", id)
 	}
 	if s.sign.Enabled() {
