@@ -83,6 +83,9 @@ func (e *Election) Campaign(ctx context.Context, id string) (*Term, error) {
 		}
 		since, retry, err := e.record(ctx, l, id)
 		if err == nil {
+			// the record lives as long as the term: each extension of
+			// the lease pushes its expiry out too
+			l.keepWith(e.leaderKey(), e.recordPX())
 			return &Term{e: e, lease: l, leader: Leader{ID: id, Since: time.UnixMilli(since), Fence: l.Fence()}}, nil
 		}
 		relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.masterTimeout(e.ttl))
@@ -105,8 +108,7 @@ func (e *Election) record(ctx context.Context, l *Lease, id string) (int64, bool
 	c := e.c
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.masterTimeout(e.ttl))
 	defer cancel()
-	px := 10 * e.ttl.Milliseconds()
-	line := electInfoScript.Line([]string{e.keys.lock, e.leaderKey()}, l.Token(), id, strconv.FormatInt(l.Fence(), 10), px, c.wakeArg, e.lock)
+	line := electInfoScript.Line([]string{e.keys.lock, e.leaderKey()}, l.Token(), id, strconv.FormatInt(l.Fence(), 10), e.recordPX(), c.wakeArg, e.lock)
 	rs := c.fan(ctx, e.ttl, electInfoScript, line, parseInt,
 		func(r quorum.Reply) bool { v, ok := r.Val.(int64); return ok && r.Err == nil && v > 0 })
 	acks, gone := 0, 0
@@ -135,6 +137,11 @@ func (e *Election) record(ctx context.Context, l *Lease, id string) (int64, bool
 	err := fmt.Errorf("locking: election %q: leader recorded on %d masters, %d needed (the lease was lost meanwhile)", e.name, acks, c.quorum)
 	return 0, gone > 0, err
 }
+
+// recordPX is the leader record's expiry in ms: it outlives the lease (an
+// extension pushes both out; a record whose lease has gone is ignored by
+// Leader anyway).
+func (e *Election) recordPX() int64 { return 10 * e.ttl.Milliseconds() }
 
 // Leader returns who leads now; ok is false when nobody does (no lease holds
 // the lock, or its holder has not recorded itself yet). A leader is reported

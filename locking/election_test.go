@@ -131,6 +131,45 @@ func TestElectionHandoverQuorum(t *testing.T) {
 	handover(t, redistest.NewN(t, 3))
 }
 
+// A leader is shown while it leads, however long: its record lives with its
+// lease (it expired at 10 x the ttl however long the term went on).
+func leaderShownWhileLeading(t *testing.T, servers []*redistest.Server) {
+	ctx := testCtx(t)
+	const ttl = 300 * time.Millisecond
+	e := election(t, newClient(t, clientsOf(t, servers...)), "long", ttl)
+	obs := election(t, newClient(t, clientsOf(t, servers...)), "long", ttl)
+	term, err := e.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for until := time.Now().Add(12 * ttl); time.Now().Before(until); time.Sleep(ttl / 2) {
+		if err := term.Err(); err != nil {
+			t.Fatalf("term ended: %v", err)
+		}
+		l, ok := observe(t, obs)
+		// the earliest of the masters' clocks: never after the term's own
+		if since := term.Leader().Since; !ok || l.ID != "a" || l.Fence != term.Fence() || l.Since.After(since) || since.Sub(l.Since) > time.Second {
+			t.Fatalf("%v into the term: observed %+v %v, want a, fence %d, since %v", time.Since(term.Leader().Since).Round(time.Millisecond), l, ok, term.Fence(), term.Leader().Since)
+		}
+	}
+	if err := term.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := observe(t, obs); ok {
+		t.Fatal("a leader after its resign")
+	}
+}
+
+func TestElectionLeaderShownWhileLeading(t *testing.T) {
+	t.Parallel()
+	leaderShownWhileLeading(t, []*redistest.Server{redistest.New(t)})
+}
+
+func TestElectionLeaderShownWhileLeadingQuorum(t *testing.T) {
+	t.Parallel()
+	leaderShownWhileLeading(t, redistest.NewN(t, 3))
+}
+
 // A leader that dies without resigning (its client closed) is replaced after
 // the ttl, and its record is not reported once its key expired.
 func TestElectionLeaderCrash(t *testing.T) {

@@ -28,6 +28,10 @@ type Lease struct {
 	cancel context.CancelCauseFunc
 
 	extMu sync.Mutex // serializes extensions: their answers apply in the order they were sent
+	// a key pushed out with each extension (an election's leader record),
+	// to companionPX ms; guarded by extMu
+	companion   string
+	companionPX int64
 
 	mu       sync.Mutex
 	deadline time.Time
@@ -198,7 +202,12 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if l.keys.kind.share() {
 		s = c.scripts.extendShare
 	}
-	line := s.Line([]string{l.keys.lock}, l.token, ttl.Milliseconds())
+	var line []any
+	if l.companion != "" {
+		line = s.Line([]string{l.keys.lock, l.companion}, l.token, ttl.Milliseconds(), l.companionPX)
+	} else {
+		line = s.Line([]string{l.keys.lock}, l.token, ttl.Milliseconds())
+	}
 	// With several masters it returns once a quorum confirmed: a slow
 	// master's answer must not outlast the deadline a quorum already moved.
 	// The slow master's call still runs, in order after the earlier calls of
@@ -259,6 +268,14 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	l.lastErr = err
 	l.mu.Unlock()
 	return err
+}
+
+// keepWith makes every later extension push key's expiry out to px ms too
+// (the key must share the lock key's hash tag).
+func (l *Lease) keepWith(key string, px int64) {
+	l.extMu.Lock()
+	l.companion, l.companionPX = key, px
+	l.extMu.Unlock()
 }
 
 // Release ends the lease and deletes the key on every master where this

@@ -210,6 +210,29 @@ func TestSingletonOneAtATimeAndGracefulFailover(t *testing.T) {
 	}
 }
 
+// A singleton's leader is shown, with its fence and since, for as long as it
+// leads (its record had expired at 10 x the lock ttl while it kept running).
+func TestSingletonLeaderShownWhileItLeads(t *testing.T) {
+	const ttl = 200 * time.Millisecond
+	c := newSingletonCluster(t, ttl, config.Backoff{Initial: 50 * time.Millisecond, Max: time.Second})
+	exec := newIntervalExec(false)
+	a, _ := c.replica(t, "r0", exec)
+	first := worktest.Recv(t, exec.started, "the leader's run")
+	var since time.Time
+	for until := time.Now().Add(12 * ttl); time.Now().Before(until); time.Sleep(ttl / 2) {
+		hs, err := a.Holders(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hs) != 1 || !hs[0].Leading || hs[0].Leader.ID != "r0" || hs[0].Leader.Fence != first.fence || hs[0].Leader.Since.IsZero() ||
+			(!since.IsZero() && !hs[0].Leader.Since.Equal(since)) {
+			t.Fatalf("%v into the term: Holders = %+v, want pump led by r0 fence %d since %v", time.Since(first.start).Round(time.Millisecond), hs, first.fence, since)
+		}
+		since = hs[0].Leader.Since
+	}
+	noStart(t, exec.started, 0)
+}
+
 // A singleton that exits is restarted by its leader after a backoff that
 // doubles up to its max, keeping leadership and fence. The backoff runs on a
 // simulated clock: the test reads each wait instead of timing it.
