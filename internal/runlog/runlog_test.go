@@ -497,3 +497,27 @@ func TestRunEndTakesItsStartsPlaceInTheList(t *testing.T) {
 		t.Errorf("entries %v", msgs)
 	}
 }
+
+// A run id of any other form than runid.New's (a task's from elsewhere)
+// is compared as itself: a run's end takes its start's place and a late
+// start after its end is not appended, whatever characters JSON escapes
+// in the element the id holds (a quote, a backslash, a slash).
+func TestRunEndTakesItsStartsPlaceWhateverItsRunIDHolds(t *testing.T) {
+	rdb, w := nsWriter(t)
+	ctx := context.Background()
+	for i, run := range []string{`a"b`, `a\b`, "run-@report/x-1", `"`, "ré\u2028run", "FEDCBA9876543210FEDCBA9876543210", "ASNFZ4mrze8BI0VniavN7w", "r"} {
+		job := fmt.Sprintf("@report/ids-%d", i)
+		key := ListKey("ns", job)
+		tick := scheduler.Tick{Job: job, At: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), RunID: run, Replica: "d1"}
+		w.Started(ctx, tick, "d1", 1, 5)
+		w.Finished(ctx, tick, &config.Job{Name: job}, End{Replica: "d1", Attempt: 1, Fence: 5, Status: "ok", Took: time.Second, By: "d1"})
+		w.Started(ctx, tick, "d1", 1, 5) // late: applied after its end
+		if n := rdb.LLen(ctx, key).Val(); n != 1 {
+			t.Errorf("run %q: %d elements, want its end alone: %q", run, n, rdb.LRange(ctx, key, 0, -1).Val())
+			continue
+		}
+		if msgs := readEvents(t, rdb, job); msgs[0].Values["run"] != run || msgs[0].Values["ev"] != EvFinished {
+			t.Errorf("run %q reads back %v", run, msgs[0].Values)
+		}
+	}
+}

@@ -36,7 +36,7 @@ local elem, id, now = list_entry(last)
 local replaces = false
 local run = arg_run()
 if last and run and arg('e') == nil and arg('d') and is_start(last) then
-  replaces = run_of(last) == run and attempt_of(last) == arg_attempt()
+  replaces = names_run(last, run) and attempt_of(last) == arg_attempt()
 end
 if replaces then
   redis.call('LSET', KEYS[1], -1, elem)

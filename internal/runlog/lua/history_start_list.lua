@@ -14,7 +14,7 @@
 redis.replicate_commands()
 local last = redis.call('LINDEX', KEYS[1], -1)
 local run = arg_run()
-if last and run and is_end(last) and run_of(last) == run and attempt_of(last) == arg_attempt() then
+if last and run and is_end(last) and names_run(last, run) and attempt_of(last) == arg_attempt() then
   return false
 end
 local elem, id = list_entry(last)

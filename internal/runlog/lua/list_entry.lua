@@ -62,10 +62,19 @@ local function is_end(elem)
   return string.find(elem, '^%d+%-%d+ %["t",') ~= nil
 end
 
--- the run id and the attempt an element names (a field name, unescaped
--- quotes around it, is never inside a value: JSON escapes a value's quotes)
-local function run_of(elem)
-  return string.match(elem, ',"[rR]","([^"]*)"')
+-- names_run tells whether elem names run (arg_run's) as its run id, and
+-- attempt_of is the attempt it names. A field name, unescaped quotes
+-- around it, is never inside a value (JSON escapes a value's quotes); the
+-- run id is compared as the element holds it, JSON (cjson escapes '"',
+-- '\' and '/'), so that any run id matches itself.
+local function names_run(elem, run)
+  local s, e = string.find(elem, ',"[rR]",')
+  if not s or string.sub(elem, s + 2, s + 2) ~= (arg('R') and 'R' or 'r') then
+    return false
+  end
+  local enc = cjson.encode(run)
+  local held = string.sub(elem, e + 1, e + #enc + 1)
+  return held == enc .. ',' or held == enc .. ']'
 end
 local function attempt_of(elem)
   return string.match(elem, ',"a","(%d+)"[,%]]') or '1'
