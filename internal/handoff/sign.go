@@ -114,6 +114,17 @@ func splitSig(msg []byte) (body []byte, sig string, ok bool) {
 	return body, string(s), true
 }
 
+// Unsign returns msg without its signature member, where Sign puts one,
+// and whether it had one; msg as it is when it has none. For a reader
+// without keys whose decoding refuses a member it does not know.
+func Unsign(msg []byte) ([]byte, bool) {
+	body, _, ok := splitSig(msg)
+	if !ok {
+		return msg, false
+	}
+	return body, true
+}
+
 // Verify checks msg's signature and returns the object without it. Without
 // keys every message is accepted as it is; with keys, an unsigned one only
 // when acceptUnsigned.

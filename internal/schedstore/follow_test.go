@@ -412,3 +412,27 @@ func (s *safeBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A replica without the signing keys (signing being turned on replica by
+// replica with accept_unsigned, or turned off) reads a definition signed
+// by one with them as it was put: its signature, which is no key of a job,
+// is not part of it.
+func TestSignedDefinitionReadsWithoutTheKeys(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	signedCfg := testConfig(t, "security: {signing_keys: [\""+testKey+"\"]}\n")
+	signed := New(rdb, signedCfg.Namespace, handoff.NewSigner(signedCfg.Security), 1)
+	put(t, signed, "before", `{schedule: "@hourly", handler: {name: h}}`)
+	st, f, a := following(t, rdb, testConfig(t, ""))
+	rec := put(t, signed, "after", `{schedule: "@daily", handler: {name: h}}`)
+	poll.Require(t, 10*time.Second, "both signed definitions applied by a follower without keys", func() bool {
+		return (a.has("@before") && a.has("@after")) || len(f.Refused()) > 0
+	})
+	if r := f.Refused(); len(r) > 0 {
+		t.Fatalf("refused %v", r)
+	}
+	got, err := st.Get(context.Background(), "after")
+	if err != nil || string(got.Doc) != string(rec.Doc) {
+		t.Errorf("read without keys: %s, %v; want %s", got.Doc, err, rec.Doc)
+	}
+}
