@@ -436,3 +436,46 @@ func TestSignedDefinitionReadsWithoutTheKeys(t *testing.T) {
 		t.Errorf("read without keys: %s, %v; want %s", got.Doc, err, rec.Doc)
 	}
 }
+
+// A put stores the definition it is given as it is, so it takes only what
+// reads back the same: one compact JSON object, without the key "id" first
+// (the earlier form's) or a last member "sig" (a signature's). Anything
+// else is refused with why, and nothing is written.
+func TestPutRefusesADefinitionThatWouldNotReadBackAsPut(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	k := newKeys("fs", 0, 1)
+	sig := `"sig":"` + strings.Repeat("A", 43) + `"`
+	for _, sign := range []*handoff.Signer{nil, handoff.NewSigner(config.SecurityConfig{SigningKeys: []string{testKey}})} {
+		st := New(rdb, "fs", sign, 1)
+		for _, c := range []struct{ doc, why string }{
+			{`{ }`, "not compact"},
+			{`{"schedule" : "@hourly"}`, "not compact"},
+			{` {"schedule":"@hourly"}`, "not compact"},
+			{`{"schedule":"@hourly"}` + "\n", "not compact"},
+			{`[{"schedule":"@hourly"}]`, "not a JSON object"},
+			{`"{}"`, "not a JSON object"},
+			{`{"schedule":"@hourly"`, "not a JSON object"},
+			{`{"id":"x","doc":{}}`, `the key "id"`},
+			{`{"schedule":"@hourly",` + sig + `}`, `member "sig"`},
+		} {
+			_, err := st.Put(ctx, "x", json.RawMessage(c.doc), -1)
+			if err == nil || !strings.Contains(err.Error(), c.why) {
+				t.Errorf("signed %v: put %q: %v, want refused as %s", sign.Enabled(), c.doc, err, c.why)
+			}
+		}
+		if n := rdb.Exists(ctx, k.defs, k.ids, k.log, k.ver).Val(); n != 0 {
+			t.Errorf("signed %v: refused puts wrote %d keys", sign.Enabled(), n)
+		}
+		// what reads back the same is stored
+		for _, doc := range []string{`{}`, `{"a":"}\"sig\":\"x\"}"}`, `{"a":"é\u2028{\"id\":"}`} {
+			if _, err := st.Put(ctx, "ok", json.RawMessage(doc), -1); err != nil {
+				t.Errorf("signed %v: put %s: %v", sign.Enabled(), doc, err)
+			} else if r, err := st.Get(ctx, "ok"); err != nil || string(r.Doc) != doc {
+				t.Errorf("signed %v: put %s, read %s, %v", sign.Enabled(), doc, r.Doc, err)
+			}
+		}
+		rdb.Del(ctx, k.defs, k.ids, k.log, k.ver)
+	}
+}

@@ -135,9 +135,8 @@ func (s *Store) recordDomain(id string) string { return s.domain() + "\x00" + id
 // ifVersion (0: it does not exist), else fails with ErrChanged.
 func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, ifVersion int64) (Record, error) {
 	body := []byte(doc)
-	// compact: the signature goes before the closing brace
-	if !json.Valid(body) || !bytes.HasPrefix(body, []byte("{")) || !bytes.HasSuffix(body, []byte("}")) || bytes.HasPrefix(body, []byte(earlierPrefix)) {
-		return Record{}, fmt.Errorf("runtime schedule %q: the definition is not a JSON object of the job list's keys", id)
+	if err := storable(body); err != nil {
+		return Record{}, fmt.Errorf("runtime schedule %q: %w", id, err)
 	}
 	if s.sign.Enabled() {
 		body = s.sign.Sign(s.recordDomain(id), body)
@@ -160,6 +159,27 @@ func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, ifVersi
 		return Record{}, fmt.Errorf("runtime schedule %q: put: unexpected reply %v", id, res)
 	}
 	return Record{ID: id, Doc: doc, Version: res[0], Created: time.UnixMilli(res[1]).UTC(), Updated: time.UnixMilli(res[2]).UTC()}, nil
+}
+
+// storable tells why definition doc cannot be stored as it is, nil when it
+// can: it must be one JSON object, compact (the signature goes before its
+// closing brace, and a reader finds it at the end), that neither starts
+// with the key "id" (a record of the earlier form does) nor ends with a
+// member "sig" a reader would take for the signature.
+func storable(doc []byte) error {
+	var compact bytes.Buffer
+	switch {
+	case !json.Valid(doc) || bytes.IndexByte(bytes.TrimSpace(doc), '{') != 0:
+		return errors.New("the definition is not a JSON object of the job list's keys")
+	case json.Compact(&compact, doc) != nil || !bytes.Equal(compact.Bytes(), doc):
+		return errors.New("the definition is not compact JSON (no space between or around its tokens)")
+	case bytes.HasPrefix(doc, []byte(earlierPrefix)):
+		return errors.New(`the definition has the key "id" (the schedule's id names it)`)
+	}
+	if _, signed := handoff.Unsign(doc); signed {
+		return errors.New(`the definition ends with a member "sig" (a signature's name)`)
+	}
+	return nil
 }
 
 // Delete removes schedule id; false when there was none.
@@ -351,7 +371,7 @@ func (s *Store) parse(id, v string) (Record, error) {
 	if !s.sign.Enabled() {
 		// a reader without keys (signing turned off, or not yet on every
 		// replica) reads a signed definition without its signature, which
-		// is no key of a job
+		// is no key of a job (Put refuses a definition that ends as one)
 		body, _ = handoff.Unsign(body)
 	}
 	if !json.Valid(body) {
