@@ -408,14 +408,17 @@ jobs:
 // The runtime schedules' page lists them a page at a time, in id order,
 // with a prefix filter; a row opens the schedule's job page ("@" + id,
 // escaped whole in the URL), whose pause reaches Redis through the jobs'
-// routes; a schedule the replicas refuse is in the banner.
+// routes; a schedule the replicas refuse is in the banner, one no live
+// replica can run is shown waiting.
 func TestDashboardSchedulesPageListsAndOpensASchedule(t *testing.T) {
 	t.Parallel() // its own Redis, replicas and browser
 	web, c, srv := dashboardDeployment(t)
 	ctx := context.Background()
 	put := func(id string) {
 		t.Helper()
-		if _, err := c.PutSchedule(ctx, id, baton.ScheduleSpec{Schedule: "0 9 * * *", Timezone: "Europe/Berlin", Handler: "report"}); err != nil {
+		// no replica of the deployment registers "report": put ahead of a
+		// deploy, each is shown waiting
+		if _, err := c.PutSchedule(ctx, id, baton.ScheduleSpec{Schedule: "0 9 * * *", Timezone: "Europe/Berlin", Handler: "report"}, baton.AheadOfDeploy()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -440,6 +443,9 @@ func TestDashboardSchedulesPageListsAndOpensASchedule(t *testing.T) {
 	}
 	if refused := p.text(`#schedules tr[data-id="tenant/zz"]`); !strings.Contains(refused, "refused") {
 		t.Errorf("the refused schedule's row says %q", refused)
+	}
+	if waiting := p.text(`#schedules tr[data-id="tenant/50"]`); !strings.Contains(waiting, `waiting: no live replica registers Go handler "report"`) {
+		t.Errorf("the row of a schedule no replica can run says %q, want it waiting", waiting)
 	}
 	p.step("filter by a prefix", chromedp.SendKeys(`#sched-prefix`, "tenant/4"+kb.Enter), chromedp.WaitVisible(`#schedules tr[data-id="tenant/42"]`))
 	if n := evalJS[int](p, `document.querySelectorAll("#schedules tr[data-id]").length`); n != 10 {

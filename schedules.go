@@ -13,6 +13,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/layout"
+	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/internal/schedstore"
 	"github.com/batonhq/baton/internal/strictyaml"
@@ -136,6 +137,15 @@ type Schedule struct {
 	// signed as the keys require, no longer valid for the config); a
 	// listing gives such schedules too.
 	Error string `json:"error,omitempty"`
+	// Waiting says why no live replica can run it now (no live replica
+	// registers its Go handler, allows its URL or consumes its queue): it
+	// was put ahead of a deploy (AheadOfDeploy), or the replicas that ran
+	// it are gone. Its ticks are refused meanwhile.
+	Waiting string `json:"waiting,omitempty"`
+	// FailingSince is when its runs began to fail (failed, timed out,
+	// lease lost) or its ticks to be refused, while its newest one did;
+	// nil when it does not fail.
+	FailingSince *time.Time `json:"failing_since,omitempty"`
 }
 
 // ScheduleQuery selects a page of runtime schedules, in id order.
@@ -169,32 +179,38 @@ func (c *Cluster) writableStore(ctx context.Context) (*schedstore.Store, error) 
 
 // PutSchedule creates or replaces runtime schedule id with spec, after the
 // checks of a job of the list (a *config.ConfigError naming each field and
-// why) and of the runtime rules (see config.DecodeSchedule). Every running
-// replica follows within a second.
-func (c *Cluster) PutSchedule(ctx context.Context, id string, spec ScheduleSpec) (Schedule, error) {
+// why) and of the runtime rules (see config.DecodeSchedule), and only
+// when a live replica can run it (else ErrNoRunner; see AheadOfDeploy).
+// Every running replica follows within a second.
+func (c *Cluster) PutSchedule(ctx context.Context, id string, spec ScheduleSpec, opts ...PutOption) (Schedule, error) {
 	doc, err := spec.Document()
 	if err != nil {
 		return Schedule{}, err
 	}
-	return c.PutScheduleDocument(ctx, id, doc)
+	return c.PutScheduleDocument(ctx, id, doc, opts...)
 }
 
 // PutScheduleDocument is PutSchedule with the definition as YAML or JSON,
 // with the keys of a job of the list but name.
-func (c *Cluster) PutScheduleDocument(ctx context.Context, id string, doc []byte) (Schedule, error) {
-	return c.putSchedule(ctx, id, doc, -1)
+func (c *Cluster) PutScheduleDocument(ctx context.Context, id string, doc []byte, opts ...PutOption) (Schedule, error) {
+	return c.putSchedule(ctx, id, doc, -1, opts)
 }
 
 // PutScheduleIfVersion is PutScheduleDocument that puts only if the
 // schedule is still at version (0: does not exist yet), else fails with
 // ErrScheduleChanged: a read-modify-write that loses no other writer's
 // change.
-func (c *Cluster) PutScheduleIfVersion(ctx context.Context, id string, doc []byte, version int64) (Schedule, error) {
-	return c.putSchedule(ctx, id, doc, version)
+func (c *Cluster) PutScheduleIfVersion(ctx context.Context, id string, doc []byte, version int64, opts ...PutOption) (Schedule, error) {
+	return c.putSchedule(ctx, id, doc, version, opts)
 }
 
-func (c *Cluster) putSchedule(ctx context.Context, id string, doc []byte, version int64) (Schedule, error) {
-	if _, err := config.DecodeSchedule(c.cfg, id, doc, time.Time{}); err != nil {
+func (c *Cluster) putSchedule(ctx context.Context, id string, doc []byte, version int64, opts []PutOption) (Schedule, error) {
+	var o putOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	job, err := config.DecodeSchedule(c.cfg, id, doc, time.Time{})
+	if err != nil {
 		return Schedule{}, err
 	}
 	stored, err := config.ScheduleDocument(doc)
@@ -205,11 +221,17 @@ func (c *Cluster) putSchedule(ctx context.Context, id string, doc []byte, versio
 	if err != nil {
 		return Schedule{}, err
 	}
+	waiting, err := c.checkRunner(ctx, id, job, o)
+	if err != nil {
+		return Schedule{}, err
+	}
 	rec, err := st.Put(ctx, id, stored, version)
 	if err != nil {
 		return Schedule{}, err
 	}
-	return scheduleOf(rec), nil
+	s := scheduleOf(rec)
+	s.Waiting = waiting
+	return s, nil
 }
 
 // GetSchedule returns runtime schedule id, with its pause and next ticks
@@ -325,7 +347,8 @@ func (c *Cluster) ResumeSchedule(ctx context.Context, id string, catchUp bool) (
 	return c.Resume(ctx, ScheduleJobName(id), catchUp)
 }
 
-// describeSchedules fills in the pause of each schedule and, with next >
+// describeSchedules fills in the pause of each schedule, since when it
+// fails, why it waits when no live replica can run it, and, with next >
 // 0, its next ticks.
 func (c *Cluster) describeSchedules(ctx context.Context, ss []Schedule, next int) error {
 	if len(ss) == 0 {
@@ -339,13 +362,30 @@ func (c *Cluster) describeSchedules(ctx context.Context, ss []Schedule, next int
 	if err != nil {
 		return err
 	}
+	members, err := roster.Read(ctx, c.queue, c.cfg.Namespace)
+	if err != nil {
+		return err
+	}
+	failing := make([]*redis.FloatCmd, len(ss))
+	if _, err := c.queue.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range ss {
+			failing[i] = p.ZScore(ctx, runlog.FailingKey(c.cfg, ss[i].ID), ss[i].ID)
+		}
+		return nil
+	}); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("runtime schedules: the failing ones: %w", err)
+	}
 	now := time.Now()
 	for i := range ss {
 		s := &ss[i]
 		if st, ok := states[s.Job]; ok && st.note != nil {
 			s.Paused = st.note
 		}
-		if next == 0 || s.Error != "" {
+		if ms, err := failing[i].Result(); err == nil {
+			since := time.UnixMilli(int64(ms)).UTC()
+			s.FailingSince = &since
+		}
+		if s.Error != "" {
 			continue
 		}
 		j, err := config.DecodeSchedule(c.cfg, s.ID, s.Definition, s.Created)
@@ -353,6 +393,7 @@ func (c *Cluster) describeSchedules(ctx context.Context, ss []Schedule, next int
 			s.Error = err.Error()
 			continue
 		}
+		s.Waiting = runnerMissing(j, members)
 		for t := now; len(s.Next) < next; {
 			if t = j.Sched.Next(t); t.IsZero() {
 				break

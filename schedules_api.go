@@ -21,7 +21,10 @@ import (
 //	                                 the definition, JSON or YAML; with
 //	                                 "If-Match: N" only while the schedule
 //	                                 is at version N (0: does not exist yet),
-//	                                 else 409. Answers the Schedule put.
+//	                                 else 409. One no live replica can run
+//	                                 answers 422 (ErrNoRunner), unless
+//	                                 ?force=true (AheadOfDeploy). Answers
+//	                                 the Schedule put.
 //	DELETE /api/schedules/{id...}    Cluster.DeleteSchedule (?stop=true stops
 //	                                 the runs under way): {"deleted": id}
 //
@@ -77,6 +80,16 @@ func (h *HTTPHandler) mountSchedules() {
 			}
 			version = v
 		}
+		var opts []PutOption
+		if s := r.URL.Query().Get("force"); s != "" {
+			force, err := strconv.ParseBool(s)
+			if err != nil {
+				return nil, badRequest("force must be true or false, got %q", s)
+			}
+			if force {
+				opts = append(opts, AheadOfDeploy())
+			}
+		}
 		limit := int64(h.cluster.cfg.Schedules.MaxPayload + config.MaxScheduleDocument)
 		doc, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 		switch {
@@ -89,9 +102,9 @@ func (h *HTTPHandler) mountSchedules() {
 		}
 		var s Schedule
 		if version < 0 {
-			s, err = h.cluster.PutScheduleDocument(ctx, id, doc)
+			s, err = h.cluster.PutScheduleDocument(ctx, id, doc, opts...)
 		} else {
-			s, err = h.cluster.PutScheduleIfVersion(ctx, id, doc, version)
+			s, err = h.cluster.PutScheduleIfVersion(ctx, id, doc, version, opts...)
 		}
 		return s.Masked(), err
 	}))
@@ -161,6 +174,8 @@ func scheduleStatus(err error) (int, []fieldProblem) {
 		return http.StatusNotFound, nil
 	case errors.Is(err, ErrScheduleChanged):
 		return http.StatusConflict, nil
+	case errors.Is(err, ErrNoRunner):
+		return http.StatusUnprocessableEntity, nil
 	case errors.Is(err, ErrBadQuery):
 		return http.StatusBadRequest, nil
 	case errors.Is(err, ErrSchedulesMoving), errors.Is(err, ErrLayoutMismatch):

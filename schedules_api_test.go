@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
 )
 
 // schedulesAPI serves the HTTP handler of one (not started) replica of a
@@ -308,5 +310,33 @@ http:
 		if strings.Contains(body, "hdr-s3cret-42") || !strings.Contains(body, "Authorization") {
 			t.Fatalf("%s %s shows the header's value, or not its name: %s", c.method, c.path, body)
 		}
+	}
+}
+
+// A put no live replica can run answers 422 naming the handler meant; with
+// ?force=true it is stored, and the answer says it waits.
+func TestSchedulesAPIRefusesAScheduleNoLiveReplicaCanRun(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := schedulesConfig(t, srv, fmt.Sprintf("http: {token: %q}", apiToken))
+	reg := jobs.NewRegistry()
+	reg.Register("report", jobs.HandlerFunc(func(context.Context, jobs.Run) error { return nil }))
+	web := serving(t, running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("r1")))
+	c := openCluster(t, cfg)
+	poll.Require(t, 20*time.Second, "the replica live in the roster", func() bool {
+		st, err := c.Status(context.Background())
+		return err == nil && len(st.Replicas) == 1 && st.Replicas[0].Live
+	})
+	typo := strings.Replace(tenantReport, "name: report", "name: reprot", 1)
+	if code, body := call(t, web, "PUT", "/api/schedules/report/tenant-44", apiToken, typo); code != 422 ||
+		!strings.Contains(body, `no live replica registers Go handler \"reprot\" (did you mean \"report\"?)`) || !strings.Contains(body, "?force=true") {
+		t.Fatalf("put of a mistyped handler: %d %s", code, body)
+	}
+	if code, body := call(t, web, "PUT", "/api/schedules/report/tenant-44?force=maybe", apiToken, typo); code != 400 || !strings.Contains(body, "force must be true or false") {
+		t.Fatalf("?force=maybe: %d %s", code, body)
+	}
+	code, body := call(t, web, "PUT", "/api/schedules/report/tenant-44?force=true", apiToken, typo)
+	var s baton.Schedule
+	if code != 200 || json.Unmarshal([]byte(body), &s) != nil || !strings.Contains(s.Waiting, `"reprot"`) {
+		t.Fatalf("put with force: %d %s, want it stored and waiting", code, body)
 	}
 }

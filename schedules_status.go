@@ -186,12 +186,16 @@ func (c *Cluster) failingSchedules(ctx context.Context, st *SchedulesStatus, ids
 	for i, id := range ids {
 		recs := hist[names[i]]
 		n, _ := jobs.FailureStreak(recs)
-		why := fmt.Sprintf("%d failed runs in a row", n)
+		what, failed := "failed runs", jobs.Status.Failed
+		if r := refusedStreak(recs); r > 0 {
+			n, what, failed = r, "ticks refused", func(s jobs.Status) bool { return s == jobs.StatusRefused }
+		}
+		why := fmt.Sprintf("%d %s in a row", n, what)
 		if n >= historyScan {
-			why = fmt.Sprintf("%d or more failed runs in a row", n)
+			why = fmt.Sprintf("%d or more %s in a row", n, what)
 		}
 		for _, r := range recs {
-			if r.Status.Failed() {
+			if failed(r.Status) {
 				if r.Reason != "" {
 					why += "; last: " + strings.SplitN(r.Reason, "\n", 2)[0]
 				}
@@ -201,6 +205,22 @@ func (c *Cluster) failingSchedules(ctx context.Context, st *SchedulesStatus, ids
 		st.FailingFirst = append(st.FailingFirst, ScheduleProblem{ID: id, Job: names[i], Why: why})
 	}
 	return nil
+}
+
+// refusedStreak is how many of recs' ticks (newest first) were refused
+// (no live replica could run them, say) since the newest run that ended
+// otherwise; 0 when that run is newer than any refusal.
+func refusedStreak(recs []jobs.RunRecord) int {
+	n := 0
+	for _, r := range recs {
+		switch {
+		case r.Status == jobs.StatusRefused:
+			n++
+		case r.Status == jobs.StatusOK || r.Status.Failed():
+			return n
+		}
+	}
+	return n
 }
 
 // reportRefusals writes, while ctx lasts, the runtime schedules the

@@ -366,3 +366,60 @@ func TestScheduleRecreatedUnderItsIDIsNotPaused(t *testing.T) {
 		return n >= 1
 	})
 }
+
+// A put that no live replica can run (a mistyped handler) is refused,
+// saying which handler was meant, and nothing is stored; put ahead of a
+// deploy it is stored and shown waiting, and each of its ticks, refused
+// by the workers, counts it as failing: in the status (with why), in the
+// listing, and in the refused runs' metric.
+func TestScheduleNoLiveReplicaCanRunIsRefusedOrShownWaiting(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := schedulesConfig(t, srv, "")
+	c := openCluster(t, cfg)
+	reg := jobs.NewRegistry()
+	reg.Register("tenant-report", jobs.HandlerFunc(func(context.Context, jobs.Run) error { return nil }))
+	r := running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("r1"))
+	web := serving(t, r)
+	ctx := context.Background()
+	poll.Require(t, 20*time.Second, "the replica live in the roster", func() bool {
+		st, err := c.Status(ctx)
+		return err == nil && len(st.Replicas) == 1 && st.Replicas[0].Live
+	})
+
+	typo := baton.ScheduleSpec{Schedule: "@every 1s", Handler: "tenant-reprot"}
+	_, err := c.PutSchedule(ctx, "report/tenant-44", typo)
+	if !errors.Is(err, baton.ErrNoRunner) || !strings.Contains(err.Error(), `no live replica registers Go handler "tenant-reprot" (did you mean "tenant-report"?)`) {
+		t.Fatalf("put of a mistyped handler: %v, want ErrNoRunner naming the handler meant", err)
+	}
+	if _, err := c.GetSchedule(ctx, "report/tenant-44", 0); !errors.Is(err, baton.ErrNoSchedule) {
+		t.Fatalf("a refused put stored the schedule: %v", err)
+	}
+	if s, err := c.PutSchedule(ctx, "report/tenant-43", baton.ScheduleSpec{Schedule: "@hourly", Handler: "tenant-report"}); err != nil || s.Waiting != "" {
+		t.Fatalf("put of a registered handler: %+v %v", s, err)
+	}
+
+	s, err := c.PutSchedule(ctx, "report/tenant-44", typo, baton.AheadOfDeploy())
+	if err != nil || !strings.Contains(s.Waiting, `Go handler "tenant-reprot"`) {
+		t.Fatalf("put ahead of a deploy: %+v %v, want it stored and waiting", s, err)
+	}
+	poll.Require(t, 20*time.Second, "the status to count its refused ticks as failing", func() bool {
+		st, err := c.Status(ctx)
+		if err != nil || st.Schedules == nil || st.Schedules.Failing != 1 || len(st.Schedules.FailingFirst) != 1 {
+			return false
+		}
+		p := st.Schedules.FailingFirst[0]
+		return p.ID == "report/tenant-44" && strings.Contains(p.Why, "ticks refused in a row") && strings.Contains(p.Why, "tenant-reprot")
+	})
+	got, err := c.GetSchedule(ctx, "report/tenant-44", 0)
+	if err != nil || got.FailingSince == nil || got.Waiting == "" {
+		t.Fatalf("get: %+v %v, want it failing and waiting", got, err)
+	}
+	page, err := c.ListSchedules(ctx, baton.ScheduleQuery{Prefix: "report/"})
+	if err != nil || len(page.Schedules) != 2 || page.Schedules[0].FailingSince != nil || page.Schedules[0].Waiting != "" ||
+		page.Schedules[1].FailingSince == nil || page.Schedules[1].Waiting == "" {
+		t.Fatalf("listing: %+v %v, want tenant-43 fine and tenant-44 failing and waiting", page, err)
+	}
+	if m := scrape(t, web.URL); m[`baton_worker_runs_total{job="@",replica="r1",status="refused"}`] < 1 {
+		t.Errorf("no refused run in the metrics: %v", m)
+	}
+}

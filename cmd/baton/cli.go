@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/nearest"
 )
 
 // cli is one invocation of the command line: where it writes and the exit
@@ -181,7 +182,7 @@ func flagErrorText(fs *pflag.FlagSet, name string, err error, other map[string][
 		})
 		typed := strings.TrimLeft(given, "-")
 		if typed, _, _ = strings.Cut(typed, "="); len(typed) > 0 {
-			if near := nearest(typed, names); near != "" {
+			if near := nearest.Name(typed, names); near != "" {
 				return msg + "; did you mean --" + near + "?"
 			}
 			if cmds := other[typed]; len(cmds) > 0 {
@@ -219,49 +220,6 @@ func otherFlags(cmd *cobra.Command) map[string][]string {
 		})
 	}
 	return out
-}
-
-// nearest returns the name in names nearest to typed in edit distance, if
-// it is near enough to be a typo (at most 2 edits, fewer than half the
-// letters), or one of them starts with the other.
-func nearest(typed string, names []string) string {
-	best, bestD := "", 3
-	for _, n := range names {
-		d := editDistance(typed, n)
-		if len(typed) >= 3 && (strings.HasPrefix(n, typed) || strings.HasPrefix(typed, n)) {
-			d = min(d, 1)
-		}
-		if d < bestD && d*2 < max(len(typed), len(n)) {
-			best, bestD = n, d
-		}
-	}
-	return best
-}
-
-// editDistance is the edit distance between a and b: insertions,
-// deletions, substitutions and transpositions of neighbours count one each.
-func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }
 
 // usageLine returns the usage line of "baton NAME" from its help text.

@@ -40,8 +40,8 @@ trigger and the metrics, is "@" + id.
 "baton help schedules put" (and so on) prints each one's flags.
 `
 
-const schedulesPutHelp = `usage: baton schedules put [--config FILE] [--if-version N] ID -f FILE
-       baton schedules put [--config FILE] [--if-version N] ID --schedule SPEC --handler NAME [flags]
+const schedulesPutHelp = `usage: baton schedules put [--config FILE] [--if-version N] [--force] ID -f FILE
+       baton schedules put [--config FILE] [--if-version N] [--force] ID --schedule SPEC --handler NAME [flags]
 
 Creates or replaces runtime schedule ID. The definition is a job of the
 job list without its name, read from -f FILE (YAML or JSON; "-" reads
@@ -58,8 +58,14 @@ is printed with its field, and with FILE's name and line. --if-version N
 puts only while the schedule is at version N (0: only if it does not
 exist yet), so a read-modify-write loses no other change.
 
-Exit status: 0 put; 1 Redis unreachable, or the schedule is no longer at
---if-version; 2 usage error (a bad definition, bad flags, bad config).
+A schedule no live replica can run (none registers its Go handler,
+allows its URL or consumes its queue: a typo, or what the next deploy
+brings) is refused, saying why; --force puts it ahead of that deploy:
+until a replica that can run it starts, its ticks are refused and
+counted as failing, and schedules get|list show it waiting.
+
+Exit status: 0 put; 1 Redis unreachable, the schedule is no longer at
+--if-version, or no live replica can run it; 2 usage error (a bad definition, bad flags, bad config).
 
 flags:
 `
@@ -154,6 +160,7 @@ type putOpts struct {
 	path      string
 	file      string
 	ifVersion int64
+	force     bool
 	spec      baton.ScheduleSpec
 	// the flags that are not a ScheduleSpec's field as they are
 	at, start, end   string
@@ -187,6 +194,7 @@ func definePut(fs *flagSet) *putOpts {
 	fs.configFlag(&o.path)
 	fs.StringVarP(&o.file, "file", "f", "", "read the definition from `FILE` (YAML or JSON; - reads stdin)")
 	fs.Int64Var(&o.ifVersion, "if-version", -1, "put only while the schedule is at version `N` (0: only if it does not exist)")
+	fs.BoolVar(&o.force, "force", false, "put it even if no live replica can run it yet (ahead of the deploy that brings its handler)")
 	fs.StringVar(&s.Schedule, "schedule", "", "cron `SPEC` (5 or 6 fields, @hourly, @every 30s)")
 	fs.StringVar(&o.at, "at", "", "run once at `TIME` (RFC 3339) instead of a schedule")
 	fs.StringVar(&s.Timezone, "timezone", "", "the schedule's time `ZONE` (Europe/Berlin; default: the config's)")
@@ -270,13 +278,17 @@ func runPut(fs *flagSet, o *putOpts, args []string, stdout, stderr io.Writer) in
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var s baton.Schedule
+	var opts []baton.PutOption
+	if o.force {
+		opts = append(opts, baton.AheadOfDeploy())
+	}
 	if fs.isSet("if-version") {
 		if o.ifVersion < 0 {
 			return usageExit(name, usagef("--if-version must be >= 0 (0: the schedule must not exist yet), got %d", o.ifVersion), stderr)
 		}
-		s, err = c.PutScheduleIfVersion(ctx, id, doc, o.ifVersion)
+		s, err = c.PutScheduleIfVersion(ctx, id, doc, o.ifVersion, opts...)
 	} else {
-		s, err = c.PutScheduleDocument(ctx, id, doc)
+		s, err = c.PutScheduleDocument(ctx, id, doc, opts...)
 	}
 	var ce *config.ConfigError
 	switch {
@@ -294,6 +306,9 @@ func runPut(fs *flagSet, o *putOpts, args []string, stdout, stderr io.Writer) in
 		next = ", next tick " + got.Next[0].Format(time.RFC3339)
 	}
 	printf(stdout, "%s put: version %d, job %s%s\n", s.ID, s.Version, s.Job, next)
+	if s.Waiting != "" {
+		printf(stdout, "waiting: %s; its ticks are refused until a replica that can run it starts\n", s.Waiting)
+	}
 	return 0
 }
 
@@ -434,6 +449,12 @@ func runGet(fs *flagSet, o *getOpts, args []string, stdout, stderr io.Writer) in
 	if s.Error != "" {
 		printf(stdout, "REFUSED:    %s (replicas do not run it)\n", s.Error)
 	}
+	if s.Waiting != "" {
+		printf(stdout, "WAITING:    %s (its ticks are refused until a replica that can run it starts)\n", s.Waiting)
+	}
+	if s.FailingSince != nil {
+		printf(stdout, "FAILING:    since %s (baton history %s)\n", s.FailingSince.Format(time.RFC3339), s.Job)
+	}
 	if len(s.Next) > 0 {
 		printf(stdout, "next:      %s\n", times(s.Next)[1:])
 	}
@@ -511,7 +532,7 @@ func runList(fs *flagSet, o *listOpts, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stdout, "no runtime schedules")
 		return 0
 	}
-	tw := newTable(stdout, "ID", "SCHEDULE", "TIMEZONE", "RUNS", "NEXT", "PAUSED", "VERSION")
+	tw := newTable(stdout, "ID", "SCHEDULE", "TIMEZONE", "RUNS", "NEXT", "PAUSED", "VERSION", "PROBLEM")
 	for _, s := range page.Schedules {
 		var d struct {
 			Schedule, At, Timezone string
@@ -542,7 +563,7 @@ func runList(fs *flagSet, o *listOpts, args []string, stdout, stderr io.Writer) 
 		if s.Error != "" {
 			when, next = "REFUSED: "+s.Error, "-"
 		}
-		tw.row(s.ID, dash(when), dash(d.Timezone), runs, next, paused, strconv.FormatInt(s.Version, 10))
+		tw.row(s.ID, dash(when), dash(d.Timezone), runs, next, paused, strconv.FormatInt(s.Version, 10), scheduleProblem(s))
 	}
 	if err := tw.flush(); err != nil {
 		return 1
@@ -551,6 +572,22 @@ func runList(fs *flagSet, o *listOpts, args []string, stdout, stderr io.Writer) 
 		printf(stdout, "next page: baton schedules list --after %s%s\n", page.Next, prefixFlag(o.prefix))
 	}
 	return 0
+}
+
+// scheduleProblem is what needs an eye in runtime schedule s: it waits
+// for a replica that can run it, or fails; "-" when nothing does.
+func scheduleProblem(s baton.Schedule) string {
+	var out []string
+	if s.Waiting != "" {
+		out = append(out, "waiting: "+s.Waiting)
+	}
+	if s.FailingSince != nil {
+		out = append(out, "failing since "+s.FailingSince.Format(time.RFC3339))
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, "; ")
 }
 
 func prefixFlag(p string) string {

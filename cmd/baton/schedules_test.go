@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
 )
 
 // schedulesConfigFile writes a config on srv with no job of its own that
@@ -246,5 +249,48 @@ func TestSchedulesUsage(t *testing.T) {
 	if code, _, errs := runIn("schedules", "get", "--nxt", "3", "x"); code != 2 || !strings.Contains(errs, "baton schedules get: unknown flag --nxt for baton schedules get; did you mean --next?") ||
 		!strings.Contains(errs, "usage: baton schedules get") {
 		t.Fatalf("a typo: %d %q", code, errs)
+	}
+}
+
+// A put no live replica can run fails, naming the handler meant; --force
+// puts it, and put, get and list say it waits.
+func TestSchedulesPutNoLiveReplicaCanRunNeedsForce(t *testing.T) {
+	path := schedulesConfigFile(t, redistest.New(t))
+	cfg, err := config.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := jobs.NewRegistry()
+	reg.Register("tenant-report", jobs.HandlerFunc(func(context.Context, jobs.Run) error { return nil }))
+	r, err := baton.New(cfg, baton.WithHandlers(reg), baton.WithReplicaID("r1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	poll.Require(t, 20*time.Second, "the replica live in the roster", func() bool {
+		st, err := c.Status(context.Background())
+		return err == nil && len(st.Replicas) == 1 && st.Replicas[0].Live
+	})
+	put := []string{"schedules", "put", "--config", path, "report/tenant-44", "--schedule", "@hourly", "--handler", "tenant-reprot"}
+	if code, out, errs := runIn(put...); code != 1 || out != "" || !strings.Contains(errs, `no live replica registers Go handler "tenant-reprot" (did you mean "tenant-report"?)`) ||
+		!strings.Contains(errs, "--force") {
+		t.Fatalf("put of a mistyped handler: %d %q %q", code, out, errs)
+	}
+	if code, out, errs := runIn(append(put, "--force")...); code != 0 || !strings.Contains(out, `waiting: no live replica registers Go handler "tenant-reprot"`) {
+		t.Fatalf("put --force: %d %q %q", code, out, errs)
+	}
+	if code, out, errs := runIn("schedules", "get", "--config", path, "report/tenant-44"); code != 0 || !strings.Contains(out, "WAITING:    no live replica registers") {
+		t.Fatalf("get: %d %q %q", code, out, errs)
+	}
+	if code, out, errs := runIn("schedules", "list", "--config", path); code != 0 || !strings.Contains(out, "PROBLEM") || !strings.Contains(out, "waiting: no live replica") {
+		t.Fatalf("list: %d %q %q", code, out, errs)
 	}
 }

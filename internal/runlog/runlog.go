@@ -351,7 +351,21 @@ func (h *Writer) Dispatched(ctx context.Context, t scheduler.Tick) {
 // why.
 func (h *Writer) NotRun(ctx context.Context, t scheduler.Tick, status, reason string) {
 	t.RunID = "" // none ran: the record is the tick's
-	h.add(ctx, historyTimeout, t.Job, append(tickFields(EvNotRun, t), "status", status, "reason", reason)...)
+	// jobs.StatusRefused
+	if status != "refused" {
+		h.add(ctx, historyTimeout, t.Job, append(tickFields(EvNotRun, t), "status", status, "reason", reason)...)
+		return
+	}
+	// a refused tick of a runtime schedule counts it failing (a handler no
+	// replica registers must not fail every tick silently)
+	tr := h.trip(ctx, historyTimeout)
+	if tr == nil {
+		return
+	}
+	defer tr.cancel()
+	tr.event(t.Job, "", false, "", append(tickFields(EvNotRun, t), "status", status, "reason", reason)...)
+	tr.noteFailing(t, status)
+	tr.send()
 }
 
 // Decided records that the scheduler decided tick t not to run (missed or
@@ -448,8 +462,9 @@ func (h *Writer) Finished(ctx context.Context, t scheduler.Tick, job *config.Job
 
 // noteFailing keeps the index of runtime schedules whose newest run
 // failed (FailingKey), which the status counts without reading every
-// schedule's history: a failed, timed-out or lost run adds the schedule
-// (since its first failure) while it exists, any other end removes it.
+// schedule's history: a failed, timed-out or lost run, or a refused tick
+// (NotRun), adds the schedule (since its first failure) while it exists,
+// any other end removes it.
 // Best effort, as the history.
 func (tr *trip) noteFailing(t scheduler.Tick, status string) {
 	id, ok := config.ScheduleID(t.Job)
@@ -458,7 +473,7 @@ func (tr *trip) noteFailing(t scheduler.Tick, status string) {
 	}
 	cfg := tr.h.cfg
 	switch status {
-	case "failed", "timed out", "lease lost": // jobs.Status.Failed
+	case "failed", "timed out", "lease lost", "refused": // jobs.Status.Failed, and a tick refused
 		keys := []string{FailingKey(cfg, id), cfg.ScheduleKeysOf(id) + "defs"}
 		tr.eval(failingScript, keys, []any{id}, "cannot write the index of failing runtime schedules", t.Job)
 	default:

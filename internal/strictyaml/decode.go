@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/batonhq/baton/internal/nearest"
 )
 
 // Decoder stores YAML nodes into Go values. Struct fields are matched by
@@ -334,7 +336,7 @@ func structFields(t reflect.Type) map[string]int {
 func suggest(key string, fields map[string]int) string {
 	best, bestDist := "", 3
 	for name := range fields {
-		if dist := editDistance(key, name); dist < bestDist || (dist == bestDist && name < best) {
+		if dist := nearest.Distance(key, name); dist < bestDist || (dist == bestDist && name < best) {
 			best, bestDist = name, dist
 		}
 	}
@@ -342,26 +344,6 @@ func suggest(key string, fields map[string]int) string {
 		return ""
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // lineError is a problem inside a value, at its own line.
