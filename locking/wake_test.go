@@ -64,7 +64,11 @@ func TestWaiterWokenOnRelease(t *testing.T) {
 }
 
 // Many waiters on one key: each release wakes one waiter, so the waiters send
-// a bounded number of commands per acquisition instead of stampeding.
+// a bounded number of commands per acquisition instead of stampeding. The
+// first round warms the waiters' client up (it is not measured): its
+// subscription's confirmation wakes every waiter once to re-check (a release
+// may have come before it listened), and its pool dials a connection per
+// concurrent waiter, each with its restart check.
 func TestWaitersDoNotStampede(t *testing.T) {
 	s := redistest.New(t)
 	var cnt counter
@@ -73,24 +77,28 @@ func TestWaitersDoNotStampede(t *testing.T) {
 	waiters := newClient(t, []*redis.Client{rdb})
 	holder := newClient(t, clientsOf(t, s))
 	ctx := testCtx(t)
-	l, err := holder.Lock(ctx, "s", 20*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 20
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			if err := waiters.Hold(ctx, "s", 20*time.Second, func(context.Context) error { return nil }); err != nil {
-				t.Error(err)
-			}
-		})
+	round := func(key string) float64 {
+		l, err := holder.Lock(ctx, key, 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				if err := waiters.Hold(ctx, key, 20*time.Second, func(context.Context) error { return nil }); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		registered(t, s.TestClient(t), key, n)
+		before := cnt.n.Load()
+		_ = l.Release(ctx)
+		wg.Wait()
+		return float64(cnt.n.Load()-before) / n
 	}
-	registered(t, s.TestClient(t), "s", n)
-	before := cnt.n.Load()
-	_ = l.Release(ctx)
-	wg.Wait()
-	per := float64(cnt.n.Load()-before) / n
+	round("warm")
+	per := round("s")
 	t.Logf("%.1f commands per acquisition by %d waiters", per, n)
 	if per > 4 {
 		t.Fatalf("%.1f commands per acquisition: waiters stampede", per)
