@@ -228,7 +228,8 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	// the runtime schedules: every lookup of a job by name finds them
 	// beside the job list, and the scheduler gets them as they change
 	r.follower = schedstore.NewFollower(schedstore.Of(queue, cfg), cfg,
-		r.applySchedules, schedstore.WithLogger(log.With("component", "schedules")), schedstore.WithFetch())
+		r.applySchedules, schedstore.WithLogger(log.With("component", "schedules")), schedstore.WithFetch(),
+		schedstore.WithWentBack(r.scheduleStoreWentBack))
 	cfg = cfg.WithSource(r.follower)
 	r.cfg = cfg
 	masters, err := wiring.DialMasters(cfg)

@@ -258,6 +258,8 @@ var (
 		"Runtime schedules this replica holds and runs (the job list's jobs not counted).", []string{"replica"}, nil)
 	schedulesRefusedDesc = prometheus.NewDesc("baton_schedules_refused",
 		"Runtime schedules stored in Redis that this replica refuses to run: not signed with the signing keys, corrupt, or not valid for its config (baton status names them).", []string{"replica"}, nil)
+	schedulesWentBackDesc = prometheus.NewDesc("baton_schedules_store_went_back_total",
+		"Times this replica found the runtime schedule store gone back (the queue Redis restarted without persistence, or from an older snapshot) and put back what it had read.", []string{"replica"}, nil)
 )
 
 var refusedDesc = prometheus.NewDesc("baton_worker_tasks_refused_total",
@@ -289,6 +291,7 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- clusterLeaderDesc
 	ch <- schedulesDesc
 	ch <- schedulesRefusedDesc
+	ch <- schedulesWentBackDesc
 	for _, rp := range c.replicas {
 		for _, m := range rp.metrics.collectors() {
 			m.Describe(ch)
@@ -363,6 +366,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		if rp.follower != nil {
 			ch <- prometheus.MustNewConstMetric(schedulesDesc, prometheus.GaugeValue, float64(rp.follower.Len()), rp.id)
 			ch <- prometheus.MustNewConstMetric(schedulesRefusedDesc, prometheus.GaugeValue, float64(len(rp.follower.Refused())), rp.id)
+			ch <- prometheus.MustNewConstMetric(schedulesWentBackDesc, prometheus.CounterValue, float64(rp.follower.WentBackCount()), rp.id)
 		}
 		for reason, n := range rp.worker.Refusals() {
 			ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.CounterValue, float64(n), rp.id, string(reason))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/internal/runlog"
+	"github.com/batonhq/baton/internal/schedstore"
 	"github.com/batonhq/baton/jobs"
 )
 
@@ -30,6 +32,9 @@ import (
 //	                        schedules each replica refuses to run, and why
 //	NS:{schedules}:failing  zset id -> when its failures began (ms), kept
 //	                        by the workers' history writer (runlog)
+//	NS:{schedules}:went-back hash replica id -> JSON StoreWentBack: the
+//	                        last time each replica found the store gone
+//	                        back, kept a day
 //
 // and the histories of the first few failing ones, in one more.
 
@@ -60,7 +65,32 @@ type SchedulesStatus struct {
 	// reason.
 	Failing      int64             `json:"failing"`
 	FailingFirst []ScheduleProblem `json:"failing_first,omitempty"`
+	// WentBack is the latest time, within a day, that replicas found the
+	// store gone back (the queue Redis restarted without persistence, or
+	// from an older snapshot), and what they put back; nil when none did.
+	WentBack *StoreWentBack `json:"went_back,omitempty"`
 }
+
+// StoreWentBack is what a replica found and did when the runtime schedule
+// store went back: it put back what it had read (schedstore's restore).
+type StoreWentBack struct {
+	At      time.Time `json:"at"`
+	Replica string    `json:"replica"`
+	Shard   int       `json:"shard"`
+	// Had is the shard's version the replica had read; Now the store's.
+	Had int64 `json:"had"`
+	Now int64 `json:"now"`
+	// PutBack and Deleted: the schedules it put back and deleted again;
+	// Kept: changed since it went back (left as they are); Superseded:
+	// restored by another replica first.
+	PutBack    int `json:"put_back"`
+	Deleted    int `json:"deleted"`
+	Kept       int `json:"kept"`
+	Superseded int `json:"superseded"`
+}
+
+// storeWentBackFor is how long the status reports a store gone back.
+const storeWentBackFor = 24 * time.Hour
 
 // schedulesListed is how many ids the status names per kind of problem.
 const schedulesListed = 10
@@ -73,8 +103,9 @@ type refusalReport struct {
 	First []ScheduleProblem `json:"first,omitempty"` // up to schedulesListed, in id order
 }
 
-func schedulesPausedKey(ns string) string  { return ns + ":{schedules}:paused" }
-func schedulesRefusedKey(ns string) string { return ns + ":{schedules}:refused" }
+func schedulesPausedKey(ns string) string   { return ns + ":{schedules}:paused" }
+func schedulesRefusedKey(ns string) string  { return ns + ":{schedules}:refused" }
+func schedulesWentBackKey(ns string) string { return ns + ":{schedules}:went-back" }
 
 // notePauseOf keeps the index of paused runtime schedules that the status
 // counts: job (a runtime schedule's) paused since at, or resumed. Best
@@ -103,11 +134,13 @@ func (c *Cluster) schedulesStatus(ctx context.Context, members []roster.Member) 
 		first        *redis.StringSliceCmd
 		failingFirst []*redis.ZSliceCmd // by shard
 		refused      *redis.MapStringStringCmd
+		wentBack     *redis.MapStringStringCmd
 	)
 	_, err := c.queue.Pipelined(ctx, func(p redis.Pipeliner) error {
 		paused = p.ZCard(ctx, schedulesPausedKey(ns))
 		first = p.ZRange(ctx, schedulesPausedKey(ns), 0, schedulesListed-1)
 		refused = p.HGetAll(ctx, schedulesRefusedKey(ns))
+		wentBack = p.HGetAll(ctx, schedulesWentBackKey(ns))
 		for _, k := range runlog.FailingKeys(c.cfg) {
 			counts = append(counts, p.ZCard(ctx, k))
 			failingFirst = append(failingFirst, p.ZRangeWithScores(ctx, k, 0, schedulesListed-1))
@@ -147,6 +180,12 @@ func (c *Cluster) schedulesStatus(ctx context.Context, members []roster.Member) 
 		st.RefusedFirst = st.RefusedFirst[:schedulesListed]
 	}
 	st.Refused = max(st.Refused, len(st.RefusedFirst))
+	for _, v := range wentBack.Val() {
+		var w StoreWentBack
+		if json.Unmarshal([]byte(v), &w) == nil && time.Since(w.At) < storeWentBackFor && (st.WentBack == nil || w.At.After(st.WentBack.At)) {
+			st.WentBack = &w
+		}
+	}
 	// the earliest failures of all shards
 	var failed []redis.Z
 	for k := range counts {
@@ -221,6 +260,29 @@ func refusedStreak(recs []jobs.RunRecord) int {
 		}
 	}
 	return n
+}
+
+// scheduleStoreWentBack reports that the replica found the runtime schedule
+// store gone back, and what it put back: an ERROR, and a record the status
+// shows for a day (the metric counts it: Follower.WentBackCount).
+func (r *Replica) scheduleStoreWentBack(wb schedstore.WentBack) {
+	r.log.Error("runtime schedules: the store went back (the queue Redis restarted without persistence, or from an older snapshot): put back what this replica had read; run the queue Redis with appendonly yes",
+		slog.Int("shard", wb.Shard), slog.Int64("had_version", wb.Had), slog.Int64("found_version", wb.Now),
+		slog.Int("put_back", wb.PutBack), slog.Int("deleted_again", wb.Deleted), slog.Int("changed_since_kept", wb.Kept),
+		slog.Int("restored_by_another", wb.Superseded), slog.Duration("took", wb.Took))
+	w := StoreWentBack{At: time.Now().UTC(), Replica: r.id, Shard: wb.Shard, Had: wb.Had, Now: wb.Now,
+		PutBack: wb.PutBack, Deleted: wb.Deleted, Kept: wb.Kept, Superseded: wb.Superseded}
+	b, _ := json.Marshal(w)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	key := schedulesWentBackKey(r.cfg.Namespace)
+	if _, err := r.queue.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, key, r.id, b)
+		p.PExpire(ctx, key, storeWentBackFor)
+		return nil
+	}); err != nil {
+		r.log.Warn("cannot record in Redis that the runtime schedule store went back", slog.Any("error", err))
+	}
 }
 
 // reportRefusals writes, while ctx lasts, the runtime schedules the

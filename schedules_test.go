@@ -423,3 +423,41 @@ func TestScheduleNoLiveReplicaCanRunIsRefusedOrShownWaiting(t *testing.T) {
 		t.Errorf("no refused run in the metrics: %v", m)
 	}
 }
+
+// A queue Redis that lost the runtime schedules (restarted without
+// persistence: flushed here) gets them back from the replicas that had
+// read them, loudly: the status reports it, with what was put back, and
+// the metric counts it.
+func TestScheduleStoreThatWentBackIsPutBackAndReported(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := schedulesConfig(t, srv, "")
+	c := openCluster(t, cfg)
+	reg := jobs.NewRegistry()
+	reg.Register("report", jobs.HandlerFunc(func(context.Context, jobs.Run) error { return nil }))
+	r := running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("r1"))
+	web := serving(t, r)
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := c.PutSchedule(ctx, fmt.Sprintf("report/tenant-%d", i), baton.ScheduleSpec{Schedule: "@hourly", Handler: "report"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll.Require(t, 20*time.Second, "the replica to hold the three", func() bool { return r.Schedules() == 3 })
+	if err := srv.TestClient(t).FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	poll.Require(t, 20*time.Second, "the three put back and the incident in the status", func() bool {
+		st, err := c.Status(ctx)
+		return err == nil && st.Schedules != nil && st.Schedules.Count == 3 && st.Schedules.WentBack != nil
+	})
+	st, _ := c.Status(ctx)
+	if b := st.Schedules.WentBack; b.Replica != "r1" || b.PutBack != 3 || b.Now != 0 || b.Had < 3 {
+		t.Errorf("the status reports %+v, want r1 putting back 3 from version %d", b, b.Had)
+	}
+	if r.Schedules() != 3 {
+		t.Errorf("the replica holds %d schedules after the restore, want 3", r.Schedules())
+	}
+	if m := scrape(t, web.URL); m[`baton_schedules_store_went_back_total{replica="r1"}`] != 1 {
+		t.Errorf("baton_schedules_store_went_back_total = %v, want 1", m[`baton_schedules_store_went_back_total{replica="r1"}`])
+	}
+}

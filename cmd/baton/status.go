@@ -204,10 +204,14 @@ func printStatus(w io.Writer, st *baton.Status) {
 // why, which fail (the ids and reasons come from Redis: quoted).
 func printSchedules(w io.Writer, st *baton.Status) {
 	s := st.Schedules
-	if s == nil || s.Count == 0 && s.Refused == 0 {
+	if s == nil || s.Count == 0 && s.Refused == 0 && s.WentBack == nil {
 		return
 	}
 	fmt.Fprintf(w, "\nRUNTIME SCHEDULES: %d (baton schedules list), %d paused, %d refused, %d failing\n", s.Count, s.Paused, s.Refused, s.Failing)
+	if b := s.WentBack; b != nil {
+		printf(w, "  STORE WENT BACK at %s (the queue Redis restarted without persistence, or from an older snapshot): replica %s had read version %d, found %d; put back %d, deleted again %d, kept %d changed since; run the queue Redis with appendonly yes\n",
+			b.At.Format(time.RFC3339), redact.Quote(b.Replica), b.Had, b.Now, b.PutBack, b.Deleted, b.Kept)
+	}
 	if s.Paused > 0 {
 		ids := make([]string, len(s.PausedFirst))
 		for i, id := range s.PausedFirst {

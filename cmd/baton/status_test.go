@@ -200,12 +200,13 @@ jobs:
 
 // baton status summarises the runtime schedules in a few lines, whatever
 // their number: how many, the first paused, the refused ones with why,
-// quoted (ids and reasons come from Redis).
+// quoted (ids and reasons come from Redis), and a store that went back.
 func TestStatusPrintsRuntimeSchedulesSummary(t *testing.T) {
 	st := &baton.Status{Time: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC), Schedules: &baton.SchedulesStatus{
 		Count: 100000, Paused: 3, PausedFirst: []string{"report/a", "report/b"},
 		Refused: 2, RefusedFirst: []baton.ScheduleProblem{{ID: "hook/\x1bx", Job: "@hook/\x1bx", Why: "not signed"}},
 		Failing: 1, FailingFirst: []baton.ScheduleProblem{{ID: "report/c", Job: "@report/c", Why: "3 failed runs in a row; last: boom"}},
+		WentBack: &baton.StoreWentBack{At: time.Date(2030, 1, 1, 11, 0, 0, 0, time.UTC), Replica: "r\x1b1", Had: 900, Now: 0, PutBack: 99998, Deleted: 2},
 	}}
 	var b strings.Builder
 	printStatus(&b, st)
@@ -216,6 +217,7 @@ func TestStatusPrintsRuntimeSchedulesSummary(t *testing.T) {
 		`paused: "report/a", "report/b" and 1 more`,
 		`refused: "hook/\x1bx": "not signed"`,
 		"refused: 1 more",
+		`STORE WENT BACK at 2030-01-01T11:00:00Z (the queue Redis restarted without persistence, or from an older snapshot): replica "r\x1b1" had read version 900, found 0; put back 99998, deleted again 2`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status does not show %q:\n%s", want, out)

@@ -2,8 +2,6 @@ package schedstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,6 +51,9 @@ type Follower struct {
 	warned  sync.Map     // stored values ScheduleJob found invalid and logged
 	nwarned atomic.Int64 // about how many warned holds
 
+	wentBackReport func(WentBack)
+	wentBackN      atomic.Int64 // how many times a shard was found gone back
+
 	mu      sync.RWMutex
 	byName  map[string]entry // job name -> the schedule as last read
 	refused map[string]error // id -> why it is not run
@@ -68,21 +69,29 @@ type shardState struct {
 	synced time.Time // when the last full read was applied
 }
 
-type entry struct {
-	sum digest // of the stored value: what a resync compares
-	job *config.Job
+// wentBack tells, from a shard's version and stream now (its last entry,
+// and its first entry at or after the copy's last: nil when none), whether
+// the store holds fewer changes than the copy read: its version or last
+// entry is older than the copy's, or the copy's last entry is gone and the
+// entry after it does not continue the copy's count (changes were made
+// since a restart or an older snapshot; a stream trimmed past the copy
+// continues it).
+func (st shardState) wentBack(ver int64, last string, after *redis.XMessage) bool {
+	if ver < st.ver || streamIDLess(last, st.last) {
+		return true
+	}
+	if after == nil || after.ID == st.last {
+		return false
+	}
+	v, _ := strconv.ParseInt(fmt.Sprint(after.Values["ver"]), 10, 64)
+	return v <= st.ver
 }
 
-// digest identifies a stored value without holding it (a replica keeps one
-// per schedule, a million of them at most): the first 8 bytes of its
-// SHA-256. It only tells a resync whether a schedule changed since it was
-// read: two values of one schedule alike in 64 bits of SHA-256 are not a
-// risk worth 8 more bytes a schedule.
-type digest uint64
-
-func digestOf(raw string) digest {
-	h := sha256.Sum256([]byte(raw))
-	return digest(binary.BigEndian.Uint64(h[:8]))
+type entry struct {
+	// raw is the stored value as last read: what a resync compares, and
+	// what is put back when Redis went back (restore.go)
+	raw string
+	job *config.Job
 }
 
 // FollowerOption configures a Follower.
@@ -193,7 +202,7 @@ func (f *Follower) Sync(ctx context.Context) error {
 	began := time.Now()
 	var ver int64
 	for k := range f.shards {
-		if err := f.syncShard(ctx, k); err != nil {
+		if err := f.syncShard(ctx, k, false); err != nil {
 			return err
 		}
 		f.applyMu.Lock()
@@ -206,51 +215,36 @@ func (f *Follower) Sync(ctx context.Context) error {
 }
 
 // syncShard reads every schedule of shard sh and applies what differs from
-// the copy.
-func (f *Follower) syncShard(ctx context.Context, sh int) error {
+// the copy. When the store went back since the copy read it (back: the
+// stream of changes said so; or the shard's version or last change is
+// older than the copy's), it first puts the store back to the copy's state
+// (restoreShard) and reports it.
+func (f *Follower) syncShard(ctx context.Context, sh int, back bool) error {
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
-	k := f.st.shards[sh]
-	var verCmd *redis.StringCmd
-	var lastCmd *redis.XMessageSliceCmd
-	// the version and the stream's last entry, at one instant: what the
-	// scan below may miss comes after that entry
-	_, err := f.st.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		verCmd = p.Get(ctx, k.ver)
-		lastCmd = p.XRevRangeN(ctx, k.log, "+", "-", 1)
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("runtime schedules: read the version: %w", err)
+	prev := f.shards[sh]
+	ver, last, raws, after, err := f.readShard(ctx, sh, prev.last)
+	if err != nil {
+		return err
 	}
-	ver, err := verCmd.Int64()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("runtime schedules: the version in %s: %w", k.ver, err)
-	}
-	last := "0-0"
-	if msgs, _ := lastCmd.Result(); len(msgs) == 1 {
-		last = msgs[0].ID
-	}
-	raws := map[string]string{}
-	var cursor uint64
-	for {
-		kv, next, err := f.st.rdb.HScan(ctx, k.defs, cursor, "", 1000).Result()
+	if !prev.synced.IsZero() && (back || prev.wentBack(ver, last, after)) {
+		wb, err := f.restoreShard(ctx, sh, prev, ver, raws)
 		if err != nil {
-			return fmt.Errorf("runtime schedules: read them all: %w", err)
+			// the copy is not replaced by what Redis holds: retried
+			return fmt.Errorf("the store went back (version %d, the copy had read %d) and could not be put back: %w", ver, prev.ver, err)
 		}
-		for i := 0; i+1 < len(kv); i += 2 {
-			if f.st.ShardOf(kv[i]) != sh {
-				// not this shard's (a copy a move left, written by hand):
-				// Get and Delete look for it elsewhere, so it is not run
-				if f.firstWarning("stray\x00" + kv[i]) {
-					f.log.Warn("runtime schedule found in another shard than its own: not run (run baton init to move it)", "id", kv[i], "key", k.defs)
-				}
-				continue
+		if wb.Lost() || ver < prev.ver {
+			f.wentBackN.Add(1)
+			if f.wentBackReport != nil {
+				f.wentBackReport(wb)
 			}
-			raws[kv[i]] = kv[i+1]
+		} else {
+			f.log.Info("runtime schedules: the stream of changes went back, the schedules did not", "shard", sh, "had", prev.ver, "now", ver)
 		}
-		if cursor = next; cursor == 0 {
-			break
+		if wb.PutBack+wb.Deleted > 0 {
+			if ver, last, raws, _, err = f.readShard(ctx, sh, prev.last); err != nil {
+				return err
+			}
 		}
 	}
 	f.mu.RLock()
@@ -276,6 +270,63 @@ func (f *Follower) syncShard(ctx context.Context, sh int) error {
 	return nil
 }
 
+// readShard reads shard sh whole: its version, the stream's last entry and
+// its first entry at or after since (the last the copy read), at one
+// instant, and every stored value, by id.
+func (f *Follower) readShard(ctx context.Context, sh int, since string) (ver int64, last string, raws map[string]string, after *redis.XMessage, err error) {
+	k := f.st.shards[sh]
+	var verCmd *redis.StringCmd
+	var lastCmd, afterCmd *redis.XMessageSliceCmd
+	// the version and the stream's last entry, at one instant: what the
+	// scan below may miss comes after that entry
+	_, err = f.st.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		verCmd = p.Get(ctx, k.ver)
+		lastCmd = p.XRevRangeN(ctx, k.log, "+", "-", 1)
+		if since != "" {
+			afterCmd = p.XRangeN(ctx, k.log, since, "+", 1)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, "", nil, nil, fmt.Errorf("runtime schedules: read the version: %w", err)
+	}
+	ver, err = verCmd.Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, "", nil, nil, fmt.Errorf("runtime schedules: the version in %s: %w", k.ver, err)
+	}
+	last = "0-0"
+	if msgs, _ := lastCmd.Result(); len(msgs) == 1 {
+		last = msgs[0].ID
+	}
+	if afterCmd != nil {
+		if msgs, _ := afterCmd.Result(); len(msgs) == 1 {
+			after = &msgs[0]
+		}
+	}
+	raws = map[string]string{}
+	var cursor uint64
+	for {
+		kv, next, err := f.st.rdb.HScan(ctx, k.defs, cursor, "", 1000).Result()
+		if err != nil {
+			return 0, "", nil, nil, fmt.Errorf("runtime schedules: read them all: %w", err)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if f.st.ShardOf(kv[i]) != sh {
+				// not this shard's (a copy a move left, written by hand):
+				// Get and Delete look for it elsewhere, so it is not run
+				if f.firstWarning("stray\x00" + kv[i]) {
+					f.log.Warn("runtime schedule found in another shard than its own: not run (run baton init to move it)", "id", kv[i], "key", k.defs)
+				}
+				continue
+			}
+			raws[kv[i]] = kv[i+1]
+		}
+		if cursor = next; cursor == 0 {
+			return ver, last, raws, after, nil
+		}
+	}
+}
+
 // changed decodes the values of raws that differ from the copy's, on
 // every core: at start a replica decodes them all (a million, it may be).
 func (f *Follower) changed(raws map[string]string) []Change {
@@ -287,7 +338,7 @@ func (f *Follower) changed(raws map[string]string) []Change {
 	var todo []decoded
 	f.mu.RLock()
 	for id, raw := range raws {
-		if e, ok := f.byName[config.ScheduleJobName(id)]; ok && e.sum == digestOf(raw) {
+		if e, ok := f.byName[config.ScheduleJobName(id)]; ok && e.raw == raw {
 			continue
 		}
 		todo = append(todo, decoded{id: id, raw: raw})
@@ -357,9 +408,9 @@ func (f *Follower) commit(put []Change, removed []string) {
 	}
 	f.mu.Lock()
 	for _, c := range put {
-		// neither the record nor its stored value is kept: the job
-		// decoded from it, and a digest to tell a changed one
-		f.byName[c.Job.Name] = entry{sum: digestOf(c.Rec.raw), job: c.Job}
+		// the job decoded from it, and its stored value (to tell a
+		// changed one, and to put it back when Redis goes back)
+		f.byName[c.Job.Name] = entry{raw: c.Rec.raw, job: c.Job}
 	}
 	for _, n := range removed {
 		delete(f.byName, n)
@@ -387,22 +438,23 @@ func (f *Follower) runShard(ctx context.Context, sh int) {
 	f.applyMu.Lock()
 	needSync := f.shards[sh].synced.IsZero()
 	f.applyMu.Unlock()
+	back := false // the stream said the store went back
 	for ctx.Err() == nil {
 		f.applyMu.Lock()
 		synced := f.shards[sh].synced
 		f.applyMu.Unlock()
 		if needSync || time.Since(synced) >= f.resync {
-			if err := f.syncShard(ctx, sh); err != nil {
+			if err := f.syncShard(ctx, sh, back); err != nil {
 				if ctx.Err() == nil {
 					f.log.Warn("cannot read the runtime schedules; retrying", "shard", sh, "err", err)
 					sleep(ctx, time.Second)
 				}
 				continue
 			}
-			needSync = false
+			needSync, back = false, false
 			continue
 		}
-		gap, err := f.follow(ctx, sh, synced)
+		gap, wentBack, err := f.follow(ctx, sh, synced)
 		if err != nil {
 			if ctx.Err() == nil {
 				f.log.Warn("cannot follow the runtime schedules' changes; retrying", "shard", sh, "err", err)
@@ -410,7 +462,7 @@ func (f *Follower) runShard(ctx context.Context, sh int) {
 			}
 			continue
 		}
-		needSync = gap
+		needSync, back = gap || wentBack, wentBack
 	}
 }
 
@@ -419,23 +471,25 @@ const followBlock = 2 * time.Second
 
 // follow reads shard sh's changes after the last one read, waiting up to
 // followBlock for one (less when the shard's resync, synced + resync, comes
-// sooner), and applies them; gap reports that some were lost.
-func (f *Follower) follow(ctx context.Context, sh int, synced time.Time) (gap bool, err error) {
+// sooner), and applies them; gap reports that some were missed (the
+// stream was trimmed past the copy), back that the store went back.
+func (f *Follower) follow(ctx context.Context, sh int, synced time.Time) (gap, back bool, err error) {
 	f.applyMu.Lock()
 	last := f.shards[sh].last
 	f.applyMu.Unlock()
 	block := min(followBlock, max(time.Until(synced.Add(f.resync)), time.Millisecond))
 	res, err := f.st.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{f.st.shards[sh].log, last}, Count: 1000, Block: block}).Result()
 	if errors.Is(err, redis.Nil) {
-		return f.wentBack(ctx, sh)
+		back, err := f.wentBack(ctx, sh)
+		return false, back, err
 	}
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
 	if f.shards[sh].last != last {
-		return false, nil // a Sync ran meanwhile: read again from its entry
+		return false, false, nil // a Sync ran meanwhile: read again from its entry
 	}
 	var ids []string
 	seen := map[string]bool{}
@@ -443,11 +497,15 @@ func (f *Follower) follow(ctx context.Context, sh int, synced time.Time) (gap bo
 	for _, s := range res {
 		for _, m := range s.Messages {
 			v, _ := strconv.ParseInt(fmt.Sprint(m.Values["ver"]), 10, 64)
+			if v <= ver {
+				// the count restarted (Redis restarted empty, or from an
+				// older snapshot) and changes were made since
+				return false, true, nil
+			}
 			if v != ver+1 {
-				// a change lost (the stream was trimmed past us) or the
-				// count restarted (Redis restarted empty): read them all
+				// changes lost: the stream was trimmed past us
 				f.log.Info("runtime schedules: changes missed; reading the shard's all", "shard", sh, "had", ver, "next", v)
-				return true, nil
+				return true, false, nil
 			}
 			ver, lastID = v, m.ID
 			if id, ok := m.Values["id"].(string); ok && !seen[id] {
@@ -458,7 +516,7 @@ func (f *Follower) follow(ctx context.Context, sh int, synced time.Time) (gap bo
 	}
 	recs, bad, err := f.st.GetMany(ctx, ids)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	var put []Change
 	var removed []string
@@ -485,7 +543,7 @@ func (f *Follower) follow(ctx context.Context, sh int, synced time.Time) (gap bo
 	put = f.changed(raws)
 	f.commit(put, removed)
 	f.shards[sh].ver, f.shards[sh].last = ver, lastID
-	return false, nil
+	return false, false, nil
 }
 
 // wentBack tells, after a read of the stream found no change, whether
@@ -517,7 +575,6 @@ func (f *Follower) wentBack(ctx context.Context, sh int) (bool, error) {
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
 	if st := f.shards[sh]; ver < st.ver || streamIDLess(last, st.last) {
-		f.log.Info("runtime schedules: Redis holds fewer changes than were read (restarted?); reading the shard's all", "shard", sh, "had", st.ver, "now", ver)
 		return true, nil
 	}
 	return false, nil

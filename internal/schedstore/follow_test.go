@@ -148,9 +148,9 @@ func TestFollowerReadsEverythingAfterAGapInTheChanges(t *testing.T) {
 	if err := rdb.XTrimMaxLen(ctx, newKeys("fs", 0, 1).log, 1).Err(); err != nil {
 		t.Fatal(err)
 	}
-	gap, err := f.follow(ctx, 0, time.Now())
-	if err != nil || !gap {
-		t.Fatalf("follow: gap %v, err %v", gap, err)
+	gap, back, err := f.follow(ctx, 0, time.Now())
+	if err != nil || !gap || back {
+		t.Fatalf("follow: gap %v, back %v, err %v", gap, back, err)
 	}
 	if err := f.Sync(ctx); err != nil {
 		t.Fatal(err)
@@ -160,8 +160,9 @@ func TestFollowerReadsEverythingAfterAGapInTheChanges(t *testing.T) {
 	}
 }
 
-// A Redis that restarted empty (its change count starts over) is read
-// again in full: schedules that are gone are removed, new ones put.
+// A Redis that restarted empty (its change count starts over) and had a
+// schedule put since is read again in full: the schedules it lost are put
+// back from the copy, the new one stands beside them.
 func TestFollowerReadsEverythingWhenTheChangeCountStartsOver(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
@@ -175,9 +176,9 @@ func TestFollowerReadsEverythingWhenTheChangeCountStartsOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	put(t, writer, "new", `{schedule: "@hourly", handler: {name: h}}`)
-	poll.Require(t, 10*time.Second, "only the new schedule", func() bool {
-		n := a.names()
-		return len(n) == 1 && n[0] == "@new"
+	poll.Require(t, 10*time.Second, "the lost schedules put back beside the new one", func() bool {
+		n, _ := writer.Count(context.Background())
+		return n == 4 && len(a.names()) == 4 && a.has("@new") && a.has("@old0")
 	})
 }
 
@@ -355,7 +356,8 @@ func TestPutIfVersionLosesNoOtherWritersChange(t *testing.T) {
 
 // A Redis that restarted empty, or from an older snapshot, with no change
 // made since, is found within a few seconds, not at the next resync: the
-// schedules it no longer holds are removed.
+// schedules it no longer holds are put back, and the replica keeps running
+// them.
 func TestFollowerFindsARedisThatLostChangesWithoutANewOne(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
@@ -371,7 +373,13 @@ func TestFollowerFindsARedisThatLostChangesWithoutANewOne(t *testing.T) {
 	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	poll.Require(t, 10*time.Second, "the schedules Redis lost removed", func() bool { return len(a.names()) == 0 })
+	poll.Require(t, 10*time.Second, "the schedules Redis lost put back", func() bool {
+		n, _ := writer.Count(context.Background())
+		return n == 3
+	})
+	if len(a.names()) != 3 {
+		t.Fatalf("the copy after the restore: %v", a.names())
+	}
 }
 
 // A schedule a worker looks up at every task, whose stored definition

@@ -11,16 +11,19 @@ import "github.com/batonhq/baton/config"
 //	NS:{schedules}:ver   string the number of changes made
 //	NS:{schedules}:moving string, set while baton init moves the schedules
 //	                      between shard counts: puts and deletes refuse
+//	NS:{schedules}:restored hash id -> "seen|ver": the schedules replicas put
+//	                      back or deleted again after Redis went back
+//	                      (Follower), kept a day
 //
 // With schedules.shards N > 1, shard K's keys carry the tag {schedules.K}
 // instead (config.ScheduleKeys): a schedule lives in shard
 // config.ScheduleShard(id, N), and a Redis Cluster spreads the shards over
 // its slots.
-type keys struct{ defs, ids, log, ver, moving string }
+type keys struct{ defs, ids, log, ver, moving, restored string }
 
 func newKeys(ns string, shard, shards int) keys {
 	p := config.ScheduleKeys(ns, shard, shards)
-	return keys{defs: p + "defs", ids: p + "ids", log: p + "log", ver: p + "ver", moving: p + "moving"}
+	return keys{defs: p + "defs", ids: p + "ids", log: p + "log", ver: p + "ver", moving: p + "moving", restored: p + "restored"}
 }
 
 func (k keys) all() []string { return []string{k.defs, k.ids, k.log, k.ver, k.moving} }
@@ -30,7 +33,8 @@ func (k keys) all() []string { return []string{k.defs, k.ids, k.log, k.ver, k.mo
 func Keys(ns string, shards int) []string {
 	var out []string
 	for k := range max(shards, 1) {
-		out = append(out, newKeys(ns, k, shards).all()...)
+		k := newKeys(ns, k, shards)
+		out = append(out, append(k.all(), k.restored)...)
 	}
 	return out
 }

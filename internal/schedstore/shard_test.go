@@ -85,31 +85,41 @@ func TestShardedStoreActsAsOne(t *testing.T) {
 }
 
 // A shard that lost its changes (its keys flushed, as a Cluster primary
-// restarted empty) is read again on its own: the other shards' schedules
-// stay, its own go.
-func TestShardThatLostItsChangesIsReadAgainAlone(t *testing.T) {
+// restarted empty) is found and restored on its own: its schedules are put
+// back, the other shards' are left as they are.
+func TestShardThatLostItsChangesIsRestoredAlone(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	cfg := testConfig(t, "schedules: {shards: 3}\n")
 	ctx := context.Background()
-	st, _, a := following(t, rdb, cfg)
-	lost := map[string]bool{}
+	st, f, a := following(t, rdb, cfg)
+	lost := 0
 	for i := range 30 {
 		id := fmt.Sprintf("s%02d", i)
 		put(t, st, id, `{schedule: "@hourly", handler: {name: h}}`)
 		if config.ScheduleShard(id, 3) == 1 {
-			lost["@"+id] = true
+			lost++
 		}
 	}
 	poll.Require(t, 10*time.Second, "all 30 followed", func() bool { return len(a.names()) == 30 })
+	vers := make([]string, 3)
+	for k := range vers {
+		vers[k], _ = rdb.Get(ctx, config.ScheduleKeys("fs", k, 3)+"ver").Result()
+	}
 	p := config.ScheduleKeys("fs", 1, 3)
 	if err := rdb.Del(ctx, p+"defs", p+"ids", p+"log", p+"ver").Err(); err != nil {
 		t.Fatal(err)
 	}
-	poll.Require(t, 10*time.Second, "shard 1's schedules removed", func() bool { return len(a.names()) == 30-len(lost) })
-	for _, n := range a.names() {
-		if lost[n] {
-			t.Fatalf("%s of the lost shard still held", n)
+	poll.Require(t, 10*time.Second, "shard 1's schedules put back", func() bool {
+		n, _ := rdb.HLen(ctx, p+"defs").Result()
+		return n == int64(lost)
+	})
+	if len(a.names()) != 30 || f.WentBackCount() != 1 {
+		t.Fatalf("the copy holds %d, went back %d times", len(a.names()), f.WentBackCount())
+	}
+	for _, k := range []int{0, 2} {
+		if v, _ := rdb.Get(ctx, config.ScheduleKeys("fs", k, 3)+"ver").Result(); v != vers[k] {
+			t.Errorf("shard %d changed: version %s, was %s", k, v, vers[k])
 		}
 	}
 }

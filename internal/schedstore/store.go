@@ -107,6 +107,9 @@ var (
 	//go:embed lua/delete.lua
 	deleteSrc    string
 	deleteScript = redis.NewScript(deleteSrc)
+	//go:embed lua/restore.lua
+	restoreSrc    string
+	restoreScript = redis.NewScript(restoreSrc)
 )
 
 // A record's definition is stored as it is (its signature member appended

@@ -1,0 +1,199 @@
+package schedstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/config"
+)
+
+// When the queue Redis goes back (restarted without persistence, or
+// brought back from an older snapshot), the store holds fewer changes than
+// a Follower read: schedules put before the loss are gone, deleted ones may
+// be back, and older definitions stand for newer ones. The Follower, which
+// holds every stored value it read, puts the store back to the newest state
+// it saw before it reads the store again:
+//
+//   - a schedule its copy holds that the store lacks, or holds otherwise,
+//     is put back as the copy holds it (its stored value: signed as it
+//     was, with its created and updated times);
+//   - a schedule the store holds that its copy had seen deleted is deleted
+//     again;
+//   - a schedule changed in Redis since it went back (put or deleted by a
+//     caller: the stream of changes has it after the last change the copy
+//     read) is left as the store holds it.
+//
+// Every replica that followed the store across the loss does this; a
+// restore writes only over the record its replica found, or over a restore
+// from a copy that had seen fewer changes (restore.lua): the copy that saw
+// the most changes wins, whichever replica comes first. A replica that
+// started after the loss knows nothing older and restores nothing.
+
+// WentBack is what a Follower found and did when a shard of the store went
+// back.
+type WentBack struct {
+	Shard int
+	// Had is the shard's version the copy held; Now the store's when the
+	// Follower found it gone back.
+	Had, Now int64
+	// PutBack and Deleted count the schedules this replica put back and
+	// deleted again; Kept those changed in Redis since it went back (the
+	// store's state stands); Superseded those another replica restored
+	// first, or a caller changed meanwhile.
+	PutBack, Deleted, Kept, Superseded int
+	// Took is how long the restore took.
+	Took time.Duration
+}
+
+// Lost tells whether the store had lost anything the copy held.
+func (w WentBack) Lost() bool { return w.PutBack+w.Deleted+w.Superseded > 0 }
+
+// WithWentBack calls report (from the Follower's goroutine) each time it
+// finds a shard of the store gone back, after restoring it.
+func WithWentBack(report func(WentBack)) FollowerOption {
+	return func(f *Follower) { f.wentBackReport = report }
+}
+
+// WentBackCount returns how many times the Follower found a shard of the
+// store gone back (and restored it).
+func (f *Follower) WentBackCount() int64 { return f.wentBackN.Load() }
+
+// splitRecord cuts a stored value into its head's times ("created|updated"),
+// its version and its signed definition; ok is false for a value without
+// the head.
+func splitRecord(v string) (times, ver, body string, ok bool) {
+	parts := strings.SplitN(v, "|", 4)
+	if len(parts) != 4 {
+		return "", "", "", false
+	}
+	return parts[0] + "|" + parts[1], parts[2], parts[3], true
+}
+
+// restoreBatch is how many restores go in one pipeline.
+const restoreBatch = 500
+
+// restoreShard puts shard sh back to the copy's state (see above): prev is
+// how far the copy had read, raws the store's values now, by id. It is
+// called under applyMu, before the store's state is applied to the copy.
+func (f *Follower) restoreShard(ctx context.Context, sh int, prev shardState, now int64, raws map[string]string) (WentBack, error) {
+	began := time.Now()
+	wb := WentBack{Shard: sh, Had: prev.ver, Now: now}
+	k := f.st.shards[sh]
+	touched, err := f.changedSince(ctx, k.log, prev.last)
+	if err != nil {
+		return wb, err
+	}
+	type op struct {
+		id, times, body, expect string
+	}
+	var ops []op
+	expectOf := func(id string) string {
+		raw, ok := raws[id]
+		if !ok {
+			return "0"
+		}
+		_, ver, _, ok := splitRecord(raw)
+		if !ok {
+			return "?" // a corrupt record: nothing written over it
+		}
+		return ver
+	}
+	f.mu.RLock()
+	for name, e := range f.byName {
+		id, _ := config.ScheduleID(name)
+		if f.st.ShardOf(id) != sh {
+			continue
+		}
+		if touched[id] {
+			wb.Kept++
+			continue
+		}
+		times, _, body, ok := splitRecord(e.raw)
+		if !ok {
+			continue
+		}
+		if raw, ok := raws[id]; ok {
+			if _, _, b, ok := splitRecord(raw); ok && b == body {
+				continue
+			}
+		}
+		ops = append(ops, op{id: id, times: times, body: body, expect: expectOf(id)})
+	}
+	for id := range raws {
+		if _, held := f.byName[config.ScheduleJobName(id)]; held || f.refused[id] != nil {
+			continue
+		}
+		if touched[id] {
+			wb.Kept++
+			continue
+		}
+		ops = append(ops, op{id: id, expect: expectOf(id)})
+	}
+	f.mu.RUnlock()
+	if len(ops) > 0 {
+		if err := restoreScript.Load(ctx, f.st.rdb).Err(); err != nil {
+			return wb, fmt.Errorf("runtime schedules: restore: %w", err)
+		}
+	}
+	keys := append(k.all(), k.restored)
+	for len(ops) > 0 {
+		batch := ops[:min(len(ops), restoreBatch)]
+		ops = ops[len(batch):]
+		cmds := make([]*redis.Cmd, len(batch))
+		_, err := f.st.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, o := range batch {
+				cmds[i] = p.EvalSha(ctx, restoreScript.Hash(), keys, o.id, o.body, LogLength, o.expect, prev.ver, o.times)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return wb, fmt.Errorf("runtime schedules: restore: %w", err)
+		}
+		for i, o := range batch {
+			n, err := cmds[i].Int64()
+			switch {
+			case err != nil:
+				return wb, fmt.Errorf("runtime schedules: restore %q: %w", o.id, err)
+			case n == 0:
+				wb.Superseded++
+			case o.body == "":
+				wb.Deleted++
+			default:
+				wb.PutBack++
+			}
+		}
+	}
+	wb.Took = time.Since(began)
+	return wb, nil
+}
+
+// changedSince returns the ids of the changes after stream entry last in
+// log that are not restores: what callers put or deleted since the store
+// went back.
+func (f *Follower) changedSince(ctx context.Context, log, last string) (map[string]bool, error) {
+	out := map[string]bool{}
+	start := "(" + last
+	for {
+		msgs, err := f.st.rdb.XRangeN(ctx, log, start, "+", 1000).Result()
+		if err != nil {
+			return nil, fmt.Errorf("runtime schedules: read the changes since Redis went back: %w", err)
+		}
+		for _, m := range msgs {
+			if _, restore := m.Values["restore"]; restore {
+				continue
+			}
+			if id, ok := m.Values["id"].(string); ok {
+				out[id] = true
+			}
+		}
+		if len(msgs) < 1000 {
+			return out, nil
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+}

@@ -1,0 +1,233 @@
+package schedstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+// stillFollower is a Follower that has read the store and follows it only
+// when the test says (read): the schedules of the restore tests decide
+// when each replica finds the store gone back.
+type stillFollower struct {
+	f   *Follower
+	a   *applied
+	got []WentBack
+}
+
+func newStillFollower(t *testing.T, st *Store, cfg *config.Config) *stillFollower {
+	t.Helper()
+	sf := &stillFollower{a: &applied{jobs: map[string]*config.Job{}}}
+	sf.f = NewFollower(st, cfg, sf.a.apply, WithWentBack(func(w WentBack) { sf.got = append(sf.got, w) }))
+	if err := sf.f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return sf
+}
+
+// read reads the store's only shard whole, as a resync does.
+func (sf *stillFollower) read(t *testing.T) {
+	t.Helper()
+	if err := sf.f.syncShard(context.Background(), 0, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// snapshot is what a Redis snapshot of the store's keys holds.
+type snapshot map[string]string
+
+func takeSnapshot(t *testing.T, rdb *redis.Client, k keys) snapshot {
+	t.Helper()
+	s := snapshot{}
+	for _, key := range append(k.all(), k.restored) {
+		if v, err := rdb.Dump(context.Background(), key).Result(); err == nil {
+			s[key] = v
+		}
+	}
+	return s
+}
+
+// bringBack restarts Redis from the snapshot: everything else is gone.
+func (s snapshot) bringBack(t *testing.T, rdb *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for key, v := range s {
+		if err := rdb.Restore(ctx, key, 0, v).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func docOf(t *testing.T, st *Store, id string) string {
+	t.Helper()
+	r, err := st.Get(context.Background(), id)
+	if err != nil {
+		return "absent: " + err.Error()
+	}
+	return string(r.Doc)
+}
+
+// A Redis brought back from a snapshot older than a delete, an update and
+// a put: the replica puts the store back to what it saw last (the deleted
+// schedule deleted again, the update and the put back, each with its times),
+// and reports what it found and did.
+func TestRestoreAfterAnOlderSnapshotKeepsTheNewestState(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := testConfig(t, "")
+	st := Of(rdb, cfg)
+	put(t, st, "kept", `{schedule: "@hourly", handler: {name: h}}`)
+	put(t, st, "deleted", `{schedule: "@hourly", handler: {name: h}}`)
+	put(t, st, "updated", `{schedule: "@hourly", handler: {name: h}}`)
+	snap := takeSnapshot(t, rdb, newKeys("fs", 0, 1))
+	ctx := context.Background()
+	if _, err := st.Delete(ctx, "deleted"); err != nil {
+		t.Fatal(err)
+	}
+	newer := put(t, st, "updated", `{schedule: "@daily", handler: {name: h}}`)
+	added := put(t, st, "added", `{schedule: "@hourly", handler: {name: h}}`)
+	sf := newStillFollower(t, st, cfg)
+
+	snap.bringBack(t, rdb)
+	sf.read(t)
+	if got := docOf(t, st, "deleted"); got[:7] != "absent:" {
+		t.Errorf("the schedule deleted after the snapshot is back: %s", got)
+	}
+	if got := docOf(t, st, "updated"); got != `{"handler":{"name":"h"},"schedule":"@daily"}` {
+		t.Errorf("the updated schedule holds %s, want its update", got)
+	}
+	r, err := st.Get(ctx, "added")
+	if err != nil || !r.Created.Equal(added.Created) || !r.Updated.Equal(added.Updated) {
+		t.Errorf("the schedule put after the snapshot: %+v %v, want it back with its times %v %v", r, err, added.Created, added.Updated)
+	}
+	if u, _ := st.Get(ctx, "updated"); !u.Updated.Equal(newer.Updated) {
+		t.Errorf("the update's time %v, want %v", u.Updated, newer.Updated)
+	}
+	if n, _ := st.Count(ctx); n != 3 || len(sf.a.names()) != 3 || sf.a.has("@deleted") {
+		t.Errorf("store %d, copy %v: want kept, updated and added", n, sf.a.names())
+	}
+	if len(sf.got) != 1 || sf.got[0].PutBack != 2 || sf.got[0].Deleted != 1 || sf.got[0].Had != 6 || sf.got[0].Now != 3 {
+		t.Errorf("reported %+v, want 2 put back and 1 deleted, from version 6 to 3", sf.got)
+	}
+	// the next read finds nothing gone back
+	sf.read(t)
+	if len(sf.got) != 1 {
+		t.Errorf("reported again: %+v", sf.got)
+	}
+}
+
+// What callers changed after Redis went back, before a replica found it,
+// stands: a schedule put again and one deleted are not put back.
+func TestRestoreLeavesWhatWasChangedSinceRedisWentBack(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := testConfig(t, "")
+	st := Of(rdb, cfg)
+	for _, id := range []string{"a", "b", "c"} {
+		put(t, st, id, `{schedule: "@hourly", handler: {name: h}}`)
+	}
+	snap := takeSnapshot(t, rdb, newKeys("fs", 0, 1))
+	put(t, st, "d", `{schedule: "@hourly", handler: {name: h}}`)
+	sf := newStillFollower(t, st, cfg)
+	snap.bringBack(t, rdb)
+	// after the loss: a put over a, and c deleted
+	put(t, st, "a", `{schedule: "@weekly", handler: {name: h}}`)
+	if _, err := st.Delete(context.Background(), "c"); err != nil {
+		t.Fatal(err)
+	}
+	sf.read(t)
+	if got := docOf(t, st, "a"); got != `{"handler":{"name":"h"},"schedule":"@weekly"}` {
+		t.Errorf("a holds %s, want the put made after the loss", got)
+	}
+	if got := docOf(t, st, "c"); got[:7] != "absent:" {
+		t.Errorf("c, deleted after the loss, is back: %s", got)
+	}
+	if got := docOf(t, st, "d"); got[:7] == "absent:" {
+		t.Errorf("d, lost, is not put back: %s", got)
+	}
+	if len(sf.got) != 1 || sf.got[0].PutBack != 1 || sf.got[0].Kept != 2 {
+		t.Errorf("reported %+v, want d put back, a and c kept", sf.got)
+	}
+}
+
+// Two replicas whose copies saw different changes restore after a Redis
+// restarted empty: the copy that saw more wins, whichever restores first.
+func TestRestoreByTheCopyThatSawMoreWinsInEitherOrder(t *testing.T) {
+	for _, order := range []string{"older first", "newer first"} {
+		t.Run(order, func(t *testing.T) {
+			srv := redistest.New(t)
+			rdb := srv.TestClient(t)
+			cfg := testConfig(t, "")
+			st := Of(rdb, cfg)
+			put(t, st, "x", `{schedule: "@hourly", handler: {name: h}}`)
+			older := newStillFollower(t, st, cfg) // has not read the update below
+			put(t, st, "x", `{schedule: "@daily", handler: {name: h}}`)
+			put(t, st, "y", `{schedule: "@daily", handler: {name: h}}`)
+			newer := newStillFollower(t, st, cfg)
+			if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			first, second := older, newer
+			if order == "newer first" {
+				first, second = newer, older
+			}
+			first.read(t)
+			second.read(t)
+			if got := docOf(t, st, "x"); got != `{"handler":{"name":"h"},"schedule":"@daily"}` {
+				t.Errorf("x holds %s, want the newer copy's", got)
+			}
+			if got := docOf(t, st, "y"); got[:7] == "absent:" {
+				t.Errorf("y, which only the newer copy held, is %s", got)
+			}
+		})
+	}
+}
+
+// A signed definition is put back as it was signed: a replica without the
+// keys restores it, and replicas with the keys read it.
+func TestRestoredDefinitionsStaySigned(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	signed := testConfig(t, "security: {signing_keys: [\""+testKey+"\"]}\n")
+	st := New(rdb, signed.Namespace, handoff.NewSigner(signed.Security), 1)
+	for i := range 3 {
+		put(t, st, fmt.Sprintf("s%d", i), `{schedule: "@hourly", handler: {name: h}}`)
+	}
+	plain := testConfig(t, "")
+	sf := newStillFollower(t, Of(rdb, plain), plain)
+	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sf.read(t)
+	reader := newStillFollower(t, st, signed)
+	if len(reader.a.names()) != 3 || len(reader.f.Refused()) != 0 {
+		t.Fatalf("a reader with the keys holds %v, refuses %v", reader.a.names(), reader.f.Refused())
+	}
+}
+
+// A replica that starts after Redis went back restores nothing: it knows
+// nothing older than what Redis holds.
+func TestRestoreNeedsACopyFromBeforeTheLoss(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := testConfig(t, "")
+	st := Of(rdb, cfg)
+	put(t, st, "a", `{schedule: "@hourly", handler: {name: h}}`)
+	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sf := newStillFollower(t, st, cfg)
+	sf.read(t)
+	if n, _ := st.Count(context.Background()); n != 0 || len(sf.got) != 0 {
+		t.Fatalf("a replica that started after the loss put back %d and reported %v", n, sf.got)
+	}
+}
