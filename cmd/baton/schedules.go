@@ -20,7 +20,7 @@ import (
 	"github.com/batonhq/baton/internal/redact"
 )
 
-const schedulesHelp = `usage: baton schedules put|get|list|delete|pause|resume [flags] ...
+const schedulesHelp = `usage: baton schedules put|get|list|delete|pause|resume|export|import [flags] ...
 
 Schedules made at runtime: jobs kept in the queue Redis beside the job
 list, put, changed and deleted while the replicas run (every replica
@@ -36,6 +36,8 @@ trigger and the metrics, is "@" + id.
   baton schedules delete ID [--stop]                      delete (and stop its runs)
   baton schedules pause ID... [--note TEXT]               pause, saying why
   baton schedules resume ID... [--catch-up]               resume
+  baton schedules export -o FILE [--prefix P]             a backup, JSON Lines
+  baton schedules import -f FILE [--force]                put a backup back
 
 "baton help schedules put" (and so on) prints each one's flags.
 `
@@ -131,9 +133,9 @@ func (c *cli) schedulesCommand() *cobra.Command {
 		Annotations:       map[string]string{helpAnnotation: "schedules"},
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(_ *cobra.Command, args []string) error {
-			msg := "name what to do: put, get, list, delete, pause or resume"
+			msg := "name what to do: put, get, list, delete, pause, resume, export or import"
 			if len(args) > 0 {
-				msg = fmt.Sprintf("unknown subcommand %q: put, get, list, delete, pause or resume", args[0])
+				msg = fmt.Sprintf("unknown subcommand %q: put, get, list, delete, pause, resume, export or import", args[0])
 			}
 			printf(c.stderr, "baton schedules: %s\n%s", msg, schedulesHelp)
 			c.code = exitUsage
@@ -151,6 +153,8 @@ func (c *cli) schedulesCommand() *cobra.Command {
 		sub(subcommand(c, "schedules delete", schedulesDeleteHelp, nil, defineDelete, runDelete)),
 		sub(subcommand(c, "schedules pause", schedulesPauseHelp, nil, pauseFlags(true), runSchedulePause)),
 		sub(subcommand(c, "schedules resume", schedulesPauseHelp, nil, pauseFlags(false), runSchedulePause)),
+		sub(subcommand(c, "schedules export", schedulesExportHelp, nil, defineExport, runExport)),
+		sub(subcommand(c, "schedules import", schedulesImportHelp, nil, defineImport, runImport)),
 	)
 	return cmd
 }
