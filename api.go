@@ -357,11 +357,18 @@ func (h *HTTPHandler) api(f func(ctx context.Context, r *http.Request) (any, err
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
+		if t, ok := v.(tagged); ok && t.etag() != "" {
+			w.Header().Set("ETag", t.etag())
+		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(v)
 	}
 }
+
+// tagged is an answer with an entity tag (the ETag header), which a
+// conditional change takes back (If-Match).
+type tagged interface{ etag() string }
 
 // read is api behind the bearer token of http.token when one is set,
 // unless http.public_reads: output tails of failed runs can hold secrets

@@ -16,7 +16,8 @@ import (
 //
 //	GET    /api/schedules            Cluster.ListSchedules (?prefix=P&after=ID
 //	                                 &limit=N&next=N): a SchedulePage
-//	GET    /api/schedules/{id...}    Cluster.GetSchedule (?next=N): a Schedule
+//	GET    /api/schedules/{id...}    Cluster.GetSchedule (?next=N): a Schedule,
+//	                                 its version as the ETag
 //	PUT    /api/schedules/{id...}    Cluster.PutScheduleDocument: the body is
 //	                                 the definition, JSON or YAML; with
 //	                                 "If-Match: N" only while the schedule
@@ -24,7 +25,8 @@ import (
 //	                                 else 409. One no live replica can run
 //	                                 answers 422 (ErrNoRunner), unless
 //	                                 ?force=true (AheadOfDeploy). Answers
-//	                                 the Schedule put.
+//	                                 the Schedule put, with its ETag; the
+//	                                 same definition again changes nothing.
 //	DELETE /api/schedules/{id...}    Cluster.DeleteSchedule (?stop=true stops
 //	                                 the runs under way): {"deleted": id}
 //
@@ -124,6 +126,14 @@ func (h *HTTPHandler) mountSchedules() {
 		}
 		return map[string]string{"deleted": id}, nil
 	}))
+}
+
+// etag is the schedule's version as an entity tag: If-Match takes it back.
+func (s Schedule) etag() string {
+	if s.Version <= 0 {
+		return ""
+	}
+	return strconv.Quote(strconv.FormatInt(s.Version, 10))
 }
 
 // scheduleIDOf is the runtime schedule id r's path names, or a 400 saying

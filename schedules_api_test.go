@@ -340,3 +340,48 @@ func TestSchedulesAPIRefusesAScheduleNoLiveReplicaCanRun(t *testing.T) {
 		t.Fatalf("put with force: %d %s, want it stored and waiting", code, body)
 	}
 }
+
+// A schedule's answers carry its version as an ETag, which If-Match takes
+// back; putting the same definition again changes nothing.
+func TestSchedulesAPIETagRoundTripsAndTheSamePutChangesNothing(t *testing.T) {
+	web := schedulesAPI(t, redistest.New(t), fmt.Sprintf("{token: %q}", apiToken))
+	req := func(method, body string, header map[string]string) (*http.Response, string) {
+		t.Helper()
+		r, err := http.NewRequest(method, web.URL+"/api/schedules/report/tenant-42", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set("Authorization", "Bearer "+apiToken)
+		for k, v := range header {
+			r.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	put, body := req("PUT", tenantReport, nil)
+	var s baton.Schedule
+	if put.StatusCode != 200 || json.Unmarshal([]byte(body), &s) != nil || put.Header.Get("ETag") != fmt.Sprintf("%q", fmt.Sprint(s.Version)) {
+		t.Fatalf("put: %d ETag %q %s", put.StatusCode, put.Header.Get("ETag"), body)
+	}
+	get, _ := req("GET", "", nil)
+	etag := get.Header.Get("ETag")
+	if etag != put.Header.Get("ETag") {
+		t.Fatalf("GET's ETag %q, the put's %q", etag, put.Header.Get("ETag"))
+	}
+	again, body := req("PUT", tenantReport, map[string]string{"If-Match": etag})
+	if again.StatusCode != 200 || again.Header.Get("ETag") != etag {
+		t.Fatalf("the same definition again: %d ETag %q (was %q) %s", again.StatusCode, again.Header.Get("ETag"), etag, body)
+	}
+	changed, body := req("PUT", strings.Replace(tenantReport, "tenant: 42", "tenant: 43", 1), map[string]string{"If-Match": etag})
+	if changed.StatusCode != 200 || changed.Header.Get("ETag") == etag {
+		t.Fatalf("a change over the ETag: %d ETag %q %s", changed.StatusCode, changed.Header.Get("ETag"), body)
+	}
+	if stale, body := req("PUT", tenantReport, map[string]string{"If-Match": etag}); stale.StatusCode != 409 {
+		t.Fatalf("a put over a stale ETag: %d %s", stale.StatusCode, body)
+	}
+}

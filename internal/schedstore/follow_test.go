@@ -286,6 +286,7 @@ func TestRecordHeadKeepsCreatedAndUpdated(t *testing.T) {
 	st := New(rdb, "fs", nil, 1)
 	ctx := context.Background()
 	doc := json.RawMessage(`{"handler":{"name":"h"},"schedule":"@hourly"}`)
+	daily := json.RawMessage(`{"handler":{"name":"h"},"schedule":"@daily"}`) // a put of the same changes nothing
 	defs := newKeys("fs", 0, 1).defs
 	same := func(what string, put Record) {
 		t.Helper()
@@ -303,7 +304,7 @@ func TestRecordHeadKeepsCreatedAndUpdated(t *testing.T) {
 	if err := clk.Step(90 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	again, err := st.Put(ctx, "x", doc, -1)
+	again, err := st.Put(ctx, "x", daily, -1)
 	if err != nil || !again.Created.Equal(first.Created) || again.Updated.Sub(first.Created) < 90*time.Second {
 		t.Fatalf("second put: %+v, %v", again, err)
 	}
@@ -316,7 +317,7 @@ func TestRecordHeadKeepsCreatedAndUpdated(t *testing.T) {
 	if r, err := st.Get(ctx, "old"); err != nil || r.Created.UnixMilli() != 1700000000000 || r.Updated.UnixMilli() != 1700000005000 {
 		t.Errorf("the earlier head reads %+v, %v", r, err)
 	}
-	over, err := st.Put(ctx, "old", doc, -1)
+	over, err := st.Put(ctx, "old", daily, -1)
 	if err != nil || over.Created.UnixMilli() != 1700000000000 {
 		t.Fatalf("a put over the earlier head: %+v, %v", over, err)
 	}
@@ -345,12 +346,39 @@ func TestPutIfVersionLosesNoOtherWritersChange(t *testing.T) {
 	if _, err := st.Put(ctx, "x", doc, 0); !errors.Is(err, ErrChanged) {
 		t.Fatalf("create of an existing id: %v", err)
 	}
-	r2, err := st.Put(ctx, "x", doc, r1.Version)
+	daily := json.RawMessage(`{"schedule":"@daily","handler":{"name":"h"}}`)
+	r2, err := st.Put(ctx, "x", daily, r1.Version)
 	if err != nil || !r2.Created.Equal(r1.Created) || r2.Version <= r1.Version {
 		t.Fatalf("%+v %v", r2, err)
 	}
-	if _, err := st.Put(ctx, "x", doc, r1.Version); !errors.Is(err, ErrChanged) {
+	if _, err := st.Put(ctx, "x", daily, r1.Version); !errors.Is(err, ErrChanged) {
 		t.Fatalf("stale version: %v", err)
+	}
+}
+
+// A put of the definition a schedule holds changes nothing: its version and
+// times stay, and no change goes to the replicas; any other put is a change.
+func TestPutOfTheSameDefinitionChangesNothing(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	st := New(rdb, "fs", handoff.NewSigner(testConfig(t, "security: {signing_keys: [\""+testKey+"\"]}\n").Security), 1)
+	ctx := context.Background()
+	doc := json.RawMessage(`{"schedule":"@hourly","handler":{"name":"h"}}`)
+	r1, err := st.Put(ctx, "x", doc, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cond := range []int64{-1, r1.Version} {
+		r, err := st.Put(ctx, "x", doc, cond)
+		if err != nil || r.Version != r1.Version || !r.Created.Equal(r1.Created) || !r.Updated.Equal(r1.Updated) {
+			t.Fatalf("the same put again (if version %d): %+v %v, want %+v", cond, r, err, r1)
+		}
+	}
+	if n := rdb.XLen(ctx, newKeys("fs", 0, 1).log).Val(); n != 1 {
+		t.Fatalf("%d changes logged, want 1", n)
+	}
+	if r, err := st.Put(ctx, "x", json.RawMessage(`{"schedule":"@daily","handler":{"name":"h"}}`), -1); err != nil || r.Version == r1.Version {
+		t.Fatalf("another definition: %+v %v, want a new version", r, err)
 	}
 }
 

@@ -5,17 +5,29 @@
 -- ARGV[4] the version the caller read (a put only if unchanged since), or
 -- "" to put whatever is there
 -- Returns {ver, created ms, updated ms}, or {-1, current ver} when ARGV[4]
--- no longer matches.
+-- no longer matches. A put of the definition the schedule holds changes
+-- nothing and returns its record's.
 if redis.call('EXISTS', KEYS[5]) == 1 then
   return redis.error_reply('MOVING baton init is moving the runtime schedules to another shard count')
 end
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 local created
 if cur then
-  local c, _, v = string.match(cur, '^(%d+)|(%+?%d+)|(%d+)|')
+  local c, u, v = string.match(cur, '^(%d+)|(%+?%d+)|(%d+)|')
   created = c
   if ARGV[4] ~= '' and ARGV[4] ~= v then
     return {-1, tonumber(v)}
+  end
+  -- the same definition put again changes nothing: no version, no change
+  -- for the replicas to follow
+  if c and string.sub(cur, #c + #u + #v + 4) == ARGV[2] then
+    local updated = tonumber(c)
+    if string.sub(u, 1, 1) == '+' then
+      updated = updated + tonumber(string.sub(u, 2))
+    else
+      updated = tonumber(u)
+    end
+    return {tonumber(v), tonumber(c), updated}
   end
 elseif ARGV[4] ~= '' and ARGV[4] ~= '0' then
   return {-1, 0}
