@@ -195,7 +195,7 @@ var badFiles = map[string][]string{
 	"missing-name":     {`:4: jobs[0].name: required`},
 	"missing-schedule": {`:4: job "report": schedule: required`},
 	"four-fields":      {`:5: job "report": schedule: expected 5 or 6 fields, found 4`},
-	"bad-cron-field":   {`:5: job "report": schedule: end of range (70) above maximum (23)`},
+	"bad-cron-field":   {`:5: job "report": schedule: hour "70": expected 0-23`},
 	"never-fires":      {`:5: job "report": schedule: "0 0 30 2 *" never fires`},
 	"cron-tz":          {`:5: job "report": schedule: a CRON_TZ= or TZ= prefix is not accepted: set the job's time zone instead`},
 	"every-subsecond":  {`:5: job "report": schedule: @every: interval 1.5s is not a whole number of seconds of at least 1s`},
@@ -206,7 +206,7 @@ var badFiles = map[string][]string{
 	"local-timezone": {`:3: timezone: "Local" is not allowed`},
 	"timezone-and-spec": { // a bad zone does not hide a bad spec
 		`:3: timezone: unknown time zone "Mars/Olympus_Mons"`,
-		`:6: job "report": schedule: end of range (25) above maximum (23)`,
+		`:6: job "report": schedule: hour "25": expected 0-23`,
 		`:9: job "report": timezone: unknown time zone "Europe/Berln"`,
 		`:11: job "cleanup": schedule: "0 0 30 2 *" never fires`,
 	},

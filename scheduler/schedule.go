@@ -120,7 +120,7 @@ func parseSchedule(spec string, loc *time.Location) (Schedule, error) {
 	}
 	parsed, err := parser.Parse(spec)
 	if err != nil {
-		return nil, err
+		return nil, explainSpec(spec, err)
 	}
 	cs, ok := parsed.(*cron.SpecSchedule)
 	if !ok { // unreachable: only @every yields another type

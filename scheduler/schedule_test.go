@@ -64,8 +64,8 @@ func TestParseScheduleRejects(t *testing.T) {
 	}{
 		{"", "empty spec"},
 		{"   ", "empty spec"},
-		{"* * * *", "expected 5 to 6 fields, found 4"},
-		{"0 * * * * * *", "expected 5 to 6 fields, found 7"},
+		{"* * * *", "4 fields: expected 5"},
+		{"0 * * * * * *", "7 fields: expected 5"},
 		{"CRON_TZ=Europe/Berlin 0 3 * * *", "CRON_TZ= or TZ= prefix"},
 		{"TZ=UTC 0 3 * * *", "CRON_TZ= or TZ= prefix"},
 		{"@every 0s", "not a whole number of seconds of at least 1s"},
@@ -74,9 +74,9 @@ func TestParseScheduleRejects(t *testing.T) {
 		{"@every -5s", "not a whole number of seconds of at least 1s"},
 		{"@every", "@every: time: invalid duration"},
 		{"@every five", "@every: time: invalid duration"},
-		{"@fortnightly", "unrecognized descriptor"},
-		{"@everyday", "unrecognized descriptor"},
-		{"61 * * * *", "above maximum"},
+		{"@fortnightly", `unknown descriptor "@fortnightly"`},
+		{"@everyday", `unknown descriptor "@everyday"`},
+		{"61 * * * *", `minute "61": expected 0-59`},
 		{"0 0 30 2 *", "never fires"},
 		{"0 0 31 4,6,9,11 *", "never fires"},
 	} {
@@ -677,4 +677,31 @@ func TestScheduleAgreesWithCronexpr(t *testing.T) {
 		}
 	}
 	t.Logf("%d specs, %d ticks compared", specs, compared)
+}
+
+// A spec robfig/cron refuses is explained in words: the field, what it
+// holds, what it takes, and the name probably meant.
+func TestBadSpecSaysWhatIsWrongInWords(t *testing.T) {
+	for spec, want := range map[string]string{
+		"0 9 * * Mnday": `day of week "Mnday": expected 0-7 or SUN-SAT`,
+		"0 9 * * Mndy":  `(did you mean MON?)`,
+		"@evry 5m":      `unknown descriptor "@evry" (did you mean @every?)`,
+		"@fortnightly":  `unknown descriptor "@fortnightly": expected one of @yearly`,
+		"61 * * * *":    `minute "61": expected 0-59`,
+		"0 25 * * *":    `hour "25": expected 0-23`,
+		"0 9 * Jnu *":   `month "Jnu": expected 1-12 or JAN-DEC, a range (a-b), a step (*/n) or a list (a,b) (did you mean JUN?)`,
+		"*/0 * * * *":   `minute "*/0": step "0": expected a whole number of at least 1`,
+		"0 9 * *":       `4 fields: expected 5`,
+		"0 9 1-x * *":   `day of month "1-x": "x": expected 1-31, L`,
+	} {
+		_, err := ParseSchedule(spec, nil)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", spec, err, want)
+		}
+	}
+	for _, spec := range []string{"0 0 L * *", "0 0 * * 5L", "0 0 * * 5#3", "0 0 * * 1-Fri", "0 9 * jan,Feb MON-fri"} {
+		if _, err := ParseSchedule(spec, nil); err != nil {
+			t.Errorf("%q: %v", spec, err)
+		}
+	}
 }
