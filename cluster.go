@@ -15,6 +15,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/locknames"
+	"github.com/batonhq/baton/internal/nearest"
 	"github.com/batonhq/baton/internal/quorum"
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/roster"
@@ -552,7 +553,8 @@ func (c *Cluster) orphanQueues(members []roster.Member) []string {
 // History returns up to n of job's newest runs and not-run ticks (n <= 0:
 // all kept), newest tick first.
 func (c *Cluster) History(ctx context.Context, job string, n int) ([]jobs.RunRecord, error) {
-	if _, ok := c.cfg.Job(job); !ok {
+	// a runtime schedule's history outlives its delete until it expires
+	if _, ok := c.cfg.Job(job); !ok && !isScheduleName(job) {
 		return nil, fmt.Errorf("%w: no job %q in the config", ErrUnknownJob, job)
 	}
 	return jobs.ReadHistory(ctx, c.queue, c.cfg.Namespace, job, n)
@@ -562,6 +564,32 @@ func (c *Cluster) History(ctx context.Context, job string, n int) ([]jobs.RunRec
 // execution leases ("exec:JOB"), singleton elections, `baton lock` locks.
 func (c *Cluster) Locks(ctx context.Context) ([]locking.HeldLock, error) {
 	return c.locks.Held(ctx)
+}
+
+// isScheduleName tells whether job is a runtime schedule's job name ("@"
+// and a valid id), whether or not the schedule exists.
+func isScheduleName(job string) bool {
+	id, ok := config.ScheduleID(job)
+	return ok && config.CheckScheduleID(id) == nil
+}
+
+// UnknownJobHint says what a job name the config does not have was
+// probably meant to be: the runtime schedule of that id ("@" + job), or
+// the nearest job of the list; "" when nothing is near.
+func (c *Cluster) UnknownJobHint(job string) string {
+	if !strings.HasPrefix(job, "@") && config.CheckScheduleID(job) == nil {
+		if _, ok := c.cfg.Job(config.ScheduleJobName(job)); ok {
+			return fmt.Sprintf("did you mean %s (runtime schedule %s's job)?", config.ScheduleJobName(job), job)
+		}
+	}
+	names := make([]string, len(c.cfg.Jobs))
+	for i, j := range c.cfg.Jobs {
+		names[i] = j.Name
+	}
+	if near := nearest.Name(job, names); near != "" {
+		return fmt.Sprintf("did you mean %s?", near)
+	}
+	return ""
 }
 
 // ErrUnknownJob is returned for a job name the config does not have.

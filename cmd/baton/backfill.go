@@ -68,7 +68,7 @@ func runBackfill(fs *flagSet, o *backfillOpts, args []string, stdout, stderr io.
 	defer c.Close()
 	job := args[0]
 	if _, ok := c.Config().Job(job); !ok {
-		return usageExit("backfill", usagef("no job %q in %s", job, o.path), stderr)
+		return usageExit("backfill", noJob(c, job, o.path), stderr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

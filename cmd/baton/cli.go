@@ -222,6 +222,15 @@ func otherFlags(cmd *cobra.Command) map[string][]string {
 	return out
 }
 
+// noJob is the usage error of a job name the config at path does not
+// have, with what it was probably meant to be.
+func noJob(c *baton.Cluster, job, path string) error {
+	if hint := c.UnknownJobHint(job); hint != "" {
+		return usagef("no job %q in %s: %s", job, path, hint)
+	}
+	return usagef("no job %q in %s", job, path)
+}
+
 // usageLine returns the usage line of "baton NAME" from its help text.
 func usageLine(name, help string) string {
 	for _, line := range strings.Split(help, "\n") {

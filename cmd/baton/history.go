@@ -64,8 +64,9 @@ func runHistory(fs *flagSet, o *historyOpts, args []string, stdout, stderr io.Wr
 	}
 	defer c.Close()
 	job := args[0]
-	if _, ok := c.Config().Job(job); !ok {
-		return usageExit("history", usagef("no job %q in %s", job, o.path), stderr)
+	// a runtime schedule's history outlives its delete until it expires
+	if _, ok := c.Config().Job(job); !ok && !strings.HasPrefix(job, "@") {
+		return usageExit("history", noJob(c, job, o.path), stderr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -545,3 +545,22 @@ jobs:
 		t.Errorf("the row does not show the forged reason and output escaped:\n%s", out)
 	}
 }
+
+// A job name that is a runtime schedule's id without its "@", or near a
+// job of the list, is refused with what was meant; a deleted runtime
+// schedule's history stays readable.
+func TestHistorySaysWhichJobWasMeant(t *testing.T) {
+	cfg := schedulesConfigFile(t, redistest.New(t))
+	if code, out, errs := runIn("schedules", "put", "--config", cfg, "report/tenant-3", "--schedule", "@hourly", "--handler", "report"); code != 0 {
+		t.Fatalf("put: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := runIn("history", "--config", cfg, "report/tenant-3"); code != 2 || !strings.Contains(errs, "did you mean @report/tenant-3") {
+		t.Fatalf("history of an id without its @: %d %q", code, errs)
+	}
+	if code, out, errs := runIn("schedules", "delete", "--config", cfg, "report/tenant-3"); code != 0 {
+		t.Fatalf("delete: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := runIn("history", "--config", cfg, "@report/tenant-3"); code != 0 {
+		t.Fatalf("history of a deleted schedule: %d %q", code, errs)
+	}
+}

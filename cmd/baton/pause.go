@@ -106,7 +106,7 @@ func runPause(fs *flagSet, o *pauseOpts, args []string, stdout, stderr io.Writer
 			id, _ := config.ScheduleID(job)
 			return usageExit(name, usagef("no such runtime schedule %q (baton schedules list lists them)", id), stderr)
 		case !ok:
-			return usageExit(name, usagef("no job %q in %s", job, path), stderr)
+			return usageExit(name, noJob(c, job, path), stderr)
 		case j.Mode == config.ModeSingleton:
 			return usageExit(name, usagef("job %q is a singleton: it has no ticks to pause", job), stderr)
 		case !on && o.catchUp && j.Mode != config.ModeCron:

@@ -75,7 +75,7 @@ func runTicks(fs *flagSet, o *ticksOpts, args []string, stdout, stderr io.Writer
 	defer c.Close()
 	job := args[0]
 	if _, ok := c.Config().Job(job); !ok {
-		return usageExit("ticks", usagef("no job %q in %s", job, o.path), stderr)
+		return usageExit("ticks", noJob(c, job, o.path), stderr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -57,7 +57,7 @@ func runTrigger(fs *flagSet, o *triggerOpts, args []string, stdout, stderr io.Wr
 	for _, job := range args {
 		j, ok := c.Config().Job(job)
 		if !ok {
-			return usageExit("trigger", usagef("no job %q in %s", job, o.path), stderr)
+			return usageExit("trigger", noJob(c, job, o.path), stderr)
 		}
 		if j.Mode != "cron" {
 			return usageExit("trigger", usagef("job %q is a %s job: only cron jobs can be triggered", job, j.Mode), stderr)
