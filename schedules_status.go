@@ -269,7 +269,7 @@ func (r *Replica) scheduleStoreWentBack(wb schedstore.WentBack) {
 	r.log.Error("runtime schedules: the store went back (the queue Redis restarted without persistence, or from an older snapshot): put back what this replica had read; run the queue Redis with appendonly yes",
 		slog.Int("shard", wb.Shard), slog.Int64("had_version", wb.Had), slog.Int64("found_version", wb.Now),
 		slog.Int("put_back", wb.PutBack), slog.Int("deleted_again", wb.Deleted), slog.Int("changed_since_kept", wb.Kept),
-		slog.Int("restored_by_another", wb.Superseded), slog.Duration("took", wb.Took))
+		slog.Int("restored_by_another", wb.Superseded), slog.Bool("restored_by_a_newer_copy", wb.Newer), slog.Duration("took", wb.Took))
 	w := StoreWentBack{At: time.Now().UTC(), Replica: r.id, Shard: wb.Shard, Had: wb.Had, Now: wb.Now,
 		PutBack: wb.PutBack, Deleted: wb.Deleted, Kept: wb.Kept, Superseded: wb.Superseded}
 	b, _ := json.Marshal(w)

@@ -54,9 +54,12 @@ type Follower struct {
 	wentBackReport func(WentBack)
 	wentBackN      atomic.Int64 // how many times a shard was found gone back
 
-	mu      sync.RWMutex
-	byName  map[string]entry // job name -> the schedule as last read
-	refused map[string]error // id -> why it is not run
+	beforeBatch func() // tests: called before each batch of a restore
+
+	mu         sync.RWMutex
+	byName     map[string]entry  // job name -> the schedule as last read
+	refused    map[string]error  // id -> why it is not run
+	refusedRaw map[string]string // id -> its stored value (put back when Redis goes back), when known
 
 	applyMu sync.Mutex   // one reader at a time: Sync, the streams, resyncs
 	shards  []shardState // by shard, under applyMu
@@ -108,7 +111,7 @@ func WithFetch() FollowerOption { return func(f *Follower) { f.fetch = true } }
 // (config.DecodeSchedule), calling apply (nil: nothing) with each change.
 func NewFollower(st *Store, base *config.Config, apply func(put []Change, removed []string), opts ...FollowerOption) *Follower {
 	f := &Follower{st: st, base: base, apply: apply, log: slog.New(slog.DiscardHandler), resync: base.Schedules.Resync,
-		byName: map[string]entry{}, refused: map[string]error{}, shards: make([]shardState, st.Shards())}
+		byName: map[string]entry{}, refused: map[string]error{}, refusedRaw: map[string]string{}, shards: make([]shardState, st.Shards())}
 	for _, o := range opts {
 		o(f)
 	}
@@ -228,7 +231,7 @@ func (f *Follower) syncShard(ctx context.Context, sh int, back bool) error {
 		return err
 	}
 	if !prev.synced.IsZero() && (back || prev.wentBack(ver, last, after)) {
-		wb, err := f.restoreShard(ctx, sh, prev, ver, raws)
+		wb, err := f.restoreShard(ctx, sh, prev, ver)
 		if err != nil {
 			// the copy is not replaced by what Redis holds: retried
 			return fmt.Errorf("the store went back (version %d, the copy had read %d) and could not be put back: %w", ver, prev.ver, err)
@@ -241,10 +244,9 @@ func (f *Follower) syncShard(ctx context.Context, sh int, back bool) error {
 		} else {
 			f.log.Info("runtime schedules: the stream of changes went back, the schedules did not", "shard", sh, "had", prev.ver, "now", ver)
 		}
-		if wb.PutBack+wb.Deleted > 0 {
-			if ver, last, raws, _, err = f.readShard(ctx, sh, prev.last); err != nil {
-				return err
-			}
+		// the store as restored (the claim alone raised its version)
+		if ver, last, raws, _, err = f.readShard(ctx, sh, ""); err != nil {
+			return err
 		}
 	}
 	f.mu.RLock()
@@ -383,6 +385,11 @@ func (f *Follower) refuse(id, raw string, err error) {
 	f.mu.Lock()
 	prev, had := f.refused[id]
 	f.refused[id] = err
+	if raw != "" {
+		f.refusedRaw[id] = raw
+	} else {
+		delete(f.refusedRaw, id)
+	}
 	name := config.ScheduleJobName(id)
 	_, inCopy := f.byName[name]
 	delete(f.byName, name)
@@ -398,6 +405,7 @@ func (f *Follower) refuse(id, raw string, err error) {
 func (f *Follower) forgetRefusal(id string) {
 	f.mu.Lock()
 	delete(f.refused, id)
+	delete(f.refusedRaw, id)
 	f.mu.Unlock()
 }
 
@@ -523,7 +531,9 @@ func (f *Follower) follow(ctx context.Context, sh int, synced time.Time) (gap, b
 	raws := map[string]string{}
 	for _, id := range ids {
 		if err := bad[id]; err != nil {
-			f.refuse(id, "", err)
+			// its stored value, put back if Redis goes back
+			raw, _ := f.st.rdb.HGet(ctx, f.st.keysOf(id).defs, id).Result()
+			f.refuse(id, raw, err)
 			continue
 		}
 		r, ok := recs[id]

@@ -13,7 +13,9 @@ import "github.com/batonhq/baton/config"
 //	                      between shard counts: puts and deletes refuse
 //	NS:{schedules}:restored hash id -> "seen|ver": the schedules replicas put
 //	                      back or deleted again after Redis went back
-//	                      (Follower), kept a day
+//	                      (Follower); "*seen": the highest version of a copy
+//	                      that claimed the restore; id -> "c|ver": deleted
+//	                      by a caller since; kept a day
 //
 // With schedules.shards N > 1, shard K's keys carry the tag {schedules.K}
 // instead (config.ScheduleKeys): a schedule lives in shard

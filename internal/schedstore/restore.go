@@ -28,11 +28,18 @@ import (
 //     caller: the stream of changes has it after the last change the copy
 //     read) is left as the store holds it.
 //
-// Every replica that followed the store across the loss does this; a
-// restore writes only over the record its replica found, or over a restore
-// from a copy that had seen fewer changes (restore.lua): the copy that saw
-// the most changes wins, whichever replica comes first. A replica that
-// started after the loss knows nothing older and restores nothing.
+// Every replica that followed the store across the loss does this, but a
+// replica whose copy saw fewer changes than one that claimed the shard's
+// restore first writes nothing (its copy may hold what the newer one saw
+// deleted); a restore writes only over the record its replica found, or
+// over a restore from a copy that had seen fewer changes (restore.lua):
+// the copy that saw the most changes wins, whichever replica comes first.
+// What a caller changes while a replica restores stands (a delete is
+// recorded for the restores to find). A claim raises the shard's version
+// to the copy's, so that a later loss compares copies by what they saw.
+// A replica that started after the loss knows nothing older and restores
+// nothing. A schedule the replica refuses (its config's, not another's)
+// is put back too, as it was stored.
 
 // WentBack is what a Follower found and did when a shard of the store went
 // back.
@@ -46,12 +53,15 @@ type WentBack struct {
 	// store's state stands); Superseded those another replica restored
 	// first, or a caller changed meanwhile.
 	PutBack, Deleted, Kept, Superseded int
+	// Newer: a replica whose copy had seen more changes claimed the
+	// shard's restore first; this one wrote nothing.
+	Newer bool
 	// Took is how long the restore took.
 	Took time.Duration
 }
 
 // Lost tells whether the store had lost anything the copy held.
-func (w WentBack) Lost() bool { return w.PutBack+w.Deleted+w.Superseded > 0 }
+func (w WentBack) Lost() bool { return w.PutBack+w.Deleted+w.Superseded > 0 || w.Newer }
 
 // WithWentBack calls report (from the Follower's goroutine) each time it
 // finds a shard of the store gone back, after restoring it.
@@ -78,12 +88,38 @@ func splitRecord(v string) (times, ver, body string, ok bool) {
 const restoreBatch = 500
 
 // restoreShard puts shard sh back to the copy's state (see above): prev is
-// how far the copy had read, raws the store's values now, by id. It is
-// called under applyMu, before the store's state is applied to the copy.
-func (f *Follower) restoreShard(ctx context.Context, sh int, prev shardState, now int64, raws map[string]string) (WentBack, error) {
+// how far the copy had read, now the store's version when the Follower
+// found it gone back. It is called under applyMu, before the store's state
+// is applied to the copy.
+//
+// It first claims the shard for its copy (restore.lua): when a copy that
+// had seen more changes claimed it first, that copy's restore stands and
+// this one writes nothing (Newer), or it would put back what that copy had
+// seen deleted; the claim raises the shard's version to the copy's, so
+// that every change made since is newer than anything a copy saw before
+// the loss. Then it reads the store again (a restore from a copy that saw
+// less may have landed since the Follower read it) and restores.
+func (f *Follower) restoreShard(ctx context.Context, sh int, prev shardState, now int64) (WentBack, error) {
 	began := time.Now()
 	wb := WentBack{Shard: sh, Had: prev.ver, Now: now}
 	k := f.st.shards[sh]
+	keys := append(k.all(), k.restored)
+	if err := restoreScript.Load(ctx, f.st.rdb).Err(); err != nil {
+		return wb, fmt.Errorf("runtime schedules: restore: %w", err)
+	}
+	claimed, err := f.st.rdb.EvalSha(ctx, restoreScript.Hash(), keys, "", "", LogLength, "0", prev.ver, "", 0).Int64()
+	if err != nil {
+		return wb, fmt.Errorf("runtime schedules: restore: claim the shard: %w", err)
+	}
+	if claimed == 0 {
+		wb.Newer = true
+		wb.Took = time.Since(began)
+		return wb, nil
+	}
+	readVer, _, raws, _, err := f.readShard(ctx, sh, "")
+	if err != nil {
+		return wb, err
+	}
 	touched, err := f.changedSince(ctx, k.log, prev.last)
 	if err != nil {
 		return wb, err
@@ -103,9 +139,19 @@ func (f *Follower) restoreShard(ctx context.Context, sh int, prev shardState, no
 		}
 		return ver
 	}
+	// the copy: what it runs, and what it refuses (another replica may
+	// run it: the store is every replica's), by id
+	held := map[string]string{}
 	f.mu.RLock()
 	for name, e := range f.byName {
 		id, _ := config.ScheduleID(name)
+		held[id] = e.raw
+	}
+	for id := range f.refused {
+		held[id] = f.refusedRaw[id] // "": not known, left as it is
+	}
+	f.mu.RUnlock()
+	for id, raw := range held {
 		if f.st.ShardOf(id) != sh {
 			continue
 		}
@@ -113,19 +159,19 @@ func (f *Follower) restoreShard(ctx context.Context, sh int, prev shardState, no
 			wb.Kept++
 			continue
 		}
-		times, _, body, ok := splitRecord(e.raw)
+		times, _, body, ok := splitRecord(raw)
 		if !ok {
 			continue
 		}
-		if raw, ok := raws[id]; ok {
-			if _, _, b, ok := splitRecord(raw); ok && b == body {
+		if cur, ok := raws[id]; ok {
+			if _, _, b, ok := splitRecord(cur); ok && b == body {
 				continue
 			}
 		}
 		ops = append(ops, op{id: id, times: times, body: body, expect: expectOf(id)})
 	}
 	for id := range raws {
-		if _, held := f.byName[config.ScheduleJobName(id)]; held || f.refused[id] != nil {
+		if _, ok := held[id]; ok {
 			continue
 		}
 		if touched[id] {
@@ -134,20 +180,16 @@ func (f *Follower) restoreShard(ctx context.Context, sh int, prev shardState, no
 		}
 		ops = append(ops, op{id: id, expect: expectOf(id)})
 	}
-	f.mu.RUnlock()
-	if len(ops) > 0 {
-		if err := restoreScript.Load(ctx, f.st.rdb).Err(); err != nil {
-			return wb, fmt.Errorf("runtime schedules: restore: %w", err)
-		}
-	}
-	keys := append(k.all(), k.restored)
 	for len(ops) > 0 {
 		batch := ops[:min(len(ops), restoreBatch)]
 		ops = ops[len(batch):]
+		if f.beforeBatch != nil {
+			f.beforeBatch()
+		}
 		cmds := make([]*redis.Cmd, len(batch))
 		_, err := f.st.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, o := range batch {
-				cmds[i] = p.EvalSha(ctx, restoreScript.Hash(), keys, o.id, o.body, LogLength, o.expect, prev.ver, o.times)
+				cmds[i] = p.EvalSha(ctx, restoreScript.Hash(), keys, o.id, o.body, LogLength, o.expect, prev.ver, o.times, readVer)
 			}
 			return nil
 		})

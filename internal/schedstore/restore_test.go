@@ -3,6 +3,8 @@ package schedstore
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -229,5 +231,151 @@ func TestRestoreNeedsACopyFromBeforeTheLoss(t *testing.T) {
 	sf.read(t)
 	if n, _ := st.Count(context.Background()); n != 0 || len(sf.got) != 0 {
 		t.Fatalf("a replica that started after the loss put back %d and reported %v", n, sf.got)
+	}
+}
+
+// A replica whose copy is older than another's restores after it: what
+// the newer copy had seen deleted is not put back by the older one, even
+// when the newer copy found nothing to put back.
+func TestRestoreByAnOlderCopyLeavesWhatANewerOneSawDeleted(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := testConfig(t, "")
+	st := Of(rdb, cfg)
+	put(t, st, "x", `{schedule: "@hourly", handler: {name: h}}`)
+	older := newStillFollower(t, st, cfg) // holds x
+	if _, err := st.Delete(context.Background(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	newer := newStillFollower(t, st, cfg) // saw x deleted
+	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	newer.read(t)
+	older.read(t)
+	if got := docOf(t, st, "x"); got[:7] != "absent:" {
+		t.Errorf("x, deleted before the loss, is back: %s", got)
+	}
+}
+
+// Redis went back a second time, to a snapshot taken after the first
+// restore: what callers put between the two losses is put back, not left
+// as the first restore wrote it.
+func TestRestoreAfterASecondLossKeepsWhatWasPutSinceTheFirst(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := testConfig(t, "")
+	st := Of(rdb, cfg)
+	for range 5 {
+		put(t, st, "x", `{schedule: "@hourly", handler: {name: h}}`)
+	}
+	sf := newStillFollower(t, st, cfg) // version 5
+	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sf.read(t) // x put back
+	snap := takeSnapshot(t, rdb, newKeys("fs", 0, 1))
+	put(t, st, "x", `{schedule: "@daily", handler: {name: h}}`)
+	sf.read(t) // the copy holds x @daily
+	snap.bringBack(t, rdb)
+	sf.read(t)
+	if got := docOf(t, st, "x"); got != `{"handler":{"name":"h"},"schedule":"@daily"}` {
+		t.Errorf("x holds %s, want the put made between the losses", got)
+	}
+}
+
+// Redis restarted empty with its clock behind the one it had: a put a
+// caller made since (its stream entry before the copy's last) stands.
+func TestRestoreLeavesAPutMadeSinceWhenTheClockWentBack(t *testing.T) {
+	t.Skip("not yet: a restore tells callers' changes since the loss by their stream entries after the copy's last, which a Redis clock gone back puts before it")
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := testConfig(t, "")
+	st := Of(rdb, cfg)
+	put(t, st, "x", `{schedule: "@hourly", handler: {name: h}}`)
+	put(t, st, "y", `{schedule: "@hourly", handler: {name: h}}`)
+	sf := newStillFollower(t, st, cfg)
+	// the entries the copy read were made by a clock an hour ahead
+	ms, seq, _ := strings.Cut(sf.f.shards[0].last, "-")
+	n, _ := strconv.ParseInt(ms, 10, 64)
+	sf.f.shards[0].last = fmt.Sprintf("%d-%s", n+3600_000, seq)
+	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	put(t, st, "x", `{schedule: "@daily", handler: {name: h}}`)
+	sf.read(t)
+	if got := docOf(t, st, "x"); got != `{"handler":{"name":"h"},"schedule":"@daily"}` {
+		t.Errorf("x holds %s, want the put made after the loss", got)
+	}
+	if got := docOf(t, st, "y"); got[:7] == "absent:" {
+		t.Errorf("y, lost, is not put back: %s", got)
+	}
+}
+
+// A schedule this replica's config refuses (another replica runs it) is
+// put back as stored when Redis loses it: the store is every replica's.
+func TestRestorePutsBackWhatThisReplicaRefuses(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := testConfig(t, "")
+	st := Of(rdb, cfg)
+	put(t, st, "mine", `{schedule: "@hourly", handler: {name: h}}`)
+	put(t, st, "theirs", `{schedule: "@hourly", handler: {name: h}, queue: elsewhere}`)
+	sf := newStillFollower(t, st, cfg)
+	if len(sf.f.Refused()) != 1 {
+		t.Fatalf("refused %v, want theirs", sf.f.Refused())
+	}
+	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sf.read(t)
+	if got := docOf(t, st, "theirs"); got[:7] == "absent:" {
+		t.Errorf("theirs, refused here, is not put back: %s", got)
+	}
+}
+
+// What a caller changes while a replica restores, after it read the store,
+// stands: a put, a delete, and a put then a delete of a schedule the store
+// had lost.
+func TestCallerChangesDuringARestoreStand(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := testConfig(t, "")
+	st := Of(rdb, cfg)
+	ctx := context.Background()
+	for _, id := range []string{"put", "deleted"} {
+		put(t, st, id, `{schedule: "@hourly", handler: {name: h}}`)
+	}
+	snap := takeSnapshot(t, rdb, newKeys("fs", 0, 1))
+	for _, id := range []string{"put", "deleted", "putdeleted", "other"} {
+		put(t, st, id, `{schedule: "@weekly", handler: {name: h}}`)
+	}
+	sf := newStillFollower(t, st, cfg)
+	snap.bringBack(t, rdb)
+	sf.f.beforeBatch = func() {
+		sf.f.beforeBatch = nil
+		put(t, st, "put", `{schedule: "@daily", handler: {name: h}}`)
+		if _, err := st.Delete(ctx, "deleted"); err != nil {
+			t.Error(err)
+		}
+		put(t, st, "putdeleted", `{schedule: "@daily", handler: {name: h}}`)
+		if _, err := st.Delete(ctx, "putdeleted"); err != nil {
+			t.Error(err)
+		}
+	}
+	sf.read(t)
+	if got := docOf(t, st, "put"); got != `{"handler":{"name":"h"},"schedule":"@daily"}` {
+		t.Errorf("put holds %s, want the caller's put", got)
+	}
+	for _, id := range []string{"deleted", "putdeleted"} {
+		if got := docOf(t, st, id); got[:7] != "absent:" {
+			t.Errorf("%s, deleted by a caller during the restore, is %s", id, got)
+		}
+	}
+	if got := docOf(t, st, "other"); got != `{"handler":{"name":"h"},"schedule":"@weekly"}` {
+		t.Errorf("other holds %s, want it put back", got)
+	}
+	if len(sf.got) != 1 || sf.got[0].PutBack != 1 || sf.got[0].Superseded != 3 {
+		t.Errorf("reported %+v, want other put back, the 3 others changed meanwhile", sf.got)
 	}
 }

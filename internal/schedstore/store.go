@@ -187,7 +187,8 @@ func storable(doc []byte) error {
 
 // Delete removes schedule id; false when there was none.
 func (s *Store) Delete(ctx context.Context, id string) (bool, error) {
-	ver, err := deleteScript.Run(ctx, s.rdb, s.keysOf(id).all(), id, LogLength).Int64()
+	k := s.keysOf(id)
+	ver, err := deleteScript.Run(ctx, s.rdb, append(k.all(), k.restored), id, LogLength).Int64()
 	if moving(err) {
 		return false, fmt.Errorf("runtime schedule %q: delete: %w", id, layout.ErrMoving)
 	}

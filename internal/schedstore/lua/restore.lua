@@ -1,21 +1,40 @@
 -- Puts back one runtime schedule as a replica held it before the queue
 -- Redis went back (restarted empty, or from an older snapshot), or deletes
--- again one the replica had seen deleted, and logs the change.
+-- again one the replica had seen deleted, and logs the change; or, with no
+-- id, claims the shard's restore for the replica's copy.
 -- KEYS[1] defs hash, KEYS[2] ids zset, KEYS[3] log stream, KEYS[4] ver,
 -- KEYS[5] the shard's move guard (set: baton init is moving the schedules),
 -- KEYS[6] the shard's restores: hash id -> "seen|ver" (the copy's version
---         of the restore that wrote the schedule, and the change it made)
--- ARGV[1] id, ARGV[2] the signed definition ("": delete it again),
+--         of the restore that wrote the schedule, and the change it made),
+--         id -> "c|ver" (a caller deleted it since a restore began: delete.lua),
+--         and "*seen": the highest version of a copy that claimed the shard
+-- ARGV[1] id ("": claim), ARGV[2] the signed definition ("": delete it again),
 -- ARGV[3] the log's length cap, ARGV[4] the version of the record the
 -- replica found in the store (0: none), ARGV[5] the version of the shard
 -- the replica's copy held (seen), ARGV[6] the record's head as the copy
--- held it: "created|updated" (its times are kept)
--- Returns 1 when put back or deleted again (or nothing to delete); 0 when
--- the schedule changed since the replica read it, other than by a restore
--- from a copy that had seen less (a newer copy wins over an older one,
--- whichever restores first).
+-- held it: "created|updated" (its times are kept), ARGV[7] the shard's
+-- version when the replica read the store
+-- A claim returns 1, and raises the shard's version to seen (changes made
+-- from now on are newer than anything a claiming copy saw, before the loss
+-- or after an earlier one), when no copy that saw more claimed the shard;
+-- else 0: that copy's restore stands.
+-- A restore returns 1 when put back or deleted again (or nothing to
+-- delete); 0 when a copy that saw more claimed the shard, or the schedule
+-- changed since the replica read it, other than by a restore from a copy
+-- that had seen less (a newer copy wins over an older one, whichever
+-- restores first).
 if redis.call('EXISTS', KEYS[5]) == 1 then
   return redis.error_reply('MOVING baton init is moving the runtime schedules to another shard count')
+end
+local seen = tonumber(ARGV[5])
+local mark = tonumber(redis.call('HGET', KEYS[6], '*seen') or '0')
+if mark > seen then return 0 end
+if ARGV[1] == '' then
+  if mark < seen then redis.call('HSET', KEYS[6], '*seen', ARGV[5]) end
+  local v = tonumber(redis.call('GET', KEYS[4]) or '0')
+  if v < seen then redis.call('SET', KEYS[4], ARGV[5]) end
+  redis.call('PEXPIRE', KEYS[6], 86400000)
+  return 1
 end
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 local curVer = '0'
@@ -27,10 +46,13 @@ end
 local byRestore, older = false, false
 local r = redis.call('HGET', KEYS[6], ARGV[1])
 if r then
-  local seen, ver = string.match(r, '^(%d+)|(%d+)$')
-  if seen and ver == curVer then
+  local by, ver = string.match(r, '^(%w+)|(%d+)$')
+  if by == 'c' then
+    -- a caller deleted it after the replica read the store
+    if tonumber(ver) > tonumber(ARGV[7]) then return 0 end
+  elseif by and ver == curVer then
     byRestore = true
-    older = tonumber(seen) < tonumber(ARGV[5])
+    older = tonumber(by) < seen
   end
 end
 if byRestore and not older then return 0 end
