@@ -37,9 +37,9 @@ const schedulesImportHelp = `usage: baton schedules import [--config FILE] [--fo
 
 Puts every schedule of FILE (JSON Lines, as "baton schedules export"
 writes them; "-" reads stdin) back under its id, signed with this
-config's keys. Every line is checked first, as a put checks it (each
-problem is printed with its line, and nothing is put while one is
-wrong); then they are put one by one, with progress every 10,000. A
+config's keys. Every line is checked first, as a put checks it, and no
+id may be on two lines (each problem is printed with its line, and
+nothing is put while one is wrong); then they are put one by one, with progress every 10,000. A
 schedule no live replica can run is put too with --force (as
 "schedules put --force"), else it is reported and the others are put.
 Running it again puts the same definitions again.
@@ -193,6 +193,7 @@ func runImport(fs *flagSet, o *importOpts, args []string, stdout, stderr io.Writ
 	// every line is checked before anything is put
 	var lines []exportLine
 	bad := 0
+	lineOf := map[string]int{} // id -> the line that holds it
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for no := 1; sc.Scan(); no++ {
@@ -210,6 +211,12 @@ func runImport(fs *flagSet, o *importOpts, args []string, stdout, stderr io.Writ
 			bad++
 			continue
 		}
+		if first, dup := lineOf[l.ID]; dup {
+			printf(stderr, "%s:%d: %s: also on line %d (an export holds each id once)\n", source, no, l.ID, first)
+			bad++
+			continue
+		}
+		lineOf[l.ID] = no
 		if _, err := config.DecodeSchedule(cfg, l.ID, l.Definition, time.Time{}); err != nil {
 			printf(stderr, "%s:%d: %s: %s\n", source, no, l.ID, cfg.MaskSecrets(err.Error()))
 			bad++

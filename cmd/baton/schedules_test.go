@@ -345,3 +345,22 @@ func TestSchedulesExportImportRoundTrip(t *testing.T) {
 		t.Fatalf("imported definition %s, exported %s", z.Definition, a.Definition)
 	}
 }
+
+// An export holding one id on two lines is refused whole, naming both
+// lines: which definition to put back is not for import to guess.
+func TestSchedulesImportRefusesAnIDOnTwoLines(t *testing.T) {
+	to := schedulesConfigFile(t, redistest.New(t))
+	dup := filepath.Join(t.TempDir(), "dup.jsonl")
+	line := func(s string) string {
+		return `{"id": "x", "definition": {"schedule": "` + s + `", "handler": {"name": "h"}}}` + "\n"
+	}
+	if err := writeFile(dup, line("@hourly")+line("@daily")); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := runIn("schedules", "import", "--config", to, "--force", "-f", dup); code != 2 || !strings.Contains(errs, dup+":2: x: also on line 1") {
+		t.Fatalf("import of an id on two lines: %d %q %q", code, out, errs)
+	}
+	if _, out, _ := runIn("schedules", "list", "--config", to); !strings.Contains(out, "no runtime schedules") {
+		t.Fatalf("a refused import put something: %q", out)
+	}
+}
