@@ -244,6 +244,8 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 	bounded(func(ctx context.Context) { held, hErr = c.locks.Held(ctx) })
 	bounded(func(ctx context.Context) { holders, sErr = singleton.New(c.cfg, c.locks, nil).Holders(ctx) })
 	bounded(func(ctx context.Context) { st.Masters = c.locks.Masters(ctx) })
+	var replicas replicaSet
+	bounded(func(ctx context.Context) { replicas = c.replicaSet(ctx) })
 	wg.Wait()
 	if errors.Is(sErr, locking.ErrQuarantine) {
 		// the normal first minute of brand-new masters (and a restart's):
@@ -314,7 +316,7 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 		js.FailureStreak, js.LastSuccess = failureStreak(full[j.Name], recs)
 		js.Lock = heldBy[locknames.Held(j)]
 		for _, r := range recs {
-			if r.Status == jobs.StatusRunning && stillRunning(j, r, js.Lock, now) {
+			if r.Status == jobs.StatusRunning && stillRunning(j, r, js.Lock, now) && !replicas.gone(r) {
 				js.Running = append(js.Running, r)
 			}
 		}

@@ -479,7 +479,8 @@ jobs:
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.PutSchedule(ctx, "hook/x", baton.ScheduleSpec{Schedule: "0 9 * * *", HTTP: &config.HTTPSpec{URL: "https://hooks.example/x"}}); err != nil {
+	// the strict replica allows no URL: put ahead of a deploy (it refuses it)
+	if _, err := c.PutSchedule(ctx, "hook/x", baton.ScheduleSpec{Schedule: "0 9 * * *", HTTP: &config.HTTPSpec{URL: "https://hooks.example/x"}}, baton.AheadOfDeploy()); err != nil {
 		t.Fatal(err)
 	}
 	zero := 0

@@ -20,6 +20,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/redact"
+	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
@@ -225,6 +227,13 @@ func (c *Cluster) ledgers(ctx context.Context, js []*config.Job, from, to time.T
 		rErr    error
 		wg      sync.WaitGroup
 	)
+	// the roster, read only when a run is recorded running (most windows
+	// have none: no round trip for them)
+	replicas := sync.OnceValue(func() replicaSet {
+		sctx, cancel := context.WithTimeout(ctx, statusStep)
+		defer cancel()
+		return c.replicaSet(sctx)
+	})
 	wg.Go(func() {
 		sctx, cancel := context.WithTimeout(ctx, statusStep)
 		defer cancel()
@@ -272,7 +281,7 @@ func (c *Cluster) ledgers(ctx context.Context, js []*config.Job, from, to time.T
 				note = &PauseNote{By: "baton pause"}
 			}
 		}
-		b := ledgerBuilder{cfg: c.cfg, job: j, now: now, known: l.KnownFrom, histFrom: since[j.Name], records: records[j.Name], pausedNow: note}
+		b := ledgerBuilder{cfg: c.cfg, job: j, now: now, known: l.KnownFrom, histFrom: since[j.Name], records: records[j.Name], pausedNow: note, replicas: replicas}
 		l.Ticks = b.build(scheduled[i], inWindow(histories[j.Name], l.From, l.To))
 	}
 	return ls, nil
@@ -436,7 +445,8 @@ type ledgerBuilder struct {
 	known     time.Time
 	histFrom  time.Time // where the history's knowledge begins (HistoryCoverage)
 	records   map[int64]tickRecord
-	pausedNow *PauseNote // the job's pause now, nil when it is not paused
+	pausedNow *PauseNote        // the job's pause now, nil when it is not paused
+	replicas  func() replicaSet // the roster, to tell a run whose worker is gone
 }
 
 // build lists the scheduled ticks and the history's records of the window
@@ -571,9 +581,13 @@ func (b *ledgerBuilder) fromRun(r jobs.RunRecord) LedgerTick {
 		lt.Outcome = OutcomeFailed
 	case r.Status == jobs.StatusRunning:
 		lt.Outcome = OutcomeRunning
-		if b.job.Timeout > 0 && b.now.After(r.Started.Add(b.job.Timeout+time.Minute)) {
+		switch {
+		case b.job.Timeout > 0 && b.now.After(r.Started.Add(b.job.Timeout+time.Minute)):
 			lt.Outcome = OutcomeUnknown
 			lt.Reason = fmt.Sprintf("no end recorded, and its timeout (%s) has passed: its worker may have died", b.job.Timeout)
+		case b.replicas != nil && b.replicas().gone(r):
+			lt.Outcome = OutcomeUnknown
+			lt.Reason = b.replicas().goneWhy(r)
 		}
 	case r.Status == jobs.StatusDispatched:
 		lt.Outcome = OutcomeDispatched
@@ -606,4 +620,50 @@ func earliest(ls []*TickLedger) time.Time {
 		}
 	}
 	return e
+}
+
+// replicaSet is the roster as a run's reader sees it: which replica ran a
+// run still recorded running, and whether it still lives.
+type replicaSet struct {
+	byID map[string]roster.Member
+	ok   bool // the roster was read
+}
+
+// replicaSet reads the roster; a failed read tells nothing (every run
+// recorded running stands).
+func (c *Cluster) replicaSet(ctx context.Context) replicaSet {
+	members, err := roster.Read(ctx, c.queue, c.cfg.Namespace)
+	if err != nil {
+		return replicaSet{}
+	}
+	rs := replicaSet{byID: make(map[string]roster.Member, len(members)), ok: true}
+	for _, m := range members {
+		rs.byID[m.ID] = m
+	}
+	return rs
+}
+
+// gone tells whether run r, recorded running, lost its worker: the replica
+// that runs it is no longer live in the roster (three heartbeats missed,
+// roster.LiveWindow), is not in it, or started again after the run began.
+// Its end will never be recorded by it: asynq retries its task once the
+// task's lease runs out.
+func (rs replicaSet) gone(r jobs.RunRecord) bool {
+	if !rs.ok || r.Worker == "" || r.Started.IsZero() {
+		return false
+	}
+	m, ok := rs.byID[r.Worker]
+	return !ok || !m.Live || !m.Started.IsZero() && m.Started.After(r.Started)
+}
+
+// goneWhy says why run r is taken as gone (gone is true).
+func (rs replicaSet) goneWhy(r jobs.RunRecord) string {
+	m, ok := rs.byID[r.Worker]
+	switch {
+	case !ok:
+		return fmt.Sprintf("no end recorded, and its worker %s is no longer in the roster: the run died with it (asynq retries its task once the task's lease runs out)", redact.Quote(r.Worker))
+	case !m.Live:
+		return fmt.Sprintf("no end recorded, and its worker %s stopped beating at %s: the run died with it (asynq retries its task once the task's lease runs out)", redact.Quote(r.Worker), m.Seen.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("no end recorded, and its worker %s started again at %s, after the run began: the run died with the earlier process (asynq retries its task once the task's lease runs out)", redact.Quote(r.Worker), m.Started.UTC().Format(time.RFC3339))
 }

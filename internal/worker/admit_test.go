@@ -260,6 +260,40 @@ func TestRetriedTaskWithinItsWindowRuns(t *testing.T) {
 	}
 }
 
+// Under forbid, a retry of a tick that comes after a newer tick of the job
+// (asynq's retry of a dead worker's task comes a lease and a recovery
+// later) does not take the job from the newest tick: it is skipped, with
+// its record naming the newer tick.
+func TestStaleRetryDoesNotDisplaceANewerTick(t *testing.T) {
+	e := newEnv(t)
+	exec := newFakeExec(func(_ context.Context, run jobs.Run, _ executor.Validity) error {
+		if run.Attempt == 1 && run.Tick.Equal(worktest.TickOf("job", 4).At) {
+			return errors.New("boom")
+		}
+		return nil
+	})
+	cfg, _ := admitWorker(t, e, exec)
+	newer, older := worktest.TickOf("job", 5), worktest.TickOf("job", 4)
+	e.dispatch(t, cfg, newer)
+	worktest.Recv(t, exec.started, "the newer tick's run")
+	worktest.Recv(t, exec.ended, "the newer tick's end")
+	e.dispatch(t, cfg, older)
+	if s := worktest.Recv(t, exec.started, "the older tick's first attempt"); !s.run.Tick.Equal(older.At) {
+		t.Fatalf("ran %v, want the older tick", s.run.Tick)
+	}
+	worktest.None(t, exec.started, 500*time.Millisecond, "the older tick's retry")
+	poll.Require(t, worktest.Wait, "the retry's skipped record", func() bool {
+		recs, _ := jobs.ReadHistory(context.Background(), e.RDB, "baton", "job", 0)
+		for _, r := range recs {
+			if r.Tick.Equal(older.At) && r.Status == jobs.StatusSkipped && r.Attempt == 2 &&
+				strings.Contains(r.Reason, "a retry of an older tick: the tick of "+newer.At.UTC().Format(time.RFC3339)+" came before it") {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // A scheduled task of a tick before the job's start, or after the job ran
 // its max_runs ticks (a tick not counted, later than every counted one), is
 // refused; a counted tick of the same job runs.

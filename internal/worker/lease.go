@@ -102,6 +102,16 @@ func (e *engine) skipBusy(ctx context.Context, job *config.Job, t scheduler.Tick
 	e.notStarted(ctx, job, t, attempt, jobs.StatusSkipped, "another run holds the job: "+b.h.String())
 }
 
+// skipStale records attempt of tick t skipped because a newer tick of the
+// job (newer) came before it: under forbid the newest tick takes the job,
+// not an older tick's retry.
+func (e *engine) skipStale(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, newer time.Time, log *slog.Logger) {
+	e.count(t.Job, func(c *counters) { c.skipped.Add(1) })
+	why := fmt.Sprintf("a retry of an older tick: the tick of %s came before it, and the newest tick takes the job (concurrency forbid)", newer.UTC().Format(time.RFC3339))
+	log.Info("skipped: "+why, slog.Int("attempt", attempt))
+	e.notStarted(ctx, job, t, attempt, jobs.StatusSkipped, why)
+}
+
 // obtained ends an acquire after a wait for the lease: the lease, recorded
 // as held, or the handler's result for err.
 func (e *engine) obtained(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, lease *locking.Lease, err error, log *slog.Logger) (*grant, error) {

@@ -3,9 +3,11 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/runlog"
+	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -78,8 +80,14 @@ type forbidPolicy struct{ e *engine }
 
 // acquire takes the job's lease, or skips the tick when another run holds
 // it (unless that run is an earlier attempt of the same tick: see
-// meetSameTick).
+// meetSameTick). A retry of a tick older than the job's latest due one is
+// skipped too: that tick's own run takes the job, and the stale retry
+// (asynq's, after a failure or a dead worker's lease) would displace it.
 func (p forbidPolicy) acquire(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool, log *slog.Logger) (*grant, error) {
+	if newer, ok := p.e.staleRetry(ctx, job, t, attempt); ok {
+		p.e.skipStale(ctx, job, t, attempt, newer, log)
+		return nil, nil
+	}
 	g, b, done, err := p.e.takeOrMeet(ctx, job, t, attempt, retries, log)
 	if done {
 		return p.e.givenBackWithEnd(g, job, log), err
@@ -95,3 +103,30 @@ func (p forbidPolicy) release(ctx context.Context, job *config.Job, _ scheduler.
 	defer cancel()
 	releaseLease(ctx, g.lease, log)
 }
+
+// staleRetry tells whether attempt (> 1: a retry) of tick t comes after a
+// newer tick of the job (its history has one, dispatched, run or not run):
+// it returns that tick. A manual or backfilled tick is never stale, nor
+// made stale by one (they are not on the schedule's course); nor is a
+// retry whose job's history cannot be read or is not kept.
+func (e *engine) staleRetry(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int) (time.Time, bool) {
+	if attempt <= 1 || t.Manual || t.Backfill || e.rdb == nil {
+		return time.Time{}, false
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	recs, err := jobs.ReadHistory(rctx, e.rdb, e.cfg.Namespace, job.Name, staleScan)
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, r := range recs {
+		if !r.Manual && !r.Backfill && r.Tick.After(t.At) {
+			return r.Tick, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// staleScan is how many of a job's newest history records a retry reads
+// for a newer tick.
+const staleScan = 8
