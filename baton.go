@@ -6,13 +6,17 @@
 //	cfg, err := config.LoadFile("baton.yaml")
 //	...
 //	reg := jobs.NewRegistry()
-//	reg.Register("report", func(ctx context.Context, run jobs.Run) error { ... })
-//	r, err := baton.New(cfg, baton.WithHandlers(reg), baton.WithLogger(logger))
+//	err = reg.HandleFunc("report", func(ctx context.Context, run jobs.Run) error {
 //	...
-//	err = r.Run(ctx) // until ctx ends, then a graceful shutdown
+//	redis.SetLogger(baton.RedisLogger(slog.Default()))
+//	r, err := baton.New(cfg, baton.WithHandlers(reg), baton.WithLogger(slog.Default()))
+//	...
+//	if err := r.Run(ctx); err != nil { // until SIGTERM, then a graceful shutdown
 //
-// NewHTTPHandler serves /healthz, /readyz and /metrics for the replicas of
-// a process, to mount on the program's own server.
+// (ExampleNew, whole.) NewHTTPHandler serves /healthz, /readyz, /metrics,
+// the API and the dashboard for the replicas of a process, to mount on the
+// program's own server at http.listen: a replica whose config sets
+// http.listen warns when nothing serves it.
 //
 // A program whose config has exec jobs runs them under a supervisor, which
 // is the program's own binary in a hidden mode: call MaybeRunSupervisor
@@ -95,11 +99,42 @@ type options struct {
 	clock      scheduler.Clock
 	tracer     trace.TracerProvider
 	onDispatch func(job string, lag time.Duration)
+	httpServed bool
 }
 
 // WithReplicaID names the replica (default host-pid): in logs, metrics,
 // the roster and lock holder records.
 func WithReplicaID(id string) Option { return func(o *options) { o.id = id } }
+
+// unservedHTTPGrace is how long after Run a replica whose config sets
+// http.listen waits for a handler to serve it before it warns.
+var unservedHTTPGrace = 5 * time.Second
+
+// warnUnservedHTTP warns, once, when the config sets http.listen and
+// nothing serves the replica's HTTP handler unservedHTTPGrace after Run
+// began: a Go program serves it itself (NewHTTPHandler), baton run does.
+func (r *Replica) warnUnservedHTTP(ctx context.Context) {
+	if r.cfg.HTTP.Listen == "" || r.httpServed.Load() {
+		return
+	}
+	t := time.NewTimer(unservedHTTPGrace)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.C:
+	}
+	if !r.httpServed.Load() {
+		r.log.Warn("http.listen is set, but nothing serves this replica's HTTP API, metrics and dashboard: a Go program mounts baton.NewHTTPHandler(replica) on its own server at that address (baton run serves it itself); or remove http.listen",
+			"listen", r.cfg.HTTP.Listen, "replica", r.id)
+	}
+}
+
+// WithHTTPServed tells the replica that the program serves its HTTP
+// handler on http.listen (baton run does; NewHTTPHandler tells the
+// replicas it serves): without either, a replica whose config sets
+// http.listen warns that nothing serves it.
+func WithHTTPServed() Option { return func(o *options) { o.httpServed = true } }
 
 // WithRole sets what the replica runs (default RoleAll).
 func WithRole(r Role) Option { return func(o *options) { o.role = r } }
@@ -162,6 +197,7 @@ type Replica struct {
 	listHash   string                             // its job list's, as the roster names it
 	stopClaims atomic.Pointer[context.CancelFunc] // set while Run runs the scheduler
 	noClaims   atomic.Bool                        // StopClaiming was called
+	httpServed atomic.Bool                        // a handler serves it (WithHTTPServed, NewHTTPHandler)
 	claimsDone chan struct{}                      // closed when the scheduler (and leadership) stopped in Run
 	lockStats  func() locking.Stats               // its lock client's (which Close clears)
 	cfg        *config.Config
@@ -212,6 +248,7 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	}
 	log := o.log
 	r := &Replica{id: o.id, role: o.role, cfg: cfg, log: log, version: o.version, metrics: newReplicaMetrics(o.id), claimsDone: make(chan struct{})}
+	r.httpServed.Store(o.httpServed)
 	r.metrics.intervals(cfg)
 	ok := false
 	defer func() {
@@ -472,6 +509,8 @@ func (r *Replica) Run(ctx context.Context) error {
 	go func() { defer close(followDone); r.follower.Run(followCtx) }()
 	reportDone := make(chan struct{})
 	go func() { defer close(reportDone); r.reportRefusals(followCtx) }()
+	httpDone := make(chan struct{})
+	go func() { defer close(httpDone); r.warnUnservedHTTP(followCtx) }()
 	var err error
 	// the scheduler and the leadership it claims leader jobs under stop
 	// together: at ctx's end, or at StopClaiming
@@ -514,6 +553,7 @@ func (r *Replica) Run(ctx context.Context) error {
 	stopFollow()
 	<-followDone
 	<-reportDone
+	<-httpDone
 	r.Close()
 	r.log.Info("replica stopped", "replica", r.id)
 	return err

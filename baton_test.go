@@ -462,3 +462,31 @@ jobs:
 	}
 	r.Close()
 }
+
+// A Go program whose config sets http.listen but that serves no handler is
+// told so by a WARN line; one that mounts NewHTTPHandler is not.
+func TestHTTPListenThatNothingServesIsWarnedAbout(t *testing.T) {
+	baton.SetUnservedHTTPGrace(t, 50*time.Millisecond)
+	srv := redistest.New(t)
+	cfg := schedulesConfig(t, srv, `http: {listen: "127.0.0.1:0"}`)
+	var unserved, served logBuffer
+	running(t, cfg, baton.WithReplicaID("u1"), baton.WithLogger(slog.New(slog.NewTextHandler(&unserved, nil))))
+	// the handler made before Run, as a program mounts it
+	r, err := baton.New(cfg, baton.WithReplicaID("s1"), baton.WithLogger(slog.New(slog.NewTextHandler(&served, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving(t, r)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	poll.Require(t, 20*time.Second, "the warning", func() bool {
+		return strings.Contains(unserved.String(), "http.listen is set, but nothing serves this replica's HTTP API")
+	})
+	poll.Require(t, 20*time.Second, "the served replica started", func() bool { return strings.Contains(served.String(), "replica started") })
+	time.Sleep(200 * time.Millisecond) // real time: a warning that must not come (4 x the grace)
+	if strings.Contains(served.String(), "nothing serves") {
+		t.Errorf("a replica whose handler is served warned:\n%s", served.String())
+	}
+}

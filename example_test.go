@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/jobs"
@@ -37,6 +39,9 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// go-redis's own lines (a pool that cannot dial) through the same logger:
+	// go-redis keeps one logger per process, so the program sets it
+	redis.SetLogger(baton.RedisLogger(slog.Default()))
 	r, err := baton.New(cfg, baton.WithHandlers(reg), baton.WithLogger(slog.Default()))
 	if err != nil {
 		log.Fatal(err)

@@ -1,6 +1,10 @@
 package baton
 
-import "github.com/redis/go-redis/v9"
+import (
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // PauseValue exposes pauseValue to the package's tests.
 var PauseValue = pauseValue
@@ -14,4 +18,12 @@ func HookCluster(c *Cluster, h redis.Hook) {
 			m.AddHook(h)
 		}
 	}
+}
+
+// SetUnservedHTTPGrace sets how long a replica waits for a handler to serve
+// http.listen before it warns, until the test ends.
+func SetUnservedHTTPGrace(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := unservedHTTPGrace
+	unservedHTTPGrace = d
+	t.Cleanup(func() { unservedHTTPGrace = old })
 }

@@ -70,6 +70,9 @@ type HTTPHandler struct {
 // checks.
 func NewHTTPHandler(replicas ...*Replica) *HTTPHandler {
 	h := &HTTPHandler{replicas: replicas, mux: http.NewServeMux(), stop: make(chan struct{}), done: make(chan struct{})}
+	for _, r := range replicas {
+		r.httpServed.Store(true)
+	}
 	starting := "starting: readiness not checked yet"
 	h.ready.Store(&starting)
 	reg := prometheus.NewRegistry()

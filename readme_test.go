@@ -527,3 +527,32 @@ func TestReadmeGoProgramBuilds(t *testing.T) {
 		t.Fatalf("README.md's Go program does not build: %v\n%s", err, out)
 	}
 }
+
+// The package's doc shows lines of ExampleNew, which compiles: each line
+// of its code block (but "...") is in the example, so the doc cannot show
+// a call that does not compile.
+func TestPackageDocCodeIsTheExamples(t *testing.T) {
+	src, err := os.ReadFile("baton.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _, _ := strings.Cut(string(src), "\npackage baton")
+	n := 0
+	for line := range strings.Lines(doc) {
+		code, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "//\t")
+		if !ok || strings.TrimSpace(code) == "..." {
+			continue
+		}
+		n++
+		if !strings.Contains(string(example), strings.TrimSpace(code)) {
+			t.Errorf("the package doc shows %q, which ExampleNew does not have", code)
+		}
+	}
+	if n < 4 {
+		t.Fatalf("found %d code lines in the package doc", n)
+	}
+}

@@ -13,8 +13,8 @@ import (
 var registryNameRE = regexp.MustCompile(`^[a-z0-9._-]{1,64}$`)
 
 // Registry maps handler names (the handler: key of a job) to Go handlers.
-// Build one, register handlers at start-up and hand it to NewExecutor with
-// WithHandlers. It is safe for concurrent use. The zero value is not usable;
+// Build one, register handlers at start-up and hand it to baton.New with
+// baton.WithHandlers. It is safe for concurrent use. The zero value is not usable;
 // use NewRegistry.
 type Registry struct {
 	mu       sync.RWMutex

@@ -129,7 +129,7 @@ func runDev(fs *flagSet, o devOpts, args []string, stdout, stderr io.Writer) int
 	var replicas []*baton.Replica
 	for _, id := range ids {
 		rlog := log.With("replica", id)
-		rp, err := baton.New(cfg, baton.WithReplicaID(id), baton.WithLogger(rlog), baton.WithVersion(shortVersion()),
+		rp, err := baton.New(cfg, baton.WithReplicaID(id), baton.WithLogger(rlog), baton.WithVersion(shortVersion()), baton.WithHTTPServed(),
 			baton.WithLockMessageFilter(wiring.WithoutConfigCommand), baton.WithTracerProvider(tp))
 		if err != nil {
 			log.Error("cannot build a replica", "replica", id, "err", err)

@@ -102,7 +102,7 @@ func runServe(r baton.Role, fs *flagSet, o commonOpts, args []string, stdout, st
 	defer flushTraces()
 	build := func(cfg *config.Config) (*baton.Replica, error) {
 		return baton.New(cfg, baton.WithReplicaID(cf.id), baton.WithRole(r), baton.WithLogger(log), baton.WithVersion(shortVersion()),
-			baton.WithTracerProvider(tp))
+			baton.WithTracerProvider(tp), baton.WithHTTPServed())
 	}
 	rp, err := build(cfg)
 	if err != nil {

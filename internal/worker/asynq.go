@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -70,11 +71,13 @@ func (w *Worker) handleError(ctx context.Context, task *asynq.Task, err error) {
 	}
 	switch {
 	case errors.Is(err, ErrRefused):
+		w.meantEnds.Store(id, true)
 		return // logged by refuse, once per kind
 	case errors.Is(err, ErrRunsElsewhere):
 		w.log.Debug("task handed back", attrs...)
 		return
 	case errors.Is(err, ErrReplaced), stoppedOnRequest(err):
+		w.meantEnds.Store(id, true)
 		w.log.Info("task ended", attrs...)
 		return
 	}
@@ -82,12 +85,27 @@ func (w *Worker) handleError(ctx context.Context, task *asynq.Task, err error) {
 }
 
 // asynqLogger adapts slog to asynq's Logger. Fatal logs at error level and
-// does not exit (asynq itself never calls it).
-type asynqLogger struct{ l *slog.Logger }
+// does not exit (asynq itself never calls it). asynq's "Retry exhausted"
+// warning of a task that ended on purpose (meant: replaced, stopped on
+// request, refused; handleError, which asynq calls just before, logged
+// its end) is a debug line.
+type asynqLogger struct {
+	l     *slog.Logger
+	meant *sync.Map // task id -> true, taken once
+}
+
+// retryExhausted starts asynq's warning of an archived task.
+const retryExhausted = "Retry exhausted for task id="
 
 func (a asynqLogger) log(level slog.Level, args []any) {
+	msg := strings.TrimSpace(fmt.Sprint(args...))
+	if id, ok := strings.CutPrefix(msg, retryExhausted); ok && a.meant != nil {
+		if _, meant := a.meant.LoadAndDelete(id); meant {
+			level = slog.LevelDebug
+		}
+	}
 	if a.l.Enabled(context.Background(), level) {
-		a.l.Log(context.Background(), level, strings.TrimSpace(fmt.Sprint(args...)))
+		a.l.Log(context.Background(), level, msg)
 	}
 }
 

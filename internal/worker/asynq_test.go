@@ -2,6 +2,9 @@ package worker
 
 import (
 	"context"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,5 +103,22 @@ func TestAsynqCancelCrossesNoNamespace(t *testing.T) {
 		if info, err := e.Insp.GetTaskInfo(q, tk.ID()); err != nil || info.State != asynq.TaskStateActive {
 			t.Errorf("%s task after the cancel: %+v, %v; want still active", q, info, err)
 		}
+	}
+}
+
+// asynq's "Retry exhausted" warning of a task that ended on purpose (its
+// handler found it replaced, stopped on request or refused) is a debug
+// line, once; any other task's stays a warning.
+func TestMeantEndIsNoRetryExhaustedWarning(t *testing.T) {
+	var logs strings.Builder
+	var meant sync.Map
+	meant.Store("stopped-1", true)
+	l := asynqLogger{l: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), meant: &meant}
+	l.Warn("Retry exhausted for task id=stopped-1")
+	l.Warn("Retry exhausted for task id=failed-2")
+	l.Warn("Retry exhausted for task id=stopped-1") // taken once
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "level=DEBUG") || !strings.Contains(lines[1], "level=WARN") || !strings.Contains(lines[2], "level=WARN") {
+		t.Fatalf("logged:\n%s", logs.String())
 	}
 }

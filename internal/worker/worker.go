@@ -29,6 +29,10 @@ import (
 // job's execution lease.
 type Worker struct {
 	engine
+	// task id -> true: a task handleError found ended on purpose (replaced,
+	// stopped on request, refused): asynq's "Retry exhausted" line of its
+	// archive is not a warning (asynqLogger)
+	meantEnds    sync.Map
 	redisOpt     asynq.RedisConnOpt
 	asynqRDB     redis.UniversalClient // the asynq server's connection
 	localOnly    bool
@@ -131,7 +135,7 @@ func (w *Worker) Start() error {
 			RetryDelayFunc:           w.retryDelay,
 			TaskCheckInterval:        w.taskCheck,
 			DelayedTaskCheckInterval: w.delayedCheck,
-			Logger:                   asynqLogger{w.log.With(slog.String("component", "asynq"))},
+			Logger:                   asynqLogger{l: w.log.With(slog.String("component", "asynq")), meant: &w.meantEnds},
 			ErrorHandler:             asynq.ErrorHandlerFunc(w.handleError),
 			// a task handed back to a replica that can run it spends no attempt
 			IsFailure: func(err error) bool { return !errors.Is(err, ErrRunsElsewhere) },
