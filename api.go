@@ -217,6 +217,20 @@ func (h *HTTPHandler) mountAPI() {
 	}))
 	h.mux.Handle("GET /queues", http.RedirectHandler("/queues/", http.StatusMovedPermanently))
 	h.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		// a path served under other methods is 405, naming them
+		var allowed []string
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := h.mux.Handler(probe); pattern != "/api/" && pattern != "" {
+				allowed = append(allowed, m)
+			}
+		}
+		if len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: this endpoint takes %s", r.Method, r.URL.Path, strings.Join(allowed, " or ")))
+			return
+		}
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path))
 	})
 }
@@ -461,7 +475,11 @@ func (h *HTTPHandler) authorized(w http.ResponseWriter, r *http.Request) bool {
 			// for the dashboard's own reads of /api/
 			w.Header().Add("WWW-Authenticate", `Basic realm="baton (any user, http.token as password)"`)
 		}
-		writeError(w, http.StatusUnauthorized, "a valid token is required: Authorization: Bearer <http.token>, or HTTP Basic with it as the password")
+		msg := "a valid token is required: Authorization: Bearer <http.token>"
+		if queues {
+			msg += ", or HTTP Basic with it as the password"
+		}
+		writeError(w, http.StatusUnauthorized, msg)
 		return false
 	}
 	return true
@@ -528,7 +546,10 @@ func (h *HTTPHandler) fail(w http.ResponseWriter, err error) {
 func writeError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+	// a JSON answer, not HTML: "<" and ">" stay as they are
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]string{"error": msg})
 }
 
 // statusAnswer is what GET /api/status answers: the deployment's Status,

@@ -134,7 +134,7 @@ func TestAPI(t *testing.T) {
 		{"GET", "/api/jobs/report/ticks?from=2020-01-01T00:00:00Z&to=2026-01-01T00:00:00Z", apiToken, "", 400, "more than 10000 ticks"},
 		{"GET", "/api/ticks?to=now", apiToken, "", 400, "to must be an RFC 3339 time"},
 		{"GET", "/api/nothing", apiToken, "", 404, "no API endpoint"},
-		{"DELETE", "/api/jobs/report/pause", apiToken, "", 404, "no API endpoint DELETE"},
+		{"DELETE", "/api/jobs/report/pause", apiToken, "", 405, "this endpoint takes POST"},
 	} {
 		code, body := call(t, web, tc.method, tc.path, tc.token, tc.body)
 		if code != tc.code || !strings.Contains(body, tc.want) {
@@ -446,5 +446,32 @@ func TestPublicTicksReadNamesNoRedisAddressWhenRedisIsDown(t *testing.T) {
 		if strings.Contains(body, port) {
 			t.Errorf("GET %s without a token, the queue Redis down: %d %s: names its address", path, code, body)
 		}
+	}
+}
+
+// A path served under other methods answers 405 naming them; an error's
+// text keeps "<" and ">" (a JSON answer, not HTML); a missing token's 401
+// offers only what /api/ takes (Bearer).
+func TestAPIWrongMethodIs405AndErrorsReadAsWritten(t *testing.T) {
+	web := apiServer(t, redistest.New(t), apiToken)
+	req, _ := http.NewRequest("POST", web.URL+"/api/status", nil)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 405 || resp.Header.Get("Allow") != "GET" || !strings.Contains(string(b), "this endpoint takes GET") {
+		t.Errorf("POST /api/status: %d Allow %q %s", resp.StatusCode, resp.Header.Get("Allow"), b)
+	}
+	if code, body := call(t, web, "GET", "/api/nothing", apiToken, ""); code != 404 {
+		t.Errorf("GET /api/nothing: %d %s", code, body)
+	}
+	if code, body := call(t, web, "GET", "/api/jobs/%3Cx%3E/history", apiToken, ""); code != 404 || !strings.Contains(body, `\"<x>\"`) {
+		t.Errorf("an unknown job's error: %d %s, want its name as written", code, body)
+	}
+	if code, body := call(t, web, "GET", "/api/status", "wrong", ""); code != 401 || strings.Contains(body, "Basic") {
+		t.Errorf("a wrong token: %d %s, want 401 offering Bearer only", code, body)
 	}
 }

@@ -211,7 +211,7 @@ func TestSchedulesAPIFieldErrors(t *testing.T) {
 		{"GET", "/api/schedules?next=x", "", 400, "next must be"},
 		{"GET", "/api/schedules/a?next=11", "", 400, "next must be"},
 		{"GET", "/api/schedules/nope", "", 404, "no such runtime schedule"},
-		{"POST", "/api/schedules/a", "", 404, "no API endpoint POST"},
+		{"POST", "/api/schedules/a", "", 405, "this endpoint takes GET or PUT or DELETE"},
 	} {
 		code, body := call(t, web, tc.method, tc.path, apiToken, tc.body)
 		if code != tc.code || !strings.Contains(body, tc.want) {
