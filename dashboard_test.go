@@ -431,6 +431,8 @@ func TestDashboardSchedulesPageListsAndOpensASchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := openDashboard(t, web.URL)
+	// no token yet: the page says what it needs instead of "loading…"
+	p.until("the page to say it needs the token", `document.querySelector("#updated").textContent === "needs the token" && document.querySelector("#view").textContent.includes("behind http.token")`)
 	p.until("keep the token for the tab", fmt.Sprintf(`(sessionStorage.setItem("baton-token", %q), true)`, apiToken))
 	p.step("open the schedules' page", chromedp.Navigate("about:blank"), chromedp.Navigate(web.URL+"/#/schedules"), chromedp.WaitVisible(`#schedules tr[data-id="other/x"]`))
 	if n := evalJS[int](p, `document.querySelectorAll("#schedules tr[data-id]").length`); n != 50 {

@@ -606,6 +606,11 @@ func (v *validator) kind(p string, j *Job, mode Mode) {
 	}
 	switch len(kinds) {
 	case 0:
+		if IsScheduleJob(j.Name) {
+			// a runtime schedule takes no command
+			v.errf(p, "set one of handler (a Go handler a replica registers: handler.name) or http (a URL under schedules.http_prefixes: http.url)")
+			return
+		}
 		v.errf(p, "set one of exec, http or handler")
 		return
 	case 1:

@@ -231,12 +231,27 @@ func noJob(c *baton.Cluster, job, path string) error {
 	return usagef("no job %q in %s", job, path)
 }
 
-// usageLine returns the usage line of "baton NAME" from its help text.
+// usageLine returns the usage lines of "baton NAME" from its help text:
+// each of its forms (the "usage:" line and the lines under it that start
+// "baton NAME").
 func usageLine(name, help string) string {
+	var out []string
 	for _, line := range strings.Split(help, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(strings.TrimPrefix(line, "usage:")), "baton "+name); ok && (rest == "" || rest[0] == ' ') {
-			return "usage: " + strings.TrimSpace(strings.TrimPrefix(line, "usage:"))
+		text := strings.TrimSpace(strings.TrimPrefix(line, "usage:"))
+		rest, ok := strings.CutPrefix(text, "baton "+name)
+		switch {
+		case ok && (rest == "" || rest[0] == ' ') && (len(out) > 0 || strings.HasPrefix(line, "usage:")):
+			prefix := "usage: "
+			if len(out) > 0 {
+				prefix = "       "
+			}
+			out = append(out, prefix+text)
+		case len(out) > 0:
+			return strings.Join(out, "\n")
 		}
+	}
+	if len(out) > 0 {
+		return strings.Join(out, "\n")
 	}
 	return "usage: baton " + name
 }

@@ -133,7 +133,7 @@ jobs:
 		t.Errorf("replica: %+v", r)
 	}
 	code, out, errs := runIn("status", "--config", cfg)
-	for _, want := range []string{"JOB", "slow", "yes (" + redact.Escape(osUser()) + ")", "idle paused by " + redact.Quote(osUser()) + " since ", `"status-1"`, "SKEW", "held, fence"} {
+	for _, want := range []string{"JOB", "slow", "yes (" + redact.Escape(osUser()) + ")", "idle paused by " + redact.Quote(osUser()) + " since ", "on status-1", "SKEW", "held, fence"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("status table lacks %q: %d\n%s%s", want, code, out, errs)
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -73,6 +74,19 @@ func runNext(fs *flagSet, o *nextOpts, args []string, stdout, stderr io.Writer) 
 	list := cfg.Jobs
 	if job != "" {
 		j, ok := cfg.Job(job)
+		if !ok && config.IsScheduleJob(job) {
+			// a runtime schedule's: read from the queue Redis
+			c, err := baton.NewCluster(cfg)
+			if err != nil {
+				return usageExit("next", err, stderr)
+			}
+			defer c.Close()
+			j, ok = c.Config().Job(job)
+			if !ok {
+				id, _ := config.ScheduleID(job)
+				return usageExit("next", usagef("--job %q: no such runtime schedule %q (baton schedules list lists them)", job, id), stderr)
+			}
+		}
 		if !ok {
 			return usageExit("next", usagef("--job %q: no such job in %s", job, path), stderr)
 		}

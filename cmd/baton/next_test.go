@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/batonhq/baton/internal/redistest"
 )
 
 // baton next SPEC prints the fire times of a bare spec in --tz (default
@@ -46,5 +48,20 @@ func TestNextBareSpecUsageErrors(t *testing.T) {
 		if code, _, errs := runIn(tc.args...); code != exitUsage || !strings.Contains(errs, tc.want) {
 			t.Errorf("baton %q: exit %d, stderr %q; want %d and %q", tc.args, code, errs, exitUsage, tc.want)
 		}
+	}
+}
+
+// --job takes a runtime schedule's "@" name: its next ticks, in its zone.
+func TestNextOfARuntimeSchedule(t *testing.T) {
+	cfg := schedulesConfigFile(t, redistest.New(t))
+	if code, out, errs := runIn("schedules", "put", "--config", cfg, "report/tenant-7", "--schedule", "0 9 * * 1", "--timezone", "Europe/Berlin", "--handler", "report"); code != 0 {
+		t.Fatalf("put: %d %q %q", code, out, errs)
+	}
+	code, out, errs := runIn("next", "--config", cfg, "--job", "@report/tenant-7", "-n", "2")
+	if code != 0 || !strings.Contains(out, "@report/tenant-7") || strings.Count(out, "09:00:00+01:00")+strings.Count(out, "09:00:00+02:00") != 2 {
+		t.Fatalf("next --job @id: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := runIn("next", "--config", cfg, "--job", "@report/nobody"); code != 2 || !strings.Contains(errs, "no such runtime schedule") {
+		t.Fatalf("next --job of an absent schedule: %d %q", code, errs)
 	}
 }

@@ -364,3 +364,17 @@ func TestSchedulesImportRefusesAnIDOnTwoLines(t *testing.T) {
 		t.Fatalf("a refused import put something: %q", out)
 	}
 }
+
+// A put without what to run offers what a runtime schedule takes (no
+// command); a flag error's usage shows both forms of put.
+func TestSchedulesPutErrorsOfferWhatItTakes(t *testing.T) {
+	cfg := schedulesConfigFile(t, redistest.New(t))
+	code, _, errs := runIn("schedules", "put", "--config", cfg, "x", "--schedule", "@hourly")
+	if code != 2 || !strings.Contains(errs, "set one of handler") || strings.Contains(errs, "exec") {
+		t.Fatalf("a put without what to run: %d %q", code, errs)
+	}
+	code, _, errs = runIn("schedules", "put", "--config", cfg, "x", "--bogus")
+	if code != 2 || !strings.Contains(errs, "usage: baton schedules put [--config FILE] [--if-version N] [--force] ID -f FILE\n       baton schedules put") {
+		t.Fatalf("a flag error's usage: %d %q", code, errs)
+	}
+}

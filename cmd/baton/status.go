@@ -117,9 +117,9 @@ func printJSON(stdout, stderr io.Writer, cmd string, v any) int {
 	return 0
 }
 
-// printStatus writes st as tables (cells made inert: see printf); who
-// paused, worker and replica ids, versions, hashes and queue names are
-// quoted besides, as the names they are.
+// printStatus writes st as tables (cells made inert: see printf); worker
+// and replica ids, versions, hashes and queue names are escaped besides
+// (redact.Escape: shown as they are when clean), who paused is quoted.
 func printStatus(w io.Writer, st *baton.Status) {
 	tw := newTable(w, "JOB", "MODE", "SCHEDULE", "NEXT", "PAUSED", "LAST", "LAST OK", "RUNNING", "LOCK")
 	for _, j := range st.Jobs {
@@ -148,16 +148,20 @@ func printStatus(w io.Writer, st *baton.Status) {
 		if r := j.Last; r != nil {
 			last = r.Tick.Format(time.RFC3339) + " " + string(r.Status)
 			if r.Worker != "" {
-				last += " on " + redact.Quote(r.Worker)
+				last += " on " + redact.Escape(r.Worker)
 			}
 		}
 		running := "-"
-		if len(j.Running) > 0 {
+		switch {
+		case len(j.Running) > 0:
 			var parts []string
 			for _, r := range j.Running {
-				parts = append(parts, fmt.Sprintf("%s on %s", r.Tick.Format(time.RFC3339), redact.Quote(r.Worker)))
+				parts = append(parts, fmt.Sprintf("%s on %s", r.Tick.Format(time.RFC3339), redact.Escape(r.Worker)))
 			}
 			running = strings.Join(parts, ", ")
+		case j.Leader != nil:
+			// a singleton runs while it leads
+			running = "led by " + redact.Escape(j.Leader.ID) + " since " + j.Leader.Since.UTC().Format(time.RFC3339)
 		}
 		tw.row(j.Name, j.Mode, dash(sched), next, paused, last, lastOK(j, st.Time), running, lockLine(j))
 	}
@@ -176,15 +180,15 @@ func printStatus(w io.Writer, st *baton.Status) {
 			if !r.Live {
 				seen += " (gone)"
 			}
-			hash := redact.Quote(r.ListHash)
+			hash := redact.Escape(r.ListHash)
 			if r.Differs {
 				hash += " (differs)"
 			}
 			qs := make([]string, len(r.Queues))
 			for i, q := range r.Queues {
-				qs[i] = redact.Quote(q)
+				qs[i] = redact.Escape(q)
 			}
-			tw.row(redact.Quote(r.ID), redact.Quote(r.Role), redact.Quote(r.Version), hash, seen, r.Skew.String(), dash(strings.Join(qs, ",")))
+			tw.row(redact.Escape(r.ID), redact.Escape(r.Role), redact.Escape(r.Version), hash, seen, r.Skew.String(), dash(strings.Join(qs, ",")))
 		}
 		_ = tw.flush()
 	}

@@ -142,7 +142,7 @@ jobs:
 			failing = l
 		}
 	}
-	if !strings.Contains(report, `2026-11-28T10:00:00Z \x1b[2K\x1b[1G ok on "r1"`) {
+	if !strings.Contains(report, `2026-11-28T10:00:00Z \x1b[2K\x1b[1G ok on r1`) {
 		t.Errorf("report's row does not show the forged status escaped:\n%s", out)
 	}
 	if !strings.Contains(failing, `last: "\x1b[2K\x1b[1G ok", output: "\x1b[2K\x1b[1G ok"`) {
@@ -225,5 +225,26 @@ func TestStatusPrintsRuntimeSchedulesSummary(t *testing.T) {
 	}
 	if strings.Contains(out, "\x1b") {
 		t.Errorf("status prints a control character read from Redis:\n%q", out)
+	}
+}
+
+// The replica table shows ids, roles, versions and queues as they are
+// (escaped, not quoted); a singleton's RUNNING cell names its leader.
+func TestStatusTablesShowNamesAsTheyAre(t *testing.T) {
+	st := &baton.Status{Time: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC),
+		Jobs: []baton.JobStatus{{Name: "pump", Mode: "singleton", Leader: &locking.Leader{ID: "r2", Since: time.Date(2030, 1, 1, 11, 0, 0, 0, time.UTC), Fence: 9}}},
+		Replicas: []baton.ReplicaStatus{{ID: "r1", Role: "run", Version: "v1.2", ListHash: "abc", Queues: []string{"default", "bad\x1bq"},
+			LastSeen: time.Date(2030, 1, 1, 11, 59, 58, 0, time.UTC), Live: true}},
+	}
+	var b strings.Builder
+	printStatus(&b, st)
+	out := b.String()
+	for _, want := range []string{"led by r2 since 2030-01-01T11:00:00Z", "r1 ", " run ", "v1.2", "default,bad\\x1bq"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status does not show %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `"r1"`) || strings.Contains(out, `"run"`) {
+		t.Errorf("the replica table quotes its values:\n%s", out)
 	}
 }
