@@ -55,20 +55,20 @@ func newRoot(c *cli) *cobra.Command {
 		subcommand(c, "validate", validateHelp, nil, defineValidate, runValidate),
 		subcommand(c, "next", nextHelp, nil, defineNext, runNext),
 		subcommand(c, "status", statusHelp, nil, defineConfigJSON, runStatus),
-		subcommand(c, "history", historyHelp, jobNames(1), defineHistory, runHistory),
-		subcommand(c, "ticks", ticksHelp, jobNames(1), defineTicks, runTicks),
+		subcommand(c, "history", historyHelp, jobNames(1, nil), defineHistory, runHistory),
+		subcommand(c, "ticks", ticksHelp, jobNames(1, withTicks), defineTicks, runTicks),
 		subcommand(c, "locks", locksHelp, nil, defineConfigJSON, runLocks),
-		subcommand(c, "trigger", triggerHelp, jobNames(0), defineTrigger, runTrigger),
-		subcommand(c, "backfill", backfillHelp, jobNames(1), defineBackfill, runBackfill),
-		subcommand(c, "pause", pauseHelp, jobNames(0), pauseFlags(true), runPause),
-		subcommand(c, "resume", pauseHelp, jobNames(0), pauseFlags(false), runPause),
+		subcommand(c, "trigger", triggerHelp, jobNames(0, withTicks), defineTrigger, runTrigger),
+		subcommand(c, "backfill", backfillHelp, jobNames(1, withTicks), defineBackfill, runBackfill),
+		subcommand(c, "pause", pauseHelp, jobNames(0, withTicks), pauseFlags(true), runPause),
+		subcommand(c, "resume", pauseHelp, jobNames(0, withTicks), pauseFlags(false), runPause),
 		c.schedulesCommand(),
 		c.lockCommand(),
 		subcommand(c, "init", initHelp, nil, defineInit, runInit),
 		subcommand(c, "version", versionHelp, nil, func(*flagSet) struct{} { return struct{}{} }, runVersion),
 	)
 	if next, _, err := root.Find([]string{"next"}); err == nil {
-		_ = next.RegisterFlagCompletionFunc("job", jobNames(-1))
+		_ = next.RegisterFlagCompletionFunc("job", jobNames(-1, withTicks))
 	}
 	return root
 }

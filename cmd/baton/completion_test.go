@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/batonhq/baton/internal/redistest"
 )
 
 // complete runs the completion the shell scripts ask for (cobra's hidden
@@ -66,5 +69,43 @@ func TestCompletionScripts(t *testing.T) {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("completion %s: exit %d, stderr %q, stdout starts %.80q", shell, code, errs, out)
 		}
+	}
+}
+
+// A command that refuses singletons is not offered one; "@" completes the
+// runtime schedules' job names, and schedules get|delete their ids, from
+// Redis.
+func TestCompletionOffersWhatEachCommandTakes(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := writeConfig(t, fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: stest
+jobs:
+  - {name: report, schedule: "@daily", exec: {command: ["true"]}}
+  - {name: pump, mode: singleton, exec: {command: ["true"]}}
+`, srv.Addr()))
+	for _, id := range []string{"report/tenant-1", "report/tenant-2", "other/x"} {
+		if code, out, errs := runIn("schedules", "put", "--config", cfg, id, "--schedule", "@hourly", "--handler", "report"); code != 0 {
+			t.Fatalf("put: %d %q %q", code, out, errs)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"trigger", "--config", cfg, ""}, "report"},
+		{[]string{"ticks", "--config", cfg, ""}, "report"},
+		{[]string{"history", "--config", cfg, ""}, "report pump"},
+		{[]string{"history", "--config", cfg, "@rep"}, "@report/tenant-1 @report/tenant-2"},
+		{[]string{"trigger", "--config", cfg, "@report/tenant-1", "@report/"}, "@report/tenant-2"},
+		{[]string{"schedules", "get", "--config", cfg, "o"}, "other/x"},
+		{[]string{"schedules", "delete", "--config", cfg, "report/tenant-2", ""}, ""},
+		{[]string{"schedules", "pause", "--config", cfg, "report/tenant-2", "report/"}, "report/tenant-1"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			if got := strings.Join(complete(t, nil, tc.args...), " "); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

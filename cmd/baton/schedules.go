@@ -148,11 +148,11 @@ func (c *cli) schedulesCommand() *cobra.Command {
 	}
 	cmd.AddCommand(
 		sub(subcommand(c, "schedules put", schedulesPutHelp, nil, definePut, runPut)),
-		sub(subcommand(c, "schedules get", schedulesGetHelp, nil, defineGet, runGet)),
+		sub(subcommand(c, "schedules get", schedulesGetHelp, scheduleIDs(1), defineGet, runGet)),
 		sub(subcommand(c, "schedules list", schedulesListHelp, nil, defineList, runList)),
-		sub(subcommand(c, "schedules delete", schedulesDeleteHelp, nil, defineDelete, runDelete)),
-		sub(subcommand(c, "schedules pause", schedulesPauseHelp, nil, pauseFlags(true), runSchedulePause)),
-		sub(subcommand(c, "schedules resume", schedulesPauseHelp, nil, pauseFlags(false), runSchedulePause)),
+		sub(subcommand(c, "schedules delete", schedulesDeleteHelp, scheduleIDs(1), defineDelete, runDelete)),
+		sub(subcommand(c, "schedules pause", schedulesPauseHelp, scheduleIDs(0), pauseFlags(true), runSchedulePause)),
+		sub(subcommand(c, "schedules resume", schedulesPauseHelp, scheduleIDs(0), pauseFlags(false), runSchedulePause)),
 		sub(subcommand(c, "schedules export", schedulesExportHelp, nil, defineExport, runExport)),
 		sub(subcommand(c, "schedules import", schedulesImportHelp, nil, defineImport, runImport)),
 	)
