@@ -462,6 +462,12 @@ func (r *Replica) Start(ctx context.Context) error {
 	if err := layout.Check(pctx, r.queue, r.cfg); err != nil {
 		return fmt.Errorf("replica %s: %w", r.id, err)
 	}
+	// when the deployment's first replica started: the tick ledger does not
+	// call a tick before it missed (best effort: a ledger without it calls
+	// them as before)
+	if err := r.queue.SetNX(pctx, deployedKey(r.cfg.Namespace), time.Now().UnixMilli(), 0).Err(); err != nil {
+		r.log.Warn("cannot record the deployment's first start", "err", err)
+	}
 	if err := r.worker.Start(); err != nil {
 		return fmt.Errorf("replica %s: start worker: %w", r.id, err)
 	}

@@ -227,6 +227,16 @@ func (c *Cluster) ledgers(ctx context.Context, js []*config.Job, from, to time.T
 		rErr    error
 		wg      sync.WaitGroup
 	)
+	// when the deployment's first replica started, beside the other reads
+	var deployedAt time.Time
+	wg.Go(func() {
+		sctx, cancel := context.WithTimeout(ctx, statusStep)
+		defer cancel()
+		if ms, err := c.queue.Get(sctx, deployedKey(c.cfg.Namespace)).Int64(); err == nil {
+			deployedAt = time.UnixMilli(ms)
+		}
+	})
+	deployed := func() time.Time { return deployedAt }
 	// the roster, read only when a run is recorded running (most windows
 	// have none: no round trip for them)
 	replicas := sync.OnceValue(func() replicaSet {
@@ -281,7 +291,7 @@ func (c *Cluster) ledgers(ctx context.Context, js []*config.Job, from, to time.T
 				note = &PauseNote{By: "baton pause"}
 			}
 		}
-		b := ledgerBuilder{cfg: c.cfg, job: j, now: now, known: l.KnownFrom, histFrom: since[j.Name], records: records[j.Name], pausedNow: note, replicas: replicas}
+		b := ledgerBuilder{cfg: c.cfg, job: j, now: now, known: l.KnownFrom, histFrom: since[j.Name], records: records[j.Name], pausedNow: note, replicas: replicas, deployed: deployed}
 		l.Ticks = b.build(scheduled[i], inWindow(histories[j.Name], l.From, l.To))
 	}
 	return ls, nil
@@ -447,6 +457,7 @@ type ledgerBuilder struct {
 	records   map[int64]tickRecord
 	pausedNow *PauseNote        // the job's pause now, nil when it is not paused
 	replicas  func() replicaSet // the roster, to tell a run whose worker is gone
+	deployed  func() time.Time  // when the deployment's first replica started (zero: not known)
 }
 
 // build lists the scheduled ticks and the history's records of the window
@@ -528,7 +539,7 @@ func (b *ledgerBuilder) tick(t time.Time, recs []jobs.RunRecord) LedgerTick {
 	case rec.done > 0 && t.Before(b.histFrom) && b.histFrom.Before(b.now):
 		// dispatched, and its run (if it ran) older than what the
 		// history keeps (an empty history keeps nothing yet: pending)
-		lt.Outcome, lt.Reason = OutcomeUnknown, "dispatched; its run is older than what the history keeps"
+		lt.Outcome, lt.Reason = OutcomeUnknown, fmt.Sprintf("dispatched; its run is older than what the history keeps (its newest %d runs)", b.cfg.HistoryRuns(b.job.Name))
 	case rec.done > 0:
 		lt.Outcome, lt.Reason = OutcomeDispatched, "dispatched; no run recorded yet"
 	case rec.leased > 0:
@@ -543,6 +554,9 @@ func (b *ledgerBuilder) tick(t time.Time, recs []jobs.RunRecord) LedgerTick {
 		lt.Outcome, lt.Reason = OutcomeUnknown, "before what the history and the tick records keep"
 	case b.now.Before(t.Add(b.job.StartingDeadline)):
 		lt.Outcome = OutcomeDue
+	case b.deployed != nil && !b.deployed().IsZero() && t.Before(b.deployed()):
+		// no replica of the deployment ran yet: not missed by it
+		lt.Outcome, lt.Reason = OutcomeUnknown, fmt.Sprintf("before the deployment's first replica started (%s): nothing could dispatch it", b.deployed().UTC().Format(time.RFC3339))
 	default:
 		lt.Outcome, lt.Reason = OutcomeMissed, fmt.Sprintf("no replica dispatched it within its starting deadline (%s)", b.job.StartingDeadline)
 	}
@@ -667,3 +681,7 @@ func (rs replicaSet) goneWhy(r jobs.RunRecord) string {
 	}
 	return fmt.Sprintf("no end recorded, and its worker %s started again at %s, after the run began: the run died with the earlier process (asynq retries its task once the task's lease runs out)", redact.Quote(r.Worker), m.Started.UTC().Format(time.RFC3339))
 }
+
+// deployedKey holds when the namespace's first replica started (unix ms,
+// its clock): NS:deployed.
+func deployedKey(ns string) string { return ns + ":deployed" }

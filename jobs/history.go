@@ -64,6 +64,10 @@ type RunRecord struct {
 	Fence      int64     `json:"fence,omitempty"`
 	Reason     string    `json:"reason,omitempty"` // why it failed or did not run
 	Output     string    `json:"output,omitempty"` // the tail of a failed run's output, secrets masked
+	// Kept: a success kept beyond the history's count because none of the
+	// newer runs kept succeeded (a runtime schedule's list): the last
+	// success, older than the runs the history keeps otherwise.
+	Kept bool `json:"kept,omitempty"`
 }
 
 // ReadHistory returns up to n of job's newest runs and not-run ticks, newest
@@ -159,6 +163,7 @@ func foldHistory(job, key string, msgs []redis.XMessage) ([]RunRecord, error) {
 		}
 		r.Manual = r.Manual || v("manual") == "1"
 		r.Backfill = r.Backfill || v("backfill") == "1"
+		r.Kept = r.Kept || v("kept") == "1"
 		switch v("ev") {
 		case runlog.EvDispatched:
 			r.Dispatcher, r.Enqueued = v("replica"), at

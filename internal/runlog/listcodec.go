@@ -37,6 +37,7 @@ var (
 		"ev": "e", "tick": "t", "run": "r", "replica": "w", "attempt": "a", "status": "s",
 		"fence": "f", "took_ms": "d", "by": "b", "exit_code": "x", "http_status": "h",
 		"reason": "y", "output": "o", "manual": "m", "backfill": "k",
+		"kept": "L", // a run's end kept beyond the count as the last success (the script marks it)
 	}
 	longNames  = invert(shortNames)
 	shortEvent = map[string]string{EvStarted: "S", EvDispatched: "D", EvNotRun: "N"}

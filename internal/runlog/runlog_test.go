@@ -521,3 +521,39 @@ func TestRunEndTakesItsStartsPlaceWhateverItsRunIDHolds(t *testing.T) {
 		}
 	}
 }
+
+// A runtime schedule's list keeps its newest success beyond the count
+// while none of the kept runs succeeded: marked as kept, as the oldest
+// element; a newer success lets it go.
+func TestLastSuccessSurvivesTheHistoryCount(t *testing.T) {
+	rdb := redistest.New(t).TestClient(t)
+	cfg := &config.Config{Namespace: "ns", History: config.HistoryConfig{Runs: 10, MaxAge: time.Hour}, Schedules: config.SchedulesConfig{History: 3}}
+	w := NewWriter(cfg, rdb, slog.New(slog.DiscardHandler))
+	ctx := context.Background()
+	const job = "@report/failing"
+	key := ListKey("ns", job)
+	end := func(i int, status string) {
+		t.Helper()
+		tick := scheduler.Tick{Job: job, At: time.Date(2026, 12, 2, 12, i, 0, 0, time.UTC), RunID: fmt.Sprintf("run-%d", i), Replica: "d1"}
+		w.Started(ctx, tick, "d1", 1, 5)
+		w.Finished(ctx, tick, &config.Job{Name: job}, End{Replica: "d1", Attempt: 1, Fence: 5, Status: status, Took: time.Second, By: "d1"})
+	}
+	end(0, "ok")
+	for i := 1; i <= 4; i++ {
+		end(i, "failed")
+	}
+	msgs := readEvents(t, rdb, job)
+	if len(msgs) != 4 || msgs[3].Values["run"] != "run-0" || msgs[3].Values["status"] != "ok" || msgs[3].Values["kept"] != "1" || msgs[0].Values["run"] != "run-4" {
+		t.Fatalf("after 4 failures the list holds %d: %v (%q)", len(msgs), msgs, rdb.LRange(ctx, key, 0, -1).Val())
+	}
+	for _, m := range msgs[:3] {
+		if m.Values["kept"] != nil {
+			t.Errorf("a failed run marked kept: %v", m.Values)
+		}
+	}
+	end(5, "ok")
+	msgs = readEvents(t, rdb, job)
+	if len(msgs) != 3 || msgs[0].Values["run"] != "run-5" || msgs[2].Values["run"] != "run-3" {
+		t.Fatalf("after a success the list holds %d: %v", len(msgs), msgs)
+	}
+}

@@ -43,7 +43,33 @@ if replaces then
 else
   redis.call('RPUSH', KEYS[1], elem)
 end
-redis.call('LTRIM', KEYS[1], -tonumber(ARGV[1]), -1)
+-- trimmed by count; but where none of the kept runs succeeded, the newest
+-- success trimmed is kept as the oldest element, marked ("L"): the last
+-- success survives the count (only a failing schedule pays the read)
+local keep = tonumber(ARGV[1])
+if is_ok_end(elem) then
+  redis.call('LTRIM', KEYS[1], -keep, -1)
+else
+  local all = redis.call('LRANGE', KEYS[1], 0, -1)
+  local n = #all
+  if n > keep then
+    local lastok
+    for i = n, 1, -1 do
+      if is_ok_end(all[i]) then
+        if i > n - keep then break end -- a kept run succeeded
+        lastok = all[i]
+        break
+      end
+    end
+    redis.call('LTRIM', KEYS[1], -keep, -1)
+    if lastok then
+      if not is_marked(lastok) then
+        lastok = string.sub(lastok, 1, -2) .. ',"L","1"]'
+      end
+      redis.call('LPUSH', KEYS[1], lastok)
+    end
+  end
+end
 local oldest = now - tonumber(ARGV[2])
 for _ = 1, 100 do
   local first = redis.call('LINDEX', KEYS[1], 0)

@@ -62,6 +62,15 @@ local function is_end(elem)
   return string.find(elem, '^%d+%-%d+ %["t",') ~= nil
 end
 
+-- is_ok_end tells a run's end that succeeded (no status: ok); is_marked an
+-- element kept beyond the count as the last success (its last field "L").
+local function is_ok_end(elem)
+  return is_end(elem) and string.find(elem, ',"s",', 1, true) == nil
+end
+local function is_marked(elem)
+  return string.sub(elem, -9) == ',"L","1"]'
+end
+
 -- names_run tells whether elem names run (arg_run's) as its run id, and
 -- attempt_of is the attempt it names. A field name, unescaped quotes
 -- around it, is never inside a value (JSON escapes a value's quotes); the
