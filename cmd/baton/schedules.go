@@ -307,7 +307,7 @@ func runPut(fs *flagSet, o *putOpts, args []string, stdout, stderr io.Writer) in
 	}
 	next := ""
 	if got, err := c.GetSchedule(ctx, id, 1); err == nil && len(got.Next) > 0 {
-		next = ", next tick " + got.Next[0].Format(time.RFC3339)
+		next = ", next tick " + got.Next[0].In(scheduleZone(c.Config(), got)).Format(time.RFC3339)
 	}
 	printf(stdout, "%s put: version %d, job %s%s\n", s.ID, s.Version, s.Job, next)
 	if s.Waiting != "" {
@@ -460,7 +460,7 @@ func runGet(fs *flagSet, o *getOpts, args []string, stdout, stderr io.Writer) in
 		printf(stdout, "FAILING:    since %s (baton history %s)\n", s.FailingSince.Format(time.RFC3339), s.Job)
 	}
 	if len(s.Next) > 0 {
-		printf(stdout, "next:      %s\n", times(s.Next)[1:])
+		printf(stdout, "next:      %s\n", times(inZone(s.Next, scheduleZone(c.Config(), s)))[1:])
 	}
 	for i, line := range strings.Split(def.String(), "\n") {
 		if i == 0 {
@@ -558,7 +558,7 @@ func runList(fs *flagSet, o *listOpts, args []string, stdout, stderr io.Writer) 
 		}
 		next := "-"
 		if len(s.Next) > 0 {
-			next = s.Next[0].Format(time.RFC3339)
+			next = s.Next[0].In(scheduleZone(c.Config(), s)).Format(time.RFC3339)
 		}
 		paused := "-"
 		if s.Paused != nil {
@@ -655,4 +655,29 @@ func runSchedulePause(fs *flagSet, o *pauseOpts, args []string, stdout, stderr i
 		jobs[i] = baton.ScheduleJobName(id)
 	}
 	return runPause(fs, o, jobs, stdout, stderr)
+}
+
+// scheduleZone is the time zone runtime schedule s ticks in: its
+// definition's timezone, else the config's; UTC when neither loads.
+func scheduleZone(cfg *config.Config, s baton.Schedule) *time.Location {
+	var d struct{ Timezone string }
+	_ = json.Unmarshal(s.Definition, &d)
+	if d.Timezone != "" {
+		if loc, err := time.LoadLocation(d.Timezone); err == nil {
+			return loc
+		}
+	}
+	if cfg.Location != nil {
+		return cfg.Location
+	}
+	return time.UTC
+}
+
+// inZone is ts in loc (as baton next prints a job's ticks).
+func inZone(ts []time.Time, loc *time.Location) []time.Time {
+	out := make([]time.Time, len(ts))
+	for i, t := range ts {
+		out[i] = t.In(loc)
+	}
+	return out
 }

@@ -46,7 +46,7 @@ func TestSchedulesPutFromFileAndGet(t *testing.T) {
 	}
 	code, out, errs = runIn("schedules", "get", "--config", cfg, "--next", "2", "report/tenant-42")
 	if code != 0 || !strings.Contains(out, "job:        @report/tenant-42") || !strings.Contains(out, `"tenant": 42`) ||
-		!strings.Contains(out, `"timezone": "Europe/Berlin"`) || strings.Count(out, "T08:00:00Z") != 2 {
+		!strings.Contains(out, `"timezone": "Europe/Berlin"`) || strings.Count(out, "T09:00:00+01:00")+strings.Count(out, "T09:00:00+02:00") != 2 {
 		t.Fatalf("get: %d %q %q", code, out, errs)
 	}
 	code, out, errs = runIn("schedules", "get", "--config", cfg, "--json", "report/tenant-42")
