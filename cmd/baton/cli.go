@@ -232,22 +232,28 @@ func noJob(c *baton.Cluster, job, path string) error {
 }
 
 // usageLine returns the usage lines of "baton NAME" from its help text:
-// each of its forms (the "usage:" line and the lines under it that start
-// "baton NAME").
+// each of its forms among the lines of the help's usage block (the
+// "usage:" line and the indented ones under it).
 func usageLine(name, help string) string {
 	var out []string
+	inBlock := false
 	for _, line := range strings.Split(help, "\n") {
-		text := strings.TrimSpace(strings.TrimPrefix(line, "usage:"))
-		rest, ok := strings.CutPrefix(text, "baton "+name)
 		switch {
-		case ok && (rest == "" || rest[0] == ' ') && (len(out) > 0 || strings.HasPrefix(line, "usage:")):
+		case strings.HasPrefix(line, "usage:"):
+			inBlock = true
+		case !inBlock:
+			continue
+		case strings.TrimSpace(line) == "":
+			inBlock = false
+			continue
+		}
+		text := strings.TrimSpace(strings.TrimPrefix(line, "usage:"))
+		if rest, ok := strings.CutPrefix(text, "baton "+name); ok && (rest == "" || rest[0] == ' ') {
 			prefix := "usage: "
 			if len(out) > 0 {
 				prefix = "       "
 			}
 			out = append(out, prefix+text)
-		case len(out) > 0:
-			return strings.Join(out, "\n")
 		}
 	}
 	if len(out) > 0 {
