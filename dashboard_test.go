@@ -438,6 +438,10 @@ func TestDashboardSchedulesPageListsAndOpensASchedule(t *testing.T) {
 	if n := evalJS[int](p, `document.querySelectorAll("#schedules tr[data-id]").length`); n != 50 {
 		t.Errorf("the first page lists %d schedules, want 50", n)
 	}
+	if heads := evalJS[string](p, `[...document.querySelectorAll("#schedules th")].map((h) => h.textContent).join(",")`); heads != "id,schedule,next tick,last,recent,paused,updated" ||
+		evalJS[int](p, `document.querySelectorAll("#sched-sort option").length`) != 2 {
+		t.Errorf("the schedules table's columns %q, or no sort choice", heads)
+	}
 	p.until("the banner names the refused schedule", `[...document.querySelectorAll("#attention li.refused a")].some((a) => a.textContent === "tenant/zz")`)
 	p.step("next page", chromedp.Click(`#sched-next`), chromedp.WaitVisible(`#schedules tr[data-id="tenant/50"]`))
 	if ids := evalJS[[]string](p, `[...document.querySelectorAll("#schedules tr[data-id]")].map((r) => r.dataset.id)`); strings.Join(ids, " ") != "tenant/49 tenant/50 tenant/zz" {

@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/internal/schedstore"
 	"github.com/batonhq/baton/internal/strictyaml"
 	"github.com/batonhq/baton/internal/worker"
+	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -146,6 +147,14 @@ type Schedule struct {
 	// lease lost) or its ticks to be refused, while its newest one did;
 	// nil when it does not fail.
 	FailingSince *time.Time `json:"failing_since,omitempty"`
+	// Recent are its newest runs and not-run ticks, newest first, as its
+	// history keeps them (ScheduleQuery.Runs; GetSchedule always);
+	// FailureStreak how many of its runs failed in a row, LastSuccess its
+	// newest success the history holds (kept beyond the count: see
+	// RunRecord.Kept).
+	Recent        []jobs.RunRecord `json:"recent,omitempty"`
+	FailureStreak int              `json:"failure_streak,omitempty"`
+	LastSuccess   *time.Time       `json:"last_success,omitempty"`
 }
 
 // ScheduleQuery selects a page of runtime schedules, in id order.
@@ -154,6 +163,9 @@ type ScheduleQuery struct {
 	After  string // only ids after it (the previous page's Next)
 	Limit  int    // at most this many; default 100, at most 1000
 	Next   int    // the next ticks of each, up to 10 (default 0)
+	// Runs fills in each schedule's newest runs (Schedule.Recent), its
+	// failure streak and last success, from its history (one more read).
+	Runs bool
 }
 
 // SchedulePage is one page of a listing.
@@ -248,6 +260,9 @@ func (c *Cluster) GetSchedule(ctx context.Context, id string, next int) (Schedul
 	if err := c.describeSchedules(ctx, out, next); err != nil {
 		return Schedule{}, err
 	}
+	if err := c.scheduleRuns(ctx, out); err != nil {
+		return Schedule{}, err
+	}
 	return out[0], nil
 }
 
@@ -275,6 +290,11 @@ func (c *Cluster) ListSchedules(ctx context.Context, q ScheduleQuery) (ScheduleP
 	}
 	if err := c.describeSchedules(ctx, page.Schedules, q.Next); err != nil {
 		return SchedulePage{}, err
+	}
+	if q.Runs {
+		if err := c.scheduleRuns(ctx, page.Schedules); err != nil {
+			return SchedulePage{}, err
+		}
 	}
 	return page, nil
 }
@@ -399,6 +419,36 @@ func (c *Cluster) describeSchedules(ctx context.Context, ss []Schedule, next int
 				break
 			}
 			s.Next = append(s.Next, t.UTC())
+		}
+	}
+	return nil
+}
+
+// scheduleRuns fills in each schedule's newest runs, failure streak and
+// last success from its history: one pipelined read.
+func (c *Cluster) scheduleRuns(ctx context.Context, ss []Schedule) error {
+	if len(ss) == 0 {
+		return nil
+	}
+	names := make([]string, len(ss))
+	for i := range ss {
+		names[i] = ss[i].Job
+	}
+	hist, err := jobs.ReadHistories(ctx, c.queue, c.cfg.Namespace, names, historyScan)
+	if err != nil && !errors.Is(err, jobs.ErrCorrupt) {
+		return fmt.Errorf("runtime schedules: their runs: %w", err)
+	}
+	for i := range ss {
+		recs := hist[ss[i].Job]
+		ss[i].Recent = recs
+		n, ok := jobs.FailureStreak(recs)
+		ss[i].FailureStreak = n
+		if ok != nil {
+			at := ok.Ended
+			if at.IsZero() {
+				at = ok.Started
+			}
+			ss[i].LastSuccess = &at
 		}
 	}
 	return nil

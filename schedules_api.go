@@ -15,7 +15,7 @@ import (
 // The API of the runtime schedules, beside api.go's:
 //
 //	GET    /api/schedules            Cluster.ListSchedules (?prefix=P&after=ID
-//	                                 &limit=N&next=N): a SchedulePage
+//	                                 &limit=N&next=N&runs=true): a SchedulePage
 //	GET    /api/schedules/{id...}    Cluster.GetSchedule (?next=N): a Schedule,
 //	                                 its version as the ETag
 //	PUT    /api/schedules/{id...}    Cluster.PutScheduleDocument: the body is
@@ -47,6 +47,11 @@ func (h *HTTPHandler) mountSchedules() {
 		}
 		if q.Next, err = queryInt(r, "next", 0, 10); err != nil {
 			return nil, err
+		}
+		if v := r.URL.Query().Get("runs"); v != "" {
+			if q.Runs, err = strconv.ParseBool(v); err != nil {
+				return nil, badRequest("runs must be true or false, got %q", v)
+			}
 		}
 		page, err := h.cluster.ListSchedules(ctx, q)
 		if page.Schedules == nil {

@@ -461,3 +461,39 @@ func TestScheduleStoreThatWentBackIsPutBackAndReported(t *testing.T) {
 		t.Errorf("baton_schedules_store_went_back_total = %v, want 1", m[`baton_schedules_store_went_back_total{replica="r1"}`])
 	}
 }
+
+// A listing asked for runs gives each schedule its newest runs, failure
+// streak and last success, as the schedules page shows them; a get always
+// does.
+func TestScheduleListingGivesRecentRunsAndStreak(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := schedulesConfig(t, srv, "")
+	c := openCluster(t, cfg)
+	reg := jobs.NewRegistry()
+	reg.Register("report", jobs.HandlerFunc(func(context.Context, jobs.Run) error { return nil }))
+	reg.Register("broken", jobs.HandlerFunc(func(context.Context, jobs.Run) error { return errors.New("tenant db gone") }))
+	running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("r1"))
+	ctx := context.Background()
+	zero := 0
+	for id, h := range map[string]string{"t/ok": "report", "t/broken": "broken"} {
+		if _, err := c.PutSchedule(ctx, id, baton.ScheduleSpec{Schedule: "@every 1s", Handler: h, MaxRetry: &zero}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var page baton.SchedulePage
+	poll.Require(t, 20*time.Second, "two runs of each", func() bool {
+		var err error
+		page, err = c.ListSchedules(ctx, baton.ScheduleQuery{Prefix: "t/", Runs: true})
+		return err == nil && len(page.Schedules) == 2 && len(page.Schedules[0].Recent) >= 2 && page.Schedules[0].FailureStreak >= 2 &&
+			len(page.Schedules[1].Recent) >= 2 && page.Schedules[1].LastSuccess != nil
+	})
+	if b := page.Schedules[0]; b.ID != "t/broken" || b.LastSuccess != nil || b.Recent[0].Status != jobs.StatusFailed {
+		t.Errorf("t/broken: %+v", b)
+	}
+	if bare, err := c.ListSchedules(ctx, baton.ScheduleQuery{Prefix: "t/"}); err != nil || bare.Schedules[0].Recent != nil {
+		t.Errorf("a listing not asked for runs: %+v %v", bare, err)
+	}
+	if s, err := c.GetSchedule(ctx, "t/ok", 0); err != nil || s.LastSuccess == nil || s.FailureStreak != 0 {
+		t.Errorf("get: %+v %v", s, err)
+	}
+}
