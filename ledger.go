@@ -146,7 +146,11 @@ type LedgerTick struct {
 // what else cannot be read is in TickLedger.Warnings.
 func (c *Cluster) Ticks(ctx context.Context, job string, from, to time.Time) (*TickLedger, error) {
 	j, ok := c.cfg.Job(job)
+	deleted := false
 	switch {
+	case !ok && isScheduleName(job):
+		// a deleted runtime schedule: what its history still keeps
+		j, deleted = &config.Job{Name: job, Mode: config.ModeCron, Sched: scheduler.ScheduleFunc(func(time.Time) time.Time { return time.Time{} }), Location: time.UTC}, true
 	case !ok:
 		return nil, fmt.Errorf("%w: no job %q in the config", ErrUnknownJob, job)
 	case j.Mode == config.ModeSingleton || j.Sched == nil:
@@ -155,6 +159,10 @@ func (c *Cluster) Ticks(ctx context.Context, job string, from, to time.Time) (*T
 	ls, err := c.ledgers(ctx, []*config.Job{j}, from, to)
 	if err != nil {
 		return nil, err
+	}
+	if deleted {
+		ls[0].Schedule = ""
+		ls[0].Warnings = append(ls[0].Warnings, fmt.Sprintf("no runtime schedule %s now (deleted?): the ledger lists the runs its history still keeps, no scheduled tick", job[1:]))
 	}
 	return ls[0], nil
 }

@@ -548,7 +548,7 @@ jobs:
 
 // A job name that is a runtime schedule's id without its "@", or near a
 // job of the list, is refused with what was meant; a deleted runtime
-// schedule's history stays readable.
+// schedule's history and ticks stay readable.
 func TestHistorySaysWhichJobWasMeant(t *testing.T) {
 	cfg := schedulesConfigFile(t, redistest.New(t))
 	if code, out, errs := runIn("schedules", "put", "--config", cfg, "report/tenant-3", "--schedule", "@hourly", "--handler", "report"); code != 0 {
@@ -562,5 +562,8 @@ func TestHistorySaysWhichJobWasMeant(t *testing.T) {
 	}
 	if code, _, errs := runIn("history", "--config", cfg, "@report/tenant-3"); code != 0 {
 		t.Fatalf("history of a deleted schedule: %d %q", code, errs)
+	}
+	if code, out, errs := runIn("ticks", "--config", cfg, "@report/tenant-3"); code != 0 || !strings.Contains(out+errs, "no runtime schedule report/tenant-3 now") {
+		t.Fatalf("ticks of a deleted schedule: %d %q %q", code, out, errs)
 	}
 }

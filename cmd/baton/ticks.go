@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -74,7 +75,8 @@ func runTicks(fs *flagSet, o *ticksOpts, args []string, stdout, stderr io.Writer
 	}
 	defer c.Close()
 	job := args[0]
-	if _, ok := c.Config().Job(job); !ok {
+	// a deleted runtime schedule's runs stay listed while its history keeps them
+	if _, ok := c.Config().Job(job); !ok && !strings.HasPrefix(job, "@") {
 		return usageExit("ticks", noJob(c, job, o.path), stderr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
