@@ -617,3 +617,40 @@ func TestLedgerRecordOfAnotherTypeIsReportedAtAdmission(t *testing.T) {
 		})
 	}
 }
+
+// Under forbid, a retry of a tick runs when the newer tick of the job did
+// not run: that tick was skipped because this tick's first attempt held the
+// job. Skipping the retry too would leave the job with no run of either.
+func TestRetryRunsWhenTheNewerTickDidNotRun(t *testing.T) {
+	e := newEnv(t)
+	gate := make(chan struct{})
+	older, newer := worktest.TickOf("job", 4), worktest.TickOf("job", 5)
+	exec := newFakeExec(func(ctx context.Context, run jobs.Run, _ executor.Validity) error {
+		if run.Attempt == 1 && run.Tick.Equal(older.At) {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+			return errors.New("boom")
+		}
+		return nil
+	})
+	cfg, _ := admitWorker(t, e, exec)
+	e.dispatch(t, cfg, older)
+	worktest.Recv(t, exec.started, "the older tick's first attempt")
+	e.dispatch(t, cfg, newer)
+	poll.Require(t, worktest.Wait, "the newer tick's skipped record", func() bool {
+		recs, _ := jobs.ReadHistory(context.Background(), e.RDB, "baton", "job", 0)
+		for _, r := range recs {
+			if r.Tick.Equal(newer.At) && r.Status == jobs.StatusSkipped {
+				return true
+			}
+		}
+		return false
+	})
+	close(gate)
+	worktest.Recv(t, exec.ended, "the older tick's first attempt's end")
+	if s := worktest.Recv(t, exec.started, "the older tick's retry"); !s.run.Tick.Equal(older.At) || s.run.Attempt != 2 {
+		t.Fatalf("ran %v attempt %d, want the older tick's retry", s.run.Tick, s.run.Attempt)
+	}
+}

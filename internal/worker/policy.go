@@ -105,8 +105,11 @@ func (p forbidPolicy) release(ctx context.Context, job *config.Job, _ scheduler.
 }
 
 // staleRetry tells whether attempt (> 1: a retry) of tick t comes after a
-// newer tick of the job (its history has one, dispatched, run or not run):
-// it returns that tick. A manual or backfilled tick is never stale, nor
+// newer tick of the job that took the job (its history has one dispatched,
+// running or run): it returns that tick. A newer tick that was not run
+// (skipped, most often because t's earlier attempt held the job; dropped,
+// missed, paused, refused) took nothing: the retry runs, or the job would
+// have run neither tick. A manual or backfilled tick is never stale, nor
 // made stale by one (they are not on the schedule's course); nor is a
 // retry whose job's history cannot be read or is not kept.
 func (e *engine) staleRetry(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int) (time.Time, bool) {
@@ -120,11 +123,21 @@ func (e *engine) staleRetry(ctx context.Context, job *config.Job, t scheduler.Ti
 		return time.Time{}, false
 	}
 	for _, r := range recs {
-		if !r.Manual && !r.Backfill && r.Tick.After(t.At) {
+		if !r.Manual && !r.Backfill && r.Tick.After(t.At) && tookTheJob(r.Status) {
 			return r.Tick, true
 		}
 	}
 	return time.Time{}, false
+}
+
+// tookTheJob tells whether a tick whose record has status s took the job
+// (or will: dispatched), as a retry of an older tick would displace it.
+func tookTheJob(s jobs.Status) bool {
+	switch s {
+	case jobs.StatusSkipped, jobs.StatusDropped, jobs.StatusMissed, jobs.StatusPaused, jobs.StatusRefused:
+		return false
+	}
+	return true
 }
 
 // staleScan is how many of a job's newest history records a retry reads
