@@ -647,7 +647,10 @@ func earliest(ls []*TickLedger) time.Time {
 // replicaSet is the roster as a run's reader sees it: which replica ran a
 // run still recorded running, and whether it still lives.
 type replicaSet struct {
-	byID map[string]roster.Member
+	// every entry of each replica id: one per worker (a config reload runs
+	// two workers of one id for a moment; the dead entry of a replica's
+	// previous process stays listed beside its new one)
+	byID map[string][]roster.Member
 	ok   bool // the roster was read
 }
 
@@ -658,36 +661,48 @@ func (c *Cluster) replicaSet(ctx context.Context) replicaSet {
 	if err != nil {
 		return replicaSet{}
 	}
-	rs := replicaSet{byID: make(map[string]roster.Member, len(members)), ok: true}
+	rs := replicaSet{byID: make(map[string][]roster.Member, len(members)), ok: true}
 	for _, m := range members {
-		rs.byID[m.ID] = m
+		rs.byID[m.ID] = append(rs.byID[m.ID], m)
 	}
 	return rs
 }
 
-// gone tells whether run r, recorded running, lost its worker: the replica
-// that runs it is no longer live in the roster (three heartbeats missed,
-// roster.LiveWindow), is not in it, or started again after the run began.
-// Its end will never be recorded by it: asynq retries its task once the
-// task's lease runs out.
+// gone tells whether run r, recorded running, lost its worker: no entry of
+// the replica that runs it is live in the roster and began before the run
+// (three heartbeats missed, roster.LiveWindow; not in it; or every live
+// entry started after the run began: a new process). An entry whose start
+// is unknown (older versions, before its second heartbeat) may be the
+// run's. Its end will never be recorded by it: asynq retries its task once
+// the task's lease runs out.
 func (rs replicaSet) gone(r jobs.RunRecord) bool {
 	if !rs.ok || r.Worker == "" || r.Started.IsZero() {
 		return false
 	}
-	m, ok := rs.byID[r.Worker]
-	return !ok || !m.Live || !m.Started.IsZero() && m.Started.After(r.Started)
+	return !slices.ContainsFunc(rs.byID[r.Worker], func(m roster.Member) bool {
+		return m.Live && (m.Started.IsZero() || !m.Started.After(r.Started))
+	})
 }
 
 // goneWhy says why run r is taken as gone (gone is true).
 func (rs replicaSet) goneWhy(r jobs.RunRecord) string {
-	m, ok := rs.byID[r.Worker]
-	switch {
-	case !ok:
-		return fmt.Sprintf("no end recorded, and its worker %s is no longer in the roster: the run died with it (asynq retries its task once the task's lease runs out)", redact.Quote(r.Worker))
-	case !m.Live:
-		return fmt.Sprintf("no end recorded, and its worker %s stopped beating at %s: the run died with it (asynq retries its task once the task's lease runs out)", redact.Quote(r.Worker), m.Seen.UTC().Format(time.RFC3339))
+	ms := rs.byID[r.Worker]
+	var seen, started time.Time // the last heartbeat; the earliest live start
+	for _, m := range ms {
+		if m.Seen.After(seen) {
+			seen = m.Seen
+		}
+		if m.Live && (started.IsZero() || m.Started.Before(started)) {
+			started = m.Started
+		}
 	}
-	return fmt.Sprintf("no end recorded, and its worker %s started again at %s, after the run began: the run died with the earlier process (asynq retries its task once the task's lease runs out)", redact.Quote(r.Worker), m.Started.UTC().Format(time.RFC3339))
+	switch {
+	case len(ms) == 0:
+		return fmt.Sprintf("no end recorded, and its worker %s is no longer in the roster: the run died with it (asynq retries its task once the task's lease runs out)", redact.Quote(r.Worker))
+	case started.IsZero():
+		return fmt.Sprintf("no end recorded, and its worker %s stopped beating at %s: the run died with it (asynq retries its task once the task's lease runs out)", redact.Quote(r.Worker), seen.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("no end recorded, and its worker %s started again at %s, after the run began: the run died with the earlier process (asynq retries its task once the task's lease runs out)", redact.Quote(r.Worker), started.UTC().Format(time.RFC3339))
 }
 
 // deployedKey holds when the namespace's first replica started (unix ms,
