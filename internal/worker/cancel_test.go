@@ -9,6 +9,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/worktest"
 	"github.com/batonhq/baton/jobs"
 )
@@ -122,4 +123,44 @@ func TestStaleStopRequestDoesNotStopRuns(t *testing.T) {
 		t.Fatalf("ended with cause %v", end.cause)
 	}
 	close(gate)
+}
+
+// A run of a deleted runtime schedule that was still waiting for the job
+// (concurrency buffer_one: another run holds it) when the stop request came
+// is stopped too: recorded as stopped, archived, not retried, and asynq's
+// "Retry exhausted" line that follows is the one handleError expected (no
+// task ended on purpose stays remembered).
+func TestStopRequestStopsARunWaitingForTheJob(t *testing.T) {
+	e := newEnv(t)
+	cfg := withSchedules(t, e.Config(t, "  []"), map[string]string{
+		"report/x": `{schedule: "@every 1m", max_retry: 3, retry_backoff: 10ms, concurrency: buffer_one, handler: {name: report}}`,
+	})
+	exec := newFakeExec(blockUntil(nil))
+	w := e.worker(t, cfg, exec, WithReplica("b"), WithHandlers(registry(t, "report")))
+	first, waiting := scheduleTick("@report/x", 1), scheduleTick("@report/x", 2)
+	e.dispatch(t, cfg, first)
+	worktest.Recv(t, exec.started, "the first tick's run")
+	e.dispatch(t, cfg, waiting)
+	e.State(t, "baton:default", waiting, asynq.TaskStateActive)
+	time.Sleep(200 * time.Millisecond) // the waiting tick is kept, waiting for the lease
+
+	if err := RequestStop(context.Background(), e.RDB, cfg, "@report/x", "deleted", "another replica"); err != nil {
+		t.Fatal(err)
+	}
+	info := e.State(t, "baton:default", waiting, asynq.TaskStateArchived)
+	if info.Retried != 0 || !strings.Contains(info.LastErr, "its runtime schedule was deleted") {
+		t.Errorf("the waiting tick's task: retried %d, last error %q", info.Retried, info.LastErr)
+	}
+	var recs []jobs.RunRecord
+	if !poll.Until(worktest.Wait, func() bool {
+		recs, _ = jobs.ReadHistory(context.Background(), e.RDB, "baton", "@report/x", 0)
+		return len(recs) > 0 && recs[0].Tick.Equal(waiting.At) && !recs[0].Ended.IsZero()
+	}) || recs[0].Status != jobs.StatusStopped || !strings.Contains(recs[0].Reason, "its runtime schedule was deleted") {
+		t.Errorf("the waiting tick's records %+v", recs)
+	}
+	poll.Require(t, worktest.Wait, "no task remembered as ended on purpose", func() bool {
+		n := 0
+		w.meantEnds.Range(func(any, any) bool { n++; return true })
+		return n == 0
+	})
 }

@@ -137,6 +137,15 @@ func (e *engine) notObtained(ctx context.Context, job *config.Job, t scheduler.T
 			e.notStarted(ctx, job, t, attempt, jobs.StatusReplaced, "replaced by a newer tick while waiting for the job")
 			return true, fmt.Errorf("jobs: %s: %w: %w", t.ID(), ErrReplaced, asynq.SkipRetry)
 		}
+		if stoppedOnRequest(cause) {
+			// a stop request (its runtime schedule deleted) stops the runs
+			// still waiting for the job as it stops the running ones:
+			// recorded as stopped, not retried
+			e.count(t.Job, func(c *counters) { c.stopped.Add(1) })
+			log.Info("stopped on request while waiting for the job", slog.Any("why", cause))
+			e.notStarted(ctx, job, t, attempt, jobs.StatusStopped, cause.Error()+" (while waiting for the job)")
+			return true, fmt.Errorf("jobs: %s: %w: %w", t.ID(), cause, asynq.SkipRetry)
+		}
 		e.count(t.Job, func(c *counters) { c.failed.Add(1) })
 		log.Warn("gave up waiting for the job", slog.Any("error", cause))
 		e.notStarted(ctx, job, t, attempt, jobs.StatusFailed, "gave up waiting for the execution lease: "+cause.Error())
