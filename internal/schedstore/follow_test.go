@@ -377,6 +377,11 @@ func TestPutOfTheSameDefinitionChangesNothing(t *testing.T) {
 	if n := rdb.XLen(ctx, newKeys("fs", 0, 1).log).Val(); n != 1 {
 		t.Fatalf("%d changes logged, want 1", n)
 	}
+	// an index that lost the id has it again
+	rdb.ZRem(ctx, newKeys("fs", 0, 1).ids, "x")
+	if _, err := st.Put(ctx, "x", doc, -1); err != nil || rdb.ZScore(ctx, newKeys("fs", 0, 1).ids, "x").Err() != nil {
+		t.Fatalf("the same put over a lost index entry: %v", err)
+	}
 	if r, err := st.Put(ctx, "x", json.RawMessage(`{"schedule":"@daily","handler":{"name":"h"}}`), -1); err != nil || r.Version == r1.Version {
 		t.Fatalf("another definition: %+v %v, want a new version", r, err)
 	}

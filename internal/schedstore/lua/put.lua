@@ -21,6 +21,7 @@ if cur then
   -- the same definition put again changes nothing: no version, no change
   -- for the replicas to follow
   if c and string.sub(cur, #c + #u + #v + 4) == ARGV[2] then
+    redis.call('ZADD', KEYS[2], 0, ARGV[1]) -- an index that lost the id has it again
     local updated = tonumber(c)
     if string.sub(u, 1, 1) == '+' then
       updated = updated + tonumber(string.sub(u, 2))
