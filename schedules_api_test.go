@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
-	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
-	"github.com/batonhq/baton/jobs"
 )
 
 // schedulesAPI serves the HTTP handler of one (not started) replica of a
@@ -318,14 +316,8 @@ http:
 func TestSchedulesAPIRefusesAScheduleNoLiveReplicaCanRun(t *testing.T) {
 	srv := redistest.New(t)
 	cfg := schedulesConfig(t, srv, fmt.Sprintf("http: {token: %q}", apiToken))
-	reg := jobs.NewRegistry()
-	reg.Register("report", jobs.HandlerFunc(func(context.Context, jobs.Run) error { return nil }))
-	web := serving(t, running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("r1")))
 	c := openCluster(t, cfg)
-	poll.Require(t, 20*time.Second, "the replica live in the roster", func() bool {
-		st, err := c.Status(context.Background())
-		return err == nil && len(st.Replicas) == 1 && st.Replicas[0].Live
-	})
+	web := serving(t, handlerReplica(t, c, cfg, "r1", "report"))
 	typo := strings.Replace(tenantReport, "name: report", "name: reprot", 1)
 	if code, body := call(t, web, "PUT", "/api/schedules/report/tenant-44", apiToken, typo); code != 422 ||
 		!strings.Contains(body, `no live replica registers Go handler \"reprot\" (did you mean \"report\"?)`) || !strings.Contains(body, "?force=true") {

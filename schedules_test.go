@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,23 @@ import (
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
 )
+
+// handlerReplica runs replica id of cfg whose Go handlers (no-ops) are
+// named handlers, and waits until c's status shows it live in the roster
+// (a put checks that a live replica can run it).
+func handlerReplica(t *testing.T, c *baton.Cluster, cfg *config.Config, id string, handlers ...string) *baton.Replica {
+	t.Helper()
+	reg := jobs.NewRegistry()
+	for _, h := range handlers {
+		reg.Register(h, jobs.HandlerFunc(func(context.Context, jobs.Run) error { return nil }))
+	}
+	r := running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID(id))
+	poll.Require(t, 20*time.Second, "replica "+id+" live in the roster", func() bool {
+		st, err := c.Status(context.Background())
+		return err == nil && slices.ContainsFunc(st.Replicas, func(r baton.ReplicaStatus) bool { return r.ID == id && r.Live })
+	})
+	return r
+}
 
 // runCounter counts the runs of a Go handler by job and tick.
 type runCounter struct {
@@ -376,15 +394,8 @@ func TestScheduleNoLiveReplicaCanRunIsRefusedOrShownWaiting(t *testing.T) {
 	srv := redistest.New(t)
 	cfg := schedulesConfig(t, srv, "")
 	c := openCluster(t, cfg)
-	reg := jobs.NewRegistry()
-	reg.Register("tenant-report", jobs.HandlerFunc(func(context.Context, jobs.Run) error { return nil }))
-	r := running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("r1"))
-	web := serving(t, r)
+	web := serving(t, handlerReplica(t, c, cfg, "r1", "tenant-report"))
 	ctx := context.Background()
-	poll.Require(t, 20*time.Second, "the replica live in the roster", func() bool {
-		st, err := c.Status(ctx)
-		return err == nil && len(st.Replicas) == 1 && st.Replicas[0].Live
-	})
 
 	typo := baton.ScheduleSpec{Schedule: "@every 1s", Handler: "tenant-reprot"}
 	_, err := c.PutSchedule(ctx, "report/tenant-44", typo)
@@ -432,9 +443,7 @@ func TestScheduleStoreThatWentBackIsPutBackAndReported(t *testing.T) {
 	srv := redistest.New(t)
 	cfg := schedulesConfig(t, srv, "")
 	c := openCluster(t, cfg)
-	reg := jobs.NewRegistry()
-	reg.Register("report", jobs.HandlerFunc(func(context.Context, jobs.Run) error { return nil }))
-	r := running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("r1"))
+	r := handlerReplica(t, c, cfg, "r1", "report")
 	web := serving(t, r)
 	ctx := context.Background()
 	for i := range 3 {
