@@ -474,4 +474,11 @@ func TestDashboardSchedulesPageListsAndOpensASchedule(t *testing.T) {
 	if rdb.Exists(ctx, scheduler.PauseKey("dash", "@tenant/42")).Val() != 0 {
 		t.Error("the dashboard's resume of a runtime schedule left the pause flag in Redis")
 	}
+	// the grid shows them beside the job list, a page at a time
+	p.step("open the grid", chromedp.Navigate(web.URL+"/#/"), chromedp.WaitVisible(`#grid-schedules .row`))
+	if n := evalJS[int](p, `document.querySelectorAll("#grid-schedules .row").length`); n != 20 || evalJS[int](p, `document.querySelectorAll("#grid-sched-next").length`) != 1 {
+		t.Errorf("the grid shows %d runtime schedules (want a page of 20) or no next page", n)
+	}
+	p.step("filter the grid's schedules", chromedp.SendKeys(`#grid-sched-prefix`, "other/"+kb.Enter))
+	p.until("the grid to show other/x alone", `document.querySelectorAll("#grid-schedules .row").length === 1 && !!document.querySelector('#grid-schedules .row[data-job="@other/x"]')`)
 }
