@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
@@ -31,6 +34,72 @@ carries none.
 
 flags:
 `
+
+// devCLIConfig writes path's config, with redis.url set to url and
+// locking.fresh_deployment on (the embedded server is brand new at every
+// start and reports no run_id), as dir/baton.yaml, and returns its path:
+// the config that other commands (baton status, history, pause) take to
+// reach this run. The file keeps path's text otherwise (its ${VAR}s too).
+func devCLIConfig(path, dir, url string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return "", fmt.Errorf("%s: not a YAML mapping", path)
+	}
+	root := doc.Content[0]
+	yamlSet(root, "redis", &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{yamlScalar("url"), yamlScalar(url)}})
+	locking := yamlGet(root, "locking")
+	if locking == nil || locking.Kind != yaml.MappingNode {
+		locking = &yaml.Node{Kind: yaml.MappingNode}
+		yamlSet(root, "locking", locking)
+	}
+	yamlSet(locking, "fresh_deployment", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+	yamlDel(locking, "masters")
+	out, err := yaml.Marshal(&doc)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	cli := filepath.Join(dir, "baton.yaml")
+	header := "# baton dev's config for the other commands: " + path + " pointed at this run's embedded server\n"
+	return cli, os.WriteFile(cli, append([]byte(header), out...), 0o600)
+}
+
+func yamlScalar(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Value: v} }
+
+// yamlGet, yamlSet and yamlDel read and write key of mapping node m.
+func yamlGet(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func yamlSet(m *yaml.Node, key string, v *yaml.Node) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			m.Content[i+1] = v
+			return
+		}
+	}
+	m.Content = append(m.Content, yamlScalar(key), v)
+}
+
+func yamlDel(m *yaml.Node, key string) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			m.Content = append(m.Content[:i], m.Content[i+2:]...)
+			return
+		}
+	}
+}
 
 // devDirEnv names the directory of one baton dev run, where
 // config.example.yaml's jobs write their logs.
@@ -119,6 +188,13 @@ func runDev(fs *flagSet, o devOpts, args []string, stdout, stderr io.Writer) int
 	log.Info("baton dev: embedded Redis and replicas in one process; Ctrl-C stops",
 		"version", versionString(), "redis", cfg.Redis.URL, "replicas", fmt.Sprint(ids),
 		"config", cf.config, "jobs", len(cfg.Jobs), devDirEnv, dir)
+	// the other commands (status, history, pause, ...) against this run: the
+	// config pointed at the embedded server, as the replicas use it
+	if cli, err := devCLIConfig(cf.config, dir, url); err != nil {
+		log.Warn("cannot write the config for the other commands", "err", err)
+	} else {
+		log.Info("baton dev: in another terminal, the other commands take this run's config: baton status --config " + cli)
+	}
 	warnUnsigned(cfg, log)
 	tp, flushTraces, err := tracesFromEnv(log)
 	if err != nil {

@@ -166,3 +166,34 @@ func TestExampleJobsLogInTheDevRunsDirectory(t *testing.T) {
 		t.Errorf("the example's jobs wrote %v in %s", logs, dir)
 	}
 }
+
+// baton dev writes the config the other commands take to reach its run:
+// the dev config pointed at the embedded server, fresh (the server is new
+// at every start and reports no run_id), its jobs and ${VAR}s as written.
+func TestDevWritesTheOtherCommandsConfig(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "dev.yaml")
+	if err := os.WriteFile(src, []byte(`redis: {url: "redis://elsewhere:6379/0"}
+locking: {masters: ["redis://m1:6379/0"], restart_quarantine: 30s}
+jobs:
+  - name: report
+    schedule: "@hourly"
+    exec: {command: ["echo", "${HOME}"]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := devCLIConfig(src, filepath.Join(dir, "run"), "redis://127.0.0.1:4242/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.LoadFile(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Redis.URL != "redis://127.0.0.1:4242/0" || !cfg.Locking.FreshDeployment || len(cfg.Locking.Masters) != 0 || len(cfg.Jobs) != 1 {
+		t.Fatalf("the other commands' config: %+v %+v", cfg.Redis, cfg.Locking)
+	}
+	if b, _ := os.ReadFile(cli); !strings.Contains(string(b), "${HOME}") {
+		t.Errorf("the config expanded a ${VAR}:\n%s", b)
+	}
+}
