@@ -231,9 +231,11 @@ func (c *Cluster) ledgers(ctx context.Context, js []*config.Job, from, to time.T
 	var (
 		pause   map[string]pauseState
 		records map[string]map[int64]tickRecord
-		pErr    error
-		rErr    error
-		wg      sync.WaitGroup
+		// from when the masters' records tell (their markers' birth)
+		recordsFrom time.Time
+		pErr        error
+		rErr        error
+		wg          sync.WaitGroup
 	)
 	// when the deployment's first replica started, beside the other reads
 	var deployedAt time.Time
@@ -260,7 +262,7 @@ func (c *Cluster) ledgers(ctx context.Context, js []*config.Job, from, to time.T
 	wg.Go(func() {
 		sctx, cancel := context.WithTimeout(ctx, statusStep)
 		defer cancel()
-		records, rErr = c.tickRecords(sctx, kept)
+		records, recordsFrom, rErr = c.tickRecords(sctx, kept)
 	})
 	wg.Wait()
 	// a read may need no token (http.public_reads): the warnings name
@@ -282,7 +284,12 @@ func (c *Cluster) ledgers(ctx context.Context, js []*config.Job, from, to time.T
 		l := ls[i]
 		l.KnownFrom = since[j.Name]
 		if kept := now.Add(-c.cfg.Retention(j)); kept.Before(l.KnownFrom) && records != nil {
-			l.KnownFrom = kept // else no tick record was read: the history alone tells
+			// else no tick record was read: the history alone tells; and
+			// a master restarted empty holds records from its birth only
+			l.KnownFrom = kept
+			if recordsFrom.After(kept) && recordsFrom.Before(since[j.Name]) {
+				l.KnownFrom = recordsFrom
+			}
 		}
 		for _, w := range warnings {
 			if strings.Contains(w, strconv.Quote(j.Name)) || !strings.HasPrefix(w, "jobs: read the history of ") {
@@ -379,8 +386,9 @@ type tickRecord struct {
 // every lock master, one pipeline of an MGET per job on each master, side
 // by side. It fails when no master answered, and names by their index
 // those that did not (the error text, which holds addresses, is left out).
-func (c *Cluster) tickRecords(ctx context.Context, ticks map[string][]time.Time) (map[string]map[int64]tickRecord, error) {
+func (c *Cluster) tickRecords(ctx context.Context, ticks map[string][]time.Time) (map[string]map[int64]tickRecord, time.Time, error) {
 	out := map[string]map[int64]tickRecord{}
+	var since time.Time
 	var names []string
 	for job, ts := range ticks {
 		out[job] = map[int64]tickRecord{}
@@ -389,14 +397,18 @@ func (c *Cluster) tickRecords(ctx context.Context, ticks map[string][]time.Time)
 		}
 	}
 	if len(names) == 0 {
-		return out, nil
+		return out, since, nil
 	}
 	cmds := make([][]*redis.SliceCmd, len(c.masters))
+	markers := make([]*redis.StringCmd, len(c.masters))
+	markerKey := wiring.LockPrefix(c.cfg) + "marker"
 	errs := make([]error, len(c.masters))
 	var wg sync.WaitGroup
 	for i, m := range c.masters {
 		wg.Go(func() {
 			pipe := m.Pipeline()
+			// the master's marker: the records it holds are from its birth
+			markers[i] = pipe.Get(ctx, markerKey)
 			cmds[i] = make([]*redis.SliceCmd, len(names))
 			for k, job := range names {
 				keys := make([]string, len(ticks[job]))
@@ -443,15 +455,45 @@ func (c *Cluster) tickRecords(ctx context.Context, ticks map[string][]time.Time)
 			}
 		}
 	}
+	since = recordsSince(markers, len(c.masters)/2+1)
 	if len(failed) > 0 {
 		err := fmt.Errorf("tick records: %d of %d lock masters did not answer (%s): the ticks they alone recorded are not known",
 			len(failed), len(c.masters), strings.Join(failed, ", "))
 		if len(failed) == len(c.masters) {
-			return nil, err
+			return nil, since, err
 		}
-		return out, err
+		return out, since, err
 	}
-	return out, nil
+	return out, since, nil
+}
+
+// recordsSince is from when the masters' tick records tell every claimed
+// tick, by their markers' birth (a master restarted empty holds records
+// from then only): a claim writes a quorum of masters, so a tick's record
+// is left while fewer than a quorum were born after it, that is from the
+// quorum-th newest birth on. Zero when a marker cannot be read.
+func recordsSince(markers []*redis.StringCmd, quorum int) time.Time {
+	var born []time.Time
+	for _, m := range markers {
+		v, err := m.Result()
+		if err != nil {
+			return time.Time{}
+		}
+		f := strings.Fields(v)
+		if len(f) < 3 {
+			return time.Time{}
+		}
+		ms, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			return time.Time{}
+		}
+		born = append(born, time.UnixMilli(ms))
+	}
+	if len(born) == 0 {
+		return time.Time{}
+	}
+	slices.SortFunc(born, func(a, b time.Time) int { return b.Compare(a) }) // newest first
+	return born[min(quorum, len(born))-1]
 }
 
 // ledgerBuilder turns a job's schedule, history and tick records into its

@@ -17,6 +17,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -854,5 +855,32 @@ func TestTicksBeforeTheDeploymentAreNotMissed(t *testing.T) {
 	}
 	if before == 0 {
 		t.Fatalf("no tick between the records' retention (%v) and the deployment (%v): %+v", l.KnownFrom, deployed, l.Ticks)
+	}
+}
+
+// A lock master restarted empty holds tick records from its birth only: a
+// tick before it without a record is not known, not missed (the ticks the
+// lost records told of ran, or did not).
+func TestTicksBeforeTheMastersBirthAreNotMissed(t *testing.T) {
+	rdb, cfg, c, now := ledgerCluster(t, "born", "@every 10s")
+	ctx := context.Background()
+	// the master's marker (docs/operating.md's formats): born 90 s ago, as
+	// if it had restarted empty then
+	key := wiring.LockPrefix(cfg) + "marker"
+	marker := fmt.Sprintf("0123456789abcdef 1 %d empty", now.Add(-90*time.Second).UnixMilli())
+	if err := rdb.Set(ctx, key, marker, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Ticks(ctx, "r", now.Add(-15*time.Minute), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lt := range l.Ticks {
+		if lt.Outcome == baton.OutcomeMissed {
+			t.Errorf("tick %v before the master's birth called missed: %q (known from %v)", lt.Tick, lt.Reason, l.KnownFrom)
+		}
+	}
+	if want := now.Add(-90 * time.Second); l.KnownFrom.Sub(want).Abs() > time.Second {
+		t.Errorf("known from %v, want the master's birth %v", l.KnownFrom, want)
 	}
 }

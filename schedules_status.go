@@ -180,9 +180,22 @@ func (c *Cluster) schedulesStatus(ctx context.Context, members []roster.Member) 
 		st.RefusedFirst = st.RefusedFirst[:schedulesListed]
 	}
 	st.Refused = max(st.Refused, len(st.RefusedFirst))
+	// the replicas' reports of one loss: the one that put back most (the
+	// others found it restored by another), of the newest loss
+	var reports []StoreWentBack
 	for _, v := range wentBack.Val() {
 		var w StoreWentBack
-		if json.Unmarshal([]byte(v), &w) == nil && time.Since(w.At) < storeWentBackFor && (st.WentBack == nil || w.At.After(st.WentBack.At)) {
+		if json.Unmarshal([]byte(v), &w) == nil && time.Since(w.At) < storeWentBackFor {
+			reports = append(reports, w)
+		}
+	}
+	for _, w := range reports {
+		if st.WentBack == nil || w.At.After(st.WentBack.At) {
+			st.WentBack = &w
+		}
+	}
+	for _, w := range reports {
+		if b := st.WentBack; st.WentBack.At.Sub(w.At) < time.Minute && w.PutBack+w.Deleted > b.PutBack+b.Deleted {
 			st.WentBack = &w
 		}
 	}
