@@ -475,3 +475,25 @@ func TestAPIWrongMethodIs405AndErrorsReadAsWritten(t *testing.T) {
 		t.Errorf("a wrong token: %d %s, want 401 offering Bearer only", code, body)
 	}
 }
+
+// A singleton's leader reads in the status's JSON as the dashboard reads
+// it: {"id", "since", "fence"} (the dashboard said "led by undefined").
+func TestStatusJSONNamesTheLeaderAsTheDashboardReadsIt(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: leadjson
+jobs:
+  - name: pump
+    mode: singleton
+    exec: {command: ["sleep", "60"]}
+`, srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := serving(t, running(t, cfg, baton.WithReplicaID("l1")))
+	poll.Require(t, 20*time.Second, "the leader in the status's JSON", func() bool {
+		_, body := call(t, web, "GET", "/api/status", "", "")
+		return strings.Contains(body, `"leader": {`) && strings.Contains(body, `"id": "l1"`) && strings.Contains(body, `"fence": `)
+	})
+}

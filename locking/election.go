@@ -38,9 +38,9 @@ type Election struct {
 
 // Leader describes the current leader.
 type Leader struct {
-	ID    string    // the candidate id given to Campaign
-	Since time.Time // when the term began (a master's clock, ms precision)
-	Fence int64     // the term's fencing token
+	ID    string    `json:"id"`    // the candidate id given to Campaign
+	Since time.Time `json:"since"` // when the term began (a master's clock, ms precision)
+	Fence int64     `json:"fence"` // the term's fencing token
 }
 
 // Election returns the election called name whose leaders hold a lease of
