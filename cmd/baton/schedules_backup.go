@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -91,7 +92,7 @@ func runExport(fs *flagSet, o *exportOpts, args []string, stdout, stderr io.Writ
 	if o.out != "-" {
 		var err error
 		// written beside and renamed: a failed export leaves no half file
-		f, err = os.CreateTemp(dirOf(o.out), ".baton-export-*")
+		f, err = os.CreateTemp(filepath.Dir(o.out), ".baton-export-*")
 		if err != nil {
 			printf(stderr, "baton %s: %v\n", name, err)
 			return 1
@@ -145,14 +146,6 @@ func runExport(fs *flagSet, o *exportOpts, args []string, stdout, stderr io.Writ
 	}
 	printf(stderr, "baton %s: %d runtime schedules exported\n", name, n)
 	return 0
-}
-
-// dirOf is the directory of path, for a temporary file beside it.
-func dirOf(path string) string {
-	if i := strings.LastIndexByte(path, '/'); i >= 0 {
-		return path[:i+1]
-	}
-	return "."
 }
 
 type importOpts struct {
