@@ -371,8 +371,8 @@ func (h *HTTPHandler) api(f func(ctx context.Context, r *http.Request) (any, err
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		if t, ok := v.(tagged); ok && t.etag() != "" {
-			w.Header().Set("ETag", t.etag())
+		if t, ok := v.(tagged); ok && t.ETag() != "" {
+			w.Header().Set("ETag", t.ETag())
 		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -382,7 +382,7 @@ func (h *HTTPHandler) api(f func(ctx context.Context, r *http.Request) (any, err
 
 // tagged is an answer with an entity tag (the ETag header), which a
 // conditional change takes back (If-Match).
-type tagged interface{ etag() string }
+type tagged interface{ ETag() string }
 
 // read is api behind the bearer token of http.token when one is set,
 // unless http.public_reads: output tails of failed runs can hold secrets

@@ -427,7 +427,7 @@ func TestDashboardSchedulesPageListsAndOpensASchedule(t *testing.T) {
 		put(fmt.Sprintf("tenant/%02d", i))
 	}
 	// stored by a writer without the config's checks: the replica refuses it
-	if _, err := schedstore.New(srv.TestClient(t), "dash", nil, 1).Put(ctx, "tenant/zz", json.RawMessage(`{"schedule":"not cron","handler":{"name":"report"}}`), -1); err != nil {
+	if _, err := schedstore.New(srv.TestClient(t), "dash", nil, 1).Put(ctx, "tenant/zz", json.RawMessage(`{"schedule":"not cron","handler":{"name":"report"}}`), schedstore.Any); err != nil {
 		t.Fatal(err)
 	}
 	p := openDashboard(t, web.URL)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -131,7 +133,15 @@ type Schedule struct {
 	Definition json.RawMessage `json:"definition"` // as put: the job list's keys
 	Created    time.Time       `json:"created"`    // when the id was first put, by Redis's clock
 	Updated    time.Time       `json:"updated"`    // when this definition was put
-	Version    int64           `json:"version"`    // the change that put it (for a conditional put)
+	// Version counts the schedule's own changes: 1 when first put, one
+	// more with each put that changes its definition (for a conditional
+	// put; a schedule deleted and put again starts at 1 again, which
+	// ETag tells apart).
+	Version int64 `json:"version"`
+	// Change is the change of the schedule's shard that put it (changes
+	// count every put and delete of the shard's schedules): a replica whose
+	// ScheduleChange(ID) reached it follows this definition or a newer one.
+	Change int64 `json:"change"`
 	Paused     *PauseNote      `json:"paused,omitempty"`
 	Next       []time.Time     `json:"next,omitempty"` // its next ticks, when asked for
 	// Error says why replicas refuse to run the stored definition (not
@@ -205,7 +215,7 @@ func (c *Cluster) PutSchedule(ctx context.Context, id string, spec ScheduleSpec,
 // PutScheduleDocument is PutSchedule with the definition as YAML or JSON,
 // with the keys of a job of the list but name.
 func (c *Cluster) PutScheduleDocument(ctx context.Context, id string, doc []byte, opts ...PutOption) (Schedule, error) {
-	return c.putSchedule(ctx, id, doc, -1, opts)
+	return c.putSchedule(ctx, id, doc, schedstore.Any, opts)
 }
 
 // PutScheduleIfVersion is PutScheduleDocument that puts only if the
@@ -213,10 +223,48 @@ func (c *Cluster) PutScheduleDocument(ctx context.Context, id string, doc []byte
 // ErrScheduleChanged: a read-modify-write that loses no other writer's
 // change.
 func (c *Cluster) PutScheduleIfVersion(ctx context.Context, id string, doc []byte, version int64, opts ...PutOption) (Schedule, error) {
-	return c.putSchedule(ctx, id, doc, version, opts)
+	if version < 0 {
+		return Schedule{}, fmt.Errorf("%w: version %d: want 0 (the schedule must not exist yet) or more", ErrBadQuery, version)
+	}
+	return c.putSchedule(ctx, id, doc, schedstore.Match{Version: version}, opts)
 }
 
-func (c *Cluster) putSchedule(ctx context.Context, id string, doc []byte, version int64, opts []PutOption) (Schedule, error) {
+// PutScheduleIfMatch is PutScheduleDocument that puts only over the
+// schedule whose ETag was etag (Schedule.ETag: this version of it, not one
+// deleted and put again since), else fails with ErrScheduleChanged. etag
+// may also be a version alone, as PutScheduleIfVersion takes it.
+func (c *Cluster) PutScheduleIfMatch(ctx context.Context, id string, doc []byte, etag string, opts ...PutOption) (Schedule, error) {
+	m, err := parseETag(etag)
+	if err != nil {
+		return Schedule{}, err
+	}
+	return c.putSchedule(ctx, id, doc, m, opts)
+}
+
+// parseETag reads an ETag of Schedule.ETag, "VERSION-CREATED" (unix ms),
+// or a version alone, with or without quotes (and W/).
+func parseETag(etag string) (schedstore.Match, error) {
+	s := strings.Trim(strings.TrimPrefix(strings.TrimSpace(etag), "W/"), `"`)
+	bad := func() (schedstore.Match, error) {
+		return schedstore.Match{}, fmt.Errorf("%w: %q is not a schedule's ETag (\"VERSION-CREATED\", as GET answers it) or version (a whole number; 0: the schedule must not exist yet)", ErrBadQuery, etag)
+	}
+	v, created, hasCreated := strings.Cut(s, "-")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || strings.HasPrefix(v, "+") {
+		return bad()
+	}
+	m := schedstore.Match{Version: n}
+	if hasCreated {
+		ms, err := strconv.ParseInt(created, 10, 64)
+		if err != nil || ms <= 0 || n == 0 || strings.HasPrefix(created, "+") {
+			return bad()
+		}
+		m.Created = time.UnixMilli(ms)
+	}
+	return m, nil
+}
+
+func (c *Cluster) putSchedule(ctx context.Context, id string, doc []byte, match schedstore.Match, opts []PutOption) (Schedule, error) {
 	var o putOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -237,7 +285,7 @@ func (c *Cluster) putSchedule(ctx context.Context, id string, doc []byte, versio
 	if err != nil {
 		return Schedule{}, err
 	}
-	rec, err := st.Put(ctx, id, stored, version)
+	rec, err := st.Put(ctx, id, stored, match)
 	if err != nil {
 		return Schedule{}, err
 	}
@@ -455,14 +503,24 @@ func (c *Cluster) scheduleRuns(ctx context.Context, ss []Schedule) error {
 }
 
 func scheduleOf(r schedstore.Record) Schedule {
-	return Schedule{ID: r.ID, Job: ScheduleJobName(r.ID), Definition: r.Doc, Created: r.Created, Updated: r.Updated, Version: r.Version}
+	return Schedule{ID: r.ID, Job: ScheduleJobName(r.ID), Definition: r.Doc, Created: r.Created, Updated: r.Updated, Version: r.Version, Change: r.Change}
 }
 
-// ScheduleVersion is the last change the replica holds of the runtime
-// schedules of schedule id's shard (schedules.shards; Schedule.Version
-// counts the shard's changes): a put of id whose version is at most this
-// is in the replica's scheduler and lookups.
-func (r *Replica) ScheduleVersion(id string) int64 { return r.follower.Version(id) }
+// ETag is the schedule's entity tag: its version and when it was created
+// (an HTTP PUT's If-Match takes it back, and puts only over this schedule
+// at this version); "" for a schedule not read from the store.
+func (s Schedule) ETag() string {
+	if s.Version <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(`"%d-%d"`, s.Version, s.Created.UnixMilli())
+}
+
+// ScheduleChange is the last change the replica holds of the runtime
+// schedules of schedule id's shard (schedules.shards): a put of id whose
+// Schedule.Change is at most this is in the replica's scheduler and
+// lookups.
+func (r *Replica) ScheduleChange(id string) int64 { return r.follower.Version(id) }
 
 // Schedules returns how many runtime schedules the replica holds.
 func (r *Replica) Schedules() int { return r.follower.Len() }

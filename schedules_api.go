@@ -79,13 +79,11 @@ func (h *HTTPHandler) mountSchedules() {
 		if err != nil {
 			return nil, err
 		}
-		version := int64(-1)
-		if s := r.Header.Get("If-Match"); s != "" {
-			v, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(s, "W/"), `"`), 10, 64)
-			if err != nil || v < 0 {
-				return nil, badRequest("If-Match must be a schedule's version, a whole number (0: the schedule must not exist yet), got %q", s)
+		ifMatch := r.Header.Get("If-Match")
+		if ifMatch != "" {
+			if _, err := parseETag(ifMatch); err != nil {
+				return nil, badRequest("If-Match must be a schedule's ETag (\"VERSION-CREATED\", as GET answers it) or its version (a whole number; 0: the schedule must not exist yet), got %q", ifMatch)
 			}
-			version = v
 		}
 		var opts []PutOption
 		if s := r.URL.Query().Get("force"); s != "" {
@@ -108,10 +106,10 @@ func (h *HTTPHandler) mountSchedules() {
 			return nil, badRequest(`the body is the definition, JSON or YAML: {"schedule": "0 9 * * 1", "timezone": "Europe/Berlin", "handler": {"name": "report", "payload": {"tenant": 42}}}`)
 		}
 		var s Schedule
-		if version < 0 {
+		if ifMatch == "" {
 			s, err = h.cluster.PutScheduleDocument(ctx, id, doc, opts...)
 		} else {
-			s, err = h.cluster.PutScheduleIfVersion(ctx, id, doc, version, opts...)
+			s, err = h.cluster.PutScheduleIfMatch(ctx, id, doc, ifMatch, opts...)
 		}
 		return s.Masked(), err
 	}))
@@ -131,14 +129,6 @@ func (h *HTTPHandler) mountSchedules() {
 		}
 		return map[string]string{"deleted": id}, nil
 	}))
-}
-
-// etag is the schedule's version as an entity tag: If-Match takes it back.
-func (s Schedule) etag() string {
-	if s.Version <= 0 {
-		return ""
-	}
-	return strconv.Quote(strconv.FormatInt(s.Version, 10))
 }
 
 // scheduleIDOf is the runtime schedule id r's path names, or a 400 saying

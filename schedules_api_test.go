@@ -333,10 +333,13 @@ func TestSchedulesAPIRefusesAScheduleNoLiveReplicaCanRun(t *testing.T) {
 	}
 }
 
-// A schedule's answers carry its version as an ETag, which If-Match takes
-// back; putting the same definition again changes nothing.
+// A schedule's answers carry its version and created time as an ETag,
+// which If-Match takes back; putting the same definition again changes
+// nothing; a schedule deleted and put again is at version 1 again, and the
+// first one's ETag does not match it.
 func TestSchedulesAPIETagRoundTripsAndTheSamePutChangesNothing(t *testing.T) {
-	web := schedulesAPI(t, redistest.New(t), fmt.Sprintf("{token: %q}", apiToken))
+	srv := redistest.New(t)
+	web := schedulesAPI(t, srv, fmt.Sprintf("{token: %q}", apiToken))
 	req := func(method, body string, header map[string]string) (*http.Response, string) {
 		t.Helper()
 		r, err := http.NewRequest(method, web.URL+"/api/schedules/report/tenant-42", strings.NewReader(body))
@@ -357,7 +360,8 @@ func TestSchedulesAPIETagRoundTripsAndTheSamePutChangesNothing(t *testing.T) {
 	}
 	put, body := req("PUT", tenantReport, nil)
 	var s baton.Schedule
-	if put.StatusCode != 200 || json.Unmarshal([]byte(body), &s) != nil || put.Header.Get("ETag") != fmt.Sprintf("%q", fmt.Sprint(s.Version)) {
+	if put.StatusCode != 200 || json.Unmarshal([]byte(body), &s) != nil || s.Version != 1 ||
+		put.Header.Get("ETag") != fmt.Sprintf(`"1-%d"`, s.Created.UnixMilli()) {
 		t.Fatalf("put: %d ETag %q %s", put.StatusCode, put.Header.Get("ETag"), body)
 	}
 	get, _ := req("GET", "", nil)
@@ -375,5 +379,19 @@ func TestSchedulesAPIETagRoundTripsAndTheSamePutChangesNothing(t *testing.T) {
 	}
 	if stale, body := req("PUT", tenantReport, map[string]string{"If-Match": etag}); stale.StatusCode != 409 {
 		t.Fatalf("a put over a stale ETag: %d %s", stale.StatusCode, body)
+	}
+	// deleted and put again: version 1 again, but not the schedule the
+	// first ETag named
+	if del, body := req("DELETE", "", nil); del.StatusCode != 200 {
+		t.Fatalf("delete: %d %s", del.StatusCode, body)
+	}
+	rdb := srv.TestClient(t)
+	for i := 0; i < 1e6 && rdb.Time(context.Background()).Val().UnixMilli() <= s.Created.UnixMilli(); i++ {
+	}
+	if fresh, body := req("PUT", tenantReport, nil); fresh.StatusCode != 200 || !strings.HasPrefix(fresh.Header.Get("ETag"), `"1-`) || fresh.Header.Get("ETag") == etag {
+		t.Fatalf("put again after the delete: %d ETag %q (the first %q) %s", fresh.StatusCode, fresh.Header.Get("ETag"), etag, body)
+	}
+	if aba, body := req("PUT", tenantReport, map[string]string{"If-Match": etag}); aba.StatusCode != 409 || !strings.Contains(body, "deleted and put again") {
+		t.Fatalf("a put over the deleted schedule's ETag: %d %s", aba.StatusCode, body)
 	}
 }

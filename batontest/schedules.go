@@ -62,7 +62,7 @@ func (e *Env) PutSchedule(t testing.TB, id string, spec baton.ScheduleSpec) bato
 	if first := e.firstTick(j, s.Updated); !first.IsZero() {
 		e.next[j.Name] = first
 	}
-	e.follow(t, "PutSchedule", id, s.Version)
+	e.follow(t, "PutSchedule", id, s.Change)
 	return s
 }
 
@@ -110,8 +110,8 @@ func (e *Env) firstTick(j *config.Job, put time.Time) time.Time {
 // ver.
 func (e *Env) follow(t testing.TB, what, id string, ver int64) {
 	t.Helper()
-	if !poll.Until(e.timeout, func() bool { return e.replica.ScheduleVersion(id) >= ver }) {
-		t.Fatalf("batontest: %s(%q): the replica did not follow the change (version %d; it has %d) within %s",
-			what, id, ver, e.replica.ScheduleVersion(id), e.timeout)
+	if !poll.Until(e.timeout, func() bool { return e.replica.ScheduleChange(id) >= ver }) {
+		t.Fatalf("batontest: %s(%q): the replica did not follow the change (%d; it has %d) within %s",
+			what, id, ver, e.replica.ScheduleChange(id), e.timeout)
 	}
 }

@@ -89,7 +89,7 @@ func put(t *testing.T, st *Store, id, doc string) Record {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := st.Put(context.Background(), id, d, -1)
+	r, err := st.Put(context.Background(), id, d, Any)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestRecordHoldsTheDefinitionAlone(t *testing.T) {
 	defs := newKeys("fs", 0, 1).defs
 	for _, sign := range []*handoff.Signer{nil, handoff.NewSigner(config.SecurityConfig{SigningKeys: []string{testKey}})} {
 		st := New(rdb, "fs", sign, 1)
-		if _, err := st.Put(ctx, "x", json.RawMessage(doc), -1); err != nil {
+		if _, err := st.Put(ctx, "x", json.RawMessage(doc), Any); err != nil {
 			t.Fatal(err)
 		}
 		v := rdb.HGet(ctx, defs, "x").Val()
@@ -296,7 +296,7 @@ func TestRecordHeadKeepsCreatedAndUpdated(t *testing.T) {
 				got.Created, got.Updated, got.Version, err, rdb.HGet(ctx, defs, put.ID).Val())
 		}
 	}
-	first, err := st.Put(ctx, "x", doc, -1)
+	first, err := st.Put(ctx, "x", doc, Any)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestRecordHeadKeepsCreatedAndUpdated(t *testing.T) {
 	if err := clk.Step(90 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	again, err := st.Put(ctx, "x", daily, -1)
+	again, err := st.Put(ctx, "x", daily, Any)
 	if err != nil || !again.Created.Equal(first.Created) || again.Updated.Sub(first.Created) < 90*time.Second {
 		t.Fatalf("second put: %+v, %v", again, err)
 	}
@@ -317,7 +317,7 @@ func TestRecordHeadKeepsCreatedAndUpdated(t *testing.T) {
 	if r, err := st.Get(ctx, "old"); err != nil || r.Created.UnixMilli() != 1700000000000 || r.Updated.UnixMilli() != 1700000005000 {
 		t.Errorf("the earlier head reads %+v, %v", r, err)
 	}
-	over, err := st.Put(ctx, "old", daily, -1)
+	over, err := st.Put(ctx, "old", daily, Any)
 	if err != nil || over.Created.UnixMilli() != 1700000000000 {
 		t.Fatalf("a put over the earlier head: %+v, %v", over, err)
 	}
@@ -326,7 +326,7 @@ func TestRecordHeadKeepsCreatedAndUpdated(t *testing.T) {
 	if err := clk.Step(-time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	back, err := st.Put(ctx, "x", doc, -1)
+	back, err := st.Put(ctx, "x", doc, Any)
 	if err != nil || !back.Updated.Before(back.Created) {
 		t.Fatalf("a put after the clock went back: %+v, %v", back, err)
 	}
@@ -339,20 +339,67 @@ func TestPutIfVersionLosesNoOtherWritersChange(t *testing.T) {
 	st := New(srv.TestClient(t), "fs", nil, 1)
 	ctx := context.Background()
 	doc := json.RawMessage(`{"schedule":"@hourly","handler":{"name":"h"}}`)
-	r1, err := st.Put(ctx, "x", doc, 0)
+	r1, err := st.Put(ctx, "x", doc, Match{Version: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Put(ctx, "x", doc, 0); !errors.Is(err, ErrChanged) {
+	if _, err := st.Put(ctx, "x", doc, Match{Version: 0}); !errors.Is(err, ErrChanged) {
 		t.Fatalf("create of an existing id: %v", err)
 	}
 	daily := json.RawMessage(`{"schedule":"@daily","handler":{"name":"h"}}`)
-	r2, err := st.Put(ctx, "x", daily, r1.Version)
-	if err != nil || !r2.Created.Equal(r1.Created) || r2.Version <= r1.Version {
+	r2, err := st.Put(ctx, "x", daily, Match{Version: r1.Version})
+	if err != nil || !r2.Created.Equal(r1.Created) || r2.Version != r1.Version+1 {
 		t.Fatalf("%+v %v", r2, err)
 	}
-	if _, err := st.Put(ctx, "x", daily, r1.Version); !errors.Is(err, ErrChanged) {
+	if _, err := st.Put(ctx, "x", daily, Match{Version: r1.Version}); !errors.Is(err, ErrChanged) {
 		t.Fatalf("stale version: %v", err)
+	}
+}
+
+// A schedule's version counts its own changes: 1 when first put, whatever
+// the other schedules of its shard did, one more with each change; a
+// schedule deleted and put again starts at 1 again, and a put that
+// expected the deleted one (its version and created) fails.
+func TestScheduleVersionCountsItsOwnChanges(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	st := New(rdb, "fs", nil, 1)
+	ctx := context.Background()
+	doc := func(s string) json.RawMessage {
+		return json.RawMessage(`{"schedule":"` + s + `","handler":{"name":"h"}}`)
+	}
+	for i := range 5 {
+		if _, err := st.Put(ctx, fmt.Sprintf("t-%d", i), doc("@hourly"), Any); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := st.Put(ctx, "t-44", doc("@hourly"), Any)
+	if err != nil || first.Version != 1 || first.Change != 6 {
+		t.Fatalf("first put after 5 others: version %d change %d (%v), want 1 and 6", first.Version, first.Change, err)
+	}
+	second, err := st.Put(ctx, "t-44", doc("@daily"), Any)
+	if err != nil || second.Version != 2 {
+		t.Fatalf("second put: version %d (%v), want 2", second.Version, err)
+	}
+	if got, err := st.Get(ctx, "t-44"); err != nil || got.Version != 2 || got.Change != second.Change {
+		t.Fatalf("read back: %+v %v", got, err)
+	}
+	if _, err := st.Delete(ctx, "t-44"); err != nil {
+		t.Fatal(err)
+	}
+	// a millisecond apart at least (Redis's clock), so that created
+	// tells them apart
+	for i := 0; i < 1e6 && rdb.Time(ctx).Val().UnixMilli() <= first.Created.UnixMilli(); i++ {
+	}
+	again, err := st.Put(ctx, "t-44", doc("@weekly"), Any)
+	if err != nil || again.Version != 1 {
+		t.Fatalf("put again after a delete: version %d (%v), want 1", again.Version, err)
+	}
+	if _, err := st.Put(ctx, "t-44", doc("@daily"), Match{Version: 1, Created: first.Created}); !errors.Is(err, ErrChanged) {
+		t.Fatalf("a put over the deleted schedule's version 1: %v, want ErrChanged", err)
+	}
+	if r, err := st.Put(ctx, "t-44", doc("@daily"), Match{Version: 1, Created: again.Created}); err != nil || r.Version != 2 {
+		t.Fatalf("a put over this one's version 1: %+v %v", r, err)
 	}
 }
 
@@ -364,14 +411,14 @@ func TestPutOfTheSameDefinitionChangesNothing(t *testing.T) {
 	st := New(rdb, "fs", handoff.NewSigner(testConfig(t, "security: {signing_keys: [\""+testKey+"\"]}\n").Security), 1)
 	ctx := context.Background()
 	doc := json.RawMessage(`{"schedule":"@hourly","handler":{"name":"h"}}`)
-	r1, err := st.Put(ctx, "x", doc, -1)
+	r1, err := st.Put(ctx, "x", doc, Any)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, cond := range []int64{-1, r1.Version} {
+	for _, cond := range []Match{Any, {Version: r1.Version}, {Version: r1.Version, Created: r1.Created}} {
 		r, err := st.Put(ctx, "x", doc, cond)
 		if err != nil || r.Version != r1.Version || !r.Created.Equal(r1.Created) || !r.Updated.Equal(r1.Updated) {
-			t.Fatalf("the same put again (if version %d): %+v %v, want %+v", cond, r, err, r1)
+			t.Fatalf("the same put again (if %+v): %+v %v, want %+v", cond, r, err, r1)
 		}
 	}
 	if n := rdb.XLen(ctx, newKeys("fs", 0, 1).log).Val(); n != 1 {
@@ -379,10 +426,10 @@ func TestPutOfTheSameDefinitionChangesNothing(t *testing.T) {
 	}
 	// an index that lost the id has it again
 	rdb.ZRem(ctx, newKeys("fs", 0, 1).ids, "x")
-	if _, err := st.Put(ctx, "x", doc, -1); err != nil || rdb.ZScore(ctx, newKeys("fs", 0, 1).ids, "x").Err() != nil {
+	if _, err := st.Put(ctx, "x", doc, Any); err != nil || rdb.ZScore(ctx, newKeys("fs", 0, 1).ids, "x").Err() != nil {
 		t.Fatalf("the same put over a lost index entry: %v", err)
 	}
-	if r, err := st.Put(ctx, "x", json.RawMessage(`{"schedule":"@daily","handler":{"name":"h"}}`), -1); err != nil || r.Version == r1.Version {
+	if r, err := st.Put(ctx, "x", json.RawMessage(`{"schedule":"@daily","handler":{"name":"h"}}`), Any); err != nil || r.Version == r1.Version {
 		t.Fatalf("another definition: %+v %v, want a new version", r, err)
 	}
 }
@@ -501,7 +548,7 @@ func TestPutRefusesADefinitionThatWouldNotReadBackAsPut(t *testing.T) {
 			{`{"id":"x","doc":{}}`, `the key "id"`},
 			{`{"schedule":"@hourly",` + sig + `}`, `member "sig"`},
 		} {
-			_, err := st.Put(ctx, "x", json.RawMessage(c.doc), -1)
+			_, err := st.Put(ctx, "x", json.RawMessage(c.doc), Any)
 			if err == nil || !strings.Contains(err.Error(), c.why) {
 				t.Errorf("signed %v: put %q: %v, want refused as %s", sign.Enabled(), c.doc, err, c.why)
 			}
@@ -511,7 +558,7 @@ func TestPutRefusesADefinitionThatWouldNotReadBackAsPut(t *testing.T) {
 		}
 		// what reads back the same is stored
 		for _, doc := range []string{`{}`, `{"a":"}\"sig\":\"x\"}"}`, `{"a":"é\u2028{\"id\":"}`} {
-			if _, err := st.Put(ctx, "ok", json.RawMessage(doc), -1); err != nil {
+			if _, err := st.Put(ctx, "ok", json.RawMessage(doc), Any); err != nil {
 				t.Errorf("signed %v: put %s: %v", sign.Enabled(), doc, err)
 			} else if r, err := st.Get(ctx, "ok"); err != nil || string(r.Doc) != doc {
 				t.Errorf("signed %v: put %s, read %s, %v", sign.Enabled(), doc, r.Doc, err)

@@ -111,8 +111,8 @@ func TestRestoreAfterAnOlderSnapshotKeepsTheNewestState(t *testing.T) {
 	if err != nil || !r.Created.Equal(added.Created) || !r.Updated.Equal(added.Updated) {
 		t.Errorf("the schedule put after the snapshot: %+v %v, want it back with its times %v %v", r, err, added.Created, added.Updated)
 	}
-	if u, _ := st.Get(ctx, "updated"); !u.Updated.Equal(newer.Updated) {
-		t.Errorf("the update's time %v, want %v", u.Updated, newer.Updated)
+	if u, _ := st.Get(ctx, "updated"); !u.Updated.Equal(newer.Updated) || u.Version != 2 || newer.Version != 2 {
+		t.Errorf("the update's time %v version %d, want %v and 2 (its version kept)", u.Updated, u.Version, newer.Updated)
 	}
 	if n, _ := st.Count(ctx); n != 3 || len(sf.a.names()) != 3 || sf.a.has("@deleted") {
 		t.Errorf("store %d, copy %v: want kept, updated and added", n, sf.a.names())

@@ -52,8 +52,37 @@ type Record struct {
 	Doc     json.RawMessage // the definition: compact JSON, the job list's keys
 	Created time.Time       // when the id was first put (by Redis's clock)
 	Updated time.Time       // when this definition was put (by Redis's clock)
-	Version int64           // the change that put it: versions grow with every change of any schedule of its shard
-	raw     string          // the stored value
+	// Version counts the schedule's own changes: 1 when first put, one
+	// more with each put that changes its definition (a schedule deleted
+	// and put again starts at 1 again: Created tells them apart).
+	Version int64
+	// Change is the change of the shard that put it: changes grow with
+	// every put and delete of any schedule of the shard (a Follower at
+	// Change or later holds this record or a newer one).
+	Change int64
+	raw    string // the stored value
+}
+
+// Match is what a conditional put expects of the stored schedule.
+type Match struct {
+	// Version is the schedule's version (0: there must be none).
+	Version int64
+	// Created, when not zero, is the schedule's Created: a put only over
+	// that schedule, not one deleted and put again since.
+	Created time.Time
+}
+
+// Any is the Match of an unconditional put.
+var Any = Match{Version: -1}
+
+func (m Match) args() (version, created string) {
+	if m.Version >= 0 {
+		version = strconv.FormatInt(m.Version, 10)
+	}
+	if !m.Created.IsZero() {
+		created = strconv.FormatInt(m.Created.UnixMilli(), 10)
+	}
+	return version, created
 }
 
 // CorruptError is a stored value that cannot be read as a record.
@@ -133,10 +162,10 @@ func (s *Store) domain() string { return DomainSchedule + "\x00" + s.ns }
 // recordDomain is the signature domain of schedule id's definition.
 func (s *Store) recordDomain(id string) string { return s.domain() + "\x00" + id }
 
-// Put stores doc (a checked definition, compact JSON) as schedule id. With
-// ifVersion >= 0 it puts only if the schedule's version is still
-// ifVersion (0: it does not exist), else fails with ErrChanged.
-func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, ifVersion int64) (Record, error) {
+// Put stores doc (a checked definition, compact JSON) as schedule id, if
+// the stored schedule matches m (Any: whatever is there), else fails with
+// ErrChanged.
+func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, m Match) (Record, error) {
 	body := []byte(doc)
 	if err := storable(body); err != nil {
 		return Record{}, fmt.Errorf("runtime schedule %q: %w", id, err)
@@ -144,11 +173,8 @@ func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, ifVersi
 	if s.sign.Enabled() {
 		body = s.sign.Sign(s.recordDomain(id), body)
 	}
-	cond := ""
-	if ifVersion >= 0 {
-		cond = strconv.FormatInt(ifVersion, 10)
-	}
-	res, err := putScript.Run(ctx, s.rdb, s.keysOf(id).all(), id, body, LogLength, cond).Int64Slice()
+	version, created := m.args()
+	res, err := putScript.Run(ctx, s.rdb, s.keysOf(id).all(), id, body, LogLength, version, created).Int64Slice()
 	if moving(err) {
 		return Record{}, fmt.Errorf("runtime schedule %q: put: %w", id, layout.ErrMoving)
 	}
@@ -156,12 +182,37 @@ func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, ifVersi
 		return Record{}, fmt.Errorf("runtime schedule %q: put: %w", id, err)
 	}
 	if len(res) == 2 && res[0] == -1 {
-		return Record{}, fmt.Errorf("runtime schedule %q is at version %d, not %d: %w", id, res[1], ifVersion, ErrChanged)
+		switch {
+		case res[1] == 0:
+			return Record{}, fmt.Errorf("runtime schedule %q does not exist (the put expected version %d): %w", id, m.Version, ErrChanged)
+		case m.Version >= 0 && res[1] != m.Version:
+			return Record{}, fmt.Errorf("runtime schedule %q is at version %d, not %d: %w", id, res[1], m.Version, ErrChanged)
+		case m.Version == 0:
+			return Record{}, fmt.Errorf("runtime schedule %q exists already (version %d): %w", id, res[1], ErrChanged)
+		default:
+			return Record{}, fmt.Errorf("runtime schedule %q was deleted and put again since it was read (now at version %d): %w", id, res[1], ErrChanged)
+		}
 	}
-	if len(res) != 3 {
+	if len(res) != 4 {
 		return Record{}, fmt.Errorf("runtime schedule %q: put: unexpected reply %v", id, res)
 	}
-	return Record{ID: id, Doc: doc, Version: res[0], Created: time.UnixMilli(res[1]).UTC(), Updated: time.UnixMilli(res[2]).UTC()}, nil
+	return Record{ID: id, Doc: doc, Change: res[0], Created: time.UnixMilli(res[1]).UTC(), Updated: time.UnixMilli(res[2]).UTC(), Version: res[3]}, nil
+}
+
+// splitOwn cuts the schedule's own version off what follows the change in
+// a stored value: "version|definition", or the definition alone (a value
+// put before versions were the schedule's own: version 1). A definition
+// starts with "{".
+func splitOwn(rest string) (version int64, def string, ok bool) {
+	i := strings.IndexByte(rest, '|')
+	if strings.HasPrefix(rest, "{") || i < 0 {
+		return 1, rest, strings.HasPrefix(rest, "{")
+	}
+	n, err := strconv.ParseInt(rest[:i], 10, 64)
+	if err != nil || n < 1 || rest[0] == '+' {
+		return 0, "", false
+	}
+	return n, rest[i+1:], true
 }
 
 // storable tells why definition doc cannot be stored as it is, nil when it
@@ -325,8 +376,9 @@ func (s *Store) Count(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// parse reads a stored value: "created|+updated|version|" (unix ms, the
-// ms from created to updated, the version) and the signed definition,
+// parse reads a stored value: "created|+updated|change|version|" (unix ms,
+// the ms from created to updated, the shard's change, the schedule's own
+// version; a value without the version is at 1) and the signed definition,
 // checked against the signing keys.
 func (s *Store) parse(id, v string) (Record, error) {
 	corrupt := func(why string) (Record, error) {
@@ -334,8 +386,13 @@ func (s *Store) parse(id, v string) (Record, error) {
 	}
 	parts := strings.SplitN(v, "|", 4)
 	if len(parts) != 4 {
-		return corrupt("no created|updated|version| head")
+		return corrupt("no created|updated|change| head")
 	}
+	own, def, ok := splitOwn(parts[3])
+	if !ok {
+		return corrupt("what follows its change is neither a version above 0 and \"|\" nor a definition")
+	}
+	parts[3] = def
 	var nums [3]int64
 	for i := range 3 {
 		// updated is "+" and ms after created (the earlier form: unix ms)
@@ -349,7 +406,7 @@ func (s *Store) parse(id, v string) (Record, error) {
 		}
 		nums[i] = n
 	}
-	rec := Record{ID: id, Created: time.UnixMilli(nums[0]).UTC(), Updated: time.UnixMilli(nums[1]).UTC(), Version: nums[2], raw: v}
+	rec := Record{ID: id, Created: time.UnixMilli(nums[0]).UTC(), Updated: time.UnixMilli(nums[1]).UTC(), Change: nums[2], Version: own, raw: v}
 	refused := func(err error) (Record, error) {
 		return Record{}, fmt.Errorf("runtime schedule %q: %w: refused (put it again with a replica or tool that has the signing key)", id, err)
 	}

@@ -357,7 +357,7 @@ func TestRuntimeHTTPScheduleGoesToAReplicaThatAllowsItsURL(t *testing.T) {
 	}
 	cfgA, cfgB := load("https://a.example/"), load("https://b.example/hooks/")
 	const doc = `{"schedule":"@every 1m","http":{"url":"https://b.example/hooks/1"}}`
-	if _, err := schedstore.Of(e.RDB, cfgB).Put(context.Background(), "hook/1", []byte(doc), -1); err != nil {
+	if _, err := schedstore.Of(e.RDB, cfgB).Put(context.Background(), "hook/1", []byte(doc), schedstore.Any); err != nil {
 		t.Fatal(err)
 	}
 	cfgB = withSchedule(t, cfgB, "hook/1", doc)

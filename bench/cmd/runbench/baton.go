@@ -330,9 +330,9 @@ func putToVisible(ctx context.Context, cl *baton.Cluster, replicas []*baton.Repl
 		}
 		put := time.Now()
 		for _, r := range replicas {
-			for r.ScheduleVersion(s.ID) < s.Version {
+			for r.ScheduleChange(s.ID) < s.Change {
 				if time.Since(put) > 30*time.Second {
-					return nil, fmt.Errorf("replica %s: put %d not visible after 30s", r.ID(), s.Version)
+					return nil, fmt.Errorf("replica %s: put %d not visible after 30s", r.ID(), s.Change)
 				}
 				time.Sleep(time.Millisecond)
 			}
