@@ -141,9 +141,9 @@ type Schedule struct {
 	// Change is the change of the schedule's shard that put it (changes
 	// count every put and delete of the shard's schedules): a replica whose
 	// ScheduleChange(ID) reached it follows this definition or a newer one.
-	Change int64 `json:"change"`
-	Paused     *PauseNote      `json:"paused,omitempty"`
-	Next       []time.Time     `json:"next,omitempty"` // its next ticks, when asked for
+	Change int64       `json:"change"`
+	Paused *PauseNote  `json:"paused,omitempty"`
+	Next   []time.Time `json:"next,omitempty"` // its next ticks, when asked for
 	// Error says why replicas refuse to run the stored definition (not
 	// signed as the keys require, no longer valid for the config); a
 	// listing gives such schedules too.
