@@ -559,7 +559,33 @@ func (c *Cluster) History(ctx context.Context, job string, n int) ([]jobs.RunRec
 	if _, ok := c.cfg.Job(job); !ok && !isScheduleName(job) {
 		return nil, fmt.Errorf("%w: no job %q in the config", ErrUnknownJob, job)
 	}
-	return jobs.ReadHistory(ctx, c.queue, c.cfg.Namespace, job, n)
+	recs, err := jobs.ReadHistory(ctx, c.queue, c.cfg.Namespace, job, n)
+	c.markGoneRuns(ctx, recs)
+	return recs, err
+}
+
+// markGoneRuns turns each run of lists recorded running whose worker is
+// gone (see replicaSet.gone) into jobs.StatusUnknown, with why: the
+// history then says what the ledger says, not "running" until newer runs
+// trim it. It reads the roster once, only when a run is recorded running;
+// a roster that cannot be read leaves them as recorded.
+func (c *Cluster) markGoneRuns(ctx context.Context, lists ...[]jobs.RunRecord) {
+	var rs *replicaSet
+	for _, recs := range lists {
+		for i := range recs {
+			if recs[i].Status != jobs.StatusRunning {
+				continue
+			}
+			if rs == nil {
+				set := c.replicaSet(ctx)
+				rs = &set
+			}
+			if rs.gone(recs[i]) {
+				recs[i].Status = jobs.StatusUnknown
+				recs[i].Reason = rs.goneWhy(recs[i])
+			}
+		}
+	}
 }
 
 // Locks lists the locks held now on the lock masters (see locking.Held):

@@ -818,6 +818,21 @@ func TestTicksRunOfALiveWorkerBesideItsIDsOtherEntriesIsRunning(t *testing.T) {
 	if n != 7 {
 		t.Fatalf("%d runs in the ledger, want 7: %+v", n, l.Ticks)
 	}
+	// the history says what the ledger says: w7's run is unknown, not
+	// running until newer runs trim it
+	recs, err := c.History(ctx, "r", 0)
+	if err != nil || len(recs) != 7 {
+		t.Fatalf("history: %d records (%v), want 7", len(recs), err)
+	}
+	for _, r := range recs {
+		want := jobs.StatusRunning
+		if r.Worker == "w7" {
+			want = jobs.StatusUnknown
+		}
+		if r.Status != want || (want == jobs.StatusUnknown) != strings.Contains(r.Reason, "started again") {
+			t.Errorf("history: the run of %s is %s (%q), want %s", r.Worker, r.Status, r.Reason, want)
+		}
+	}
 }
 
 // A tick due before the deployment's first replica started, with no record

@@ -486,6 +486,11 @@ func (c *Cluster) scheduleRuns(ctx context.Context, ss []Schedule) error {
 	if err != nil && !errors.Is(err, jobs.ErrCorrupt) {
 		return fmt.Errorf("runtime schedules: their runs: %w", err)
 	}
+	lists := make([][]jobs.RunRecord, 0, len(hist))
+	for _, recs := range hist {
+		lists = append(lists, recs)
+	}
+	c.markGoneRuns(ctx, lists...)
 	for i := range ss {
 		recs := hist[ss[i].Job]
 		ss[i].Recent = recs

@@ -39,6 +39,11 @@ const (
 	StatusMissed     Status = "missed"     // not dispatched: past its starting deadline, left out by catch-up, or no quorum could vouch for it
 	StatusPaused     Status = "paused"     // not dispatched: the job was paused
 	StatusRefused    Status = "refused"    // not run: the worker refused its task (too old, its tick done, the job paused or past a limit)
+	// StatusUnknown is a reader's verdict, never recorded: the run is
+	// recorded running, but its worker is gone (not live in the roster, or
+	// started again since), so no end will be recorded by it (baton's
+	// Cluster.History; Reason says why).
+	StatusUnknown Status = "unknown"
 )
 
 // RunRecord is one run of a job, or one tick that did not run, as the
