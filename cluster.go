@@ -493,12 +493,16 @@ func stillRunning(j *config.Job, r jobs.RunRecord, lock *locking.HeldLock, now t
 }
 
 // replicaStatus turns the roster into replica lines, marking the replicas
-// whose job list is not the most common among live ones.
+// whose job list is not the most common among live ones. An entry that is
+// no longer live beside a live one of the same replica id (its previous
+// process: a replica restarted under its id) is left out.
 func replicaStatus(members []roster.Member) ([]ReplicaStatus, []string) {
 	count := map[string]int{}
+	liveIDs := map[string]bool{}
 	for _, m := range members {
 		if m.Live {
 			count[m.Hash]++
+			liveIDs[m.ID] = true
 		}
 	}
 	common := ""
@@ -509,6 +513,9 @@ func replicaStatus(members []roster.Member) ([]ReplicaStatus, []string) {
 	}
 	out := make([]ReplicaStatus, 0, len(members))
 	for _, m := range members {
+		if !m.Live && liveIDs[m.ID] {
+			continue
+		}
 		out = append(out, ReplicaStatus{ID: m.ID, Version: m.Version, Role: m.Role, ListHash: m.Hash, Queues: m.Queues,
 			LastSeen: m.Seen.UTC(), Live: m.Live, Skew: time.Duration(m.SkewMS) * time.Millisecond,
 			Differs: m.Live && len(count) > 1 && m.Hash != common})

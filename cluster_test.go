@@ -656,3 +656,29 @@ func TestStatusShowsARetriedAttemptRunningFromItsLease(t *testing.T) {
 		t.Fatalf("running %+v (last %+v); want run %s's attempt 2 on w2, which holds the lease", js.Running, js.Last, tick.RunID)
 	}
 }
+
+// A replica restarted under its id is one line of baton status: the entry
+// of its previous process, no longer live, is left out beside the live
+// one; a replica that is gone for good is still listed, not live.
+func TestStatusShowsAReplicaRestartedUnderItsIDOnce(t *testing.T) {
+	const ns = "restarted"
+	rdb, _, c, now := ledgerCluster(t, ns, "@every 1m")
+	ctx := context.Background()
+	entry := func(seen, started time.Time) string {
+		return fmt.Sprintf(`%d {"v":2,"started_ms":%d,"version":"t","role":"run","queues":["default"],"hash":"h"}`, seen.UnixMilli(), started.UnixMilli())
+	}
+	if err := rdb.HSet(ctx, "{"+ns+":roster}",
+		"w1#old", entry(now.Add(-time.Minute), now.Add(-time.Hour)),
+		"w1#new", entry(now, now.Add(-50*time.Second)),
+		"w2#gone", entry(now.Add(-time.Minute), now.Add(-time.Hour))).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := c.Status(ctx)
+	var lines []string
+	for _, r := range st.Replicas {
+		lines = append(lines, fmt.Sprintf("%s live=%v", r.ID, r.Live))
+	}
+	if got := strings.Join(lines, ", "); got != "w1 live=true, w2 live=false" {
+		t.Fatalf("replicas: %s, want w1 once (live) and w2 (not live)", got)
+	}
+}
