@@ -102,7 +102,7 @@ func runExport(fs *flagSet, o *exportOpts, args []string, stdout, stderr io.Writ
 		w = f
 	}
 	bw := bufio.NewWriter(w)
-	n, after := 0, ""
+	n, left, after := 0, 0, ""
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		page, err := c.ListSchedules(ctx, baton.ScheduleQuery{Prefix: o.prefix, After: after, Limit: 1000})
@@ -113,6 +113,7 @@ func runExport(fs *flagSet, o *exportOpts, args []string, stdout, stderr io.Writ
 		for _, s := range page.Schedules {
 			if s.Definition == nil {
 				printf(stderr, "baton %s: %s left out: %s\n", name, s.ID, s.Error)
+				left++
 				continue
 			}
 			b, _ := json.Marshal(exportLine{ID: s.ID, Definition: s.Definition, Created: s.Created, Updated: s.Updated, Version: s.Version})
@@ -143,6 +144,10 @@ func runExport(fs *flagSet, o *exportOpts, args []string, stdout, stderr io.Writ
 			printf(stderr, "baton %s: %v\n", name, err)
 			return 1
 		}
+	}
+	if left > 0 {
+		printf(stderr, "baton %s: %d runtime schedules exported, %d left out (see above): the export is not whole\n", name, n, left)
+		return 1
 	}
 	printf(stderr, "baton %s: %d runtime schedules exported\n", name, n)
 	return 0

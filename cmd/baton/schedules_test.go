@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
@@ -300,7 +302,8 @@ func TestSchedulesPutNoLiveReplicaCanRunNeedsForce(t *testing.T) {
 // reads; import puts them back on another Redis, after checking every
 // line: one bad line puts nothing.
 func TestSchedulesExportImportRoundTrip(t *testing.T) {
-	from := schedulesConfigFile(t, redistest.New(t))
+	fromSrv := redistest.New(t)
+	from := schedulesConfigFile(t, fromSrv)
 	for i := range 3 {
 		if code, out, errs := runIn("schedules", "put", "--config", from, fmt.Sprintf("report/tenant-%d", i), "--schedule", "0 9 * * 1",
 			"--timezone", "Europe/Berlin", "--http-url", "https://hooks.example/tenants/1/report", "--http-header", "Authorization: Bearer s3cr3t"); code != 0 {
@@ -322,6 +325,22 @@ func TestSchedulesExportImportRoundTrip(t *testing.T) {
 	b, _ := os.ReadFile(dump)
 	if n := strings.Count(string(b), "\n"); n != 3 || !strings.Contains(string(b), "s3cr3t") {
 		t.Fatalf("the export holds %d lines:\n%s", n, b)
+	}
+
+	// a schedule that cannot be read is left out, said, and the export
+	// exits 1 with what it could write
+	rdb := fromSrv.TestClient(t)
+	if err := rdb.HSet(context.Background(), "stest:{schedules}:defs", "report/tenant-9", "not a record").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb.ZAdd(context.Background(), "stest:{schedules}:ids", redis.Z{Member: "report/tenant-9"})
+	partial := filepath.Join(t.TempDir(), "partial.jsonl")
+	if code, out, errs := runIn("schedules", "export", "--config", from, "-o", partial); code != 1 ||
+		!strings.Contains(errs, "report/tenant-9 left out") || !strings.Contains(errs, "3 runtime schedules exported, 1 left out") {
+		t.Fatalf("export with an unreadable schedule: %d %q %q", code, out, errs)
+	}
+	if p, _ := os.ReadFile(partial); strings.Count(string(p), "\n") != 3 {
+		t.Fatalf("the partial export holds:\n%s", p)
 	}
 
 	to := schedulesConfigFile(t, redistest.New(t))
