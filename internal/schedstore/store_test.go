@@ -52,4 +52,53 @@ func TestPutOverAScheduleDeletedAndPutAgainInTheSameMillisecondFails(t *testing.
 	}
 }
 
+// A put conditioned on a version (and created) applies only over a record
+// as the readers read it: over a value they report corrupt it fails, and
+// over one they read at version V created C it succeeds with V and C.
+func TestConditionalPutReadsTheStoredValueAsReadersDo(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	st := New(rdb, "fs", nil, 1)
+	ctx := context.Background()
+	defs := newKeys("fs", 0, 1).defs
+	doc := `{"handler":{"name":"h"},"schedule":"@hourly"}`
+	daily := json.RawMessage(`{"handler":{"name":"h"},"schedule":"@daily"}`)
+	for _, v := range []string{
+		"garbage",
+		"1700000000000|+5|3|x|" + doc,            // not a version where it goes
+		"1700000000000|+5|3|0|" + doc,            // version 0: none was put so
+		"1700000000000|+5|3|-2|" + doc,           // a negative version
+		"+1700000000000|+5|3|2|" + doc,           // a signed created
+		"1700000000000|+5|++3|2|" + doc,          // a change signed twice
+		"1700000000000|+5|3|02|" + doc,           // a version with a leading zero
+		"01700000000000|+5|3|2|" + doc,           // created with a leading zero
+		"1700000000000|+5|3|2|" + doc,            // as put writes it
+		"1700000000000|1700000000005|3|" + doc,   // the earlier head (version 1)
+		"1700000000000|+5|3|7|" + doc,            // as a move or restore leaves it
+		"1700000000000|1699999999000|3|4|" + doc, // updated before created (the clock went back)
+	} {
+		if err := rdb.HSet(ctx, defs, "x", v).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rec, readErr := st.Get(ctx, "x")
+		if readErr != nil {
+			var ce *CorruptError
+			if !errors.As(readErr, &ce) {
+				t.Errorf("%q: read %v, want a CorruptError", v, readErr)
+			}
+			for _, m := range []Match{{Version: 1}, {Version: 0}} {
+				if r, err := st.Put(ctx, "x", daily, m); !errors.Is(err, ErrChanged) {
+					t.Errorf("%q, which readers report corrupt (%v): a put if version %d succeeded over it: %+v %v", v, readErr, m.Version, r, err)
+				}
+			}
+			continue
+		}
+		r, err := st.Put(ctx, "x", daily, Match{Version: rec.Version, Created: rec.Created})
+		if err != nil || r.Version != rec.Version+1 || !r.Created.Equal(rec.Created) {
+			t.Errorf("%q, read as version %d created %d: a put over what was read: %+v %v, want version %d, the same created",
+				v, rec.Version, rec.Created.UnixMilli(), r, err, rec.Version+1)
+		}
+	}
+}
+
 func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
