@@ -2,6 +2,7 @@ package schedstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -377,5 +378,40 @@ func TestCallerChangesDuringARestoreStand(t *testing.T) {
 	}
 	if len(sf.got) != 1 || sf.got[0].PutBack != 1 || sf.got[0].Superseded != 3 {
 		t.Errorf("reported %+v, want other put back, the 3 others changed meanwhile", sf.got)
+	}
+}
+
+// A version a caller read before Redis went back names that definition
+// only: once a replica restored the store, puts made since the loss do not
+// count the schedule's versions up to it again, and a put conditioned on
+// the version (and created) read before the loss fails.
+func TestAVersionReadBeforeALossDoesNotMatchAPutMadeSince(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := testConfig(t, "")
+	st := Of(rdb, cfg)
+	ctx := context.Background()
+	put(t, st, "x", `{schedule: "@hourly", handler: {name: h}}`)
+	snap := takeSnapshot(t, rdb, newKeys("fs", 0, 1))
+	put(t, st, "x", `{schedule: "@daily", handler: {name: h}}`)
+	read := put(t, st, "x", `{schedule: "@weekly", handler: {name: h}}`) // version 3, what the caller read
+	sf := newStillFollower(t, st, cfg)
+	snap.bringBack(t, rdb) // x at version 1 again
+	// another caller's put since the loss stands (restore_test's
+	// TestRestoreLeavesWhatWasChangedSinceRedisWentBack)
+	put(t, st, "x", `{schedule: "@monthly", handler: {name: h}}`)
+	sf.read(t)
+	if len(sf.got) != 1 || sf.got[0].Kept != 1 {
+		t.Fatalf("reported %+v, want x kept", sf.got)
+	}
+	// and one more, after the restore
+	now := put(t, st, "x", `{schedule: "@yearly", handler: {name: h}}`)
+	d, err := config.ScheduleDocument([]byte(`{schedule: "0 9 * * 1", handler: {name: h}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.Put(ctx, "x", d, Match{Version: read.Version, Created: read.Created}); !errors.Is(err, ErrChanged) {
+		t.Fatalf("a put over version %d created %v, read (@weekly) before the loss, succeeded over @yearly (version %d created %v): %+v %v",
+			read.Version, read.Created, now.Version, now.Created, r, err)
 	}
 }
