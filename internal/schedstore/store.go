@@ -183,12 +183,14 @@ func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, m Match
 	}
 	if len(res) == 2 && res[0] == -1 {
 		switch {
+		case res[1] == -1:
+			return Record{}, fmt.Errorf("runtime schedule %q: the value in %s is not a baton schedule record, which no version matches (put it without a condition, or delete it): %w", id, s.keysOf(id).defs, ErrChanged)
 		case res[1] == 0:
 			return Record{}, fmt.Errorf("runtime schedule %q does not exist (the put expected version %d): %w", id, m.Version, ErrChanged)
-		case m.Version >= 0 && res[1] != m.Version:
-			return Record{}, fmt.Errorf("runtime schedule %q is at version %d, not %d: %w", id, res[1], m.Version, ErrChanged)
 		case m.Version == 0:
 			return Record{}, fmt.Errorf("runtime schedule %q exists already (version %d): %w", id, res[1], ErrChanged)
+		case m.Version >= 0 && res[1] != m.Version:
+			return Record{}, fmt.Errorf("runtime schedule %q is at version %d, not %d: %w", id, res[1], m.Version, ErrChanged)
 		default:
 			return Record{}, fmt.Errorf("runtime schedule %q was deleted and put again since it was read (now at version %d): %w", id, res[1], ErrChanged)
 		}
@@ -208,11 +210,21 @@ func splitOwn(rest string) (version int64, def string, ok bool) {
 	if strings.HasPrefix(rest, "{") || i < 0 {
 		return 1, rest, strings.HasPrefix(rest, "{")
 	}
-	n, err := strconv.ParseInt(rest[:i], 10, 64)
-	if err != nil || n < 1 || rest[0] == '+' {
+	n, ok := decimal(rest[:i])
+	if !ok || n < 1 {
 		return 0, "", false
 	}
 	return n, rest[i+1:], true
+}
+
+// decimal reads a number of a stored value's head: digits alone (no sign,
+// no space), as put.lua reads them.
+func decimal(s string) (int64, bool) {
+	if s == "" || strings.Trim(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }
 
 // storable tells why definition doc cannot be stored as it is, nil when it
@@ -397,8 +409,12 @@ func (s *Store) parse(id, v string) (Record, error) {
 	for i := range 3 {
 		// updated is "+" and ms after created (the earlier form: unix ms)
 		after := i == 1 && strings.HasPrefix(parts[i], "+")
-		n, err := strconv.ParseInt(strings.TrimPrefix(parts[i], "+"), 10, 64)
-		if err != nil || n < 0 {
+		field := parts[i]
+		if after {
+			field = field[1:]
+		}
+		n, ok := decimal(field)
+		if !ok {
 			return corrupt(fmt.Sprintf("field %d of its head is %q, not a number", i+1, parts[i]))
 		}
 		if after {

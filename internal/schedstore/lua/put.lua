@@ -7,7 +7,8 @@
 -- ARGV[5] the schedule's created ms the caller read (with ARGV[4]: a put
 -- only over that schedule, not one deleted and put again since), or ""
 -- Returns {change, created ms, updated ms, version}, or {-1, current
--- version} when ARGV[4] or ARGV[5] no longer matches. A put of the
+-- version} when ARGV[4] or ARGV[5] no longer matches ({-1, -1}: the stored
+-- value is not a record, which no condition matches). A put of the
 -- definition the schedule holds changes nothing and returns its record's.
 -- The stored value: created (unix ms), "+" and the ms from created to this
 -- put (a record costs a million times its bytes; this put's unix ms where
@@ -21,24 +22,43 @@ local cur = redis.call('HGET', KEYS[1], ARGV[1])
 local created
 local own = 0
 if cur then
+  -- read as Store.parse reads it: the head, then the schedule's own
+  -- version (above 0) and the definition, or the definition alone (a
+  -- value of the earlier head: version 1); a definition starts with "{"
   local c, u, v, rest = string.match(cur, '^(%d+)|(%+?%d+)|(%d+)|(.*)$')
-  local o, def = string.match(rest or '', '^(%d+)|(.*)$')
-  if not o then o, def = '1', rest end
-  created, own = c, tonumber(o)
-  if (ARGV[4] ~= '' and ARGV[4] ~= o) or (ARGV[5] ~= '' and ARGV[5] ~= c) then
-    return {-1, own}
+  local def
+  if rest and string.sub(rest, 1, 1) == '{' then
+    own, def = 1, rest
+  elseif rest then
+    local o, d = string.match(rest, '^(%d+)|({.*)$')
+    if o and tonumber(o) >= 1 then own, def = tonumber(o), d end
   end
-  -- the same definition put again changes nothing: no version, no change
-  -- for the replicas to follow
-  if c and def == ARGV[2] then
-    redis.call('ZADD', KEYS[2], 0, ARGV[1]) -- an index that lost the id has it again
-    local updated = tonumber(c)
-    if string.sub(u, 1, 1) == '+' then
-      updated = updated + tonumber(string.sub(u, 2))
-    else
-      updated = tonumber(u)
+  if not def then
+    -- not a record readers can read: no version or created of it was
+    -- read, so no condition matches it; a put without one replaces it
+    -- with a new schedule
+    if ARGV[4] ~= '' or ARGV[5] ~= '' then
+      return {-1, -1}
     end
-    return {tonumber(v), tonumber(c), updated, own}
+    own = 0
+  else
+    created = c
+    -- compared as numbers, as readers parse them
+    if (ARGV[4] ~= '' and tonumber(ARGV[4]) ~= own) or (ARGV[5] ~= '' and tonumber(ARGV[5]) ~= tonumber(c)) then
+      return {-1, own}
+    end
+    -- the same definition put again changes nothing: no version, no change
+    -- for the replicas to follow
+    if def == ARGV[2] then
+      redis.call('ZADD', KEYS[2], 0, ARGV[1]) -- an index that lost the id has it again
+      local updated = tonumber(c)
+      if string.sub(u, 1, 1) == '+' then
+        updated = updated + tonumber(string.sub(u, 2))
+      else
+        updated = tonumber(u)
+      end
+      return {tonumber(v), tonumber(c), updated, own}
+    end
   end
 elseif (ARGV[4] ~= '' and ARGV[4] ~= '0') or ARGV[5] ~= '' then
   return {-1, 0}
