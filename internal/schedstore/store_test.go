@@ -102,3 +102,34 @@ func TestConditionalPutReadsTheStoredValueAsReadersDo(t *testing.T) {
 }
 
 func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// A schedule created by a clock ahead of Redis's (put back by a restore
+// after Redis restarted with its clock behind), deleted and put again
+// while Redis's clock passes that created, is not the schedule an ETag of
+// the first one named.
+func TestPutOverAScheduleDeletedWhileRedisClockWasBehindItsCreatedFails(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	st := New(rdb, "fs", nil, 1)
+	ctx := context.Background()
+	doc := json.RawMessage(`{"handler":{"name":"h"},"schedule":"@hourly"}`)
+	created := rdb.Time(ctx).Val().UnixMilli() + 40
+	if err := rdb.HSet(ctx, newKeys("fs", 0, 1).defs, "x", fmt.Sprintf("%d|+0|7|1|%s", created, doc)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	read, err := st.Get(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// deleted and put again until Redis's clock is past its created
+	for rdb.Time(ctx).Val().UnixMilli() <= created+5 {
+		if _, err := st.Delete(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+		again := put(t, st, "x", `{schedule: "@daily", handler: {name: h}}`)
+		if r, err := st.Put(ctx, "x", doc, Match{Version: read.Version, Created: read.Created}); !errors.Is(err, ErrChanged) {
+			t.Fatalf("a put over version 1 created %d, the schedule deleted, succeeded over the one put again (created %d): %+v %v",
+				created, again.Created.UnixMilli(), r, err)
+		}
+	}
+}
