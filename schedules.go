@@ -131,7 +131,7 @@ type Schedule struct {
 	ID         string          `json:"id"`
 	Job        string          `json:"job"`        // its job name: "@" + ID
 	Definition json.RawMessage `json:"definition"` // as put: the job list's keys
-	Created    time.Time       `json:"created"`    // when the id was first put, by Redis's clock
+	Created    time.Time       `json:"created"`    // when the id was first put, by Redis's clock (after a deleted one of the same id)
 	Updated    time.Time       `json:"updated"`    // when this definition was put
 	// Version counts the schedule's own changes: 1 when first put, one
 	// more with each put that changes its definition (for a conditional

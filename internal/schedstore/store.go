@@ -48,10 +48,14 @@ const LogLength = 10000
 
 // Record is a runtime schedule as stored.
 type Record struct {
-	ID      string
-	Doc     json.RawMessage // the definition: compact JSON, the job list's keys
-	Created time.Time       // when the id was first put (by Redis's clock)
-	Updated time.Time       // when this definition was put (by Redis's clock)
+	ID  string
+	Doc json.RawMessage // the definition: compact JSON, the job list's keys
+	// Created is when the id was first put (by Redis's clock; a ms after
+	// the shard's last change when that is later: a schedule deleted and
+	// put again in the same ms, or after the clock went back, is created
+	// after the deleted one)
+	Created time.Time
+	Updated time.Time // when this definition was put (by Redis's clock)
 	// Version counts the schedule's own changes: 1 when first put, one
 	// more with each put that changes its definition (a schedule deleted
 	// and put again starts at 1 again: Created tells them apart).

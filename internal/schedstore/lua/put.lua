@@ -10,7 +10,8 @@
 -- version} when ARGV[4] or ARGV[5] no longer matches ({-1, -1}: the stored
 -- value is not a record, which no condition matches). A put of the
 -- definition the schedule holds changes nothing and returns its record's.
--- The stored value: created (unix ms), "+" and the ms from created to this
+-- The stored value: created (unix ms: this put's, or a ms after the
+-- shard's last change when that is later), "+" and the ms from created to this
 -- put (a record costs a million times its bytes; this put's unix ms where
 -- the clock went back since created), the shard's change that put it, the
 -- schedule's own version (counts its changes; a value without it is at 1),
@@ -65,7 +66,17 @@ elseif (ARGV[4] ~= '' and ARGV[4] ~= '0') or ARGV[5] ~= '' then
 end
 local t = redis.call('TIME')
 local now = tostring(t[1] * 1000 + math.floor(t[2] / 1000))
-if not created then created = now end
+if not created then
+  -- a new schedule is created after the shard's last change (its stream's
+  -- last entry; delete.lua logs a delete no earlier than the deleted
+  -- schedule's created): one deleted and put again in the same ms, or
+  -- after Redis's clock went back, has another created than the one
+  -- deleted, which an ETag told apart
+  local top = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)[1]
+  local ms = top and tonumber(string.match(top[1], '^(%d+)'))
+  if ms and tonumber(now) <= ms then now = string.format('%d', ms + 1) end
+  created = now
+end
 local ver = redis.call('INCR', KEYS[4])
 own = own + 1
 local after = now
