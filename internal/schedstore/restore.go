@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,7 +27,10 @@ import (
 //     again;
 //   - a schedule changed in Redis since it went back (put or deleted by a
 //     caller: the stream of changes has it after the last change the copy
-//     read) is left as the store holds it.
+//     read) is left as the store holds it; when it is the schedule the copy
+//     holds (its created) at a version the copy had reached, its version is
+//     raised past the copy's, so that no version read before the loss
+//     names it (the puts since counted up from the older snapshot's).
 //
 // Every replica that followed the store across the loss does this, but a
 // replica whose copy saw fewer changes than one that claimed the shard's
@@ -126,6 +130,7 @@ func (f *Follower) restoreShard(ctx context.Context, sh int, prev shardState, no
 	}
 	type op struct {
 		id, times, body, expect string
+		raise                   bool // a kept schedule's version raised
 	}
 	var ops []op
 	expectOf := func(id string) string {
@@ -157,6 +162,9 @@ func (f *Follower) restoreShard(ctx context.Context, sh int, prev shardState, no
 		}
 		if touched[id] {
 			wb.Kept++
+			if times, body, ok := raised(raw, raws[id]); ok {
+				ops = append(ops, op{id: id, times: times, body: body, expect: expectOf(id), raise: true})
+			}
 			continue
 		}
 		times, _, body, ok := splitRecord(raw)
@@ -201,6 +209,8 @@ func (f *Follower) restoreShard(ctx context.Context, sh int, prev shardState, no
 			switch {
 			case err != nil:
 				return wb, fmt.Errorf("runtime schedules: restore %q: %w", o.id, err)
+			case o.raise:
+				// counted as kept
 			case n == 0:
 				wb.Superseded++
 			case o.body == "":
@@ -212,6 +222,32 @@ func (f *Follower) restoreShard(ctx context.Context, sh int, prev shardState, no
 	}
 	wb.Took = time.Since(began)
 	return wb, nil
+}
+
+// raised tells how a schedule changed in Redis since it went back (cur,
+// its stored value) is written so that its versions do not count again
+// through those the copy's value (held) had seen: the same schedule (its
+// created) at a version the copy had reached or passed is raised past the
+// copy's (its times and definition as Redis holds them), so that a put
+// conditioned on a version read before the loss fails over it. ok is false
+// when it is left as it is (another schedule of the id, or one past the
+// copy's version).
+func raised(held, cur string) (times, body string, ok bool) {
+	heldTimes, _, heldBody, ok1 := splitRecord(held)
+	curTimes, _, curBody, ok2 := splitRecord(cur)
+	if !ok1 || !ok2 {
+		return "", "", false
+	}
+	heldCreated, _, _ := strings.Cut(heldTimes, "|")
+	curCreated, _, _ := strings.Cut(curTimes, "|")
+	hc, ok1 := decimal(heldCreated)
+	cc, ok2 := decimal(curCreated)
+	heldVer, _, ok3 := splitOwn(heldBody)
+	curVer, def, ok4 := splitOwn(curBody)
+	if !ok1 || !ok2 || !ok3 || !ok4 || hc != cc || curVer > heldVer {
+		return "", "", false
+	}
+	return curTimes, strconv.FormatInt(heldVer+1, 10) + "|" + def, true
 }
 
 // changedSince returns the ids of the changes after stream entry last in
