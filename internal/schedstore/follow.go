@@ -192,7 +192,7 @@ func (f *Follower) Refused() []Refusal {
 }
 
 // Version returns the last change the copy holds of schedule id's shard:
-// a put of id whose Record.Version is at most this is in the copy.
+// a put of id whose Record.Change is at most this is in the copy.
 func (f *Follower) Version(id string) int64 {
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()

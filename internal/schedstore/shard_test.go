@@ -51,8 +51,8 @@ func TestShardedStoreActsAsOne(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.Version(id) < r.Version {
-			t.Fatalf("%s: follower at %d of its shard, the put was %d", id, f.Version(id), r.Version)
+		if f.Version(id) < r.Change {
+			t.Fatalf("%s: follower at %d of its shard, the put was %d", id, f.Version(id), r.Change)
 		}
 	}
 	var listed []string
