@@ -50,7 +50,7 @@ import (
 // Errors are JSON, {"error": "..."}, with a status that says whose fault:
 // 400 a bad request, 401 a missing or wrong token, 403 no token
 // configured, 404 an unknown job or runtime schedule, 409 a job that
-// cannot do that or a schedule changed since the version given, 413 a
+// cannot do that, 412 a schedule changed since the If-Match given, 413 a
 // body over maxAPIBody, 503 Redis unreachable. The runtime schedules'
 // routes are in schedules_api.go.
 

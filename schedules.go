@@ -242,11 +242,19 @@ func (c *Cluster) PutScheduleIfMatch(ctx context.Context, id string, doc []byte,
 }
 
 // parseETag reads an ETag of Schedule.ETag, "VERSION-CREATED" (unix ms),
-// or a version alone, with or without quotes (and W/).
+// or a version alone, with or without its quotes. A weak tag (W/...), a
+// list of tags or "*" is refused: If-Match compares strongly, and
+// conditions one schedule.
 func parseETag(etag string) (schedstore.Match, error) {
-	s := strings.Trim(strings.TrimPrefix(strings.TrimSpace(etag), "W/"), `"`)
+	s := strings.TrimSpace(etag)
 	bad := func() (schedstore.Match, error) {
 		return schedstore.Match{}, fmt.Errorf("%w: %q is not a schedule's ETag (\"VERSION-CREATED\", as GET answers it) or version (a whole number; 0: the schedule must not exist yet)", ErrBadQuery, etag)
+	}
+	if q := strings.HasPrefix(s, `"`); q || strings.HasSuffix(s, `"`) {
+		if !q || len(s) < 2 || !strings.HasSuffix(s, `"`) {
+			return bad()
+		}
+		s = s[1 : len(s)-1]
 	}
 	v, created, hasCreated := strings.Cut(s, "-")
 	n, err := strconv.ParseInt(v, 10, 64)

@@ -178,7 +178,7 @@ func scheduleStatus(err error) (int, []fieldProblem) {
 	case errors.Is(err, ErrNoSchedule):
 		return http.StatusNotFound, nil
 	case errors.Is(err, ErrScheduleChanged):
-		return http.StatusConflict, nil
+		return http.StatusPreconditionFailed, nil
 	case errors.Is(err, ErrNoRunner):
 		return http.StatusUnprocessableEntity, nil
 	case errors.Is(err, ErrBadQuery):

@@ -147,7 +147,7 @@ func TestSchedulesAPIDeleteStopAsksRunsToStop(t *testing.T) {
 }
 
 // If-Match puts only over the version given (0: only a new schedule); a
-// put over another answers 409.
+// put over another answers 412.
 func TestSchedulesAPIIfMatchConflict(t *testing.T) {
 	web := schedulesAPI(t, redistest.New(t), fmt.Sprintf("{token: %q}", apiToken))
 	code, body := callWith(t, web, "PUT", "/api/schedules/a", tenantReport, map[string]string{"If-Match": "0"})
@@ -155,17 +155,19 @@ func TestSchedulesAPIIfMatchConflict(t *testing.T) {
 	if code != 200 || json.Unmarshal([]byte(body), &s) != nil {
 		t.Fatalf("create with If-Match 0: %d %s", code, body)
 	}
-	if code, body := callWith(t, web, "PUT", "/api/schedules/a", tenantReport, map[string]string{"If-Match": "0"}); code != 409 || !strings.Contains(body, "changed since the version given") {
+	if code, body := callWith(t, web, "PUT", "/api/schedules/a", tenantReport, map[string]string{"If-Match": "0"}); code != 412 || !strings.Contains(body, "changed since the version given") {
 		t.Fatalf("create again with If-Match 0: %d %s", code, body)
 	}
-	if code, body := callWith(t, web, "PUT", "/api/schedules/a", tenantReport, map[string]string{"If-Match": fmt.Sprint(s.Version + 7)}); code != 409 {
+	if code, body := callWith(t, web, "PUT", "/api/schedules/a", tenantReport, map[string]string{"If-Match": fmt.Sprint(s.Version + 7)}); code != 412 {
 		t.Fatalf("put over a version it is not at: %d %s", code, body)
 	}
 	if code, body := callWith(t, web, "PUT", "/api/schedules/a", tenantReport, map[string]string{"If-Match": fmt.Sprintf("%q", fmt.Sprint(s.Version))}); code != 200 {
 		t.Fatalf("put over its version (quoted, as an ETag): %d %s", code, body)
 	}
-	if code, body := callWith(t, web, "PUT", "/api/schedules/a", tenantReport, map[string]string{"If-Match": "*"}); code != 400 || !strings.Contains(body, "If-Match must be") {
-		t.Fatalf("If-Match *: %d %s", code, body)
+	for _, bad := range []string{"*", `W/"1"`, `"1`, `1"`, `"1", "2"`, `"1-"`, `"-5"`, `"+1"`} {
+		if code, body := callWith(t, web, "PUT", "/api/schedules/a", tenantReport, map[string]string{"If-Match": bad}); code != 400 || !strings.Contains(body, "If-Match must be") {
+			t.Fatalf("If-Match %s: %d %s", bad, code, body)
+		}
 	}
 }
 
@@ -377,7 +379,7 @@ func TestSchedulesAPIETagRoundTripsAndTheSamePutChangesNothing(t *testing.T) {
 	if changed.StatusCode != 200 || changed.Header.Get("ETag") == etag {
 		t.Fatalf("a change over the ETag: %d ETag %q %s", changed.StatusCode, changed.Header.Get("ETag"), body)
 	}
-	if stale, body := req("PUT", tenantReport, map[string]string{"If-Match": etag}); stale.StatusCode != 409 {
+	if stale, body := req("PUT", tenantReport, map[string]string{"If-Match": etag}); stale.StatusCode != 412 {
 		t.Fatalf("a put over a stale ETag: %d %s", stale.StatusCode, body)
 	}
 	// deleted and put again: version 1 again, but not the schedule the
@@ -391,7 +393,7 @@ func TestSchedulesAPIETagRoundTripsAndTheSamePutChangesNothing(t *testing.T) {
 	if fresh, body := req("PUT", tenantReport, nil); fresh.StatusCode != 200 || !strings.HasPrefix(fresh.Header.Get("ETag"), `"1-`) || fresh.Header.Get("ETag") == etag {
 		t.Fatalf("put again after the delete: %d ETag %q (the first %q) %s", fresh.StatusCode, fresh.Header.Get("ETag"), etag, body)
 	}
-	if aba, body := req("PUT", tenantReport, map[string]string{"If-Match": etag}); aba.StatusCode != 409 || !strings.Contains(body, "deleted and put again") {
+	if aba, body := req("PUT", tenantReport, map[string]string{"If-Match": etag}); aba.StatusCode != 412 || !strings.Contains(body, "deleted and put again") {
 		t.Fatalf("a put over the deleted schedule's ETag: %d %s", aba.StatusCode, body)
 	}
 }

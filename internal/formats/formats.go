@@ -69,4 +69,6 @@ var All = []Format{
 	{"replace request", CancelRequest, true},
 	{"lock keys", 1, false},
 	{"election leader record", 1, false},
+	{"runtime schedule record", 1, false},
+	{"runtime schedule change", 1, false},
 }
