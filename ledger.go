@@ -595,9 +595,9 @@ func (b *ledgerBuilder) tick(t time.Time, recs []jobs.RunRecord) LedgerTick {
 	case rec.leased > 0:
 		lt.Outcome, lt.Reason = OutcomeDispatching, "a replica holds its claim"
 	case rec.paused > 0:
-		lt.Outcome = OutcomePaused
+		lt.Outcome, lt.Reason = OutcomePaused, "recorded paused: the job was paused when a replica came to it"
 	case rec.missed > 0:
-		lt.Outcome = OutcomeMissed
+		lt.Outcome, lt.Reason = OutcomeMissed, fmt.Sprintf("recorded missed: a replica came to it after its starting deadline (%s): replicas down or behind, or lock masters in their restart quarantine", b.job.StartingDeadline)
 	case t.After(b.now):
 		lt.Outcome = OutcomeNotDue
 	case t.Before(b.known):

@@ -899,3 +899,32 @@ func TestTicksBeforeTheMastersBirthAreNotMissed(t *testing.T) {
 		t.Errorf("known from %v, want the master's birth %v", l.KnownFrom, want)
 	}
 }
+
+// A tick the lock masters recorded missed (a replica came to it after its
+// starting deadline: the masters in their restart quarantine, replicas
+// down) or paused, with no history event of it, says why.
+func TestTicksRecordedMissedOrPausedSayWhy(t *testing.T) {
+	rdb, cfg, c, now := ledgerCluster(t, "why", "@every 10s")
+	ctx := context.Background()
+	j, _ := cfg.Job("r")
+	missed := now.Add(-j.StartingDeadline - 10*time.Second).Truncate(10 * time.Second)
+	paused := missed.Add(-10 * time.Second)
+	for at, v := range map[time.Time]string{missed: "missed", paused: "paused"} {
+		if err := rdb.Set(ctx, scheduler.TickKey("why", "r", at), v, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := c.Ticks(ctx, "r", paused, missed)
+	if err != nil || len(l.Ticks) != 2 {
+		t.Fatalf("ledger: %+v %v", l, err)
+	}
+	for _, lt := range l.Ticks {
+		want, why := baton.OutcomeMissed, fmt.Sprintf("recorded missed: a replica came to it after its starting deadline (%s)", j.StartingDeadline)
+		if lt.Tick.Equal(paused) {
+			want, why = baton.OutcomePaused, "recorded paused"
+		}
+		if lt.Outcome != want || !strings.Contains(lt.Reason, why) {
+			t.Errorf("tick %v: %s %q, want %s saying %q", lt.Tick, lt.Outcome, lt.Reason, want, why)
+		}
+	}
+}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/wiring"
+	"github.com/batonhq/baton/jobs"
 )
 
 const devHelp = `usage: baton dev [flags]
@@ -26,6 +29,11 @@ Before it loads the config it creates a directory of its own for this run
 and sets $BATON_DEV_DIR to it (unless set): config.example.yaml's jobs
 write their logs there, so two baton dev runs on one host do not mix. The
 first log line names it; it is left in place for reading.
+
+The replicas register one Go handler, "report", which logs its run and
+payload: runtime schedules can name it (baton schedules put report/t-1
+--schedule "@every 10s" --handler report --payload '{"tenant": 1}'
+--config $BATON_DEV_DIR/baton.yaml).
 
 For trying configs out, not for production: nothing survives a restart.
 The embedded server is only in a binary built with the "dev" build tag
@@ -206,6 +214,7 @@ func runDev(fs *flagSet, o devOpts, args []string, stdout, stderr io.Writer) int
 	for _, id := range ids {
 		rlog := log.With("replica", id)
 		rp, err := baton.New(cfg, baton.WithReplicaID(id), baton.WithLogger(rlog), baton.WithVersion(shortVersion()), baton.WithHTTPServed(),
+			baton.WithHandlers(devHandlers(rlog)),
 			baton.WithLockMessageFilter(wiring.WithoutConfigCommand), baton.WithTracerProvider(tp))
 		if err != nil {
 			log.Error("cannot build a replica", "replica", id, "err", err)
@@ -221,4 +230,15 @@ func runDev(fs *flagSet, o devOpts, args []string, stdout, stderr io.Writer) int
 		units[i] = rp
 	}
 	return serve(units, addr, true, log, zl)
+}
+
+// devHandlers are the Go handlers baton dev's replicas register: "report",
+// which logs its run, for the runtime schedules of the docs' examples.
+func devHandlers(log *slog.Logger) *jobs.Registry {
+	reg := jobs.NewRegistry()
+	_ = reg.HandleFunc("report", func(_ context.Context, run jobs.Run) error {
+		log.Info("report handler ran (baton dev's demo handler)", "job", run.Job, "tick", run.Tick, "payload", string(run.Payload))
+		return nil
+	})
+	return reg
 }

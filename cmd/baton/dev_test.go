@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -195,5 +196,36 @@ jobs:
 	}
 	if b, _ := os.ReadFile(cli); !strings.Contains(string(b), "${HOME}") {
 		t.Errorf("the config expanded a ${VAR}:\n%s", b)
+	}
+}
+
+// The runtime schedule of the docs' examples runs under baton dev: its
+// replicas register the Go handler "report", so a put naming it is not
+// refused (no live replica runs it) and its ticks run, logged with their
+// payload.
+func TestDevRunsARuntimeScheduleOfTheDocs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	if err := os.Mkdir(runDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := startIn(t, "../..", []string{devDirEnv + "=" + runDir}, "dev")
+	poll.Require(t, time.Minute, "baton dev to start its replicas", func() bool {
+		return strings.Count(p.stderr.String(), "replica started") >= 3
+	})
+	cli := filepath.Join(runDir, "baton.yaml")
+	code, out, errs := runIn("schedules", "put", "report/t-1", "--schedule", "@every 1s", "--handler", "report",
+		"--payload", `{"tenant": 1}`, "--config", cli)
+	if code != 0 || strings.Contains(out, "WAITING") || strings.Contains(out, "waiting") {
+		t.Fatalf("put under baton dev: %d %q %q", code, out, errs)
+	}
+	poll.Require(t, time.Minute, "the report handler to run the schedule's tick", func() bool {
+		s := p.stderr.String()
+		return strings.Contains(s, "report handler ran") && strings.Contains(s, `{\"tenant\":1}`)
+	})
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Errorf("baton dev exited %d", code)
 	}
 }
