@@ -272,7 +272,7 @@ func behindAnotherRun(t *testing.T, rdb *redis.Client, ns string) map[int64]stri
 }
 
 // holderRe reads a forbid skip's reason: the holder's tick and replica.
-var holderRe = regexp.MustCompile(`^another run holds the job: every-second@(\S+) run=\S+ attempt=\d+ on (\S+)$`)
+var holderRe = regexp.MustCompile(`^another run holds the job: every-second@(\S+) run=\S+ attempt=\d+ on (\S+)(?: \(.*\))?$`)
 
 // awaitStarts waits, at most bound, until every every-second tick of
 // [from, until] has a start line in once. The runs are other processes'

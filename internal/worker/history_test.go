@@ -112,7 +112,8 @@ func TestHistoryRecordsSkips(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs := historyOf(t, e, "slow", 2, func(r []jobs.RunRecord) bool { return r[0].Status == jobs.StatusSkipped })
-	if !strings.Contains(recs[0].Reason, "another run holds the job") || !strings.Contains(recs[0].Reason, t1.ID()) {
+	if !strings.Contains(recs[0].Reason, "another run holds the job") || !strings.Contains(recs[0].Reason, t1.ID()) ||
+		!strings.Contains(recs[0].Reason, "within lock_ttl") {
 		t.Errorf("skip reason %q: want the holder %s", recs[0].Reason, t1.ID())
 	}
 	if recs[1].Status != jobs.StatusRunning {

@@ -99,7 +99,10 @@ func (e *engine) meetSameTick(ctx context.Context, job *config.Job, t scheduler.
 func (e *engine) skipBusy(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, b busyLease, log *slog.Logger) {
 	e.count(t.Job, func(c *counters) { c.skipped.Add(1) })
 	log.Info("skipped: another run holds the job", b.attr())
-	e.notStarted(ctx, job, t, attempt, jobs.StatusSkipped, "another run holds the job: "+b.h.String())
+	// a holder that died keeps the lease until it runs out: say how long
+	// that can be, so that a skip naming a gone replica is understood
+	e.notStarted(ctx, job, t, attempt, jobs.StatusSkipped,
+		fmt.Sprintf("another run holds the job: %s (a run whose replica died holds it until its lease runs out, within lock_ttl %s)", b.h.String(), job.LockTTL))
 }
 
 // skipStale records attempt of tick t skipped because a newer tick of the
