@@ -137,12 +137,15 @@ var (
 	//go:embed lua/put.lua
 	putSrc    string
 	putScript = redis.NewScript(putSrc)
+	// the scripts that delete log it as logdelete.lua's log_delete does
+	//go:embed lua/logdelete.lua
+	logDeleteSrc string
 	//go:embed lua/delete.lua
 	deleteSrc    string
-	deleteScript = redis.NewScript(deleteSrc)
+	deleteScript = redis.NewScript(logDeleteSrc + deleteSrc)
 	//go:embed lua/restore.lua
 	restoreSrc    string
-	restoreScript = redis.NewScript(restoreSrc)
+	restoreScript = redis.NewScript(logDeleteSrc + restoreSrc)
 )
 
 // A record's definition is stored as it is (its signature member appended

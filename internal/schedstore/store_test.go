@@ -31,7 +31,7 @@ func TestPutOverAScheduleDeletedAndPutAgainInTheSameMillisecondFails(t *testing.
 		var first, again *redis.Cmd
 		_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			first = p.Eval(ctx, putSrc, k.all(), id, hourly, LogLength, "", "")
-			p.Eval(ctx, deleteSrc, append(k.all(), k.restored), id, LogLength)
+			p.Eval(ctx, logDeleteSrc+deleteSrc, append(k.all(), k.restored), id, LogLength)
 			again = p.Eval(ctx, putSrc, k.all(), id, daily, LogLength, "", "")
 			return nil
 		})

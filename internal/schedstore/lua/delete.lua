@@ -16,22 +16,7 @@ end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 local ver = redis.call('INCR', KEYS[4])
--- logged no earlier than the deleted schedule's created (a record put
--- back by a restore, or created before Redis's clock went back, may be
--- later than the stream's last entry): a schedule put again after it is
--- created later (put.lua), so an ETag of this one does not match it
-local at = '*'
-local c = tonumber(string.match(cur, '^(%d+)|') or '')
-if c then
-  local t = redis.call('TIME')
-  local top = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)[1]
-  local ms = math.max(t[1] * 1000 + math.floor(t[2] / 1000), top and tonumber(string.match(top[1], '^(%d+)')) or 0)
-  if c > ms then at = string.format('%d-*', c) end
-end
-local added = redis.pcall('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], at, 'ver', ver, 'id', ARGV[1], 'op', 'del')
-if type(added) == 'table' and added.err then
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'ver', ver, 'id', ARGV[1], 'op', 'del')
-end
+log_delete(KEYS[3], ARGV[2], cur, 'ver', ver, 'id', ARGV[1], 'op', 'del') -- logdelete.lua
 if KEYS[6] and redis.call('EXISTS', KEYS[6]) == 1 then
   redis.call('HSET', KEYS[6], ARGV[1], 'c|' .. ver)
 end

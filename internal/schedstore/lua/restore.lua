@@ -64,20 +64,7 @@ local ver = redis.call('INCR', KEYS[4])
 if ARGV[2] == '' then
   redis.call('HDEL', KEYS[1], ARGV[1])
   redis.call('ZREM', KEYS[2], ARGV[1])
-  -- logged no earlier than the deleted schedule's created, as delete.lua
-  -- logs a delete: a schedule put again after it is created later
-  local at = '*'
-  local c = tonumber(string.match(cur, '^(%d+)|') or '')
-  if c then
-    local t = redis.call('TIME')
-    local top = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)[1]
-    local ms = math.max(t[1] * 1000 + math.floor(t[2] / 1000), top and tonumber(string.match(top[1], '^(%d+)')) or 0)
-    if c > ms then at = string.format('%d-*', c) end
-  end
-  local added = redis.pcall('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], at, 'ver', ver, 'id', ARGV[1], 'op', 'del', 'restore', ARGV[5])
-  if type(added) == 'table' and added.err then
-    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'ver', ver, 'id', ARGV[1], 'op', 'del', 'restore', ARGV[5])
-  end
+  log_delete(KEYS[3], ARGV[3], cur, 'ver', ver, 'id', ARGV[1], 'op', 'del', 'restore', ARGV[5]) -- logdelete.lua
   redis.call('HSET', KEYS[6], ARGV[1], ARGV[5] .. '|0')
 else
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[6] .. '|' .. ver .. '|' .. ARGV[2])
