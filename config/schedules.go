@@ -241,6 +241,17 @@ func (v *validator) runtimeRules(p string, j *Job) {
 	if j.Mode != ModeCron && j.Mode.valid() {
 		v.errf(at("mode"), "a runtime schedule runs in mode cron (through the queue), not %s", j.Mode)
 	}
+	// the job list's rule (validator.quarantine), which the list checks
+	// when it loads: a lease longer than the restart quarantine is never
+	// granted, so every run would fail to take its execution lease
+	if q := v.cfg.Locking.RestartQuarantine; q > 0 && j.LockTTL > q {
+		def := ""
+		if !v.set(at("lock_ttl")) {
+			def = " (the default)"
+		}
+		v.errf(at("lock_ttl"), "%s%s is longer than locking.restart_quarantine %s: no run could take its execution lease (a restarted lock master could grant it while held); set lock_ttl to %s or less",
+			formatDuration(j.LockTTL), def, formatDuration(q), formatDuration(q))
+	}
 	if h := j.Handler; h != nil && len(h.Payload) > s.MaxPayload {
 		v.errf(at("handler.payload"), "%d bytes as JSON, more than schedules.max_payload %d", len(h.Payload), s.MaxPayload)
 	}

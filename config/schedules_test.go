@@ -39,6 +39,33 @@ func TestRuntimeHTTPScheduleCannotSetTheHostHeader(t *testing.T) {
 	}
 }
 
+// A runtime schedule whose lock_ttl (set, or the default) is longer than
+// locking.restart_quarantine is refused at put, naming both: no run of it
+// could take its execution lease. The job list's rule, which the list
+// checks when it loads.
+func TestRuntimeScheduleLongerThanTheRestartQuarantineIsRefused(t *testing.T) {
+	base, err := config.Load([]byte(`redis: {url: "redis://127.0.0.1:1/0"}
+locking: {restart_quarantine: 12s}
+jobs:
+  - {name: short, schedule: "@hourly", lock_ttl: 10s, handler: {name: h}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for doc, want := range map[string]string{
+		`{schedule: "@hourly", handler: {name: h}}`:                "30s (the default) is longer than locking.restart_quarantine 12s",
+		`{schedule: "@hourly", lock_ttl: 20s, handler: {name: h}}`: "20s is longer than locking.restart_quarantine 12s",
+	} {
+		_, err := config.DecodeSchedule(base, "t/1", []byte(doc), time.Time{})
+		if err == nil || !strings.Contains(err.Error(), "lock_ttl") || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "set lock_ttl to 12s or less") {
+			t.Errorf("%s: %v, want %q", doc, err, want)
+		}
+	}
+	if _, err := config.DecodeSchedule(base, "t/1", []byte(`{schedule: "@hourly", lock_ttl: 12s, handler: {name: h}}`), time.Time{}); err != nil {
+		t.Errorf("lock_ttl equal to the quarantine: %v", err)
+	}
+}
+
 // A runtime schedule's URL lies under an allowed prefix, whatever way it
 // is spelled to leave it.
 func TestRuntimeHTTPScheduleURLStaysUnderTheAllowedPrefixes(t *testing.T) {
