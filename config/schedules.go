@@ -288,18 +288,28 @@ func allowedURL(raw string, prefixes []string) error {
 	if u.User != nil {
 		return fmt.Errorf("no user info in a runtime schedule's URL")
 	}
+	if !isASCII(u.Host) {
+		// compared as ASCII only: Unicode case folding took "localhoſt"
+		// for "localhost", and the request went to its xn-- form
+		return fmt.Errorf("the host of a runtime schedule's URL must be ASCII: write an internationalized name in its xn-- form")
+	}
 	esc := strings.ToLower(u.EscapedPath())
 	if strings.Contains(esc, "%2f") || strings.Contains(esc, "%2e") || strings.Contains(esc, "%5c") || strings.Contains(u.Path, `\`) {
 		return fmt.Errorf("an escaped '/', '.' or '\\' in the path of a runtime schedule's URL is not allowed")
 	}
+	if strings.Contains(esc, "%25") {
+		// decoded twice by a server on the way, %252e%252e is ".."
+		return fmt.Errorf("an escaped '%%' in the path of a runtime schedule's URL is not allowed")
+	}
 	for _, seg := range strings.Split(u.Path, "/") {
-		if seg == "." || seg == ".." {
+		// a server that takes ";" for segment parameters reads "..;" as ".."
+		if bare, _, _ := strings.Cut(seg, ";"); bare == "." || bare == ".." {
 			return fmt.Errorf("a %q segment in the path of a runtime schedule's URL is not allowed", seg)
 		}
 	}
 	for _, pre := range prefixes {
 		pu, err := url.Parse(pre)
-		if err != nil || !strings.EqualFold(pu.Scheme, u.Scheme) || !strings.EqualFold(pu.Host, u.Host) {
+		if err != nil || !asciiEqualFold(pu.Scheme, u.Scheme) || !asciiEqualFold(pu.Host, u.Host) {
 			continue
 		}
 		pp := pu.Path
@@ -311,6 +321,37 @@ func allowedURL(raw string, prefixes []string) error {
 		}
 	}
 	return fmt.Errorf("%s is under none of schedules.http_prefixes (%s)", shownPrefix(u), strings.Join(prefixes, ", "))
+}
+
+// isASCII tells whether s holds ASCII only.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// asciiEqualFold is strings.EqualFold of ASCII letters only: a non-ASCII
+// byte matches only itself (no Unicode folding: "ſ" is not "s").
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // shownPrefix is u's scheme, host and path, without its query (which may
@@ -340,8 +381,11 @@ func (v *validator) schedules() {
 			v.errf(p, "%s", err.Error())
 			continue
 		}
-		if u, _ := url.Parse(pre); u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		switch u, _ := url.Parse(pre); {
+		case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
 			v.errf(p, "a prefix is a scheme, a host and a path: no query, fragment or user info")
+		case !isASCII(u.Host):
+			v.errf(p, "the host must be ASCII: write an internationalized name in its xn-- form")
 		}
 	}
 }

@@ -87,6 +87,11 @@ func TestRuntimeHTTPScheduleURLStaysUnderTheAllowedPrefixes(t *testing.T) {
 		"https://[::1]/tenants/1",
 		"https:hooks.example/tenants/1",
 		"//hooks.example/tenants/1",
+		"https://hooks.examplе/tenants/1", // a Cyrillic e
+		"https://hooks.eKample/tenants/1", // the Kelvin sign folds to k
+		"https://hooks.example/tenants/..;/admin",
+		"https://hooks.example/tenants/.;x/admin",
+		"https://hooks.example/tenants/%252e%252e/admin",
 	} {
 		doc := `{schedule: "@hourly", http: {url: "` + strings.ReplaceAll(u, `\`, `\\`) + `"}}`
 		if _, err := config.DecodeSchedule(base, "t/1", []byte(doc), time.Time{}); err == nil {
@@ -153,5 +158,45 @@ func TestAStoredDefinitionsBodyIsTheBodyPut(t *testing.T) {
 	}
 	if put.HTTP.Body != run.HTTP.Body {
 		t.Fatalf("body %q at the put, %q as replicas read the stored %q", put.HTTP.Body, run.HTTP.Body, stored)
+	}
+}
+
+// A host is compared as ASCII only: "localhoſt" (a long s, which Unicode
+// case folding takes for "s") is not "localhost", and is refused (the
+// request would go to its xn-- form); a prefix's host must be ASCII too.
+func TestRuntimeHTTPScheduleHostComparedAsASCII(t *testing.T) {
+	base, err := config.Load([]byte(`redis: {url: "redis://127.0.0.1:1/0"}
+schedules: {http_prefixes: ["http://localhost:8080/hooks/"]}
+jobs: []
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := `{schedule: "@hourly", http: {url: "http://localho` + "\u017f" + `t:8080/hooks/1"}}`
+	if _, err := config.DecodeSchedule(base, "t/1", []byte(doc), time.Time{}); err == nil || !strings.Contains(err.Error(), "must be ASCII") {
+		t.Errorf("a long s in the host: %v", err)
+	}
+	_, err = config.Load([]byte("redis: {url: \"redis://127.0.0.1:1/0\"}\nschedules: {http_prefixes: [\"https://b\u00fccher.example/\"]}\njobs: []\n"))
+	if err == nil || !strings.Contains(err.Error(), "schedules.http_prefixes[0]") || !strings.Contains(err.Error(), "xn--") {
+		t.Errorf("a non-ASCII prefix host: %v", err)
+	}
+}
+
+// A header value with a control character (CR, LF, ...) is refused where
+// it is written, in a runtime schedule's put and in the job list, without
+// quoting the value: every run of it would fail.
+func TestHTTPHeaderValueWithAControlCharacterIsRefused(t *testing.T) {
+	base := schedulesBase(t)
+	doc := `{schedule: "@hourly", http: {url: "https://hooks.example/tenants/1", headers: {X-Tenant: "1\r\nX-Admin: yes"}}}`
+	if _, err := config.DecodeSchedule(base, "t/1", []byte(doc), time.Time{}); err == nil || !strings.Contains(err.Error(), "http.headers.X-Tenant") ||
+		!strings.Contains(err.Error(), "control character") || strings.Contains(err.Error(), "X-Admin") {
+		t.Errorf("a runtime schedule's header with CR LF: %v", err)
+	}
+	_, err := config.Load([]byte(`redis: {url: "redis://127.0.0.1:1/0"}
+jobs:
+  - {name: j, schedule: "@hourly", http: {url: "https://a.example/", headers: {X-A: "a\nb"}}}
+`))
+	if err == nil || !strings.Contains(err.Error(), "http.headers.X-A") || !strings.Contains(err.Error(), "control character") {
+		t.Errorf("a job list header with LF: %v", err)
 	}
 }

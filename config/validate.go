@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/batonhq/baton/internal/childenv"
 	"github.com/batonhq/baton/internal/redact"
@@ -665,6 +666,9 @@ func (v *validator) kind(p string, j *Job, mode Mode) {
 				v.errf(kp, "invalid header name %q", k)
 			case strings.HasPrefix(strings.ToLower(k), "x-baton-"):
 				v.errf(kp, "X-Baton-* headers are reserved for the run's identity (X-Baton-Job, X-Baton-Tick, ...)")
+			case !httpguts.ValidHeaderFieldValue(h.Headers[k]):
+				// the value is not quoted: it may hold a secret
+				v.errf(kp, "the value holds a control character (CR, LF, NUL, ...), which no request can carry: every run would fail")
 			}
 		}
 		for i, s := range h.ExpectStatus {
