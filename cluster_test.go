@@ -682,3 +682,72 @@ func TestStatusShowsAReplicaRestartedUnderItsIDOnce(t *testing.T) {
 		t.Fatalf("replicas: %s, want w1 once (live) and w2 (not live)", got)
 	}
 }
+
+// A worker runs tasks whether its first heartbeat landed or not. A run it
+// began while its heartbeats failed (the roster unwritable for a moment)
+// is its own run: once its heartbeats land, baton history and status show
+// it running, not unknown as if the worker had started again after it.
+func TestHistoryRunBegunWhileItsWorkersHeartbeatsFailedIsRunning(t *testing.T) {
+	srv := redistest.New(t)
+	const ns = "beatfailed"
+	cfg := handlerJobConfig(t, srv.Addr(), ns, "", "slow", "@every 1h", "slow")
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	rosterKey := "{" + ns + ":roster}"
+	// the roster cannot be written: the replica's heartbeats fail
+	if err := rdb.Set(ctx, rosterKey, "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	reg := jobs.NewRegistry()
+	if err := reg.HandleFunc("slow", func(ctx context.Context, _ jobs.Run) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	running(t, cfg, baton.WithReplicaID("w1"), baton.WithHandlers(reg))
+	t.Cleanup(func() { close(release) }) // before the replica stops
+	c := newCluster(t, cfg)
+	tk, err := c.Trigger(ctx, "slow", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Require(t, 20*time.Second, "the run to start", func() bool {
+		recs, _ := c.History(ctx, "slow", 5)
+		return len(recs) > 0 && recs[0].RunID == tk.RunID && recs[0].Status == jobs.StatusRunning
+	})
+	// the heartbeats land again, and publish when the worker started
+	if err := rdb.Del(ctx, rosterKey).Err(); err != nil {
+		t.Fatal(err)
+	}
+	poll.Require(t, 20*time.Second, "w1 live in the roster with its start", func() bool {
+		v, err := rdb.HGetAll(ctx, rosterKey).Result()
+		if err != nil {
+			return false
+		}
+		for _, e := range v {
+			if strings.Contains(e, `"started_ms"`) {
+				return true
+			}
+		}
+		return false
+	})
+	recs, err := c.History(ctx, "slow", 5)
+	if err != nil || len(recs) == 0 || recs[0].RunID != tk.RunID {
+		t.Fatalf("history %+v, %v", recs, err)
+	}
+	if recs[0].Status != jobs.StatusRunning {
+		t.Errorf("history: the run of live worker w1 is %s (%q), want running", recs[0].Status, recs[0].Reason)
+	}
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if js := st.Jobs[0]; len(js.Running) != 1 || js.Running[0].RunID != tk.RunID {
+		t.Errorf("status: running %+v, want run %s of w1", js.Running, tk.RunID)
+	}
+}

@@ -266,3 +266,49 @@ func TestCorruptRosterEntryIsReported(t *testing.T) {
 		}
 	}
 }
+
+// A worker runs tasks from its start whether its first heartbeat landed or
+// not (worker.Start goes on past a failed beat). Its Started, by which a
+// reader tells a run of its previous process from its own (a run begun
+// before every live entry of its id started is taken as gone), is no later
+// than a run it began while its first heartbeat failed: not the time of the
+// first heartbeat that landed.
+func TestStartedIsNotAfterARunBegunWhileTheFirstBeatFailed(t *testing.T) {
+	e := worktest.NewEnv(t)
+	cfg := e.Config(t, `  - name: x
+    schedule: "@every 1m"
+    handler: {name: x}
+`)
+	ctx := context.Background()
+	key := Keys(cfg.Namespace)[0]
+	// the first heartbeat fails: the roster's key holds no hash
+	if err := e.RDB.Set(ctx, key, "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := New(e.RDB, cfg, Member{ID: "w", Role: "run", Queues: []string{"default"}}, worktest.Logger(t))
+	if _, err := r.Beat(ctx); err == nil {
+		t.Fatal("the first heartbeat landed on a key that holds no hash")
+	}
+	// the worker begins a run meanwhile: its start, by the queue Redis's clock
+	begun, err := e.RDB.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := e.RDB.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second heartbeat publishes Started
+		if _, err := r.Beat(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms, err := Read(ctx, e.RDB, cfg.Namespace)
+	if err != nil || len(ms) != 1 || ms[0].Started.IsZero() {
+		t.Fatalf("roster %+v, %v: want w, with its start", ms, err)
+	}
+	if ms[0].Started.After(begun) {
+		t.Fatalf("w started at %v by the roster, after the run it began at %v (its first heartbeat failed): a reader takes the run for its previous process's",
+			ms[0].Started.UTC(), begun.UTC())
+	}
+}
