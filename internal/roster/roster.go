@@ -105,8 +105,11 @@ type Member struct {
 	LimitsKnown bool `json:"-"`
 	// Seen is its last heartbeat, by the queue Redis's clock.
 	Seen time.Time `json:"-"`
-	// Started is its first heartbeat, by the queue Redis's clock; zero
-	// before its second heartbeat and for older versions.
+	// Started is when its worker started, by the queue Redis's clock: its
+	// first heartbeat that landed, less the time since the worker began
+	// (which runs tasks whether its heartbeats land or not), so that no
+	// run of this worker began before it. Zero before its second heartbeat
+	// and for older versions.
 	Started time.Time `json:"-"`
 	// Live is true if it was seen within LiveWindow of the read.
 	Live bool `json:"-"`
@@ -280,6 +283,10 @@ type Roster struct {
 	self Member
 	list map[string]ListedJob
 	log  *slog.Logger
+	// born is when the roster was made, by this process's monotonic clock:
+	// its worker starts right after, and runs tasks whether or not a
+	// heartbeat lands (see Member.Started)
+	born time.Time
 
 	clock clockWatch
 
@@ -313,7 +320,7 @@ func New(rdb redis.UniversalClient, cfg *config.Config, self Member, log *slog.L
 	if self.Process == "" {
 		self.Process = thisProcess()
 	}
-	return &Roster{rdb: rdb, ns: cfg.Namespace, self: self, list: list, log: log,
+	return &Roster{rdb: rdb, ns: cfg.Namespace, self: self, list: list, log: log, born: time.Now(),
 		lists:  map[string]map[string]ListedJob{self.Hash: list},
 		warned: map[string]bool{}}
 }
@@ -338,9 +345,9 @@ func (r *Roster) Beat(ctx context.Context) ([]Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("roster heartbeat: %w", err)
 	}
+	recv := time.Now()
 	if len(res) > 0 {
 		if now, ok := res[0].(int64); ok && now > 0 {
-			recv := time.Now()
 			mid := sent.Add(recv.Sub(sent) / 2)
 			r.self.SkewMS = mid.Sub(time.UnixMilli(now)).Milliseconds()
 		}
@@ -354,7 +361,11 @@ func (r *Roster) Beat(ctx context.Context) ([]Member, error) {
 		r.last = ms
 		r.mu.Unlock()
 		if i := slices.IndexFunc(ms, func(m Member) bool { return m.key == r.self.key }); i >= 0 && r.self.Started.IsZero() {
-			r.self.Started = ms[i].Seen
+			// when the worker started, by the queue Redis's clock: this
+			// heartbeat's time less the time since (its answer came at
+			// recv), no later than a run the worker began while its
+			// earlier heartbeats failed
+			r.self.Started = ms[i].Seen.Add(-recv.Sub(r.born))
 		}
 	}
 	return ms, err
