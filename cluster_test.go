@@ -751,3 +751,35 @@ func TestHistoryRunBegunWhileItsWorkersHeartbeatsFailedIsRunning(t *testing.T) {
 		t.Errorf("status: running %+v, want run %s of w1", js.Running, tk.RunID)
 	}
 }
+
+// baton status's last run says what baton history says of it: a run
+// recorded running whose worker is gone (here, started again since) is
+// unknown, with why, not running beside a RUNNING column that leaves it
+// out.
+func TestStatusLastRunWhoseWorkerIsGoneIsUnknown(t *testing.T) {
+	const ns = "lastgone"
+	rdb, _, c, now := ledgerCluster(t, ns, "@every 1m")
+	ctx := context.Background()
+	tick := now.Truncate(time.Minute).Add(-time.Minute)
+	writeHistory(t, rdb, ns, "r", []historyEvent{{tick.Add(100 * time.Millisecond), []any{"ev", "started", "tick", tick.Format(time.RFC3339Nano),
+		"run", "run-w7", "replica", "w7", "attempt", 1, "fence", 7, "by", "s1"}}})
+	// w7 started again after the run began; its previous process is dead
+	entry := func(seen, started time.Time) string {
+		return fmt.Sprintf(`%d {"v":2,"started_ms":%d,"version":"t","role":"run","queues":["default"],"hash":"h"}`, seen.UnixMilli(), started.UnixMilli())
+	}
+	if err := rdb.HSet(ctx, "{"+ns+":roster}", "w7#new", entry(now, tick.Add(30*time.Second)), "w7#old", entry(now.Add(-time.Minute), tick.Add(-time.Hour))).Err(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := c.History(ctx, "r", 1)
+	if err != nil || len(recs) != 1 || recs[0].Status != jobs.StatusUnknown {
+		t.Fatalf("history %+v, %v: want the run unknown", recs, err)
+	}
+	st, _ := c.Status(ctx)
+	js := st.Jobs[0]
+	if js.Name != "r" || js.Last == nil || len(js.Running) != 0 {
+		t.Fatalf("status of r: %+v", js)
+	}
+	if js.Last.Status != recs[0].Status || js.Last.Reason != recs[0].Reason {
+		t.Errorf("status: the last run is %s (%q); history says %s (%q)", js.Last.Status, js.Last.Reason, recs[0].Status, recs[0].Reason)
+	}
+}
