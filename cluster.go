@@ -311,7 +311,11 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 		}
 		recs := histories[j.Name]
 		if len(recs) > 0 {
-			js.Last = &recs[0]
+			// as baton history says it: a run whose worker is gone is
+			// unknown (a copy: the records below are as recorded)
+			last := recs[0]
+			replicas.mark(&last)
+			js.Last = &last
 		}
 		js.FailureStreak, js.LastSuccess = failureStreak(full[j.Name], recs)
 		js.Lock = heldBy[locknames.Held(j)]
@@ -587,10 +591,7 @@ func (c *Cluster) markGoneRuns(ctx context.Context, lists ...[]jobs.RunRecord) {
 				set := c.replicaSet(ctx)
 				rs = &set
 			}
-			if rs.gone(recs[i]) {
-				recs[i].Status = jobs.StatusUnknown
-				recs[i].Reason = rs.goneWhy(recs[i])
-			}
+			rs.mark(&recs[i])
 		}
 	}
 }

@@ -726,6 +726,15 @@ func (rs replicaSet) gone(r jobs.RunRecord) bool {
 	})
 }
 
+// mark turns r, if it is a run recorded running whose worker is gone,
+// into jobs.StatusUnknown with why (goneWhy): a reader's verdict, for
+// what is shown, never for what decides.
+func (rs replicaSet) mark(r *jobs.RunRecord) {
+	if r.Status == jobs.StatusRunning && rs.gone(*r) {
+		r.Status, r.Reason = jobs.StatusUnknown, rs.goneWhy(*r)
+	}
+}
+
 // goneWhy says why run r is taken as gone (gone is true).
 func (rs replicaSet) goneWhy(r jobs.RunRecord) string {
 	ms := rs.byID[r.Worker]
