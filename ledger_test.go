@@ -928,3 +928,29 @@ func TestTicksRecordedMissedOrPausedSayWhy(t *testing.T) {
 		}
 	}
 }
+
+// A tick the lock masters alone recorded missed while still within its
+// starting deadline was left out by the job's catch-up policy (a catch-up
+// claims the ticks it leaves out as dropped, which records them missed),
+// and the history that would say so was not written (the queue Redis
+// failing then, as it does when a catch-up follows an outage): its reason
+// says so, not that a replica came to it after its deadline.
+func TestTicksRecordedMissedWithinTheirDeadlineSayTheCatchUpLeftThemOut(t *testing.T) {
+	rdb, cfg, c, now := ledgerCluster(t, "leftout", "@every 10s")
+	ctx := context.Background()
+	j, _ := cfg.Job("r")
+	left := now.Add(-time.Minute).Truncate(10 * time.Second) // well within its 5m deadline
+	if err := rdb.Set(ctx, scheduler.TickKey("leftout", "r", left), "missed", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Ticks(ctx, "r", left, left)
+	if err != nil || len(l.Ticks) != 1 {
+		t.Fatalf("ledger: %+v %v", l, err)
+	}
+	lt := l.Ticks[0]
+	if lt.Outcome != baton.OutcomeMissed || strings.Contains(lt.Reason, "after its starting deadline") ||
+		!strings.Contains(lt.Reason, "catch-up policy "+string(j.Catchup)) {
+		t.Errorf("tick %v, %s within its deadline (%s): %s %q, want missed, left out by the catch-up policy %s",
+			lt.Tick, now.Sub(left), j.StartingDeadline, lt.Outcome, lt.Reason, j.Catchup)
+	}
+}
