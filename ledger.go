@@ -596,8 +596,12 @@ func (b *ledgerBuilder) tick(t time.Time, recs []jobs.RunRecord) LedgerTick {
 		lt.Outcome, lt.Reason = OutcomeDispatching, "a replica holds its claim"
 	case rec.paused > 0:
 		lt.Outcome, lt.Reason = OutcomePaused, "recorded paused: the job was paused when a replica came to it"
+	case rec.missed > 0 && b.now.Before(t.Add(b.job.StartingDeadline)):
+		// not past its deadline: a catch-up claimed it as dropped, which
+		// records it missed (scheduler.kindDrop)
+		lt.Outcome, lt.Reason = OutcomeMissed, fmt.Sprintf("recorded missed within its starting deadline (%s): left out by the catch-up policy %s (after a restart, or lock masters or the queue unreachable)", b.job.StartingDeadline, b.job.Catchup)
 	case rec.missed > 0:
-		lt.Outcome, lt.Reason = OutcomeMissed, fmt.Sprintf("recorded missed: a replica came to it after its starting deadline (%s): replicas down or behind, or lock masters in their restart quarantine", b.job.StartingDeadline)
+		lt.Outcome, lt.Reason = OutcomeMissed, fmt.Sprintf("recorded missed: a replica came to it after its starting deadline (%s): replicas down or behind, or lock masters in their restart quarantine; or left out by the catch-up policy %s", b.job.StartingDeadline, b.job.Catchup)
 	case t.After(b.now):
 		lt.Outcome = OutcomeNotDue
 	case t.Before(b.known):
