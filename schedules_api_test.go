@@ -397,3 +397,32 @@ func TestSchedulesAPIETagRoundTripsAndTheSamePutChangesNothing(t *testing.T) {
 		t.Fatalf("a put over the deleted schedule's ETag: %d %s", aba.StatusCode, body)
 	}
 }
+
+// If-Match sent as two header fields is a list of tags, as one field with
+// a comma is (RFC 9110 §5.3), and is refused alike: a put is conditioned on
+// one schedule's version, not on the first field alone.
+func TestSchedulesAPIIfMatchInTwoFieldsIsRefused(t *testing.T) {
+	web := schedulesAPI(t, redistest.New(t), fmt.Sprintf("{token: %q}", apiToken))
+	if code, body := callWith(t, web, "PUT", "/api/schedules/a", tenantReport, map[string]string{"If-Match": "0"}); code != 200 {
+		t.Fatalf("create with If-Match 0: %d %s", code, body)
+	}
+	for _, tags := range [][]string{{`"1"`, `"7"`}, {`"7"`, `"1"`}} {
+		req, err := http.NewRequest("PUT", web.URL+"/api/schedules/a", strings.NewReader(tenantReport))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+apiToken)
+		for _, tag := range tags {
+			req.Header.Add("If-Match", tag)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(b), "If-Match must be") {
+			t.Errorf("If-Match %s in two fields: %d %s, want 400 as for the list in one", strings.Join(tags, " then "), resp.StatusCode, b)
+		}
+	}
+}
