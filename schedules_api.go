@@ -22,7 +22,7 @@ import (
 //	                                 the definition, JSON or YAML; with
 //	                                 "If-Match: N" only while the schedule
 //	                                 is at version N (0: does not exist yet),
-//	                                 else 409. One no live replica can run
+//	                                 with its ETag only over it, else 412. One no live replica can run
 //	                                 answers 422 (ErrNoRunner), unless
 //	                                 ?force=true (AheadOfDeploy). Answers
 //	                                 the Schedule put, with its ETag; the
@@ -80,6 +80,10 @@ func (h *HTTPHandler) mountSchedules() {
 			return nil, err
 		}
 		ifMatch := r.Header.Get("If-Match")
+		if fields := r.Header.Values("If-Match"); len(fields) > 1 {
+			// a list of tags, as a comma in one field is (RFC 9110 5.3)
+			ifMatch = strings.Join(fields, ", ")
+		}
 		if ifMatch != "" {
 			if _, err := parseETag(ifMatch); err != nil {
 				return nil, badRequest("If-Match must be a schedule's ETag (\"VERSION-CREATED\", as GET answers it) or its version (a whole number; 0: the schedule must not exist yet), got %q", ifMatch)
