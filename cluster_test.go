@@ -783,3 +783,50 @@ func TestStatusLastRunWhoseWorkerIsGoneIsUnknown(t *testing.T) {
 		t.Errorf("status: the last run is %s (%q); history says %s (%q)", js.Last.Status, js.Last.Reason, recs[0].Status, recs[0].Reason)
 	}
 }
+
+// A run recorded running past its job's timeout (and a minute) has no end
+// to come, whether its worker lives or not (the worker's write of its end
+// was lost): baton history says what the ledger says of it, unknown with
+// why, not running until newer runs trim it.
+func TestHistoryRunPastItsTimeoutIsUnknownAsTheLedgerSays(t *testing.T) {
+	srv := redistest.New(t)
+	const ns = "pasttimeout"
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: %s
+jobs:
+  - name: r
+    schedule: "@every 1m"
+    timeout: 1m
+    exec: {command: ["true"]}
+`, srv.Addr(), ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, cfg)
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := now.UTC().Truncate(time.Minute).Add(-10 * time.Minute)
+	writeHistory(t, rdb, ns, "r", []historyEvent{{tick.Add(100 * time.Millisecond), []any{"ev", "started", "tick", tick.Format(time.RFC3339Nano),
+		"run", "run-1", "replica", "w1", "attempt", 1, "fence", 7, "by", "s1"}}})
+	// w1 lives, and began before the run
+	if err := rdb.HSet(ctx, "{"+ns+":roster}", "w1#a", fmt.Sprintf(`%d {"v":2,"started_ms":%d,"version":"t","role":"run","queues":["default"],"hash":"h"}`,
+		now.UnixMilli(), tick.Add(-time.Hour).UnixMilli())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Ticks(ctx, "r", tick, tick)
+	if err != nil || len(l.Ticks) != 1 || l.Ticks[0].Outcome != baton.OutcomeUnknown {
+		t.Fatalf("ledger %+v, %v: want the run unknown", l, err)
+	}
+	recs, err := c.History(ctx, "r", 1)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("history %+v, %v", recs, err)
+	}
+	if recs[0].Status != jobs.StatusUnknown || recs[0].Reason != l.Ticks[0].Reason {
+		t.Errorf("history: the run is %s (%q); the ledger says %s (%q)", recs[0].Status, recs[0].Reason, l.Ticks[0].Outcome, l.Ticks[0].Reason)
+	}
+}
