@@ -314,7 +314,11 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 			// as baton history says it: a run whose worker is gone is
 			// unknown (a copy: the records below are as recorded)
 			last := recs[0]
-			replicas.mark(&last)
+			if last.Status == jobs.StatusRunning {
+				if why := unknownWhy(j, last, now, func() replicaSet { return replicas }); why != "" {
+					last.Status, last.Reason = jobs.StatusUnknown, why
+				}
+			}
 			js.Last = &last
 		}
 		js.FailureStreak, js.LastSuccess = failureStreak(full[j.Name], recs)
@@ -571,27 +575,38 @@ func (c *Cluster) History(ctx context.Context, job string, n int) ([]jobs.RunRec
 		return nil, fmt.Errorf("%w: no job %q in the config", ErrUnknownJob, job)
 	}
 	recs, err := jobs.ReadHistory(ctx, c.queue, c.cfg.Namespace, job, n)
-	c.markGoneRuns(ctx, recs)
+	c.markUnknownRuns(ctx, func(string) *config.Job {
+		j, _ := c.cfg.Job(job)
+		return j
+	}, recs)
 	return recs, err
 }
 
-// markGoneRuns turns each run of lists recorded running whose worker is
-// gone (see replicaSet.gone) into jobs.StatusUnknown, with why: the
-// history then says what the ledger says, not "running" until newer runs
-// trim it. It reads the roster once, only when a run is recorded running;
-// a roster that cannot be read leaves them as recorded.
-func (c *Cluster) markGoneRuns(ctx context.Context, lists ...[]jobs.RunRecord) {
-	var rs *replicaSet
+// markUnknownRuns turns each run of lists recorded running that has no
+// end to come (see unknownWhy: past its job's timeout, by jobOf, or its
+// worker gone) into jobs.StatusUnknown, with why: the history then says
+// what the ledger says, not "running" until newer runs trim it. It reads
+// the queue Redis's clock and the roster once, only when a run is
+// recorded running; what cannot be read leaves them as recorded.
+func (c *Cluster) markUnknownRuns(ctx context.Context, jobOf func(job string) *config.Job, lists ...[]jobs.RunRecord) {
+	var now time.Time
+	read := false
+	replicas := sync.OnceValue(func() replicaSet { return c.replicaSet(ctx) })
 	for _, recs := range lists {
 		for i := range recs {
-			if recs[i].Status != jobs.StatusRunning {
+			r := &recs[i]
+			if r.Status != jobs.StatusRunning {
 				continue
 			}
-			if rs == nil {
-				set := c.replicaSet(ctx)
-				rs = &set
+			if !read {
+				read = true
+				if t, err := c.queue.Time(ctx).Result(); err == nil {
+					now = t
+				}
 			}
-			rs.mark(&recs[i])
+			if why := unknownWhy(jobOf(r.Job), *r, now, replicas); why != "" {
+				r.Status, r.Reason = jobs.StatusUnknown, why
+			}
 		}
 	}
 }

@@ -649,13 +649,8 @@ func (b *ledgerBuilder) fromRun(r jobs.RunRecord) LedgerTick {
 		lt.Outcome = OutcomeFailed
 	case r.Status == jobs.StatusRunning:
 		lt.Outcome = OutcomeRunning
-		switch {
-		case b.job.Timeout > 0 && b.now.After(r.Started.Add(b.job.Timeout+time.Minute)):
-			lt.Outcome = OutcomeUnknown
-			lt.Reason = fmt.Sprintf("no end recorded, and its timeout (%s) has passed: its worker may have died", b.job.Timeout)
-		case b.replicas != nil && b.replicas().gone(r):
-			lt.Outcome = OutcomeUnknown
-			lt.Reason = b.replicas().goneWhy(r)
+		if why := unknownWhy(b.job, r, b.now, b.replicas); why != "" {
+			lt.Outcome, lt.Reason = OutcomeUnknown, why
 		}
 	case r.Status == jobs.StatusDispatched:
 		lt.Outcome = OutcomeDispatched
@@ -730,13 +725,20 @@ func (rs replicaSet) gone(r jobs.RunRecord) bool {
 	})
 }
 
-// mark turns r, if it is a run recorded running whose worker is gone,
-// into jobs.StatusUnknown with why (goneWhy): a reader's verdict, for
-// what is shown, never for what decides.
-func (rs replicaSet) mark(r *jobs.RunRecord) {
-	if r.Status == jobs.StatusRunning && rs.gone(*r) {
-		r.Status, r.Reason = jobs.StatusUnknown, rs.goneWhy(*r)
+// unknownWhy says why run r, recorded running, has no end to come as a
+// reader sees it at now (the queue Redis's clock; zero: not known): past
+// its job j's timeout and a minute (j nil: not known), or its worker gone
+// (replicas, the roster, read only when asked; nil: not known). "" while
+// it may run. A reader's verdict, for what is shown (the ledger, baton
+// history and status), never for what decides.
+func unknownWhy(j *config.Job, r jobs.RunRecord, now time.Time, replicas func() replicaSet) string {
+	switch {
+	case j != nil && j.Timeout > 0 && !now.IsZero() && now.After(r.Started.Add(j.Timeout+time.Minute)):
+		return fmt.Sprintf("no end recorded, and its timeout (%s) has passed: its worker may have died", j.Timeout)
+	case replicas != nil && replicas().gone(r):
+		return replicas().goneWhy(r)
 	}
+	return ""
 }
 
 // goneWhy says why run r is taken as gone (gone is true).

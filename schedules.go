@@ -498,7 +498,23 @@ func (c *Cluster) scheduleRuns(ctx context.Context, ss []Schedule) error {
 	for _, recs := range hist {
 		lists = append(lists, recs)
 	}
-	c.markGoneRuns(ctx, lists...)
+	byJob := make(map[string]*Schedule, len(ss))
+	for i := range ss {
+		byJob[ss[i].Job] = &ss[i]
+	}
+	c.markUnknownRuns(ctx, func(job string) *config.Job {
+		// its definition as read (its timeout), decoded only for a run
+		// recorded running
+		s := byJob[job]
+		if s == nil || s.Definition == nil {
+			return nil
+		}
+		j, err := config.DecodeSchedule(c.cfg, s.ID, s.Definition, s.Created)
+		if err != nil {
+			return nil
+		}
+		return j
+	}, lists...)
 	for i := range ss {
 		recs := hist[ss[i].Job]
 		ss[i].Recent = recs

@@ -41,8 +41,8 @@ const (
 	StatusRefused    Status = "refused"    // not run: the worker refused its task (too old, its tick done, the job paused or past a limit)
 	// StatusUnknown is a reader's verdict, never recorded: the run is
 	// recorded running, but its worker is gone (not live in the roster, or
-	// started again since), so no end will be recorded by it (baton's
-	// Cluster.History; Reason says why).
+	// started again since) or its job's timeout has passed, so no end will
+	// be recorded by it (baton's Cluster.History; Reason says why).
 	StatusUnknown Status = "unknown"
 )
 
