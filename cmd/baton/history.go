@@ -16,7 +16,9 @@ const historyHelp = `usage: baton history [--config FILE] [-n N] [--json] JOB
 
 Prints JOB's newest runs, newest tick first: the tick, the run id, how it
 ended (ok, failed, skipped, replaced, dropped, timed out, lease lost; running or
-dispatched while under way; missed or paused for ticks that did not run),
+dispatched while under way; unknown, with why, for a run recorded running
+whose worker is gone or whose timeout has passed; missed or paused for
+ticks that did not run),
 the attempt, the exit code or HTTP status, the fencing token, the replica
 that dispatched it and the one that ran it, when it started and how long it
 took, and why it failed or did not run (with the last line of a failed

@@ -28,8 +28,9 @@ definitions are as put, their http header values included: FILE is
 created with mode 0600, and "-o -" writes to standard output only when
 it is not a terminal. "baton schedules import" puts them back.
 
-Exit status: 0 written; 1 Redis unreachable, or FILE not written; 2
-usage error.
+Exit status: 0 written; 1 Redis unreachable, FILE not written, or
+schedules that cannot be read left out (each named; FILE holds the
+others); 2 usage error.
 
 flags:
 `
