@@ -29,8 +29,8 @@ created with mode 0600, and "-o -" writes to standard output only when
 it is not a terminal. "baton schedules import" puts them back.
 
 Exit status: 0 written; 1 Redis unreachable, FILE not written, or
-schedules that cannot be read left out (each named; FILE holds the
-others); 2 usage error.
+schedules that cannot be read left out (each named; FILE.partial holds
+the others, and FILE is left as it was); 2 usage error.
 
 flags:
 `
@@ -141,8 +141,18 @@ func runExport(fs *flagSet, o *exportOpts, args []string, stdout, stderr io.Writ
 			printf(stderr, "baton %s: %v\n", name, err)
 			return 1
 		}
-		if err := os.Rename(f.Name(), o.out); err != nil {
+		// an export that left schedules out does not replace a file that
+		// may be an earlier whole one: it goes beside it
+		target := o.out
+		if left > 0 {
+			target += ".partial"
+		}
+		if err := os.Rename(f.Name(), target); err != nil {
 			printf(stderr, "baton %s: %v\n", name, err)
+			return 1
+		}
+		if left > 0 {
+			printf(stderr, "baton %s: %d runtime schedules exported to %s, %d left out (see above): the export is not whole, and %s is left as it was\n", name, n, target, left, o.out)
 			return 1
 		}
 	}

@@ -334,13 +334,16 @@ func TestSchedulesExportImportRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb.ZAdd(context.Background(), "stest:{schedules}:ids", redis.Z{Member: "report/tenant-9"})
-	partial := filepath.Join(t.TempDir(), "partial.jsonl")
-	if code, out, errs := runIn("schedules", "export", "--config", from, "-o", partial); code != 1 ||
-		!strings.Contains(errs, "report/tenant-9 left out") || !strings.Contains(errs, "3 runtime schedules exported, 1 left out") {
+	// over the earlier whole export: it stays, the partial one goes beside
+	if code, out, errs := runIn("schedules", "export", "--config", from, "-o", dump); code != 1 ||
+		!strings.Contains(errs, "report/tenant-9 left out") || !strings.Contains(errs, "3 runtime schedules exported to "+dump+".partial, 1 left out") {
 		t.Fatalf("export with an unreadable schedule: %d %q %q", code, out, errs)
 	}
-	if p, _ := os.ReadFile(partial); strings.Count(string(p), "\n") != 3 {
+	if p, _ := os.ReadFile(dump + ".partial"); strings.Count(string(p), "\n") != 3 {
 		t.Fatalf("the partial export holds:\n%s", p)
+	}
+	if kept, _ := os.ReadFile(dump); string(kept) != string(b) {
+		t.Fatalf("the earlier whole export was replaced:\n%s", kept)
 	}
 
 	to := schedulesConfigFile(t, redistest.New(t))
