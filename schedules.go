@@ -376,6 +376,22 @@ var ErrBadQuery = errors.New("bad query")
 // max_runs anew. It returns
 // ErrNoSchedule when there was none.
 func (c *Cluster) DeleteSchedule(ctx context.Context, id string, stopRunning bool) error {
+	return c.deleteSchedule(ctx, id, schedstore.Any, stopRunning)
+}
+
+// DeleteScheduleIfMatch is DeleteSchedule that deletes only the schedule
+// whose ETag was etag (Schedule.ETag: this version of it, not one deleted
+// and put again since; or a version alone), else fails with
+// ErrScheduleChanged.
+func (c *Cluster) DeleteScheduleIfMatch(ctx context.Context, id, etag string, stopRunning bool) error {
+	m, err := parseETag(etag)
+	if err != nil {
+		return err
+	}
+	return c.deleteSchedule(ctx, id, m, stopRunning)
+}
+
+func (c *Cluster) deleteSchedule(ctx context.Context, id string, match schedstore.Match, stopRunning bool) error {
 	if err := config.CheckScheduleID(id); err != nil {
 		return err
 	}
@@ -383,7 +399,7 @@ func (c *Cluster) DeleteSchedule(ctx context.Context, id string, stopRunning boo
 	if err != nil {
 		return err
 	}
-	ok, err := st.Delete(ctx, id)
+	ok, err := st.DeleteIf(ctx, id, match)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,8 @@ import (
 //	                                 ?force=true (AheadOfDeploy). Answers
 //	                                 the Schedule put, with its ETag; the
 //	                                 same definition again changes nothing.
-//	DELETE /api/schedules/{id...}    Cluster.DeleteSchedule (?stop=true stops
+//	DELETE /api/schedules/{id...}    Cluster.DeleteSchedule (If-Match as a
+//	                                 PUT's, else 412; ?stop=true stops
 //	                                 the runs under way): {"deleted": id}
 //
 // The reads are behind http.token as the other reads, the changes as the
@@ -79,15 +80,9 @@ func (h *HTTPHandler) mountSchedules() {
 		if err != nil {
 			return nil, err
 		}
-		ifMatch := r.Header.Get("If-Match")
-		if fields := r.Header.Values("If-Match"); len(fields) > 1 {
-			// a list of tags, as a comma in one field is (RFC 9110 5.3)
-			ifMatch = strings.Join(fields, ", ")
-		}
-		if ifMatch != "" {
-			if _, err := parseETag(ifMatch); err != nil {
-				return nil, badRequest("If-Match must be a schedule's ETag (\"VERSION-CREATED\", as GET answers it) or its version (a whole number; 0: the schedule must not exist yet), got %q", ifMatch)
-			}
+		ifMatch, err := ifMatchOf(r)
+		if err != nil {
+			return nil, err
 		}
 		var opts []PutOption
 		if s := r.URL.Query().Get("force"); s != "" {
@@ -128,11 +123,36 @@ func (h *HTTPHandler) mountSchedules() {
 				return nil, badRequest("stop must be true or false, got %q", s)
 			}
 		}
-		if err := h.cluster.DeleteSchedule(ctx, id, stop); err != nil {
+		ifMatch, err := ifMatchOf(r)
+		if err != nil {
+			return nil, err
+		}
+		if ifMatch == "" {
+			err = h.cluster.DeleteSchedule(ctx, id, stop)
+		} else {
+			err = h.cluster.DeleteScheduleIfMatch(ctx, id, ifMatch, stop)
+		}
+		if err != nil {
 			return nil, err
 		}
 		return map[string]string{"deleted": id}, nil
 	}))
+}
+
+// ifMatchOf is r's If-Match ("" without one), or a 400 saying why it
+// cannot condition a change of one schedule.
+func ifMatchOf(r *http.Request) (string, error) {
+	ifMatch := r.Header.Get("If-Match")
+	if fields := r.Header.Values("If-Match"); len(fields) > 1 {
+		// a list of tags, as a comma in one field is (RFC 9110 5.3)
+		ifMatch = strings.Join(fields, ", ")
+	}
+	if ifMatch != "" {
+		if _, err := parseETag(ifMatch); err != nil {
+			return "", badRequest("If-Match must be a schedule's ETag (\"VERSION-CREATED\", as GET answers it) or its version (a whole number; 0: the schedule must not exist yet), got %q", ifMatch)
+		}
+	}
+	return ifMatch, nil
 }
 
 // scheduleIDOf is the runtime schedule id r's path names, or a 400 saying

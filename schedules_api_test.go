@@ -426,3 +426,40 @@ func TestSchedulesAPIIfMatchInTwoFieldsIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A DELETE takes If-Match as a PUT does: a stale ETag or version answers
+// 412 and deletes nothing; the schedule's ETag deletes it; an If-Match for
+// a schedule that does not exist answers 412 (it did not match), not 404.
+func TestSchedulesAPIDeleteTakesIfMatch(t *testing.T) {
+	web := schedulesAPI(t, redistest.New(t), fmt.Sprintf("{token: %q}", apiToken))
+	must := func(code int, body string) {
+		t.Helper()
+		if code != 200 {
+			t.Fatalf("put: %d %s", code, body)
+		}
+	}
+	var first, second baton.Schedule
+	code, body := callWith(t, web, "PUT", "/api/schedules/d/1", tenantReport, nil)
+	must(code, body)
+	_ = json.Unmarshal([]byte(body), &first)
+	code, body = callWith(t, web, "PUT", "/api/schedules/d/1", strings.Replace(tenantReport, "tenant: 42", "tenant: 43", 1), nil)
+	must(code, body)
+	_ = json.Unmarshal([]byte(body), &second)
+	for _, stale := range []string{first.ETag(), "1", "9"} {
+		if code, body := callWith(t, web, "DELETE", "/api/schedules/d/1", "", map[string]string{"If-Match": stale}); code != 412 {
+			t.Fatalf("DELETE over %s: %d %s, want 412", stale, code, body)
+		}
+	}
+	if code, body := callWith(t, web, "GET", "/api/schedules/d/1", "", nil); code != 200 {
+		t.Fatalf("a refused conditional DELETE deleted it: %d %s", code, body)
+	}
+	if code, body := callWith(t, web, "DELETE", "/api/schedules/d/1", "", map[string]string{"If-Match": `W/"2"`}); code != 400 {
+		t.Fatalf("DELETE with a weak tag: %d %s, want 400", code, body)
+	}
+	if code, body := callWith(t, web, "DELETE", "/api/schedules/d/1", "", map[string]string{"If-Match": second.ETag()}); code != 200 {
+		t.Fatalf("DELETE over its ETag: %d %s", code, body)
+	}
+	if code, body := callWith(t, web, "DELETE", "/api/schedules/d/1", "", map[string]string{"If-Match": second.ETag()}); code != 412 || !strings.Contains(body, "does not exist") {
+		t.Fatalf("a conditional DELETE of none: %d %s, want 412", code, body)
+	}
+}

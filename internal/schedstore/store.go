@@ -134,15 +134,19 @@ func (s *Store) ShardOf(id string) int { return config.ScheduleShard(id, len(s.s
 func (s *Store) keysOf(id string) keys { return s.shards[s.ShardOf(id)] }
 
 var (
+	// the scripts that read a record's head read it with record.lua's
+	// read_record
+	//go:embed lua/record.lua
+	recordSrc string
 	//go:embed lua/put.lua
 	putSrc    string
-	putScript = redis.NewScript(putSrc)
+	putScript = redis.NewScript(recordSrc + putSrc)
 	// the scripts that delete log it as logdelete.lua's log_delete does
 	//go:embed lua/logdelete.lua
 	logDeleteSrc string
 	//go:embed lua/delete.lua
 	deleteSrc    string
-	deleteScript = redis.NewScript(logDeleteSrc + deleteSrc)
+	deleteScript = redis.NewScript(recordSrc + logDeleteSrc + deleteSrc)
 	//go:embed lua/restore.lua
 	restoreSrc    string
 	restoreScript = redis.NewScript(logDeleteSrc + restoreSrc)
@@ -189,23 +193,29 @@ func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, m Match
 		return Record{}, fmt.Errorf("runtime schedule %q: put: %w", id, err)
 	}
 	if len(res) == 2 && res[0] == -1 {
-		switch {
-		case res[1] == -1:
-			return Record{}, fmt.Errorf("runtime schedule %q: the value in %s is not a baton schedule record, which no version matches (put it without a condition, or delete it): %w", id, s.keysOf(id).defs, ErrChanged)
-		case res[1] == 0:
-			return Record{}, fmt.Errorf("runtime schedule %q does not exist (the put expected version %d): %w", id, m.Version, ErrChanged)
-		case m.Version == 0:
-			return Record{}, fmt.Errorf("runtime schedule %q exists already (version %d): %w", id, res[1], ErrChanged)
-		case m.Version >= 0 && res[1] != m.Version:
-			return Record{}, fmt.Errorf("runtime schedule %q is at version %d, not %d: %w", id, res[1], m.Version, ErrChanged)
-		default:
-			return Record{}, fmt.Errorf("runtime schedule %q was deleted and put again since it was read (now at version %d): %w", id, res[1], ErrChanged)
-		}
+		return Record{}, s.changed(id, "put", m, res[1])
 	}
 	if len(res) != 4 {
 		return Record{}, fmt.Errorf("runtime schedule %q: put: unexpected reply %v", id, res)
 	}
 	return Record{ID: id, Doc: doc, Change: res[0], Created: time.UnixMilli(res[1]).UTC(), Updated: time.UnixMilli(res[2]).UTC(), Version: res[3]}, nil
+}
+
+// changed is the ErrChanged of a put or delete (op) of schedule id whose
+// condition m the stored schedule, at version cur (0: none; -1: a value
+// readers cannot read), did not meet.
+func (s *Store) changed(id, op string, m Match, cur int64) error {
+	switch {
+	case cur == -1:
+		return fmt.Errorf("runtime schedule %q: the value in %s is not a baton schedule record, which no version matches (put it without a condition, or delete it): %w", id, s.keysOf(id).defs, ErrChanged)
+	case cur == 0:
+		return fmt.Errorf("runtime schedule %q does not exist (the %s expected version %d): %w", id, op, m.Version, ErrChanged)
+	case m.Version == 0:
+		return fmt.Errorf("runtime schedule %q exists already (version %d): %w", id, cur, ErrChanged)
+	case m.Version >= 0 && cur != m.Version:
+		return fmt.Errorf("runtime schedule %q is at version %d, not %d: %w", id, cur, m.Version, ErrChanged)
+	}
+	return fmt.Errorf("runtime schedule %q was deleted and put again since it was read (now at version %d): %w", id, cur, ErrChanged)
 }
 
 // splitOwn cuts the schedule's own version off what follows the change in
@@ -257,15 +267,29 @@ func storable(doc []byte) error {
 
 // Delete removes schedule id; false when there was none.
 func (s *Store) Delete(ctx context.Context, id string) (bool, error) {
+	return s.DeleteIf(ctx, id, Any)
+}
+
+// DeleteIf removes schedule id if it matches m (Any: whatever is there),
+// else fails with ErrChanged (a schedule that does not exist matches only
+// Any); false when there was none.
+func (s *Store) DeleteIf(ctx context.Context, id string, m Match) (bool, error) {
 	k := s.keysOf(id)
-	ver, err := deleteScript.Run(ctx, s.rdb, append(k.all(), k.restored), id, LogLength).Int64()
+	version, created := m.args()
+	res, err := deleteScript.Run(ctx, s.rdb, append(k.all(), k.restored), id, LogLength, version, created).Int64Slice()
 	if moving(err) {
 		return false, fmt.Errorf("runtime schedule %q: delete: %w", id, layout.ErrMoving)
 	}
 	if err != nil {
 		return false, fmt.Errorf("runtime schedule %q: delete: %w", id, err)
 	}
-	return ver > 0, nil
+	switch {
+	case len(res) == 2 && res[0] == -1:
+		return false, s.changed(id, "delete", m, res[1])
+	case len(res) != 1:
+		return false, fmt.Errorf("runtime schedule %q: delete: unexpected reply %v", id, res)
+	}
+	return res[0] > 0, nil
 }
 
 // moving tells a put's or delete's error that baton init is moving the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +32,7 @@ func TestPutOverAScheduleDeletedAndPutAgainInTheSameMillisecondFails(t *testing.
 		var first, again *redis.Cmd
 		_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			first = p.Eval(ctx, putSrc, k.all(), id, hourly, LogLength, "", "")
-			p.Eval(ctx, logDeleteSrc+deleteSrc, append(k.all(), k.restored), id, LogLength)
+			p.Eval(ctx, recordSrc+logDeleteSrc+deleteSrc, append(k.all(), k.restored), id, LogLength)
 			again = p.Eval(ctx, putSrc, k.all(), id, daily, LogLength, "", "")
 			return nil
 		})
@@ -131,5 +132,37 @@ func TestPutOverAScheduleDeletedWhileRedisClockWasBehindItsCreatedFails(t *testi
 			t.Fatalf("a put over version 1 created %d, the schedule deleted, succeeded over the one put again (created %d): %+v %v",
 				created, again.Created.UnixMilli(), r, err)
 		}
+	}
+}
+
+// A conditional delete reads the stored value as a conditional put does: a
+// value readers cannot read matches no condition (a delete without one
+// removes it), a version or created that does not match deletes nothing.
+func TestConditionalDeleteReadsTheStoredValueAsAPutDoes(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	st := New(rdb, "fs", nil, 1)
+	ctx := context.Background()
+	r, err := st.Put(ctx, "x", json.RawMessage(`{"handler":{"name":"h"},"schedule":"@hourly"}`), Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []Match{{Version: 2}, {Version: 0}, {Version: 1, Created: r.Created.Add(time.Millisecond)}} {
+		if ok, err := st.DeleteIf(ctx, "x", m); ok || !errors.Is(err, ErrChanged) {
+			t.Fatalf("delete if %+v: %v %v, want ErrChanged", m, ok, err)
+		}
+	}
+	if ok, err := st.DeleteIf(ctx, "x", Match{Version: 1, Created: r.Created}); !ok || err != nil {
+		t.Fatalf("delete over its version and created: %v %v", ok, err)
+	}
+	if ok, err := st.DeleteIf(ctx, "x", Match{Version: 1}); ok || !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("a conditional delete of none: %v %v", ok, err)
+	}
+	rdb.HSet(ctx, st.keysOf("y").defs, "y", "not a record")
+	if ok, err := st.DeleteIf(ctx, "y", Match{Version: 1}); ok || !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), "not a baton schedule record") {
+		t.Fatalf("a conditional delete of an unreadable value: %v %v", ok, err)
+	}
+	if ok, err := st.Delete(ctx, "y"); !ok || err != nil {
+		t.Fatalf("a delete without a condition of an unreadable value: %v %v", ok, err)
 	}
 }

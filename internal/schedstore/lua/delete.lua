@@ -5,13 +5,25 @@
 -- shard (a day after a claim), the delete is recorded there, so that no
 -- restore that read the store before it puts the schedule back
 -- ARGV[1] id, ARGV[2] the log's length cap
--- Returns the change's version, or 0 when there was no such schedule.
+-- ARGV[3] the schedule's version the caller read (a delete only if still
+-- at it), or "" to delete whatever is there; ARGV[4] its created ms the
+-- caller read, or ""
+-- Returns {change}: the change's version, or 0 when there was no such
+-- schedule; or {-1, current version} (0: none; -1: a value readers cannot
+-- read) when ARGV[3] or ARGV[4] does not match.
 if redis.call('EXISTS', KEYS[5]) == 1 then
   return redis.error_reply('MOVING baton init is moving the runtime schedules to another shard count')
 end
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
+local conditional = (ARGV[3] or '') ~= '' or (ARGV[4] or '') ~= ''
 if not cur then
-  return 0
+  if conditional then return {-1, 0} end
+  return {0}
+end
+if conditional then
+  local c, _, _, own, def = read_record(cur) -- record.lua
+  if not def then return {-1, -1} end
+  if not record_matches(own, c, ARGV[3] or '', ARGV[4] or '') then return {-1, own} end
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
@@ -20,4 +32,4 @@ log_delete(KEYS[3], ARGV[2], cur, 'ver', ver, 'id', ARGV[1], 'op', 'del') -- log
 if KEYS[6] and redis.call('EXISTS', KEYS[6]) == 1 then
   redis.call('HSET', KEYS[6], ARGV[1], 'c|' .. ver)
 end
-return ver
+return {ver}

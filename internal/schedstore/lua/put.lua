@@ -23,17 +23,8 @@ local cur = redis.call('HGET', KEYS[1], ARGV[1])
 local created
 local own = 0
 if cur then
-  -- read as Store.parse reads it: the head, then the schedule's own
-  -- version (above 0) and the definition, or the definition alone (a
-  -- value of the earlier head: version 1); a definition starts with "{"
-  local c, u, v, rest = string.match(cur, '^(%d+)|(%+?%d+)|(%d+)|(.*)$')
-  local def
-  if rest and string.sub(rest, 1, 1) == '{' then
-    own, def = 1, rest
-  elseif rest then
-    local o, d = string.match(rest, '^(%d+)|({.*)$')
-    if o and tonumber(o) >= 1 then own, def = tonumber(o), d end
-  end
+  local c, u, v, o, def = read_record(cur) -- record.lua
+  own = o
   if not def then
     -- not a record readers can read: no version or created of it was
     -- read, so no condition matches it; a put without one replaces it
@@ -44,8 +35,7 @@ if cur then
     own = 0
   else
     created = c
-    -- compared as numbers, as readers parse them
-    if (ARGV[4] ~= '' and tonumber(ARGV[4]) ~= own) or (ARGV[5] ~= '' and tonumber(ARGV[5]) ~= tonumber(c)) then
+    if not record_matches(own, c, ARGV[4], ARGV[5]) then
       return {-1, own}
     end
     -- the same definition put again changes nothing: no version, no change
