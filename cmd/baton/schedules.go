@@ -42,8 +42,8 @@ trigger and the metrics, is "@" + id.
 "baton help schedules put" (and so on) prints each one's flags.
 `
 
-const schedulesPutHelp = `usage: baton schedules put [--config FILE] [--if-version N] [--force] ID -f FILE
-       baton schedules put [--config FILE] [--if-version N] [--force] ID --schedule SPEC --handler NAME [flags]
+const schedulesPutHelp = `usage: baton schedules put [--config FILE] [--if-version N|--if-match ETAG] [--force] ID -f FILE
+       baton schedules put [--config FILE] [--if-version N|--if-match ETAG] [--force] ID --schedule SPEC --handler NAME [flags]
 
 Creates or replaces runtime schedule ID. The definition is a job of the
 job list without its name, read from -f FILE (YAML or JSON; "-" reads
@@ -58,7 +58,9 @@ It is checked as the job list's jobs are, and against the runtime rules
 command, a payload of at most schedules.max_payload bytes): each problem
 is printed with its field, and with FILE's name and line. --if-version N
 puts only while the schedule is at version N (0: only if it does not
-exist yet), so a read-modify-write loses no other change.
+exist yet), so a read-modify-write loses no other change; --if-match ETAG
+(the etag get prints) puts only over that schedule at that version, not
+one deleted and put again since (whose versions count from 1 again).
 
 A schedule no live replica can run (none registers its Go handler,
 allows its URL or consumes its queue: a typo, or what the next deploy
@@ -67,7 +69,7 @@ until a replica that can run it starts, its ticks are refused and
 counted as failing, and schedules get|list show it waiting.
 
 Exit status: 0 put; 1 Redis unreachable, the schedule is no longer at
---if-version, or no live replica can run it; 2 usage error (a bad definition, bad flags, bad config).
+--if-version or --if-match, or no live replica can run it; 2 usage error (a bad definition, bad flags, bad config).
 
 flags:
 `
@@ -164,6 +166,7 @@ type putOpts struct {
 	path      string
 	file      string
 	ifVersion int64
+	ifMatch   string
 	force     bool
 	spec      baton.ScheduleSpec
 	// the flags that are not a ScheduleSpec's field as they are
@@ -198,6 +201,7 @@ func definePut(fs *flagSet) *putOpts {
 	fs.configFlag(&o.path)
 	fs.StringVarP(&o.file, "file", "f", "", "read the definition from `FILE` (YAML or JSON; - reads stdin)")
 	fs.Int64Var(&o.ifVersion, "if-version", -1, "put only while the schedule is at version `N` (0: only if it does not exist)")
+	fs.StringVar(&o.ifMatch, "if-match", "", "put only over the schedule whose etag `ETAG` is (as get prints it: not one deleted and put again since, as a version alone may be)")
 	fs.BoolVar(&o.force, "force", false, "put it even if no live replica can run it yet (ahead of the deploy that brings its handler)")
 	fs.StringVar(&s.Schedule, "schedule", "", "cron `SPEC` (5 or 6 fields, @hourly, @every 30s)")
 	fs.StringVar(&o.at, "at", "", "run once at `TIME` (RFC 3339) instead of a schedule")
@@ -286,12 +290,20 @@ func runPut(fs *flagSet, o *putOpts, args []string, stdout, stderr io.Writer) in
 	if o.force {
 		opts = append(opts, baton.AheadOfDeploy())
 	}
-	if fs.isSet("if-version") {
+	switch {
+	case fs.isSet("if-version") && fs.isSet("if-match"):
+		return usageExit(name, usagef("--if-version and --if-match: give one"), stderr)
+	case fs.isSet("if-match"):
+		s, err = c.PutScheduleIfMatch(ctx, id, doc, o.ifMatch, opts...)
+		if errors.Is(err, baton.ErrBadQuery) {
+			return usageExit(name, usagef("--if-match: %v", err), stderr)
+		}
+	case fs.isSet("if-version"):
 		if o.ifVersion < 0 {
 			return usageExit(name, usagef("--if-version must be >= 0 (0: the schedule must not exist yet), got %d", o.ifVersion), stderr)
 		}
 		s, err = c.PutScheduleIfVersion(ctx, id, doc, o.ifVersion, opts...)
-	} else {
+	default:
 		s, err = c.PutScheduleDocument(ctx, id, doc, opts...)
 	}
 	var ce *config.ConfigError
@@ -309,7 +321,7 @@ func runPut(fs *flagSet, o *putOpts, args []string, stdout, stderr io.Writer) in
 	if got, err := c.GetSchedule(ctx, id, 1); err == nil && len(got.Next) > 0 {
 		next = ", next tick " + got.Next[0].In(scheduleZone(c.Config(), got)).Format(time.RFC3339)
 	}
-	printf(stdout, "%s put: version %d, job %s%s\n", s.ID, s.Version, s.Job, next)
+	printf(stdout, "%s put: version %d (etag %s), job %s%s\n", s.ID, s.Version, s.ETag(), s.Job, next)
 	if s.Waiting != "" {
 		printf(stdout, "waiting: %s; its ticks are refused until a replica that can run it starts\n", s.Waiting)
 	}
@@ -441,8 +453,8 @@ func runGet(fs *flagSet, o *getOpts, args []string, stdout, stderr io.Writer) in
 		def.Reset()
 		def.Write(s.Definition)
 	}
-	printf(stdout, "id:         %s\njob:        %s\nversion:    %d\ncreated:    %s\nupdated:    %s\n",
-		s.ID, s.Job, s.Version, s.Created.UTC().Format(time.RFC3339), s.Updated.UTC().Format(time.RFC3339))
+	printf(stdout, "id:         %s\njob:        %s\nversion:    %d\netag:       %s\ncreated:    %s\nupdated:    %s\n",
+		s.ID, s.Job, s.Version, s.ETag(), s.Created.UTC().Format(time.RFC3339), s.Updated.UTC().Format(time.RFC3339))
 	if p := s.Paused; p != nil {
 		printf(stdout, "paused:     by %s since %s", redact.Quote(p.By), p.At.UTC().Format(time.RFC3339))
 		if p.Note != "" {

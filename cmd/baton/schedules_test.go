@@ -43,7 +43,7 @@ func TestSchedulesPutFromFileAndGet(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errs := runIn("schedules", "put", "--config", cfg, "report/tenant-42", "-f", def)
-	if code != 0 || !strings.HasPrefix(out, "report/tenant-42 put: version 1, job @report/tenant-42, next tick ") {
+	if code != 0 || !strings.HasPrefix(out, "report/tenant-42 put: version 1 (etag \"1-") || !strings.Contains(out, "\"), job @report/tenant-42, next tick ") {
 		t.Fatalf("put -f: %d %q %q", code, out, errs)
 	}
 	code, out, errs = runIn("schedules", "get", "--config", cfg, "--next", "2", "report/tenant-42")
@@ -66,6 +66,30 @@ func TestSchedulesPutFromFileAndGet(t *testing.T) {
 	stdin = strings.NewReader(`{"schedule": "@daily", "handler": {"name": "report"}}`)
 	if code, _, errs := runIn("schedules", "put", "--config", cfg, "--if-version", "1", "report/tenant-42", "-f", "-"); code != 1 || !strings.Contains(errs, "is at version 2, not 1") {
 		t.Fatalf("put over a version it is no longer at: %d %q", code, errs)
+	}
+	// --if-match takes the etag get prints: a stale one fails, the
+	// current one puts; both flags at once, or a bad etag, are usage errors
+	_, got, _ := runIn("schedules", "get", "--config", cfg, "report/tenant-42")
+	_, etag, _ := strings.Cut(got, "etag:       ")
+	etag, _, _ = strings.Cut(etag, "\n")
+	if !strings.HasPrefix(etag, "\"2-") {
+		t.Fatalf("get's etag line: %q", got)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--if-match", s.ETag()}, 1, "is at version 2, not 1"},
+		{[]string{"--if-match", etag}, 0, "version 3"},
+		{[]string{"--if-match", etag, "--if-version", "2"}, 2, "give one"},
+		{[]string{"--if-match", "W/x"}, 2, "not a schedule's ETag"},
+	} {
+		stdin = strings.NewReader(`{"schedule": "@weekly", "handler": {"name": "report"}}`)
+		code, out, errs := runIn(append([]string{"schedules", "put", "--config", cfg, "report/tenant-42", "-f", "-"}, c.args...)...)
+		if code != c.code || !strings.Contains(out+errs, c.want) {
+			t.Errorf("put %v: %d %q %q, want %d and %q", c.args, code, out, errs, c.code, c.want)
+		}
 	}
 	if code, _, errs := runIn("schedules", "get", "--config", cfg, "nobody"); code != 2 || !strings.Contains(errs, "no such runtime schedule") {
 		t.Fatalf("get of an absent schedule: %d %q", code, errs)
@@ -396,7 +420,7 @@ func TestSchedulesPutErrorsOfferWhatItTakes(t *testing.T) {
 		t.Fatalf("a put without what to run: %d %q", code, errs)
 	}
 	code, _, errs = runIn("schedules", "put", "--config", cfg, "x", "--bogus")
-	if code != 2 || !strings.Contains(errs, "usage: baton schedules put [--config FILE] [--if-version N] [--force] ID -f FILE\n       baton schedules put") {
+	if code != 2 || !strings.Contains(errs, "usage: baton schedules put [--config FILE] [--if-version N|--if-match ETAG] [--force] ID -f FILE\n       baton schedules put") {
 		t.Fatalf("a flag error's usage: %d %q", code, errs)
 	}
 }
