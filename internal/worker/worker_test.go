@@ -820,3 +820,36 @@ func TestLocalDuplicateOfRunningTickIsSkipped(t *testing.T) {
 	close(gate)
 	worktest.Recv(t, exec.ended, "local run's end")
 }
+
+// A job changed from concurrency allow to forbid (a rolling deploy, one
+// replica on each config): forbid holds the job's execution lease, and an
+// allow run takes none (only a momentary one for its fence), so the first
+// forbid run starts while an allow run of the old config is still under
+// way: the change does not wait for them (docs/scheduling.md says to let
+// them end, or stop them, first).
+func TestConcurrencyChangeFromAllowToForbidDoesNotWaitForAllowRuns(t *testing.T) {
+	e := newEnv(t)
+	job := func(c string) string {
+		return `  - name: par
+    schedule: "@every 1m"
+    concurrency: ` + c + `
+    handler: {name: par}
+`
+	}
+	allowCfg := e.Config(t, job("allow"), "{shutdown_grace: 2s, concurrency: 1}")
+	forbidCfg := e.Config(t, job("forbid"), "{shutdown_grace: 2s, concurrency: 1}")
+	gate := make(chan struct{})
+	defer close(gate)
+	allowExec, forbidExec := newFakeExec(blockUntil(gate)), newFakeExec(blockUntil(gate))
+	e.worker(t, allowCfg, allowExec) // the replica of the old config
+	t1, t2 := worktest.TickOf("par", 1), worktest.TickOf("par", 2)
+	e.dispatch(t, allowCfg, t1)
+	worktest.Recv(t, allowExec.started, "the allow run of the old config")
+	// the old replica's one slot is taken: the next tick goes to the new
+	e.worker(t, forbidCfg, forbidExec)
+	e.dispatch(t, forbidCfg, t2)
+	if s := worktest.Recv(t, forbidExec.started, "the first forbid run"); s.run.Tick.Equal(t1.At) {
+		t.Fatalf("the forbid replica ran the allow run's tick")
+	}
+	// both are under way now: the change overlapped them
+}
