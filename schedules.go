@@ -399,7 +399,7 @@ func (c *Cluster) deleteSchedule(ctx context.Context, id string, match schedstor
 	if err != nil {
 		return err
 	}
-	ok, err := st.DeleteIf(ctx, id, match)
+	ok, created, err := st.DeleteIf(ctx, id, match)
 	if err != nil {
 		return err
 	}
@@ -414,9 +414,14 @@ func (c *Cluster) deleteSchedule(ctx context.Context, id string, match schedstor
 	})
 	c.notePauseOf(ctx, ScheduleJobName(id), false, time.Time{})
 	c.queue.ZRem(ctx, runlog.FailingKey(c.cfg, id), id)
-	// a schedule put again under this id is a new one: its max_runs
-	// counts from zero
-	c.queue.Del(ctx, handoff.RunCountKeys(c.cfg.Namespace, ScheduleJobName(id))...)
+	// its max_runs count goes with it (a schedule put again under this id
+	// counts its own: JobRunCountKeys); the count of the id's earlier form
+	// too
+	counts := handoff.RunCountKeys(c.cfg.Namespace, ScheduleJobName(id))
+	if !created.IsZero() {
+		counts = append(counts, handoff.JobRunCountKeys(c.cfg.Namespace, &config.Job{Name: ScheduleJobName(id), Created: created})...)
+	}
+	c.queue.Del(ctx, counts...)
 	if stopRunning {
 		return worker.RequestStop(ctx, c.queue, c.cfg, ScheduleJobName(id), "deleted", "baton schedules delete")
 	}

@@ -171,7 +171,7 @@ func (e *Env) doneWithoutRun(ctx context.Context, job string, at time.Time) bool
 	if !ok || j.MaxRuns == 0 {
 		return false
 	}
-	keys := handoff.RunCountKeys(e.cfg.Namespace, job)
+	keys := handoff.JobRunCountKeys(e.cfg.Namespace, j)
 	n, err := e.rdb.Get(ctx, keys[0]).Int()
 	if err != nil || n < j.MaxRuns {
 		return false

@@ -579,3 +579,45 @@ func TestQueuesReadSlowerThanItsFreshnessServesEveryWaiter(t *testing.T) {
 		t.Errorf("%d dispatches read asynq's queues %d times, want once (each waiter takes the read it waited for)", n, reads)
 	}
 }
+
+// A runtime schedule's max_runs count is its incarnation's (JobRunCountKeys:
+// by its created): a schedule deleted and put again under its id counts
+// anew, and what a replica still following the deleted one dispatches of
+// it counts toward the deleted one, not into its successor's count.
+func TestMaxRunsCountIsTheScheduleIncarnations(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: twice
+    schedule: "@every 1m"
+    max_runs: 2
+    handler: {name: twice}
+`)
+	ctx := context.Background()
+	old := *cfg
+	old.Jobs = append([]config.Job(nil), cfg.Jobs...)
+	old.Jobs[0].Created = time.UnixMilli(1_700_000_000_000)
+	renewed := *cfg
+	renewed.Jobs = append([]config.Job(nil), cfg.Jobs...)
+	renewed.Jobs[0].Created = time.UnixMilli(1_700_000_100_000)
+	lagging := New(&old, e.Client, nil, WithQueueRedis(e.RDB), WithLogger(worktest.Logger(t)))
+	current := New(&renewed, e.Client, nil, WithQueueRedis(e.RDB), WithLogger(worktest.Logger(t)))
+	// the successor's first tick, then the lagging replica dispatches two
+	// of the deleted one's
+	if err := current.Dispatch(ctx, worktest.TickOf("twice", 1)); err != nil {
+		t.Fatal(err)
+	}
+	for m := 2; m <= 3; m++ {
+		if err := lagging.Dispatch(ctx, worktest.TickOf("twice", m)); err != nil {
+			t.Fatalf("the deleted incarnation's tick %d: %v", m, err)
+		}
+	}
+	// the successor still has its second run
+	if err := current.Dispatch(ctx, worktest.TickOf("twice", 4)); err != nil {
+		t.Fatalf("the successor's second tick: %v (the deleted one's ticks counted into it)", err)
+	}
+	if err := current.Dispatch(ctx, worktest.TickOf("twice", 5)); !errors.Is(err, scheduler.ErrJobDone) {
+		t.Fatalf("the successor's third tick: %v, want ErrJobDone", err)
+	}
+	if k := JobRunCountKeys("baton", &renewed.Jobs[0])[0]; k != "baton:{twice}:runs:1700000100000:count" {
+		t.Errorf("the incarnation's count key %q", k)
+	}
+}

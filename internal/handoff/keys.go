@@ -1,6 +1,11 @@
 package handoff
 
-import "github.com/batonhq/baton/scheduler"
+import (
+	"strconv"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/scheduler"
+)
 
 // The hand-off's keys on the queue Redis, and asynq's keys it reads.
 
@@ -8,6 +13,18 @@ import "github.com/batonhq/baton/scheduler"
 // a job with max_runs: the count, and the counted ticks (recent ones).
 func RunCountKeys(namespace, job string) []string {
 	base := namespace + ":{" + job + "}:runs:"
+	return []string{base + "count", base + "ticks"}
+}
+
+// JobRunCountKeys are RunCountKeys of job j: a runtime schedule's are its
+// incarnation's (NS:{@ID}:runs:<created ms>:count and :ticks), so that a
+// schedule deleted and put again under its id counts its max_runs anew,
+// whatever a replica still following the deleted one dispatches of it.
+func JobRunCountKeys(namespace string, j *config.Job) []string {
+	if j.Created.IsZero() {
+		return RunCountKeys(namespace, j.Name)
+	}
+	base := namespace + ":{" + j.Name + "}:runs:" + strconv.FormatInt(j.Created.UnixMilli(), 10) + ":"
 	return []string{base + "count", base + "ticks"}
 }
 

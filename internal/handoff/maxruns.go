@@ -62,7 +62,7 @@ func (d *Sender) countRun(ctx context.Context, job *config.Job, t scheduler.Tick
 	if d.rdb == nil {
 		return false, 0, fmt.Errorf("jobs: dispatch %s: max_runs needs the queue Redis to count runs (WithQueueRedis)", t.ID())
 	}
-	keys := RunCountKeys(d.cfg.Namespace, job.Name)
+	keys := JobRunCountKeys(d.cfg.Namespace, job)
 	res, err := maxRuns.Run(ctx, d.rdb, keys,
 		t.ID(), t.At.UnixMilli(), job.MaxRuns, d.cfg.Retention(job).Milliseconds()).Slice()
 	if err == nil && len(res) < 2 {
@@ -107,7 +107,7 @@ func (d *Sender) uncount(ctx context.Context, job *config.Job, t scheduler.Tick)
 	case held:
 		return // enqueued after all: counted rightly
 	}
-	if err := maxRunsUndo.Run(ctx, d.rdb, RunCountKeys(d.cfg.Namespace, job.Name), t.ID()).Err(); err != nil {
+	if err := maxRunsUndo.Run(ctx, d.rdb, JobRunCountKeys(d.cfg.Namespace, job), t.ID()).Err(); err != nil {
 		d.log.Warn("cannot take back the count of a tick not dispatched: the job may stop one run short of max_runs",
 			append(TickAttrs(t), slog.Any("error", err))...)
 	}
@@ -164,7 +164,7 @@ func (d *Sender) Precheck(ctx context.Context, t scheduler.Tick) error {
 	if !ok || job.MaxRuns == 0 || t.Manual || d.rdb == nil {
 		return nil
 	}
-	v, err := d.rdb.Get(ctx, RunCountKeys(d.cfg.Namespace, job.Name)[0]).Result()
+	v, err := d.rdb.Get(ctx, JobRunCountKeys(d.cfg.Namespace, job)[0]).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil
 	}
@@ -173,7 +173,7 @@ func (d *Sender) Precheck(ctx context.Context, t scheduler.Tick) error {
 	}
 	count, ok := quorum.ParseCounter(v)
 	if !ok {
-		return fmt.Errorf("jobs: dispatch %s: %w", t.ID(), CorruptCount(RunCountKeys(d.cfg.Namespace, job.Name)[0], v))
+		return fmt.Errorf("jobs: dispatch %s: %w", t.ID(), CorruptCount(JobRunCountKeys(d.cfg.Namespace, job)[0], v))
 	}
 	if count < int64(job.MaxRuns) {
 		return nil

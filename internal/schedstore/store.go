@@ -267,29 +267,36 @@ func storable(doc []byte) error {
 
 // Delete removes schedule id; false when there was none.
 func (s *Store) Delete(ctx context.Context, id string) (bool, error) {
-	return s.DeleteIf(ctx, id, Any)
+	ok, _, err := s.DeleteIf(ctx, id, Any)
+	return ok, err
 }
 
 // DeleteIf removes schedule id if it matches m (Any: whatever is there),
 // else fails with ErrChanged (a schedule that does not exist matches only
-// Any); false when there was none.
-func (s *Store) DeleteIf(ctx context.Context, id string, m Match) (bool, error) {
+// Any); false when there was none. created is the deleted schedule's
+// (zero for a value that was not a record).
+func (s *Store) DeleteIf(ctx context.Context, id string, m Match) (ok bool, created time.Time, err error) {
 	k := s.keysOf(id)
-	version, created := m.args()
-	res, err := deleteScript.Run(ctx, s.rdb, append(k.all(), k.restored), id, LogLength, version, created).Int64Slice()
+	version, createdArg := m.args()
+	res, err := deleteScript.Run(ctx, s.rdb, append(k.all(), k.restored), id, LogLength, version, createdArg).Int64Slice()
 	if moving(err) {
-		return false, fmt.Errorf("runtime schedule %q: delete: %w", id, layout.ErrMoving)
+		return false, time.Time{}, fmt.Errorf("runtime schedule %q: delete: %w", id, layout.ErrMoving)
 	}
 	if err != nil {
-		return false, fmt.Errorf("runtime schedule %q: delete: %w", id, err)
+		return false, time.Time{}, fmt.Errorf("runtime schedule %q: delete: %w", id, err)
 	}
 	switch {
 	case len(res) == 2 && res[0] == -1:
-		return false, s.changed(id, "delete", m, res[1])
-	case len(res) != 1:
-		return false, fmt.Errorf("runtime schedule %q: delete: unexpected reply %v", id, res)
+		return false, time.Time{}, s.changed(id, "delete", m, res[1])
+	case len(res) == 1 && res[0] == 0:
+		return false, time.Time{}, nil
+	case len(res) != 2:
+		return false, time.Time{}, fmt.Errorf("runtime schedule %q: delete: unexpected reply %v", id, res)
 	}
-	return res[0] > 0, nil
+	if res[1] > 0 {
+		created = time.UnixMilli(res[1]).UTC()
+	}
+	return true, created, nil
 }
 
 // moving tells a put's or delete's error that baton init is moving the

@@ -148,18 +148,18 @@ func TestConditionalDeleteReadsTheStoredValueAsAPutDoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range []Match{{Version: 2}, {Version: 0}, {Version: 1, Created: r.Created.Add(time.Millisecond)}} {
-		if ok, err := st.DeleteIf(ctx, "x", m); ok || !errors.Is(err, ErrChanged) {
+		if ok, _, err := st.DeleteIf(ctx, "x", m); ok || !errors.Is(err, ErrChanged) {
 			t.Fatalf("delete if %+v: %v %v, want ErrChanged", m, ok, err)
 		}
 	}
-	if ok, err := st.DeleteIf(ctx, "x", Match{Version: 1, Created: r.Created}); !ok || err != nil {
+	if ok, _, err := st.DeleteIf(ctx, "x", Match{Version: 1, Created: r.Created}); !ok || err != nil {
 		t.Fatalf("delete over its version and created: %v %v", ok, err)
 	}
-	if ok, err := st.DeleteIf(ctx, "x", Match{Version: 1}); ok || !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), "does not exist") {
+	if ok, _, err := st.DeleteIf(ctx, "x", Match{Version: 1}); ok || !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("a conditional delete of none: %v %v", ok, err)
 	}
 	rdb.HSet(ctx, st.keysOf("y").defs, "y", "not a record")
-	if ok, err := st.DeleteIf(ctx, "y", Match{Version: 1}); ok || !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), "not a baton schedule record") {
+	if ok, _, err := st.DeleteIf(ctx, "y", Match{Version: 1}); ok || !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), "not a baton schedule record") {
 		t.Fatalf("a conditional delete of an unreadable value: %v %v", ok, err)
 	}
 	if ok, err := st.Delete(ctx, "y"); !ok || err != nil {

@@ -363,7 +363,7 @@ func (w *Worker) pastLimit(ctx context.Context, job *config.Job, t scheduler.Tic
 	if job.MaxRuns <= 0 || w.rdb == nil {
 		return "", "", nil
 	}
-	keys := handoff.RunCountKeys(w.cfg.Namespace, job.Name)
+	keys := handoff.JobRunCountKeys(w.cfg.Namespace, job)
 	pipe := w.rdb.Pipeline()
 	count := pipe.Get(ctx, keys[0])
 	mine := pipe.ZScore(ctx, keys[1], t.ID())

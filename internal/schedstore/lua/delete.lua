@@ -8,8 +8,9 @@
 -- ARGV[3] the schedule's version the caller read (a delete only if still
 -- at it), or "" to delete whatever is there; ARGV[4] its created ms the
 -- caller read, or ""
--- Returns {change}: the change's version, or 0 when there was no such
--- schedule; or {-1, current version} (0: none; -1: a value readers cannot
+-- Returns {change, created ms}: the change's version and the deleted
+-- schedule's created (0 for a value readers cannot read), or {0} when
+-- there was no such schedule; or {-1, current version} (0: none; -1: a value readers cannot
 -- read) when ARGV[3] or ARGV[4] does not match.
 if redis.call('EXISTS', KEYS[5]) == 1 then
   return redis.error_reply('MOVING baton init is moving the runtime schedules to another shard count')
@@ -32,4 +33,4 @@ log_delete(KEYS[3], ARGV[2], cur, 'ver', ver, 'id', ARGV[1], 'op', 'del') -- log
 if KEYS[6] and redis.call('EXISTS', KEYS[6]) == 1 then
   redis.call('HSET', KEYS[6], ARGV[1], 'c|' .. ver)
 end
-return {ver}
+return {ver, tonumber(string.match(cur, '^(%d+)|') or '0')}
