@@ -208,3 +208,65 @@ func TestAnETagReadBeforeAnEmptyRestartMatchesNothingAfterIt(t *testing.T) {
 		t.Fatalf("a put over an ETag read before the restart: %v, want ErrChanged", err)
 	}
 }
+
+// A conditional put or delete reads a stored value as Store.Get does, to
+// its numbers' bounds and its definition's first byte: a value Get reads
+// at version V created C is one a condition on V and C matches; one Get
+// reports corrupt (a number past int64, a definition that is JSON but no
+// object) matches no condition, and a put without one replaces it with a
+// record Get reads, as the CorruptError says to do.
+func TestConditionsReadAStoredValueToItsBoundsAsGetDoes(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	st := New(rdb, "fs", nil, 1)
+	ctx := context.Background()
+	defs := newKeys("fs", 0, 1).defs
+	doc := `{"handler":{"name":"h"},"schedule":"@hourly"}`
+	daily := json.RawMessage(`{"handler":{"name":"h"},"schedule":"@daily"}`)
+	const past = "99999999999999999999" // past int64
+	for _, v := range []string{
+		"1700000000000|+5|3|2|123",                         // a definition that is a JSON number
+		"1700000000000|+5|3|2|[" + doc + "]",               // ... or array
+		past + "|+5|3|2|" + doc,                            // created past int64
+		"1700000000000|+" + past + "|3|2|" + doc,           // updated
+		"1700000000000|+5|" + past + "|2|" + doc,           // the change
+		"1700000000000|+5|3|" + past + "|" + doc,           // the version
+		"1700000000000|1700000000005|3|" + doc,             // the earlier head (version 1): read
+		"9223372036854775807|+0|3|2|" + doc,                // int64's largest: read
+		"1700000000000|+5|3|0009223372036854775807|" + doc, // leading zeros: read
+	} {
+		for _, op := range []string{"delete", "put"} {
+			if err := rdb.HSet(ctx, defs, "x", v).Err(); err != nil {
+				t.Fatal(err)
+			}
+			rec, readErr := st.Get(ctx, "x")
+			change := func(m Match) error {
+				if op == "delete" {
+					_, err := st.DeleteIf(ctx, "x", m)
+					return err
+				}
+				_, err := st.Put(ctx, "x", daily, m)
+				return err
+			}
+			if readErr == nil {
+				if err := change(Match{Version: rec.Version, Created: rec.Created}); err != nil {
+					t.Errorf("%q, read as version %d created %d: a %s over what was read: %v", v, rec.Version, rec.Created.UnixMilli(), op, err)
+				}
+				continue
+			}
+			for _, m := range []Match{{Version: 0}, {Version: 1}, {Version: 2}} {
+				if err := change(m); !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), "not a baton schedule record") {
+					t.Errorf("%q, which Get reports corrupt (%v): a %s if version %d: %v, want ErrChanged naming a value that is no record", v, readErr, op, m.Version, err)
+				}
+			}
+			if op == "put" {
+				if _, err := st.Put(ctx, "x", daily, Any); err != nil {
+					t.Fatalf("%q: a put without a condition: %v", v, err)
+				}
+				if r, err := st.Get(ctx, "x"); err != nil || string(r.Doc) != string(daily) || r.Version != 1 {
+					t.Errorf("%q, which Get reports corrupt: put again without a condition, it reads %+v %v, want the put's definition at version 1", v, r, err)
+				}
+			}
+		}
+	}
+}
