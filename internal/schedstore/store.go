@@ -221,14 +221,15 @@ func (s *Store) changed(id, op string, m Match, cur int64) error {
 // splitOwn cuts the schedule's own version off what follows the change in
 // a stored value: "version|definition", or the definition alone (a value
 // put before versions were the schedule's own: version 1). A definition
-// starts with "{".
+// starts with "{" (a JSON object), as record.lua's read_record reads it:
+// a value the scripts cannot read is one readers cannot read either.
 func splitOwn(rest string) (version int64, def string, ok bool) {
 	i := strings.IndexByte(rest, '|')
 	if strings.HasPrefix(rest, "{") || i < 0 {
 		return 1, rest, strings.HasPrefix(rest, "{")
 	}
 	n, ok := decimal(rest[:i])
-	if !ok || n < 1 {
+	if !ok || n < 1 || !strings.HasPrefix(rest[i+1:], "{") {
 		return 0, "", false
 	}
 	return n, rest[i+1:], true
