@@ -415,3 +415,39 @@ func TestAVersionReadBeforeALossDoesNotMatchAPutMadeSince(t *testing.T) {
 			read.Version, read.Created, now.Version, now.Created, r, err)
 	}
 }
+
+// A caller's delete of a schedule the store lost, made while a replica
+// restores the shard (the store does not hold it yet: the delete finds
+// none), stands as a delete that found it does: neither that replica's
+// restore nor another's, whose copy saw as much and which reads the store
+// after the delete and after another change, puts it back.
+func TestADeleteOfALostScheduleDuringARestoreStands(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := testConfig(t, "")
+	st := Of(rdb, cfg)
+	ctx := context.Background()
+	put(t, st, "kept", `{schedule: "@hourly", handler: {name: h}}`)
+	snap := takeSnapshot(t, rdb, newKeys("fs", 0, 1))
+	put(t, st, "lost", `{schedule: "@weekly", handler: {name: h}}`)
+	first, second := newStillFollower(t, st, cfg), newStillFollower(t, st, cfg)
+	snap.bringBack(t, rdb) // lost is gone
+	first.f.beforeBatch = func() {
+		first.f.beforeBatch = nil
+		if ok, err := st.Delete(ctx, "lost"); ok || err != nil {
+			t.Errorf("a delete of a schedule the store does not hold: %v %v, want none found", ok, err)
+		}
+	}
+	first.read(t)
+	if got := docOf(t, st, "lost"); !strings.HasPrefix(got, "absent:") {
+		t.Fatalf("lost, deleted by a caller while the restore ran, was put back: %s (reported %+v)", got, first.got)
+	}
+	put(t, st, "other", `{schedule: "@daily", handler: {name: h}}`)
+	second.read(t)
+	if got := docOf(t, st, "lost"); !strings.HasPrefix(got, "absent:") {
+		t.Errorf("lost, deleted by a caller while a restore ran, was put back by another replica's: %s (reported %+v)", got, second.got)
+	}
+	if got := docOf(t, st, "kept"); got != `{"handler":{"name":"h"},"schedule":"@hourly"}` {
+		t.Errorf("kept holds %s", got)
+	}
+}
