@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
@@ -504,5 +506,70 @@ func TestScheduleListingGivesRecentRunsAndStreak(t *testing.T) {
 	}
 	if s, err := c.GetSchedule(ctx, "t/ok", 0); err != nil || s.LastSuccess == nil || s.FailureStreak != 0 {
 		t.Errorf("get: %+v %v", s, err)
+	}
+}
+
+// afterScheduleDelete runs then, once, right after the first delete of a
+// runtime schedule (delete.lua: six keys, the shard's restores last) that
+// deleted one.
+type afterScheduleDelete struct {
+	once sync.Once
+	then func()
+}
+
+func (h *afterScheduleDelete) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *afterScheduleDelete) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		args := cmd.Args()
+		if n := cmd.Name(); err == nil && (n == "evalsha" || n == "eval") && len(args) > 8 && fmt.Sprint(args[2]) == "6" &&
+			strings.HasSuffix(fmt.Sprint(args[8]), "restored") {
+			if res, ok := cmd.(*redis.Cmd); ok {
+				if v, _ := res.Int64Slice(); len(v) == 1 && v[0] > 0 {
+					h.once.Do(h.then)
+				}
+			}
+		}
+		return err
+	}
+}
+
+func (h *afterScheduleDelete) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A conditional delete takes only the schedule it was read from, and what
+// it does after (its pause and run count go with it) touches nothing of a
+// schedule put again under the id once it was deleted: another caller
+// that puts it again and pauses it right after the delete finds it
+// paused.
+func TestConditionalDeleteLeavesThePauseOfTheScheduleThatFollowsIt(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := schedulesConfig(t, srv, "")
+	deleter, other := openCluster(t, cfg), openCluster(t, cfg)
+	ctx := context.Background()
+	spec := baton.ScheduleSpec{Schedule: "@every 1s", Handler: "report"}
+	s, err := deleter.PutSchedule(ctx, "report/p", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	baton.HookCluster(deleter, &afterScheduleDelete{then: func() {
+		if _, err := other.PutSchedule(ctx, "report/p", spec); err != nil {
+			t.Error(err)
+		}
+		if res, err := other.PauseSchedule(ctx, "report/p", baton.PauseNote{By: "ops", Note: "the new one waits"}); err != nil || !res.InEffect {
+			t.Errorf("pause the schedule put again: %+v %v", res, err)
+		}
+	}})
+	if err := deleter.DeleteScheduleIfMatch(ctx, "report/p", s.ETag(), false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := other.GetSchedule(ctx, "report/p", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Paused == nil || got.Created.Equal(s.Created) {
+		t.Fatalf("the schedule put again and paused after the delete (created %v, the deleted one %v): paused %+v, want its pause kept", got.Created, s.Created, got.Paused)
 	}
 }
