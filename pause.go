@@ -62,6 +62,10 @@ var (
 	//go:embed lua/pause.lua
 	pauseSrc    string
 	pauseScript = redis.NewScript(pauseSrc)
+	// a runtime schedule's delete takes its pause with it
+	//go:embed lua/unpausebefore.lua
+	unpauseBeforeSrc    string
+	unpauseBeforeScript = redis.NewScript(unpauseBeforeSrc)
 )
 
 // PauseResult says how far a pause or resume got.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -399,6 +400,16 @@ func (c *Cluster) deleteSchedule(ctx context.Context, id string, match schedstor
 	if err != nil {
 		return err
 	}
+	// each lock master's clock before the delete: the pause that goes with
+	// the schedule is one written before it, not the pause of a schedule
+	// another caller put again under the id and paused once it was deleted
+	before := make([]int64, len(c.masters))
+	c.eachMaster(ctx, ScheduleJobName(id), false, func(ctx context.Context, m redis.UniversalClient, i int) error {
+		if t, err := m.Time(ctx).Result(); err == nil {
+			before[i] = t.UnixMilli()
+		}
+		return nil
+	})
 	ok, created, err := st.DeleteIf(ctx, id, match)
 	if err != nil {
 		return err
@@ -409,10 +420,20 @@ func (c *Cluster) deleteSchedule(ctx context.Context, id string, match schedstor
 	// the pause goes with it: a schedule put again under the id is a new
 	// one, not paused
 	pauseKey := scheduler.PauseKey(c.cfg.Namespace, ScheduleJobName(id))
-	c.eachMaster(ctx, ScheduleJobName(id), false, func(ctx context.Context, m redis.UniversalClient, _ int) error {
-		return m.Del(ctx, pauseKey).Err()
+	var kept atomic.Bool
+	c.eachMaster(ctx, ScheduleJobName(id), false, func(ctx context.Context, m redis.UniversalClient, i int) error {
+		if before[i] == 0 {
+			return m.Del(ctx, pauseKey).Err() // its clock unread
+		}
+		left, err := unpauseBeforeScript.Run(ctx, m, []string{pauseKey}, before[i]).Int64()
+		if err == nil && left == 0 {
+			kept.Store(true)
+		}
+		return err
 	})
-	c.notePauseOf(ctx, ScheduleJobName(id), false, time.Time{})
+	if !kept.Load() {
+		c.notePauseOf(ctx, ScheduleJobName(id), false, time.Time{})
+	}
 	c.queue.ZRem(ctx, runlog.FailingKey(c.cfg, id), id)
 	// its max_runs count goes with it (a schedule put again under this id
 	// counts its own: JobRunCountKeys); the count of the id's earlier form
