@@ -463,3 +463,30 @@ func TestSchedulesAPIDeleteTakesIfMatch(t *testing.T) {
 		t.Fatalf("a conditional DELETE of none: %d %s, want 412", code, body)
 	}
 }
+
+// An If-Match field sent empty (a client whose ETag variable was empty)
+// conditions nothing it could match: it is refused (400), as a tag that is
+// no ETag is, and neither deletes nor replaces whatever is there.
+func TestSchedulesAPIEmptyIfMatchIsRefused(t *testing.T) {
+	web := schedulesAPI(t, redistest.New(t), fmt.Sprintf("{token: %q}", apiToken))
+	code, body := callWith(t, web, "PUT", "/api/schedules/e/1", tenantReport, nil)
+	if code != 200 {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	var put baton.Schedule
+	_ = json.Unmarshal([]byte(body), &put)
+	for _, empty := range []string{"", "  "} {
+		if code, body := callWith(t, web, "DELETE", "/api/schedules/e/1", "", map[string]string{"If-Match": empty}); code != 400 || !strings.Contains(body, "If-Match must be") {
+			t.Errorf("DELETE with If-Match %q: %d %s, want 400", empty, code, body)
+		}
+		if code, body := callWith(t, web, "PUT", "/api/schedules/e/1", strings.Replace(tenantReport, "tenant: 42", "tenant: 43", 1), map[string]string{"If-Match": empty}); code != 400 || !strings.Contains(body, "If-Match must be") {
+			t.Errorf("PUT with If-Match %q: %d %s, want 400", empty, code, body)
+		}
+	}
+	code, body = callWith(t, web, "GET", "/api/schedules/e/1", "", nil)
+	var got baton.Schedule
+	_ = json.Unmarshal([]byte(body), &got)
+	if code != 200 || got.ETag() != put.ETag() {
+		t.Fatalf("after the refused changes: %d, ETag %s, want the schedule put, %s", code, got.ETag(), put.ETag())
+	}
+}
