@@ -140,14 +140,13 @@ func (h *HTTPHandler) mountSchedules() {
 }
 
 // ifMatchOf is r's If-Match ("" without one), or a 400 saying why it
-// cannot condition a change of one schedule.
+// cannot condition a change of one schedule. A field sent empty (a
+// client's ETag that was empty) is refused, not read as none: the change
+// it conditions would take whatever is there.
 func ifMatchOf(r *http.Request) (string, error) {
-	ifMatch := r.Header.Get("If-Match")
-	if fields := r.Header.Values("If-Match"); len(fields) > 1 {
-		// a list of tags, as a comma in one field is (RFC 9110 5.3)
-		ifMatch = strings.Join(fields, ", ")
-	}
-	if ifMatch != "" {
+	fields := r.Header.Values("If-Match")
+	ifMatch := strings.Join(fields, ", ") // a list of tags, as a comma in one field is (RFC 9110 5.3)
+	if len(fields) > 0 {
 		if _, err := parseETag(ifMatch); err != nil {
 			return "", badRequest("If-Match must be a schedule's ETag (\"VERSION-CREATED\", as GET answers it) or its version (a whole number; 0: the schedule must not exist yet), got %q", ifMatch)
 		}
