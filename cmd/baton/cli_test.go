@@ -35,6 +35,24 @@ func TestUnknownFlagSaysWhatToType(t *testing.T) {
 	}
 }
 
+// A flag of a sibling subcommand is named with the command that takes it
+// as it is typed: "baton schedules put", not "baton put" (which is no
+// command).
+func TestUnknownFlagOfASubcommandNamesTheCommandThatTakesItWhole(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"schedules", "delete", "--if-match", "1", "x"}, "unknown flag --if-match for baton schedules delete; --if-match is a flag of baton schedules put\n"},
+		{[]string{"schedules", "get", "--prefix", "a", "x"}, "unknown flag --prefix for baton schedules get; --prefix is a flag of baton schedules export, baton schedules list\n"},
+	} {
+		code, _, errs := runIn(tc.args...)
+		if code != exitUsage || !strings.Contains(errs, tc.want) {
+			t.Errorf("baton %q: exit %d, stderr %q; want %d and %q", tc.args, code, errs, exitUsage, tc.want)
+		}
+	}
+}
+
 // Flags go before or after the positional arguments, also the flags Go's
 // flag package spelt with one dash; "--" ends them.
 func TestFlagsBeforeOrAfterArguments(t *testing.T) {
