@@ -186,7 +186,7 @@ func flagErrorText(fs *pflag.FlagSet, name string, err error, other map[string][
 				return msg + "; did you mean --" + near + "?"
 			}
 			if cmds := other[typed]; len(cmds) > 0 {
-				return msg + "; --" + typed + " is a flag of baton " + strings.Join(cmds, ", baton ")
+				return msg + "; --" + typed + " is a flag of " + strings.Join(cmds, ", ")
 			}
 		}
 		if len(names) == 0 {
@@ -203,7 +203,8 @@ func flagErrorText(fs *pflag.FlagSet, name string, err error, other map[string][
 	return err.Error()
 }
 
-// otherFlags maps each flag name of cmd's sibling commands to them.
+// otherFlags maps each flag name of cmd's sibling commands to them, as
+// they are typed ("baton schedules put").
 func otherFlags(cmd *cobra.Command) map[string][]string {
 	out := map[string][]string{}
 	if !cmd.HasParent() {
@@ -214,8 +215,8 @@ func otherFlags(cmd *cobra.Command) map[string][]string {
 			continue
 		}
 		sib.Flags().VisitAll(func(f *pflag.Flag) {
-			if f.Name != "help" && !slices.Contains(out[f.Name], sib.Name()) {
-				out[f.Name] = append(out[f.Name], sib.Name())
+			if f.Name != "help" && !slices.Contains(out[f.Name], sib.CommandPath()) {
+				out[f.Name] = append(out[f.Name], sib.CommandPath())
 			}
 		})
 	}
