@@ -526,7 +526,7 @@ func (h *afterScheduleDelete) ProcessHook(next redis.ProcessHook) redis.ProcessH
 		if n := cmd.Name(); err == nil && (n == "evalsha" || n == "eval") && len(args) > 8 && fmt.Sprint(args[2]) == "6" &&
 			strings.HasSuffix(fmt.Sprint(args[8]), "restored") {
 			if res, ok := cmd.(*redis.Cmd); ok {
-				if v, _ := res.Int64Slice(); len(v) == 1 && v[0] > 0 {
+				if v, _ := res.Int64Slice(); len(v) == 2 && v[0] > 0 {
 					h.once.Do(h.then)
 				}
 			}

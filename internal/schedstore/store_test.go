@@ -242,7 +242,7 @@ func TestConditionsReadAStoredValueToItsBoundsAsGetDoes(t *testing.T) {
 			rec, readErr := st.Get(ctx, "x")
 			change := func(m Match) error {
 				if op == "delete" {
-					_, err := st.DeleteIf(ctx, "x", m)
+					_, _, err := st.DeleteIf(ctx, "x", m)
 					return err
 				}
 				_, err := st.Put(ctx, "x", daily, m)
