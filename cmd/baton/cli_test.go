@@ -43,7 +43,7 @@ func TestUnknownFlagOfASubcommandNamesTheCommandThatTakesItWhole(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"schedules", "delete", "--if-match", "1", "x"}, "unknown flag --if-match for baton schedules delete; --if-match is a flag of baton schedules put\n"},
+		{[]string{"schedules", "delete", "--schedule", "@hourly", "x"}, "unknown flag --schedule for baton schedules delete; --schedule is a flag of baton schedules put\n"},
 		{[]string{"schedules", "get", "--prefix", "a", "x"}, "unknown flag --prefix for baton schedules get; --prefix is a flag of baton schedules export, baton schedules list\n"},
 	} {
 		code, _, errs := runIn(tc.args...)

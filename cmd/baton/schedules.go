@@ -100,14 +100,16 @@ Exit status: 0 done; 1 Redis unreachable; 2 usage error.
 flags:
 `
 
-const schedulesDeleteHelp = `usage: baton schedules delete [--config FILE] [--stop] ID
+const schedulesDeleteHelp = `usage: baton schedules delete [--config FILE] [--if-match ETAG] [--stop] ID
 
 Deletes runtime schedule ID: no replica claims a tick of it once it
 followed the change (within a second). A run under way finishes; with
---stop every worker running it is asked to stop it.
+--stop every worker running it is asked to stop it. --if-match ETAG (the
+etag get prints) deletes only that schedule at that version.
 
-Exit status: 0 deleted; 1 Redis unreachable; 2 usage error (no such
-schedule, bad flags, bad config).
+Exit status: 0 deleted; 1 Redis unreachable, or the schedule is not the
+one --if-match names; 2 usage error (no such schedule, bad flags, bad
+config).
 
 flags:
 `
@@ -615,8 +617,9 @@ func prefixFlag(p string) string {
 
 // deleteOpts are the flags of "baton schedules delete".
 type deleteOpts struct {
-	path string
-	stop bool
+	path    string
+	ifMatch string
+	stop    bool
 }
 
 // defineDelete defines the flags of "baton schedules delete".
@@ -624,6 +627,7 @@ func defineDelete(fs *flagSet) *deleteOpts {
 	o := &deleteOpts{}
 	fs.configFlag(&o.path)
 	fs.BoolVar(&o.stop, "stop", false, "ask the workers running it to stop its runs under way")
+	fs.StringVar(&o.ifMatch, "if-match", "", "delete only the schedule whose etag `ETAG` is (as get prints it)")
 	return o
 }
 
@@ -640,7 +644,15 @@ func runDelete(fs *flagSet, o *deleteOpts, args []string, stdout, stderr io.Writ
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := c.DeleteSchedule(ctx, args[0], o.stop)
+	var err error
+	if fs.isSet("if-match") {
+		err = c.DeleteScheduleIfMatch(ctx, args[0], o.ifMatch, o.stop)
+		if errors.Is(err, baton.ErrBadQuery) {
+			return usageExit(name, usagef("--if-match: %v", err), stderr)
+		}
+	} else {
+		err = c.DeleteSchedule(ctx, args[0], o.stop)
+	}
 	if code, failed := scheduleFailed(name, c, err, stderr); failed {
 		return code
 	}

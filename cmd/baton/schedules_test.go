@@ -241,6 +241,14 @@ func TestSchedulesDeleteStopAsksRunsToStop(t *testing.T) {
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// --if-match: a stale etag deletes nothing (exit 1), a bad one is a
+	// usage error
+	if code, _, errs := runIn("schedules", "delete", "--config", cfg, "--if-match", `"9-1"`, "a"); code != 1 || !strings.Contains(errs, "is at version 1, not 9") {
+		t.Fatalf("delete --if-match over a stale etag: %d %q", code, errs)
+	}
+	if code, _, errs := runIn("schedules", "delete", "--config", cfg, "--if-match", "W/x", "a"); code != 2 || !strings.Contains(errs, "not a schedule's ETag") {
+		t.Fatalf("delete --if-match with a bad etag: %d %q", code, errs)
+	}
 	if code, out, errs := runIn("schedules", "delete", "--config", cfg, "a"); code != 0 || out != "a deleted (a run under way finishes)\n" {
 		t.Fatalf("delete: %d %q %q", code, out, errs)
 	}
