@@ -581,10 +581,11 @@ func scheduleOf(r schedstore.Record) Schedule {
 // (an HTTP PUT's If-Match takes it back, and puts only over this schedule
 // at this version); "" for a schedule not read from the store.
 func (s Schedule) ETag() string {
-	if s.Version <= 0 {
+	ref := config.ScheduleRef{Version: s.Version, Created: s.Created}
+	if ref.IsZero() {
 		return ""
 	}
-	return fmt.Sprintf(`"%d-%d"`, s.Version, s.Created.UnixMilli())
+	return `"` + ref.String() + `"`
 }
 
 // ScheduleChange is the last change the replica holds of the runtime

@@ -57,6 +57,7 @@ func (e *Env) PutSchedule(t testing.TB, id string, spec baton.ScheduleSpec) bato
 	if err != nil {
 		t.Fatalf("batontest: PutSchedule(%q): %v", id, err)
 	}
+	j.Ref = config.ScheduleRef{Version: s.Version, Created: s.Created}
 	e.runtime.set(j.Name, j)
 	delete(e.next, j.Name)
 	if first := e.firstTick(j, s.Updated); !first.IsZero() {

@@ -385,6 +385,11 @@ type Job struct {
 	// clock; DecodeSchedule): it has no scheduled tick before it. Zero for
 	// the job list's jobs.
 	Created time.Time `yaml:"-"`
+	// Ref names the runtime schedule definition this job was decoded
+	// from (set by whoever read the stored record, not by DecodeSchedule):
+	// a tick's task carries it, so that a worker runs the tick with that
+	// definition. Zero for the job list's jobs.
+	Ref ScheduleRef `yaml:"-"`
 	// Start and End bound the job's ticks: none before Start, none after
 	// End (RFC 3339 times; empty: open). Sched is already restricted to
 	// them. Not for singletons.

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -520,4 +521,36 @@ func MaskScheduleDocument(doc json.RawMessage) json.RawMessage {
 		return doc
 	}
 	return out
+}
+
+// ScheduleRef names one definition of a runtime schedule: its version (1
+// when first put, one more with each change) and when its id was first
+// put, which tells a schedule deleted and put again from the one before.
+// The HTTP API's ETag is its String in quotes.
+type ScheduleRef struct {
+	Version int64
+	Created time.Time
+}
+
+// IsZero reports whether r names no definition (a job of the list).
+func (r ScheduleRef) IsZero() bool { return r.Version <= 0 || r.Created.IsZero() }
+
+// String is "VERSION-CREATED", CREATED in unix milliseconds ("" when
+// IsZero).
+func (r ScheduleRef) String() string {
+	if r.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(r.Version, 10) + "-" + strconv.FormatInt(r.Created.UnixMilli(), 10)
+}
+
+// ParseScheduleRef reads what String wrote.
+func ParseScheduleRef(s string) (ScheduleRef, error) {
+	v, c, ok := strings.Cut(s, "-")
+	version, err1 := strconv.ParseInt(v, 10, 64)
+	created, err2 := strconv.ParseInt(c, 10, 64)
+	if !ok || err1 != nil || err2 != nil || version <= 0 || created <= 0 || strconv.FormatInt(version, 10) != v || strconv.FormatInt(created, 10) != c {
+		return ScheduleRef{}, fmt.Errorf("schedule definition %q is not VERSION-CREATED (two positive integers)", s)
+	}
+	return ScheduleRef{Version: version, Created: time.UnixMilli(created).UTC()}, nil
 }

@@ -52,6 +52,12 @@ type Payload struct {
 	// tracestate), when the dispatcher traces: the run's spans are its
 	// children. Signed with the rest; older workers ignore it.
 	Trace map[string]string `json:"trace,omitempty"`
+	// Def names the runtime schedule definition the tick was dispatched
+	// for (config.ScheduleRef: "VERSION-CREATED"; empty for the job
+	// list's jobs): a worker runs the tick with that definition, never
+	// with another it happens to hold. Signed with the rest; older
+	// workers ignore it.
+	Def string `json:"def,omitempty"`
 }
 
 // PayloadOf returns t's payload.
@@ -119,6 +125,33 @@ func PayloadTrace(b []byte) map[string]string {
 	return p.Trace
 }
 
+// PayloadDef returns the runtime schedule definition a TaskType payload
+// was dispatched for (zero if none: a job of the list, or an older
+// dispatcher). A "def" member that is not one is an error.
+func PayloadDef(b []byte) (config.ScheduleRef, error) {
+	var p struct {
+		Def string `json:"def"`
+	}
+	_ = json.Unmarshal(b, &p)
+	if p.Def == "" {
+		return config.ScheduleRef{}, nil
+	}
+	return config.ParseScheduleRef(p.Def)
+}
+
+// NewerFormatError is a TaskType payload of a format version newer than
+// this replica reads (formats.TaskPayload): a newer replica dispatched it,
+// and only a replica that reads that version may run it. Tick is what the
+// payload says as this replica reads it (for logs and records only).
+type NewerFormatError struct {
+	Version int
+	Tick    scheduler.Tick
+}
+
+func (e *NewerFormatError) Error() string {
+	return fmt.Sprintf("jobs: a %s payload of format version %d, newer than this replica reads (%d)", TaskType, e.Version, formats.TaskPayload)
+}
+
 // PayloadQueue returns the queue a TaskType payload names ("" if none).
 func PayloadQueue(b []byte) string {
 	var p struct {
@@ -130,6 +163,17 @@ func PayloadQueue(b []byte) string {
 
 // ParsePayload decodes a TaskType payload into the tick it runs.
 func ParsePayload(b []byte) (scheduler.Tick, error) {
+	// the version first: a newer format may change what the other members
+	// mean or how they are written, so it is not read as this one
+	var head struct {
+		V int `json:"v"`
+	}
+	if err := json.Unmarshal(b, &head); err == nil && head.V > formats.TaskPayload {
+		var p Payload
+		_ = json.Unmarshal(b, &p) // best effort, for the logs
+		tick, _ := p.tick()
+		return tick, &NewerFormatError{Version: head.V, Tick: tick}
+	}
 	var p Payload
 	if err := json.Unmarshal(b, &p); err != nil {
 		return scheduler.Tick{}, fmt.Errorf("jobs: bad %s payload: %w", TaskType, err)
@@ -197,6 +241,7 @@ func runTaskMessage(cfg *config.Config, j *config.Job, t scheduler.Tick, now tim
 	p.Namespace = cfg.Namespace
 	p.Queue = cfg.QueueFor(j.Queue, j.Name)
 	p.Exp = TaskExpiry(cfg, j, t, now)
+	p.Def = j.Ref.String()
 	payload, err := json.Marshal(p)
 	if err != nil { // unreachable: plain fields
 		return taskMessage{}, fmt.Errorf("jobs: encode %s: %w", t.ID(), err)

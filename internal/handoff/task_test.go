@@ -16,8 +16,9 @@ import (
 )
 
 // A baton:run payload carries its format version first; a payload an older
-// replica wrote (no "v") and one a newer replica wrote (a higher "v" with a
-// member this one does not know) still read as the tick they name.
+// replica wrote (no "v") still reads as the tick it names, and one a newer
+// replica wrote (a higher "v") is not read as this version: it is a
+// NewerFormatError, which carries the tick as far as it reads, for logs.
 func TestTaskPayloadCarriesFormatVersion(t *testing.T) {
 	tick := scheduler.Tick{Job: "report", At: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC), RunID: "r1", Fence: 7, Replica: "a"}
 	p := PayloadOf(tick)
@@ -30,13 +31,63 @@ func TestTaskPayloadCarriesFormatVersion(t *testing.T) {
 	if string(b) != want {
 		t.Fatalf("payload\n got %s\nwant %s\n(a change an older replica reads differently bumps formats.TaskPayload: see docs/operating.md)", b, want)
 	}
-	for _, old := range []string{
-		`{"job":"report","tick":"2026-11-28T12:00:00Z","run_id":"r1","fence":7,"replica":"a","manual":false,"ns":"baton","q":"baton:default"}`,
+	old := `{"job":"report","tick":"2026-11-28T12:00:00Z","run_id":"r1","fence":7,"replica":"a","manual":false,"ns":"baton","q":"baton:default"}`
+	got, err := ParsePayload([]byte(old))
+	if err != nil || got.Job != tick.Job || !got.At.Equal(tick.At) || got.RunID != tick.RunID || got.Fence != tick.Fence {
+		t.Errorf("%s: read as %+v, %v", old, got, err)
+	}
+	for _, newer := range []string{
 		`{"v":2,"job":"report","tick":"2026-11-28T12:00:00Z","run_id":"r1","fence":7,"replica":"a","manual":false,"later":"x"}`,
+		`{"v":2,"job":"report","tick":"2026-11-28T12:00:00Z","run_id":"r1","fence":"now a string","replica":"a"}`,
 	} {
-		got, err := ParsePayload([]byte(old))
-		if err != nil || got.Job != tick.Job || !got.At.Equal(tick.At) || got.RunID != tick.RunID || got.Fence != tick.Fence {
-			t.Errorf("%s: read as %+v, %v", old, got, err)
+		got, err := ParsePayload([]byte(newer))
+		var nf *NewerFormatError
+		if !errors.As(err, &nf) || nf.Version != 2 || got.Job != tick.Job || !nf.Tick.At.Equal(tick.At) {
+			t.Errorf("%s: read as %+v, %v; want a NewerFormatError of version 2 naming the tick", newer, got, err)
+		}
+	}
+}
+
+// A runtime schedule's task names the definition it was dispatched for
+// ("def": VERSION-CREATED, signed with the rest); a job of the list's
+// carries no such member, and a "def" that is not one is an error.
+func TestTaskNamesTheScheduleDefinitionItWasDispatchedFor(t *testing.T) {
+	cfg, err := config.Load([]byte("redis: {url: \"redis://127.0.0.1:1\"}\njobs: []\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := time.UnixMilli(1796290000123).UTC()
+	j, err := config.DecodeSchedule(cfg, "r/1", []byte(`{"schedule":"@every 1m","handler":{"name":"report"}}`), created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Ref = config.ScheduleRef{Version: 3, Created: created}
+	tick := scheduler.Tick{Job: j.Name, At: created.Add(time.Minute).Truncate(time.Minute), RunID: "r1", Fence: 1, Replica: "a"}
+	task, err := NewRunTask(cfg, j, tick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(task.Payload(), []byte(`"def":"3-1796290000123"`)) {
+		t.Errorf("payload %s names no definition", task.Payload())
+	}
+	ref, err := PayloadDef(task.Payload())
+	if err != nil || ref != j.Ref {
+		t.Errorf("PayloadDef: %+v, %v; want %+v", ref, err, j.Ref)
+	}
+	list := &config.Job{Name: "report", Mode: config.ModeCron, Queue: "default"}
+	task, err = NewRunTask(cfg, list, scheduler.Tick{Job: "report", At: tick.At, RunID: "r1", Fence: 1, Replica: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(task.Payload(), []byte(`"def"`)) {
+		t.Errorf("a job of the list's payload %s names a definition", task.Payload())
+	}
+	if ref, err := PayloadDef(task.Payload()); err != nil || !ref.IsZero() {
+		t.Errorf("PayloadDef of a list job's task: %+v, %v", ref, err)
+	}
+	for _, bad := range []string{"3", "3-", "-1", "0-5", "3-x", "03-5", "3-5-6"} {
+		if _, err := PayloadDef([]byte(`{"def":"` + bad + `"}`)); err == nil {
+			t.Errorf("def %q read as a definition", bad)
 		}
 	}
 }

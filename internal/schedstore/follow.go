@@ -144,7 +144,7 @@ func (f *Follower) ScheduleJob(name string) (*config.Job, bool) {
 		}
 		return nil, false
 	}
-	j, err := config.DecodeSchedule(f.base, id, rec.Doc, rec.Created)
+	j, err := rec.Job(f.base)
 	if err != nil {
 		// logged once per definition: a worker asks at every task
 		if f.firstWarning(rec.raw) {
@@ -357,7 +357,7 @@ func (f *Follower) changed(raws map[string]string) []Change {
 					d.err = err
 					continue
 				}
-				j, err := config.DecodeSchedule(f.base, d.id, rec.Doc, rec.Created)
+				j, err := rec.Job(f.base)
 				d.c, d.err = Change{Rec: rec, Job: j}, err
 			}
 		})

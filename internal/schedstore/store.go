@@ -67,6 +67,22 @@ type Record struct {
 	raw    string // the stored value
 }
 
+// Ref names the definition r holds (config.ScheduleRef).
+func (r Record) Ref() config.ScheduleRef {
+	return config.ScheduleRef{Version: max(r.Version, 1), Created: r.Created}
+}
+
+// Job decodes r's definition into the job it runs, checked against base's
+// rules (config.DecodeSchedule); the job carries r's Ref.
+func (r Record) Job(base *config.Config) (*config.Job, error) {
+	j, err := config.DecodeSchedule(base, r.ID, r.Doc, r.Created)
+	if err != nil {
+		return nil, err
+	}
+	j.Ref = r.Ref()
+	return j, nil
+}
+
 // Match is what a conditional put expects of the stored schedule.
 type Match struct {
 	// Version is the schedule's version (0: there must be none).

@@ -640,8 +640,24 @@ func TestBufferStalledWaiterKeepsItsPlace(t *testing.T) {
 	e.dispatch(t, cfg, t3)
 	e.requireKept(t, "slow", t3)
 
-	// B resumes: its beat finds the entry gone and joins again
+	// B resumes: its beat finds the entry gone and joins again; from here
+	// on its clock runs with real time, so its entry stays alive however
+	// slowly the rest of the test goes (a starved machine)
 	clkB.Advance(time.Second)
+	resumed := make(chan struct{})
+	var beating sync.WaitGroup
+	beating.Go(func() {
+		for {
+			select {
+			case <-resumed:
+				return
+			case <-time.After(50 * time.Millisecond):
+				clkB.Advance(50 * time.Millisecond)
+			}
+		}
+	})
+	defer beating.Wait()
+	defer close(resumed)
 	var kept []string
 	poll.Until(time.Second, func() bool { kept = e.kept(t, "slow"); return len(kept) == 2 })
 	t.Logf("kept after B's beat: %v", kept)

@@ -14,6 +14,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/internal/schedstore"
@@ -106,46 +107,113 @@ func (w *Worker) archiveUnrunnable(ctx context.Context, t scheduler.Tick, reason
 }
 
 // routeSchedule decides whether this replica runs task t of a runtime
-// schedule, whose job, as this replica finds it, is job (nil: none): nil
-// when it does; else what cannotRun says (handed back to a replica that
-// has the job's Go handler or allows its URL, or archived), or, when the
-// schedule is deleted, the task archived with a record.
-func (w *Worker) routeSchedule(ctx context.Context, t scheduler.Tick, job *config.Job) error {
-	if job != nil {
-		if job.Handler != nil && !w.hasHandler(job.Handler.Name) {
-			return w.cannotRun(ctx, t, roster.TaskOf(job), fmt.Sprintf("a runtime schedule whose Go handler %q this replica does not register", job.Handler.Name))
+// schedule, dispatched for definition def (zero: by a dispatcher that does
+// not say), and with which job: held is the job as this replica's copy
+// holds it (nil: none). The job is held when it is def (or def is not
+// said); else the stored definition decides (scheduleDefinition). It
+// returns the job to run, or what cannotRun says (handed back to a replica
+// that has the job's Go handler or allows its URL, or archived), or the
+// task archived with a record when its definition is gone.
+func (w *Worker) routeSchedule(ctx context.Context, t scheduler.Tick, held *config.Job, def config.ScheduleRef) (*config.Job, error) {
+	job := held
+	if job == nil || !def.IsZero() && job.Ref != def {
+		var err error
+		if job, err = w.scheduleDefinition(ctx, t, held, def); err != nil {
+			return nil, err
 		}
-		return nil
 	}
-	// not found here: deleted, or a definition this replica's config refuses
+	if job.Handler != nil && !w.hasHandler(job.Handler.Name) {
+		return nil, w.cannotRun(ctx, t, roster.TaskOf(job), fmt.Sprintf("a runtime schedule whose Go handler %q this replica does not register", job.Handler.Name))
+	}
+	return job, nil
+}
+
+// scheduleDefinition reads the stored definition of task t's runtime
+// schedule, which this replica's copy does not hold as def (held: what it
+// holds, nil: nothing), and decides:
+//
+//   - the stored definition is def (or def is not said): the tick runs
+//     with it, whatever the copy holds (a copy behind a replace never runs
+//     a tick with the definition before);
+//   - it replaced def: the tick runs with it only when it falls due at or
+//     after the replacement and is one of its ticks (a dispatcher that had
+//     not yet seen the replacement); a tick of def's own is archived with a
+//     record, as def is gone;
+//   - the schedule was deleted since (and maybe put again): archived with a
+//     record;
+//   - the store is behind def (it went back; a replica puts it back): handed
+//     back until it is not;
+//   - a definition this replica's config refuses: what cannotRun says.
+func (w *Worker) scheduleDefinition(ctx context.Context, t scheduler.Tick, held *config.Job, def config.ScheduleRef) (*config.Job, error) {
 	id, _ := config.ScheduleID(t.Job)
 	rec, err := schedstore.Of(w.rdb, w.cfg).Get(ctx, id)
 	var corrupt *schedstore.CorruptError
 	switch {
 	case errors.Is(err, schedstore.ErrNotFound):
-		return w.archiveUnrunnable(ctx, t, "its runtime schedule was deleted", "archiving a task of a runtime schedule that was deleted")
+		return nil, w.archiveUnrunnable(ctx, t, "its runtime schedule was deleted", "archiving a task of a runtime schedule that was deleted")
 	case errors.As(err, &corrupt) || errors.Is(err, handoff.ErrUnsigned) || errors.Is(err, handoff.ErrBadSignature):
-		return w.archiveUnrunnable(ctx, t, "its runtime schedule cannot be read: "+err.Error(),
+		return nil, w.archiveUnrunnable(ctx, t, "its runtime schedule cannot be read: "+err.Error(),
 			"archiving a task of a runtime schedule whose stored definition cannot be read", slog.Any("error", err))
 	case err != nil:
 		w.log.Warn("cannot read the definition of this task's runtime schedule: handing the task back", append(handoff.TickAttrs(t),
 			slog.Any("error", err))...)
-		return fmt.Errorf("jobs: %s: %w: %w", t.ID(), err, ErrRunsElsewhere)
+		return nil, fmt.Errorf("jobs: %s: %w: %w", t.ID(), err, ErrRunsElsewhere)
 	}
-	why := "a runtime schedule this replica's config refuses"
-	if _, err := config.DecodeSchedule(w.cfg, id, rec.Doc, rec.Created); err != nil {
-		why += ": " + err.Error()
+	stored := rec.Ref()
+	job, decodeErr := rec.Job(w.cfg)
+	switch {
+	case def.IsZero() || stored == def:
+		// run with it, if this replica's config takes it
+	case stored.Created.After(def.Created):
+		return nil, w.archiveUnrunnable(ctx, t, fmt.Sprintf("its runtime schedule was deleted since it was dispatched for definition %s (the id was put again: %s)", def, stored),
+			"archiving a task of a runtime schedule deleted since its dispatch", slog.String("def", def.String()), slog.String("stored", stored.String()))
+	case stored.Created.Before(def.Created) || stored.Version < def.Version:
+		// the store holds less than the dispatcher read: it went back
+		// (an empty restart, an older snapshot) and a replica's copy puts
+		// it back
+		if _, logged := w.handing.LoadOrStore(t.Job+"\x00behind", true); !logged {
+			w.log.Warn("a task names a definition of its runtime schedule newer than the store holds (did the queue Redis go back?): handing it back until a replica puts the schedules back",
+				append(handoff.TickAttrs(t), slog.String("def", def.String()), slog.String("stored", stored.String()))...)
+		}
+		return nil, fmt.Errorf("jobs: %s: dispatched for definition %s, the store holds %s: %w", t.ID(), def, stored, ErrRunsElsewhere)
+	case decodeErr == nil && !t.Manual && !t.At.Before(rec.Updated) && scheduledAt(job, t.At):
+		// replaced before the tick fell due, by a definition that has
+		// the tick: the dispatcher had not seen the replacement yet
+		w.log.Info("running a tick dispatched for a replaced definition with the one that replaced it before the tick was due",
+			append(handoff.TickAttrs(t), slog.String("def", def.String()), slog.String("stored", stored.String()))...)
+	default:
+		return nil, w.archiveUnrunnable(ctx, t, fmt.Sprintf("its runtime schedule's definition %s was replaced by %s (at %s) before the tick ran: a tick runs only with the definition it was dispatched for",
+			def, stored, rec.Updated.UTC().Format(time.RFC3339Nano)),
+			"archiving a task of a runtime schedule whose definition was replaced since its dispatch", slog.String("def", def.String()), slog.String("stored", stored.String()))
 	}
-	var needs struct {
-		Handler struct {
-			Name string `json:"name"`
-		} `json:"handler"`
-		HTTP struct {
-			URL string `json:"url"`
-		} `json:"http"`
+	if decodeErr != nil {
+		var needs struct {
+			Handler struct {
+				Name string `json:"name"`
+			} `json:"handler"`
+			HTTP struct {
+				URL string `json:"url"`
+			} `json:"http"`
+		}
+		_ = json.Unmarshal(rec.Doc, &needs) // a doc that does not say: no replica runs it
+		return nil, w.cannotRun(ctx, t, roster.Task{Job: t.Job, Handler: needs.Handler.Name, URL: needs.HTTP.URL},
+			"a runtime schedule this replica's config refuses: "+decodeErr.Error())
 	}
-	_ = json.Unmarshal(rec.Doc, &needs) // a doc that does not say: no replica runs it
-	return w.cannotRun(ctx, t, roster.Task{Job: t.Job, Handler: needs.Handler.Name, URL: needs.HTTP.URL}, why)
+	if held != nil {
+		if _, logged := w.handing.LoadOrStore(t.Job+"\x00copy behind", true); !logged {
+			w.log.Info("running a tick with its runtime schedule's stored definition, which this replica's copy does not hold yet",
+				append(handoff.TickAttrs(t), slog.String("def", stored.String()), slog.String("copy", held.Ref.String()))...)
+		}
+	}
+	return job, nil
+}
+
+// scheduledAt reports whether job's schedule has a tick at at.
+func scheduledAt(job *config.Job, at time.Time) bool {
+	if job.Sched == nil {
+		return false
+	}
+	return job.Sched.Next(at.Add(-time.Nanosecond)).Equal(at)
 }
 
 // hasHandler reports whether this worker's executor runs Go handler name
@@ -191,4 +259,23 @@ func (w *Worker) stopRoster(leave bool) {
 		w.heartbeat.Stop(leave)
 		w.heartbeat = nil
 	}
+}
+
+// newerFormat decides what happens to a task whose payload is of a format
+// version newer than this replica reads: a newer replica dispatched it,
+// and this one must not misread it. It goes back to the queue, without
+// spending an attempt, for a replica that reads it (said once per process
+// and version: upgrade this replica), until the expiry the payload names
+// (exp, unix ms; 0: none) has passed: then it is archived, with a record.
+func (w *Worker) newerFormat(ctx context.Context, e *handoff.NewerFormatError, exp int64) error {
+	t := e.Tick
+	if exp > 0 && w.clock.Now().UnixMilli() > exp {
+		return w.archiveUnrunnable(ctx, t, fmt.Sprintf("its payload is of format version %d, newer than this replica reads (%d), and no replica that reads it ran it before it expired",
+			e.Version, formats.TaskPayload), "archiving an expired task of a newer format than this replica reads", slog.Int("format", e.Version))
+	}
+	if _, logged := w.handing.LoadOrStore(fmt.Sprintf("\x00format %d", e.Version), true); !logged {
+		w.log.Warn("a task's payload is of a format newer than this replica reads: handing it back for a newer replica; upgrade this replica",
+			append(handoff.TickAttrs(t), slog.String("format", "task payload"), slog.Int("version", e.Version), slog.Int("reads", formats.TaskPayload))...)
+	}
+	return fmt.Errorf("%w: %w", e, ErrRunsElsewhere)
 }

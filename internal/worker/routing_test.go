@@ -2,7 +2,9 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/roster"
@@ -393,4 +396,208 @@ func TestRuntimeHTTPScheduleGoesToAReplicaThatAllowsItsURL(t *testing.T) {
 		t.Errorf("history record %+v", recs[0])
 	}
 	worktest.None(t, exec.started, 10*time.Millisecond, "a run on the replica that refuses the URL")
+}
+
+// A runtime schedule's tick runs with the definition its task was
+// dispatched for, whatever definition the worker's copy holds:
+//
+//   - a worker whose copy is behind a replace (it holds version 1, the
+//     task names version 2) runs the tick with version 2, read from the
+//     store, never with its version 1; a task that names version 1 it runs
+//     with version 1;
+//   - a worker whose copy holds version 2 archives, with a record, a task
+//     dispatched for version 1 whose tick fell due before version 2
+//     replaced it (its definition is gone), and runs one due after the
+//     replacement with version 2 (its dispatcher had not seen the
+//     replacement yet, and version 2 has the tick);
+//   - a worker whose copy still holds a schedule deleted and put again
+//     runs the new schedule's tick with the new definition, and a worker
+//     that holds the new one archives a task dispatched for the deleted
+//     one, with a record.
+func TestARuntimeScheduleTickRunsWithTheDefinitionItWasDispatchedFor(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	base := e.Config(t, "  []")
+	st := schedstore.Of(e.RDB, base)
+	put := func(n int) schedstore.Record {
+		t.Helper()
+		rec, err := st.Put(ctx, "report/x", []byte(fmt.Sprintf(`{"schedule":"@every 1s","concurrency":"allow","handler":{"name":"report","payload":{"n":%d}}}`, n)), schedstore.Any)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	holding := func(rec schedstore.Record) *config.Config {
+		t.Helper()
+		j, err := rec.Job(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base.WithSource(scheduleSource{j.Name: j})
+	}
+	// redisAfter waits until the store's clock is past at: what the store
+	// records next is later than at
+	redisAfter := func(at time.Time) {
+		t.Helper()
+		poll.Require(t, worktest.Wait, "the store's clock past "+at.Format(time.RFC3339Nano), func() bool {
+			now, err := e.RDB.Time(ctx).Result()
+			return err == nil && now.After(at)
+		})
+	}
+	tickAt := func(at time.Time) scheduler.Tick {
+		return scheduler.Tick{Job: "@report/x", At: at.UTC(), RunID: fmt.Sprintf("run-%d", at.UnixMilli()), Fence: 1, Replica: "sched-1"}
+	}
+	// dueAfter is the first whole second after at
+	dueAfter := func(at time.Time) time.Time { return at.Truncate(time.Second).Add(time.Second) }
+	// workerHolding starts a worker whose copy holds rec (the one before
+	// shut down), and returns how to read the payload its next run got
+	var w *Worker
+	workerHolding := func(rec schedstore.Record) (ranWith func(scheduler.Tick) string, logs *worktest.Logs) {
+		t.Helper()
+		if w != nil {
+			sctx, cancel := context.WithTimeout(ctx, worktest.Wait)
+			defer cancel()
+			if err := w.Shutdown(sctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		exec := newFakeExec(nil)
+		logs = &worktest.Logs{}
+		w = e.worker(t, holding(rec), exec, WithReplica("w"), WithHandlers(registry(t, "report")), WithLogger(logs.Logger()))
+		return func(tick scheduler.Tick) string {
+			t.Helper()
+			s := worktest.Recv(t, exec.started, "the run of "+tick.ID())
+			if !s.run.Tick.Equal(tick.At) {
+				t.Fatalf("ran %s, want %s", s.run.Tick, tick.At)
+			}
+			e.State(t, "baton:default", tick, asynq.TaskStateCompleted)
+			return string(s.run.Payload)
+		}, logs
+	}
+	archived := func(tick scheduler.Tick, why string) {
+		t.Helper()
+		info := e.State(t, "baton:default", tick, asynq.TaskStateArchived)
+		if !strings.Contains(info.LastErr, why) {
+			t.Errorf("%s archived: last error %q, want %q", tick.ID(), info.LastErr, why)
+		}
+		var rec jobs.RunRecord
+		poll.Require(t, worktest.Wait, "the record of "+tick.ID(), func() bool {
+			recs, err := jobs.ReadHistory(ctx, e.RDB, "baton", "@report/x", 0)
+			i := slices.IndexFunc(recs, func(r jobs.RunRecord) bool { return r.Tick.Equal(tick.At) })
+			if err != nil || i < 0 {
+				return false
+			}
+			rec = recs[i]
+			return true
+		})
+		if rec.Status != jobs.StatusRefused || !strings.Contains(rec.Reason, why) {
+			t.Errorf("%s: record %+v", tick.ID(), rec)
+		}
+	}
+
+	v1 := put(1)
+	ranWith, logs := workerHolding(v1)
+	early, early2 := tickAt(dueAfter(v1.Created)), tickAt(dueAfter(v1.Created).Add(time.Second))
+	redisAfter(early2.At)
+	v2 := put(2)
+	if v2.Version != 2 || !v2.Created.Equal(v1.Created) || !early2.At.Before(v2.Updated) {
+		t.Fatalf("replace: %+v", v2)
+	}
+	behind := tickAt(dueAfter(v2.Updated))
+	e.dispatch(t, holding(v2), behind)
+	if got := ranWith(behind); got != `{"n":2}` {
+		t.Errorf("a copy behind a replace ran the tick dispatched for version 2 with %s", got)
+	}
+	if logs.Count("which this replica's copy does not hold yet") != 1 {
+		t.Errorf("the run with the stored definition not logged:\n%s", logs.String())
+	}
+	e.dispatch(t, holding(v1), early)
+	if got := ranWith(early); got != `{"n":1}` {
+		t.Errorf("a tick dispatched for version 1, on a worker that holds it, ran with %s", got)
+	}
+
+	ranWith, _ = workerHolding(v2)
+	e.dispatch(t, holding(v1), early2)
+	archived(early2, "was replaced by 2-")
+	late := tickAt(behind.At.Add(time.Second))
+	e.dispatch(t, holding(v1), late)
+	if got := ranWith(late); got != `{"n":2}` {
+		t.Errorf("a tick due after the replacement, dispatched for version 1, ran with %s", got)
+	}
+
+	// deleted and put again: a new schedule, created later
+	if _, err := st.Delete(ctx, "report/x"); err != nil {
+		t.Fatal(err)
+	}
+	redisAfter(late.At)
+	n3 := put(3)
+	if n3.Version != 1 || !n3.Created.After(v2.Created) {
+		t.Fatalf("put again: %+v", n3)
+	}
+	again := tickAt(dueAfter(n3.Created))
+	e.dispatch(t, holding(n3), again)
+	if got := ranWith(again); got != `{"n":3}` {
+		t.Errorf("a copy that holds the deleted schedule ran the new one's tick with %s", got)
+	}
+	workerHolding(n3)
+	gone := tickAt(again.At.Add(time.Second))
+	e.dispatch(t, holding(v2), gone)
+	archived(gone, "deleted since it was dispatched")
+}
+
+// A task whose payload is of a format version newer than this replica
+// reads (a newer replica dispatched it) is not misread: it goes back to
+// the queue without spending an attempt, for a replica that reads it, and
+// the replica says so once; once the expiry it names has passed, it is
+// archived with a record.
+func TestATaskOfANewerFormatIsHandedBackNotMisread(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: report
+    schedule: "@every 1m"
+    exec: {command: ["true"]}
+`)
+	exec := newFakeExec(nil)
+	logs := &worktest.Logs{}
+	e.worker(t, cfg, exec, WithReplica("old"), WithLogger(logs.Logger()))
+	job, _ := cfg.Job("report")
+	enqueueNewer := func(tick scheduler.Tick, exp time.Time) {
+		t.Helper()
+		task, err := handoff.NewRunTaskAt(cfg, job, tick, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p map[string]any
+		if err := json.Unmarshal(task.Payload(), &p); err != nil {
+			t.Fatal(err)
+		}
+		p["v"], p["exp"], p["fence"] = formats.TaskPayload+1, exp.UnixMilli(), "a member that means something else now"
+		b, _ := json.Marshal(p)
+		if _, err := e.Client.Enqueue(asynq.NewTask(handoff.TaskType, b), asynq.TaskID(tick.ID()), asynq.Queue("baton:default"), asynq.MaxRetry(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fresh := worktest.TickOf("report", 1)
+	enqueueNewer(fresh, time.Now().Add(time.Hour))
+	poll.Require(t, worktest.Wait, "the task handed back", func() bool {
+		info, err := e.Insp.GetTaskInfo("baton:default", fresh.ID())
+		return err == nil && info.State == asynq.TaskStateRetry && strings.Contains(info.LastErr, "newer than this replica reads")
+	})
+	if info, _ := e.Insp.GetTaskInfo("baton:default", fresh.ID()); info.Retried != 0 {
+		t.Errorf("a hand-back spent an attempt: retried %d", info.Retried)
+	}
+	if n := logs.Count("a task's payload is of a format newer than this replica reads"); n != 1 {
+		t.Errorf("said %d times, want once:\n%s", n, logs.String())
+	}
+
+	expired := worktest.TickOf("report", 2)
+	enqueueNewer(expired, time.Now().Add(-time.Second))
+	info := e.State(t, "baton:default", expired, asynq.TaskStateArchived)
+	if info.Retried != 0 || !strings.Contains(info.LastErr, "before it expired") {
+		t.Errorf("expired: retried %d, last error %q", info.Retried, info.LastErr)
+	}
+	recs := historyOf(t, e, "report", 1, nil)
+	if recs[0].Status != jobs.StatusRefused || !strings.Contains(recs[0].Reason, "format version 2") {
+		t.Errorf("record %+v", recs[0])
+	}
+	worktest.None(t, exec.started, 10*time.Millisecond, "a run")
 }

@@ -251,7 +251,8 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 	w.wg.Add(1)
 	defer w.wg.Done()
 	t, err := handoff.ParseTask(task)
-	if err != nil {
+	var newer *handoff.NewerFormatError
+	if err != nil && !errors.As(err, &newer) {
 		return w.refuse(t, "a bad payload", err)
 	}
 	if ns := handoff.TaskNamespace(task); ns != w.cfg.Namespace {
@@ -264,6 +265,11 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 	body, err := g.Verify(handoff.DomainTask, task.Payload())
 	if err == nil {
 		t, err = handoff.ParsePayload(body)
+		if errors.As(err, &newer) {
+			// signed by this deployment, in a format only a newer
+			// replica reads
+			return w.newerFormat(ctx, newer, handoff.PayloadExpiry(body))
+		}
 	}
 	if err == nil {
 		id, _ := asynq.GetTaskID(ctx)
@@ -279,7 +285,11 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 	t.Fence = 0 // never from a payload: runs take theirs from the lock masters
 	job, ok := w.cfg.Job(t.Job)
 	if config.IsScheduleJob(t.Job) {
-		if err := w.routeSchedule(ctx, t, job); err != nil {
+		def, err := handoff.PayloadDef(body)
+		if err != nil {
+			return w.refuse(t, "a payload that names no schedule definition", err)
+		}
+		if job, err = w.routeSchedule(ctx, t, job, def); err != nil {
 			return err
 		}
 	} else if !ok || job.Mode != config.ModeCron {
