@@ -41,6 +41,7 @@ type grant struct {
 	fence    int64
 	record   runlog.Also
 	giveBack runlog.Also
+	hold     *tickHold // concurrency allow: the attempt's hold of its tick (nil: none)
 }
 
 // policyFor is the policy of job's concurrency, for runs on e. It is the one
