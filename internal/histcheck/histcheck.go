@@ -5,6 +5,8 @@
 //
 //   - no two believed-held intervals of one lock overlap (a shared lease,
 //     a reader's, may overlap other shared ones only);
+//   - no more of a semaphore's slots are believed held at once than its
+//     limit;
 //   - fences increase with acquisition order;
 //   - a store that rejects stale fences never accepted a write from a
 //     superseded holder: accepted writes of a key come in fence order, each
@@ -53,9 +55,13 @@ func New() *History { return &History{start: time.Now()} }
 // (its validity deadline, the last one an extension gave it: a holder that
 // was frozen past it never acts on the lease again).
 type Lease struct {
-	Client   string
-	Key      string
-	Shared   bool // a reader's share: may overlap other shared leases
+	Client string
+	Key    string
+	Shared bool // a reader's share: may overlap other shared leases
+	// Of a semaphore's slot (Key is the slot's name): the semaphore's name
+	// and limit. At most Limit leases of one Sem are held at once.
+	Sem      string
+	Limit    int
 	Fence    int64
 	Asked    time.Time // the acquire call began
 	Acquired time.Time // it returned the lease
@@ -97,6 +103,36 @@ func (h *History) Acquired(client, key string, shared bool, fence int64, asked, 
 	h.leases = append(h.leases, l)
 	h.mu.Unlock()
 	return l
+}
+
+// AcquiredSlot records a lease of one slot of semaphore sem of limit
+// slots, just got.
+func (h *History) AcquiredSlot(client, sem string, limit int, slot string, fence int64, asked, acquired, deadline time.Time) *Lease {
+	l := h.Acquired(client, slot, false, fence, asked, acquired, deadline)
+	h.mu.Lock()
+	l.Sem, l.Limit = sem, limit
+	h.mu.Unlock()
+	return l
+}
+
+// Leases returns a copy of the leases recorded so far, in the order they
+// were recorded: for checkers other than Check.
+func (h *History) Leases() []Lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]Lease, len(h.leases))
+	for i, l := range h.leases {
+		out[i] = *l
+	}
+	return out
+}
+
+// Writes returns a copy of the writes offered to the history's stores so
+// far, in the order they were recorded.
+func (h *History) Writes() []Write {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.writes)
 }
 
 // Ended records the end of a lease as its holder saw it: at, its last
@@ -301,7 +337,7 @@ func (v *Violation) Error() string {
 func (h *History) Check() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, check := range []func() *Violation{h.checkOverlap, h.checkFences, h.checkWrites, h.checkTicks, h.checkRuns} {
+	for _, check := range []func() *Violation{h.checkOverlap, h.checkLimits, h.checkFences, h.checkWrites, h.checkTicks, h.checkRuns} {
 		if v := check(); v != nil {
 			v.origin = h.start
 			return v
@@ -357,6 +393,37 @@ func (h *History) checkOverlap() *Violation {
 				}
 				return &Violation{Rule: "overlap", What: fmt.Sprintf("%s and %s both believed they held %q from %v", a.Client, b.Client, key, bFrom.Sub(h.start).Round(time.Microsecond)),
 					Left: a.party(h), Right: b.party(h)}
+			}
+		}
+	}
+	return nil
+}
+
+// checkLimits: at no instant more leases of a semaphore believed held than
+// its limit. Believed intervals are closed at the start and open at the
+// end, as checkOverlap takes them.
+func (h *History) checkLimits() *Violation {
+	bySem := map[string][]*Lease{}
+	for _, l := range h.leases {
+		if l.Sem != "" && l.held() {
+			bySem[l.Sem] = append(bySem[l.Sem], l)
+		}
+	}
+	for sem, ls := range bySem {
+		for _, l := range ls {
+			from, _ := l.Believed()
+			var in []*Lease // held at from, l among them
+			for _, o := range ls {
+				if oFrom, oTo := o.Believed(); !oFrom.After(from) && oTo.After(from) {
+					in = append(in, o)
+				}
+			}
+			if len(in) > l.Limit {
+				slices.SortStableFunc(in, func(a, b *Lease) int { return a.Acquired.Compare(b.Acquired) })
+				last := in[len(in)-1]
+				return &Violation{Rule: "over the limit", What: fmt.Sprintf("%d holders of semaphore %q (limit %d) at %v: %s joined %s and %d more",
+					len(in), sem, l.Limit, from.Sub(h.start).Round(time.Microsecond), last.Client, in[0].Client, len(in)-2),
+					Left: in[0].party(h), Right: last.party(h)}
 			}
 		}
 	}
