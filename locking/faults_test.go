@@ -26,7 +26,9 @@ import (
 // holders write to a fencing store while they believe they hold the lock)
 // while faults run, then checks the history: no two believed-held intervals
 // of a key overlap, fences follow acquisition order, no stale write was
-// accepted. A schedule also requires that the load made progress.
+// accepted; and porcupine checks it against a fenced mutex
+// (porcupine_test.go). A schedule also requires that the load made
+// progress.
 
 // checked runs load for d on clients while faults runs, then checks.
 func checked(t *testing.T, d time.Duration, clients []*locking.Client, ttl time.Duration, faults func(ctx context.Context)) histcheck.Counts {
@@ -44,6 +46,7 @@ func checked(t *testing.T, d time.Duration, clients []*locking.Client, ttl time.
 	if err := h.Check(); err != nil {
 		t.Fatal(err)
 	}
+	linearizable(t, mutexModel, h)
 	c := h.Counts()
 	if taken < 3 || c.Writes == c.Refused {
 		t.Fatalf("no progress under the faults: %d leases, counts %+v", taken, c)
@@ -279,6 +282,7 @@ func TestScheduleHolderFrozenPastTTL(t *testing.T) {
 	if err := h.Check(); err != nil {
 		t.Fatal(err)
 	}
+	linearizable(t, mutexModel, h)
 	if c := h.Counts(); c.Leases != 2 {
 		t.Fatalf("counts %+v", c)
 	}
@@ -365,6 +369,7 @@ func TestScheduleHolderCutOffWhileOthersWait(t *testing.T) {
 	if err := h.Check(); err != nil {
 		t.Fatal(err)
 	}
+	linearizable(t, mutexModel, h)
 	t.Logf("%+v", h.Counts())
 }
 
@@ -522,7 +527,8 @@ func running(stop <-chan struct{}) bool {
 // cuts, blackholes and lost replies (one master at a time); two clients,
 // readers and writers with short auto-extended leases, some holding past
 // their ttl: a writer is never inside with a valid lease beside any other
-// valid lease, and fences grow across writers.
+// valid lease, and fences grow across writers. The holdings are recorded
+// and checked by histcheck and by porcupine against a read/write lock.
 func TestRWQuorumUnderChaos(t *testing.T) {
 	for _, n := range []int{3, 1} {
 		t.Run(fmt.Sprintf("masters=%d", n), func(t *testing.T) { rwChaos(t, n) })
@@ -547,6 +553,7 @@ func rwChaos(t *testing.T, n int) {
 		t.Fatal(err)
 	}
 	g := newLedger(t)
+	h := histcheck.New()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { proxyChaos(t, 1, ps, stop) })
@@ -571,6 +578,7 @@ func rwChaos(t *testing.T, n int) {
 				if err != nil {
 					continue
 				}
+				rec := h.Acquired(fmt.Sprintf("client%d/g%d", w%2, w), "rv-chaos", !writer, l.Fence(), called, time.Now(), l.Deadline())
 				grants.Add(1)
 				g.enter(l, writer, called)
 				hold := time.Duration(rng.IntN(20)) * time.Millisecond
@@ -581,6 +589,7 @@ func rwChaos(t *testing.T, n int) {
 				case <-time.After(hold):
 				case <-l.Done():
 				}
+				ended(rec, l)
 				g.leave(l)
 				rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
 				_ = l.Release(rctx)
@@ -602,11 +611,16 @@ func rwChaos(t *testing.T, n int) {
 	if grants.Load() < 10 {
 		t.Errorf("only %d grants under chaos: the test exercised little", grants.Load())
 	}
+	if err := h.Check(); err != nil {
+		t.Fatal(err)
+	}
+	linearizable(t, rwModel, h)
 	t.Logf("%d grants", grants.Load())
 }
 
 // The slot semaphore on three masters under the same chaos: never more than
-// its limit of valid leases at once.
+// its limit of valid leases at once. The holdings are recorded and checked
+// by histcheck and by porcupine against a semaphore of fenced slots.
 func TestSlotSemaphoreQuorumUnderChaos(t *testing.T) {
 	servers := redistest.NewN(t, 3)
 	ps := make([]*redistest.Proxy, 3)
@@ -628,6 +642,7 @@ func TestSlotSemaphoreQuorumUnderChaos(t *testing.T) {
 	var mu sync.Mutex
 	live := map[*locking.Lease]bool{}
 	var grants, bad atomic.Int32
+	h := histcheck.New()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { proxyChaos(t, 2, ps, stop) })
@@ -638,11 +653,13 @@ func TestSlotSemaphoreQuorumUnderChaos(t *testing.T) {
 			s, _ := clients[w%2].Semaphore("rv-chaos-sem", limit)
 			for time.Now().Before(deadline) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				asked := time.Now()
 				l, err := s.Acquire(ctx, 500*time.Millisecond)
 				cancel()
 				if err != nil {
 					continue
 				}
+				rec := h.AcquiredSlot(fmt.Sprintf("client%d/g%d", w%2, w), "rv-chaos-sem", limit, l.Key(), l.Fence(), asked, time.Now(), l.Deadline())
 				grants.Add(1)
 				mu.Lock()
 				if l.Err() == nil {
@@ -666,6 +683,7 @@ func TestSlotSemaphoreQuorumUnderChaos(t *testing.T) {
 				case <-time.After(hold):
 				case <-l.Done():
 				}
+				ended(rec, l)
 				mu.Lock()
 				delete(live, l)
 				mu.Unlock()
@@ -681,5 +699,19 @@ func TestSlotSemaphoreQuorumUnderChaos(t *testing.T) {
 	if grants.Load() < 10 {
 		t.Errorf("only %d grants under chaos", grants.Load())
 	}
+	if err := h.Check(); err != nil {
+		t.Fatal(err)
+	}
+	linearizable(t, semaphoreModel, h)
 	t.Logf("%d grants", grants.Load())
+}
+
+// ended records the end of l's holding as its holder sees it now: lost
+// (the lease's own reason) or about to be released.
+func ended(rec *histcheck.Lease, l *locking.Lease) {
+	why := "released"
+	if err := l.Err(); err != nil {
+		why = err.Error()
+	}
+	rec.Ended(time.Now(), l.Deadline(), why)
 }

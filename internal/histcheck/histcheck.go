@@ -7,7 +7,12 @@
 //     a reader's, may overlap other shared ones only);
 //   - no more of a semaphore's slots are believed held at once than its
 //     limit;
-//   - fences increase with acquisition order;
+//   - fences increase with acquisition order: a lease's fence is above
+//     those of the leases of its key believed held before it, but for two
+//     shared leases (readers granted at once may come back in either
+//     order, so their fences are not ordered among themselves; a writer's
+//     is above every reader's before it, and every reader's after it
+//     above the writer's);
 //   - a store that rejects stale fences never accepted a write from a
 //     superseded holder: accepted writes of a key come in fence order, each
 //     from a holder that believed it held the key when it wrote;
@@ -441,8 +446,8 @@ func (h *History) checkFences() *Violation {
 			}
 			for _, a := range ls[:i] {
 				_, aTo := a.Believed()
-				if !a.held() || aTo.After(bFrom) {
-					continue // they overlap (shared): no order between them
+				if !a.held() || aTo.After(bFrom) || a.Shared && b.Shared {
+					continue // they overlap, or two readers: no order between them
 				}
 				if b.Fence <= a.Fence {
 					return &Violation{Rule: "fence order", What: fmt.Sprintf("%q: %s got fence %d after %s had %d", key, b.Client, b.Fence, a.Client, a.Fence),

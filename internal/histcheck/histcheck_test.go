@@ -376,3 +376,37 @@ func TestTwoClaimsAtOnceAreAViolation(t *testing.T) {
 		t.Errorf("r1 and r2 both won the claim of %v within r1's 1 s tick lease: Check = nil, want a violation", tick)
 	}
 }
+
+// Two readers whose acquires ran at once may come back in the other order:
+// the first granted (the lower fence) returns after the second released.
+// Readers' fences are not ordered among themselves; a writer after them is
+// above both, and a reader after a writer above the writer.
+func TestReadersMayReturnOutOfGrantOrder(t *testing.T) {
+	h := New()
+	h.Acquired("slow", "doc", true, 5, h.at(0), h.at(150), h.at(500)).Ended(h.at(160), time.Time{}, "released")
+	h.Acquired("fast", "doc", true, 6, h.at(1), h.at(20), h.at(500)).Ended(h.at(100), time.Time{}, "released")
+	if err := h.Check(); err != nil {
+		t.Errorf("a reader granted first returning last: %v", err)
+	}
+	h.Acquired("w", "doc", false, 6, h.at(170), h.at(180), h.at(600)).Ended(h.at(200), time.Time{}, "released")
+	violation(t, h.Check(), "fence order")
+	h.leases[2].Fence = 7
+	h.Acquired("r", "doc", true, 7, h.at(210), h.at(220), h.at(600)).Ended(h.at(230), time.Time{}, "released")
+	violation(t, h.Check(), "fence order")
+}
+
+// At most a semaphore's limit of its slots are believed held at once.
+func TestSemaphoreOverTheLimit(t *testing.T) {
+	h := New()
+	h.AcquiredSlot("a", "warehouse", 2, "sem:warehouse#0", 1, h.at(0), h.at(1), h.at(300)).Ended(h.at(100), time.Time{}, "released")
+	h.AcquiredSlot("b", "warehouse", 2, "sem:warehouse#1", 1, h.at(0), h.at(2), h.at(300)).Ended(h.at(100), time.Time{}, "released")
+	h.AcquiredSlot("c", "warehouse", 2, "sem:warehouse#2", 1, h.at(50), h.at(100), h.at(300)).Ended(h.at(150), time.Time{}, "released")
+	if err := h.Check(); err != nil {
+		t.Errorf("c in as a and b leave: %v", err)
+	}
+	h.leases[2].Acquired = h.at(99)
+	v := violation(t, h.Check(), "over the limit")
+	if !strings.Contains(v.Error(), "c joined a") {
+		t.Errorf("report: %v", v)
+	}
+}
