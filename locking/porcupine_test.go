@@ -2,6 +2,7 @@ package locking_test
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -11,8 +12,11 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/internal/histcheck"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/locking"
 )
 
 // The lock histories of the fault schedules are checked twice: by
@@ -503,6 +507,34 @@ func TestPorcupineRejectsOneHolderTooMany(t *testing.T) {
 	slot(h, "a", "sem:warehouse#0", 5, 0, 100)
 	slot(h, "b", "sem:warehouse#0", 4, 110, 200)
 	verdicts(t, semaphoreModel, h, true)
+}
+
+// On real Redis: the recording, the operations made of it and the model
+// together catch two holders at once. Two clients that disagree on the key
+// prefix (a misconfiguration: they lock different keys for one resource)
+// both hold "ledger"; the same load with one prefix is linearizable.
+func TestPorcupineCatchesTwoPrefixesForOneResource(t *testing.T) {
+	srv := redistest.New(t)
+	run := func(prefixes ...string) *histcheck.History {
+		var clients []*locking.Client
+		for _, p := range prefixes {
+			clients = append(clients, newClient(t, []*redis.Client{srv.TestClient(t)}, locking.WithPrefix(p)))
+		}
+		h := histcheck.New()
+		ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+		defer cancel()
+		if n := (histcheck.LockLoad{Clients: clients, Keys: []string{"ledger"}, Goroutines: 4, TTL: 500 * time.Millisecond,
+			Hold: 5 * time.Millisecond, Wait: time.Second, Seed: 3}).Run(ctx, h); n < 10 {
+			t.Fatalf("only %d leases taken", n)
+		}
+		return h
+	}
+	linearizable(t, mutexModel, run("x:", "x:"))
+	err := porcupineCheck(mutexModel, run("x:", "y:"), time.Minute)
+	if err == nil {
+		t.Fatal("two prefixes for one resource: porcupine found the history linearizable")
+	}
+	t.Logf("caught:\n%v", err)
 }
 
 // porcupine is a test-only dependency: no package of the module imports
