@@ -333,6 +333,13 @@ func ms(n int) time.Time { return msStart.Add(time.Duration(n) * time.Millisecon
 
 var msStart = time.Now()
 
+// released records in a made-up history a lease of key that client asked
+// for at asked ms, got at got with fence, and released at end, well before
+// its deadline.
+func released(h *histcheck.History, client, key string, shared bool, fence int64, asked, got, end int) {
+	h.Acquired(client, key, shared, fence, ms(asked), ms(got), ms(end+300)).Ended(ms(end), time.Time{}, "released")
+}
+
 // verdicts checks h with both checkers under model: bad says whether it
 // must be refused.
 func verdicts(t *testing.T, model porcupine.Model, h *histcheck.History, bad bool) {
@@ -365,8 +372,8 @@ func TestPorcupineRejectsTwoOverlappingHolders(t *testing.T) {
 	}{{"b after a", 110, false}, {"b while a holds", 60, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			h := histcheck.New()
-			h.Acquired("a", "ledger", false, 7, ms(0), ms(1), ms(300)).Ended(ms(100), time.Time{}, "released")
-			h.Acquired("b", "ledger", false, 8, ms(40), ms(c.bFrom), ms(400)).Ended(ms(200), time.Time{}, "released")
+			released(h, "a", "ledger", false, 7, 0, 1, 100)
+			released(h, "b", "ledger", false, 8, 40, c.bFrom, 200)
 			verdicts(t, mutexModel, h, c.bad)
 		})
 	}
@@ -381,7 +388,7 @@ func TestPorcupineRejectsTwoOverlappingHolders(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h := histcheck.New()
 			h.Acquired("frozen", "ledger", false, 7, ms(0), ms(1), ms(100)).Ended(ms(900), time.Time{}, "noticed on resume")
-			h.Acquired("b", "ledger", false, 8, ms(20), ms(c.bFrom), ms(400)).Ended(ms(200), time.Time{}, "released")
+			released(h, "b", "ledger", false, 8, 20, c.bFrom, 200)
 			verdicts(t, mutexModel, h, c.bad)
 		})
 	}
@@ -392,10 +399,10 @@ func TestPorcupineRejectsTwoOverlappingHolders(t *testing.T) {
 // giving it up before the other's call returned.
 func TestPorcupineOrdersOverlappingCalls(t *testing.T) {
 	h := histcheck.New()
-	h.Acquired("slow", "ledger", false, 6, ms(0), ms(100), ms(500)).Ended(ms(150), time.Time{}, "released")
-	h.Acquired("fast", "ledger", false, 5, ms(10), ms(20), ms(400)).Ended(ms(50), time.Time{}, "released")
+	released(h, "slow", "ledger", false, 6, 0, 100, 150)
+	released(h, "fast", "ledger", false, 5, 10, 20, 50)
 	verdicts(t, mutexModel, h, false)
-	h.Acquired("late", "ledger", false, 9, ms(60), ms(70), ms(400)).Ended(ms(80), time.Time{}, "released")
+	released(h, "late", "ledger", false, 9, 60, 70, 80)
 	// late (fence 9) fits only between fast and slow, whose 6 would follow 9
 	verdicts(t, mutexModel, h, true)
 }
@@ -408,8 +415,8 @@ func TestPorcupineRejectsAFenceGoingBack(t *testing.T) {
 	}{{"up", 10, false}, {"same", 9, true}, {"back", 5, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			h := histcheck.New()
-			h.Acquired("a", "ledger", false, 9, ms(0), ms(1), ms(300)).Ended(ms(40), time.Time{}, "released")
-			h.Acquired("b", "ledger", false, c.fence, ms(60), ms(61), ms(400)).Ended(ms(100), time.Time{}, "released")
+			released(h, "a", "ledger", false, 9, 0, 1, 40)
+			released(h, "b", "ledger", false, c.fence, 60, 61, 100)
 			verdicts(t, mutexModel, h, c.bad)
 		})
 	}
@@ -417,11 +424,11 @@ func TestPorcupineRejectsAFenceGoingBack(t *testing.T) {
 	// fence was issued: one after it must be higher
 	h := histcheck.New()
 	h.Acquired("late reply", "ledger", false, 10, ms(0), ms(500), ms(396))
-	h.Acquired("a", "ledger", false, 11, ms(410), ms(421), ms(816)).Ended(ms(450), time.Time{}, "released")
+	released(h, "a", "ledger", false, 11, 410, 421, 450)
 	verdicts(t, mutexModel, h, false)
 	h = histcheck.New()
 	h.Acquired("late reply", "ledger", false, 10, ms(0), ms(500), ms(396))
-	h.Acquired("a", "ledger", false, 9, ms(510), ms(521), ms(916)).Ended(ms(550), time.Time{}, "released")
+	released(h, "a", "ledger", false, 9, 510, 521, 550)
 	if err := porcupineCheck(mutexModel, h, 10*time.Second); err == nil {
 		t.Errorf("porcupine accepted fence 9 after fence 10 (issued, never held)")
 	}
@@ -445,44 +452,47 @@ func TestPorcupineRejectsAWriteOutsideTheLease(t *testing.T) {
 		})
 	}
 	h := histcheck.New()
-	h.Acquired("a", "ledger", false, 3, ms(0), ms(10), ms(100)).Ended(ms(90), time.Time{}, "released")
+	released(h, "a", "ledger", false, 3, 0, 10, 90)
 	h.Store().Write("a", "ledger", 4, ms(50))
 	verdicts(t, mutexModel, h, true)
 }
 
+// A read/write lock: readers beside readers, a writer alone. Readers'
+// fences are not ordered among themselves (two readers granted at once may
+// come back in either order, or on a quorum with one fence); a writer's is
+// above every fence before it, a reader's above every writer's before it.
+// The mutex model, which knows no readers, refuses the good ones.
 func TestPorcupineRejectsAWriterBesideAReader(t *testing.T) {
-	h := histcheck.New()
-	h.Acquired("r1", "doc", true, 1, ms(0), ms(1), ms(300)).Ended(ms(100), time.Time{}, "released")
-	h.Acquired("r2", "doc", true, 2, ms(10), ms(11), ms(300)).Ended(ms(120), time.Time{}, "released")
-	h.Acquired("w", "doc", false, 3, ms(5), ms(130), ms(400)).Ended(ms(200), time.Time{}, "released")
-	h.Acquired("r3", "doc", true, 4, ms(150), ms(210), ms(500)).Ended(ms(250), time.Time{}, "released")
-	verdicts(t, rwModel, h, false)
-	if err := porcupineCheck(mutexModel, h, 10*time.Second); err == nil {
-		t.Errorf("the mutex model let two readers in at once")
+	type lease struct {
+		client             string
+		shared             bool
+		fence              int64
+		asked, got, ending int
 	}
-	h.Acquired("w2", "doc", false, 5, ms(20), ms(60), ms(400)).Ended(ms(70), time.Time{}, "released")
-	verdicts(t, rwModel, h, true)
-	// a reader after a writer draws a higher fence
-	h = histcheck.New()
-	h.Acquired("w", "doc", false, 8, ms(0), ms(1), ms(400)).Ended(ms(50), time.Time{}, "released")
-	h.Acquired("r", "doc", true, 7, ms(60), ms(61), ms(400)).Ended(ms(90), time.Time{}, "released")
-	verdicts(t, rwModel, h, true)
-}
-
-// Readers' fences are not ordered among themselves: two readers granted at
-// once may come back in either order, or (on a quorum) with one fence. A
-// writer's fence is above all of theirs.
-func TestPorcupineLetsReadersShareFences(t *testing.T) {
-	h := histcheck.New()
-	h.Acquired("granted first", "doc", true, 5, ms(0), ms(150), ms(500)).Ended(ms(160), time.Time{}, "released")
-	h.Acquired("returned first", "doc", true, 6, ms(1), ms(20), ms(500)).Ended(ms(100), time.Time{}, "released")
-	h.Acquired("same fence", "doc", true, 6, ms(2), ms(30), ms(500)).Ended(ms(40), time.Time{}, "released")
-	verdicts(t, rwModel, h, false)
-	if err := porcupineCheck(mutexModel, h, 10*time.Second); err == nil {
-		t.Errorf("the mutex model let fences 5 and 6 come back out of order, and 6 twice")
+	readers := []lease{{"r1", true, 1, 0, 1, 100}, {"r2", true, 2, 10, 11, 120}}
+	outOfOrder := []lease{{"granted first", true, 5, 0, 150, 160}, {"returned first", true, 6, 1, 20, 100}, {"same fence", true, 6, 2, 30, 40}}
+	for _, c := range []struct {
+		name   string
+		leases []lease
+		bad    bool
+	}{
+		{"a writer after the readers", append(readers, lease{"w", false, 3, 5, 130, 200}), false},
+		{"readers out of grant order, two with one fence", outOfOrder, false},
+		{"a writer among readers", append(readers, lease{"w", false, 5, 20, 60, 70}), true},
+		{"a writer not above a reader before it", append(outOfOrder, lease{"w", false, 6, 170, 180, 200}), true},
+		{"a reader not above the writer before it", []lease{{"w", false, 8, 0, 1, 50}, {"r", true, 7, 60, 61, 90}}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := histcheck.New()
+			for _, l := range c.leases {
+				released(h, l.client, "doc", l.shared, l.fence, l.asked, l.got, l.ending)
+			}
+			verdicts(t, rwModel, h, c.bad)
+			if err := porcupineCheck(mutexModel, h, 10*time.Second); !c.bad && err == nil {
+				t.Errorf("the mutex model took readers at once, or fences out of order")
+			}
+		})
 	}
-	h.Acquired("writer", "doc", false, 6, ms(170), ms(180), ms(600)).Ended(ms(200), time.Time{}, "released")
-	verdicts(t, rwModel, h, true)
 }
 
 func TestPorcupineRejectsOneHolderTooMany(t *testing.T) {
