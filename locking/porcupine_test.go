@@ -40,15 +40,18 @@ import (
 // have used up a fence, but its caller has no lease and acts on nothing:
 // whatever it did in Redis only kept others out for a while, which no rule
 // here forbids, and a fence used up by nobody leaves a gap, which the
-// strictly-increasing rule allows. So it is no operation of the model at
-// all; left open (return at infinity) as a possibly-taken acquire, it
-// would be a lock the model holds forever and could only wrongly fail the
-// histories that follow. A call whose reply came after the lease's own
-// validity deadline returned a lease that was never believed held: it is
-// one operation ("lapsed") that took the key and its fence at some instant
-// of the call, and let go at once. A lease still held when the history
-// ends has no end operation; one whose holder never reported an end ends
-// at its deadline.
+// fence rules allow. So it is no operation of the model. Left open (its
+// return at infinity), porcupine would have to place it somewhere: as a
+// take, it would hold the lock to the end of the history and refuse every
+// later holder, though its caller gave up; as a take that may not have
+// happened, it would allow nothing and forbid nothing. What is unknown
+// about it lies in Redis, and the model holds beliefs only (a holder's
+// belief never outlives its key: G3). A call whose reply came after the
+// lease's own validity deadline returned a lease that was never believed
+// held: it is one operation ("lapsed") that took the key and its fence at
+// some instant of the call, and let go at once. A lease still held when
+// the history ends has no end operation; one whose holder never reported
+// an end ends at its deadline.
 
 // opKind is what a history operation did.
 type opKind int
@@ -69,7 +72,7 @@ type lockOp struct {
 	lease  int    // -1 for a write that no lease carried
 	client string // for reports
 	res    string // the lock the operation is on: a semaphore's name, else the key
-	slot   string // the key the lease holds; its fences strictly increase
+	slot   string // the key the lease holds, whose fences the model orders
 	shared bool
 	limit  int // of a semaphore
 	fence  int64
