@@ -137,8 +137,11 @@ func (w *Worker) routeSchedule(ctx context.Context, t scheduler.Tick, held *conf
 //     a tick with the definition before);
 //   - it replaced def: the tick runs with it only when it falls due at or
 //     after the replacement and is one of its ticks (a dispatcher that had
-//     not yet seen the replacement); a tick of def's own is archived with a
-//     record, as def is gone;
+//     not yet seen the replacement), or is a trigger taken at or after the
+//     replacement (its tick is the queue Redis's instant, as the
+//     replacement's is: a trigger that read def a moment before the
+//     replacement landed); a tick of def's own is archived with a record,
+//     as def is gone;
 //   - the schedule was deleted since (and maybe put again): archived with a
 //     record;
 //   - the store is behind def (it went back; a replica puts it back): handed
@@ -176,9 +179,10 @@ func (w *Worker) scheduleDefinition(ctx context.Context, t scheduler.Tick, held 
 				append(handoff.TickAttrs(t), slog.String("def", def.String()), slog.String("stored", stored.String()))...)
 		}
 		return nil, fmt.Errorf("jobs: %s: dispatched for definition %s, the store holds %s: %w", t.ID(), def, stored, ErrRunsElsewhere)
-	case decodeErr == nil && !t.Manual && !t.At.Before(rec.Updated) && scheduledAt(job, t.At):
+	case decodeErr == nil && !t.At.Before(rec.Updated) && (t.Manual || scheduledAt(job, t.At)):
 		// replaced before the tick fell due, by a definition that has
-		// the tick: the dispatcher had not seen the replacement yet
+		// the tick (a trigger is on no schedule's course): the
+		// dispatcher had not seen the replacement yet
 		w.log.Info("running a tick dispatched for a replaced definition with the one that replaced it before the tick was due",
 			append(handoff.TickAttrs(t), slog.String("def", def.String()), slog.String("stored", stored.String()))...)
 	default:

@@ -601,3 +601,60 @@ func TestATaskOfANewerFormatIsHandedBackNotMisread(t *testing.T) {
 	}
 	worktest.None(t, exec.started, 10*time.Millisecond, "a run")
 }
+
+// A trigger of a runtime schedule that read its definition a moment before
+// a replace landed, and took its tick (the queue Redis's clock) after it,
+// names the replaced definition: its tick is at or after the replacement,
+// so it runs with the replacement, as a scheduled tick due after it does
+// (a trigger is not on the schedule's course, so any definition "has" it).
+// A trigger taken before the replacement, whose task waited in the queue
+// across it, is archived with a record, as such a scheduled tick is.
+func TestATriggeredTickOfAReplacedScheduleRuns(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	base := e.Config(t, "  []")
+	st := schedstore.Of(e.RDB, base)
+	put := func(n int) schedstore.Record {
+		t.Helper()
+		rec, err := st.Put(ctx, "report/x", []byte(fmt.Sprintf(`{"schedule":"@every 1h","concurrency":"allow","handler":{"name":"report","payload":{"n":%d}}}`, n)), schedstore.Any)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	holding := func(rec schedstore.Record) *config.Config {
+		t.Helper()
+		j, err := rec.Job(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base.WithSource(scheduleSource{j.Name: j})
+	}
+	v1 := put(1)
+	before := scheduler.Tick{Job: "@report/x", At: v1.Updated, RunID: "trigger-before", Replica: "api", Manual: true}
+	poll.Require(t, worktest.Wait, "the store's clock past the first put", func() bool {
+		now, err := e.RDB.Time(ctx).Result()
+		return err == nil && now.After(v1.Updated.Add(time.Millisecond))
+	})
+	v2 := put(2)
+	if v2.Version != 2 || !v2.Updated.After(before.At) {
+		t.Fatalf("replace: %+v", v2)
+	}
+	exec := newFakeExec(nil)
+	e.worker(t, holding(v2), exec, WithReplica("w"), WithHandlers(registry(t, "report")))
+
+	after := scheduler.Tick{Job: "@report/x", At: v2.Updated, RunID: "trigger-after", Replica: "api", Manual: true}
+	e.dispatch(t, holding(v1), after)
+	s := worktest.Recv(t, exec.started, "the triggered run")
+	if s.run.RunID != after.RunID || string(s.run.Payload) != `{"n":2}` {
+		t.Errorf("ran %s with %s, want %s with the replacement's payload {\"n\":2}", s.run.RunID, s.run.Payload, after.RunID)
+	}
+	e.State(t, "baton:default", after, asynq.TaskStateCompleted)
+
+	e.dispatch(t, holding(v1), before)
+	info := e.State(t, "baton:default", before, asynq.TaskStateArchived)
+	if !strings.Contains(info.LastErr, "was replaced by 2-") {
+		t.Errorf("a trigger taken before the replacement: last error %q", info.LastErr)
+	}
+	worktest.None(t, exec.started, 10*time.Millisecond, "a run of the trigger taken before the replacement")
+}
