@@ -109,16 +109,17 @@ func (w *Worker) archiveUnrunnable(ctx context.Context, t scheduler.Tick, reason
 // routeSchedule decides whether this replica runs task t of a runtime
 // schedule, dispatched for definition def (zero: by a dispatcher that does
 // not say), and with which job: held is the job as this replica's copy
-// holds it (nil: none). The job is held when it is def (or def is not
-// said); else the stored definition decides (scheduleDefinition). It
-// returns the job to run, or what cannotRun says (handed back to a replica
-// that has the job's Go handler or allows its URL, or archived), or the
-// task archived with a record when its definition is gone.
-func (w *Worker) routeSchedule(ctx context.Context, t scheduler.Tick, held *config.Job, def config.ScheduleRef) (*config.Job, error) {
+// holds it (nil: none); exp is the task's signed expiry (unix ms; 0: none).
+// The job is held when it is def (or def is not said); else the stored
+// definition decides (scheduleDefinition). It returns the job to run, or
+// what cannotRun says (handed back to a replica that has the job's Go
+// handler or allows its URL, or archived), or the task archived with a
+// record when its definition is gone.
+func (w *Worker) routeSchedule(ctx context.Context, t scheduler.Tick, held *config.Job, def config.ScheduleRef, exp int64) (*config.Job, error) {
 	job := held
 	if job == nil || !def.IsZero() && job.Ref != def {
 		var err error
-		if job, err = w.scheduleDefinition(ctx, t, held, def); err != nil {
+		if job, err = w.scheduleDefinition(ctx, t, held, def, exp); err != nil {
 			return nil, err
 		}
 	}
@@ -145,9 +146,10 @@ func (w *Worker) routeSchedule(ctx context.Context, t scheduler.Tick, held *conf
 //   - the schedule was deleted since (and maybe put again): archived with a
 //     record;
 //   - the store is behind def (it went back; a replica puts it back): handed
-//     back until it is not;
+//     back until it is not, or archived with a record once the task expired
+//     (exp, unix ms; without one, the bound of the job's ticks);
 //   - a definition this replica's config refuses: what cannotRun says.
-func (w *Worker) scheduleDefinition(ctx context.Context, t scheduler.Tick, held *config.Job, def config.ScheduleRef) (*config.Job, error) {
+func (w *Worker) scheduleDefinition(ctx context.Context, t scheduler.Tick, held *config.Job, def config.ScheduleRef, exp int64) (*config.Job, error) {
 	id, _ := config.ScheduleID(t.Job)
 	rec, err := schedstore.Of(w.rdb, w.cfg).Get(ctx, id)
 	var corrupt *schedstore.CorruptError
@@ -173,7 +175,11 @@ func (w *Worker) scheduleDefinition(ctx context.Context, t scheduler.Tick, held 
 	case stored.Created.Before(def.Created) || stored.Version < def.Version:
 		// the store holds less than the dispatcher read: it went back
 		// (an empty restart, an older snapshot) and a replica's copy puts
-		// it back
+		// it back, unless none does before the task expires
+		if w.expired(t, exp, held, job) {
+			return nil, w.archiveUnrunnable(ctx, t, fmt.Sprintf("it was dispatched for definition %s of its runtime schedule, the store holds %s (it went back), and no replica put the definition back before the task expired", def, stored),
+				"archiving an expired task of a runtime schedule whose store went back", slog.String("def", def.String()), slog.String("stored", stored.String()))
+		}
 		if _, logged := w.handing.LoadOrStore(t.Job+"\x00behind", true); !logged {
 			w.log.Warn("a task names a definition of its runtime schedule newer than the store holds (did the queue Redis go back?): handing it back until a replica puts the schedules back",
 				append(handoff.TickAttrs(t), slog.String("def", def.String()), slog.String("stored", stored.String()))...)
@@ -210,6 +216,21 @@ func (w *Worker) scheduleDefinition(ctx context.Context, t scheduler.Tick, held 
 		}
 	}
 	return job, nil
+}
+
+// expired reports whether task t, of signed expiry exp (unix ms; 0: none),
+// may no longer start by this worker's clock. Without exp, the tick's
+// bound is the job's (held, else stored; nil: none), as admit reads it.
+func (w *Worker) expired(t scheduler.Tick, exp int64, held, stored *config.Job) bool {
+	job := held
+	if job == nil {
+		job = stored
+	}
+	if exp <= 0 && job == nil {
+		return false
+	}
+	until := expiryOf(w.cfg, job, t, exp)
+	return !until.IsZero() && w.clock.Now().After(until)
 }
 
 // scheduledAt reports whether job's schedule has a tick at at.

@@ -658,3 +658,76 @@ func TestATriggeredTickOfAReplacedScheduleRuns(t *testing.T) {
 	}
 	worktest.None(t, exec.started, 10*time.Millisecond, "a run of the trigger taken before the replacement")
 }
+
+// A task that names a definition of its runtime schedule newer than the
+// store holds (the queue Redis went back) is handed back, spending no
+// attempt, for as long as the task may run (a replica puts the schedules
+// back meanwhile); once its signed expiry passed it is archived with a
+// record, not handed back for ever.
+func TestATaskOfAScheduleTheStoreLostIsArchivedOnceItExpired(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	base := e.Config(t, "  []")
+	rec, err := schedstore.Of(e.RDB, base).Put(ctx, "report/x", []byte(`{"schedule":"@every 1m","concurrency":"allow","handler":{"name":"report"}}`), schedstore.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := rec.Job(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := base.WithSource(scheduleSource{held.Name: held})
+	// the dispatcher read version 3, which the store lost
+	lost := *held
+	lost.Ref.Version = 3
+	exec := newFakeExec(nil)
+	e.worker(t, cfg, exec, WithReplica("w"), WithHandlers(registry(t, "report")))
+	enqueue := func(tick scheduler.Tick, exp time.Time) {
+		t.Helper()
+		task, err := handoff.NewRunTask(cfg, &lost, tick)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p map[string]any
+		if err := json.Unmarshal(task.Payload(), &p); err != nil {
+			t.Fatal(err)
+		}
+		p["exp"] = exp.UnixMilli()
+		b, _ := json.Marshal(p)
+		if _, err := e.Client.Enqueue(asynq.NewTask(handoff.TaskType, b), asynq.TaskID(tick.ID()), asynq.Queue("baton:default"), asynq.MaxRetry(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tickAt := func(n int) scheduler.Tick {
+		at := time.Now().UTC().Truncate(time.Minute).Add(-time.Duration(n) * time.Minute)
+		return scheduler.Tick{Job: held.Name, At: at, RunID: fmt.Sprintf("run-%d", n), Fence: 1, Replica: "sched-1"}
+	}
+
+	live := tickAt(1)
+	enqueue(live, time.Now().Add(time.Hour))
+	poll.Require(t, worktest.Wait, "the task handed back", func() bool {
+		info, err := e.Insp.GetTaskInfo("baton:default", live.ID())
+		return err == nil && info.State == asynq.TaskStateRetry && strings.Contains(info.LastErr, "the store holds")
+	})
+
+	expired := tickAt(2)
+	enqueue(expired, time.Now().Add(-time.Second))
+	info := e.State(t, "baton:default", expired, asynq.TaskStateArchived)
+	if info.Retried != 0 || !strings.Contains(info.LastErr, "expired") {
+		t.Errorf("expired: retried %d, last error %q", info.Retried, info.LastErr)
+	}
+	var got jobs.RunRecord
+	poll.Require(t, worktest.Wait, "the record of "+expired.ID(), func() bool {
+		recs, err := jobs.ReadHistory(ctx, e.RDB, "baton", held.Name, 0)
+		i := slices.IndexFunc(recs, func(r jobs.RunRecord) bool { return r.Tick.Equal(expired.At) })
+		if err != nil || i < 0 {
+			return false
+		}
+		got = recs[i]
+		return true
+	})
+	if got.Status != jobs.StatusRefused || !strings.Contains(got.Reason, "expired") {
+		t.Errorf("record %+v", got)
+	}
+	worktest.None(t, exec.started, 10*time.Millisecond, "a run")
+}

@@ -289,7 +289,7 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 		if err != nil {
 			return w.refuse(t, "a payload that names no schedule definition", err)
 		}
-		if job, err = w.routeSchedule(ctx, t, job, def); err != nil {
+		if job, err = w.routeSchedule(ctx, t, job, def, handoff.PayloadExpiry(body)); err != nil {
 			return err
 		}
 	} else if !ok || job.Mode != config.ModeCron {
