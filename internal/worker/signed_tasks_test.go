@@ -314,3 +314,30 @@ func TestForgedTasksDoNotFloodTheLog(t *testing.T) {
 	}
 	worktest.None(t, exec.started, 10*time.Millisecond, "a forged run")
 }
+
+// With signing keys, an unsigned payload that claims a newer format is
+// refused like any unsigned one (archived, no attempt spent on it): the
+// format is read only from what a key signed, so a writer to Redis cannot
+// have a task handed back for ever.
+func TestAnUnsignedTaskOfANewerFormatIsRefused(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.signedConfig(t, []string{keyA}, false, `  - name: job
+    schedule: "@every 1m"
+    handler: {name: job}
+`)
+	exec := newFakeExec(nil)
+	e.worker(t, cfg, exec)
+	tick := worktest.TickOf("job", 1)
+	var p map[string]any
+	if err := json.Unmarshal(unsignedPayload(tick), &p); err != nil {
+		t.Fatal(err)
+	}
+	p["v"], p["exp"] = 99, 0
+	b, _ := json.Marshal(p)
+	e.enqueueRaw(t, tick.ID(), b)
+	info := e.stateByID(t, tick.ID(), asynq.TaskStateArchived)
+	if info.Retried != 0 || !strings.Contains(info.LastErr, "unsigned") || !strings.Contains(info.LastErr, "refused") {
+		t.Errorf("archived after %d retries with %q; want refused as unsigned", info.Retried, info.LastErr)
+	}
+	worktest.None(t, exec.started, 10*time.Millisecond, "a run")
+}
