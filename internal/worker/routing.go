@@ -136,13 +136,11 @@ func (w *Worker) routeSchedule(ctx context.Context, t scheduler.Tick, held *conf
 //   - the stored definition is def (or def is not said): the tick runs
 //     with it, whatever the copy holds (a copy behind a replace never runs
 //     a tick with the definition before);
-//   - it replaced def: the tick runs with it only when it falls due at or
-//     after the replacement and is one of its ticks (a dispatcher that had
-//     not yet seen the replacement), or is a trigger taken at or after the
-//     replacement (its tick is the queue Redis's instant, as the
-//     replacement's is: a trigger that read def a moment before the
-//     replacement landed); a tick of def's own is archived with a record,
-//     as def is gone;
+//   - it replaced def (same schedule, a later version): the tick runs with
+//     it when it has the tick, or the tick is a trigger, as if the
+//     dispatcher had seen the replacement (a tick the two definitions share
+//     runs once, with the newer); else the task is archived with a record,
+//     as def is gone and the definition in force does not have the tick;
 //   - the schedule was deleted since (and maybe put again): archived with a
 //     record;
 //   - the store is behind def (it went back; a replica puts it back): handed
@@ -185,16 +183,16 @@ func (w *Worker) scheduleDefinition(ctx context.Context, t scheduler.Tick, held 
 				append(handoff.TickAttrs(t), slog.String("def", def.String()), slog.String("stored", stored.String()))...)
 		}
 		return nil, fmt.Errorf("jobs: %s: dispatched for definition %s, the store holds %s: %w", t.ID(), def, stored, ErrRunsElsewhere)
-	case decodeErr == nil && !t.At.Before(rec.Updated) && (t.Manual || scheduledAt(job, t.At)):
-		// replaced before the tick fell due, by a definition that has
-		// the tick (a trigger is on no schedule's course): the
-		// dispatcher had not seen the replacement yet
-		w.log.Info("running a tick dispatched for a replaced definition with the one that replaced it before the tick was due",
+	case decodeErr == nil && (t.Manual || scheduledAt(job, t.At)):
+		// replaced since the dispatch by a definition that has the tick
+		// (a trigger is on no schedule's course): run as a dispatcher
+		// that had seen the replacement would have
+		w.log.Info("running a tick dispatched for a replaced definition with the one that replaced it, which has the tick",
 			append(handoff.TickAttrs(t), slog.String("def", def.String()), slog.String("stored", stored.String()))...)
-	default:
-		return nil, w.archiveUnrunnable(ctx, t, fmt.Sprintf("its runtime schedule's definition %s was replaced by %s (at %s) before the tick ran: a tick runs only with the definition it was dispatched for",
+	case decodeErr == nil:
+		return nil, w.archiveUnrunnable(ctx, t, fmt.Sprintf("its runtime schedule's definition %s was replaced by %s (at %s), which does not have the tick",
 			def, stored, rec.Updated.UTC().Format(time.RFC3339Nano)),
-			"archiving a task of a runtime schedule whose definition was replaced since its dispatch", slog.String("def", def.String()), slog.String("stored", stored.String()))
+			"archiving a task of a runtime schedule whose definition was replaced since its dispatch by one without its tick", slog.String("def", def.String()), slog.String("stored", stored.String()))
 	}
 	if decodeErr != nil {
 		var needs struct {

@@ -405,11 +405,11 @@ func TestRuntimeHTTPScheduleGoesToAReplicaThatAllowsItsURL(t *testing.T) {
 //     task names version 2) runs the tick with version 2, read from the
 //     store, never with its version 1; a task that names version 1 it runs
 //     with version 1;
-//   - a worker whose copy holds version 2 archives, with a record, a task
-//     dispatched for version 1 whose tick fell due before version 2
-//     replaced it (its definition is gone), and runs one due after the
-//     replacement with version 2 (its dispatcher had not seen the
-//     replacement yet, and version 2 has the tick);
+//   - a worker whose copy holds version 2 runs a task dispatched for
+//     version 1, due before or after the replacement, with version 2,
+//     which has the tick (as a dispatcher that had seen the replacement
+//     would have: a tick the two share runs once); replaced again by a
+//     version without the tick, such a task is archived with a record;
 //   - a worker whose copy still holds a schedule deleted and put again
 //     runs the new schedule's tick with the new definition, and a worker
 //     that holds the new one archives a task dispatched for the deleted
@@ -518,18 +518,29 @@ func TestARuntimeScheduleTickRunsWithTheDefinitionItWasDispatchedFor(t *testing.
 
 	ranWith, _ = workerHolding(v2)
 	e.dispatch(t, holding(v1), early2)
-	archived(early2, "was replaced by 2-")
+	if got := ranWith(early2); got != `{"n":2}` {
+		t.Errorf("a tick due before the replacement, which has it too, dispatched for version 1, ran with %s", got)
+	}
 	late := tickAt(behind.At.Add(time.Second))
 	e.dispatch(t, holding(v1), late)
 	if got := ranWith(late); got != `{"n":2}` {
 		t.Errorf("a tick due after the replacement, dispatched for version 1, ran with %s", got)
 	}
+	// replaced again, by a definition without the tick: a task dispatched
+	// for version 1 has no definition left to run with
+	v3, err := st.Put(ctx, "report/x", []byte(`{"schedule":"0 0 1 1 *","concurrency":"allow","handler":{"name":"report","payload":{"n":30}}}`), schedstore.Any)
+	if err != nil || v3.Version != 3 {
+		t.Fatalf("replace: %+v, %v", v3, err)
+	}
+	none := tickAt(late.At.Add(time.Second))
+	e.dispatch(t, holding(v1), none)
+	archived(none, "was replaced by 3-")
 
 	// deleted and put again: a new schedule, created later
 	if _, err := st.Delete(ctx, "report/x"); err != nil {
 		t.Fatal(err)
 	}
-	redisAfter(late.At)
+	redisAfter(none.At)
 	n3 := put(3)
 	if n3.Version != 1 || !n3.Created.After(v2.Created) {
 		t.Fatalf("put again: %+v", n3)
@@ -602,13 +613,11 @@ func TestATaskOfANewerFormatIsHandedBackNotMisread(t *testing.T) {
 	worktest.None(t, exec.started, 10*time.Millisecond, "a run")
 }
 
-// A trigger of a runtime schedule that read its definition a moment before
-// a replace landed, and took its tick (the queue Redis's clock) after it,
-// names the replaced definition: its tick is at or after the replacement,
-// so it runs with the replacement, as a scheduled tick due after it does
-// (a trigger is not on the schedule's course, so any definition "has" it).
-// A trigger taken before the replacement, whose task waited in the queue
-// across it, is archived with a record, as such a scheduled tick is.
+// A trigger of a runtime schedule whose definition was replaced between
+// the trigger's read and its run (a trigger that read the definition a
+// moment before a replace landed, or whose task waited in the queue across
+// it) runs with the replacement: a trigger is on no schedule's course, so
+// every definition has it.
 func TestATriggeredTickOfAReplacedScheduleRuns(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -652,11 +661,11 @@ func TestATriggeredTickOfAReplacedScheduleRuns(t *testing.T) {
 	e.State(t, "baton:default", after, asynq.TaskStateCompleted)
 
 	e.dispatch(t, holding(v1), before)
-	info := e.State(t, "baton:default", before, asynq.TaskStateArchived)
-	if !strings.Contains(info.LastErr, "was replaced by 2-") {
-		t.Errorf("a trigger taken before the replacement: last error %q", info.LastErr)
+	s = worktest.Recv(t, exec.started, "the run of the trigger taken before the replacement")
+	if s.run.RunID != before.RunID || string(s.run.Payload) != `{"n":2}` {
+		t.Errorf("ran %s with %s, want %s with the replacement's payload {\"n\":2}", s.run.RunID, s.run.Payload, before.RunID)
 	}
-	worktest.None(t, exec.started, 10*time.Millisecond, "a run of the trigger taken before the replacement")
+	e.State(t, "baton:default", before, asynq.TaskStateCompleted)
 }
 
 // A task that names a definition of its runtime schedule newer than the
