@@ -46,9 +46,12 @@ func (p allowPolicy) acquire(ctx context.Context, job *config.Job, t scheduler.T
 		p.e.notStarted(ctx, job, t, attempt, jobs.StatusRefused, why)
 		return nil, fmt.Errorf("%w: %s: %s: %w", ErrRefused, t.ID(), why, asynq.SkipRetry)
 	case other != "":
-		// another attempt of the tick runs: this copy waits for it
-		log.Info("another attempt of this tick runs: handing its copy back until that attempt's hold ends",
-			slog.String("holder", truncate(other, 80)))
+		// another attempt of the tick runs: this copy waits for it (said
+		// once per job: a copy is handed back every second until then)
+		if _, logged := p.e.heldBack.LoadOrStore(job.Name, true); !logged {
+			log.Warn("another attempt of this tick runs: handing its copy back until that attempt's hold ends (a copy of a running task put back into the queue; later ones of this job are not logged)",
+				slog.String("holder", truncate(other, 80)))
+		}
 		return nil, fmt.Errorf("jobs: %s: another attempt of the tick runs (%s): %w", t.ID(), truncate(other, 80), ErrRunsElsewhere)
 	}
 	f, err := p.e.allowFence(ctx, job, log)

@@ -370,6 +370,9 @@ type engine struct {
 	byJob    sync.Map // job name -> *counters, jobs of cfg only
 	// job + reason -> true: a refused replace request was logged
 	badCancel sync.Map
+	// job name -> true: a copy of an allow task held back by a running
+	// attempt was logged
+	heldBack sync.Map
 
 	mu     sync.Mutex
 	active map[string]map[*activeRun]struct{} // by job name
