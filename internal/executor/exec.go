@@ -83,6 +83,8 @@ func (e *Executor) runExec(ctx context.Context, job *config.Job, run jobs.Run, v
 		Stderr:   out,
 		Deadline: deadline,
 		Grace:    grace,
+		Cgroups:  e.cgroups,
+		Name:     job.Name,
 	}
 	var (
 		p   *supervisor.Process
@@ -103,7 +105,7 @@ func (e *Executor) runExec(ctx context.Context, job *config.Job, run jobs.Run, v
 		}
 		return res, fmt.Errorf("jobs: job %q: exec %q: %w", job.Name, argv[0], err)
 	}
-	log.Debug("command started", slog.Int("pid", p.ChildPid()), slog.Int("supervisor_pid", p.Pid()))
+	log.Debug("command started", slog.Int("pid", p.ChildPid()), slog.Int("supervisor_pid", p.Pid()), slog.String("cgroup", p.Cgroup()))
 
 	waited := make(chan waitResult, 1)
 	go func() {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/runcgroup"
+	"github.com/batonhq/baton/internal/supervisor"
 	"github.com/batonhq/baton/jobs"
 )
 
@@ -37,6 +39,8 @@ var (
 type Executor struct {
 	handlers       *jobs.Registry
 	supervisorPath string
+	cgroupDir      string          // WithCgroups
+	cgroups        *runcgroup.Root // where runs get cgroups; nil for none
 	outputLimit    int
 	client         *http.Client
 	// runtimeClient is client following no redirect: a runtime schedule's
@@ -58,7 +62,37 @@ func New(opts ...Option) *Executor {
 	rc := *e.client
 	rc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	e.runtimeClient = &rc
+	e.cgroups = openCgroups(e.cgroupDir, e.log)
 	return e
+}
+
+// openCgroups opens the Root exec runs get their cgroups in, and removes
+// what runs of a baton that is gone left there. Where there is none it
+// logs one line and returns nil: runs are then found by their process
+// tree and their environment mark alone.
+func openCgroups(dir string, log *slog.Logger) *runcgroup.Root {
+	root, err := runcgroup.Open(dir)
+	if err != nil {
+		level := slog.LevelInfo
+		if dir != "" && dir != runcgroup.Off {
+			level = slog.LevelWarn // asked for, and not had
+		}
+		log.Log(context.Background(), level, "exec runs get no cgroup of their own: a process a run starts that leaves "+
+			"its process group and clears or overwrites its environment (the "+supervisor.TreeEnv+" mark) outlives "+
+			"the run if the run's supervisor dies before it (killed by the job, or with baton)",
+			slog.String("reason", err.Error()))
+		return nil
+	}
+	left, err := root.RemoveLeftovers()
+	for _, l := range left {
+		log.Warn("removed the cgroup of a run of a baton process that is gone, and killed what ran in it",
+			slog.String("cgroup", l.Dir), slog.Int("killed", l.Killed))
+	}
+	if err != nil {
+		log.Warn("cannot remove the cgroup of a run of a baton process that is gone", slog.Any("error", err))
+	}
+	log.Info("exec runs get a cgroup of their own", slog.String("in", root.Dir()))
+	return root
 }
 
 // Execute runs one execution of job and returns what it produced. ctx ends
@@ -72,9 +106,11 @@ func New(opts ...Option) *Executor {
 //   - exec: Command without a shell, environment the allowlisted part of
 //     os.Environ() (internal/childenv: PATH, HOME, LANG, LC_*, TZ, USER and
 //     Exec.InheritEnv) + Exec.Env + run.Env(), in Exec.Dir, under a supervisor process (see
-//     internal/supervisor). When ctx ends or v ends, the command's process
-//     group gets SIGTERM and, after a grace of min(5s, Job.Timeout/10),
-//     SIGKILL. Errors: ErrNonZeroExit, ErrLeaseDeadline, exec.ErrNotFound
+//     internal/supervisor), in a cgroup of its own (WithCgroups). When ctx
+//     ends or v ends, the command's process group gets SIGTERM and, after
+//     a grace of min(5s, Job.Timeout/10), SIGKILL; when the command ends,
+//     every process left in its group, below its supervisor or in its
+//     cgroup is killed. Errors: ErrNonZeroExit, ErrLeaseDeadline, exec.ErrNotFound
 //     (no such command), ctx's cause (stopped).
 //   - http: Method to URL with Headers + run.Headers() and Body. Errors:
 //     ErrUnexpectedStatus, the client's error (which wraps ctx's).

@@ -4,58 +4,18 @@ package runcgroup_test
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/runcgroup"
 	"github.com/batonhq/baton/internal/runcgroup/runcgrouptest"
 )
-
-// startIn starts sh -c script in the cgroup dir (clone3 into it, as the
-// supervisor starts a run's child) and reaps it at the end of the test.
-func startIn(t *testing.T, dir, script string) *exec.Cmd {
-	t.Helper()
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	cmd := exec.Command("sh", "-c", script)
-	cmd.Dir = t.TempDir()
-	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return cmd
-}
-
-// escapeeIn starts, in the cgroup dir, a shell that starts an escapee
-// (runcgrouptest.Escapee) and waits; it returns the escapee's pid.
-func escapeeIn(t *testing.T, dir string) int {
-	t.Helper()
-	cmd := startIn(t, dir, runcgrouptest.Escapee(t, "escapee")+` wait`)
-	pidFile := filepath.Join(cmd.Dir, "escapee")
-	var pid int
-	poll.Require(t, 10*time.Second, "a pid in "+pidFile, func() bool {
-		b, _ := os.ReadFile(pidFile)
-		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		return pid > 0
-	})
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	runcgrouptest.RequireEscaped(t, pid)
-	return pid
-}
 
 // requireRemoved fails the test unless pid is dead and dir gone.
 func requireRemoved(t *testing.T, dir string, pid int) {
@@ -69,14 +29,15 @@ func requireRemoved(t *testing.T, dir string, pid int) {
 }
 
 func TestRemoveKillsAProcessThatLeftItsSessionRenamedItselfAndClearedItsEnvironment(t *testing.T) {
-	dir, err := runcgrouptest.Root(t).New("nightly")
+	root := runcgrouptest.Root(t)
+	dir, err := root.New("nightly")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(dir, "-nightly") {
-		t.Errorf("cgroup %s is not named after its job", dir)
+	if filepath.Dir(dir) != root.Dir() || !strings.HasSuffix(dir, "-nightly") {
+		t.Errorf("cgroup %s is not in %s named after its job", dir, root.Dir())
 	}
-	pid := escapeeIn(t, dir)
+	pid := runcgrouptest.EscapeeIn(t, dir)
 	if err := runcgroup.Remove(dir, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +51,7 @@ func TestRemoveWithoutCgroupKillFreezesAndKillsEachProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := escapeeIn(t, dir)
+	pid := runcgrouptest.EscapeeIn(t, dir)
 	defer runcgroup.WithoutCgroupKill()()
 	var kept []int
 	n, err := runcgroup.Kill(dir, func(pid, fd int) { kept = append(kept, pid); unix.Close(fd) })
@@ -114,7 +75,7 @@ func TestRemoveTakesTheCgroupsAJobMadeBelowItsOwn(t *testing.T) {
 	if err := os.Mkdir(below, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	pid := escapeeIn(t, below)
+	pid := runcgrouptest.EscapeeIn(t, below)
 	if err := runcgroup.Remove(dir, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -126,34 +87,18 @@ func TestRemoveTakesTheCgroupsAJobMadeBelowItsOwn(t *testing.T) {
 // processes, this one and another, are left alone.
 func TestRemoveLeftoversRemovesOnlyTheCgroupsOfAGoneProcess(t *testing.T) {
 	root := runcgrouptest.Root(t)
-	gone := exec.Command("sleep", "1000")
-	if err := gone.Start(); err != nil {
-		t.Fatal(err)
-	}
-	goneStart := startTime(t, gone.Process.Pid)
-	_ = gone.Process.Kill()
-	_ = gone.Wait()
+	leftover, escapee := runcgrouptest.Leftover(t, root)
 	other := exec.Command("sleep", "1000")
 	if err := other.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = other.Process.Kill(); _ = other.Wait() })
-
-	dirOf := func(pid int, start uint64) string {
-		dir := filepath.Join(root.Dir(), fmt.Sprintf("baton-%d-%d-0badcafe-nightly", pid, start))
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return dir
-	}
-	leftover := dirOf(gone.Process.Pid, goneStart)
-	escapee := escapeeIn(t, leftover)
-	others := dirOf(other.Process.Pid, startTime(t, other.Process.Pid))
+	others := runcgrouptest.CgroupOf(t, root, other.Process.Pid)
 	own, err := root.New("nightly")
 	if err != nil {
 		t.Fatal(err)
 	}
-	alive := escapeeIn(t, own)
+	alive := runcgrouptest.EscapeeIn(t, own)
 
 	removed, err := root.RemoveLeftovers()
 	if err != nil {
@@ -179,19 +124,4 @@ func TestOpenRefusesWhatIsNoCgroupV2(t *testing.T) {
 			t.Errorf("Open(%q) = %v, %v; want ErrUnavailable", dir, r, err)
 		}
 	}
-}
-
-// startTime reads pid's start time from /proc/PID/stat.
-func startTime(t *testing.T, pid int) uint64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	start, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return start
 }

@@ -9,12 +9,15 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/batonhq/baton/internal/runcgroup"
 )
 
 // Spec says what to run under a supervisor.
@@ -51,6 +54,18 @@ type Spec struct {
 	// Quiet keeps the supervisor from writing its own line to Stderr when
 	// the deadline killed the child (Wait's error says it anyway).
 	Quiet bool
+	// Cgroups, if not nil, is where the run gets a cgroup v2 of its own,
+	// named after Name: the child starts in it (it cannot fork before it
+	// is inside), the supervisor's SIGKILL and its final sweep kill every
+	// process in it, and before Wait returns this process kills what is
+	// left there, even a process that left the group, was orphaned,
+	// renamed itself and cleared its environment, and removes the cgroup.
+	// Nil means none: the process group, the supervisor's descendants and
+	// the TreeEnv mark find the run's processes.
+	Cgroups *runcgroup.Root
+	// Name names the run's cgroup (a job's name). Default the base name of
+	// Args[0].
+	Name string
 }
 
 // Process is a running supervisor and its child.
@@ -60,6 +75,8 @@ type Process struct {
 	childPid int
 	mark     string   // TreeEnv in the child's environment
 	orphans  *orphans // the run's processes this process may have to reap
+	cgroup   string   // the run's cgroup, "" for none
+	cgErr    error    // why the run's cgroup could not be removed, set before done closes
 
 	mu  sync.Mutex // serializes control writes
 	ctl *os.File   // nil once closed
@@ -153,6 +170,14 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		ctlW.Close()
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
+	cgroup, err := newCgroup(spec)
+	if err != nil {
+		ctlR.Close()
+		ctlW.Close()
+		stR.Close()
+		stW.Close()
+		return nil, err
+	}
 	cmd := exec.Command(spec.Path, Arg)
 	cmd.Env = spec.Env
 	cmd.Dir = spec.Dir
@@ -169,6 +194,7 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		statusDone: make(chan struct{}),
 		mark:       newMark(),
 		orphans:    newOrphans(),
+		cgroup:     cgroup,
 	}
 	err = StartLocked(cmd, func() {
 		waitExited(cmd.Process.Pid) // without reaping: Kill may still use the pid
@@ -177,8 +203,15 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		p.reapMu.Unlock()
 		p.waitErr = cmd.Wait()
 		// what the supervisor left behind, should it have died before its
-		// child's processes (a job that killed it)
+		// child's processes (a job that killed it): the run's cgroup holds
+		// all of them; the mark finds them where there is none
+		if p.cgroup != "" {
+			_, _ = runcgroup.Kill(p.cgroup, p.orphans.keep)
+		}
 		p.orphans.sweep(p.mark, sweepTimeout)
+		if p.cgroup != "" {
+			p.cgErr = runcgroup.Remove(p.cgroup, runcgroup.RemoveTimeout)
+		}
 		close(p.done)
 	})
 	ctlR.Close()
@@ -186,6 +219,9 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 	if err != nil {
 		ctlW.Close()
 		stR.Close()
+		if cgroup != "" {
+			_ = runcgroup.Remove(cgroup, runcgroup.RemoveTimeout)
+		}
 		return nil, fmt.Errorf("supervisor: start %s: %w", spec.Path, err)
 	}
 	p.pid = cmd.Process.Pid
@@ -203,6 +239,7 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		Deadline: toMono(spec.Deadline),
 		Quiet:    spec.Quiet,
 		Mark:     p.mark,
+		Cgroup:   cgroup,
 	}.encode()
 	if err != nil {
 		return fail(fmt.Errorf("supervisor: %w", err))
@@ -253,6 +290,22 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		return fail(fmt.Errorf("supervisor: start %q: %w", spec.Args[0], &remoteError{msg: msg, kind: kind}))
 	}
 	return fail(fmt.Errorf("supervisor: unexpected status %q", st.verb+" "+st.rest))
+}
+
+// newCgroup makes the run's cgroup in spec.Cgroups, if any.
+func newCgroup(spec Spec) (string, error) {
+	if spec.Cgroups == nil {
+		return "", nil
+	}
+	name := spec.Name
+	if name == "" {
+		name = filepath.Base(spec.Args[0])
+	}
+	dir, err := spec.Cgroups.New(name)
+	if err != nil {
+		return "", fmt.Errorf("supervisor: the run's cgroup: %w", err)
+	}
+	return dir, nil
 }
 
 // abortTimeout bounds how long a failed Start waits for a supervisor that
@@ -324,6 +377,9 @@ func (p *Process) Pid() int { return p.pid }
 // ChildPid returns the child's process id, which is also its process group
 // id.
 func (p *Process) ChildPid() int { return p.childPid }
+
+// Cgroup returns the directory of the run's cgroup, "" for none.
+func (p *Process) Cgroup() string { return p.cgroup }
 
 // Extend tells the supervisor the new validity deadline. A later one
 // re-arms its timers; an earlier one is honoured too; the zero time removes
@@ -419,6 +475,9 @@ func (p *Process) Wait() (exitCode int, err error) {
 		}
 		p.closeControl()
 		p.code, p.err = p.result()
+		if p.cgErr != nil {
+			p.err = errors.Join(p.err, fmt.Errorf("supervisor: %w", p.cgErr))
+		}
 	})
 	return p.code, p.err
 }

@@ -31,6 +31,7 @@ type request struct {
 	Deadline int64    `json:"deadline"` // CLOCK_BOOTTIME ns; 0: none
 	Quiet    bool     `json:"quiet"`    // no line of its own on stderr
 	Mark     string   `json:"mark"`     // value of TreeEnv in the child's environment
+	Cgroup   string   `json:"cgroup"`   // the run's cgroup v2 directory, "" for none
 }
 
 func (r request) encode() ([]byte, error) {

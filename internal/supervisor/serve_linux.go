@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/batonhq/baton/internal/runcgroup"
 )
 
 // Main runs the supervisor (see the package documentation) and exits with
@@ -72,7 +74,7 @@ func serve() int {
 		return ExitDeadline
 	}
 
-	c, err := startChild(req.Argv, req.Mark)
+	c, err := startChild(req.Argv, req.Mark, req.Cgroup)
 	if err != nil {
 		report("err " + errKind(err) + " " + strings.ReplaceAll(err.Error(), "\n", " "))
 		return ExitFailure
@@ -217,20 +219,22 @@ func errKind(err error) string {
 
 // child is the supervised process.
 type child struct {
-	pid   int
-	start uint64        // start time, from /proc: the pid's identity
-	noted chan struct{} // closed once start is read: the child may be reaped
-	done  chan struct{} // closed once reaped
-	state *os.ProcessState
+	pid    int
+	start  uint64        // start time, from /proc: the pid's identity
+	cgroup string        // the run's cgroup, "" for none
+	noted  chan struct{} // closed once start is read: the child may be reaped
+	done   chan struct{} // closed once reaped
+	state  *os.ProcessState
 
 	mu     sync.Mutex
 	reaped bool // the pid, and with it the process group id, may be reused
 }
 
 // startChild starts argv in its own process group with a parent-death
-// SIGKILL. The forking goroutine stays locked to its thread until the child
-// has exited: the parent-death signal fires when that thread ends.
-func startChild(argv []string, mark string) (*child, error) {
+// SIGKILL, in the cgroup v2 directory cgroup unless that is "". The forking
+// goroutine stays locked to its thread until the child has exited: the
+// parent-death signal fires when that thread ends.
+func startChild(argv []string, mark, cgroup string) (*child, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = childEnv(os.Environ())
 	if mark != "" {
@@ -238,7 +242,16 @@ func startChild(argv []string, mark string) (*child, error) {
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	c := &child{done: make(chan struct{}), noted: make(chan struct{})}
+	if cgroup != "" {
+		// clone3 with CLONE_INTO_CGROUP: the child is born in the cgroup
+		fd, err := unix.Open(cgroup, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("the run's cgroup: %w", err)
+		}
+		defer unix.Close(fd)
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	}
+	c := &child{done: make(chan struct{}), noted: make(chan struct{}), cgroup: cgroup}
 	err := StartLocked(cmd, func() {
 		pid := cmd.Process.Pid
 		// Wait without reaping: while the child is a zombie its pid is
@@ -255,6 +268,7 @@ func startChild(argv []string, mark string) (*child, error) {
 		c.reaped = true
 		c.mu.Unlock()
 		sweep(time.Second) // and what left the group (setsid)
+		c.killCgroup()     // and what else is in the run's cgroup
 		<-c.noted
 		_ = cmd.Wait()
 		c.state = cmd.ProcessState
@@ -283,10 +297,21 @@ func (c *child) signal(sig syscall.Signal) {
 
 // stop sends sig to the child's process group, as signal does, and to
 // every other descendant of the supervisor: a process that left the group
-// with setsid() does not escape the end of the run.
+// with setsid() does not escape the end of the run. A SIGKILL goes to
+// every process in the run's cgroup too, forks in flight included.
 func (c *child) stop(sig syscall.Signal) {
 	c.signal(sig)
 	signalDescendants(sig)
+	if sig == syscall.SIGKILL {
+		c.killCgroup()
+	}
+}
+
+// killCgroup kills every process in the run's cgroup, if it has one.
+func (c *child) killCgroup() {
+	if c.cgroup != "" {
+		_, _ = runcgroup.Kill(c.cgroup, nil)
+	}
 }
 
 // childEnv is env without EnvVar, so a child that is baton (or a test

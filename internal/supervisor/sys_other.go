@@ -52,6 +52,7 @@ type orphans struct{}
 
 func newOrphans() *orphans                   { return &orphans{} }
 func (*orphans) track(int, uint64)           {}
+func (*orphans) keep(int, int)               {}
 func (*orphans) sweep(string, time.Duration) {}
 
 // stopProcess does nothing: Start fails before it elsewhere.

@@ -1,16 +1,21 @@
+//go:build linux
+
 // Package runcgrouptest gives tests a cgroup v2 Root of their own, removed
 // with everything in it when the test ends, and a job that tries every way
 // out of its run but a cgroup.
 package runcgrouptest
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,16 +74,132 @@ func Escapee(t testing.TB, pidFile string) string {
 
 // Alive reports whether pid runs: it exists and is not a zombie.
 func Alive(pid int) bool {
+	st, ok := stat(pid)
+	return ok && st[0][0] != 'Z' && st[0][0] != 'X'
+}
+
+// Exists reports whether pid exists, a zombie or not: a process killed and
+// reaped does not.
+func Exists(pid int) bool {
+	_, ok := stat(pid)
+	return ok
+}
+
+// stat returns the fields of /proc/PID/stat after the command's name.
+func stat(pid int) ([][]byte, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return false
+		return nil, false
 	}
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] == ')' {
-			return i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, false
+	}
+	f := bytes.Fields(b[i+1:])
+	return f, len(f) >= 20
+}
+
+// StartIn starts sh -c script in the cgroup dir (clone3 into it, as the
+// supervisor starts a run's child), in a directory of its own, and reaps it
+// at the end of the test.
+func StartIn(t testing.TB, dir, script string) *exec.Cmd {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Dir = t.TempDir()
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+// EscapeeIn starts, in the cgroup dir, a shell that starts an Escapee and
+// waits; it returns the escapee's pid once it has escaped.
+func EscapeeIn(t testing.TB, dir string) int {
+	t.Helper()
+	cmd := StartIn(t, dir, Escapee(t, "escapee")+` wait`)
+	return EscapeePid(t, filepath.Join(cmd.Dir, "escapee"))
+}
+
+// EscapeePid waits for pidFile to hold the pid of an Escapee, and for it
+// to escape (RequireEscaped), and kills it at the end of the test should
+// it still run.
+func EscapeePid(t testing.TB, pidFile string) int {
+	t.Helper()
+	var pid int
+	poll.Require(t, 10*time.Second, "a pid in "+pidFile, func() bool {
+		b, _ := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid > 0
+	})
+	t.Cleanup(func() {
+		if Alive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	RequireEscaped(t, pid)
+	return pid
+}
+
+// StartTime reads pid's start time (clock ticks after boot).
+func StartTime(t testing.TB, pid int) uint64 {
+	t.Helper()
+	st, ok := stat(pid)
+	if !ok {
+		t.Fatalf("no /proc/%d/stat", pid)
+	}
+	start, err := strconv.ParseUint(string(st[19]), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return start
+}
+
+// CgroupOf makes, in root, a run's cgroup as the process pid would name
+// it, and returns its directory.
+func CgroupOf(t testing.TB, root *runcgroup.Root, pid int) string {
+	t.Helper()
+	dir := filepath.Join(root.Dir(), fmt.Sprintf("baton-%d-%d-0badcafe-nightly", pid, StartTime(t, pid)))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Leftover makes, in root, what a crashed baton leaves behind: the cgroup
+// of a run of a process that is gone, holding an Escapee (and the shell
+// that started it). It returns the cgroup's directory and the escapee's
+// pid.
+func Leftover(t testing.TB, root *runcgroup.Root) (dir string, escapee int) {
+	t.Helper()
+	gone := exec.Command("sleep", "1000")
+	if err := gone.Start(); err != nil {
+		t.Fatal(err)
+	}
+	dir = CgroupOf(t, root, gone.Process.Pid)
+	_ = gone.Process.Kill()
+	_ = gone.Wait()
+	return dir, EscapeeIn(t, dir)
+}
+
+// RequireEmpty fails the test unless root holds no cgroup.
+func RequireEmpty(t testing.TB, root *runcgroup.Root) {
+	t.Helper()
+	ents, err := os.ReadDir(root.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			t.Errorf("cgroup %s left in %s", e.Name(), root.Dir())
 		}
 	}
-	return false
 }
 
 // RequireEscaped fails the test unless pid, within 10s, has left its
