@@ -296,7 +296,12 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 			return nil, fmt.Errorf("cannot find this program's executable (exec jobs run under it as supervisor): %w", err)
 		}
 	}
-	exec := executor.New(executor.WithLogger(log), executor.WithSupervisorPath(sup), executor.WithHandlers(o.handlers))
+	cgroups := cfg.Worker.ExecCgroup
+	if cgroups == config.ExecCgroupAuto {
+		cgroups = "" // the executor's default: below baton's own cgroup
+	}
+	exec := executor.New(executor.WithLogger(log), executor.WithSupervisorPath(sup), executor.WithHandlers(o.handlers),
+		executor.WithCgroups(cgroups))
 	wopts := []worker.Option{worker.WithLogger(log), worker.WithReplica(o.id), worker.WithReplicaInfo(o.version, o.role.String()),
 		worker.WithRunObserver(r.metrics.ran), worker.WithPollIntervals(cfg.Worker.PollInterval, 0), worker.WithLockMasters(r.mast),
 		worker.WithTracerProvider(o.tracer), worker.WithHandlers(o.handlers)}

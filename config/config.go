@@ -271,7 +271,22 @@ type WorkerConfig struct {
 	// against Redis commands while idle (about 12 per second per queue at
 	// 100ms). Default 100ms; 10ms to 10s.
 	PollInterval time.Duration `yaml:"poll_interval"`
+	// ExecCgroup is where each exec run gets a cgroup v2 of its own, so
+	// that every process it started is killed when it ends, also one that
+	// left its process group, renamed itself and cleared its environment:
+	// ExecCgroupAuto (the default) below the cgroup baton runs in, where
+	// baton may write (under systemd: Delegate=yes); ExecCgroupOff for
+	// none; or the absolute path of a cgroup v2 directory. Where runs can
+	// get none, they run without, and baton logs one line at start saying
+	// what then escapes. Every exec run of the replica, whatever its mode.
+	ExecCgroup string `yaml:"exec_cgroup"`
 }
+
+// Values of WorkerConfig.ExecCgroup besides a directory.
+const (
+	ExecCgroupAuto = "auto"
+	ExecCgroupOff  = "off"
+)
 
 // SchedulerConfig configures tick claiming and dispatch.
 type SchedulerConfig struct {
@@ -532,6 +547,7 @@ func defaultConfig() Config {
 			Lanes:         1,
 			ShutdownGrace: 30 * time.Second,
 			PollInterval:  100 * time.Millisecond,
+			ExecCgroup:    ExecCgroupAuto,
 		},
 		Scheduler: SchedulerConfig{
 			TickLeaseTTL:    5 * time.Second,

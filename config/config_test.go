@@ -243,8 +243,9 @@ var badFiles = map[string][]string{
 		`:3: redis.tls: cert_file and key_file go together: set both or neither`,
 		`:6: http.token: is 5 bytes, want at least 16`,
 		`:8: worker.poll_interval: must be between 10ms and 10s, got 5ms`,
-		`:10: history.runs: must be between 0 (no history) and 100000, got -1`,
-		`:11: history.max_age: must be >= 1m, got 30s`,
+		`:9: worker.exec_cgroup: must be auto, off or the absolute path of a cgroup v2 directory, got "system.slice/baton.service"`,
+		`:11: history.runs: must be between 0 (no history) and 100000, got -1`,
+		`:12: history.max_age: must be >= 1m, got 30s`,
 	},
 	"http-hosts": {
 		`:4: http.public_reads: only means something with http.token`,

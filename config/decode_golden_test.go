@@ -368,6 +368,8 @@ const (
 	laterSchedules = "schedules:\n  max_payload: 16384\n  history: 3\n  resync: 5m\n  shards: 1\n"
 	// worker.lanes came with the Cluster scale-out
 	laterLanes = "  lanes: 1\n"
+	// worker.exec_cgroup came with the runs' cgroups
+	laterExecCgroup = "  exec_cgroup: auto\n"
 )
 
 func loadDump(name, data string, skip []string) string {
@@ -376,7 +378,7 @@ func loadDump(name, data string, skip []string) string {
 		return "ERR " + err.Error() + "\n"
 	}
 	out := cfg.Redacted()
-	for _, later := range []string{laterHistory, laterPoll, laterSchedules, laterLanes} {
+	for _, later := range []string{laterHistory, laterPoll, laterSchedules, laterLanes, laterExecCgroup} {
 		out = strings.Replace(out, later, "", 1)
 	}
 	return out + "\n"

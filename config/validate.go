@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -280,6 +281,9 @@ func (v *validator) worker() {
 	}
 	if w.PollInterval < 10*time.Millisecond || w.PollInterval > 10*time.Second {
 		v.errf("worker.poll_interval", "must be between 10ms and 10s, got %s", formatDuration(w.PollInterval))
+	}
+	if c := w.ExecCgroup; c != ExecCgroupAuto && c != ExecCgroupOff && !path.IsAbs(c) {
+		v.errf("worker.exec_cgroup", "must be %s, %s or the absolute path of a cgroup v2 directory, got %q", ExecCgroupAuto, ExecCgroupOff, c)
 	}
 }
 

@@ -363,6 +363,10 @@ func TestSystemdUnit(t *testing.T) {
 	if unit["Service.NoNewPrivileges"] != "yes" {
 		t.Error("NoNewPrivileges=yes expected")
 	}
+	// worker.exec_cgroup: auto makes each run's cgroup below the unit's
+	if cfg.Worker.ExecCgroup == "auto" && (unit["Service.Delegate"] != "yes" || unit["Service.ProtectControlGroups"] == "yes") {
+		t.Error("Delegate=yes and no ProtectControlGroups=yes: exec runs get cgroups of their own below the unit's")
+	}
 }
 
 // dashboard is the part of Grafana's dashboard model the check reads.
