@@ -14,12 +14,13 @@
 // Under systemd the cgroup is the unit's, which a service may write below
 // only with Delegate=yes.
 //
-// A run's cgroup is named baton-<pid>-<start>-<random>-<job>: the pid and
-// start time (clock ticks after boot) of the process that made it, so that
-// a later process (the next start after a crash) tells the cgroups of a
-// process that is gone from those of a live one sharing the directory
-// (another replica, a test binary next to it). RemoveLeftovers kills and
-// removes the former.
+// A run's cgroup is named baton-<pidns>-<pid>-<start>-<random>-<job>: the
+// pid namespace, pid and start time (clock ticks after boot) of the
+// process that made it (Owner), so that a later process (the next start
+// after a crash) tells the cgroups of a process that is gone from those of
+// a live one sharing the directory (another replica, a test binary next to
+// it). RemoveLeftovers kills and removes the former; it leaves alone those
+// made in another pid namespace, whose makers it cannot see.
 //
 // The supervisor starts a run's child directly in its cgroup
 // (SysProcAttr.UseCgroupFD: clone3 with CLONE_INTO_CGROUP), so the child

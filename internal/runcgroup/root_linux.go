@@ -21,7 +21,8 @@ import (
 // safe for concurrent use.
 type Root struct {
 	dir   string
-	owner string // "baton-<pid>-<start>-": what this process's cgroups' names start with
+	owner string // Owner(this process): what its cgroups' names start with
+	pidNS string // this process's pid namespace, as in owner
 }
 
 // Open returns the Root at dir, a cgroup v2 directory; "" means the cgroup
@@ -57,11 +58,11 @@ func Open(dir string) (*Root, error) {
 	if err := unix.Access(filepath.Join(above, "cgroup.procs"), unix.W_OK); err != nil {
 		return nil, fmt.Errorf("%w: cannot move processes below %s (%s is baton's cgroup): %w", ErrUnavailable, above, own, err)
 	}
-	owner, err := ownerPrefix()
+	owner, err := Owner(os.Getpid())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	r := &Root{dir: dir, owner: owner}
+	r := &Root{dir: dir, owner: owner, pidNS: strings.Split(owner, "-")[1]}
 	probe, err := r.New("probe")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -100,8 +101,9 @@ func (r *Root) New(name string) (string, error) {
 	return "", fmt.Errorf("runcgroup: no free name for a cgroup of %q in %s", name, r.dir)
 }
 
-// leftoverRE matches the name of a run's cgroup: its maker's pid and start.
-var leftoverRE = regexp.MustCompile(`^baton-([0-9]+)-([0-9]+)-`)
+// leftoverRE matches the name of a run's cgroup: its maker's pid
+// namespace, pid and start.
+var leftoverRE = regexp.MustCompile(`^baton-([0-9]+)-([0-9]+)-([0-9]+)-`)
 
 // RemoveLeftovers kills the processes of, and removes, every run's cgroup in
 // the Root whose maker is no longer running: what a baton that crashed (or
@@ -122,8 +124,11 @@ func (r *Root) RemoveLeftovers() ([]Leftover, error) {
 		if !e.IsDir() || m == nil || strings.HasPrefix(e.Name(), r.owner) {
 			continue
 		}
-		pid, _ := strconv.Atoi(m[1])
-		start, _ := strconv.ParseUint(m[2], 10, 64)
+		if m[1] != r.pidNS {
+			continue // made in another pid namespace: whether its maker runs is not to be seen from here
+		}
+		pid, _ := strconv.Atoi(m[2])
+		start, _ := strconv.ParseUint(m[3], 10, 64)
 		if now, ok := startTime(pid); ok && now == start {
 			continue // its maker runs
 		}
@@ -150,14 +155,35 @@ func cleanName(name string) string {
 	return string(b[:min(len(b), 64)])
 }
 
-// ownerPrefix is the start of the names of this process's cgroups.
-func ownerPrefix() (string, error) {
-	pid := os.Getpid()
+// Owner returns what the names of the runs' cgroups that process pid makes
+// start with: "baton-<pid namespace>-<pid>-<start time>-". The three name
+// the process for good: a pid is reused only by a process that starts
+// later, and the namespace (its inode) says where the pid means it.
+func Owner(pid int) (string, error) {
+	ns, err := pidNamespace(pid)
+	if err != nil {
+		return "", err
+	}
 	start, ok := startTime(pid)
 	if !ok {
-		return "", errors.New("cannot read this process's start time in /proc/self/stat")
+		return "", fmt.Errorf("cannot read the start time of pid %d in /proc", pid)
 	}
-	return fmt.Sprintf("baton-%d-%d-", pid, start), nil
+	return fmt.Sprintf("baton-%s-%d-%d-", ns, pid, start), nil
+}
+
+// pidNamespace returns the inode number of pid's pid namespace.
+func pidNamespace(pid int) (string, error) {
+	link, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+	if err != nil {
+		return "", err
+	}
+	// pid:[4026531836]
+	ino, ok := strings.CutPrefix(link, "pid:[")
+	ino, ok2 := strings.CutSuffix(ino, "]")
+	if !ok || !ok2 || ino == "" {
+		return "", fmt.Errorf("unexpected pid namespace %q of pid %d", link, pid)
+	}
+	return ino, nil
 }
 
 // startTime reads pid's start time (clock ticks after boot) from

@@ -84,7 +84,8 @@ func TestRemoveTakesTheCgroupsAJobMadeBelowItsOwn(t *testing.T) {
 
 // The cgroups of a baton that is gone (crashed, or killed with its
 // supervisors) are removed, their processes killed; those of live
-// processes, this one and another, are left alone.
+// processes, this one and another, and those made in another pid
+// namespace are left alone.
 func TestRemoveLeftoversRemovesOnlyTheCgroupsOfAGoneProcess(t *testing.T) {
 	root := runcgrouptest.Root(t)
 	leftover, escapee := runcgrouptest.Leftover(t, root)
@@ -99,6 +100,11 @@ func TestRemoveLeftoversRemovesOnlyTheCgroupsOfAGoneProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	alive := runcgrouptest.EscapeeIn(t, own)
+	// made in another pid namespace: its maker cannot be seen from here
+	elsewhere := filepath.Join(root.Dir(), "baton-1-"+strings.TrimPrefix(filepath.Base(leftover), "baton-"))
+	if err := os.Mkdir(elsewhere, 0o755); err != nil {
+		t.Fatal(err)
+	}
 
 	removed, err := root.RemoveLeftovers()
 	if err != nil {
@@ -108,9 +114,9 @@ func TestRemoveLeftoversRemovesOnlyTheCgroupsOfAGoneProcess(t *testing.T) {
 		t.Errorf("RemoveLeftovers removed %+v; want %s with its 2 processes", removed, leftover)
 	}
 	requireRemoved(t, leftover, escapee)
-	for _, dir := range []string{others, own} {
+	for _, dir := range []string{others, own, elsewhere} {
 		if _, err := os.Stat(dir); err != nil {
-			t.Errorf("the cgroup of a live process was removed: %v", err)
+			t.Errorf("the cgroup of a live process, or of another pid namespace, was removed: %v", err)
 		}
 	}
 	if !runcgrouptest.Alive(alive) {

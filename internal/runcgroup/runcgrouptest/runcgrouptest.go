@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,25 +146,15 @@ func EscapeePid(t testing.TB, pidFile string) int {
 	return pid
 }
 
-// StartTime reads pid's start time (clock ticks after boot).
-func StartTime(t testing.TB, pid int) uint64 {
-	t.Helper()
-	st, ok := stat(pid)
-	if !ok {
-		t.Fatalf("no /proc/%d/stat", pid)
-	}
-	start, err := strconv.ParseUint(string(st[19]), 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return start
-}
-
 // CgroupOf makes, in root, a run's cgroup as the process pid would name
 // it, and returns its directory.
 func CgroupOf(t testing.TB, root *runcgroup.Root, pid int) string {
 	t.Helper()
-	dir := filepath.Join(root.Dir(), fmt.Sprintf("baton-%d-%d-0badcafe-nightly", pid, StartTime(t, pid)))
+	owner, err := runcgroup.Owner(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root.Dir(), owner+"0badcafe-nightly")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
