@@ -65,7 +65,16 @@
 // reported with its start time, what killTree or the sweep signalled), so
 // no exec.Cmd.Wait loses an exit status. A process that cleared its
 // environment (env -i) and whose parent died before the sweep looked is
-// not recognized.
+// not recognized by its mark.
+//
+// A run with Spec.Cgroups has a cgroup v2 of its own (internal/runcgroup),
+// which recognizes it anyway: the supervisor starts the child directly in
+// it (clone3 into the cgroup), its SIGKILLs (the deadline's, a stop's, the
+// final sweep) also kill every process in it, and once the supervisor has
+// exited Start's waiter freezes it, keeps a pidfd of each process in it
+// (to reap those reparented here), kills them all, sweeps the marked ones
+// as above, waits until the cgroup is empty and removes it, before Wait
+// returns.
 //
 // Kill, the last resort for a supervisor that does not answer, stops the
 // supervisor first (it starts nothing more), then stops and kills its
