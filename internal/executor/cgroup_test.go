@@ -10,43 +10,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/batonhq/baton/internal/executor"
 	"github.com/batonhq/baton/internal/runcgroup/runcgrouptest"
 )
-
-// records is a slog.Handler that keeps every record.
-type records struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (r *records) Enabled(context.Context, slog.Level) bool { return true }
-func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *records) WithGroup(string) slog.Handler            { return r }
-func (r *records) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.recs = append(r.recs, rec)
-	return nil
-}
-
-// matching returns the records whose message holds s.
-func (r *records) matching(s string) []slog.Record {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []slog.Record
-	for _, rec := range r.recs {
-		if strings.Contains(rec.Message, s) {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
 
 // A run's command starts a process that leaves its session, renames itself
 // and clears its environment (and with it the run's BATON_TREE mark), then
@@ -87,32 +56,6 @@ until [ -s escapee ]; do sleep 0.01; done
 			}
 			runcgrouptest.RequireEmpty(t, root)
 		})
-	}
-}
-
-// Where runs can get no cgroup (here: the directory given is no cgroup
-// v2), they run all the same, and the executor says once, when it is
-// made, what then escapes.
-func TestExecWithoutCgroupsLogsWhatEscapesOnce(t *testing.T) {
-	logs := &records{}
-	e := exExecutor(executor.WithCgroups(t.TempDir()), executor.WithLogger(slog.New(logs)))
-	for range 2 {
-		if res, err := e.Execute(exCtx(t), execJob(t, `echo ran`), exRun("cmd"), nil); err != nil || string(res.Output) != "ran\n" {
-			t.Fatalf("Execute = %+v, %v", res, err)
-		}
-	}
-	lines := logs.matching("no cgroup")
-	if len(lines) != 1 {
-		t.Fatalf("%d lines say there is no cgroup; want 1", len(lines))
-	}
-	msg := lines[0].Message
-	for _, what := range []string{"process group", "environment", "BATON_TREE", "outlives"} {
-		if !strings.Contains(msg, what) {
-			t.Errorf("the line %q does not name %q", msg, what)
-		}
-	}
-	if lines[0].Level != slog.LevelWarn {
-		t.Errorf("logged at %v; want WARN for a directory given", lines[0].Level)
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/executor"
+	"github.com/batonhq/baton/internal/runcgroup"
 	"github.com/batonhq/baton/jobs"
 )
 
@@ -138,5 +141,71 @@ func TestExecuteHandler(t *testing.T) {
 func TestExecuteNothing(t *testing.T) {
 	if _, err := exExecutor().Execute(exCtx(t), &config.Job{Name: "empty"}, exRun("empty"), nil); err == nil {
 		t.Error("a job without exec, http or handler ran")
+	}
+}
+
+// records is a slog.Handler that keeps every record.
+type records struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, rec)
+	return nil
+}
+
+// matching returns the records whose message holds s.
+func (r *records) matching(s string) []slog.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []slog.Record
+	for _, rec := range r.recs {
+		if strings.Contains(rec.Message, s) {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// Where runs can get no cgroup (a directory given that is no cgroup v2,
+// or none wanted; anywhere but Linux), they run all the same, and the executor says once, when
+// it is made, what then escapes: at WARN when a directory was given.
+func TestExecWithoutCgroupsLogsWhatEscapesOnce(t *testing.T) {
+	for _, tc := range []struct {
+		dir   string
+		level slog.Level
+	}{
+		{t.TempDir(), slog.LevelWarn},
+		{runcgroup.Off, slog.LevelInfo},
+	} {
+		logs := &records{}
+		e := exExecutor(executor.WithCgroups(tc.dir), executor.WithLogger(slog.New(logs)))
+		for range 2 {
+			if runtime.GOOS != "linux" {
+				break // exec jobs need the Linux supervisor
+			}
+			if res, err := e.Execute(exCtx(t), execJob(t, `echo ran`), exRun("cmd"), nil); err != nil || string(res.Output) != "ran\n" {
+				t.Fatalf("%s: Execute = %+v, %v", tc.dir, res, err)
+			}
+		}
+		lines := logs.matching("no cgroup")
+		if len(lines) != 1 {
+			t.Fatalf("%s: %d lines say there is no cgroup; want 1", tc.dir, len(lines))
+		}
+		msg := lines[0].Message
+		for _, what := range []string{"process group", "environment", "BATON_TREE", "outlives"} {
+			if !strings.Contains(msg, what) {
+				t.Errorf("%s: the line %q does not name %q", tc.dir, msg, what)
+			}
+		}
+		if lines[0].Level != tc.level {
+			t.Errorf("%s: logged at %v; want %v", tc.dir, lines[0].Level, tc.level)
+		}
 	}
 }
