@@ -17,8 +17,29 @@ import (
 	"github.com/batonhq/baton/internal/runcgroup/runcgrouptest"
 )
 
-// requireRemoved fails the test unless pid is dead and dir gone.
+// newRun makes a run's cgroup in a test's Root, for job "nightly".
+func newRun(t *testing.T) (*runcgroup.Root, string) {
+	t.Helper()
+	root := runcgrouptest.Root(t)
+	dir, err := root.New("nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, dir
+}
+
+// requireRemoved removes dir and fails the test unless pid is dead and dir
+// gone.
 func requireRemoved(t *testing.T, dir string, pid int) {
+	t.Helper()
+	if err := runcgroup.Remove(dir, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	requireGone(t, dir, pid)
+}
+
+// requireGone fails the test unless pid is dead and dir gone.
+func requireGone(t *testing.T, dir string, pid int) {
 	t.Helper()
 	if runcgrouptest.Alive(pid) {
 		t.Errorf("pid %d outlived its cgroup's removal", pid)
@@ -29,28 +50,17 @@ func requireRemoved(t *testing.T, dir string, pid int) {
 }
 
 func TestRemoveKillsAProcessThatLeftItsSessionRenamedItselfAndClearedItsEnvironment(t *testing.T) {
-	root := runcgrouptest.Root(t)
-	dir, err := root.New("nightly")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, dir := newRun(t)
 	if filepath.Dir(dir) != root.Dir() || !strings.HasSuffix(dir, "-nightly") {
 		t.Errorf("cgroup %s is not in %s named after its job", dir, root.Dir())
 	}
-	pid := runcgrouptest.EscapeeIn(t, dir)
-	if err := runcgroup.Remove(dir, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	requireRemoved(t, dir, pid)
+	requireRemoved(t, dir, runcgrouptest.EscapeeIn(t, dir))
 }
 
 // Before Linux 5.14 there is no cgroup.kill: the cgroup is frozen, and
 // each process in it killed.
 func TestRemoveWithoutCgroupKillFreezesAndKillsEachProcess(t *testing.T) {
-	dir, err := runcgrouptest.Root(t).New("nightly")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, dir := newRun(t)
 	pid := runcgrouptest.EscapeeIn(t, dir)
 	defer runcgroup.WithoutCgroupKill()()
 	var kept []int
@@ -58,28 +68,18 @@ func TestRemoveWithoutCgroupKillFreezesAndKillsEachProcess(t *testing.T) {
 	if err != nil || n != 2 || len(kept) != 2 {
 		t.Errorf("Kill = %d, %v, kept %v; want the shell and the escapee", n, err, kept)
 	}
-	if err := runcgroup.Remove(dir, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
 	requireRemoved(t, dir, pid)
 }
 
 // A process of the job that made a cgroup below its run's, and moved into
 // it, is killed and its cgroup removed with the run's.
 func TestRemoveTakesTheCgroupsAJobMadeBelowItsOwn(t *testing.T) {
-	dir, err := runcgrouptest.Root(t).New("nightly")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, dir := newRun(t)
 	below := filepath.Join(dir, "mine")
 	if err := os.Mkdir(below, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	pid := runcgrouptest.EscapeeIn(t, below)
-	if err := runcgroup.Remove(dir, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	requireRemoved(t, dir, pid)
+	requireRemoved(t, dir, runcgrouptest.EscapeeIn(t, below))
 }
 
 // The cgroups of a baton that is gone (crashed, or killed with its
@@ -113,7 +113,7 @@ func TestRemoveLeftoversRemovesOnlyTheCgroupsOfAGoneProcess(t *testing.T) {
 	if len(removed) != 1 || removed[0].Dir != leftover || removed[0].Killed != 2 {
 		t.Errorf("RemoveLeftovers removed %+v; want %s with its 2 processes", removed, leftover)
 	}
-	requireRemoved(t, leftover, escapee)
+	requireGone(t, leftover, escapee)
 	for _, dir := range []string{others, own, elsewhere} {
 		if _, err := os.Stat(dir); err != nil {
 			t.Errorf("the cgroup of a live process, or of another pid namespace, was removed: %v", err)
