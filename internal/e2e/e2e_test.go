@@ -296,8 +296,12 @@ func awaitStarts(t *testing.T, once string, from, until time.Time, bound time.Du
 }
 
 // checkForbid asserts the slow forbid job never overlapped itself and its
-// fences only grew.
-func checkForbid(t *testing.T, path string) {
+// fences only grew. A run with a start line and no end line was killed
+// (its lease lost on a starved host, which kills it before the lease's
+// validity deadline): it ended no later than the worker recorded its end
+// in the job's history (rdb, namespace "e2e"), and a later run must start
+// after that.
+func checkForbid(t *testing.T, path string, rdb *redis.Client) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -307,6 +311,7 @@ func checkForbid(t *testing.T, path string) {
 		start, end int64
 		fence      int64
 		tick       string
+		killed     string // the history's record of a run with no end line
 	}
 	runs := map[string]*run{}
 	for _, l := range strings.Split(string(data), "\n") {
@@ -335,6 +340,20 @@ func checkForbid(t *testing.T, path string) {
 		}
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].start < list[j].start })
+	recs, err := jobs.ReadHistory(context.Background(), rdb, "e2e", "slow-forbid", 0)
+	if err != nil {
+		t.Logf("reading the slow forbid job's history: %v", err)
+	}
+	for _, r := range list {
+		if r.end != 0 {
+			continue
+		}
+		for _, rec := range recs {
+			if rec.Fence == r.fence && rec.Tick.UTC().Format(time.RFC3339) == r.tick && !rec.Ended.IsZero() {
+				r.end, r.killed = rec.Ended.UnixNano(), string(rec.Status)+": "+rec.Reason
+			}
+		}
+	}
 	if len(list) < 3 {
 		t.Fatalf("the slow forbid job ran only %d times", len(list))
 	}
@@ -342,7 +361,8 @@ func checkForbid(t *testing.T, path string) {
 		prev, cur := list[i-1], list[i]
 		if prev.end == 0 || cur.start < prev.end {
 			if prev.end != 0 || i != len(list)-1 {
-				t.Errorf("forbid job overlapped: run of %s (fence %d) started before run of %s (fence %d) ended", cur.tick, cur.fence, prev.tick, prev.fence)
+				t.Errorf("forbid job overlapped: run of %s (fence %d) started before run of %s (fence %d) ended%s", cur.tick, cur.fence, prev.tick, prev.fence,
+					map[bool]string{true: " (killed, recorded " + prev.killed + ")"}[prev.killed != ""])
 			}
 		}
 		if cur.fence <= prev.fence {
@@ -440,7 +460,7 @@ func TestSchedulersKilledEveryTickOnce(t *testing.T) {
 	t.Logf("%d scheduler kills; window %v..%v: %d ticks, %d missing, %d duplicated",
 		kills, windowStart.Format(time.TimeOnly), windowEnd.Format(time.TimeOnly),
 		int(windowEnd.Sub(windowStart)/time.Second)+1, missing, dups)
-	checkForbid(t, forbid)
+	checkForbid(t, forbid, rdb)
 }
 
 // Phase 2: 3 `baton run` replicas (scheduler and worker in one) are
