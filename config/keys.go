@@ -15,21 +15,34 @@ func (c *Config) QueueName(q string) string { return c.Namespace + ":" + q }
 // no config queue name has.
 const laneSep = "#"
 
+// runtimeLane names the lane a runtime schedule's tasks take instead of
+// lane 0: QueueName(q)#@.
+const runtimeLane = "@"
+
 // QueueFor is the asynq queue of job's tasks in config queue q: with
 // worker.lanes N > 1, the tasks of a queue are spread over N asynq queues,
 // each in a Redis Cluster slot of its own (QueueName(q), then
 // QueueName(q)#1 to #N-1), a job's always in the same one
 // (ScheduleShard(job, N)), so that a tick's task ID still dedupes it.
+//
+// A runtime schedule's tasks never go to lane 0, QueueName(q): releases
+// without runtime schedules (0.1.0) consume that queue, and their workers
+// archive a task of a job no replica's list has. Where its lane would be 0
+// they go to QueueName(q)#@, a lane of their own.
 func (c *Config) QueueFor(q, job string) string {
 	if k := ScheduleShard(job, c.Worker.Lanes); k > 0 {
 		return c.QueueName(q) + laneSep + strconv.Itoa(k)
 	}
+	if IsScheduleJob(job) {
+		return c.QueueName(q) + laneSep + runtimeLane
+	}
 	return c.QueueName(q)
 }
 
-// QueueLanes are the asynq queues of config queue q: its worker.lanes lanes.
+// QueueLanes are the asynq queues of config queue q: its worker.lanes lanes,
+// and the runtime schedules' lane 0 (QueueFor).
 func (c *Config) QueueLanes(q string) []string {
-	out := []string{c.QueueName(q)}
+	out := []string{c.QueueName(q), c.QueueName(q) + laneSep + runtimeLane}
 	for k := 1; k < c.Worker.Lanes; k++ {
 		out = append(out, c.QueueName(q)+laneSep+strconv.Itoa(k))
 	}
