@@ -58,6 +58,8 @@ func TestMain(m *testing.M) {
 type proc struct {
 	name string
 	args []string
+	// bin is the binary it runs; empty: the one TestMain built
+	bin  string
 	cmd  *exec.Cmd
 	log  *os.File
 	done chan struct{}
@@ -89,7 +91,11 @@ func (p *proc) start(t *testing.T, dir string) {
 	p.log = f
 	b, _ := os.ReadFile(f.Name())
 	p.starts = strings.Count(string(b), startedLine)
-	p.cmd = exec.Command(binary, p.args...)
+	bin := binary
+	if p.bin != "" {
+		bin = p.bin
+	}
+	p.cmd = exec.Command(bin, p.args...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
