@@ -103,6 +103,13 @@ type Member struct {
 	// LimitsKnown is true when the entry publishes MaxRuns (its version
 	// does); false for older versions, whose limits are unknown.
 	LimitsKnown bool `json:"-"`
+	// Newer is the format version of its entry when that is newer than
+	// this release reads (formats.RosterEntry), else 0. Of such an entry
+	// only the id and the heartbeat are taken: the replica counts as live
+	// while it beats, its job list, queues, handlers and limits are
+	// unknown, and Runs says it may run any task (handed back to it, never
+	// archived for want of a runner).
+	Newer int `json:"-"`
 	// Seen is its last heartbeat, by the queue Redis's clock.
 	Seen time.Time `json:"-"`
 	// Started is when its worker started, by the queue Redis's clock: its
@@ -486,6 +493,17 @@ func (r *Roster) members(ctx context.Context, res []any) ([]Member, error) {
 		seen, js, ok := strings.Cut(v, " ")
 		ms, okSeen := quorum.ParseCounter(seen)
 		var e rosterEntry
+		var head struct{ V int }
+		if ok && okSeen && json.Unmarshal([]byte(js), &head) == nil {
+			// a newer entry's members may mean something else: read
+			// nothing but its version (before the members, which may not
+			// even decode as this release's)
+			if err := formats.Check("roster entry", formats.RosterEntry, head.V); err != nil {
+				formats.Warn(r.log, err.(*formats.NewerError), "its replica counts as live while it beats, its job list unknown: tasks this replica cannot run are handed back to it, never archived")
+				out = append(out, entryMember(id, ms, now, suspended, Member{Newer: head.V}))
+				continue
+			}
+		}
 		if !ok || !okSeen || json.Unmarshal([]byte(js), &e) != nil {
 			corrupt = append(corrupt, &jobs.CorruptError{Key: Keys(r.ns)[0], Field: "member " + strconv.Quote(id), Value: redact.Cut(v),
 				Want: "a roster entry (\"<seen ms> <JSON>\")"})
@@ -496,18 +514,14 @@ func (r *Roster) members(ctx context.Context, res []any) ([]Member, error) {
 		if e.StartedMS > 0 {
 			m.Started = time.UnixMilli(e.StartedMS)
 		}
-		m.key = id
-		m.ID, _, _ = strings.Cut(id, "#")
-		m.Seen = time.UnixMilli(ms)
-		m.Live = suspended || now-ms <= LiveWindow.Milliseconds()
-		out = append(out, m)
+		out = append(out, entryMember(id, ms, now, suspended, m))
 	}
 	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 
 	r.mu.Lock()
 	var missing []string
 	for _, m := range out {
-		if _, ok := r.lists[m.Hash]; !ok && !slices.Contains(missing, m.Hash) {
+		if _, ok := r.lists[m.Hash]; !ok && m.Newer == 0 && !slices.Contains(missing, m.Hash) {
 			missing = append(missing, m.Hash)
 		}
 	}
@@ -539,13 +553,25 @@ func (r *Roster) members(ctx context.Context, res []any) ([]Member, error) {
 	}
 	r.mu.Lock()
 	for i := range out {
-		out[i].Jobs = r.lists[out[i].Hash]
+		if out[i].Newer == 0 {
+			out[i].Jobs = r.lists[out[i].Hash]
+		}
 	}
 	r.mu.Unlock()
 	if len(corrupt) > 0 {
 		return out, fmt.Errorf("roster: %w", errors.Join(corrupt...))
 	}
 	return out, nil
+}
+
+// entryMember is m, read from entry id seen at ms, as of now (unix ms, the
+// queue Redis's clock): its key, id, last heartbeat and liveness.
+func entryMember(id string, ms, now int64, suspended bool, m Member) Member {
+	m.key = id
+	m.ID, _, _ = strings.Cut(id, "#")
+	m.Seen = time.UnixMilli(ms)
+	m.Live = suspended || now-ms <= LiveWindow.Milliseconds()
+	return m
 }
 
 // Stale reports whether a roster read by one of its own members shows no

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -310,5 +311,59 @@ func TestStartedIsNotAfterARunBegunWhileTheFirstBeatFailed(t *testing.T) {
 	if ms[0].Started.After(begun) {
 		t.Fatalf("w started at %v by the roster, after the run it began at %v (its first heartbeat failed): a reader takes the run for its previous process's",
 			ms[0].Started.UTC(), begun.UTC())
+	}
+}
+
+// An entry of a roster entry format newer than this release reads (a
+// replica of a later release) is not read as this release's: its replica
+// counts as live while it beats, with its job list, queues and limits
+// unknown, and a task this replica cannot run is handed back to it rather
+// than archived for want of a runner. The process says so once, naming
+// the format, the version met and the version it reads.
+func TestRosterEntryOfANewerFormatCountsLiveWithItsListUnknown(t *testing.T) {
+	e := worktest.NewEnv(t)
+	cfg := e.Config(t, "  - name: j\n    schedule: \"@every 1m\"\n    handler: {name: j}\n")
+	ctx := context.Background()
+	var logs worktest.Logs
+	r := New(e.RDB, cfg, Member{ID: "old", Role: "run", Queues: []string{"default"}}, logs.Logger())
+	if _, err := r.Beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now, err := e.RDB.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := formats.RosterEntry + 1
+	// its members may mean something else: a list hash this replica knows,
+	// queues it does not consume, max_runs as a number
+	entry := fmt.Sprintf(`%d {"v":%d,"version":"9.0.0","role":"run","queues":7,"hash":%q,"max_runs":3}`, now.UnixMilli(), newer, r.self.Hash)
+	if err := e.RDB.HSet(ctx, Keys("baton")[0], "next#1", entry).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		got, err := Read(ctx, e.RDB, "baton")
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(got, func(m Member) bool { return m.ID == "next" })
+		if i < 0 {
+			t.Fatalf("the newer entry is not in the roster: %+v", got)
+		}
+		if m := got[i]; !m.Live || m.Newer != newer || m.Jobs != nil || m.Queues != nil || m.LimitsKnown || m.Version != "" {
+			t.Fatalf("the newer entry reads %+v: want live, Newer %d, its list, queues, limits and version unknown", m, newer)
+		}
+		for _, task := range []Task{{Job: "not-in-any-list"}, {Job: "@tenant", URL: "https://hooks.example/x"}} {
+			ids, undecided, err := r.Runners(ctx, task, "default")
+			if err != nil || undecided || !slices.Equal(ids, []string{"next"}) {
+				t.Fatalf("runners of %+v: %v, %v, %v; want the newer replica (handed back, not archived)", task, ids, undecided, err)
+			}
+		}
+	}
+	if n := logs.Count("in a format newer than this replica reads: upgrade this replica"); n != 1 {
+		t.Fatalf("%d lines about the newer entry, want 1:\n%s", n, logs.String())
+	}
+	l := logs.All()[slices.IndexFunc(logs.All(), func(l map[string]any) bool { return l["format"] != nil })]
+	if l["format"] != "roster entry" || l["version"] != float64(newer) || l["reads"] != float64(formats.RosterEntry) {
+		t.Fatalf("the line says %v", l)
 	}
 }

@@ -58,8 +58,13 @@ func TaskOf(job *config.Job) Task {
 //     or its schedules.http_prefixes allow the job's URL.
 //
 // A task no live worker runs is archived; one that another live worker
-// runs is handed back to it.
+// runs is handed back to it. A worker whose roster entry is of a newer
+// format than this release reads (Member.Newer) may run any task: what it
+// runs is unknown, and a task is never archived while it might.
 func Runs(m *Member, t Task, q string) bool {
+	if m.Newer > 0 {
+		return true
+	}
 	if !slices.Contains(m.Queues, q) {
 		return false
 	}
