@@ -391,6 +391,7 @@ func (c *Cluster) pauseStates(ctx context.Context, names []string) (map[string]p
 	answered := 0
 	var last error
 	var corrupt []error
+	var newer error
 	for i := range c.masters {
 		if errs[i] != nil {
 			last = errs[i]
@@ -405,6 +406,16 @@ func (c *Cluster) pauseStates(ctx context.Context, names []string) (map[string]p
 			st := out[name]
 			st.masters++ // the claim pauses on the flag's presence
 			var sp storedPause
+			var head struct{ V int }
+			if json.Unmarshal([]byte(v), &head) == nil {
+				if err := formats.Check("pause flag", formats.PauseFlag, head.V); err != nil {
+					// a later release's flag: it pauses the job all the
+					// same; who, why and since when are not read from it
+					newer = err
+					out[name] = st
+					continue
+				}
+			}
 			if json.Unmarshal([]byte(v), &sp) != nil || sp.AtMS <= 0 || sp.AtMS >= 1<<53 || sp.SetMS < 0 || sp.SetMS >= 1<<53 {
 				if v != "1" { // "1": a flag without a note, as earlier versions wrote it
 					corrupt = append(corrupt, &jobs.CorruptError{Key: scheduler.PauseKey(c.cfg.Namespace, name), Field: fmt.Sprintf("on lock master %d", i),
@@ -432,7 +443,10 @@ func (c *Cluster) pauseStates(ctx context.Context, names []string) (map[string]p
 	if len(corrupt) > 0 {
 		// the flags count (the claims pause on them); who, why and since
 		// when are not known from those masters
-		return out, fmt.Errorf("pause flags (they pause the job; delete the key to resume, or pause again to rewrite it): %w", errors.Join(corrupt...))
+		return out, fmt.Errorf("pause flags (they pause the job; delete the key to resume, or pause again to rewrite it): %w", errors.Join(append(corrupt, newer)...))
+	}
+	if newer != nil {
+		return out, fmt.Errorf("pause flags (they pause the job; who paused it, why and since when are not read): %w", newer)
 	}
 	return out, nil
 }

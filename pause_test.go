@@ -15,6 +15,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
@@ -424,6 +425,52 @@ jobs:
 	var ce *jobs.CorruptError
 	if !errors.Is(err, jobs.ErrCorrupt) || !errors.As(err, &ce) || ce.Key != count {
 		t.Fatalf("status with run count -5 = %v, want ErrCorrupt naming %q", err, count)
+	}
+}
+
+// A pause flag of a newer format than this release reads (a later
+// release paused the job) keeps the job paused: status says paused, reads
+// no who, why or since when from it, and says to upgrade this replica
+// (a *formats.NewerError); a catch-up, which needs since when, is refused.
+// It is never read as unpaused or as this release's note.
+func TestPauseFlagOfANewerFormatKeepsTheJobPaused(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: newer
+jobs:
+  - name: a
+    schedule: "@every 1m"
+    exec: {command: ["true"]}
+`, srv.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// its members may mean something else: "by" a number, "at_ms" a string
+	v := fmt.Sprintf(`{"v":%d,"by":7,"note":"a later note","at_ms":"soon","set_ms":1}`, formats.PauseFlag+1)
+	if err := srv.TestClient(t).Set(ctx, scheduler.PauseKey("newer", "a"), v, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Status(ctx)
+	var ne *formats.NewerError
+	if !errors.As(err, &ne) || ne.Format != "pause flag" || ne.Met != formats.PauseFlag+1 || errors.Is(err, jobs.ErrCorrupt) {
+		t.Fatalf("status with a newer pause flag: %v, want a NewerError of the pause flag", err)
+	}
+	if j := st.Jobs[0]; !j.Paused || j.PauseNote != "" || j.PausedBy != "baton pause" || !j.PausedSince.IsZero() {
+		t.Fatalf("status with a newer pause flag: %+v, want paused, with no note read", j)
+	}
+	if _, err := c.Resume(ctx, "a", true); !errors.As(err, &ne) {
+		t.Fatalf("resume --catch-up over a newer pause flag: %v, want refused (since when is not read)", err)
+	}
+	if n, _ := srv.TestClient(t).Exists(ctx, scheduler.PauseKey("newer", "a")).Result(); n != 1 {
+		t.Fatal("the refused catch-up deleted the flag")
 	}
 }
 
