@@ -406,15 +406,12 @@ func (c *Cluster) pauseStates(ctx context.Context, names []string) (map[string]p
 			st := out[name]
 			st.masters++ // the claim pauses on the flag's presence
 			var sp storedPause
-			var head struct{ V int }
-			if json.Unmarshal([]byte(v), &head) == nil {
-				if err := formats.Check("pause flag", formats.PauseFlag, head.V); err != nil {
-					// a later release's flag: it pauses the job all the
-					// same; who, why and since when are not read from it
-					newer = err
-					out[name] = st
-					continue
-				}
+			if err := formats.Check("pause flag", formats.PauseFlag, formats.VersionOf([]byte(v))); err != nil {
+				// a later release's flag: it pauses the job all the same;
+				// who, why and since when are not read from it
+				newer = err
+				out[name] = st
+				continue
 			}
 			if json.Unmarshal([]byte(v), &sp) != nil || sp.AtMS <= 0 || sp.AtMS >= 1<<53 || sp.SetMS < 0 || sp.SetMS >= 1<<53 {
 				if v != "1" { // "1": a flag without a note, as earlier versions wrote it

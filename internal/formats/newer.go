@@ -1,6 +1,7 @@
 package formats
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -56,4 +57,17 @@ func Warn(log *slog.Logger, err *NewerError, instead string) {
 	log.Error("met a "+err.Format+" in a format newer than this replica reads: upgrade this replica (logged once per format)",
 		slog.String("format", err.Format), slog.Int("version", err.Met), slog.Int("reads", err.Understood),
 		slog.String("instead", instead))
+}
+
+// VersionOf reads the "v" member of a JSON object, alone: a value of a
+// newer format is checked (Check) before its other members are decoded,
+// which may not decode as this release's. 0 (version 1) when it has none,
+// or when b is no JSON object with a number there (the caller's decoding
+// then reports it).
+func VersionOf(b []byte) int {
+	var head struct {
+		V int `json:"v"`
+	}
+	_ = json.Unmarshal(b, &head)
+	return head.V
 }

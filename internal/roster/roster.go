@@ -493,16 +493,14 @@ func (r *Roster) members(ctx context.Context, res []any) ([]Member, error) {
 		seen, js, ok := strings.Cut(v, " ")
 		ms, okSeen := quorum.ParseCounter(seen)
 		var e rosterEntry
-		var head struct{ V int }
-		if ok && okSeen && json.Unmarshal([]byte(js), &head) == nil {
-			// a newer entry's members may mean something else: read
-			// nothing but its version (before the members, which may not
-			// even decode as this release's)
-			if err := formats.Check("roster entry", formats.RosterEntry, head.V); err != nil {
-				formats.Warn(r.log, err.(*formats.NewerError), "its replica counts as live while it beats, its job list unknown: tasks this replica cannot run are handed back to it, never archived")
-				out = append(out, entryMember(id, ms, now, suspended, Member{Newer: head.V}))
-				continue
-			}
+		// a newer entry's members may mean something else: read nothing
+		// but its version (before the members, which may not even decode
+		// as this release's)
+		if v := formats.VersionOf([]byte(js)); ok && okSeen && v > formats.RosterEntry {
+			formats.Warn(r.log, formats.Check("roster entry", formats.RosterEntry, v).(*formats.NewerError),
+				"its replica counts as live while it beats, its job list unknown: tasks this replica cannot run are handed back to it, never archived")
+			out = append(out, entryMember(id, ms, now, suspended, Member{Newer: v}))
+			continue
 		}
 		if !ok || !okSeen || json.Unmarshal([]byte(js), &e) != nil {
 			corrupt = append(corrupt, &jobs.CorruptError{Key: Keys(r.ns)[0], Field: "member " + strconv.Quote(id), Value: redact.Cut(v),
