@@ -113,6 +113,12 @@ func (e *engine) onCancelRequest(job string, payload string) {
 		}
 		return
 	}
+	if err := formats.Check("replace request", formats.CancelRequest, formats.VersionOf(body)); err != nil {
+		// what a later release asks may mean something else: its runs
+		// are stopped by no request, and a replacing run waits for the lease
+		formats.Warn(e.log, err.(*formats.NewerError), "ignored: no run is stopped by it")
+		return
+	}
 	var req cancelRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		e.log.Warn("bad replace request", slog.String("job", job), slog.Any("error", err))

@@ -284,6 +284,11 @@ func (e *engine) readHolder(ctx context.Context, job string, log *slog.Logger) (
 		}
 		return h, false
 	}
+	if err := formats.Check("holder record", formats.HolderRecord, formats.VersionOf(v)); err != nil {
+		// a later release's run holds the lease: held, by a holder unknown
+		formats.Warn(log, err.(*formats.NewerError), "the job counts as held by a run unknown")
+		return h, false
+	}
 	if err := json.Unmarshal(v, &h); err != nil {
 		log.Warn("bad holder record", slog.Any("error", err))
 		return h, false
@@ -303,7 +308,7 @@ type Holder struct {
 
 // ReadHolders reads the holder records of jobs from the queue Redis rdb in
 // one round trip, by job name; a job without one (or whose record does not
-// parse) is left out. The record outlives its run's release by up to the
+// parse, or is of a newer format than this release reads) is left out. The record outlives its run's release by up to the
 // job's lock ttl: read it beside the lease.
 func ReadHolders(ctx context.Context, rdb redis.UniversalClient, ns string, jobs []string) (map[string]Holder, error) {
 	out := make(map[string]Holder, len(jobs))
@@ -324,7 +329,7 @@ func ReadHolders(ctx context.Context, rdb redis.UniversalClient, ns string, jobs
 			continue
 		case err != nil:
 			return out, fmt.Errorf("jobs: read the holder record of %q: %w", j, err)
-		case json.Unmarshal(v, &h) != nil:
+		case formats.VersionOf(v) > formats.HolderRecord || json.Unmarshal(v, &h) != nil:
 			continue
 		}
 		tick, err := time.Parse(time.RFC3339Nano, h.Tick)
