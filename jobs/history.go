@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/runlog"
 )
@@ -140,13 +141,24 @@ func readHistories(ctx context.Context, rdb redis.UniversalClient, ns string, jo
 // newest tick first. A run is keyed by its run id; a not-run tick by its
 // tick. Entries with a field that does not parse are left out, and the
 // first of them returned as a *CorruptError (with the count of the others).
+// Entries of a newer format than this release reads (a later release wrote
+// them: their fields may mean something else) are left out too, and
+// reported as a *formats.NewerError: a tick they say ran must not look as
+// if it had not, to a backfill or catch-up that reads this.
 func foldHistory(job, key string, msgs []redis.XMessage) ([]RunRecord, error) {
 	byKey := map[string]*RunRecord{}
 	var order []string
 	var corrupt *CorruptError
 	bad := 0
+	var newer error
 	for _, m := range msgs {
 		v := func(k string) string { s, _ := m.Values[k].(string); return s }
+		if ver, err := strconv.Atoi(v("v")); err == nil && ver > formats.HistoryEvent {
+			if newer == nil {
+				newer = formats.Check("history event", formats.HistoryEvent, ver)
+			}
+			continue
+		}
 		if f, val, want := badHistoryField(v); f != "" {
 			if bad == 0 {
 				corrupt = &CorruptError{Key: key, Field: "entry " + m.ID + " field " + f, Value: redact.Cut(val), Want: want}
@@ -220,13 +232,17 @@ func foldHistory(job, key string, msgs []redis.XMessage) ([]RunRecord, error) {
 		}
 		return strings.Compare(b.RunID, a.RunID)
 	})
+	var err error
 	switch {
 	case bad == 1:
-		return out, corrupt
+		err = corrupt
 	case bad > 1:
-		return out, fmt.Errorf("%w (and %d more entries)", corrupt, bad-1)
+		err = fmt.Errorf("%w (and %d more entries)", corrupt, bad-1)
 	}
-	return out, nil
+	if newer != nil {
+		err = errors.Join(err, fmt.Errorf("%s: entries left out: %w", key, newer))
+	}
+	return out, err
 }
 
 // startOf is the start of an attempt whose entry at time at says it was

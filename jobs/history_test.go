@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/internal/worktest"
 	"github.com/batonhq/baton/scheduler"
@@ -123,6 +125,39 @@ func TestCorruptHistoryEntryIsReported(t *testing.T) {
 	}
 	if _, err := ReadHistory(ctx, e.RDB, "baton", "h", 0); err != nil {
 		t.Fatalf("history after the bad entries were deleted: %v", err)
+	}
+}
+
+// History events of a newer format than this release reads (a later
+// release wrote them; their fields may mean something else) are left out
+// and reported as a *formats.NewerError naming the stream, never folded
+// as this release's, nor taken for corrupt: the reader says to upgrade.
+// So a backfill or catch-up, which refuses a history it cannot read whole,
+// never takes a tick they say ran for one that did not. A runtime
+// schedule's list element that says its version is read so too.
+func TestHistoryEventOfANewerFormatIsLeftOutAndReported(t *testing.T) {
+	e := worktest.NewEnv(t)
+	ctx := context.Background()
+	tick := time.Now().UTC().Truncate(time.Second)
+	newer := strconv.Itoa(formats.HistoryEvent + 1)
+	key := runlog.Key("baton", "h")
+	e.RDB.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: []any{"v", "1", "ev", runlog.EvNotRun, "tick", tick.Add(-time.Minute).Format(time.RFC3339Nano), "status", string(StatusMissed), "reason", "late"}})
+	// "fence" a word, "status" one this release does not know
+	e.RDB.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: []any{"v", newer, "ev", runlog.EvFinished, "tick", tick.Format(time.RFC3339Nano), "run", "r1", "fence", "high", "status", "done"}})
+	list := runlog.ListKey("baton", "@s")
+	e.RDB.RPush(ctx, list, fmt.Sprintf(`%d-0 ["v","%s","t","%d","R","r1","s","done"]`, tick.UnixMilli(), newer, tick.UnixMilli()))
+	for _, tc := range []struct{ job, key string }{{"h", key}, {"@s", runlog.Key("baton", "@s")}} {
+		recs, err := ReadHistory(ctx, e.RDB, "baton", tc.job, 0)
+		var ne *formats.NewerError
+		if !errors.As(err, &ne) || ne.Format != "history event" || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.key) ||
+			!strings.Contains(err.Error(), "upgrade this replica") {
+			t.Fatalf("%s: history with a newer event: %v, want a NewerError naming %s", tc.job, err, tc.key)
+		}
+		for _, r := range recs {
+			if r.Tick.Equal(tick) {
+				t.Fatalf("%s: the newer event was folded: %+v", tc.job, r)
+			}
+		}
 	}
 }
 

@@ -137,7 +137,9 @@ func longFields(fields []string, ms int64) map[string]any {
 	if earlier {
 		return vals
 	}
-	vals["v"] = strconv.Itoa(formats.HistoryEvent)
+	if _, ok := vals["v"]; !ok { // a later release's element may say its own
+		vals["v"] = strconv.Itoa(formats.HistoryEvent)
+	}
 	if _, ok := vals["ev"]; !ok {
 		vals["ev"] = EvFinished
 		if _, ok := vals["status"]; !ok {
