@@ -29,10 +29,7 @@ const Package = "github.com/batonhq/baton/cmd/baton"
 // test puts first there, else $GOROOT/bin/go. The error carries the go
 // command's output.
 func Build(dir string, tags ...string) (string, error) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	}
+	gobin := goCommand()
 	path := filepath.Join(dir, strings.Join(append([]string{"baton"}, tags...), "-"))
 	args := []string{"build", "-o", path}
 	if len(tags) > 0 {
@@ -43,4 +40,28 @@ func Build(dir string, tags ...string) (string, error) {
 		return "", fmt.Errorf("batonbin: go %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return path, nil
+}
+
+// BuildTree compiles the baton command of the source tree src (another
+// release's, extracted from the repository's history, with its own go.mod)
+// into the binary out. It builds with -trimpath, so that the go command's
+// cache serves a tree extracted again elsewhere. The error carries the go
+// command's output.
+func BuildTree(src, out string) error {
+	cmd := exec.Command(goCommand(), "build", "-trimpath", "-o", out, "./cmd/baton")
+	cmd.Dir = src
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("batonbin: go build in %s: %w\n%s", src, err, b)
+	}
+	return nil
+}
+
+// goCommand is the go command found on $PATH, which go test puts first
+// there, else $GOROOT/bin/go.
+func goCommand() string {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	return gobin
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/batonbin"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/releases"
@@ -63,10 +64,8 @@ func buildRelease(t *testing.T, version, dir string) string {
 		t.Fatalf("tar -x of %s: %v: %s", rel.Commit, err, terr.String())
 	}
 	bin := filepath.Join(dir, "baton-"+version)
-	build := exec.Command("go", "build", "-o", bin, "./cmd/baton")
-	build.Dir = src
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building release %s: %v\n%s", version, err, out)
+	if err := batonbin.BuildTree(src, bin); err != nil {
+		t.Fatalf("building release %s: %v", version, err)
 	}
 	return bin
 }
@@ -172,6 +171,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	out := func(n string) string { return filepath.Join(dir, n+".out") }
 	const token = "upgrade-test-token-0123456789"
 	jobs := tickJob("cron", "", out("cron")) + tickJob("local", "    mode: local\n", out("local")) +
+		tickJob("capped", "    max_runs: 12\n", out("capped")) + tickJob("paused", "", out("paused")) +
 		fmt.Sprintf(`  - name: single
     mode: singleton
     lock_ttl: 2s
@@ -227,6 +227,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	schedules := []string{"tenant-1", "tenant-2"}
 	putAt := map[string]time.Time{}
 	var api string
+	var pausedFrom, pausedUntil time.Time
 	for i := range reps {
 		stop(reps[i])
 		addr := freeAddr(t)
@@ -235,13 +236,20 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 		reps[i] = start(fmt.Sprintf("new-%d", i), binary, cfg)
 		ran = append(ran, reps[i])
 		reps[i].awaitRunning(t, dir)
-		if i == 0 {
+		switch i {
+		case 0:
 			api = "http://" + addr
 			for _, id := range schedules {
-				putSchedule(t, api, token, id, fmt.Sprintf(`{"schedule": "@every 1s", "starting_deadline": "30s", "concurrency": "allow", "http": {"method": "POST", "url": %q}}`,
+				call(t, http.MethodPut, api+"/api/schedules/"+id, token, fmt.Sprintf(`{"schedule": "@every 1s", "starting_deadline": "30s", "concurrency": "allow", "http": {"method": "POST", "url": %q}}`,
 					hooks.URL+"/hooks/"+id))
 				putAt[id] = time.Now()
 			}
+			// a pause a new replica writes, which the old ones' claims read
+			call(t, http.MethodPost, api+"/api/jobs/paused/pause", token, `{"note": "upgrade"}`)
+			pausedFrom = time.Now()
+		case 2:
+			pausedUntil = time.Now()
+			call(t, http.MethodPost, api+"/api/jobs/paused/resume", token, `{}`)
 		}
 		time.Sleep(3 * time.Second) // real time: old and new side by side while ticks fall due by Redis TIME
 	}
@@ -265,6 +273,30 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 		if l-f < 12 {
 			t.Errorf("%s ran only %d ticks", job, l-f+1)
 		}
+	}
+	// max_runs counted across both releases: 12 ticks, each once
+	if f, l := checkContiguous(t, "capped", ticksOf(t, out("capped"))); l-f+1 != 12 {
+		t.Errorf("capped (max_runs 12) ran %d ticks", l-f+1)
+	}
+	// paused through a new replica from pausedFrom to pausedUntil: no tick
+	// of the pause ran on any replica, ticks ran before and after it
+	var before, after int
+	for sec, n := range ticksOf(t, out("paused")) {
+		at := time.Unix(sec, 0)
+		switch {
+		case n > 1:
+			t.Errorf("paused: tick %s ran %d times", at.UTC().Format(time.TimeOnly), n)
+		case at.After(pausedFrom.Add(time.Second)) && at.Before(pausedUntil.Add(-time.Second)):
+			t.Errorf("paused: tick %s ran while the job was paused (%s to %s)", at.UTC().Format(time.TimeOnly),
+				pausedFrom.UTC().Format(time.TimeOnly), pausedUntil.UTC().Format(time.TimeOnly))
+		case at.Before(pausedFrom):
+			before++
+		case at.After(pausedUntil):
+			after++
+		}
+	}
+	if before == 0 || after == 0 {
+		t.Errorf("paused: %d ticks ran before the pause, %d after the resume", before, after)
 	}
 	for _, id := range schedules {
 		f, l := checkContiguous(t, "@"+id, ticksOf(t, out(id)))
@@ -291,31 +323,32 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	}
 }
 
-// putSchedule puts runtime schedule id through the HTTP API at api.
-func putSchedule(t *testing.T, api, token, id, def string) {
+// call sends an API request with the token and body to url, and fails
+// unless it answers 200. A new replica answers a schedule's put once its
+// roster heartbeat shows it can run the schedule (a put no live replica can
+// run is refused, 422): retried a while.
+func call(t *testing.T, method, url, token, body string) {
 	t.Helper()
 	var code int
-	var body string
-	// the replica answers once its roster heartbeat shows it can run the
-	// schedule: a put no live replica can run is refused (422)
-	poll.Require(t, 15*time.Second, "the schedule put "+id, func() bool {
-		req, err := http.NewRequest(http.MethodPut, api+"/api/schedules/"+id, strings.NewReader(def))
+	var got string
+	poll.Require(t, 15*time.Second, method+" "+url, func() bool {
+		req, err := http.NewRequest(method, url, strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			body = err.Error()
+			got = err.Error()
 			return false
 		}
 		defer resp.Body.Close()
 		var b bytes.Buffer
 		_, _ = b.ReadFrom(resp.Body)
-		code, body = resp.StatusCode, b.String()
+		code, got = resp.StatusCode, b.String()
 		return code == http.StatusOK
 	})
 	if code != http.StatusOK {
-		t.Fatalf("PUT %s: %d %s", id, code, body)
+		t.Fatalf("%s %s: %d %s", method, url, code, got)
 	}
 }
