@@ -44,11 +44,11 @@ func Build(dir string, tags ...string) (string, error) {
 
 // BuildTree compiles the baton command of the source tree src (another
 // release's, extracted from the repository's history, with its own go.mod)
-// into the binary out. It builds with -trimpath, so that the go command's
-// cache serves a tree extracted again elsewhere. The error carries the go
-// command's output.
+// into the binary out. It builds as Build does (no -trimpath), so that the
+// dependencies both releases share come from the go command's cache. The
+// error carries the go command's output.
 func BuildTree(src, out string) error {
-	cmd := exec.Command(goCommand(), "build", "-trimpath", "-o", out, "./cmd/baton")
+	cmd := exec.Command(goCommand(), "build", "-o", out, "./cmd/baton")
 	cmd.Dir = src
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("batonbin: go build in %s: %w\n%s", src, err, b)

@@ -508,7 +508,7 @@ func TestTaskOfATickBeforeItsRuntimeScheduleWasPutIsRefused(t *testing.T) {
 	e.worker(t, cfg, exec, WithHandlers(registry(t, "report")))
 	old, current := scheduleTick("@report/x", 10), scheduleTick("@report/x", 31)
 	e.dispatch(t, cfg, old)
-	if info := e.State(t, "baton:default", old, asynq.TaskStateArchived); !strings.Contains(info.LastErr, "before its runtime schedule was put") {
+	if info := e.State(t, runtimeQueue, old, asynq.TaskStateArchived); !strings.Contains(info.LastErr, "before its runtime schedule was put") {
 		t.Errorf("archived with %q", info.LastErr)
 	}
 	e.dispatch(t, cfg, current)

@@ -43,7 +43,7 @@ func TestStopRequestStopsTheRunsOfADeletedSchedule(t *testing.T) {
 	if end.run.Job != "@report/x" || !errors.Is(end.cause, ErrScheduleDeleted) {
 		t.Fatalf("ended %s with cause %v", end.run.Job, end.cause)
 	}
-	info := e.State(t, "baton:default", x, asynq.TaskStateArchived)
+	info := e.State(t, runtimeQueue, x, asynq.TaskStateArchived)
 	if info.Retried != 0 || !strings.Contains(info.LastErr, "its runtime schedule was deleted") {
 		t.Errorf("stopped task: retried %d, last error %q", info.Retried, info.LastErr)
 	}
@@ -56,7 +56,7 @@ func TestStopRequestStopsTheRunsOfADeletedSchedule(t *testing.T) {
 	}
 	later := scheduleTick("@report/x", 2)
 	e.dispatch(t, cfg, later)
-	info = e.State(t, "baton:default", later, asynq.TaskStateArchived)
+	info = e.State(t, runtimeQueue, later, asynq.TaskStateArchived)
 	if info.Retried != 0 || !strings.Contains(info.LastErr, "its runtime schedule was deleted") {
 		t.Errorf("later tick: retried %d, last error %q", info.Retried, info.LastErr)
 	}
@@ -65,7 +65,7 @@ func TestStopRequestStopsTheRunsOfADeletedSchedule(t *testing.T) {
 		t.Errorf("later tick's history record %+v", recs[0])
 	}
 	close(gate)
-	e.State(t, "baton:default", y, asynq.TaskStateCompleted)
+	e.State(t, runtimeQueue, y, asynq.TaskStateCompleted)
 }
 
 // A runtime schedule may have concurrency replace: a newer tick's run
@@ -90,11 +90,11 @@ func TestRuntimeScheduleWithConcurrencyReplaceReplacesItsOlderRun(t *testing.T) 
 	if !s.run.Tick.Equal(t2.At) || s.run.Replica != "w2" {
 		t.Errorf("new run %+v", s.run)
 	}
-	info := e.State(t, "baton:default", t1, asynq.TaskStateArchived)
+	info := e.State(t, runtimeQueue, t1, asynq.TaskStateArchived)
 	if info.Retried != 0 || !strings.Contains(info.LastErr, "replaced") {
 		t.Errorf("replaced task: retried %d, last error %q", info.Retried, info.LastErr)
 	}
-	e.State(t, "baton:default", t2, asynq.TaskStateCompleted)
+	e.State(t, runtimeQueue, t2, asynq.TaskStateCompleted)
 	if st := w1.Stats(); st.Replaced != 1 || st.Failed != 0 {
 		t.Errorf("w1 stats %+v", st)
 	}
@@ -141,13 +141,13 @@ func TestStopRequestStopsARunWaitingForTheJob(t *testing.T) {
 	e.dispatch(t, cfg, first)
 	worktest.Recv(t, exec.started, "the first tick's run")
 	e.dispatch(t, cfg, waiting)
-	e.State(t, "baton:default", waiting, asynq.TaskStateActive)
+	e.State(t, runtimeQueue, waiting, asynq.TaskStateActive)
 	time.Sleep(200 * time.Millisecond) // the waiting tick is kept, waiting for the lease
 
 	if err := RequestStop(context.Background(), e.RDB, cfg, "@report/x", "deleted", "another replica"); err != nil {
 		t.Fatal(err)
 	}
-	info := e.State(t, "baton:default", waiting, asynq.TaskStateArchived)
+	info := e.State(t, runtimeQueue, waiting, asynq.TaskStateArchived)
 	if info.Retried != 0 || !strings.Contains(info.LastErr, "its runtime schedule was deleted") {
 		t.Errorf("the waiting tick's task: retried %d, last error %q", info.Retried, info.LastErr)
 	}

@@ -225,6 +225,10 @@ func withSchedules(t *testing.T, base *config.Config, docs map[string]string) *c
 	return base.WithSource(src)
 }
 
+// runtimeQueue is the asynq queue of a runtime schedule's tasks in queue
+// default of namespace baton with one lane (config.QueueFor).
+const runtimeQueue = "baton:default#@"
+
 // scheduleTick is tick n of a runtime schedule's job (its run id has no
 // '@' or '/').
 func scheduleTick(job string, n int) scheduler.Tick {
@@ -264,10 +268,10 @@ func TestRuntimeScheduleRunsOnlyOnAReplicaWithItsHandler(t *testing.T) {
 	first := scheduleTick("@report/x", 1)
 	e.dispatch(t, cfg, first)
 	poll.Require(t, worktest.Wait, "the first tick handed back", func() bool {
-		info, err := e.Insp.GetTaskInfo("baton:default", first.ID())
+		info, err := e.Insp.GetTaskInfo(runtimeQueue, first.ID())
 		return err == nil && info.State == asynq.TaskStateRetry && strings.Contains(info.LastErr, "handed back")
 	})
-	info, _ := e.Insp.GetTaskInfo("baton:default", first.ID())
+	info, _ := e.Insp.GetTaskInfo(runtimeQueue, first.ID())
 	if info.Retried != 0 || !strings.Contains(info.LastErr, `Go handler "report"`) {
 		t.Errorf("handed back: retried %d, last error %q", info.Retried, info.LastErr)
 	}
@@ -292,7 +296,7 @@ func TestRuntimeScheduleRunsOnlyOnAReplicaWithItsHandler(t *testing.T) {
 		}
 	}
 	for _, tick := range ticks {
-		e.State(t, "baton:default", tick, asynq.TaskStateCompleted)
+		e.State(t, runtimeQueue, tick, asynq.TaskStateCompleted)
 		if n := runs[tick.At.Format(time.RFC3339)]; n != 1 {
 			t.Errorf("%s ran %d times", tick.ID(), n)
 		}
@@ -317,7 +321,7 @@ func TestRuntimeScheduleNoLiveReplicaCanRunIsArchivedWithARecord(t *testing.T) {
 	e.worker(t, cfg, exec, WithReplica("a"), WithHandlers(registry(t, "other")), WithLogger(logs.Logger()))
 	tick := scheduleTick("@report/x", 1)
 	e.dispatch(t, cfg, tick)
-	info := e.State(t, "baton:default", tick, asynq.TaskStateArchived)
+	info := e.State(t, runtimeQueue, tick, asynq.TaskStateArchived)
 	if info.Retried != 0 || !strings.Contains(info.LastErr, "no live replica runs it") {
 		t.Errorf("retried %d, last error %q", info.Retried, info.LastErr)
 	}
@@ -333,7 +337,7 @@ func TestRuntimeScheduleNoLiveReplicaCanRunIsArchivedWithARecord(t *testing.T) {
 	// deleted: this replica finds no such schedule, nor does the store
 	gone := scheduleTick("@report/gone", 1)
 	e.dispatch(t, withSchedule(t, base, "report/gone", `{schedule: "@every 1m", handler: {name: other}}`), gone)
-	info = e.State(t, "baton:default", gone, asynq.TaskStateArchived)
+	info = e.State(t, runtimeQueue, gone, asynq.TaskStateArchived)
 	if info.Retried != 0 || !strings.Contains(info.LastErr, "its runtime schedule was deleted") {
 		t.Errorf("deleted: retried %d, last error %q", info.Retried, info.LastErr)
 	}
@@ -374,10 +378,10 @@ func TestRuntimeHTTPScheduleGoesToAReplicaThatAllowsItsURL(t *testing.T) {
 	first := scheduleTick("@hook/1", 1)
 	e.dispatch(t, cfgB, first)
 	poll.Require(t, worktest.Wait, "the tick handed back", func() bool {
-		info, err := e.Insp.GetTaskInfo("baton:default", first.ID())
+		info, err := e.Insp.GetTaskInfo(runtimeQueue, first.ID())
 		return err == nil && info.State == asynq.TaskStateRetry && strings.Contains(info.LastErr, "handed back")
 	})
-	if info, _ := e.Insp.GetTaskInfo("baton:default", first.ID()); info.Retried != 0 || !strings.Contains(info.LastErr, "http_prefixes") {
+	if info, _ := e.Insp.GetTaskInfo(runtimeQueue, first.ID()); info.Retried != 0 || !strings.Contains(info.LastErr, "http_prefixes") {
 		t.Errorf("handed back: retried %d, last error %q", info.Retried, info.LastErr)
 	}
 
@@ -387,7 +391,7 @@ func TestRuntimeHTTPScheduleGoesToAReplicaThatAllowsItsURL(t *testing.T) {
 	}
 	second := scheduleTick("@hook/1", 2)
 	e.dispatch(t, cfgB, second)
-	info := e.State(t, "baton:default", second, asynq.TaskStateArchived)
+	info := e.State(t, runtimeQueue, second, asynq.TaskStateArchived)
 	if info.Retried != 0 || !strings.Contains(info.LastErr, "no live replica runs it") {
 		t.Errorf("retried %d, last error %q", info.Retried, info.LastErr)
 	}
