@@ -434,28 +434,10 @@ jobs:
 // (a *formats.NewerError); a catch-up, which needs since when, is refused.
 // It is never read as unpaused or as this release's note.
 func TestPauseFlagOfANewerFormatKeepsTheJobPaused(t *testing.T) {
-	srv := redistest.New(t)
-	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
-locking: {fresh_deployment: true}
-namespace: newer
-jobs:
-  - name: a
-    schedule: "@every 1m"
-    exec: {command: ["true"]}
-`, srv.Addr())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := baton.NewCluster(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	rdb, _, c, ctx, _ := pauseCluster(t, "newer")
 	// its members may mean something else: "by" a number, "at_ms" a string
 	v := fmt.Sprintf(`{"v":%d,"by":7,"note":"a later note","at_ms":"soon","set_ms":1}`, formats.PauseFlag+1)
-	if err := srv.TestClient(t).Set(ctx, scheduler.PauseKey("newer", "a"), v, 0).Err(); err != nil {
+	if err := rdb.Set(ctx, scheduler.PauseKey("newer", "one"), v, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	st, err := c.Status(ctx)
@@ -463,13 +445,13 @@ jobs:
 	if !errors.As(err, &ne) || ne.Format != "pause flag" || ne.Met != formats.PauseFlag+1 || errors.Is(err, jobs.ErrCorrupt) {
 		t.Fatalf("status with a newer pause flag: %v, want a NewerError of the pause flag", err)
 	}
-	if j := st.Jobs[0]; !j.Paused || j.PauseNote != "" || j.PausedBy != "baton pause" || !j.PausedSince.IsZero() {
+	if j := st.Jobs[slices.IndexFunc(st.Jobs, func(j baton.JobStatus) bool { return j.Name == "one" })]; !j.Paused || j.PauseNote != "" || j.PausedBy != "baton pause" || !j.PausedSince.IsZero() {
 		t.Fatalf("status with a newer pause flag: %+v, want paused, with no note read", j)
 	}
-	if _, err := c.Resume(ctx, "a", true); !errors.As(err, &ne) {
+	if _, err := c.Resume(ctx, "one", true); !errors.As(err, &ne) {
 		t.Fatalf("resume --catch-up over a newer pause flag: %v, want refused (since when is not read)", err)
 	}
-	if n, _ := srv.TestClient(t).Exists(ctx, scheduler.PauseKey("newer", "a")).Result(); n != 1 {
+	if n, _ := rdb.Exists(ctx, scheduler.PauseKey("newer", "one")).Result(); n != 1 {
 		t.Fatal("the refused catch-up deleted the flag")
 	}
 }

@@ -71,6 +71,20 @@ func waitBeat(t *testing.T, path string, since time.Time, fence int64, d time.Du
 	return found, ok
 }
 
+// beatJob is a singleton job entry (lock_ttl 2s) whose child appends a
+// heartbeat "pid fence unix-ns" to out every 100 ms.
+func beatJob(name, out string) string {
+	return fmt.Sprintf(`  - name: %s
+    mode: singleton
+    lock_ttl: 2s
+    restart_backoff:
+      initial: 100ms
+      max: 1s
+    exec:
+      command: ["sh", "-c", "while true; do echo \"$$$$ $BATON_FENCING_TOKEN $(date +%%s%%N)\" >> %s; sleep 0.1; done"]
+`, name, out)
+}
+
 // singletonHolder returns the id of job's leader as `baton status --json`
 // reports it, or "" when nobody leads.
 func singletonHolder(t *testing.T, cfg, job string) string {
@@ -138,15 +152,7 @@ http:
 worker:
   shutdown_grace: 5s
 jobs:
-  - name: beat
-    mode: singleton
-    lock_ttl: 2s
-    restart_backoff:
-      initial: 100ms
-      max: 1s
-    exec:
-      command: ["sh", "-c", "while true; do echo \"$$$$ $BATON_FENCING_TOKEN $(date +%%s%%N)\" >> %s; sleep 0.1; done"]
-`, srv.Addr(), beats)
+%s`, srv.Addr(), beatJob("beat", beats))
 	if err := os.WriteFile(cfg, []byte(y), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -171,16 +171,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	out := func(n string) string { return filepath.Join(dir, n+".out") }
 	const token = "upgrade-test-token-0123456789"
 	jobs := tickJob("cron", "", out("cron")) + tickJob("local", "    mode: local\n", out("local")) +
-		tickJob("capped", "    max_runs: 12\n", out("capped")) + tickJob("paused", "", out("paused")) +
-		fmt.Sprintf(`  - name: single
-    mode: singleton
-    lock_ttl: 2s
-    restart_backoff:
-      initial: 100ms
-      max: 1s
-    exec:
-      command: ["sh", "-c", "while true; do echo \"$$$$ $BATON_FENCING_TOKEN $(date +%%s%%N)\" >> %s; sleep 0.1; done"]
-`, out("single"))
+		tickJob("capped", "    max_runs: 12\n", out("capped")) + tickJob("paused", "", out("paused")) + beatJob("single", out("single"))
 	// the job list is the same for both releases; the new one's config adds
 	// its runtime schedules' http prefix and an HTTP listener per replica
 	config := func(name, extra string) string {
