@@ -291,10 +291,10 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	}
 	for _, id := range schedules {
 		f, l := checkContiguous(t, "@"+id, ticksOf(t, out(id)))
-		if first := time.Unix(f, 0); first.After(putAt[id].Add(3 * time.Second)) {
+		if first := time.Unix(f, 0); first.After(putAt[id].Add(5 * time.Second)) {
 			t.Errorf("@%s: put at %s, first ran the tick of %s", id, putAt[id].UTC().Format(time.TimeOnly), first.UTC().Format(time.TimeOnly))
 		}
-		if last := time.Unix(l, 0); last.Before(stopAt.Add(-3 * time.Second)) {
+		if last := time.Unix(l, 0); last.Before(stopAt.Add(-5 * time.Second)) {
 			t.Errorf("@%s: the replicas stopped at %s, its last tick run was %s", id, stopAt.UTC().Format(time.TimeOnly), last.UTC().Format(time.TimeOnly))
 		}
 	}
