@@ -136,13 +136,16 @@ func checkSingletonThroughout(t *testing.T, path string, handover time.Duration)
 
 // A rolling upgrade from the release the CHANGELOG's Unreleased section
 // says this one rolls from: three `baton run` replicas of that release
-// (built from its commit) run a cron, a local and a singleton job; one at a
-// time each is stopped (SIGTERM) and started again as this build, which
-// takes runtime schedules put through its HTTP API once it runs; then one is
-// taken back to the old release and runs beside the new ones. Every tick of
-// every job runs exactly once without a gap, none is archived, every
-// runtime schedule's ticks run once each from its put to the end, and the
-// singleton runs on one replica at a time throughout, but for hand-overs.
+// (built from its commit) run a cron, a local, a max_runs and a singleton
+// job; one at a time each is stopped (SIGTERM) and started again as this
+// build; the first new one takes runtime schedules (which the old release
+// does not know) and a pause through its HTTP API, resumed after the last
+// upgrade; then one replica is taken back to the old release and runs
+// beside the new ones. Every tick of every job runs exactly once without a
+// gap, max_runs counts across both releases, no tick of the pause runs,
+// nothing is archived, dropped or refused, every runtime schedule's ticks
+// run once each from its put to the end, and the singleton runs on one
+// replica at a time throughout, but for hand-overs.
 func TestUpgradeFromPreviousRelease(t *testing.T) {
 	t.Parallel() // processes on their own servers, mostly waited for: overlaps the others (TestChaos runs alone)
 	if testing.Short() {
