@@ -474,13 +474,13 @@ func TestARuntimeScheduleTickRunsWithTheDefinitionItWasDispatchedFor(t *testing.
 			if !s.run.Tick.Equal(tick.At) {
 				t.Fatalf("ran %s, want %s", s.run.Tick, tick.At)
 			}
-			e.State(t, "baton:default", tick, asynq.TaskStateCompleted)
+			e.State(t, runtimeQueue, tick, asynq.TaskStateCompleted)
 			return string(s.run.Payload)
 		}, logs
 	}
 	archived := func(tick scheduler.Tick, why string) {
 		t.Helper()
-		info := e.State(t, "baton:default", tick, asynq.TaskStateArchived)
+		info := e.State(t, runtimeQueue, tick, asynq.TaskStateArchived)
 		if !strings.Contains(info.LastErr, why) {
 			t.Errorf("%s archived: last error %q, want %q", tick.ID(), info.LastErr, why)
 		}
@@ -662,14 +662,14 @@ func TestATriggeredTickOfAReplacedScheduleRuns(t *testing.T) {
 	if s.run.RunID != after.RunID || string(s.run.Payload) != `{"n":2}` {
 		t.Errorf("ran %s with %s, want %s with the replacement's payload {\"n\":2}", s.run.RunID, s.run.Payload, after.RunID)
 	}
-	e.State(t, "baton:default", after, asynq.TaskStateCompleted)
+	e.State(t, runtimeQueue, after, asynq.TaskStateCompleted)
 
 	e.dispatch(t, holding(v1), before)
 	s = worktest.Recv(t, exec.started, "the run of the trigger taken before the replacement")
 	if s.run.RunID != before.RunID || string(s.run.Payload) != `{"n":2}` {
 		t.Errorf("ran %s with %s, want %s with the replacement's payload {\"n\":2}", s.run.RunID, s.run.Payload, before.RunID)
 	}
-	e.State(t, "baton:default", before, asynq.TaskStateCompleted)
+	e.State(t, runtimeQueue, before, asynq.TaskStateCompleted)
 }
 
 // A task that names a definition of its runtime schedule newer than the
@@ -707,7 +707,7 @@ func TestATaskOfAScheduleTheStoreLostIsArchivedOnceItExpired(t *testing.T) {
 		}
 		p["exp"] = exp.UnixMilli()
 		b, _ := json.Marshal(p)
-		if _, err := e.Client.Enqueue(asynq.NewTask(handoff.TaskType, b), asynq.TaskID(tick.ID()), asynq.Queue("baton:default"), asynq.MaxRetry(1)); err != nil {
+		if _, err := e.Client.Enqueue(asynq.NewTask(handoff.TaskType, b), asynq.TaskID(tick.ID()), asynq.Queue(runtimeQueue), asynq.MaxRetry(1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -719,13 +719,13 @@ func TestATaskOfAScheduleTheStoreLostIsArchivedOnceItExpired(t *testing.T) {
 	live := tickAt(1)
 	enqueue(live, time.Now().Add(time.Hour))
 	poll.Require(t, worktest.Wait, "the task handed back", func() bool {
-		info, err := e.Insp.GetTaskInfo("baton:default", live.ID())
+		info, err := e.Insp.GetTaskInfo(runtimeQueue, live.ID())
 		return err == nil && info.State == asynq.TaskStateRetry && strings.Contains(info.LastErr, "the store holds")
 	})
 
 	expired := tickAt(2)
 	enqueue(expired, time.Now().Add(-time.Second))
-	info := e.State(t, "baton:default", expired, asynq.TaskStateArchived)
+	info := e.State(t, runtimeQueue, expired, asynq.TaskStateArchived)
 	if info.Retried != 0 || !strings.Contains(info.LastErr, "expired") {
 		t.Errorf("expired: retried %d, last error %q", info.Retried, info.LastErr)
 	}
