@@ -402,6 +402,29 @@ func TestRuntimeHTTPScheduleGoesToAReplicaThatAllowsItsURL(t *testing.T) {
 	worktest.None(t, exec.started, 10*time.Millisecond, "a run on the replica that refuses the URL")
 }
 
+// reportSchedule returns how to put runtime schedule report/x on spec,
+// an allow job of Go handler report whose payload is {"n": n}, and how to
+// make a config whose copy holds a stored record of it.
+func reportSchedule(t *testing.T, st *schedstore.Store, base *config.Config, spec string) (put func(n int) schedstore.Record, holding func(schedstore.Record) *config.Config) {
+	put = func(n int) schedstore.Record {
+		t.Helper()
+		rec, err := st.Put(context.Background(), "report/x", []byte(fmt.Sprintf(`{"schedule":%q,"concurrency":"allow","handler":{"name":"report","payload":{"n":%d}}}`, spec, n)), schedstore.Any)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	holding = func(rec schedstore.Record) *config.Config {
+		t.Helper()
+		j, err := rec.Job(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base.WithSource(scheduleSource{j.Name: j})
+	}
+	return put, holding
+}
+
 // A runtime schedule's tick runs with the definition its task was
 // dispatched for, whatever definition the worker's copy holds:
 //
@@ -423,22 +446,7 @@ func TestARuntimeScheduleTickRunsWithTheDefinitionItWasDispatchedFor(t *testing.
 	ctx := context.Background()
 	base := e.Config(t, "  []")
 	st := schedstore.Of(e.RDB, base)
-	put := func(n int) schedstore.Record {
-		t.Helper()
-		rec, err := st.Put(ctx, "report/x", []byte(fmt.Sprintf(`{"schedule":"@every 1s","concurrency":"allow","handler":{"name":"report","payload":{"n":%d}}}`, n)), schedstore.Any)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rec
-	}
-	holding := func(rec schedstore.Record) *config.Config {
-		t.Helper()
-		j, err := rec.Job(base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return base.WithSource(scheduleSource{j.Name: j})
-	}
+	put, holding := reportSchedule(t, st, base, "@every 1s")
 	// redisAfter waits until the store's clock is past at: what the store
 	// records next is later than at
 	redisAfter := func(at time.Time) {
@@ -627,22 +635,7 @@ func TestATriggeredTickOfAReplacedScheduleRuns(t *testing.T) {
 	ctx := context.Background()
 	base := e.Config(t, "  []")
 	st := schedstore.Of(e.RDB, base)
-	put := func(n int) schedstore.Record {
-		t.Helper()
-		rec, err := st.Put(ctx, "report/x", []byte(fmt.Sprintf(`{"schedule":"@every 1h","concurrency":"allow","handler":{"name":"report","payload":{"n":%d}}}`, n)), schedstore.Any)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rec
-	}
-	holding := func(rec schedstore.Record) *config.Config {
-		t.Helper()
-		j, err := rec.Job(base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return base.WithSource(scheduleSource{j.Name: j})
-	}
+	put, holding := reportSchedule(t, st, base, "@every 1h")
 	v1 := put(1)
 	before := scheduler.Tick{Job: "@report/x", At: v1.Updated, RunID: "trigger-before", Replica: "api", Manual: true}
 	poll.Require(t, worktest.Wait, "the store's clock past the first put", func() bool {
