@@ -534,10 +534,11 @@ func TestPorcupineCatchesTwoPrefixesForOneResource(t *testing.T) {
 			clients = append(clients, newClient(t, []*redis.Client{srv.TestClient(t)}, locking.WithPrefix(p)))
 		}
 		h := histcheck.New()
-		ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+		// bounded by count (40 leases), the time only a backstop
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if n := (histcheck.LockLoad{Clients: clients, Keys: []string{"ledger"}, Goroutines: 4, TTL: 500 * time.Millisecond,
-			Hold: 5 * time.Millisecond, Wait: time.Second, Seed: 3}).Run(ctx, h); n < 10 {
+			Hold: 5 * time.Millisecond, Wait: time.Second, Seed: 3, Leases: 40}).Run(ctx, h); n < 10 {
 			t.Fatalf("only %d leases taken", n)
 		}
 		return h

@@ -23,10 +23,17 @@ type LockLoad struct {
 	Hold       time.Duration // each hold lasts a random time up to this
 	Wait       time.Duration // bound of one Lock call
 	Seed       uint64
+	// Leases, when above 0, ends the load once that many leases were
+	// taken (ctx still bounds it): a load bounded by count, not by time,
+	// takes as many leases on a starved host as on a quiet one.
+	Leases int
 }
 
-// Run runs the load until ctx ends and returns the number of leases taken.
+// Run runs the load until ctx ends (or Leases were taken) and returns the
+// number of leases taken.
 func (w LockLoad) Run(ctx context.Context, h *History) int {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	store := h.Store()
 	var mu sync.Mutex
 	taken := 0
@@ -41,6 +48,9 @@ func (w LockLoad) Run(ctx context.Context, h *History) int {
 				if w.hold(ctx, c, name, key, rng, h, store) {
 					mu.Lock()
 					taken++
+					if w.Leases > 0 && taken >= w.Leases {
+						stop()
+					}
 					mu.Unlock()
 				}
 			}
