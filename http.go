@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,7 +78,11 @@ func NewHTTPHandler(replicas ...*Replica) *HTTPHandler {
 	h.ready.Store(&starting)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
-		collectors.NewGoCollector(),
+		// the memstats series, and the live heap as the last GC marked it
+		// (go_gc_heap_live_bytes): the figure a leak shows in, which
+		// go_memstats_heap_alloc_bytes hides under the garbage of the cycle
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&statsCollector{replicas: replicas},
 	)

@@ -223,7 +223,7 @@ jobs:
 		`baton_scheduler_owned_total{job="every-second",replica="r1"}`, `baton_scheduler_dispatched_total{job="every-second",replica="r1"}`,
 		`baton_worker_ran_total{job="every-second",replica="r1"}`, `baton_scheduler_clock_skewed{replica="r1"} 0`,
 		`baton_scheduler_skew_stops_total{replica="r1"} 0`,
-		"go_goroutines", "process_start_time_seconds",
+		"go_goroutines", "go_gc_heap_live_bytes", "process_start_time_seconds",
 	} {
 		if code != 200 || !strings.Contains(metrics, want) {
 			t.Errorf("/metrics (%d) lacks %s", code, want)
