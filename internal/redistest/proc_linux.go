@@ -10,11 +10,12 @@ import (
 	"time"
 )
 
-// sysProcAttr makes the kernel SIGKILL redis-server when its parent dies, so
-// a crashed or killed test binary does not leak servers. (Pdeathsig fires
+// ChildProcAttr makes the kernel SIGKILL a child (redis-server, or another
+// process a test starts) when its parent dies, so a crashed or killed test
+// binary does not leak processes. (Pdeathsig fires
 // when the OS thread that forked the child exits; the Go runtime almost never
 // ends threads, so this is reliable in practice.)
-func sysProcAttr() *syscall.SysProcAttr {
+func ChildProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
 

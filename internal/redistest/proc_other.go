@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// sysProcAttr returns no special attributes: parent-death signals are
+// ChildProcAttr returns no special attributes: parent-death signals are
 // Linux-only.
-func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
+func ChildProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
 
 // waitStopped gives a SIGSTOP a moment to take effect; there is no portable
 // way to observe the stopped state.

@@ -227,7 +227,7 @@ func (s *Server) launchKeep(port int, keep bool) (*process, error) {
 	}
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = ChildProcAttr()
 	err = cmd.Start()
 	_ = logf.Close() // the child has its own descriptor
 	if err != nil {
