@@ -332,6 +332,39 @@ func TestDeleteScheduleWithoutStopLetsTheRunFinish(t *testing.T) {
 	}
 }
 
+// Deleting a runtime schedule forgets its mark (the latest tick decided)
+// on the lock masters. A mark has no expiry: it names its job for as long
+// as the job lives, and runtime schedules come and go (one per customer),
+// so a deleted schedule's would stay on every master for good.
+func TestDeleteScheduleForgetsItsMark(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := schedulesConfig(t, srv, "")
+	c := openCluster(t, cfg)
+	counter := newRunCounter()
+	reg := jobs.NewRegistry()
+	reg.Register("report", jobs.HandlerFunc(counter.handler))
+	running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("r0"))
+	ctx := context.Background()
+	if _, err := c.PutSchedule(ctx, "report/gone", baton.ScheduleSpec{Schedule: "@every 1s", Handler: "report"}); err != nil {
+		t.Fatal(err)
+	}
+	rdb := srv.TestClient(t)
+	mark := "rt:{@report/gone}:mark"
+	poll.Require(t, 20*time.Second, "a tick of the schedule decided (its mark)", func() bool {
+		n, _ := rdb.Exists(ctx, mark).Result()
+		return n == 1
+	})
+	if err := c.DeleteSchedule(ctx, "report/gone", false); err != nil {
+		t.Fatal(err)
+	}
+	// a tick decided while the replica had not yet followed the delete
+	// writes the mark again: the replica forgets it once it has followed
+	poll.Require(t, 10*time.Second, "the deleted schedule's mark gone", func() bool {
+		n, _ := rdb.Exists(ctx, mark).Result()
+		return n == 0
+	})
+}
+
 // A schedule deleted and put again under the same id is a new schedule:
 // the runs of the old one do not count against the new one's max_runs.
 func TestScheduleRecreatedUnderItsIDRunsItsMaxRunsAgain(t *testing.T) {
