@@ -598,14 +598,19 @@ func (r *Replica) ScheduleChange(id string) int64 { return r.follower.Version(id
 func (r *Replica) Schedules() int { return r.follower.Len() }
 
 // applySchedules puts the runtime schedules a replica's follower found
-// changed into its scheduler, and removes the deleted ones. A definition
-// the scheduler refuses is logged and left out; the others are put.
+// changed into its scheduler, and removes the deleted ones, with their
+// marks on the lock masters (which have no expiry: one a deleted schedule
+// would stay for good). A definition the scheduler refuses is logged and
+// left out; the others are put.
 func (r *Replica) applySchedules(put []schedstore.Change, removed []string) {
 	if r.sched == nil {
 		return
 	}
 	if len(removed) > 0 {
 		r.sched.Remove(removed...)
+		if err := r.sched.ForgetMarks(context.Background(), removed...); err != nil {
+			r.log.Warn("deleted runtime schedules: their marks stay on a lock master", slog.Int("schedules", len(removed)), slog.Any("err", err))
+		}
 	}
 	if len(put) == 0 {
 		return

@@ -1,8 +1,10 @@
 package scheduler
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -115,6 +117,42 @@ func (s *Scheduler) Remove(names ...string) {
 	}
 	s.jobsMu.Unlock()
 	s.poke()
+}
+
+// ForgetMarks deletes the marks (the latest tick decided) of jobs that are
+// gone for good, such as deleted runtime schedules, on every lock master. A
+// mark has no expiry: it lives as long as its job, and a deleted job's would
+// stay. Remove the jobs first: a claim of theirs still under way may write
+// a mark again (the next ForgetMarks of a replica that followed later takes
+// it). Each master is bounded by the master timeout; the errors of those
+// that failed are joined (their marks stay).
+func (s *Scheduler) ForgetMarks(ctx context.Context, names ...string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	keys := make([]string, len(names))
+	for i, n := range names {
+		keys[i] = newJobKeys(s.opts.namespace, n).mark()
+	}
+	errs := make([]error, len(s.masters))
+	var wg sync.WaitGroup
+	for i, m := range s.masters {
+		wg.Go(func() {
+			mctx, cancel := context.WithTimeout(ctx, s.opts.timeout)
+			defer cancel()
+			// one DEL a key: the keys of different jobs are in different
+			// Redis Cluster slots
+			pipe := m.Pipeline()
+			for _, k := range keys {
+				pipe.Del(mctx, k)
+			}
+			if _, err := pipe.Exec(mctx); err != nil {
+				errs[i] = fmt.Errorf("scheduler: forget the marks on lock master %d: %w", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // poke wakes Run's loop, without waiting.
