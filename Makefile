@@ -79,15 +79,16 @@ dev:
 chaos: redis-server
 	BATON_CHAOS=$${BATON_CHAOS:-3m} $(GO) test -count=1 -run '^TestChaos$$' -v -timeout 30m ./internal/e2e
 
-## soak: baton as deployed, for BATON_SOAK (default 30m): three `baton run` processes, a queue Redis and
-## three lock masters on loopback; 500 job-list jobs every 2-5 s, 10,000 runtime schedules put at the
-## start and put, replaced or deleted five a second all along; the third replica restarted every 5
-## minutes, a lock master once. Each replica's RSS, goroutines and live heap, and each Redis's
-## used_memory, may grow at most 5 % from minute 10 to 30 (medians of the 2 minutes before each), and
-## the ledger must account for every tick (TestSoakReplicas). Without -race: the race detector's own
-## memory and CPU would be what it measures. The suite runs it with -race for 10 s on a smaller load,
-## beside the in-process soak of the scheduler and the lock client (TestSoak: BATON_SOAK=3m
-## BATON_SOAK_JOBS=10000 go test -run '^TestSoak$' ./internal/soak runs it for minutes)
+## soak: baton as deployed, for BATON_SOAK (default 30m): three `baton run` processes, a queue Redis
+## and three lock masters on loopback; 500 job-list jobs every 15-60 s, 10,000 runtime schedules (one
+## in five due every 5 minutes) put at the start and put, replaced or deleted five a second all
+## along; the third replica restarted every 5 minutes, a lock master once. Each replica's RSS,
+## goroutines and live heap, and each Redis's used_memory, may grow at most 5 % from minute 10 to 30
+## (medians of the 3 minutes before each), and the ledger must account for every tick
+## (TestSoakReplicas). Without -race: the race detector's own memory and CPU would be what it
+## measures. The suite runs it with -race for 10 s on a smaller load, beside the in-process soak of
+## the scheduler and the lock client (TestSoak: BATON_SOAK=3m BATON_SOAK_JOBS=10000 go test -run
+## '^TestSoak$' ./internal/soak runs it for minutes)
 soak: redis-server
 	BATON_SOAK=$${BATON_SOAK:-30m} $(GO) test -count=1 -run '^TestSoakReplicas$$' -v -timeout 50m ./internal/soak
 
