@@ -25,3 +25,7 @@ func FollowerClaimKeptAfterPut(s *Scheduler, name string, at time.Time, put Job)
 	_, ok := s.current(item{job: old, at: at, fireAt: at, kind: kindFollower})
 	return ok, nil
 }
+
+// QueueLen is how many entries Run's queue held at its loop's last turn
+// (tests only).
+func QueueLen(s *Scheduler) int64 { return s.queued.Load() }

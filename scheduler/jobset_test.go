@@ -224,3 +224,32 @@ func TestReplaceDropsAWaitingTickTheNewDefinitionLacks(t *testing.T) {
 		}
 	}
 }
+
+// Run's queue lets go of the entries of removed and replaced jobs before
+// their ticks come due. Each held its job's old definition until then: a
+// day for a daily runtime schedule deleted or changed, so a churn of
+// schedules grew a replica's heap for as long as the churn went on.
+func TestRemovedAndReplacedJobsLeaveTheQueue(t *testing.T) {
+	srv := redistest.New(t)
+	clk := clock.NewFake(now())
+	r := start(t, []*redis.Client{srv.TestClient(t)}, nil, newRecorder(), fakeOpts(clk, "r0")...)
+	const n = 1000
+	put := func(spec string, from, to int) {
+		var js []scheduler.Job
+		for i := from; i < to; i++ {
+			js = append(js, scheduler.Job{Name: fmt.Sprintf("daily-%04d", i), Schedule: every(t, spec), StartingDeadline: time.Minute, Since: clk.Now()})
+		}
+		if err := r.s.Put(js...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("0 0 * * *", 0, n)
+	poll.Require(t, 10*time.Second, "every job's next tick queued", func() bool { return scheduler.QueueLen(r.s) == n })
+	var gone []string
+	for i := range n / 2 {
+		gone = append(gone, fmt.Sprintf("daily-%04d", i))
+	}
+	r.s.Remove(gone...)
+	put("30 0 * * *", n/2, n) // the other half replaced
+	poll.Require(t, 10*time.Second, "only the replaced jobs' new entries queued", func() bool { return scheduler.QueueLen(r.s) == n/2 })
+}

@@ -229,8 +229,9 @@ type Scheduler struct {
 
 	held heldTicks // ticks held back while masters or the queue fail
 
-	running   atomic.Bool // Run was called
-	exhausted sync.Map    // job name -> true: the dispatcher said ErrJobDone (max_runs reached)
+	running   atomic.Bool  // Run was called
+	exhausted sync.Map     // job name -> true: the dispatcher said ErrJobDone (max_runs reached)
+	queued    atomic.Int64 // entries in Run's queue at its loop's last turn
 }
 
 // New returns a scheduler whose tick claims run on the lock client's masters
@@ -466,6 +467,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	var batch, ready []item
 	for {
+		s.queued.Store(int64(h.Len()))
 		var wait <-chan time.Time
 		var timer Timer
 		if h.Len() > 0 {
