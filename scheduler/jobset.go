@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -96,6 +97,9 @@ func (s *Scheduler) Put(jobs ...Job) error {
 	}
 	s.jobsMu.Lock()
 	for _, j := range prepared {
+		if _, ok := s.jobs[j.Name]; ok {
+			s.stale.Add(1) // its entry in Run's queue is the old definition's
+		}
 		s.jobs[j.Name] = j
 		s.exhausted.Delete(j.Name) // a new definition may allow more runs
 	}
@@ -113,10 +117,42 @@ func (s *Scheduler) Put(jobs ...Job) error {
 func (s *Scheduler) Remove(names ...string) {
 	s.jobsMu.Lock()
 	for _, n := range names {
+		if _, ok := s.jobs[n]; ok {
+			s.stale.Add(1)
+		}
 		delete(s.jobs, n)
 	}
 	s.jobsMu.Unlock()
 	s.poke()
+}
+
+// compactAtLeast is the fewest stale entries (of removed or replaced jobs)
+// Run's queue is compacted for; beyond it, a quarter of the queue.
+const compactAtLeast = 64
+
+// compact drops from Run's queue h the entries that current would drop
+// when they come due (a removed job's; a replaced definition's next tick),
+// once they are many: each holds its job's old definition until its tick,
+// a day for a daily runtime schedule that was deleted or changed, so a
+// churn of schedules would grow the queue for as long as it went on. An
+// entry it keeps is left as it is (current makes it for its job's
+// definition when it comes due). O(queue) at most once per quarter of the
+// queue gone stale.
+func (s *Scheduler) compact(h *itemHeap) {
+	n := s.stale.Load()
+	if n < max(compactAtLeast, int64(h.Len()/4)) {
+		return
+	}
+	s.stale.Add(-n)
+	kept := (*h)[:0]
+	for _, it := range *h {
+		if _, ok := s.current(it); ok {
+			kept = append(kept, it)
+		}
+	}
+	clear((*h)[len(kept):]) // the dropped entries' jobs are garbage now
+	*h = kept
+	heap.Init(h)
 }
 
 // ForgetMarks deletes the marks (the latest tick decided) of jobs that are

@@ -232,6 +232,7 @@ type Scheduler struct {
 	running   atomic.Bool  // Run was called
 	exhausted sync.Map     // job name -> true: the dispatcher said ErrJobDone (max_runs reached)
 	queued    atomic.Int64 // entries in Run's queue at its loop's last turn
+	stale     atomic.Int64 // entries of removed or replaced jobs left in Run's queue (compact)
 }
 
 // New returns a scheduler whose tick claims run on the lock client's masters
@@ -488,6 +489,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			for _, it := range s.startAdded(s.opts.clock.Now()) {
 				heap.Push(h, it)
 			}
+			s.compact(h)
 		case <-wait:
 		}
 		if timer != nil {
