@@ -98,7 +98,12 @@ func openCluster(t *testing.T, cfg *config.Config) *baton.Cluster {
 // handler "report" counts its runs, and opens a Cluster on them.
 func countingReplicas(t *testing.T, n int) (*baton.Cluster, *runCounter) {
 	t.Helper()
-	srv := redistest.New(t)
+	return countingReplicasOn(t, redistest.New(t), n)
+}
+
+// countingReplicasOn is countingReplicas on srv.
+func countingReplicasOn(t *testing.T, srv *redistest.Server, n int) (*baton.Cluster, *runCounter) {
+	t.Helper()
 	cfg := schedulesConfig(t, srv, "")
 	c := openCluster(t, cfg)
 	counter := newRunCounter()
@@ -338,12 +343,7 @@ func TestDeleteScheduleWithoutStopLetsTheRunFinish(t *testing.T) {
 // so a deleted schedule's would stay on every master for good.
 func TestDeleteScheduleForgetsItsMark(t *testing.T) {
 	srv := redistest.New(t)
-	cfg := schedulesConfig(t, srv, "")
-	c := openCluster(t, cfg)
-	counter := newRunCounter()
-	reg := jobs.NewRegistry()
-	reg.Register("report", jobs.HandlerFunc(counter.handler))
-	running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("r0"))
+	c, _ := countingReplicasOn(t, srv, 1)
 	ctx := context.Background()
 	if _, err := c.PutSchedule(ctx, "report/gone", baton.ScheduleSpec{Schedule: "@every 1s", Handler: "report"}); err != nil {
 		t.Fatal(err)
