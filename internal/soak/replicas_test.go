@@ -35,7 +35,8 @@ import (
 // same shape whose memory is reported, not judged.
 type soakPlan struct {
 	load      time.Duration // how long the load runs
-	jobs      int           // job-list jobs, @every 15s to 60s (listEvery)
+	jobs      int           // job-list jobs
+	every     []int         // their periods, seconds, a share of the jobs each (listEvery for make soak)
 	schedules int           // runtime schedules put at the start
 	ticking   int           // one runtime schedule in this many ticks in the run, once a period
 	period    time.Duration
@@ -62,10 +63,13 @@ var listEvery = []int{15, 20, 30, 60}
 const maxGrowth = 5.0
 
 func planFor(d time.Duration) soakPlan {
-	p := soakPlan{load: d, jobs: 50, schedules: 200, ticking: 1, period: 10 * time.Second, deadline: 8 * time.Second,
+	// the short load's periods are shorter than its load, so every window
+	// of it has job-list ticks due (at 15 s to 60 s, one of 10 s may have
+	// none)
+	p := soakPlan{load: d, jobs: 50, every: []int{2, 3, 5, 7}, schedules: 200, ticking: 1, period: 10 * time.Second, deadline: 8 * time.Second,
 		backlog: 5 * time.Second, churn: 100 * time.Millisecond, sample: time.Second, step: 5 * time.Second}
 	if d >= 10*time.Minute {
-		p = soakPlan{load: d, jobs: 500, schedules: 10000, ticking: 5, period: 5 * time.Minute, deadline: time.Minute,
+		p = soakPlan{load: d, jobs: 500, every: listEvery, schedules: 10000, ticking: 5, period: 5 * time.Minute, deadline: time.Minute,
 			backlog: time.Minute, churn: 200 * time.Millisecond, sample: 30 * time.Second, step: time.Minute, judge: true}
 	}
 	p.window = max(d/10, 3*p.sample)
@@ -274,7 +278,7 @@ jobs:
 `, prefix)
 	for i := range p.jobs {
 		fmt.Fprintf(&b, "  - {name: list-%03d, schedule: \"@every %ds\", starting_deadline: %s, timeout: 10s, max_retry: 1, exec: {command: [\"true\"]}}\n",
-			i, listEvery[i%len(listEvery)], p.deadline)
+			i, p.every[i%len(p.every)], p.deadline)
 	}
 	return []byte(b.String())
 }
