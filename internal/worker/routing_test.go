@@ -509,6 +509,15 @@ func TestARuntimeScheduleTickRunsWithTheDefinitionItWasDispatchedFor(t *testing.
 
 	v1 := put(1)
 	ranWith, logs := workerHolding(v1)
+	// runs dispatches tick for the definition dispatcher holds and wants
+	// the current worker's run of it to get payload want
+	runs := func(dispatcher *config.Config, tick scheduler.Tick, want, what string) {
+		t.Helper()
+		e.dispatch(t, dispatcher, tick)
+		if got := ranWith(tick); got != want {
+			t.Errorf("%s ran with %s, want %s", what, got, want)
+		}
+	}
 	early, early2 := tickAt(dueAfter(v1.Created)), tickAt(dueAfter(v1.Created).Add(time.Second))
 	redisAfter(early2.At)
 	v2 := put(2)
@@ -516,28 +525,16 @@ func TestARuntimeScheduleTickRunsWithTheDefinitionItWasDispatchedFor(t *testing.
 		t.Fatalf("replace: %+v", v2)
 	}
 	behind := tickAt(dueAfter(v2.Updated))
-	e.dispatch(t, holding(v2), behind)
-	if got := ranWith(behind); got != `{"n":2}` {
-		t.Errorf("a copy behind a replace ran the tick dispatched for version 2 with %s", got)
-	}
+	runs(holding(v2), behind, `{"n":2}`, "the tick dispatched for version 2, on a copy behind the replace,")
 	if logs.Count("which this replica's copy does not hold yet") != 1 {
 		t.Errorf("the run with the stored definition not logged:\n%s", logs.String())
 	}
-	e.dispatch(t, holding(v1), early)
-	if got := ranWith(early); got != `{"n":1}` {
-		t.Errorf("a tick dispatched for version 1, on a worker that holds it, ran with %s", got)
-	}
+	runs(holding(v1), early, `{"n":1}`, "a tick dispatched for version 1, on a worker that holds it,")
 
 	ranWith, _ = workerHolding(v2)
-	e.dispatch(t, holding(v1), early2)
-	if got := ranWith(early2); got != `{"n":2}` {
-		t.Errorf("a tick due before the replacement, which has it too, dispatched for version 1, ran with %s", got)
-	}
+	runs(holding(v1), early2, `{"n":2}`, "a tick due before the replacement, which has it too, dispatched for version 1,")
 	late := tickAt(behind.At.Add(time.Second))
-	e.dispatch(t, holding(v1), late)
-	if got := ranWith(late); got != `{"n":2}` {
-		t.Errorf("a tick due after the replacement, dispatched for version 1, ran with %s", got)
-	}
+	runs(holding(v1), late, `{"n":2}`, "a tick due after the replacement, dispatched for version 1,")
 	// replaced again, by a definition without the tick: a task dispatched
 	// for version 1 has no definition left to run with
 	v3, err := st.Put(ctx, "report/x", []byte(`{"schedule":"0 0 1 1 *","concurrency":"allow","handler":{"name":"report","payload":{"n":30}}}`), schedstore.Any)
@@ -558,10 +555,7 @@ func TestARuntimeScheduleTickRunsWithTheDefinitionItWasDispatchedFor(t *testing.
 		t.Fatalf("put again: %+v", n3)
 	}
 	again := tickAt(dueAfter(n3.Created))
-	e.dispatch(t, holding(n3), again)
-	if got := ranWith(again); got != `{"n":3}` {
-		t.Errorf("a copy that holds the deleted schedule ran the new one's tick with %s", got)
-	}
+	runs(holding(n3), again, `{"n":3}`, "the new schedule's tick, on a copy that holds the deleted one,")
 	workerHolding(n3)
 	gone := tickAt(again.At.Add(time.Second))
 	e.dispatch(t, holding(v2), gone)
