@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -68,17 +67,6 @@ func buildRelease(t *testing.T, version, dir string) string {
 		t.Fatalf("building release %s: %v", version, err)
 	}
 	return bin
-}
-
-// freeAddr returns a loopback address with a port free now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // hookRecorder is the target of the runtime schedules' http jobs: it appends
@@ -224,7 +212,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	var pausedFrom, pausedUntil time.Time
 	for i := range reps {
 		stop(reps[i])
-		addr := freeAddr(t)
+		addr := redistest.FreeAddr(t)
 		cfg := config(fmt.Sprintf("new-%d", i), fmt.Sprintf("http:\n  listen: %s\n  token: %s\nschedules:\n  http_prefixes: [%q]\n",
 			addr, token, hooks.URL+"/hooks/"))
 		reps[i] = start(fmt.Sprintf("new-%d", i), binary, cfg)

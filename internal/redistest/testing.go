@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,4 +119,15 @@ func CommandCalls(t testing.TB, rdb *redis.Client) map[string]int {
 		}
 	}
 	return out
+}
+
+// FreeAddr returns a loopback address whose port is free now (for a
+// process the test starts that listens on it).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", port)
 }

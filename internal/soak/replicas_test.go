@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -164,7 +163,7 @@ func TestSoakReplicas(t *testing.T) {
 
 	var reps []*replica
 	for i := range 3 {
-		r := &replica{name: fmt.Sprintf("r%d", i), bin: bin, dir: dir, cfg: cfgPath, addr: freeAddr(t)}
+		r := &replica{name: fmt.Sprintf("r%d", i), bin: bin, dir: dir, cfg: cfgPath, addr: redistest.FreeAddr(t)}
 		r.start(t)
 		reps = append(reps, r)
 	}
@@ -292,16 +291,6 @@ type replica struct {
 	mu   sync.Mutex // the process of the last start, read by the sampler too
 	cmd  *exec.Cmd
 	done chan struct{}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func (r *replica) logPath() string { return filepath.Join(r.dir, r.name+".log") }
