@@ -163,26 +163,25 @@ func PayloadQueue(b []byte) string {
 
 // ParsePayload decodes a TaskType payload into the tick it runs.
 func ParsePayload(b []byte) (scheduler.Tick, error) {
-	// the version first: a newer format may change what the other members
-	// mean or how they are written, so it is not read as this one
-	var head struct {
-		V int `json:"v"`
-	}
-	if err := json.Unmarshal(b, &head); err == nil && head.V > formats.TaskPayload {
-		var p Payload
-		_ = json.Unmarshal(b, &p) // best effort, for the logs
-		tick, _ := p.tick()
-		return tick, &NewerFormatError{Version: head.V, Tick: tick}
-	}
 	var p Payload
-	if err := json.Unmarshal(b, &p); err != nil {
-		return scheduler.Tick{}, fmt.Errorf("jobs: bad %s payload: %w", TaskType, err)
+	err := json.Unmarshal(b, &p)
+	if err == nil && p.V <= formats.TaskPayload {
+		tick, err := p.tick()
+		if err != nil {
+			return scheduler.Tick{}, fmt.Errorf("jobs: bad %s payload: %w", TaskType, err)
+		}
+		return tick, nil
 	}
-	tick, err := p.tick()
-	if err != nil {
-		return scheduler.Tick{}, fmt.Errorf("jobs: bad %s payload: %w", TaskType, err)
+	// a newer format may change what the other members mean or how they
+	// are written (so that they do not decode): its version alone decides
+	if v := formats.VersionOf(b); v > formats.TaskPayload {
+		tick, _ := p.tick() // as far as it reads, for the logs
+		return tick, &NewerFormatError{Version: v, Tick: tick}
 	}
-	return tick, nil
+	if err == nil {
+		err = fmt.Errorf("format version %d", p.V)
+	}
+	return scheduler.Tick{}, fmt.Errorf("jobs: bad %s payload: %w", TaskType, err)
 }
 
 // NewRunTask returns the asynq task that runs tick t of cron-mode job j,
