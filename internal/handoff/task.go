@@ -270,11 +270,12 @@ func TaskTimeout(d time.Duration) time.Duration {
 // the retry delays it spans.
 
 // AttemptSlack is what an attempt may take beyond its task timeout before
-// the next one starts, or before a task fetched late starts at all: asynq's
-// 30 s task lease plus its one-minute recovery scan after a worker died
-// mid-run, the retry poll, and hand-backs between replicas during a rolling
-// deploy.
-const AttemptSlack = 2 * time.Minute
+// the next one starts, or before a task fetched late starts at all. After a
+// worker died mid-run, asynq recovers its task late: the lease (30 s) runs
+// out, the recovery scan takes only tasks whose lease ran out 30 s ago or
+// more, and it scans once a minute, so up to 2 minutes; then the retry
+// poll, and hand-backs between replicas during a rolling deploy (30 s).
+const AttemptSlack = 150 * time.Second
 
 // RunWindow is how long after its dispatch a task's last attempt may still
 // start legitimately, for job j:
