@@ -132,7 +132,13 @@ func TestElectionHandoverQuorum(t *testing.T) {
 }
 
 // A leader is shown while it leads, however long: its record lives with its
-// lease (it expired at 10 x the ttl however long the term went on).
+// lease (it expired at 10 x the ttl however long the term went on). What is
+// promised is that a read made while the term is held names its leader, so
+// each read is checked against the term after it returned: still held then,
+// it was held throughout the read. A 300 ms lease may be lost on a starved
+// host (no extension confirmed before its validity deadline); a read after
+// that promises nothing about the lost term, and the candidate campaigns
+// again and the test goes on with the new term.
 func leaderShownWhileLeading(t *testing.T, servers []*redistest.Server) {
 	ctx := testCtx(t)
 	const ttl = 300 * time.Millisecond
@@ -142,18 +148,34 @@ func leaderShownWhileLeading(t *testing.T, servers []*redistest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checked, lost := 0, 0
 	for until := time.Now().Add(12 * ttl); time.Now().Before(until); time.Sleep(ttl / 2) {
-		if err := term.Err(); err != nil {
-			t.Fatalf("term ended: %v", err)
-		}
 		l, ok := observe(t, obs)
+		if err := term.Err(); err != nil {
+			lost++
+			t.Logf("term with fence %d lost %v into it: %v", term.Fence(), time.Since(term.Leader().Since).Round(time.Millisecond), err)
+			prev := term.Fence()
+			if term, err = e.Campaign(ctx, "a"); err != nil {
+				t.Fatal(err)
+			}
+			if term.Fence() <= prev {
+				t.Fatalf("fence %d after %d", term.Fence(), prev)
+			}
+			continue
+		}
+		checked++
 		// the earliest of the masters' clocks: never after the term's own
 		if since := term.Leader().Since; !ok || l.ID != "a" || l.Fence != term.Fence() || l.Since.After(since) || since.Sub(l.Since) > time.Second {
-			t.Fatalf("%v into the term: observed %+v %v, want a, fence %d, since %v", time.Since(term.Leader().Since).Round(time.Millisecond), l, ok, term.Fence(), term.Leader().Since)
+			t.Fatalf("%v into the term, which is held: observed %+v %v, want a, fence %d, since %v", time.Since(term.Leader().Since).Round(time.Millisecond), l, ok, term.Fence(), term.Leader().Since)
 		}
 	}
+	t.Logf("%d reads checked against a held term, %d terms lost", checked, lost)
 	if err := term.Resign(ctx); err != nil {
-		t.Fatal(err)
+		if !errors.Is(err, locking.ErrNotHeld) {
+			t.Fatal(err)
+		}
+		t.Logf("the last term was lost before its resign: %v", err)
+		return
 	}
 	if _, ok := observe(t, obs); ok {
 		t.Fatal("a leader after its resign")
