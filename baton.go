@@ -262,13 +262,6 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	}
 	r.queue = queue
 	r.own = append(r.own, queue)
-	// the runtime schedules: every lookup of a job by name finds them
-	// beside the job list, and the scheduler gets them as they change
-	r.follower = schedstore.NewFollower(schedstore.Of(queue, cfg), cfg,
-		r.applySchedules, schedstore.WithLogger(log.With("component", "schedules")), schedstore.WithFetch(),
-		schedstore.WithWentBack(r.scheduleStoreWentBack))
-	cfg = cfg.WithSource(r.follower)
-	r.cfg = cfg
 	masters, err := wiring.DialMasters(cfg)
 	if err != nil {
 		return nil, err
@@ -278,6 +271,14 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	if len(masters) == 0 {
 		r.mast = []redis.UniversalClient{queue}
 	}
+	// the runtime schedules: every lookup of a job by name finds them
+	// beside the job list, and the scheduler gets them as they change;
+	// the marks of what replicas saw of them live on the lock masters
+	r.follower = schedstore.NewFollower(schedstore.Of(queue, cfg), cfg,
+		r.applySchedules, schedstore.WithLogger(log.With("component", "schedules")), schedstore.WithFetch(),
+		schedstore.WithWentBack(r.scheduleStoreWentBack), schedstore.WithMarks(schedstore.NewMasterMarks(r.mast, cfg.Namespace)))
+	cfg = cfg.WithSource(r.follower)
+	r.cfg = cfg
 	r.locks, err = locking.NewQuorum(r.mast, append(wiring.LockOptions(cfg),
 		locking.WithLogger(wiring.Dropping(lockLog, o.dropLock)))...)
 	if err != nil {

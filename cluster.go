@@ -52,8 +52,6 @@ func NewCluster(cfg *config.Config) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{queue: queue, closers: []func(){func() { _ = queue.Close() }}}
-	c.schedules = schedstore.Of(queue, cfg)
-	c.cfg = cfg.WithSource(schedstore.NewFollower(c.schedules, cfg, nil, schedstore.WithFetch()))
 	masters, err := wiring.DialMasters(cfg)
 	if err != nil {
 		c.Close()
@@ -64,6 +62,12 @@ func NewCluster(cfg *config.Config) (*Cluster, error) {
 	} else {
 		c.closers = append(c.closers, func() { wiring.CloseAll(masters) })
 	}
+	// a put signs a version above the replicas' mark of its schedule, and
+	// a schedule looked up (a trigger) is checked against it: the marks
+	// of what the replicas saw, on the lock masters
+	marks := schedstore.NewMasterMarks(masters, cfg.Namespace)
+	c.schedules = schedstore.Of(queue, cfg).WithMarks(marks)
+	c.cfg = cfg.WithSource(schedstore.NewFollower(c.schedules, cfg, nil, schedstore.WithFetch(), schedstore.WithMarks(marks)))
 	c.masters = masters
 	locks, err := locking.NewQuorum(masters, wiring.LockOptions(cfg)...)
 	if err != nil {

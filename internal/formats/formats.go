@@ -71,4 +71,5 @@ var All = []Format{
 	{"election leader record", 1, false},
 	{"runtime schedule record", 1, false},
 	{"runtime schedule change", 1, false},
+	{"runtime schedule mark", 1, false},
 }

@@ -57,7 +57,7 @@ func TestFormatVersions(t *testing.T) {
 		"pause flag": 1, "quorum marker": 1, "tick binding": 1, "task payload": 1,
 		"history event": 1, "roster entry": 2, "roster job list": 1, "roster clock step": 1, "tick ledger record": 1, "holder record": 1,
 		"buffer entries": 1, "max_runs count": 1, "replace request": 1, "lock keys": 1,
-		"election leader record": 1, "runtime schedule record": 1, "runtime schedule change": 1,
+		"election leader record": 1, "runtime schedule record": 1, "runtime schedule change": 1, "runtime schedule mark": 1,
 	}
 	if len(All) != len(want) {
 		t.Errorf("%d formats, want %d", len(All), len(want))

@@ -60,6 +60,15 @@ type Follower struct {
 	byName     map[string]entry  // job name -> the schedule as last read
 	refused    map[string]error  // id -> why it is not run
 	refusedRaw map[string]string // id -> its stored value (put back when Redis goes back), when known
+	// id -> the newest of it seen (with signing keys only): an older
+	// definition is refused
+	marks map[string]Mark
+	// by shard, the marks raised since they were last kept in keep
+	raised []map[string]Mark
+
+	keep       Marks         // where marks outlive the replica (nil: in memory only)
+	keepWarned bool          // a failure to keep them was logged (under applyMu)
+	loaded     []atomic.Bool // by shard: keep's marks were read
 
 	applyMu sync.Mutex   // one reader at a time: Sync, the streams, resyncs
 	shards  []shardState // by shard, under applyMu
@@ -93,8 +102,9 @@ func (st shardState) wentBack(ver int64, last string, after *redis.XMessage) boo
 type entry struct {
 	// raw is the stored value as last read: what a resync compares, and
 	// what is put back when Redis went back (restore.go)
-	raw string
-	job *config.Job
+	raw   string
+	job   *config.Job
+	bound bool // its signature vouches for its created and version
 }
 
 // FollowerOption configures a Follower.
@@ -102,6 +112,13 @@ type FollowerOption func(*Follower)
 
 // WithLogger sets the logger. Default: none.
 func WithLogger(l *slog.Logger) FollowerOption { return func(f *Follower) { f.log = l } }
+
+// WithMarks keeps the marks of what the Follower saw (Mark) in keep as
+// well, and reads them from it before a shard's first read, so that a
+// replica started again refuses an older definition put back as the
+// running ones do. Only with signing keys (without them nothing is bound).
+// Default: in memory only.
+func WithMarks(keep Marks) FollowerOption { return func(f *Follower) { f.keep = keep } }
 
 // WithFetch makes ScheduleJob read a schedule the copy does not hold from
 // Redis (a worker's run of a schedule put a moment ago). Default: off.
@@ -111,7 +128,8 @@ func WithFetch() FollowerOption { return func(f *Follower) { f.fetch = true } }
 // (config.DecodeSchedule), calling apply (nil: nothing) with each change.
 func NewFollower(st *Store, base *config.Config, apply func(put []Change, removed []string), opts ...FollowerOption) *Follower {
 	f := &Follower{st: st, base: base, apply: apply, log: slog.New(slog.DiscardHandler), resync: base.Schedules.Resync,
-		byName: map[string]entry{}, refused: map[string]error{}, refusedRaw: map[string]string{}, shards: make([]shardState, st.Shards())}
+		byName: map[string]entry{}, refused: map[string]error{}, refusedRaw: map[string]string{}, shards: make([]shardState, st.Shards()),
+		marks: map[string]Mark{}, raised: make([]map[string]Mark, st.Shards()), loaded: make([]atomic.Bool, st.Shards())}
 	for _, o := range opts {
 		o(f)
 	}
@@ -141,6 +159,12 @@ func (f *Follower) ScheduleJob(name string) (*config.Job, bool) {
 		// logged once per schedule and reason: a worker asks at every task
 		if !errors.Is(err, ErrNotFound) && f.firstWarning(name+"\x00"+err.Error()) {
 			f.log.Warn("cannot read a runtime schedule", "job", name, "err", err)
+		}
+		return nil, false
+	}
+	if err = f.olderFetched(ctx, rec); err != nil {
+		if f.firstWarning(rec.raw) {
+			f.log.Warn("runtime schedule refused: not run", "job", name, "err", err)
 		}
 		return nil, false
 	}
@@ -225,6 +249,9 @@ func (f *Follower) Sync(ctx context.Context) error {
 func (f *Follower) syncShard(ctx context.Context, sh int, back bool) error {
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
+	if err := f.loadMarks(ctx, sh); err != nil {
+		return err
+	}
 	prev := f.shards[sh]
 	ver, last, raws, after, err := f.readShard(ctx, sh, prev.last)
 	if err != nil {
@@ -268,6 +295,7 @@ func (f *Follower) syncShard(ctx context.Context, sh int, back bool) error {
 	}
 	put := f.changed(raws)
 	f.commit(put, removed)
+	f.keepMarks(ctx, sh)
 	f.shards[sh] = shardState{ver: ver, last: last, synced: time.Now()}
 	return nil
 }
@@ -365,6 +393,11 @@ func (f *Follower) changed(raws map[string]string) []Change {
 	wg.Wait()
 	var put []Change
 	for _, d := range todo {
+		if d.err == nil {
+			f.mu.RLock()
+			d.err = f.older(d.c.Rec)
+			f.mu.RUnlock()
+		}
 		if d.err != nil {
 			f.refuse(d.id, d.raw, d.err)
 			continue
@@ -418,9 +451,18 @@ func (f *Follower) commit(put []Change, removed []string) {
 	for _, c := range put {
 		// the job decoded from it, and its stored value (to tell a
 		// changed one, and to put it back when Redis goes back)
-		f.byName[c.Job.Name] = entry{raw: c.Rec.raw, job: c.Job}
+		f.byName[c.Job.Name] = entry{raw: c.Rec.raw, job: c.Job, bound: c.Rec.Bound}
+		if c.Rec.Bound {
+			f.raise(c.Rec.ID, Mark{Created: c.Rec.Created.UnixMilli(), Version: c.Rec.Version})
+		}
 	}
 	for _, n := range removed {
+		if e, ok := f.byName[n]; ok && e.bound {
+			// deleted: no definition of it comes back (a new schedule
+			// under its id is created after the delete)
+			id, _ := config.ScheduleID(n)
+			f.raise(id, Mark{Created: e.job.Ref.Created.UnixMilli(), Version: e.job.Ref.Version, Deleted: true})
+		}
 		delete(f.byName, n)
 	}
 	f.mu.Unlock()
@@ -552,6 +594,7 @@ func (f *Follower) follow(ctx context.Context, sh int, synced time.Time) (gap, b
 	}
 	put = f.changed(raws)
 	f.commit(put, removed)
+	f.keepMarks(ctx, sh)
 	f.shards[sh].ver, f.shards[sh].last = ver, lastID
 	return false, false, nil
 }

@@ -1,6 +1,10 @@
 package schedstore
 
-import "github.com/batonhq/baton/config"
+import (
+	"strconv"
+
+	"github.com/batonhq/baton/config"
+)
 
 // keys are the keys of one shard of a namespace's runtime schedules, on the
 // queue Redis, all in one hash slot so that a change is one script:
@@ -40,3 +44,7 @@ func Keys(ns string, shards int) []string {
 	}
 	return out
 }
+
+// marksKey is the hash of shard's marks (MasterMarks) on each lock master:
+// NS:schedmarks:K, id -> mark.
+func marksKey(ns string, shard int) string { return ns + ":schedmarks:" + strconv.Itoa(shard) }

@@ -64,7 +64,12 @@ type Record struct {
 	// every put and delete of any schedule of the shard (a Follower at
 	// Change or later holds this record or a newer one).
 	Change int64
-	raw    string // the stored value
+	// Bound: the signature covers Created and Version as well as the
+	// definition (every put since 0.2.0 that signs), so that a replica that
+	// saw a newer definition of the id refuses this one put back (Marks).
+	// A definition signed before, or without keys, is not bound.
+	Bound bool
+	raw   string // the stored value
 }
 
 // Ref names the definition r holds (config.ScheduleRef).
@@ -96,6 +101,9 @@ type Match struct {
 var Any = Match{Version: -1}
 
 func (m Match) args() (version, created string) {
+	if m.Version == -2 {
+		version = "-1" // put.lua: only over a value that is not a record
+	}
 	if m.Version >= 0 {
 		version = strconv.FormatInt(m.Version, 10)
 	}
@@ -121,6 +129,7 @@ type Store struct {
 	ns     string
 	shards []keys // by shard
 	sign   *handoff.Signer
+	keep   Marks // the replicas' marks a signed put reads (nil: none)
 }
 
 // New returns the Store of namespace ns on the queue Redis rdb, split into
@@ -186,29 +195,107 @@ const earlierPrefix = `{"id":`
 
 func (s *Store) domain() string { return DomainSchedule + "\x00" + s.ns }
 
-// recordDomain is the signature domain of schedule id's definition.
+// recordDomain is the signature domain of schedule id's definition as
+// signed before 0.2.0: bound to its id alone.
 func (s *Store) recordDomain(id string) string { return s.domain() + "\x00" + id }
+
+// boundDomain is the signature domain of schedule id's definition at
+// version own of the schedule created at created (unix ms): a definition
+// signed under it cannot be stored as another version or incarnation of
+// the id, so a copy of an older one put back says it is older.
+func (s *Store) boundDomain(id string, created, own int64) string {
+	return s.recordDomain(id) + "\x00" + strconv.FormatInt(created, 10) + "\x00" + strconv.FormatInt(own, 10)
+}
+
+// putAttempts bounds how often a signed put reads the schedule again after
+// another put or delete of it came between its read and its write.
+const putAttempts = 64
 
 // Put stores doc (a checked definition, compact JSON) as schedule id, if
 // the stored schedule matches m (Any: whatever is there), else fails with
 // ErrChanged.
+//
+// With signing keys the definition is signed for the version and created
+// it is stored as (boundDomain), which the put must know before it writes:
+// it reads the schedule, signs for the next version (a new schedule: for a
+// created after the shard's last change), and writes only if the schedule
+// is still as read; another put or delete in between makes it read again.
 func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, m Match) (Record, error) {
-	body := []byte(doc)
-	if err := storable(body); err != nil {
+	if err := storable(doc); err != nil {
 		return Record{}, fmt.Errorf("runtime schedule %q: %w", id, err)
 	}
-	if s.sign.Enabled() {
-		body = s.sign.Sign(s.recordDomain(id), body)
+	if !s.sign.Enabled() {
+		return s.put(ctx, id, doc, doc, m, nil)
 	}
+	for range putAttempts {
+		cur, err := s.readForPut(ctx, id)
+		if err != nil {
+			return Record{}, err
+		}
+		if err := cur.meets(m); err != nil {
+			return Record{}, s.changed(id, "put", m, err.(curVersion).v)
+		}
+		mark, marked, err := s.markOf(ctx, id)
+		if err != nil {
+			return Record{}, err
+		}
+		// the put is conditioned on what was read, whatever m is
+		cond := Match{Version: -2} // "-1" to put.lua: not a record
+		if cur.readable {
+			cond = Match{Version: cur.own, Created: time.UnixMilli(cur.created)}
+		} else if !cur.exists {
+			cond = Match{Version: 0}
+		}
+		b := cur.binding(mark, marked)
+		if b.own == cur.own+1 && b.created == cur.created && cur.same(doc) {
+			// the definition it holds, bound: nothing changes
+			rec, err := s.put(ctx, id, doc, []byte(cur.def), cond, nil)
+			if errors.Is(err, errRaced) {
+				continue
+			}
+			rec.Bound = err == nil
+			return rec, err
+		}
+		rec, err := s.put(ctx, id, doc, s.sign.Sign(s.boundDomain(id, b.created, b.own), doc), cond, &b)
+		if errors.Is(err, errRaced) {
+			continue
+		}
+		rec.Bound = err == nil
+		return rec, err
+	}
+	return Record{}, fmt.Errorf("runtime schedule %q: put: changed by other puts or deletes %d times while this one read it: %w", id, putAttempts, ErrChanged)
+}
+
+// errRaced: a signed put found the schedule changed since it read it.
+var errRaced = errors.New("the runtime schedule changed since the put read it")
+
+// binding is the created (unix ms) and version a put's signature names,
+// which put.lua checks the record it writes has.
+type binding struct{ created, own int64 }
+
+// put runs put.lua: doc as stored, signed (body), if the schedule matches m;
+// with b, only as b's created and version (else errRaced).
+func (s *Store) put(ctx context.Context, id string, doc, body []byte, m Match, b *binding) (Record, error) {
 	version, created := m.args()
-	res, err := putScript.Run(ctx, s.rdb, s.keysOf(id).all(), id, body, LogLength, version, created).Int64Slice()
+	var bc, bo string
+	if b != nil {
+		bc, bo = strconv.FormatInt(b.created, 10), strconv.FormatInt(b.own, 10)
+	}
+	res, err := putScript.Run(ctx, s.rdb, s.keysOf(id).all(), id, body, LogLength, version, created, bc, bo).Int64Slice()
 	if moving(err) {
 		return Record{}, fmt.Errorf("runtime schedule %q: put: %w", id, layout.ErrMoving)
 	}
 	if err != nil {
 		return Record{}, fmt.Errorf("runtime schedule %q: put: %w", id, err)
 	}
+	if len(res) == 1 && res[0] == -2 {
+		return Record{}, errRaced
+	}
 	if len(res) == 2 && res[0] == -1 {
+		if b != nil || s.sign.Enabled() {
+			// conditioned on what the put read: changed since
+			return Record{}, errRaced
+		}
 		return Record{}, s.changed(id, "put", m, res[1])
 	}
 	if len(res) != 4 {
@@ -216,6 +303,141 @@ func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, m Match
 	}
 	return Record{ID: id, Doc: doc, Change: res[0], Created: time.UnixMilli(res[1]).UTC(), Updated: time.UnixMilli(res[2]).UTC(), Version: res[3]}, nil
 }
+
+// putRead is a schedule as a signed put reads it.
+type putRead struct {
+	exists   bool   // a value is stored under the id
+	readable bool   // put.lua reads it as a record (its head)
+	created  int64  // unix ms, when readable
+	own      int64  // its version, when readable
+	def      string // its signed definition as stored, when readable
+	verified bool   // its signature verified (bound or not)
+	bound    bool   // its signature covers its created and version
+	doc      []byte // its definition, when verified and bound
+	next     int64  // the created (unix ms) of a new schedule put now
+}
+
+// binding is the created and version a put over r signs for, given the
+// replicas' mark of the id (marked: there is one): the next version of
+// the schedule r holds when r is a record whose signature vouches for it
+// and the mark does not say it is a copy put back (one signed before
+// versions were bound, with no mark, too); the version after the mark's
+// of that schedule when r is its copy put back; else a new schedule,
+// created after the shard's last change and after the mark's schedule.
+func (r putRead) binding(mark Mark, marked bool) binding {
+	switch {
+	case r.readable && r.verified && (!marked || r.bound && mark.admits(r.created, r.own)):
+		return binding{created: r.created, own: r.own + 1}
+	case r.readable && marked && !mark.Deleted && mark.Created == r.created:
+		return binding{created: r.created, own: max(r.own, mark.Version) + 1}
+	}
+	next := r.next
+	if marked && next <= mark.Created {
+		next = mark.Created + 1
+	}
+	return binding{created: next, own: 1}
+}
+
+// readForPut reads schedule id's stored value, Redis's time and the shard's
+// last change, at one instant.
+func (s *Store) readForPut(ctx context.Context, id string) (putRead, error) {
+	k := s.keysOf(id)
+	var get *redis.StringCmd
+	var now *redis.TimeCmd
+	var top *redis.XMessageSliceCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.HGet(ctx, k.defs, id)
+		now = p.Time(ctx)
+		top = p.XRevRangeN(ctx, k.log, "+", "-", 1)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return putRead{}, fmt.Errorf("runtime schedule %q: put: read it: %w", id, err)
+	}
+	t, err := now.Result()
+	if err != nil {
+		return putRead{}, fmt.Errorf("runtime schedule %q: put: read Redis's time: %w", id, err)
+	}
+	r := putRead{next: t.UnixMilli()}
+	if msgs, _ := top.Result(); len(msgs) == 1 {
+		// after the shard's last change, as put.lua requires of a new one
+		ms, _, _ := strings.Cut(msgs[0].ID, "-")
+		if n, err := strconv.ParseInt(ms, 10, 64); err == nil && r.next <= n {
+			r.next = n + 1
+		}
+	}
+	raw, err := get.Result()
+	if errors.Is(err, redis.Nil) {
+		return r, nil
+	}
+	if err != nil {
+		return putRead{}, fmt.Errorf("runtime schedule %q: put: read it: %w", id, err)
+	}
+	r.exists = true
+	h, err := s.head(id, raw)
+	if err != nil {
+		return r, nil // not a record: an unconditional put replaces it
+	}
+	r.readable, r.created, r.own, r.def = true, h.Created.UnixMilli(), h.Version, h.def
+	if rec, err := s.verify(h); err == nil {
+		r.verified, r.bound = true, rec.Bound
+		if rec.Bound {
+			r.doc = rec.Doc
+		}
+	}
+	return r, nil
+}
+
+// markOf returns the replicas' mark of schedule id (Marks), when the store
+// has them (WithMarks).
+func (s *Store) markOf(ctx context.Context, id string) (Mark, bool, error) {
+	if s.keep == nil {
+		return Mark{}, false, nil
+	}
+	m, ok, err := s.keep.Get(ctx, s.ShardOf(id), id)
+	if err != nil {
+		return Mark{}, false, fmt.Errorf("runtime schedule %q: put: read the mark of what replicas saw of it: %w", id, err)
+	}
+	return m, ok, nil
+}
+
+// WithMarks makes a signed put read the replicas' mark of its schedule
+// (Marks), so that a put over a copy put back, or over a schedule the
+// store lost, signs a version the replicas take. It returns s.
+func (s *Store) WithMarks(keep Marks) *Store {
+	s.keep = keep
+	return s
+}
+
+// curVersion is the version a put's condition did not meet (see changed).
+type curVersion struct{ v int64 }
+
+func (c curVersion) Error() string { return fmt.Sprintf("at version %d", c.v) }
+
+// meets tells whether the schedule as read meets m, as put.lua's
+// record_matches would: nil, or a curVersion.
+func (r putRead) meets(m Match) error {
+	version, created := m.args()
+	switch {
+	case version == "" && created == "":
+		return nil
+	case !r.exists:
+		if created != "" || version != "0" {
+			return curVersion{0}
+		}
+		return nil
+	case !r.readable:
+		return curVersion{-1}
+	}
+	if (version != "" && m.Version != r.own) || (created != "" && m.Created.UnixMilli() != r.created) {
+		return curVersion{r.own}
+	}
+	return nil
+}
+
+// same tells whether the schedule as read holds doc, bound: a put of it
+// again changes nothing (a definition not bound is signed again, bound).
+func (r putRead) same(doc []byte) bool { return r.doc != nil && bytes.Equal(r.doc, doc) }
 
 // changed is the ErrChanged of a put or delete (op) of schedule id whose
 // condition m the stored schedule, at version cur (0: none; -1: a value
@@ -448,8 +670,24 @@ func (s *Store) Count(ctx context.Context) (int64, error) {
 // version; a value without the version is at 1) and the signed definition,
 // checked against the signing keys.
 func (s *Store) parse(id, v string) (Record, error) {
-	corrupt := func(why string) (Record, error) {
-		return Record{}, &CorruptError{Key: s.keysOf(id).defs, ID: id, Why: why}
+	h, err := s.head(id, v)
+	if err != nil {
+		return Record{}, err
+	}
+	return s.verify(h)
+}
+
+// headed is a stored value whose head was read: the record without its
+// definition, and the definition as stored (signed).
+type headed struct {
+	Record
+	def string
+}
+
+// head reads stored value v's head, as put.lua's read_record does.
+func (s *Store) head(id, v string) (headed, error) {
+	corrupt := func(why string) (headed, error) {
+		return headed{}, &CorruptError{Key: s.keysOf(id).defs, ID: id, Why: why}
 	}
 	parts := strings.SplitN(v, "|", 4)
 	if len(parts) != 4 {
@@ -459,7 +697,6 @@ func (s *Store) parse(id, v string) (Record, error) {
 	if !ok {
 		return corrupt("what follows its change is neither a version above 0 and \"|\" nor a definition")
 	}
-	parts[3] = def
 	var nums [3]int64
 	for i := range 3 {
 		// updated is "+" and ms after created (the earlier form: unix ms)
@@ -477,12 +714,21 @@ func (s *Store) parse(id, v string) (Record, error) {
 		}
 		nums[i] = n
 	}
-	rec := Record{ID: id, Created: time.UnixMilli(nums[0]).UTC(), Updated: time.UnixMilli(nums[1]).UTC(), Change: nums[2], Version: own, raw: v}
+	return headed{Record: Record{ID: id, Created: time.UnixMilli(nums[0]).UTC(), Updated: time.UnixMilli(nums[1]).UTC(), Change: nums[2], Version: own, raw: v}, def: def}, nil
+}
+
+// verify checks h's definition against the signing keys: signed for its
+// created and version (bound), or, as signed before 0.2.0, for its id.
+func (s *Store) verify(h headed) (Record, error) {
+	id, rec := h.ID, h.Record
+	corrupt := func(why string) (Record, error) {
+		return Record{}, &CorruptError{Key: s.keysOf(id).defs, ID: id, Why: why}
+	}
 	refused := func(err error) (Record, error) {
 		return Record{}, fmt.Errorf("runtime schedule %q: %w: refused (put it again with a replica or tool that has the signing key)", id, err)
 	}
-	if strings.HasPrefix(parts[3], earlierPrefix) {
-		body, err := s.sign.Verify(s.domain(), []byte(parts[3]))
+	if strings.HasPrefix(h.def, earlierPrefix) {
+		body, err := s.sign.Verify(s.domain(), []byte(h.def))
 		if err != nil {
 			return refused(err)
 		}
@@ -496,9 +742,15 @@ func (s *Store) parse(id, v string) (Record, error) {
 		rec.Doc = e.Doc
 		return rec, nil
 	}
-	body, err := s.sign.Verify(s.recordDomain(id), []byte(parts[3]))
-	if err != nil {
-		return refused(err)
+	body, err := s.sign.Verify(s.boundDomain(id, rec.Created.UnixMilli(), rec.Version), []byte(h.def))
+	if _, signed := handoff.Unsign([]byte(h.def)); err == nil && s.sign.Enabled() && signed {
+		// (an unsigned one, which security.accept_unsigned lets through,
+		// vouches for nothing)
+		rec.Bound = true
+	} else if err != nil {
+		if body, err = s.sign.Verify(s.recordDomain(id), []byte(h.def)); err != nil {
+			return refused(err)
+		}
 	}
 	if !s.sign.Enabled() {
 		// a reader without keys (signing turned off, or not yet on every

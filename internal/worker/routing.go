@@ -149,9 +149,30 @@ func (w *Worker) routeSchedule(ctx context.Context, t scheduler.Tick, held *conf
 //   - a definition this replica's config refuses: what cannotRun says.
 func (w *Worker) scheduleDefinition(ctx context.Context, t scheduler.Tick, held *config.Job, def config.ScheduleRef, exp int64) (*config.Job, error) {
 	id, _ := config.ScheduleID(t.Job)
-	rec, err := schedstore.Of(w.rdb, w.cfg).Get(ctx, id)
+	st := schedstore.Of(w.rdb, w.cfg)
+	if len(w.masters) > 0 {
+		st.WithMarks(schedstore.NewMasterMarks(w.masters, w.cfg.Namespace))
+	}
+	rec, err := st.Get(ctx, id)
+	if err == nil {
+		err = st.Older(ctx, rec)
+	}
 	var corrupt *schedstore.CorruptError
+	var older *schedstore.OlderError
 	switch {
+	case errors.As(err, &older):
+		// a copy put back into the store (or an older snapshot of it):
+		// the definition in force is not there until its owner puts it
+		// again; as a store gone back
+		if w.expired(t, exp, held, nil) {
+			return nil, w.archiveUnrunnable(ctx, t, "the store holds a copy of its runtime schedule put back, older than the replicas saw, and none was put again before the task expired: "+err.Error(),
+				"archiving an expired task of a runtime schedule whose store holds an older copy put back", slog.Any("error", err))
+		}
+		if _, logged := w.handing.LoadOrStore(t.Job+"\x00older", true); !logged {
+			w.log.Warn("the store holds an older copy of this task's runtime schedule, put back: handing the task back until the schedule is put again",
+				append(handoff.TickAttrs(t), slog.Any("error", err))...)
+		}
+		return nil, fmt.Errorf("jobs: %s: %w: %w", t.ID(), err, ErrRunsElsewhere)
 	case errors.Is(err, schedstore.ErrNotFound):
 		return nil, w.archiveUnrunnable(ctx, t, "its runtime schedule was deleted", "archiving a task of a runtime schedule that was deleted")
 	case errors.As(err, &corrupt) || errors.Is(err, handoff.ErrUnsigned) || errors.Is(err, handoff.ErrBadSignature):

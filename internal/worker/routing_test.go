@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/internal/schedstore"
 	"github.com/batonhq/baton/internal/worktest"
@@ -730,4 +732,49 @@ func TestATaskOfAScheduleTheStoreLostIsArchivedOnceItExpired(t *testing.T) {
 		t.Errorf("record %+v", got)
 	}
 	worktest.None(t, exec.started, 10*time.Millisecond, "a run")
+}
+
+// A task dispatched for a definition the store no longer holds (version
+// 1; the worker holds version 3), where a writer of the queue Redis put
+// back a copy of version 2 (older than the replicas' mark of the
+// schedule), is not run with that copy: it is handed back, as for a store
+// gone back, until the schedule is put again or the task expires; without
+// the mark, the copy (a replacement of version 1 that has the tick) would
+// run it.
+func TestATaskIsNotRunWithAnOlderCopyPutBackIntoTheStore(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	base := e.signedConfig(t, []string{"0123456789abcdef0123456789abcdef-test-key"}, false, "  []")
+	masters := []redis.UniversalClient{redistest.New(t).TestClient(t)}
+	keep := schedstore.NewMasterMarks(masters, base.Namespace)
+	st := schedstore.Of(e.RDB, base).WithMarks(keep)
+	put, holding := reportSchedule(t, st, base, "@every 1s")
+	v1 := put(1)
+	v2 := put(2)
+	defs := schedstore.Keys(base.Namespace, 1)[0]
+	copy2, err := e.RDB.HGet(ctx, defs, "report/x").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v3 := put(3)
+	// the replicas saw version 3
+	if err := keep.Raise(ctx, 0, map[string]schedstore.Mark{"report/x": {Created: v3.Created.UnixMilli(), Version: v3.Version}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RDB.HSet(ctx, defs, "report/x", copy2).Err(); err != nil { // the writer puts version 2 back
+		t.Fatal(err)
+	}
+	exec := newFakeExec(nil)
+	logs := &worktest.Logs{}
+	e.worker(t, holding(v3), exec, WithReplica("w"), WithHandlers(registry(t, "report")), WithLogger(logs.Logger()), WithLockMasters(masters))
+	tick := scheduler.Tick{Job: "@report/x", At: v2.Created.Truncate(time.Second).Add(2 * time.Second), RunID: "run-old", Fence: 1, Replica: "sched-1"}
+	e.dispatch(t, holding(v1), tick) // dispatched for version 1, as a lagging dispatcher would
+	poll.Require(t, worktest.Wait, "the task handed back", func() bool {
+		info, err := e.Insp.GetTaskInfo(runtimeQueue, tick.ID())
+		return err == nil && info.State == asynq.TaskStateRetry && strings.Contains(info.LastErr, "put back into the queue Redis")
+	})
+	worktest.None(t, exec.started, 100*time.Millisecond, "a run with the copy put back")
+	if logs.Count("the store holds an older copy of this task's runtime schedule") != 1 {
+		t.Errorf("logs:\n%s", logs.String())
+	}
 }

@@ -6,6 +6,12 @@
 -- at it; "0": only if there is none), or "" to put whatever is there
 -- ARGV[5] the schedule's created ms the caller read (with ARGV[4]: a put
 -- only over that schedule, not one deleted and put again since), or ""
+-- ARGV[6], ARGV[7]: the created ms and version the definition is signed
+-- for (Store.boundDomain), or "" (not bound): the record is written with
+-- them, when they follow what is stored: the same created and a higher
+-- version, or a created after the shard's last change (a new schedule,
+-- or one over a value put back or not signed); else returns {-2}. ARGV[4]
+-- "-1" with them: only over a value that is not a record, or none.
 -- Returns {change, created ms, updated ms, version}, or {-1, current
 -- version} when ARGV[4] or ARGV[5] no longer matches ({-1, -1}: the stored
 -- value is not a record, which no condition matches). A put of the
@@ -29,13 +35,13 @@ if cur then
     -- not a record readers can read: no version or created of it was
     -- read, so no condition matches it; a put without one replaces it
     -- with a new schedule
-    if ARGV[4] ~= '' or ARGV[5] ~= '' then
+    if (ARGV[4] ~= '' and ARGV[4] ~= '-1') or ARGV[5] ~= '' then
       return {-1, -1}
     end
     own = 0
   else
     created = c
-    if not record_matches(own, c, ARGV[4], ARGV[5]) then
+    if ARGV[4] == '-1' or not record_matches(own, c, ARGV[4], ARGV[5]) then
       return {-1, own}
     end
     -- the same definition put again changes nothing: no version, no change
@@ -56,14 +62,26 @@ elseif (ARGV[4] ~= '' and ARGV[4] ~= '0') or ARGV[5] ~= '' then
 end
 local t = redis.call('TIME')
 local now = tostring(t[1] * 1000 + math.floor(t[2] / 1000))
-if not created then
-  -- a new schedule is created after the shard's last change (its stream's
-  -- last entry; delete.lua logs a delete no earlier than the deleted
-  -- schedule's created): one deleted and put again in the same ms, or
-  -- after Redis's clock went back, has another created than the one
-  -- deleted, which an ETag told apart
+-- a new schedule is created after the shard's last change (its stream's
+-- last entry; delete.lua logs a delete no earlier than the deleted
+-- schedule's created): one deleted and put again in the same ms, or after
+-- Redis's clock went back, has another created than the one deleted,
+-- which an ETag told apart
+local function last_change_ms()
   local top = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)[1]
-  local ms = top and tonumber(string.match(top[1], '^(%d+)'))
+  return top and tonumber(string.match(top[1], '^(%d+)'))
+end
+if (ARGV[6] or '') ~= '' then
+  local bc, bo = tonumber(ARGV[6]), tonumber(ARGV[7])
+  if created and tonumber(created) == bc then
+    if not bo or bo <= own then return {-2} end
+  else
+    local ms = last_change_ms()
+    if not bc or not bo or bo < 1 or (ms and bc <= ms) then return {-2} end
+  end
+  created, own = ARGV[6], bo - 1
+elseif not created then
+  local ms = last_change_ms()
   if ms and tonumber(now) <= ms then now = string.format('%d', ms + 1) end
   created = now
 end
