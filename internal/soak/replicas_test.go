@@ -240,7 +240,11 @@ func TestSoakReplicas(t *testing.T) {
 		time.Sleep(max(wait, 0)) // real time: the ticks' starting deadline runs on the masters' clocks
 		acct.window(t, context.Background(), next, next.Add(p.step-time.Millisecond))
 	}
-	for _, r := range reps {
+	// the first replica, which ran throughout, is asked for its
+	// goroutines (SIGQUIT: the Go runtime writes every goroutine's stack to
+	// its log and exits): what waits where, and how long, tells a leak
+	dump := reps[0].dumpGoroutines(t)
+	for _, r := range reps[1:] {
 		r.stop(t)
 		if code := r.exitCode(); code != 0 {
 			t.Errorf("%s exited %d after SIGTERM", r.name, code)
@@ -249,6 +253,7 @@ func TestSoakReplicas(t *testing.T) {
 
 	fmt.Print(acct.report())
 	fmt.Print(growthReport(t, p, samples))
+	fmt.Print(goroutineReport(reps[0].name, dump))
 	acct.verdict(t)
 }
 

@@ -1,0 +1,151 @@
+package soak
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// dumpGoroutines makes the replica's process write every goroutine's
+// stack to its log (SIGQUIT; it exits with status 2) and returns what it
+// wrote.
+func (r *replica) dumpGoroutines(t *testing.T) string {
+	t.Helper()
+	if r.pid() == 0 {
+		return ""
+	}
+	before, _ := os.ReadFile(r.logPath())
+	r.mu.Lock()
+	cmd, done := r.cmd, r.done
+	r.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Errorf("%s wrote no goroutine dump within 30s of SIGQUIT; killing it", r.name)
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	r.log.Close()
+	after, _ := os.ReadFile(r.logPath())
+	return string(after[len(before):])
+}
+
+// goroutineGroup is the goroutines of a dump that wait at the same place.
+type goroutineGroup struct {
+	where   string // the first frames outside the runtime and the standard library
+	count   int
+	longest int // minutes the longest of them has waited (the dump says it from 1 on)
+}
+
+var goroutineHead = regexp.MustCompile(`^goroutine \d+ \[([^,\]]+)(?:, (\d+) minutes)?(?:, [^\]]*)?\]:$`)
+
+// goroutineGroups groups the goroutines of a Go runtime's dump by where
+// they wait, most first.
+func goroutineGroups(dump string) []goroutineGroup {
+	byWhere := map[string]*goroutineGroup{}
+	for _, block := range strings.Split(dump, "\n\n") {
+		lines := strings.Split(strings.TrimSpace(block), "\n")
+		m := goroutineHead.FindStringSubmatch(lines[0])
+		if m == nil {
+			continue
+		}
+		var frames, std []string
+		for _, l := range lines[1:] {
+			if strings.HasPrefix(l, "\t") || strings.HasPrefix(l, "created by") {
+				continue
+			}
+			fn := l
+			if i := strings.LastIndexByte(fn, '('); i > 0 {
+				fn = fn[:i]
+			}
+			if first, _, nested := strings.Cut(fn, "/"); !nested || !strings.Contains(first, ".") {
+				// the runtime's and the standard library's (no host in
+				// the path): where nothing else is on the stack
+				if !strings.HasPrefix(fn, "runtime.") && len(std) < 2 {
+					std = append(std, fn)
+				}
+				continue
+			}
+			if frames = append(frames, fn); len(frames) == 2 {
+				break
+			}
+		}
+		if len(frames) == 0 {
+			frames = std
+		}
+		where := m[1] + " in " + strings.Join(frames, " < ")
+		g := byWhere[where]
+		if g == nil {
+			g = &goroutineGroup{where: where}
+			byWhere[where] = g
+		}
+		g.count++
+		if n, _ := strconv.Atoi(m[2]); n > g.longest {
+			g.longest = n
+		}
+	}
+	var out []goroutineGroup
+	for _, g := range byWhere {
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(a, b goroutineGroup) int { return cmp.Or(b.count-a.count, strings.Compare(a.where, b.where)) })
+	return out
+}
+
+// goroutineReport is the dump's largest groups, as the soak prints them.
+func goroutineReport(name, dump string) string {
+	gs := goroutineGroups(dump)
+	total := 0
+	for _, g := range gs {
+		total += g.count
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%s's goroutines at the end: %d, by where they wait (the largest groups):\n\n| goroutines | longest wait | where |\n|---|---|---|\n", name, total)
+	for _, g := range gs[:min(len(gs), 15)] {
+		fmt.Fprintf(&b, "| %d | %d min | %s |\n", g.count, g.longest, g.where)
+	}
+	return b.String()
+}
+
+// The dump's goroutines are grouped by their first frames outside the
+// runtime and the standard library, with the longest wait of each group.
+func TestGoroutineGroupsReadADump(t *testing.T) {
+	dump := `{"level":"info","message":"x"}
+SIGQUIT: quit
+PC=0x0 m=0 sigcode=0
+
+goroutine 1 [select, 12 minutes]:
+github.com/batonhq/baton/internal/worker.(*engine).keep(0xc000)
+	/src/internal/worker/allow.go:10 +0x1
+github.com/batonhq/baton/internal/worker.(*Worker).process(0x1)
+	/src/internal/worker/worker.go:20 +0x1
+created by github.com/batonhq/baton/internal/worker.New in goroutine 1
+	/src/internal/worker/worker.go:30 +0x1
+
+goroutine 7 [select, 3 minutes]:
+runtime.gopark(0x1)
+	/go/src/runtime/proc.go:1 +0x1
+github.com/batonhq/baton/internal/worker.(*engine).keep(0xc000)
+	/src/internal/worker/allow.go:10 +0x1
+github.com/batonhq/baton/internal/worker.(*Worker).process(0x1)
+	/src/internal/worker/worker.go:20 +0x1
+
+goroutine 9 [IO wait]:
+internal/poll.runtime_pollWait(0x1)
+	/go/src/runtime/netpoll.go:1 +0x1
+net/http.(*persistConn).readLoop(0x1)
+	/go/src/net/http/transport.go:1 +0x1
+`
+	gs := goroutineGroups(dump)
+	if len(gs) != 2 || gs[0].count != 2 || gs[0].longest != 12 || !strings.Contains(gs[0].where, "(*engine).keep < ") || gs[1].count != 1 {
+		t.Fatalf("groups %+v", gs)
+	}
+}
