@@ -45,7 +45,9 @@ type goroutineGroup struct {
 	longest int // minutes the longest of them has waited (the dump says it from 1 on)
 }
 
-var goroutineHead = regexp.MustCompile(`^goroutine \d+ \[([^,\]]+)(?:, (\d+) minutes)?(?:, [^\]]*)?\]:$`)
+// goroutineHead reads a goroutine's first line: "goroutine 7 [select, 12
+// minutes]:", with "gp=... m=..." before the bracket since Go 1.23.
+var goroutineHead = regexp.MustCompile(`^goroutine \d+(?: gp=\S+ m=\S+(?: mp=\S+)?)? \[([^,\]]+)(?:, (\d+) minutes)?(?:, [^\]]*)?\]:$`)
 
 // goroutineGroups groups the goroutines of a Go runtime's dump by where
 // they wait, most first.
@@ -130,7 +132,7 @@ github.com/batonhq/baton/internal/worker.(*Worker).process(0x1)
 created by github.com/batonhq/baton/internal/worker.New in goroutine 1
 	/src/internal/worker/worker.go:30 +0x1
 
-goroutine 7 [select, 3 minutes]:
+goroutine 7 gp=0x3fa862b861e0 m=nil [select, 3 minutes]:
 runtime.gopark(0x1)
 	/go/src/runtime/proc.go:1 +0x1
 github.com/batonhq/baton/internal/worker.(*engine).keep(0xc000)
