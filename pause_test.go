@@ -454,6 +454,15 @@ func TestPauseFlagOfANewerFormatKeepsTheJobPaused(t *testing.T) {
 	if n, _ := rdb.Exists(ctx, scheduler.PauseKey("newer", "one")).Result(); n != 1 {
 		t.Fatal("the refused catch-up deleted the flag")
 	}
+	// pausing it again would write it as this release's format, losing
+	// what the newer one said: the flag is left as it is, and why is told
+	res, err := c.Pause(ctx, "one", baton.PauseNote{By: "ops", Note: "again"})
+	if err != nil || res.Written != 0 || res.InEffect || len(res.Failures) != 1 || !strings.Contains(res.Failures[0], "newer than this replica writes") {
+		t.Fatalf("pause over a newer flag: %+v, %v", res, err)
+	}
+	if got, _ := rdb.Get(ctx, scheduler.PauseKey("newer", "one")).Result(); got != v {
+		t.Fatalf("the newer flag was rewritten: %s", got)
+	}
 }
 
 // resume --catch-up for buffering jobs (newest 1+bound paused ticks

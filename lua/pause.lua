@@ -12,12 +12,19 @@
 -- changes who and why (the newest set_ms among the masters tells which
 -- note is current), not since when.
 --
+-- A flag of a newer format than ARGV[1]'s "v" (written by a newer
+-- release) is left as it is: the error NEWER names its version, and only a
+-- release that reads it pauses the job again.
+--
 -- Returns at_ms.
 local v = cjson.decode(ARGV[1])
 local at = nil
 local old = redis.call('GET', KEYS[1])
 if old then
   local ok, o = pcall(cjson.decode, old)
+  if ok and type(o) == 'table' and type(o.v) == 'number' and o.v > (tonumber(v.v) or 1) then
+    return redis.error_reply('NEWER the pause flag is of format ' .. tostring(o.v) .. ', newer than this replica writes (' .. tostring(v.v) .. '): pause the job again with a replica of the release that wrote it')
+  end
   -- since when, if the old value says it as an exact integer (a corrupt
   -- one is replaced: this write is a new pause record)
   local a = ok and type(o) == 'table' and o.at_ms
