@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/locknames"
 	"github.com/batonhq/baton/internal/nearest"
@@ -204,6 +205,10 @@ type ReplicaStatus struct {
 	// Differs is true when its job list is not the one most live
 	// replicas run.
 	Differs bool `json:"differs"`
+	// NewerFormat is its roster entry's format version when that is newer
+	// than this release reads (a replica of a later release): then only
+	// ID, LastSeen and Live are read, and Version says so.
+	NewerFormat int `json:"newer_format,omitempty"`
 }
 
 // historyScan is how many history records Status reads per job to find the
@@ -528,9 +533,16 @@ func replicaStatus(members []roster.Member) ([]ReplicaStatus, []string) {
 		if !m.Live && liveIDs[m.ID] {
 			continue
 		}
-		out = append(out, ReplicaStatus{ID: m.ID, Version: m.Version, Role: m.Role, ListHash: m.Hash, Queues: m.Queues,
+		rs := ReplicaStatus{ID: m.ID, Version: m.Version, Role: m.Role, ListHash: m.Hash, Queues: m.Queues,
 			LastSeen: m.Seen.UTC(), Live: m.Live, Skew: time.Duration(m.SkewMS) * time.Millisecond,
-			Differs: m.Live && len(count) > 1 && m.Hash != common})
+			Differs: m.Live && len(count) > 1 && m.Hash != common}
+		if m.Newer > 0 {
+			// its entry's members may mean something else: read none
+			rs.NewerFormat = m.Newer
+			rs.Version = fmt.Sprintf("a later release (roster entry format %d; this one reads %d)", m.Newer, formats.RosterEntry)
+			rs.Role = "unknown"
+		}
+		out = append(out, rs)
 	}
 	var diffs []string
 	for _, d := range roster.DiffLists(members) {

@@ -18,8 +18,10 @@ import (
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/batontest"
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
@@ -433,6 +435,42 @@ jobs:
 				t.Errorf("nightly's next tick %v is %v in Berlin, want 02:30", tick, b)
 			}
 		}
+	}
+}
+
+// A replica whose roster entry is of a newer format than this release
+// reads (a later release, mid-upgrade) is listed live, with its version
+// saying so, not with blank or misread members.
+func TestStatusShowsAReplicaOfANewerRosterFormat(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load([]byte(fmt.Sprintf("redis: {url: \"redis://%s/0\"}\nlocking: {fresh_deployment: true}\nnamespace: nr\njobs: []\n", srv.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	rdb := srv.TestClient(t)
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := formats.RosterEntry + 1
+	entry := fmt.Sprintf(`%d {"v":%d,"version":7,"role":["run"],"queues":"all"}`, now.UnixMilli(), newer)
+	if err := rdb.HSet(ctx, roster.Keys("nr")[0], "later#1", entry).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := c.Status(ctx)
+	i := slices.IndexFunc(st.Replicas, func(r baton.ReplicaStatus) bool { return r.ID == "later" })
+	if i < 0 {
+		t.Fatalf("replicas %+v: the later one is missing", st.Replicas)
+	}
+	r := st.Replicas[i]
+	if !r.Live || r.NewerFormat != newer || !strings.Contains(r.Version, "a later release") || r.Role != "unknown" || r.Differs {
+		t.Fatalf("the later replica shows as %+v", r)
 	}
 }
 
