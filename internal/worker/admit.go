@@ -226,6 +226,15 @@ func (w *Worker) admit(ctx context.Context, job *config.Job, t scheduler.Tick, e
 	switch {
 	case err != nil:
 		w.log.Warn("cannot read the tick's ledger record: running the task", append(handoff.TickAttrs(t), slog.Any("error", err))...)
+	case done && v == doneMarker+":"+t.RunID && retriedOf(ctx) > 0:
+		// an earlier attempt of this very task ended: on a starved host it
+		// ran to its end after asynq's deadline for it, which had already
+		// scheduled this retry; its end is in the history, nothing is left
+		if _, logged := w.handing.LoadOrStore(job.Name+"\x00ended", true); !logged {
+			w.log.Info("a retry of a task whose earlier attempt ended after asynq's deadline for it: nothing left to run (later ones of this job are not logged)",
+				handoff.TickAttrs(t)...)
+		}
+		return a, errEndedEarlier
 	case done:
 		if len(v) > 80 {
 			v = v[:80] + "..."
@@ -425,6 +434,16 @@ func (w *Worker) refuseTick(ctx context.Context, job *config.Job, t scheduler.Ti
 		w.markDone(ctx, t, a.expiry)
 	}
 	return fmt.Errorf("%w: %s: %s: %w", ErrRefused, t.ID(), why, asynq.SkipRetry)
+}
+
+// errEndedEarlier: the task's tick ended in an earlier attempt of the task
+// (admit); the task completes without a run or a record.
+var errEndedEarlier = errors.New("an earlier attempt of this task ended")
+
+// retriedOf is the task's retry count (0 outside a task).
+func retriedOf(ctx context.Context) int {
+	n, _ := asynq.GetRetryCount(ctx)
+	return n
 }
 
 // taskEnded reports whether the handler's result err for a task leaves it

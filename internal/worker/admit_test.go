@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +45,13 @@ func admitWorker(t *testing.T, e *env, exec executor.Runner) (*config.Config, *W
 	t.Helper()
 	cfg := e.signedConfig(t, []string{keyA}, false, admitJobs)
 	return cfg, e.worker(t, cfg, exec, WithLockMasters([]redis.UniversalClient{e.RDB}))
+}
+
+// admitWorkerLogged is admitWorker logging to logs.
+func admitWorkerLogged(t *testing.T, e *env, exec executor.Runner, logs *worktest.Logs) (*config.Config, *Worker) {
+	t.Helper()
+	cfg := e.signedConfig(t, []string{keyA}, false, admitJobs)
+	return cfg, e.worker(t, cfg, exec, WithLockMasters([]redis.UniversalClient{e.RDB}), WithLogger(logs.Logger()))
 }
 
 // refusedRecord waits until job's history has tick's refused record and
@@ -652,5 +660,42 @@ func TestRetryRunsWhenTheNewerTickDidNotRun(t *testing.T) {
 	worktest.Recv(t, exec.ended, "the older tick's first attempt's end")
 	if s := worktest.Recv(t, exec.started, "the older tick's retry"); !s.run.Tick.Equal(older.At) || s.run.Attempt != 2 {
 		t.Fatalf("ran %v attempt %d, want the older tick's retry", s.run.Tick, s.run.Attempt)
+	}
+}
+
+// A retry of a task whose earlier attempt ended (on a starved host it ran
+// to its end after asynq's deadline for it, and asynq had scheduled the
+// retry meanwhile: the tick's ledger record names this task's run) is not
+// refused as a copy put back: it completes, with no run and no refused
+// record.
+func TestARetryAfterAnAttemptThatEndedLateCompletesWithoutARecord(t *testing.T) {
+	e := newEnv(t)
+	tick := worktest.TickOf("job", 1)
+	var first atomic.Bool
+	exec := newFakeExec(func(ctx context.Context, run jobs.Run, _ executor.Validity) error {
+		if !first.CompareAndSwap(false, true) {
+			return nil
+		}
+		// the attempt ends (ok, its ledger record written) while asynq
+		// already took it for failed at its deadline
+		if err := e.RDB.Set(ctx, tickRecordKey("baton", tick), doneMarker+":"+run.RunID, time.Minute).Err(); err != nil {
+			return err
+		}
+		return errors.New("asynq's deadline passed")
+	})
+	logs := &worktest.Logs{}
+	cfg, _ := admitWorkerLogged(t, e, exec, logs)
+	e.dispatch(t, cfg, tick)
+	worktest.Recv(t, exec.started, "the first attempt")
+	e.State(t, "baton:default", tick, asynq.TaskStateCompleted)
+	worktest.None(t, exec.started, 100*time.Millisecond, "a run of the retry")
+	recs, _ := jobs.ReadHistory(context.Background(), e.RDB, "baton", "job", 0)
+	for _, r := range recs {
+		if r.Status == jobs.StatusRefused {
+			t.Errorf("a refused record: %+v", r)
+		}
+	}
+	if logs.Count("a retry of a task whose earlier attempt ended after asynq's deadline") != 1 || logs.Count("put back into the queue") != 0 {
+		t.Errorf("logs:\n%s", logs.String())
 	}
 }

@@ -303,6 +303,9 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 		return w.refuse(t, "a negative retry count", fmt.Errorf("retry count %d", retried))
 	}
 	adm, err := w.admit(ctx, job, t, handoff.PayloadExpiry(body))
+	if errors.Is(err, errEndedEarlier) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
