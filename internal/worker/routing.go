@@ -313,9 +313,19 @@ func (w *Worker) stopRoster(leave bool) {
 // (exp, unix ms; 0: none) has passed: then it is archived, with a record.
 func (w *Worker) newerFormat(ctx context.Context, e *handoff.NewerFormatError, exp int64) error {
 	t := e.Tick
-	if exp > 0 && w.clock.Now().UnixMilli() > exp {
-		return w.archiveUnrunnable(ctx, t, fmt.Sprintf("its payload is of format version %d, newer than this replica reads (%d), and no replica that reads it ran it before it expired",
-			e.Version, formats.TaskPayload), "archiving an expired task of a newer format than this replica reads", slog.Int("format", e.Version))
+	why := "before it expired"
+	if exp <= 0 {
+		// a payload that names no expiry (every release since expiries
+		// names one): bounded by its tick, as a job without a timeout's
+		// ledger record is, or not at all when it names none either
+		why = fmt.Sprintf("within %v of its tick (it names no expiry)", unboundedRecord)
+		if !t.At.IsZero() {
+			exp = t.At.Add(unboundedRecord).UnixMilli()
+		}
+	}
+	if exp <= 0 || w.clock.Now().UnixMilli() > exp {
+		return w.archiveUnrunnable(ctx, t, fmt.Sprintf("its payload is of format version %d, newer than this replica reads (%d), and no replica that reads it ran it %s",
+			e.Version, formats.TaskPayload, why), "archiving an expired task of a newer format than this replica reads", slog.Int("format", e.Version))
 	}
 	if _, logged := w.handing.LoadOrStore(fmt.Sprintf("\x00format %d", e.Version), true); !logged {
 		w.log.Warn("a task's payload is of a format newer than this replica reads: handing it back for a newer replica; upgrade this replica",

@@ -590,6 +590,9 @@ func TestATaskOfANewerFormatIsHandedBackNotMisread(t *testing.T) {
 			t.Fatal(err)
 		}
 		p["v"], p["exp"], p["fence"] = formats.TaskPayload+1, exp.UnixMilli(), "a member that means something else now"
+		if exp.IsZero() {
+			delete(p, "exp")
+		}
 		b, _ := json.Marshal(p)
 		if _, err := e.Client.Enqueue(asynq.NewTask(handoff.TaskType, b), asynq.TaskID(tick.ID()), asynq.Queue("baton:default"), asynq.MaxRetry(1)); err != nil {
 			t.Fatal(err)
@@ -617,6 +620,19 @@ func TestATaskOfANewerFormatIsHandedBackNotMisread(t *testing.T) {
 	recs := historyOf(t, e, "report", 1, nil)
 	if recs[0].Status != jobs.StatusRefused || !strings.Contains(recs[0].Reason, "format version 2") {
 		t.Errorf("record %+v", recs[0])
+	}
+	// one that names no expiry is bounded by its tick: handed back while
+	// the tick is young, archived once it is a day old
+	young := worktest.TickOf("report", 3)
+	enqueueNewer(young, time.Time{})
+	poll.Require(t, worktest.Wait, "the task without an expiry handed back", func() bool {
+		info, err := e.Insp.GetTaskInfo("baton:default", young.ID())
+		return err == nil && info.State == asynq.TaskStateRetry && strings.Contains(info.LastErr, "newer than this replica reads")
+	})
+	old := scheduler.Tick{Job: "report", At: time.Now().Add(-25 * time.Hour).Truncate(time.Minute).UTC(), RunID: "run-old", Fence: 1, Replica: "sched-1"}
+	enqueueNewer(old, time.Time{})
+	if info := e.State(t, "baton:default", old, asynq.TaskStateArchived); !strings.Contains(info.LastErr, "it names no expiry") {
+		t.Errorf("a day-old task without an expiry: last error %q", info.LastErr)
 	}
 	worktest.None(t, exec.started, 10*time.Millisecond, "a run")
 }
