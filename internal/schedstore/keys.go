@@ -48,3 +48,8 @@ func Keys(ns string, shards int) []string {
 // marksKey is the hash of shard's marks (MasterMarks) on each lock master:
 // NS:schedmarks:K, id -> mark.
 func marksKey(ns string, shard int) string { return ns + ":schedmarks:" + strconv.Itoa(shard) }
+
+// signedKey is the hash of shard's reservations (MasterMarks.Reserve) on
+// each lock master: NS:schedsigned:K, id -> the highest created and version
+// a put signed a definition of it for.
+func signedKey(ns string, shard int) string { return ns + ":schedsigned:" + strconv.Itoa(shard) }

@@ -74,6 +74,12 @@ type Marks interface {
 	Load(ctx context.Context, shard int) (map[string]Mark, error)
 	// Get returns the mark of id in shard; false when there is none.
 	Get(ctx context.Context, shard int, id string) (Mark, bool, error)
+	// Reserve reserves created and version want (want.Deleted unused)
+	// for a definition of id about to be signed: granted only above every
+	// reservation of id before, so that no two definitions are signed for
+	// one (id, created, version). Not granted, high is the highest
+	// reservation of id found, above or at want.
+	Reserve(ctx context.Context, shard int, id string, want Mark) (granted bool, high Mark, err error)
 }
 
 // MasterMarks keeps the marks on the lock masters: a hash per shard on
@@ -96,6 +102,9 @@ func NewMasterMarks(masters []redis.UniversalClient, ns string) *MasterMarks {
 func (m *MasterMarks) key(shard int) string { return marksKey(m.ns, shard) }
 
 var (
+	//go:embed lua/reservesigned.lua
+	reserveSrc    string
+	reserveScript = redis.NewScript(reserveSrc)
 	//go:embed lua/raisemarks.lua
 	raiseMarksSrc    string
 	raiseMarksScript = redis.NewScript(raiseMarksSrc)
@@ -175,6 +184,45 @@ func (m *MasterMarks) Get(ctx context.Context, shard int, id string) (Mark, bool
 		return nil
 	})
 	return out, found, err
+}
+
+// Reserve reserves want on every master (NS:schedsigned:K, id ->
+// "created|version"): granted when a majority granted it. Each master
+// grants a reservation once, and above every one before, so two puts that
+// want the same one are not both granted: two majorities share a master.
+func (m *MasterMarks) Reserve(ctx context.Context, shard int, id string, want Mark) (bool, Mark, error) {
+	want.Deleted = false
+	var mu sync.Mutex
+	granted := 0
+	var high Mark
+	err := m.majority(func(c redis.UniversalClient) error {
+		res, err := reserveScript.Run(ctx, c, []string{signedKey(m.ns, shard)}, id, want.String()).Slice()
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(res) == 1 {
+			granted++
+			return nil
+		}
+		if len(res) == 2 {
+			if cur, ok := parseMark(fmt.Sprint(res[1])); ok && high.below(cur) {
+				high = cur
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return false, Mark{}, fmt.Errorf("runtime schedule %q: reserve the version to sign: %w", id, err)
+	}
+	if granted > len(m.masters)/2 {
+		return true, Mark{}, nil
+	}
+	if high.below(want) {
+		high = want // refused by fewer than answered: want is taken all the same
+	}
+	return false, high, nil
 }
 
 // majority runs do on every master at once; nil when a majority succeeded.

@@ -2,9 +2,11 @@ package schedstore
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -306,5 +308,80 @@ func TestMarksAreRaisedOnly(t *testing.T) {
 		if err != nil || ms["x"] != s.want {
 			t.Fatalf("step %d: load %v %v", i, ms, err)
 		}
+	}
+}
+
+// A version the queue Redis lost (brought back from a snapshot taken
+// before it, read by no replica) is not signed again for another
+// definition: a writer of the queue Redis that read the lost one cannot
+// put it back over the put made since, and have it run as the same
+// version.
+func TestAVersionLostWithAnOlderSnapshotIsNotSignedAgain(t *testing.T) {
+	srv, master := redistest.New(t), redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := signedConfig(t)
+	keep := NewMasterMarks([]redis.UniversalClient{master.TestClient(t)}, cfg.Namespace)
+	st := Of(rdb, cfg).WithMarks(keep)
+	put(t, st, "a", `{schedule: "@hourly", handler: {name: h}}`)
+	snap := takeSnapshot(t, rdb, newKeys("fs", 0, 1))
+	put(t, st, "a", `{schedule: "@daily", handler: {name: h}}`)
+	lost := rawOf(t, rdb, "a") // the writer reads version 2
+	snap.bringBack(t, rdb)     // before any replica read it
+	now := put(t, st, "a", `{schedule: "@weekly", handler: {name: h}}`)
+	f := NewFollower(st, cfg, nil, WithMarks(keep))
+	if err := f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	putBack(t, rdb, "a", lost)
+	if err := f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if j, ok := f.ScheduleJob("@a"); ok && j.Ref.Version <= now.Version {
+		t.Fatalf("the lost version 2 put back runs as %s (the put since is version %d, created %v)", j.Ref, now.Version, now.Created)
+	}
+}
+
+// failingMarks is a lock master that cannot be written for a while.
+type failingMarks struct {
+	Marks
+	fail atomic.Bool
+}
+
+func (m *failingMarks) Raise(ctx context.Context, shard int, ms map[string]Mark) error {
+	if m.fail.Load() {
+		return errors.New("lock masters unreachable")
+	}
+	return m.Marks.Raise(ctx, shard, ms)
+}
+
+// A put made after the queue Redis went back, before the replica that
+// followed it across the loss found it, stands signed and runs, when the
+// lock masters could not take that replica's mark of the newer version it
+// had seen: the restore leaves a definition its signature vouches for.
+func TestAPutMadeAfterRedisWentBackStaysSignedThroughTheRestore(t *testing.T) {
+	srv, master := redistest.New(t), redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := signedConfig(t)
+	keep := &failingMarks{Marks: NewMasterMarks([]redis.UniversalClient{master.TestClient(t)}, cfg.Namespace)}
+	st := Of(rdb, cfg).WithMarks(keep)
+	put(t, st, "a", `{schedule: "@hourly", handler: {name: h}}`)
+	snap := takeSnapshot(t, rdb, newKeys("fs", 0, 1))
+	put(t, st, "a", `{schedule: "@daily", handler: {name: h}}`)
+	sf := &stillFollower{a: &applied{jobs: map[string]*config.Job{}}}
+	sf.f = NewFollower(st, cfg, sf.a.apply, WithMarks(keep), WithWentBack(func(w WentBack) { sf.got = append(sf.got, w) }))
+	keep.fail.Store(true) // the replica's mark of version 2 is not kept
+	if err := sf.f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	keep.fail.Store(false)
+	snap.bringBack(t, rdb)
+	put(t, st, "a", `{schedule: "@weekly", handler: {name: h}}`)
+	sf.read(t)
+	r, err := st.Get(context.Background(), "a")
+	if err != nil || string(r.Doc) != `{"handler":{"name":"h"},"schedule":"@weekly"}` {
+		t.Fatalf("after the restore the store holds %+v, %v; want the put made since", r, err)
+	}
+	if j, ok := sf.f.ScheduleJob("@a"); !ok || j.Schedule != "@weekly" {
+		t.Fatalf("the replica runs %+v (%v), refuses %v", j, ok, sf.f.Refused())
 	}
 }

@@ -256,6 +256,9 @@ func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, m Match
 			rec.Bound = err == nil
 			return rec, err
 		}
+		if b, err = s.reserve(ctx, id, cur, b); err != nil {
+			return Record{}, err
+		}
 		rec, err := s.put(ctx, id, doc, s.sign.Sign(s.boundDomain(id, b.created, b.own), doc), cond, &b)
 		if errors.Is(err, errRaced) {
 			continue
@@ -264,6 +267,37 @@ func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, m Match
 		return rec, err
 	}
 	return Record{}, fmt.Errorf("runtime schedule %q: put: changed by other puts or deletes %d times while this one read it: %w", id, putAttempts, ErrChanged)
+}
+
+// reserve reserves binding b of a put over cur on the lock masters (Marks
+// Reserve), or the next one above what another put reserved: no two
+// definitions are signed for one created and version of an id, though the
+// store lost (an older snapshot, a restart) or never took (a put that
+// failed, or lost a race) the one signed first. A version reserved and
+// not written is not used: the schedule's versions skip it. Without marks
+// (WithMarks), b as it is.
+func (s *Store) reserve(ctx context.Context, id string, cur putRead, b binding) (binding, error) {
+	if s.keep == nil {
+		return b, nil
+	}
+	for range putAttempts {
+		granted, high, err := s.keep.Reserve(ctx, s.ShardOf(id), id, Mark{Created: b.created, Version: b.own})
+		if err != nil {
+			return binding{}, err
+		}
+		if granted {
+			return b, nil
+		}
+		switch {
+		case high.Created == b.created:
+			b.own = high.Version + 1
+		default:
+			// an incarnation of the id created later was signed (the store
+			// lost it): a new one after it
+			b = binding{created: max(high.Created+1, cur.next), own: 1}
+		}
+	}
+	return binding{}, fmt.Errorf("runtime schedule %q: put: the version to sign was taken by other puts %d times: %w", id, putAttempts, ErrChanged)
 }
 
 // errRaced: a signed put found the schedule changed since it read it.
