@@ -385,3 +385,37 @@ func TestAPutMadeAfterRedisWentBackStaysSignedThroughTheRestore(t *testing.T) {
 		t.Fatalf("the replica runs %+v (%v), refuses %v", j, ok, sf.f.Refused())
 	}
 }
+
+// A schedule deleted, brought back by a Redis restarted from an older
+// snapshot, and put again by its owner before the replica that saw the
+// delete found Redis gone back, runs: when the lock masters could not
+// take that replica's mark of the delete, the put still signs a new
+// schedule (the delete's own mark), not a version of the deleted one that
+// the replica refuses.
+func TestAPutOverADeletedScheduleBroughtBackIsNotRefused(t *testing.T) {
+	srv, master := redistest.New(t), redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := signedConfig(t)
+	ctx := context.Background()
+	keep := &failingMarks{Marks: NewMasterMarks([]redis.UniversalClient{master.TestClient(t)}, cfg.Namespace)}
+	st := Of(rdb, cfg).WithMarks(keep)
+	put(t, st, "a", `{schedule: "@hourly", handler: {name: h}}`)
+	sf := &stillFollower{a: &applied{jobs: map[string]*config.Job{}}}
+	sf.f = NewFollower(st, cfg, sf.a.apply, WithMarks(keep), WithWentBack(func(w WentBack) { sf.got = append(sf.got, w) }))
+	if err := sf.f.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	snap := takeSnapshot(t, rdb, newKeys("fs", 0, 1))
+	if _, err := st.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	keep.fail.Store(true) // the replica's mark of the delete is not kept
+	sf.read(t)
+	keep.fail.Store(false)
+	snap.bringBack(t, rdb)
+	put(t, st, "a", `{schedule: "@daily", handler: {name: h}}`)
+	sf.read(t)
+	if j, ok := sf.f.ScheduleJob("@a"); !ok || j.Schedule != "@daily" {
+		t.Fatalf("the replica runs %+v (%v), refuses %v", j, ok, sf.f.Refused())
+	}
+}

@@ -568,6 +568,14 @@ func (s *Store) DeleteIf(ctx context.Context, id string, m Match) (ok bool, crea
 	}
 	if res[1] > 0 {
 		created = time.UnixMilli(res[1]).UTC()
+		if s.keep != nil && s.sign.Enabled() {
+			// the delete's own mark (the replicas raise it a moment later,
+			// or not, if the lock masters cannot take it then): a put over
+			// the schedule brought back (an older snapshot, a copy put
+			// back) signs a new one, which the replicas take; not kept,
+			// the replicas' stands in for it
+			_ = s.keep.Raise(ctx, s.ShardOf(id), map[string]Mark{id: {Created: res[1], Deleted: true}})
+		}
 	}
 	return true, created, nil
 }
