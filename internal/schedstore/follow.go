@@ -66,9 +66,9 @@ type Follower struct {
 	// by shard, the marks raised since they were last kept in keep
 	raised []map[string]Mark
 
-	keep       Marks         // where marks outlive the replica (nil: in memory only)
-	keepWarned bool          // a failure to keep them was logged (under applyMu)
-	loaded     []atomic.Bool // by shard: keep's marks were read
+	keep       Marks       // where marks outlive the replica (nil: in memory only)
+	keepWarned bool        // a failure to keep them was logged (under applyMu)
+	loaded     atomic.Bool // keep's marks were read
 
 	applyMu sync.Mutex   // one reader at a time: Sync, the streams, resyncs
 	shards  []shardState // by shard, under applyMu
@@ -129,7 +129,7 @@ func WithFetch() FollowerOption { return func(f *Follower) { f.fetch = true } }
 func NewFollower(st *Store, base *config.Config, apply func(put []Change, removed []string), opts ...FollowerOption) *Follower {
 	f := &Follower{st: st, base: base, apply: apply, log: slog.New(slog.DiscardHandler), resync: base.Schedules.Resync,
 		byName: map[string]entry{}, refused: map[string]error{}, refusedRaw: map[string]string{}, shards: make([]shardState, st.Shards()),
-		marks: map[string]Mark{}, raised: make([]map[string]Mark, st.Shards()), loaded: make([]atomic.Bool, st.Shards())}
+		marks: map[string]Mark{}, raised: make([]map[string]Mark, st.Shards())}
 	for _, o := range opts {
 		o(f)
 	}
@@ -249,7 +249,7 @@ func (f *Follower) Sync(ctx context.Context) error {
 func (f *Follower) syncShard(ctx context.Context, sh int, back bool) error {
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
-	if err := f.loadMarks(ctx, sh); err != nil {
+	if err := f.loadMarks(ctx); err != nil {
 		return err
 	}
 	prev := f.shards[sh]

@@ -1,10 +1,6 @@
 package schedstore
 
-import (
-	"strconv"
-
-	"github.com/batonhq/baton/config"
-)
+import "github.com/batonhq/baton/config"
 
 // keys are the keys of one shard of a namespace's runtime schedules, on the
 // queue Redis, all in one hash slot so that a change is one script:
@@ -45,11 +41,12 @@ func Keys(ns string, shards int) []string {
 	return out
 }
 
-// marksKey is the hash of shard's marks (MasterMarks) on each lock master:
-// NS:schedmarks:K, id -> mark.
-func marksKey(ns string, shard int) string { return ns + ":schedmarks:" + strconv.Itoa(shard) }
+// marksKey is the hash of the marks (MasterMarks) on each lock master:
+// NS:schedmarks, id -> mark; one for every shard, so that marks stay with
+// their ids when baton init moves the schedules to another shard count.
+func marksKey(ns string) string { return ns + ":schedmarks" }
 
-// signedKey is the hash of shard's reservations (MasterMarks.Reserve) on
-// each lock master: NS:schedsigned:K, id -> the highest created and version
-// a put signed a definition of it for.
-func signedKey(ns string, shard int) string { return ns + ":schedsigned:" + strconv.Itoa(shard) }
+// signedKey is the hash of the reservations (MasterMarks.Reserve) on each
+// lock master: NS:schedsigned, id -> the highest created and version a put
+// signed a definition of it for; one for every shard, as marksKey.
+func signedKey(ns string) string { return ns + ":schedsigned" }

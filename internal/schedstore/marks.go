@@ -66,24 +66,25 @@ func parseMark(s string) (Mark, bool) {
 
 // Marks keeps the replicas' marks (Mark) where a writer of the queue Redis
 // cannot reach them, so that a replica started again refuses what the
-// running ones refused. By shard of the store.
+// running ones refused. Of every shard of the store at once: a mark stays
+// with its id when baton init moves the schedules to another shard count.
 type Marks interface {
-	// Raise raises the marks of shard to ms where they are below.
-	Raise(ctx context.Context, shard int, ms map[string]Mark) error
-	// Load returns the marks of shard.
-	Load(ctx context.Context, shard int) (map[string]Mark, error)
-	// Get returns the mark of id in shard; false when there is none.
-	Get(ctx context.Context, shard int, id string) (Mark, bool, error)
+	// Raise raises the marks of ms's ids to ms where they are below.
+	Raise(ctx context.Context, ms map[string]Mark) error
+	// Load returns every mark.
+	Load(ctx context.Context) (map[string]Mark, error)
+	// Get returns the mark of id; false when there is none.
+	Get(ctx context.Context, id string) (Mark, bool, error)
 	// Reserve reserves created and version want (want.Deleted unused)
 	// for a definition of id about to be signed: granted only above every
 	// reservation of id before, so that no two definitions are signed for
 	// one (id, created, version). Not granted, high is the highest
 	// reservation of id found, above or at want.
-	Reserve(ctx context.Context, shard int, id string, want Mark) (granted bool, high Mark, err error)
+	Reserve(ctx context.Context, id string, want Mark) (granted bool, high Mark, err error)
 }
 
-// MasterMarks keeps the marks on the lock masters: a hash per shard on
-// each, NS:schedmarks:K (id -> "created|version", "|d" when deleted). A
+// MasterMarks keeps the marks on the lock masters: a hash on each,
+// NS:schedmarks (id -> "created|version", "|d" when deleted). A
 // raise is written to every master and holds when a majority took it; a
 // load reads a majority and keeps the highest mark of each id, so it finds
 // every raise that held.
@@ -99,7 +100,7 @@ func NewMasterMarks(masters []redis.UniversalClient, ns string) *MasterMarks {
 	return &MasterMarks{masters: masters, ns: ns}
 }
 
-func (m *MasterMarks) key(shard int) string { return marksKey(m.ns, shard) }
+func (m *MasterMarks) key() string { return marksKey(m.ns) }
 
 var (
 	//go:embed lua/reservesigned.lua
@@ -114,14 +115,14 @@ var (
 const raiseBatch = 500
 
 // Raise writes ms to every master, a batch at a time.
-func (m *MasterMarks) Raise(ctx context.Context, shard int, ms map[string]Mark) error {
+func (m *MasterMarks) Raise(ctx context.Context, ms map[string]Mark) error {
 	args := make([]any, 0, 2*len(ms))
 	for id, mk := range ms {
 		args = append(args, id, mk.String())
 	}
 	return m.majority(func(c redis.UniversalClient) error {
 		for i := 0; i < len(args); i += 2 * raiseBatch {
-			if err := raiseMarksScript.Run(ctx, c, []string{m.key(shard)}, args[i:min(i+2*raiseBatch, len(args))]...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+			if err := raiseMarksScript.Run(ctx, c, []string{m.key()}, args[i:min(i+2*raiseBatch, len(args))]...).Err(); err != nil && !errors.Is(err, redis.Nil) {
 				return err
 			}
 		}
@@ -129,14 +130,14 @@ func (m *MasterMarks) Raise(ctx context.Context, shard int, ms map[string]Mark) 
 	})
 }
 
-// Load reads shard's marks from every master and keeps each id's highest.
-func (m *MasterMarks) Load(ctx context.Context, shard int) (map[string]Mark, error) {
+// Load reads the marks from every master and keeps each id's highest.
+func (m *MasterMarks) Load(ctx context.Context) (map[string]Mark, error) {
 	var mu sync.Mutex
 	out := map[string]Mark{}
 	err := m.majority(func(c redis.UniversalClient) error {
 		var cursor uint64
 		for {
-			kv, next, err := c.HScan(ctx, m.key(shard), cursor, "", 1000).Result()
+			kv, next, err := c.HScan(ctx, m.key(), cursor, "", 1000).Result()
 			if err != nil {
 				return err
 			}
@@ -163,12 +164,12 @@ func (m *MasterMarks) Load(ctx context.Context, shard int) (map[string]Mark, err
 }
 
 // Get reads id's mark from every master and returns the highest.
-func (m *MasterMarks) Get(ctx context.Context, shard int, id string) (Mark, bool, error) {
+func (m *MasterMarks) Get(ctx context.Context, id string) (Mark, bool, error) {
 	var mu sync.Mutex
 	var out Mark
 	found := false
 	err := m.majority(func(c redis.UniversalClient) error {
-		v, err := c.HGet(ctx, m.key(shard), id).Result()
+		v, err := c.HGet(ctx, m.key(), id).Result()
 		if errors.Is(err, redis.Nil) {
 			return nil
 		}
@@ -186,17 +187,17 @@ func (m *MasterMarks) Get(ctx context.Context, shard int, id string) (Mark, bool
 	return out, found, err
 }
 
-// Reserve reserves want on every master (NS:schedsigned:K, id ->
+// Reserve reserves want on every master (NS:schedsigned, id ->
 // "created|version"): granted when a majority granted it. Each master
 // grants a reservation once, and above every one before, so two puts that
 // want the same one are not both granted: two majorities share a master.
-func (m *MasterMarks) Reserve(ctx context.Context, shard int, id string, want Mark) (bool, Mark, error) {
+func (m *MasterMarks) Reserve(ctx context.Context, id string, want Mark) (bool, Mark, error) {
 	want.Deleted = false
 	var mu sync.Mutex
 	granted := 0
 	var high Mark
 	err := m.majority(func(c redis.UniversalClient) error {
-		res, err := reserveScript.Run(ctx, c, []string{signedKey(m.ns, shard)}, id, want.String()).Slice()
+		res, err := reserveScript.Run(ctx, c, []string{signedKey(m.ns)}, id, want.String()).Slice()
 		if err != nil {
 			return err
 		}
@@ -320,15 +321,15 @@ func (f *Follower) raise(id string, m Mark) {
 	f.raised[sh][id] = m
 }
 
-// loadMarks reads shard sh's kept marks before its first read. Under
-// applyMu.
-func (f *Follower) loadMarks(ctx context.Context, sh int) error {
-	if f.keep == nil || f.loaded[sh].Load() || !f.st.sign.Enabled() {
+// loadMarks reads the kept marks (of every shard) before the first read
+// of a shard. Under applyMu.
+func (f *Follower) loadMarks(ctx context.Context) error {
+	if f.keep == nil || f.loaded.Load() || !f.st.sign.Enabled() {
 		return nil
 	}
-	ms, err := f.keep.Load(ctx, sh)
+	ms, err := f.keep.Load(ctx)
 	if err != nil {
-		return fmt.Errorf("runtime schedules: read the marks of what replicas saw (shard %d): %w", sh, err)
+		return fmt.Errorf("runtime schedules: read the marks of what replicas saw: %w", err)
 	}
 	f.mu.Lock()
 	for id, m := range ms {
@@ -337,7 +338,7 @@ func (f *Follower) loadMarks(ctx context.Context, sh int) error {
 		}
 	}
 	f.mu.Unlock()
-	f.loaded[sh].Store(true)
+	f.loaded.Store(true)
 	return nil
 }
 
@@ -352,7 +353,7 @@ func (f *Follower) keepMarks(ctx context.Context, sh int) {
 	if len(ms) == 0 {
 		return
 	}
-	if err := f.keep.Raise(ctx, sh, ms); err != nil {
+	if err := f.keep.Raise(ctx, ms); err != nil {
 		f.mu.Lock()
 		for id, m := range ms {
 			if cur, ok := f.raised[sh][id]; !ok || cur.below(m) {
@@ -373,15 +374,14 @@ func (f *Follower) keepMarks(ctx context.Context, sh int) {
 }
 
 // olderFetched is older for a record read outside the copy (ScheduleJob):
-// a shard whose kept marks the copy has not read (a Follower that does
-// not sync, as an admin tool's) has the record's mark read from keep.
+// a copy that has not read the kept marks (a Follower that does not sync,
+// as an admin tool's) has the record's mark read from keep.
 func (f *Follower) olderFetched(ctx context.Context, rec Record) error {
-	sh := f.st.ShardOf(rec.ID)
 	f.mu.RLock()
 	_, known := f.marks[rec.ID]
 	f.mu.RUnlock()
-	if !known && !f.loaded[sh].Load() && f.keep != nil && f.st.sign.Enabled() {
-		m, ok, err := f.keep.Get(ctx, sh, rec.ID)
+	if !known && !f.loaded.Load() && f.keep != nil && f.st.sign.Enabled() {
+		m, ok, err := f.keep.Get(ctx, rec.ID)
 		if err != nil {
 			return fmt.Errorf("runtime schedule %q: read the mark of what replicas saw of it: %w", rec.ID, err)
 		}

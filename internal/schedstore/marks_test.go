@@ -297,14 +297,14 @@ func TestMarksAreRaisedOnly(t *testing.T) {
 		{Mark{Created: 11, Version: 1}, Mark{Created: 11, Version: 1}},
 	}
 	for i, s := range steps {
-		if err := keep.Raise(ctx, 0, map[string]Mark{"x": s.m}); err != nil {
+		if err := keep.Raise(ctx, map[string]Mark{"x": s.m}); err != nil {
 			t.Fatal(err)
 		}
-		got, ok, err := keep.Get(ctx, 0, "x")
+		got, ok, err := keep.Get(ctx, "x")
 		if err != nil || !ok || got != s.want {
 			t.Fatalf("step %d: raised %v, holds %v (%v %v), want %v", i, s.m, got, ok, err, s.want)
 		}
-		ms, err := keep.Load(ctx, 0)
+		ms, err := keep.Load(ctx)
 		if err != nil || ms["x"] != s.want {
 			t.Fatalf("step %d: load %v %v", i, ms, err)
 		}
@@ -347,11 +347,11 @@ type failingMarks struct {
 	fail atomic.Bool
 }
 
-func (m *failingMarks) Raise(ctx context.Context, shard int, ms map[string]Mark) error {
+func (m *failingMarks) Raise(ctx context.Context, ms map[string]Mark) error {
 	if m.fail.Load() {
 		return errors.New("lock masters unreachable")
 	}
-	return m.Marks.Raise(ctx, shard, ms)
+	return m.Marks.Raise(ctx, ms)
 }
 
 // A put made after the queue Redis went back, before the replica that
@@ -417,5 +417,60 @@ func TestAPutOverADeletedScheduleBroughtBackIsNotRefused(t *testing.T) {
 	sf.read(t)
 	if j, ok := sf.f.ScheduleJob("@a"); !ok || j.Schedule != "@daily" {
 		t.Fatalf("the replica runs %+v (%v), refuses %v", j, ok, sf.f.Refused())
+	}
+}
+
+// The marks do not hang on the shard count: after baton init moved the
+// schedules to more shards, a deleted schedule's copy put back is refused
+// by a replica of the new layout as before, and the owner's put over it
+// signs a new schedule that the replica takes (not a version of the
+// deleted one, refused for a mark the put did not find).
+func TestMarksFollowTheSchedulesToAnotherShardCount(t *testing.T) {
+	srv, master := redistest.New(t), redistest.New(t)
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	one := signedConfig(t)
+	two := testConfig(t, "security: {signing_keys: [\""+testKey+"\"]}\nschedules: {shards: 2}\n")
+	keep := NewMasterMarks([]redis.UniversalClient{master.TestClient(t)}, one.Namespace)
+	id := ""
+	for i := range 100 {
+		if c := "m" + itoa(int64(i)); config.ScheduleShard(c, 2) != 0 {
+			id = c
+			break
+		}
+	}
+	st := Of(rdb, one).WithMarks(keep)
+	put(t, st, id, `{schedule: "@hourly", handler: {name: h}}`)
+	gone := rawOf(t, rdb, id)
+	f := NewFollower(st, one, nil, WithMarks(keep))
+	if err := f.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Move(ctx, rdb, one.Namespace, []int{1}, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	st2 := Of(rdb, two).WithMarks(keep)
+	k := st2.keysOf(id)
+	rdb.HSet(ctx, k.defs, id, gone) // the writer puts the deleted one back
+	rdb.ZAdd(ctx, k.ids, redis.Z{Member: id})
+	f2 := NewFollower(st2, two, nil, WithMarks(keep))
+	if err := f2.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f2.Len() != 0 {
+		t.Fatalf("a replica of the new layout runs the deleted schedule put back")
+	}
+	put(t, st2, id, `{schedule: "@daily", handler: {name: h}}`)
+	if err := f2.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if j, ok := f2.ScheduleJob("@" + id); !ok || j.Schedule != "@daily" {
+		t.Fatalf("the replica runs %+v (%v), refuses %v", j, ok, f2.Refused())
 	}
 }

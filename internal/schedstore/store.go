@@ -281,7 +281,7 @@ func (s *Store) reserve(ctx context.Context, id string, cur putRead, b binding) 
 		return b, nil
 	}
 	for range putAttempts {
-		granted, high, err := s.keep.Reserve(ctx, s.ShardOf(id), id, Mark{Created: b.created, Version: b.own})
+		granted, high, err := s.keep.Reserve(ctx, id, Mark{Created: b.created, Version: b.own})
 		if err != nil {
 			return binding{}, err
 		}
@@ -428,7 +428,7 @@ func (s *Store) markOf(ctx context.Context, id string) (Mark, bool, error) {
 	if s.keep == nil {
 		return Mark{}, false, nil
 	}
-	m, ok, err := s.keep.Get(ctx, s.ShardOf(id), id)
+	m, ok, err := s.keep.Get(ctx, id)
 	if err != nil {
 		return Mark{}, false, fmt.Errorf("runtime schedule %q: put: read the mark of what replicas saw of it: %w", id, err)
 	}
@@ -574,7 +574,7 @@ func (s *Store) DeleteIf(ctx context.Context, id string, m Match) (ok bool, crea
 			// the schedule brought back (an older snapshot, a copy put
 			// back) signs a new one, which the replicas take; not kept,
 			// the replicas' stands in for it
-			_ = s.keep.Raise(ctx, s.ShardOf(id), map[string]Mark{id: {Created: res[1], Deleted: true}})
+			_ = s.keep.Raise(ctx, map[string]Mark{id: {Created: res[1], Deleted: true}})
 		}
 	}
 	return true, created, nil

@@ -774,7 +774,7 @@ func TestATaskIsNotRunWithAnOlderCopyPutBackIntoTheStore(t *testing.T) {
 	}
 	v3 := put(3)
 	// the replicas saw version 3
-	if err := keep.Raise(ctx, 0, map[string]schedstore.Mark{"report/x": {Created: v3.Created.UnixMilli(), Version: v3.Version}}); err != nil {
+	if err := keep.Raise(ctx, map[string]schedstore.Mark{"report/x": {Created: v3.Created.UnixMilli(), Version: v3.Version}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.RDB.HSet(ctx, defs, "report/x", copy2).Err(); err != nil { // the writer puts version 2 back
