@@ -75,12 +75,12 @@ type Marks interface {
 	Load(ctx context.Context) (map[string]Mark, error)
 	// Get returns the mark of id; false when there is none.
 	Get(ctx context.Context, id string) (Mark, bool, error)
-	// Reserve reserves created and version want (want.Deleted unused)
-	// for a definition of id about to be signed: granted only above every
-	// reservation of id before, so that no two definitions are signed for
-	// one (id, created, version). Not granted, high is the highest
-	// reservation of id found, above or at want.
-	Reserve(ctx context.Context, id string, want Mark) (granted bool, high Mark, err error)
+	// Reserve reserves version v of the schedule id created at created
+	// (unix ms) for a definition about to be signed: granted only above
+	// every version of it reserved before, so that no two definitions are
+	// signed for one (id, created, version). Not granted, high is the
+	// highest version of it reserved, at least v.
+	Reserve(ctx context.Context, id string, created, v int64) (granted bool, high int64, err error)
 }
 
 // MasterMarks keeps the marks on the lock masters: a hash on each,
@@ -187,43 +187,35 @@ func (m *MasterMarks) Get(ctx context.Context, id string) (Mark, bool, error) {
 	return out, found, err
 }
 
-// Reserve reserves want on every master (NS:schedsigned, id ->
-// "created|version"): granted when a majority granted it. Each master
-// grants a reservation once, and above every one before, so two puts that
-// want the same one are not both granted: two majorities share a master.
-func (m *MasterMarks) Reserve(ctx context.Context, id string, want Mark) (bool, Mark, error) {
-	want.Deleted = false
+// Reserve reserves version v on every master (NS:schedsigned,
+// "id|created" -> version): granted when a majority granted it. Each
+// master grants a version once, and above every one before, so two puts
+// that want the same one are not both granted: two majorities share a
+// master.
+func (m *MasterMarks) Reserve(ctx context.Context, id string, created, v int64) (bool, int64, error) {
 	var mu sync.Mutex
 	granted := 0
-	var high Mark
+	high := v
+	field := id + "|" + strconv.FormatInt(created, 10)
 	err := m.majority(func(c redis.UniversalClient) error {
-		res, err := reserveScript.Run(ctx, c, []string{signedKey(m.ns)}, id, want.String()).Slice()
+		res, err := reserveScript.Run(ctx, c, []string{signedKey(m.ns)}, field, v).Int64Slice()
 		if err != nil {
 			return err
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if len(res) == 1 {
+		switch {
+		case len(res) == 1:
 			granted++
-			return nil
-		}
-		if len(res) == 2 {
-			if cur, ok := parseMark(fmt.Sprint(res[1])); ok && high.below(cur) {
-				high = cur
-			}
+		case len(res) == 2:
+			high = max(high, res[1])
 		}
 		return nil
 	})
 	if err != nil {
-		return false, Mark{}, fmt.Errorf("runtime schedule %q: reserve the version to sign: %w", id, err)
+		return false, 0, fmt.Errorf("runtime schedule %q: reserve the version to sign: %w", id, err)
 	}
-	if granted > len(m.masters)/2 {
-		return true, Mark{}, nil
-	}
-	if high.below(want) {
-		high = want // refused by fewer than answered: want is taken all the same
-	}
-	return false, high, nil
+	return granted > len(m.masters)/2, high, nil
 }
 
 // majority runs do on every master at once; nil when a majority succeeded.

@@ -474,3 +474,46 @@ func TestMarksFollowTheSchedulesToAnotherShardCount(t *testing.T) {
 		t.Fatalf("the replica runs %+v (%v), refuses %v", j, ok, f2.Refused())
 	}
 }
+
+// Puts of one id from many callers at once, with the replicas' marks and
+// the versions signed kept on lock masters, each land, each signed for a
+// version of its own, and a replica that follows them runs the last.
+func TestConcurrentSignedPutsWithMarksEachLandOnce(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := signedConfig(t)
+	st, f, _ := followingMarked(t, rdb, cfg)
+	var mu sync.Mutex
+	versions := map[int64]bool{}
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			for n := range 4 {
+				d, _ := config.ScheduleDocument([]byte(`{schedule: "@hourly", handler: {name: h, payload: {g: ` + itoa(int64(g)) + `, n: ` + itoa(int64(n)) + `}}}`))
+				r, err := st.Put(context.Background(), "shared", d, Any)
+				if err != nil {
+					t.Error(err)
+					continue
+				}
+				mu.Lock()
+				if versions[r.Version] {
+					t.Errorf("version %d landed twice", r.Version)
+				}
+				versions[r.Version] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	got, err := st.Get(context.Background(), "shared")
+	if err != nil || got.Version < 24 || !got.Bound || len(versions) != 24 {
+		t.Fatalf("after 24 puts: %+v %v, versions %v", got, err, versions)
+	}
+	poll.Require(t, 10*time.Second, "the last put applied", func() bool {
+		j, ok := f.ScheduleJob("@shared")
+		return ok && j.Ref.Version == got.Version
+	})
+	if r := f.Refused(); len(r) != 0 {
+		t.Fatalf("refused %v", r)
+	}
+}

@@ -256,7 +256,7 @@ func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, m Match
 			rec.Bound = err == nil
 			return rec, err
 		}
-		if b, err = s.reserve(ctx, id, cur, b); err != nil {
+		if b, err = s.reserve(ctx, id, b); err != nil {
 			return Record{}, err
 		}
 		rec, err := s.put(ctx, id, doc, s.sign.Sign(s.boundDomain(id, b.created, b.own), doc), cond, &b)
@@ -276,26 +276,19 @@ func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, m Match
 // failed, or lost a race) the one signed first. A version reserved and
 // not written is not used: the schedule's versions skip it. Without marks
 // (WithMarks), b as it is.
-func (s *Store) reserve(ctx context.Context, id string, cur putRead, b binding) (binding, error) {
+func (s *Store) reserve(ctx context.Context, id string, b binding) (binding, error) {
 	if s.keep == nil {
 		return b, nil
 	}
 	for range putAttempts {
-		granted, high, err := s.keep.Reserve(ctx, id, Mark{Created: b.created, Version: b.own})
+		granted, high, err := s.keep.Reserve(ctx, id, b.created, b.own)
 		if err != nil {
 			return binding{}, err
 		}
 		if granted {
 			return b, nil
 		}
-		switch {
-		case high.Created == b.created:
-			b.own = high.Version + 1
-		default:
-			// an incarnation of the id created later was signed (the store
-			// lost it): a new one after it
-			b = binding{created: max(high.Created+1, cur.next), own: 1}
-		}
+		b.own = high + 1
 	}
 	return binding{}, fmt.Errorf("runtime schedule %q: put: the version to sign was taken by other puts %d times: %w", id, putAttempts, ErrChanged)
 }

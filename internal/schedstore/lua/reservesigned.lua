@@ -1,22 +1,18 @@
--- Reserves, on one lock master, the created and version a signed put of a
--- runtime schedule signs its definition for (MasterMarks.Reserve): granted
--- only above every one reserved for the id before, so that no two puts
--- sign the same (id, created, version), whichever was written.
--- KEYS[1] the shard's signed hash (id -> "created|version")
--- ARGV[1] id, ARGV[2] "created|version"
--- Returns {1} when reserved, else {0, the id's reservation}.
-local function parse(s)
-  if not s then return nil end
-  local c, v = string.match(s, '^(%d+)|(%d+)$')
-  if not c then return nil end
-  return tonumber(c), tonumber(v)
+-- Reserves, on one lock master, the version a signed put of a runtime
+-- schedule signs its definition for, at the schedule's created time
+-- (MasterMarks.Reserve): granted only above every one reserved for that
+-- id and created before, so that no two puts sign the same (id, created,
+-- version), whichever was written.
+-- KEYS[1] the signed hash ("id|created" -> version)
+-- ARGV[1] "id|created", ARGV[2] the version
+-- Returns {1} when reserved, else {0, the version reserved}.
+local want = tonumber(ARGV[2])
+if not want or not string.match(ARGV[2], '^%d+$') then
+  return redis.error_reply('ERR not a version: ' .. ARGV[2])
 end
-local wc, wv = parse(ARGV[2])
-if not wc then return redis.error_reply('ERR not a reservation: ' .. ARGV[2]) end
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
-local cc, cv = parse(cur)
-if cc and (cc > wc or (cc == wc and cv >= wv)) then
-  return {0, cur}
+if cur and string.match(cur, '^%d+$') and tonumber(cur) >= want then
+  return {0, tonumber(cur)}
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return {1}
