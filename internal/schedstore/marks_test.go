@@ -517,3 +517,35 @@ func TestConcurrentSignedPutsWithMarksEachLandOnce(t *testing.T) {
 		t.Fatalf("refused %v", r)
 	}
 }
+
+// The owner's put of the definition an older copy put back holds (a
+// writer of the queue Redis put version 1 back, silently, where version 2
+// was signed since) signs it again, as a version above the one signed
+// last, when the lock masters could not take the replicas' mark of
+// version 2: it does not leave the copy in place, which the replica that
+// saw version 2 refuses, while the put reports it stored.
+func TestAPutOfTheDefinitionACopyPutBackHoldsSignsItAgain(t *testing.T) {
+	srv, master := redistest.New(t), redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg := signedConfig(t)
+	ctx := context.Background()
+	keep := &failingMarks{Marks: NewMasterMarks([]redis.UniversalClient{master.TestClient(t)}, cfg.Namespace)}
+	st := Of(rdb, cfg).WithMarks(keep)
+	put(t, st, "a", `{schedule: "@hourly", handler: {name: h}}`)
+	v1 := rawOf(t, rdb, "a")
+	put(t, st, "a", `{schedule: "@daily", handler: {name: h}}`)
+	f := NewFollower(st, cfg, nil, WithMarks(keep))
+	keep.fail.Store(true) // the replica's mark of version 2 is not kept
+	if err := f.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keep.fail.Store(false)
+	rdb.HSet(ctx, newKeys("fs", 0, 1).defs, "a", v1) // put back, not logged
+	r := put(t, st, "a", `{schedule: "@hourly", handler: {name: h}}`)
+	if err := f.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if j, ok := f.ScheduleJob("@a"); !ok || j.Schedule != "@hourly" {
+		t.Fatalf("the put reported %s stored; the replica runs %+v (%v), refuses %v", r.Ref(), j, ok, f.Refused())
+	}
+}

@@ -247,7 +247,18 @@ func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, m Match
 			cond = Match{Version: 0}
 		}
 		b := cur.binding(mark, marked)
-		if b.own == cur.own+1 && b.created == cur.created && cur.same(doc) {
+		same := b.own == cur.own+1 && b.created == cur.created && cur.same(doc)
+		if same && s.keep != nil {
+			// unless a later version was signed: then the schedule holds
+			// a copy put back, which the replicas that saw the later one
+			// refuse though their mark did not reach the lock masters
+			_, high, err := s.keep.Reserve(ctx, id, cur.created, cur.own)
+			if err != nil {
+				return Record{}, err
+			}
+			same = high <= cur.own
+		}
+		if same {
 			// the definition it holds, bound: nothing changes
 			rec, err := s.put(ctx, id, doc, []byte(cur.def), cond, nil)
 			if errors.Is(err, errRaced) {
