@@ -58,7 +58,9 @@ type Record struct {
 	Updated time.Time // when this definition was put (by Redis's clock)
 	// Version counts the schedule's own changes: 1 when first put, one
 	// more with each put that changes its definition (a schedule deleted
-	// and put again starts at 1 again: Created tells them apart).
+	// and put again starts at 1 again: Created tells them apart). A signed
+	// put skips the versions signed already (Store.reserve) and those a
+	// replica saw of a copy put back.
 	Version int64
 	// Change is the change of the shard that put it: changes grow with
 	// every put and delete of any schedule of the shard (a Follower at
