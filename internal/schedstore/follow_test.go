@@ -70,9 +70,14 @@ func (a *applied) has(name string) bool {
 // following runs a Follower of cfg's schedules on rdb until the test ends.
 func following(t *testing.T, rdb *redis.Client, cfg *config.Config) (*Store, *Follower, *applied) {
 	t.Helper()
-	st := Of(rdb, cfg)
+	return followingStore(t, Of(rdb, cfg), cfg)
+}
+
+// followingStore is following of st, with opts.
+func followingStore(t *testing.T, st *Store, cfg *config.Config, opts ...FollowerOption) (*Store, *Follower, *applied) {
+	t.Helper()
 	a := &applied{jobs: map[string]*config.Job{}}
-	f := NewFollower(st, cfg, a.apply)
+	f := NewFollower(st, cfg, a.apply, opts...)
 	if err := f.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -54,17 +54,7 @@ func putBack(t *testing.T, rdb *redis.Client, id, raw string) {
 func followingMarked(t *testing.T, rdb *redis.Client, cfg *config.Config) (*Store, *Follower, *applied) {
 	t.Helper()
 	keep := NewMasterMarks([]redis.UniversalClient{redistest.New(t).TestClient(t)}, cfg.Namespace)
-	st := Of(rdb, cfg).WithMarks(keep)
-	a := &applied{jobs: map[string]*config.Job{}}
-	f := NewFollower(st, cfg, a.apply, WithMarks(keep))
-	if err := f.Sync(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); f.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return st, f, a
+	return followingStore(t, Of(rdb, cfg).WithMarks(keep), cfg, WithMarks(keep))
 }
 
 // refusal returns why f refuses id, "" when it does not.

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // dumpGoroutines makes the replica's process write every goroutine's
@@ -22,18 +21,7 @@ func (r *replica) dumpGoroutines(t *testing.T) string {
 		return ""
 	}
 	before, _ := os.ReadFile(r.logPath())
-	r.mu.Lock()
-	cmd, done := r.cmd, r.done
-	r.mu.Unlock()
-	_ = cmd.Process.Signal(syscall.SIGQUIT)
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Errorf("%s wrote no goroutine dump within 30s of SIGQUIT; killing it", r.name)
-		_ = cmd.Process.Kill()
-		<-done
-	}
-	r.log.Close()
+	r.signalAndWait(t, syscall.SIGQUIT, "write its goroutines and exit")
 	after, _ := os.ReadFile(r.logPath())
 	return string(after[len(before):])
 }

@@ -361,14 +361,20 @@ func (r *replica) stop(t *testing.T) {
 	if r.pid() == 0 {
 		return
 	}
+	r.signalAndWait(t, syscall.SIGTERM, "stop")
+}
+
+// signalAndWait sends sig to the process and waits for it to exit, at
+// most 30 s (then SIGKILL: it did not do what, said), and closes its log.
+func (r *replica) signalAndWait(t *testing.T, sig syscall.Signal, what string) {
 	r.mu.Lock()
 	cmd, done := r.cmd, r.done
 	r.mu.Unlock()
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(sig)
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		t.Errorf("%s did not stop within 30s of SIGTERM; killing it", r.name)
+		t.Errorf("%s did not %s within 30s of %v; killing it", r.name, what, sig)
 		_ = cmd.Process.Kill()
 		<-done
 	}
