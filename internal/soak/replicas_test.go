@@ -403,6 +403,9 @@ type procMem struct {
 	goroutines int64
 	heapLive   int64 // go_gc_heap_live_bytes
 	heapAlloc  int64 // go_memstats_heap_alloc_bytes
+	// the heap's memory the runtime holds from the OS (heap sys less what
+	// it released), and the goroutines' stacks: most of RSS
+	heapHeld, heapReleased, stacks int64
 }
 
 // sampleUntil reads every replica and Redis each p.sample from t0 until
@@ -473,8 +476,15 @@ func readProc(pid int, addr string) procMem {
 			m.heapLive = int64(f)
 		case "go_memstats_heap_alloc_bytes":
 			m.heapAlloc = int64(f)
+		case "go_memstats_heap_sys_bytes":
+			m.heapHeld += int64(f)
+		case "go_memstats_heap_released_bytes":
+			m.heapReleased = int64(f)
+		case "go_memstats_stack_inuse_bytes":
+			m.stacks = int64(f)
 		}
 	}
+	m.heapHeld -= m.heapReleased
 	return m
 }
 
@@ -527,12 +537,23 @@ func median(vs []float64) float64 {
 	return vs[len(vs)/2]
 }
 
+// fewest is the smallest of vs that is read (above 0), 0 when none is.
+func fewest(vs []float64) float64 {
+	out := 0.0
+	for _, v := range vs {
+		if v > 0 && (out == 0 || v < out) {
+			out = v
+		}
+	}
+	return out
+}
+
 // growths compares every figure's median over the window before a third
 // of the load (minute 10) with that over the window before its end
 // (minute 30).
 func growths(p soakPlan, samples []memSample) []growth {
 	in := func(s memSample, end time.Duration) bool { return s.at >= end-p.window && s.at < end }
-	figure := func(what string, f func(memSample) float64) growth {
+	of := func(what string, f func(memSample) float64, by func([]float64) float64) growth {
 		var a, b []float64
 		for _, s := range samples {
 			switch {
@@ -542,12 +563,13 @@ func growths(p soakPlan, samples []memSample) []growth {
 				b = append(b, f(s))
 			}
 		}
-		g := growth{what: what, start: median(a), end: median(b)}
+		g := growth{what: what, start: by(a), end: by(b)}
 		if g.start > 0 {
 			g.pct = (g.end - g.start) / g.start * 100
 		}
 		return g
 	}
+	figure := func(what string, f func(memSample) float64) growth { return of(what, f, median) }
 	var out []growth
 	for i := range 3 {
 		rep := func(s memSample) procMem {
@@ -562,6 +584,12 @@ func growths(p soakPlan, samples []memSample) []growth {
 			figure(name+" goroutines", func(s memSample) float64 { return float64(rep(s).goroutines) }),
 			figure(name+" live heap MiB", func(s memSample) float64 { return float64(rep(s).heapLive) / (1 << 20) }),
 			figure(name+" heap alloc MiB", func(s memSample) float64 { return float64(rep(s).heapAlloc) / (1 << 20) }),
+			// shown: the goroutines a process keeps at rest, without the
+			// runs in flight of the moment (some 6 goroutines each), and
+			// what its RSS is made of
+			of(name+" goroutines, fewest", func(s memSample) float64 { return float64(rep(s).goroutines) }, fewest),
+			figure(name+" heap held MiB", func(s memSample) float64 { return float64(rep(s).heapHeld) / (1 << 20) }),
+			figure(name+" stacks MiB", func(s memSample) float64 { return float64(rep(s).stacks) / (1 << 20) }),
 		)
 	}
 	out = append(out, figure("queue backlog (pending tasks)", func(s memSample) float64 { return float64(s.pending) + 0.5 }))
@@ -587,7 +615,8 @@ func growthReport(t *testing.T, p soakPlan, samples []memSample) string {
 	fmt.Fprintf(&b, "soak: medians of %d samples (every %v) over the %v before %v and before %v:\n", len(samples), p.sample, p.window, p.load/3, p.load)
 	for _, g := range growths(p, samples) {
 		fmt.Fprintf(&b, "soak:   %-36s %10.1f -> %10.1f  %+6.1f %%\n", g.what, g.start, g.end, g.pct)
-		judged := !strings.Contains(g.what, "heap alloc") && !strings.Contains(g.what, "backlog")
+		judged := !strings.Contains(g.what, "heap alloc") && !strings.Contains(g.what, "backlog") &&
+			!strings.Contains(g.what, "fewest") && !strings.Contains(g.what, "held") && !strings.Contains(g.what, "stacks")
 		switch {
 		case !p.judge || !judged:
 		case g.start == 0 || g.end == 0:
