@@ -338,10 +338,11 @@ func TestDeleteScheduleWithoutStopLetsTheRunFinish(t *testing.T) {
 }
 
 // Deleting a runtime schedule forgets its mark (the latest tick decided)
-// on the lock masters. A mark has no expiry: it names its job for as long
-// as the job lives, and runtime schedules come and go (one per customer),
-// so a deleted schedule's would stay on every master for good.
-func TestDeleteScheduleForgetsItsMark(t *testing.T) {
+// and its dispatch fence on the lock masters. A mark has no expiry: it
+// names its job for as long as the job lives, and runtime schedules come
+// and go (one per customer), so a deleted schedule's would stay on every
+// master for good; a fence would stay a day.
+func TestDeleteScheduleForgetsItsMarkAndFence(t *testing.T) {
 	srv := redistest.New(t)
 	c, _ := countingReplicasOn(t, srv, 1)
 	ctx := context.Background()
@@ -349,18 +350,18 @@ func TestDeleteScheduleForgetsItsMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb := srv.TestClient(t)
-	mark := "rt:{@report/gone}:mark"
-	poll.Require(t, 20*time.Second, "a tick of the schedule decided (its mark)", func() bool {
-		n, _ := rdb.Exists(ctx, mark).Result()
-		return n == 1
+	mark, fence := "rt:{@report/gone}:mark", "rt:{@report/gone}:fence"
+	poll.Require(t, 20*time.Second, "a tick of the schedule decided (its mark and fence)", func() bool {
+		n, _ := rdb.Exists(ctx, mark, fence).Result()
+		return n == 2
 	})
 	if err := c.DeleteSchedule(ctx, "report/gone", false); err != nil {
 		t.Fatal(err)
 	}
 	// a tick decided while the replica had not yet followed the delete
-	// writes the mark again: the replica forgets it once it has followed
-	poll.Require(t, 10*time.Second, "the deleted schedule's mark gone", func() bool {
-		n, _ := rdb.Exists(ctx, mark).Result()
+	// writes them again: the replica forgets them once it has followed
+	poll.Require(t, 10*time.Second, "the deleted schedule's mark and fence gone", func() bool {
+		n, _ := rdb.Exists(ctx, mark, fence).Result()
 		return n == 0
 	})
 }

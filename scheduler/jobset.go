@@ -155,20 +155,25 @@ func (s *Scheduler) compact(h *itemHeap) {
 	heap.Init(h)
 }
 
-// ForgetMarks deletes the marks (the latest tick decided) of jobs that are
-// gone for good, such as deleted runtime schedules, on every lock master. A
-// mark has no expiry: it lives as long as its job, and a deleted job's would
-// stay. Remove the jobs first: a claim of theirs still under way may write
-// a mark again (the next ForgetMarks of a replica that followed later takes
-// it). Each master is bounded by the master timeout; the errors of those
-// that failed are joined (their marks stay).
+// ForgetMarks deletes the marks (the latest tick decided) and the dispatch
+// fences of jobs that are gone for good, such as deleted runtime
+// schedules, on every lock master. A mark has no expiry: it lives as long
+// as its job, and a deleted job's would stay; a fence lives a day, and
+// under a steady churn of schedules the fences of deleted ones would fill
+// the masters for a day. A fence deleted is seeded again from the masters'
+// clock (in µs) should the job come back, above every fence issued before,
+// as after its expiry. Remove the jobs first: a claim of theirs still under
+// way may write a mark again (the next ForgetMarks of a replica that
+// followed later takes it). Each master is bounded by the master timeout;
+// the errors of those that failed are joined (their keys stay).
 func (s *Scheduler) ForgetMarks(ctx context.Context, names ...string) error {
 	if len(names) == 0 {
 		return nil
 	}
-	keys := make([]string, len(names))
-	for i, n := range names {
-		keys[i] = newJobKeys(s.opts.namespace, n).mark()
+	keys := make([]string, 0, 2*len(names))
+	for _, n := range names {
+		k := newJobKeys(s.opts.namespace, n)
+		keys = append(keys, k.mark(), k.fence())
 	}
 	errs := make([]error, len(s.masters))
 	var wg sync.WaitGroup
