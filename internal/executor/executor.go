@@ -84,9 +84,18 @@ func openCgroups(dir string, log *slog.Logger) *runcgroup.Root {
 		return nil
 	}
 	left, err := root.RemoveLeftovers()
+	empty := 0
 	for _, l := range left {
+		if l.Killed == 0 {
+			// nothing outlived that run: housekeeping, not news
+			empty++
+			continue
+		}
 		log.Warn("removed the cgroup of a run of a baton process that is gone, and killed what ran in it",
 			slog.String("cgroup", l.Dir), slog.Int("killed", l.Killed))
+	}
+	if empty > 0 {
+		log.Info("removed the empty cgroups of runs of baton processes that are gone", slog.Int("cgroups", empty))
 	}
 	if err != nil {
 		log.Warn("cannot remove the cgroup of a run of a baton process that is gone", slog.Any("error", err))
