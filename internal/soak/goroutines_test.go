@@ -2,6 +2,7 @@ package soak
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"os"
 	"regexp"
@@ -10,6 +11,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/redistest"
 )
 
 // dumpGoroutines makes the replica's process write every goroutine's
@@ -137,5 +141,80 @@ net/http.(*persistConn).readLoop(0x1)
 	gs := goroutineGroups(dump)
 	if len(gs) != 2 || gs[0].count != 2 || gs[0].longest != 12 || !strings.Contains(gs[0].where, "(*engine).keep < ") || gs[1].count != 1 {
 		t.Fatalf("groups %+v", gs)
+	}
+}
+
+// keyShape is a key's pattern: what is between braces, and every run of
+// digits, left out, so that the keys of every job and tick of one kind
+// count together.
+var keyShapeParts = regexp.MustCompile(`\{[^}]*\}|[0-9]+`)
+
+func keyShape(k string) string {
+	return keyShapeParts.ReplaceAllStringFunc(k, func(s string) string {
+		if strings.HasPrefix(s, "{") {
+			return "{}"
+		}
+		return "#"
+	})
+}
+
+// keyCounts counts srv's keys by shape (a SCAN; 0 keys when it cannot
+// read them).
+func keyCounts(srv *redistest.Server) map[string]int {
+	c := srv.Client()
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out := map[string]int{}
+	var cursor uint64
+	for {
+		ks, next, err := c.Scan(ctx, cursor, "*", 1000).Result()
+		if err != nil {
+			return out
+		}
+		for _, k := range ks {
+			out[keyShape(k)]++
+		}
+		if cursor = next; cursor == 0 {
+			return out
+		}
+	}
+}
+
+// keyGrowthReport prints the key shapes of each server whose count grew
+// most between before and after (by server name), largest first.
+func keyGrowthReport(names []string, before, after []map[string]int) string {
+	var b strings.Builder
+	b.WriteString("\nkeys by shape at a third of the load and at its end, those that grew most:\n\n| server | shape | before | after |\n|---|---|---|---|\n")
+	for i, name := range names {
+		type d struct {
+			shape         string
+			before, after int
+		}
+		var ds []d
+		for shape, n := range after[i] {
+			if n > before[i][shape] {
+				ds = append(ds, d{shape, before[i][shape], n})
+			}
+		}
+		slices.SortFunc(ds, func(x, y d) int { return cmp.Or((y.after-y.before)-(x.after-x.before), strings.Compare(x.shape, y.shape)) })
+		for _, x := range ds[:min(len(ds), 5)] {
+			fmt.Fprintf(&b, "| %s | `%s` | %d | %d |\n", name, x.shape, x.before, x.after)
+		}
+	}
+	return b.String()
+}
+
+// Key shapes count the keys of every job and tick of one kind together.
+func TestKeyShapeLeavesOutNamesAndNumbers(t *testing.T) {
+	for k, want := range map[string]string{
+		"soak:{@sched-17}:fence":               "soak:{}:fence",
+		"soak:{list-3}:tick:1796309105000":     "soak:{}:tick:#",
+		"soak:lock:{fence:@sched-17}:fence":    "soak:lock:{}:fence",
+		"asynq:{soak:default}:t:list-3@2026-1": "asynq:{}:t:list-#@#-#",
+	} {
+		if got := keyShape(k); got != want {
+			t.Errorf("keyShape(%q) = %q, want %q", k, got, want)
+		}
 	}
 }

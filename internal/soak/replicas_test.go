@@ -208,8 +208,15 @@ func TestSoakReplicas(t *testing.T) {
 	var samples []memSample
 	wg.Go(func() { samples = sampleUntil(ctx, t, p, t0, reps, queue, masters) })
 	restarts, masterDone := slices.Clone(p.restarts), false
+	servers := append([]*redistest.Server{queue}, masters...)
+	serverNames := []string{"queue Redis", "lock master 0", "lock master 1", "lock master 2"}
+	var keysAt10, keysAtEnd []map[string]int
 	for now := time.Now(); now.Before(t0.Add(p.load)); now = time.Now() {
 		switch {
+		case keysAt10 == nil && !now.Before(t0.Add(p.load/3)):
+			for _, srv := range servers {
+				keysAt10 = append(keysAt10, keyCounts(srv))
+			}
 		case !masterDone && !now.Before(t0.Add(p.master)):
 			masterDone = true
 			if err := masters[1].Restart(); err != nil {
@@ -234,6 +241,9 @@ func TestSoakReplicas(t *testing.T) {
 	}
 	cancel() // the churn and the samples stop; the replicas run on until the last ticks are final
 	wg.Wait()
+	for _, srv := range servers {
+		keysAtEnd = append(keysAtEnd, keyCounts(srv))
+	}
 	end := t0.Add(p.load)
 	for ; next.Before(end); next = next.Add(p.step) {
 		wait := time.Until(next.Add(p.step + lag))
@@ -254,6 +264,9 @@ func TestSoakReplicas(t *testing.T) {
 	fmt.Print(acct.report())
 	fmt.Print(growthReport(t, p, samples))
 	fmt.Print(goroutineReport(reps[0].name, dump))
+	if keysAt10 != nil {
+		fmt.Print(keyGrowthReport(serverNames, keysAt10, keysAtEnd))
+	}
 	acct.verdict(t)
 }
 
