@@ -197,7 +197,9 @@ func keyGrowthReport(names []string, before, after []map[string]int) string {
 				ds = append(ds, d{shape, before[i][shape], n})
 			}
 		}
-		slices.SortFunc(ds, func(x, y d) int { return cmp.Or((y.after-y.before)-(x.after-x.before), strings.Compare(x.shape, y.shape)) })
+		slices.SortFunc(ds, func(x, y d) int {
+			return cmp.Or((y.after-y.before)-(x.after-x.before), strings.Compare(x.shape, y.shape))
+		})
 		for _, x := range ds[:min(len(ds), 5)] {
 			fmt.Fprintf(&b, "| %s | `%s` | %d | %d |\n", name, x.shape, x.before, x.after)
 		}
