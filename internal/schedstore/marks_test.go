@@ -349,11 +349,7 @@ func (m *failingMarks) Raise(ctx context.Context, ms map[string]Mark) error {
 // lock masters could not take that replica's mark of the newer version it
 // had seen: the restore leaves a definition its signature vouches for.
 func TestAPutMadeAfterRedisWentBackStaysSignedThroughTheRestore(t *testing.T) {
-	srv, master := redistest.New(t), redistest.New(t)
-	rdb := srv.TestClient(t)
-	cfg := signedConfig(t)
-	keep := &failingMarks{Marks: NewMasterMarks([]redis.UniversalClient{master.TestClient(t)}, cfg.Namespace)}
-	st := Of(rdb, cfg).WithMarks(keep)
+	rdb, _, cfg, keep, st := storeWithFailingMarks(t)
 	put(t, st, "a", `{schedule: "@hourly", handler: {name: h}}`)
 	snap := takeSnapshot(t, rdb, newKeys("fs", 0, 1))
 	put(t, st, "a", `{schedule: "@daily", handler: {name: h}}`)
@@ -383,12 +379,8 @@ func TestAPutMadeAfterRedisWentBackStaysSignedThroughTheRestore(t *testing.T) {
 // schedule (the delete's own mark), not a version of the deleted one that
 // the replica refuses.
 func TestAPutOverADeletedScheduleBroughtBackIsNotRefused(t *testing.T) {
-	srv, master := redistest.New(t), redistest.New(t)
-	rdb := srv.TestClient(t)
-	cfg := signedConfig(t)
+	rdb, _, cfg, keep, st := storeWithFailingMarks(t)
 	ctx := context.Background()
-	keep := &failingMarks{Marks: NewMasterMarks([]redis.UniversalClient{master.TestClient(t)}, cfg.Namespace)}
-	st := Of(rdb, cfg).WithMarks(keep)
 	put(t, st, "a", `{schedule: "@hourly", handler: {name: h}}`)
 	sf := &stillFollower{a: &applied{jobs: map[string]*config.Job{}}}
 	sf.f = NewFollower(st, cfg, sf.a.apply, WithMarks(keep), WithWentBack(func(w WentBack) { sf.got = append(sf.got, w) }))
@@ -515,12 +507,8 @@ func TestConcurrentSignedPutsWithMarksEachLandOnce(t *testing.T) {
 // version 2: it does not leave the copy in place, which the replica that
 // saw version 2 refuses, while the put reports it stored.
 func TestAPutOfTheDefinitionACopyPutBackHoldsSignsItAgain(t *testing.T) {
-	srv, master := redistest.New(t), redistest.New(t)
-	rdb := srv.TestClient(t)
-	cfg := signedConfig(t)
+	rdb, _, cfg, keep, st := storeWithFailingMarks(t)
 	ctx := context.Background()
-	keep := &failingMarks{Marks: NewMasterMarks([]redis.UniversalClient{master.TestClient(t)}, cfg.Namespace)}
-	st := Of(rdb, cfg).WithMarks(keep)
 	put(t, st, "a", `{schedule: "@hourly", handler: {name: h}}`)
 	v1 := rawOf(t, rdb, "a")
 	put(t, st, "a", `{schedule: "@daily", handler: {name: h}}`)
@@ -538,4 +526,15 @@ func TestAPutOfTheDefinitionACopyPutBackHoldsSignsItAgain(t *testing.T) {
 	if j, ok := f.ScheduleJob("@a"); !ok || j.Schedule != "@hourly" {
 		t.Fatalf("the put reported %s stored; the replica runs %+v (%v), refuses %v", r.Ref(), j, ok, f.Refused())
 	}
+}
+
+// storeWithFailingMarks is a signed store on a queue Redis (rdb, srv) whose
+// marks (keep) live on a lock master of their own and can be made to fail.
+func storeWithFailingMarks(t *testing.T) (*redis.Client, *redistest.Server, *config.Config, *failingMarks, *Store) {
+	t.Helper()
+	srv := redistest.New(t)
+	cfg := signedConfig(t)
+	keep := &failingMarks{Marks: NewMasterMarks([]redis.UniversalClient{redistest.New(t).TestClient(t)}, cfg.Namespace)}
+	rdb := srv.TestClient(t)
+	return rdb, srv, cfg, keep, Of(rdb, cfg).WithMarks(keep)
 }
