@@ -349,7 +349,7 @@ func (m *failingMarks) Raise(ctx context.Context, ms map[string]Mark) error {
 // lock masters could not take that replica's mark of the newer version it
 // had seen: the restore leaves a definition its signature vouches for.
 func TestAPutMadeAfterRedisWentBackStaysSignedThroughTheRestore(t *testing.T) {
-	rdb, _, cfg, keep, st := storeWithFailingMarks(t)
+	rdb, cfg, keep, st := storeWithFailingMarks(t)
 	put(t, st, "a", `{schedule: "@hourly", handler: {name: h}}`)
 	snap := takeSnapshot(t, rdb, newKeys("fs", 0, 1))
 	put(t, st, "a", `{schedule: "@daily", handler: {name: h}}`)
@@ -379,7 +379,7 @@ func TestAPutMadeAfterRedisWentBackStaysSignedThroughTheRestore(t *testing.T) {
 // schedule (the delete's own mark), not a version of the deleted one that
 // the replica refuses.
 func TestAPutOverADeletedScheduleBroughtBackIsNotRefused(t *testing.T) {
-	rdb, _, cfg, keep, st := storeWithFailingMarks(t)
+	rdb, cfg, keep, st := storeWithFailingMarks(t)
 	ctx := context.Background()
 	put(t, st, "a", `{schedule: "@hourly", handler: {name: h}}`)
 	sf := &stillFollower{a: &applied{jobs: map[string]*config.Job{}}}
@@ -507,7 +507,7 @@ func TestConcurrentSignedPutsWithMarksEachLandOnce(t *testing.T) {
 // version 2: it does not leave the copy in place, which the replica that
 // saw version 2 refuses, while the put reports it stored.
 func TestAPutOfTheDefinitionACopyPutBackHoldsSignsItAgain(t *testing.T) {
-	rdb, _, cfg, keep, st := storeWithFailingMarks(t)
+	rdb, cfg, keep, st := storeWithFailingMarks(t)
 	ctx := context.Background()
 	put(t, st, "a", `{schedule: "@hourly", handler: {name: h}}`)
 	v1 := rawOf(t, rdb, "a")
@@ -528,13 +528,12 @@ func TestAPutOfTheDefinitionACopyPutBackHoldsSignsItAgain(t *testing.T) {
 	}
 }
 
-// storeWithFailingMarks is a signed store on a queue Redis (rdb, srv) whose
+// storeWithFailingMarks is a signed store on a queue Redis (rdb) whose
 // marks (keep) live on a lock master of their own and can be made to fail.
-func storeWithFailingMarks(t *testing.T) (*redis.Client, *redistest.Server, *config.Config, *failingMarks, *Store) {
+func storeWithFailingMarks(t *testing.T) (*redis.Client, *config.Config, *failingMarks, *Store) {
 	t.Helper()
-	srv := redistest.New(t)
 	cfg := signedConfig(t)
 	keep := &failingMarks{Marks: NewMasterMarks([]redis.UniversalClient{redistest.New(t).TestClient(t)}, cfg.Namespace)}
-	rdb := srv.TestClient(t)
-	return rdb, srv, cfg, keep, Of(rdb, cfg).WithMarks(keep)
+	rdb := redistest.New(t).TestClient(t)
+	return rdb, cfg, keep, Of(rdb, cfg).WithMarks(keep)
 }
