@@ -16,6 +16,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/layout"
+	"github.com/batonhq/baton/internal/locknames"
 	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/internal/schedstore"
@@ -600,7 +601,8 @@ func (r *Replica) Schedules() int { return r.follower.Len() }
 // applySchedules puts the runtime schedules a replica's follower found
 // changed into its scheduler, and removes the deleted ones, with their
 // marks on the lock masters (which have no expiry: one a deleted schedule
-// would stay for good). A definition the scheduler refuses is logged and
+// would stay for good) and the fencing counters of their dispatch and
+// execution locks (which would stay a day). A definition the scheduler refuses is logged and
 // left out; the others are put.
 func (r *Replica) applySchedules(put []schedstore.Change, removed []string) {
 	if r.sched == nil {
@@ -610,6 +612,13 @@ func (r *Replica) applySchedules(put []schedstore.Change, removed []string) {
 		r.sched.Remove(removed...)
 		if err := r.sched.ForgetMarks(context.Background(), removed...); err != nil {
 			r.log.Warn("deleted runtime schedules: their marks stay on a lock master", slog.Int("schedules", len(removed)), slog.Any("err", err))
+		}
+		locks := make([]string, 0, 2*len(removed))
+		for _, job := range removed {
+			locks = append(locks, locknames.Exec(job), locknames.Fence(job))
+		}
+		if err := r.locks.Forget(context.Background(), locks...); err != nil {
+			r.log.Warn("deleted runtime schedules: their lock fences stay on a lock master for a day", slog.Int("schedules", len(removed)), slog.Any("err", err))
 		}
 	}
 	if len(put) == 0 {

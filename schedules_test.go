@@ -337,32 +337,71 @@ func TestDeleteScheduleWithoutStopLetsTheRunFinish(t *testing.T) {
 	}
 }
 
-// Deleting a runtime schedule forgets its mark (the latest tick decided)
-// and its dispatch fence on the lock masters. A mark has no expiry: it
-// names its job for as long as the job lives, and runtime schedules come
-// and go (one per customer), so a deleted schedule's would stay on every
-// master for good; a fence would stay a day.
-func TestDeleteScheduleForgetsItsMarkAndFence(t *testing.T) {
-	srv := redistest.New(t)
-	c, _ := countingReplicasOn(t, srv, 1)
-	ctx := context.Background()
-	if _, err := c.PutSchedule(ctx, "report/gone", baton.ScheduleSpec{Schedule: "@every 1s", Handler: "report"}); err != nil {
+// Deleting a runtime schedule forgets what it keeps on the lock masters:
+// its mark (the latest tick decided), deleted, and the fencing counters of
+// its dispatch and of its runs' lock (the execution lease, or an allow
+// job's fence lock), which live a day on a quorum, cut to the restart
+// quarantine. A mark has no expiry and runtime schedules come and go (one
+// per customer): a deleted schedule's would stay on every master for good,
+// its counters for a day.
+func TestDeleteScheduleForgetsItsMarkAndFences(t *testing.T) {
+	srvs := redistest.NewN(t, 4)
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking:
+  fresh_deployment: true
+  masters: ["redis://%s/0", "redis://%s/0", "redis://%s/0"]
+namespace: rt
+jobs: []
+`, srvs[0].Addr(), srvs[1].Addr(), srvs[2].Addr(), srvs[3].Addr()))
+	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := srv.TestClient(t)
-	mark, fence := "rt:{@report/gone}:mark", "rt:{@report/gone}:fence"
-	poll.Require(t, 20*time.Second, "a tick of the schedule decided (its mark and fence)", func() bool {
-		n, _ := rdb.Exists(ctx, mark, fence).Result()
-		return n == 2
+	c := openCluster(t, cfg)
+	counter := newRunCounter()
+	reg := jobs.NewRegistry()
+	reg.Register("report", jobs.HandlerFunc(counter.handler))
+	running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("r0"))
+	ctx := context.Background()
+	for id, conc := range map[string]config.Concurrency{"report/gone": config.ConcurrencyForbid, "report/gone-allow": config.ConcurrencyAllow} {
+		if _, err := c.PutSchedule(ctx, id, baton.ScheduleSpec{Schedule: "@every 1s", Handler: "report", Concurrency: conc}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mark := []string{"rt:{@report/gone}:mark", "rt:{@report/gone-allow}:mark"}
+	counters := []string{"rt:{@report/gone}:fence", "rt:{@report/gone-allow}:fence",
+		"rt:lock:{exec:@report/gone}:fence", "rt:lock:{fence:@report/gone-allow}:fence"}
+	var masters []*redis.Client
+	for _, s := range srvs[1:] {
+		masters = append(masters, s.TestClient(t))
+	}
+	poll.Require(t, 20*time.Second, "a run of each schedule (its mark and counters on every master)", func() bool {
+		for _, m := range masters {
+			if n, _ := m.Exists(ctx, append(mark, counters...)...).Result(); n != 6 {
+				return false
+			}
+		}
+		return true
 	})
-	if err := c.DeleteSchedule(ctx, "report/gone", false); err != nil {
-		t.Fatal(err)
+	for _, id := range []string{"report/gone", "report/gone-allow"} {
+		if err := c.DeleteSchedule(ctx, id, false); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// a tick decided while the replica had not yet followed the delete
 	// writes them again: the replica forgets them once it has followed
-	poll.Require(t, 10*time.Second, "the deleted schedule's mark and fence gone", func() bool {
-		n, _ := rdb.Exists(ctx, mark, fence).Result()
-		return n == 0
+	quarantine := cfg.Locking.RestartQuarantine
+	poll.Require(t, 10*time.Second, "the deleted schedules' marks gone, their counters ending within the quarantine", func() bool {
+		for _, m := range masters {
+			if n, _ := m.Exists(ctx, mark...).Result(); n != 0 {
+				return false
+			}
+			for _, k := range counters {
+				if d := m.PTTL(ctx, k).Val(); d > quarantine || d == -1 {
+					return false
+				}
+			}
+		}
+		return true
 	})
 }
 

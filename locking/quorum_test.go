@@ -529,3 +529,104 @@ func TestQuorumCorruptCountersOnAMajorityFail(t *testing.T) {
 		t.Fatalf("Lock = %v: want both corrupt masters named with the key", err)
 	}
 }
+
+// A lock forgotten after its last use keeps its fencing counter one restart
+// quarantine at most, not the day a quorum counter lives; taken again
+// within it, it counts on; taken again after, its fences start from the
+// masters' clock, still above every one before. A lease held through the
+// forget stays held.
+func TestForgetShortensTheFenceCounterToTheQuarantine(t *testing.T) {
+	servers := redistest.NewN(t, 3)
+	var rdbs []*redis.Client
+	for _, s := range servers {
+		rdbs = append(rdbs, s.TestClient(t))
+	}
+	const quarantine = 500 * time.Millisecond
+	c := newClient(t, rdbs, locking.WithRestartQuarantine(quarantine))
+	ctx := testCtx(t)
+	const key = "baton:lock:{gone}:fence"
+	ttls := func() []time.Duration {
+		out := make([]time.Duration, len(rdbs))
+		for i, r := range rdbs {
+			out[i] = r.PTTL(ctx, key).Val()
+		}
+		return out
+	}
+	l, err := c.Lock(ctx, "gone", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := l.Fence()
+	// Lock returns once a majority granted: the last master's acquire may
+	// land later, and one landing after the forget seeds its counter for a
+	// day again (the forget is for names no longer taken)
+	landed := func(fence int64) func() bool {
+		return func() bool {
+			for _, r := range rdbs {
+				if n, err := r.Get(ctx, key).Int64(); err != nil || n < fence {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	poll.Require(t, 10*time.Second, "the lock's acquire landed on every master", landed(last))
+	for i, d := range ttls() {
+		if d < time.Hour {
+			t.Fatalf("master %d: a quorum counter in use lives %v, want a day", i, d)
+		}
+	}
+	if err := c.Forget(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range ttls() {
+		if d <= 0 || d > quarantine {
+			t.Fatalf("master %d: the forgotten lock's counter lives %v, want at most %v", i, d, quarantine)
+		}
+	}
+	if err := l.Extend(ctx, 200*time.Millisecond); err != nil {
+		t.Fatalf("the lease held through the forget: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// taken again before the counters end: they count on
+	l, err = c.Lock(ctx, "gone", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Fence() <= last {
+		t.Fatalf("fence %d after the forget, not above %d", l.Fence(), last)
+	}
+	last = l.Fence()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// a lock taken again is in use again: an acquire that lands late, or a
+	// fence write-back, gives its counter a day again
+	poll.Require(t, 10*time.Second, "the second acquire landed on every master", landed(last))
+	if err := c.Forget(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	poll.Require(t, 10*time.Second, "the forgotten counters ended on every master", func() bool {
+		for _, r := range rdbs {
+			if r.Exists(ctx, key).Val() != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	l, err = c.Lock(ctx, "gone", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Fence() <= last {
+		t.Fatalf("fence %d after the counters ended, not above %d", l.Fence(), last)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Forget(ctx, ""); !errors.Is(err, locking.ErrInvalid) {
+		t.Fatalf("forget of an empty name: %v, want ErrInvalid", err)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -155,45 +154,29 @@ func (s *Scheduler) compact(h *itemHeap) {
 	heap.Init(h)
 }
 
-// ForgetMarks deletes the marks (the latest tick decided) and the dispatch
-// fences of jobs that are gone for good, such as deleted runtime
-// schedules, on every lock master. A mark has no expiry: it lives as long
-// as its job, and a deleted job's would stay; a fence lives a day, and
-// under a steady churn of schedules the fences of deleted ones would fill
-// the masters for a day. A fence deleted is seeded again from the masters'
-// clock (in µs) should the job come back, above every fence issued before,
-// as after its expiry. Remove the jobs first: a claim of theirs still under
-// way may write a mark again (the next ForgetMarks of a replica that
-// followed later takes it). Each master is bounded by the master timeout;
-// the errors of those that failed are joined (their keys stay).
+// ForgetMarks deletes the marks (the latest tick decided) of jobs that are
+// gone for good, such as deleted runtime schedules, on every lock master,
+// and shortens their dispatch fences' life to the restart quarantine. A
+// mark has no expiry: it lives as long as its job, and a deleted job's
+// would stay; a fence lives a day, and under a steady churn of schedules
+// the fences of deleted ones would fill the masters for a day. A fence
+// that expired is seeded again from the masters' clock (in µs) should the
+// job come back, above every fence issued before (see quorum.Group.Forget).
+// Remove the jobs first: a claim of theirs still under way may write a mark
+// again (the next ForgetMarks of a replica that followed later takes it).
+// Each master is bounded by the master timeout; the errors of those that
+// failed are joined (their keys stay).
 func (s *Scheduler) ForgetMarks(ctx context.Context, names ...string) error {
-	if len(names) == 0 {
-		return nil
-	}
-	keys := make([]string, 0, 2*len(names))
-	for _, n := range names {
+	marks := make([]string, len(names))
+	fences := make([]string, len(names))
+	for i, n := range names {
 		k := newJobKeys(s.opts.namespace, n)
-		keys = append(keys, k.mark(), k.fence())
+		marks[i], fences[i] = k.mark(), k.fence()
 	}
-	errs := make([]error, len(s.masters))
-	var wg sync.WaitGroup
-	for i, m := range s.masters {
-		wg.Go(func() {
-			mctx, cancel := context.WithTimeout(ctx, s.opts.timeout)
-			defer cancel()
-			// one DEL a key: the keys of different jobs are in different
-			// Redis Cluster slots
-			pipe := m.Pipeline()
-			for _, k := range keys {
-				pipe.Del(mctx, k)
-			}
-			if _, err := pipe.Exec(mctx); err != nil {
-				errs[i] = fmt.Errorf("scheduler: forget the marks on lock master %d: %w", i, err)
-			}
-		})
+	if err := s.g.Forget(ctx, s.opts.timeout, marks, fences); err != nil {
+		return fmt.Errorf("scheduler: forget the marks on the lock masters: %w", err)
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return nil
 }
 
 // poke wakes Run's loop, without waiting.

@@ -128,7 +128,7 @@ func TestSoakReplicas(t *testing.T) {
 	}
 	p := planFor(d)
 	dir := t.TempDir()
-	bin, err := batonbin.Build(dir)
+	bin, err := batonbin.Build(dir, profileTag)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestSoakReplicas(t *testing.T) {
 
 	var reps []*replica
 	for i := range 3 {
-		r := &replica{name: fmt.Sprintf("r%d", i), bin: bin, dir: dir, cfg: cfgPath, addr: redistest.FreeAddr(t)}
+		r := &replica{name: fmt.Sprintf("r%d", i), bin: bin, dir: dir, cfg: cfgPath, addr: redistest.FreeAddr(t), prof: redistest.FreeAddr(t)}
 		r.start(t)
 		reps = append(reps, r)
 	}
@@ -211,12 +211,14 @@ func TestSoakReplicas(t *testing.T) {
 	servers := append([]*redistest.Server{queue}, masters...)
 	serverNames := []string{"queue Redis", "lock master 0", "lock master 1", "lock master 2"}
 	var keysAt10, keysAtEnd []map[string]int
+	heaps := newHeapProfiles(dir, reps[:2]) // r0 and r1 run throughout
 	for now := time.Now(); now.Before(t0.Add(p.load)); now = time.Now() {
 		switch {
 		case keysAt10 == nil && !now.Before(t0.Add(p.load/3)):
 			for _, srv := range servers {
 				keysAt10 = append(keysAt10, keyCounts(srv))
 			}
+			heaps.take(t, "start")
 		case !masterDone && !now.Before(t0.Add(p.master)):
 			masterDone = true
 			if err := masters[1].Restart(); err != nil {
@@ -239,6 +241,7 @@ func TestSoakReplicas(t *testing.T) {
 			time.Sleep(100 * time.Millisecond) // real time: the load is other processes'
 		}
 	}
+	heaps.take(t, "end")
 	cancel() // the churn and the samples stop; the replicas run on until the last ticks are final
 	wg.Wait()
 	for _, srv := range servers {
@@ -267,6 +270,7 @@ func TestSoakReplicas(t *testing.T) {
 	if keysAt10 != nil {
 		fmt.Print(keyGrowthReport(serverNames, keysAt10, keysAtEnd))
 	}
+	fmt.Print(heaps.report(t, bin))
 	acct.verdict(t)
 }
 
@@ -303,6 +307,7 @@ jobs:
 // replica is one `baton run` process, started again after each stop.
 type replica struct {
 	name, bin, dir, cfg, addr string
+	prof                      string // its profiles' address (profile_test.go)
 	log                       *os.File
 	starts                    int // "replica started" lines before the last start
 
@@ -323,6 +328,7 @@ func (r *replica) start(t *testing.T) {
 	r.starts = strings.Count(string(b), `"message":"replica started"`)
 	r.log = f
 	cmd := exec.Command(r.bin, "run", "--config", r.cfg, "--id", r.name, "--log-format", "json", "--http", r.addr)
+	cmd.Env = append(os.Environ(), "BATON_PROFILE_ADDR="+r.prof)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = redistest.ChildProcAttr() // gone with the test binary
 	if err := cmd.Start(); err != nil {
@@ -411,8 +417,12 @@ type memSample struct {
 }
 
 type procMem struct {
-	pid        int
-	rss        int64 // bytes
+	pid int
+	rss int64 // bytes
+	// RSS right after the process collected its garbage and returned its
+	// free pages to the OS (profile_test.go): what it holds, not the
+	// garbage of the moment since its last GC
+	rssRest    int64
 	goroutines int64
 	heapLive   int64 // go_gc_heap_live_bytes
 	heapAlloc  int64 // go_memstats_heap_alloc_bytes
@@ -434,7 +444,7 @@ func sampleUntil(ctx context.Context, t *testing.T, p soakPlan, t0 time.Time, re
 		for i, r := range reps {
 			wg.Go(func() {
 				if pid := r.pid(); pid != 0 {
-					s.reps[i] = readProc(pid, r.addr)
+					s.reps[i] = readProc(pid, r.addr, r.prof)
 				}
 			})
 		}
@@ -455,15 +465,10 @@ func sampleUntil(ctx context.Context, t *testing.T, p soakPlan, t0 time.Time, re
 
 // readProc reads a replica's RSS from /proc and its Go figures from its
 // /metrics; what it cannot read stays 0 (and is left out of the medians).
-func readProc(pid int, addr string) procMem {
-	m := procMem{pid: pid}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for l := range strings.Lines(string(b)) {
-			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
-				kb, _ := strconv.ParseInt(f[1], 10, 64)
-				m.rss = kb << 10
-			}
-		}
+func readProc(pid int, addr, prof string) procMem {
+	m := procMem{pid: pid, rss: vmRSS(pid)}
+	if freeOSMemory(prof) {
+		m.rssRest = vmRSS(pid)
 	}
 	c := http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get("http://" + addr + "/metrics")
@@ -593,6 +598,7 @@ func growths(p soakPlan, samples []memSample) []growth {
 		}
 		name := fmt.Sprintf("r%d", i)
 		out = append(out,
+			figure(name+" RSS at rest MiB", func(s memSample) float64 { return float64(rep(s).rssRest) / (1 << 20) }),
 			figure(name+" RSS MiB", func(s memSample) float64 { return float64(rep(s).rss) / (1 << 20) }),
 			figure(name+" goroutines", func(s memSample) float64 { return float64(rep(s).goroutines) }),
 			figure(name+" live heap MiB", func(s memSample) float64 { return float64(rep(s).heapLive) / (1 << 20) }),
@@ -620,6 +626,11 @@ func growths(p soakPlan, samples []memSample) []growth {
 // growthReport prints the comparison, and fails the test on growth above
 // maxGrowth when the plan judges it. heap alloc (live and garbage) is
 // printed for the operator's dashboards; the live heap is what is judged.
+// So for RSS: a Go process's RSS at a random moment is its live heap plus
+// the garbage made since its last GC (up to as much again, GOGC=100) plus
+// the free pages the runtime has not yet returned, which it returns at its
+// own pace; what is judged is RSS at rest, read right after the process
+// collected and returned them, and RSS as read is shown beside it.
 // The backlog (printed half a task up, so that an empty queue shows) tells
 // a load the host kept up with.
 func growthReport(t *testing.T, p soakPlan, samples []memSample) string {
@@ -629,7 +640,8 @@ func growthReport(t *testing.T, p soakPlan, samples []memSample) string {
 	for _, g := range growths(p, samples) {
 		fmt.Fprintf(&b, "soak:   %-36s %10.1f -> %10.1f  %+6.1f %%\n", g.what, g.start, g.end, g.pct)
 		judged := !strings.Contains(g.what, "heap alloc") && !strings.Contains(g.what, "backlog") &&
-			!strings.Contains(g.what, "fewest") && !strings.Contains(g.what, "held") && !strings.Contains(g.what, "stacks")
+			!strings.Contains(g.what, "fewest") && !strings.Contains(g.what, "held") && !strings.Contains(g.what, "stacks") &&
+			!strings.HasSuffix(g.what, " RSS MiB")
 		switch {
 		case !p.judge || !judged:
 		case g.start == 0 || g.end == 0:
