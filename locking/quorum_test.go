@@ -630,3 +630,77 @@ func TestForgetShortensTheFenceCounterToTheQuarantine(t *testing.T) {
 		t.Fatalf("forget of an empty name: %v, want ErrInvalid", err)
 	}
 }
+
+// A forgotten lock's counters end a restart quarantine later; a majority
+// that takes it again after that seeds its fence from its own clocks. The
+// docs let the masters' clocks differ by up to a counter's day, far more
+// than a quarantine: a fence drawn from a clock ahead and written back to a
+// majority must still be below the fence of the next holder, which a
+// majority without that master grants.
+func TestAFenceAfterForgetIsAboveTheLastOne(t *testing.T) {
+	clk := redistest.NewTestClock(t)
+	const ahead = 3 * time.Second // within the 24 h the docs allow
+	if err := clk.Step(ahead); err != nil {
+		t.Fatal(err)
+	}
+	servers := []*redistest.Server{redistest.New(t, redistest.WithClock(clk)), redistest.New(t), redistest.New(t)}
+	const quarantine = 500 * time.Millisecond
+	c := newVia(t, servers, locking.WithRestartQuarantine(quarantine))
+	direct := clientsOf(t, servers...)
+	ctx := testCtx(t)
+	const key = "baton:lock:{gone}:fence"
+	// a deployment that has run a while: its masters' fence floors, from
+	// their marking, lie behind the clocks
+	if err := c.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	marked := direct[0].Time(ctx).Val()
+	poll.Require(t, 10*time.Second, "every master's clock passed the fence floor", func() bool {
+		return direct[1].Time(ctx).Val().After(marked) && direct[2].Time(ctx).Val().After(marked)
+	})
+
+	// taken by the master ahead and another (the third answers late): the
+	// fence is the clock ahead's, written back to a majority
+	if err := c.proxies[2].AddLatency(100*time.Millisecond, false); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Lock(ctx, "gone", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := l.Fence()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restore(t, c.proxies[2])
+	poll.Require(t, 10*time.Second, "the acquire landed on every master", func() bool {
+		for _, r := range direct {
+			if r.Exists(ctx, key).Val() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := c.Forget(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	poll.Require(t, 10*time.Second, "the forgotten counters ended on every master", func() bool {
+		for _, r := range direct {
+			if r.Exists(ctx, key).Val() != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	// a majority without the master ahead takes it again
+	cut(t, c.proxies[0])
+	l, err = c.Lock(ctx, "gone", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(ctx) }()
+	if l.Fence() <= last {
+		t.Fatalf("fence %d after the forgotten counters ended, not above the last one %d (%v back; the masters' clocks differ by %v, their quarantine is %v)",
+			l.Fence(), last, time.Duration(last-l.Fence())*time.Microsecond, ahead, quarantine)
+	}
+}
