@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -252,4 +253,111 @@ func TestRemovedAndReplacedJobsLeaveTheQueue(t *testing.T) {
 	r.s.Remove(gone...)
 	put("30 0 * * *", n/2, n) // the other half replaced
 	poll.Require(t, 10*time.Second, "only the replaced jobs' new entries queued", func() bool { return scheduler.QueueLen(r.s) == n/2 })
+}
+
+// A job forgotten (a deleted runtime schedule) and put again once its
+// dispatch fence counters ended gets fences seeded from the clocks of the
+// masters that grant its claims. The docs let the masters' clocks differ by
+// up to a counter's day, far more than a restart quarantine: the next
+// dispatch's fence must still be above the last one, drawn from a clock
+// ahead, when a majority without that master grants it.
+func TestAJobPutAgainAfterForgetMarksGetsAHigherFence(t *testing.T) {
+	clk := redistest.NewTestClock(t)
+	const ahead = 3 * time.Second // within the 24 h the docs allow
+	if err := clk.Step(ahead); err != nil {
+		t.Fatal(err)
+	}
+	servers := []*redistest.Server{redistest.New(t, redistest.WithClock(clk)), redistest.New(t), redistest.New(t)}
+	ctx := context.Background()
+	var rdbs, direct []*redis.Client
+	var ps []*redistest.Proxy
+	for _, s := range servers {
+		p := redistest.NewTestProxy(t, s.Addr())
+		ps = append(ps, p)
+		rdbs = append(rdbs, s.TestClient(t, func(o *redis.Options) { o.Addr = p.Addr() }))
+		direct = append(direct, s.TestClient(t))
+	}
+	ms := make([]redis.UniversalClient, len(rdbs))
+	for i, r := range rdbs {
+		ms[i] = r
+	}
+	const quarantine = 500 * time.Millisecond
+	locks, err := locking.NewQuorum(ms, locking.WithPrefix("baton:lock:"), locking.WithFreshDeployment(),
+		locking.WithRestartQuarantine(quarantine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a deployment that has run a while: its masters' fence floors, from
+	// their marking, lie behind the clocks
+	if err := locks.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	marked := direct[0].Time(ctx).Val()
+	poll.Require(t, 10*time.Second, "every master's clock passed the fence floor", func() bool {
+		return direct[1].Time(ctx).Val().After(marked) && direct[2].Time(ctx).Val().After(marked)
+	})
+
+	fake := clock.NewFake(now())
+	rec := newRecorder()
+	job := scheduler.Job{Name: "f", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute}
+	r := startWith(t, locks, nil, rec, fakeOpts(fake, "r0")...)
+	next := func() scheduler.Tick {
+		t.Helper()
+		at := fake.Now().Truncate(time.Minute).Add(time.Minute)
+		waitTimer(t, fake, at)
+		fake.Set(at)
+		rec.waitAdvancing(t, fake, 1)
+		got := rec.dispatched()
+		return got[len(got)-1]
+	}
+	// granted by the master ahead and another (the third answers late):
+	// the fence is the clock ahead's, raised on a majority
+	if err := ps[2].AddLatency(100*time.Millisecond, false); err != nil {
+		t.Fatal(err)
+	}
+	job.Since = fake.Now()
+	if err := r.s.Put(job); err != nil {
+		t.Fatal(err)
+	}
+	last := next()
+	if err := ps[2].Restore(); err != nil {
+		t.Fatal(err)
+	}
+
+	// deleted: removed and forgotten; its counters end a quarantine later
+	r.s.Remove("f")
+	const key = "baton:{f}:fence"
+	poll.Require(t, 10*time.Second, "the claim landed on every master", func() bool {
+		for _, d := range direct {
+			if d.Exists(ctx, key).Val() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := r.s.ForgetMarks(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	poll.Require(t, 10*time.Second, "the forgotten fence counters ended on every master", func() bool {
+		for _, d := range direct {
+			if d.Exists(ctx, key).Val() != 0 {
+				return false
+			}
+		}
+		return true
+	})
+
+	// put again; its next tick is granted by a majority without the master ahead
+	if err := ps[0].Cut(); err != nil {
+		t.Fatal(err)
+	}
+	job.Since = fake.Now()
+	if err := r.s.Put(job); err != nil {
+		t.Fatal(err)
+	}
+	tk := next()
+	if tk.Fence <= last.Fence {
+		t.Fatalf("tick %s dispatched with fence %d, not above the last dispatch's %d (%v back; the masters' clocks differ by %v, their quarantine is %v)",
+			tk.At.Format(time.TimeOnly), tk.Fence, last.Fence, time.Duration(last.Fence-tk.Fence)*time.Microsecond, ahead, quarantine)
+	}
 }
