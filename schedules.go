@@ -618,7 +618,7 @@ func (r *Replica) applySchedules(put []schedstore.Change, removed []string) {
 			locks = append(locks, locknames.Exec(job), locknames.Fence(job))
 		}
 		if err := r.locks.Forget(context.Background(), locks...); err != nil {
-			r.log.Warn("deleted runtime schedules: their lock fences stay on a lock master for a day", slog.Int("schedules", len(removed)), slog.Any("err", err))
+			r.log.Warn("deleted runtime schedules: their lock fences stay on a lock master until they expire", slog.Int("schedules", len(removed)), slog.Any("err", err))
 		}
 	}
 	if len(put) == 0 {

@@ -6,18 +6,19 @@ import (
 	"time"
 )
 
-// Forget lets the masters drop what the locks names keep once released: their
-// fencing counters, which on a quorum live a day after their last fence, so
-// that a steady churn of names used once (a lock per deleted job, per
-// finished order) does not fill the masters for a day. Call it for names
-// that will not be taken again soon. A counter is not deleted at once: its
-// life is shortened to the restart quarantine (unless it ends sooner), after
-// which a name taken again draws its fences from the masters' clock in µs,
-// above every fence issued before, as after a counter's normal expiry; a
-// name taken again meanwhile counts on from its counter. A lock still held
-// keeps its lease. Each master is bounded by the master timeout (one second
-// when none is set) and ctx; the errors of the masters that failed are
-// joined (their counters live on until their own expiry).
+// Forget deletes what the mutexes names (as given to Lock) keep on the
+// masters once released, their fencing counters, for names that are gone
+// for good (a lock per deleted job, per finished order): on a quorum a
+// counter lives a day after its last fence, and a steady churn of names
+// used once would fill the masters for a day. Fences stay strictly
+// increasing: on a quorum each master keeps one floor above every counter
+// it deleted, which a counter seeded again starts above, whatever the
+// masters' clocks; on one master a counter starts again from its clock in
+// µs, as after its expiry. A lease still held keeps its lock; an
+// acquisition that lands on a master after the forget seeds its counter
+// again. Each master is bounded by the master timeout (one second when
+// none is set) and ctx; the errors of the masters that failed are joined
+// (their counters live on until their own expiry).
 func (c *Client) Forget(ctx context.Context, names ...string) error {
 	if len(names) == 0 {
 		return nil

@@ -530,58 +530,43 @@ func TestQuorumCorruptCountersOnAMajorityFail(t *testing.T) {
 	}
 }
 
-// A lock forgotten after its last use keeps its fencing counter one restart
-// quarantine at most, not the day a quorum counter lives; taken again
-// within it, it counts on; taken again after, its fences start from the
-// masters' clock, still above every one before. A lease held through the
-// forget stays held.
-func TestForgetShortensTheFenceCounterToTheQuarantine(t *testing.T) {
+// A lock forgotten after its last use leaves no fencing counter on any
+// master, only each master's one floor above what it deleted; taken again,
+// its fences go on above every one before. A lease held through the forget
+// stays held.
+func TestForgetDeletesTheFenceCounter(t *testing.T) {
 	servers := redistest.NewN(t, 3)
 	var rdbs []*redis.Client
 	for _, s := range servers {
 		rdbs = append(rdbs, s.TestClient(t))
 	}
-	const quarantine = 500 * time.Millisecond
-	c := newClient(t, rdbs, locking.WithRestartQuarantine(quarantine))
+	c := newClient(t, rdbs)
 	ctx := testCtx(t)
-	const key = "baton:lock:{gone}:fence"
-	ttls := func() []time.Duration {
-		out := make([]time.Duration, len(rdbs))
-		for i, r := range rdbs {
-			out[i] = r.PTTL(ctx, key).Val()
-		}
-		return out
-	}
+	const key, floorKey = "baton:lock:{gone}:fence", "baton:lock:marker:forgotten"
 	l, err := c.Lock(ctx, "gone", 200*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	last := l.Fence()
 	// Lock returns once a majority granted: the last master's acquire may
-	// land later, and one landing after the forget seeds its counter for a
-	// day again (the forget is for names no longer taken)
-	landed := func(fence int64) func() bool {
-		return func() bool {
-			for _, r := range rdbs {
-				if n, err := r.Get(ctx, key).Int64(); err != nil || n < fence {
-					return false
-				}
+	// land later (and, landing after the forget, seed its counter again)
+	poll.Require(t, 10*time.Second, "the lock's acquire landed on every master", func() bool {
+		for _, r := range rdbs {
+			if n, err := r.Get(ctx, key).Int64(); err != nil || n < last {
+				return false
 			}
-			return true
 		}
-	}
-	poll.Require(t, 10*time.Second, "the lock's acquire landed on every master", landed(last))
-	for i, d := range ttls() {
-		if d < time.Hour {
-			t.Fatalf("master %d: a quorum counter in use lives %v, want a day", i, d)
-		}
-	}
-	if err := c.Forget(ctx, "gone"); err != nil {
+		return true
+	})
+	if err := c.Forget(ctx, "gone", "never-taken"); err != nil {
 		t.Fatal(err)
 	}
-	for i, d := range ttls() {
-		if d <= 0 || d > quarantine {
-			t.Fatalf("master %d: the forgotten lock's counter lives %v, want at most %v", i, d, quarantine)
+	for i, r := range rdbs {
+		if n := r.Exists(ctx, key).Val(); n != 0 {
+			t.Fatalf("master %d: the forgotten lock's counter is still there", i)
+		}
+		if f, err := r.Get(ctx, floorKey).Int64(); err != nil || f <= last {
+			t.Fatalf("master %d: forgotten floor %d (%v), want above the last fence %d", i, f, err, last)
 		}
 	}
 	if err := l.Extend(ctx, 200*time.Millisecond); err != nil {
@@ -590,38 +575,12 @@ func TestForgetShortensTheFenceCounterToTheQuarantine(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// taken again before the counters end: they count on
 	l, err = c.Lock(ctx, "gone", 200*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l.Fence() <= last {
 		t.Fatalf("fence %d after the forget, not above %d", l.Fence(), last)
-	}
-	last = l.Fence()
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// a lock taken again is in use again: an acquire that lands late, or a
-	// fence write-back, gives its counter a day again
-	poll.Require(t, 10*time.Second, "the second acquire landed on every master", landed(last))
-	if err := c.Forget(ctx, "gone"); err != nil {
-		t.Fatal(err)
-	}
-	poll.Require(t, 10*time.Second, "the forgotten counters ended on every master", func() bool {
-		for _, r := range rdbs {
-			if r.Exists(ctx, key).Val() != 0 {
-				return false
-			}
-		}
-		return true
-	})
-	l, err = c.Lock(ctx, "gone", 200*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l.Fence() <= last {
-		t.Fatalf("fence %d after the counters ended, not above %d", l.Fence(), last)
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -631,11 +590,10 @@ func TestForgetShortensTheFenceCounterToTheQuarantine(t *testing.T) {
 	}
 }
 
-// A forgotten lock's counters end a restart quarantine later; a majority
-// that takes it again after that seeds its fence from its own clocks. The
-// docs let the masters' clocks differ by up to a counter's day, far more
-// than a quarantine: a fence drawn from a clock ahead and written back to a
-// majority must still be below the fence of the next holder, which a
+// A forgotten lock's counters are gone; a majority that takes it again
+// seeds its fence anew, not from its own clocks alone. The masters' clocks
+// may differ by seconds: a fence drawn from a clock ahead and written back
+// to a majority must still be below the fence of the next holder, which a
 // majority without that master grants.
 func TestAFenceAfterForgetIsAboveTheLastOne(t *testing.T) {
 	clk := redistest.NewTestClock(t)

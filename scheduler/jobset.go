@@ -154,18 +154,17 @@ func (s *Scheduler) compact(h *itemHeap) {
 	heap.Init(h)
 }
 
-// ForgetMarks deletes the marks (the latest tick decided) of jobs that are
-// gone for good, such as deleted runtime schedules, on every lock master,
-// and shortens their dispatch fences' life to the restart quarantine. A
-// mark has no expiry: it lives as long as its job, and a deleted job's
-// would stay; a fence lives a day, and under a steady churn of schedules
-// the fences of deleted ones would fill the masters for a day. A fence
-// that expired is seeded again from the masters' clock (in µs) should the
-// job come back, above every fence issued before (see quorum.Group.Forget).
-// Remove the jobs first: a claim of theirs still under way may write a mark
-// again (the next ForgetMarks of a replica that followed later takes it).
-// Each master is bounded by the master timeout; the errors of those that
-// failed are joined (their keys stay).
+// ForgetMarks deletes the marks (the latest tick decided) and the dispatch
+// fences of jobs that are gone for good, such as deleted runtime
+// schedules, on every lock master. A mark has no expiry: it lives as long
+// as its job, and a deleted job's would stay; a fence lives a day, and
+// under a steady churn of schedules the fences of deleted ones would fill
+// the masters for a day. A fence seeded again should the job come back is
+// above every fence issued before (quorum.Group.Forget). Remove the jobs
+// first: a claim of theirs still under way may write a mark again (the
+// next ForgetMarks of a replica that followed later takes it). Each master
+// is bounded by the master timeout; the errors of those that failed are
+// joined (their keys stay).
 func (s *Scheduler) ForgetMarks(ctx context.Context, names ...string) error {
 	marks := make([]string, len(names))
 	fences := make([]string, len(names))

@@ -255,10 +255,9 @@ func TestRemovedAndReplacedJobsLeaveTheQueue(t *testing.T) {
 	poll.Require(t, 10*time.Second, "only the replaced jobs' new entries queued", func() bool { return scheduler.QueueLen(r.s) == n/2 })
 }
 
-// A job forgotten (a deleted runtime schedule) and put again once its
-// dispatch fence counters ended gets fences seeded from the clocks of the
-// masters that grant its claims. The docs let the masters' clocks differ by
-// up to a counter's day, far more than a restart quarantine: the next
+// A job forgotten (a deleted runtime schedule) and put again, its dispatch
+// fence counters gone, gets fences seeded anew on the masters that grant
+// its claims. The masters' clocks may differ by seconds: the next
 // dispatch's fence must still be above the last one, drawn from a clock
 // ahead, when a majority without that master grants it.
 func TestAJobPutAgainAfterForgetMarksGetsAHigherFence(t *testing.T) {
@@ -324,7 +323,7 @@ func TestAJobPutAgainAfterForgetMarksGetsAHigherFence(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// deleted: removed and forgotten; its counters end a quarantine later
+	// deleted: removed and forgotten; its counters are gone
 	r.s.Remove("f")
 	const key = "baton:{f}:fence"
 	poll.Require(t, 10*time.Second, "the claim landed on every master", func() bool {

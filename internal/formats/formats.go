@@ -68,6 +68,7 @@ var All = []Format{
 	{"max_runs count", 1, false},
 	{"replace request", CancelRequest, true},
 	{"lock keys", 1, false},
+	{"forgotten floor", 1, false},
 	{"election leader record", 1, false},
 	{"runtime schedule record", 1, false},
 	{"runtime schedule change", 1, false},

@@ -8,44 +8,49 @@ import (
 	"time"
 )
 
-// shortenLua sets KEYS[1] to expire in ARGV[1] ms unless it ends sooner or
-// is missing (PEXPIRE's LT option, which Redis 6.2 lacks). Sent with EVAL:
-// it runs once per name that is gone, not on a hot path.
-const shortenLua = `local t = redis.call('PTTL', KEYS[1])
-if t == -1 or t > tonumber(ARGV[1]) then return redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return 0`
+// ForgottenSuffix names a master's forgotten floor from its marker key:
+// MARKER:forgotten holds one above the largest fencing counter Forget
+// deleted on it (lua/forget.lua), and a quorum counter seeded again starts
+// above it (q_forgotten in lua/prelude.lua).
+const ForgottenSuffix = ":forgotten"
 
-// Forget removes what names that are gone for good (a deleted job's) keep on
-// every master: it deletes the keys del, and shortens the life of the
-// fencing counters counters to the restart quarantine, unless they end
-// sooner. A counter is not deleted outright: the next fence of a name taken
-// again is seeded from a master's clock (in µs), which is above every fence
-// issued before only once the masters' clocks have moved past their
-// differences; a quarantine later they have (the same reasoning as
-// CounterTTL, with a shorter wait), and a name taken again meanwhile counts
-// on from the counter. Each master is bounded by timeout; one DEL or PEXPIRE
-// per key, since the keys of different names lie in different Redis
-// Cluster slots. The errors of the masters that failed are joined (their
-// keys stay as they were).
+// forgetScript deletes counters under the forgotten floor (lua/forget.lua).
+var forgetScript = NewGuardedScript(forgetSrc)
+
+// Forget deletes, on every master, what names that are gone for good (a
+// deleted job's) keep: the keys del, and the fencing counters counters. On
+// a quorum a counter is deleted under the master's forgotten floor, raised
+// above it in the same script, so the name's next fence, seeded again,
+// is above every fence it had, whatever the masters' clocks (lua/forget.lua);
+// on one master a counter seeded again starts from that master's clock in
+// µs, as after its expiry. Each master is bounded by timeout; one script a
+// master on a quorum (standalone servers), one DEL per key on one master,
+// whose keys may lie in different Redis Cluster slots. The errors of the
+// masters that failed are joined (their keys stay as they were).
 func (g *Group) Forget(ctx context.Context, timeout time.Duration, del, counters []string) error {
 	if len(del)+len(counters) == 0 {
 		return nil
 	}
+	quorum := g.Mode() == "q"
+	keys := make([]string, 0, 1+len(counters)+len(del))
+	keys = append(append(append(keys, g.opts.Marker+ForgottenSuffix), counters...), del...)
 	errs := make([]error, len(g.masters))
 	var wg sync.WaitGroup
 	for i, m := range g.masters {
 		wg.Go(func() {
 			mctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			pipe := m.RDB.Pipeline()
-			for _, k := range del {
-				pipe.Del(mctx, k)
+			var err error
+			if quorum {
+				err = forgetScript.Run(mctx, m.RDB, keys, len(counters)).Err()
+			} else {
+				pipe := m.RDB.Pipeline()
+				for _, k := range keys[1:] {
+					pipe.Del(mctx, k)
+				}
+				_, err = pipe.Exec(mctx)
 			}
-			ms := g.opts.Quarantine.Milliseconds()
-			for _, k := range counters {
-				pipe.Eval(mctx, shortenLua, []string{k}, ms)
-			}
-			if _, err := pipe.Exec(mctx); err != nil {
+			if err != nil {
 				errs[i] = fmt.Errorf("master %d (%s): %w", i, m.Addr, err)
 			}
 		})

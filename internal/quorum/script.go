@@ -13,6 +13,8 @@ var (
 	markSrc string
 	//go:embed lua/many.lua
 	manySrc string
+	//go:embed lua/forget.lua
+	forgetSrc string
 )
 
 // Script is a Lua script with what its command lines need made once: the hot

@@ -17,7 +17,9 @@
 -- call, like TIME: no call of a chunk writes it.
 --
 -- q_fence(counter, quorum, t, floor, px) issues the next fencing token from a
--- counter the script has checked with q_count; t is the server's TIME.
+-- counter the script has checked with q_count; t is the server's TIME. A
+-- quorum counter's seed is also above the master's forgotten floor
+-- (q_forgotten), read only when seeding.
 --   one master: max(counter + 1, TIME in µs); the counter lives px ms (it
 --     only has to outlive the lease: the clock keeps the next one above it).
 --   quorum: INCR, seeded from max(TIME in µs, floor) when missing, and never
@@ -107,6 +109,7 @@ local function q_read_guard(marker)
 end
 
 local function q_guard(marker)
+  q_memo.marker = marker
   local g = q_memo['guard ' .. marker]
   if not g then
     local floor, born = q_read_guard(marker)
@@ -116,12 +119,27 @@ local function q_guard(marker)
   return g[1], g[2]
 end
 
+-- q_forgotten() is the floor the master keeps for the counters forgotten on
+-- it (quorum.Group.Forget, lua/forget.lua): one above the largest counter it
+-- deleted, in MARKER:forgotten beside the marker q_guard read; 0 when none
+-- (or when it holds no counter). A counter seeded again after a forget
+-- starts above it, whatever the masters' clocks say.
+local function q_forgotten()
+  if not q_memo.marker then return 0 end
+  local v = redis.call('GET', q_memo.marker .. ':forgotten')
+  return (v and q_int(v)) or 0
+end
+
 local function q_fence(k, quorum, t, floor, px)
   local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
   if quorum then
     local f = redis.call('INCR', k)
     local lo = floor
-    if f == 1 and us > lo then lo = us end
+    if f == 1 then
+      if us > lo then lo = us end
+      local forgot = q_forgotten()
+      if forgot > lo then lo = forgot end
+    end
     if f < lo then
       f = lo
       redis.call('SET', k, string.format('%d', f), 'PX', 86400000)
