@@ -3,6 +3,7 @@ package redisurl
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // A URL with "//host" gives the host, port, password and database written.
@@ -47,6 +48,25 @@ func TestParseRefusesAURLWithoutHost(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "s3") || strings.Contains(err.Error(), "cret") {
 			t.Errorf("Parse(%q): the error %q shows part of the URL", raw, err)
+		}
+	}
+}
+
+// A client's idle connections close after ConnMaxIdleTime, not go-redis's
+// half hour, unless the URL sets it.
+func TestParseGivesConnectionsBatonsIdleTime(t *testing.T) {
+	for url, want := range map[string]time.Duration{
+		"redis://127.0.0.1:6379/0":                            ConnMaxIdleTime,
+		"redis://127.0.0.1:6379/0?conn_max_idle_time=90s":     90 * time.Second,
+		"redis://127.0.0.1:6379/0?idle_timeout=2m":            2 * time.Minute,
+		"redis://127.0.0.1:6379/0?dial_timeout=2s&protocol=3": ConnMaxIdleTime,
+	} {
+		o, err := Parse(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.ConnMaxIdleTime != want {
+			t.Errorf("%s: idle time %v, want %v", url, o.ConnMaxIdleTime, want)
 		}
 	}
 }

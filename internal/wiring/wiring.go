@@ -37,35 +37,61 @@ func QueueRedis(cfg *config.Config) (redis.UniversalClient, asynq.RedisConnOpt, 
 	switch {
 	case rc.Sentinel != nil:
 		s := rc.Sentinel
-		c := redis.NewFailoverClient(&redis.FailoverOptions{
+		opts := &redis.FailoverOptions{
 			MasterName: s.Master, SentinelAddrs: s.Addrs, Username: s.Username, Password: s.Password,
-			DB: s.DB, TLSConfig: tlsConfig(s.TLS), ContextTimeoutEnabled: true,
-		})
-		return c, asynq.RedisFailoverClientOpt{
-			MasterName: s.Master, SentinelAddrs: s.Addrs, Username: s.Username, Password: s.Password,
-			DB: s.DB, TLSConfig: tlsConfig(s.TLS),
-		}, nil
+			DB: s.DB, TLSConfig: tlsConfig(s.TLS), ConnMaxIdleTime: redisurl.ConnMaxIdleTime,
+		}
+		return redis.NewFailoverClient(withContextTimeout(opts)), connOpt(func() redis.UniversalClient {
+			return redis.NewFailoverClient(copyOf(opts))
+		}), nil
 	case rc.Cluster != nil:
 		cl := rc.Cluster
-		c := redis.NewClusterClient(&redis.ClusterOptions{
+		opts := &redis.ClusterOptions{
 			Addrs: cl.Addrs, Username: cl.Username, Password: cl.Password,
-			TLSConfig: tlsConfig(cl.TLS), ContextTimeoutEnabled: true,
-		})
-		return c, asynq.RedisClusterClientOpt{
-			Addrs: cl.Addrs, Username: cl.Username, Password: cl.Password, TLSConfig: tlsConfig(cl.TLS),
-		}, nil
+			TLSConfig: tlsConfig(cl.TLS), ConnMaxIdleTime: redisurl.ConnMaxIdleTime,
+		}
+		return redis.NewClusterClient(withContextTimeout(opts)), connOpt(func() redis.UniversalClient {
+			return redis.NewClusterClient(copyOf(opts))
+		}), nil
 	}
 	opts, err := redisurl.Parse(rc.URL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("redis.url %s: %w", redact.URL(rc.URL), err)
 	}
-	opts.ContextTimeoutEnabled = true
 	withTLSFiles(cfg, opts)
-	return redis.NewClient(opts), asynq.RedisClientOpt{
-		Network: opts.Network, Addr: opts.Addr, Username: opts.Username, Password: opts.Password, DB: opts.DB,
-		DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout,
-		PoolSize: opts.PoolSize, TLSConfig: opts.TLSConfig,
-	}, nil
+	return redis.NewClient(withContextTimeout(opts)), connOpt(func() redis.UniversalClient {
+		return redis.NewClient(copyOf(opts))
+	}), nil
+}
+
+// connOpt is the asynq connection option of the queue Redis: each client
+// it makes (asynq's server and client) is go-redis's with the options baton
+// read, its connections' idle time among them, which asynq's own option
+// types do not carry.
+type connOpt func() redis.UniversalClient
+
+// MakeRedisClient returns a new client (asynq.RedisConnOpt).
+func (o connOpt) MakeRedisClient() any { return o() }
+
+// copyOf is a copy of opts, for a client of its own.
+func copyOf[O any](opts *O) *O {
+	c := *opts
+	return &c
+}
+
+// withContextTimeout is a copy of opts whose client heeds its calls'
+// context deadlines (baton's own client; asynq's are made as asynq would).
+func withContextTimeout[O redis.Options | redis.FailoverOptions | redis.ClusterOptions](opts *O) *O {
+	c := copyOf(opts)
+	switch o := any(c).(type) {
+	case *redis.Options:
+		o.ContextTimeoutEnabled = true
+	case *redis.FailoverOptions:
+		o.ContextTimeoutEnabled = true
+	case *redis.ClusterOptions:
+		o.ContextTimeoutEnabled = true
+	}
+	return c
 }
 
 // DialMasters opens a client per URL of locking.masters (none when the list
