@@ -662,3 +662,94 @@ func TestAFenceAfterForgetIsAboveTheLastOne(t *testing.T) {
 			l.Fence(), last, time.Duration(last-l.Fence())*time.Microsecond, ahead, quarantine)
 	}
 }
+
+// A fence written back to a master after a forget deleted its counter
+// there plants that fence below the master's forgotten floor, and a
+// counter that is there is never compared with the floor: the next
+// majority through that master counts on from the stale fence. Here the
+// first holder's acquire reaches one master (X) late, after the second
+// holder's fence went over it; the forget lands between that acquire and
+// its fence write-back, and a majority without the master whose clock
+// drew the fences (Y) grants a fence already issued.
+func TestAFenceWrittenBackAfterForgetKeepsTheNextOneAbove(t *testing.T) {
+	clk := redistest.NewTestClock(t)
+	// X, Y (its clock is stepped ahead once the set is marked), Z
+	servers := []*redistest.Server{redistest.New(t), redistest.New(t, redistest.WithClock(clk)), redistest.New(t)}
+	const x, y, z = 0, 1, 2
+	long := locking.WithMasterTimeout(20 * time.Second)
+	c1, c2 := newVia(t, servers, long), newVia(t, servers, long)
+	direct := clientsOf(t, servers...)
+	ctx := testCtx(t)
+	const name, lockKey, key = "gone", "baton:lock:{gone}", "baton:lock:{gone}:fence"
+	once := locking.WithAutoExtend(false)
+	for _, c := range []via{c1, c2} {
+		if err := c.Prepare(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.Lock(ctx, "warm-up", time.Second, once)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := clk.Step(time.Minute); err != nil { // within the 24 h the docs allow
+		t.Fatal(err)
+	}
+
+	// the first holder's calls to X arrive late: its acquire there lands
+	// after the second holder's fence, its fence write-back later still
+	const late = 2 * time.Second
+	if err := c1.proxies[x].AddLatency(late, true); err != nil {
+		t.Fatal(err)
+	}
+	h1, err := c1.Lock(ctx, name, 20*time.Second, once)
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan error, 1)
+	go func() { released <- h1.Release(context.WithoutCancel(ctx)) }()
+	poll.Require(t, 10*time.Second, "the first holder released Y and Z", func() bool {
+		return direct[y].Exists(ctx, lockKey).Val() == 0 && direct[z].Exists(ctx, lockKey).Val() == 0
+	})
+	cut(t, c2.proxies[z])
+	h2, err := c2.TryLock(ctx, name, 20*time.Second, once)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := h2.Fence()
+	if last <= h1.Fence() {
+		t.Fatalf("second fence %d not above the first %d", last, h1.Fence())
+	}
+	if err := h2.Release(ctx); err != nil {
+		t.Logf("release (Z cut off): %v", err)
+	}
+	restore(t, c2.proxies[z])
+
+	// the name is gone: forgotten while the first holder's acquire holds X
+	// and its write-back is on the way
+	poll.Require(t, 10*time.Second, "the first holder's acquire landed on X", func() bool {
+		return direct[x].Get(ctx, lockKey).Val() == h1.Token()
+	})
+	if err := c2.Forget(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-released; err != nil {
+		t.Logf("first holder's release: %v", err)
+	}
+	if n, err := direct[x].Get(ctx, key).Int64(); err == nil {
+		t.Logf("X's counter after the forget: %d (forgotten floor %s)", n, direct[x].Get(ctx, "baton:lock:marker:forgotten").Val())
+	}
+
+	// a majority without Y takes it again
+	cut(t, c2.proxies[y])
+	h3, err := c2.TryLock(ctx, name, 20*time.Second, once)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = h3.Release(ctx) }()
+	if h3.Fence() <= last {
+		t.Fatalf("fence %d after the forget, not above the last one %d: a fence written back to X after the forget lowered its counter below its forgotten floor", h3.Fence(), last)
+	}
+}
