@@ -738,6 +738,7 @@ func TestAFenceWrittenBackAfterForgetKeepsTheNextOneAbove(t *testing.T) {
 	if err := <-released; err != nil {
 		t.Logf("first holder's release: %v", err)
 	}
+	restore(t, c1.proxies[x])
 	if n, err := direct[x].Get(ctx, key).Int64(); err == nil {
 		t.Logf("X's counter after the forget: %d (forgotten floor %s)", n, direct[x].Get(ctx, "baton:lock:marker:forgotten").Val())
 	}
