@@ -360,3 +360,153 @@ func TestAJobPutAgainAfterForgetMarksGetsAHigherFence(t *testing.T) {
 			tk.At.Format(time.TimeOnly), tk.Fence, last.Fence, time.Duration(last.Fence-tk.Fence)*time.Microsecond, ahead, quarantine)
 	}
 }
+
+// A claim's fence raise (lua/raise.lua) that reaches a master after
+// ForgetMarks deleted the job's dispatch fence there writes the counter
+// back below the master's forgotten floor, and a counter that is there is
+// never compared with the floor. ForgetMarks runs as each replica follows
+// a delete, while another replica's claim may be under way (see its doc):
+// a job put again then gets a dispatch fence already issued. Masters X, Y
+// (its clock ahead) and Z; replica r1's answers from X come late.
+func TestAJobPutAgainAfterALateFenceRaiseGetsAHigherFence(t *testing.T) {
+	clk := redistest.NewTestClock(t)
+	servers := []*redistest.Server{redistest.New(t), redistest.New(t, redistest.WithClock(clk)), redistest.New(t)}
+	const x, y, z = 0, 1, 2
+	ctx := context.Background()
+	direct := make([]*redis.Client, len(servers))
+	for i, s := range servers {
+		direct[i] = s.TestClient(t)
+	}
+	lockClient := func(idle int) (*locking.Client, []*redistest.Proxy) {
+		var ms []redis.UniversalClient
+		var ps []*redistest.Proxy
+		for _, s := range servers {
+			p := redistest.NewTestProxy(t, s.Addr())
+			ps = append(ps, p)
+			ms = append(ms, s.TestClient(t, func(o *redis.Options) {
+				// X's late answers break no connection, and r1's calls find
+				// connections dialed (and checked) before X was slow
+				o.Addr, o.ReadTimeout, o.WriteTimeout = p.Addr(), 20*time.Second, 20*time.Second
+				o.MinIdleConns = idle
+			}))
+		}
+		locks, err := locking.NewQuorum(ms, locking.WithPrefix("baton:lock:"), locking.WithFreshDeployment(),
+			locking.WithRestartQuarantine(500*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := locks.Prepare(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return locks, ps
+	}
+	locks1, p1 := lockClient(4)
+	locks2, p2 := lockClient(0)
+	// marked with the clocks together; then Y's clock goes ahead
+	if err := clk.Step(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	job := scheduler.Job{Name: "f", Schedule: every(t, "@every 1m"), StartingDeadline: time.Minute}
+	long := scheduler.WithMasterTimeout(20 * time.Second)
+	base := now()
+	t1 := base.Truncate(time.Minute).Add(time.Minute)
+	t2, t3 := t1.Add(time.Minute), t1.Add(2*time.Minute)
+	// r2 takes the ticks after t1
+	f1, f2 := clock.NewFake(base), clock.NewFake(t1.Add(time.Second))
+	rec1, rec2 := newRecorder(), newRecorder()
+	r1 := startWith(t, locks1, nil, rec1, append(fakeOpts(f1, "r1"), long)...)
+	r2 := startWith(t, locks2, nil, rec2, append(fakeOpts(f2, "r2"), long)...)
+	job.Since = f1.Now()
+	if err := r1.s.Put(job); err != nil {
+		t.Fatal(err)
+	}
+	job.Since = f2.Now()
+	if err := r2.s.Put(job); err != nil {
+		t.Fatal(err)
+	}
+
+	// r1 claims t1: its claim lands on X at once, X's answer comes late,
+	// and r1 raises the fence (Y's clock) on X only once it has it
+	waitTick(t, f1, t1)
+	if err := locks1.Prepare(ctx); err != nil { // checks the connections dialed since
+		t.Fatal(err)
+	}
+	const late = 5 * time.Second
+	if err := p1[x].AddLatency(late, false); err != nil {
+		t.Fatal(err)
+	}
+	f1.Set(t1)
+	const key = "baton:{f}:fence"
+	poll.Require(t, 10*time.Second, "r1's claim of t1 landed on every master", func() bool {
+		if f1.Now().Before(t1.Add(time.Second)) {
+			f1.Advance(25 * time.Millisecond) // a follower's delay, retries
+		}
+		for _, d := range direct {
+			if d.Exists(ctx, key).Val() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	landed := time.Now()
+
+	// meanwhile r2 claims t2 on X and Y (Z cut off): a fence above t1's
+	if err := p2[z].Cut(); err != nil {
+		t.Fatal(err)
+	}
+	waitTick(t, f2, t2)
+	f2.Set(t2)
+	rec2.waitAdvancing(t, f2, 1)
+	last := rec2.dispatched()[0]
+	if err := p2[z].Restore(); err != nil {
+		t.Fatal(err)
+	}
+	// the schedule is deleted: both replicas remove it, r2 forgets it
+	r1.s.Remove("f")
+	r2.s.Remove("f")
+	if err := r2.s.ForgetMarks(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(landed); d > late*4/5 {
+		t.Fatalf("r2's claim and forget took %v, too close to X's lateness (%v) to be sure they came before r1's raise", d, late)
+	}
+	// r1's raise lands on X after the forget
+	rec1.wait(t, 1)
+	if err := p1[x].Restore(); err != nil {
+		t.Fatal(err)
+	}
+	first := rec1.dispatched()[0]
+	if first.Fence >= last.Fence {
+		t.Fatalf("t1's fence %d not below t2's %d", first.Fence, last.Fence)
+	}
+	t.Logf("X's dispatch fence counter after the forget: %s (forgotten floor %s)", direct[x].Get(ctx, key).Val(), direct[x].Get(ctx, "baton:lock:marker:forgotten").Val())
+
+	// put again; its next tick is granted by a majority without Y
+	if err := p2[y].Cut(); err != nil {
+		t.Fatal(err)
+	}
+	job.Since = f2.Now()
+	if err := r2.s.Put(job); err != nil {
+		t.Fatal(err)
+	}
+	waitTick(t, f2, t3)
+	f2.Set(t3)
+	rec2.waitAdvancing(t, f2, 1)
+	got := rec2.dispatched()
+	tk := got[len(got)-1]
+	if tk.Fence <= last.Fence {
+		t.Fatalf("tick %s dispatched with fence %d, not above t2's %d: t1's fence raise, landing on X after the forget, set X's counter below its forgotten floor",
+			tk.At.Format(time.TimeOnly), tk.Fence, last.Fence)
+	}
+}
+
+// waitTick waits until clk has a timer for the tick at at, as the job's
+// first claimer or as a follower (the replicas' order changes as their
+// heartbeats come and go).
+func waitTick(t *testing.T, clk *clock.Fake, at time.Time) {
+	t.Helper()
+	poll.Require(t, 10*time.Second, fmt.Sprintf("a timer for the tick at %s", at.Format(time.TimeOnly)), func() bool {
+		return clk.Waiting(at) || clk.Waiting(at.Add(100*time.Millisecond))
+	})
+}
