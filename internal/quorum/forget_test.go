@@ -61,3 +61,40 @@ func TestForgetRaisesTheFloorAboveTheCountersItDeletes(t *testing.T) {
 		t.Fatalf("forgotten floor %d after a smaller counter, want 101 kept", f)
 	}
 }
+
+// The floor a forget raises is never lowered by a later one, also when the
+// counter it deleted held the largest fence a counter can hold (2^53 - 2,
+// see q_int): the floor is then 2^53 - 1, which must still read as a
+// floor, not as garbage that a later forget overwrites with a smaller one.
+func TestForgetNeverLowersTheFloorAfterTheLargestCounter(t *testing.T) {
+	srvs := redistest.NewN(t, 3)
+	var rdbs []redis.UniversalClient
+	var direct []*redis.Client
+	for _, s := range srvs {
+		c := s.TestClient(t)
+		rdbs, direct = append(rdbs, c), append(direct, c)
+	}
+	g, err := New(rdbs, Options{Marker: "m", Quarantine: time.Minute, Fresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const largest = 9007199254740990 // 2^53 - 2: q_int's largest counter
+	for _, d := range direct {
+		d.Set(ctx, "big", largest, 0)
+		d.Set(ctx, "small", 7, 0)
+	}
+	if err := g.Forget(ctx, time.Second, nil, []string{"big"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Forget(ctx, time.Second, nil, []string{"small"}); err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range direct {
+		if f, err := d.Get(ctx, "m"+ForgottenSuffix).Int64(); err != nil || f <= largest {
+			t.Fatalf("master %d: forgotten floor %d (%v) after forgetting a counter at %d, then one at 7: lowered below it", i, f, err, int64(largest))
+		}
+	}
+}
