@@ -1,6 +1,6 @@
 -- forget: drop the fencing counters (and other keys) of names that are gone
 -- for good from one master of a quorum, without letting a later fence of
--- theirs go back. Loaded after the quorum prelude (q_int).
+-- theirs go back. Loaded after the quorum prelude (q_int, q_floor).
 --
 -- KEYS[1]            the master's forgotten floor (MARKER:forgotten, see
 --                    q_forgotten in the prelude; permanent, one per master)
@@ -24,7 +24,7 @@ for i = 2, n + 1 do
   if c and c > top then top = c end
 end
 local cur = redis.call('GET', KEYS[1])
-local floor = (cur and q_int(cur)) or 0
+local floor = (cur and q_floor(cur)) or 0
 if top + 1 > floor then
   floor = top + 1
   redis.call('SET', KEYS[1], string.format('%d', floor))

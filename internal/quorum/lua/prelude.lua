@@ -119,6 +119,13 @@ local function q_guard(marker)
   return g[1], g[2]
 end
 
+-- q_floor(v) is the forgotten floor text v holds: as q_int, and also
+-- 2^53 - 1, one above the largest counter (see forget.lua).
+local function q_floor(v)
+  if v == '9007199254740991' then return 9007199254740991 end
+  return q_int(v)
+end
+
 -- q_forgotten() is the floor the master keeps for the counters forgotten on
 -- it (quorum.Group.Forget, lua/forget.lua): one above the largest counter it
 -- deleted, in MARKER:forgotten beside the marker q_guard read; 0 when none
@@ -127,7 +134,7 @@ end
 local function q_forgotten()
   if not q_memo.marker then return 0 end
   local v = redis.call('GET', q_memo.marker .. ':forgotten')
-  return (v and q_int(v)) or 0
+  return (v and q_floor(v)) or 0
 end
 
 local function q_fence(k, quorum, t, floor, px)
