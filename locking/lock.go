@@ -462,7 +462,9 @@ func (c *Client) syncFence(ctx context.Context, k keys, token string, ttl time.D
 	if k.kind.share() {
 		share = "s"
 	}
-	line := c.scripts.fenceSync.Line([]string{k.lock, k.fence}, token, strconv.FormatInt(fence, 10), share)
+	// a write-back runs on a quorum only: standalone masters, where the
+	// forgotten floor's key may sit beside the lock's
+	line := c.scripts.fenceSync.Line([]string{k.lock, k.fence, c.g.MarkerKey() + quorum.ForgottenSuffix}, token, strconv.FormatInt(fence, 10), share)
 	rs := c.fan(ctx, ttl, c.scripts.fenceSync, line, parseInt, isOne)
 	acks, _, errs := tally(rs)
 	if acks < c.quorum {

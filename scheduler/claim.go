@@ -663,7 +663,7 @@ func (s *Scheduler) raiseFences(ctx context.Context, batch []item, owned []claim
 		return owned, nil
 	}
 	answers := s.pipeline(context.WithoutCancel(ctx), len(raise), raiseScript, func(k int) ([]string, []any) {
-		return []string{s.keysOf(batch[raise[k].idx].job).fence()}, []any{raise[k].fence}
+		return []string{s.keysOf(batch[raise[k].idx].job).fence(), s.g.MarkerKey() + quorum.ForgottenSuffix}, []any{raise[k].fence}
 	})
 	for k, c := range raise {
 		c.synced = s.onQuorum(answers, k, func(answer) bool { return true })

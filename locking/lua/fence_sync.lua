@@ -6,6 +6,7 @@
 -- ARGV[1] token
 -- ARGV[2] fence (decimal integer)
 -- ARGV[3] "s" when the token holds a share (KEYS[1]..':r', see rw_acquire), not the key
+-- KEYS[3] the master's forgotten floor (quorum.ForgottenSuffix; see q_floor_at)
 --
 -- Returns 1 when the counter now equals the fence, 0 when the lock is not held by
 -- this token, -1 when the counter is already above the fence. Fails with
@@ -18,5 +19,6 @@ local c, corrupt = q_count(2)
 if corrupt then return corrupt end
 local f = tonumber(ARGV[2])
 if c > f then return -1 end
+if c == 0 and q_floor_at(KEYS[3]) > f + 1 then return -1 end -- forgotten meanwhile, above it
 redis.call('SET', KEYS[2], ARGV[2], 'PX', 86400000) -- as q_fence keeps quorum counters
 return 1

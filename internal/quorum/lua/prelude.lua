@@ -137,6 +137,17 @@ local function q_forgotten()
   return (v and q_floor(v)) or 0
 end
 
+-- q_floor_at(k) is the forgotten floor the key k holds (see q_forgotten), 0
+-- when none: for the scripts that write a fence back (fence_sync.lua,
+-- raise.lua), which are given the key. A counter they find missing may
+-- have been forgotten while their fence was on its way: the floor stands
+-- for it, and a fence below it is not written (it would put the counter
+-- back under a fence issued before the forget).
+local function q_floor_at(k)
+  local v = redis.call('GET', k)
+  return (v and q_floor(v)) or 0
+end
+
 local function q_fence(k, quorum, t, floor, px)
   local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
   if quorum then
