@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -24,8 +23,8 @@ const Form = "redis://[[user]:password@]host[:port][/db] (rediss:// for TLS)"
 // Parse returns the go-redis options of a redis:// or rediss:// URL with a
 // host. It refuses a URL without a scheme, with another scheme, without
 // "//host" after the scheme or with an empty host name, a path other than
-// a database number, and what redis.ParseURL refuses. Its connections idle
-// out after ConnMaxIdleTime unless the URL sets conn_max_idle_time.
+// a database number, and what redis.ParseURL refuses. Its connections have
+// buffers of BufferSize.
 func Parse(raw string) (*redis.Options, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -48,20 +47,19 @@ func Parse(raw string) (*redis.Options, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid URL: %s", strings.TrimPrefix(describe(err), "redis: "))
 	}
-	if q := u.Query(); !q.Has("conn_max_idle_time") && !q.Has("idle_timeout") {
-		o.ConnMaxIdleTime = ConnMaxIdleTime
-	}
+	o.ReadBufferSize, o.WriteBufferSize = BufferSize, BufferSize
 	return o, nil
 }
 
-// ConnMaxIdleTime is how long baton's Redis clients keep a connection no
-// call has used, unless the URL says (conn_max_idle_time): go-redis keeps
-// one 30 minutes, so a replica's pools (64 KiB of buffers a connection)
-// hold the most connections a burst of ticks opened in the last half hour.
-// Five minutes outlives the bursts of a minute's crons, so a steady load
-// does not dial anew at each one, and lets a pool shrink back after a
-// spike (a lock master's restart, a replica's work moved to the others).
-const ConnMaxIdleTime = 5 * time.Minute
+// BufferSize is the size of the read and of the write buffer of each
+// connection of baton's Redis clients (go-redis: 32 KiB each). A pool keeps
+// the most connections its busiest moment opened (up to its size: go-redis
+// hands out the newest first, so under a lighter load the others stay, idle
+// but never idle long enough to close), and a replica holds a hundred or
+// more: 64 KiB apiece was most of the growth of its heap over a long run.
+// baton's commands and replies are small; a longer reply is read in more
+// reads. Pipelines keep go-redis's own, larger buffers.
+const BufferSize = 8 << 10
 
 // describe says what is wrong in an error of url.Parse or redis.ParseURL
 // without the URL: a *url.Error quotes all of it, a bad escape the three

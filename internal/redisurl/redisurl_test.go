@@ -3,7 +3,6 @@ package redisurl
 import (
 	"strings"
 	"testing"
-	"time"
 )
 
 // A URL with "//host" gives the host, port, password and database written.
@@ -52,21 +51,13 @@ func TestParseRefusesAURLWithoutHost(t *testing.T) {
 	}
 }
 
-// A client's idle connections close after ConnMaxIdleTime, not go-redis's
-// half hour, unless the URL sets it.
-func TestParseGivesConnectionsBatonsIdleTime(t *testing.T) {
-	for url, want := range map[string]time.Duration{
-		"redis://127.0.0.1:6379/0":                            ConnMaxIdleTime,
-		"redis://127.0.0.1:6379/0?conn_max_idle_time=90s":     90 * time.Second,
-		"redis://127.0.0.1:6379/0?idle_timeout=2m":            2 * time.Minute,
-		"redis://127.0.0.1:6379/0?dial_timeout=2s&protocol=3": ConnMaxIdleTime,
-	} {
-		o, err := Parse(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if o.ConnMaxIdleTime != want {
-			t.Errorf("%s: idle time %v, want %v", url, o.ConnMaxIdleTime, want)
-		}
+// A client's connections get baton's smaller buffers.
+func TestParseGivesConnectionsBatonsBuffers(t *testing.T) {
+	o, err := Parse("redis://127.0.0.1:6379/0?dial_timeout=2s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.ReadBufferSize != BufferSize || o.WriteBufferSize != BufferSize {
+		t.Errorf("buffers %d and %d, want %d", o.ReadBufferSize, o.WriteBufferSize, BufferSize)
 	}
 }

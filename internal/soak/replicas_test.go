@@ -718,6 +718,7 @@ type scheduleBook struct {
 }
 
 type booked struct {
+	n       int // the spec's number (specFor)
 	spec    string
 	sched   scheduler.Schedule
 	touched time.Time
@@ -759,7 +760,7 @@ func (b *scheduleBook) put(ctx context.Context, c *baton.Cluster, id string, n i
 	if _, ok := b.byID[id]; !ok {
 		b.ids = append(b.ids, id)
 	}
-	b.byID[id] = &booked{spec: spec, sched: sched, touched: time.Now()}
+	b.byID[id] = &booked{n: n, spec: spec, sched: sched, touched: time.Now()}
 	return nil
 }
 
@@ -823,8 +824,8 @@ func (b *scheduleBook) churnUntil(ctx context.Context, c *baton.Cluster, end tim
 		}
 		var err error
 		switch i % 3 {
-		case 0: // replace: another second of the period
-			err = b.put(ctx, c, id, i)
+		case 0: // replace: another second, of the period or of the day
+			err = b.put(ctx, c, id, b.replacement(id, i))
 			b.count("replaced")
 		case 1:
 			err = b.delete(ctx, c, id)
@@ -843,6 +844,22 @@ func (b *scheduleBook) churnUntil(ctx context.Context, c *baton.Cluster, end tim
 			b.mu.Unlock()
 		}
 	}
+}
+
+// replacement is the spec number schedule id is replaced with at churn
+// step i: another time of the same kind, ticking in the run or daily, as a
+// customer moves their report's time. A replace that turned daily
+// schedules into ticking ones would grow what the ticking ones keep (a
+// mark, the fences, their stats) for hours, toward one per schedule: a
+// load that changes, not a steady one.
+func (b *scheduleBook) replacement(id string, i int) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := i * b.p.ticking
+	if bk := b.byID[id]; bk != nil && bk.n%b.p.ticking != 0 {
+		n++
+	}
+	return n
 }
 
 func (b *scheduleBook) count(op string) {

@@ -39,7 +39,7 @@ func QueueRedis(cfg *config.Config) (redis.UniversalClient, asynq.RedisConnOpt, 
 		s := rc.Sentinel
 		opts := &redis.FailoverOptions{
 			MasterName: s.Master, SentinelAddrs: s.Addrs, Username: s.Username, Password: s.Password,
-			DB: s.DB, TLSConfig: tlsConfig(s.TLS), ConnMaxIdleTime: redisurl.ConnMaxIdleTime,
+			DB: s.DB, TLSConfig: tlsConfig(s.TLS), ReadBufferSize: redisurl.BufferSize, WriteBufferSize: redisurl.BufferSize,
 		}
 		return redis.NewFailoverClient(withContextTimeout(opts)), connOpt(func() redis.UniversalClient {
 			return redis.NewFailoverClient(copyOf(opts))
@@ -48,7 +48,7 @@ func QueueRedis(cfg *config.Config) (redis.UniversalClient, asynq.RedisConnOpt, 
 		cl := rc.Cluster
 		opts := &redis.ClusterOptions{
 			Addrs: cl.Addrs, Username: cl.Username, Password: cl.Password,
-			TLSConfig: tlsConfig(cl.TLS), ConnMaxIdleTime: redisurl.ConnMaxIdleTime,
+			TLSConfig: tlsConfig(cl.TLS), ReadBufferSize: redisurl.BufferSize, WriteBufferSize: redisurl.BufferSize,
 		}
 		return redis.NewClusterClient(withContextTimeout(opts)), connOpt(func() redis.UniversalClient {
 			return redis.NewClusterClient(copyOf(opts))
@@ -66,7 +66,7 @@ func QueueRedis(cfg *config.Config) (redis.UniversalClient, asynq.RedisConnOpt, 
 
 // connOpt is the asynq connection option of the queue Redis: each client
 // it makes (asynq's server and client) is go-redis's with the options baton
-// read, its connections' idle time among them, which asynq's own option
+// read, its connections' buffer sizes among them, which asynq's own option
 // types do not carry.
 type connOpt func() redis.UniversalClient
 

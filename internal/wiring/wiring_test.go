@@ -11,8 +11,8 @@ import (
 
 // The queue Redis's clients, baton's and those asynq makes from its
 // connection option, keep the options baton read: the URL's, and
-// connections that idle out after redisurl.ConnMaxIdleTime (asynq's own
-// option types would leave go-redis's half hour). Only baton's heeds its
+// connections with redisurl.BufferSize buffers (asynq's own option types
+// would leave go-redis's 32 KiB). Only baton's heeds its
 // calls' context deadlines, as asynq's own clients do not.
 func TestQueueRedisClientsShareBatonsOptions(t *testing.T) {
 	cfg, err := config.Load([]byte("redis: {url: \"redis://127.0.0.1:1/3?read_timeout=7s\"}\njobs: []\n"))
@@ -31,8 +31,8 @@ func TestQueueRedisClientsShareBatonsOptions(t *testing.T) {
 	defer made.Close()
 	for name, c := range map[string]*redis.Client{"baton's": own.(*redis.Client), "asynq's": made} {
 		o := c.Options()
-		if o.ConnMaxIdleTime != redisurl.ConnMaxIdleTime || o.DB != 3 || o.ReadTimeout.Seconds() != 7 {
-			t.Errorf("%s client: idle %v, db %d, read timeout %v", name, o.ConnMaxIdleTime, o.DB, o.ReadTimeout)
+		if o.ReadBufferSize != redisurl.BufferSize || o.WriteBufferSize != redisurl.BufferSize || o.DB != 3 || o.ReadTimeout.Seconds() != 7 {
+			t.Errorf("%s client: buffers %d/%d, db %d, read timeout %v", name, o.ReadBufferSize, o.WriteBufferSize, o.DB, o.ReadTimeout)
 		}
 	}
 	if !own.(*redis.Client).Options().ContextTimeoutEnabled || made.Options().ContextTimeoutEnabled {
