@@ -10,15 +10,13 @@ import (
 	"github.com/batonhq/baton/internal/redistest"
 )
 
-// Forget on a quorum deletes the counters and the other keys it is given
-// and raises each master's forgotten floor to one above the largest
-// counter it deleted there, never lowering it; a counter that holds no
-// fence (corrupt) is deleted without moving the floor.
-func TestForgetRaisesTheFloorAboveTheCountersItDeletes(t *testing.T) {
-	srvs := redistest.NewN(t, 3)
+// forgetGroup is a group over three new masters (marker "m"), closed at
+// cleanup, and a client of each.
+func forgetGroup(t *testing.T) (*Group, []*redis.Client) {
+	t.Helper()
 	var rdbs []redis.UniversalClient
 	var direct []*redis.Client
-	for _, s := range srvs {
+	for _, s := range redistest.NewN(t, 3) {
 		c := s.TestClient(t)
 		rdbs, direct = append(rdbs, c), append(direct, c)
 	}
@@ -26,7 +24,16 @@ func TestForgetRaisesTheFloorAboveTheCountersItDeletes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
+	t.Cleanup(g.Close)
+	return g, direct
+}
+
+// Forget on a quorum deletes the counters and the other keys it is given
+// and raises each master's forgotten floor to one above the largest
+// counter it deleted there, never lowering it; a counter that holds no
+// fence (corrupt) is deleted without moving the floor.
+func TestForgetRaisesTheFloorAboveTheCountersItDeletes(t *testing.T) {
+	g, direct := forgetGroup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	floor := func(i int) int64 {
@@ -67,18 +74,7 @@ func TestForgetRaisesTheFloorAboveTheCountersItDeletes(t *testing.T) {
 // see q_int): the floor is then 2^53 - 1, which must still read as a
 // floor, not as garbage that a later forget overwrites with a smaller one.
 func TestForgetNeverLowersTheFloorAfterTheLargestCounter(t *testing.T) {
-	srvs := redistest.NewN(t, 3)
-	var rdbs []redis.UniversalClient
-	var direct []*redis.Client
-	for _, s := range srvs {
-		c := s.TestClient(t)
-		rdbs, direct = append(rdbs, c), append(direct, c)
-	}
-	g, err := New(rdbs, Options{Marker: "m", Quarantine: time.Minute, Fresh: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g, direct := forgetGroup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const largest = 9007199254740990 // 2^53 - 2: q_int's largest counter
