@@ -10,7 +10,7 @@ import (
 	_ "time/tzdata" // every replica must use the same zone rules
 
 	"github.com/batonhq/baton/internal/redact"
-	"github.com/batonhq/baton/scheduler"
+	"github.com/batonhq/baton/schedule"
 )
 
 // Config is a loaded, validated job list. Load and LoadFile return it only
@@ -356,23 +356,20 @@ func (c Concurrency) Buffers() bool {
 }
 
 // Catchup says which ticks missed while no replica was running are
-// dispatched afterwards (always only within StartingDeadline).
-type Catchup string
+// dispatched afterwards (always only within StartingDeadline): the one type
+// of package schedule.
+type Catchup = schedule.Catchup
 
 // The catch-up policies.
 const (
 	// CatchupSkip dispatches none of the missed ticks.
-	CatchupSkip Catchup = "skip"
+	CatchupSkip = schedule.CatchupSkip
 	// CatchupLatest dispatches the most recent missed tick.
-	CatchupLatest Catchup = "latest"
+	CatchupLatest = schedule.CatchupLatest
 	// CatchupAll dispatches every missed tick, oldest first, at most
 	// CatchupMax of them (the most recent ones).
-	CatchupAll Catchup = "all"
+	CatchupAll = schedule.CatchupAll
 )
-
-func (c Catchup) valid() bool {
-	return c == CatchupSkip || c == CatchupLatest || c == CatchupAll
-}
 
 // Job is one entry of the job list.
 type Job struct {
@@ -384,12 +381,12 @@ type Job struct {
 	// seconds first), a descriptor (@yearly, @annually, @monthly, @weekly,
 	// @daily, @midnight, @hourly) or "@every <duration>" (whole seconds,
 	// >= 1s, aligned to the Unix epoch). Required unless Mode is singleton,
-	// forbidden then. It is read in Location with scheduler.ParseSchedule
+	// forbidden then. It is read in Location with schedule.Parse
 	// (Vixie-cron DST rules).
 	Schedule string `yaml:"schedule"`
-	// Sched is Schedule parsed in Location by scheduler.ParseSchedule; nil
+	// Sched is Schedule parsed in Location by schedule.Parse; nil
 	// for singleton jobs.
-	Sched scheduler.Schedule `yaml:"-"`
+	Sched schedule.Schedule `yaml:"-"`
 	// Timezone is the zone Schedule is read in. After loading it is set for
 	// every job with a schedule: empty in the file means Config.Timezone.
 	// Singleton jobs have neither schedule nor zone.

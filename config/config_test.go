@@ -659,7 +659,7 @@ func TestRedactedExampleLoads(t *testing.T) {
 }
 
 // TestScheduleParsedInZone checks that Load parses each schedule with
-// scheduler.ParseSchedule in the job's zone (the parser itself is tested in
+// schedule.Parse in the job's zone (the parser itself is tested in
 // package scheduler), and leaves singletons without one.
 func TestScheduleParsedInZone(t *testing.T) {
 	c := mustLoad(t, `redis: {url: redis://h:1/0}

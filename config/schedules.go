@@ -14,7 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/batonhq/baton/internal/strictyaml"
-	"github.com/batonhq/baton/scheduler"
+	"github.com/batonhq/baton/schedule"
 )
 
 // SchedulesConfig bounds the schedules made at runtime: jobs defined
@@ -224,7 +224,7 @@ func DecodeSchedule(base *Config, id string, doc []byte, created time.Time) (*Jo
 		return nil, &ConfigError{Errors: d.errs}
 	}
 	if j.At == "" && j.Sched != nil && !created.IsZero() {
-		j.Sched = scheduler.Window(j.Sched, created, time.Time{})
+		j.Sched = schedule.Window(j.Sched, created, time.Time{})
 		j.Created = created
 	}
 	j.secrets = base.secrets
@@ -432,7 +432,7 @@ var parsed = &parseCache{}
 
 type parseCache struct {
 	mu        sync.Mutex
-	schedules map[[2]string]scheduler.Schedule
+	schedules map[[2]string]schedule.Schedule
 	intervals map[intervalKey]time.Duration
 }
 
@@ -445,7 +445,7 @@ type intervalKey struct {
 // kept (parsing goes on uncached).
 const parseCacheMax = 100000
 
-func (c *parseCache) schedule(spec string, loc *time.Location) (scheduler.Schedule, error) {
+func (c *parseCache) schedule(spec string, loc *time.Location) (schedule.Schedule, error) {
 	k := [2]string{spec, loc.String()}
 	c.mu.Lock()
 	s, ok := c.schedules[k]
@@ -459,7 +459,7 @@ func (c *parseCache) schedule(spec string, loc *time.Location) (scheduler.Schedu
 	}
 	c.mu.Lock()
 	if c.schedules == nil {
-		c.schedules = map[[2]string]scheduler.Schedule{}
+		c.schedules = map[[2]string]schedule.Schedule{}
 	}
 	if len(c.schedules) < parseCacheMax {
 		c.schedules[k] = s
@@ -468,7 +468,7 @@ func (c *parseCache) schedule(spec string, loc *time.Location) (scheduler.Schedu
 	return s, nil
 }
 
-func (c *parseCache) interval(spec string, loc *time.Location, bounds [2]time.Time, s scheduler.Schedule, now time.Time) time.Duration {
+func (c *parseCache) interval(spec string, loc *time.Location, bounds [2]time.Time, s schedule.Schedule, now time.Time) time.Duration {
 	k := intervalKey{spec: spec, zone: loc.String(), start: bounds[0], end: bounds[1]}
 	c.mu.Lock()
 	d, ok := c.intervals[k]
@@ -476,7 +476,7 @@ func (c *parseCache) interval(spec string, loc *time.Location, bounds [2]time.Ti
 	if ok {
 		return d
 	}
-	d = scheduler.ShortestInterval(s, now)
+	d = schedule.ShortestInterval(s, now)
 	c.mu.Lock()
 	if c.intervals == nil {
 		c.intervals = map[intervalKey]time.Duration{}

@@ -19,7 +19,7 @@ import (
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/redisurl"
 	"github.com/batonhq/baton/internal/strictyaml"
-	"github.com/batonhq/baton/scheduler"
+	"github.com/batonhq/baton/schedule"
 )
 
 var (
@@ -391,7 +391,7 @@ func (v *validator) jobBody(p string, j *Job) {
 	if j.BufferMax < 1 || j.BufferMax > 100 {
 		v.errf(at("buffer_max"), "must be between 1 and 100, got %d", j.BufferMax)
 	}
-	if !j.Catchup.valid() {
+	if !j.Catchup.Valid() {
 		v.errf(at("catchup"), "unknown policy %q (want skip, latest or all)", j.Catchup)
 	}
 	if j.CatchupMax < 1 || j.CatchupMax > 1000 {
@@ -502,7 +502,7 @@ func (v *validator) jobBody(p string, j *Job) {
 		return
 	}
 	if !bounds[0].IsZero() || !bounds[1].IsZero() {
-		sched = scheduler.Window(sched, bounds[0], bounds[1])
+		sched = schedule.Window(sched, bounds[0], bounds[1])
 		if first := sched.Next(bounds[0].Add(-time.Nanosecond)); first.IsZero() {
 			v.errf(at("schedule"), "%q has no tick between start and end", j.Schedule)
 			return
@@ -543,7 +543,7 @@ func (v *validator) oneShot(p string, j *Job) {
 		v.errf(at("at"), "%q: ticks fall on whole seconds", j.At)
 		return
 	}
-	j.Sched = scheduler.Once(t)
+	j.Sched = schedule.Once(t)
 }
 
 // maxTicksWithin returns the most ticks of s that fall within any span of
@@ -551,7 +551,7 @@ func (v *validator) oneShot(p string, j *Job) {
 // after from (a week's pattern) plus r. Once some span holds more than
 // limit, it finishes that span and returns its count. It looks at no more
 // than a million ticks.
-func maxTicksWithin(s scheduler.Schedule, from time.Time, r time.Duration, limit int) int {
+func maxTicksWithin(s schedule.Schedule, from time.Time, r time.Duration, limit int) int {
 	end := from.Add(8*24*time.Hour + r)
 	var window []time.Time // the ticks of the current span, oldest first
 	best, bestStart := 0, time.Time{}
@@ -575,21 +575,21 @@ func maxTicksWithin(s scheduler.Schedule, from time.Time, r time.Duration, limit
 	return best
 }
 
-// parseSchedule parses spec with scheduler.ParseSchedule, the one parser
+// parseSchedule parses spec with schedule.Parse, the one parser
 // every replica uses, and turns its error into a validation message: without
-// the "scheduler: schedule ..." prefix (the field path already names it), and
+// the "schedule: ..." prefix (the field path already names it), and
 // with a plain message for a wrong number of fields.
-func parseSchedule(spec string, loc *time.Location) (scheduler.Schedule, error) {
+func parseSchedule(spec string, loc *time.Location) (schedule.Schedule, error) {
 	if f := strings.Fields(spec); !strings.HasPrefix(spec, "@") && (len(f) < 5 || len(f) > 6) &&
 		!strings.HasPrefix(spec, "TZ=") && !strings.HasPrefix(spec, "CRON_TZ=") {
 		return nil, fmt.Errorf("expected 5 or 6 fields, found %d", len(f))
 	}
-	s, err := scheduler.ParseSchedule(spec, loc)
+	s, err := schedule.Parse(spec, loc)
 	if err == nil {
 		return s, nil
 	}
 	msg := err.Error()
-	msg = strings.TrimPrefix(msg, fmt.Sprintf("scheduler: schedule %q: ", spec))
+	msg = strings.TrimPrefix(msg, fmt.Sprintf("schedule: %q: ", spec))
 	if msg == "never fires" {
 		return nil, fmt.Errorf("%q never fires", spec)
 	}

@@ -27,3 +27,13 @@ func TestTicksLetGoAfterALongOutageAreRecordedNotRun(t *testing.T) {
 		t.Errorf("%d ticks held, want %d", n, maxHeld)
 	}
 }
+func TestFollowerDelayGrowsWithTheInstant(t *testing.T) {
+	for _, c := range []struct {
+		due  int
+		want time.Duration
+	}{{0, 500 * time.Millisecond}, {999, 500 * time.Millisecond}, {1000, 600 * time.Millisecond}, {10000, 1500 * time.Millisecond}} {
+		if got := followerDelay(500*time.Millisecond, c.due); got != c.want {
+			t.Errorf("followerDelay(500ms, %d) = %v, want %v", c.due, got, c.want)
+		}
+	}
+}

@@ -23,22 +23,6 @@ import (
 	"github.com/batonhq/baton/locking"
 )
 
-// Catchup is a job's catch-up policy: what it does with the ticks it missed
-// while no replica was running, or while the lock masters or the queue
-// failed (only ticks still inside the starting deadline count; the others
-// are missed whatever the policy).
-type Catchup string
-
-const (
-	// CatchupSkip dispatches none of the missed ticks.
-	CatchupSkip Catchup = "skip"
-	// CatchupLatest dispatches the most recent missed tick. The default.
-	CatchupLatest Catchup = "latest"
-	// CatchupAll dispatches every missed tick, or the most recent
-	// CatchupMax of them when there are more.
-	CatchupAll Catchup = "all"
-)
-
 // Job is what the scheduler knows of a job.
 type Job struct {
 	Name     string   // the job's name: its ticks' identity and its keys' hash tag

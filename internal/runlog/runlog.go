@@ -27,7 +27,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/formats"
-	"github.com/batonhq/baton/scheduler"
+	"github.com/batonhq/baton/schedule"
 )
 
 // EventsPerRun is how many events a run writes at most (dispatched, for a
@@ -331,7 +331,7 @@ func (tr *trip) send() {
 
 // tickFields are the fields every event of tick t carries, the first its
 // format version.
-func tickFields(ev string, t scheduler.Tick) []any {
+func tickFields(ev string, t schedule.Tick) []any {
 	f := []any{"v", formats.HistoryEvent, "ev", ev, "tick", t.At.UTC().Format(time.RFC3339Nano), "run", t.RunID}
 	if t.Manual {
 		f = append(f, "manual", "1")
@@ -343,13 +343,13 @@ func tickFields(ev string, t scheduler.Tick) []any {
 }
 
 // Dispatched records that tick t was handed off by t.Replica.
-func (h *Writer) Dispatched(ctx context.Context, t scheduler.Tick) {
+func (h *Writer) Dispatched(ctx context.Context, t schedule.Tick) {
 	h.add(ctx, historyTimeout, t.Job, append(tickFields(EvDispatched, t), "replica", t.Replica)...)
 }
 
 // NotRun records that tick t did not run (missed, paused or refused), and
 // why.
-func (h *Writer) NotRun(ctx context.Context, t scheduler.Tick, status, reason string) {
+func (h *Writer) NotRun(ctx context.Context, t schedule.Tick, status, reason string) {
 	t.RunID = "" // none ran: the record is the tick's
 	// jobs.StatusRefused
 	if status != "refused" {
@@ -372,7 +372,7 @@ func (h *Writer) NotRun(ctx context.Context, t scheduler.Tick, status, reason st
 // paused), and why: once per tick and status, whichever replicas' claims
 // found it so (see scheduler.Recorder). A backfill's decision is its own
 // record.
-func (h *Writer) Decided(ctx context.Context, t scheduler.Tick, status, reason string) {
+func (h *Writer) Decided(ctx context.Context, t schedule.Tick, status, reason string) {
 	if t.Backfill {
 		h.NotRun(ctx, t, status, reason)
 		return
@@ -386,7 +386,7 @@ func (h *Writer) Decided(ctx context.Context, t scheduler.Tick, status, reason s
 // none), and which replica dispatched the tick, in one round trip with also.
 // It waits less than the other writes: it delays the run's start. It
 // returns the entry's ID for the run's end (End.StartID), "" when none.
-func (h *Writer) Started(ctx context.Context, t scheduler.Tick, replica string, attempt int, fence int64, also ...Also) string {
+func (h *Writer) Started(ctx context.Context, t schedule.Tick, replica string, attempt int, fence int64, also ...Also) string {
 	id, _ := h.StartedAgo(ctx, t, replica, attempt, fence, 0, also...)
 	return id
 }
@@ -395,7 +395,7 @@ func (h *Writer) Started(ctx context.Context, t scheduler.Tick, replica string, 
 // history.start_after): the entry says so (took_ms), and the record's
 // start is the entry's time less took. It tells whether the write was
 // answered without an error.
-func (h *Writer) StartedAgo(ctx context.Context, t scheduler.Tick, replica string, attempt int, fence int64, took time.Duration, also ...Also) (id string, written bool) {
+func (h *Writer) StartedAgo(ctx context.Context, t schedule.Tick, replica string, attempt int, fence int64, took time.Duration, also ...Also) (id string, written bool) {
 	f := append(tickFields(EvStarted, t), "replica", replica, "attempt", attempt, "fence", fence, "by", t.Replica)
 	if took > 0 {
 		f = append(f, "took_ms", took.Milliseconds())
@@ -429,7 +429,7 @@ type End struct {
 // also and, for a runtime schedule, the index of failing schedules. The
 // reason loses what the record says already (see CleanReason) and job's
 // secrets.
-func (h *Writer) Finished(ctx context.Context, t scheduler.Tick, job *config.Job, e End, also ...Also) {
+func (h *Writer) Finished(ctx context.Context, t schedule.Tick, job *config.Job, e End, also ...Also) {
 	f := append(tickFields(EvFinished, t), "replica", e.Replica, "attempt", e.Attempt, "status", e.Status)
 	if e.Fence != 0 {
 		f = append(f, "fence", e.Fence)
@@ -466,7 +466,7 @@ func (h *Writer) Finished(ctx context.Context, t scheduler.Tick, job *config.Job
 // (NotRun), adds the schedule (since its first failure) while it exists,
 // any other end removes it.
 // Best effort, as the history.
-func (tr *trip) noteFailing(t scheduler.Tick, status string) {
+func (tr *trip) noteFailing(t schedule.Tick, status string) {
 	id, ok := config.ScheduleID(t.Job)
 	if !ok {
 		return
@@ -495,7 +495,7 @@ var packagePrefix = regexp.MustCompile(`(^|: )jobs: `)
 // failed: the record names the job and the tick, so each line of the text
 // loses them and the package prefixes that wrapping repeated
 // (`jobs: report@T: jobs: job "report": exec "x": ...` is `exec "x": ...`).
-func CleanReason(t scheduler.Tick, reason string) string {
+func CleanReason(t schedule.Tick, reason string) string {
 	lines := strings.Split(reason, "\n")
 	for i, l := range lines {
 		l = packagePrefix.ReplaceAllString(l, "$1")

@@ -1,4 +1,4 @@
-package scheduler
+package schedule
 
 import (
 	"testing"
@@ -16,7 +16,7 @@ func TestWindowFromAStartOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, spec := range []string{"*/5 * * * *", "@every 90s", "30 2 * * *"} {
-		s, err := ParseSchedule(spec, berlin)
+		s, err := Parse(spec, berlin)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package scheduler
+package schedule
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ func mustLoad(t testing.TB, name string) *time.Location {
 
 func mustParse(t testing.TB, spec string, loc *time.Location) Schedule {
 	t.Helper()
-	s, err := ParseSchedule(spec, loc)
+	s, err := Parse(spec, loc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,11 +81,11 @@ func TestParseScheduleRejects(t *testing.T) {
 		{"0 0 31 4,6,9,11 *", "never fires"},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
-			_, err := ParseSchedule(tc.spec, time.UTC)
+			_, err := Parse(tc.spec, time.UTC)
 			if err == nil {
 				t.Fatal("accepted")
 			}
-			prefix := fmt.Sprintf("scheduler: schedule %q: ", tc.spec)
+			prefix := fmt.Sprintf("schedule: %q: ", tc.spec)
 			if !strings.HasPrefix(err.Error(), prefix) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %q, want prefix %q and %q", err, prefix, tc.want)
 			}
@@ -469,7 +469,7 @@ func TestTicksBounds(t *testing.T) {
 	if got := Ticks(s, after, after, 10); len(got) != 0 {
 		t.Fatalf("empty interval: %s", format(got))
 	}
-	never := ScheduleFunc(func(time.Time) time.Time { return time.Time{} })
+	never := Func(func(time.Time) time.Time { return time.Time{} })
 	if got := Ticks(never, after, time.Unix(1000, 0), 10); len(got) != 0 {
 		t.Fatalf("never: %s", format(got))
 	}
@@ -494,7 +494,7 @@ func TestShortestInterval(t *testing.T) {
 			t.Errorf("%q: %v, want %v", tc.spec, got, tc.want)
 		}
 	}
-	once := ScheduleFunc(func(after time.Time) time.Time {
+	once := Func(func(after time.Time) time.Time {
 		if after.Before(from) {
 			return from
 		}
@@ -537,9 +537,9 @@ func TestJitter(t *testing.T) {
 	}
 }
 
-func ExampleParseSchedule() {
+func ExampleParse() {
 	berlin, _ := time.LoadLocation("Europe/Berlin")
-	s, _ := ParseSchedule("30 2 * * *", berlin)
+	s, _ := Parse("30 2 * * *", berlin)
 	// 2026-03-29: the clocks jump from 02:00 to 03:00, so 02:30 runs at the jump.
 	fmt.Println(s.Next(time.Date(2026, 3, 28, 12, 0, 0, 0, berlin)))
 	// 2026-10-25: 02:30 happens twice; the job runs once.
@@ -555,17 +555,6 @@ func TestNilLocationIsUTC(t *testing.T) {
 	got := mustParse(t, "0 9 * * *", nil).Next(epoch)
 	if want := time.Date(2026, 5, 2, 9, 0, 0, 0, time.UTC); !got.Equal(want) || got.Location() != time.UTC {
 		t.Fatalf("Next = %v, want %v", got, want)
-	}
-}
-
-func TestFollowerDelayGrowsWithTheInstant(t *testing.T) {
-	for _, c := range []struct {
-		due  int
-		want time.Duration
-	}{{0, 500 * time.Millisecond}, {999, 500 * time.Millisecond}, {1000, 600 * time.Millisecond}, {10000, 1500 * time.Millisecond}} {
-		if got := followerDelay(500*time.Millisecond, c.due); got != c.want {
-			t.Errorf("followerDelay(500ms, %d) = %v, want %v", c.due, got, c.want)
-		}
 	}
 }
 
@@ -649,7 +638,7 @@ func TestScheduleAgreesWithCronexpr(t *testing.T) {
 		spec := randomSpec(r)
 		loc := zones[r.IntN(len(zones))]
 		start := time.Unix(from+r.Int64N(until-from), 0).In(loc)
-		s, err := ParseSchedule(spec, loc)
+		s, err := Parse(spec, loc)
 		if err != nil {
 			if strings.Contains(err.Error(), "never fires") {
 				continue // "0 0 31 2 *": cronexpr has no answer either
@@ -694,13 +683,13 @@ func TestBadSpecSaysWhatIsWrongInWords(t *testing.T) {
 		"0 9 * *":       `4 fields: expected 5`,
 		"0 9 1-x * *":   `day of month "1-x": "x": expected 1-31, L`,
 	} {
-		_, err := ParseSchedule(spec, nil)
+		_, err := Parse(spec, nil)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", spec, err, want)
 		}
 	}
 	for _, spec := range []string{"0 0 L * *", "0 0 * * 5L", "0 0 * * 5#3", "0 0 * * 1-Fri", "0 9 * jan,Feb MON-fri"} {
-		if _, err := ParseSchedule(spec, nil); err != nil {
+		if _, err := Parse(spec, nil); err != nil {
 			t.Errorf("%q: %v", spec, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package scheduler
+package schedule
 
 import "time"
 
@@ -51,7 +51,7 @@ func (w *windowSchedule) Next(after time.Time) time.Time {
 // whole seconds), then none.
 func Once(at time.Time) Schedule {
 	at = at.Truncate(time.Second)
-	return ScheduleFunc(func(after time.Time) time.Time {
+	return Func(func(after time.Time) time.Time {
 		if at.After(after) {
 			return at
 		}

@@ -1,4 +1,4 @@
-package scheduler
+package schedule
 
 import (
 	"math/rand/v2"
@@ -55,7 +55,7 @@ func TestCalendarSpecs(t *testing.T) {
 		// fixed-time spec
 		{"30 2 L * *", berlin, "2024-03-30 00:00", []string{"2024-03-31 03:00", "2024-04-30 02:30"}},
 	} {
-		s, err := ParseSchedule(tc.spec, tc.loc)
+		s, err := Parse(tc.spec, tc.loc)
 		if err != nil {
 			t.Fatalf("%q: %v", tc.spec, err)
 		}
@@ -85,8 +85,8 @@ func TestCalendarSpecs(t *testing.T) {
 		"0 0 1-40/2,L * *": `"1-40/2": 40 is out of 1-31`,
 		"0 0 x,L * *":      `"x" is no number`,
 	} {
-		_, err := ParseSchedule(spec, utc)
-		if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "scheduler: schedule ") {
+		_, err := Parse(spec, utc)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "schedule: ") {
 			t.Errorf("%q: %v, want an error naming %q", spec, err, want)
 		}
 	}
@@ -127,7 +127,7 @@ func TestCalendarSkipMatchesDayByDayWalk(t *testing.T) {
 	for range 1500 {
 		spec := randomSpec(r)
 		loc := zones[r.IntN(len(zones))]
-		s, err := ParseSchedule(spec, loc)
+		s, err := Parse(spec, loc)
 		if err != nil {
 			continue
 		}

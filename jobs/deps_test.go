@@ -1,0 +1,57 @@
+package jobs_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// heavy are the module paths a handler author's packages must not link: the
+// RPC stack and exporters of tracing, the queue, the metrics library.
+var heavy = []string{
+	"google.golang.org/grpc",
+	"go.opentelemetry.io/otel/exporters/",
+	"go.opentelemetry.io/otel/sdk",
+	"github.com/hibiken/asynq",
+	"github.com/prometheus/",
+}
+
+// The handler API (jobs), the job list (config) and the spec parser
+// (schedule) are leaves on the standard library, go-redis, YAML and cron: a
+// program that only registers handlers or reads a job list builds without
+// gRPC, exporters, asynq or Prometheus. The baton command, which links
+// them all, shows the check can fail.
+func TestHandlerAPILinksNoHeavyDependencies(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("no go command on PATH: %v", err)
+	}
+	deps := func(pkg string) []string {
+		out, err := exec.Command(gobin, "list", "-deps", pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+		}
+		return strings.Fields(string(out))
+	}
+	linked := func(pkgs []string) []string {
+		var out []string
+		for _, p := range pkgs {
+			for _, h := range heavy {
+				if strings.HasPrefix(p, h) {
+					out = append(out, p)
+					break
+				}
+			}
+		}
+		return out
+	}
+	const mod = "github.com/batonhq/baton"
+	for _, pkg := range []string{mod + "/jobs", mod + "/config", mod + "/schedule"} {
+		if got := linked(deps(pkg)); len(got) > 0 {
+			t.Errorf("%s links %d packages it must not, first %s", pkg, len(got), strings.Join(got[:min(3, len(got))], ", "))
+		}
+	}
+	if len(linked(deps(mod+"/cmd/baton"))) == 0 {
+		t.Error("the baton command links none of the heavy packages: the check above checks nothing")
+	}
+}
