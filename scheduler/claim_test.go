@@ -363,7 +363,7 @@ func (h loseRaiseReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 		}
 		for _, c := range cmds {
 			a := c.Args()
-			if len(a) >= 4 && strings.HasPrefix(fmt.Sprint(a[0]), "eval") && fmt.Sprint(a[2]) == "1" && a[3] == h.fenceKey {
+			if len(a) >= 4 && strings.HasPrefix(fmt.Sprint(a[0]), "eval") && fmt.Sprint(a[2]) != "0" && a[3] == h.fenceKey {
 				c.SetErr(errors.New("lost reply"))
 			} else if cmd, ok := c.(*redis.Cmd); ok {
 				loseChunkedReply(cmd, h.fenceKey)
@@ -373,7 +373,7 @@ func (h loseRaiseReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 	}
 }
 
-// loseChunkedReply turns the answer of the call with the one key key, in a
+// loseChunkedReply turns the answer of the call whose first key is key, in a
 // chunk of script calls sent as one (see quorum's many.lua), into a lost
 // reply, the other calls' answers kept.
 func loseChunkedReply(cmd *redis.Cmd, key string) {
@@ -394,7 +394,7 @@ func loseChunkedReply(cmd *redis.Cmd, key string) {
 	for i := range n {
 		nk, _ := strconv.Atoi(fmt.Sprint(a[ai]))
 		na, _ := strconv.Atoi(fmt.Sprint(a[ai+1]))
-		if nk == 1 && a[ki] == key {
+		if nk >= 1 && a[ki] == key { // a raise: the counter, then the forgotten floor
 			vals[i] = errors.New("lost reply")
 		}
 		ki += nk

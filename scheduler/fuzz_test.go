@@ -38,7 +38,7 @@ func FuzzSchedule(f *testing.F) {
 		}
 		s, err := ParseSchedule(spec, loc)
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "scheduler: schedule ") {
+			if !strings.HasPrefix(err.Error(), "schedule: ") {
 				t.Fatalf("error %q does not name the schedule", err)
 			}
 			return

@@ -43,7 +43,7 @@ func TestNextBareSpecUsageErrors(t *testing.T) {
 		{[]string{"next", "--tz", "Europe/Berlin", "--config", cfg}, `--tz "Europe/Berlin" goes with a bare SPEC`},
 		{[]string{"next", "@daily", "--tz", "Mars/Olympus"}, `--tz "Mars/Olympus": unknown time zone`},
 		{[]string{"next", "@daily", "--tz", "Local"}, `--tz "Local": name a zone`},
-		{[]string{"next", "61 * * * *"}, `schedule "61 * * * *": `},
+		{[]string{"next", "61 * * * *"}, `schedule: "61 * * * *": `},
 	} {
 		if code, _, errs := runIn(tc.args...); code != exitUsage || !strings.Contains(errs, tc.want) {
 			t.Errorf("baton %q: exit %d, stderr %q; want %d and %q", tc.args, code, errs, exitUsage, tc.want)
