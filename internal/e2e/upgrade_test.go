@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -209,7 +210,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	schedules := []string{"tenant-1", "tenant-2"}
 	putAt := map[string]time.Time{}
 	var api string
-	var pausedFrom, pausedUntil time.Time
+	var pauseAsked, pausedFrom, pausedUntil time.Time
 	for i := range reps {
 		stop(reps[i])
 		addr := redistest.FreeAddr(t)
@@ -227,6 +228,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 				putAt[id] = time.Now()
 			}
 			// a pause a new replica writes, which the old ones' claims read
+			pauseAsked = time.Now()
 			call(t, http.MethodPost, api+"/api/jobs/paused/pause", token, `{"note": "upgrade"}`)
 			pausedFrom = time.Now()
 		case 2:
@@ -296,6 +298,9 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 		for l := range strings.Lines(string(b)) {
+			if pauseRefusal(l, pauseAsked, pausedFrom) {
+				continue
+			}
 			for _, bad := range []string{"archiving a task", "dropping a task", "refusing a task"} {
 				if strings.Contains(l, bad) {
 					t.Errorf("%s: %s", p.name, strings.TrimSpace(l))
@@ -303,6 +308,23 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 			}
 		}
 	}
+}
+
+// pauseRefusal reports whether log line l is a worker refusing the paused
+// job's task because of the pause, for a tick that fell due while the pause
+// was being written (asked at asked, answered at from): such a task was
+// dispatched before the pause and reached a worker after it, which records
+// it and does not run it, as designed.
+func pauseRefusal(l string, asked, from time.Time) bool {
+	var e struct {
+		Message, Job, Reason string
+		Tick                 time.Time
+	}
+	if json.Unmarshal([]byte(l), &e) != nil || !strings.HasPrefix(e.Message, "refusing a task") {
+		return false
+	}
+	return e.Job == "paused" && e.Reason == "paused" &&
+		!e.Tick.Before(asked.Add(-2*time.Second)) && !e.Tick.After(from.Add(2*time.Second))
 }
 
 // call sends an API request with the token and body to url, and fails
