@@ -70,9 +70,10 @@ func (s *Scheduler) readMarks(ctx context.Context) map[string]int64 {
 
 // catchUp lists the ticks to claim at start: for each job, the ticks between
 // its mark (the latest tick any replica decided, as read before the first
-// claim) and now, within the starting deadline, chosen by the job's catch-up
-// policy. Ticks past the deadline, and the ones the policy drops, are logged
-// and counted as missed. A job without a mark (never run) catches up
+// claim) or its definition's Since, whichever is later, and now, within
+// the starting deadline, chosen by the job's catch-up policy. Ticks past
+// the deadline, and the ones the policy drops, are logged and counted as
+// missed. A job without a mark (never run) catches up
 // nothing. It runs beside the live claims: listing and logging up to
 // 100,000 ticks per job delays no other job.
 func (s *Scheduler) catchUp(now time.Time, marks map[string]int64) []item {
@@ -100,6 +101,12 @@ func (s *Scheduler) catchUp(now time.Time, marks map[string]int64) []item {
 		// the mark's first 100,000 ticks can all be long past their deadline
 		p := plan{j: j, mark: mark}
 		from := time.UnixMilli(mark).UTC()
+		// a definition made after the mark (a replace) starts at its
+		// Since: its ticks before then were never due, and the old
+		// definition's were the replicas' that held it to decide
+		if since := j.Since.Add(-time.Nanosecond); since.After(from) {
+			from = since
+		}
 		lo := now.Add(-j.StartingDeadline) // a tick before lo is missed
 		if from.Before(lo) {
 			p.missed = Ticks(j.Schedule, from, lo.Add(-time.Nanosecond), maxMissedCount)

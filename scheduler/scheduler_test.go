@@ -279,6 +279,50 @@ func TestCatchupPolicies(t *testing.T) {
 	}
 }
 
+// Schedule (a restart after a replace):
+//  1. job c's old definition ticked until n-15s (its mark); the others
+//     replicas decided its ticks as it stood then;
+//  2. c is replaced at n-2s (@every 1s, catchup all): the new definition's
+//     Since; the old one is known to no replica any more;
+//  3. a replica starts at n+100ms holding only the new definition.
+//
+// Its catch-up lists the ticks from the mark: the new definition's ticks
+// n-14s..n-3s were never due (the definition did not exist then; the old
+// one's ticks were the others' to decide), yet it counted those past the
+// deadline missed (with a counted mark on the first master each time) and
+// dispatched those within it. It must start at Since: n-2s, n-1s, n.
+func TestCatchupStartsAtTheDefinitionsSince(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	n := now().Add(3 * time.Second) // ahead of Redis's clock, as in TestCatchupPolicies
+	rdb.Set(context.Background(), "baton:{c}:mark", n.Add(-15*time.Second).UnixMilli(), 0)
+	rec := newRecorder()
+	clk := clock.NewFake(n.Add(100 * time.Millisecond))
+	jobs := []scheduler.Job{{Name: "c", Schedule: every(t, "@every 1s"), StartingDeadline: 5500 * time.Millisecond,
+		Catchup: scheduler.CatchupAll, CatchupMax: 10, Since: n.Add(-2 * time.Second)}}
+	r := start(t, []*redis.Client{rdb}, jobs, rec, scheduler.WithClock(clk), scheduler.WithMaxClockSkew(time.Hour))
+	rec.wait(t, 3)
+	if err := clk.BlockUntil(3); err != nil {
+		t.Fatal(err)
+	}
+	r.stop()
+	got := rec.snapshot()
+	for _, sec := range []int{-2, -1, 0} {
+		if id := "c@" + n.Add(time.Duration(sec)*time.Second).UTC().Format(time.RFC3339); len(got[id]) != 1 {
+			t.Errorf("%s dispatched %d times, want 1", id, len(got[id]))
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("caught up %d ticks, want the 3 since the replace: %v", len(got), got)
+	}
+	if st := r.s.Stats(); st.Missed != 0 || st.CaughtUp != 3 {
+		t.Errorf("missed %d, caught up %d; want 0 and 3", st.Missed, st.CaughtUp)
+	}
+	if keys, _ := rdb.Keys(context.Background(), "baton:{c}:counted:*").Result(); len(keys) != 0 {
+		t.Errorf("counted marks %v written for ticks never due", keys)
+	}
+}
+
 func TestPausedJobSkipsTicks(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
