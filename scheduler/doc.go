@@ -86,7 +86,8 @@
 // process returns itself: retries and held ticks go back into its own queue.
 //
 // catchup.go: at start, Run reads every job's mark (the latest tick decided)
-// before its first claim and lists the ticks from the mark to now: those
+// before its first claim and lists the ticks from the mark (or from the
+// definition's Since, when it was put after the mark) to now: those
 // past the starting deadline are counted missed (once across replicas), the
 // live ones are claimed as the catch-up policy chooses (catchupKeeps, which
 // the outage's probe uses too), the rest as kindDrop.
