@@ -34,6 +34,9 @@ func TestQueueRedisClientsShareBatonsOptions(t *testing.T) {
 		if o.ReadBufferSize != redisurl.BufferSize || o.WriteBufferSize != redisurl.BufferSize || o.DB != 3 || o.ReadTimeout.Seconds() != 7 {
 			t.Errorf("%s client: buffers %d/%d, db %d, read timeout %v", name, o.ReadBufferSize, o.WriteBufferSize, o.DB, o.ReadTimeout)
 		}
+		if o.PipelinePoolSize != redisurl.NoPipelinePool {
+			t.Errorf("%s client: pipeline pool of %d", name, o.PipelinePoolSize)
+		}
 	}
 	if !own.(*redis.Client).Options().ContextTimeoutEnabled || made.Options().ContextTimeoutEnabled {
 		t.Error("only baton's own client heeds context deadlines")
