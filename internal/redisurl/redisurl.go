@@ -24,7 +24,7 @@ const Form = "redis://[[user]:password@]host[:port][/db] (rediss:// for TLS)"
 // host. It refuses a URL without a scheme, with another scheme, without
 // "//host" after the scheme or with an empty host name, a path other than
 // a database number, and what redis.ParseURL refuses. Its connections have
-// buffers of BufferSize, and its pipelines use them (NoPipelinePool).
+// buffers of BufferSize, its pipelines' too.
 func Parse(raw string) (*redis.Options, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -48,7 +48,7 @@ func Parse(raw string) (*redis.Options, error) {
 		return nil, fmt.Errorf("invalid URL: %s", strings.TrimPrefix(describe(err), "redis: "))
 	}
 	o.ReadBufferSize, o.WriteBufferSize = BufferSize, BufferSize
-	o.PipelinePoolSize = NoPipelinePool
+	o.PipelineReadBufferSize, o.PipelineWriteBufferSize = BufferSize, BufferSize
 	return o, nil
 }
 
@@ -59,18 +59,14 @@ func Parse(raw string) (*redis.Options, error) {
 // but never idle long enough to close), and a replica holds a hundred or
 // more: 64 KiB apiece was most of the growth of its heap over a long run.
 // baton's commands and replies are small; a longer reply is read in more
-// reads.
+// reads. Pipelines get them too: go-redis keeps a pool of its own for
+// pipelines (up to 10 connections a client beside the main pool's), whose
+// connections would otherwise have 128 KiB read and write buffers each,
+// and a replica pipelines all along (quorum batches, claims, run
+// records): those buffers were a quarter of its live heap. The pipeline
+// pool stays: without it, pipelines wait for the main pool's connections,
+// and under a starved CPU a run's end record waited past its timeout.
 const BufferSize = 8 << 10
-
-// NoPipelinePool is the PipelinePoolSize of baton's clients: pipelines run
-// on the client's one pool, with its buffers. go-redis would otherwise
-// keep a second pool for pipelines, of up to 10 connections per client
-// with 128 KiB read and write buffers each, which fills as the main pool
-// does (a replica's quorum batches, claims and runs pipeline all along):
-// a replica then held some 24 connections per lock master, the pipeline
-// pool's buffers most of the heap it holds beside the live one, and each
-// connection's buffers on the Redis side as well.
-const NoPipelinePool = -1
 
 // describe says what is wrong in an error of url.Parse or redis.ParseURL
 // without the URL: a *url.Error quotes all of it, a bad escape the three

@@ -60,7 +60,7 @@ func TestParseGivesConnectionsBatonsBuffers(t *testing.T) {
 	if o.ReadBufferSize != BufferSize || o.WriteBufferSize != BufferSize {
 		t.Errorf("buffers %d and %d, want %d", o.ReadBufferSize, o.WriteBufferSize, BufferSize)
 	}
-	if o.PipelinePoolSize >= 0 {
-		t.Errorf("PipelinePoolSize %d: a second pool for pipelines, with go-redis's 128 KiB buffers", o.PipelinePoolSize)
+	if o.PipelineReadBufferSize != BufferSize || o.PipelineWriteBufferSize != BufferSize {
+		t.Errorf("pipeline buffers %d and %d (go-redis's default: 128 KiB), want %d", o.PipelineReadBufferSize, o.PipelineWriteBufferSize, BufferSize)
 	}
 }

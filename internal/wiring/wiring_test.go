@@ -34,8 +34,8 @@ func TestQueueRedisClientsShareBatonsOptions(t *testing.T) {
 		if o.ReadBufferSize != redisurl.BufferSize || o.WriteBufferSize != redisurl.BufferSize || o.DB != 3 || o.ReadTimeout.Seconds() != 7 {
 			t.Errorf("%s client: buffers %d/%d, db %d, read timeout %v", name, o.ReadBufferSize, o.WriteBufferSize, o.DB, o.ReadTimeout)
 		}
-		if o.PipelinePoolSize != redisurl.NoPipelinePool {
-			t.Errorf("%s client: pipeline pool of %d", name, o.PipelinePoolSize)
+		if o.PipelineReadBufferSize != redisurl.BufferSize || o.PipelineWriteBufferSize != redisurl.BufferSize {
+			t.Errorf("%s client: pipeline buffers %d/%d", name, o.PipelineReadBufferSize, o.PipelineWriteBufferSize)
 		}
 	}
 	if !own.(*redis.Client).Options().ContextTimeoutEnabled || made.Options().ContextTimeoutEnabled {
