@@ -580,11 +580,8 @@ type heldTicks struct {
 func (h *HTTPHandler) statusAnswer(st *Status) statusAnswer {
 	a := statusAnswer{Status: st, MaxClockSkew: h.cluster.cfg.MaxClockSkew, Unsigned: len(h.cluster.cfg.Security.SigningKeys) == 0}
 	for _, rp := range h.replicas {
-		if rp.sched == nil {
-			continue
-		}
-		if n := rp.sched.Stats().Held; n > 0 {
-			a.Held = append(a.Held, heldTicks{Replica: rp.id, Ticks: int(n)})
+		if n := rp.HeldTicks(); n > 0 {
+			a.Held = append(a.Held, heldTicks{Replica: rp.ID(), Ticks: n})
 		}
 	}
 	return a

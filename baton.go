@@ -247,9 +247,8 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 		o.version = "dev"
 	}
 	log := o.log
-	r := &Replica{id: o.id, role: o.role, cfg: cfg, log: log, version: o.version, metrics: newReplicaMetrics(o.id), claimsDone: make(chan struct{})}
+	r := &Replica{id: o.id, role: o.role, cfg: cfg, log: log, version: o.version, metrics: newReplicaMetrics(cfg), claimsDone: make(chan struct{})}
 	r.httpServed.Store(o.httpServed)
-	r.metrics.intervals(cfg)
 	ok := false
 	defer func() {
 		if !ok {

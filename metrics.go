@@ -1,158 +1,146 @@
 package baton
 
 import (
-	"strconv"
+	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/batonhq/baton/config"
-	"github.com/batonhq/baton/internal/quorum"
+	"github.com/batonhq/baton/internal/replicastats"
 	"github.com/batonhq/baton/internal/worker"
 	"github.com/batonhq/baton/jobs"
-	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
 )
 
-// replicaMetrics are the histograms a replica observes as things happen
-// (the counters are read from its parts' Stats at scrape time). Each
-// carries the replica id as a constant label, so the replicas of one
-// process share metric names.
+// replicaMetrics are what a replica measures as things happen, by job
+// label (config.MetricJob): the dispatch and start lags, the runs by how
+// they ended with their durations, each job's last success and shortest
+// interval. The counters of its parts are read from their Stats when
+// Replica.Stats is called.
 type replicaMetrics struct {
-	dispatchLag *prometheus.HistogramVec
-	startLag    *prometheus.HistogramVec
-	runs        *prometheus.CounterVec
-	duration    *prometheus.HistogramVec
-	lastOK      *prometheus.GaugeVec // a job's last successful run on this replica
-	interval    *prometheus.GaugeVec // a job's shortest interval between ticks
-	cfg         *config.Config       // its labels: config.MetricJob
+	dispatchLag *replicastats.Family[string, replicastats.Histogram]
+	startLag    *replicastats.Family[string, replicastats.Histogram]
+	runs        *replicastats.Family[runKey, atomic.Uint64]
+	duration    *replicastats.Family[runKey, replicastats.Histogram]
+	lastOK      *replicastats.Family[string, atomic.Int64] // Unix ns of a job's last successful run on this replica
+	interval    map[string]time.Duration                   // a scheduled job's shortest interval between ticks; set before any read
+	cfg         *config.Config                             // its labels: config.MetricJob
+}
+
+// runKey is a run's labels: its job's and how it ended.
+type runKey struct {
+	job    string
+	status jobs.Status
 }
 
 // lagBuckets span a few milliseconds (a tick claimed at once) to a minute
 // (a tick caught up late); durationBuckets a millisecond to a day.
 var (
-	lagBuckets      = prometheus.ExponentialBucketsRange(0.001, 60, 16)
-	durationBuckets = prometheus.ExponentialBucketsRange(0.001, 86400, 20)
+	lagBuckets      = replicastats.ExponentialBucketsRange(0.001, 60, 16)
+	durationBuckets = replicastats.ExponentialBucketsRange(0.001, 86400, 20)
 )
 
-func newReplicaMetrics(id string) *replicaMetrics {
-	l := prometheus.Labels{"replica": id}
-	return &replicaMetrics{
-		dispatchLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_scheduler_dispatch_lag_seconds",
-			Help: "From a tick's due instant to its dispatch by this replica.", Buckets: lagBuckets, ConstLabels: l}, []string{"job"}),
-		startLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_worker_start_lag_seconds",
-			Help: "From a tick's due instant to the start of its run on this replica.", Buckets: lagBuckets, ConstLabels: l}, []string{"job"}),
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_worker_runs_total",
-			Help:        "Runs (and ticks that did not start) on this replica, by how they ended: ok, failed, skipped, replaced, dropped, timed out, lease lost.",
-			ConstLabels: l}, []string{"job", "status"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_worker_run_duration_seconds",
-			Help: "How long runs on this replica ran, by how they ended.", Buckets: durationBuckets, ConstLabels: l}, []string{"job", "status"}),
-		lastOK: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_worker_last_success_timestamp_seconds",
-			Help: "When a run of the job last succeeded on this replica (Unix time).", ConstLabels: l}, []string{"job"}),
-		interval: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_job_interval_seconds",
-			Help: "The shortest interval between two ticks of the job's schedule (its alert windows scale with it).", ConstLabels: l}, []string{"job"}),
+// newReplicaMetrics returns the empty measures of a replica of cfg, with
+// each scheduled job's shortest interval.
+func newReplicaMetrics(cfg *config.Config) *replicaMetrics {
+	histogram := func(bounds []float64) func() *replicastats.Histogram {
+		return func() *replicastats.Histogram { return replicastats.NewHistogram(bounds) }
 	}
-}
-
-// intervals publishes each scheduled job's shortest interval, and keeps
-// cfg for the labels.
-func (m *replicaMetrics) intervals(cfg *config.Config) {
-	m.cfg = cfg
+	m := &replicaMetrics{
+		dispatchLag: replicastats.NewFamily[string](histogram(lagBuckets)),
+		startLag:    replicastats.NewFamily[string](histogram(lagBuckets)),
+		runs:        replicastats.NewFamily[runKey](func() *atomic.Uint64 { return new(atomic.Uint64) }),
+		duration:    replicastats.NewFamily[runKey](histogram(durationBuckets)),
+		lastOK:      replicastats.NewFamily[string](func() *atomic.Int64 { return new(atomic.Int64) }),
+		interval:    map[string]time.Duration{},
+		cfg:         cfg,
+	}
 	now := time.Now()
 	for i := range cfg.Jobs {
 		if j := &cfg.Jobs[i]; j.Sched != nil {
 			if d := scheduler.ShortestInterval(j.Sched, now); d > 0 {
-				m.interval.WithLabelValues(j.Name).Set(d.Seconds())
+				m.interval[j.Name] = d
 			}
 		}
 	}
+	return m
 }
 
 // dispatched observes a dispatch's lag.
 func (m *replicaMetrics) dispatched(job string, lag time.Duration) {
-	m.dispatchLag.WithLabelValues(m.label(job)).Observe(max(lag, 0).Seconds())
+	m.dispatchLag.Get(m.label(job)).Observe(max(lag, 0).Seconds())
 }
 
 // ran observes a run's end.
 func (m *replicaMetrics) ran(o worker.RunObservation) {
-	st := string(o.Status)
 	job := m.label(o.Job)
-	m.runs.WithLabelValues(job, st).Inc()
+	k := runKey{job, o.Status}
+	m.runs.Get(k).Add(1)
 	if o.Status == jobs.StatusOK {
-		m.lastOK.WithLabelValues(job).SetToCurrentTime()
+		m.lastOK.Get(job).Store(time.Now().UnixNano())
 	}
 	if o.Took > 0 {
-		m.startLag.WithLabelValues(job).Observe(max(o.StartLag, 0).Seconds())
-		m.duration.WithLabelValues(job, st).Observe(o.Took.Seconds())
+		m.startLag.Get(job).Observe(max(o.StartLag, 0).Seconds())
+		m.duration.Get(k).Observe(o.Took.Seconds())
 	}
 }
 
 // label is job's label (config.MetricJob): runtime schedules count
 // together unless the config names them.
 func (m *replicaMetrics) label(job string) string {
-	if m.cfg == nil {
-		return job
-	}
 	return m.cfg.MetricJob(job)
 }
 
-func (m *replicaMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.dispatchLag, m.startLag, m.runs, m.duration, m.lastOK, m.interval}
-}
-
-var (
-	lockCounters = []counter[locking.Stats]{
-		{prometheus.NewDesc("baton_lock_acquisitions_total", "Leases granted to this replica (execution leases, elections, fences).", []string{"replica"}, nil),
-			func(s locking.Stats) float64 { return float64(s.Acquired) }},
-		{prometheus.NewDesc("baton_lock_extensions_total", "Lease extensions a quorum confirmed.", []string{"replica"}, nil),
-			func(s locking.Stats) float64 { return float64(s.Extended) }},
-		{prometheus.NewDesc("baton_lock_extension_failures_total", "Lease extensions a quorum did not confirm.", []string{"replica"}, nil),
-			func(s locking.Stats) float64 { return float64(s.ExtendFailed) }},
-		{prometheus.NewDesc("baton_lock_leases_lost_total", "Leases that ended because the lock was lost.", []string{"replica"}, nil),
-			func(s locking.Stats) float64 { return float64(s.Lost) }},
-		{prometheus.NewDesc("baton_lock_wait_seconds_total", "Time spent waiting for locks that were then granted.", []string{"replica"}, nil),
-			func(s locking.Stats) float64 { return s.Waited.Seconds() }},
-	}
-	leaderDesc = prometheus.NewDesc("baton_singleton_leader",
-		"1 for each singleton job this replica leads now.", []string{"replica", "job"}, nil)
-	skewDesc = prometheus.NewDesc("baton_scheduler_clock_skew_seconds",
-		"How far this replica's clock was ahead of the lock masters' at the last check (negative: behind).", []string{"replica"}, nil)
-	infoDesc = prometheus.NewDesc("baton_replica_info",
-		"1, labelled with the replica's version, role and job-list hash (replicas whose hashes differ run different job lists).",
-		[]string{"replica", "version", "role", "job_list"}, nil)
-	quarantineDesc = prometheus.NewDesc("baton_lock_master_quarantine_remaining_seconds",
-		"How long the lock master (by its index in locking.masters) still waits out its restart quarantine, as this replica last found it: it does not vote meanwhile; 0 while it votes.",
-		[]string{"replica", "master"}, nil)
-	clusterLeaderDesc = prometheus.NewDesc("baton_cluster_leader",
-		"1 while this replica is the cluster leader (it claims the ticks of leader: true jobs), 0 otherwise; served by replicas whose job list has such a job.",
-		[]string{"replica"}, nil)
-)
-
-// collectMasters sends, for each lock master, how long it still waits out
-// its restart quarantine (Replica.Waiting says why). It contacts no master.
-func (r *Replica) collectMasters(ch chan<- prometheus.Metric) {
-	if r.lockGroup == nil {
-		return
-	}
-	now := time.Now()
-	for _, m := range r.lockGroup.Known() {
-		left := 0.0
-		if m.State == quorum.StateQuarantine {
-			left = max(m.UntilLocal.Sub(now), 0).Seconds()
+// jobs reads the measures, by job label.
+func (m *replicaMetrics) jobs() map[string]JobMeasures {
+	out := map[string]JobMeasures{}
+	at := func(job string) JobMeasures {
+		jm, ok := out[job]
+		if !ok {
+			jm.Runs = map[jobs.Status]RunMeasures{}
 		}
-		ch <- prometheus.MustNewConstMetric(quarantineDesc, prometheus.GaugeValue, left, r.id, strconv.Itoa(m.Idx))
+		return jm
 	}
+	for job, d := range m.interval {
+		jm := at(job)
+		jm.Interval = d
+		out[job] = jm
+	}
+	m.dispatchLag.Each(func(job string, h *replicastats.Histogram) {
+		jm := at(job)
+		jm.DispatchLag = histogramOf(h)
+		out[job] = jm
+	})
+	m.startLag.Each(func(job string, h *replicastats.Histogram) {
+		jm := at(job)
+		jm.StartLag = histogramOf(h)
+		out[job] = jm
+	})
+	m.lastOK.Each(func(job string, ns *atomic.Int64) {
+		jm := at(job)
+		jm.LastSuccess = time.Unix(0, ns.Load())
+		out[job] = jm
+	})
+	// the durations first: a run is counted before its duration is
+	// observed, so each duration read has its count
+	m.duration.Each(func(k runKey, h *replicastats.Histogram) {
+		jm := at(k.job)
+		rm := jm.Runs[k.status]
+		rm.Duration = histogramOf(h)
+		jm.Runs[k.status] = rm
+		out[k.job] = jm
+	})
+	m.runs.Each(func(k runKey, n *atomic.Uint64) {
+		jm := at(k.job)
+		rm := jm.Runs[k.status]
+		rm.Count = n.Load()
+		jm.Runs[k.status] = rm
+		out[k.job] = jm
+	})
+	return out
 }
 
-// collectLeader sends whether this replica is the cluster leader, when its
-// job list has leader jobs.
-func (r *Replica) collectLeader(ch chan<- prometheus.Metric) {
-	if r.leader == nil {
-		return
-	}
-	v := 0.0
-	if r.leader.leading() {
-		v = 1
-	}
-	ch <- prometheus.MustNewConstMetric(clusterLeaderDesc, prometheus.GaugeValue, v, r.id)
+// histogramOf reads h.
+func histogramOf(h *replicastats.Histogram) *Histogram {
+	s := h.Snapshot()
+	return &Histogram{Bounds: s.Bounds, Cumulative: s.Cumulative, Count: s.Count, Sum: s.Sum}
 }
