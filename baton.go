@@ -13,10 +13,12 @@
 //	...
 //	if err := r.Run(ctx); err != nil { // until SIGTERM, then a graceful shutdown
 //
-// (ExampleNew, whole.) NewHTTPHandler serves /healthz, /readyz, /metrics,
-// the API and the dashboard for the replicas of a process, to mount on the
-// program's own server at http.listen: a replica whose config sets
-// http.listen warns when nothing serves it.
+// (ExampleNew, whole.) The package imports neither net/http nor
+// Prometheus: package batonhttp serves /healthz, /readyz, /metrics, the API
+// and the dashboard for the replicas of a process (batonhttp.NewHandler),
+// to mount on the program's own server at http.listen; a replica whose
+// config sets http.listen warns when nothing serves it. Replica.Stats reads
+// what /metrics serves, for a program that exports metrics another way.
 //
 // A program whose config has exec jobs runs them under a supervisor, which
 // is the program's own binary in a hidden mode: call MaybeRunSupervisor
@@ -112,7 +114,8 @@ var unservedHTTPGrace = 5 * time.Second
 
 // warnUnservedHTTP warns, once, when the config sets http.listen and
 // nothing serves the replica's HTTP handler unservedHTTPGrace after Run
-// began: a Go program serves it itself (NewHTTPHandler), baton run does.
+// began: a Go program serves it itself (batonhttp.NewHandler), baton run
+// does.
 func (r *Replica) warnUnservedHTTP(ctx context.Context) {
 	if r.cfg.HTTP.Listen == "" || r.httpServed.Load() {
 		return
@@ -125,16 +128,21 @@ func (r *Replica) warnUnservedHTTP(ctx context.Context) {
 	case <-t.C:
 	}
 	if !r.httpServed.Load() {
-		r.log.Warn("http.listen is set, but nothing serves this replica's HTTP API, metrics and dashboard: a Go program mounts baton.NewHTTPHandler(replica) on its own server at that address (baton run serves it itself); or remove http.listen",
+		r.log.Warn("http.listen is set, but nothing serves this replica's HTTP API, metrics and dashboard: a Go program mounts batonhttp.NewHandler(replica) on its own server at that address (baton run serves it itself); or remove http.listen",
 			"listen", r.cfg.HTTP.Listen, "replica", r.id)
 	}
 }
 
 // WithHTTPServed tells the replica that the program serves its HTTP
-// handler on http.listen (baton run does; NewHTTPHandler tells the
-// replicas it serves): without either, a replica whose config sets
+// handler on http.listen (baton run does; batonhttp.NewHandler tells the
+// replicas it serves: SetHTTPServed): without either, a replica whose config sets
 // http.listen warns that nothing serves it.
 func WithHTTPServed() Option { return func(o *options) { o.httpServed = true } }
+
+// SetHTTPServed tells the replica that a handler serves its HTTP API on
+// http.listen, as WithHTTPServed does at New: batonhttp.NewHandler calls
+// it for the replicas it serves, so that none warns that nothing does.
+func (r *Replica) SetHTTPServed() { r.httpServed.Store(true) }
 
 // WithRole sets what the replica runs (default RoleAll).
 func WithRole(r Role) Option { return func(o *options) { o.role = r } }
@@ -197,7 +205,7 @@ type Replica struct {
 	listHash   string                             // its job list's, as the roster names it
 	stopClaims atomic.Pointer[context.CancelFunc] // set while Run runs the scheduler
 	noClaims   atomic.Bool                        // StopClaiming was called
-	httpServed atomic.Bool                        // a handler serves it (WithHTTPServed, NewHTTPHandler)
+	httpServed atomic.Bool                        // a handler serves it (WithHTTPServed, SetHTTPServed)
 	claimsDone chan struct{}                      // closed when the scheduler (and leadership) stopped in Run
 	lockStats  func() locking.Stats               // its lock client's (which Close clears)
 	cfg        *config.Config

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batonhttp"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
@@ -79,7 +80,7 @@ jobs:
 		}
 		replicas = append(replicas, r)
 	}
-	h := baton.NewHTTPHandler(replicas...)
+	h := batonhttp.NewHandler(replicas...)
 	defer h.Close()
 	web := httptest.NewServer(h)
 	defer web.Close()
@@ -464,7 +465,7 @@ jobs:
 }
 
 // A Go program whose config sets http.listen but that serves no handler is
-// told so by a WARN line; one that mounts NewHTTPHandler is not.
+// told so by a WARN line; one that mounts batonhttp.NewHandler is not.
 func TestHTTPListenThatNothingServesIsWarnedAbout(t *testing.T) {
 	baton.SetUnservedHTTPGrace(t, 50*time.Millisecond)
 	srv := redistest.New(t)

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batonhttp"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/jobs"
 )
@@ -46,7 +47,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	h := baton.NewHTTPHandler(r) // /healthz, /readyz, /metrics
+	h := batonhttp.NewHandler(r) // /healthz, /readyz, /metrics
 	defer h.Close()
 	go func() { _ = http.ListenAndServe("127.0.0.1:8080", h) }()
 

@@ -243,6 +243,16 @@ func (c *Cluster) PutScheduleIfMatch(ctx context.Context, id string, doc []byte,
 	return c.putSchedule(ctx, id, doc, m, opts)
 }
 
+// CheckETag returns nil when etag can condition a change of one schedule
+// (PutScheduleIfMatch, DeleteScheduleIfMatch): a Schedule.ETag,
+// "VERSION-CREATED", or a version alone, with or without its quotes; else
+// an error wrapping ErrBadQuery. A weak tag (W/...), a list of tags, "*"
+// and "" are refused.
+func CheckETag(etag string) error {
+	_, err := parseETag(etag)
+	return err
+}
+
 // parseETag reads an ETag of Schedule.ETag, "VERSION-CREATED" (unix ms),
 // or a version alone, with or without its quotes. A weak tag (W/...), a
 // list of tags or "*" is refused: If-Match compares strongly, and

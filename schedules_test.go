@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,23 +18,6 @@ import (
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
 )
-
-// handlerReplica runs replica id of cfg whose Go handlers (no-ops) are
-// named handlers, and waits until c's status shows it live in the roster
-// (a put checks that a live replica can run it).
-func handlerReplica(t *testing.T, c *baton.Cluster, cfg *config.Config, id string, handlers ...string) *baton.Replica {
-	t.Helper()
-	reg := jobs.NewRegistry()
-	for _, h := range handlers {
-		reg.Register(h, jobs.HandlerFunc(func(context.Context, jobs.Run) error { return nil }))
-	}
-	r := running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID(id))
-	poll.Require(t, 20*time.Second, "replica "+id+" live in the roster", func() bool {
-		st, err := c.Status(context.Background())
-		return err == nil && slices.ContainsFunc(st.Replicas, func(r baton.ReplicaStatus) bool { return r.ID == id && r.Live })
-	})
-	return r
-}
 
 // runCounter counts the runs of a Go handler by job and tick.
 type runCounter struct {
@@ -67,31 +49,6 @@ func (c *runCounter) ticks(job string) (n, most int) {
 		}
 	}
 	return n, most
-}
-
-// schedulesConfig is a config on srv with no job of its own.
-func schedulesConfig(t *testing.T, srv *redistest.Server, extra string) *config.Config {
-	t.Helper()
-	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
-locking: {fresh_deployment: true}
-namespace: rt
-%s
-jobs: []
-`, srv.Addr(), extra))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-func openCluster(t *testing.T, cfg *config.Config) *baton.Cluster {
-	t.Helper()
-	c, err := baton.NewCluster(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
 }
 
 // countingReplicas runs n replicas (r0, r1, ...) on a new Redis whose Go

@@ -1,11 +1,11 @@
 // Package asynqmonui serves asynqmon, the queue side of a deployment
-// (queues, tasks, retries, archived), read-only, for baton.HTTPHandler's
+// (queues, tasks, retries, archived), read-only, for batonhttp.Handler's
 // /queues/.
 //
 // It is a package of its own so that a Go program embedding baton links
 // asynqmon and its dependencies only when it asks for the view:
 //
-//	h := baton.NewHTTPHandler(replica)
+//	h := batonhttp.NewHandler(replica)
 //	q, err := asynqmonui.New(cfg)
 //	if err != nil { ... }
 //	h.ServeQueues(q) // behind http.token; h.Close closes q
@@ -21,7 +21,7 @@ import (
 	"github.com/batonhq/baton/internal/wiring"
 )
 
-// RootPath is where the view is served: baton.HTTPHandler mounts it there.
+// RootPath is where the view is served: batonhttp.Handler mounts it there.
 const RootPath = "/queues"
 
 // Handler is asynqmon's read-only view of a config's queue Redis.

@@ -24,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batonhttp"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
@@ -161,7 +162,7 @@ func TestKubernetes(t *testing.T) {
 	if get(c, "ports", 0, "name") != "http" || str(get(svc, "spec", "ports", 0, "targetPort")) != "http" {
 		t.Errorf("the Service must target the container's named port http")
 	}
-	h := baton.NewHTTPHandler()
+	h := batonhttp.NewHandler()
 	defer h.Close()
 	for _, p := range []string{"livenessProbe", "readinessProbe"} {
 		if str(get(c, p, "httpGet", "port")) != "http" {
@@ -441,7 +442,7 @@ jobs:
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	h := baton.NewHTTPHandler(r)
+	h := batonhttp.NewHandler(r)
 	t.Cleanup(func() {
 		h.Close()
 		stop()

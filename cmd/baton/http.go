@@ -13,12 +13,13 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/asynqmonui"
+	"github.com/batonhq/baton/batonhttp"
 )
 
-// httpServer serves baton.HTTPHandler (/healthz, /readyz, /metrics) for the
+// httpServer serves batonhttp.Handler (/healthz, /readyz, /metrics) for the
 // replicas of this process, on its own listener with limits.
 type httpServer struct {
-	handler atomic.Pointer[baton.HTTPHandler] // replaced when a config reload replaces the replica
+	handler atomic.Pointer[batonhttp.Handler] // replaced when a config reload replaces the replica
 	srv     *http.Server
 	ln      net.Listener
 	log     *slog.Logger
@@ -60,8 +61,8 @@ func newHTTPServer(addr string, replicas []*baton.Replica, log *slog.Logger) (*h
 
 // newHandler is the HTTP handler of replicas with the queue view (asynqmon)
 // under /queues/.
-func newHandler(replicas []*baton.Replica, log *slog.Logger) *baton.HTTPHandler {
-	h := baton.NewHTTPHandler(replicas...)
+func newHandler(replicas []*baton.Replica, log *slog.Logger) *batonhttp.Handler {
+	h := batonhttp.NewHandler(replicas...)
 	if len(replicas) == 0 {
 		return h
 	}

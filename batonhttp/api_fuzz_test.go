@@ -1,4 +1,4 @@
-package baton_test
+package batonhttp_test
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package baton_test
+package batonhttp_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/internal/replicatest"
 	"github.com/batonhq/baton/internal/schedstore"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
@@ -138,7 +139,7 @@ func (p *dashboardPage) screenshot(name string) {
 		png, err = chromedp.FullScreenshot(100)(ctx, t)
 		return chromedp.Void{}, err
 	})
-	if err := os.WriteFile("docs/"+name, png, 0o644); err != nil {
+	if err := os.WriteFile("../docs/"+name, png, 0o644); err != nil {
 		p.t.Fatal(err)
 	}
 }
@@ -177,7 +178,7 @@ jobs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	web := serving(t, running(t, cfg, baton.WithReplicaID("dash-1")))
+	web := replicatest.Serving(t, replicatest.Running(t, cfg, baton.WithReplicaID("dash-1")))
 	c, err := baton.NewCluster(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -366,8 +367,8 @@ func TestDashboardJobPagePausesAndTriggers(t *testing.T) {
 // banner names the job they differ on; tasks are unsigned.
 func TestDashboardBannerShowsMasterInQuarantine(t *testing.T) {
 	t.Parallel() // its own Redis, replicas and browser
-	srv, cfg := beatOnBrandNewRedis(t, "fresh", "@every 1s")
-	web := serving(t, running(t, cfg, baton.WithReplicaID("fresh-1")))
+	srv, cfg := replicatest.BeatOnBrandNewRedis(t, "fresh", "@every 1s")
+	web := replicatest.Serving(t, replicatest.Running(t, cfg, baton.WithReplicaID("fresh-1")))
 	other, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
 namespace: fresh
 jobs:
@@ -381,7 +382,7 @@ jobs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	running(t, other, baton.WithReplicaID("fresh-2"))
+	replicatest.Running(t, other, baton.WithReplicaID("fresh-2"))
 	p := openDashboard(t, web.URL)
 	p.step("see the master in the banner", chromedp.WaitVisible(`#attention li.master time`))
 	line := p.text(`#attention li.master`)

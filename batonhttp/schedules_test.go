@@ -1,4 +1,4 @@
-package baton_test
+package batonhttp_test
 
 import (
 	"context"
@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batonhttp"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/internal/replicatest"
 )
 
 // schedulesAPI serves the HTTP handler of one (not started) replica of a
@@ -20,12 +22,12 @@ import (
 // flow mapping).
 func schedulesAPI(t *testing.T, srv *redistest.Server, http string) *httptest.Server {
 	t.Helper()
-	cfg := schedulesConfig(t, srv, fmt.Sprintf("http: %s\nschedules: {http_prefixes: [\"https://hooks.example/tenants/\"]}", http))
+	cfg := replicatest.SchedulesConfig(t, srv, fmt.Sprintf("http: %s\nschedules: {http_prefixes: [\"https://hooks.example/tenants/\"]}", http))
 	r, err := baton.New(cfg, baton.WithReplicaID("api-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := baton.NewHTTPHandler(r)
+	h := batonhttp.NewHandler(r)
 	web := httptest.NewServer(h)
 	t.Cleanup(func() {
 		web.Close()
@@ -317,9 +319,9 @@ http:
 // ?force=true it is stored, and the answer says it waits.
 func TestSchedulesAPIRefusesAScheduleNoLiveReplicaCanRun(t *testing.T) {
 	srv := redistest.New(t)
-	cfg := schedulesConfig(t, srv, fmt.Sprintf("http: {token: %q}", apiToken))
-	c := openCluster(t, cfg)
-	web := serving(t, handlerReplica(t, c, cfg, "r1", "report"))
+	cfg := replicatest.SchedulesConfig(t, srv, fmt.Sprintf("http: {token: %q}", apiToken))
+	c := replicatest.OpenCluster(t, cfg)
+	web := replicatest.Serving(t, replicatest.HandlerReplica(t, c, cfg, "r1", "report"))
 	typo := strings.Replace(tenantReport, "name: report", "name: reprot", 1)
 	if code, body := call(t, web, "PUT", "/api/schedules/report/tenant-44", apiToken, typo); code != 422 ||
 		!strings.Contains(body, `no live replica registers Go handler \"reprot\" (did you mean \"report\"?)`) || !strings.Contains(body, "?force=true") {

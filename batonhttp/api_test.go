@@ -1,4 +1,4 @@
-package baton_test
+package batonhttp_test
 
 import (
 	"context"
@@ -14,9 +14,11 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/asynqmonui"
+	"github.com/batonhq/baton/batonhttp"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/internal/replicatest"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -56,7 +58,7 @@ jobs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := baton.NewHTTPHandler(r)
+	h := batonhttp.NewHandler(r)
 	q, err := asynqmonui.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -220,8 +222,8 @@ func TestQueuesBehindToken(t *testing.T) {
 // restart quarantine, why and until when, named by its index (the status is
 // read without a token: no address).
 func TestAPIStatusShowsMasterInQuarantine(t *testing.T) {
-	_, cfg := beatOnBrandNewRedis(t, "apiq", "@every 1s")
-	web := serving(t, running(t, cfg))
+	_, cfg := replicatest.BeatOnBrandNewRedis(t, "apiq", "@every 1s")
+	web := replicatest.Serving(t, replicatest.Running(t, cfg))
 	var st struct {
 		Masters []struct {
 			Index int       `json:"index"`
@@ -327,7 +329,7 @@ func TestQueuesSeeOtherNamespaces(t *testing.T) {
 	srv := redistest.New(t)
 	web := apiServer(t, srv, apiToken)
 	rdb := srv.TestClient(t)
-	other := oneJobConfig(t, srv.Addr(), "other", "")
+	other := replicatest.OneJobConfig(t, srv.Addr(), "other", "")
 	c, err := baton.NewCluster(other)
 	if err != nil {
 		t.Fatal(err)
@@ -353,7 +355,7 @@ func TestQueuesSeeOtherNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if len(pendingTasks(t, rdb, "other:default")) == 0 {
+	if len(replicatest.PendingTasks(t, rdb, "other:default")) == 0 {
 		t.Errorf("namespace api's token deleted namespace other's pending tick %s (DELETE answered %d)", tk.ID(), resp.StatusCode)
 	}
 }
@@ -491,7 +493,7 @@ jobs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	web := serving(t, running(t, cfg, baton.WithReplicaID("l1")))
+	web := replicatest.Serving(t, replicatest.Running(t, cfg, baton.WithReplicaID("l1")))
 	poll.Require(t, 20*time.Second, "the leader in the status's JSON", func() bool {
 		_, body := call(t, web, "GET", "/api/status", "", "")
 		return strings.Contains(body, `"leader": {`) && strings.Contains(body, `"id": "l1"`) && strings.Contains(body, `"fence": `)

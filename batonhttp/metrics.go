@@ -1,18 +1,39 @@
-package baton
+package batonhttp
 
 import (
+	"net/http"
+	"regexp"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/locking"
 	"github.com/batonhq/baton/scheduler"
 )
 
+// metricsHandler serves GET /metrics: the replicas' Stats (statsCollector),
+// Go's and the process's metrics.
+func metricsHandler(replicas []*baton.Replica) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		// the memstats series, and the live heap as the last GC marked it
+		// (go_gc_heap_live_bytes): the figure a leak shows in, which
+		// go_memstats_heap_alloc_bytes hides under the garbage of the cycle
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&statsCollector{replicas: replicas},
+	)
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
 // statsCollector exposes the Stats of each replica as Prometheus metrics,
 // read at scrape time, labelled with the replica id.
 type statsCollector struct {
-	replicas []*Replica
+	replicas []*baton.Replica
 }
 
 // counter is one exported counter and how to read it.
@@ -46,12 +67,12 @@ var schedulerCounters = []counter[scheduler.Stats]{
 	newCounter("baton_scheduler_left_to_others_total", "Ticks released unrecorded because another live replica's job list takes them and this one's does not (a rolling deploy).", func(s scheduler.Stats) float64 { return float64(s.LeftToOthers) }),
 }
 
-var workerCounters = []counter[WorkerStats]{
-	newCounter("baton_worker_ran_total", "Runs that succeeded.", func(s WorkerStats) float64 { return float64(s.Ran) }),
-	newCounter("baton_worker_failed_total", "Runs that failed or could not start.", func(s WorkerStats) float64 { return float64(s.Failed) }),
-	newCounter("baton_worker_skipped_total", "Ticks skipped by the concurrency policy.", func(s WorkerStats) float64 { return float64(s.Skipped) }),
-	newCounter("baton_worker_replaced_total", "Runs stopped by a newer tick (concurrency: replace).", func(s WorkerStats) float64 { return float64(s.Replaced) }),
-	newCounter("baton_worker_dropped_total", "Ticks of a buffering job dropped because its buffer was full.", func(s WorkerStats) float64 { return float64(s.Dropped) }),
+var workerCounters = []counter[baton.WorkerStats]{
+	newCounter("baton_worker_ran_total", "Runs that succeeded.", func(s baton.WorkerStats) float64 { return float64(s.Ran) }),
+	newCounter("baton_worker_failed_total", "Runs that failed or could not start.", func(s baton.WorkerStats) float64 { return float64(s.Failed) }),
+	newCounter("baton_worker_skipped_total", "Ticks skipped by the concurrency policy.", func(s baton.WorkerStats) float64 { return float64(s.Skipped) }),
+	newCounter("baton_worker_replaced_total", "Runs stopped by a newer tick (concurrency: replace).", func(s baton.WorkerStats) float64 { return float64(s.Replaced) }),
+	newCounter("baton_worker_dropped_total", "Ticks of a buffering job dropped because its buffer was full.", func(s baton.WorkerStats) float64 { return float64(s.Dropped) }),
 }
 
 var lockCounters = []counter[locking.Stats]{
@@ -107,7 +128,7 @@ var (
 		"Times this replica found the runtime schedule store gone back (the queue Redis restarted without persistence, or from an older snapshot) and put back what it had read.", []string{"replica"}, nil)
 )
 
-// The measures of each job's ticks and runs (JobMeasures).
+// The measures of each job's ticks and runs (baton.JobMeasures).
 var (
 	dispatchLagDesc = prometheus.NewDesc("baton_scheduler_dispatch_lag_seconds",
 		"From a tick's due instant to its dispatch by this replica.", []string{"replica", "job"}, nil)
@@ -195,8 +216,8 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // collectMeasures sends what replica measured of job's ticks and runs.
-func collectMeasures(ch chan<- prometheus.Metric, replica, job string, jm JobMeasures) {
-	histogram := func(d *prometheus.Desc, h *Histogram, labels ...string) {
+func collectMeasures(ch chan<- prometheus.Metric, replica, job string, jm baton.JobMeasures) {
+	histogram := func(d *prometheus.Desc, h *baton.Histogram, labels ...string) {
 		if h == nil {
 			return
 		}

@@ -1,13 +1,10 @@
-package baton_test
+package batonhttp_test
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,29 +13,10 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/internal/replicatest"
 	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/jobs"
 )
-
-// scrape reads /metrics and returns the value of each series, keyed by its
-// name and labels as written.
-func scrape(t *testing.T, url string) map[string]float64 {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	out := map[string]float64{}
-	for _, m := range regexp.MustCompile(`(?m)^(baton_[^ ]+) ([^ \n]+)$`).FindAllStringSubmatch(string(body), -1) {
-		v, err := strconv.ParseFloat(m[2], 64)
-		if err == nil {
-			out[m[1]] = v
-		}
-	}
-	return out
-}
 
 // A claimed tick moves its series: claims, dispatches and the dispatch
 // lag, the run by status with its start lag and duration, the execution
@@ -61,7 +39,7 @@ jobs:
 	if err := reg.HandleFunc("beat", func(context.Context, jobs.Run) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	web := serving(t, running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("m-1"), baton.WithVersion("v-test")))
+	web := replicatest.Serving(t, replicatest.Running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("m-1"), baton.WithVersion("v-test")))
 	series := []string{
 		`baton_scheduler_owned_total{job="beat",replica="m-1"}`,
 		`baton_scheduler_dispatched_total{job="beat",replica="m-1"}`,
@@ -71,10 +49,10 @@ jobs:
 		`baton_worker_run_duration_seconds_count{job="beat",replica="m-1",status="ok"}`,
 		`baton_lock_acquisitions_total{replica="m-1"}`,
 	}
-	before := scrape(t, web.URL)
+	before := replicatest.Scrape(t, web.URL)
 	var after map[string]float64
 	poll.Require(t, 20*time.Second, "two ticks counted in every series", func() bool {
-		after = scrape(t, web.URL)
+		after = replicatest.Scrape(t, web.URL)
 		for _, s := range series {
 			if after[s] < before[s]+2 {
 				return false
@@ -104,7 +82,7 @@ jobs:
 		t.Errorf("interval %v, want 1 (@every 1s)", d)
 	}
 	// the shipped alert rules name only metrics baton serves
-	rules, err := os.ReadFile("deploy/prometheus/baton-alerts.yaml")
+	rules, err := os.ReadFile("../deploy/prometheus/baton-alerts.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,19 +128,19 @@ jobs:
 	if err := reg.HandleFunc("beat", func(context.Context, jobs.Run) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	web := serving(t, running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("q-1")))
+	web := replicatest.Serving(t, replicatest.Running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("q-1")))
 	const left = `baton_lock_master_quarantine_remaining_seconds{master="0",replica="q-1"}`
 	poll.Require(t, 20*time.Second, "master 0 found in its quarantine", func() bool {
-		s := scrape(t, web.URL)
+		s := replicatest.Scrape(t, web.URL)
 		return s[left] > 0 && s[left] <= 3
 	})
 	var after map[string]float64
 	poll.Require(t, 30*time.Second, "the quarantine over and a run of beat", func() bool {
-		after = scrape(t, web.URL)
+		after = replicatest.Scrape(t, web.URL)
 		return after[left] == 0 && after[`baton_worker_runs_total{job="beat",replica="q-1",status="ok"}`] >= 1
 	})
 	poll.Require(t, 20*time.Second, "q-1 the cluster leader", func() bool {
-		return scrape(t, web.URL)[`baton_cluster_leader{replica="q-1"}`] == 1
+		return replicatest.Scrape(t, web.URL)[`baton_cluster_leader{replica="q-1"}`] == 1
 	})
 	if v, ok := after[`baton_scheduler_left_to_others_total{job="beat",replica="q-1"}`]; !ok || v != 0 {
 		t.Errorf("baton_scheduler_left_to_others_total of beat = %v (served: %v), want 0 with one job list", v, ok)

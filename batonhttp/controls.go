@@ -1,0 +1,93 @@
+package batonhttp
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton"
+)
+
+// What steers a job: pause, resume, trigger and backfill. Each is a change
+// (h.change: the token, from this origin); a runtime schedule is named "@"
+// + id, as one path segment.
+
+// pause answers POST /api/jobs/{job}/pause: Cluster.Pause, with who
+// ("api", or "api:" + the body's by: the token names no caller) and the
+// body's note.
+func (h *Handler) pause(ctx context.Context, r *http.Request) (any, error) {
+	var body struct {
+		Note string `json:"note"`
+		By   string `json:"by"`
+	}
+	if _, err := readBody(r, &body); err != nil {
+		return nil, err
+	}
+	// the token names no caller: a name given is the caller's word
+	by := "api"
+	if body.By != "" {
+		by = "api:" + body.By
+	}
+	return h.cluster.Pause(ctx, r.PathValue("job"), baton.PauseNote{By: by, Note: body.Note})
+}
+
+// resume answers POST /api/jobs/{job}/resume: Cluster.Resume, catching up
+// the ticks missed while paused when the body says catch_up.
+func (h *Handler) resume(ctx context.Context, r *http.Request) (any, error) {
+	var body struct {
+		CatchUp bool `json:"catch_up"`
+	}
+	if _, err := readBody(r, &body); err != nil {
+		return nil, err
+	}
+	if !body.CatchUp {
+		return h.cluster.Resume(ctx, r.PathValue("job"), false)
+	}
+	// a catch-up dispatches through the claim: it may outlast apiTimeout
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	return h.cluster.Resume(cctx, r.PathValue("job"), true)
+}
+
+// trigger answers POST /api/jobs/{job}/trigger: Cluster.Trigger, by "api"
+// or "api:" + the body's by.
+func (h *Handler) trigger(ctx context.Context, r *http.Request) (any, error) {
+	var body struct {
+		By string `json:"by"`
+	}
+	if _, err := readBody(r, &body); err != nil {
+		return nil, err
+	}
+	by := "api"
+	if body.By != "" {
+		if len(body.By) > 128 || strings.ContainsAny(body.By, "\r\n") {
+			return nil, badRequest("by must be one line of at most 128 bytes")
+		}
+		by = "api:" + body.By
+	}
+	t, err := h.cluster.Trigger(ctx, r.PathValue("job"), by)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"job": t.Job, "run_id": t.RunID, "tick": t.At, "by": t.Replica}, nil
+}
+
+// backfill answers POST /api/jobs/{job}/backfill: Cluster.Backfill of the
+// body's window, or its plan with dry_run.
+func (h *Handler) backfill(ctx context.Context, r *http.Request) (any, error) {
+	var body struct {
+		From   time.Time `json:"from"`
+		To     time.Time `json:"to"`
+		DryRun bool      `json:"dry_run"`
+	}
+	if _, err := readBody(r, &body); err != nil {
+		return nil, err
+	}
+	if body.From.IsZero() || body.To.IsZero() {
+		return nil, badRequest(`from and to are required, as RFC 3339 times: {"from": "2026-11-25T02:00:00Z", "to": "2026-11-25T06:00:00Z"}`)
+	}
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
+	return h.cluster.Backfill(bctx, r.PathValue("job"), body.From, body.To, body.DryRun)
+}
