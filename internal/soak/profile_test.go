@@ -20,18 +20,25 @@ const profileTag = "batonprofile"
 
 // vmRSS is process pid's resident set in bytes (/proc/PID/status), 0 when
 // it cannot be read.
-func vmRSS(pid int) int64 {
+func vmRSS(pid int) int64 { return procStatus(pid)["VmRSS:"] }
+
+// procStatus reads process pid's memory lines of /proc/PID/status (VmRSS,
+// RssAnon: what the process wrote, RssFile: pages of mapped files such as
+// its binary, which are clean and shared, RssShmem), in bytes by field
+// name with its colon; empty when it cannot be read.
+func procStatus(pid int) map[string]int64 {
+	out := map[string]int64{}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return out
 	}
 	for l := range strings.Lines(string(b)) {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(l); len(f) >= 3 && f[2] == "kB" {
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
+			out[f[0]] = kb << 10
 		}
 	}
-	return 0
+	return out
 }
 
 // freeOSMemory asks the replica whose profiles are served at addr to

@@ -425,10 +425,14 @@ type procMem struct {
 	// RSS right after the process collected its garbage and returned its
 	// free pages to the OS (profile_test.go): what it holds, not the
 	// garbage of the moment since its last GC
-	rssRest    int64
-	goroutines int64
-	heapLive   int64 // go_gc_heap_live_bytes
-	heapAlloc  int64 // go_memstats_heap_alloc_bytes
+	rssRest int64
+	// rssRest's parts: what the process wrote (anonymous), and pages of
+	// mapped files (its binary's code and data, first touched as code
+	// runs for the first time: clean, shared, reclaimable)
+	anonRest, fileRest int64
+	goroutines         int64
+	heapLive           int64 // go_gc_heap_live_bytes
+	heapAlloc          int64 // go_memstats_heap_alloc_bytes
 	// the heap's memory the runtime holds from the OS (heap sys less what
 	// it released), and the goroutines' stacks: most of RSS
 	heapHeld, heapReleased, stacks int64
@@ -471,7 +475,8 @@ func sampleUntil(ctx context.Context, t *testing.T, p soakPlan, t0 time.Time, re
 func readProc(pid int, addr, prof string) procMem {
 	m := procMem{pid: pid, rss: vmRSS(pid)}
 	if freeOSMemory(prof) {
-		m.rssRest = vmRSS(pid)
+		st := procStatus(pid)
+		m.rssRest, m.anonRest, m.fileRest = st["VmRSS:"], st["RssAnon:"], st["RssFile:"]
 	}
 	c := http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get("http://" + addr + "/metrics")
@@ -615,6 +620,8 @@ func growths(p soakPlan, samples []memSample) []growth {
 			// shown: what its RSS is made of
 			figure(name+" heap held MiB", func(s memSample) float64 { return float64(rep(s).heapHeld) / (1 << 20) }),
 			figure(name+" stacks MiB", func(s memSample) float64 { return float64(rep(s).stacks) / (1 << 20) }),
+			figure(name+" RSS at rest, anonymous MiB", func(s memSample) float64 { return float64(rep(s).anonRest) / (1 << 20) }),
+			figure(name+" RSS at rest, files MiB", func(s memSample) float64 { return float64(rep(s).fileRest) / (1 << 20) }),
 		)
 	}
 	out = append(out, figure("queue backlog (pending tasks)", func(s memSample) float64 { return float64(s.pending) + 0.5 }))
@@ -647,7 +654,7 @@ func growthReport(t *testing.T, p soakPlan, samples []memSample) string {
 		fmt.Fprintf(&b, "soak:   %-36s %10.1f -> %10.1f  %+6.1f %%\n", g.what, g.start, g.end, g.pct)
 		judged := !strings.Contains(g.what, "heap alloc") && !strings.Contains(g.what, "backlog") &&
 			!strings.Contains(g.what, "median") && !strings.Contains(g.what, "held") && !strings.Contains(g.what, "stacks") &&
-			!strings.HasSuffix(g.what, " RSS MiB")
+			!strings.HasSuffix(g.what, " RSS MiB") && !strings.Contains(g.what, "RSS at rest, ") // its parts: shown
 		switch {
 		case !p.judge || !judged:
 		case g.start == 0 || g.end == 0:
