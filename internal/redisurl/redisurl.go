@@ -24,7 +24,9 @@ const Form = "redis://[[user]:password@]host[:port][/db] (rediss:// for TLS)"
 // host. It refuses a URL without a scheme, with another scheme, without
 // "//host" after the scheme or with an empty host name, a path other than
 // a database number, and what redis.ParseURL refuses. Its connections have
-// buffers of BufferSize, its pipelines' too.
+// buffers of BufferSize, its pipelines' too, and each of its pools keeps at
+// most MaxIdleConns idle connections unless the URL says otherwise
+// (max_idle_conns).
 func Parse(raw string) (*redis.Options, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -49,6 +51,9 @@ func Parse(raw string) (*redis.Options, error) {
 	}
 	o.ReadBufferSize, o.WriteBufferSize = BufferSize, BufferSize
 	o.PipelineReadBufferSize, o.PipelineWriteBufferSize = BufferSize, BufferSize
+	if o.MaxIdleConns == 0 {
+		o.MaxIdleConns = MaxIdleConns
+	}
 	return o, nil
 }
 
@@ -67,6 +72,20 @@ func Parse(raw string) (*redis.Options, error) {
 // pool stays: without it, pipelines wait for the main pool's connections,
 // and under a starved CPU a run's end record waited past its timeout.
 const BufferSize = 8 << 10
+
+// MaxIdleConns is the most idle connections each pool of a baton client
+// keeps (its main pool and its pipelines' alike; go-redis: no bound). A
+// pool opens a connection for each command in flight at once, up to its
+// size (10 per core, and 10 for pipelines), and hands out the newest idle
+// one first, so without a bound it keeps what its busiest moment opened,
+// idle but never idle long enough to close: a replica's bursts (every
+// job of one period due in the same second, each taking its lock on
+// every master) raised its connections to each lock master from some 18
+// to 24 over a long run, and each master's client buffers with them.
+// With the bound a pool returns to it after a burst, and a burst wider
+// than the bound dials what it needs again (a connection and a HELLO on
+// loopback or a LAN: cheap beside the tick's own commands).
+const MaxIdleConns = 8
 
 // describe says what is wrong in an error of url.Parse or redis.ParseURL
 // without the URL: a *url.Error quotes all of it, a bad escape the three

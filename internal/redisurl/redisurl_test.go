@@ -1,8 +1,16 @@
 package redisurl
 
 import (
+	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/redistest"
 )
 
 // A URL with "//host" gives the host, port, password and database written.
@@ -63,4 +71,89 @@ func TestParseGivesConnectionsBatonsBuffers(t *testing.T) {
 	if o.PipelineReadBufferSize != BufferSize || o.PipelineWriteBufferSize != BufferSize {
 		t.Errorf("pipeline buffers %d and %d (go-redis's default: 128 KiB), want %d", o.PipelineReadBufferSize, o.PipelineWriteBufferSize, BufferSize)
 	}
+}
+
+// After a burst of commands at once, a client keeps at most MaxIdleConns
+// idle connections, not every connection the burst opened; a URL's
+// max_idle_conns still says otherwise.
+func TestAPoolShedsTheConnectionsOfABurst(t *testing.T) {
+	srv := redistest.New(t)
+	for _, tc := range []struct {
+		query string
+		want  int
+	}{{"", MaxIdleConns}, {"?max_idle_conns=3", 3}} {
+		o, err := Parse("redis://" + srv.Addr() + "/0" + tc.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.ClientName = "burst" + fmt.Sprint(tc.want)
+		c := redis.NewClient(o)
+		ctx := context.Background()
+		// 16 commands at once, each holding its connection until all are
+		// blocked: a burst twice MaxIdleConns wide (the pool's size is 10
+		// per core)
+		key := "burst:" + o.ClientName
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		for range 16 {
+			wg.Go(func() { errs <- c.BLPop(ctx, 0, key).Err() })
+		}
+		if err := waitBlocked(ctx, srv, 16); err != nil {
+			t.Fatal(err)
+		}
+		admin := srv.Client()
+		err = admin.RPush(ctx, key, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16).Err()
+		admin.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st := c.PoolStats(); int(st.TotalConns) > tc.want || int(st.IdleConns) > tc.want {
+			t.Errorf("%q: after the burst the pool holds %d connections, %d idle: want at most %d", tc.query, st.TotalConns, st.IdleConns, tc.want)
+		}
+		n, err := namedClients(ctx, srv, o.ClientName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > tc.want {
+			t.Errorf("%q: the server lists %d connections of the client, want at most %d", tc.query, n, tc.want)
+		}
+		c.Close()
+	}
+}
+
+// namedClients counts the server's connections named name.
+func namedClients(ctx context.Context, srv *redistest.Server, name string) (int, error) {
+	admin := srv.Client()
+	defer admin.Close()
+	list, err := admin.ClientList(ctx).Result()
+	if err != nil {
+		return 0, err
+	}
+	return strings.Count(list, " name="+name+" "), nil
+}
+
+// waitBlocked waits until n clients are blocked on the server, for at
+// most 10 s.
+func waitBlocked(ctx context.Context, srv *redistest.Server, n int) error {
+	admin := srv.Client()
+	defer admin.Close()
+	var info string
+	for range 1000 {
+		var err error
+		if info, err = admin.Info(ctx, "clients").Result(); err != nil {
+			return err
+		}
+		if strings.Contains(info, fmt.Sprintf("blocked_clients:%d\r", n)) {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("%d clients never blocked: %s", n, info)
 }

@@ -414,6 +414,7 @@ type memSample struct {
 	at    time.Duration // since the load began
 	reps  []procMem     // by replica; zero where it was not running
 	redis []int64       // used_memory: the queue Redis, then each master
+	conns []int64       // connected_clients, as redis
 	// tasks waiting in the queue: a backlog that grows is a load the
 	// host does not keep up with, not a steady one
 	pending int64
@@ -436,6 +437,11 @@ type procMem struct {
 	// the heap's memory the runtime holds from the OS (heap sys less what
 	// it released), and the goroutines' stacks: most of RSS
 	heapHeld, heapReleased, stacks int64
+	// the runtime's own memory beside the heap and stacks: span and
+	// cache structures, the collector's metadata, the profiler's buckets
+	// and the rest (go_memstats_{mspan,mcache}_inuse_bytes,
+	// gc_sys_bytes, buck_hash_sys_bytes, other_sys_bytes)
+	runtimeMeta int64
 }
 
 // sampleUntil reads every replica and Redis each p.sample from t0 until
@@ -456,7 +462,8 @@ func sampleUntil(ctx context.Context, t *testing.T, p soakPlan, t0 time.Time, re
 			})
 		}
 		for _, srv := range append([]*redistest.Server{queue}, masters...) {
-			s.redis = append(s.redis, usedMemory(t, srv))
+			used, conns := usedMemory(t, srv)
+			s.redis, s.conns = append(s.redis, used), append(s.conns, conns)
 		}
 		s.pending = pendingTasks(queue)
 		wg.Wait()
@@ -508,28 +515,35 @@ func readProc(pid int, addr, prof string) procMem {
 			m.heapReleased = int64(f)
 		case "go_memstats_stack_inuse_bytes":
 			m.stacks = int64(f)
+		case "go_memstats_mspan_inuse_bytes", "go_memstats_mcache_inuse_bytes", "go_memstats_gc_sys_bytes",
+			"go_memstats_buck_hash_sys_bytes", "go_memstats_other_sys_bytes":
+			m.runtimeMeta += int64(f)
 		}
 	}
 	m.heapHeld -= m.heapReleased
 	return m
 }
 
-func usedMemory(t *testing.T, srv *redistest.Server) int64 {
+func usedMemory(t *testing.T, srv *redistest.Server) (used, clients int64) {
 	c := srv.Client()
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	info, err := c.Info(ctx, "memory").Result()
+	info, err := c.Info(ctx, "memory", "clients").Result()
 	if err != nil {
-		return 0 // a master restarting
+		return 0, 0 // a master restarting
 	}
 	for l := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "used_memory:"); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
+		k, v, _ := strings.Cut(strings.TrimSpace(l), ":")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "used_memory":
+			used = n
+		case "connected_clients":
+			clients = n
 		}
 	}
-	return 0
+	return used, clients
 }
 
 // pendingTasks is the length of the queue's pending list (asynq's
@@ -620,6 +634,7 @@ func growths(p soakPlan, samples []memSample) []growth {
 			// shown: what its RSS is made of
 			figure(name+" heap held MiB", func(s memSample) float64 { return float64(rep(s).heapHeld) / (1 << 20) }),
 			figure(name+" stacks MiB", func(s memSample) float64 { return float64(rep(s).stacks) / (1 << 20) }),
+			figure(name+" runtime metadata MiB", func(s memSample) float64 { return float64(rep(s).runtimeMeta) / (1 << 20) }),
 			figure(name+" RSS at rest, anonymous MiB", func(s memSample) float64 { return float64(rep(s).anonRest) / (1 << 20) }),
 			figure(name+" RSS at rest, files MiB", func(s memSample) float64 { return float64(rep(s).fileRest) / (1 << 20) }),
 		)
@@ -631,8 +646,14 @@ func growths(p soakPlan, samples []memSample) []growth {
 				return float64(s.redis[i]) / (1 << 20)
 			}
 			return 0
+		}), figure(name+" connections", func(s memSample) float64 {
+			if i < len(s.conns) {
+				return float64(s.conns[i])
+			}
+			return 0
 		}))
 	}
+
 	return out
 }
 
@@ -653,7 +674,7 @@ func growthReport(t *testing.T, p soakPlan, samples []memSample) string {
 	for _, g := range growths(p, samples) {
 		fmt.Fprintf(&b, "soak:   %-36s %10.1f -> %10.1f  %+6.1f %%\n", g.what, g.start, g.end, g.pct)
 		judged := !strings.Contains(g.what, "heap alloc") && !strings.Contains(g.what, "backlog") &&
-			!strings.Contains(g.what, "median") && !strings.Contains(g.what, "held") && !strings.Contains(g.what, "stacks") &&
+			!strings.Contains(g.what, "median") && !strings.Contains(g.what, "held") && !strings.Contains(g.what, "stacks") && !strings.Contains(g.what, "metadata") && !strings.HasSuffix(g.what, " connections") &&
 			!strings.HasSuffix(g.what, " RSS MiB") && !strings.Contains(g.what, "RSS at rest, ") // its parts: shown
 		switch {
 		case !p.judge || !judged:

@@ -41,6 +41,7 @@ func QueueRedis(cfg *config.Config) (redis.UniversalClient, asynq.RedisConnOpt, 
 			MasterName: s.Master, SentinelAddrs: s.Addrs, Username: s.Username, Password: s.Password,
 			DB: s.DB, TLSConfig: tlsConfig(s.TLS), ReadBufferSize: redisurl.BufferSize, WriteBufferSize: redisurl.BufferSize,
 			PipelineReadBufferSize: redisurl.BufferSize, PipelineWriteBufferSize: redisurl.BufferSize,
+			MaxIdleConns: redisurl.MaxIdleConns,
 		}
 		return redis.NewFailoverClient(withContextTimeout(opts)), connOpt(func() redis.UniversalClient {
 			return redis.NewFailoverClient(copyOf(opts))
@@ -50,6 +51,7 @@ func QueueRedis(cfg *config.Config) (redis.UniversalClient, asynq.RedisConnOpt, 
 		opts := &redis.ClusterOptions{
 			Addrs: cl.Addrs, Username: cl.Username, Password: cl.Password,
 			TLSConfig: tlsConfig(cl.TLS), ReadBufferSize: redisurl.BufferSize, WriteBufferSize: redisurl.BufferSize,
+			MaxIdleConns: redisurl.MaxIdleConns,
 		} // no pipeline buffers: a Cluster's node clients keep no pipeline pool unless they are set
 		return redis.NewClusterClient(withContextTimeout(opts)), connOpt(func() redis.UniversalClient {
 			return redis.NewClusterClient(copyOf(opts))
