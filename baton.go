@@ -32,6 +32,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +44,7 @@ import (
 	"github.com/batonhq/baton/internal/executor"
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/layout"
+	"github.com/batonhq/baton/internal/lifecycle"
 	"github.com/batonhq/baton/internal/locknames"
 	"github.com/batonhq/baton/internal/quorum"
 	"github.com/batonhq/baton/internal/roster"
@@ -202,12 +204,13 @@ type Replica struct {
 	role       Role
 	version    string
 	metrics    *replicaMetrics
-	listHash   string                             // its job list's, as the roster names it
-	stopClaims atomic.Pointer[context.CancelFunc] // set while Run runs the scheduler
-	noClaims   atomic.Bool                        // StopClaiming was called
-	httpServed atomic.Bool                        // a handler serves it (WithHTTPServed, SetHTTPServed)
-	claimsDone chan struct{}                      // closed when the scheduler (and leadership) stopped in Run
-	lockStats  func() locking.Stats               // its lock client's (which Close clears)
+	listHash   string               // its job list's, as the roster names it
+	mu         sync.Mutex           // guards noClaims and stopClaims
+	noClaims   bool                 // StopClaiming was called
+	stopClaims func()               // stops the claims, while Run runs them
+	httpServed atomic.Bool          // a handler serves it (WithHTTPServed, SetHTTPServed)
+	claimsDone chan struct{}        // closed when the scheduler (and leadership) stopped in Run
+	lockStats  func() locking.Stats // its lock client's (which Close clears)
 	cfg        *config.Config
 	log        *slog.Logger
 	queue      redis.UniversalClient   // the queue Redis: readiness pings
@@ -221,7 +224,7 @@ type Replica struct {
 	singles    *singleton.Jobs      // singleton jobs; nil in RoleScheduler or without any
 	leader     *leadership          // cluster leader election; nil unless a job sets leader: true
 	follower   *schedstore.Follower // the runtime schedules: cfg's source, put into sched as they change
-	started    bool
+	running    *lifecycle.Group     // the parts Start started (see parts); nil before and after
 }
 
 // New builds, without connecting, a replica of cfg. It fails on a config
@@ -461,10 +464,13 @@ func (r *Replica) Config() *config.Config { return r.cfg }
 // itself acts on it; this is the leader's own view.
 func (r *Replica) Leading() bool { return r.leader.leading() }
 
-// Start connects: it checks that the queue Redis answers and starts the
-// worker and the singleton jobs. Run calls it if it was not called.
+// Start connects: it checks that the queue Redis answers and is laid out
+// for this release, and starts the replica's parts (see parts): the
+// runtime schedules' follower, the worker, the singleton jobs and two
+// reporters. Run calls it if it was not called; Close stops what it
+// started.
 func (r *Replica) Start(ctx context.Context) error {
-	if r.started {
+	if r.running != nil {
 		return nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -481,101 +487,151 @@ func (r *Replica) Start(ctx context.Context) error {
 	if err := r.queue.SetNX(pctx, deployedKey(r.cfg.Namespace), time.Now().UnixMilli(), 0).Err(); err != nil {
 		r.log.Warn("cannot record the deployment's first start", "err", err)
 	}
-	if err := r.worker.Start(); err != nil {
-		return fmt.Errorf("replica %s: start worker: %w", r.id, err)
+	running := lifecycle.NewGroup(r.parts()...)
+	if err := running.Start(ctx); err != nil {
+		return fmt.Errorf("replica %s: %w", r.id, err)
 	}
-	// from here Close shuts the worker down: a Start that fails half way
-	// leaves nothing running once the caller closes the replica
-	r.started = true
-	if r.singles != nil {
-		if err := r.singles.Start(); err != nil {
-			return fmt.Errorf("replica %s: start singleton jobs: %w", r.id, err)
-		}
-	}
+	r.running = running
 	return nil
+}
+
+// parts are the replica's long-running parts, in the order Start starts
+// them; Run stops them in reverse once its claims stopped:
+//
+//  1. the runtime schedules' follower: it reads them all before the others
+//     start, so that the worker and the scheduler's catch-up know them,
+//     then follows their changes;
+//  2. the worker (asynq's server, the roster heartbeat, the replace
+//     requests' subscription), stopped with worker.shutdown_grace for its
+//     running jobs;
+//  3. the singleton jobs, stopped (SIGTERM, then SIGKILL) and resigned so
+//     that a standby takes over at once;
+//  4. the reports of refused runtime schedule definitions, and the
+//     warning about http jobs of a config no replica serves over HTTP.
+func (r *Replica) parts() []lifecycle.Part {
+	follow := lifecycle.NewLoop(func(ctx context.Context) error { r.follower.Run(ctx); return nil })
+	parts := []lifecycle.Part{
+		{Name: "runtime schedules follower", Service: lifecycle.Funcs(func(ctx context.Context) error {
+			if err := r.follower.Sync(ctx); err != nil {
+				r.log.Warn("cannot read the runtime schedules at start; retrying in the background", "err", err)
+			}
+			return follow.Start(ctx)
+		}, follow.Stop)},
+		{Name: "worker", Service: lifecycle.Funcs(func(context.Context) error { return r.worker.Start() }, r.worker.Shutdown)},
+	}
+	if r.singles != nil {
+		parts = append(parts, lifecycle.Part{Name: "singleton jobs", Service: lifecycle.Funcs(func(context.Context) error { return r.singles.Start() }, r.singles.Shutdown)})
+	}
+	return append(parts,
+		lifecycle.Part{Name: "refused definitions report", Service: lifecycle.NewLoop(func(ctx context.Context) error { r.reportRefusals(ctx); return nil })},
+		lifecycle.Part{Name: "unserved http warning", Service: lifecycle.NewLoop(func(ctx context.Context) error { r.warnUnservedHTTP(ctx); return nil })},
+	)
+}
+
+// claims are the parts that claim ticks, started by Run after the others
+// and stopped first, together, at Run's end or at StopClaiming: the
+// cluster leadership campaign (when a job has leader: true), then the
+// scheduler, which claims the leader jobs' ticks under it. sched is the
+// scheduler's loop (nil without a scheduler): its end ends Run's claiming.
+func (r *Replica) claims() (claims *lifecycle.Group, sched *lifecycle.Loop) {
+	var parts []lifecycle.Part
+	if r.leader != nil {
+		parts = append(parts, lifecycle.Part{Name: "cluster leadership", Service: lifecycle.NewLoop(func(ctx context.Context) error { r.leader.campaign(ctx); return nil })})
+	}
+	if r.sched != nil {
+		sched = lifecycle.NewLoop(r.sched.Run)
+		parts = append(parts, lifecycle.Part{Name: "scheduler", Service: sched})
+	}
+	return lifecycle.NewGroup(parts...), sched
 }
 
 // Run starts the replica if needed and runs it until ctx ends, then shuts
 // it down:
 //
-//  1. ctx ending cancels the scheduler's Run: it stops claiming ticks, lets
-//     claims in flight commit or release their tick leases, and returns.
-//  2. singleton jobs stop (SIGTERM, then SIGKILL) and resign, so a standby
-//     replica takes over at once, not after the lease ttl;
-//  3. the worker shuts down: asynq stops fetching, running jobs get
+//  1. ctx ending stops the claims: the scheduler stops claiming ticks, lets
+//     claims in flight commit or release their tick leases, and the
+//     leadership resigns.
+//  2. The other parts stop in reverse of their start (see parts): the
+//     reporters; the singleton jobs (SIGTERM, then SIGKILL, and resign, so
+//     a standby replica takes over at once, not after the lease ttl); the
+//     worker: asynq stops fetching, running jobs get
 //     worker.shutdown_grace to finish, then are cancelled (their tasks go
-//     back to the queue, exec children are killed); every run releases its
-//     execution lease. The scheduler stops first because it hands local
-//     ticks to this worker.
-//  4. Close: the asynq client, the lock client (no lease is left to
+//     back to the queue, exec children are killed), and every run releases
+//     its execution lease; the follower. The scheduler stops first because
+//     it hands local ticks to this worker.
+//  3. Close: the asynq client, the lock client (no lease is left to
 //     extend) and the Redis connections.
 //
-// It returns the scheduler's error, or the worker's shutdown error. A
-// replica runs once.
+// It returns the scheduler's error, or the parts' stop errors. A replica
+// runs once.
 func (r *Replica) Run(ctx context.Context) error {
 	if err := r.Start(ctx); err != nil {
 		r.Close()
 		return err
 	}
 	r.log.Info("replica started", "replica", r.id, "role", r.role.String())
-	// the runtime schedules are read before the scheduler starts, so that
-	// its catch-up covers them too; then followed until the replica stops
-	if err := r.follower.Sync(ctx); err != nil {
-		r.log.Warn("cannot read the runtime schedules at start; retrying in the background", "err", err)
-	}
-	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
-	followDone := make(chan struct{})
-	go func() { defer close(followDone); r.follower.Run(followCtx) }()
-	reportDone := make(chan struct{})
-	go func() { defer close(reportDone); r.reportRefusals(followCtx) }()
-	httpDone := make(chan struct{})
-	go func() { defer close(httpDone); r.warnUnservedHTTP(followCtx) }()
-	var err error
-	// the scheduler and the leadership it claims leader jobs under stop
-	// together: at ctx's end, or at StopClaiming
-	claimCtx, stopClaims := context.WithCancel(ctx)
-	r.stopClaims.Store(&stopClaims)
-	if r.noClaims.Load() {
-		stopClaims() // StopClaiming came first
-	}
-	var leaderDone <-chan struct{}
-	if r.leader != nil {
-		leaderDone = r.leader.start(claimCtx)
-		defer func() { stopClaims(); <-leaderDone }()
-	}
-	if r.sched != nil {
-		err = r.sched.Run(claimCtx)
-		stopClaims()
-		if leaderDone != nil {
-			<-leaderDone
-		}
-		close(r.claimsDone)
-		if ctx.Err() == nil && err == nil {
-			// StopClaiming: the worker goes on until ctx ends
-			r.log.Info("replica no longer claims ticks; its worker runs on", "replica", r.id)
-			<-ctx.Done()
-		}
-	} else {
-		<-ctx.Done()
-	}
+	err := r.claim(ctx)
 	r.log.Info("replica stopping: no new ticks; waiting for running jobs", "replica", r.id, "grace", r.cfg.Worker.ShutdownGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), r.cfg.Worker.ShutdownGrace+10*time.Second)
 	defer cancel()
-	if r.singles != nil {
-		if serr := r.singles.Shutdown(sctx); serr != nil {
-			err = errors.Join(err, fmt.Errorf("replica %s: singleton jobs: %w", r.id, serr))
-		}
-	}
-	if serr := r.worker.Shutdown(sctx); serr != nil {
+	if serr := r.running.Stop(sctx); serr != nil {
 		err = errors.Join(err, fmt.Errorf("replica %s: %w", r.id, serr))
 	}
-	stopFollow()
-	<-followDone
-	<-reportDone
-	<-httpDone
 	r.Close()
 	r.log.Info("replica stopped", "replica", r.id)
 	return err
+}
+
+// claim runs the claims until ctx ends, then stops them. When they stop
+// before (StopClaiming, or the scheduler returned), it returns the
+// scheduler's error at once if it failed, else waits for ctx: the worker
+// goes on running what was dispatched.
+func (r *Replica) claim(ctx context.Context) error {
+	claims, sched := r.claims()
+	started, err := r.startClaims(ctx, claims)
+	if started {
+		var ended <-chan struct{} // the scheduler returned by itself
+		if sched != nil {
+			ended = sched.Done()
+		}
+		select {
+		case <-ctx.Done():
+		case <-ended:
+			err = sched.Err()
+		}
+		err = errors.Join(err, stopWithin(claims, time.Minute))
+	}
+	close(r.claimsDone)
+	if err != nil || ctx.Err() != nil {
+		return err
+	}
+	if r.sched != nil {
+		r.log.Info("replica no longer claims ticks; its worker runs on", "replica", r.id)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// startClaims starts claims unless StopClaiming came first, and lets
+// StopClaiming stop them from now on.
+func (r *Replica) startClaims(ctx context.Context, claims *lifecycle.Group) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.noClaims {
+		return false, nil
+	}
+	if err := claims.Start(ctx); err != nil {
+		return false, fmt.Errorf("replica %s: %w", r.id, err)
+	}
+	r.stopClaims = func() { go func() { _ = stopWithin(claims, time.Minute) }() }
+	return true, nil
+}
+
+// stopWithin stops s, waiting for it d at most.
+func stopWithin(s lifecycle.Service, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return s.Stop(ctx)
 }
 
 // StopClaiming makes a running replica's scheduler stop claiming ticks
@@ -586,9 +642,12 @@ func (r *Replica) Run(ctx context.Context) error {
 // their jobs). Called before Run, it makes Run start without claiming; on
 // a replica without a scheduler it does nothing.
 func (r *Replica) StopClaiming() {
-	r.noClaims.Store(true)
-	if f := r.stopClaims.Load(); f != nil {
-		(*f)()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.noClaims = true
+	if r.stopClaims != nil {
+		r.stopClaims()
+		r.stopClaims = nil
 	}
 }
 
@@ -620,11 +679,9 @@ func (r *Replica) Retirable(ctx context.Context, next *config.Config) (string, e
 // is for a replica that will not run (another part of the program failed
 // to start). It is safe on a half-built or closed replica.
 func (r *Replica) Close() {
-	if r.started {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = r.worker.Shutdown(ctx)
-		cancel()
-		r.started = false
+	if r.running != nil {
+		_ = stopWithin(r.running, 10*time.Second)
+		r.running = nil
 	}
 	if r.client != nil {
 		_ = r.client.Close()
@@ -746,39 +803,33 @@ func (l *leadership) leading() bool {
 	return t != nil && t.Err() == nil
 }
 
-// start campaigns until ctx ends, leading while it can; on ctx's end it
-// resigns, which wakes the next candidate. The returned channel closes
-// when it is done.
-func (l *leadership) start(ctx context.Context) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			term, err := l.e.Campaign(ctx, l.id)
-			if err != nil {
-				if ctx.Err() == nil {
-					l.log.Warn("cluster leader campaign failed; retrying", "err", err)
-					select {
-					case <-ctx.Done():
-					case <-time.After(time.Second):
-					}
+// campaign campaigns until ctx ends, leading while it can; on ctx's end
+// it resigns, which wakes the next candidate.
+func (l *leadership) campaign(ctx context.Context) {
+	for ctx.Err() == nil {
+		term, err := l.e.Campaign(ctx, l.id)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.log.Warn("cluster leader campaign failed; retrying", "err", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
 				}
-				continue
 			}
-			l.term.Store(term)
-			l.log.Info("leading the cluster: running leader jobs", "replica", l.id, "fence", term.Fence())
-			select {
-			case <-ctx.Done():
-				rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_ = term.Resign(rctx)
-				cancel()
-			case <-term.Done():
-				l.log.Warn("cluster leadership lost", "replica", l.id, "err", term.Err())
-			}
-			l.term.Store(nil)
+			continue
 		}
-	}()
-	return done
+		l.term.Store(term)
+		l.log.Info("leading the cluster: running leader jobs", "replica", l.id, "fence", term.Fence())
+		select {
+		case <-ctx.Done():
+			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = term.Resign(rctx)
+			cancel()
+		case <-term.Done():
+			l.log.Warn("cluster leadership lost", "replica", l.id, "err", term.Err())
+		}
+		l.term.Store(nil)
+	}
 }
 
 // freshDeploymentWarning is logged at every start of a replica whose config

@@ -293,14 +293,17 @@ func (w *Worker) startRoster() {
 	}
 	w.roster = roster.New(w.rdb, w.cfg, roster.Member{ID: w.replica, Version: w.version, Role: w.role, Queues: queues,
 		Handlers: handlers}, w.log)
-	w.heartbeat = w.roster.Start(w.clock)
+	w.heartbeat = w.roster.Heartbeat(w.clock)
+	_ = w.heartbeat.Start(context.Background()) // a first beat that fails is retried by the next
 }
 
-// stopRoster stops the heartbeat; leave also removes the replica from the
-// roster at once (a graceful stop).
-func (w *Worker) stopRoster(leave bool) {
+// stopRoster stops the heartbeat, which removes the replica from the
+// roster at once; a failed removal leaves its entry to expire.
+func (w *Worker) stopRoster() {
 	if w.heartbeat != nil {
-		w.heartbeat.Stop(leave)
+		if err := w.heartbeat.Stop(context.Background()); err != nil {
+			w.log.Debug("cannot leave the roster; its entry expires", slog.Any("error", err))
+		}
 		w.heartbeat = nil
 	}
 }

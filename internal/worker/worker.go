@@ -119,7 +119,7 @@ func (w *Worker) Start() error {
 	w.rdb = rdb
 	w.startRoster()
 	if err := w.subscribeReplaceRequests(); err != nil {
-		w.stopRoster(false)
+		w.stopRoster()
 		w.closeRedis()
 		return err
 	}
@@ -142,7 +142,7 @@ func (w *Worker) Start() error {
 		})
 		if err := w.srv.Start(asynq.HandlerFunc(w.process)); err != nil {
 			w.stopSubscriber()
-			w.stopRoster(false)
+			w.stopRoster()
 			w.closeRedis()
 			return fmt.Errorf("jobs: worker: %w", err)
 		}
@@ -199,7 +199,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	}
 	w.localCancel(errShutdown)
 	w.stopSubscriber()
-	w.stopRoster(true)
+	w.stopRoster()
 	return errors.Join(err, w.closeRedis())
 }
 
