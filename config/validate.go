@@ -335,40 +335,42 @@ func (v *validator) jobName(p string, j *Job) {
 }
 
 // jobBody checks everything of a job but its name: the one check of a job
-// of the list and of a runtime schedule.
+// of the list and of a runtime schedule. In order: its mode (jobMode) and
+// the keys the mode rules out (modeKeys), what it runs (kind), its overlap
+// and catch-up policies (policies), its durations (durations), a cron
+// job's queue (cronQueue), and when it runs (jobSchedule).
 func (v *validator) jobBody(p string, j *Job) {
-	c := v.cfg
+	mode := v.jobMode(p, j)
+	v.modeKeys(p, j, mode)
+	v.kind(p, j, mode)
+	v.policies(p, j)
+	v.durations(p, j, mode)
+	if mode == ModeCron {
+		v.cronQueue(p, j)
+	}
+	v.jobSchedule(p, j, mode)
+}
+
+// jobMode returns the job's mode; for an unknown one, which it reports,
+// ModeCron, so that the checks that follow still run.
+func (v *validator) jobMode(p string, j *Job) Mode {
 	at := func(field string) string { return p + "." + field }
 	mode := j.Mode
 	if !mode.valid() {
 		v.errf(at("mode"), "unknown mode %q (want cron, local or singleton)", j.Mode)
 		mode = ModeCron
 	}
+	return mode
+}
+
+// modeKeys reports the keys the job's mode rules out: a singleton's
+// (singletonKeys), a local job's queue keys, leader outside mode local
+// and restart_backoff outside mode singleton.
+func (v *validator) modeKeys(p string, j *Job, mode Mode) {
+	at := func(field string) string { return p + "." + field }
 	switch mode {
 	case ModeSingleton:
-		for _, k := range scheduleKeys {
-			if v.set(at(k)) {
-				v.errf(at(k), "not allowed for singleton jobs: they run continuously, not on a schedule")
-			}
-		}
-		if v.set(at("concurrency")) {
-			v.errf(at("concurrency"), "not allowed for singleton jobs: one instance runs cluster-wide, so runs never overlap")
-		}
-		for _, k := range queueKeys {
-			if v.set(at(k)) {
-				v.errf(at(k), "not allowed for singleton jobs: they do not go through the queue (a failed run is restarted with restart_backoff)")
-			}
-		}
-		if !v.set(at("timeout")) {
-			j.Timeout = 0 // no limit: a singleton runs until stopped
-		}
-		b := j.RestartBackoff
-		if b.Initial <= 0 {
-			v.errf(at("restart_backoff.initial"), "must be > 0, got %s", b.Initial)
-		}
-		if b.Max < b.Initial {
-			v.errf(at("restart_backoff.max"), "must be >= initial (%s), got %s", b.Initial, b.Max)
-		}
+		v.singletonKeys(p, j)
 	case ModeLocal:
 		for _, k := range queueKeys {
 			if v.set(at(k)) {
@@ -382,9 +384,42 @@ func (v *validator) jobBody(p string, j *Job) {
 	if mode != ModeSingleton && v.set(at("restart_backoff")) {
 		v.errf(at("restart_backoff"), "only for mode: singleton")
 	}
+}
 
-	v.kind(p, j, mode)
+// singletonKeys checks the keys of a singleton job: no schedule,
+// concurrency or queue keys; no timeout unless one is given (Timeout 0);
+// a restart_backoff whose initial is > 0 and max >= initial.
+func (v *validator) singletonKeys(p string, j *Job) {
+	at := func(field string) string { return p + "." + field }
+	for _, k := range scheduleKeys {
+		if v.set(at(k)) {
+			v.errf(at(k), "not allowed for singleton jobs: they run continuously, not on a schedule")
+		}
+	}
+	if v.set(at("concurrency")) {
+		v.errf(at("concurrency"), "not allowed for singleton jobs: one instance runs cluster-wide, so runs never overlap")
+	}
+	for _, k := range queueKeys {
+		if v.set(at(k)) {
+			v.errf(at(k), "not allowed for singleton jobs: they do not go through the queue (a failed run is restarted with restart_backoff)")
+		}
+	}
+	if !v.set(at("timeout")) {
+		j.Timeout = 0 // no limit: a singleton runs until stopped
+	}
+	b := j.RestartBackoff
+	if b.Initial <= 0 {
+		v.errf(at("restart_backoff.initial"), "must be > 0, got %s", b.Initial)
+	}
+	if b.Max < b.Initial {
+		v.errf(at("restart_backoff.max"), "must be >= initial (%s), got %s", b.Initial, b.Max)
+	}
+}
 
+// policies checks the job's overlap and catch-up policies and their
+// bounds: concurrency, buffer_max, catchup and catchup_max.
+func (v *validator) policies(p string, j *Job) {
+	at := func(field string) string { return p + "." + field }
 	if !j.Concurrency.valid() {
 		v.errf(at("concurrency"), "unknown policy %q (want forbid, allow, replace, buffer_one or buffer_all)", j.Concurrency)
 	}
@@ -397,6 +432,13 @@ func (v *validator) jobBody(p string, j *Job) {
 	if j.CatchupMax < 1 || j.CatchupMax > 1000 {
 		v.errf(at("catchup_max"), "must be between 1 and 1000, got %d", j.CatchupMax)
 	}
+}
+
+// durations checks the job's durations and counts: timeout (optional for
+// a singleton), max_retry, retry_backoff, starting_deadline, jitter, the
+// room a takeover needs (takeoverRoom) and lock_ttl.
+func (v *validator) durations(p string, j *Job, mode Mode) {
+	at := func(field string) string { return p + "." + field }
 	switch {
 	case mode == ModeSingleton && v.set(at("timeout")) && j.Timeout <= 0:
 		v.errf(at("timeout"), "must be > 0 (leave it out for no limit), got %s", j.Timeout)
@@ -415,6 +457,18 @@ func (v *validator) jobBody(p string, j *Job) {
 	if j.Jitter < 0 {
 		v.errf(at("jitter"), "must be >= 0, got %s", j.Jitter)
 	}
+	v.takeoverRoom(p, j, mode)
+	if j.LockTTL < time.Second {
+		v.errf(at("lock_ttl"), "must be at least 1s, got %s", j.LockTTL)
+	}
+}
+
+// takeoverRoom checks that a scheduled job's starting deadline leaves
+// room: a tick fired with the job's jitter must not be missed already, and
+// another replica must be able to take over a tick whose owner died.
+func (v *validator) takeoverRoom(p string, j *Job, mode Mode) {
+	c := v.cfg
+	at := func(field string) string { return p + "." + field }
 	// an owner that dies after claiming a tick holds it for the tick lease;
 	// a follower looks again after its delay: the deadline must leave room
 	takeover := c.Scheduler.TickLeaseTTL + FollowerDelay + j.Jitter
@@ -426,41 +480,41 @@ func (v *validator) jobBody(p string, j *Job) {
 		v.errf(at("starting_deadline"), "%s is too short for another replica to take over a tick whose owner died: it must exceed scheduler.tick_lease_ttl %s + the follower delay %s + jitter %s = %s",
 			formatDuration(j.StartingDeadline), formatDuration(c.Scheduler.TickLeaseTTL), formatDuration(FollowerDelay), formatDuration(j.Jitter), formatDuration(takeover))
 	}
-	if j.LockTTL < time.Second {
-		v.errf(at("lock_ttl"), "must be at least 1s, got %s", j.LockTTL)
-	}
+}
 
-	if mode == ModeCron {
-		if _, ok := c.Worker.Queues[j.Queue]; !ok && len(c.Worker.Queues) > 0 {
-			have := strings.Join(slices.Sorted(mapKeys(c.Worker.Queues)), ", ")
-			if v.set(at("queue")) {
-				v.errf(at("queue"), "queue %q is not in worker.queues (have: %s)", j.Queue, have)
-			} else {
-				v.errf(at("queue"), "the default queue %q is not in worker.queues (have: %s): set queue", j.Queue, have)
-			}
-		}
-		if r := c.Retention(j); j.StartingDeadline > 0 && r > maxRetention {
-			v.errf(at("starting_deadline"), "asynq retention would be %s (starting_deadline %s + scheduler.tick_lease_ttl %s + 2 x max_clock_skew %s + scheduler.retention_margin %s), more than the 7-day limit: asynq remembers a task ID only while the task is retained, so every completed task is kept that long; lower starting_deadline",
-				formatDuration(r), formatDuration(j.StartingDeadline), formatDuration(c.Scheduler.TickLeaseTTL), formatDuration(c.MaxClockSkew), formatDuration(c.Scheduler.RetentionMargin))
+// cronQueue checks a cron job's queue, which must be one of worker.queues
+// when those are listed, and the asynq retention its starting deadline
+// asks for, which must stay within asynq's 7 days.
+func (v *validator) cronQueue(p string, j *Job) {
+	c := v.cfg
+	at := func(field string) string { return p + "." + field }
+	if _, ok := c.Worker.Queues[j.Queue]; !ok && len(c.Worker.Queues) > 0 {
+		have := strings.Join(slices.Sorted(mapKeys(c.Worker.Queues)), ", ")
+		if v.set(at("queue")) {
+			v.errf(at("queue"), "queue %q is not in worker.queues (have: %s)", j.Queue, have)
+		} else {
+			v.errf(at("queue"), "the default queue %q is not in worker.queues (have: %s): set queue", j.Queue, have)
 		}
 	}
+	if r := c.Retention(j); j.StartingDeadline > 0 && r > maxRetention {
+		v.errf(at("starting_deadline"), "asynq retention would be %s (starting_deadline %s + scheduler.tick_lease_ttl %s + 2 x max_clock_skew %s + scheduler.retention_margin %s), more than the 7-day limit: asynq remembers a task ID only while the task is retained, so every completed task is kept that long; lower starting_deadline",
+			formatDuration(r), formatDuration(j.StartingDeadline), formatDuration(c.Scheduler.TickLeaseTTL), formatDuration(c.MaxClockSkew), formatDuration(c.Scheduler.RetentionMargin))
+	}
+}
 
+// jobSchedule checks when the job runs and sets its Location and Sched. A
+// singleton has neither (singletonSchedule). Any other job gets its zone
+// (jobZone) and a max_runs >= 0, then either its one tick (at: oneShot) or
+// its schedule: required, parsed in its zone (read in UTC for the spec's
+// own errors when the zone is unknown), limited to start and end (window),
+// and spaced so that its jitter and tick records fit (spacing).
+func (v *validator) jobSchedule(p string, j *Job, mode Mode) {
+	at := func(field string) string { return p + "." + field }
 	if mode == ModeSingleton {
-		for _, f := range []struct{ name, v string }{{"start", j.Start}, {"end", j.End}} {
-			if f.v != "" {
-				v.errf(at(f.name), "not for mode: singleton (it runs without a schedule)")
-			}
-		}
-		j.Schedule, j.Timezone, j.Location = "", "", nil
+		v.singletonSchedule(p, j)
 		return
 	}
-	if j.Timezone == "" {
-		j.Timezone, j.Location = c.Timezone, c.Location
-	} else if loc, err := loadZone(j.Timezone); err != nil {
-		v.errf(at("timezone"), "%s", err.Error())
-	} else {
-		j.Location = loc
-	}
+	v.jobZone(p, j)
 	if j.MaxRuns < 0 {
 		v.errf(at("max_runs"), "must be >= 0 (0: no limit), got %d", j.MaxRuns)
 	}
@@ -485,6 +539,46 @@ func (v *validator) jobBody(p string, j *Job) {
 		v.errf(at("schedule"), "%s", err.Error())
 		return
 	}
+	sched, bounds, ok := v.window(p, j, sched)
+	if !ok {
+		return
+	}
+	j.Sched = sched
+	v.spacing(p, j, sched, bounds)
+}
+
+// singletonSchedule reports a singleton's start and end, and clears its
+// schedule and zone: it runs without a schedule.
+func (v *validator) singletonSchedule(p string, j *Job) {
+	at := func(field string) string { return p + "." + field }
+	for _, f := range []struct{ name, v string }{{"start", j.Start}, {"end", j.End}} {
+		if f.v != "" {
+			v.errf(at(f.name), "not for mode: singleton (it runs without a schedule)")
+		}
+	}
+	j.Schedule, j.Timezone, j.Location = "", "", nil
+}
+
+// jobZone sets the job's Location: its timezone's, or the config's when it
+// names none. An unknown zone is reported and leaves Location nil.
+func (v *validator) jobZone(p string, j *Job) {
+	c := v.cfg
+	at := func(field string) string { return p + "." + field }
+	if j.Timezone == "" {
+		j.Timezone, j.Location = c.Timezone, c.Location
+	} else if loc, err := loadZone(j.Timezone); err != nil {
+		v.errf(at("timezone"), "%s", err.Error())
+	} else {
+		j.Location = loc
+	}
+}
+
+// window reads the job's start and end (RFC 3339, both optional) and
+// returns sched limited to them, with the bounds (zero: none). It reports
+// the first problem and returns false when start or end cannot be read,
+// end is not after start, or no tick falls between them.
+func (v *validator) window(p string, j *Job, sched schedule.Schedule) (schedule.Schedule, [2]time.Time, bool) {
+	at := func(field string) string { return p + "." + field }
 	var bounds [2]time.Time
 	for i, f := range []struct{ name, v string }{{"start", j.Start}, {"end", j.End}} {
 		if f.v == "" {
@@ -493,22 +587,31 @@ func (v *validator) jobBody(p string, j *Job) {
 		t, err := time.Parse(time.RFC3339, f.v)
 		if err != nil {
 			v.errf(at(f.name), "%q is not an RFC 3339 time (such as 2026-12-05T02:00:00+01:00)", f.v)
-			return
+			return nil, bounds, false
 		}
 		bounds[i] = t
 	}
 	if !bounds[0].IsZero() && !bounds[1].IsZero() && !bounds[1].After(bounds[0]) {
 		v.errf(at("end"), "%s is not after start %s", j.End, j.Start)
-		return
+		return nil, bounds, false
 	}
 	if !bounds[0].IsZero() || !bounds[1].IsZero() {
 		sched = schedule.Window(sched, bounds[0], bounds[1])
 		if first := sched.Next(bounds[0].Add(-time.Nanosecond)); first.IsZero() {
 			v.errf(at("schedule"), "%q has no tick between start and end", j.Schedule)
-			return
+			return nil, bounds, false
 		}
 	}
-	j.Sched = sched
+	return sched, bounds, true
+}
+
+// spacing checks what the schedule's interval (its shortest gap between
+// two ticks in the week ahead) allows: a jitter shorter than it, or ticks
+// would overlap; and no more tick records alive at once than
+// scheduler.max_tick_records.
+func (v *validator) spacing(p string, j *Job, sched schedule.Schedule, bounds [2]time.Time) {
+	c := v.cfg
+	at := func(field string) string { return p + "." + field }
 	interval := parsed.interval(j.Schedule, j.Location, bounds, sched, v.now)
 	if interval > 0 && j.Jitter >= interval && j.Jitter > 0 {
 		v.errf(at("jitter"), "%s is not shorter than the schedule's interval (%s): ticks would overlap", j.Jitter, interval)
