@@ -223,25 +223,85 @@ const statusStep = 3 * time.Second
 // master down) are left out and said in the error, which wraps
 // locking.ErrUnavailable when the queue Redis or a quorum of lock masters
 // did not answer.
+//
+// It reads the queue Redis's time, gathers what the jobs' lines come from
+// (gather), derives each job's line from that (statusReads.jobStatus),
+// then reads the roster for the replicas' lines (readReplicas).
 func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 	now, err := c.queue.Time(ctx).Result()
 	if err != nil {
 		return nil, fmt.Errorf("%w: queue Redis %s: %w", locking.ErrUnavailable, wiring.DescribeRedis(c.cfg), err)
 	}
 	st := &Status{Time: now.UTC()}
-	// the lock masters' parts are read side by side, each within its own
-	// bound: a master that hangs costs statusStep, not the whole status
+	r, errs := c.gather(ctx, st, now)
+	for i := range c.cfg.Jobs {
+		js, warning := r.jobStatus(&c.cfg.Jobs[i])
+		if warning != "" {
+			st.Warnings = append(st.Warnings, warning)
+		}
+		st.Jobs = append(st.Jobs, js)
+	}
+	errs = append(errs, c.readReplicas(ctx, st)...)
+	return st, errors.Join(errs...)
+}
+
+// statusReads is what Status gathers before it derives the jobs' lines.
+type statusReads struct {
+	now       time.Time                    // by the queue Redis's clock
+	masters   int                          // the number of lock masters
+	paused    map[string]pauseState        // pause flags, by job
+	heldBy    map[string]*locking.HeldLock // the locks held, by lock name
+	leaders   map[string]*locking.Leader   // singletons' leaders, by job
+	replicas  replicaSet                   // the roster, as a run's reader sees it
+	histories map[string][]jobs.RunRecord  // the newest historyScan records, by job
+	full      map[string][]jobs.RunRecord  // the whole history of the jobs failing lately
+	holdersOf map[string]worker.Holder     // execution leases' holder records, by job
+	counted   map[string]int               // ticks dispatched toward max_runs, by job
+}
+
+// gather reads what the jobs' lines are derived from: first the parts read
+// side by side (gatherBounded), then from the queue Redis, one after
+// another, the jobs' newest history records, the holder records of the
+// execution leases held, the run counts, and the whole history of the
+// jobs failing lately. It returns the errors in that order; what failed is
+// left empty.
+func (c *Cluster) gather(ctx context.Context, st *Status, now time.Time) (*statusReads, []error) {
+	names := make([]string, len(c.cfg.Jobs))
+	for i, j := range c.cfg.Jobs {
+		names[i] = j.Name
+	}
+	r := &statusReads{now: now, masters: len(c.masters)}
+	errs := c.gatherBounded(ctx, st, r, names)
+	var err error
+	if r.histories, err = jobs.ReadHistories(ctx, c.queue, c.cfg.Namespace, names, historyScan); err != nil {
+		errs = append(errs, err)
+	}
+	if r.holdersOf, err = c.leaseHolders(ctx, r.heldBy); err != nil {
+		errs = append(errs, err)
+	}
+	if r.counted, err = c.runCounts(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if r.full, err = c.failingHistories(ctx, r.histories); err != nil {
+		errs = append(errs, err)
+	}
+	return r, errs
+}
+
+// gatherBounded reads side by side, each within its own statusStep (a
+// master that hangs costs statusStep, not the whole status): from the
+// lock masters the pause flags, the locks held, the singletons' holders
+// and the masters' states (into st.Masters), and the roster (a failed
+// read tells nothing). It returns the errors of the first three, in that
+// order; singleton leaders unknown during the masters' restart quarantine
+// are a warning in st, not an error.
+func (c *Cluster) gatherBounded(ctx context.Context, st *Status, r *statusReads, names []string) []error {
 	var (
-		paused           map[string]pauseState
 		held             []locking.HeldLock
 		holders          []singleton.Holder
 		pErr, hErr, sErr error
 		wg               sync.WaitGroup
 	)
-	names := make([]string, len(c.cfg.Jobs))
-	for i, j := range c.cfg.Jobs {
-		names[i] = j.Name
-	}
 	bounded := func(f func(ctx context.Context)) {
 		wg.Go(func() {
 			sctx, cancel := context.WithTimeout(ctx, statusStep)
@@ -249,12 +309,11 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 			f(sctx)
 		})
 	}
-	bounded(func(ctx context.Context) { paused, pErr = c.pauseStates(ctx, names) })
+	bounded(func(ctx context.Context) { r.paused, pErr = c.pauseStates(ctx, names) })
 	bounded(func(ctx context.Context) { held, hErr = c.locks.Held(ctx) })
 	bounded(func(ctx context.Context) { holders, sErr = singleton.New(c.cfg, c.locks, nil).Holders(ctx) })
 	bounded(func(ctx context.Context) { st.Masters = c.locks.Masters(ctx) })
-	var replicas replicaSet
-	bounded(func(ctx context.Context) { replicas = c.replicaSet(ctx) })
+	bounded(func(ctx context.Context) { r.replicas = c.replicaSet(ctx) })
 	wg.Wait()
 	if errors.Is(sErr, locking.ErrQuarantine) {
 		// the normal first minute of brand-new masters (and a restart's):
@@ -262,92 +321,125 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 		st.Warnings = append(st.Warnings, "singleton leaders are not known until the lock masters' restart quarantine ends")
 		sErr = nil
 	}
+	r.heldBy, r.leaders = heldByName(held), leadersByJob(holders)
 	var errs []error
 	for _, err := range []error{pErr, hErr, sErr} {
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
+	return errs
+}
+
+// heldByName indexes the locks held by their names.
+func heldByName(held []locking.HeldLock) map[string]*locking.HeldLock {
 	heldBy := map[string]*locking.HeldLock{}
 	for i := range held {
 		heldBy[held[i].Name] = &held[i]
 	}
+	return heldBy
+}
+
+// leadersByJob indexes the singletons' leaders by job; a holder that does
+// not lead is left out.
+func leadersByJob(holders []singleton.Holder) map[string]*locking.Leader {
 	leaders := map[string]*locking.Leader{}
 	for _, h := range holders {
 		if h.Leading {
 			leaders[h.Job] = &h.Leader
 		}
 	}
-	histories, err := jobs.ReadHistories(ctx, c.queue, c.cfg.Namespace, names, historyScan)
-	if err != nil {
-		errs = append(errs, err)
+	return leaders
+}
+
+// jobStatus derives job j's line from the reads: its ticks, its pause,
+// its runs and its leader. The warning is a pause flag found on some lock
+// masters but not on a majority; "" when there is none.
+func (r *statusReads) jobStatus(j *config.Job) (js JobStatus, warning string) {
+	js = JobStatus{Name: j.Name, Mode: string(j.Mode), Schedule: j.Schedule, Timezone: j.Location.String()}
+	r.ticks(j, &js)
+	warning = r.pause(j, &js)
+	r.runs(j, &js)
+	js.Leader = r.leaders[j.Name]
+	return js, warning
+}
+
+// ticks derives j's ticks ahead: Next and NextTicks, its max_runs and the
+// ticks dispatched toward them, and Done when it takes no more ticks.
+func (r *statusReads) ticks(j *config.Job, js *JobStatus) {
+	if j.Mode != config.ModeSingleton && j.Sched != nil {
+		js.Next = j.Sched.Next(r.now).UTC()
 	}
-	holdersOf, err := c.leaseHolders(ctx, heldBy)
-	if err != nil {
-		errs = append(errs, err)
+	js.At, js.MaxRuns, js.Runs = j.At, j.MaxRuns, r.counted[j.Name]
+	js.Done = done(j, *js, r.now)
+	if js.Done != "" {
+		js.Next = time.Time{} // no tick ahead
 	}
-	counted, err := c.runCounts(ctx)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	full, err := c.failingHistories(ctx, histories)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for i := range c.cfg.Jobs {
-		j := &c.cfg.Jobs[i]
-		js := JobStatus{Name: j.Name, Mode: string(j.Mode), Schedule: j.Schedule, Timezone: j.Location.String()}
-		if j.Mode != config.ModeSingleton && j.Sched != nil {
-			js.Next = j.Sched.Next(now).UTC()
+	js.NextTicks = nextTicks(j, *js)
+}
+
+// pause derives whether j is paused and by whom: by its config, or by
+// baton pause on a majority of the lock masters (with who, since when and
+// why, when the flag has a note). A flag on a minority pauses nothing: it
+// is returned as a warning.
+func (r *statusReads) pause(j *config.Job, js *JobStatus) (warning string) {
+	p := r.paused[j.Name]
+	switch {
+	case j.Paused:
+		js.Paused, js.PausedBy = true, "config"
+	case p.masters >= r.masters/2+1:
+		js.Paused, js.PausedBy = true, "baton pause"
+		if n := p.note; n != nil {
+			js.PausedBy, js.PausedSince, js.PauseNote = n.By, n.At, n.Note
 		}
-		js.At, js.MaxRuns, js.Runs = j.At, j.MaxRuns, counted[j.Name]
-		js.Done = done(j, js, now)
-		if js.Done != "" {
-			js.Next = time.Time{} // no tick ahead
-		}
-		js.NextTicks = nextTicks(j, js)
-		switch {
-		case j.Paused:
-			js.Paused, js.PausedBy = true, "config"
-		case paused[j.Name].masters >= len(c.masters)/2+1:
-			js.Paused, js.PausedBy = true, "baton pause"
-			if n := paused[j.Name].note; n != nil {
-				js.PausedBy, js.PausedSince, js.PauseNote = n.By, n.At, n.Note
+	case p.masters > 0:
+		return fmt.Sprintf("job %s is paused on %d of %d lock masters, not a majority: run baton pause or resume again",
+			j.Name, p.masters, r.masters)
+	}
+	return ""
+}
+
+// runs derives j's runs from its history and its lease: Last, the failure
+// streak and last success, Lock, and Running: the runs the history shows
+// started that can still be running, plus an attempt whose lease and
+// holder record say it runs before its start is recorded.
+func (r *statusReads) runs(j *config.Job, js *JobStatus) {
+	recs := r.histories[j.Name]
+	if len(recs) > 0 {
+		// as baton history says it: a run whose worker is gone is
+		// unknown (a copy: the records below are as recorded)
+		last := recs[0]
+		if last.Status == jobs.StatusRunning {
+			if why := unknownWhy(j, last, r.now, func() replicaSet { return r.replicas }); why != "" {
+				last.Status, last.Reason = jobs.StatusUnknown, why
 			}
-		case paused[j.Name].masters > 0:
-			st.Warnings = append(st.Warnings, fmt.Sprintf("job %s is paused on %d of %d lock masters, not a majority: run baton pause or resume again",
-				j.Name, paused[j.Name].masters, len(c.masters)))
 		}
-		recs := histories[j.Name]
-		if len(recs) > 0 {
-			// as baton history says it: a run whose worker is gone is
-			// unknown (a copy: the records below are as recorded)
-			last := recs[0]
-			if last.Status == jobs.StatusRunning {
-				if why := unknownWhy(j, last, now, func() replicaSet { return replicas }); why != "" {
-					last.Status, last.Reason = jobs.StatusUnknown, why
-				}
-			}
-			js.Last = &last
-		}
-		js.FailureStreak, js.LastSuccess = failureStreak(full[j.Name], recs)
-		js.Lock = heldBy[locknames.Held(j)]
-		for _, r := range recs {
-			if r.Status == jobs.StatusRunning && stillRunning(j, r, js.Lock, now) && !replicas.gone(r) {
-				js.Running = append(js.Running, r)
-			}
-		}
-		if h, ok := holdersOf[j.Name]; ok && !historyHas(recs, h.RunID, h.Attempt) {
-			// an attempt within history.start_after has written no start
-			// yet: its lease and holder record say it runs (in place of an
-			// earlier attempt of its run that the history shows running)
-			js.Running = slices.DeleteFunc(js.Running, func(r jobs.RunRecord) bool { return r.RunID == h.RunID })
-			js.Running = append(js.Running, jobs.RunRecord{Job: j.Name, Tick: h.Tick, RunID: h.RunID, Worker: h.Replica,
-				Attempt: h.Attempt, Started: h.Started, Status: jobs.StatusRunning})
-		}
-		js.Leader = leaders[j.Name]
-		st.Jobs = append(st.Jobs, js)
+		js.Last = &last
 	}
+	js.FailureStreak, js.LastSuccess = failureStreak(r.full[j.Name], recs)
+	js.Lock = r.heldBy[locknames.Held(j)]
+	for _, rec := range recs {
+		if rec.Status == jobs.StatusRunning && stillRunning(j, rec, js.Lock, r.now) && !r.replicas.gone(rec) {
+			js.Running = append(js.Running, rec)
+		}
+	}
+	if h, ok := r.holdersOf[j.Name]; ok && !historyHas(recs, h.RunID, h.Attempt) {
+		// an attempt within history.start_after has written no start
+		// yet: its lease and holder record say it runs (in place of an
+		// earlier attempt of its run that the history shows running)
+		js.Running = slices.DeleteFunc(js.Running, func(rec jobs.RunRecord) bool { return rec.RunID == h.RunID })
+		js.Running = append(js.Running, jobs.RunRecord{Job: j.Name, Tick: h.Tick, RunID: h.RunID, Worker: h.Replica,
+			Attempt: h.Attempt, Started: h.Started, Status: jobs.StatusRunning})
+	}
+}
+
+// readReplicas reads the roster and derives from it st's replica lines,
+// the jobs on which live replicas' job lists differ, the runtime
+// schedules' summary, and the warnings of queues no live replica consumes
+// and of a replica id two live processes run as. It returns the errors of
+// the roster and of the schedules' summary.
+func (c *Cluster) readReplicas(ctx context.Context, st *Status) []error {
+	var errs []error
 	members, err := roster.Read(ctx, c.queue, c.cfg.Namespace)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("roster: %w", err))
@@ -360,7 +452,7 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 	for _, id := range roster.DuplicateIDs(members) {
 		st.Warnings = append(st.Warnings, fmt.Sprintf("two live processes run as replica %s: give each its own id", redact.Quote(id)))
 	}
-	return st, errors.Join(errs...)
+	return errs
 }
 
 // failingHistories reads, in one more pipelined round trip, the whole
