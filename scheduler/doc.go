@@ -11,8 +11,9 @@
 //
 // # A tick's life, in file order
 //
-//	loop       scheduler.go  Run: a heap of items by fire time; each job's
-//	           │             next tick, followers deferred, retries
+//	loop       scheduler.go  Run: a heap of items by fire time; waitTurn,
+//	           │             routeReady (each job's next tick, followers
+//	           │             deferred), claimChunks; retries come back
 //	           ▼
 //	claim      claim.go      process: skipDone (followers read the record),
 //	           │             claim (lua/claim.lua on every master), decide
@@ -26,14 +27,21 @@
 //	           └─ paused, missed ─────▶ recorded not run, with why
 //
 // scheduler.go: Run keeps one heap of items (a claim to make: job, tick,
-// fire time, kind). A job's regular entry (kindNext) pushes the job's next
-// tick when it fires. A tick's preferred claimer, chosen by hash over the
-// live replicas (membership.go), claims it at once; the others (followers)
-// claim it after a delay and normally find it done. The items that come due
-// together are claimed as one batch, one pipelined round trip per master,
-// by runBatch, which routes what the claim leaves: retries to the heap,
-// held ticks to the outage's probe. A replica whose clock is off Redis TIME
-// beyond the bound claims nothing (skew.go).
+// fire time, kind). It starts its loops (startLoops: membership, skew,
+// the held ticks' probe), queues each job's regular entry beside the
+// catch-up (startTicks), then turns: waitTurn waits for the earliest item,
+// a retry or a changed job list; routeReady routes the ready items; and
+// claimChunks claims them. In routeReady a job's regular entry (kindNext)
+// pushes the job's next tick when it fires; a tick's preferred claimer,
+// chosen by hash over the live replicas (membership.go), claims it at
+// once; the others (followers) claim it after a delay and normally find it
+// done. claimChunks claims the items that come due together in chunks of
+// up to claimChunk, one pipelined round trip per master each, at most
+// claimsInFlight at once (claimgate.go); each chunk goes to runBatch,
+// which routes what the claim leaves: retries to the heap, held ticks to
+// the outage's probe. A replica whose clock is off Redis TIME beyond the
+// bound claims nothing (skew.go). shutDown ends Run in the order Run's
+// doc gives.
 //
 // claim.go: process claims a batch. A follower's item first reads the tick's
 // record with a plain MGET (skipDone), which is cheaper than the script. The

@@ -402,45 +402,79 @@ func (h *itemHeap) Pop() any {
 
 // Run schedules until ctx ends, then lets the claims in flight finish (each
 // is committed, or its lease released; at most the tick lease ttl) and
-// returns. Shutdown order: stop firing new ticks and drop retries (another
-// replica, or the next start's catch-up, takes them), wait for the claims
-// and dispatches in flight, then stop the membership and clock checks.
+// returns. Its walk: start the background loops (startLoops), queue every
+// job's first tick and the catch-up (startTicks), then turn after turn wait
+// for the next item to come due (waitTurn), route the ready ticks
+// (routeReady) and claim them in chunks (claimChunks); at the end, shut
+// down (shutDown). Shutdown order: stop firing new ticks and drop retries
+// (another replica, or the next start's catch-up, takes them), wait for
+// the claims and dispatches in flight, then stop the membership and clock
+// checks.
 func (s *Scheduler) Run(ctx context.Context) error {
 	s.running.Store(true)
+	work, stopWork, stopBg := s.startLoops(ctx)
+	defer s.shutDown(stopWork, stopBg)
+
+	h := s.startTicks(work)
+	var ready, batch []item // reused turn after turn
+	for s.waitTurn(ctx, h) {
+		ready = popDue(h, s.opts.clock.Now(), ready[:0])
+		batch = s.routeReady(h, ready, batch[:0])
+		s.claimChunks(work, batch)
+	}
+	return nil
+}
+
+// startLoops readies the lock masters (a failure is logged: the claims
+// keep trying), makes the first skew check (it finishes before anything is
+// claimed), and starts the background loops: membership, skew and the
+// held ticks' probe, under a context that stopBg ends. It returns the
+// context the claims and dispatches run under (work), which stopWork ends;
+// neither ends with ctx (shutDown ends them, in order).
+func (s *Scheduler) startLoops(ctx context.Context) (work context.Context, stopWork, stopBg context.CancelFunc) {
 	if err := s.locks.Prepare(ctx); err != nil {
 		s.opts.log.Warn("lock masters not reachable at start; will keep trying", "err", err)
 	}
-	// the first skew check finishes before anything is claimed
 	s.checkSkew(ctx)
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	s.wg.Add(2)
 	go s.membershipLoop(bg)
 	go s.skewLoop(bg)
-
-	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer func() {
-		close(s.stopping)
-		drained := make(chan struct{})
-		go func() { s.procs.Wait(); close(drained) }()
-		t := time.NewTimer(s.opts.leaseTTL)
-		select {
-		case <-drained:
-		case <-t.C:
-			s.opts.log.Warn("claims still in flight at shutdown: cancelling them", "after", s.opts.leaseTTL)
-		}
-		t.Stop()
-		stopWork()
-		s.procs.Wait()
-		stopBg()
-		s.wg.Wait()
-	}()
-
+	work, stopWork = context.WithCancel(context.WithoutCancel(ctx))
 	s.wg.Add(1)
 	go s.heldLoop(bg)
+	return work, stopWork, stopBg
+}
+
+// shutDown ends Run in the order Run's doc gives: stop firing (retries are
+// dropped from here on), wait up to the tick lease ttl for the claims and
+// dispatches in flight, cancel those still going (stopWork) and wait for
+// them, then stop the background loops (stopBg) and wait for them.
+func (s *Scheduler) shutDown(stopWork, stopBg context.CancelFunc) {
+	close(s.stopping)
+	drained := make(chan struct{})
+	go func() { s.procs.Wait(); close(drained) }()
+	t := time.NewTimer(s.opts.leaseTTL)
+	select {
+	case <-drained:
+	case <-t.C:
+		s.opts.log.Warn("claims still in flight at shutdown: cancelling them", "after", s.opts.leaseTTL)
+	}
+	t.Stop()
+	stopWork()
+	s.procs.Wait()
+	stopBg()
+	s.wg.Wait()
+}
+
+// startTicks returns Run's queue, a heap of items by fire time, holding
+// each job's regular entry. Before that it reads every job's mark (one
+// parallel round trip, before any claim) and starts the catch-up's
+// listing from them, which runs beside the first claims and hands its
+// items to the loop as retries.
+func (s *Scheduler) startTicks(work context.Context) *itemHeap {
 	now := s.opts.clock.Now()
 	h := &itemHeap{}
-	// the marks are read before any claim (one parallel round trip); the
-	// catch-up's listing then runs beside the first claims
 	marks := s.readMarks(work)
 	s.procs.Add(1)
 	go func(start time.Time) {
@@ -450,109 +484,143 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	for _, it := range s.startAll(now) {
 		heap.Push(h, it)
 	}
-	var batch, ready []item
-	for {
-		s.queued.Store(int64(h.Len()))
-		var wait <-chan time.Time
-		var timer Timer
-		if h.Len() > 0 {
-			timer = s.opts.clock.NewTimer((*h)[0].fireAt.Sub(s.opts.clock.Now()))
-			wait = timer.C()
+	return h
+}
+
+// waitTurn waits until the earliest item of h comes due, retries arrive
+// (pushed to h), or Put or Remove changed the jobs (the added jobs'
+// entries pushed to h, the stale ones compacted away). It returns false
+// when ctx ended first.
+func (s *Scheduler) waitTurn(ctx context.Context, h *itemHeap) bool {
+	s.queued.Store(int64(h.Len()))
+	var wait <-chan time.Time
+	if h.Len() > 0 {
+		timer := s.opts.clock.NewTimer((*h)[0].fireAt.Sub(s.opts.clock.Now()))
+		defer timer.Stop()
+		wait = timer.C()
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case its := <-s.retry:
+		for _, it := range its {
+			heap.Push(h, it)
 		}
-		select {
-		case <-ctx.Done():
-			if timer != nil {
-				timer.Stop()
-			}
-			return nil
-		case its := <-s.retry:
-			for _, it := range its {
-				heap.Push(h, it)
-			}
-		case <-s.wake:
-			for _, it := range s.startAdded(s.opts.clock.Now()) {
-				heap.Push(h, it)
-			}
-			s.compact(h)
-		case <-wait:
+	case <-s.wake:
+		for _, it := range s.startAdded(s.opts.clock.Now()) {
+			heap.Push(h, it)
 		}
-		if timer != nil {
-			timer.Stop()
+		s.compact(h)
+	case <-wait:
+	}
+	return true
+}
+
+// popDue pops the items of h due at now, earliest first, appends them to
+// ready and returns it.
+func popDue(h *itemHeap, now time.Time, ready []item) []item {
+	for h.Len() > 0 && !(*h)[0].fireAt.After(now) {
+		ready = append(ready, heap.Pop(h).(item))
+	}
+	return ready
+}
+
+// routeReady decides what becomes of each ready item, appends the ones
+// to claim now to batch and returns it. An item of a job removed,
+// replaced (jobset.go) or exhausted is dropped. A job's regular entry
+// pushes the job's next tick to h and becomes its tick's first claim. A
+// LeaderOnly job's tick is claimed by the leader only. A first claim of a
+// tick this replica is not the preferred claimer of goes back to h as a
+// follower, after the follower delay (longer when many ticks come due at
+// once).
+func (s *Scheduler) routeReady(h *itemHeap, ready, batch []item) []item {
+	delay := followerDelay(s.opts.followerDelay, countFresh(ready))
+	for _, it := range ready {
+		it, ok := s.current(it)
+		if !ok {
+			continue // its job was removed or replaced (jobset.go)
 		}
-		now = s.opts.clock.Now()
-		batch, ready = batch[:0], ready[:0]
-		for h.Len() > 0 && !(*h)[0].fireAt.After(now) {
-			ready = append(ready, heap.Pop(h).(item))
+		if s.isExhausted(it.job) {
+			continue // done: no more claims, no next tick
 		}
-		fresh := 0 // ticks coming due now, not retries or deferred ones
-		for _, it := range ready {
-			if !it.kind.follower() {
-				fresh++
+		if it.kind == kindNext {
+			it.kind = kindFirst
+			if t := it.job.Schedule.Next(it.at); !t.IsZero() {
+				heap.Push(h, item{job: it.job, at: t.UTC(), fireAt: t.Add(Jitter(it.job.Name, it.job.Jitter)), kind: kindNext})
 			}
 		}
-		delay := followerDelay(s.opts.followerDelay, fresh)
-		for _, it := range ready {
-			it, ok := s.current(it)
-			if !ok {
-				continue // its job was removed or replaced (jobset.go)
-			}
-			if s.isExhausted(it.job) {
-				continue // done: no more claims, no next tick
-			}
-			if it.kind == kindNext {
-				it.kind = kindFirst
-				if t := it.job.Schedule.Next(it.at); !t.IsZero() {
-					heap.Push(h, item{job: it.job, at: t.UTC(), fireAt: t.Add(Jitter(it.job.Name, it.job.Jitter)), kind: kindNext})
-				}
-			}
-			if it.job.LeaderOnly {
-				if s.opts.leader == nil || !s.opts.leader() {
-					continue // not the leader: the leader claims it
-				}
-				batch = append(batch, it)
-				continue
-			}
-			if !it.kind.follower() && !s.preferred(it) {
-				it.kind = kindFollower
-				it.fireAt = it.fireAt.Add(delay)
-				heap.Push(h, it)
-				continue
+		if it.job.LeaderOnly {
+			if s.opts.leader == nil || !s.opts.leader() {
+				continue // not the leader: the leader claims it
 			}
 			batch = append(batch, it)
-		}
-		if len(batch) == 0 {
 			continue
 		}
-		if s.skewBad.Load() {
-			// warned once when the skew went beyond the bound (checkSkew)
-			s.opts.log.Debug("clock skew beyond the bound: not claiming", "ticks", len(batch), "replica", s.opts.replica)
+		if !it.kind.follower() && !s.preferred(it) {
+			it.kind = kindFollower
+			it.fireAt = it.fireAt.Add(delay)
+			heap.Push(h, it)
 			continue
 		}
-		// one pipelined claim per master for up to claimChunk ticks: bigger
-		// instants go out in chunks so the first dispatches need not wait
-		// for the whole instant's answers, and at most claimsInFlight
-		// chunks at once: a tick is claimed when its dispatch is near, not
-		// held (and its lease extended) while the chunks before it
-		// dispatch, and the other replicas claim what this one has not
-		// reached
-		for len(batch) > 0 {
-			n := min(len(batch), claimChunk)
-			b := append([]item(nil), batch[:n]...)
-			batch = batch[n:]
-			s.procs.Add(1)
-			go func() {
-				defer s.procs.Done()
-				if !s.claiming.acquire(earliestDeadline(b), s.stopping) {
-					return // not claimed: another replica, or the next start's catch-up, takes them
-				}
-				defer s.claiming.release()
-				// a chunk may have waited long: its jobs may have been
-				// removed or replaced meanwhile (jobset.go)
-				if b = s.stillCurrent(b); len(b) > 0 {
-					s.runBatch(work, b)
-				}
-			}()
+		batch = append(batch, it)
+	}
+	return batch
+}
+
+// countFresh counts the ticks coming due now among ready: not retries or
+// deferred ones.
+func countFresh(ready []item) int {
+	fresh := 0
+	for _, it := range ready {
+		if !it.kind.follower() {
+			fresh++
 		}
+	}
+	return fresh
+}
+
+// claimChunks claims batch, each chunk of up to claimChunk ticks in a
+// goroutine of its own (claimOne), and returns at once; nothing while the
+// clock skew is beyond the bound (checkSkew warned once when it went
+// there). One pipelined claim per master for up to claimChunk ticks:
+// bigger instants go out in chunks so the first dispatches need not wait
+// for the whole instant's answers, and at most claimsInFlight chunks at
+// once: a tick is claimed when its dispatch is near, not held (and its
+// lease extended) while the chunks before it dispatch, and the other
+// replicas claim what this one has not reached.
+func (s *Scheduler) claimChunks(work context.Context, batch []item) {
+	if len(batch) == 0 {
+		return
+	}
+	if s.skewBad.Load() {
+		s.opts.log.Debug("clock skew beyond the bound: not claiming", "ticks", len(batch), "replica", s.opts.replica)
+		return
+	}
+	for len(batch) > 0 {
+		n := min(len(batch), claimChunk)
+		b := append([]item(nil), batch[:n]...)
+		batch = batch[n:]
+		s.procs.Add(1)
+		go s.claimOne(work, b)
+	}
+}
+
+// claimOne claims and dispatches one chunk (runBatch) once the claim gate
+// gives it a slot, one of claimsInFlight (the waiting chunk with the
+// earliest tick deadline first); the chunk's items of jobs removed or
+// replaced while it waited are left out. A chunk still waiting when Run
+// stops firing is not claimed: another replica, or the next start's
+// catch-up, takes it. It is one of Run's procs.
+func (s *Scheduler) claimOne(work context.Context, b []item) {
+	defer s.procs.Done()
+	if !s.claiming.acquire(earliestDeadline(b), s.stopping) {
+		return // not claimed: another replica, or the next start's catch-up, takes them
+	}
+	defer s.claiming.release()
+	// a chunk may have waited long: its jobs may have been removed or
+	// replaced meanwhile (jobset.go)
+	if b = s.stillCurrent(b); len(b) > 0 {
+		s.runBatch(work, b)
 	}
 }
 
