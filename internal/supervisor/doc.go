@@ -13,6 +13,12 @@
 // confirmed lease extension; if no extension arrives, because the lease is
 // lost or because baton is frozen, the supervisor acts anyway.
 //
+// In the supervisor (serve_linux.go), serve reads the request, starts the
+// child and reports its pid; supervise then waits for the child's exit,
+// control lines and signals, and sends what its watchdog (watchdog_linux.go)
+// has due: the two deadlines above, moved by every extension, and a stop's
+// SIGTERM at once and SIGKILL after the stop's grace, each signal once.
+//
 // Deadlines travel as absolute CLOCK_BOOTTIME nanoseconds, a clock that both
 // processes share on one host, that no wall-clock step moves, and that keeps
 // counting while the host is suspended (as Redis expiries do), over a

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -29,26 +28,13 @@ func Main() {
 	os.Exit(serve())
 }
 
-const never = math.MaxInt64
-
-// serve is the supervisor. It returns its exit status.
+// serve is the supervisor. It returns its exit status. In order: catch the
+// signals that must not kill it, open the pipes, become a child subreaper,
+// read the request, start the child (none once the deadline has passed),
+// report the child's pid, and supervise it until it exits.
 func serve() int {
-	// Catch, rather than ignore, what must not kill us: an ignored
-	// disposition would be inherited by the child, a caught one is not.
-	// SIGINT and SIGHUP reach baton's terminal process group; baton decides
-	// what its runs do then. SIGPIPE: writes to a closed stderr or status
-	// pipe fail instead of killing us.
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
-
-	status := os.NewFile(statusFD, "baton-supervisor-status")
-	ctl := os.NewFile(ctlFD, "baton-supervisor-control")
-	// The child must not inherit the pipes: the parent reads EOF on the
-	// status pipe when the supervisor exits.
-	unix.CloseOnExec(statusFD)
-	unix.CloseOnExec(ctlFD)
-	closeInheritedOnExec()
+	term := catchSignals()
+	status, ctl := openPipes()
 	report := func(line string) { _, _ = io.WriteString(status, line+"\n") }
 	if err := becomeSubreaper(); err != nil {
 		fmt.Fprintf(os.Stderr, "baton supervisor: cannot become a child subreaper: %v\n", err)
@@ -56,20 +42,12 @@ func serve() int {
 	}
 
 	rd := bufio.NewReader(ctl)
-	line, err := rd.ReadBytes('\n')
-	var req request
-	if err == nil {
-		err = json.Unmarshal(line, &req)
-	}
-	if err == nil && len(req.Argv) == 0 {
-		err = errors.New("empty argv")
-	}
+	req, err := readRequest(rd)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "baton supervisor: %v (this mode is for baton's own use)\n", err)
 		return ExitFailure
 	}
-	grace, margin := req.Grace, req.Margin
-	if req.Deadline != 0 && monoNow() >= req.Deadline-margin {
+	if req.expired(monoNow()) {
 		report("deadline") // never start a child without a lease
 		return ExitDeadline
 	}
@@ -83,109 +61,130 @@ func serve() int {
 		beforeReport()
 	}
 	report(fmt.Sprintf("pid %d %d", c.pid, c.start))
+	return supervise(c, req, rd, term, report)
+}
 
+// catchSignals catches, rather than ignores, what must not kill the
+// supervisor: an ignored disposition would be inherited by the child, a
+// caught one is not. SIGINT and SIGHUP reach baton's terminal process
+// group; baton decides what its runs do then. SIGPIPE: writes to a closed
+// stderr or status pipe fail instead of killing the supervisor. It returns
+// the channel SIGTERM (the parent-death signal, or someone's kill) arrives
+// on.
+func catchSignals() <-chan os.Signal {
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	return term
+}
+
+// openPipes opens the status and control pipes, and marks them and every
+// other inherited descriptor above stderr close-on-exec: the child
+// inherits none of them (the parent reads EOF on the status pipe when the
+// supervisor exits).
+func openPipes() (status, ctl *os.File) {
+	status = os.NewFile(statusFD, "baton-supervisor-status")
+	ctl = os.NewFile(ctlFD, "baton-supervisor-control")
+	unix.CloseOnExec(statusFD)
+	unix.CloseOnExec(ctlFD)
+	closeInheritedOnExec()
+	return status, ctl
+}
+
+// readRequest reads the request, the first line of the control pipe. An
+// unreadable line and an empty argv are errors.
+func readRequest(rd *bufio.Reader) (request, error) {
+	line, err := rd.ReadBytes('\n')
+	var req request
+	if err == nil {
+		err = json.Unmarshal(line, &req)
+	}
+	if err == nil && len(req.Argv) == 0 {
+		err = errors.New("empty argv")
+	}
+	return req, err
+}
+
+// expired tells whether the request's deadline, less its margin, has
+// passed at now (CLOCK_BOOTTIME ns): then no child is started.
+func (r request) expired(now int64) bool {
+	return r.Deadline != 0 && now >= r.Deadline-r.Margin
+}
+
+// supervise watches the started child until it exits and returns the
+// supervisor's exit status (child.exitStatus). Each turn it first sends
+// the signals its watchdog has due (reporting "deadline" the first time a
+// deadline rather than a stop caused one), then waits for the first of:
+// the child's exit; a control line (control), or the control pipe's EOF
+// (baton died or gave up on us: a stop with the request's grace); SIGTERM
+// (the same stop); SIGCHLD (orphans of the job reparented here are reaped
+// as they exit); the watchdog's next signal coming due.
+func supervise(c *child, req request, rd *bufio.Reader, term <-chan os.Signal, report func(string)) int {
 	msgs := make(chan [2]int64) // verb ('d', 's' or 'k'), value
 	go readControl(rd, msgs)
-	// orphans of the job reparented here are reaped as they exit
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
 	defer signal.Stop(chld)
 
-	var (
-		deadline           = req.Deadline
-		dTerm, dKill int64 = never, never // from the deadline
-		sTerm, sKill int64 = never, never // from a stop
-		termSent     bool
-		killSent     bool
-		hit          bool // a deadline timer signalled the child
-	)
-	arm := func(now int64) {
-		if deadline == 0 {
-			dTerm, dKill = never, never
-			return
-		}
-		dKill = deadline - margin
-		// The grace must fit: with a short lease, TERM at half the time
-		// left, so that a regular extension still arrives before it.
-		g := grace
-		if half := (dKill - now) / 2; half < g {
-			g = max(half, 0)
-		}
-		dTerm = dKill - g
-	}
-	stop := func(now, g int64) {
-		sTerm = min(sTerm, now)
-		sKill = min(sKill, now+g)
-	}
-	arm(monoNow())
-	const bootPoll = 100 * time.Millisecond
+	w := newWatchdog(req.Deadline, req.Grace, req.Margin, monoNow())
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		now := monoNow()
-		if !termSent && now >= min(dTerm, sTerm) {
-			termSent = true
-			c.stop(syscall.SIGTERM)
-			if now >= dTerm && !hit {
-				hit = true
+		for _, d := range w.due(now) {
+			c.stop(d.sig)
+			if d.deadline {
 				report("deadline")
 			}
 		}
-		if !killSent && now >= min(dKill, sKill) {
-			killSent = true
-			c.stop(syscall.SIGKILL)
-			if now >= dKill && !hit {
-				hit = true
-				report("deadline")
-			}
-		}
-		next := int64(never)
-		if !termSent {
-			next = min(dTerm, sTerm)
-		}
-		if !killSent {
-			next = min(next, dKill, sKill)
-		}
-		var fire <-chan time.Time
-		if next != never {
-			// Go's timers run on CLOCK_MONOTONIC, which stops while the
-			// host is suspended; the deadline is on CLOCK_BOOTTIME, which
-			// does not: look at the clock at least every bootPoll
-			timer.Reset(min(time.Duration(next-now), bootPoll))
-			fire = timer.C
-		}
+		fire := wakeAt(timer, w.next(), now)
 		select {
 		case <-c.done:
-			if hit {
-				if !req.Quiet {
-					fmt.Fprintf(os.Stderr, "baton supervisor: killed process group %d: lease validity deadline passed\n", c.pid)
-				}
-				return ExitDeadline
-			}
-			ws, _ := c.state.Sys().(syscall.WaitStatus)
-			if ws.Signaled() {
-				return 128 + int(ws.Signal())
-			}
-			return ws.ExitStatus()
+			return c.exitStatus(w.hit, req.Quiet)
 		case m, ok := <-msgs:
-			switch {
-			case !ok: // baton died or gave up on us
+			if ok {
+				control(w, c, m)
+			} else { // baton died or gave up on us
 				msgs = nil
-				stop(monoNow(), grace)
-			case m[0] == 'd':
-				deadline = m[1]
-				arm(monoNow())
-			case m[0] == 's':
-				stop(monoNow(), max(m[1], 0))
-			case m[0] == 'k':
-				c.signal(syscall.Signal(m[1]))
+				w.stop(monoNow(), req.Grace)
 			}
 		case <-term: // parent-death signal, or someone's kill
-			stop(monoNow(), grace)
+			w.stop(monoNow(), req.Grace)
 		case <-chld:
 			reapZombies(c.pid)
 		case <-fire:
 		}
+	}
+}
+
+// bootPoll is how long the supervisor waits at most before it looks at the
+// clock again while a signal is still to come. Go's timers run on
+// CLOCK_MONOTONIC, which stops while the host is suspended; the deadline
+// is on CLOCK_BOOTTIME, which does not.
+const bootPoll = 100 * time.Millisecond
+
+// wakeAt resets timer to fire at next (CLOCK_BOOTTIME ns; now is now), or
+// bootPoll from now if that is sooner, and returns its channel; nil, which
+// never fires, when next is never.
+func wakeAt(timer *time.Timer, next, now int64) <-chan time.Time {
+	if next == never {
+		return nil
+	}
+	timer.Reset(min(time.Duration(next-now), bootPoll))
+	return timer.C
+}
+
+// control carries out one control line: 'd' moves the watchdog's deadline
+// (0: none), 's' stops the child with the given grace (ns, at least 0),
+// 'k' sends the given signal to the child's process group.
+func control(w *watchdog, c *child, m [2]int64) {
+	switch m[0] {
+	case 'd':
+		w.extend(m[1], monoNow())
+	case 's':
+		w.stop(monoNow(), max(m[1], 0))
+	case 'k':
+		c.signal(syscall.Signal(m[1]))
 	}
 }
 
@@ -312,6 +311,23 @@ func (c *child) killCgroup() {
 	if c.cgroup != "" {
 		_, _ = runcgroup.Kill(c.cgroup, nil)
 	}
+}
+
+// exitStatus is the supervisor's exit status once the child has been
+// reaped: ExitDeadline if a deadline signalled it (hit), after one line on
+// stderr unless quiet; 128+n if it died of signal n; else its exit code.
+func (c *child) exitStatus(hit, quiet bool) int {
+	if hit {
+		if !quiet {
+			fmt.Fprintf(os.Stderr, "baton supervisor: killed process group %d: lease validity deadline passed\n", c.pid)
+		}
+		return ExitDeadline
+	}
+	ws, _ := c.state.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
 }
 
 // childEnv is env without EnvVar, so a child that is baton (or a test
