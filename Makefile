@@ -49,12 +49,13 @@ fmt-check:
 
 vet:
 	$(GO) vet $(PKGS)
-	$(GO) vet -tags dev ./cmd/baton
+	$(GO) vet -tags dev,nootlp ./cmd/baton ./internal/tracing/otlpenv
 
 ## unit: four test binaries at a time (go's default is one per core): the long packages mostly
 ## wait on real time (processes, leases, quarantines), so they overlap well even on 2 cores
 unit:
 	$(GO) test -race -count=1 -p 4 -timeout 12m $(PKGS)
+	$(GO) test -count=1 -tags nootlp ./internal/tracing/otlpenv
 
 ## fuzz: each fuzz target for FUZZTIME (default 1m) beyond its committed seeds, which `unit` (and
 ## so `make test`) runs: the config loader, the schedule parser with DST, the HTTP API, the baton
@@ -70,9 +71,10 @@ fuzz:
 build:
 	$(GO) build -o bin/baton ./cmd/baton
 
-## dev: baton dev (embedded Redis + 3 replicas); the embedded server needs the dev build tag
+## dev: baton dev (embedded Redis + 3 replicas); the embedded server needs the dev build tag, and
+## nootlp leaves the OTLP exporters (and gRPC) out of its first build: a dev run exports no traces
 dev:
-	$(GO) run -tags dev ./cmd/baton dev
+	$(GO) run -tags dev,nootlp ./cmd/baton dev
 
 ## chaos: the multi-process run under random faults for BATON_CHAOS (default 3m; not in CI, which runs
 ## a 15 s variant inside `unit`); replay a run with the BATON_CHAOS_SEED it printed

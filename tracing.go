@@ -5,7 +5,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/batonhq/baton/internal/tracing"
+	"github.com/batonhq/baton/internal/tracing/otlpenv"
 )
 
 // TracingFromEnv builds the OpenTelemetry tracer provider the standard
@@ -22,7 +22,13 @@ import (
 // Otherwise it builds nothing: tp is nil (no tracing, at no cost). Call
 // shutdown, once every replica using tp has stopped, to flush the spans
 // still buffered (bounded by its ctx); it does nothing when tp is nil. An
-// error names the variable that baton cannot follow.
+// error names the variable that baton cannot follow. A build with the tag
+// nootlp (make dev's) links no exporter: when traces are asked for, it
+// returns ErrTracingLeftOut.
 func TracingFromEnv(ctx context.Context, version string) (tp trace.TracerProvider, shutdown func(context.Context) error, err error) {
-	return tracing.FromEnv(ctx, version)
+	return otlpenv.FromEnv(ctx, version)
 }
+
+// ErrTracingLeftOut is TracingFromEnv's error in a build with the tag
+// nootlp when the OTEL_* variables ask for traces.
+var ErrTracingLeftOut = otlpenv.ErrLeftOut

@@ -27,7 +27,7 @@ func TestHandlerAPILinksNoHeavyDependencies(t *testing.T) {
 		t.Fatalf("no go command on PATH: %v", err)
 	}
 	deps := func(pkg string) []string {
-		out, err := exec.Command(gobin, "list", "-deps", pkg).CombinedOutput()
+		out, err := exec.Command(gobin, append([]string{"list", "-deps"}, strings.Fields(pkg)...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
 		}
@@ -49,6 +49,20 @@ func TestHandlerAPILinksNoHeavyDependencies(t *testing.T) {
 	for _, pkg := range []string{mod + "/jobs", mod + "/config", mod + "/schedule"} {
 		if got := linked(deps(pkg)); len(got) > 0 {
 			t.Errorf("%s links %d packages it must not, first %s", pkg, len(got), strings.Join(got[:min(3, len(got))], ", "))
+		}
+	}
+	// the scheduler and the lock library link the tracing API alone; the
+	// SDK, the exporters and gRPC come with internal/tracing/otlpenv
+	for _, pkg := range []string{mod + "/scheduler", mod + "/locking"} {
+		if got := linked(deps(pkg)); len(got) > 0 {
+			t.Errorf("%s links %d packages it must not, first %s", pkg, len(got), strings.Join(got[:min(3, len(got))], ", "))
+		}
+	}
+	// make dev's build (tags dev,nootlp) links no gRPC, SDK or exporter
+	for _, p := range deps("-tags=dev,nootlp " + mod + "/cmd/baton") {
+		if strings.HasPrefix(p, "google.golang.org/grpc") || strings.HasPrefix(p, "go.opentelemetry.io/otel/sdk") || strings.HasPrefix(p, "go.opentelemetry.io/otel/exporters/") {
+			t.Errorf("the baton command built as make dev builds it links %s", p)
+			break
 		}
 	}
 	if len(linked(deps(mod+"/cmd/baton"))) == 0 {
