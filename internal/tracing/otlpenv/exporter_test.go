@@ -41,4 +41,3 @@ func TestExportsToTheOTLPEndpointOfTheEnvironment(t *testing.T) {
 		t.Error("no span posted to the collector's /v1/traces")
 	}
 }
-
