@@ -54,7 +54,7 @@ func deadlinePoll(deadline time.Time) time.Duration {
 func (e *Executor) runExec(ctx context.Context, job *config.Job, run jobs.Run, v Validity) (jobs.Result, error) {
 	res := jobs.Result{ExitCode: -1}
 	if len(job.Exec.Command) == 0 {
-		return res, fmt.Errorf("jobs: job %q: exec: empty command", job.Name)
+		return res, fmt.Errorf("executor: job %q: exec: empty command", job.Name)
 	}
 	env := execEnv(job, run)
 	out := newTailBuffer(e.outputLimit)
@@ -147,7 +147,7 @@ func (r *execRun) start(ctx context.Context, spec supervisor.Spec) error {
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
 			err = errors.Join(err, cause)
 		}
-		return fmt.Errorf("jobs: job %q: exec %q: %w", r.job, r.prog, err)
+		return fmt.Errorf("executor: job %q: exec %q: %w", r.job, r.prog, err)
 	}
 	r.log.Debug("command started", slog.Int("pid", r.p.ChildPid()), slog.Int("supervisor_pid", r.p.Pid()), slog.String("cgroup", r.p.Cgroup()))
 	return nil
@@ -183,7 +183,7 @@ func (r *execRun) wait(ctx context.Context) waitResult {
 			r.stop(context.Cause(ctx))
 		case <-vDone:
 			ctxDone, vDone = nil, nil
-			r.stop(errors.New("jobs: the run's lease ended"))
+			r.stop(errors.New("executor: the run's lease ended"))
 		case <-r.escalate:
 			r.escalate = nil
 			r.log.Warn("supervisor ignored the stop: killing it", slog.Int("supervisor_pid", r.p.Pid()))
@@ -233,13 +233,13 @@ func (r *execRun) result(res jobs.Result, w waitResult) (jobs.Result, error) {
 		res.KilledByDeadline, res.ExitCode = true, -1
 		return res, fmt.Errorf("%w: job %q: %q killed by its supervisor", ErrLeaseDeadline, r.job, r.prog)
 	case w.err != nil:
-		err := fmt.Errorf("jobs: job %q: exec %q: %w", r.job, r.prog, w.err)
+		err := fmt.Errorf("executor: job %q: exec %q: %w", r.job, r.prog, w.err)
 		if r.stopped != nil {
 			err = errors.Join(err, r.stopped)
 		}
 		return res, err
 	case r.stopped != nil:
-		return res, fmt.Errorf("jobs: job %q: %q stopped (exit code %d): %w", r.job, r.prog, w.code, r.stopped)
+		return res, fmt.Errorf("executor: job %q: %q stopped (exit code %d): %w", r.job, r.prog, w.code, r.stopped)
 	case w.code != 0:
 		return res, fmt.Errorf("%w: job %q: %q exited with code %d", ErrNonZeroExit, r.job, r.prog, w.code)
 	}

@@ -21,16 +21,16 @@ import (
 var (
 	// ErrNonZeroExit: an exec job's command exited with a code other than
 	// 0 (jobs.Result.ExitCode has it; 128+n means it died of signal n).
-	ErrNonZeroExit = errors.New("jobs: non-zero exit")
+	ErrNonZeroExit = errors.New("executor: non-zero exit")
 	// ErrUnexpectedStatus: an http job's response status is not one of
 	// ExpectStatus (any 2xx if that is empty). jobs.Result.Status has it.
-	ErrUnexpectedStatus = errors.New("jobs: unexpected http status")
+	ErrUnexpectedStatus = errors.New("executor: unexpected http status")
 	// ErrUnknownHandler: a handler job names no handler of the registry.
-	ErrUnknownHandler = errors.New("jobs: unknown handler")
+	ErrUnknownHandler = errors.New("executor: unknown handler")
 	// ErrLeaseDeadline: the run's validity deadline passed while an exec
 	// job's command ran, and its supervisor killed it
 	// (jobs.Result.KilledByDeadline), or it passed before the command started.
-	ErrLeaseDeadline = errors.New("jobs: lease validity deadline passed")
+	ErrLeaseDeadline = errors.New("executor: lease validity deadline passed")
 )
 
 // Executor runs executions of jobs: exec commands under a supervisor
@@ -134,7 +134,7 @@ func (e *Executor) Execute(ctx context.Context, job *config.Job, run jobs.Run, v
 	if job.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, job.Timeout,
-			fmt.Errorf("jobs: job %q: timeout of %v: %w", job.Name, job.Timeout, context.DeadlineExceeded))
+			fmt.Errorf("executor: job %q: timeout of %v: %w", job.Name, job.Timeout, context.DeadlineExceeded))
 		defer cancel()
 	}
 	var (
@@ -149,7 +149,7 @@ func (e *Executor) Execute(ctx context.Context, job *config.Job, run jobs.Run, v
 	case job.Handler != nil:
 		res, err = e.runHandler(ctx, job, run)
 	default:
-		err = fmt.Errorf("jobs: job %q: nothing to run (no exec, http or handler)", job.Name)
+		err = fmt.Errorf("executor: job %q: nothing to run (no exec, http or handler)", job.Name)
 	}
 	res.Duration = time.Since(start)
 	if err != nil && len(job.SecretValues()) > 0 {
@@ -185,11 +185,11 @@ func (e *Executor) runHandler(ctx context.Context, job *config.Job, run jobs.Run
 		if p := recover(); p != nil {
 			e.log.Error("handler panicked", slog.String("job", job.Name), slog.String("handler", name),
 				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
-			err = fmt.Errorf("jobs: job %q: handler %q panicked: %v", job.Name, name, p)
+			err = fmt.Errorf("executor: job %q: handler %q panicked: %v", job.Name, name, p)
 		}
 	}()
 	if err := h.Handle(ctx, run); err != nil {
-		return res, fmt.Errorf("jobs: job %q: handler %q: %w", job.Name, name, err)
+		return res, fmt.Errorf("executor: job %q: handler %q: %w", job.Name, name, err)
 	}
 	return res, nil
 }

@@ -30,7 +30,7 @@ func (e *Executor) runHTTP(ctx context.Context, job *config.Job, run jobs.Run) (
 	var res jobs.Result
 	req, err := http.NewRequestWithContext(ctx, method, spec.URL, body)
 	if err != nil {
-		return res, fmt.Errorf("jobs: job %q: http %s %s: %w", job.Name, method, target, err)
+		return res, fmt.Errorf("executor: job %q: http %s %s: %w", job.Name, method, target, err)
 	}
 	for k, v := range spec.Headers {
 		if http.CanonicalHeaderKey(k) == "Host" {
@@ -52,7 +52,7 @@ func (e *Executor) runHTTP(ctx context.Context, job *config.Job, run jobs.Run) (
 		if errors.As(err, &ue) {
 			err = ue.Err // it quotes the whole URL, query included
 		}
-		return res, fmt.Errorf("jobs: job %q: http %s %s: %w", job.Name, method, target, err)
+		return res, fmt.Errorf("executor: job %q: http %s %s: %w", job.Name, method, target, err)
 	}
 	defer resp.Body.Close()
 	res.Status = resp.StatusCode
@@ -68,7 +68,7 @@ func (e *Executor) runHTTP(ctx context.Context, job *config.Job, run jobs.Run) (
 		return res, fmt.Errorf("%w: job %q: http %s %s: status %d, want %s", ErrUnexpectedStatus, job.Name, method, target, resp.StatusCode, want)
 	}
 	if err != nil {
-		return res, fmt.Errorf("jobs: job %q: http %s %s: reading the response: %w", job.Name, method, target, err)
+		return res, fmt.Errorf("executor: job %q: http %s %s: reading the response: %w", job.Name, method, target, err)
 	}
 	return res, nil
 }

@@ -21,7 +21,7 @@ type failingRunner struct{ n atomic.Int32 }
 
 func (f *failingRunner) RunLocal(context.Context, *config.Job, scheduler.Tick) error {
 	f.n.Add(1)
-	return errors.New("jobs: worker shutting down")
+	return errors.New("worker: shutting down")
 }
 
 // Schedule (rolling deploy cron -> local, the local replica stopping):

@@ -118,7 +118,7 @@ func (d *Sender) NotDispatched(ctx context.Context, t scheduler.Tick, paused boo
 func (d *Sender) Dispatch(ctx context.Context, t scheduler.Tick) error {
 	job, ok := d.cfg.Job(t.Job)
 	if !ok {
-		return fmt.Errorf("jobs: dispatch %s: unknown job", t.ID())
+		return fmt.Errorf("handoff: dispatch %s: unknown job", t.ID())
 	}
 	if job.MaxRuns > 0 && !t.Manual {
 		return d.dispatchCounted(ctx, job, t)
@@ -134,7 +134,7 @@ func (d *Sender) dispatch(ctx context.Context, job *config.Job, t scheduler.Tick
 	case config.ModeLocal:
 		return d.dispatchLocal(ctx, job, t)
 	}
-	return fmt.Errorf("jobs: dispatch %s: mode %s is not dispatched by ticks", t.ID(), job.Mode)
+	return fmt.Errorf("handoff: dispatch %s: mode %s is not dispatched by ticks", t.ID(), job.Mode)
 }
 
 // dispatchCron enqueues tick t of cron-mode job into its queue, or into
@@ -144,9 +144,9 @@ func (d *Sender) dispatchCron(ctx context.Context, job *config.Job, t scheduler.
 	bound, err := d.boundElsewhere(ctx, t, job.Queue, d.cfg.Retention(job), d.isMoving(job.Name))
 	switch {
 	case err != nil:
-		return fmt.Errorf("jobs: dispatch %s: %w", t.ID(), err)
+		return fmt.Errorf("handoff: dispatch %s: %w", t.ID(), err)
 	case bound.local:
-		return fmt.Errorf("jobs: dispatch %s: run locally by a replica with another job list: %w", t.ID(), scheduler.ErrAlreadyDispatched)
+		return fmt.Errorf("handoff: dispatch %s: run locally by a replica with another job list: %w", t.ID(), scheduler.ErrAlreadyDispatched)
 	case bound.queue != "":
 		// bound to another queue by a dispatcher with another job list:
 		// enqueued there under the same ID, which dedupes with its
@@ -162,7 +162,7 @@ func (d *Sender) dispatchCron(ctx context.Context, job *config.Job, t scheduler.
 // have failed or be slow to land; asynq dedupes).
 func (d *Sender) dispatchLocal(ctx context.Context, job *config.Job, t scheduler.Tick) error {
 	if d.local == nil {
-		return fmt.Errorf("jobs: dispatch %s: local job, but no local runner", t.ID())
+		return fmt.Errorf("handoff: dispatch %s: local job, but no local runner", t.ID())
 	}
 	bound, err := d.boundElsewhere(ctx, t, "", d.cfg.Retention(job), d.isMoving(job.Name))
 	switch {
@@ -175,7 +175,7 @@ func (d *Sender) dispatchLocal(ctx context.Context, job *config.Job, t scheduler
 	case bound.queue != "" && d.client != nil:
 		return d.enqueue(ctx, job, t, bound.queue, " (bound there by a replica with another job list)")
 	case bound.queue != "":
-		return fmt.Errorf("jobs: dispatch %s: in queue %q: %w", t.ID(), bound.queue, scheduler.ErrAlreadyDispatched)
+		return fmt.Errorf("handoff: dispatch %s: in queue %q: %w", t.ID(), bound.queue, scheduler.ErrAlreadyDispatched)
 	}
 	if err := d.local.RunLocal(ctx, job, t); err != nil {
 		if d.rdb != nil {
@@ -184,7 +184,7 @@ func (d *Sender) dispatchLocal(ctx context.Context, job *config.Job, t scheduler
 			// turned away by it
 			_ = unbindLocal.Run(context.WithoutCancel(ctx), d.rdb, []string{bindingKey(d.cfg.Namespace, t)}).Err()
 		}
-		return fmt.Errorf("jobs: dispatch %s: %w", t.ID(), err)
+		return fmt.Errorf("handoff: dispatch %s: %w", t.ID(), err)
 	}
 	d.recordManual(ctx, t)
 	return nil
@@ -201,9 +201,9 @@ func (d *Sender) enqueue(ctx context.Context, job *config.Job, t scheduler.Tick,
 	err := d.enqueueTask(ctx, &in, t)
 	switch {
 	case errors.Is(err, asynq.ErrTaskIDConflict):
-		return fmt.Errorf("jobs: dispatch %s: in queue %q: %w", t.ID(), queue, scheduler.ErrAlreadyDispatched)
+		return fmt.Errorf("handoff: dispatch %s: in queue %q: %w", t.ID(), queue, scheduler.ErrAlreadyDispatched)
 	case err != nil:
-		return fmt.Errorf("jobs: dispatch %s: enqueue into %q%s: %w", t.ID(), queue, why, err)
+		return fmt.Errorf("handoff: dispatch %s: enqueue into %q%s: %w", t.ID(), queue, why, err)
 	}
 	if job.Mode == config.ModeLocal {
 		d.log.Info("local tick enqueued into the queue a replica with another job list bound it to", append(TickAttrs(t), slog.String("queue", queue))...)

@@ -104,7 +104,7 @@ func TestDispatchErrors(t *testing.T) {
 		tick scheduler.Tick
 		want string
 	}{
-		{worktest.TickOf("nope", 1), `jobs: dispatch ` + worktest.TickOf("nope", 1).ID() + `: unknown job`},
+		{worktest.TickOf("nope", 1), `handoff: dispatch ` + worktest.TickOf("nope", 1).ID() + `: unknown job`},
 		{worktest.TickOf("pump", 1), `mode singleton is not dispatched`},
 		{worktest.TickOf("loc", 1), `no local runner`},
 	} {

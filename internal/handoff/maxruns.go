@@ -60,7 +60,7 @@ func (d *Sender) dispatchCounted(ctx context.Context, job *config.Job, t schedul
 // its max_runs ticks.
 func (d *Sender) countRun(ctx context.Context, job *config.Job, t scheduler.Tick) (added bool, count int64, err error) {
 	if d.rdb == nil {
-		return false, 0, fmt.Errorf("jobs: dispatch %s: max_runs needs the queue Redis to count runs (WithQueueRedis)", t.ID())
+		return false, 0, fmt.Errorf("handoff: dispatch %s: max_runs needs the queue Redis to count runs (WithQueueRedis)", t.ID())
 	}
 	keys := JobRunCountKeys(d.cfg.Namespace, job)
 	res, err := maxRuns.Run(ctx, d.rdb, keys,
@@ -69,14 +69,14 @@ func (d *Sender) countRun(ctx context.Context, job *config.Job, t scheduler.Tick
 		err = fmt.Errorf("malformed reply %v", res)
 	}
 	if err != nil {
-		return false, 0, fmt.Errorf("jobs: dispatch %s: count toward max_runs: %w", t.ID(), err)
+		return false, 0, fmt.Errorf("handoff: dispatch %s: count toward max_runs: %w", t.ID(), err)
 	}
 	if v, ok := res[1].(string); ok {
-		return false, 0, fmt.Errorf("jobs: dispatch %s: %w", t.ID(), CorruptCount(keys[0], v))
+		return false, 0, fmt.Errorf("handoff: dispatch %s: %w", t.ID(), CorruptCount(keys[0], v))
 	}
 	count, _ = res[1].(int64)
 	if st, _ := res[0].(int64); st == 0 {
-		return false, count, fmt.Errorf("jobs: dispatch %s: the job ran its max_runs (%d) ticks: %w", t.ID(), job.MaxRuns, scheduler.ErrJobDone)
+		return false, count, fmt.Errorf("handoff: dispatch %s: the job ran its max_runs (%d) ticks: %w", t.ID(), job.MaxRuns, scheduler.ErrJobDone)
 	}
 	if len(res) < 3 {
 		return false, count, nil
@@ -169,16 +169,16 @@ func (d *Sender) Precheck(ctx context.Context, t scheduler.Tick) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("jobs: dispatch %s: read the max_runs count: %w", t.ID(), err)
+		return fmt.Errorf("handoff: dispatch %s: read the max_runs count: %w", t.ID(), err)
 	}
 	count, ok := quorum.ParseCounter(v)
 	if !ok {
-		return fmt.Errorf("jobs: dispatch %s: %w", t.ID(), CorruptCount(JobRunCountKeys(d.cfg.Namespace, job)[0], v))
+		return fmt.Errorf("handoff: dispatch %s: %w", t.ID(), CorruptCount(JobRunCountKeys(d.cfg.Namespace, job)[0], v))
 	}
 	if count < int64(job.MaxRuns) {
 		return nil
 	}
-	return d.doneHere(ctx, job, count, fmt.Errorf("jobs: dispatch %s: the job ran its max_runs (%d) ticks: %w", t.ID(), job.MaxRuns, scheduler.ErrJobDone))
+	return d.doneHere(ctx, job, count, fmt.Errorf("handoff: dispatch %s: the job ran its max_runs (%d) ticks: %w", t.ID(), job.MaxRuns, scheduler.ErrJobDone))
 }
 
 // doneHere decides a tick that this job list's max_runs refuses after count
@@ -198,10 +198,10 @@ func (d *Sender) Precheck(ctx context.Context, t scheduler.Tick) error {
 func (d *Sender) doneHere(ctx context.Context, job *config.Job, count int64, done error) error {
 	members, err := roster.Read(ctx, d.rdb, d.cfg.Namespace)
 	if err != nil {
-		return fmt.Errorf("jobs: %s reached max_runs here; whether another job list takes its tick is unknown: %w", job.Name, err)
+		return fmt.Errorf("handoff: %s reached max_runs here; whether another job list takes its tick is unknown: %w", job.Name, err)
 	}
 	if roster.Stale(members) {
-		return fmt.Errorf("jobs: %s reached max_runs here; the roster shows no live replica, this one included (the queue Redis's clock stepped forward?): whether another job list takes its tick is decided after a heartbeat", job.Name)
+		return fmt.Errorf("handoff: %s reached max_runs here; the roster shows no live replica, this one included (the queue Redis's clock stepped forward?): whether another job list takes its tick is decided after a heartbeat", job.Name)
 	}
 	// live by the queue Redis's clock, or by the newest heartbeat: a step
 	// forward of that clock shorter than the liveness window, before a
@@ -227,7 +227,7 @@ func (d *Sender) doneHere(ctx context.Context, job *config.Job, count int64, don
 			if limit > 0 {
 				what = fmt.Sprintf("max_runs %d", limit)
 			}
-			return fmt.Errorf("jobs: %s ran %d ticks, its max_runs here (%d), but replica %s's job list has %s: %w",
+			return fmt.Errorf("handoff: %s ran %d ticks, its max_runs here (%d), but replica %s's job list has %s: %w",
 				job.Name, count, job.MaxRuns, m.ID, what, scheduler.ErrLeftToOthers)
 		}
 	}

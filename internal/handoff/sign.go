@@ -24,10 +24,10 @@ import (
 var (
 	// ErrUnsigned: the message carries no signature, and the worker has
 	// keys (and does not accept unsigned messages).
-	ErrUnsigned = errors.New("jobs: unsigned (security.signing_keys is set: only signed tasks and replace requests are accepted)")
+	ErrUnsigned = errors.New("handoff: unsigned (security.signing_keys is set: only signed tasks and replace requests are accepted)")
 	// ErrBadSignature: the signature is not one of the worker's keys: a
 	// message forged or changed in Redis, or signed by another deployment.
-	ErrBadSignature = errors.New("jobs: bad signature (forged or changed in Redis, or signed with a key this replica does not have)")
+	ErrBadSignature = errors.New("handoff: bad signature (forged or changed in Redis, or signed with a key this replica does not have)")
 )
 
 // Signature domains.

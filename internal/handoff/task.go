@@ -100,7 +100,7 @@ func TaskNamespace(t *asynq.Task) string {
 // ParseTask decodes a TaskType task into the tick it runs.
 func ParseTask(t *asynq.Task) (scheduler.Tick, error) {
 	if t.Type() != TaskType {
-		return scheduler.Tick{}, fmt.Errorf("jobs: task type %q is not %q", t.Type(), TaskType)
+		return scheduler.Tick{}, fmt.Errorf("handoff: task type %q is not %q", t.Type(), TaskType)
 	}
 	return ParsePayload(t.Payload())
 }
@@ -149,7 +149,7 @@ type NewerFormatError struct {
 }
 
 func (e *NewerFormatError) Error() string {
-	return fmt.Sprintf("jobs: a %s payload of format version %d, newer than this replica reads (%d)", TaskType, e.Version, formats.TaskPayload)
+	return fmt.Sprintf("handoff: a %s payload of format version %d, newer than this replica reads (%d)", TaskType, e.Version, formats.TaskPayload)
 }
 
 // PayloadQueue returns the queue a TaskType payload names ("" if none).
@@ -168,7 +168,7 @@ func ParsePayload(b []byte) (scheduler.Tick, error) {
 	if err == nil && p.V <= formats.TaskPayload {
 		tick, err := p.tick()
 		if err != nil {
-			return scheduler.Tick{}, fmt.Errorf("jobs: bad %s payload: %w", TaskType, err)
+			return scheduler.Tick{}, fmt.Errorf("handoff: bad %s payload: %w", TaskType, err)
 		}
 		return tick, nil
 	}
@@ -181,7 +181,7 @@ func ParsePayload(b []byte) (scheduler.Tick, error) {
 	if err == nil {
 		err = fmt.Errorf("format version %d", p.V)
 	}
-	return scheduler.Tick{}, fmt.Errorf("jobs: bad %s payload: %w", TaskType, err)
+	return scheduler.Tick{}, fmt.Errorf("handoff: bad %s payload: %w", TaskType, err)
 }
 
 // NewRunTask returns the asynq task that runs tick t of cron-mode job j,
@@ -243,7 +243,7 @@ func runTaskMessage(cfg *config.Config, j *config.Job, t scheduler.Tick, now tim
 	p.Def = j.Ref.String()
 	payload, err := json.Marshal(p)
 	if err != nil { // unreachable: plain fields
-		return taskMessage{}, fmt.Errorf("jobs: encode %s: %w", t.ID(), err)
+		return taskMessage{}, fmt.Errorf("handoff: encode %s: %w", t.ID(), err)
 	}
 	// asynq keeps whole seconds of a timeout and a retention
 	timeout := min(TaskTimeout(j.Timeout)*time.Duration(j.BufferBound()+1), NoTimeout)

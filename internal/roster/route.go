@@ -161,7 +161,7 @@ const drainScan = 10000
 
 // ErrTooManyTasks is returned by QueuedTaskOf for a queue too long to read
 // through.
-var ErrTooManyTasks = errors.New("jobs: too many tasks to look through")
+var ErrTooManyTasks = errors.New("roster: too many tasks to look through")
 
 // QueuedTaskOf returns the ID of a task in asynq queue (pending, active,
 // scheduled or retrying) whose job is in jobs, or "" when there is none.
@@ -178,7 +178,7 @@ func QueuedTaskOf(ctx context.Context, rdb redis.UniversalClient, queue string, 
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("jobs: queue %s: %w", queue, err)
+		return "", fmt.Errorf("roster: queue %s: %w", queue, err)
 	}
 	for i, c := range ids {
 		if int64(len(c.Val())) > limit {

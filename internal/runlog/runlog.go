@@ -487,14 +487,15 @@ func (tr *trip) noteFailing(t schedule.Tick, status string) {
 	}
 }
 
-// packagePrefix is the engine's prefix at the start of an error's text or
-// of a part of it.
-var packagePrefix = regexp.MustCompile(`(^|: )jobs: `)
+// packagePrefix is the prefix of a package of the run path (the worker,
+// the executor) at the start of an error's text or of a part of it.
+var packagePrefix = regexp.MustCompile(`(^|: )(worker|executor): `)
 
 // CleanReason is an error's text as tick t's history record says why it
 // failed: the record names the job and the tick, so each line of the text
 // loses them and the package prefixes that wrapping repeated
-// (`jobs: report@T: jobs: job "report": exec "x": ...` is `exec "x": ...`).
+// (`worker: report@T: executor: job "report": exec "x": ...` is
+// `exec "x": ...`).
 func CleanReason(t schedule.Tick, reason string) string {
 	lines := strings.Split(reason, "\n")
 	for i, l := range lines {

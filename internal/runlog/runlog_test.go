@@ -42,11 +42,12 @@ func TestHistoryEventsMarkBackfill(t *testing.T) {
 func TestCleanReason(t *testing.T) {
 	tk := worktest.TickOf("report", 1)
 	for _, tc := range []struct{ in, want string }{
-		{"jobs: " + tk.ID() + `: jobs: job "report": exec "x": file not found`, `exec "x": file not found`},
-		{`jobs: non-zero exit: job "report": "sh" exited with code 3`, `non-zero exit: "sh" exited with code 3`},
-		{`jobs: job "report": http GET https://h/: EOF` + "\njobs: " + tk.ID() + ": execution lease lost mid-run: locking: lost",
+		{"worker: " + tk.ID() + `: executor: job "report": exec "x": file not found`, `exec "x": file not found`},
+		{`executor: non-zero exit: job "report": "sh" exited with code 3`, `non-zero exit: "sh" exited with code 3`},
+		{`executor: job "report": http GET https://h/: EOF` + "\nworker: " + tk.ID() + ": execution lease lost mid-run: locking: lost",
 			"http GET https://h/: EOF\nexecution lease lost mid-run: locking: lost"},
-		{`job "other": stays; the jobs: word stays`, `job "other": stays; the jobs: word stays`},
+		{`job "other": stays; the worker: word stays`, `job "other": stays; the worker: word stays`},
+		{`scheduler: a prefix of another package stays`, `scheduler: a prefix of another package stays`},
 		{"past its starting deadline", "past its starting deadline"},
 	} {
 		if got := CleanReason(tk, tc.in); got != tc.want {

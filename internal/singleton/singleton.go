@@ -22,7 +22,7 @@ import (
 )
 
 // errSingletonShutdown is the cause that ends singleton runs on Shutdown.
-var errSingletonShutdown = errors.New("jobs: singletons shutting down")
+var errSingletonShutdown = errors.New("singleton: shutting down")
 
 // Jobs runs the config's singleton jobs: every replica campaigns for
 // each; the leader runs it.
@@ -106,7 +106,7 @@ func (s *Jobs) election(job *config.Job) (*locking.Election, error) {
 	}
 	e, err := s.locks.Election(locknames.Singleton(job.Name), job.LockTTL)
 	if err != nil {
-		return nil, fmt.Errorf("jobs: singleton %q: election: %w", job.Name, err)
+		return nil, fmt.Errorf("singleton: job %q: election: %w", job.Name, err)
 	}
 	s.elections[job.Name] = e
 	return e, nil
@@ -124,7 +124,7 @@ func (s *Jobs) Start() error {
 	s.mu.Lock()
 	if s.running || s.closing {
 		s.mu.Unlock()
-		return errors.New("jobs: singletons already started")
+		return errors.New("singleton: already started")
 	}
 	s.mu.Unlock()
 	elections := make([]*locking.Election, len(s.jobs))
@@ -138,7 +138,7 @@ func (s *Jobs) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.running || s.closing {
-		return errors.New("jobs: singletons already started")
+		return errors.New("singleton: already started")
 	}
 	s.running = true
 	for i, job := range s.jobs {
@@ -156,7 +156,7 @@ func (s *Jobs) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		return errors.New("jobs: singletons already shut down")
+		return errors.New("singleton: already shut down")
 	}
 	s.closing = true
 	s.mu.Unlock()
@@ -170,7 +170,7 @@ func (s *Jobs) Shutdown(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("jobs: singletons shutdown: %w", ctx.Err())
+		return fmt.Errorf("singleton: shutdown: %w", ctx.Err())
 	}
 }
 
@@ -196,7 +196,7 @@ func (s *Jobs) Holders(ctx context.Context) ([]Holder, error) {
 		}
 		l, ok, err := e.Leader(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("jobs: singleton %q: leader: %w", job.Name, err)
+			return nil, fmt.Errorf("singleton: job %q: leader: %w", job.Name, err)
 		}
 		out = append(out, Holder{Job: job.Name, Leader: l, Leading: ok})
 	}

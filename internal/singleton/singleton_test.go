@@ -370,7 +370,7 @@ func (c cannotStartExec) Execute(context.Context, *config.Job, jobs.Run, executo
 	case c.calls <- struct{}{}:
 	default:
 	}
-	return jobs.Result{}, fmt.Errorf("jobs: exec: %w", exec.ErrNotFound)
+	return jobs.Result{}, fmt.Errorf("executor: exec: %w", exec.ErrNotFound)
 }
 
 // A leader whose command cannot start resigns after a few quick failures, so

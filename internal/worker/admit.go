@@ -122,7 +122,7 @@ func tickRecordOf(cmd *redis.StringCmd, t scheduler.Tick) (done bool, value stri
 	case errors.Is(err, redis.Nil):
 		return false, "", nil
 	case err != nil:
-		return false, "", fmt.Errorf("jobs: read the ledger record of %s: %w", t.ID(), err)
+		return false, "", fmt.Errorf("worker: read the ledger record of %s: %w", t.ID(), err)
 	}
 	return strings.HasPrefix(v, doneMarker), v, nil
 }
@@ -420,7 +420,7 @@ func (w *Worker) refuseTick(ctx context.Context, job *config.Job, t scheduler.Ti
 				w.log.Info("a limit of this replica's job list says a task may not run, but a live replica's list defines the job differently: handing its tasks back (rolling deploy?)",
 					append(handoff.TickAttrs(t), slog.String("why", why), slog.String("other", other))...)
 			}
-			return fmt.Errorf("jobs: %s: %s here; %s defines the job differently: %w", t.ID(), why, other, ErrRunsElsewhere)
+			return fmt.Errorf("worker: %s: %s here; %s defines the job differently: %w", t.ID(), why, other, ErrRunsElsewhere)
 		}
 	}
 	w.refusals.add(reason)
@@ -467,7 +467,7 @@ func taskEnded(ctx context.Context, err error, lastAttempt bool) bool {
 // ErrRefused wraps why a worker refused a task it will never run: a bad
 // or missing signature, a task ID that is not its tick's, a malformed run
 // id or retry count.
-var ErrRefused = errors.New("jobs: task refused")
+var ErrRefused = errors.New("worker: task refused")
 
 // refuse archives a task the worker will not run. It logs the first
 // refusal of each kind and counts every one: what a forged task says (job,
@@ -518,7 +518,7 @@ func (w *Worker) validTick(t scheduler.Tick) error {
 			w.log.Warn("a task's tick is in the future by this worker's clock: it waits (is this host's clock behind?)",
 				append(handoff.TickAttrs(t), slog.Duration("ahead", ahead))...)
 		}
-		return fmt.Errorf("jobs: %s: %s ahead: %w", t.ID(), ahead.Round(time.Millisecond), errNotDue)
+		return fmt.Errorf("worker: %s: %s ahead: %w", t.ID(), ahead.Round(time.Millisecond), errNotDue)
 	}
 	return nil
 }

@@ -52,7 +52,7 @@ func (p allowPolicy) acquire(ctx context.Context, job *config.Job, t scheduler.T
 			log.Warn("another attempt of this tick runs: handing its copy back until that attempt's hold ends (a copy of a running task put back into the queue; later ones of this job are not logged)",
 				slog.String("holder", truncate(other, 80)))
 		}
-		return nil, fmt.Errorf("jobs: %s: another attempt of the tick runs (%s): %w", t.ID(), truncate(other, 80), ErrRunsElsewhere)
+		return nil, fmt.Errorf("worker: %s: another attempt of the tick runs (%s): %w", t.ID(), truncate(other, 80), ErrRunsElsewhere)
 	}
 	f, err := p.e.allowFence(ctx, job, log)
 	if err != nil {
@@ -123,7 +123,7 @@ func (e *engine) holdTick(ctx context.Context, t scheduler.Tick, log *slog.Logge
 		h.done.Go(h.keep)
 		return h, "", nil
 	case err != nil && ctx.Err() != nil:
-		return nil, "", fmt.Errorf("jobs: %s: hold its ledger record: %w", t.ID(), context.Cause(ctx))
+		return nil, "", fmt.Errorf("worker: %s: hold its ledger record: %w", t.ID(), context.Cause(ctx))
 	case err != nil:
 		log.Warn("cannot hold the tick's ledger record: running the attempt without (a copy of its task put back meanwhile is not held back)",
 			slog.Any("error", err))
@@ -200,7 +200,7 @@ func (e *engine) allowFence(ctx context.Context, job *config.Job, log *slog.Logg
 	if err != nil {
 		e.count(job.Name, func(c *counters) { c.failed.Add(1) })
 		log.Error("cannot take a fencing token from the lock masters", slog.Any("error", err))
-		return 0, fmt.Errorf("jobs: job %q: fencing token: %w", job.Name, err)
+		return 0, fmt.Errorf("worker: job %q: fencing token: %w", job.Name, err)
 	}
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), fenceLockTTL)
 	_ = lease.Release(rctx) // it expires within fenceLockTTL anyway

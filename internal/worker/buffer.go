@@ -167,7 +167,7 @@ func (e *engine) keep(ctx context.Context, job *config.Job, t scheduler.Tick, at
 		e.count(t.Job, func(c *counters) { c.failed.Add(1) })
 		log.Error("cannot keep the tick in the job's buffer", slog.Any("error", err))
 		e.notStarted(ctx, job, t, attempt, jobs.StatusFailed, "cannot keep the tick in the job's buffer: "+err.Error())
-		return nil, true, fmt.Errorf("jobs: %s: buffer: %w", t.ID(), err)
+		return nil, true, fmt.Errorf("worker: %s: buffer: %w", t.ID(), err)
 	case rank < 0:
 		e.count(t.Job, func(c *counters) { c.dropped.Add(1) })
 		reason := fmt.Sprintf("dropped: the job runs and its buffer is full (%d kept)", b.bound)

@@ -35,11 +35,11 @@ import (
 // ErrScheduleDeleted ends a run of a runtime schedule that was deleted
 // with its runs stopped (a stop request, RequestStop, saying "deleted").
 // The run is recorded as stopped and not retried.
-var ErrScheduleDeleted = errors.New("jobs: stopped: its runtime schedule was deleted")
+var ErrScheduleDeleted = errors.New("worker: stopped: its runtime schedule was deleted")
 
 // ErrStopped ends a run that a stop request asked to stop for another
 // reason than a deletion. Recorded as stopped, not retried.
-var ErrStopped = errors.New("jobs: stopped on request")
+var ErrStopped = errors.New("worker: stopped on request")
 
 // stoppedOnRequest reports whether err ends a run a stop request stopped.
 func stoppedOnRequest(err error) bool {
@@ -236,7 +236,7 @@ func (w *Worker) subscribe(channels []string, pattern string) (*redis.PubSub, er
 			ps = w.rdb.PSubscribe(ctx, pattern)
 		} else if err := ps.PSubscribe(ctx, pattern); err != nil {
 			ps.Close()
-			return nil, fmt.Errorf("jobs: worker: subscribe to stop requests: %w", err)
+			return nil, fmt.Errorf("worker: subscribe to stop requests: %w", err)
 		}
 		last = redis.Subscription{Kind: "psubscribe", Channel: pattern}
 	}
@@ -245,7 +245,7 @@ func (w *Worker) subscribe(channels []string, pattern string) (*redis.PubSub, er
 		msg, err := ps.Receive(ctx)
 		if err != nil {
 			ps.Close()
-			return nil, fmt.Errorf("jobs: worker: subscribe to replace requests: %w", err)
+			return nil, fmt.Errorf("worker: subscribe to replace requests: %w", err)
 		}
 		if s, ok := msg.(*redis.Subscription); ok && s.Kind == last.Kind && s.Channel == last.Channel {
 			return ps, nil

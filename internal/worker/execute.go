@@ -27,7 +27,7 @@ import (
 )
 
 // errRunTimeout is the cause that ends a run after its job's timeout.
-var errRunTimeout = errors.New("jobs: run timed out")
+var errRunTimeout = errors.New("worker: run timed out")
 
 // runTick runs tick t of job under the job's concurrency policy and returns
 // what the asynq handler returns:
@@ -66,7 +66,7 @@ func (e *engine) runTick(ctx context.Context, job *config.Job, t scheduler.Tick,
 		e.log.Info("not running a tick of a runtime schedule deleted with its runs stopped", handoff.TickAttrs(t)...)
 		e.hist().refused(ctx, t, "its runtime schedule was deleted")
 		e.observe(RunObservation{Job: job.Name, Status: jobs.StatusRefused})
-		return fmt.Errorf("jobs: %s: %w: %w", t.ID(), ErrScheduleDeleted, asynq.SkipRetry)
+		return fmt.Errorf("worker: %s: %w: %w", t.ID(), ErrScheduleDeleted, asynq.SkipRetry)
 	}
 
 	run := jobs.Run{
@@ -164,13 +164,13 @@ func (e *engine) execute(ctx context.Context, p policy, job *config.Job, t sched
 		log.Info("replaced by a newer tick", took)
 		hist.finished(ctx, t, run, jobs.StatusReplaced, job, res, "stopped for a newer tick", "", g.giveBack)
 		obs.Status = jobs.StatusReplaced
-		return fmt.Errorf("jobs: %s: %w: %w", t.ID(), ErrReplaced, asynq.SkipRetry)
+		return fmt.Errorf("worker: %s: %w: %w", t.ID(), ErrReplaced, asynq.SkipRetry)
 	case runCtx.Err() != nil && stoppedOnRequest(cause):
 		e.count(t.Job, func(c *counters) { c.stopped.Add(1) })
 		log.Info("stopped on request", took, slog.String("why", cause.Error()))
 		hist.finished(ctx, t, run, jobs.StatusStopped, job, res, cause.Error(), "", g.giveBack)
 		obs.Status = jobs.StatusStopped
-		return fmt.Errorf("jobs: %s: %w: %w", t.ID(), cause, asynq.SkipRetry)
+		return fmt.Errorf("worker: %s: %w: %w", t.ID(), cause, asynq.SkipRetry)
 	case err == nil:
 		e.count(t.Job, func(c *counters) { c.ran.Add(1) })
 		log.Info("run succeeded", took)
@@ -185,15 +185,15 @@ func (e *engine) execute(ctx context.Context, p policy, job *config.Job, t sched
 	switch {
 	case lease != nil && runCtx.Err() != nil && errors.Is(cause, locking.ErrLost):
 		st = jobs.StatusLeaseLost
-		err = errors.Join(err, fmt.Errorf("jobs: %s: execution lease lost mid-run: %w", t.ID(), cause))
+		err = errors.Join(err, fmt.Errorf("worker: %s: execution lease lost mid-run: %w", t.ID(), cause))
 	case runCtx.Err() != nil:
-		err = errors.Join(err, fmt.Errorf("jobs: %s: stopped: %w", t.ID(), cause))
+		err = errors.Join(err, fmt.Errorf("worker: %s: stopped: %w", t.ID(), cause))
 	case errors.Is(context.Cause(execCtx), errRunTimeout):
 		st = jobs.StatusTimedOut
-		err = errors.Join(err, fmt.Errorf("jobs: %s: %w after %s", t.ID(), errRunTimeout, job.Timeout))
+		err = errors.Join(err, fmt.Errorf("worker: %s: %w after %s", t.ID(), errRunTimeout, job.Timeout))
 	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrPermission):
 		// a command that cannot start fails the same way on every attempt
-		err = fmt.Errorf("jobs: %s: command cannot start (not retried): %w: %w", t.ID(), err, asynq.SkipRetry)
+		err = fmt.Errorf("worker: %s: command cannot start (not retried): %w: %w", t.ID(), err, asynq.SkipRetry)
 	default:
 		err = &tickError{tick: t, err: err}
 	}
@@ -236,7 +236,7 @@ type tickError struct {
 }
 
 func (e *tickError) Error() string {
-	return "jobs: " + e.tick.ID() + ": " + runlog.CleanReason(e.tick, e.err.Error())
+	return "worker: " + e.tick.ID() + ": " + runlog.CleanReason(e.tick, e.err.Error())
 }
 
 func (e *tickError) Unwrap() error { return e.err }
@@ -436,4 +436,4 @@ func (e *engine) cancelRuns(cause error, match func(job string, ar *activeRun) b
 }
 
 // errShutdown is the cause that ends runs when the worker stops.
-var errShutdown = errors.New("jobs: worker shutting down")
+var errShutdown = errors.New("worker: shutting down")

@@ -144,7 +144,7 @@ func TestFailureReasonSaysItOnce(t *testing.T) {
 	if recs[0].Reason != why {
 		t.Errorf("reason %q, want %q", recs[0].Reason, why)
 	}
-	if want := "jobs: " + bad.ID() + ": " + why + " (last attempt"; !strings.HasPrefix(info.LastErr, want) {
+	if want := "worker: " + bad.ID() + ": " + why + " (last attempt"; !strings.HasPrefix(info.LastErr, want) {
 		t.Errorf("the task's last error %q, want %q", info.LastErr, want)
 	}
 }

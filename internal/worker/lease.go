@@ -124,7 +124,7 @@ func (e *engine) obtained(ctx context.Context, job *config.Job, t scheduler.Tick
 		}
 		// Unreachable: Lock only gives up when ctx ends or masters fail.
 		e.count(t.Job, func(c *counters) { c.failed.Add(1) })
-		return nil, fmt.Errorf("jobs: %s: execution lease: %w", t.ID(), err)
+		return nil, fmt.Errorf("worker: %s: execution lease: %w", t.ID(), err)
 	}
 	return e.held(ctx, job, t, attempt, lease, log), nil
 }
@@ -138,7 +138,7 @@ func (e *engine) notObtained(ctx context.Context, job *config.Job, t scheduler.T
 			e.count(t.Job, func(c *counters) { c.replaced.Add(1) })
 			log.Info("replaced by a newer tick while waiting for the job")
 			e.notStarted(ctx, job, t, attempt, jobs.StatusReplaced, "replaced by a newer tick while waiting for the job")
-			return true, fmt.Errorf("jobs: %s: %w: %w", t.ID(), ErrReplaced, asynq.SkipRetry)
+			return true, fmt.Errorf("worker: %s: %w: %w", t.ID(), ErrReplaced, asynq.SkipRetry)
 		}
 		if stoppedOnRequest(cause) {
 			// a stop request (its runtime schedule deleted) stops the runs
@@ -147,12 +147,12 @@ func (e *engine) notObtained(ctx context.Context, job *config.Job, t scheduler.T
 			e.count(t.Job, func(c *counters) { c.stopped.Add(1) })
 			log.Info("stopped on request while waiting for the job", slog.Any("why", cause))
 			e.notStarted(ctx, job, t, attempt, jobs.StatusStopped, cause.Error()+" (while waiting for the job)")
-			return true, fmt.Errorf("jobs: %s: %w: %w", t.ID(), cause, asynq.SkipRetry)
+			return true, fmt.Errorf("worker: %s: %w: %w", t.ID(), cause, asynq.SkipRetry)
 		}
 		e.count(t.Job, func(c *counters) { c.failed.Add(1) })
 		log.Warn("gave up waiting for the job", slog.Any("error", cause))
 		e.notStarted(ctx, job, t, attempt, jobs.StatusFailed, "gave up waiting for the execution lease: "+cause.Error())
-		return true, fmt.Errorf("jobs: %s: waiting for the execution lease: %w", t.ID(), errors.Join(err, cause))
+		return true, fmt.Errorf("worker: %s: waiting for the execution lease: %w", t.ID(), errors.Join(err, cause))
 	}
 	var oe *locking.ObtainError
 	if errors.As(err, &oe) && oe.Held() {
@@ -161,7 +161,7 @@ func (e *engine) notObtained(ctx context.Context, job *config.Job, t scheduler.T
 	e.count(t.Job, func(c *counters) { c.failed.Add(1) })
 	log.Error("cannot take the execution lease", slog.Any("error", err))
 	e.notStarted(ctx, job, t, attempt, jobs.StatusFailed, "cannot take the execution lease: "+err.Error())
-	return true, fmt.Errorf("jobs: %s: execution lease: %w", t.ID(), err)
+	return true, fmt.Errorf("worker: %s: execution lease: %w", t.ID(), err)
 }
 
 // releaseContext bounds the release of a run's lease by the job's lock_ttl,
@@ -328,7 +328,7 @@ func ReadHolders(ctx context.Context, rdb redis.UniversalClient, ns string, jobs
 		case errors.Is(err, redis.Nil):
 			continue
 		case err != nil:
-			return out, fmt.Errorf("jobs: read the holder record of %q: %w", j, err)
+			return out, fmt.Errorf("worker: read the holder record of %q: %w", j, err)
 		case formats.VersionOf(v) > formats.HolderRecord || json.Unmarshal(v, &h) != nil:
 			continue
 		}

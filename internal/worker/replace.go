@@ -22,7 +22,7 @@ import (
 // for the job's lease, when a newer tick of the job asks for the job. Such a
 // run is recorded as replaced and not retried (the asynq handler returns it
 // wrapped with asynq.SkipRetry).
-var ErrReplaced = errors.New("jobs: replaced by a newer tick")
+var ErrReplaced = errors.New("worker: replaced by a newer tick")
 
 // replacePolicy is concurrency replace: a newer tick stops the job's run of
 // an older one and runs once its lease is free; an older tick never runs
@@ -115,4 +115,4 @@ func (e *engine) skipForNewer(ctx context.Context, job *config.Job, t scheduler.
 // it, shows a newer tick's run.
 type newerHolder struct{ h holderRecord }
 
-func (n *newerHolder) Error() string { return "jobs: a newer tick holds the job: " + n.h.String() }
+func (n *newerHolder) Error() string { return "worker: a newer tick holds the job: " + n.h.String() }

@@ -32,7 +32,7 @@ import (
 // counting an attempt, and a replica that knows the job runs it. It happens
 // during rolling deploys, when replicas with different job lists run side by
 // side.
-var ErrRunsElsewhere = errors.New("jobs: handed back to a replica that can run it")
+var ErrRunsElsewhere = errors.New("worker: handed back to a replica that can run it")
 
 // elsewhereRetry is how long a handed-back task waits before a worker may
 // fetch it again.
@@ -61,19 +61,19 @@ func (w *Worker) cannotRun(ctx context.Context, t scheduler.Tick, task roster.Ta
 		// a worker without a Redis client (not started) cannot ask
 		w.count(t.Job, func(c *counters) { c.failed.Add(1) })
 		w.log.Error("dropping a task of an unknown job", append(handoff.TickAttrs(t), slog.String("why", why))...)
-		return fmt.Errorf("jobs: %s: job %q is %s: %w", t.ID(), t.Job, why, asynq.SkipRetry)
+		return fmt.Errorf("worker: %s: job %q is %s: %w", t.ID(), t.Job, why, asynq.SkipRetry)
 	}
 	can, undecided, err := w.roster.Runners(ctx, task, queue)
 	if err != nil {
 		w.log.Warn("cannot run this task here and cannot read the roster: handing it back", append(handoff.TickAttrs(t),
 			slog.String("why", why), slog.Any("error", err))...)
-		return fmt.Errorf("jobs: %s: job %q is %s; roster unreadable: %w: %w", t.ID(), t.Job, why, err, ErrRunsElsewhere)
+		return fmt.Errorf("worker: %s: job %q is %s; roster unreadable: %w: %w", t.ID(), t.Job, why, err, ErrRunsElsewhere)
 	}
 	if undecided {
 		// no verdict off a stepped clock: decided after a heartbeat round
 		w.log.Warn("cannot run this task here, and the queue Redis's clock stepped: handing it back until every live replica has beaten under the new clock",
 			append(handoff.TickAttrs(t), slog.String("why", why), slog.String("queue", queue))...)
-		return fmt.Errorf("jobs: %s: job %q is %s; the queue Redis's clock stepped, no replica is taken as dead for %s: %w",
+		return fmt.Errorf("worker: %s: job %q is %s; the queue Redis's clock stepped, no replica is taken as dead for %s: %w",
 			t.ID(), t.Job, why, roster.StepSuspend, ErrRunsElsewhere)
 	}
 	if len(can) == 0 {
@@ -88,7 +88,7 @@ func (w *Worker) cannotRun(ctx context.Context, t scheduler.Tick, task roster.Ta
 		w.log.Info("handing tasks of a job this replica cannot run back to replicas that can (rolling deploy?)",
 			slog.String("job", t.Job), slog.String("why", why), slog.String("queue", queue), slog.Any("can", can))
 	}
-	return fmt.Errorf("jobs: %s: job %q is %s; %s can run it: %w", t.ID(), t.Job, why, strings.Join(can, ", "), ErrRunsElsewhere)
+	return fmt.Errorf("worker: %s: job %q is %s; %s can run it: %w", t.ID(), t.Job, why, strings.Join(can, ", "), ErrRunsElsewhere)
 }
 
 // archiveUnrunnable archives task t, which no replica can run, with a
@@ -103,7 +103,7 @@ func (w *Worker) archiveUnrunnable(ctx context.Context, t scheduler.Tick, reason
 	w.log.Error(msg, args...)
 	w.hist().refused(ctx, t, reason)
 	w.observe(RunObservation{Job: t.Job, Status: jobs.StatusRefused})
-	return fmt.Errorf("jobs: %s: %s: %w", t.ID(), reason, asynq.SkipRetry)
+	return fmt.Errorf("worker: %s: %s: %w", t.ID(), reason, asynq.SkipRetry)
 }
 
 // routeSchedule decides whether this replica runs task t of a runtime
@@ -172,7 +172,7 @@ func (w *Worker) scheduleDefinition(ctx context.Context, t scheduler.Tick, held 
 			w.log.Warn("the store holds an older copy of this task's runtime schedule, put back: handing the task back until the schedule is put again",
 				append(handoff.TickAttrs(t), slog.Any("error", err))...)
 		}
-		return nil, fmt.Errorf("jobs: %s: %w: %w", t.ID(), err, ErrRunsElsewhere)
+		return nil, fmt.Errorf("worker: %s: %w: %w", t.ID(), err, ErrRunsElsewhere)
 	case errors.Is(err, schedstore.ErrNotFound):
 		return nil, w.archiveUnrunnable(ctx, t, "its runtime schedule was deleted", "archiving a task of a runtime schedule that was deleted")
 	case errors.As(err, &corrupt) || errors.Is(err, handoff.ErrUnsigned) || errors.Is(err, handoff.ErrBadSignature):
@@ -181,7 +181,7 @@ func (w *Worker) scheduleDefinition(ctx context.Context, t scheduler.Tick, held 
 	case err != nil:
 		w.log.Warn("cannot read the definition of this task's runtime schedule: handing the task back", append(handoff.TickAttrs(t),
 			slog.Any("error", err))...)
-		return nil, fmt.Errorf("jobs: %s: %w: %w", t.ID(), err, ErrRunsElsewhere)
+		return nil, fmt.Errorf("worker: %s: %w: %w", t.ID(), err, ErrRunsElsewhere)
 	}
 	stored := rec.Ref()
 	job, decodeErr := rec.Job(w.cfg)
@@ -203,7 +203,7 @@ func (w *Worker) scheduleDefinition(ctx context.Context, t scheduler.Tick, held 
 			w.log.Warn("a task names a definition of its runtime schedule newer than the store holds (did the queue Redis go back?): handing it back until a replica puts the schedules back",
 				append(handoff.TickAttrs(t), slog.String("def", def.String()), slog.String("stored", stored.String()))...)
 		}
-		return nil, fmt.Errorf("jobs: %s: dispatched for definition %s, the store holds %s: %w", t.ID(), def, stored, ErrRunsElsewhere)
+		return nil, fmt.Errorf("worker: %s: dispatched for definition %s, the store holds %s: %w", t.ID(), def, stored, ErrRunsElsewhere)
 	case decodeErr == nil && (t.Manual || scheduledAt(job, t.At)):
 		// replaced since the dispatch by a definition that has the tick
 		// (a trigger is on no schedule's course): run as a dispatcher

@@ -110,11 +110,11 @@ func (w *Worker) Start() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.started || w.closing {
-		return errors.New("jobs: worker already started")
+		return errors.New("worker: already started")
 	}
 	rdb, ok := w.redisOpt.MakeRedisClient().(redis.UniversalClient)
 	if !ok {
-		return fmt.Errorf("jobs: worker: unsupported redis option %T", w.redisOpt)
+		return fmt.Errorf("worker: unsupported redis option %T", w.redisOpt)
 	}
 	w.rdb = rdb
 	w.startRoster()
@@ -144,7 +144,7 @@ func (w *Worker) Start() error {
 			w.stopSubscriber()
 			w.stopRoster()
 			w.closeRedis()
-			return fmt.Errorf("jobs: worker: %w", err)
+			return fmt.Errorf("worker: %w", err)
 		}
 	}
 	w.started = true
@@ -172,7 +172,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	w.mu.Lock()
 	if w.closing {
 		w.mu.Unlock()
-		return errors.New("jobs: worker already shut down")
+		return errors.New("worker: already shut down")
 	}
 	w.closing = true
 	w.mu.Unlock()
@@ -191,7 +191,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		err = fmt.Errorf("jobs: worker shutdown: %w", ctx.Err())
+		err = fmt.Errorf("worker: shutdown: %w", ctx.Err())
 		w.localCancel(errShutdown)
 		n := w.cancelRuns(errShutdown, func(string, *activeRun) bool { return true })
 		w.log.Warn("shutdown deadline passed: cancelling the remaining runs", slog.Int("runs", n))
@@ -217,7 +217,7 @@ func (w *Worker) closeRedis() error {
 	if err == nil || errors.Is(err, redis.ErrClosed) {
 		return nil
 	}
-	return fmt.Errorf("jobs: worker: close redis: %w", err)
+	return fmt.Errorf("worker: close redis: %w", err)
 }
 
 // RunLocal starts tick t of local-mode job in-process and returns at once.
@@ -231,9 +231,9 @@ func (w *Worker) RunLocal(ctx context.Context, job *config.Job, t scheduler.Tick
 	defer w.mu.Unlock()
 	switch {
 	case w.closing:
-		return errors.New("jobs: worker shutting down")
+		return errors.New("worker: shutting down")
 	case !w.started:
-		return errors.New("jobs: worker not started")
+		return errors.New("worker: not started")
 	}
 	runCtx := w.localCtx
 	if w.tracer != nil {
@@ -316,7 +316,7 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 		w.log.Error("retries exhausted: archiving the task", append(handoff.TickAttrs(t), slog.Int("retried", retried),
 			slog.Int("max_retry", job.MaxRetry))...)
 		w.markDone(ctx, t, adm.expiry)
-		return fmt.Errorf("jobs: %s: retries exhausted (%d of max_retry %d): %w", t.ID(), retried, job.MaxRetry, asynq.SkipRetry)
+		return fmt.Errorf("worker: %s: retries exhausted (%d of max_retry %d): %w", t.ID(), retried, job.MaxRetry, asynq.SkipRetry)
 	}
 	if w.tracer != nil {
 		// the dispatch's span, as the task carries it, is the run's parent
