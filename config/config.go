@@ -713,7 +713,7 @@ func Load(data []byte) (*Config, error) {
 
 // LoadFile reads and loads the config at path, as Load does; errors name
 // path. A file that cannot be read gives the *fs.PathError of os.ReadFile,
-// wrapped ("jobs: open ..."); a file above MaxFileSize a *ConfigError,
+// wrapped ("config: open ..."); a file above MaxFileSize a *ConfigError,
 // without reading it past the bound.
 func LoadFile(path string) (*Config, error) {
 	data, err := readFile(path)
@@ -730,12 +730,12 @@ func LoadFile(path string) (*Config, error) {
 const MaxFileSize = 16 << 20
 
 // readFile reads the config at path: the error of os.ReadFile wrapped
-// ("jobs: open ..."), or a *ConfigError for a file above MaxFileSize, which
+// ("config: open ..."), or a *ConfigError for a file above MaxFileSize, which
 // is not read past the bound.
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("jobs: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxFileSize {
@@ -743,7 +743,7 @@ func readFile(path string) ([]byte, error) {
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("jobs: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	if len(data) > MaxFileSize {
 		return nil, tooLarge(path, -1)

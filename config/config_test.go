@@ -440,7 +440,7 @@ func TestFieldErrorFormat(t *testing.T) {
 
 func TestLoadFileMissing(t *testing.T) {
 	_, err := LoadFile("testdata/does-not-exist.yaml")
-	if !errors.Is(err, fs.ErrNotExist) || !strings.HasPrefix(err.Error(), "jobs: ") {
+	if !errors.Is(err, fs.ErrNotExist) || !strings.HasPrefix(err.Error(), "config: ") {
 		t.Errorf("err = %v", err)
 	}
 }

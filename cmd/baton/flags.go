@@ -161,12 +161,12 @@ func loadConfigFile(fs *flagSet, path string) (*config.Config, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, usagef("config file %s (%s) does not exist; write one (see config.example.yaml) or name it with --config or $%s", path, fs.source("config"), envConfig)
 	}
-	return nil, usagef("config file %s (%s): %v", path, fs.source("config"), unwrapJobs(err))
+	return nil, usagef("config file %s (%s): %v", path, fs.source("config"), unprefixed(err))
 }
 
-// unwrapJobs strips the "jobs: " prefix LoadFile puts on file errors.
-func unwrapJobs(err error) string {
-	return strings.TrimPrefix(err.Error(), "jobs: ")
+// unprefixed strips the "config: " prefix LoadFile puts on file errors.
+func unprefixed(err error) string {
+	return strings.TrimPrefix(err.Error(), "config: ")
 }
 
 // configErrors is an invalid config file: its message has one line per

@@ -313,7 +313,7 @@ func loadConfig(path string) (*config.Config, error) {
 	if errors.As(err, &ce) {
 		return nil, usagef("config: %s", strings.ReplaceAll(ce.Error(), "\n", "; "))
 	}
-	return nil, usagef("config: %s", strings.TrimPrefix(err.Error(), "jobs: "))
+	return nil, usagef("config: %s", strings.TrimPrefix(err.Error(), "config: "))
 }
 
 // redisPassword returns the password for masters whose URL carries none:

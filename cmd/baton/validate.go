@@ -52,7 +52,7 @@ func runValidate(_ *flagSet, o *validateOpts, args []string, stdout, stderr io.W
 		if errors.As(err, &ce) {
 			fmt.Fprintln(stderr, ce.Error())
 		} else {
-			fmt.Fprintf(stderr, "baton validate: %s\n", unwrapJobs(err))
+			fmt.Fprintf(stderr, "baton validate: %s\n", unprefixed(err))
 		}
 		return 1
 	}
