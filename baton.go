@@ -304,7 +304,7 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	sup := o.supervisor
 	if sup == "" {
 		if sup, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("cannot find this program's executable (exec jobs run under it as supervisor): %w", err)
+			return nil, fmt.Errorf("baton: cannot find this program's executable (exec jobs run under it as supervisor): %w", err)
 		}
 	}
 	cgroups := cfg.Worker.ExecCgroup
@@ -476,10 +476,10 @@ func (r *Replica) Start(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := r.queue.Ping(pctx).Err(); err != nil {
-		return fmt.Errorf("replica %s: queue Redis %s does not answer: %w", r.id, wiring.DescribeRedis(r.cfg), err)
+		return fmt.Errorf("baton: replica %s: queue Redis %s does not answer: %w", r.id, wiring.DescribeRedis(r.cfg), err)
 	}
 	if err := layout.Check(pctx, r.queue, r.cfg); err != nil {
-		return fmt.Errorf("replica %s: %w", r.id, err)
+		return fmt.Errorf("baton: replica %s: %w", r.id, err)
 	}
 	// when the deployment's first replica started: the tick ledger does not
 	// call a tick before it missed (best effort: a ledger without it calls
@@ -489,7 +489,7 @@ func (r *Replica) Start(ctx context.Context) error {
 	}
 	running := lifecycle.NewGroup(r.parts()...)
 	if err := running.Start(ctx); err != nil {
-		return fmt.Errorf("replica %s: %w", r.id, err)
+		return fmt.Errorf("baton: replica %s: %w", r.id, err)
 	}
 	r.running = running
 	return nil
@@ -575,7 +575,7 @@ func (r *Replica) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), r.cfg.Worker.ShutdownGrace+10*time.Second)
 	defer cancel()
 	if serr := r.running.Stop(sctx); serr != nil {
-		err = errors.Join(err, fmt.Errorf("replica %s: %w", r.id, serr))
+		err = errors.Join(err, fmt.Errorf("baton: replica %s: %w", r.id, serr))
 	}
 	r.Close()
 	r.log.Info("replica stopped", "replica", r.id)

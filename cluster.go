@@ -442,7 +442,7 @@ func (c *Cluster) readReplicas(ctx context.Context, st *Status) []error {
 	var errs []error
 	members, err := roster.Read(ctx, c.queue, c.cfg.Namespace)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("roster: %w", err))
+		errs = append(errs, fmt.Errorf("baton: %w", err))
 	}
 	st.Replicas, st.ListDiffs = replicaStatus(members)
 	if st.Schedules, err = c.schedulesStatus(ctx, members); err != nil {
@@ -499,7 +499,7 @@ func (c *Cluster) runCounts(ctx context.Context) (map[string]int, error) {
 		return nil, nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("run counts: %w", err)
+		return nil, fmt.Errorf("baton: run counts: %w", err)
 	}
 	out := make(map[string]int, len(cmds))
 	var corrupt []error
@@ -509,7 +509,7 @@ func (c *Cluster) runCounts(ctx context.Context) (map[string]int, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("run count of %s: %w", name, err)
+			return nil, fmt.Errorf("baton: run count of %s: %w", name, err)
 		}
 		n, ok := quorum.ParseCounter(v)
 		if !ok {
@@ -520,7 +520,7 @@ func (c *Cluster) runCounts(ctx context.Context) (map[string]int, error) {
 		out[name] = int(n)
 	}
 	if len(corrupt) > 0 {
-		return out, fmt.Errorf("run counts: %w", errors.Join(corrupt...))
+		return out, fmt.Errorf("baton: run counts: %w", errors.Join(corrupt...))
 	}
 	return out, nil
 }

@@ -159,7 +159,7 @@ func InitLayout(ctx context.Context, cfg *config.Config, progress func(moved int
 			return nil
 		})
 		if err != nil {
-			return rep, fmt.Errorf("moving the runtime schedules to %d shards stopped after %d: run baton init again to finish (or with the old config, to go back); until then replicas and schedule writers refuse: %w",
+			return rep, fmt.Errorf("baton: moving the runtime schedules to %d shards stopped after %d: run baton init again to finish (or with the old config, to go back); until then replicas and schedule writers refuse: %w",
 				rep.To.Shards, rep.Moved, err)
 		}
 	}

@@ -457,7 +457,7 @@ func (c *Cluster) tickRecords(ctx context.Context, ticks map[string][]time.Time)
 	}
 	since = recordsSince(markers, len(c.masters)/2+1)
 	if len(failed) > 0 {
-		err := fmt.Errorf("tick records: %d of %d lock masters did not answer (%s): the ticks they alone recorded are not known",
+		err := fmt.Errorf("baton: tick records: %d of %d lock masters did not answer (%s): the ticks they alone recorded are not known",
 			len(failed), len(c.masters), strings.Join(failed, ", "))
 		if len(failed) == len(c.masters) {
 			return nil, since, err

@@ -440,10 +440,10 @@ func (c *Cluster) pauseStates(ctx context.Context, names []string) (map[string]p
 	if len(corrupt) > 0 {
 		// the flags count (the claims pause on them); who, why and since
 		// when are not known from those masters
-		return out, fmt.Errorf("pause flags (they pause the job; delete the key to resume, or pause again to rewrite it): %w", errors.Join(append(corrupt, newer)...))
+		return out, fmt.Errorf("baton: pause flags (they pause the job; delete the key to resume, or pause again to rewrite it): %w", errors.Join(append(corrupt, newer)...))
 	}
 	if newer != nil {
-		return out, fmt.Errorf("pause flags (they pause the job; who paused it, why and since when are not read): %w", newer)
+		return out, fmt.Errorf("baton: pause flags (they pause the job; who paused it, why and since when are not read): %w", newer)
 	}
 	return out, nil
 }

@@ -378,7 +378,7 @@ func (s Schedule) Masked() Schedule {
 }
 
 // ErrBadQuery is returned for a listing asked with bad bounds.
-var ErrBadQuery = errors.New("bad query")
+var ErrBadQuery = errors.New("baton: bad query")
 
 // DeleteSchedule removes runtime schedule id: no replica claims a tick of
 // it after it follows the change (within a second). A run under way
@@ -426,7 +426,7 @@ func (c *Cluster) deleteSchedule(ctx context.Context, id string, match schedstor
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("runtime schedule %q: %w", id, ErrNoSchedule)
+		return fmt.Errorf("%w: %q", ErrNoSchedule, id)
 	}
 	// the pause goes with it: a schedule put again under the id is a new
 	// one, not paused
@@ -502,7 +502,7 @@ func (c *Cluster) describeSchedules(ctx context.Context, ss []Schedule, next int
 		}
 		return nil
 	}); err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("runtime schedules: the failing ones: %w", err)
+		return fmt.Errorf("baton: runtime schedules: the failing ones: %w", err)
 	}
 	now := time.Now()
 	for i := range ss {
@@ -545,7 +545,7 @@ func (c *Cluster) scheduleRuns(ctx context.Context, ss []Schedule) error {
 	}
 	hist, err := jobs.ReadHistories(ctx, c.queue, c.cfg.Namespace, names, historyScan)
 	if err != nil && !errors.Is(err, jobs.ErrCorrupt) {
-		return fmt.Errorf("runtime schedules: their runs: %w", err)
+		return fmt.Errorf("baton: runtime schedules: their runs: %w", err)
 	}
 	lists := make([][]jobs.RunRecord, 0, len(hist))
 	for _, recs := range hist {

@@ -24,7 +24,7 @@ import (
 // can run (a mistyped handler, a handler or URL prefix only the next
 // deploy brings), unless put with AheadOfDeploy. While no replica runs at
 // all nothing is refused: the schedule put says it waits.
-var ErrNoRunner = errors.New("no live replica can run it")
+var ErrNoRunner = errors.New("baton: no live replica can run it")
 
 // PutOption changes how a runtime schedule is put.
 type PutOption func(*putOptions)
@@ -105,11 +105,11 @@ func quoteList(names []string, n int) string {
 func (c *Cluster) checkRunner(ctx context.Context, id string, job *config.Job, o putOptions) (string, error) {
 	members, err := roster.Read(ctx, c.queue, c.cfg.Namespace)
 	if err != nil {
-		return "", fmt.Errorf("runtime schedule %q: checking that a live replica can run it: %w", id, err)
+		return "", fmt.Errorf("baton: runtime schedule %q: checking that a live replica can run it: %w", id, err)
 	}
 	why := runnerMissing(job, members)
 	if why == "" || o.ahead || !slices.ContainsFunc(members, func(m roster.Member) bool { return m.Live }) {
 		return why, nil
 	}
-	return why, fmt.Errorf("runtime schedule %q: %w: %s; fix the definition, or put it ahead of the deploy that brings what it needs (baton schedules put --force, PUT ?force=true, baton.AheadOfDeploy())", id, ErrNoRunner, why)
+	return why, fmt.Errorf("%w: runtime schedule %q: %s; fix the definition, or put it ahead of the deploy that brings what it needs (baton schedules put --force, PUT ?force=true, baton.AheadOfDeploy())", ErrNoRunner, id, why)
 }

@@ -148,11 +148,11 @@ func (c *Cluster) schedulesStatus(ctx context.Context, members []roster.Member) 
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("runtime schedules: %w", err)
+		return nil, fmt.Errorf("baton: runtime schedules: %w", err)
 	}
 	count, err := c.schedules.Count(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("runtime schedules: %w", err)
+		return nil, fmt.Errorf("baton: runtime schedules: %w", err)
 	}
 	st := &SchedulesStatus{Count: count, Paused: paused.Val(), PausedFirst: first.Val()}
 	live := map[string]bool{}
@@ -233,7 +233,7 @@ func (c *Cluster) failingSchedules(ctx context.Context, st *SchedulesStatus, ids
 	}
 	hist, err := jobs.ReadHistories(ctx, c.queue, c.cfg.Namespace, names, historyScan)
 	if err != nil {
-		return fmt.Errorf("runtime schedules: failing ones: %w", err)
+		return fmt.Errorf("baton: runtime schedules: failing ones: %w", err)
 	}
 	for i, id := range ids {
 		recs := hist[names[i]]

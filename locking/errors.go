@@ -81,7 +81,7 @@ type MasterError struct {
 }
 
 func (e MasterError) Error() string {
-	return fmt.Sprintf("master %d (%s): %v", e.Index, e.Addr, e.Err)
+	return fmt.Sprintf("master %d (%s): %v", e.Index, e.Addr, bare(e.Err))
 }
 
 func (e MasterError) Unwrap() error { return e.Err }

@@ -26,6 +26,10 @@ func TestSentinelTextsNameThemselves(t *testing.T) {
 		{locking.ErrHoldLimit, "locking: hold limit"},
 		{locking.ErrClosed, "locking: client closed"},
 		{locking.ErrInvalid, "locking: invalid"},
+		{locking.ErrEviction, "locking: master may evict keys"},
+		{locking.ErrCorrupt, "locking: corrupt"},
+		{locking.ErrQuarantine, "locking: in its restart quarantine"},
+		{locking.ErrMarked, "locking: not a brand-new set of masters"},
 	} {
 		if got := tc.err.Error(); got != tc.want {
 			t.Errorf("sentinel text %q, want %q", got, tc.want)

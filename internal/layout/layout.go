@@ -20,8 +20,10 @@ import (
 	"github.com/batonhq/baton/config"
 )
 
-// ErrMismatch: the config's layout is not the one recorded in Redis.
-var ErrMismatch = errors.New("the config's layout is not the namespace's")
+// ErrMismatch: the config's layout is not the one recorded in Redis. The
+// root package exports it (baton.ErrLayoutMismatch), and its text begins
+// with that package's name.
+var ErrMismatch = errors.New("baton: the config's layout is not the namespace's")
 
 // Layout is a namespace's layout.
 type Layout struct {
@@ -40,8 +42,9 @@ func Of(cfg *config.Config) Layout {
 
 // ErrMoving: baton init is moving the runtime schedules to another shard
 // count, or one that did stopped half way: nothing may read or write them
-// until a baton init completes a move.
-var ErrMoving = errors.New("the runtime schedules are being moved to another layout")
+// until a baton init completes a move. The root package exports it
+// (baton.ErrSchedulesMoving), and its text begins with that package's name.
+var ErrMoving = errors.New("baton: the runtime schedules are being moved to another layout")
 
 // State is what the record says: the layout, and while baton init moves
 // the runtime schedules to another shard count (or after one that stopped

@@ -15,6 +15,8 @@ import (
 )
 
 // Errors a master answers in place of a call it was not allowed to receive.
+// Package locking exports ErrQuarantine and ErrEviction: their texts begin
+// with the name of the package users match them by.
 var (
 	// ErrRestarted: the master restarted (empty, or from a snapshot older
 	// than its last write) and is not repaired yet; it grants nothing.
@@ -22,14 +24,14 @@ var (
 	// ErrQuarantine: the master was repaired after a restart (or found
 	// without a marker: brand-new) and waits until every lock its previous
 	// process may have granted has expired.
-	ErrQuarantine = errors.New("in its restart quarantine")
+	ErrQuarantine = errors.New("locking: in its restart quarantine")
 	// ErrReconnected: the answer came over a connection dialed after the
 	// last check, and the master could not be confirmed to be the same process.
 	ErrReconnected = errors.New("reconnected during the call to a server not confirmed as the same process")
 	// ErrTooOld: the server is older than the scripts need.
 	ErrTooOld = errors.New("Redis too old")
 	// ErrEviction: the master may evict keys and the group refuses such masters.
-	ErrEviction = errors.New("master may evict keys")
+	ErrEviction = errors.New("locking: master may evict keys")
 )
 
 // errNoIdentity: the server does not report a run_id and fresh deployments
@@ -61,7 +63,7 @@ type QuarantineError struct {
 // brand-new set of masters skips the wait. (A master's error names the
 // master already: see the callers.)
 func (e *QuarantineError) Error() string {
-	s := fmt.Sprintf("%v until %s by its clock (%v more): %s", ErrQuarantine,
+	s := fmt.Sprintf("in its restart quarantine until %s by its clock (%v more): %s",
 		e.Until.UTC().Format(time.RFC3339), e.Left.Round(time.Second), e.Reason)
 	if e.Reason == WhyNoMarker {
 		s += "; " + InitHint

@@ -30,13 +30,15 @@ import (
 	"github.com/batonhq/baton/internal/layout"
 )
 
-// Errors.
+// Errors. The root package exports them (baton.ErrNoSchedule,
+// baton.ErrScheduleChanged): their texts begin with the name of the
+// package users match them by.
 var (
 	// ErrNotFound: no runtime schedule has the id.
-	ErrNotFound = errors.New("no such runtime schedule")
+	ErrNotFound = errors.New("baton: no such runtime schedule")
 	// ErrChanged: the schedule changed since the version a put was
 	// conditioned on.
-	ErrChanged = errors.New("the runtime schedule changed since the version given")
+	ErrChanged = errors.New("baton: the runtime schedule changed since the version given")
 )
 
 // DomainSchedule is the signature domain of a stored definition.
@@ -595,7 +597,7 @@ func moving(err error) bool { return err != nil && redis.HasErrorPrefix(err, "MO
 func (s *Store) Get(ctx context.Context, id string) (Record, error) {
 	v, err := s.rdb.HGet(ctx, s.keysOf(id).defs, id).Result()
 	if errors.Is(err, redis.Nil) {
-		return Record{}, fmt.Errorf("runtime schedule %q: %w", id, ErrNotFound)
+		return Record{}, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
 	if err != nil {
 		return Record{}, fmt.Errorf("runtime schedule %q: read: %w", id, err)
