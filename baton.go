@@ -348,7 +348,7 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 				}
 				r.leader = &leadership{e: e, id: o.id, log: log}
 			}
-			sj = append(sj, SchedulerJob(&j))
+			sj = append(sj, schedulerJob(&j))
 		}
 		sopts := append(schedulerOptions(cfg, o.id),
 			scheduler.WithLeader(r.leader.leading),
@@ -406,9 +406,9 @@ func (r Role) runs(m config.Mode) bool {
 	return r != RoleScheduler
 }
 
-// SchedulerJob is the scheduler's view of a config job: the one conversion
+// schedulerJob is the scheduler's view of a config job: the one conversion
 // from a config job to a scheduler.Job.
-func SchedulerJob(j *config.Job) scheduler.Job {
+func schedulerJob(j *config.Job) scheduler.Job {
 	return scheduler.Job{
 		Name:             j.Name,
 		Schedule:         j.Sched,

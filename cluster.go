@@ -889,7 +889,7 @@ func (c *Cluster) Backfill(ctx context.Context, job string, from, to time.Time, 
 		return plan, fmt.Errorf("%w: %s has concurrency %s: its ticks cannot run side by side, so a backfill dispatches one at a time: give a window of one tick (the first is %s), or set concurrency: allow",
 			ErrBackfillWindow, job, j.Concurrency, plan.Ticks[0].Format(time.RFC3339))
 	}
-	s, err := scheduler.New(c.locks, []scheduler.Job{SchedulerJob(j)}, c.dispatcher(), schedulerOptions(c.cfg, "backfill")...)
+	s, err := scheduler.New(c.locks, []scheduler.Job{schedulerJob(j)}, c.dispatcher(), schedulerOptions(c.cfg, "backfill")...)
 	if err != nil {
 		return plan, err
 	}

@@ -343,7 +343,7 @@ func (c *Cluster) catchUp(ctx context.Context, j *config.Job, since time.Time) (
 	if len(ticks) == 0 {
 		return res, nil
 	}
-	s, err := scheduler.New(c.locks, []scheduler.Job{SchedulerJob(j)}, c.dispatcher(), schedulerOptions(c.cfg, "resume")...)
+	s, err := scheduler.New(c.locks, []scheduler.Job{schedulerJob(j)}, c.dispatcher(), schedulerOptions(c.cfg, "resume")...)
 	if err != nil {
 		return res, err
 	}

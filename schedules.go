@@ -636,7 +636,7 @@ func (r *Replica) applySchedules(put []schedstore.Change, removed []string) {
 	}
 	sj := make([]scheduler.Job, len(put))
 	for i, c := range put {
-		sj[i] = SchedulerJob(c.Job)
+		sj[i] = schedulerJob(c.Job)
 		sj[i].Since = c.Rec.Updated
 		if l := r.cfg.MetricJob(c.Job.Name); l != c.Job.Name {
 			sj[i].StatsGroup = l // counted together, as the metrics show them

@@ -12,7 +12,6 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/batonhq/baton"
 	batonconfig "github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/locking"
@@ -106,11 +105,24 @@ func jobConfig(addr string, n int) (*batonconfig.Config, error) {
 
 func jobName(i int) string { return fmt.Sprintf("j%05d", i) }
 
-// schedJobs converts the config's jobs to the scheduler's, as replicas do.
+// schedJobs converts the config's jobs to the scheduler's field by field,
+// as a replica does (baton's schedulerJob, which a change there must be
+// copied from): the scheduler is measured alone, without a replica around
+// it.
 func schedJobs(cfg *batonconfig.Config) []scheduler.Job {
 	out := make([]scheduler.Job, 0, len(cfg.Jobs))
-	for i := range cfg.Jobs {
-		out = append(out, baton.SchedulerJob(&cfg.Jobs[i]))
+	for _, j := range cfg.Jobs {
+		out = append(out, scheduler.Job{
+			Name:             j.Name,
+			Schedule:         j.Sched,
+			StartingDeadline: j.StartingDeadline,
+			Catchup:          j.Catchup,
+			CatchupMax:       j.CatchupMax,
+			Jitter:           j.Jitter,
+			Paused:           j.Paused,
+			LeaderOnly:       j.Leader,
+			CommitFirst:      j.Mode == batonconfig.ModeLocal,
+		})
 	}
 	return out
 }
