@@ -170,7 +170,7 @@ func (c *Cluster) Ticks(ctx context.Context, job string, from, to time.Time) (*T
 // TicksAll is Ticks of every job of the job list that has ticks
 // (singletons have none), in the config's order. Runtime schedules are not
 // in it: there may be 100,000 of them, so their ledgers are read one by
-// one, by job name ("@" + id: Ticks, ScheduleJobName). Each is over the window [from, to] with Ticks's
+// one, by job name ("@" + id: Ticks, config.ScheduleJobName). Each is over the window [from, to] with Ticks's
 // defaults and limits (a job whose window holds more than MaxLedgerTicks
 // ticks fails the call, naming it, and so do more than MaxLedgerTicksAll
 // ticks of all jobs together). It reads in the round trips of one

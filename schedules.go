@@ -41,10 +41,6 @@ var ErrNoSchedule = schedstore.ErrNotFound
 // (ScheduleSpec's IfVersion) that the schedule no longer has.
 var ErrScheduleChanged = schedstore.ErrChanged
 
-// ScheduleJobName is the job name of runtime schedule id ("@" + id): in
-// the history, the tick ledger, metrics and tasks.
-func ScheduleJobName(id string) string { return config.ScheduleJobName(id) }
-
 // ScheduleSpec is a runtime schedule's definition: the fields of a job of
 // the job list (config.Job) that a runtime schedule may set, each left at
 // its zero value for the list's default. It runs a registered Go handler
@@ -354,7 +350,7 @@ func (c *Cluster) ListSchedules(ctx context.Context, q ScheduleQuery) (ScheduleP
 		page.Schedules = append(page.Schedules, scheduleOf(r))
 	}
 	for id, err := range bad {
-		page.Schedules = append(page.Schedules, Schedule{ID: id, Job: ScheduleJobName(id), Error: err.Error()})
+		page.Schedules = append(page.Schedules, Schedule{ID: id, Job: config.ScheduleJobName(id), Error: err.Error()})
 	}
 	if err := c.describeSchedules(ctx, page.Schedules, q.Next); err != nil {
 		return SchedulePage{}, err
@@ -415,7 +411,7 @@ func (c *Cluster) deleteSchedule(ctx context.Context, id string, match schedstor
 	// the schedule is one written before it, not the pause of a schedule
 	// another caller put again under the id and paused once it was deleted
 	before := make([]int64, len(c.masters))
-	c.eachMaster(ctx, ScheduleJobName(id), false, func(ctx context.Context, m redis.UniversalClient, i int) error {
+	c.eachMaster(ctx, config.ScheduleJobName(id), false, func(ctx context.Context, m redis.UniversalClient, i int) error {
 		if t, err := m.Time(ctx).Result(); err == nil {
 			before[i] = t.UnixMilli()
 		}
@@ -430,9 +426,9 @@ func (c *Cluster) deleteSchedule(ctx context.Context, id string, match schedstor
 	}
 	// the pause goes with it: a schedule put again under the id is a new
 	// one, not paused
-	pauseKey := scheduler.PauseKey(c.cfg.Namespace, ScheduleJobName(id))
+	pauseKey := scheduler.PauseKey(c.cfg.Namespace, config.ScheduleJobName(id))
 	var kept atomic.Bool
-	c.eachMaster(ctx, ScheduleJobName(id), false, func(ctx context.Context, m redis.UniversalClient, i int) error {
+	c.eachMaster(ctx, config.ScheduleJobName(id), false, func(ctx context.Context, m redis.UniversalClient, i int) error {
 		if before[i] == 0 {
 			return m.Del(ctx, pauseKey).Err() // its clock unread
 		}
@@ -443,19 +439,19 @@ func (c *Cluster) deleteSchedule(ctx context.Context, id string, match schedstor
 		return err
 	})
 	if !kept.Load() {
-		c.notePauseOf(ctx, ScheduleJobName(id), false, time.Time{})
+		c.notePauseOf(ctx, config.ScheduleJobName(id), false, time.Time{})
 	}
 	c.queue.ZRem(ctx, runlog.FailingKey(c.cfg, id), id)
 	// its max_runs count goes with it (a schedule put again under this id
 	// counts its own: JobRunCountKeys); the count of the id's earlier form
 	// too
-	counts := handoff.RunCountKeys(c.cfg.Namespace, ScheduleJobName(id))
+	counts := handoff.RunCountKeys(c.cfg.Namespace, config.ScheduleJobName(id))
 	if !created.IsZero() {
-		counts = append(counts, handoff.JobRunCountKeys(c.cfg.Namespace, &config.Job{Name: ScheduleJobName(id), Created: created})...)
+		counts = append(counts, handoff.JobRunCountKeys(c.cfg.Namespace, &config.Job{Name: config.ScheduleJobName(id), Created: created})...)
 	}
 	c.queue.Del(ctx, counts...)
 	if stopRunning {
-		return worker.RequestStop(ctx, c.queue, c.cfg, ScheduleJobName(id), "deleted", "baton schedules delete")
+		return worker.RequestStop(ctx, c.queue, c.cfg, config.ScheduleJobName(id), "deleted", "baton schedules delete")
 	}
 	return nil
 }
@@ -465,7 +461,7 @@ func (c *Cluster) PauseSchedule(ctx context.Context, id string, p PauseNote) (Pa
 	if err := config.CheckScheduleID(id); err != nil {
 		return PauseResult{}, err
 	}
-	return c.Pause(ctx, ScheduleJobName(id), p)
+	return c.Pause(ctx, config.ScheduleJobName(id), p)
 }
 
 // ResumeSchedule resumes runtime schedule id (see Resume).
@@ -473,7 +469,7 @@ func (c *Cluster) ResumeSchedule(ctx context.Context, id string, catchUp bool) (
 	if err := config.CheckScheduleID(id); err != nil {
 		return ResumeResult{}, err
 	}
-	return c.Resume(ctx, ScheduleJobName(id), catchUp)
+	return c.Resume(ctx, config.ScheduleJobName(id), catchUp)
 }
 
 // describeSchedules fills in the pause of each schedule, since when it
@@ -585,7 +581,7 @@ func (c *Cluster) scheduleRuns(ctx context.Context, ss []Schedule) error {
 }
 
 func scheduleOf(r schedstore.Record) Schedule {
-	return Schedule{ID: r.ID, Job: ScheduleJobName(r.ID), Definition: r.Doc, Created: r.Created, Updated: r.Updated, Version: r.Version, Change: r.Change}
+	return Schedule{ID: r.ID, Job: config.ScheduleJobName(r.ID), Definition: r.Doc, Created: r.Created, Updated: r.Updated, Version: r.Version, Change: r.Change}
 }
 
 // ETag is the schedule's entity tag: its version and when it was created

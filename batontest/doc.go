@@ -64,7 +64,7 @@
 // returns once the Env's replica follows it; it starts from its put
 // instant by the fake clock (the embedded server's Redis TIME is the fake
 // clock's), and AdvanceTo settles its ticks like the job list's. Its job
-// is named "@" + its id (baton.ScheduleJobName) in the Require helpers and
+// is named "@" + its id (config.ScheduleJobName) in the Require helpers and
 // the history; each keeps up to 100,000 runs too. DeleteSchedule deletes
 // one. The definition is checked with the max_clock_skew the config was
 // loaded with, not MaxAhead.

@@ -37,7 +37,7 @@ func (r *runtimeJobs) set(name string, j *config.Job) {
 }
 
 // PutSchedule creates or replaces runtime schedule id (its job is named
-// "@" + id: baton.ScheduleJobName) as Cluster.PutSchedule does, and
+// "@" + id: config.ScheduleJobName) as Cluster.PutSchedule does, and
 // returns once the Env's replica follows it. The schedule starts from its
 // put instant, by the fake clock: its first tick is the first at or after
 // Now (not before Now less its starting deadline, as a replica that
@@ -77,7 +77,7 @@ func (e *Env) DeleteSchedule(t testing.TB, id string, stopRunning bool) {
 	if err := e.Cluster(t).DeleteSchedule(ctx, id, stopRunning); err != nil {
 		t.Fatalf("batontest: DeleteSchedule(%q): %v", id, err)
 	}
-	name := baton.ScheduleJobName(id)
+	name := config.ScheduleJobName(id)
 	delete(e.next, name)
 	// the replica's lookup finds it until its copy drops it (a schedule
 	// it does not hold is read from Redis, where it is gone)

@@ -676,7 +676,7 @@ func runSchedulePause(fs *flagSet, o *pauseOpts, args []string, stdout, stderr i
 		if err := config.CheckScheduleID(id); err != nil {
 			return usageExit(fs.name, usagef("%s", err), stderr)
 		}
-		jobs[i] = baton.ScheduleJobName(id)
+		jobs[i] = config.ScheduleJobName(id)
 	}
 	return runPause(fs, o, jobs, stdout, stderr)
 }

@@ -1051,7 +1051,7 @@ func (a *ledgerCheck) runtimeWindow(ctx context.Context, from, to time.Time) {
 	steady := a.book.steady(from, to)
 	lookups := 0
 	for id, ticks := range steady {
-		job := baton.ScheduleJobName(id)
+		job := config.ScheduleJobName(id)
 		for _, tick := range ticks {
 			a.rtTicks++
 			switch ids := a.hits.take(job, tick); {
