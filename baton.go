@@ -229,7 +229,7 @@ type Replica struct {
 
 // New builds, without connecting, a replica of cfg. It fails on a config
 // it cannot wire (a bad Redis URL, a lock master listed twice), and with a
-// *config.ConfigError naming each job and its line when the replica would
+// *config.Error naming each job and its line when the replica would
 // run a handler job whose handler WithHandlers does not register (see
 // MissingHandlers).
 func New(cfg *config.Config, opts ...Option) (*Replica, error) {
@@ -367,7 +367,7 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	return r, nil
 }
 
-// MissingHandlers returns a *config.ConfigError naming every handler job
+// MissingHandlers returns a *config.Error naming every handler job
 // of cfg that a replica of role runs and whose handler reg does not
 // register (reg may be nil), or nil. A scheduler runs local-mode jobs, a
 // worker cron and singleton jobs, RoleAll all of them: a RoleScheduler
@@ -395,7 +395,7 @@ func MissingHandlers(cfg *config.Config, role Role, reg *jobs.Registry) error {
 	if errs == nil {
 		return nil
 	}
-	return &config.ConfigError{Errors: errs}
+	return &config.Error{Errors: errs}
 }
 
 // runs reports whether a replica of role runs the jobs of mode.

@@ -215,9 +215,9 @@ jobs:
 				r.Close()
 				t.Fatalf("New took a replica without the handlers of %v", tc.missing)
 			}
-			var ce *config.ConfigError
+			var ce *config.Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("New: %T %v, want a *config.ConfigError", err, err)
+				t.Fatalf("New: %T %v, want a *config.Error", err, err)
 			}
 			var got []string
 			for _, fe := range ce.Errors {

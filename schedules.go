@@ -102,7 +102,7 @@ func (s ScheduleSpec) Document() (json.RawMessage, error) {
 		h := map[string]any{"name": s.Handler}
 		if len(s.Payload) > 0 {
 			if !json.Valid(s.Payload) {
-				return nil, &config.ConfigError{Errors: []config.FieldError{{Field: "handler.payload", Msg: "not valid JSON"}}}
+				return nil, &config.Error{Errors: []config.FieldError{{Field: "handler.payload", Msg: "not valid JSON"}}}
 			}
 			h["payload"] = s.Payload
 		}
@@ -198,7 +198,7 @@ func (c *Cluster) writableStore(ctx context.Context) (*schedstore.Store, error) 
 }
 
 // PutSchedule creates or replaces runtime schedule id with spec, after the
-// checks of a job of the list (a *config.ConfigError naming each field and
+// checks of a job of the list (a *config.Error naming each field and
 // why) and of the runtime rules (see config.DecodeSchedule), and only
 // when a live replica can run it (else ErrNoRunner; see AheadOfDeploy).
 // Every running replica follows within a second.

@@ -202,7 +202,7 @@ type fieldProblem struct {
 // of a runtime schedule's call, answers; status 0 when err is none of
 // theirs.
 func scheduleStatus(err error) (int, []fieldProblem) {
-	var ce *config.ConfigError
+	var ce *config.Error
 	switch {
 	case errors.As(err, &ce):
 		out := make([]fieldProblem, len(ce.Errors))

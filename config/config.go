@@ -669,15 +669,15 @@ func (e FieldError) Error() string {
 	return b.String()
 }
 
-// ConfigError is returned by Load and LoadFile for a file that is not a
+// Error is returned by Load and LoadFile for a file that is not a
 // valid config. It lists every problem found, ordered by line.
-type ConfigError struct {
+type Error struct {
 	// Errors are the problems, at least one.
 	Errors []FieldError
 }
 
 // Error returns one line per problem.
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	lines := make([]string, len(e.Errors))
 	for i, fe := range e.Errors {
 		lines[i] = fe.Error()
@@ -686,7 +686,7 @@ func (e *ConfigError) Error() string {
 }
 
 // Unwrap returns the problems as errors, so errors.As finds a FieldError.
-func (e *ConfigError) Unwrap() []error {
+func (e *Error) Unwrap() []error {
 	errs := make([]error, len(e.Errors))
 	for i, fe := range e.Errors {
 		errs[i] = fe
@@ -695,7 +695,7 @@ func (e *ConfigError) Unwrap() []error {
 }
 
 // Load parses and validates a config from YAML. Errors are reported against
-// the file name "<input>". On any problem it returns (nil, *ConfigError)
+// the file name "<input>". On any problem it returns (nil, *Error)
 // listing all of them; data above MaxFileSize is refused undecoded.
 //
 // Scalar values may use ${VAR}, replaced by the environment variable VAR (an
@@ -713,7 +713,7 @@ func Load(data []byte) (*Config, error) {
 
 // LoadFile reads and loads the config at path, as Load does; errors name
 // path. A file that cannot be read gives the *fs.PathError of os.ReadFile,
-// wrapped ("config: open ..."); a file above MaxFileSize a *ConfigError,
+// wrapped ("config: open ..."); a file above MaxFileSize an *Error,
 // without reading it past the bound.
 func LoadFile(path string) (*Config, error) {
 	data, err := readFile(path)
@@ -730,7 +730,7 @@ func LoadFile(path string) (*Config, error) {
 const MaxFileSize = 16 << 20
 
 // readFile reads the config at path: the error of os.ReadFile wrapped
-// ("config: open ..."), or a *ConfigError for a file above MaxFileSize, which
+// ("config: open ..."), or an *Error for a file above MaxFileSize, which
 // is not read past the bound.
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
@@ -758,7 +758,7 @@ func tooLarge(file string, size int64) error {
 	if size >= 0 {
 		is = fmt.Sprintf("%d bytes (%.1f MiB)", size, float64(size)/(1<<20))
 	}
-	return &ConfigError{Errors: []FieldError{{File: file,
+	return &Error{Errors: []FieldError{{File: file,
 		Msg: fmt.Sprintf("the file is %s, above the bound of %d MiB (%d bytes) for a config: it is refused before it is decoded", is, MaxFileSize>>20, MaxFileSize)}}}
 }
 

@@ -352,9 +352,9 @@ func TestBadFiles(t *testing.T) {
 			if c != nil {
 				t.Errorf("LoadFile returned a config along with the error")
 			}
-			var ce *ConfigError
+			var ce *Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("err = %v (%T), want *ConfigError", err, err)
+				t.Fatalf("err = %v (%T), want *Error", err, err)
 			}
 			got := strings.Split(err.Error(), "\n")
 			if len(got) != len(ce.Errors) {
@@ -384,9 +384,9 @@ func TestBadFiles(t *testing.T) {
 // problems: every one is reported, with file, line, job and field.
 func TestManyErrorsFields(t *testing.T) {
 	_, err := LoadFile("testdata/multi.bad.yaml")
-	var ce *ConfigError
+	var ce *Error
 	if !errors.As(err, &ce) {
-		t.Fatalf("err = %v, want *ConfigError", err)
+		t.Fatalf("err = %v, want *Error", err)
 	}
 	type key struct {
 		Line       int
@@ -824,9 +824,9 @@ func TestConfigExpandedBeyondTheSizeBoundRefused(t *testing.T) {
 		b.WriteString("  - ${BATON_T_BIG}\n")
 	}
 	_, err := Load([]byte(b.String()))
-	var ce *ConfigError
+	var ce *Error
 	if !errors.As(err, &ce) {
-		t.Fatalf("Load: %v, want a *ConfigError", err)
+		t.Fatalf("Load: %v, want an *Error", err)
 	}
 	want := "make the config larger than the bound of 16 MiB (16777216 bytes)"
 	if len(ce.Errors) != 1 || !strings.Contains(ce.Errors[0].Msg, want) || ce.Errors[0].Line == 0 {
@@ -850,7 +850,7 @@ func TestConfigAboveTheSizeBoundRefusedUndecoded(t *testing.T) {
 	want := "above the bound of 16 MiB (16777216 bytes) for a config: it is refused before it is decoded"
 	for _, load := range []func(string) (*Config, error){LoadFile, LoadConnectionFile} {
 		_, err := load(huge)
-		var ce *ConfigError
+		var ce *Error
 		if !errors.As(err, &ce) || !strings.HasPrefix(err.Error(), huge+": the file is 314572800 bytes (300.0 MiB), ") || !strings.Contains(err.Error(), want) {
 			t.Errorf("a 300 MB file: %v", err)
 		}

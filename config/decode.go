@@ -124,7 +124,7 @@ func loadSections(data []byte, file, path string, lookup func(string) (string, b
 			d.errs[i].Msg = msg
 		}
 		sort.SliceStable(d.errs, func(i, j int) bool { return d.errs[i].Line < d.errs[j].Line })
-		return nil, &ConfigError{Errors: d.errs}
+		return nil, &Error{Errors: d.errs}
 	}
 	cfg.File = path
 	cfg.secrets = secrets

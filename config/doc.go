@@ -6,7 +6,7 @@
 // ${VAR:-default} from the environment in scalar values, reject unknown keys,
 // validate every value (cron specs are parsed, time zones loaded, Redis URLs
 // checked, cross-field rules such as "singleton jobs have no schedule"
-// applied) and return either a complete *Config or a *ConfigError that lists
+// applied) and return either a complete *Config or an *Error that lists
 // every problem with its file, line and job. Nothing is half-applied.
 //
 // A Job says when it runs (Schedule, in Location), where (Mode: through the

@@ -143,15 +143,15 @@ const MaxScheduleDocument = 16 << 10
 //
 // Nothing in doc is expanded (${VAR} is text). created is when the id was
 // first put: a recurring schedule has no tick before it. The error is a
-// *ConfigError whose FieldErrors name the job ("@"+id), the field and the
+// *Error whose FieldErrors name the job ("@"+id), the field and the
 // line in doc.
 func DecodeSchedule(base *Config, id string, doc []byte, created time.Time) (*Job, error) {
 	name := ScheduleJobName(id)
 	fail := func(field, format string, args ...any) error {
-		return &ConfigError{Errors: []FieldError{{Job: name, Field: field, Msg: fmt.Sprintf(format, args...)}}}
+		return &Error{Errors: []FieldError{{Job: name, Field: field, Msg: fmt.Sprintf(format, args...)}}}
 	}
 	if err := CheckScheduleID(id); err != nil {
-		return nil, &ConfigError{Errors: []FieldError{{Field: "id", Msg: err.Error()}}}
+		return nil, &Error{Errors: []FieldError{{Field: "id", Msg: err.Error()}}}
 	}
 	if limit := base.Schedules.MaxPayload + MaxScheduleDocument; len(doc) > limit {
 		return nil, fail("", "the definition is %d bytes, more than schedules.max_payload + %d = %d", len(doc), MaxScheduleDocument, limit)
@@ -165,10 +165,10 @@ func DecodeSchedule(base *Config, id string, doc []byte, created time.Time) (*Jo
 		root, problem = strictyaml.Parse(doc, "a schedule definition")
 	}
 	if problem != nil {
-		return nil, &ConfigError{Errors: []FieldError{{Job: name, Line: problem.Line, Field: problem.Path, Msg: problem.Msg}}}
+		return nil, &Error{Errors: []FieldError{{Job: name, Line: problem.Line, Field: problem.Path, Msg: problem.Msg}}}
 	}
 	if problem = strictyaml.Bound(root); problem != nil {
-		return nil, &ConfigError{Errors: []FieldError{{Job: name, Line: problem.Line, Field: problem.Path, Msg: problem.Msg}}}
+		return nil, &Error{Errors: []FieldError{{Job: name, Line: problem.Line, Field: problem.Path, Msg: problem.Msg}}}
 	}
 	if root.Kind != yaml.MappingNode {
 		return nil, fail("", "a definition is a mapping of a job's keys (schedule, handler, ...), not %s", strictyaml.Describe(root))
@@ -221,7 +221,7 @@ func DecodeSchedule(base *Config, id string, doc []byte, created time.Time) (*Jo
 		for i := range d.errs {
 			d.errs[i].File = ""
 		}
-		return nil, &ConfigError{Errors: d.errs}
+		return nil, &Error{Errors: d.errs}
 	}
 	if j.At == "" && j.Sched != nil && !created.IsZero() {
 		j.Sched = schedule.Window(j.Sched, created, time.Time{})

@@ -154,7 +154,7 @@ func loadConfigFile(fs *flagSet, path string) (*config.Config, error) {
 	if err == nil {
 		return cfg, nil
 	}
-	var ce *config.ConfigError
+	var ce *config.Error
 	if errors.As(err, &ce) {
 		return nil, &configErrors{ce}
 	}
@@ -171,6 +171,6 @@ func unprefixed(err error) string {
 
 // configErrors is an invalid config file: its message has one line per
 // problem, each naming file and line.
-type configErrors struct{ ce *config.ConfigError }
+type configErrors struct{ ce *config.Error }
 
 func (e *configErrors) Error() string { return e.ce.Error() }

@@ -309,7 +309,7 @@ func loadConfig(path string) (*config.Config, error) {
 	if err == nil {
 		return cfg, nil
 	}
-	var ce *config.ConfigError
+	var ce *config.Error
 	if errors.As(err, &ce) {
 		return nil, usagef("config: %s", strings.ReplaceAll(ce.Error(), "\n", "; "))
 	}

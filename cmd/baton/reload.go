@@ -149,7 +149,7 @@ func (l *liveReplica) reload(ctx context.Context, cur running, asked bool) runni
 	cfg, err := config.LoadFile(l.path)
 	if err != nil {
 		l.sum = sum // reported once per content
-		var ce *config.ConfigError
+		var ce *config.Error
 		if errors.As(err, &ce) {
 			for _, fe := range ce.Errors {
 				l.log.Error("config reload rejected; keeping the running job list", "error", fe.Error())

@@ -308,7 +308,7 @@ func runPut(fs *flagSet, o *putOpts, args []string, stdout, stderr io.Writer) in
 	default:
 		s, err = c.PutScheduleDocument(ctx, id, doc, opts...)
 	}
-	var ce *config.ConfigError
+	var ce *config.Error
 	switch {
 	case errors.As(err, &ce):
 		return badDefinition(fs, source, err, stderr)
@@ -380,7 +380,7 @@ func (o *putOpts) specFromFlags(fs *flagSet) (baton.ScheduleSpec, error) {
 // the usage status: read from source, with its name and line; built from
 // the flags, with the flag that set the field.
 func badDefinition(fs *flagSet, source string, err error, stderr io.Writer) int {
-	var ce *config.ConfigError
+	var ce *config.Error
 	if !errors.As(err, &ce) {
 		return usageExit(fs.name, err, stderr)
 	}

@@ -48,7 +48,7 @@ func runValidate(_ *flagSet, o *validateOpts, args []string, stdout, stderr io.W
 	}
 	cfg, err := config.LoadFile(path)
 	if err != nil {
-		var ce *config.ConfigError
+		var ce *config.Error
 		if errors.As(err, &ce) {
 			fmt.Fprintln(stderr, ce.Error())
 		} else {
@@ -80,7 +80,7 @@ func goHandlerNote(cfg *config.Config) string {
 // missingHandlers is the config error of the handler jobs a replica of
 // role would run: the binary registers no Go handler. Nil without any.
 func missingHandlers(cfg *config.Config, role baton.Role) error {
-	var ce *config.ConfigError
+	var ce *config.Error
 	if errors.As(baton.MissingHandlers(cfg, role, nil), &ce) {
 		return &configErrors{ce}
 	}
