@@ -1,6 +1,6 @@
 // Package baton assembles baton replicas: the composition root that the
 // baton command and Go programs share. A replica reads a config (package
-// jobs), claims and dispatches ticks (package scheduler) under locks
+// config), claims and dispatches ticks (package scheduler) under locks
 // (package locking) and runs jobs on asynq workers, Go handlers included.
 //
 //	cfg, err := config.LoadFile("baton.yaml")
@@ -23,6 +23,37 @@
 // A program whose config has exec jobs runs them under a supervisor, which
 // is the program's own binary in a hidden mode: call MaybeRunSupervisor
 // first thing in main.
+//
+// # Exported names
+//
+// A replica: [New] makes a [Replica] of a config, with the [Option] values
+// [WithHandlers], [WithLogger], [WithRole] (a [Role]), [WithReplicaID],
+// [WithVersion], [WithSchedulerClock], [WithSupervisorPath],
+// [WithTracerProvider], [WithDispatchObserver], [WithHTTPServed] and
+// [WithLockMessageFilter]. [MissingHandlers] names the handler jobs a
+// registry lacks, [MaybeRunSupervisor] runs an exec job's supervisor,
+// [RedisLogger] and [TracingFromEnv] wire go-redis's log and OpenTelemetry.
+// [Replica.Stats] reads [ReplicaStats]: [SchedulerStats], [WorkerStats],
+// [MasterStats], [ScheduleStats], [JobMeasures], [RunMeasures] and
+// [Histogram].
+//
+// A deployment: [Init] marks a brand-new set of lock masters; [InitLayout]
+// records the namespace's layout ([LayoutReport]; [ErrLayoutMismatch],
+// [ErrSchedulesMoving]). [NewCluster] makes a [Cluster], which reads and
+// acts on a deployment from outside its replicas: its [Status]
+// ([JobStatus], [ReplicaStatus], [SchedulesStatus], [ScheduleProblem],
+// [StoreWentBack]); the tick ledger ([TickLedger], [LedgerTick], [Outcome];
+// [DefaultLedgerTicks], [DefaultLedgerSpan], [MaxLedgerTicks],
+// [MaxLedgerTicksAll]; [ErrTickWindow]); pause and resume ([PauseNote],
+// [MaxPauseNote], [PauseResult], [ResumeResult], [CatchUpResult],
+// [SkippedTick]; [ErrBadPause]); trigger and backfill ([BackfillPlan],
+// [MaxBackfill]; [ErrUnknownJob], [ErrNotTriggerable], [ErrBackfillWindow]).
+//
+// Runtime schedules: a [Schedule] is put from a [ScheduleSpec] (or a
+// document), with the [PutOption] [AheadOfDeploy], and listed a
+// [SchedulePage] at a time by a [ScheduleQuery]; [CheckETag] checks the
+// condition of a change. Their errors: [ErrNoSchedule],
+// [ErrScheduleChanged], [ErrNoRunner], [ErrBadQuery].
 package baton
 
 import (

@@ -15,4 +15,28 @@
 // Handler) and how executions meet each other (Concurrency, Catchup, retries
 // and timeouts). Zone data is embedded (time/tzdata) so that every replica
 // computes the same ticks whatever its host has installed.
+//
+// # Exported names
+//
+// Loading: [Load], [LoadFile] and [LoadConnectionFile] return a [Config] or
+// an [Error] of [FieldError] values; [MaxFileSize] bounds a file.
+//
+// The file's sections: [RedisConfig] (with [SentinelConfig],
+// [ClusterConfig] and [TLSFiles]), [LockingConfig], [SchedulerConfig],
+// [WorkerConfig] ([ExecCgroupAuto], [ExecCgroupOff]), [HTTPConfig],
+// [HistoryConfig], [SchedulesConfig], [SecurityConfig]; their limits
+// [MaxShards], [MinHTTPToken], [MinSigningKey] and [FollowerDelay].
+//
+// A [Job]: its [Mode] (cron, local, singleton), what it runs ([ExecSpec],
+// [HTTPSpec] or [HandlerSpec]), its [Concurrency], its [Catchup] policy
+// ([CatchupSkip], [CatchupLatest], [CatchupAll]) and a singleton's restart
+// [Backoff].
+//
+// Runtime schedules, jobs kept in Redis beside the list ([JobSource]):
+// [DecodeSchedule] checks a definition, [ScheduleDocument] stores it and
+// [MaskScheduleDocument] shows it; [MaxScheduleDocument] bounds it, a
+// [ScheduleRef] ([ParseScheduleRef]) names one of its versions.
+// [CheckScheduleID], [ScheduleJobName], [ScheduleID] and [IsScheduleJob]
+// go between an id and its job's name; [ScheduleShard] and [ScheduleKeys]
+// find where it is kept.
 package config

@@ -16,4 +16,16 @@
 // internal/singleton runs singleton jobs, internal/roster tells which
 // replica runs what during a rolling deploy, and internal/runlog writes the
 // history this package reads.
+//
+// # Exported names
+//
+// Writing a job: a [Handler] (or a [HandlerFunc]) registered in a
+// [Registry] ([NewRegistry]) receives a [Run]; an execution, of an exec or
+// http job too, produces a [Result].
+//
+// Reading what ran: [ReadHistory], [ReadHistories] and [ReadHistoriesSince]
+// return [RunRecord] values, each with a [Status]; [FailureStreak] counts a
+// job's failures, [HistoryCoverage] and [HistoryCoverages] tell from when a
+// history is whole. A value in Redis that is not what baton wrote is
+// [ErrCorrupt] (a [CorruptError] names it).
 package jobs

@@ -23,4 +23,26 @@
 // repaired and quarantined (done automatically, see WithRestartQuarantine);
 // Sentinel or Cluster failover can lose a lock, so correctness-critical users
 // configure independent masters.
+//
+// # Exported names
+//
+// Clients: [New] (one master) and [NewQuorum] make a [Client], with the
+// [Option] values [WithPrefix], [WithLogger], [WithMasterTimeout],
+// [WithLateness], [WithRestartQuarantine], [WithFreshDeployment] and
+// [WithRefuseEviction]; [MinTTL] is the shortest ttl. [Stats] counts what
+// its locks did; [MasterStatus] tells how each master stands (a
+// [MasterState]; [WhyNoMarker], [WhyOtherProcess]) and [HeldLock] each
+// lock held now.
+//
+// Leases: a [Lease] on one lock, taken with the [LockOption] values
+// [WithAutoExtend], [WithMaxHold], [WithMaxExtensions] and [WithFair]; a
+// [MultiLease] on several; an [RWMutex]; a [Semaphore]; a value computed
+// once into a [Cache] under a lock ([FillOption] [WithFillLockTTL],
+// [FillLockTTL]). An [Election] gives a candidate a [Term] and tells who
+// leads ([Leader]).
+//
+// Errors: [ErrNotObtained], [ErrUnavailable], [ErrNotHeld], [ErrLost],
+// [ErrReleased], [ErrHoldLimit], [ErrClosed], [ErrInvalid], [ErrEviction],
+// [ErrCorrupt], [ErrQuarantine] and [ErrMarked]; an [ObtainError] names
+// each master's part ([MasterError]), a [CorruptError] a corrupt counter.
 package locking

@@ -110,4 +110,23 @@
 // policy); a tick never vanishes without a record. The Lua scripts in lua/
 // document their KEYS and ARGV; keys.go builds the keys and loads the
 // scripts.
+//
+// # Exported names
+//
+// [New] makes a [Scheduler] of [Job] values and a [Dispatcher] (or a
+// [DispatcherFunc]; one that is also a [Prechecker] or a [Recorder] is
+// asked before and told after), with the [Option] values [WithNamespace],
+// [WithReplica], [WithLogger], [WithClock] (a [Clock] of [Timer] values;
+// [RealClock]), [WithTickLeaseTTL], [WithMaxClockSkew], [WithMasterTimeout],
+// [WithFollowerDelay], [WithRecordMargin], [WithDispatchParallelism],
+// [WithLeader], [WithDispatchObserver] and [WithTracerProvider]. [Stats]
+// counts what it did; [BackfillResult] is what a backfill did.
+//
+// Schedules, from package schedule: [Schedule], [ScheduleFunc], [Tick],
+// [Catchup] ([CatchupSkip], [CatchupLatest], [CatchupAll]), [ParseSchedule],
+// [Once], [Window], [Ticks], [ShortestInterval] and [Jitter].
+//
+// Keys on the lock masters: [TickKey], [PauseKey]. Errors:
+// [ErrAlreadyDispatched], [ErrJobDone] and [ErrLeftToOthers] from a
+// Dispatcher, [ErrBackfillRunning] from a backfill.
 package scheduler
