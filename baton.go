@@ -652,7 +652,7 @@ func (r *Replica) startClaims(ctx context.Context, claims *lifecycle.Group) (boo
 		return false, nil
 	}
 	if err := claims.Start(ctx); err != nil {
-		return false, fmt.Errorf("replica %s: %w", r.id, err)
+		return false, fmt.Errorf("baton: replica %s: %w", r.id, err)
 	}
 	r.stopClaims = func() { go func() { _ = stopWithin(claims, time.Minute) }() }
 	return true, nil
