@@ -220,3 +220,53 @@ func TestKeyShapeLeavesOutNamesAndNumbers(t *testing.T) {
 		}
 	}
 }
+
+// memoryStatsFields are the parts of a Redis's used_memory that
+// memoryStatsReport shows (MEMORY STATS).
+var memoryStatsFields = []string{"total.allocated", "dataset.bytes", "keys.count", "overhead.total", "clients.normal", "functions.caches"}
+
+// memoryStats reads srv's MEMORY STATS (the integer fields; none when it
+// cannot).
+func memoryStats(srv *redistest.Server) map[string]int64 {
+	c := srv.Client()
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out := map[string]int64{}
+	v, err := c.Do(ctx, "MEMORY", "STATS").Result()
+	if err != nil {
+		return out
+	}
+	var kv []any
+	switch v := v.(type) {
+	case []any:
+		kv = v
+	case map[any]any:
+		for k, x := range v {
+			kv = append(kv, k, x)
+		}
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		k, _ := kv[i].(string)
+		if n, ok := kv[i+1].(int64); ok {
+			out[k] = n
+		}
+	}
+	return out
+}
+
+// memoryStatsReport prints what each server's used_memory is made of at
+// both ends: what a growth of used_memory is.
+func memoryStatsReport(names []string, before, after []map[string]int64) string {
+	var b strings.Builder
+	b.WriteString("\nMEMORY STATS at a third of the load and at its end:\n\n| server | field | before | after |\n|---|---|---|---|\n")
+	for i, name := range names {
+		if i >= len(before) || i >= len(after) {
+			break
+		}
+		for _, f := range memoryStatsFields {
+			fmt.Fprintf(&b, "| %s | %s | %d | %d |\n", name, f, before[i][f], after[i][f])
+		}
+	}
+	return b.String()
+}

@@ -214,12 +214,14 @@ func TestSoakReplicas(t *testing.T) {
 	servers := append([]*redistest.Server{queue}, masters...)
 	serverNames := []string{"queue Redis", "lock master 0", "lock master 1", "lock master 2"}
 	var keysAt10, keysAtEnd []map[string]int
+	var memAt10, memAtEnd []map[string]int64 // MEMORY STATS
 	heaps := newHeapProfiles(dir, reps[:2]) // r0 and r1 run throughout
 	for now := time.Now(); now.Before(t0.Add(p.load)); now = time.Now() {
 		switch {
 		case keysAt10 == nil && !now.Before(t0.Add(p.load/3)):
 			for _, srv := range servers {
 				keysAt10 = append(keysAt10, keyCounts(srv))
+				memAt10 = append(memAt10, memoryStats(srv))
 			}
 			heaps.take(t, "start")
 		case !masterDone && !now.Before(t0.Add(p.master)):
@@ -245,6 +247,9 @@ func TestSoakReplicas(t *testing.T) {
 		}
 	}
 	heaps.take(t, "end")
+	for _, srv := range servers {
+		memAtEnd = append(memAtEnd, memoryStats(srv))
+	}
 	cancel() // the churn and the samples stop; the replicas run on until the last ticks are final
 	wg.Wait()
 	for _, srv := range servers {
@@ -272,6 +277,7 @@ func TestSoakReplicas(t *testing.T) {
 	fmt.Print(goroutineReport(reps[0].name, dump))
 	if keysAt10 != nil {
 		fmt.Print(keyGrowthReport(serverNames, keysAt10, keysAtEnd))
+		fmt.Print(memoryStatsReport(serverNames, memAt10, memAtEnd))
 	}
 	fmt.Print(heaps.report(t, bin))
 	acct.verdict(t)
@@ -682,7 +688,7 @@ func growthReport(t *testing.T, p soakPlan, samples []memSample) string {
 	fmt.Fprintf(&b, "soak: medians of %d samples (every %v) over the %v before %v and before %v:\n", len(samples), p.sample, p.window, p.load/3, p.load)
 	for _, g := range growths(p, samples) {
 		fmt.Fprintf(&b, "soak:   %-36s %10.1f -> %10.1f  %+6.1f %%\n", g.what, g.start, g.end, g.pct)
-		if strings.HasSuffix(g.what, "RSS at rest MiB") {
+		if strings.HasSuffix(g.what, "RSS at rest MiB") || strings.HasSuffix(g.what, "used_memory MiB") {
 			fmt.Fprintf(&b, "soak:     samples %.1f | %.1f\n", g.a, g.b)
 		}
 		judged := !strings.Contains(g.what, "heap alloc") && !strings.Contains(g.what, "backlog") &&
