@@ -25,8 +25,8 @@ const Form = "redis://[[user]:password@]host[:port][/db] (rediss:// for TLS)"
 // "//host" after the scheme or with an empty host name, a path other than
 // a database number, and what redis.ParseURL refuses. Its connections have
 // buffers of BufferSize, its pipelines' too, and each of its pools keeps at
-// most MaxIdleConns idle connections unless the URL says otherwise
-// (max_idle_conns).
+// most MaxIdleConns idle connections beyond its min_idle_conns, unless the
+// URL says otherwise (max_idle_conns; 0: no bound).
 func Parse(raw string) (*redis.Options, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -51,8 +51,12 @@ func Parse(raw string) (*redis.Options, error) {
 	}
 	o.ReadBufferSize, o.WriteBufferSize = BufferSize, BufferSize
 	o.PipelineReadBufferSize, o.PipelineWriteBufferSize = BufferSize, BufferSize
-	if o.MaxIdleConns == 0 {
-		o.MaxIdleConns = MaxIdleConns
+	if !u.Query().Has("max_idle_conns") {
+		// the bound is on top of the URL's min_idle_conns: a pool keeps
+		// that many idle, dialing one whenever a command takes one, so with
+		// no room above it each connection handed back would be closed and
+		// every command would dial another
+		o.MaxIdleConns = o.MinIdleConns + MaxIdleConns
 	}
 	return o, nil
 }
@@ -74,7 +78,8 @@ func Parse(raw string) (*redis.Options, error) {
 const BufferSize = 8 << 10
 
 // MaxIdleConns is the most idle connections each pool of a baton client
-// keeps (its main pool and its pipelines' alike; go-redis: no bound). A
+// keeps beyond a URL's min_idle_conns (its main pool and its pipelines'
+// alike; go-redis: no bound). A
 // pool opens a connection for each command in flight at once, up to its
 // size (10 per core, and 10 for pipelines), and hands out the newest idle
 // one first, so without a bound it keeps what its busiest moment opened,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -126,6 +127,70 @@ func TestAPoolShedsTheConnectionsOfABurst(t *testing.T) {
 		}
 		c.Close()
 	}
+}
+
+// A URL's min_idle_conns raises the bound by as much: a pool keeps its
+// minimum idle, dialing one whenever a command takes one, so a bound at or
+// below it closes each connection handed back and every command dials
+// another (on a lock master also a restart check, and every script sent
+// whole again). A URL's own max_idle_conns, 0 (no bound) among them, stays.
+func TestAURLsMinIdleConnsAreKeptNotDialedAgain(t *testing.T) {
+	srv := redistest.New(t)
+	o, err := Parse("redis://" + srv.Addr() + "/0?min_idle_conns=10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(o)
+	defer c.Close()
+	admin := srv.Client()
+	defer admin.Close()
+	ctx := context.Background()
+	// the pool opens its minimum in the background (IdleConns counts the
+	// dials under way, TotalConns the connections made)
+	poll.Require(t, 10*time.Second, "the pool's minimum of idle connections", func() bool { return c.PoolStats().TotalConns >= 10 })
+	before, err := connectionsReceived(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		if err := c.Ping(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := connectionsReceived(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// one: the first command takes one of the minimum, which is dialed
+	// again, and hands it back beside it
+	if n := after - before; n > 1 {
+		t.Errorf("100 commands one after another over a pool of 10 idle connections dialed %d more, want 1 at most (min_idle_conns 10, max_idle_conns %d)", n, o.MaxIdleConns)
+	}
+	for query, want := range map[string]int{"?max_idle_conns=0": 0, "?max_idle_conns=12&min_idle_conns=2": 12, "?min_idle_conns=2": 2 + MaxIdleConns} {
+		o, err := Parse("redis://127.0.0.1:6379/0" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.MaxIdleConns != want {
+			t.Errorf("%s: max_idle_conns %d, want %d", query, o.MaxIdleConns, want)
+		}
+	}
+}
+
+// connectionsReceived is the server's count of connections accepted.
+func connectionsReceived(ctx context.Context, admin *redis.Client) (int, error) {
+	info, err := admin.Info(ctx, "stats").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(l, "total_connections_received:"); ok {
+			var n int
+			_, err := fmt.Sscan(v, &n)
+			return n, err
+		}
+	}
+	return 0, fmt.Errorf("no total_connections_received in INFO stats")
 }
 
 // namedClients counts the server's connections named name.
