@@ -630,7 +630,7 @@ func (r *Replica) claim(ctx context.Context) error {
 		case <-ended:
 			err = sched.Err()
 		}
-		err = errors.Join(err, stopWithin(claims, time.Minute))
+		err = errors.Join(err, stopWithin(claims, r.claimsStopBound()))
 	}
 	close(r.claimsDone)
 	if err != nil || ctx.Err() != nil {
@@ -654,8 +654,17 @@ func (r *Replica) startClaims(ctx context.Context, claims *lifecycle.Group) (boo
 	if err := claims.Start(ctx); err != nil {
 		return false, fmt.Errorf("baton: replica %s: %w", r.id, err)
 	}
-	r.stopClaims = func() { go func() { _ = stopWithin(claims, time.Minute) }() }
+	r.stopClaims = func() { go func() { _ = stopWithin(claims, r.claimsStopBound()) }() }
 	return true, nil
+}
+
+// claimsStopBound is how long stopping the claims may take: the
+// scheduler's claims in flight commit or release their tick leases, and a
+// local tick's commit is bounded by the lease's ttl only, so up to twice
+// scheduler.tick_lease_ttl, and a minute on top. The worker stops after:
+// it runs the local ticks committed until then.
+func (r *Replica) claimsStopBound() time.Duration {
+	return 2*r.cfg.Scheduler.TickLeaseTTL + time.Minute
 }
 
 // stopWithin stops s, waiting for it d at most.

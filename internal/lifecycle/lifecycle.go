@@ -39,6 +39,10 @@ type Part struct {
 	Service
 }
 
+// MinStop is the time a part gets to stop when its turn comes after the
+// group's stop context ended.
+const MinStop = 5 * time.Second
+
 // Group is a list of parts started in order and stopped in reverse.
 type Group struct {
 	parts []Part
@@ -74,7 +78,9 @@ func (g *Group) Start(ctx context.Context) error {
 
 // Stop stops the started parts in reverse order, each in its turn even
 // when one before it failed, and returns their errors joined, each named
-// by its part.
+// by its part. A part whose turn comes once ctx has ended (a worker used
+// up the shutdown's time) still gets MinStop to stop, so that the parts
+// it relied on are not closed under it.
 func (g *Group) Stop(ctx context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -86,9 +92,14 @@ func (g *Group) stopLocked(ctx context.Context) error {
 	var errs []error
 	for ; g.started > 0; g.started-- {
 		p := g.parts[g.started-1]
-		if err := p.Stop(ctx); err != nil {
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if ctx.Err() != nil {
+			pctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), MinStop)
+		}
+		if err := p.Stop(pctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop %s: %w", p.Name, err))
 		}
+		cancel()
 	}
 	return errors.Join(errs...)
 }

@@ -202,3 +202,33 @@ func TestFuncsStopsOnlyWhatStartedAndOnce(t *testing.T) {
 		t.Errorf("%d stops, want 1", stops)
 	}
 }
+
+// ctxPart records whether the context its Stop got had ended.
+type ctxPart struct{ ended *[]bool }
+
+func (ctxPart) Start(context.Context) error { return nil }
+func (c ctxPart) Stop(ctx context.Context) error {
+	*c.ended = append(*c.ended, ctx.Err() != nil)
+	return nil
+}
+
+// A part whose turn comes after the stop's context ended (the worker
+// before it used up the shutdown's time) still gets time to stop: a
+// follower is not abandoned, its Redis closed under it.
+func TestAPartStoppedAfterTheDeadlinePassedStillGetsTimeToStop(t *testing.T) {
+	var ended []bool
+	ctx, cancel := context.WithCancel(t.Context())
+	g := NewGroup(
+		Part{Name: "follower", Service: ctxPart{&ended}},
+		Part{Name: "worker", Service: Funcs(nil, func(context.Context) error { cancel(); return nil })},
+	)
+	if err := g.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ended, []bool{false}) {
+		t.Errorf("the follower's stop context had ended: %v", ended)
+	}
+}
