@@ -699,9 +699,13 @@ func duplicates(a, b Member) bool {
 	return a.Live && b.Live && a.Process != "" && b.Process != "" && a.Process != b.Process && overlapped(a, b)
 }
 
-// overlapped reports whether each of a and b beat since the other's first
+// overlapped reports whether each of a and b beat after the other's first
 // heartbeat (its last one when its first is not known yet): a process that
-// died before the other started never did.
+// died before the other started never did. After, not at: the times are
+// the queue Redis's, in milliseconds, and a process restarted at once
+// under its id beats first in the millisecond of its predecessor's last
+// beat as often as not; two processes that do run together beat again in
+// later milliseconds.
 func overlapped(a, b Member) bool {
 	since := func(m Member) time.Time {
 		if m.Started.IsZero() {
@@ -709,7 +713,7 @@ func overlapped(a, b Member) bool {
 		}
 		return m.Started
 	}
-	return !a.Seen.Before(since(b)) && !b.Seen.Before(since(a))
+	return a.Seen.After(since(b)) && b.Seen.After(since(a))
 }
 
 // WarnDuplicate logs, once per other process, that another live process publishes
