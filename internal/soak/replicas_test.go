@@ -215,7 +215,7 @@ func TestSoakReplicas(t *testing.T) {
 	serverNames := []string{"queue Redis", "lock master 0", "lock master 1", "lock master 2"}
 	var keysAt10, keysAtEnd []map[string]int
 	var memAt10, memAtEnd []map[string]int64 // MEMORY STATS
-	heaps := newHeapProfiles(dir, reps[:2]) // r0 and r1 run throughout
+	heaps := newHeapProfiles(dir, reps[:2])  // r0 and r1 run throughout
 	for now := time.Now(); now.Before(t0.Add(p.load)); now = time.Now() {
 		switch {
 		case keysAt10 == nil && !now.Before(t0.Add(p.load/3)):
