@@ -32,7 +32,8 @@
 // [WithTracerProvider], [WithDispatchObserver], [WithHTTPServed] and
 // [WithLockMessageFilter]. [MissingHandlers] names the handler jobs a
 // registry lacks, [MaybeRunSupervisor] runs an exec job's supervisor,
-// [RedisLogger] and [TracingFromEnv] wire go-redis's log and OpenTelemetry.
+// [RedisLogger] and [TracingFromEnv] wire go-redis's log and OpenTelemetry
+// ([ErrTracingLeftOut] in a build without the exporters).
 // [Replica.Stats] reads [ReplicaStats]: [SchedulerStats], [WorkerStats],
 // [MasterStats], [ScheduleStats], [JobMeasures], [RunMeasures] and
 // [Histogram].

@@ -76,6 +76,7 @@ var exportedErrors = map[string]error{
 	"baton.ErrScheduleChanged":       baton.ErrScheduleChanged,
 	"baton.ErrSchedulesMoving":       baton.ErrSchedulesMoving,
 	"baton.ErrTickWindow":            baton.ErrTickWindow,
+	"baton.ErrTracingLeftOut":        baton.ErrTracingLeftOut,
 	"baton.ErrUnknownJob":            baton.ErrUnknownJob,
 	"jobs.ErrCorrupt":                jobs.ErrCorrupt,
 	"locking.ErrClosed":              locking.ErrClosed,

@@ -278,10 +278,13 @@ jobs:
     handler: {name: job}
 `
 	t.Run("ahead", func(t *testing.T) {
+		before := time.Now()
 		env := batontest.Load(t, yaml, batontest.WithHandlers(reg), batontest.WithRedis(url))
+		// the next whole minute of the moment Load ran: after before, and
+		// within two minutes of it (Load may have crossed a minute)
 		start := env.Now()
-		if start.Before(time.Now()) || start.Second() != 0 {
-			t.Fatalf("start %s: want the next whole minute", start)
+		if !start.After(before) || start.Second() != 0 || start.Sub(before) > 2*time.Minute {
+			t.Fatalf("start %s, loaded from %s: want the next whole minute", start, before.UTC())
 		}
 		env.Advance(t, 3*time.Hour)
 		if got := env.Dispatched(t, "job"); len(got) != 180 {

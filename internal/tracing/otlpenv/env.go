@@ -21,8 +21,9 @@ const (
 )
 
 // ErrLeftOut is FromEnv's error when traces are asked for of a build
-// without the exporters (the build tag nootlp).
-var ErrLeftOut = errors.New("tracing: this baton was built without the OTLP exporters (build tag nootlp, as make dev builds it): it exports no traces; build it without the tag (make build) to export them")
+// without the exporters (the build tag nootlp). Its text names package
+// baton, which exports it as ErrTracingLeftOut.
+var ErrLeftOut = errors.New("baton: this baton was built without the OTLP exporters (build tag nootlp, as make dev builds it): it exports no traces; build it without the tag (make build) to export them")
 
 // Config is what the OTEL_* environment variables ask of traces.
 type Config struct {
