@@ -81,7 +81,7 @@ func (h *httpServer) Addr() string { return h.ln.Addr().String() }
 // serve answers requests until shutdown; it returns nil after shutdown.
 func (h *httpServer) serve() error {
 	defer func() { h.handler.Load().Close() }()
-	h.log.Info("http listening", "addr", h.Addr(), "routes", strings.Join(h.handler.Load().Routes(), ", "))
+	h.log.Info("http listening", "addr", h.Addr(), "dashboard", "http://"+h.Addr()+"/", "routes", strings.Join(h.handler.Load().Routes(), ", "))
 	if err := h.srv.Serve(h.ln); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("http: %w", err)
 	}
