@@ -12,12 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	"golang.org/x/net/http/httpguts"
-
 	"github.com/batonhq/baton/internal/childenv"
 	"github.com/batonhq/baton/internal/redact"
-	"github.com/batonhq/baton/internal/redisurl"
+	"github.com/batonhq/baton/internal/redisurl/syntax"
 	"github.com/batonhq/baton/internal/strictyaml"
 	"github.com/batonhq/baton/schedule"
 )
@@ -162,7 +159,7 @@ func (v *validator) redis() {
 	var kinds []string
 	if r.URL != "" {
 		kinds = append(kinds, "url")
-		if err := checkRedisURL(r.URL, v.shownURL("redis.url", r.URL)); err != nil {
+		if _, err := checkRedisURL(r.URL, v.shownURL("redis.url", r.URL)); err != nil {
 			v.errf("redis.url", "%s", err.Error())
 		}
 	}
@@ -217,12 +214,12 @@ func (v *validator) locking() {
 	seen := map[string]int{}
 	for i, m := range l.Masters {
 		p := fmt.Sprintf("locking.masters[%d]", i)
-		if err := checkRedisURL(m, v.shownURL(p, m)); err != nil {
+		t, err := checkRedisURL(m, v.shownURL(p, m))
+		if err != nil {
 			v.errf(p, "%s", err.Error())
 			continue
 		}
-		o, _ := redis.ParseURL(m)
-		id := fmt.Sprintf("%s/%d", o.Addr, o.DB)
+		id := fmt.Sprintf("%s/%d", t.Addr, t.DB)
 		if first, dup := seen[id]; dup {
 			v.errf(p, "the same master as masters[%d] (%q): a quorum needs independent masters", first, id)
 			continue
@@ -773,7 +770,7 @@ func (v *validator) kind(p string, j *Job, mode Mode) {
 				v.errf(kp, "invalid header name %q", k)
 			case strings.HasPrefix(strings.ToLower(k), "x-baton-"):
 				v.errf(kp, "X-Baton-* headers are reserved for the run's identity (X-Baton-Job, X-Baton-Tick, ...)")
-			case !httpguts.ValidHeaderFieldValue(h.Headers[k]):
+			case !validHeaderValue(h.Headers[k]):
 				// the value is not quoted: it may hold a secret
 				v.errf(kp, "the value holds a control character (CR, LF, NUL, ...), which no request can carry: every run would fail")
 			}
@@ -878,13 +875,14 @@ func checkHostPort(s string) error {
 }
 
 // checkRedisURL validates a redis:// or rediss:// URL as every replica
-// reads it (internal/redisurl: "//host" required). The error names the URL
-// as shown, which the caller masks.
-func checkRedisURL(s, shown string) error {
-	if _, err := redisurl.Parse(s); err != nil {
-		return fmt.Errorf("invalid Redis URL %q: %w", shown, err)
+// reads it (internal/redisurl/syntax: "//host" required, go-redis's
+// options only). The error names the URL as shown, which the caller masks.
+func checkRedisURL(s, shown string) (syntax.Target, error) {
+	t, err := syntax.Check(s)
+	if err != nil {
+		return t, fmt.Errorf("invalid Redis URL %q: %w", shown, err)
 	}
-	return nil
+	return t, nil
 }
 
 func checkHTTPURL(s string) error {
@@ -913,4 +911,16 @@ func urlErr(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// validHeaderValue says whether a request can carry v as a header's value:
+// no control character but the tab (RFC 9110 field-value; bytes of 0x80
+// and above pass, as net/http sends them).
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
+			return false
+		}
+	}
+	return true
 }

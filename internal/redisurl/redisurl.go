@@ -1,57 +1,39 @@
 // Package redisurl reads the redis:// and rediss:// URLs of a config or a
-// command-line flag into go-redis options, refusing what go-redis would
-// read as another server than the one written: go-redis takes a URL
-// without "//" before its host ("redis:pw@host:6380/0", a typo of
-// "redis://:pw@host:6380/0") as localhost:6379.
-//
-// Its errors say what is wrong and hold no part of the URL, which may hold
-// a password: callers name the URL, masked with redact.URL.
+// command-line flag into go-redis options, after internal/redisurl/syntax
+// checked them: a URL go-redis would read as another server than the one
+// written is refused there, without go-redis. Its errors say what is wrong
+// and hold no part of the URL, which may hold a password: callers name the
+// URL, masked with redact.URL.
 package redisurl
 
 import (
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/internal/redisurl/syntax"
 )
 
-// Form is how a Redis URL is written, for messages.
-const Form = "redis://[[user]:password@]host[:port][/db] (rediss:// for TLS)"
-
-// Parse returns the go-redis options of a redis:// or rediss:// URL with a
-// host. It refuses a URL without a scheme, with another scheme, without
-// "//host" after the scheme or with an empty host name, a path other than
-// a database number, and what redis.ParseURL refuses. Its connections have
+// Parse returns the go-redis options of a redis:// or rediss:// URL that
+// syntax.Check accepts (and redis.ParseURL too). Its connections have
 // buffers of BufferSize, its pipelines' too, and each of its pools keeps at
 // most MaxIdleConns idle connections beyond its min_idle_conns, unless the
 // URL says otherwise (max_idle_conns; 0: no bound).
 func Parse(raw string) (*redis.Options, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("invalid URL: %s", describe(err))
-	}
-	switch {
-	case u.Scheme == "":
-		return nil, fmt.Errorf("no scheme: write %s", Form)
-	case u.Scheme != "redis" && u.Scheme != "rediss":
-		return nil, fmt.Errorf("scheme must be redis:// or rediss:// (TLS), got %q", u.Scheme+"://")
-	case u.Opaque != "" || !strings.HasPrefix(raw[len(u.Scheme)+1:], "//"):
-		return nil, fmt.Errorf("no // after the scheme: go-redis would read it as localhost:6379; write %s", Form)
-	case u.Hostname() == "":
-		return nil, fmt.Errorf("no host name: go-redis would dial localhost; write %s", Form)
-	}
-	if segs := strings.FieldsFunc(u.Path, func(r rune) bool { return r == '/' }); len(segs) > 1 || len(segs) == 1 && strings.Trim(segs[0], "0123456789") != "" {
-		return nil, errors.New("the path after host:port must be empty or /N, a database number")
+	if _, err := syntax.Check(raw); err != nil {
+		return nil, err
 	}
 	o, err := redis.ParseURL(raw)
 	if err != nil {
-		return nil, fmt.Errorf("invalid URL: %s", strings.TrimPrefix(describe(err), "redis: "))
+		// syntax.Check refuses what redis.ParseURL does (a test holds them
+		// together); the text is go-redis's, without the URL
+		return nil, fmt.Errorf("invalid URL: %s", strings.TrimPrefix(err.Error(), "redis: "))
 	}
 	o.ReadBufferSize, o.WriteBufferSize = BufferSize, BufferSize
 	o.PipelineReadBufferSize, o.PipelineWriteBufferSize = BufferSize, BufferSize
-	if !u.Query().Has("max_idle_conns") {
+	if u, _ := url.Parse(raw); !u.Query().Has("max_idle_conns") {
 		// the bound is on top of the URL's min_idle_conns: a pool keeps
 		// that many idle, dialing one whenever a command takes one, so with
 		// no room above it each connection handed back would be closed and
@@ -96,22 +78,3 @@ const MaxIdleConns = 8
 // without the URL: a *url.Error quotes all of it, a bad escape the three
 // bytes it is in (of a password, maybe), a bad port the port (the password
 // of "redis://:pw", maybe).
-func describe(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	var ee url.EscapeError
-	if errors.As(err, &ee) {
-		return `a "%" not followed by two hex digits (write %25 for a literal %)`
-	}
-	if strings.HasPrefix(err.Error(), "invalid port ") {
-		// it quotes the port: a password, when "@host" was left out
-		return "a port that is not a number (a password without @host after it?)"
-	}
-	var he url.InvalidHostError
-	if errors.As(err, &he) {
-		return "a character a host name cannot hold"
-	}
-	return err.Error()
-}

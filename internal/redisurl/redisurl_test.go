@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/internal/redisurl/syntax"
 )
 
 // A URL with "//host" gives the host, port, password and database written.
@@ -221,4 +222,56 @@ func waitBlocked(ctx context.Context, srv *redistest.Server, n int) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return fmt.Errorf("%d clients never blocked: %s", n, info)
+}
+
+// syntax.Check, which config uses without go-redis, accepts what
+// redis.ParseURL accepts and reads the same server and database from it;
+// it refuses more only where go-redis would dial another server than the
+// one written or drop an option unread.
+func TestSyntaxCheckAgreesWithGoRedis(t *testing.T) {
+	good := map[string]string{"number": "3", "duration": "2s", "boolean": "true", "text": "baton"}
+	bad := map[string]string{"number": "x", "duration": "2parsecs", "boolean": "yes"}
+	kinds := map[string]string{
+		"db": "number", "protocol": "number", "client_name": "text", "max_retries": "number",
+		"min_retry_backoff": "duration", "max_retry_backoff": "duration", "dial_timeout": "duration",
+		"read_timeout": "duration", "write_timeout": "duration", "pool_fifo": "boolean",
+		"pool_size": "number", "pool_timeout": "duration", "min_idle_conns": "number",
+		"max_idle_conns": "number", "max_active_conns": "number", "max_concurrent_dials": "number",
+		"pipeline_pool_size": "number", "pipeline_read_buffer_size": "number",
+		"pipeline_write_buffer_size": "number", "conn_max_idle_time": "duration",
+		"idle_timeout": "duration", "conn_max_lifetime": "duration", "max_conn_age": "duration",
+		"conn_max_lifetime_jitter": "duration",
+	}
+	urls := []string{
+		"redis://host", "redis://host:7000", "redis://host/2", "redis://[::1]:7000/3", "rediss://u:p@host/1",
+		"redis://host/0?dial_timeout=2", "redis://host/0?dial_timeout=-1", "redis://host/0?dial_timeout=0s",
+		"redis://host/3?db=5", "redis://host/3?db=", "redis://host/0?pool_size=1&pool_size=2",
+		"redis://host/0?pool_size=x&pool_size=2", "redis://host/0?unknown=1", "redis://host/0?skip_verify=true",
+		"rediss://host/0?skip_verify=true", "rediss://host/0?skip_verify=maybe", "redis://host/x",
+		"redis://host/0?idle_timeout=1&conn_max_idle_time=2", "redis://host/0?max_conn_age=1&conn_max_lifetime=2",
+		"redis://host/0?pool_fifo=", "redis://host/0?pool_fifo=0", "redis://host/0?max_retries=-1",
+	}
+	for name, kind := range kinds {
+		urls = append(urls, "redis://host/0?"+name+"="+good[kind], "redis://host/0?"+name+"=")
+		if b, ok := bad[kind]; ok {
+			urls = append(urls, "redis://host/0?"+name+"="+b)
+		}
+	}
+	for _, raw := range urls {
+		target, err := syntax.Check(raw)
+		o, goErr := redis.ParseURL(raw)
+		switch {
+		case (err == nil) != (goErr == nil):
+			t.Errorf("%s: syntax.Check says %v, redis.ParseURL says %v", raw, err, goErr)
+		case err == nil && (target.Addr != o.Addr || target.DB != o.DB || target.TLS != (o.TLSConfig != nil)):
+			t.Errorf("%s: syntax.Check reads %+v, redis.ParseURL %s db %d TLS %v", raw, target, o.Addr, o.DB, o.TLSConfig != nil)
+		}
+	}
+	// where syntax.Check refuses more: go-redis would dial localhost, or
+	// would drop the pair after a ";" unread
+	for _, raw := range []string{"redis:host:6380/0", "redis:///0", "redis://host/0?pool_size=1;db=2"} {
+		if _, err := syntax.Check(raw); err == nil {
+			t.Errorf("%s: syntax.Check accepts it", raw)
+		}
+	}
 }
