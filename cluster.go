@@ -15,6 +15,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/locknames"
 	"github.com/batonhq/baton/internal/nearest"
 	"github.com/batonhq/baton/internal/quorum"
@@ -273,7 +274,7 @@ func (c *Cluster) gather(ctx context.Context, st *Status, now time.Time) (*statu
 	r := &statusReads{now: now, masters: len(c.masters)}
 	errs := c.gatherBounded(ctx, st, r, names)
 	var err error
-	if r.histories, err = jobs.ReadHistories(ctx, c.queue, c.cfg.Namespace, names, historyScan); err != nil {
+	if r.histories, err = history.ReadJobs(ctx, c.queue, c.cfg.Namespace, names, historyScan); err != nil {
 		errs = append(errs, err)
 	}
 	if r.holdersOf, err = c.leaseHolders(ctx, r.heldBy); err != nil {
@@ -469,7 +470,7 @@ func (c *Cluster) failingHistories(ctx context.Context, histories map[string][]j
 	if len(more) == 0 {
 		return nil, nil
 	}
-	return jobs.ReadHistories(ctx, c.queue, c.cfg.Namespace, more, 0)
+	return history.ReadJobs(ctx, c.queue, c.cfg.Namespace, more, 0)
 }
 
 // failureStreak is a job's failure streak and the end of its last success,
@@ -682,7 +683,7 @@ func (c *Cluster) History(ctx context.Context, job string, n int) ([]jobs.RunRec
 	if _, ok := c.cfg.Job(job); !ok && !isScheduleName(job) {
 		return nil, fmt.Errorf("%w: no job %q in the config", ErrUnknownJob, job)
 	}
-	recs, err := jobs.ReadHistory(ctx, c.queue, c.cfg.Namespace, job, n)
+	recs, err := history.Read(ctx, c.queue, c.cfg.Namespace, job, n)
 	c.markUnknownRuns(ctx, func(string) *config.Job {
 		j, _ := c.cfg.Job(job)
 		return j
@@ -850,7 +851,7 @@ func (c *Cluster) Backfill(ctx context.Context, job string, from, to time.Time, 
 	if len(ticks) > MaxBackfill {
 		return plan, fmt.Errorf("%w: the window holds more than %d ticks of %s: backfill it in parts", ErrBackfillWindow, MaxBackfill, job)
 	}
-	since, err := jobs.HistoryCoverage(ctx, c.queue, c.cfg, job, now)
+	since, err := history.Coverage(ctx, c.queue, c.cfg, job, now)
 	if err != nil {
 		return plan, err
 	}
@@ -861,7 +862,7 @@ func (c *Cluster) Backfill(ctx context.Context, job string, from, to time.Time, 
 		return plan, fmt.Errorf("%w: %s's history and tick records reach back to %s only; whether the ticks before it ran cannot be told: start the window there",
 			ErrBackfillWindow, job, since.UTC().Truncate(time.Second).Add(time.Second).Format(time.RFC3339))
 	}
-	recs, err := jobs.ReadHistory(ctx, c.queue, c.cfg.Namespace, job, 0)
+	recs, err := history.Read(ctx, c.queue, c.cfg.Namespace, job, 0)
 	if err != nil {
 		return plan, err
 	}

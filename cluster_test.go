@@ -17,6 +17,7 @@ import (
 	"github.com/batonhq/baton/batontest"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/formats"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/roster"
@@ -140,7 +141,7 @@ func TestStatusFailureStreakAndLastSuccess(t *testing.T) {
 // G1, schedule: a job ran ticks N (4-2h ago, history has them); then a
 // backfill of a long paused window P (10h ago) wrote ~500 history events
 // of OLD ticks; history.runs (100 -> ~300 entries) trimmed the N events
-// away. HistoryCoverage takes the oldest remaining entry's *tick* (an old
+// away. history.Coverage takes the oldest remaining entry's *tick* (an old
 // P tick) as the coverage start, so a later backfill over the N window is
 // allowed, finds "no run" for every N tick (records and asynq IDs expired
 // long ago) and dispatches ticks that ran.
@@ -188,7 +189,7 @@ func TestBackfillTrustsHistoryTrimmedOutOfOrder(t *testing.T) {
 
 // G1, schedule: history.runs was 100 while 200 ticks ran (the stream was
 // trimmed to ~300 entries); the operator raises history.runs to 1000.
-// HistoryCoverage decides "never trimmed by count" from the current
+// history.Coverage decides "never trimmed by count" from the current
 // setting (XLEN < 3000) and vouches for the whole max_age: the trimmed
 // ticks are listed as never ran.
 func TestBackfillAfterHistoryRunsRaised(t *testing.T) {
@@ -519,7 +520,7 @@ func TestRunWithinStartAfterShowsRunningFromItsLease(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	ctx := context.Background()
-	recs, err := jobs.ReadHistory(ctx, srv.TestClient(t), cfg.Namespace, "slow", 0)
+	recs, err := history.Read(ctx, srv.TestClient(t), cfg.Namespace, "slow", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

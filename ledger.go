@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/internal/wiring"
@@ -208,13 +209,13 @@ func (c *Cluster) ledgers(ctx context.Context, js []*config.Job, from, to time.T
 			return nil, fmt.Errorf("%w: the window holds more than %d ticks of all jobs together: ask for a shorter one, or for one job's", ErrTickWindow, MaxLedgerTicksAll)
 		}
 	}
-	since, err := jobs.HistoryCoverages(ctx, c.queue, c.cfg, names, now)
+	since, err := history.Coverages(ctx, c.queue, c.cfg, names, now)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", locking.ErrUnavailable, err)
 	}
 	// the runs of the window's ticks, no further back: a run's events are
 	// written at or after its tick, by Redis's clock (a skew's margin)
-	histories, err := jobs.ReadHistoriesSince(ctx, c.queue, c.cfg.Namespace, names, earliest(ls).Add(-c.cfg.MaxClockSkew-time.Minute))
+	histories, err := history.ReadJobsSince(ctx, c.queue, c.cfg.Namespace, names, earliest(ls).Add(-c.cfg.MaxClockSkew-time.Minute))
 	var histWarning string
 	if err != nil {
 		if !errors.Is(err, jobs.ErrCorrupt) {
@@ -503,7 +504,7 @@ type ledgerBuilder struct {
 	job       *config.Job
 	now       time.Time
 	known     time.Time
-	histFrom  time.Time // where the history's knowledge begins (HistoryCoverage)
+	histFrom  time.Time // where the history's knowledge begins (history.Coverage)
 	records   map[int64]tickRecord
 	pausedNow *PauseNote        // the job's pause now, nil when it is not paused
 	replicas  func() replicaSet // the roster, to tell a run whose worker is gone

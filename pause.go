@@ -17,6 +17,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/formats"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
@@ -275,7 +276,7 @@ func (c *Cluster) catchUp(ctx context.Context, j *config.Job, since time.Time) (
 	if err != nil {
 		return res, fmt.Errorf("%w: queue Redis: %w", locking.ErrUnavailable, err)
 	}
-	recs, err := jobs.ReadHistory(ctx, c.queue, c.cfg.Namespace, j.Name, 0)
+	recs, err := history.Read(ctx, c.queue, c.cfg.Namespace, j.Name, 0)
 	if err != nil {
 		return res, err
 	}

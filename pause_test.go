@@ -17,6 +17,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
@@ -585,7 +586,7 @@ jobs:
 		t.Fatalf("pause: %+v %v", pr, err)
 	}
 	poll.Require(t, 20*time.Second, "tick "+tick.Format(time.RFC3339)+" recorded paused", func() bool {
-		recs, err := jobs.ReadHistory(ctx, rdb, "baton", name, 0)
+		recs, err := history.Read(ctx, rdb, "baton", name, 0)
 		if err != nil {
 			return false
 		}

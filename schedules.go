@@ -15,6 +15,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/layout"
 	"github.com/batonhq/baton/internal/locknames"
 	"github.com/batonhq/baton/internal/roster"
@@ -539,7 +540,7 @@ func (c *Cluster) scheduleRuns(ctx context.Context, ss []Schedule) error {
 	for i := range ss {
 		names[i] = ss[i].Job
 	}
-	hist, err := jobs.ReadHistories(ctx, c.queue, c.cfg.Namespace, names, historyScan)
+	hist, err := history.ReadJobs(ctx, c.queue, c.cfg.Namespace, names, historyScan)
 	if err != nil && !errors.Is(err, jobs.ErrCorrupt) {
 		return fmt.Errorf("baton: runtime schedules: their runs: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/internal/schedstore"
@@ -231,7 +232,7 @@ func (c *Cluster) failingSchedules(ctx context.Context, st *SchedulesStatus, ids
 	for i, id := range ids {
 		names[i] = config.ScheduleJobName(id)
 	}
-	hist, err := jobs.ReadHistories(ctx, c.queue, c.cfg.Namespace, names, historyScan)
+	hist, err := history.ReadJobs(ctx, c.queue, c.cfg.Namespace, names, historyScan)
 	if err != nil {
 		return fmt.Errorf("baton: runtime schedules: failing ones: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
@@ -223,7 +224,7 @@ func historyRecord(t *testing.T, srv *redistest.Server, job string, tick time.Ti
 	defer rdb.Close()
 	var rec jobs.RunRecord
 	poll.Require(t, 10*time.Second, "the run's end in the history", func() bool {
-		recs, err := jobs.ReadHistory(context.Background(), rdb, "rt", job, 0)
+		recs, err := history.Read(context.Background(), rdb, "rt", job, 0)
 		for _, r := range recs {
 			if err == nil && r.Tick.Equal(tick) && !r.Ended.IsZero() {
 				rec = r

@@ -13,6 +13,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
@@ -120,7 +121,7 @@ func (e *Env) settle(t testing.TB, at time.Time) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		last, readErr = jobs.ReadHistories(ctx, e.rdb, e.cfg.Namespace, names, n+8)
+		last, readErr = history.ReadJobs(ctx, e.rdb, e.cfg.Namespace, names, n+8)
 		if readErr != nil {
 			return false
 		}

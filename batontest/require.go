@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/jobs"
 )
 
@@ -20,7 +21,7 @@ func (e *Env) Runs(t testing.TB, job string) []jobs.RunRecord {
 	e.job(t, job)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	recs, err := jobs.ReadHistory(ctx, e.rdb, e.cfg.Namespace, job, 0)
+	recs, err := history.Read(ctx, e.rdb, e.cfg.Namespace, job, 0)
 	if err != nil {
 		t.Fatalf("batontest: %v", err)
 	}

@@ -3,10 +3,11 @@
 // config says handler: NAME; it receives a Run (the job, its tick, run id,
 // attempt, fencing token and replica; exec and http jobs get the same as
 // BATON_* environment variables and X-Baton-* headers), and a run's
-// execution produces a Result. ReadHistory and ReadHistories read the run
-// history (RunRecord, one per run or tick that did not run), FailureStreak
-// tells how long a job has been failing, and HistoryCoverage from when the
-// history can tell whether a tick ran.
+// execution produces a Result. The run history's records are here too
+// (RunRecord, one per run or tick that did not run; baton.Cluster's History
+// reads them), and FailureStreak tells how long a job has been failing. The
+// package links no Redis client: a program that only writes handlers
+// builds on the standard library, YAML and cron.
 //
 // The job list itself (YAML, types, validation) is package config. The
 // engines that run jobs are internal to baton and put together by
@@ -14,8 +15,8 @@
 // local run, internal/worker runs them under their concurrency policies,
 // internal/executor executes exec, http and handler jobs,
 // internal/singleton runs singleton jobs, internal/roster tells which
-// replica runs what during a rolling deploy, and internal/runlog writes the
-// history this package reads.
+// replica runs what during a rolling deploy, internal/runlog writes the
+// history and internal/history reads it back into RunRecords.
 //
 // # Exported names
 //
@@ -23,9 +24,7 @@
 // [Registry] ([NewRegistry]) receives a [Run]; an execution, of an exec or
 // http job too, produces a [Result].
 //
-// Reading what ran: [ReadHistory], [ReadHistories] and [ReadHistoriesSince]
-// return [RunRecord] values, each with a [Status]; [FailureStreak] counts a
-// job's failures, [HistoryCoverage] and [HistoryCoverages] tell from when a
-// history is whole. A value in Redis that is not what baton wrote is
+// What ran: a [RunRecord] per run, each with a [Status]; [FailureStreak]
+// counts a job's failures. A value in Redis that is not what baton wrote is
 // [ErrCorrupt] (a [CorruptError] names it).
 package jobs

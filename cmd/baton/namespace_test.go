@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
 )
@@ -69,7 +70,7 @@ jobs:
 			// history says why not (a run that outlasts a second on a busy
 			// host holds the job, and the next tick is skipped so)
 			notRun := map[int64]jobs.RunRecord{}
-			recs, err := jobs.ReadHistory(context.Background(), rdb, ns, job, 0)
+			recs, err := history.Read(context.Background(), rdb, ns, job, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/internal/histcheck"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
 )
@@ -123,7 +124,7 @@ func outcomes(t *testing.T, rdb *redis.Client, insp *asynq.Inspector, ns, out st
 			ran[l.tick.Unix()] = true
 		}
 	}
-	recs, err := jobs.ReadHistory(context.Background(), rdb, ns, "every-second", 5000)
+	recs, err := history.Read(context.Background(), rdb, ns, "every-second", 5000)
 	if err != nil {
 		t.Logf("reading the history: %v", err)
 	}

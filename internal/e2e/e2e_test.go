@@ -27,6 +27,7 @@ import (
 
 	"github.com/batonhq/baton/internal/batonbin"
 	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
@@ -264,7 +265,7 @@ func startsOf(t *testing.T, once string) map[int64]*seen {
 func behindAnotherRun(t *testing.T, rdb *redis.Client, ns string) map[int64]string {
 	t.Helper()
 	out := map[int64]string{}
-	recs, err := jobs.ReadHistory(context.Background(), rdb, ns, "every-second", 0)
+	recs, err := history.Read(context.Background(), rdb, ns, "every-second", 0)
 	if err != nil {
 		t.Logf("reading the history: %v", err)
 	}
@@ -508,7 +509,7 @@ func TestRunReplicasKilledNoTickMissed(t *testing.T) {
 	// ran as far as baton is concerned: its history says started
 	skipped := func() map[int64]string {
 		out := behindAnotherRun(t, rdb, "e2e")
-		recs, err := jobs.ReadHistory(context.Background(), rdb, "e2e", "every-second", 0)
+		recs, err := history.Read(context.Background(), rdb, "e2e", "every-second", 0)
 		if err != nil {
 			t.Logf("reading the history: %v", err)
 		}

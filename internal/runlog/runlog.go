@@ -7,7 +7,7 @@
 // on the lock masters already says it was dispatched. Appending needs no
 // read: one script call per event, which also trims the stream to about
 // history.runs x EventsPerRun entries and to history.max_age by Redis's
-// clock. jobs.ReadHistory folds the events back into one record per run.
+// clock. internal/history folds the events back into one record per run.
 //
 // Statuses are the strings of jobs.Status: this package is below jobs,
 // which reads what it writes.

@@ -23,9 +23,9 @@ import (
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/batonbin"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
-	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -1025,7 +1025,7 @@ func (a *ledgerCheck) window(t *testing.T, ctx context.Context, from, to time.Ti
 		}
 	}
 	// a tick run twice: two run ids in the history
-	hist, err := jobs.ReadHistoriesSince(rctx, a.queue, a.ns, a.names, from.Add(-time.Minute))
+	hist, err := history.ReadJobsSince(rctx, a.queue, a.ns, a.names, from.Add(-time.Minute))
 	if err != nil {
 		first, _, _ := strings.Cut(err.Error(), "\n")
 		t.Errorf("the history of %v..%v: %s", from.Format(time.TimeOnly), to.Format(time.TimeOnly), first)

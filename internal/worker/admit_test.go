@@ -15,6 +15,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/executor"
 	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/worktest"
@@ -60,7 +61,7 @@ func refusedRecord(t *testing.T, e *env, job string, tick scheduler.Tick) jobs.R
 	t.Helper()
 	var rec jobs.RunRecord
 	if !poll.Until(worktest.Wait, func() bool {
-		recs, _ := jobs.ReadHistory(context.Background(), e.RDB, "baton", job, 0)
+		recs, _ := history.Read(context.Background(), e.RDB, "baton", job, 0)
 		for _, r := range recs {
 			if r.Tick.Equal(tick.At) && r.Status == jobs.StatusRefused {
 				rec = r
@@ -69,7 +70,7 @@ func refusedRecord(t *testing.T, e *env, job string, tick scheduler.Tick) jobs.R
 		}
 		return false
 	}) {
-		recs, _ := jobs.ReadHistory(context.Background(), e.RDB, "baton", job, 0)
+		recs, _ := history.Read(context.Background(), e.RDB, "baton", job, 0)
 		t.Fatalf("no refused record of %s in the history: %+v", tick.ID(), recs)
 	}
 	return rec
@@ -112,7 +113,7 @@ func TestTaskPutBackAfterItsRetentionIsRefused(t *testing.T) {
 	if !strings.Contains(rec.Reason, "ended already") {
 		t.Errorf("refused record %+v: want the reason", rec)
 	}
-	recs, _ := jobs.ReadHistory(ctx, e.RDB, "baton", "job", 0)
+	recs, _ := history.Read(ctx, e.RDB, "baton", "job", 0)
 	if ok := len(recs) == 2 && (recs[0].Status == jobs.StatusOK || recs[1].Status == jobs.StatusOK); !ok {
 		t.Errorf("history %+v: want the run's ok record beside the refusal", recs)
 	}
@@ -291,7 +292,7 @@ func TestStaleRetryDoesNotDisplaceANewerTick(t *testing.T) {
 	}
 	worktest.None(t, exec.started, 500*time.Millisecond, "the older tick's retry")
 	poll.Require(t, worktest.Wait, "the retry's skipped record", func() bool {
-		recs, _ := jobs.ReadHistory(context.Background(), e.RDB, "baton", "job", 0)
+		recs, _ := history.Read(context.Background(), e.RDB, "baton", "job", 0)
 		for _, r := range recs {
 			if r.Tick.Equal(older.At) && r.Status == jobs.StatusSkipped && r.Attempt == 2 &&
 				strings.Contains(r.Reason, "a retry of an older tick: the tick of "+newer.At.UTC().Format(time.RFC3339)+" came before it") {
@@ -648,7 +649,7 @@ func TestRetryRunsWhenTheNewerTickDidNotRun(t *testing.T) {
 	worktest.Recv(t, exec.started, "the older tick's first attempt")
 	e.dispatch(t, cfg, newer)
 	poll.Require(t, worktest.Wait, "the newer tick's skipped record", func() bool {
-		recs, _ := jobs.ReadHistory(context.Background(), e.RDB, "baton", "job", 0)
+		recs, _ := history.Read(context.Background(), e.RDB, "baton", "job", 0)
 		for _, r := range recs {
 			if r.Tick.Equal(newer.At) && r.Status == jobs.StatusSkipped {
 				return true
@@ -689,7 +690,7 @@ func TestARetryAfterAnAttemptThatEndedLateCompletesWithoutARecord(t *testing.T) 
 	worktest.Recv(t, exec.started, "the first attempt")
 	e.State(t, "baton:default", tick, asynq.TaskStateCompleted)
 	worktest.None(t, exec.started, 100*time.Millisecond, "a run of the retry")
-	recs, _ := jobs.ReadHistory(context.Background(), e.RDB, "baton", "job", 0)
+	recs, _ := history.Read(context.Background(), e.RDB, "baton", "job", 0)
 	for _, r := range recs {
 		if r.Status == jobs.StatusRefused {
 			t.Errorf("a refused record: %+v", r)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/internal/executor"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/worktest"
@@ -47,7 +48,7 @@ func keptOrDropped(t *testing.T, e *env, tick scheduler.Tick) bool {
 				return true
 			}
 		}
-		recs, err := jobs.ReadHistory(context.Background(), e.RDB, "baton", tick.Job, 0)
+		recs, err := history.Read(context.Background(), e.RDB, "baton", tick.Job, 0)
 		if err != nil {
 			return false
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/executor"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/worktest"
@@ -139,7 +140,7 @@ func statusOf(t *testing.T, e *env, tick scheduler.Tick, st jobs.Status) jobs.Ru
 	t.Helper()
 	var rec jobs.RunRecord
 	poll.Require(t, worktest.Wait, fmt.Sprintf("%s recorded %s", tick.ID(), st), func() bool {
-		recs, err := jobs.ReadHistory(context.Background(), e.RDB, "baton", tick.Job, 0)
+		recs, err := history.Read(context.Background(), e.RDB, "baton", tick.Job, 0)
 		if err != nil {
 			return false
 		}
@@ -382,7 +383,7 @@ func TestBufferTickBetweenARunAndTheNextIsKept(t *testing.T) {
 			second.run.Tick.Format(time.RFC3339), second.run.Fence, third.run.Tick.Format(time.RFC3339), third.run.Fence)
 	}
 	e.State(t, "baton:default", t3, asynq.TaskStateCompleted)
-	recs, err := jobs.ReadHistory(context.Background(), e.RDB, "baton", "slow", 0)
+	recs, err := history.Read(context.Background(), e.RDB, "baton", "slow", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

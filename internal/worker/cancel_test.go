@@ -9,6 +9,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/worktest"
 	"github.com/batonhq/baton/jobs"
@@ -153,7 +154,7 @@ func TestStopRequestStopsARunWaitingForTheJob(t *testing.T) {
 	}
 	var recs []jobs.RunRecord
 	if !poll.Until(worktest.Wait, func() bool {
-		recs, _ = jobs.ReadHistory(context.Background(), e.RDB, "baton", "@report/x", 0)
+		recs, _ = history.Read(context.Background(), e.RDB, "baton", "@report/x", 0)
 		return len(recs) > 0 && recs[0].Tick.Equal(waiting.At) && !recs[0].Ended.IsZero()
 	}) || recs[0].Status != jobs.StatusStopped || !strings.Contains(recs[0].Reason, "its runtime schedule was deleted") {
 		t.Errorf("the waiting tick's records %+v", recs)

@@ -14,6 +14,7 @@ import (
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/executor"
 	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/worktest"
 	"github.com/batonhq/baton/jobs"
@@ -27,7 +28,7 @@ func historyOf(t *testing.T, e *env, job string, n int, done func([]jobs.RunReco
 	var recs []jobs.RunRecord
 	var err error
 	poll.Require(t, worktest.Wait, fmt.Sprintf("%d history records of %s", n, job), func() bool {
-		recs, err = jobs.ReadHistory(context.Background(), e.RDB, "baton", job, 0)
+		recs, err = history.Read(context.Background(), e.RDB, "baton", job, 0)
 		return err == nil && len(recs) == n && (done == nil || done(recs))
 	})
 	return recs
@@ -211,7 +212,7 @@ func startLongRun(t *testing.T) (e *env, clk *clock.Fake, gate string) {
 // runs, and its end completes the same record.
 func TestLongRunShowsAsRunning(t *testing.T) {
 	e, clk, gate := startLongRun(t)
-	if recs, _ := jobs.ReadHistory(context.Background(), e.RDB, "baton", "long", 0); len(recs) != 0 {
+	if recs, _ := history.Read(context.Background(), e.RDB, "baton", "long", 0); len(recs) != 0 {
 		t.Fatalf("history %+v before startedAfter; want none", recs)
 	}
 	clk.Advance(time.Second)
@@ -276,7 +277,7 @@ func TestRunOfKilledWorkerLeavesARecord(t *testing.T) {
 	_ = proc.Wait()
 	var recs []jobs.RunRecord
 	poll.Until(time.Second, func() bool {
-		recs, _ = jobs.ReadHistory(context.Background(), e.RDB, "baton", "doomed", 0)
+		recs, _ = history.Read(context.Background(), e.RDB, "baton", "doomed", 0)
 		return len(recs) > 0
 	})
 	if len(recs) != 1 || recs[0].Status != jobs.StatusRunning || recs[0].Worker != "doomed" {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
@@ -119,7 +120,7 @@ func (e *engine) staleRetry(ctx context.Context, job *config.Job, t scheduler.Ti
 	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	recs, err := jobs.ReadHistory(rctx, e.rdb, e.cfg.Namespace, job.Name, staleScan)
+	recs, err := history.Read(rctx, e.rdb, e.cfg.Namespace, job.Name, staleScan)
 	if err != nil {
 		return time.Time{}, false
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/roster"
@@ -496,7 +497,7 @@ func TestARuntimeScheduleTickRunsWithTheDefinitionItWasDispatchedFor(t *testing.
 		}
 		var rec jobs.RunRecord
 		poll.Require(t, worktest.Wait, "the record of "+tick.ID(), func() bool {
-			recs, err := jobs.ReadHistory(ctx, e.RDB, "baton", "@report/x", 0)
+			recs, err := history.Read(ctx, e.RDB, "baton", "@report/x", 0)
 			i := slices.IndexFunc(recs, func(r jobs.RunRecord) bool { return r.Tick.Equal(tick.At) })
 			if err != nil || i < 0 {
 				return false
@@ -736,7 +737,7 @@ func TestATaskOfAScheduleTheStoreLostIsArchivedOnceItExpired(t *testing.T) {
 	}
 	var got jobs.RunRecord
 	poll.Require(t, worktest.Wait, "the record of "+expired.ID(), func() bool {
-		recs, err := jobs.ReadHistory(ctx, e.RDB, "baton", held.Name, 0)
+		recs, err := history.Read(ctx, e.RDB, "baton", held.Name, 0)
 		i := slices.IndexFunc(recs, func(r jobs.RunRecord) bool { return r.Tick.Equal(expired.At) })
 		if err != nil || i < 0 {
 			return false
