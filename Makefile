@@ -49,13 +49,13 @@ fmt-check:
 
 vet:
 	$(GO) vet $(PKGS)
-	$(GO) vet -tags dev,nootlp ./cmd/baton ./internal/tracing/otlpenv
+	$(GO) vet -tags dev,nootlp ./cmd/baton ./otlpenv
 
 ## unit: four test binaries at a time (go's default is one per core): the long packages mostly
 ## wait on real time (processes, leases, quarantines), so they overlap well even on 2 cores
 unit:
 	$(GO) test -race -count=1 -p 4 -timeout 12m $(PKGS)
-	$(GO) test -count=1 -tags nootlp ./internal/tracing/otlpenv
+	$(GO) test -count=1 -tags nootlp ./otlpenv
 
 ## fuzz: each fuzz target for FUZZTIME (default 1m) beyond its committed seeds, which `unit` (and
 ## so `make test`) runs: the config loader, the schedule parser with DST, the HTTP API, the baton

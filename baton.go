@@ -32,8 +32,8 @@
 // [WithTracerProvider], [WithDispatchObserver], [WithHTTPServed] and
 // [WithLockMessageFilter]. [MissingHandlers] names the handler jobs a
 // registry lacks, [MaybeRunSupervisor] runs an exec job's supervisor,
-// [RedisLogger] and [TracingFromEnv] wire go-redis's log and OpenTelemetry
-// ([ErrTracingLeftOut] in a build without the exporters).
+// [RedisLogger] wires go-redis's log ([WithTracerProvider] takes a tracer
+// provider, which package otlpenv builds from the OTEL_* variables).
 // [Replica.Stats] reads [ReplicaStats]: [SchedulerStats], [WorkerStats],
 // [MasterStats], [ScheduleStats], [JobMeasures], [RunMeasures] and
 // [Histogram].
@@ -206,7 +206,7 @@ func WithSupervisorPath(path string) Option { return func(o *options) { o.superv
 func WithSchedulerClock(c scheduler.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithTracerProvider traces every tick the replica claims, dispatches and
-// runs with tp (see TracingFromEnv and the operating guide's Traces
+// runs with tp (otlpenv.FromEnv builds one from the OTEL_* variables; see the operating guide's Traces
 // section): one trace per tick, from the claim that won it through its
 // dispatch to each attempt of its run, on whichever replicas they happen.
 // Default (and nil): no tracing, at no cost. baton does not read OTel's

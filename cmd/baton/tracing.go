@@ -8,7 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/otlpenv"
 )
 
 // traceFlushTimeout bounds the flush of the spans still buffered when the
@@ -16,11 +16,11 @@ import (
 const traceFlushTimeout = 5 * time.Second
 
 // tracesFromEnv builds the tracer provider the OTEL_* variables ask for
-// (baton.TracingFromEnv; nil: no tracing) and returns the function that
+// (otlpenv.FromEnv; nil: no tracing) and returns the function that
 // flushes it, to call once the replicas have stopped.
 func tracesFromEnv(log *slog.Logger) (trace.TracerProvider, func(), error) {
-	tp, shutdown, err := baton.TracingFromEnv(context.Background(), shortVersion())
-	if errors.Is(err, baton.ErrTracingLeftOut) {
+	tp, shutdown, err := otlpenv.FromEnv(context.Background(), shortVersion())
+	if errors.Is(err, otlpenv.ErrLeftOut) {
 		// make dev's build: a collector variable left in the shell does
 		// not stop a dev run
 		log.Warn("OTEL_* variables ask for traces, but this build exports none (build tag nootlp, as make dev builds it); running without traces")

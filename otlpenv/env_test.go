@@ -13,28 +13,28 @@ func TestConfigFromEnv(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
-		want Config
+		want envConfig
 		err  string
 	}{
 		{name: "no OTEL_ variables: off"},
 		{name: "an endpoint: OTLP over HTTP", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"},
-			want: Config{On: true, Protocol: "http/protobuf"}},
+			want: envConfig{On: true, Protocol: "http/protobuf"}},
 		{name: "a traces endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"},
-			want: Config{On: true, Protocol: "http/protobuf"}},
+			want: envConfig{On: true, Protocol: "http/protobuf"}},
 		{name: "exporter otlp, the default endpoint", env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp"},
-			want: Config{On: true, Protocol: "http/protobuf"}},
+			want: envConfig{On: true, Protocol: "http/protobuf"}},
 		{name: "exporter none wins over an endpoint", env: map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}},
 		{name: "SDK disabled", env: map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}},
 		{name: "grpc", env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
-			want: Config{On: true, Protocol: "grpc"}},
+			want: envConfig{On: true, Protocol: "grpc"}},
 		{name: "the traces protocol wins", env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
-			"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}, want: Config{On: true, Protocol: "http/protobuf"}},
+			"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}, want: envConfig{On: true, Protocol: "http/protobuf"}},
 		{name: "another exporter", env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, err: `OTEL_TRACES_EXPORTER="zipkin"`},
 		{name: "another protocol", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"},
 			err: `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/json"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ConfigFromEnv(func(k string) string { return tc.env[k] })
+			got, err := configFromEnv(func(k string) string { return tc.env[k] })
 			switch {
 			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 				t.Fatalf("error %v, want one naming %s", err, tc.err)

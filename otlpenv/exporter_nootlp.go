@@ -15,7 +15,7 @@ import (
 // still named).
 func FromEnv(ctx context.Context, version string) (tp trace.TracerProvider, shutdown func(context.Context) error, err error) {
 	none := func(context.Context) error { return nil }
-	cfg, err := ConfigFromEnv(os.Getenv)
+	cfg, err := configFromEnv(os.Getenv)
 	if err != nil || !cfg.On {
 		return nil, none, err
 	}

@@ -1,10 +1,18 @@
 // Package otlpenv builds the OpenTelemetry tracer provider the standard
-// OTEL_* environment variables ask for: an SDK provider batching spans to
-// an OTLP exporter, over HTTP (the default) or gRPC. It is the only part
-// of baton that links the SDK and the exporters (and through them gRPC):
-// the binary and TracingFromEnv import it, the parts that record spans
-// use the API alone (package tracing). A build with the tag nootlp (make
-// dev's) leaves them out: FromEnv then says so when traces are asked for.
+// OTEL_* environment variables ask for, to pass to baton.WithTracerProvider:
+// an SDK provider batching spans to an OTLP exporter, over HTTP (the
+// default) or gRPC. It is the only package of baton that links the SDK and
+// the exporters (and through them gRPC): the baton command imports it, and
+// a Go program that wants baton's traces exported as the binary exports
+// them; the parts that record spans use the OpenTelemetry API alone, so a
+// program that passes its own provider, or none, links no exporter. A
+// build with the tag nootlp (make dev's) leaves them out: FromEnv then
+// says so when traces are asked for.
+//
+// # Exported names
+//
+// [FromEnv] builds the provider; [ErrLeftOut] is its error in a build
+// without the exporters.
 package otlpenv
 
 import (
@@ -21,17 +29,16 @@ const (
 )
 
 // ErrLeftOut is FromEnv's error when traces are asked for of a build
-// without the exporters (the build tag nootlp). Its text names package
-// baton, which exports it as ErrTracingLeftOut.
-var ErrLeftOut = errors.New("baton: this baton was built without the OTLP exporters (build tag nootlp, as make dev builds it): it exports no traces; build it without the tag (make build) to export them")
+// without the exporters (the build tag nootlp).
+var ErrLeftOut = errors.New("otlpenv: this baton was built without the OTLP exporters (build tag nootlp, as make dev builds it): it exports no traces; build it without the tag (make build) to export them")
 
-// Config is what the OTEL_* environment variables ask of traces.
-type Config struct {
+// envConfig is what the OTEL_* environment variables ask of traces.
+type envConfig struct {
 	On       bool   // export traces over OTLP
 	Protocol string // "http/protobuf" or "grpc" (On only)
 }
 
-// ConfigFromEnv reads, through getenv (os.Getenv), whether traces are
+// configFromEnv reads, through getenv (os.Getenv), whether traces are
 // exported and how:
 //
 //   - OTEL_SDK_DISABLED=true: off;
@@ -47,21 +54,21 @@ type Config struct {
 // (endpoint, headers, timeout, certificates), the SDK the sampler
 // (OTEL_TRACES_SAMPLER) and the batching (OTEL_BSP_*), the resource
 // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
-func ConfigFromEnv(getenv func(string) string) (Config, error) {
+func configFromEnv(getenv func(string) string) (envConfig, error) {
 	env := func(k string) string { return strings.TrimSpace(getenv(k)) }
 	if strings.EqualFold(env("OTEL_SDK_DISABLED"), "true") {
-		return Config{}, nil
+		return envConfig{}, nil
 	}
 	switch exp := strings.ToLower(env("OTEL_TRACES_EXPORTER")); exp {
 	case "none":
-		return Config{}, nil
+		return envConfig{}, nil
 	case "":
 		if env("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
-			return Config{}, nil
+			return envConfig{}, nil
 		}
 	case "otlp":
 	default:
-		return Config{}, fmt.Errorf("tracing: OTEL_TRACES_EXPORTER=%q: baton exports traces over OTLP only (\"otlp\", or \"none\" for no traces)", exp)
+		return envConfig{}, fmt.Errorf("otlpenv: OTEL_TRACES_EXPORTER=%q: baton exports traces over OTLP only (\"otlp\", or \"none\" for no traces)", exp)
 	}
 	name, proto := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
 	if proto == "" {
@@ -72,14 +79,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		proto = protoHTTP
 	case protoHTTP, protoGRPC:
 	default:
-		return Config{}, fmt.Errorf("tracing: %s=%q: baton's OTLP exporter speaks %q or %q", name, proto, protoHTTP, protoGRPC)
+		return envConfig{}, fmt.Errorf("otlpenv: %s=%q: baton's OTLP exporter speaks %q or %q", name, proto, protoHTTP, protoGRPC)
 	}
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
 		if err := checkHeaders(name, env(name)); err != nil {
-			return Config{}, err
+			return envConfig{}, err
 		}
 	}
-	return Config{On: true, Protocol: proto}, nil
+	return envConfig{On: true, Protocol: proto}, nil
 }
 
 // checkHeaders checks the OTLP headers variable name's value v as the
@@ -99,7 +106,7 @@ func checkHeaders(name, v string) error {
 		_, kerr := url.PathUnescape(strings.TrimSpace(k))
 		_, verr := url.PathUnescape(strings.TrimSpace(val))
 		if !ok || strings.TrimSpace(k) == "" || kerr != nil || verr != nil {
-			return fmt.Errorf("tracing: %s: item %d is not name=value with percent-encoding (\"Authorization=Bearer%%20TOKEN\"); its value is not shown", name, i+1)
+			return fmt.Errorf("otlpenv: %s: item %d is not name=value with percent-encoding (\"Authorization=Bearer%%20TOKEN\"); its value is not shown", name, i+1)
 		}
 	}
 	return nil
