@@ -177,7 +177,7 @@ func (e *engine) onCancelRequest(job string, payload string) {
 // ids have no glob characters), on one pub/sub connection to the queue
 // Redis, and handles them (onCancelRequest) until stopSubscriber. It fails
 // if the subscription is not confirmed within 10s.
-func (w *Worker) subscribeReplaceRequests() error {
+func (w *Worker) subscribeReplaceRequests(ctx context.Context) error {
 	var channels []string
 	for i := range w.cfg.Jobs {
 		j := &w.cfg.Jobs[i]
@@ -192,7 +192,7 @@ func (w *Worker) subscribeReplaceRequests() error {
 	if len(channels) == 0 && pattern == "" {
 		return nil
 	}
-	ps, err := w.subscribe(channels, pattern)
+	ps, err := w.subscribe(ctx, channels, pattern)
 	if err != nil && pattern != "" && strings.Contains(err.Error(), "NOPERM") {
 		// a Redis user whose ACL predates runtime schedules: the worker
 		// runs, without their stop and replace requests
@@ -201,7 +201,7 @@ func (w *Worker) subscribeReplaceRequests() error {
 		if len(channels) == 0 {
 			return nil
 		}
-		ps, err = w.subscribe(channels, "")
+		ps, err = w.subscribe(ctx, channels, "")
 	}
 	if err != nil {
 		return err
@@ -221,8 +221,8 @@ func (w *Worker) subscribeReplaceRequests() error {
 // subscribe subscribes to channels and pattern (either may be empty) on
 // one connection and waits for the last confirmation; requests that come
 // before it are handled.
-func (w *Worker) subscribe(channels []string, pattern string) (*redis.PubSub, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func (w *Worker) subscribe(ctx context.Context, channels []string, pattern string) (*redis.PubSub, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	// confirmations come in the order asked: the last one confirms all
 	var ps *redis.PubSub
@@ -236,7 +236,7 @@ func (w *Worker) subscribe(channels []string, pattern string) (*redis.PubSub, er
 			ps = w.rdb.PSubscribe(ctx, pattern)
 		} else if err := ps.PSubscribe(ctx, pattern); err != nil {
 			ps.Close()
-			return nil, fmt.Errorf("worker: subscribe to stop requests: %w", err)
+			return nil, fmt.Errorf("subscribe to stop requests: %w", err)
 		}
 		last = redis.Subscription{Kind: "psubscribe", Channel: pattern}
 	}
@@ -245,7 +245,7 @@ func (w *Worker) subscribe(channels []string, pattern string) (*redis.PubSub, er
 		msg, err := ps.Receive(ctx)
 		if err != nil {
 			ps.Close()
-			return nil, fmt.Errorf("worker: subscribe to replace requests: %w", err)
+			return nil, fmt.Errorf("subscribe to replace requests: %w", err)
 		}
 		if s, ok := msg.(*redis.Subscription); ok && s.Kind == last.Kind && s.Channel == last.Channel {
 			return ps, nil
@@ -258,13 +258,14 @@ func (w *Worker) subscribe(channels []string, pattern string) (*redis.PubSub, er
 
 // stopSubscriber ends the subscription to replace requests, if any, and
 // waits for its handler to return.
-func (w *Worker) stopSubscriber() {
+func (w *Worker) stopSubscriber(context.Context) error {
 	if w.ps == nil {
-		return
+		return nil
 	}
 	w.ps.Close()
 	<-w.subDone
 	w.ps = nil
+	return nil
 }
 
 // stopMemory is how long a worker remembers a stop request for a deleted

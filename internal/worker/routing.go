@@ -282,7 +282,7 @@ func (w *Worker) RoutedDifferently(job string) bool {
 
 // startRoster publishes this replica in the roster and starts its
 // heartbeat (see roster.Heartbeat).
-func (w *Worker) startRoster() {
+func (w *Worker) startRoster(ctx context.Context) error {
 	var queues []string
 	if !w.localOnly {
 		queues = slices.Sorted(maps.Keys(w.cfg.Worker.Queues))
@@ -294,18 +294,17 @@ func (w *Worker) startRoster() {
 	w.roster = roster.New(w.rdb, w.cfg, roster.Member{ID: w.replica, Version: w.version, Role: w.role, Queues: queues,
 		Handlers: handlers}, w.log)
 	w.heartbeat = w.roster.Heartbeat(w.clock)
-	_ = w.heartbeat.Start(context.Background()) // a first beat that fails is retried by the next
+	_ = w.heartbeat.Start(ctx) // a first beat that fails is retried by the next
+	return nil
 }
 
 // stopRoster stops the heartbeat, which removes the replica from the
 // roster at once; a failed removal leaves its entry to expire.
-func (w *Worker) stopRoster() {
-	if w.heartbeat != nil {
-		if err := w.heartbeat.Stop(context.Background()); err != nil {
-			w.log.Debug("cannot leave the roster; its entry expires", slog.Any("error", err))
-		}
-		w.heartbeat = nil
+func (w *Worker) stopRoster(ctx context.Context) error {
+	if err := w.heartbeat.Stop(ctx); err != nil {
+		w.log.Debug("cannot leave the roster; its entry expires", slog.Any("error", err))
 	}
+	return nil
 }
 
 // newerFormat decides what happens to a task whose payload is of a format

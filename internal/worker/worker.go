@@ -15,6 +15,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/executor"
 	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/lifecycle"
 	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/internal/tracing"
 	"github.com/batonhq/baton/jobs"
@@ -52,6 +53,7 @@ type Worker struct {
 	srv     *asynq.Server
 	ps      *redis.PubSub
 	subDone chan struct{}
+	parts   *lifecycle.Group // started by Start, stopped by Shutdown
 	started bool
 
 	// localCtx is the base of local runs; cancelled when the shutdown grace
@@ -101,54 +103,40 @@ func New(cfg *config.Config, queue asynq.RedisConnOpt, locks *locking.Client, ex
 // Stats returns the worker's run counters.
 func (w *Worker) Stats() Stats { return w.engine.Stats() }
 
-// Start subscribes to the replace requests of the config's replace-policy
-// jobs (one pub/sub connection) and starts the asynq server (unless
-// WithLocalOnly): Concurrency and Queues from cfg.Worker, ShutdownTimeout =
-// cfg.Worker.ShutdownGrace, retries delayed as backoffDelay says. It fails if
-// Redis cannot be reached or the worker was started before.
+// Start starts the worker's parts in order (parts): its Redis client, its
+// roster heartbeat, the subscription to the replace requests of the
+// config's replace-policy jobs (one pub/sub connection) and the runs: the
+// asynq server (unless WithLocalOnly: Concurrency and Queues from
+// cfg.Worker, ShutdownTimeout = cfg.Worker.ShutdownGrace, retries delayed
+// as backoffDelay says) and RunLocal's runs. It fails if Redis cannot be
+// reached (the parts started are stopped again) or the worker was started
+// before.
 func (w *Worker) Start() error {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.started || w.closing {
+		w.mu.Unlock()
 		return errors.New("worker: already started")
 	}
-	rdb, ok := w.redisOpt.MakeRedisClient().(redis.UniversalClient)
-	if !ok {
-		return fmt.Errorf("worker: unsupported redis option %T", w.redisOpt)
+	w.parts = w.newParts()
+	w.mu.Unlock()
+	if err := w.parts.Start(context.Background()); err != nil {
+		return fmt.Errorf("worker: %w", err)
 	}
-	w.rdb = rdb
-	w.startRoster()
-	if err := w.subscribeReplaceRequests(); err != nil {
-		w.stopRoster()
-		w.closeRedis()
-		return err
-	}
-	if !w.localOnly {
-		// asynq's connection, its cancel subscription moved off the shared
-		// channel (see cancelRedirect); closed by closeRedis
-		qc, _ := w.redisOpt.MakeRedisClient().(redis.UniversalClient)
-		w.asynqRDB = qc
-		w.srv = asynq.NewServerFromRedisClient(cancelRedirect{UniversalClient: qc, channel: asynqCancelRedirect(w.cfg.Namespace)}, asynq.Config{
-			Concurrency:              w.cfg.Worker.Concurrency,
-			Queues:                   w.asynqQueues(),
-			ShutdownTimeout:          w.cfg.Worker.ShutdownGrace,
-			RetryDelayFunc:           w.retryDelay,
-			TaskCheckInterval:        w.taskCheck,
-			DelayedTaskCheckInterval: w.delayedCheck,
-			Logger:                   asynqLogger{l: w.log.With(slog.String("component", "asynq")), meant: &w.meantEnds},
-			ErrorHandler:             asynq.ErrorHandlerFunc(w.handleError),
-			// a task handed back to a replica that can run it spends no attempt
-			IsFailure: func(err error) bool { return !errors.Is(err, ErrRunsElsewhere) },
-		})
-		if err := w.srv.Start(asynq.HandlerFunc(w.process)); err != nil {
-			w.stopSubscriber()
-			w.stopRoster()
-			w.closeRedis()
-			return fmt.Errorf("worker: %w", err)
-		}
-	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.started = true
 	return nil
+}
+
+// newParts returns the worker's parts in their starting order; Shutdown
+// stops them in reverse.
+func (w *Worker) newParts() *lifecycle.Group {
+	return lifecycle.NewGroup(
+		lifecycle.Part{Name: "redis", Service: lifecycle.Funcs(w.openRedis, w.closeRedis)},
+		lifecycle.Part{Name: "roster", Service: lifecycle.Funcs(w.startRoster, w.stopRoster)},
+		lifecycle.Part{Name: "replace requests", Service: lifecycle.Funcs(w.subscribeReplaceRequests, w.stopSubscriber)},
+		lifecycle.Part{Name: "runs", Service: lifecycle.Funcs(w.startRuns, w.drainRuns)},
+	)
 }
 
 // Shutdown stops the worker, in this order:
@@ -161,11 +149,13 @@ func (w *Worker) Start() error {
 //     children are killed).
 //  4. Each run releases its execution lease with its token check as it
 //     returns; Shutdown waits for all of them.
-//  5. The replace subscription and the Redis connections are closed.
+//  5. The replace subscription, the roster heartbeat (which leaves the
+//     roster) and the Redis connections are closed: the parts in reverse.
 //
 // If ctx ends before that, every remaining run is cancelled at once and
 // Shutdown still waits for the runs to return (and release their leases),
-// then returns ctx's error. A Go handler that ignores its context holds
+// then returns ctx's error; the parts after the runs still get
+// lifecycle.MinStop each. A Go handler that ignores its context holds
 // Shutdown up. A worker that was never started holds nothing: Shutdown only
 // marks it closed.
 func (w *Worker) Shutdown(ctx context.Context) error {
@@ -175,8 +165,72 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		return errors.New("worker: already shut down")
 	}
 	w.closing = true
+	parts := w.parts
 	w.mu.Unlock()
+	defer w.localCancel(errShutdown)
+	if parts == nil {
+		return nil
+	}
+	if err := parts.Stop(ctx); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	return nil
+}
 
+// openRedis opens the worker's connection to the queue Redis (holder
+// records, roster, replace requests).
+func (w *Worker) openRedis(context.Context) error {
+	rdb, ok := w.redisOpt.MakeRedisClient().(redis.UniversalClient)
+	if !ok {
+		return fmt.Errorf("unsupported redis option %T", w.redisOpt)
+	}
+	w.rdb = rdb
+	return nil
+}
+
+// closeRedis closes the worker's Redis client.
+func (w *Worker) closeRedis(context.Context) error {
+	err := w.rdb.Close()
+	if err == nil || errors.Is(err, redis.ErrClosed) {
+		return nil
+	}
+	return fmt.Errorf("close redis: %w", err)
+}
+
+// startRuns starts the asynq server on a connection of its own (unless the
+// worker runs local jobs only); RunLocal's runs need nothing started.
+func (w *Worker) startRuns(context.Context) error {
+	if w.localOnly {
+		return nil
+	}
+	// asynq's connection, its cancel subscription moved off the shared
+	// channel (see cancelRedirect)
+	qc, _ := w.redisOpt.MakeRedisClient().(redis.UniversalClient)
+	w.asynqRDB = qc
+	w.srv = asynq.NewServerFromRedisClient(cancelRedirect{UniversalClient: qc, channel: asynqCancelRedirect(w.cfg.Namespace)}, asynq.Config{
+		Concurrency:              w.cfg.Worker.Concurrency,
+		Queues:                   w.asynqQueues(),
+		ShutdownTimeout:          w.cfg.Worker.ShutdownGrace,
+		RetryDelayFunc:           w.retryDelay,
+		TaskCheckInterval:        w.taskCheck,
+		DelayedTaskCheckInterval: w.delayedCheck,
+		Logger:                   asynqLogger{l: w.log.With(slog.String("component", "asynq")), meant: &w.meantEnds},
+		ErrorHandler:             asynq.ErrorHandlerFunc(w.handleError),
+		// a task handed back to a replica that can run it spends no attempt
+		IsFailure: func(err error) bool { return !errors.Is(err, ErrRunsElsewhere) },
+	})
+	if err := w.srv.Start(asynq.HandlerFunc(w.process)); err != nil {
+		_ = qc.Close()
+		return err
+	}
+	return nil
+}
+
+// drainRuns stops the runs (Shutdown's steps 1 to 4): asynq stops
+// fetching, the runs get the grace period, then are cancelled; it waits
+// for every run to return, also when ctx ends first (then it cancels them
+// all at once and returns ctx's error).
+func (w *Worker) drainRuns(ctx context.Context) error {
 	grace := time.AfterFunc(w.cfg.Worker.ShutdownGrace, func() { w.localCancel(errShutdown) })
 	defer grace.Stop()
 	done := make(chan struct{})
@@ -191,33 +245,17 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		err = fmt.Errorf("worker: shutdown: %w", ctx.Err())
+		err = fmt.Errorf("shutdown: %w", ctx.Err())
 		w.localCancel(errShutdown)
 		n := w.cancelRuns(errShutdown, func(string, *activeRun) bool { return true })
 		w.log.Warn("shutdown deadline passed: cancelling the remaining runs", slog.Int("runs", n))
 		<-done
 	}
 	w.localCancel(errShutdown)
-	w.stopSubscriber()
-	w.stopRoster()
-	return errors.Join(err, w.closeRedis())
-}
-
-// closeRedis closes the worker's own Redis clients, if it has them.
-func (w *Worker) closeRedis() error {
 	if w.asynqRDB != nil {
 		_ = w.asynqRDB.Close()
-		w.asynqRDB = nil
 	}
-	if w.rdb == nil {
-		return nil
-	}
-	err := w.rdb.Close()
-	w.rdb = nil
-	if err == nil || errors.Is(err, redis.ErrClosed) {
-		return nil
-	}
-	return fmt.Errorf("worker: close redis: %w", err)
+	return err
 }
 
 // RunLocal starts tick t of local-mode job in-process and returns at once.

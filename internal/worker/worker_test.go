@@ -853,3 +853,44 @@ func TestConcurrencyChangeFromAllowToForbidDoesNotWaitForAllowRuns(t *testing.T)
 	}
 	// both are under way now: the change overlapped them
 }
+
+// A worker whose start fails half way stops what it had started, in
+// reverse: here the queue Redis's user may run every command but
+// subscribe to no channel, so the replace subscription fails after the
+// heartbeat put the replica in the roster. Start names the part; the
+// replica leaves the roster at once (not when its entry expires) and the
+// worker's connections are closed.
+func TestAWorkerWhoseStartFailsStopsWhatItStarted(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.RDB.Do(ctx, "ACL", "SETUSER", "nosub", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.RDB.Do(context.Background(), "ACL", "DELUSER", "nosub") })
+	cfg := e.Config(t, `  - name: r
+    schedule: "@every 1m"
+    concurrency: replace
+    exec: {command: ["true"]}
+`)
+	opt := asynq.RedisClientOpt{Addr: e.Srv.Addr(), Username: "nosub", Password: "pw"}
+	w := New(cfg, opt, e.Locks, newFakeExec(nil), WithReplica("half"), WithLogger(worktest.Logger(t)))
+	err := w.Start()
+	if err == nil || !strings.Contains(err.Error(), "replace requests") || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("Start = %v, want the replace requests' part named with Redis's NOPERM", err)
+	}
+	members, err := roster.Read(ctx, e.RDB, cfg.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		if m.ID == "half" {
+			t.Errorf("the replica is still in the roster after its start failed: %+v", m)
+		}
+	}
+	if list := e.RDB.ClientList(ctx).Val(); strings.Contains(list, "user=nosub") {
+		t.Errorf("the worker's connections are still open after its start failed:\n%s", list)
+	}
+	if err := w.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown after a failed start = %v, want nil", err)
+	}
+}
