@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/rs/zerolog"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/lifecycle"
 	"github.com/batonhq/baton/internal/wiring"
 )
 
@@ -177,24 +177,20 @@ func usageExit(name string, err error, stderr io.Writer) int {
 	return exitUsage
 }
 
-// signalError is what the signal actor returns: a signal asked to stop.
-type signalError struct{ sig os.Signal }
-
-func (e signalError) Error() string { return "received " + e.sig.String() }
-
-// serve starts the replicas and the HTTP server (addr empty: none; optional:
-// a listen failure is only logged) and runs them until SIGTERM or SIGINT.
-// It returns the exit status.
+// serve starts the HTTP listener (addr empty: none; optional: a listen
+// failure is only logged), the replicas and the HTTP server, as the parts
+// of one lifecycle group (servedParts), and runs them until SIGTERM or
+// SIGINT, or until a part fails. It returns the exit status.
 //
-// Shutdown order, on the first signal (or when any part fails):
+// The parts stop in reverse, on the first signal (or when any part fails):
 //
 //  1. /readyz answers 503 "shutting down" while the rest drains.
 //  2. Each replica's scheduler stops claiming (its Run ctx is cancelled);
 //     claims in flight commit or release their tick leases.
 //  3. Each worker shuts down: no new runs; running jobs get
 //     worker.shutdown_grace, then are cancelled; every execution lease is
-//     released.
-//  4. Lock clients and Redis connections are closed, then the HTTP server.
+//     released. Lock clients and Redis connections are closed.
+//  4. The HTTP server stops, giving requests in flight a few seconds.
 //
 // Exit 0 after a signal. A second signal exits at once with status 130.
 func serve(replicas []unit, addr string, optional bool, log *slog.Logger, zl zerolog.Logger) int {
@@ -202,13 +198,9 @@ func serve(replicas []unit, addr string, optional bool, log *slog.Logger, zl zer
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	for _, rp := range replicas {
-		if err := rp.Start(context.Background()); err != nil {
-			log.Error("cannot start", "err", err)
-			for _, r := range replicas {
-				r.Close()
-			}
-			return 1
+	closeAll := func() {
+		for _, rp := range replicas {
+			rp.Close()
 		}
 	}
 	var h *httpServer
@@ -219,70 +211,44 @@ func serve(replicas []unit, addr string, optional bool, log *slog.Logger, zl zer
 			log.Warn(noHTTPMessage(addr, err), "err", err)
 		} else if err != nil {
 			log.Error("cannot serve HTTP", "err", err)
-			for _, rp := range replicas {
-				rp.Close()
-			}
+			closeAll()
 			return 1
 		}
 	}
-
 	for _, u := range replicas {
 		if l, ok := u.(*liveReplica); ok && h != nil {
 			l.swap = func(rp *baton.Replica) { h.replace(rp) }
 		}
 	}
-	var g group
-	// signals: the first stops everything; a second exits at once
-	stopSignals, quit := make(chan struct{}), make(chan struct{})
-	g.add(func() error {
-		select {
-		case sig := <-sigs:
-			log.Info("signal received: shutting down (a second signal exits at once)", "signal", sig.String())
-			go func() {
-				select {
-				case sig := <-sigs:
-					zl.Error().Str("signal", sig.String()).Msg("second signal: exiting at once, without waiting for running jobs")
-					os.Exit(exitInterrupted)
-				case <-stopSignals:
-				}
-			}()
-			return signalError{sig}
-		case <-quit:
-			return nil
-		}
-	}, func(error) { close(quit) })
-	var replicasDone sync.WaitGroup
-	for _, rp := range replicas {
-		ctx, cancel := context.WithCancel(context.Background())
-		replicasDone.Add(1)
-		g.add(func() error {
-			defer replicasDone.Done()
-			err := rp.Run(ctx)
-			if err == nil && ctx.Err() == nil {
-				err = fmt.Errorf("replica %s stopped on its own", rp.ID())
-			}
-			return err
-		}, func(error) { cancel() })
+	failed := make(chan error, len(replicas)+1)
+	g := lifecycle.NewGroup(servedParts(replicas, h, failed)...)
+	if err := g.Start(context.Background()); err != nil {
+		log.Error("cannot start", "err", err)
+		closeAll() // the replicas never started; the others are stopped
+		return 1
 	}
-	if h != nil {
-		g.add(h.serve, func(error) {
-			h.drain()
-			go func() {
-				replicasDone.Wait()
-				h.shutdown()
-			}()
-		})
-	}
-	first, rest := g.run()
-	close(stopSignals)
 
-	var se signalError
 	code := 0
-	if !errors.As(first, &se) {
-		log.Error("stopping on error", "err", first)
+	select {
+	case sig := <-sigs:
+		log.Info("signal received: shutting down (a second signal exits at once)", "signal", sig.String())
+		stopped := make(chan struct{})
+		defer close(stopped)
+		go func() {
+			select {
+			case sig := <-sigs:
+				zl.Error().Str("signal", sig.String()).Msg("second signal: exiting at once, without waiting for running jobs")
+				os.Exit(exitInterrupted)
+			case <-stopped:
+			}
+		}()
+	case err := <-failed:
+		log.Error("stopping on error", "err", err)
 		code = 1
 	}
-	for _, err := range rest {
+	// each replica bounds its own stop (worker.shutdown_grace, the claims'
+	// commits); the HTTP server gives requests a few seconds
+	if err := g.Stop(context.Background()); err != nil {
 		log.Error("shutdown error", "err", err)
 		code = 1
 	}
@@ -290,6 +256,66 @@ func serve(replicas []unit, addr string, optional bool, log *slog.Logger, zl zer
 		log.Info("baton stopped")
 	}
 	return code
+}
+
+// servedParts are the parts serve starts, in order: the HTTP server's
+// listener (h nil: none), whose stop ends the server last; each replica,
+// started and then run until its stop; the HTTP server's serving, started
+// once every replica runs, whose stop makes /readyz answer 503 first. A
+// replica's Run or the server's Serve that returns while it should run
+// sends its error on failed (once; its stop then returns nil).
+func servedParts(replicas []unit, h *httpServer, failed chan<- error) []lifecycle.Part {
+	var parts []lifecycle.Part
+	var serving *lifecycle.Loop
+	if h != nil {
+		serving = lifecycle.NewLoop(func(ctx context.Context) error {
+			if err := h.serve(); err != nil { // nil once the "http" part shut the server down
+				failed <- err
+			}
+			return nil
+		})
+		parts = append(parts, lifecycle.Part{Name: "http", Service: lifecycle.Funcs(nil, func(ctx context.Context) error {
+			if serving.Done() == nil {
+				h.close() // it never served: another part failed to start
+				return nil
+			}
+			h.shutdown()
+			return serving.Stop(ctx)
+		})})
+	}
+	for _, rp := range replicas {
+		run := lifecycle.NewLoop(func(ctx context.Context) error {
+			err := rp.Run(ctx)
+			if ctx.Err() == nil {
+				if err == nil {
+					err = fmt.Errorf("replica %s stopped on its own", rp.ID())
+				}
+				failed <- err
+				return nil
+			}
+			return err
+		})
+		parts = append(parts, lifecycle.Part{Name: "replica " + rp.ID(), Service: lifecycle.Funcs(
+			func(ctx context.Context) error {
+				if err := rp.Start(ctx); err != nil {
+					return err
+				}
+				return run.Start(ctx)
+			},
+			func(ctx context.Context) error {
+				if err := run.Stop(ctx); err != nil {
+					return err
+				}
+				return run.Err()
+			})})
+	}
+	if h != nil {
+		parts = append(parts, lifecycle.Part{Name: "http serving", Service: lifecycle.Funcs(serving.Start, func(context.Context) error {
+			h.drain()
+			return nil
+		})})
+	}
+	return parts
 }
 
 // noHTTPMessage is the warning of baton dev when its HTTP listener cannot

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
@@ -584,5 +586,57 @@ func TestDevHTTPAddressInUseSaysWhyAndTheWayOut(t *testing.T) {
 		if !strings.Contains(msg, want) {
 			t.Errorf("warning %q does not say %q", msg, want)
 		}
+	}
+}
+
+// serveProbe is a unit whose Run, once its context ends (the replica's
+// turn to stop), asks the HTTP server for /readyz; fail makes a Run return
+// on its own.
+type serveProbe struct {
+	id     string
+	url    string
+	fail   chan error    // a Run that receives from it returns that error
+	readyz chan string   // what /readyz answered when the unit stopped
+	closed chan struct{} // Close called
+}
+
+func (p *serveProbe) Start(context.Context) error { return nil }
+func (p *serveProbe) ID() string                  { return p.id }
+func (p *serveProbe) Close()                      { close(p.closed) }
+func (p *serveProbe) Run(ctx context.Context) error {
+	select {
+	case err := <-p.fail:
+		return err
+	case <-ctx.Done():
+	}
+	code, body := httpGet(p.url + "/readyz")
+	p.readyz <- fmt.Sprintf("%d %s", code, strings.TrimSpace(body))
+	return nil
+}
+
+// serve stops its parts in reverse: /readyz answers 503 "shutting down"
+// before the replicas stop, and the HTTP server still answers while they
+// stop; it is closed after them. A replica that stops on its own stops
+// the others and the exit status is 1.
+func TestServeStopsReadinessFirstReplicasThenHTTP(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	url := "http://" + addr
+	a := &serveProbe{id: "a", url: url, fail: make(chan error, 1), readyz: make(chan string, 1), closed: make(chan struct{})}
+	b := &serveProbe{id: "b", url: url, fail: make(chan error, 1), readyz: make(chan string, 1), closed: make(chan struct{})}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	code := make(chan int, 1)
+	go func() { code <- serve([]unit{a, b}, addr, false, log, zerolog.Nop()) }()
+	if !poll.Until(10*time.Second, func() bool { c, _ := httpGet(url + "/readyz"); return c == http.StatusOK }) {
+		t.Fatal("/readyz never answered 200")
+	}
+	a.fail <- errors.New("lost its Redis for good")
+	if got := <-b.readyz; got != "503 shutting down" {
+		t.Errorf("/readyz while replica b stops = %q, want 503 shutting down (drained first, served until the replicas stopped)", got)
+	}
+	if c := <-code; c != 1 {
+		t.Errorf("exit status %d after a replica stopped on its own, want 1", c)
+	}
+	if c, body := httpGet(url + "/readyz"); c != 0 {
+		t.Errorf("/readyz after serve returned = %d %q, want no server", c, body)
 	}
 }
