@@ -1,8 +1,10 @@
 // Package lifecycle starts and stops the long-running parts of a replica
-// one way. Each part (the runtime schedules' follower, the worker and its
-// heartbeat, the singleton jobs, the leadership campaign, the scheduler,
-// an HTTP server) is a Service; a Group starts a list of them in order and
-// stops them in reverse, so a part is started after what it relies on and
+// one way. Each part (the runtime schedules' follower, the worker, the
+// singleton jobs, the leadership campaign, the scheduler; inside the
+// worker its Redis client, roster heartbeat, replace subscription and
+// runs; in the binary the HTTP listener, each replica and the HTTP
+// serving) is a Service; a Group starts a list of them in order and stops
+// them in reverse, so a part is started after what it relies on and
 // stopped before it. A Group is itself a Service, so a few parts that
 // stop together (the scheduler and the leadership it claims under) are a
 // Group inside the replica's.
