@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/schedule"
 )
 
 // runCounter counts the runs of a Go handler by job and tick.
@@ -595,5 +596,41 @@ func TestConditionalDeleteLeavesThePauseOfTheScheduleThatFollowsIt(t *testing.T)
 	}
 	if got.Paused == nil || got.Created.Equal(s.Created) {
 		t.Fatalf("the schedule put again and paused after the delete (created %v, the deleted one %v): paused %+v, want its pause kept", got.Created, s.Created, got.Paused)
+	}
+}
+
+// A runtime schedule's H is picked from its job name, "@ID", as a job
+// list's is from the job's: its next ticks are those of the spec with H
+// resolved, and a wrong H is refused with the field named.
+func TestRuntimeScheduleHPicksAValueFromItsID(t *testing.T) {
+	srv := redistest.New(t)
+	c := openCluster(t, schedulesConfig(t, srv, ""))
+	ctx := context.Background()
+	if _, err := c.PutSchedule(ctx, "report/tenant-42", baton.ScheduleSpec{Schedule: "H H * * *", Handler: "report"}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.GetSchedule(ctx, "report/tenant-42", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := schedule.Hashed("H H * * *", "@report/tenant-42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := schedule.Parse(spec, time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Next) != 3 {
+		t.Fatalf("next ticks %v, want 3", s.Next)
+	}
+	for i, at := range s.Next {
+		if w := want.Next(at.Add(-time.Second)); !w.Equal(at) {
+			t.Errorf("tick %d at %s is not a tick of %q (%s is)", i, at, spec, w)
+		}
+	}
+	_, err = c.PutSchedule(ctx, "report/bad", baton.ScheduleSpec{Schedule: "H/0 * * * *", Handler: "report"})
+	if err == nil || !strings.Contains(err.Error(), `minute field "H/0"`) {
+		t.Errorf("a wrong H = %v, want the field named", err)
 	}
 }

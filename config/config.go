@@ -384,6 +384,10 @@ type Job struct {
 	// forbidden then. It is read in Location with schedule.Parse
 	// (Vixie-cron DST rules).
 	Schedule string `yaml:"schedule"`
+	// Hashed is Schedule with each H replaced by the value it stands for
+	// in this job (schedule.Hashed of the job's name: a runtime schedule's
+	// is "@ID"); empty when Schedule has no H.
+	Hashed string `yaml:"-"`
 	// Sched is Schedule parsed in Location by schedule.Parse; nil
 	// for singleton jobs.
 	Sched schedule.Schedule `yaml:"-"`

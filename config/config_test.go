@@ -882,3 +882,47 @@ func TestConfigAboveTheSizeBoundRefusedUndecoded(t *testing.T) {
 	}
 	<-done
 }
+
+// H in a job's schedule is the value picked from the job's name: the job
+// keeps its spec as written, Hashed holds the spec its ticks come from,
+// and a job of another name gets its own minute. A wrong H is refused
+// with the job's line and the field.
+func TestScheduleHPicksAValueFromTheJobsName(t *testing.T) {
+	c := mustLoad(t, `
+redis: {url: "redis://127.0.0.1:6379/0"}
+jobs:
+  - name: report
+    schedule: "H * * * *"
+    exec: {command: ["true"]}
+  - name: nightly
+    schedule: "30 H * * *"
+    exec: {command: ["true"]}
+  - name: plain
+    schedule: "*/5 * * * *"
+    exec: {command: ["true"]}
+`)
+	report, _ := c.Job("report")
+	if report.Schedule != "H * * * *" || report.Hashed != "4 * * * *" {
+		t.Errorf("report: schedule %q, hashed %q; want the spec as written and 4 * * * *", report.Schedule, report.Hashed)
+	}
+	from := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	if got := report.Sched.Next(from); !got.Equal(from.Add(4 * time.Minute)) {
+		t.Errorf("report's next tick after %s = %s, want 10:04", from, got)
+	}
+	if nightly, _ := c.Job("nightly"); nightly.Hashed != "30 20 * * *" {
+		t.Errorf("nightly: hashed %q, want 30 20 * * *", nightly.Hashed)
+	}
+	if plain, _ := c.Job("plain"); plain.Hashed != "" {
+		t.Errorf("a spec without H has hashed %q, want none", plain.Hashed)
+	}
+	_, err := Load([]byte(`
+redis: {url: "redis://127.0.0.1:6379/0"}
+jobs:
+  - name: report
+    schedule: "H(40-20) * * * *"
+    exec: {command: ["true"]}
+`))
+	if err == nil || !strings.Contains(err.Error(), `<input>:5: job "report": schedule:`) || !strings.Contains(err.Error(), `minute field "H(40-20)": the range's start is after its end`) {
+		t.Errorf("a wrong H = %v, want its line and field named", err)
+	}
+}

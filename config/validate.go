@@ -523,15 +523,23 @@ func (v *validator) jobSchedule(p string, j *Job, mode Mode) {
 		v.errf(at("schedule"), "required (or at, for a one-shot job; only mode: singleton runs without a schedule)")
 		return
 	}
+	spec, err := schedule.Hashed(j.Schedule, j.Name)
+	if err != nil {
+		v.errf(at("schedule"), "%s", strings.TrimPrefix(err.Error(), fmt.Sprintf("schedule: %q: ", strings.TrimSpace(j.Schedule))))
+		return
+	}
+	if spec != strings.TrimSpace(j.Schedule) {
+		j.Hashed = spec
+	}
 	if j.Location == nil {
 		// The zone is reported already; the spec's own errors are
 		// reported too, read in UTC.
-		if _, err := parseSchedule(j.Schedule, time.UTC); err != nil {
+		if _, err := parseSchedule(spec, time.UTC); err != nil {
 			v.errf(at("schedule"), "%s", err.Error())
 		}
 		return
 	}
-	sched, err := parsed.schedule(j.Schedule, j.Location)
+	sched, err := parsed.schedule(spec, j.Location)
 	if err != nil {
 		v.errf(at("schedule"), "%s", err.Error())
 		return

@@ -83,6 +83,9 @@ var fireReference = time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC)
 // that fires at all satisfies ("0 0 * 2 5#5", 29 February on a Friday, fires
 // in 2036, 2064, 2092 and 2104, then every 28 years up to 2188, then in 2228).
 //
+// H (a value picked from the job's name) is expanded by Hashed first: Parse
+// refuses a spec that still holds one.
+//
 // Errors read `schedule: "<spec>": <reason>` and wrap robfig/cron's
 // parse error where there is one.
 func Parse(spec string, loc *time.Location) (Schedule, error) {
@@ -105,6 +108,8 @@ func parseSchedule(spec string, loc *time.Location) (Schedule, error) {
 		return nil, errors.New("empty spec")
 	case strings.HasPrefix(spec, "CRON_TZ=") || strings.HasPrefix(spec, "TZ="):
 		return nil, errors.New("a CRON_TZ= or TZ= prefix is not accepted: set the job's time zone instead")
+	case hasHash(spec):
+		return nil, errHashNeedsKey
 	}
 	if f := strings.Fields(spec); f[0] == "@every" {
 		return parseEvery(strings.TrimSpace(strings.TrimPrefix(spec, "@every")), loc)

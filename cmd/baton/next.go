@@ -8,6 +8,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/schedule"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -32,8 +33,8 @@ const maxNext = 1000
 
 // nextOpts are the flags of "baton next".
 type nextOpts struct {
-	path, job, from, tz string
-	n                   int
+	path, job, from, tz, name string
+	n                         int
 }
 
 // defineNext defines the flags of "baton next".
@@ -44,6 +45,7 @@ func defineNext(fs *flagSet) *nextOpts {
 	fs.StringVar(&o.job, "job", "", "only the job `NAME`")
 	fs.StringVar(&o.from, "from", "", "list fire times after this RFC 3339 `TIME` (default now)")
 	fs.StringVar(&o.tz, "tz", "", "the time `ZONE` of a bare SPEC, e.g. Europe/Berlin (default UTC)")
+	fs.StringVar(&o.name, "name", "", "the job `NAME` an H of a bare SPEC is picked for (a runtime schedule's: @ID)")
 	return o
 }
 
@@ -66,6 +68,9 @@ func runNext(fs *flagSet, o *nextOpts, args []string, stdout, stderr io.Writer) 
 	}
 	if o.tz != "" {
 		return usageExit("next", usagef("--tz %q goes with a bare SPEC (baton next SPEC --tz ZONE); a job's zone is its timezone in the config", o.tz), stderr)
+	}
+	if o.name != "" {
+		return usageExit("next", usagef("--name %q goes with a bare SPEC (baton next SPEC --name JOB); a job of the config has its own name", o.name), stderr)
 	}
 	cfg, err := loadConfigFile(fs, path)
 	if err != nil {
@@ -119,11 +124,26 @@ func nextSpec(fs *flagSet, o *nextOpts, spec string, after time.Time, stdout, st
 	if err != nil {
 		return usageExit("next", usagef("--tz %q: unknown time zone", zone), stderr)
 	}
-	sched, err := scheduler.ParseSchedule(spec, loc)
+	name, hashed := "schedule", ""
+	if o.name != "" {
+		name = o.name
+		h, err := schedule.Hashed(spec, o.name)
+		if err != nil {
+			return usageExit("next", usagef("%s", err.Error()), stderr)
+		}
+		if h != strings.TrimSpace(spec) {
+			hashed = h
+		}
+	}
+	parsed := spec
+	if hashed != "" {
+		parsed = hashed
+	}
+	sched, err := scheduler.ParseSchedule(parsed, loc)
 	if err != nil {
 		return usageExit("next", usagef("%s", strings.TrimPrefix(err.Error(), "scheduler: ")), stderr)
 	}
-	printNext(stdout, &config.Job{Name: "schedule", Schedule: spec, Location: loc, Sched: sched}, after, o.n)
+	printNext(stdout, &config.Job{Name: name, Schedule: spec, Hashed: hashed, Location: loc, Sched: sched}, after, o.n)
 	return 0
 }
 
@@ -144,7 +164,11 @@ func printNext(w io.Writer, j *config.Job, after time.Time, n int) {
 	if j.At != "" {
 		fmt.Fprintf(w, "%s: one-shot at %s%s\n", j.Name, j.At, extra)
 	} else {
-		fmt.Fprintf(w, "%s: %q in %s%s\n", j.Name, j.Schedule, j.Location, extra)
+		hashed := ""
+		if j.Hashed != "" {
+			hashed = fmt.Sprintf(" (H for %s: %q)", j.Name, j.Hashed)
+		}
+		fmt.Fprintf(w, "%s: %q%s in %s%s\n", j.Name, j.Schedule, hashed, j.Location, extra)
 	}
 	_, prev := after.In(j.Location).Zone()
 	t := after

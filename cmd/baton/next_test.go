@@ -23,6 +23,7 @@ func TestNextBareSpec(t *testing.T) {
 		{[]string{"next", "0 9 * * 1-5", "--tz", "Europe/Berlin", "-n", "3", "--from", "2026-03-27T00:00:00+01:00"}, berlin},
 		{[]string{"next", "--tz=Europe/Berlin", "-n3", "--from", "2026-03-27T00:00:00+01:00", "0", "9", "*", "*", "1-5"}, berlin},
 		{[]string{"next", "@daily", "-n", "2", "--from", "2026-01-01T12:00:00Z"}, "schedule: \"@daily\" in UTC\n  2026-01-02T00:00:00Z\n  2026-01-03T00:00:00Z\n"},
+		{[]string{"next", "H H/12 * * *", "--name", "report", "-n", "2", "--from", "2026-01-01T00:00:00Z"}, "report: \"H H/12 * * *\" (H for report: \"4 1-23/12 * * *\") in UTC\n  2026-01-01T01:04:00Z\n  2026-01-01T13:04:00Z\n"},
 	} {
 		if code, out, errs := runIn(tc.args...); code != 0 || out != tc.want {
 			t.Errorf("baton %q: exit %d, stderr %q, stdout:\n%s\nwant:\n%s", tc.args, code, errs, out, tc.want)
@@ -44,6 +45,9 @@ func TestNextBareSpecUsageErrors(t *testing.T) {
 		{[]string{"next", "@daily", "--tz", "Mars/Olympus"}, `--tz "Mars/Olympus": unknown time zone`},
 		{[]string{"next", "@daily", "--tz", "Local"}, `--tz "Local": name a zone`},
 		{[]string{"next", "61 * * * *"}, `schedule: "61 * * * *": `},
+		{[]string{"next", "H * * * *"}, `H picks a value from the job's name`},
+		{[]string{"next", "H(9-1) * * * *", "--name", "report"}, `minute field "H(9-1)": the range's start is after its end`},
+		{[]string{"next", "--name", "report", "--config", cfg}, `--name "report" goes with a bare SPEC`},
 	} {
 		if code, _, errs := runIn(tc.args...); code != exitUsage || !strings.Contains(errs, tc.want) {
 			t.Errorf("baton %q: exit %d, stderr %q; want %d and %q", tc.args, code, errs, exitUsage, tc.want)
