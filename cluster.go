@@ -148,6 +148,9 @@ type JobStatus struct {
 	Name     string `json:"name"`
 	Mode     string `json:"mode"`
 	Schedule string `json:"schedule,omitempty"`
+	// Hashed is Schedule with its H resolved for this job (config.Job's
+	// Hashed); empty when it has none.
+	Hashed   string `json:"hashed,omitempty"`
 	Timezone string `json:"timezone,omitempty"`
 	// At is a one-shot job's single tick (RFC 3339, as configured).
 	At string `json:"at,omitempty"`
@@ -357,7 +360,7 @@ func leadersByJob(holders []singleton.Holder) map[string]*locking.Leader {
 // its runs and its leader. The warning is a pause flag found on some lock
 // masters but not on a majority; "" when there is none.
 func (r *statusReads) jobStatus(j *config.Job) (js JobStatus, warning string) {
-	js = JobStatus{Name: j.Name, Mode: string(j.Mode), Schedule: j.Schedule, Timezone: j.Location.String()}
+	js = JobStatus{Name: j.Name, Mode: string(j.Mode), Schedule: j.Schedule, Hashed: j.Hashed, Timezone: j.Location.String()}
 	r.ticks(j, &js)
 	warning = r.pause(j, &js)
 	r.runs(j, &js)
