@@ -73,7 +73,7 @@ func Hashed(spec, key string) (string, error) {
 // between releases: it decides when each job runs.
 func hashOf(key string, field int) uint64 {
 	h := fnv.New64a()
-	h.Write([]byte(key))                 // never fails
+	h.Write([]byte(key))                  // never fails
 	h.Write([]byte{0, byte('0' + field)}) // never fails
 	return h.Sum64()
 }
