@@ -51,6 +51,7 @@ type ScheduleSpec struct {
 	Schedule         string // a cron spec; or At
 	At               time.Time
 	Timezone         string
+	DST              config.DST // vixie (default), once, skip or both
 	Start, End       time.Time
 	MaxRuns          int
 	Concurrency      config.Concurrency
@@ -83,6 +84,7 @@ func (s ScheduleSpec) Document() (json.RawMessage, error) {
 	set("schedule", s.Schedule, s.Schedule != "")
 	set("at", rfc(s.At), !s.At.IsZero())
 	set("timezone", s.Timezone, s.Timezone != "")
+	set("dst", s.DST, s.DST != "")
 	set("start", rfc(s.Start), !s.Start.IsZero())
 	set("end", rfc(s.End), !s.End.IsZero())
 	set("max_runs", s.MaxRuns, s.MaxRuns != 0)

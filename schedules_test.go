@@ -634,3 +634,22 @@ func TestRuntimeScheduleHPicksAValueFromItsID(t *testing.T) {
 		t.Errorf("a wrong H = %v, want the field named", err)
 	}
 }
+
+// A runtime schedule takes a DST policy as a job of the list does; a
+// policy baton does not know is refused with the key named.
+func TestRuntimeScheduleDSTPolicy(t *testing.T) {
+	srv := redistest.New(t)
+	c := openCluster(t, schedulesConfig(t, srv, ""))
+	ctx := context.Background()
+	s, err := c.PutSchedule(ctx, "report/dst", baton.ScheduleSpec{Schedule: "30 * * * *", Timezone: "Europe/Berlin", DST: schedule.DSTSkip, Handler: "report"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(s.Definition), `"dst":"skip"`) {
+		t.Errorf("definition %s holds no dst", s.Definition)
+	}
+	_, err = c.PutSchedule(ctx, "report/bad-dst", baton.ScheduleSpec{Schedule: "30 * * * *", DST: "twice", Handler: "report"})
+	if err == nil || !strings.Contains(err.Error(), `dst: unknown policy "twice"`) {
+		t.Errorf("dst twice = %v, want it refused naming dst", err)
+	}
+}

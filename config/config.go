@@ -360,6 +360,9 @@ func (c Concurrency) Buffers() bool {
 // of package schedule.
 type Catchup = schedule.Catchup
 
+// DST is a job's policy on the days its zone's clocks change (schedule.DST).
+type DST = schedule.DST
+
 // The catch-up policies.
 const (
 	// CatchupSkip dispatches none of the missed ticks.
@@ -447,6 +450,12 @@ type Job struct {
 	// StartingDeadline is how late a tick may still be dispatched. Default
 	// 1m; > 0. Not for singletons.
 	StartingDeadline time.Duration `yaml:"starting_deadline"`
+	// DST is how Schedule meets a wall time a spring-forward skips and one
+	// a fall-back repeats: vixie (the default: fixed-time specs run a
+	// skipped time at the jump and a repeated one once, others follow
+	// absolute time), once, skip or both (schedule.DST). Not for @every,
+	// at or singletons.
+	DST DST `yaml:"dst"`
 	// Catchup is the policy for ticks missed while no replica ran. Default
 	// latest. Not for singletons.
 	Catchup Catchup `yaml:"catchup"`

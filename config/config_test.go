@@ -926,3 +926,45 @@ jobs:
 		t.Errorf("a wrong H = %v, want its line and field named", err)
 	}
 }
+
+// dst chooses a job's policy on clock changes; the job's ticks follow it,
+// and a policy that cannot apply is refused with the job's line.
+func TestJobDSTPolicy(t *testing.T) {
+	c := mustLoad(t, `
+redis: {url: "redis://127.0.0.1:6379/0"}
+timezone: Europe/Berlin
+jobs:
+  - name: rollup
+    schedule: "30 * * * *"
+    dst: once
+    exec: {command: ["true"]}
+  - name: plain
+    schedule: "30 * * * *"
+    exec: {command: ["true"]}
+`)
+	// 2026-03-29: 02:00 CET jumps to 03:00 CEST; 02:30 is skipped
+	after := time.Date(2026, 3, 29, 1, 30, 0, 0, c.Location)
+	rollup, _ := c.Job("rollup")
+	plain, _ := c.Job("plain")
+	if got := rollup.Sched.Next(after); got.Format("15:04 MST") != "03:00 CEST" {
+		t.Errorf("dst once: next after 01:30 CET = %s, want the jump, 03:00 CEST", got.In(c.Location))
+	}
+	if got := plain.Sched.Next(after); got.In(c.Location).Format("15:04 MST") != "03:30 CEST" {
+		t.Errorf("dst vixie (default) for a wildcard spec: next after 01:30 CET = %s, want 03:30 CEST", got.In(c.Location))
+	}
+	for yaml, want := range map[string]string{
+		`    schedule: "0 2 * * *"
+    dst: twice`: `dst: unknown policy "twice" (want vixie, once, skip or both)`,
+		`    schedule: "@every 1h"
+    dst: once`: `@every follows absolute time`,
+		`    at: "2027-01-01T00:00:00Z"
+    dst: skip`: `dst: not for a one-shot job`,
+		`    mode: singleton
+    dst: skip`: `dst: not allowed for singleton jobs`,
+	} {
+		_, err := Load([]byte("redis: {url: \"redis://127.0.0.1:6379/0\"}\njobs:\n  - name: j\n" + yaml + "\n    exec: {command: [\"true\"]}\n"))
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `job "j"`) {
+			t.Errorf("%s: %v, want an error saying %q", yaml, err, want)
+		}
+	}
+}

@@ -432,7 +432,7 @@ var parsed = &parseCache{}
 
 type parseCache struct {
 	mu        sync.Mutex
-	schedules map[[2]string]schedule.Schedule
+	schedules map[[3]string]schedule.Schedule
 	intervals map[intervalKey]time.Duration
 }
 
@@ -445,21 +445,21 @@ type intervalKey struct {
 // kept (parsing goes on uncached).
 const parseCacheMax = 100000
 
-func (c *parseCache) schedule(spec string, loc *time.Location) (schedule.Schedule, error) {
-	k := [2]string{spec, loc.String()}
+func (c *parseCache) schedule(spec string, loc *time.Location, dst DST) (schedule.Schedule, error) {
+	k := [3]string{spec, loc.String(), string(dst)}
 	c.mu.Lock()
 	s, ok := c.schedules[k]
 	c.mu.Unlock()
 	if ok {
 		return s, nil
 	}
-	s, err := parseSchedule(spec, loc)
+	s, err := parseSchedule(spec, loc, dst)
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	if c.schedules == nil {
-		c.schedules = map[[2]string]schedule.Schedule{}
+		c.schedules = map[[3]string]schedule.Schedule{}
 	}
 	if len(c.schedules) < parseCacheMax {
 		c.schedules[k] = s

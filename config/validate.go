@@ -309,7 +309,7 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 
 // Keys that mean nothing for some modes.
 var (
-	scheduleKeys = []string{"schedule", "timezone", "catchup", "catchup_max", "jitter", "starting_deadline", "at", "max_runs"}
+	scheduleKeys = []string{"schedule", "timezone", "dst", "catchup", "catchup_max", "jitter", "starting_deadline", "at", "max_runs"}
 	queueKeys    = []string{"queue", "max_retry", "retry_backoff"}
 )
 
@@ -423,6 +423,9 @@ func (v *validator) policies(p string, j *Job) {
 	if j.BufferMax < 1 || j.BufferMax > 100 {
 		v.errf(at("buffer_max"), "must be between 1 and 100, got %d", j.BufferMax)
 	}
+	if j.DST != "" && !j.DST.Valid() {
+		v.errf(at("dst"), "unknown policy %q (want vixie, once, skip or both)", string(j.DST))
+	}
 	if !j.Catchup.Valid() {
 		v.errf(at("catchup"), "unknown policy %q (want skip, latest or all)", j.Catchup)
 	}
@@ -516,6 +519,9 @@ func (v *validator) jobSchedule(p string, j *Job, mode Mode) {
 		v.errf(at("max_runs"), "must be >= 0 (0: no limit), got %d", j.MaxRuns)
 	}
 	if j.At != "" {
+		if j.DST != "" {
+			v.errf(at("dst"), "not for a one-shot job: its instant is absolute")
+		}
 		v.oneShot(p, j)
 		return
 	}
@@ -534,12 +540,12 @@ func (v *validator) jobSchedule(p string, j *Job, mode Mode) {
 	if j.Location == nil {
 		// The zone is reported already; the spec's own errors are
 		// reported too, read in UTC.
-		if _, err := parseSchedule(spec, time.UTC); err != nil {
+		if _, err := parseSchedule(spec, time.UTC, j.DST); err != nil {
 			v.errf(at("schedule"), "%s", err.Error())
 		}
 		return
 	}
-	sched, err := parsed.schedule(spec, j.Location)
+	sched, err := parsed.schedule(spec, j.Location, j.DST)
 	if err != nil {
 		v.errf(at("schedule"), "%s", err.Error())
 		return
@@ -687,12 +693,15 @@ func maxTicksWithin(s schedule.Schedule, from time.Time, r time.Duration, limit 
 // every replica uses, and turns its error into a validation message: without
 // the "schedule: ..." prefix (the field path already names it), and
 // with a plain message for a wrong number of fields.
-func parseSchedule(spec string, loc *time.Location) (schedule.Schedule, error) {
+func parseSchedule(spec string, loc *time.Location, dst DST) (schedule.Schedule, error) {
 	if f := strings.Fields(spec); !strings.HasPrefix(spec, "@") && (len(f) < 5 || len(f) > 6) &&
 		!strings.HasPrefix(spec, "TZ=") && !strings.HasPrefix(spec, "CRON_TZ=") {
 		return nil, fmt.Errorf("expected 5 or 6 fields, found %d", len(f))
 	}
-	s, err := schedule.Parse(spec, loc)
+	if !dst.Valid() {
+		dst = "" // reported as dst's own error; the spec is read as vixie
+	}
+	s, err := schedule.ParseDST(spec, loc, dst)
 	if err == nil {
 		return s, nil
 	}

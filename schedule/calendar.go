@@ -111,6 +111,8 @@ func monthsOf(s Schedule) uint64 {
 		return s.wall.Month
 	case *absoluteSchedule:
 		return s.wall.Month
+	case *dstSchedule:
+		return s.wall.Month
 	}
 	return ^uint64(0)
 }

@@ -89,7 +89,12 @@ var fireReference = time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC)
 // Errors read `schedule: "<spec>": <reason>` and wrap robfig/cron's
 // parse error where there is one.
 func Parse(spec string, loc *time.Location) (Schedule, error) {
-	s, err := parseSchedule(strings.TrimSpace(spec), loc)
+	return parseChecked(spec, loc, DSTVixie)
+}
+
+// parseChecked parses spec under dst and refuses a spec that never fires.
+func parseChecked(spec string, loc *time.Location, dst DST) (Schedule, error) {
+	s, err := parseSchedule(strings.TrimSpace(spec), loc, dst)
 	if err != nil {
 		return nil, fmt.Errorf("schedule: %q: %w", spec, err)
 	}
@@ -99,7 +104,7 @@ func Parse(spec string, loc *time.Location) (Schedule, error) {
 	return s, nil
 }
 
-func parseSchedule(spec string, loc *time.Location) (Schedule, error) {
+func parseSchedule(spec string, loc *time.Location, dst DST) (Schedule, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
@@ -112,12 +117,15 @@ func parseSchedule(spec string, loc *time.Location) (Schedule, error) {
 		return nil, errHashNeedsKey
 	}
 	if f := strings.Fields(spec); f[0] == "@every" {
+		if dst != DSTVixie {
+			return nil, fmt.Errorf("dst %q: @every follows absolute time (multiples of its interval since the epoch); dst is for cron specs", string(dst))
+		}
 		return parseEvery(strings.TrimSpace(strings.TrimPrefix(spec, "@every")), loc)
 	}
 	if inner, dom, dow, ok, err := calendarSpec(spec); err != nil {
 		return nil, err
 	} else if ok {
-		s, err := parseSchedule(inner, loc)
+		s, err := parseSchedule(inner, loc, dst)
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +143,10 @@ func parseSchedule(spec string, loc *time.Location) (Schedule, error) {
 	// transitions (UTC), then map wall times to instants in loc.
 	wall := *cs
 	wall.Location = time.UTC
-	if isFixedTime(spec) {
+	switch {
+	case dst != DSTVixie:
+		return &dstSchedule{wall: &wall, loc: loc, dst: dst}, nil
+	case isFixedTime(spec):
 		return &fixedSchedule{wall: &wall, loc: loc}, nil
 	}
 	return &absoluteSchedule{wall: &wall, loc: loc}, nil

@@ -118,13 +118,14 @@ func TestNextAcrossDST(t *testing.T) {
 			[]string{"--job", "digest", "-n", "3", "--from", "2026-03-28T00:00:00+01:00"},
 			`digest: "30 2 * * *" in Europe/Berlin (paused in config)
   2026-03-28T02:30:00+01:00
-  2026-03-29T03:00:00+02:00  (DST: UTC+1 -> UTC+2)
+  2026-03-29T03:00:00+02:00  (DST: UTC+1 -> UTC+2; 02:30 skipped by the clock change: run at the jump)
   2026-03-30T02:30:00+02:00
 `,
 		},
 		{ // a wildcard job follows absolute time: no 02:00 that day
 			[]string{"--job", "hourly", "-n", "3", "--from", "2026-03-29T00:30:00Z"},
 			`hourly: "0 * * * *" in Europe/Berlin
+  not run: 2026-03-29 02:00  (skipped by the clock change; dst: vixie)
   2026-03-29T03:00:00+02:00  (DST: UTC+1 -> UTC+2)
   2026-03-29T04:00:00+02:00
   2026-03-29T05:00:00+02:00
@@ -134,17 +135,18 @@ func TestNextAcrossDST(t *testing.T) {
 			[]string{"--job", "hourly", "-n", "4", "--from", "2026-10-25T00:30:00+02:00"},
 			`hourly: "0 * * * *" in Europe/Berlin
   2026-10-25T01:00:00+02:00
-  2026-10-25T02:00:00+02:00
-  2026-10-25T02:00:00+01:00  (DST: UTC+2 -> UTC+1)
+  2026-10-25T02:00:00+02:00  (repeated hour, first copy)
+  2026-10-25T02:00:00+01:00  (DST: UTC+2 -> UTC+1; repeated hour, second copy)
   2026-10-25T03:00:00+01:00
 `,
 		},
 		{
 			[]string{"-n", "1", "--from", "2026-03-29T00:30:00Z"},
 			`digest: "30 2 * * *" in Europe/Berlin (paused in config)
-  2026-03-29T03:00:00+02:00  (DST: UTC+1 -> UTC+2)
+  2026-03-29T03:00:00+02:00  (DST: UTC+1 -> UTC+2; 02:30 skipped by the clock change: run at the jump)
 
 hourly: "0 * * * *" in Europe/Berlin
+  not run: 2026-03-29 02:00  (skipped by the clock change; dst: vixie)
   2026-03-29T03:00:00+02:00  (DST: UTC+1 -> UTC+2)
 
 utc: "@every 90s" in UTC

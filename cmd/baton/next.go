@@ -3,13 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/schedule"
-	"github.com/batonhq/baton/scheduler"
 )
 
 const nextHelp = `usage: baton next [--config FILE] [-n N] [--job NAME] [--from TIME]
@@ -33,8 +33,8 @@ const maxNext = 1000
 
 // nextOpts are the flags of "baton next".
 type nextOpts struct {
-	path, job, from, tz, name string
-	n                         int
+	path, job, from, tz, name, dst string
+	n                              int
 }
 
 // defineNext defines the flags of "baton next".
@@ -45,6 +45,7 @@ func defineNext(fs *flagSet) *nextOpts {
 	fs.StringVar(&o.job, "job", "", "only the job `NAME`")
 	fs.StringVar(&o.from, "from", "", "list fire times after this RFC 3339 `TIME` (default now)")
 	fs.StringVar(&o.tz, "tz", "", "the time `ZONE` of a bare SPEC, e.g. Europe/Berlin (default UTC)")
+	fs.StringVar(&o.dst, "dst", "", "the DST `POLICY` of a bare SPEC: vixie (default), once, skip or both")
 	fs.StringVar(&o.name, "name", "", "the job `NAME` an H of a bare SPEC is picked for (a runtime schedule's: @ID)")
 	return o
 }
@@ -68,6 +69,9 @@ func runNext(fs *flagSet, o *nextOpts, args []string, stdout, stderr io.Writer) 
 	}
 	if o.tz != "" {
 		return usageExit("next", usagef("--tz %q goes with a bare SPEC (baton next SPEC --tz ZONE); a job's zone is its timezone in the config", o.tz), stderr)
+	}
+	if o.dst != "" {
+		return usageExit("next", usagef("--dst %q goes with a bare SPEC (baton next SPEC --dst POLICY); a job's policy is its dst in the config", o.dst), stderr)
 	}
 	if o.name != "" {
 		return usageExit("next", usagef("--name %q goes with a bare SPEC (baton next SPEC --name JOB); a job of the config has its own name", o.name), stderr)
@@ -139,11 +143,15 @@ func nextSpec(fs *flagSet, o *nextOpts, spec string, after time.Time, stdout, st
 	if hashed != "" {
 		parsed = hashed
 	}
-	sched, err := scheduler.ParseSchedule(parsed, loc)
-	if err != nil {
-		return usageExit("next", usagef("%s", strings.TrimPrefix(err.Error(), "scheduler: ")), stderr)
+	dst := schedule.DST(o.dst)
+	if dst != "" && !dst.Valid() {
+		return usageExit("next", usagef("--dst %q: want vixie, once, skip or both", o.dst), stderr)
 	}
-	printNext(stdout, &config.Job{Name: name, Schedule: spec, Hashed: hashed, Location: loc, Sched: sched}, after, o.n)
+	sched, err := schedule.ParseDST(parsed, loc, dst)
+	if err != nil {
+		return usageExit("next", usagef("%s", err.Error()), stderr)
+	}
+	printNext(stdout, &config.Job{Name: name, Schedule: spec, Hashed: hashed, Location: loc, DST: dst, Sched: sched}, after, o.n)
 	return 0
 }
 
@@ -158,6 +166,9 @@ func printNext(w io.Writer, j *config.Job, after time.Time, n int) {
 		paused = " (paused in config)"
 	}
 	extra := paused
+	if j.DST != "" && j.DST != schedule.DSTVixie {
+		extra += fmt.Sprintf(" (dst: %s)", j.DST)
+	}
 	if j.MaxRuns > 0 {
 		extra += fmt.Sprintf(" (max_runs %d: stops after that many dispatched ticks, see baton status)", j.MaxRuns)
 	}
@@ -170,23 +181,93 @@ func printNext(w io.Writer, j *config.Job, after time.Time, n int) {
 		}
 		fmt.Fprintf(w, "%s: %q%s in %s%s\n", j.Name, j.Schedule, hashed, j.Location, extra)
 	}
-	_, prev := after.In(j.Location).Zone()
-	t := after
-	for range n {
-		t = j.Sched.Next(t)
-		if t.IsZero() {
-			fmt.Fprintln(w, "  (no more ticks)")
-			return
+	spec := j.Schedule
+	if j.Hashed != "" {
+		spec = j.Hashed
+	}
+	from := after
+	if st, err := time.Parse(time.RFC3339, j.Start); err == nil && st.Add(-time.Second).After(from) {
+		from = st.Add(-time.Second) // a window's first tick is at or after its start
+	}
+	marks, err := schedule.Marks(j.Sched, spec, j.Location, j.DST, from, n)
+	if err != nil || j.At != "" {
+		marks = nil
+		for t := j.Sched.Next(after); !t.IsZero() && len(marks) < n; t = j.Sched.Next(t) {
+			marks = append(marks, schedule.Mark{At: t, Ran: true})
 		}
-		local := t.In(j.Location)
+	}
+	dst := string(j.DST)
+	if dst == "" {
+		dst = string(schedule.DSTVixie)
+	}
+	_, prev := after.In(j.Location).Zone()
+	ran := 0
+	for _, m := range marks {
+		local := m.At.In(j.Location)
+		if !m.Ran {
+			fmt.Fprintf(w, "  not run: %s  (%s; dst: %s)\n", notRunWhen(m, local), notRunWhy(m), dst)
+			continue
+		}
 		_, off := local.Zone()
-		line := "  " + local.Format(time.RFC3339)
+		var notes []string
 		if off != prev {
-			line += fmt.Sprintf("  (DST: %s -> %s)", formatOffset(prev), formatOffset(off))
+			notes = append(notes, fmt.Sprintf("DST: %s -> %s", formatOffset(prev), formatOffset(off)))
+		}
+		if len(m.Skipped) > 0 {
+			notes = append(notes, skippedTimes(m)+" skipped by the clock change: run at the jump")
+		}
+		switch m.Copy {
+		case 1:
+			notes = append(notes, "repeated hour, first copy")
+		case 2:
+			notes = append(notes, "repeated hour, second copy")
+		}
+		line := "  " + local.Format(time.RFC3339)
+		if len(notes) > 0 {
+			line += "  (" + strings.Join(notes, "; ") + ")"
 		}
 		fmt.Fprintln(w, line)
 		prev = off
+		ran++
 	}
+	if ran < n {
+		fmt.Fprintln(w, "  (no more ticks)")
+	}
+}
+
+// notRunWhen is when a time the DST policy does not run is: its wall time
+// for a skipped one (the clock never showed it), its instant for a copy.
+func notRunWhen(m schedule.Mark, local time.Time) string {
+	if len(m.Skipped) > 0 {
+		return local.Format("2006-01-02") + " " + skippedTimes(m)
+	}
+	return local.Format(time.RFC3339)
+}
+
+// notRunWhy says why a time is not run.
+func notRunWhy(m schedule.Mark) string {
+	if len(m.Skipped) > 0 {
+		return "skipped by the clock change"
+	}
+	return "repeated hour, second copy"
+}
+
+// skippedTimes lists the wall times a jump stands for: "02:30", "02:00,
+// 02:15, 02:30 and 1 more".
+func skippedTimes(m schedule.Mark) string {
+	f := "15:04"
+	if slices.ContainsFunc(m.Skipped, func(t time.Time) bool { return t.Second() != 0 }) {
+		f = "15:04:05"
+	}
+	parts := make([]string, len(m.Skipped))
+	for i, t := range m.Skipped {
+		parts[i] = t.Format(f)
+	}
+	out := strings.Join(parts, ", ")
+	if m.More > 0 {
+		out += fmt.Sprintf(" and %d more", m.More)
+	}
+	return out
 }
 
 // formatOffset writes a UTC offset in seconds as UTC+1, UTC-3:30, UTC+0.

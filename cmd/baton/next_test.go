@@ -23,6 +23,18 @@ func TestNextBareSpec(t *testing.T) {
 		{[]string{"next", "0 9 * * 1-5", "--tz", "Europe/Berlin", "-n", "3", "--from", "2026-03-27T00:00:00+01:00"}, berlin},
 		{[]string{"next", "--tz=Europe/Berlin", "-n3", "--from", "2026-03-27T00:00:00+01:00", "0", "9", "*", "*", "1-5"}, berlin},
 		{[]string{"next", "@daily", "-n", "2", "--from", "2026-01-01T12:00:00Z"}, "schedule: \"@daily\" in UTC\n  2026-01-02T00:00:00Z\n  2026-01-03T00:00:00Z\n"},
+		{[]string{"next", "*/30 * * * *", "--tz", "Europe/Berlin", "--dst", "once", "-n", "4", "--from", "2026-10-25T01:00:00+02:00"}, `schedule: "*/30 * * * *" in Europe/Berlin (dst: once)
+  2026-10-25T01:30:00+02:00
+  2026-10-25T02:00:00+02:00  (repeated hour, first copy)
+  2026-10-25T02:30:00+02:00  (repeated hour, first copy)
+  not run: 2026-10-25T02:00:00+01:00  (repeated hour, second copy; dst: once)
+  not run: 2026-10-25T02:30:00+01:00  (repeated hour, second copy; dst: once)
+  2026-10-25T03:00:00+01:00  (DST: UTC+2 -> UTC+1)
+`},
+		{[]string{"next", "30 2 * * *", "--tz", "Europe/Berlin", "--dst", "skip", "-n", "1", "--from", "2026-03-28T12:00:00+01:00"}, `schedule: "30 2 * * *" in Europe/Berlin (dst: skip)
+  not run: 2026-03-29 02:30  (skipped by the clock change; dst: skip)
+  2026-03-30T02:30:00+02:00  (DST: UTC+1 -> UTC+2)
+`},
 		{[]string{"next", "H H/12 * * *", "--name", "report", "-n", "2", "--from", "2026-01-01T00:00:00Z"}, "report: \"H H/12 * * *\" (H for report: \"4 1-23/12 * * *\") in UTC\n  2026-01-01T01:04:00Z\n  2026-01-01T13:04:00Z\n"},
 	} {
 		if code, out, errs := runIn(tc.args...); code != 0 || out != tc.want {
@@ -48,6 +60,9 @@ func TestNextBareSpecUsageErrors(t *testing.T) {
 		{[]string{"next", "H * * * *"}, `H picks a value from the job's name`},
 		{[]string{"next", "H(9-1) * * * *", "--name", "report"}, `minute field "H(9-1)": the range's start is after its end`},
 		{[]string{"next", "--name", "report", "--config", cfg}, `--name "report" goes with a bare SPEC`},
+		{[]string{"next", "--dst", "once", "--config", cfg}, `--dst "once" goes with a bare SPEC`},
+		{[]string{"next", "0 2 * * *", "--dst", "twice"}, `--dst "twice": want vixie, once, skip or both`},
+		{[]string{"next", "@every 1h", "--dst", "once"}, `@every follows absolute time`},
 	} {
 		if code, _, errs := runIn(tc.args...); code != exitUsage || !strings.Contains(errs, tc.want) {
 			t.Errorf("baton %q: exit %d, stderr %q; want %d and %q", tc.args, code, errs, exitUsage, tc.want)
