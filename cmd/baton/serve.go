@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -224,6 +226,7 @@ func serve(replicas []unit, addr string, optional bool, log *slog.Logger, zl zer
 	g := lifecycle.NewGroup(servedParts(replicas, h, failed)...)
 	if err := g.Start(context.Background()); err != nil {
 		log.Error("cannot start", "err", err)
+		drainFailures(failed, log)
 		closeAll() // the replicas never started; the others are stopped
 		return 1
 	}
@@ -252,6 +255,9 @@ func serve(replicas []unit, addr string, optional bool, log *slog.Logger, zl zer
 		log.Error("shutdown error", "err", err)
 		code = 1
 	}
+	if drainFailures(failed, log) {
+		code = 1
+	}
 	if code == 0 {
 		log.Info("baton stopped")
 	}
@@ -259,11 +265,12 @@ func serve(replicas []unit, addr string, optional bool, log *slog.Logger, zl zer
 }
 
 // servedParts are the parts serve starts, in order: the HTTP server's
-// listener (h nil: none), whose stop ends the server last; each replica,
-// started and then run until its stop; the HTTP server's serving, started
-// once every replica runs, whose stop makes /readyz answer 503 first. A
-// replica's Run or the server's Serve that returns while it should run
-// sends its error on failed (once; its stop then returns nil).
+// listener (h nil: none), whose stop ends the server last; the replicas
+// (a replicaSet: each started and then run until their stop, which ends
+// them together); the HTTP server's serving, started once every replica
+// runs, whose stop makes /readyz answer 503 first. A replica's Run or the
+// server's Serve that returns while it should run sends its error on
+// failed (once; its stop then returns nil).
 func servedParts(replicas []unit, h *httpServer, failed chan<- error) []lifecycle.Part {
 	var parts []lifecycle.Part
 	var serving *lifecycle.Loop
@@ -283,32 +290,8 @@ func servedParts(replicas []unit, h *httpServer, failed chan<- error) []lifecycl
 			return serving.Stop(ctx)
 		})})
 	}
-	for _, rp := range replicas {
-		run := lifecycle.NewLoop(func(ctx context.Context) error {
-			err := rp.Run(ctx)
-			if ctx.Err() == nil {
-				if err == nil {
-					err = fmt.Errorf("replica %s stopped on its own", rp.ID())
-				}
-				failed <- err
-				return nil
-			}
-			return err
-		})
-		parts = append(parts, lifecycle.Part{Name: "replica " + rp.ID(), Service: lifecycle.Funcs(
-			func(ctx context.Context) error {
-				if err := rp.Start(ctx); err != nil {
-					return err
-				}
-				return run.Start(ctx)
-			},
-			func(ctx context.Context) error {
-				if err := run.Stop(ctx); err != nil {
-					return err
-				}
-				return run.Err()
-			})})
-	}
+	rs := &replicaSet{units: replicas, failed: failed}
+	parts = append(parts, lifecycle.Part{Name: "replicas", Service: lifecycle.Funcs(rs.start, rs.stop)})
 	if h != nil {
 		parts = append(parts, lifecycle.Part{Name: "http serving", Service: lifecycle.Funcs(serving.Start, func(context.Context) error {
 			h.drain()
@@ -316,6 +299,79 @@ func servedParts(replicas []unit, h *httpServer, failed chan<- error) []lifecycl
 		})})
 	}
 	return parts
+}
+
+// drainFailures logs the failures of parts that stopped on their own that
+// serve did not wait for (one came first, or they came while it started
+// or stopped), and says whether there were any.
+func drainFailures(failed <-chan error, log *slog.Logger) bool {
+	any := false
+	for {
+		select {
+		case err := <-failed:
+			log.Error("stopping on error", "err", err)
+			any = true
+		default:
+			return any
+		}
+	}
+}
+
+// replicaSet is serve's replicas as one part: started one after the
+// other (each Start, then its Run in the background), stopped together
+// (every Run's context ends at once, as each replica's worker drains for
+// worker.shutdown_grace: one after the other, N replicas would take N
+// times that, and the ones not yet stopped would go on claiming ticks).
+type replicaSet struct {
+	units  []unit
+	failed chan<- error
+	runs   []*lifecycle.Loop // of the units started, in order
+}
+
+func (s *replicaSet) start(ctx context.Context) error {
+	for _, rp := range s.units {
+		run := lifecycle.NewLoop(func(ctx context.Context) error {
+			err := rp.Run(ctx)
+			if ctx.Err() == nil {
+				if err == nil {
+					err = fmt.Errorf("replica %s stopped on its own", rp.ID())
+				}
+				s.failed <- err
+				return nil
+			}
+			return err
+		})
+		err := rp.Start(ctx)
+		if err == nil {
+			err = run.Start(ctx)
+		}
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			return errors.Join(fmt.Errorf("replica %s: %w", rp.ID(), err), s.stop(sctx))
+		}
+		s.runs = append(s.runs, run)
+	}
+	return nil
+}
+
+// stop ends every started replica's Run at once and waits for them all;
+// their errors are joined.
+func (s *replicaSet) stop(ctx context.Context) error {
+	errs := make([]error, len(s.runs))
+	var wg sync.WaitGroup
+	for i, run := range s.runs {
+		wg.Go(func() {
+			if err := run.Stop(ctx); err != nil {
+				errs[i] = err
+				return
+			}
+			errs[i] = run.Err()
+		})
+	}
+	wg.Wait()
+	s.runs = nil
+	return errors.Join(errs...)
 }
 
 // noHTTPMessage is the warning of baton dev when its HTTP listener cannot

@@ -640,3 +640,101 @@ func TestServeStopsReadinessFirstReplicasThenHTTP(t *testing.T) {
 		t.Errorf("/readyz after serve returned = %d %q, want no server", c, body)
 	}
 }
+
+// stopProbe is a unit whose Run, once its context ends, waits (3s at
+// most) for the context of peer's Run to end too, as a replica's stop
+// waits for its running jobs (worker.shutdown_grace). A Run whose fail
+// holds an error returns it at once, on its own; Start waits (2s at most)
+// until the Runs of after returned.
+type stopProbe struct {
+	id       string
+	fail     chan error
+	ended    chan struct{} // closed when Run's context ended
+	returned chan struct{} // closed when Run returned
+	peer     *stopProbe
+	alone    chan bool // true: peer's context did not end while this one stopped
+	after    []*stopProbe
+}
+
+func newStopProbe(id string) *stopProbe {
+	return &stopProbe{id: id, fail: make(chan error, 1), ended: make(chan struct{}), returned: make(chan struct{}), alone: make(chan bool, 1)}
+}
+
+func (p *stopProbe) ID() string { return p.id }
+func (p *stopProbe) Close()     {}
+func (p *stopProbe) Start(context.Context) error {
+	for _, q := range p.after {
+		select {
+		case <-q.returned:
+		case <-time.After(2 * time.Second):
+		}
+	}
+	if len(p.after) > 0 {
+		time.Sleep(100 * time.Millisecond) // the Run's error is handed on
+	}
+	return nil
+}
+
+func (p *stopProbe) Run(ctx context.Context) error {
+	defer close(p.returned)
+	select {
+	case err := <-p.fail:
+		return err
+	default:
+	}
+	select {
+	case err := <-p.fail:
+		return err
+	case <-ctx.Done():
+	}
+	close(p.ended)
+	if p.peer != nil {
+		select {
+		case <-p.peer.ended:
+			p.alone <- false
+		case <-time.After(3 * time.Second):
+			p.alone <- true
+		}
+	}
+	return nil
+}
+
+// When serve stops, every replica stops claiming and running new jobs at
+// once: their stops overlap. Stopped one after another, a replica would
+// claim ticks and start runs (among them the tasks the replica stopped
+// before it handed back to the queue) while the others drain, and baton
+// dev's N replicas would take N times worker.shutdown_grace to stop.
+func TestServeStopsTheReplicasTogether(t *testing.T) {
+	a, b, c := newStopProbe("a"), newStopProbe("b"), newStopProbe("c")
+	b.peer = a
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	code := make(chan int, 1)
+	go func() { code <- serve([]unit{a, b, c}, "", false, log, zerolog.Nop()) }()
+	c.fail <- errors.New("lost its Redis for good")
+	if <-b.alone {
+		t.Errorf("replica a ran on (its Run's context not ended) for 3s while replica b stopped: the replicas stop one after another")
+	}
+	if got := <-code; got != 1 {
+		t.Errorf("exit status %d after a replica stopped on its own, want 1", got)
+	}
+}
+
+// Every replica that stops on its own is reported, not only the first:
+// here two fail at once (baton dev's replicas share one Redis) while
+// another starts; each error is logged and the exit status is 1.
+func TestServeLogsEveryReplicaThatStopsOnItsOwn(t *testing.T) {
+	a, b, c := newStopProbe("a"), newStopProbe("b"), newStopProbe("c")
+	c.after = []*stopProbe{a, b} // both failed before serve watches
+	a.fail <- errors.New("replica a lost its Redis")
+	b.fail <- errors.New("replica b lost its Redis")
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	if got := serve([]unit{a, b, c}, "", false, log, zerolog.Nop()); got != 1 {
+		t.Errorf("exit status %d, want 1", got)
+	}
+	for _, want := range []string{"replica a lost its Redis", "replica b lost its Redis"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log does not say %q:\n%s", want, logs.String())
+		}
+	}
+}

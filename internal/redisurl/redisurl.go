@@ -33,7 +33,7 @@ func Parse(raw string) (*redis.Options, error) {
 	}
 	o.ReadBufferSize, o.WriteBufferSize = BufferSize, BufferSize
 	o.PipelineReadBufferSize, o.PipelineWriteBufferSize = BufferSize, BufferSize
-	if u, _ := url.Parse(raw); !u.Query().Has("max_idle_conns") {
+	if u, _ := url.Parse(raw); last(u.Query()["max_idle_conns"]) == "" {
 		// the bound is on top of the URL's min_idle_conns: a pool keeps
 		// that many idle, dialing one whenever a command takes one, so with
 		// no room above it each connection handed back would be closed and
@@ -41,6 +41,15 @@ func Parse(raw string) (*redis.Options, error) {
 		o.MaxIdleConns = o.MinIdleConns + MaxIdleConns
 	}
 	return o, nil
+}
+
+// last is the value go-redis reads of a repeated option: the last one; ""
+// (none, or empty: go-redis's default) for none.
+func last(vs []string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[len(vs)-1]
 }
 
 // BufferSize is the size of the read and of the write buffer of each

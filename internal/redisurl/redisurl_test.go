@@ -275,3 +275,18 @@ func TestSyntaxCheckAgreesWithGoRedis(t *testing.T) {
 		}
 	}
 }
+
+// An empty max_idle_conns reads as none, as go-redis reads every empty
+// option ("leave the value blank to use the default") and syntax.Check
+// says: the pool keeps baton's bound, not no bound at all.
+func TestAnEmptyMaxIdleConnsKeepsBatonsBound(t *testing.T) {
+	for _, raw := range []string{"redis://host/0?max_idle_conns=", "redis://host/0?max_idle_conns=3&max_idle_conns="} {
+		o, err := Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.MaxIdleConns != MaxIdleConns {
+			t.Errorf("%s: MaxIdleConns %d, want %d (0 is no bound: every connection of a burst stays)", raw, o.MaxIdleConns, MaxIdleConns)
+		}
+	}
+}

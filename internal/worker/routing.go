@@ -291,9 +291,12 @@ func (w *Worker) startRoster(ctx context.Context) error {
 	if w.handlers != nil {
 		handlers = w.handlers.Names()
 	}
-	w.roster = roster.New(w.rdb, w.cfg, roster.Member{ID: w.replica, Version: w.version, Role: w.role, Queues: queues,
+	r := roster.New(w.rdb, w.cfg, roster.Member{ID: w.replica, Version: w.version, Role: w.role, Queues: queues,
 		Handlers: handlers}, w.log)
-	w.heartbeat = w.roster.Heartbeat(w.clock)
+	w.mu.Lock() // RoutedDifferently reads it under w.mu
+	w.roster = r
+	w.mu.Unlock()
+	w.heartbeat = r.Heartbeat(w.clock)
 	_ = w.heartbeat.Start(ctx) // a first beat that fails is retried by the next
 	return nil
 }

@@ -50,11 +50,12 @@ type Worker struct {
 	masters   []redis.UniversalClient // lock masters: pause flags (WithLockMasters)
 	handlers  *jobs.Registry          // Go handlers the executor runs (WithHandlers)
 
-	srv     *asynq.Server
-	ps      *redis.PubSub
-	subDone chan struct{}
-	parts   *lifecycle.Group // started by Start, stopped by Shutdown
-	started bool
+	srv      *asynq.Server
+	ps       *redis.PubSub
+	subDone  chan struct{}
+	parts    *lifecycle.Group // started by Start, stopped by Shutdown
+	starting bool             // Start is starting parts
+	started  bool
 
 	// localCtx is the base of local runs; cancelled when the shutdown grace
 	// is over.
@@ -113,17 +114,25 @@ func (w *Worker) Stats() Stats { return w.engine.Stats() }
 // before.
 func (w *Worker) Start() error {
 	w.mu.Lock()
-	if w.started || w.closing {
+	if w.started || w.starting || w.closing {
 		w.mu.Unlock()
 		return errors.New("worker: already started")
 	}
-	w.parts = w.newParts()
+	parts := w.newParts()
+	w.parts, w.starting = parts, true
 	w.mu.Unlock()
-	if err := w.parts.Start(context.Background()); err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
+	err := parts.Start(context.Background())
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.starting = false
+	switch {
+	case w.closing:
+		// Shutdown came while the parts started: it stops them (or
+		// stopped the group before it began, which then refused to start)
+		return errors.New("worker: shut down while starting")
+	case err != nil:
+		return fmt.Errorf("worker: %w", err)
+	}
 	w.started = true
 	return nil
 }

@@ -894,3 +894,58 @@ func TestAWorkerWhoseStartFailsStopsWhatItStarted(t *testing.T) {
 		t.Errorf("Shutdown after a failed start = %v, want nil", err)
 	}
 }
+
+// Two Starts at once start the worker once: the second fails as a Start
+// after the first does ("already started"), and Shutdown leaves none of
+// the worker's parts behind (no pattern subscription, no roster entry).
+// The queue Redis answers nothing for a moment, so that each Start is
+// under way (its roster's first beat waits) when the other one begins.
+func TestConcurrentStartsStartTheWorkerOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	cfg := e.Config(t, `  - name: r
+    schedule: "@every 1m"
+    concurrency: replace
+    exec: {command: ["true"]}
+`)
+	w := New(cfg, e.Opt, e.Locks, newFakeExec(nil), WithReplica("twice"), WithLogger(worktest.Logger(t)))
+	if err := e.Srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- w.Start() }()
+	}
+	// both Starts get under way while the server is paused; the test
+	// holds whether or not they overlap, which the pause makes likely
+	time.Sleep(300 * time.Millisecond)
+	if err := e.Srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for range 2 {
+		if err := <-errs; err != nil {
+			failed++
+			if !strings.Contains(err.Error(), "already started") {
+				t.Errorf("Start = %v, want already started", err)
+			}
+		}
+	}
+	if failed != 1 {
+		t.Errorf("%d of two concurrent Starts failed, want 1: the worker started twice", failed)
+	}
+	sctx, cancel := context.WithTimeout(ctx, worktest.Wait)
+	defer cancel()
+	if err := w.Shutdown(sctx); err != nil {
+		t.Errorf("Shutdown = %v", err)
+	}
+	if n := e.RDB.PubSubNumPat(ctx).Val(); n != 0 {
+		t.Errorf("after Shutdown %d pattern subscriptions are left (a second replace subscription nobody stops)", n)
+	}
+	members, _ := roster.Read(ctx, e.RDB, cfg.Namespace)
+	for _, m := range members {
+		if m.ID == "twice" {
+			t.Errorf("after Shutdown the replica is still in the roster (a second heartbeat nobody stops)")
+		}
+	}
+}

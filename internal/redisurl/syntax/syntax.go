@@ -176,5 +176,9 @@ func describe(err error) string {
 	if strings.Contains(err.Error(), "semicolon") {
 		return `a ";" in the query (separate options with "&")`
 	}
-	return err.Error()
+	if strings.Contains(err.Error(), "invalid host") || strings.Contains(err.Error(), "IP-literal") {
+		return "a host name or an IPv6 literal that cannot be read"
+	}
+	// url.Parse's other errors may quote the URL: say only that it is not one
+	return "not a URL that can be read"
 }

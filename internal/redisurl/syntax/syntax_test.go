@@ -58,3 +58,17 @@ func TestCheckRefusesWhatWouldDialAnotherServerOrFail(t *testing.T) {
 		}
 	}
 }
+
+// A bracketed host that is no IPv6 address is refused without quoting
+// it: url.Parse's error quotes what is between the brackets
+// (ParseAddr("...")), which may be a password typed where the host goes.
+func TestCheckRefusesABadIPLiteralWithoutShowingIt(t *testing.T) {
+	for _, raw := range []string{"redis://[s3cret]/0", "redis://:pw@[s3cret]:6379/0"} {
+		_, err := Check(raw)
+		if err == nil {
+			t.Errorf("Check(%q) accepts it", raw)
+		} else if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Check(%q): the error %q shows part of the URL", raw, err)
+		}
+	}
+}
