@@ -171,9 +171,11 @@ type JobStatus struct {
 	// (paused: true) or who paused it with baton pause (Cluster.Pause),
 	// PausedSince since when and PauseNote why (the operator's text: escape
 	// it to show it); for a flag without a note, PausedBy is "baton pause".
+	// PausedUntil is when a pause with an end ends by itself (zero: none).
 	Paused      bool      `json:"paused"`
 	PausedBy    string    `json:"paused_by,omitempty"`
 	PausedSince time.Time `json:"paused_since,omitzero"`
+	PausedUntil time.Time `json:"paused_until,omitzero"`
 	PauseNote   string    `json:"pause_note,omitempty"`
 	// Last is the newest entry of its history (a run or a tick that did
 	// not run); nil when it has none.
@@ -394,7 +396,7 @@ func (r *statusReads) pause(j *config.Job, js *JobStatus) (warning string) {
 	case p.masters >= r.masters/2+1:
 		js.Paused, js.PausedBy = true, "baton pause"
 		if n := p.note; n != nil {
-			js.PausedBy, js.PausedSince, js.PauseNote = n.By, n.At, n.Note
+			js.PausedBy, js.PausedSince, js.PausedUntil, js.PauseNote = n.By, n.At, n.Until, n.Note
 		}
 	case p.masters > 0:
 		return fmt.Sprintf("job %s is paused on %d of %d lock masters, not a majority: run baton pause or resume again",

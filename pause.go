@@ -43,20 +43,32 @@ type PauseNote struct {
 	// paused job again keeps it.
 	At   time.Time `json:"at,omitzero"`
 	Note string    `json:"note,omitempty"`
+	// Until ends the pause by itself (zero: it lasts until a resume): each
+	// lock master drops its flag then, by its own clock, so the job's
+	// ticks run again from the first one due once a majority has.
+	Until time.Time `json:"until,omitzero"`
 }
+
+// maxPauseFor bounds how far ahead a pause may end: a year.
+const maxPauseFor = 366 * 24 * time.Hour
 
 // storedPause is a pause flag's value on a lock master (lua/pause.lua).
 type storedPause struct {
 	V     int    `json:"v"` // format version, formats.PauseFlag (absent: 1)
 	By    string `json:"by"`
 	Note  string `json:"note"`
-	AtMS  int64  `json:"at_ms,omitempty"`  // paused since
-	SetMS int64  `json:"set_ms,omitempty"` // this value written
+	AtMS    int64  `json:"at_ms,omitempty"`    // paused since
+	SetMS   int64  `json:"set_ms,omitempty"`   // this value written
+	UntilMS int64  `json:"until_ms,omitempty"` // the flag expires then (0: never)
 }
 
 // pauseValue is the JSON object lua/pause.lua stores for note p.
 func pauseValue(p PauseNote) ([]byte, error) {
-	return json.Marshal(storedPause{V: formats.PauseFlag, By: p.By, Note: p.Note})
+	var until int64
+	if !p.Until.IsZero() {
+		until = p.Until.UnixMilli()
+	}
+	return json.Marshal(storedPause{V: formats.PauseFlag, By: p.By, Note: p.Note, UntilMS: until})
 }
 
 var (
@@ -104,6 +116,19 @@ func (p PauseNote) Check() error {
 	return nil
 }
 
+// checkUntil tells what is wrong with a pause's end at now: it must be
+// ahead, and within a year.
+func (p PauseNote) checkUntil(now time.Time) error {
+	switch {
+	case p.Until.IsZero():
+	case !p.Until.After(now):
+		return fmt.Errorf("%w: the pause would end at %s, which has passed", ErrBadPause, p.Until.UTC().Format(time.RFC3339))
+	case p.Until.Sub(now) > maxPauseFor:
+		return fmt.Errorf("%w: the pause would end at %s, more than a year ahead: pause without an end instead", ErrBadPause, p.Until.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
 func printable(s string) bool {
 	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) })
 }
@@ -124,6 +149,9 @@ func (c *Cluster) Pause(ctx context.Context, job string, p PauseNote) (PauseResu
 	if err := p.Check(); err != nil {
 		return PauseResult{}, err
 	}
+	if err := p.checkUntil(time.Now()); err != nil {
+		return PauseResult{}, err
+	}
 	val, err := pauseValue(p)
 	if err != nil {
 		return PauseResult{}, err
@@ -135,7 +163,10 @@ func (c *Cluster) Pause(ctx context.Context, job string, p PauseNote) (PauseResu
 		return err
 	})
 	if res.Written > 0 {
-		note := PauseNote{By: p.By, Note: p.Note}
+		note := PauseNote{By: p.By, Note: p.Note, Until: p.Until.UTC()}
+		if p.Until.IsZero() {
+			note.Until = time.Time{}
+		}
 		for _, at := range ats {
 			if t := time.UnixMilli(at).UTC(); at > 0 && (note.At.IsZero() || t.Before(note.At)) {
 				note.At = t // since when: the oldest
@@ -421,12 +452,16 @@ func (c *Cluster) pauseStates(ctx context.Context, names []string) (map[string]p
 				}
 			} else {
 				since := time.UnixMilli(sp.AtMS).UTC()
+				var until time.Time
+				if sp.UntilMS > 0 && sp.UntilMS < 1<<53 {
+					until = time.UnixMilli(sp.UntilMS).UTC()
+				}
 				switch {
 				case st.note == nil:
-					st.note = &PauseNote{By: sp.By, At: since, Note: sp.Note}
+					st.note = &PauseNote{By: sp.By, At: since, Note: sp.Note, Until: until}
 					newest[name] = sp.SetMS
 				case sp.SetMS > newest[name]:
-					st.note.By, st.note.Note, newest[name] = sp.By, sp.Note, sp.SetMS
+					st.note.By, st.note.Note, st.note.Until, newest[name] = sp.By, sp.Note, until, sp.SetMS
 				}
 				if since.Before(st.note.At) {
 					st.note.At = since

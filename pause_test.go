@@ -611,3 +611,92 @@ jobs:
 			tick.Format(time.RFC3339), pr.Pause.At.Format(time.RFC3339Nano), accounted)
 	}
 }
+
+// A pause with an end ends by itself: each lock master drops the flag at
+// the end by its own clock, status shows the end while the pause lasts,
+// the ticks due before it are recorded paused and those after run again,
+// without a resume. Pausing again without an end makes the pause last.
+func TestAPauseWithAnEndEndsByItself(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: until
+jobs:
+  - name: tick
+    schedule: "@every 1s"
+    concurrency: allow
+    exec: {command: ["true"]}
+`, srv.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := openCluster(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := now.Add(3 * time.Second).Truncate(time.Second).Add(500 * time.Millisecond)
+	res, err := c.Pause(ctx, "tick", baton.PauseNote{By: "alice", Note: "freeze", Until: end})
+	if err != nil || !res.InEffect || res.Pause == nil || !res.Pause.Until.Equal(end) {
+		t.Fatalf("pause until %s: %+v %v", end, res, err)
+	}
+	key := scheduler.PauseKey("until", "tick")
+	if at := rdb.PExpireTime(ctx, key).Val(); at != time.Duration(end.UnixMilli())*time.Millisecond {
+		t.Errorf("the flag expires at %v (unix ms), want the pause's end %d", at.Milliseconds(), end.UnixMilli())
+	}
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := st.Jobs[0]; !j.Paused || !j.PausedUntil.Equal(end) || j.PausedBy != "alice" {
+		t.Errorf("status while paused: paused %v by %q until %s, want until %s", j.Paused, j.PausedBy, j.PausedUntil, end)
+	}
+	running(t, cfg)
+	poll.Require(t, 30*time.Second, "ticks after the end run again, without a resume", func() bool {
+		recs, _ := c.History(ctx, "tick", 0)
+		for _, r := range recs {
+			if r.Status == jobs.StatusOK && r.Tick.After(end) {
+				return true
+			}
+		}
+		return false
+	})
+	recs, err := c.History(ctx, "tick", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused := 0
+	for _, r := range recs {
+		switch {
+		case r.Status == jobs.StatusPaused && r.Tick.After(end):
+			t.Errorf("tick %s, after the pause's end, recorded paused", r.Tick)
+		case r.Status == jobs.StatusPaused:
+			paused++
+		case r.Status == jobs.StatusOK && r.Tick.Before(end) && r.Tick.After(now.Add(time.Second)):
+			t.Errorf("tick %s, within the pause, ran", r.Tick)
+		}
+	}
+	if paused == 0 {
+		t.Errorf("no tick recorded paused before the end: %+v", recs)
+	}
+	if st, _ := c.Status(ctx); st.Jobs[0].Paused {
+		t.Errorf("status after the end: still paused")
+	}
+
+	// an end that has passed is refused; a pause without an end lasts
+	if _, err := c.Pause(ctx, "tick", baton.PauseNote{By: "alice", Until: now}); !errors.Is(err, baton.ErrBadPause) {
+		t.Errorf("a pause ending in the past = %v, want ErrBadPause", err)
+	}
+	if _, err := c.Pause(ctx, "tick", baton.PauseNote{By: "bob", Until: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Pause(ctx, "tick", baton.PauseNote{By: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl != -1 {
+		t.Errorf("pausing again without an end left a ttl of %s on the flag, want none", ttl)
+	}
+}

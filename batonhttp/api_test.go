@@ -137,6 +137,10 @@ func TestAPI(t *testing.T) {
 		{"GET", "/api/ticks?to=now", apiToken, "", 400, "to must be an RFC 3339 time"},
 		{"GET", "/api/nothing", apiToken, "", 404, "no API endpoint"},
 		{"DELETE", "/api/jobs/report/pause", apiToken, "", 405, "this endpoint takes POST"},
+		{"POST", "/api/jobs/report/pause", apiToken, `{"for": "2h", "until": "2030-01-01T00:00:00Z"}`, 400, `\"for\" and \"until\" exclude each other`},
+		{"POST", "/api/jobs/report/pause", apiToken, `{"for": "soon"}`, 400, `\"for\": want a positive duration`},
+		{"POST", "/api/jobs/report/pause", apiToken, `{"until": "tomorrow"}`, 400, `\"until\": want an RFC 3339 time`},
+		{"POST", "/api/jobs/report/pause", apiToken, `{"until": "2020-01-01T00:00:00Z"}`, 400, "has passed"},
 	} {
 		code, body := call(t, web, tc.method, tc.path, tc.token, tc.body)
 		if code != tc.code || !strings.Contains(body, tc.want) {
@@ -151,6 +155,16 @@ func TestAPI(t *testing.T) {
 		t.Error("pause through the API set no flag in Redis")
 	}
 	if code, body := call(t, web, "POST", "/api/jobs/report/resume", apiToken, ""); code != 200 || rdb.Exists(context.Background(), key).Val() != 0 {
+		t.Errorf("resume: %d %s", code, body)
+	}
+	// a pause for a while ends by itself: the flag expires then
+	if code, body := call(t, web, "POST", "/api/jobs/report/pause", apiToken, `{"note": "freeze", "for": "90m"}`); code != 200 || !strings.Contains(body, `"until": "`) {
+		t.Fatalf("pause for 90m: %d %s", code, body)
+	}
+	if ttl := rdb.PTTL(context.Background(), key).Val(); ttl <= 89*time.Minute || ttl > 90*time.Minute {
+		t.Errorf("a pause for 90m left a ttl of %s on the flag", ttl)
+	}
+	if code, body := call(t, web, "POST", "/api/jobs/report/resume", apiToken, ""); code != 200 {
 		t.Errorf("resume: %d %s", code, body)
 	}
 	code, body = call(t, web, "POST", "/api/jobs/report/trigger", apiToken, `{"by": "alice"}`)

@@ -14,14 +14,20 @@ import (
 // + id, as one path segment.
 
 // pause answers POST /api/jobs/{job}/pause: Cluster.Pause, with who
-// ("api", or "api:" + the body's by: the token names no caller) and the
-// body's note.
+// ("api", or "api:" + the body's by: the token names no caller), the
+// body's note, and an end: "for" (a duration: "2h") or "until" (RFC 3339).
 func (h *Handler) pause(ctx context.Context, r *http.Request) (any, error) {
 	var body struct {
-		Note string `json:"note"`
-		By   string `json:"by"`
+		Note  string `json:"note"`
+		By    string `json:"by"`
+		For   string `json:"for"`
+		Until string `json:"until"`
 	}
 	if _, err := readBody(r, &body); err != nil {
+		return nil, err
+	}
+	until, err := pauseEnd(body.For, body.Until, time.Now())
+	if err != nil {
 		return nil, err
 	}
 	// the token names no caller: a name given is the caller's word
@@ -29,7 +35,29 @@ func (h *Handler) pause(ctx context.Context, r *http.Request) (any, error) {
 	if body.By != "" {
 		by = "api:" + body.By
 	}
-	return h.cluster.Pause(ctx, r.PathValue("job"), baton.PauseNote{By: by, Note: body.Note})
+	return h.cluster.Pause(ctx, r.PathValue("job"), baton.PauseNote{By: by, Note: body.Note, Until: until})
+}
+
+// pauseEnd reads a pause's end from a request: "for" (a Go duration,
+// from now) or "until" (RFC 3339), not both; zero for neither.
+func pauseEnd(forText, untilText string, now time.Time) (time.Time, error) {
+	switch {
+	case forText != "" && untilText != "":
+		return time.Time{}, badRequest(`"for" and "until" exclude each other: give one`)
+	case forText != "":
+		d, err := time.ParseDuration(forText)
+		if err != nil || d <= 0 {
+			return time.Time{}, badRequest(`"for": want a positive duration such as "2h" or "30m"`)
+		}
+		return now.Add(d), nil
+	case untilText != "":
+		t, err := time.Parse(time.RFC3339, untilText)
+		if err != nil {
+			return time.Time{}, badRequest(`"until": want an RFC 3339 time such as "2026-12-24T18:00:00Z"`)
+		}
+		return t, nil
+	}
+	return time.Time{}, nil
 }
 
 // resume answers POST /api/jobs/{job}/resume: Cluster.Resume, catching up

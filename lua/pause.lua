@@ -4,7 +4,8 @@
 --
 -- KEYS[1] the job's pause flag (scheduler.PauseKey)
 -- ARGV[1] a JSON object {"by": ..., "note": ...}: stored as data, never
---         interpreted
+--         interpreted; with "until_ms" (unix ms), the pause ends by itself
+--         then: the flag expires at that instant by this master's clock
 --
 -- The value stored is that object with "set_ms" added, when this write was
 -- made, and "at_ms", when the job was paused, both by this master's clock
@@ -35,5 +36,13 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if not at then at = now end
 v.at_ms = at
 v.set_ms = now
+local untl = tonumber(v.until_ms)
+if untl ~= nil and (untl ~= math.floor(untl) or untl <= now or untl >= 9007199254740992) then
+  -- an end that has passed by this master's clock (or no instant): the
+  -- flag is not written, and the caller counts this master as failed
+  return redis.error_reply('UNTIL the pause would end at ' .. tostring(v.until_ms) .. ' ms, not after this master\'s clock (' .. now .. ' ms)')
+end
+-- a new write replaces the old end, or its absence (SET drops the TTL)
 redis.call('SET', KEYS[1], cjson.encode(v))
+if untl ~= nil then redis.call('PEXPIREAT', KEYS[1], untl) end
 return at

@@ -15,13 +15,17 @@ import (
 	"github.com/batonhq/baton/internal/redact"
 )
 
-const pauseHelp = `usage: baton pause [--config FILE] [--note TEXT] [--by NAME] JOB...
+const pauseHelp = `usage: baton pause [--config FILE] [--note TEXT] [--by NAME] [--for DURATION | --until TIME] JOB...
        baton resume [--config FILE] [--skip | --catch-up] JOB...
 
 pause sets a job's pause flag in Redis, on every lock master, with who
 paused it (--by, default the OS user), since when and why (--note, at most
 500 bytes): baton status and the dashboard show them. Pausing a paused job
-again replaces who and why and keeps since when. resume clears the flag.
+again replaces who and why (and the end) and keeps since when. resume
+clears the flag. --for 2h or --until 2026-12-24T18:00:00Z ends the pause
+by itself: each lock master drops its flag then, by its own clock, and
+the job runs again from its first tick due after (status and the
+dashboard show the end; without one, the pause lasts until a resume).
 The scheduler's claim reads the flag and decides by a quorum of lock
 masters, so the change reaches every replica at the next tick once a
 majority has it: a paused job's ticks are recorded as paused.
@@ -49,8 +53,10 @@ flags:
 type pauseOpts struct {
 	on            bool
 	path          string
-	note, by      string // pause
-	skip, catchUp bool   // resume
+	note, by      string        // pause
+	pauseFor      time.Duration // pause: its end, from now
+	until         string        // pause: its end (RFC 3339)
+	skip, catchUp bool          // resume
 }
 
 // pauseFlags returns the flag definitions of "baton pause" (on) or "baton
@@ -62,6 +68,8 @@ func pauseFlags(on bool) func(fs *flagSet) *pauseOpts {
 		if on {
 			fs.StringVar(&o.note, "note", "", "why the job is paused, shown by status and the dashboard (at most 500 bytes)")
 			fs.StringVar(&o.by, "by", "", "who pauses it (default: the OS user)")
+			fs.DurationVar(&o.pauseFor, "for", 0, "end the pause by itself after this `DURATION` (2h, 30m)")
+			fs.StringVar(&o.until, "until", "", "end the pause by itself at this RFC 3339 `TIME`")
 		} else {
 			fs.BoolVar(&o.skip, "skip", false, "leave the paused ticks skipped (the default)")
 			fs.BoolVar(&o.catchUp, "catch-up", false, "replay the paused ticks due within the starting deadline")
@@ -84,6 +92,20 @@ func runPause(fs *flagSet, o *pauseOpts, args []string, stdout, stderr io.Writer
 		why = baton.PauseNote{By: o.by, Note: o.note}
 		if !fs.isSet("by") {
 			why.By = osUser()
+		}
+		switch {
+		case fs.isSet("for") && fs.isSet("until"):
+			return usageExit(name, usagef("--for and --until exclude each other: give one"), stderr)
+		case fs.isSet("for") && o.pauseFor <= 0:
+			return usageExit(name, usagef("--for %s: want a positive duration such as 2h", o.pauseFor), stderr)
+		case fs.isSet("for"):
+			why.Until = time.Now().Add(o.pauseFor)
+		case fs.isSet("until"):
+			t, err := time.Parse(time.RFC3339, o.until)
+			if err != nil {
+				return usageExit(name, usagef("--until %q: want an RFC 3339 time such as 2026-12-24T18:00:00Z", o.until), stderr)
+			}
+			why.Until = t
 		}
 		if err := why.Check(); err != nil {
 			return usageExit(name, usagef("%s", err), stderr)
@@ -162,6 +184,9 @@ func printPause(name string, res baton.PauseResult, stdout, stderr io.Writer) bo
 		state = "paused"
 		if p := res.Pause; p != nil {
 			state += " by " + redact.Quote(p.By) + " since " + p.At.Format(time.RFC3339)
+			if !p.Until.IsZero() {
+				state += " until " + p.Until.Format(time.RFC3339)
+			}
 			if p.Note != "" {
 				state += ": " + redact.Quote(p.Note)
 			}

@@ -235,3 +235,50 @@ jobs:
 		t.Fatalf("resume --skip: %d %q %q", code, out, errs)
 	}
 }
+
+// baton pause --for and --until end the pause by themselves: the output
+// and baton status say until when, the flag expires then; the two
+// exclude each other, and an end that cannot be is a usage error.
+func TestPauseForAndUntil(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := writeConfig(t, fmt.Sprintf(`redis:
+  url: redis://%s/0
+locking:
+  fresh_deployment: true
+namespace: pfor
+jobs:
+  - name: a
+    schedule: "@every 1m"
+    exec: {command: ["true"]}
+`, srv.Addr()))
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	code, out, errs := runIn("pause", "--config", cfg, "--for", "2h", "--note", "freeze", "a")
+	if code != 0 || !strings.Contains(out, " until ") {
+		t.Fatalf("pause --for 2h: %d %q %q", code, out, errs)
+	}
+	if ttl := rdb.PTTL(ctx, "pfor:{a}:paused").Val(); ttl <= 119*time.Minute || ttl > 2*time.Hour {
+		t.Errorf("the flag's ttl is %s, want about 2h", ttl)
+	}
+	if code, out, errs := runIn("status", "--config", cfg); code != 0 || !regexp.MustCompile(`a paused by .* until \S+ \(in (1h59m|2h0m)`).MatchString(out) {
+		t.Errorf("status: %d\n%s\n%s", code, out, errs)
+	}
+	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
+	if code, out, errs := runIn("pause", "--config", cfg, "--until", until, "a"); code != 0 || !strings.Contains(out, " until "+until) {
+		t.Fatalf("pause --until %s: %d %q %q", until, code, out, errs)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--for", "1h", "--until", until}, "--for and --until exclude each other"},
+		{[]string{"--for", "-1h"}, "--for -1h0m0s: want a positive duration"},
+		{[]string{"--until", "tomorrow"}, `--until "tomorrow": want an RFC 3339 time`},
+		{[]string{"--until", "2020-01-01T00:00:00Z"}, "has passed"},
+	} {
+		code, _, errs := runIn(append(append([]string{"pause", "--config", cfg}, tc.args...), "a")...)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("pause %v: %d %q, want exit 2 saying %q", tc.args, code, errs, tc.want)
+		}
+	}
+}

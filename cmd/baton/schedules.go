@@ -34,7 +34,7 @@ trigger and the metrics, is "@" + id.
   baton schedules get ID [--next N] [--json]              one schedule
   baton schedules list [--prefix P] [--after ID] [--json] a page of them
   baton schedules delete ID [--stop]                      delete (and stop its runs)
-  baton schedules pause ID... [--note TEXT]               pause, saying why
+  baton schedules pause ID... [--note TEXT] [--for D]     pause, saying why (and until when)
   baton schedules resume ID... [--catch-up]               resume
   baton schedules export -o FILE [--prefix P]             a backup, JSON Lines
   baton schedules import -f FILE [--force]                put a backup back
@@ -114,7 +114,7 @@ config).
 flags:
 `
 
-const schedulesPauseHelp = `usage: baton schedules pause [--config FILE] [--note TEXT] [--by NAME] ID...
+const schedulesPauseHelp = `usage: baton schedules pause [--config FILE] [--note TEXT] [--by NAME] [--for DURATION | --until TIME] ID...
        baton schedules resume [--config FILE] [--catch-up] ID...
 
 Pauses or resumes runtime schedules, as baton pause and baton resume do
@@ -459,6 +459,9 @@ func runGet(fs *flagSet, o *getOpts, args []string, stdout, stderr io.Writer) in
 		s.ID, s.Job, s.Version, s.ETag(), s.Created.UTC().Format(time.RFC3339), s.Updated.UTC().Format(time.RFC3339))
 	if p := s.Paused; p != nil {
 		printf(stdout, "paused:     by %s since %s", redact.Quote(p.By), p.At.UTC().Format(time.RFC3339))
+		if !p.Until.IsZero() {
+			printf(stdout, " until %s", p.Until.UTC().Format(time.RFC3339))
+		}
 		if p.Note != "" {
 			printf(stdout, ": %s", redact.Quote(p.Note))
 		}

@@ -250,6 +250,9 @@ func printPauses(w io.Writer, st *baton.Status) {
 		}
 		line := fmt.Sprintf("%s paused by %s since %s (%s ago)", j.Name, redact.Quote(j.PausedBy),
 			j.PausedSince.Format(time.RFC3339), st.Time.Sub(j.PausedSince).Round(time.Second))
+		if !j.PausedUntil.IsZero() {
+			line += fmt.Sprintf(" until %s (in %s)", j.PausedUntil.Format(time.RFC3339), j.PausedUntil.Sub(st.Time).Round(time.Second))
+		}
 		if j.PauseNote != "" {
 			line += ": " + redact.Quote(j.PauseNote)
 		}
