@@ -54,9 +54,9 @@ const maxPauseFor = 366 * 24 * time.Hour
 
 // storedPause is a pause flag's value on a lock master (lua/pause.lua).
 type storedPause struct {
-	V     int    `json:"v"` // format version, formats.PauseFlag (absent: 1)
-	By    string `json:"by"`
-	Note  string `json:"note"`
+	V       int    `json:"v"` // format version, formats.PauseFlag (absent: 1)
+	By      string `json:"by"`
+	Note    string `json:"note"`
 	AtMS    int64  `json:"at_ms,omitempty"`    // paused since
 	SetMS   int64  `json:"set_ms,omitempty"`   // this value written
 	UntilMS int64  `json:"until_ms,omitempty"` // the flag expires then (0: never)
