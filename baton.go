@@ -45,9 +45,10 @@
 // ([JobStatus], [ReplicaStatus], [SchedulesStatus], [ScheduleProblem],
 // [StoreWentBack]); the tick ledger ([TickLedger], [LedgerTick], [Outcome];
 // [DefaultLedgerTicks], [DefaultLedgerSpan], [MaxLedgerTicks],
-// [MaxLedgerTicksAll]; [ErrTickWindow]); pause and resume ([PauseNote],
-// [MaxPauseNote], [PauseResult], [ResumeResult], [CatchUpResult],
-// [SkippedTick]; [ErrBadPause]); trigger and backfill ([BackfillPlan],
+// [MaxLedgerTicksAll]; [ErrTickWindow]); pause, resume and skip
+// ([PauseNote], [MaxPauseNote], [PauseResult], [ResumeResult],
+// [CatchUpResult], [SkippedTick], [SkipRequest], [SkipResult], [MaxSkip];
+// [ErrBadPause]); trigger and backfill ([BackfillPlan],
 // [MaxBackfill]; [ErrUnknownJob], [ErrNotTriggerable], [ErrBackfillWindow]).
 //
 // Runtime schedules: a [Schedule] is put from a [ScheduleSpec] (or a

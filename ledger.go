@@ -60,7 +60,7 @@ const (
 	OutcomeRunning     Outcome = "running"     // started, not ended
 	OutcomeDispatched  Outcome = "dispatched"  // handed to a queue, not started (yet)
 	OutcomeDispatching Outcome = "dispatching" // a replica holds the tick's claim now
-	OutcomeSkipped     Outcome = "skipped"     // not run: the job was running (forbid), or a newer tick held it
+	OutcomeSkipped     Outcome = "skipped"     // not run: the job was running (forbid), a newer tick held it, or skipped on request (Cluster.Skip)
 	OutcomeReplaced    Outcome = "replaced"    // stopped, or not started, for a newer tick (replace)
 	OutcomeDropped     Outcome = "dropped"     // not run: the job's buffer was full
 	OutcomeMissed      Outcome = "missed"      // not dispatched within its starting deadline

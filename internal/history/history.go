@@ -136,6 +136,11 @@ func fold(job, key string, msgs []redis.XMessage) ([]jobs.RunRecord, error) {
 				r.Status = jobs.StatusDispatched
 			}
 		case runlog.EvNotRun:
+			if r.Status == jobs.StatusSkipped && jobs.Status(v("status")) == jobs.StatusPaused {
+				// a tick skipped on request (Cluster.Skip), then found so
+				// by the claims, which record what they find: paused
+				continue
+			}
 			r.Status, r.Reason, r.Ended = jobs.Status(v("status")), v("reason"), at
 		case runlog.EvStarted:
 			if a, _ := strconv.Atoi(v("attempt")); !r.Ended.IsZero() && a <= r.Attempt {

@@ -1,0 +1,141 @@
+package baton_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// Skipped ticks run nowhere, the ticks around them run as ever, and the
+// history and the ledger say each was skipped, by whom and why: a skip
+// written before the ticks are due is what every replica's claim finds.
+func TestSkippedTicksRunNowhereAndSayWhoSkippedThem(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: skip
+jobs:
+  - name: tick
+    schedule: "@every 1s"
+    concurrency: allow
+    exec: {command: ["true"]}
+`, srv.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := openCluster(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := c.Skip(ctx, "tick", baton.SkipRequest{By: "alice", Note: "maintenance", Next: 3})
+	if err != nil || len(res.Skipped) != 3 || len(res.Refused) != 0 {
+		t.Fatalf("skip the next 3: %+v %v", res, err)
+	}
+	last := res.Skipped[2]
+	for i := range 3 {
+		running(t, cfg, baton.WithReplicaID(fmt.Sprintf("r%d", i)))
+	}
+	poll.Require(t, 30*time.Second, "a tick after the skipped ones runs", func() bool {
+		recs, _ := c.History(ctx, "tick", 0)
+		for _, r := range recs {
+			if r.Status == jobs.StatusOK && r.Tick.After(last.Add(time.Second)) {
+				return true
+			}
+		}
+		return false
+	})
+	recs, err := c.History(ctx, "tick", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTick := map[time.Time]jobs.RunRecord{}
+	for _, r := range recs {
+		if prev, dup := byTick[r.Tick.UTC()]; dup && !r.Manual {
+			t.Errorf("tick %s has two records: %+v and %+v", r.Tick, prev, r)
+		}
+		byTick[r.Tick.UTC()] = r
+	}
+	for _, s := range res.Skipped {
+		r, ok := byTick[s]
+		if !ok || r.Status != jobs.StatusSkipped || r.Reason != "skipped by alice: maintenance" {
+			t.Errorf("skipped tick %s: %+v, want skipped by alice: maintenance", s, r)
+		}
+	}
+	if r := byTick[last.Add(time.Second)]; r.Status != jobs.StatusOK {
+		t.Errorf("the tick after the skipped ones: %+v, want ok", r)
+	}
+	ledger, err := c.Ticks(ctx, "tick", res.Skipped[0].Add(-time.Second), last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lt := range ledger.Ticks {
+		skipped := !lt.Tick.Before(res.Skipped[0])
+		if skipped && (lt.Outcome != baton.OutcomeSkipped || !strings.Contains(lt.Reason, "alice")) {
+			t.Errorf("ledger tick %s: %s %q, want skipped by alice", lt.Tick, lt.Outcome, lt.Reason)
+		}
+	}
+}
+
+// A tick a claim holds already is not skipped, but said so; a time that
+// is no tick of the job, or a tick due already, is refused; the request
+// names the ticks one way.
+func TestSkipRefusesWhatItCannotSkip(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: skipno
+jobs:
+  - name: hourly
+    schedule: "0 * * * *"
+    exec: {command: ["true"]}
+  - name: pump
+    mode: singleton
+    exec: {command: ["true"]}
+`, srv.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := openCluster(t, cfg)
+	ctx := context.Background()
+	rdb := srv.TestClient(t)
+	now := time.Now().UTC()
+	next := now.Truncate(time.Hour).Add(time.Hour)
+	if next.Sub(now) < time.Minute {
+		next = next.Add(time.Hour)
+	}
+	// a replica's claim took the tick already (it holds its lease)
+	if err := rdb.Set(ctx, scheduler.TickKey("skipno", "hourly", next), "0123456789abcdef0123456789abcdef", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Skip(ctx, "hourly", baton.SkipRequest{By: "bob", Ticks: []time.Time{next, next.Add(time.Hour)}})
+	if err != nil || len(res.Skipped) != 1 || !res.Skipped[0].Equal(next.Add(time.Hour)) || len(res.Refused) != 1 || !strings.Contains(res.Refused[0].Reason, "claimed already") {
+		t.Errorf("skip of a claimed tick and a free one: %+v %v", res, err)
+	}
+	for _, tc := range []struct {
+		r    baton.SkipRequest
+		want string
+	}{
+		{baton.SkipRequest{By: "bob", Ticks: []time.Time{next.Add(time.Minute)}}, "is not a tick of job"},
+		{baton.SkipRequest{By: "bob", Ticks: []time.Time{next.Add(-time.Hour)}}, "due already"},
+		{baton.SkipRequest{By: "bob", Next: 1, Ticks: []time.Time{next}}, "not both"},
+		{baton.SkipRequest{By: "bob"}, "name the ticks"},
+		{baton.SkipRequest{By: "bob", Next: 101}, "1 to 100"},
+		{baton.SkipRequest{Next: 1}, "say who"},
+	} {
+		if _, err := c.Skip(ctx, "hourly", tc.r); !errors.Is(err, baton.ErrBadPause) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("skip %+v = %v, want ErrBadPause saying %q", tc.r, err, tc.want)
+		}
+	}
+	if _, err := c.Skip(ctx, "pump", baton.SkipRequest{By: "bob", Next: 1}); !errors.Is(err, baton.ErrNotTriggerable) {
+		t.Errorf("skip of a singleton = %v", err)
+	}
+}
