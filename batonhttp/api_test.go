@@ -157,6 +157,13 @@ func TestAPI(t *testing.T) {
 	if code, body := call(t, web, "POST", "/api/jobs/report/resume", apiToken, ""); code != 200 || rdb.Exists(context.Background(), key).Val() != 0 {
 		t.Errorf("resume: %d %s", code, body)
 	}
+	// skip the next two ticks, saying why
+	if code, body := call(t, web, "POST", "/api/jobs/report/skip", apiToken, `{"next": 2, "note": "freeze", "by": "carol"}`); code != 200 || strings.Count(body, "T") < 2 || !strings.Contains(body, `"skipped": [`) {
+		t.Errorf("skip: %d %s", code, body)
+	}
+	if code, body := call(t, web, "POST", "/api/jobs/report/skip", apiToken, `{"next": 1, "ticks": ["2030-01-01T00:00:00Z"]}`); code != 400 || !strings.Contains(body, "not both") {
+		t.Errorf("skip next and ticks: %d %s", code, body)
+	}
 	// a pause for a while ends by itself: the flag expires then
 	if code, body := call(t, web, "POST", "/api/jobs/report/pause", apiToken, `{"note": "freeze", "for": "90m"}`); code != 200 || !strings.Contains(body, `"until": "`) {
 		t.Fatalf("pause for 90m: %d %s", code, body)

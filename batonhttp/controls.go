@@ -101,6 +101,29 @@ func (h *Handler) trigger(ctx context.Context, r *http.Request) (any, error) {
 	return map[string]any{"job": t.Job, "run_id": t.RunID, "tick": t.At, "by": t.Replica}, nil
 }
 
+// skip answers POST /api/jobs/{job}/skip: Cluster.Skip of the body's
+// next N ticks (default 1) or its ticks, with who ("api", or "api:" + the
+// body's by) and the body's note.
+func (h *Handler) skip(ctx context.Context, r *http.Request) (any, error) {
+	var body struct {
+		Next  int         `json:"next"`
+		Ticks []time.Time `json:"ticks"`
+		Note  string      `json:"note"`
+		By    string      `json:"by"`
+	}
+	if _, err := readBody(r, &body); err != nil {
+		return nil, err
+	}
+	if body.Next == 0 && len(body.Ticks) == 0 {
+		body.Next = 1
+	}
+	by := "api"
+	if body.By != "" {
+		by = "api:" + body.By
+	}
+	return h.cluster.Skip(ctx, r.PathValue("job"), baton.SkipRequest{By: by, Note: body.Note, Next: body.Next, Ticks: body.Ticks})
+}
+
 // backfill answers POST /api/jobs/{job}/backfill: Cluster.Backfill of the
 // body's window, or its plan with dry_run.
 func (h *Handler) backfill(ctx context.Context, r *http.Request) (any, error) {

@@ -33,8 +33,9 @@ func (h *Handler) table() []route {
 		{"GET /api/jobs/{job}/ticks", h.read(h.jobTicks)},  // Cluster.Ticks (?from=T&to=T, RFC 3339; default: the last 100 ticks of 24h)
 		{"GET /api/ticks", h.read(h.ticks)},                // Cluster.TicksAll (the same window)
 
-		{"POST /api/jobs/{job}/pause", h.change(h.pause)},       // Cluster.Pause (body {"note": "...", "by": "..."} optional)
+		{"POST /api/jobs/{job}/pause", h.change(h.pause)},       // Cluster.Pause (body {"note": "...", "by": "...", "for": "2h" | "until": TIME} optional)
 		{"POST /api/jobs/{job}/resume", h.change(h.resume)},     // Cluster.Resume (body {"catch_up": bool} optional)
+		{"POST /api/jobs/{job}/skip", h.change(h.skip)},         // Cluster.Skip (body {"next": N} or {"ticks": [TIME...]}, "note", "by"; default the next tick)
 		{"POST /api/jobs/{job}/trigger", h.change(h.trigger)},   // Cluster.Trigger (body {"by": "..."} optional)
 		{"POST /api/jobs/{job}/backfill", h.change(h.backfill)}, // Cluster.Backfill (body {"from": T, "to": T, "dry_run": bool})
 

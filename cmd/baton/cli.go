@@ -62,6 +62,7 @@ func newRoot(c *cli) *cobra.Command {
 		subcommand(c, "backfill", backfillHelp, jobNames(1, withTicks), defineBackfill, runBackfill),
 		subcommand(c, "pause", pauseHelp, jobNames(0, withTicks), pauseFlags(true), runPause),
 		subcommand(c, "resume", pauseHelp, jobNames(0, withTicks), pauseFlags(false), runPause),
+		subcommand(c, "skip", skipHelp, jobNames(1, withTicks), defineSkip, runSkip),
 		c.schedulesCommand(),
 		c.lockCommand(),
 		subcommand(c, "init", initHelp, nil, defineInit, runInit),

@@ -11,6 +11,7 @@
 //	baton next SPEC [--tz ZONE] [-n N]     the next fire times of a bare spec
 //	baton pause [--note TEXT] [--by NAME] JOB...   pause jobs everywhere, saying why
 //	baton resume [--skip | --catch-up] JOB...      resume them (replaying paused ticks)
+//	baton skip [--next N | --tick T] JOB           skip a job's next ticks, saying why
 //	baton status [--config FILE]                   singleton holders, paused jobs
 //	baton history [-n N] [--json] JOB              a job's newest runs
 //	baton ticks [--from T] [--to T] [--json] JOB   every tick of a window and its outcome
@@ -62,6 +63,7 @@ commands:
   backfill   run a job's ticks in a past window that never ran, each once
   pause      pause jobs on every replica (a flag in Redis)
   resume     resume paused jobs
+  skip       skip a job's next ticks (or the ticks named), saying why
   schedules  schedules made at runtime: put, get, list, delete, pause, resume
   lock       run a command while holding a distributed lock (a flock(1) for crontabs)
   init       mark a brand-new set of lock masters once, so they skip the restart quarantine

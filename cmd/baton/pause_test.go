@@ -282,3 +282,51 @@ jobs:
 		}
 	}
 }
+
+// baton skip skips a job's next ticks, or those named, saying by whom and
+// why; baton history shows them skipped; what it cannot skip is a usage
+// error or, for a tick claimed already, exit 1 with why.
+func TestSkipCommand(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := writeConfig(t, fmt.Sprintf(`redis:
+  url: redis://%s/0
+locking:
+  fresh_deployment: true
+namespace: pskip
+jobs:
+  - name: a
+    schedule: "0 * * * *"
+    exec: {command: ["true"]}
+  - name: pump
+    mode: singleton
+    exec: {command: ["true"]}
+`, srv.Addr()))
+	code, out, errs := runIn("skip", "--config", cfg, "--next", "2", "--by", "alice", "--note", "migration", "a")
+	if code != 0 || strings.Count(out, "a: skipped ") != 2 || !strings.Contains(out, `by "alice": "migration"`) {
+		t.Fatalf("skip --next 2: %d %q %q", code, out, errs)
+	}
+	if code, out, errs := runIn("history", "--config", cfg, "a"); code != 0 || strings.Count(out, "skipped by alice: migration") != 2 {
+		t.Errorf("history after the skip: %d\n%s\n%s", code, out, errs)
+	}
+	next := time.Now().UTC().Truncate(time.Hour).Add(3 * time.Hour).Format(time.RFC3339)
+	if code, out, errs := runIn("skip", "--config", cfg, "--tick", next, "a"); code != 0 || !strings.Contains(out, "a: skipped "+next) {
+		t.Errorf("skip --tick %s: %d %q %q", next, code, out, errs)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--next", "1", "--tick", next, "a"}, "--next and --tick exclude each other"},
+		{[]string{"--next", "0", "a"}, "--next 0: skip 1 to 100"},
+		{[]string{"--tick", "soon", "a"}, `--tick "soon": want an RFC 3339 time`},
+		{[]string{"--tick", "2030-01-01T00:30:00Z", "a"}, "is not a tick of job"},
+		{[]string{"pump"}, "is a singleton"},
+		{[]string{"nope"}, `no job "nope"`},
+		{[]string{"a", "pump"}, "name one job"},
+	} {
+		code, _, errs := runIn(append([]string{"skip", "--config", cfg}, tc.args...)...)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("skip %v: %d %q, want exit 2 saying %q", tc.args, code, errs, tc.want)
+		}
+	}
+}
