@@ -388,7 +388,10 @@ sleep 100`
 // the run.
 func TestLeftoversOutsideTheGroupKilled(t *testing.T) {
 	orphan := filepath.Join(t.TempDir(), "orphan")
-	p := start(t, supervisor.Spec{Args: []string{"sh", "-c", `( setsid sh -c 'echo $$ > ` + orphan + `; exec sleep 100' & ); sleep 0.2`}})
+	// the run ends once the daemon wrote its pid (a fixed wait let the
+	// run end first on a loaded machine: the daemon was killed unwritten)
+	p := start(t, supervisor.Spec{Args: []string{"sh", "-c", `( setsid sh -c 'echo $$ > ` + orphan + `.tmp; mv ` + orphan + `.tmp ` + orphan + `; exec sleep 100' & )
+until [ -s ` + orphan + ` ]; do sleep 0.01; done`}})
 	pid := readPidFile(t, orphan)
 	killAtCleanup(t, pid)
 	if code, err := wait(t, p); code != 0 || err != nil {
