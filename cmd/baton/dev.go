@@ -201,7 +201,7 @@ func runDev(fs *flagSet, o devOpts, args []string, stdout, stderr io.Writer) int
 	if cli, err := devCLIConfig(cf.config, dir, url); err != nil {
 		log.Warn("cannot write the config for the other commands", "err", err)
 	} else {
-		log.Info("baton dev: in another terminal, the other commands take this run's config: baton status --config " + cli)
+		log.Info("baton dev: in another terminal, the other commands take this run's config: bin/baton status --config " + cli + " (make build makes bin/baton)")
 	}
 	warnUnsigned(cfg, log)
 	tp, flushTraces, err := tracesFromEnv(log)
