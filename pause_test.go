@@ -619,19 +619,7 @@ jobs:
 func TestAPauseWithAnEndEndsByItself(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
-	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
-locking: {fresh_deployment: true}
-namespace: until
-jobs:
-  - name: tick
-    schedule: "@every 1s"
-    concurrency: allow
-    exec: {command: ["true"]}
-`, srv.Addr())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := openCluster(t, cfg)
+	cfg, c := everySecond(t, srv, "until")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	now, err := rdb.Time(ctx).Result()

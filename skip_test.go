@@ -16,24 +16,30 @@ import (
 	"github.com/batonhq/baton/scheduler"
 )
 
-// Skipped ticks run nowhere, the ticks around them run as ever, and the
-// history and the ledger say each was skipped, by whom and why: a skip
-// written before the ticks are due is what every replica's claim finds.
-func TestSkippedTicksRunNowhereAndSayWhoSkippedThem(t *testing.T) {
-	srv := redistest.New(t)
+// everySecond is a config of one job, tick, run every second (runs may
+// overlap) in namespace ns on srv, and a Cluster of it.
+func everySecond(t *testing.T, srv *redistest.Server, ns string) (*config.Config, *baton.Cluster) {
+	t.Helper()
 	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}
-namespace: skip
+namespace: %s
 jobs:
   - name: tick
     schedule: "@every 1s"
     concurrency: allow
     exec: {command: ["true"]}
-`, srv.Addr())))
+`, srv.Addr(), ns)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := openCluster(t, cfg)
+	return cfg, openCluster(t, cfg)
+}
+
+// Skipped ticks run nowhere, the ticks around them run as ever, and the
+// history and the ledger say each was skipped, by whom and why: a skip
+// written before the ticks are due is what every replica's claim finds.
+func TestSkippedTicksRunNowhereAndSayWhoSkippedThem(t *testing.T) {
+	cfg, c := everySecond(t, redistest.New(t), "skip")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res, err := c.Skip(ctx, "tick", baton.SkipRequest{By: "alice", Note: "maintenance", Next: 3})
