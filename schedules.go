@@ -52,6 +52,7 @@ type ScheduleSpec struct {
 	At               time.Time
 	Timezone         string
 	DST              config.DST // vixie (default), once, skip or both
+	Exclude, Only    []string   // calendars of the job list (config.Calendars)
 	Start, End       time.Time
 	MaxRuns          int
 	Concurrency      config.Concurrency
@@ -85,6 +86,8 @@ func (s ScheduleSpec) Document() (json.RawMessage, error) {
 	set("at", rfc(s.At), !s.At.IsZero())
 	set("timezone", s.Timezone, s.Timezone != "")
 	set("dst", s.DST, s.DST != "")
+	set("exclude", s.Exclude, len(s.Exclude) > 0)
+	set("only", s.Only, len(s.Only) > 0)
 	set("start", rfc(s.Start), !s.Start.IsZero())
 	set("end", rfc(s.End), !s.End.IsZero())
 	set("max_runs", s.MaxRuns, s.MaxRuns != 0)

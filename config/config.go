@@ -46,6 +46,9 @@ type Config struct {
 	// Schedules bounds the schedules made at runtime (see
 	// DecodeSchedule).
 	Schedules SchedulesConfig `yaml:"schedules"`
+	// Calendars are named sets of days that jobs exclude or run only on
+	// (Job.Exclude, Job.Only).
+	Calendars map[string]*CalendarSpec `yaml:"calendars"`
 	// Jobs is the job list, in file order.
 	Jobs []Job `yaml:"jobs"`
 	// File is the path the config was loaded from; empty for Load.
@@ -391,6 +394,15 @@ type Job struct {
 	// in this job (schedule.Hashed of the job's name: a runtime schedule's
 	// is "@ID"); empty when Schedule has no H.
 	Hashed string `yaml:"-"`
+	// Exclude names calendars (Config.Calendars) on whose days the job has
+	// no tick: a tick on such a day is not due (not missed).
+	Exclude []string `yaml:"exclude"`
+	// Only names calendars the job's ticks must all fall within: a tick on
+	// a day missing from one of them is not due.
+	Only []string `yaml:"only"`
+	// Unfiltered is Sched without Exclude and Only (nil when they name no
+	// calendar): what baton next shows removed.
+	Unfiltered schedule.Schedule `yaml:"-"`
 	// Sched is Schedule parsed in Location by schedule.Parse; nil
 	// for singleton jobs.
 	Sched schedule.Schedule `yaml:"-"`

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/schedule"
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/strictyaml"
 )
@@ -965,6 +966,68 @@ jobs:
 		_, err := Load([]byte("redis: {url: \"redis://127.0.0.1:6379/0\"}\njobs:\n  - name: j\n" + yaml + "\n    exec: {command: [\"true\"]}\n"))
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `job "j"`) {
 			t.Errorf("%s: %v, want an error saying %q", yaml, err, want)
+		}
+	}
+}
+
+// Named calendars: a job excludes the days of some and runs only on those
+// of others; its ticks skip the other days (by the date in its zone), and
+// Unfiltered keeps the spec's own ticks for baton next. A long list comes
+// from a file beside the config.
+func TestCalendarsExcludeAndOnly(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "holidays.txt"), []byte("# public holidays\n2026-12-25\n2026-12-26 # second day\n2026-12-31..2027-01-01\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "baton.yaml")
+	if err := os.WriteFile(path, []byte(`redis: {url: "redis://127.0.0.1:6379/0"}
+timezone: Europe/Berlin
+calendars:
+  holidays-de:
+    dates: [2026-12-24]
+    file: holidays.txt
+  business-days:
+    weekdays: [mon, tue, wed, thu, fri]
+jobs:
+  - name: report
+    schedule: "0 9 * * *"
+    exclude: [holidays-de]
+    only: [business-days]
+    exec: {command: ["true"]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _ := c.Job("report")
+	var got []string
+	for _, at := range schedule.Ticks(j.Sched, time.Date(2026, 12, 22, 0, 0, 0, 0, c.Location), time.Date(2027, 1, 6, 0, 0, 0, 0, c.Location), 20) {
+		got = append(got, at.In(c.Location).Format("01-02"))
+	}
+	// 24, 25 (Fri) holidays; 26, 27 a weekend; 31, 1 holidays; 2, 3 a weekend
+	if want := "[12-22 12-23 12-28 12-29 12-30 01-04 01-05]"; fmt.Sprint(got) != want {
+		t.Errorf("ticks %v, want %s", got, want)
+	}
+	if j.Unfiltered == nil || j.Unfiltered.Next(time.Date(2026, 12, 24, 0, 0, 0, 0, c.Location)).Day() != 24 {
+		t.Errorf("Unfiltered does not keep the spec's own ticks")
+	}
+	for yaml, want := range map[string]string{
+		"calendars: {h: {dates: [2026-13-01]}}\njobs: []": `calendars.h.dates[0]: "2026-13-01" is no date`,
+		"calendars: {h: {ranges: [2026-12-31..2026-12-01]}}\njobs: []": "the range ends (2026-12-01) before it starts",
+		"calendars: {h: {ranges: [2026-12-31]}}\njobs: []": "want FROM..TO",
+		"calendars: {h: {weekdays: [caturday]}}\njobs: []": `"caturday" is no weekday`,
+		"calendars: {h: {}}\njobs: []": "calendars.h: empty",
+		"calendars: {H: {dates: [2026-12-24]}}\njobs: []": "invalid calendar name",
+		"calendars: {h: {file: missing.txt}}\njobs: []": "cannot read missing.txt",
+		"calendars: {h: {dates: [2026-12-24]}}\njobs:\n  - name: j\n    schedule: \"@daily\"\n    exclude: [holidays]\n    exec: {command: [\"true\"]}": `job "j": exclude[0]: no calendar "holidays": the calendars are h`,
+		"calendars: {h: {weekdays: [mon]}}\njobs:\n  - name: j\n    schedule: \"0 9 * * 2\"\n    only: [h]\n    exec: {command: [\"true\"]}": "has no tick on a day its exclude and only calendars leave",
+		"calendars: {h: {weekdays: [mon]}}\njobs:\n  - name: j\n    mode: singleton\n    only: [h]\n    exec: {command: [\"true\"]}": "not allowed for singleton jobs",
+	} {
+		_, err := Load([]byte("redis: {url: \"redis://127.0.0.1:6379/0\"}\n" + yaml + "\n"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s:\n%v\nwant an error saying %q", yaml, err, want)
 		}
 	}
 }

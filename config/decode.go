@@ -97,6 +97,7 @@ func loadSections(data []byte, file, path string, lookup func(string) (string, b
 		// once: a value that failed to decode keeps its default, and add
 		// drops further problems at a path that already has one. Only a
 		// file that did not parse is not validated.
+		cfg.File = path // a calendar file is read beside it
 		v := &validator{decoder: d, cfg: &cfg, now: now}
 		v.validate()
 	}

@@ -29,8 +29,10 @@
 //
 // A [Job]: its [Mode] (cron, local, singleton), what it runs ([ExecSpec],
 // [HTTPSpec] or [HandlerSpec]), its [Concurrency], its [Catchup] policy
-// ([CatchupSkip], [CatchupLatest], [CatchupAll]), its [DST] policy and a
-// singleton's restart [Backoff].
+// ([CatchupSkip], [CatchupLatest], [CatchupAll]), its [DST] policy, the
+// calendars it excludes or runs only on (a [CalendarSpec] each, by name;
+// [Config.ExcludedBy] says why a tick is left out) and a singleton's
+// restart [Backoff].
 //
 // Runtime schedules, jobs kept in Redis beside the list ([JobSource]):
 // [DecodeSchedule] checks a definition, [ScheduleDocument] stores it and

@@ -137,6 +137,7 @@ func (v *validator) validate() {
 	if c.Scheduler.RetentionMargin < 0 {
 		v.errf("scheduler.retention_margin", "must be >= 0, got %s", c.Scheduler.RetentionMargin)
 	}
+	v.calendars()
 	firstLine := map[string]int{}
 	for i := range c.Jobs {
 		j := &c.Jobs[i]
@@ -309,7 +310,7 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 
 // Keys that mean nothing for some modes.
 var (
-	scheduleKeys = []string{"schedule", "timezone", "dst", "catchup", "catchup_max", "jitter", "starting_deadline", "at", "max_runs"}
+	scheduleKeys = []string{"schedule", "timezone", "dst", "exclude", "only", "catchup", "catchup_max", "jitter", "starting_deadline", "at", "max_runs"}
 	queueKeys    = []string{"queue", "max_retry", "retry_backoff"}
 )
 
@@ -522,6 +523,11 @@ func (v *validator) jobSchedule(p string, j *Job, mode Mode) {
 		if j.DST != "" {
 			v.errf(at("dst"), "not for a one-shot job: its instant is absolute")
 		}
+		for _, k := range []string{"exclude", "only"} {
+			if v.set(at(k)) {
+				v.errf(at(k), "not for a one-shot job: its one instant is given")
+			}
+		}
 		v.oneShot(p, j)
 		return
 	}
@@ -553,6 +559,13 @@ func (v *validator) jobSchedule(p string, j *Job, mode Mode) {
 	sched, bounds, ok := v.window(p, j, sched)
 	if !ok {
 		return
+	}
+	if days, ok := v.jobDays(p, j); ok {
+		j.Unfiltered, sched = sched, schedule.OnDays(sched, j.Location, days)
+		if sched.Next(calendarCheckFrom).IsZero() {
+			v.errf(at("schedule"), "%q has no tick on a day its exclude and only calendars leave", j.Schedule)
+			return
+		}
 	}
 	j.Sched = sched
 	v.spacing(p, j, sched, bounds)

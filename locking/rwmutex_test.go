@@ -791,14 +791,17 @@ func TestExtensionDoesNotWaitForHungMinority(t *testing.T) {
 	a := newVia(t, servers) // master timeout 1s
 	ctx := testCtx(t)
 	m, _ := a.RWMutex("rv-hung")
-	r, err := m.RLock(ctx, 900*time.Millisecond) // extended every 300ms, with 600ms left
+	// extended every second, with 2s left: a margin the test's own load
+	// (race-instrumented packages in parallel, a busy core) does not eat,
+	// as it ate 600ms of a 900ms lease once
+	r, err := m.RLock(ctx, 3*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := a.proxies[0].Blackhole(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond) // real time: past the 900ms lease's validity, which only extensions confirmed by Redis keep
+	time.Sleep(3500 * time.Millisecond) // real time: past the 3s lease's validity, which only extensions confirmed by Redis keep
 	err = r.Err()
 	restore(t, a.proxies[0])
 	if err != nil {

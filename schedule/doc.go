@@ -3,8 +3,8 @@
 // 5m), calendar days (L, D#N, DL, weekday 7), fixed instants, windows
 // (Window, Once), the catch-up policy of the ticks a job missed
 // (Catchup), a job's rule on days the clocks change (DST, ParseDST; Marks
-// says how a change touched each tick), and H, a value picked from the
-// job's name (Hashed). It is a leaf of the standard library and robfig/cron: the job
+// says how a change touched each tick), business calendars (Calendar,
+// Days, OnDays), and H, a value picked from the job's name (Hashed). It is a leaf of the standard library and robfig/cron: the job
 // list (package config), the scheduler and a program that only reads or
 // checks specs share it without linking Redis clients or exporters.
 //

@@ -141,8 +141,13 @@ func Marks(s Schedule, spec string, loc *time.Location, dst DST, after time.Time
 			break
 		}
 		for x := all.Next(prev); !x.IsZero() && x.Before(t) && passed < n; x = all.Next(x) {
-			out = append(out, markOf(wall, loc, x, false))
-			passed++
+			// what the policy passes over: a repeated time's second copy,
+			// a skipped time's jump; a plain time left out is s's own
+			// doing (its calendars or window), not the policy's
+			if m := markOf(wall, loc, x, false); m.Copy == 2 || len(m.Skipped) > 0 {
+				out = append(out, m)
+				passed++
+			}
 		}
 		m := markOf(wall, loc, t, true)
 		if !jumps && len(m.Skipped) > 0 {

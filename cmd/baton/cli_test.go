@@ -16,7 +16,7 @@ func TestUnknownFlagSaysWhatToType(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"pause", "a", "--notes", "vendor fix"}, "baton pause: unknown flag --notes for baton pause; did you mean --note?\nusage: baton pause [--config FILE] [--note TEXT] [--by NAME] JOB...\n"},
+		{[]string{"pause", "a", "--notes", "vendor fix"}, "baton pause: unknown flag --notes for baton pause; did you mean --note?\nusage: baton pause [--config FILE] [--note TEXT] [--by NAME] [--for DURATION | --until TIME] JOB...\n"},
 		{[]string{"history", "a", "--confg", cfg}, "did you mean --config?\nusage: baton history "},
 		{[]string{"next", "--jbo", "a"}, "unknown flag --jbo for baton next; did you mean --job?"},
 		{[]string{"status", "--dry-run"}, "unknown flag --dry-run for baton status; --dry-run is a flag of baton backfill\n"},

@@ -105,7 +105,7 @@ func runNext(fs *flagSet, o *nextOpts, args []string, stdout, stderr io.Writer) 
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
-		printNext(stdout, &list[i], after, o.n)
+		printNext(stdout, cfg, &list[i], after, o.n)
 	}
 	return 0
 }
@@ -151,12 +151,19 @@ func nextSpec(fs *flagSet, o *nextOpts, spec string, after time.Time, stdout, st
 	if err != nil {
 		return usageExit("next", usagef("%s", err.Error()), stderr)
 	}
-	printNext(stdout, &config.Job{Name: name, Schedule: spec, Hashed: hashed, Location: loc, DST: dst, Sched: sched}, after, o.n)
+	printNext(stdout, nil, &config.Job{Name: name, Schedule: spec, Hashed: hashed, Location: loc, DST: dst, Sched: sched}, after, o.n)
 	return 0
 }
 
-// printNext prints job j's header line and its next n ticks after after.
-func printNext(w io.Writer, j *config.Job, after time.Time, n int) {
+// Between two ticks baton next lists at most maxExcludedShown of the
+// spec's ticks that the calendars leave out, and counts up to
+// maxExcludedCounted more.
+const maxExcludedShown, maxExcludedCounted = 10, 10000
+
+// printNext prints job j's header line and its next n ticks after after,
+// with the ticks of its spec that its calendars (in cfg; nil: none) or its
+// DST policy leave out.
+func printNext(w io.Writer, cfg *config.Config, j *config.Job, after time.Time, n int) {
 	if j.Sched == nil {
 		fmt.Fprintf(w, "%s: %s, no schedule (runs continuously)\n", j.Name, j.Mode)
 		return
@@ -168,6 +175,12 @@ func printNext(w io.Writer, j *config.Job, after time.Time, n int) {
 	extra := paused
 	if j.DST != "" && j.DST != schedule.DSTVixie {
 		extra += fmt.Sprintf(" (dst: %s)", j.DST)
+	}
+	if len(j.Exclude) > 0 {
+		extra += " (exclude: " + strings.Join(j.Exclude, ", ") + ")"
+	}
+	if len(j.Only) > 0 {
+		extra += " (only: " + strings.Join(j.Only, ", ") + ")"
 	}
 	if j.MaxRuns > 0 {
 		extra += fmt.Sprintf(" (max_runs %d: stops after that many dispatched ticks, see baton status)", j.MaxRuns)
@@ -202,8 +215,28 @@ func printNext(w io.Writer, j *config.Job, after time.Time, n int) {
 	}
 	_, prev := after.In(j.Location).Zone()
 	ran := 0
+	last := after
 	for _, m := range marks {
 		local := m.At.In(j.Location)
+		if m.Ran && j.Unfiltered != nil && cfg != nil {
+			// the spec's ticks before this one that a calendar leaves out
+			shown, more := 0, 0
+			for u := j.Unfiltered.Next(last); !u.IsZero() && u.Before(m.At) && more < maxExcludedCounted; u = j.Unfiltered.Next(u) {
+				why := cfg.ExcludedBy(j, u)
+				switch {
+				case why == "":
+				case shown < maxExcludedShown:
+					fmt.Fprintf(w, "  not run: %s  (excluded: %s)\n", u.In(j.Location).Format(time.RFC3339), why)
+					shown++
+				default:
+					more++
+				}
+			}
+			if more > 0 {
+				fmt.Fprintf(w, "  not run: %d more ticks the calendars leave out\n", more)
+			}
+			last = m.At
+		}
 		if !m.Ran {
 			fmt.Fprintf(w, "  not run: %s  (%s; dst: %s)\n", notRunWhen(m, local), notRunWhy(m), dst)
 			continue

@@ -84,3 +84,30 @@ func TestNextOfARuntimeSchedule(t *testing.T) {
 		t.Fatalf("next --job of an absent schedule: %d %q", code, errs)
 	}
 }
+
+// baton next lists the ticks a job's calendars leave out, and which one.
+func TestNextShowsWhatCalendarsRemove(t *testing.T) {
+	cfg := writeConfig(t, `redis: {url: "redis://127.0.0.1:6379/0"}
+timezone: Europe/Berlin
+calendars:
+  holidays: {dates: [2026-12-24, 2026-12-25]}
+  business-days: {weekdays: [mon, tue, wed, thu, fri]}
+jobs:
+  - name: report
+    schedule: "0 9 * * *"
+    exclude: [holidays]
+    only: [business-days]
+    exec: {command: ["true"]}
+`)
+	want := `report: "0 9 * * *" in Europe/Berlin (exclude: holidays) (only: business-days)
+  not run: 2026-12-24T09:00:00+01:00  (excluded: holidays)
+  not run: 2026-12-25T09:00:00+01:00  (excluded: holidays)
+  not run: 2026-12-26T09:00:00+01:00  (excluded: not in business-days)
+  not run: 2026-12-27T09:00:00+01:00  (excluded: not in business-days)
+  2026-12-28T09:00:00+01:00
+  2026-12-29T09:00:00+01:00
+`
+	if code, out, errs := runIn("next", "--config", cfg, "-n", "2", "--from", "2026-12-23T12:00:00+01:00"); code != 0 || out != want {
+		t.Errorf("next: %d %q\n got:\n%s\nwant:\n%s", code, errs, out, want)
+	}
+}

@@ -170,7 +170,7 @@ jobs:
 		{[]string{"pause", "--by", "a\nb", "a"}, "one printable line"},
 		{[]string{"pause", "--by", "", "a"}, "say who pauses it"},
 		{[]string{"pause", "--catch-up", "a"}, "unknown flag --catch-up for baton pause; --catch-up is a flag of baton resume\nusage: baton pause "},
-		{[]string{"resume", "--note", "x", "a"}, "unknown flag --note for baton resume; --note is a flag of baton pause\nusage: baton resume "},
+		{[]string{"resume", "--note", "x", "a"}, "unknown flag --note for baton resume; --note is a flag of baton pause, baton skip\nusage: baton resume "},
 		{[]string{"resume", "--catch-up", "l"}, `job "l" is a local job: only cron jobs can catch up`},
 	} {
 		code, _, errs := runIn(append(tc.args[:1:1], append([]string{"--config", cfg}, tc.args[1:]...)...)...)
