@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/schedule"
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/strictyaml"
+	"github.com/batonhq/baton/schedule"
 )
 
 // minimal is the smallest useful config; it must load as written.
@@ -1014,16 +1014,16 @@ jobs:
 		t.Errorf("Unfiltered does not keep the spec's own ticks")
 	}
 	for yaml, want := range map[string]string{
-		"calendars: {h: {dates: [2026-13-01]}}\njobs: []": `calendars.h.dates[0]: "2026-13-01" is no date`,
+		"calendars: {h: {dates: [2026-13-01]}}\njobs: []":              `calendars.h.dates[0]: "2026-13-01" is no date`,
 		"calendars: {h: {ranges: [2026-12-31..2026-12-01]}}\njobs: []": "the range ends (2026-12-01) before it starts",
-		"calendars: {h: {ranges: [2026-12-31]}}\njobs: []": "want FROM..TO",
-		"calendars: {h: {weekdays: [caturday]}}\njobs: []": `"caturday" is no weekday`,
-		"calendars: {h: {}}\njobs: []": "calendars.h: empty",
-		"calendars: {H: {dates: [2026-12-24]}}\njobs: []": "invalid calendar name",
-		"calendars: {h: {file: missing.txt}}\njobs: []": "cannot read missing.txt",
+		"calendars: {h: {ranges: [2026-12-31]}}\njobs: []":             "want FROM..TO",
+		"calendars: {h: {weekdays: [caturday]}}\njobs: []":             `"caturday" is no weekday`,
+		"calendars: {h: {}}\njobs: []":                                 "calendars.h: empty",
+		"calendars: {H: {dates: [2026-12-24]}}\njobs: []":              "invalid calendar name",
+		"calendars: {h: {file: missing.txt}}\njobs: []":                "cannot read missing.txt",
 		"calendars: {h: {dates: [2026-12-24]}}\njobs:\n  - name: j\n    schedule: \"@daily\"\n    exclude: [holidays]\n    exec: {command: [\"true\"]}": `job "j": exclude[0]: no calendar "holidays": the calendars are h`,
-		"calendars: {h: {weekdays: [mon]}}\njobs:\n  - name: j\n    schedule: \"0 9 * * 2\"\n    only: [h]\n    exec: {command: [\"true\"]}": "has no tick on a day its exclude and only calendars leave",
-		"calendars: {h: {weekdays: [mon]}}\njobs:\n  - name: j\n    mode: singleton\n    only: [h]\n    exec: {command: [\"true\"]}": "not allowed for singleton jobs",
+		"calendars: {h: {weekdays: [mon]}}\njobs:\n  - name: j\n    schedule: \"0 9 * * 2\"\n    only: [h]\n    exec: {command: [\"true\"]}":            "has no tick on a day its exclude and only calendars leave",
+		"calendars: {h: {weekdays: [mon]}}\njobs:\n  - name: j\n    mode: singleton\n    only: [h]\n    exec: {command: [\"true\"]}":                    "not allowed for singleton jobs",
 	} {
 		_, err := Load([]byte("redis: {url: \"redis://127.0.0.1:6379/0\"}\n" + yaml + "\n"))
 		if err == nil || !strings.Contains(err.Error(), want) {
