@@ -152,6 +152,10 @@ type JobStatus struct {
 	// Hashed); empty when it has none.
 	Hashed   string `json:"hashed,omitempty"`
 	Timezone string `json:"timezone,omitempty"`
+	// Exclude and Only name the calendars whose days it excludes or runs
+	// only on (config.Job's).
+	Exclude []string `json:"exclude,omitempty"`
+	Only    []string `json:"only,omitempty"`
 	// At is a one-shot job's single tick (RFC 3339, as configured).
 	At string `json:"at,omitempty"`
 	// Next is its next tick (zero for a singleton or a spec with none).
@@ -362,7 +366,7 @@ func leadersByJob(holders []singleton.Holder) map[string]*locking.Leader {
 // its runs and its leader. The warning is a pause flag found on some lock
 // masters but not on a majority; "" when there is none.
 func (r *statusReads) jobStatus(j *config.Job) (js JobStatus, warning string) {
-	js = JobStatus{Name: j.Name, Mode: string(j.Mode), Schedule: j.Schedule, Hashed: j.Hashed, Timezone: j.Location.String()}
+	js = JobStatus{Name: j.Name, Mode: string(j.Mode), Schedule: j.Schedule, Hashed: j.Hashed, Timezone: j.Location.String(), Exclude: j.Exclude, Only: j.Only}
 	r.ticks(j, &js)
 	warning = r.pause(j, &js)
 	r.runs(j, &js)
