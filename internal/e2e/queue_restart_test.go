@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -132,6 +134,7 @@ jobs:
 			}
 			if tc.keep {
 				if err := h.Check(); err != nil {
+					logTicksOf(t, reps, err)
 					t.Fatal(err)
 				}
 				return
@@ -157,5 +160,27 @@ jobs:
 				t.Fatalf("after the restart and its quarantine: %v", err)
 			}
 		})
+	}
+}
+
+// tickInError finds the ticks a histcheck error names (job@RFC3339).
+var tickInError = regexp.MustCompile(`@(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)`)
+
+// logTicksOf logs what each replica's log says of the ticks err names, so
+// that a failure seen once (under load) can be read afterwards.
+func logTicksOf(t *testing.T, reps []*proc, err error) {
+	t.Helper()
+	for _, m := range tickInError.FindAllStringSubmatch(err.Error(), 5) {
+		for _, p := range reps {
+			b, rerr := os.ReadFile(p.log.Name())
+			if rerr != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, m[1]) {
+					t.Logf("%s: %s", p.name, line)
+				}
+			}
+		}
 	}
 }
