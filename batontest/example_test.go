@@ -67,3 +67,35 @@ jobs:
 	// Output:
 	// @report/tenant-42 Mon 08:00 {"tenant":42}
 }
+
+// A business calendar and a DST policy on the fake clock: the report runs
+// on the days that are no holiday, once on the day the clocks go back.
+func ExampleEnv_calendars() {
+	batontest.Run(os.Stdout, func(t testing.TB) {
+		reg := jobs.NewRegistry()
+		_ = reg.HandleFunc("report", func(_ context.Context, run jobs.Run) error {
+			fmt.Println("report for", run.Tick.In(berlin).Format("Mon 02 Jan 15:04 MST"))
+			return nil
+		})
+		start := time.Date(2030, 10, 24, 12, 0, 0, 0, time.UTC) // a Thursday
+		env := batontest.Load(t, `
+timezone: Europe/Berlin
+calendars:
+  holidays: {dates: [2030-10-25]}
+jobs:
+  - name: report
+    schedule: "30 2 * * *"
+    dst: once
+    exclude: [holidays]
+    handler: {name: report}
+`, batontest.WithHandlers(reg), batontest.WithStart(start))
+		env.AdvanceTo(t, time.Date(2030, 10, 28, 12, 0, 0, 0, time.UTC))
+		env.RequireNotDispatched(t, "report", time.Date(2030, 10, 25, 0, 30, 0, 0, time.UTC))
+	})
+	// Output:
+	// report for Sat 26 Oct 02:30 CEST
+	// report for Sun 27 Oct 02:30 CEST
+	// report for Mon 28 Oct 02:30 CET
+}
+
+var berlin, _ = time.LoadLocation("Europe/Berlin")
