@@ -28,6 +28,7 @@ import (
 	"github.com/batonhq/baton/internal/worker"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
+	"github.com/batonhq/baton/schedule"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -156,6 +157,8 @@ type JobStatus struct {
 	// only on (config.Job's).
 	Exclude []string `json:"exclude,omitempty"`
 	Only    []string `json:"only,omitempty"`
+	// DST is its policy on days the clocks change, when not vixie.
+	DST string `json:"dst,omitempty"`
 	// At is a one-shot job's single tick (RFC 3339, as configured).
 	At string `json:"at,omitempty"`
 	// Next is its next tick (zero for a singleton or a spec with none).
@@ -367,6 +370,9 @@ func leadersByJob(holders []singleton.Holder) map[string]*locking.Leader {
 // masters but not on a majority; "" when there is none.
 func (r *statusReads) jobStatus(j *config.Job) (js JobStatus, warning string) {
 	js = JobStatus{Name: j.Name, Mode: string(j.Mode), Schedule: j.Schedule, Hashed: j.Hashed, Timezone: j.Location.String(), Exclude: j.Exclude, Only: j.Only}
+	if j.DST != "" && j.DST != schedule.DSTVixie {
+		js.DST = string(j.DST)
+	}
 	r.ticks(j, &js)
 	warning = r.pause(j, &js)
 	r.runs(j, &js)

@@ -70,6 +70,7 @@ func newRoot(c *cli) *cobra.Command {
 	)
 	if next, _, err := root.Find([]string{"next"}); err == nil {
 		_ = next.RegisterFlagCompletionFunc("job", jobNames(-1, withTicks))
+		_ = next.RegisterFlagCompletionFunc("dst", cobra.FixedCompletions([]cobra.Completion{"vixie", "once", "skip", "both"}, cobra.ShellCompDirectiveNoFileComp))
 	}
 	return root
 }

@@ -50,6 +50,8 @@ jobs:
 		{nil, []string{"history", "--config", cfg, "report", ""}, ""},
 		{nil, []string{"backfill", "--config", cfg, "--from", "2026-01-01T00:00:00Z", "r"}, "report rebuild"},
 		{nil, []string{"next", "--config", cfg, "--job", ""}, "report rebuild cleanup"},
+		{nil, []string{"next", "@daily", "--dst", ""}, "vixie once skip both"},
+		{nil, []string{"skip", "--config", cfg, "r"}, "report rebuild"},
 		{[]string{"BATON_CONFIG=" + cfg}, []string{"pause", "cl"}, "cleanup"},
 		{[]string{"BATON_CONFIG=" + cfg + ".missing"}, []string{"pause", ""}, ""},
 		{nil, []string{"status", ""}, ""},
