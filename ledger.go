@@ -293,7 +293,7 @@ func (c *Cluster) ledgers(ctx context.Context, js []*config.Job, from, to time.T
 			}
 		}
 		for _, w := range warnings {
-			if strings.Contains(w, strconv.Quote(j.Name)) || !strings.HasPrefix(w, "jobs: read the history of ") {
+			if strings.Contains(w, strconv.Quote(j.Name)) || !strings.HasPrefix(w, history.ReadError) {
 				l.Warnings = append(l.Warnings, w)
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/internal/wiring"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
@@ -952,5 +953,36 @@ func TestTicksRecordedMissedWithinTheirDeadlineSayTheCatchUpLeftThemOut(t *testi
 		!strings.Contains(lt.Reason, "catch-up policy "+string(j.Catchup)) {
 		t.Errorf("tick %v, %s within its deadline (%s): %s %q, want missed, left out by the catch-up policy %s",
 			lt.Tick, now.Sub(left), j.StartingDeadline, lt.Outcome, lt.Reason, j.Catchup)
+	}
+}
+
+// A job whose history holds an entry baton did not write gets the warning
+// in its own ledger, not in every job's of the same read.
+func TestACorruptHistoryWarnsOnlyItsOwnJobsLedger(t *testing.T) {
+	srv := redistest.New(t)
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: lw
+jobs:
+  - {name: a, schedule: "@every 1m", exec: {command: ["true"]}}
+  - {name: b, schedule: "@every 1m", exec: {command: ["true"]}}
+`, srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := openCluster(t, cfg)
+	ctx := context.Background()
+	if err := srv.TestClient(t).XAdd(ctx, &redis.XAddArgs{Stream: runlog.Key("lw", "a"), Values: []any{"ev", "finished", "tick", "yesterday", "run", "r1", "status", "ok"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := c.TicksAll(ctx, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		warned := len(l.Warnings) > 0
+		if warned != (l.Job == "a") {
+			t.Errorf("job %s's ledger warnings %q: want the corrupt history's warning on job a's alone", l.Job, l.Warnings)
+		}
 	}
 }

@@ -24,6 +24,10 @@ import (
 	"github.com/batonhq/baton/jobs"
 )
 
+// ReadError begins the error of a job's history that could not be read,
+// before the job's quoted name: a caller that reads several tells whose.
+const ReadError = "history: read the history of "
+
 // Read returns up to n of job's newest runs and not-run ticks, newest
 // tick first, from the queue Redis rdb. n <= 0 means all that are kept. An
 // entry whose tick, attempt, fence, exit code or HTTP status does not parse
@@ -69,13 +73,13 @@ func readJobs(ctx context.Context, rdb redis.UniversalClient, ns string, names [
 	for i, job := range names {
 		msgs, err := cmds[i].Result()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("history: read the history of %q: %w", job, err))
+			errs = append(errs, fmt.Errorf(ReadError+"%q: %w", job, err))
 			continue
 		}
 		slices.Reverse(msgs) // oldest first: later events overwrite earlier ones
 		recs, err := fold(job, runlog.Key(ns, job), msgs)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("history: read the history of %q: %w", job, err))
+			errs = append(errs, fmt.Errorf(ReadError+"%q: %w", job, err))
 		}
 		if n > 0 && len(recs) > n {
 			recs = recs[:n]
@@ -274,7 +278,7 @@ func Coverages(ctx context.Context, rdb redis.UniversalClient, cfg *config.Confi
 		first, err := cmds[i].Result()
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("history: read the history of %q: %w", job, err))
+			errs = append(errs, fmt.Errorf(ReadError+"%q: %w", job, err))
 			continue
 		case len(first) == 0:
 			out[job] = now
