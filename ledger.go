@@ -69,6 +69,7 @@ const (
 	OutcomeStopped     Outcome = "stopped"     // stopped on request: its runtime schedule was deleted with its runs stopped
 	OutcomeDue         Outcome = "due"         // due, within its starting deadline, not claimed yet
 	OutcomeNotDue      Outcome = "not_due"     // in the future
+	OutcomeExcluded    Outcome = "excluded"    // a tick of the spec on a day the job's calendars leave out: not due
 	OutcomeUnknown     Outcome = "unknown"     // before KnownFrom, or a run whose end was never recorded
 )
 
@@ -309,8 +310,30 @@ func (c *Cluster) ledgers(ctx context.Context, js []*config.Job, from, to time.T
 		}
 		b := ledgerBuilder{cfg: c.cfg, job: j, now: now, known: l.KnownFrom, histFrom: since[j.Name], records: records[j.Name], pausedNow: note, replicas: replicas, deployed: deployed}
 		l.Ticks = b.build(scheduled[i], inWindow(histories[j.Name], l.From, l.To))
+		l.Ticks = withExcluded(c.cfg, j, l, scheduled[i])
 	}
 	return ls, nil
+}
+
+// withExcluded adds to l's ticks the ticks of j's spec in l's window that
+// its calendars leave out (at most MaxLedgerTicks in all), each excluded
+// with the calendars that leave it out.
+func withExcluded(cfg *config.Config, j *config.Job, l *TickLedger, scheduled []time.Time) []LedgerTick {
+	if j.Unfiltered == nil {
+		return l.Ticks
+	}
+	out := l.Ticks
+	for _, t := range scheduler.Ticks(j.Unfiltered, l.From.Add(-time.Nanosecond), l.To, MaxLedgerTicks) {
+		if len(out) >= MaxLedgerTicks {
+			break
+		}
+		if _, found := slices.BinarySearchFunc(scheduled, t, time.Time.Compare); found {
+			continue
+		}
+		out = append(out, LedgerTick{Tick: t.UTC(), Outcome: OutcomeExcluded, Reason: "excluded: " + cfg.ExcludedBy(j, t)})
+	}
+	slices.SortStableFunc(out, func(a, b LedgerTick) int { return a.Tick.Compare(b.Tick) })
+	return out
 }
 
 // window is the empty ledger of j over [from, to] with the defaults filled

@@ -145,3 +145,38 @@ jobs:
 		t.Errorf("skip of a singleton = %v", err)
 	}
 }
+
+// The tick ledger lists the ticks a job's calendars leave out as
+// excluded, with the calendar, beside the ticks it has.
+func TestTheLedgerShowsTicksExcludedByACalendar(t *testing.T) {
+	srv := redistest.New(t)
+	today := time.Now().UTC()
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: lex
+calendars:
+  today: {dates: [%s]}
+jobs:
+  - name: daily
+    schedule: "0 0 * * *"
+    exclude: [today]
+    exec: {command: ["true"]}
+`, srv.Addr(), today.Format(time.DateOnly)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := openCluster(t, cfg)
+	midnight := today.Truncate(24 * time.Hour)
+	l, err := c.Ticks(context.Background(), "daily", midnight.Add(-48*time.Hour), midnight.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, lt := range l.Ticks {
+		got = append(got, lt.Tick.Format("01-02")+" "+string(lt.Outcome)+" "+lt.Reason)
+	}
+	want := midnight.Format("01-02") + " excluded excluded: today"
+	if len(got) != 3 || got[2] != want {
+		t.Errorf("ledger %q, want 3 ticks, the last %q", got, want)
+	}
+}
