@@ -1031,3 +1031,43 @@ jobs:
 		}
 	}
 }
+
+// A job's interval (what its jitter must stay below) is that of its own
+// ticks, whatever job of the same spec and zone was read before it:
+// "7 9 * * *" only on Mondays ticks weekly, without a calendar daily.
+func TestJitterIsCheckedAgainstTheJobsOwnIntervalWhenAnotherJobSharesItsSpec(t *testing.T) {
+	_, err := Load([]byte(`redis: {url: "redis://127.0.0.1:6379/0"}
+calendars:
+  mondays: {weekdays: [mon]}
+jobs:
+  - name: weekly
+    schedule: "7 9 * * *"
+    only: [mondays]
+    exec: {command: ["true"]}
+  - name: daily
+    schedule: "7 9 * * *"
+    jitter: 36h
+    starting_deadline: 48h
+    exec: {command: ["true"]}
+`))
+	if err == nil || !strings.Contains(err.Error(), `job "daily": jitter: 36h0m0s is not shorter than the schedule's interval`) {
+		t.Errorf("a daily job with a jitter of 36h after a weekly job of its spec: %v; want its jitter refused", err)
+	}
+	_, err = Load([]byte(`redis: {url: "redis://127.0.0.1:6379/0"}
+calendars:
+  mondays: {weekdays: [mon]}
+jobs:
+  - name: daily
+    schedule: "8 9 * * *"
+    exec: {command: ["true"]}
+  - name: weekly
+    schedule: "8 9 * * *"
+    only: [mondays]
+    jitter: 36h
+    starting_deadline: 48h
+    exec: {command: ["true"]}
+`))
+	if err != nil {
+		t.Errorf("a weekly job with a jitter of 36h after a daily job of its spec: %v; want it loaded", err)
+	}
+}

@@ -636,7 +636,21 @@ func (v *validator) window(p string, j *Job, sched schedule.Schedule) (schedule.
 func (v *validator) spacing(p string, j *Job, sched schedule.Schedule, bounds [2]time.Time) {
 	c := v.cfg
 	at := func(field string) string { return p + "." + field }
-	interval := parsed.interval(j.Schedule, j.Location, bounds, sched, v.now)
+	// keyed by what decides the ticks: the spec as resolved (H), its DST
+	// policy and its calendars' days, beside the zone and the window
+	key := j.Schedule
+	if j.Hashed != "" {
+		key = j.Hashed
+	}
+	key += "\x00" + string(j.DST)
+	for _, name := range slices.Concat(j.Exclude, []string{"\x00"}, j.Only) {
+		if cs := c.Calendars[name]; cs != nil {
+			key += "\x00" + name + "=" + cs.Calendar.String()
+		} else {
+			key += "\x00" + name
+		}
+	}
+	interval := parsed.interval(key, j.Location, bounds, sched, v.now)
 	if interval > 0 && j.Jitter >= interval && j.Jitter > 0 {
 		v.errf(at("jitter"), "%s is not shorter than the schedule's interval (%s): ticks would overlap", j.Jitter, interval)
 	}

@@ -66,7 +66,9 @@ func (s *calendarSchedule) Next(after time.Time) time.Time {
 			break
 		}
 		y, m, d := day.Date()
-		t = time.Date(y, m, d, 0, 0, 0, 0, s.loc).Add(-time.Nanosecond)
+		// the day's first instant: its midnight's first occurrence when the
+		// clocks show it twice (time.Date may give the second)
+		t = resolveWall(time.Date(y, m, d, 0, 0, 0, 0, time.UTC), s.loc).Add(-time.Nanosecond)
 		if !t.After(n) { // a midnight before n (a fall-back across midnight)
 			t = n
 		}

@@ -137,7 +137,9 @@ func (s *daysSchedule) Next(after time.Time) time.Time {
 				return time.Time{}
 			}
 		}
-		t = time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, s.loc).Add(-time.Nanosecond)
+		// the day's first instant: its midnight's first occurrence when the
+		// clocks show it twice (time.Date may give the second)
+		t = resolveWall(day, s.loc).Add(-time.Nanosecond)
 		if !t.After(n) { // a midnight before n (a fall-back across midnight)
 			t = n
 		}

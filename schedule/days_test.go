@@ -94,3 +94,45 @@ func TestCalendarDays(t *testing.T) {
 		t.Errorf("a calendar of no day lets %s through", got)
 	}
 }
+
+// A day whose midnight its zone's clocks show twice (Amman, 29 October
+// 2021: 01:00 +03 back to 00:00 +02) keeps its ticks of the first copy of
+// that hour when the day before is excluded: OnDays goes on from the day's
+// start, and that start is the first midnight, not the second.
+func TestOnDaysKeepsTheTicksOfARepeatedMidnightAfterAnExcludedDay(t *testing.T) {
+	amman, err := time.LoadLocation("Asia/Amman")
+	if err != nil {
+		t.Fatal(err)
+	}
+	thursday := &Calendar{}
+	thursday.AddDate(time.Date(2021, 10, 28, 0, 0, 0, 0, time.UTC))
+	for _, spec := range []string{"30 0 * * *", "*/20 0 * * *"} {
+		for _, dst := range []DST{DSTVixie, DSTOnce, DSTBoth, DSTSkip} {
+			inner, err := ParseDST(spec, amman, dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			days := Days{Exclude: []*Calendar{thursday}}
+			from, to := time.Date(2021, 10, 27, 0, 0, 0, 0, amman), time.Date(2021, 10, 31, 0, 0, 0, 0, amman)
+			got := Ticks(OnDays(inner, amman, days), from, to, 100)
+			var want []time.Time
+			for _, tk := range Ticks(inner, from, to, 100) {
+				if days.Allows(tk.In(amman)) {
+					want = append(want, tk)
+				}
+			}
+			if !slices.EqualFunc(got, want, time.Time.Equal) {
+				t.Errorf("%q dst %s in Amman, 28 October 2021 excluded:\n got  %v\n want %v", spec, dst, got, want)
+			}
+		}
+	}
+	// the calendar days of a spec meet the same midnight (5#5: the fifth
+	// Friday, 29 October 2021)
+	s, err := Parse("30 0 * * 5#5", amman)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Next(time.Date(2021, 10, 27, 0, 0, 0, 0, amman)); got.In(amman).Day() != 29 || got.Month() != time.October {
+		t.Errorf("the fifth Friday of October 2021 in Amman: next %s, want the 29th", got.In(amman))
+	}
+}
