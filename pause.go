@@ -355,8 +355,14 @@ func (c *Cluster) catchUp(ctx context.Context, j *config.Job, since time.Time) (
 	}
 	var ticks []time.Time
 	n := 0 // ticks replayed or dispatched already, newest first
+	// a tick skipped on request (baton skip) is recorded paused too: it
+	// stays skipped, whatever the history kept of its skip
+	skipped := c.skippedOn(ctx, j.Name, paused)
 	for _, t := range slices.Backward(paused) {
+		by, skip := skipped[t.UnixMilli()]
 		switch {
+		case skip:
+			res.Skipped = append(res.Skipped, SkippedTick{t, by})
 		case ran[t.UnixMilli()]:
 			res.Decided = append(res.Decided, t)
 			n++

@@ -77,15 +77,20 @@ func (c *Cluster) Skip(ctx context.Context, job string, r SkipRequest) (SkipResu
 	if err != nil {
 		return SkipResult{}, err
 	}
-	keys := make([]string, len(ticks))
-	ttls := make([]any, len(ticks))
+	keys := make([]string, 0, 2*len(ticks))
+	ttls := make([]any, len(ticks), len(ticks)+1)
 	for i, t := range ticks {
-		keys[i] = scheduler.TickKey(c.cfg.Namespace, job, t)
+		keys = append(keys, scheduler.TickKey(c.cfg.Namespace, job, t), skipKey(c.cfg.Namespace, job, t))
 		// as a claim's record: the starting deadline and margins after
 		// the tick, from now
 		ttl := t.Sub(now) + j.StartingDeadline + c.cfg.Scheduler.TickLeaseTTL + 2*c.cfg.MaxClockSkew + c.cfg.Scheduler.RetentionMargin
 		ttls[i] = ttl.Milliseconds()
 	}
+	reason := "skipped by " + r.By
+	if r.Note != "" {
+		reason += ": " + r.Note
+	}
+	ttls = append(ttls, reason)
 	took := make([][]int64, len(c.masters))
 	res := c.eachMaster(ctx, job, true, func(ctx context.Context, m redis.UniversalClient, i int) (err error) {
 		took[i], err = skipScript.Run(ctx, m, keys, ttls...).Int64Slice()
@@ -93,10 +98,6 @@ func (c *Cluster) Skip(ctx context.Context, job string, r SkipRequest) (SkipResu
 	})
 	out := SkipResult{Job: job, Skipped: []time.Time{}, Failures: res.Failures}
 	hist := runlog.NewWriter(c.cfg, c.queue, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	reason := "skipped by " + r.By
-	if r.Note != "" {
-		reason += ": " + r.Note
-	}
 	q := len(c.masters)/2 + 1
 	for k, t := range ticks {
 		yes, taken := 0, 0
@@ -120,6 +121,40 @@ func (c *Cluster) Skip(ctx context.Context, job string, r SkipRequest) (SkipResu
 		}
 	}
 	return out, nil
+}
+
+// skipKey is the key beside a skipped tick's record on the lock masters
+// that says it was skipped, and by whom (lua/skip.lua): a catch-up leaves
+// such a tick out, whatever the history kept of it.
+func skipKey(ns, job string, t time.Time) string { return scheduler.TickKey(ns, job, t) + ":skip" }
+
+// skippedOn returns, of ticks, those a lock master says were skipped
+// (their skip key), with who skipped each and why; a master that does not
+// answer is passed over (a tick skipped on a quorum has its key on a
+// majority).
+func (c *Cluster) skippedOn(ctx context.Context, job string, ticks []time.Time) map[int64]string {
+	out := map[int64]string{}
+	if len(ticks) == 0 {
+		return out
+	}
+	keys := make([]string, len(ticks))
+	for i, t := range ticks {
+		keys[i] = skipKey(c.cfg.Namespace, job, t)
+	}
+	for _, m := range c.masters {
+		mctx, cancel := context.WithTimeout(ctx, statusStep)
+		vals, err := m.MGet(mctx, keys...).Result()
+		cancel()
+		if err != nil {
+			continue
+		}
+		for i, v := range vals {
+			if s, ok := v.(string); ok {
+				out[ticks[i].UnixMilli()] = s
+			}
+		}
+	}
+	return out
 }
 
 // skipTicks returns the ticks of j that r names: its next r.Next after

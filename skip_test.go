@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +179,59 @@ jobs:
 	want := midnight.Format("01-02") + " excluded excluded: today"
 	if len(got) != 3 || got[2] != want {
 		t.Errorf("ledger %q, want 3 ticks, the last %q", got, want)
+	}
+}
+
+// A skipped tick stays skipped once the history has trimmed the record of
+// its skip (a runtime schedule keeps 3 by default; the skip is written
+// before the tick is due, so the runs in between push it out): a resume
+// with catch-up of a pause around it does not replay it.
+func TestASkippedTickIsNotReplayedByACatchUpOnceItsSkipRecordIsTrimmed(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := schedulesConfig(t, srv, "")
+	c := openCluster(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	counter := newRunCounter()
+	reg := jobs.NewRegistry()
+	reg.Register("report", jobs.HandlerFunc(counter.handler))
+	running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("r0"))
+	if _, err := c.PutSchedule(ctx, "report/a", baton.ScheduleSpec{Schedule: "@every 1s", Handler: "report", Concurrency: config.ConcurrencyAllow}); err != nil {
+		t.Fatal(err)
+	}
+	tick := time.Now().Add(8 * time.Second).Truncate(time.Second)
+	res, err := c.Skip(ctx, "@report/a", baton.SkipRequest{By: "alice", Note: "tenant maintenance", Ticks: []time.Time{tick}})
+	if err != nil || len(res.Skipped) != 1 {
+		t.Fatalf("skip %s: %+v %v", tick, res, err)
+	}
+	// paused around the skipped tick, resumed with catch-up after it (real
+	// time: the replica's ticks come by the wall clock)
+	time.Sleep(time.Until(tick.Add(-1500 * time.Millisecond)))
+	if _, err := c.PauseSchedule(ctx, "report/a", baton.PauseNote{By: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(tick.Add(1500 * time.Millisecond)))
+	rr, err := c.ResumeSchedule(ctx, "report/a", true)
+	if err != nil || rr.CatchUp == nil {
+		t.Fatalf("resume with catch-up: %+v %v", rr, err)
+	}
+	if slices.ContainsFunc(rr.CatchUp.Replayed, tick.Equal) {
+		t.Errorf("the catch-up replayed %s, a tick skipped by alice (replayed %v)", tick.UTC().Format(time.RFC3339), rr.CatchUp.Replayed)
+	}
+	if !slices.ContainsFunc(rr.CatchUp.Skipped, func(s baton.SkippedTick) bool {
+		return s.Tick.Equal(tick) && s.Reason == "skipped by alice: tenant maintenance"
+	}) {
+		t.Errorf("the catch-up does not say it left %s skipped by alice: %+v", tick.UTC().Format(time.RFC3339), rr.CatchUp.Skipped)
+	}
+	poll.Require(t, 10*time.Second, "a tick after the resume runs", func() bool {
+		counter.mu.Lock()
+		defer counter.mu.Unlock()
+		return counter.byTick["@report/a "+tick.Add(3*time.Second).UTC().Format(time.RFC3339)] > 0
+	})
+	counter.mu.Lock()
+	n := counter.byTick["@report/a "+tick.UTC().Format(time.RFC3339)]
+	counter.mu.Unlock()
+	if n != 0 {
+		t.Errorf("the skipped tick %s ran %d times", tick.UTC().Format(time.RFC3339), n)
 	}
 }
