@@ -175,7 +175,7 @@ func (c *Cluster) Pause(ctx context.Context, job string, p PauseNote) (PauseResu
 		res.Pause = &note
 	}
 	if res.InEffect {
-		c.notePauseOf(ctx, job, true, res.Pause.At)
+		c.notePauseOf(ctx, job, true, res.Pause.At, res.Pause.Until)
 	}
 	return res, nil
 }
@@ -289,7 +289,7 @@ func (c *Cluster) Resume(ctx context.Context, job string, catchUp bool) (ResumeR
 		return m.Del(ctx, key).Err()
 	})}
 	if res.InEffect {
-		c.notePauseOf(ctx, job, false, time.Time{})
+		c.notePauseOf(ctx, job, false, time.Time{}, time.Time{})
 	}
 	if !catchUp || !res.InEffect {
 		return res, nil // not resumed: the ticks stay paused

@@ -445,7 +445,7 @@ func (c *Cluster) deleteSchedule(ctx context.Context, id string, match schedstor
 		return err
 	})
 	if !kept.Load() {
-		c.notePauseOf(ctx, config.ScheduleJobName(id), false, time.Time{})
+		c.notePauseOf(ctx, config.ScheduleJobName(id), false, time.Time{}, time.Time{})
 	}
 	c.queue.ZRem(ctx, runlog.FailingKey(c.cfg, id), id)
 	// its max_runs count goes with it (a schedule put again under this id

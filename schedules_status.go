@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +30,8 @@ import (
 //	NS:{schedules}:defs     the definitions (schedstore): HLEN counts them
 //	NS:{schedules}:paused   zset id -> when paused (ms), kept by
 //	                        Cluster.Pause and Resume of a runtime schedule
+//	NS:{schedules}:paused-until  zset id -> when its pause ends by itself
+//	                        (ms): the status drops the ids whose end passed
 //	NS:{schedules}:refused  hash replica id -> JSON refusalReport: the
 //	                        schedules each replica refuses to run, and why
 //	NS:{schedules}:failing  zset id -> when its failures began (ms), kept
@@ -104,31 +107,63 @@ type refusalReport struct {
 	First []ScheduleProblem `json:"first,omitempty"` // up to schedulesListed, in id order
 }
 
-func schedulesPausedKey(ns string) string   { return ns + ":{schedules}:paused" }
+func schedulesPausedKey(ns string) string { return ns + ":{schedules}:paused" }
+func schedulesPausedUntilKey(ns string) string {
+	return ns + ":{schedules}:paused-until"
+}
 func schedulesRefusedKey(ns string) string  { return ns + ":{schedules}:refused" }
 func schedulesWentBackKey(ns string) string { return ns + ":{schedules}:went-back" }
 
 // notePauseOf keeps the index of paused runtime schedules that the status
-// counts: job (a runtime schedule's) paused since at, or resumed. Best
-// effort: the pause flags on the lock masters decide, the index only
-// counts them.
-func (c *Cluster) notePauseOf(ctx context.Context, job string, paused bool, at time.Time) {
+// counts: job (a runtime schedule's) paused since at until until (zero:
+// until a resume), or resumed. Best effort: the pause flags on the lock
+// masters decide, the index only counts them.
+func (c *Cluster) notePauseOf(ctx context.Context, job string, paused bool, at, until time.Time) {
 	id, ok := config.ScheduleID(job)
 	if !ok {
 		return
 	}
-	key := schedulesPausedKey(c.cfg.Namespace)
-	if paused {
-		c.queue.ZAddNX(ctx, key, redis.Z{Score: float64(at.UnixMilli()), Member: id})
+	key, untilKey := schedulesPausedKey(c.cfg.Namespace), schedulesPausedUntilKey(c.cfg.Namespace)
+	_, _ = c.queue.Pipelined(ctx, func(p redis.Pipeliner) error {
+		switch {
+		case !paused:
+			p.ZRem(ctx, key, id)
+			p.ZRem(ctx, untilKey, id)
+		case until.IsZero():
+			p.ZAddNX(ctx, key, redis.Z{Score: float64(at.UnixMilli()), Member: id})
+			p.ZRem(ctx, untilKey, id)
+		default:
+			p.ZAddNX(ctx, key, redis.Z{Score: float64(at.UnixMilli()), Member: id})
+			p.ZAdd(ctx, untilKey, redis.Z{Score: float64(until.UnixMilli()), Member: id})
+		}
+		return nil
+	})
+}
+
+// dropEndedPauses takes the runtime schedules whose pause ended by itself
+// out of the paused index (their flags expired on the lock masters).
+func (c *Cluster) dropEndedPauses(ctx context.Context) {
+	ns := c.cfg.Namespace
+	ended, err := c.queue.ZRangeByScore(ctx, schedulesPausedUntilKey(ns), &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(time.Now().UnixMilli(), 10)}).Result()
+	if err != nil || len(ended) == 0 {
 		return
 	}
-	c.queue.ZRem(ctx, key, id)
+	members := make([]any, len(ended))
+	for i, id := range ended {
+		members[i] = id
+	}
+	_, _ = c.queue.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZRem(ctx, schedulesPausedKey(ns), members...)
+		p.ZRem(ctx, schedulesPausedUntilKey(ns), members...)
+		return nil
+	})
 }
 
 // schedulesStatus reads the summary of the runtime schedules: refusals of
 // the live replicas (members) only.
 func (c *Cluster) schedulesStatus(ctx context.Context, members []roster.Member) (*SchedulesStatus, error) {
 	ns := c.cfg.Namespace
+	c.dropEndedPauses(ctx)
 	var (
 		paused       *redis.IntCmd
 		counts       []*redis.IntCmd // failing, by shard

@@ -653,3 +653,31 @@ func TestRuntimeScheduleDSTPolicy(t *testing.T) {
 		t.Errorf("dst twice = %v, want it refused naming dst", err)
 	}
 }
+
+// A runtime schedule paused until an instant is counted paused by the
+// status while the pause lasts, and no more once it has ended by itself
+// (its flags expired on the lock masters, without a resume).
+func TestRuntimeSchedulePauseWithAnEndLeavesTheStatusCountWhenItEnds(t *testing.T) {
+	srv := redistest.New(t)
+	c := openCluster(t, schedulesConfig(t, srv, ""))
+	ctx := context.Background()
+	if _, err := c.PutSchedule(ctx, "report/a", baton.ScheduleSpec{Schedule: "0 9 * * *", Handler: "report"}); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(1500 * time.Millisecond)
+	if res, err := c.PauseSchedule(ctx, "report/a", baton.PauseNote{By: "ops", Until: end}); err != nil || !res.InEffect {
+		t.Fatalf("pause until %s: %+v %v", end, res, err)
+	}
+	st, err := c.Status(ctx)
+	if err != nil || st.Schedules == nil || st.Schedules.Paused != 1 {
+		t.Fatalf("while paused: %+v %v, want 1 paused", st.Schedules, err)
+	}
+	poll.Require(t, 10*time.Second, "the pause's flags expire", func() bool {
+		s, err := c.GetSchedule(ctx, "report/a", 0)
+		return err == nil && s.Paused == nil
+	})
+	st, err = c.Status(ctx)
+	if err != nil || st.Schedules.Paused != 0 || len(st.Schedules.PausedFirst) != 0 {
+		t.Errorf("after the pause ended by itself, the status counts %d paused %v (%v), want none", st.Schedules.Paused, st.Schedules.PausedFirst, err)
+	}
+}
