@@ -32,6 +32,39 @@ type CalendarSpec struct {
 	File string `yaml:"file"`
 	// Calendar is the set of days, built by Load.
 	Calendar *schedule.Calendar `yaml:"-"`
+	// Path is File as read (beside the config file), set by Load.
+	Path string `yaml:"-"`
+}
+
+// CalendarFiles are the paths of the calendar files the config read, in
+// the calendars' name order: what a reload reads again beside the config.
+func (c *Config) CalendarFiles() []string {
+	names := make([]string, 0, len(c.Calendars))
+	for n, cs := range c.Calendars {
+		if cs != nil && cs.Path != "" {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = c.Calendars[n].Path
+	}
+	return out
+}
+
+// JobDefinition is job j as its definition is compared between replicas
+// and reloads: RedactedJob, and the days of the calendars it names (a
+// calendar whose days differ makes the job differ; a job without one
+// compares as RedactedJob).
+func (c *Config) JobDefinition(j *Job) string {
+	def := c.RedactedJob(j)
+	for _, name := range slices.Concat(j.Exclude, j.Only) {
+		if cs := c.Calendars[name]; cs != nil {
+			def += "\ncalendar " + name + ": " + cs.Calendar.String()
+		}
+	}
+	return def
 }
 
 // calendarCheckFrom is where Load looks for a job's first tick on the days
@@ -92,6 +125,7 @@ func (v *validator) calendars() {
 			if err := v.calendarFile(cal, c.File); err != nil {
 				v.errf(p+".file", "%s", err.Error())
 			}
+			c.Path = v.calendarPath(c.File)
 		}
 		if len(c.Dates)+len(c.Ranges)+len(c.Weekdays) == 0 && c.File == "" {
 			v.errf(p, "empty: give dates, ranges, weekdays or a file")
@@ -125,10 +159,7 @@ func addDay(cal *schedule.Calendar, s string) error {
 // calendarFile adds the dates and ranges of a calendar file to cal; an
 // error names the file and the line.
 func (v *validator) calendarFile(cal *schedule.Calendar, name string) error {
-	path := name
-	if !filepath.IsAbs(path) && v.cfg.File != "" {
-		path = filepath.Join(filepath.Dir(v.cfg.File), path)
-	}
+	path := v.calendarPath(name)
 	st, err := os.Stat(path)
 	switch {
 	case err != nil:
@@ -151,6 +182,15 @@ func (v *validator) calendarFile(cal *schedule.Calendar, name string) error {
 		}
 	}
 	return nil
+}
+
+// calendarPath is where a calendar file named name is read: beside the
+// config file when relative.
+func (v *validator) calendarPath(name string) string {
+	if !filepath.IsAbs(name) && v.cfg.File != "" {
+		return filepath.Join(filepath.Dir(v.cfg.File), name)
+	}
+	return name
 }
 
 // jobDays checks a job's exclude and only lists and returns the days its

@@ -62,7 +62,26 @@ func newLiveReplica(path string, cfg *config.Config, rp *baton.Replica, build fu
 	if err != nil {
 		return nil, err
 	}
-	return &liveReplica{path: path, build: build, log: log, cur: rp, cfg: cfg, sum: sha256.Sum256(data)}, nil
+	return &liveReplica{path: path, build: build, log: log, cur: rp, cfg: cfg, sum: configSum(data, cfg)}, nil
+}
+
+// configSum hashes a config file's content and that of the calendar files
+// cfg read beside it (one that cannot be read hashes as its error): a
+// reload reads them all again when one changed.
+func configSum(data []byte, cfg *config.Config) [32]byte {
+	h := sha256.New()
+	h.Write(data)
+	for _, p := range cfg.CalendarFiles() {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			b = []byte(err.Error())
+		}
+		fmt.Fprintf(h, "\x00%s\x00%d\x00", p, len(b))
+		h.Write(b)
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // Start starts the running replica (see baton.Replica.Start).
@@ -139,7 +158,7 @@ func (l *liveReplica) reload(ctx context.Context, cur running, asked bool) runni
 		l.log.Error("config reload: cannot read the file; keeping the running job list", "config", l.path, "err", err)
 		return cur
 	}
-	sum := sha256.Sum256(data)
+	sum := configSum(data, l.cfg)
 	if sum == l.sum {
 		if asked {
 			l.log.Info("config reload: the file has not changed", "config", l.path)
@@ -175,7 +194,7 @@ func (l *liveReplica) reload(ctx context.Context, cur running, asked bool) runni
 		l.swap(next)
 	}
 	l.mu.Lock()
-	l.cur, l.cfg, l.sum = next, cfg, sum
+	l.cur, l.cfg, l.sum = next, cfg, configSum(data, cfg) // with the files the new config reads
 	l.mu.Unlock()
 	// the new replica claims from now on; the old one stops claiming, runs
 	// for a while the tasks it dispatched (the new replica hands back those
@@ -236,7 +255,7 @@ func diffJobs(a, b *config.Config) (added, removed, changed []string) {
 		switch {
 		case !ok:
 			added = append(added, j.Name)
-		case a.RedactedJob(old) != b.RedactedJob(&j):
+		case a.JobDefinition(old) != b.JobDefinition(&j):
 			changed = append(changed, j.Name)
 		}
 	}

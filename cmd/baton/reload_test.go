@@ -165,3 +165,51 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// A calendar's file (calendars.NAME.file) is part of the job list: a
+// reload after it changed (SIGHUP) reads it again, so a day taken out of
+// an exclude calendar runs the job's ticks again without a restart.
+func TestReloadReadsAChangedCalendarFile(t *testing.T) {
+	srv := redistest.New(t)
+	dir := t.TempDir()
+	today := time.Now().UTC()
+	// today and tomorrow (the test may run across midnight), excluded
+	days := today.Format(time.DateOnly) + "\n" + today.AddDate(0, 0, 1).Format(time.DateOnly) + "\n"
+	if err := os.WriteFile(dir+"/off.txt", []byte(days), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: reloadcal
+calendars:
+  off: {file: off.txt}
+jobs:
+  - name: tick
+    schedule: "@every 1s"
+    exclude: [off]
+    concurrency: allow
+    exec: {command: [sh, -c, 'echo $BATON_TICK >> %s/tick']}
+`, srv.Addr(), dir)
+	if err := os.WriteFile(dir+"/baton.yaml", []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, nil, "run", "--config", dir+"/baton.yaml", "--http", "")
+	time.Sleep(3 * time.Second) // real time: ticks that must not come
+	if n := len(ticksIn(t, dir+"/tick")); n != 0 {
+		t.Fatalf("%d ticks ran on an excluded day", n)
+	}
+	// the days are no longer excluded: the file changes, the config does not
+	if err := os.WriteFile(dir+"/off.txt", []byte("2020-01-01\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if !poll.Until(15*time.Second, func() bool { return len(ticksIn(t, dir+"/tick")) >= 2 }) {
+		t.Errorf("no tick ran in 15s after the calendar file dropped today and SIGHUP; reload log:\n%s", grepLines(p.stderr.String(), "reload"))
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t, 30*time.Second)
+}

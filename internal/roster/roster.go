@@ -173,16 +173,8 @@ func ListJobs(cfg *config.Config) map[string]ListedJob {
 // jobDigest hashes j's definition as `baton validate` prints it (secrets
 // masked), so a digest in Redis reveals nothing a printed config would not.
 func jobDigest(cfg *config.Config, j *config.Job) string {
-	def := cfg.RedactedJob(j)
-	// the days of its calendars decide its ticks as its spec does: a
-	// calendar that differs between lists makes the job differ (a job
-	// without one hashes as before)
-	for _, name := range slices.Concat(j.Exclude, j.Only) {
-		if c := cfg.Calendars[name]; c != nil {
-			def += "\ncalendar " + name + ": " + c.Calendar.String()
-		}
-	}
-	sum := sha256.Sum256([]byte(def))
+	// the days of its calendars decide its ticks as its spec does
+	sum := sha256.Sum256([]byte(cfg.JobDefinition(j)))
 	return hex.EncodeToString(sum[:6])
 }
 
