@@ -447,6 +447,8 @@ func (c *Cluster) deleteSchedule(ctx context.Context, id string, match schedstor
 	if !kept.Load() {
 		c.notePauseOf(ctx, config.ScheduleJobName(id), false, time.Time{}, time.Time{})
 	}
+	// its skips too (baton skip): their ticks are the new one's to run
+	c.unskip(ctx, config.ScheduleJobName(id))
 	c.queue.ZRem(ctx, runlog.FailingKey(c.cfg, id), id)
 	// its max_runs count goes with it (a schedule put again under this id
 	// counts its own: JobRunCountKeys); the count of the id's earlier form

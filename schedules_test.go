@@ -681,3 +681,47 @@ func TestRuntimeSchedulePauseWithAnEndLeavesTheStatusCountWhenItEnds(t *testing.
 		t.Errorf("after the pause ended by itself, the status counts %d paused %v (%v), want none", st.Schedules.Paused, st.Schedules.PausedFirst, err)
 	}
 }
+
+// A runtime schedule deleted and put again under its id is a new one: the
+// ticks skipped of the one deleted (baton skip) do not keep the new one
+// from running, as its pause does not (DeleteSchedule).
+func TestRuntimeSchedulePutAgainRunsTheTicksSkippedOfTheOneDeleted(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := schedulesConfig(t, srv, "")
+	c := openCluster(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spec := baton.ScheduleSpec{Schedule: "@every 1s", Handler: "report"}
+	if _, err := c.PutSchedule(ctx, "report/a", spec); err != nil {
+		t.Fatal(err)
+	}
+	first := time.Now().Add(5 * time.Second).Truncate(time.Second)
+	ticks := []time.Time{first, first.Add(time.Second), first.Add(2 * time.Second)}
+	res, err := c.Skip(ctx, "@report/a", baton.SkipRequest{By: "alice", Note: "tenant 1 maintenance", Ticks: ticks})
+	if err != nil || len(res.Skipped) != 3 {
+		t.Fatalf("skip: %+v %v", res, err)
+	}
+	if err := c.DeleteSchedule(ctx, "report/a", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutSchedule(ctx, "report/a", spec); err != nil {
+		t.Fatal(err)
+	}
+	counter := newRunCounter()
+	reg := jobs.NewRegistry()
+	reg.Register("report", jobs.HandlerFunc(counter.handler))
+	running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("r0"))
+	after := first.Add(4 * time.Second)
+	poll.Require(t, 30*time.Second, "a tick after the skipped ones runs", func() bool {
+		counter.mu.Lock()
+		defer counter.mu.Unlock()
+		return counter.byTick["@report/a "+after.UTC().Format(time.RFC3339)] > 0
+	})
+	counter.mu.Lock()
+	defer counter.mu.Unlock()
+	for _, tk := range ticks {
+		if counter.byTick["@report/a "+tk.UTC().Format(time.RFC3339)] != 1 {
+			t.Errorf("tick %s of the schedule put again did not run: the skip of the one deleted holds it", tk.UTC().Format(time.RFC3339))
+		}
+	}
+}

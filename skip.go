@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -49,6 +50,9 @@ var (
 	//go:embed lua/skip.lua
 	skipSrc    string
 	skipScript = redis.NewScript(skipSrc)
+	//go:embed lua/unskip.lua
+	unskipSrc    string
+	unskipScript = redis.NewScript(unskipSrc)
 )
 
 // Skip records ticks of job as not to run, before they are due: on every
@@ -90,7 +94,11 @@ func (c *Cluster) Skip(ctx context.Context, job string, r SkipRequest) (SkipResu
 	if r.Note != "" {
 		reason += ": " + r.Note
 	}
+	keys = append(keys, skipsKey(c.cfg.Namespace, job))
 	ttls = append(ttls, reason)
+	for _, t := range ticks {
+		ttls = append(ttls, t.UnixMilli())
+	}
 	took := make([][]int64, len(c.masters))
 	res := c.eachMaster(ctx, job, true, func(ctx context.Context, m redis.UniversalClient, i int) (err error) {
 		took[i], err = skipScript.Run(ctx, m, keys, ttls...).Int64Slice()
@@ -127,6 +135,33 @@ func (c *Cluster) Skip(ctx context.Context, job string, r SkipRequest) (SkipResu
 // that says it was skipped, and by whom (lua/skip.lua): a catch-up leaves
 // such a tick out, whatever the history kept of it.
 func skipKey(ns, job string, t time.Time) string { return scheduler.TickKey(ns, job, t) + ":skip" }
+
+// skipsKey is the sorted set of a job's skipped ticks (unix ms) on each
+// lock master.
+func skipsKey(ns, job string) string { return ns + ":{" + job + "}:skips" }
+
+// unskip takes back job's skips on every lock master (lua/unskip.lua):
+// the ticks its set lists that still hold "paused", their skip keys, the
+// set. Best effort, as the delete of a pause is.
+func (c *Cluster) unskip(ctx context.Context, job string) {
+	set := skipsKey(c.cfg.Namespace, job)
+	c.eachMaster(ctx, job, false, func(ctx context.Context, m redis.UniversalClient, _ int) error {
+		ms, err := m.ZRange(ctx, set, 0, -1).Result()
+		if err != nil || len(ms) == 0 {
+			return err
+		}
+		keys := make([]string, 0, 2*len(ms)+1)
+		for _, s := range ms {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				continue // not baton's: the set goes below
+			}
+			t := time.UnixMilli(n)
+			keys = append(keys, scheduler.TickKey(c.cfg.Namespace, job, t), skipKey(c.cfg.Namespace, job, t))
+		}
+		return unskipScript.Run(ctx, m, append(keys, set)).Err()
+	})
+}
 
 // skippedOn returns, of ticks, those a lock master says were skipped
 // (their skip key), with who skipped each and why; a master that does not
