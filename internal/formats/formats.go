@@ -51,6 +51,7 @@ type Format struct {
 var All = []Format{
 	{"tick record", 1, false},
 	{"tick writer", 1, false},
+	{"tick skip", 1, false},
 	{"job mark", 1, false},
 	{"dispatch fence", 1, false},
 	{"counted mark", 1, false},
