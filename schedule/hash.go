@@ -35,7 +35,12 @@ var hashRange = [6]struct {
 // field and what is wrong with its H.
 func Hashed(spec, key string) (string, error) {
 	spec = strings.TrimSpace(spec)
-	if !strings.Contains(spec, "H") || strings.HasPrefix(spec, "@") {
+	switch {
+	case !strings.Contains(spec, "H"):
+		return spec, nil
+	case strings.HasPrefix(spec, "@") && hasHash(spec):
+		return "", fmt.Errorf("schedule: %q: H is for the fields of a cron spec, not for a descriptor: write the fields (H * * * * for an hourly job spread over the hour)", spec)
+	case strings.HasPrefix(spec, "@"):
 		return spec, nil
 	}
 	fields := strings.Fields(spec)

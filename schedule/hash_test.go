@@ -92,6 +92,7 @@ func TestHashedRefusesWhatItCannotExpand(t *testing.T) {
 		"* * H(0-32) * *":   "within 1-31",
 		"* * * * H(0-7)":    "within 0-6",
 		"* H(0-24) * * *":   "hour field",
+		"@every H":          "not for a descriptor",
 	} {
 		_, err := Hashed(spec, "j")
 		if err == nil || !strings.Contains(err.Error(), want) {
