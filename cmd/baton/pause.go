@@ -121,16 +121,10 @@ func runPause(fs *flagSet, o *pauseOpts, args []string, stdout, stderr io.Writer
 	}
 	defer c.Close()
 	for _, job := range args {
-		// the cluster's config also finds the runtime schedules ("@id")
-		j, ok := c.Config().Job(job)
+		j, err := tickedJob(c, job, path, "pause")
 		switch {
-		case !ok && config.IsScheduleJob(job):
-			id, _ := config.ScheduleID(job)
-			return usageExit(name, usagef("no such runtime schedule %q (baton schedules list lists them)", id), stderr)
-		case !ok:
-			return usageExit(name, noJob(c, job, path), stderr)
-		case j.Mode == config.ModeSingleton:
-			return usageExit(name, usagef("job %q is a singleton: it has no ticks to pause", job), stderr)
+		case err != nil:
+			return usageExit(name, err, stderr)
 		case !on && o.catchUp && j.Mode != config.ModeCron:
 			return usageExit(name, usagef("job %q is a %s job: only cron jobs can catch up paused ticks; resume it without --catch-up", job, j.Mode), stderr)
 		}
@@ -174,6 +168,24 @@ func runPause(fs *flagSet, o *pauseOpts, args []string, stdout, stderr io.Writer
 		return 1
 	}
 	return 0
+}
+
+// tickedJob is the job (of the list, or a runtime schedule "@id": the
+// cluster's config finds both) that a command which acts on ticks names,
+// or the usage error of a job it does not know or a singleton, which has
+// no ticks (to verb).
+func tickedJob(c *baton.Cluster, job, path, verb string) (*config.Job, error) {
+	j, ok := c.Config().Job(job)
+	switch {
+	case !ok && config.IsScheduleJob(job):
+		id, _ := config.ScheduleID(job)
+		return nil, usagef("no such runtime schedule %q (baton schedules list lists them)", id)
+	case !ok:
+		return nil, noJob(c, job, path)
+	case j.Mode == config.ModeSingleton:
+		return nil, usagef("job %q is a singleton: it has no ticks to %s", job, verb)
+	}
+	return j, nil
 }
 
 // printPause says how far a pause or resume got; false when not every

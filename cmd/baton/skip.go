@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
-	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redact"
 )
 
@@ -83,15 +82,8 @@ func runSkip(fs *flagSet, o *skipOpts, args []string, stdout, stderr io.Writer) 
 	}
 	defer c.Close()
 	job := args[0]
-	j, ok := c.Config().Job(job)
-	switch {
-	case !ok && config.IsScheduleJob(job):
-		id, _ := config.ScheduleID(job)
-		return usageExit("skip", usagef("no such runtime schedule %q (baton schedules list lists them)", id), stderr)
-	case !ok:
-		return usageExit("skip", noJob(c, job, o.path), stderr)
-	case j.Mode == config.ModeSingleton:
-		return usageExit("skip", usagef("job %q is a singleton: it has no ticks to skip", job), stderr)
+	if _, err := tickedJob(c, job, o.path, "skip"); err != nil {
+		return usageExit("skip", err, stderr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
