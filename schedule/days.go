@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -28,14 +29,17 @@ func civilOf(t time.Time) civil {
 	return civil{y, m, d}
 }
 
-func (c civil) before(o civil) bool {
-	if c.y != o.y {
-		return c.y < o.y
+func (c civil) before(o civil) bool { return c.cmp(o) < 0 }
+
+// cmp orders dates: -1 when c is first, 1 when o is, 0 when they are one.
+func (c civil) cmp(o civil) int {
+	switch {
+	case c.y != o.y:
+		return cmp.Compare(c.y, o.y)
+	case c.m != o.m:
+		return cmp.Compare(c.m, o.m)
 	}
-	if c.m != o.m {
-		return c.m < o.m
-	}
-	return c.d < o.d
+	return cmp.Compare(c.d, o.d)
 }
 
 // AddDate adds the day of d (its year, month and day; the zone is not read).
@@ -164,28 +168,12 @@ func (c *Calendar) String() string {
 	for d := range c.days {
 		days = append(days, d)
 	}
-	slices.SortFunc(days, func(a, b civil) int {
-		if a.before(b) {
-			return -1
-		}
-		if b.before(a) {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(days, civil.cmp)
 	for _, d := range days {
 		fmt.Fprintf(&b, "%04d-%02d-%02d ", d.y, d.m, d.d)
 	}
 	ranges := slices.Clone(c.ranges)
-	slices.SortFunc(ranges, func(a, b [2]civil) int {
-		switch {
-		case a[0].before(b[0]) || a[0] == b[0] && a[1].before(b[1]):
-			return -1
-		case a == b:
-			return 0
-		}
-		return 1
-	})
+	slices.SortFunc(ranges, func(a, b [2]civil) int { return cmp.Or(a[0].cmp(b[0]), a[1].cmp(b[1])) })
 	for _, r := range ranges {
 		fmt.Fprintf(&b, "%04d-%02d-%02d..%04d-%02d-%02d ", r[0].y, r[0].m, r[0].d, r[1].y, r[1].m, r[1].d)
 	}
