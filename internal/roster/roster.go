@@ -34,6 +34,9 @@ type rosterEntry struct {
 	// StartedMS is Member.Started in unix ms (absent until known, and from
 	// older versions).
 	StartedMS int64 `json:"started_ms,omitempty"`
+	// FirstMS is Member.FirstSeen in unix ms (absent until known, and from
+	// older versions).
+	FirstMS int64 `json:"first_ms,omitempty"`
 	Member
 }
 
@@ -118,6 +121,10 @@ type Member struct {
 	// run of this worker began before it. Zero before its second heartbeat
 	// and for older versions.
 	Started time.Time `json:"-"`
+	// FirstSeen is when its first heartbeat landed, by the queue Redis's
+	// clock: certainly after its process began (Started is before, by as
+	// much as that heartbeat's reply took). Zero as Started is.
+	FirstSeen time.Time `json:"-"`
 	// Live is true if it was seen within LiveWindow of the read.
 	Live bool `json:"-"`
 	// Jobs is its job list; nil if the list could not be read.
@@ -337,7 +344,7 @@ func New(rdb redis.UniversalClient, cfg *config.Config, self Member, log *slog.L
 func (r *Roster) Beat(ctx context.Context) ([]Member, error) {
 	entry := rosterEntry{V: formats.RosterEntry, Member: r.self}
 	if !r.self.Started.IsZero() {
-		entry.StartedMS = r.self.Started.UnixMilli()
+		entry.StartedMS, entry.FirstMS = r.self.Started.UnixMilli(), r.self.FirstSeen.UnixMilli()
 	}
 	me, _ := json.Marshal(entry)
 	r.written.Store(string(me))
@@ -374,6 +381,7 @@ func (r *Roster) Beat(ctx context.Context) ([]Member, error) {
 			// recv), no later than a run the worker began while its
 			// earlier heartbeats failed
 			r.self.Started = ms[i].Seen.Add(-recv.Sub(r.born))
+			r.self.FirstSeen = ms[i].Seen
 		}
 	}
 	return ms, err
@@ -512,6 +520,9 @@ func (r *Roster) members(ctx context.Context, res []any) ([]Member, error) {
 		m.LimitsKnown = e.V >= 2
 		if e.StartedMS > 0 {
 			m.Started = time.UnixMilli(e.StartedMS)
+		}
+		if e.FirstMS > 0 {
+			m.FirstSeen = time.UnixMilli(e.FirstMS)
 		}
 		out = append(out, entryMember(id, ms, now, suspended, m))
 	}
@@ -702,17 +713,23 @@ func duplicates(a, b Member) bool {
 
 // overlapped reports whether each of a and b beat after the other's first
 // heartbeat (its last one when its first is not known yet): a process that
-// died before the other started never did. After, not at: the times are
-// the queue Redis's, in milliseconds, and a process restarted at once
-// under its id beats first in the millisecond of its predecessor's last
-// beat as often as not; two processes that do run together beat again in
-// later milliseconds.
+// died before the other started never did. The first heartbeat's own time,
+// not Started: Started is earlier than the process by up to that
+// heartbeat's reply time (on a loaded machine, milliseconds in which its
+// predecessor beat its last). After, not at: the times are the queue
+// Redis's, in milliseconds, and a process restarted at once under its id
+// beats first in the millisecond of its predecessor's last beat as often
+// as not; two processes that do run together beat again in later
+// milliseconds.
 func overlapped(a, b Member) bool {
 	since := func(m Member) time.Time {
-		if m.Started.IsZero() {
-			return m.Seen
+		switch {
+		case !m.FirstSeen.IsZero():
+			return m.FirstSeen
+		case !m.Started.IsZero():
+			return m.Started // an older version's entry
 		}
-		return m.Started
+		return m.Seen
 	}
 	return a.Seen.After(since(b)) && b.Seen.After(since(a))
 }

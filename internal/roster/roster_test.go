@@ -40,7 +40,11 @@ func TestRosterEntryCarriesFormatVersion(t *testing.T) {
 // id, once per other process; two workers of one process under one id (a config reload)
 // are not a duplicate.
 func TestRosterWarnsAboutTwoProcessesWithOneID(t *testing.T) {
-	e := worktest.NewEnv(t)
+	// the queue Redis's clock moves on between beats, as it does between
+	// processes' heartbeats (seconds apart): beats in one millisecond do
+	// not tell that two processes ran together
+	clock := redistest.NewTestClock(t)
+	e := worktest.NewEnv(t, redistest.WithClock(clock))
 	cfg := e.Config(t, `  - name: x
     schedule: "@every 1m"
     handler: {name: x}
@@ -51,6 +55,9 @@ func TestRosterWarnsAboutTwoProcessesWithOneID(t *testing.T) {
 	reload := New(e.RDB, cfg, Member{ID: "dup", Role: "run", Queues: []string{"default"}}, mineLog.Logger())
 	beat := func(r *Roster) []Member {
 		t.Helper()
+		if err := clock.Step(5 * time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
 		ms, err := r.Beat(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -365,5 +372,23 @@ func TestRosterEntryOfANewerFormatCountsLiveWithItsListUnknown(t *testing.T) {
 	l := logs.All()[slices.IndexFunc(logs.All(), func(l map[string]any) bool { return l["format"] != nil })]
 	if l["format"] != "roster entry" || l["version"] != float64(newer) || l["reads"] != float64(formats.RosterEntry) {
 		t.Fatalf("the line says %v", l)
+	}
+}
+
+// A process restarted under its id whose first heartbeat's reply was slow
+// (its Started, estimated from that reply, falls before its predecessor's
+// last beat) does not overlap its dead predecessor: its first heartbeat
+// landed after that last beat. Two processes whose beats interleave do.
+func TestASlowFirstHeartbeatDoesNotMakeARestartADuplicate(t *testing.T) {
+	x := time.UnixMilli(1_800_000_000_000)
+	dead := Member{ID: "one", Process: "crashed", Live: true, Started: x.Add(-time.Minute), FirstSeen: x.Add(-time.Minute), Seen: x}
+	restarted := Member{ID: "one", Process: "restarted", Live: true, Started: x.Add(-5 * time.Millisecond), FirstSeen: x.Add(time.Millisecond), Seen: x.Add(2 * time.Second)}
+	if duplicates(dead, restarted) || DuplicateIDs([]Member{dead, restarted}) != nil {
+		t.Errorf("a restart whose first heartbeat landed after its predecessor's last is taken for a duplicate")
+	}
+	both := restarted
+	both.FirstSeen = x.Add(-time.Second) // it beat before the other's last beat
+	if !duplicates(dead, both) {
+		t.Errorf("two processes whose heartbeats interleave are not taken for duplicates")
 	}
 }
