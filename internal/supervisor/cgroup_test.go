@@ -5,6 +5,7 @@ package supervisor_test
 // A run in a cgroup of its own: what leaves the process tree and the mark.
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,15 +39,20 @@ func TestChildStartsInItsRunsCgroup(t *testing.T) {
 // A job that SIGKILLs its own supervisor after starting a process that left
 // its session, renamed itself and cleared its environment (the mark with
 // it): the process is found in the run's cgroup, killed and reaped before
-// Wait returns, and the cgroup removed.
+// Wait returns, and the cgroup removed. The job kills the supervisor once
+// Start returned (the file "started"): before, Start itself fails
+// (TestSupervisorKilledBeforeItReportsTheChildFailsStartByItsSignal).
 func TestJobThatKillsItsSupervisorLeavesNoDescendantThatClearedItsEnvironment(t *testing.T) {
 	root := runcgrouptest.Root(t)
 	dir := t.TempDir()
 	script := runcgrouptest.Escapee(t, "escapee") + `
-until [ -s escapee ]; do sleep 0.01; done
+until [ -s escapee ] && [ -e started ]; do sleep 0.01; done
 kill -KILL $PPID
 exec sleep 1000`
 	p := start(t, supervisor.Spec{Args: []string{"sh", "-c", script}, Dir: dir, Cgroups: root})
+	if err := os.WriteFile(filepath.Join(dir, "started"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	escapee := runcgrouptest.EscapeePid(t, filepath.Join(dir, "escapee"))
 	if _, err := wait(t, p); err == nil || !strings.Contains(err.Error(), "signal") {
 		t.Fatalf("Wait: %v, want the supervisor's death by a signal", err)

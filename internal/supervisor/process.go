@@ -266,6 +266,11 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		case st = <-p.first: // it said something before it exited
 		default:
 			_, err := p.Wait()
+			if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				// it ran the child, maybe: a job that killed its
+				// supervisor, the OOM killer; Wait killed what was left
+				return nil, fmt.Errorf("%w before it said whether %q started (it may have run)", err, spec.Args[0])
+			}
 			return nil, notSupervisor(spec, err)
 		}
 	case <-ctx.Done():

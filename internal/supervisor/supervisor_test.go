@@ -57,6 +57,21 @@ func wait(t *testing.T, p *supervisor.Process) (int, error) {
 	}
 }
 
+// A supervisor killed after it read its request, before it reported whether
+// the child started (a job that kills it at once, the OOM killer), fails
+// Start with its signal, not as a program that is not baton.
+func TestSupervisorKilledBeforeItReportsTheChildFailsStartByItsSignal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "killed")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\nread request <&3\nkill -KILL $$\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err := supervisor.Start(testCtx(t), supervisor.Spec{Path: path, Args: []string{"true"}})
+	if err == nil || !strings.Contains(err.Error(), "died of signal killed before it said whether \"true\" started") ||
+		strings.Contains(err.Error(), "is it baton") {
+		t.Fatalf("Start = %v, want the supervisor's death by SIGKILL before its report", err)
+	}
+}
+
 func TestExitStatus(t *testing.T) {
 	for _, tc := range []struct {
 		script string
