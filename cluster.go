@@ -116,6 +116,9 @@ type Status struct {
 	// configured): whether each votes, and if not why and until when (see
 	// MastersAttention).
 	Masters []locking.MasterStatus `json:"masters"`
+	// Limits are the limits shared by jobs (config limits:), by name: the
+	// slots held now and the runs holding them.
+	Limits []LimitStatus `json:"limits,omitempty"`
 }
 
 // MastersAttention is one line per lock master that does not vote now: in
@@ -253,6 +256,9 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 			st.Warnings = append(st.Warnings, warning)
 		}
 		st.Jobs = append(st.Jobs, js)
+	}
+	if st.Limits, err = c.limitsStatus(ctx, r.heldBy); err != nil {
+		errs = append(errs, err)
 	}
 	errs = append(errs, c.readReplicas(ctx, st)...)
 	return st, errors.Join(errs...)

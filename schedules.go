@@ -56,6 +56,7 @@ type ScheduleSpec struct {
 	Start, End       time.Time
 	MaxRuns          int
 	Concurrency      config.Concurrency
+	Limit            string // a limit of the job list (config.Limits)
 	BufferMax        int
 	Catchup          config.Catchup
 	CatchupMax       int
@@ -92,6 +93,7 @@ func (s ScheduleSpec) Document() (json.RawMessage, error) {
 	set("end", rfc(s.End), !s.End.IsZero())
 	set("max_runs", s.MaxRuns, s.MaxRuns != 0)
 	set("concurrency", s.Concurrency, s.Concurrency != "")
+	set("limit", s.Limit, s.Limit != "")
 	set("buffer_max", s.BufferMax, s.BufferMax != 0)
 	set("catchup", s.Catchup, s.Catchup != "")
 	set("catchup_max", s.CatchupMax, s.CatchupMax != 0)

@@ -483,3 +483,38 @@ func TestDashboardSchedulesPageListsAndOpensASchedule(t *testing.T) {
 	p.step("filter the grid's schedules", chromedp.SendKeys(`#grid-sched-prefix`, "other/"+kb.Enter))
 	p.until("the grid to show other/x alone", `document.querySelectorAll("#grid-schedules .row").length === 1 && !!document.querySelector('#grid-schedules .row[data-job="@other/x"]')`)
 }
+
+// The dashboard lists the limits shared by jobs: a limit of one slot held
+// by a long run shows "1 of 1", the jobs naming it, and the holding run,
+// linked to its job.
+func TestDashboardShowsWhoHoldsALimitsSlots(t *testing.T) {
+	t.Parallel() // its own Redis, replica and browser
+	srv := redistest.New(t)
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: lim
+worker: {shutdown_grace: 1s}
+limits: {warehouse: 1}
+jobs:
+  - name: hold
+    schedule: "@every 1s"
+    limit: warehouse
+    exec: {command: ["sleep", "60"]}
+  - name: wait
+    schedule: "@hourly"
+    limit: warehouse
+    exec: {command: ["true"]}
+`, srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := replicatest.Serving(t, replicatest.Running(t, cfg, baton.WithReplicaID("lim-1")))
+	p := openDashboard(t, web.URL)
+	p.until("see hold's run in the limit's slot", `(document.querySelector("#limits tbody tr") || {textContent: ""}).textContent.includes("slot 0: hold@")`)
+	row := p.text(`#limits tbody tr`)
+	for _, want := range []string{"warehouse", "1 of 1", "hold, wait", "slot 0: hold@", " on lim-1 since "} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the limits' row says %q, want %q in it", row, want)
+		}
+	}
+}

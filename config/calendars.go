@@ -54,9 +54,10 @@ func (c *Config) CalendarFiles() []string {
 }
 
 // JobDefinition is job j as its definition is compared between replicas
-// and reloads: RedactedJob, and the days of the calendars it names (a
-// calendar whose days differ makes the job differ; a job without one
-// compares as RedactedJob).
+// and reloads: RedactedJob, the days of the calendars it names and the
+// size of its limit (a calendar whose days differ, or a limit of another
+// size, makes the job differ; a job without either compares as
+// RedactedJob).
 func (c *Config) JobDefinition(j *Job) string {
 	def := c.RedactedJob(j)
 	for _, name := range slices.Concat(j.Exclude, j.Only) {
@@ -64,7 +65,7 @@ func (c *Config) JobDefinition(j *Job) string {
 			def += "\ncalendar " + name + ": " + cs.Calendar.String()
 		}
 	}
-	return def
+	return def + c.limitLine(j)
 }
 
 // calendarCheckFrom is where Load looks for a job's first tick on the days

@@ -49,6 +49,10 @@ type Config struct {
 	// Calendars are named sets of days that jobs exclude or run only on
 	// (Job.Exclude, Job.Only).
 	Calendars map[string]*CalendarSpec `yaml:"calendars"`
+	// Limits are named bounds on runs at once, cluster-wide, shared by the
+	// jobs that name one (Job.Limit): at most N runs of all of them hold
+	// a slot of the limit's semaphore at a time. 1..MaxLimit each.
+	Limits map[string]int `yaml:"limits"`
 	// Jobs is the job list, in file order.
 	Jobs []Job `yaml:"jobs"`
 	// File is the path the config was loaded from; empty for Load.
@@ -443,6 +447,11 @@ type Job struct {
 	Handler *HandlerSpec `yaml:"handler"`
 	// Concurrency is the overlap policy. Default forbid. Not for singletons.
 	Concurrency Concurrency `yaml:"concurrency"`
+	// Limit names a limit (Config.Limits) the job's runs share with every
+	// job naming it: a run starts once it holds one of its slots, waiting
+	// for one up to the tick's starting deadline (then the tick is
+	// skipped). Not for singletons.
+	Limit string `yaml:"limit"`
 	// BufferMax bounds the ticks a buffer_all job keeps waiting while it
 	// runs. Default 10; 1..100; read by buffer_all only (buffer_one keeps one).
 	BufferMax int `yaml:"buffer_max"`

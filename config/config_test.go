@@ -1071,3 +1071,54 @@ jobs:
 		t.Errorf("a weekly job with a jitter of 36h after a daily job of its spec: %v; want it loaded", err)
 	}
 }
+
+// Limits: named at the top, named by jobs; every mistake names its line's
+// key; a limit's size counts in the definition of the jobs naming it.
+func TestLimitsSharedByJobs(t *testing.T) {
+	c, err := Load([]byte(`redis: {url: "redis://127.0.0.1:6379/0"}
+limits: {warehouse: 2}
+jobs:
+  - name: extract
+    schedule: "@hourly"
+    limit: warehouse
+    exec: {command: ["true"]}
+  - name: report
+    schedule: "@hourly"
+    exec: {command: ["true"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	extract, _ := c.Job("extract")
+	report, _ := c.Job("report")
+	if name, n := c.LimitOf(extract); name != "warehouse" || n != 2 {
+		t.Errorf("LimitOf(extract) = %q, %d; want warehouse, 2", name, n)
+	}
+	if name, _ := c.LimitOf(report); name != "" {
+		t.Errorf("LimitOf(report) = %q, want none", name)
+	}
+	if got := c.LimitedJobs("warehouse"); fmt.Sprint(got) != "[extract]" {
+		t.Errorf("LimitedJobs = %v", got)
+	}
+	def := c.JobDefinition(extract)
+	c.Limits["warehouse"] = 3
+	if c.JobDefinition(extract) == def {
+		t.Errorf("a limit's size does not count in the definition of a job naming it")
+	}
+	job := "jobs:\n  - name: j\n    schedule: \"@daily\"\n    %s\n    exec: {command: [\"true\"]}"
+	for yaml, want := range map[string]string{
+		"limits: {warehouse: 0}\njobs: []":                      "limits.warehouse: must be between 1 and 100 runs at once, got 0",
+		"limits: {warehouse: 101}\njobs: []":                    "limits.warehouse: must be between 1 and 100 runs at once, got 101",
+		"limits: {Ware: 1}\njobs: []":                           `limits.Ware: invalid limit name "Ware"`,
+		"limits: {warehouse: two}\njobs: []":                    "limits.warehouse",
+		fmt.Sprintf(job, "limit: warehouse"):                    `job "j": limit: no limit "warehouse": the config defines none (limits: at the top level`,
+		"limits: {a: 1, b: 2}\n" + fmt.Sprintf(job, "limit: c"): `job "j": limit: no limit "c": the limits are a, b`,
+		"limits: {a: 1}\n" + fmt.Sprintf(job, "limit: \"\""):    `job "j": limit: empty`,
+		"limits: {a: 1}\njobs:\n  - name: j\n    mode: singleton\n    limit: a\n    exec: {command: [\"true\"]}": `job "j": limit: not allowed for singleton jobs`,
+	} {
+		_, err := Load([]byte("redis: {url: \"redis://127.0.0.1:6379/0\"}\n" + yaml + "\n"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s:\n%v\nwant an error saying %q", yaml, err, want)
+		}
+	}
+}

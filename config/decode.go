@@ -277,7 +277,8 @@ var (
 // runVars are the variables a run gets from baton: they exist when the job
 // runs, not when the config is loaded.
 var runVars = map[string]bool{"BATON_JOB": true, "BATON_TICK": true, "BATON_RUN_ID": true, "BATON_ATTEMPT": true,
-	"BATON_FENCING_TOKEN": true, "BATON_REPLICA": true, "BATON_LOCK_KEY": true}
+	"BATON_FENCING_TOKEN": true, "BATON_REPLICA": true, "BATON_LOCK_KEY": true,
+	"BATON_LIMIT": true, "BATON_LIMIT_SLOT": true, "BATON_LIMIT_FENCING_TOKEN": true}
 
 // expandEnv replaces ${VAR} and ${VAR:-default} in s and turns $$ into $.
 // Any other $ is kept as it is. masked is out with every value that came

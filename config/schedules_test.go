@@ -200,3 +200,26 @@ jobs:
 		t.Errorf("a job list header with LF: %v", err)
 	}
 }
+
+// A runtime schedule may name a limit of the job list; one the list does
+// not define is refused at put, naming the limits there are.
+func TestRuntimeScheduleNamesALimitOfTheJobList(t *testing.T) {
+	base, err := config.Load([]byte(`redis: {url: "redis://127.0.0.1:1/0"}
+limits: {warehouse: 2}
+jobs: []
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := config.DecodeSchedule(base, "t/1", []byte(`{schedule: "@hourly", limit: warehouse, handler: {name: h}}`), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, n := base.LimitOf(j); name != "warehouse" || n != 2 {
+		t.Errorf("LimitOf = %q, %d", name, n)
+	}
+	_, err = config.DecodeSchedule(base, "t/1", []byte(`{schedule: "@hourly", limit: lake, handler: {name: h}}`), time.Time{})
+	if err == nil || !strings.Contains(err.Error(), `limit: no limit "lake": the limits are warehouse`) {
+		t.Errorf("an unknown limit: %v", err)
+	}
+}

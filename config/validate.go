@@ -138,6 +138,7 @@ func (v *validator) validate() {
 		v.errf("scheduler.retention_margin", "must be >= 0, got %s", c.Scheduler.RetentionMargin)
 	}
 	v.calendars()
+	v.limits()
 	firstLine := map[string]int{}
 	for i := range c.Jobs {
 		j := &c.Jobs[i]
@@ -342,6 +343,9 @@ func (v *validator) jobBody(p string, j *Job) {
 	v.modeKeys(p, j, mode)
 	v.kind(p, j, mode)
 	v.policies(p, j)
+	if mode != ModeSingleton {
+		v.jobLimit(p, j)
+	}
 	v.durations(p, j, mode)
 	if mode == ModeCron {
 		v.cronQueue(p, j)
@@ -396,6 +400,9 @@ func (v *validator) singletonKeys(p string, j *Job) {
 	}
 	if v.set(at("concurrency")) {
 		v.errf(at("concurrency"), "not allowed for singleton jobs: one instance runs cluster-wide, so runs never overlap")
+	}
+	if v.set(at("limit")) {
+		v.errf(at("limit"), "not allowed for singleton jobs: a singleton runs all the time, it would hold a slot for good")
 	}
 	for _, k := range queueKeys {
 		if v.set(at(k)) {

@@ -169,6 +169,7 @@ func printStatus(w io.Writer, st *baton.Status) {
 	printPauses(w, st)
 	printFailing(w, st)
 	printSchedules(w, st)
+	printLimits(w, st)
 
 	fmt.Fprintln(w)
 	if len(st.Replicas) == 0 {
@@ -201,6 +202,29 @@ func printStatus(w io.Writer, st *baton.Status) {
 	for _, warn := range st.Warnings {
 		printf(w, "\n%s\n", warn)
 	}
+}
+
+// printLimits lists the limits shared by jobs: their slots held now and
+// the runs holding them.
+func printLimits(w io.Writer, st *baton.Status) {
+	if len(st.Limits) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := newTable(w, "LIMIT", "HELD", "JOBS", "HOLDERS")
+	for _, l := range st.Limits {
+		var holders []string
+		for _, s := range l.Held {
+			h := fmt.Sprintf("slot %d: a run unknown (fence %d)", s.Index, s.Fence)
+			if r := s.Holder; r != nil {
+				h = fmt.Sprintf("slot %d: %s@%s on %s since %s (fence %d)", s.Index, r.Job, r.Tick.Format(time.RFC3339),
+					redact.Escape(r.Replica), r.Started.Format(time.RFC3339), s.Fence)
+			}
+			holders = append(holders, h)
+		}
+		tw.row(l.Name, fmt.Sprintf("%d of %d", len(l.Held), l.Size), dash(strings.Join(l.Jobs, ",")), dash(strings.Join(holders, "; ")))
+	}
+	_ = tw.flush()
 }
 
 // printSchedules summarises the runtime schedules (`baton schedules list`

@@ -248,3 +248,71 @@ func TestStatusTablesShowNamesAsTheyAre(t *testing.T) {
 		t.Errorf("the replica table quotes its values:\n%s", out)
 	}
 }
+
+// baton status lists each limit shared by jobs: its slots held on a quorum
+// and the run holding each, as its holder record names it; a slot whose
+// record is missing is held by a run unknown.
+func TestStatusShowsWhoHoldsALimitsSlots(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := writeConfig(t, fmt.Sprintf(`redis:
+  url: redis://%s/0
+locking:
+  fresh_deployment: true
+namespace: stest
+limits: {warehouse: 3}
+jobs:
+  - name: extract
+    schedule: "@every 1m"
+    limit: warehouse
+    exec: {command: ["true"]}
+  - name: load
+    schedule: "@every 1m"
+    limit: warehouse
+    exec: {command: ["true"]}
+`, srv.Addr()))
+	rdb := srv.TestClient(t)
+	locks, err := locking.New(rdb, locking.WithFreshDeployment(), locking.WithPrefix("stest:lock:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locks.Close()
+	sem, err := locks.Semaphore("limit:warehouse", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var leases []*locking.Lease
+	for range 2 {
+		l, err := sem.TryAcquire(ctx, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+		leases = append(leases, l)
+	}
+	idx := strings.TrimPrefix(leases[0].Key(), "sem:limit:warehouse#")
+	rec := `{"v":1,"job":"extract","id":"extract@2030-01-01T00:00:00Z","tick":"2030-01-01T00:00:00Z","run_id":"r1","attempt":1,"replica":"replica-9","started":1893456000000,"fence":7}`
+	if err := rdb.Set(ctx, "stest:{limit:warehouse}:holder:"+idx, rec, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runIn("status", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("status: %d %s%s", code, out, errs)
+	}
+	for _, want := range []string{"2 of 3", "extract,load", "slot " + idx + ": extract@2030-01-01T00:00:00Z on replica-9 since 2030-01-01T00:00:00Z",
+		": a run unknown (fence "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status does not say %q:\n%s", want, out)
+		}
+	}
+	code, out, errs = runIn("status", "--config", cfg, "--json")
+	var st baton.Status
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || len(st.Limits) != 1 || len(st.Limits[0].Held) != 2 {
+		t.Fatalf("status --json: %d %s%s", code, out, errs)
+	}
+	for _, s := range st.Limits[0].Held {
+		if (s.Holder != nil) != (fmt.Sprint(s.Index) == idx) || s.Fence <= 0 {
+			t.Errorf("slot %+v", s)
+		}
+	}
+}

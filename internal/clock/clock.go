@@ -248,6 +248,31 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 	return active
 }
 
+// WithTimeoutCause is context.WithTimeoutCause on c: the context ends with
+// cause once c has gone d further (at once for d <= 0), or when ctx ends.
+func WithTimeoutCause(ctx context.Context, c Clock, d time.Duration, cause error) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	if d <= 0 {
+		cancel(cause)
+		return wctx, func() {}
+	}
+	t := c.NewTimer(d)
+	stopped := make(chan struct{})
+	go func() {
+		defer t.Stop()
+		select {
+		case <-t.C():
+			cancel(cause)
+		case <-wctx.Done():
+		case <-stopped:
+		}
+	}()
+	return wctx, func() {
+		close(stopped)
+		cancel(context.Canceled)
+	}
+}
+
 // Every calls f every d on c until done is closed.
 func Every(done <-chan struct{}, c Clock, d time.Duration, f func()) {
 	t := c.NewTimer(d)

@@ -28,6 +28,9 @@ const (
 	// HolderRecord is the "v" member of the execution holder record
 	// NS:{exec:JOB}:holder (internal/worker).
 	HolderRecord = 1
+	// SlotHolderRecord is the "v" member of a limit slot's holder record
+	// NS:{limit:LIMIT}:holder:I (internal/worker).
+	SlotHolderRecord = 1
 	// RosterEntry is the "v" member of a replica's JSON entry in the roster
 	// hash {NS:roster} (internal/roster). 2 added max_runs (absent before: unknown).
 	RosterEntry = 2
@@ -65,6 +68,7 @@ var All = []Format{
 	{"roster clock step", 1, false},
 	{"tick ledger record", 1, false},
 	{"holder record", HolderRecord, true},
+	{"slot holder record", SlotHolderRecord, true},
 	{"buffer entries", 1, false},
 	{"max_runs count", 1, false},
 	{"replace request", CancelRequest, true},

@@ -10,11 +10,13 @@ import (
 )
 
 // Internal reports whether name is one baton uses for its own leases
-// (execution leases, allow jobs' fences, singleton and leader elections):
+// (execution leases, allow jobs' fences, singleton and leader elections,
+// the slots of limits):
 // `baton lock` refuses it, so a user's lock cannot take a job's lease by
 // accident.
 func Internal(name string) bool {
 	return strings.HasPrefix(name, "exec:") || strings.HasPrefix(name, "fence:") || strings.HasPrefix(name, "singleton:") ||
+		strings.HasPrefix(name, "limit:") || strings.HasPrefix(name, "sem:limit:") ||
 		name == ClusterLeader || strings.HasPrefix(name, ClusterLeader+":")
 }
 
@@ -34,6 +36,10 @@ func Held(job *config.Job) string {
 	}
 	return Exec(job.Name)
 }
+
+// Limit is the semaphore name of a limit shared by jobs (config limits:):
+// its slots are the locks "sem:limit:NAME#0" to "#N-1".
+func Limit(name string) string { return "limit:" + name }
 
 // Exec is the lock name of job's execution lease.
 func Exec(job string) string { return "exec:" + job }

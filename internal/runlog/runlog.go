@@ -166,6 +166,27 @@ func (h *Writer) Send(ctx context.Context, also ...Also) {
 // ledger record: one round trip instead of two.
 type Also func(ctx context.Context, p redis.Pipeliner) (check func())
 
+// Both is a and b in one Also (either may be nil).
+func Both(a, b Also) Also {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(ctx context.Context, p redis.Pipeliner) func() {
+		ca, cb := a(ctx, p), b(ctx, p)
+		return func() {
+			if ca != nil {
+				ca()
+			}
+			if cb != nil {
+				cb()
+			}
+		}
+	}
+}
+
 // trip is the writes of one round trip to the queue Redis.
 type trip struct {
 	h      *Writer

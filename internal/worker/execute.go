@@ -104,6 +104,9 @@ func (e *engine) runTick(ctx context.Context, job *config.Job, t scheduler.Tick,
 		return err
 	}
 	run.Fence = g.fence
+	if g.slot != nil {
+		run.Slot = g.slot.slot
+	}
 	if span != nil {
 		span.SetAttributes(tracing.Fence.Int64(run.Fence))
 	}
@@ -120,13 +123,7 @@ func (e *engine) runTick(ctx context.Context, job *config.Job, t scheduler.Tick,
 func (e *engine) execute(ctx context.Context, p policy, job *config.Job, t scheduler.Tick, run jobs.Run, g *grant, ledger runlog.Also, log *slog.Logger) error {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var validity executor.Validity
-	lease := g.lease
-	stop := func() bool { return false }
-	if lease != nil {
-		validity = lease
-		stop = context.AfterFunc(lease.Context(), func() { cancel(context.Cause(lease.Context())) })
-	}
+	validity, stop := g.watch(cancel)
 	defer func() {
 		stop()
 		p.release(ctx, job, t, g, log)
@@ -183,9 +180,14 @@ func (e *engine) execute(ctx context.Context, p policy, job *config.Job, t sched
 	e.count(t.Job, func(c *counters) { c.failed.Add(1) })
 	st := jobs.StatusFailed
 	switch {
-	case lease != nil && runCtx.Err() != nil && errors.Is(cause, locking.ErrLost):
+	case validity != nil && runCtx.Err() != nil && errors.Is(cause, locking.ErrLost):
 		st = jobs.StatusLeaseLost
-		err = errors.Join(err, fmt.Errorf("worker: %s: execution lease lost mid-run: %w", t.ID(), cause))
+		var sl *slotLost
+		if errors.As(cause, &sl) {
+			err = errors.Join(err, fmt.Errorf("worker: %s: %w", t.ID(), cause))
+		} else {
+			err = errors.Join(err, fmt.Errorf("worker: %s: execution lease lost mid-run: %w", t.ID(), cause))
+		}
 	case runCtx.Err() != nil:
 		err = errors.Join(err, fmt.Errorf("worker: %s: stopped: %w", t.ID(), cause))
 	case errors.Is(context.Cause(execCtx), errRunTimeout):

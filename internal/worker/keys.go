@@ -1,6 +1,10 @@
 package worker
 
-import "github.com/batonhq/baton/scheduler"
+import (
+	"strconv"
+
+	"github.com/batonhq/baton/scheduler"
+)
 
 // The worker's keys and channels on the queue Redis.
 
@@ -21,6 +25,11 @@ func cancelChannel(ns, job string) string { return ns + ":cancel:" + job }
 
 // holderKey is the record of who holds job's execution lease.
 func holderKey(ns, job string) string { return ns + ":{exec:" + job + "}:holder" }
+
+// slotHolderKey is the record of who holds slot i of limit.
+func slotHolderKey(ns, limit string, i int) string {
+	return ns + ":{limit:" + limit + "}:holder:" + strconv.Itoa(i)
+}
 
 // asynqCancelChannel is asynq's cancel channel (base.CancelChannel).
 const asynqCancelChannel = "asynq:cancel"

@@ -13,6 +13,6 @@ import (
 func TestKeyTableMatchesKeyBuilders(t *testing.T) {
 	tick := scheduler.Tick{Job: "job", At: worktest.TickBase}
 	built := append([]string{tickRecordKey("ns", tick), holderKey("ns", "job"), cancelChannel("ns", "job"), asynqCancelRedirect("ns")},
-		bufferKeys("ns", "job")[0])
-	keytable.Check(t, "../../docs/operating.md", "internal/worker", strings.NewReplacer("NS", "ns", "JOB", "job", "<tick ID>", tick.ID()), built)
+		bufferKeys("ns", "job")[0], slotHolderKey("ns", "limit", 0))
+	keytable.Check(t, "../../docs/operating.md", "internal/worker", strings.NewReplacer("NS", "ns", "JOB", "job", "<tick ID>", tick.ID(), "LIMIT", "limit", "<i>", "0"), built)
 }

@@ -43,11 +43,18 @@ type grant struct {
 	record   runlog.Also
 	giveBack runlog.Also
 	hold     *tickHold // concurrency allow: the attempt's hold of its tick (nil: none)
+	slot     *heldSlot // the slot of the job's limit (nil: it names none)
 }
 
-// policyFor is the policy of job's concurrency, for runs on e. It is the one
-// place that looks at the kind; config validation rejects any other.
+// policyFor is the policy of job's runs on e: its concurrency's, within
+// its limit if it names one (limitedPolicy).
 func policyFor(e *engine, job *config.Job) policy {
+	return limitedFor(e, job, concurrencyPolicy(e, job))
+}
+
+// concurrencyPolicy is the policy of job's concurrency. It is the one place
+// that looks at the kind; config validation rejects any other.
+func concurrencyPolicy(e *engine, job *config.Job) policy {
 	switch job.Concurrency {
 	case config.ConcurrencyAllow:
 		return allowPolicy{e}
