@@ -43,7 +43,7 @@
 // [ErrSchedulesMoving]). [NewCluster] makes a [Cluster], which reads and
 // acts on a deployment from outside its replicas: its [Status]
 // ([JobStatus], [ReplicaStatus], [SchedulesStatus], [ScheduleProblem],
-// [StoreWentBack]); the tick ledger ([TickLedger], [LedgerTick], [Outcome];
+// [StoreWentBack], the limits' [LimitStatus] and [SlotStatus]); the tick ledger ([TickLedger], [LedgerTick], [Outcome];
 // [DefaultLedgerTicks], [DefaultLedgerSpan], [MaxLedgerTicks],
 // [MaxLedgerTicksAll]; [ErrTickWindow]); pause, resume and skip
 // ([PauseNote], [MaxPauseNote], [PauseResult], [ResumeResult],

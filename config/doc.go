@@ -31,8 +31,9 @@
 // [HTTPSpec] or [HandlerSpec]), its [Concurrency], its [Catchup] policy
 // ([CatchupSkip], [CatchupLatest], [CatchupAll]), its [DST] policy, the
 // calendars it excludes or runs only on (a [CalendarSpec] each, by name;
-// [Config.ExcludedBy] says why a tick is left out) and a singleton's
-// restart [Backoff].
+// [Config.ExcludedBy] says why a tick is left out), the limit it runs
+// within (at most [MaxLimit] runs at once) and a singleton's restart
+// [Backoff].
 //
 // Runtime schedules, jobs kept in Redis beside the list ([JobSource]):
 // [DecodeSchedule] checks a definition, [ScheduleDocument] stores it and

@@ -21,8 +21,9 @@
 // # Exported names
 //
 // Writing a job: a [Handler] (or a [HandlerFunc]) registered in a
-// [Registry] ([NewRegistry]) receives a [Run]; an execution, of an exec or
-// http job too, produces a [Result].
+// [Registry] ([NewRegistry]) receives a [Run] (with the [Slot] of its
+// job's limit, if any); an execution, of an exec or http job too,
+// produces a [Result].
 //
 // What ran: a [RunRecord] per run, each with a [Status]; [FailureStreak]
 // counts a job's failures. A value in Redis that is not what baton wrote is
