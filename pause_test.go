@@ -614,8 +614,8 @@ jobs:
 
 // A pause with an end ends by itself: each lock master drops the flag at
 // the end by its own clock, status shows the end while the pause lasts,
-// the ticks due before it are recorded paused and those after run again,
-// without a resume. Pausing again without an end makes the pause last.
+// the ticks due before it are recorded paused (who paused, until when and
+// why in each record) and those after run again, without a resume. Pausing again without an end makes the pause last.
 func TestAPauseWithAnEndEndsByItself(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
@@ -663,6 +663,10 @@ func TestAPauseWithAnEndEndsByItself(t *testing.T) {
 			t.Errorf("tick %s, after the pause's end, recorded paused", r.Tick)
 		case r.Status == jobs.StatusPaused:
 			paused++
+			// the history records the pause and its end with each tick
+			if want := "the job is paused by alice until " + end.UTC().Format(time.RFC3339Nano) + " (the pause ends by itself): freeze"; r.Reason != want {
+				t.Errorf("tick %s recorded paused saying %q, want %q", r.Tick, r.Reason, want)
+			}
 		case r.Status == jobs.StatusOK && r.Tick.Before(end) && r.Tick.After(now.Add(time.Second)):
 			t.Errorf("tick %s, within the pause, ran", r.Tick)
 		}

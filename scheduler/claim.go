@@ -334,9 +334,19 @@ func (s *Scheduler) recordNotDispatched(ctx context.Context, batch []item, nd []
 	if !ok {
 		return
 	}
+	pauses := map[string]string{} // the paused jobs' reasons, read once a batch
 	for _, n := range nd {
 		it := batch[n.idx]
-		r.NotDispatched(ctx, Tick{Job: it.job.Name, At: it.at, Replica: s.opts.replica}, n.paused, n.reason)
+		reason := n.reason
+		if n.paused {
+			why, ok := pauses[it.job.Name]
+			if !ok {
+				why = s.pauseReason(ctx, it.job)
+				pauses[it.job.Name] = why
+			}
+			reason = why
+		}
+		r.NotDispatched(ctx, Tick{Job: it.job.Name, At: it.at, Replica: s.opts.replica}, n.paused, reason)
 	}
 }
 
