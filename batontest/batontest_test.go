@@ -384,3 +384,44 @@ jobs:
 	wantTicks("second-monday", time.Date(2030, 1, 14, 9, 0, 0, 0, time.UTC), time.Date(2030, 2, 11, 9, 0, 0, 0, time.UTC))
 	wantTicks("window", time.Date(2030, 1, 3, 12, 0, 0, 0, time.UTC), time.Date(2030, 1, 4, 12, 0, 0, 0, time.UTC), time.Date(2030, 1, 5, 12, 0, 0, 0, time.UTC))
 }
+
+// Jobs sharing a limit of one slot on the fake clock: the runs due at the
+// same tick run one after the other, never two at once, and all of them run.
+func TestALimitOnTheFakeClockRunsItsJobsOneAtATime(t *testing.T) {
+	var mu sync.Mutex
+	running, most, ran := 0, 0, 0
+	reg := jobs.NewRegistry()
+	for _, name := range []string{"a", "b", "c"} {
+		_ = reg.HandleFunc(name, func(_ context.Context, run jobs.Run) error {
+			mu.Lock()
+			running++
+			most = max(most, running)
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond) // long enough for another run to start beside it, if it could
+			mu.Lock()
+			running--
+			ran++
+			mu.Unlock()
+			if run.Slot.Limit != "warehouse" || run.Slot.Index != 0 {
+				t.Errorf("run of %s holds slot %+v", run.Job, run.Slot)
+			}
+			return nil
+		})
+	}
+	env := batontest.Load(t, `
+limits: {warehouse: 1}
+jobs:
+  - {name: a, schedule: "0 * * * *", limit: warehouse, handler: {name: a}}
+  - {name: b, schedule: "0 * * * *", limit: warehouse, handler: {name: b}}
+  - {name: c, schedule: "0 * * * *", limit: warehouse, handler: {name: c}}
+`, batontest.WithHandlers(reg), batontest.WithStart(t0))
+	env.Advance(t, time.Hour)
+	for _, j := range []string{"a", "b", "c"} {
+		env.RequireRan(t, j, t0.Add(time.Hour))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most != 1 || ran != 3 {
+		t.Errorf("%d runs at once at most, %d ran; want 1 and 3", most, ran)
+	}
+}
