@@ -4,7 +4,9 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/locknames"
 	"github.com/batonhq/baton/internal/worker"
 	"github.com/batonhq/baton/locking"
@@ -16,7 +18,9 @@ type LimitStatus struct {
 	Name string   `json:"name"`
 	Size int      `json:"size"`
 	Jobs []string `json:"jobs"`
-	// Held are the slots held on a quorum of lock masters, by slot number.
+	// Held are the slots held on a quorum of lock masters, by slot number
+	// (slots at or above Size too: held since before the limit was
+	// lowered).
 	Held []SlotStatus `json:"held"`
 }
 
@@ -44,11 +48,12 @@ func (c *Cluster) limitsStatus(ctx context.Context, heldBy map[string]*locking.H
 	for _, name := range names {
 		size := c.cfg.Limits[name]
 		ls := LimitStatus{Name: name, Size: size, Jobs: c.cfg.LimitedJobs(name), Held: []SlotStatus{}}
-		holders, err := worker.ReadSlotHolders(ctx, c.queue, c.cfg.Namespace, name, size)
+		slots := slotsHeld(name, size, heldBy)
+		holders, err := worker.ReadSlotHolders(ctx, c.queue, c.cfg.Namespace, name, slots)
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
-		for i := range size {
+		for i := range slots {
 			l := heldBy["sem:"+locknames.Limit(name)+"#"+strconv.Itoa(i)]
 			if l == nil || l.Masters < l.Quorum {
 				continue
@@ -62,4 +67,21 @@ func (c *Cluster) limitsStatus(ctx context.Context, heldBy map[string]*locking.H
 		out = append(out, ls)
 	}
 	return out, firstErr
+}
+
+// slotsHeld is how many of limit's slots status looks at: its size, or
+// more where a slot at or above it is held (the limit was lowered: runs on
+// the slots above the new size go on until they end), up to
+// config.MaxLimit.
+func slotsHeld(limit string, size int, heldBy map[string]*locking.HeldLock) int {
+	prefix := "sem:" + locknames.Limit(limit) + "#"
+	n := size
+	for name := range heldBy {
+		if rest, ok := strings.CutPrefix(name, prefix); ok {
+			if i, err := strconv.Atoi(rest); err == nil && i >= n && i < config.MaxLimit {
+				n = i + 1
+			}
+		}
+	}
+	return n
 }

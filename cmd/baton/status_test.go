@@ -316,3 +316,48 @@ jobs:
 		}
 	}
 }
+
+// After a limit was lowered, the runs on slots at or above its new size
+// go on until they end (docs/scheduling.md): baton status counts and
+// lists them too.
+func TestStatusShowsSlotsAboveALoweredLimit(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := writeConfig(t, fmt.Sprintf(`redis:
+  url: redis://%s/0
+locking:
+  fresh_deployment: true
+namespace: stest
+limits: {warehouse: 1}
+jobs:
+  - name: extract
+    schedule: "@every 1m"
+    limit: warehouse
+    exec: {command: ["true"]}
+`, srv.Addr()))
+	rdb := srv.TestClient(t)
+	locks, err := locking.New(rdb, locking.WithFreshDeployment(), locking.WithPrefix("stest:lock:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locks.Close()
+	sem, err := locks.Semaphore("limit:warehouse", 2) // the size before
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 2 {
+		l, err := sem.TryAcquire(ctx, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+	}
+	code, out, errs := runIn("status", "--config", cfg, "--json")
+	var st baton.Status
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || len(st.Limits) != 1 {
+		t.Fatalf("status --json: %d %s%s", code, out, errs)
+	}
+	if held := st.Limits[0].Held; len(held) != 2 {
+		t.Errorf("status lists the slots %+v held; two runs hold slots 0 and 1", held)
+	}
+}

@@ -257,20 +257,16 @@ func WithTimeoutCause(ctx context.Context, c Clock, d time.Duration, cause error
 		return wctx, func() {}
 	}
 	t := c.NewTimer(d)
-	stopped := make(chan struct{})
 	go func() {
 		defer t.Stop()
 		select {
 		case <-t.C():
 			cancel(cause)
-		case <-wctx.Done():
-		case <-stopped:
+		case <-wctx.Done(): // ctx ended, or the returned cancel was called
 		}
 	}()
-	return wctx, func() {
-		close(stopped)
-		cancel(context.Canceled)
-	}
+	// as a context.CancelFunc: later calls do nothing
+	return wctx, func() { cancel(context.Canceled) }
 }
 
 // Every calls f every d on c until done is closed.

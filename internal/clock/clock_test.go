@@ -148,3 +148,75 @@ func TestRealClock(t *testing.T) {
 		t.Fatal("Stop of a waiting timer reported inactive")
 	}
 }
+
+var errBound = errors.New("bound passed")
+
+// WithTimeoutCause ends its context with the cause once the clock has gone
+// d further, and its timer is gone: nothing waits on the clock after.
+func TestWithTimeoutCauseEndsWithItsCauseOnTheClock(t *testing.T) {
+	c := NewFake(epoch)
+	ctx, cancel := WithTimeoutCause(context.Background(), c, time.Minute, errBound)
+	defer cancel()
+	if err := c.BlockUntil(1); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(time.Minute - time.Nanosecond)
+	if ctx.Err() != nil {
+		t.Fatal("ended early")
+	}
+	c.Advance(time.Nanosecond)
+	<-ctx.Done()
+	if !errors.Is(context.Cause(ctx), errBound) {
+		t.Errorf("cause %v", context.Cause(ctx))
+	}
+	waitNoTimers(t, c)
+}
+
+// Its cancel, as a context.CancelFunc, may be called more than once (after
+// the first call, later ones do nothing), and ends the wait on the clock.
+func TestWithTimeoutCauseCancelIsIdempotent(t *testing.T) {
+	c := NewFake(epoch)
+	ctx, cancel := WithTimeoutCause(context.Background(), c, time.Minute, errBound)
+	cancel()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("a second cancel panicked: %v", r)
+		}
+	}()
+	cancel()
+	if !errors.Is(context.Cause(ctx), context.Canceled) {
+		t.Errorf("cause %v", context.Cause(ctx))
+	}
+	waitNoTimers(t, c)
+}
+
+// A bound of 0 or less ends the context at once with the cause; a parent
+// that ends first ends it with the parent's cause, and the timer goes.
+func TestWithTimeoutCauseAtOnceAndParentFirst(t *testing.T) {
+	c := NewFake(epoch)
+	ctx, cancel := WithTimeoutCause(context.Background(), c, 0, errBound)
+	if !errors.Is(context.Cause(ctx), errBound) {
+		t.Errorf("d=0: cause %v", context.Cause(ctx))
+	}
+	cancel()
+	cancel()
+	errParent := errors.New("parent")
+	parent, end := context.WithCancelCause(context.Background())
+	ctx, cancel = WithTimeoutCause(parent, c, time.Minute, errBound)
+	defer cancel()
+	end(errParent)
+	<-ctx.Done()
+	if !errors.Is(context.Cause(ctx), errParent) {
+		t.Errorf("parent first: cause %v", context.Cause(ctx))
+	}
+	waitNoTimers(t, c)
+}
+
+func waitNoTimers(t *testing.T, c *Fake) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); c.Waiters() > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d timers still wait", c.Waiters())
+		}
+	}
+}

@@ -621,3 +621,33 @@ func TestMaxRunsCountIsTheScheduleIncarnations(t *testing.T) {
 		t.Errorf("the incarnation's count key %q", k)
 	}
 }
+
+// The task of a job naming a limit has time for its run to wait for a slot
+// (up to its starting deadline) and then run to its timeout: the run's own
+// timeout starts when it starts.
+func TestATaskOfAJobNamingALimitHasTimeToWaitForASlot(t *testing.T) {
+	e := newEnv(t)
+	y := "limits: {warehouse: 1}\n" + e.YAML(`  - name: limited
+    schedule: "@every 1m"
+    limit: warehouse
+    timeout: 1500ms
+    starting_deadline: 10m
+    handler: {name: limited}
+`)
+	cfg, err := config.Load([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := worktest.TickOf("limited", 1)
+	if err := New(cfg, e.Client, nil).Dispatch(context.Background(), tick); err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.Insp.GetTaskInfo("baton:default", tick.ID())
+	if want := 10*time.Minute + 2*time.Second; err != nil || info.Timeout != want {
+		t.Errorf("task timeout %+v, %v; want %s (starting_deadline + timeout)", info, err, want)
+	}
+	job, _ := cfg.Job("limited")
+	if w := RunWindow(cfg, job); w < 4*(10*time.Minute+2*time.Second) {
+		t.Errorf("run window %s does not count the attempts' waits for a slot", w)
+	}
+}

@@ -195,7 +195,9 @@ func ParsePayload(b []byte) (scheduler.Tick, error) {
 //     would drop a sub-second timeout), NoTimeout for 0; for a buffering job
 //     (buffer_one, buffer_all) times its buffer bound + 1, as a kept tick's
 //     task waits behind the run in progress and the ticks kept before it,
-//     each bounded by the job's timeout (its own run still is);
+//     each bounded by the job's timeout (its own run still is); for a job
+//     naming a limit plus its starting_deadline, the longest a run waits
+//     for a slot before its own timeout starts (attemptTimeout);
 //   - MaxRetry(j.MaxRetry + 1): one more than the job allows, because asynq
 //     archives a task whose retries are used up before it looks at why it
 //     failed, and a task handed back (ErrRunsElsewhere, no attempt spent) must
@@ -246,7 +248,7 @@ func runTaskMessage(cfg *config.Config, j *config.Job, t scheduler.Tick, now tim
 		return taskMessage{}, fmt.Errorf("handoff: encode %s: %w", t.ID(), err)
 	}
 	// asynq keeps whole seconds of a timeout and a retention
-	timeout := min(TaskTimeout(j.Timeout)*time.Duration(j.BufferBound()+1), NoTimeout)
+	timeout := attemptTimeout(j)
 	return taskMessage{
 		typ:       TaskType,
 		payload:   NewSigner(cfg.Security).Sign(DomainTask, payload),
@@ -256,6 +258,22 @@ func runTaskMessage(cfg *config.Config, j *config.Job, t scheduler.Tick, now tim
 		timeout:   int64(timeout.Seconds()),
 		retention: int64(cfg.Retention(j).Seconds()),
 	}, nil
+}
+
+// attemptTimeout is the asynq timeout of an attempt of j's task: the job's
+// timeout (TaskTimeout), plus its starting deadline when it names a limit
+// (a run waits that long for a slot before it starts, and its own timeout
+// counts from its start), times buffer bound + 1 for a buffering job (a
+// kept tick's task waits behind the runs in progress and kept before it).
+func attemptTimeout(j *config.Job) time.Duration {
+	run := TaskTimeout(j.Timeout)
+	if run >= NoTimeout {
+		return NoTimeout
+	}
+	if j.Limit != "" {
+		run += TaskTimeout(j.StartingDeadline)
+	}
+	return min(run*time.Duration(j.BufferBound()+1), NoTimeout)
 }
 
 // TaskTimeout is the asynq timeout for a job timeout d.
@@ -285,7 +303,8 @@ const AttemptSlack = 150 * time.Second
 //	+ (max_retry + 1) x (task timeout + AttemptSlack + worker.shutdown_grace)
 //
 // where the task timeout is the asynq timeout NewRunTask gives the task
-// (the job's timeout in whole seconds, times buffer bound + 1 for a
+// (attemptTimeout: the job's timeout in whole seconds, plus its
+// starting_deadline when it names a limit, times buffer bound + 1 for a
 // buffering job). Each attempt may run to its timeout, wait through a
 // shutdown's grace (asynq requeues the task without spending an attempt)
 // and be picked up late by asynq's recovery; then it fails and the next
@@ -293,7 +312,7 @@ const AttemptSlack = 150 * time.Second
 // record still refuses a replay of a tick that ended).
 func RunWindow(cfg *config.Config, j *config.Job) time.Duration {
 	const never = time.Duration(1<<63 - 1)
-	attempt := min(TaskTimeout(j.Timeout)*time.Duration(j.BufferBound()+1), NoTimeout)
+	attempt := attemptTimeout(j)
 	if attempt >= NoTimeout {
 		return never
 	}

@@ -85,7 +85,11 @@ func (p bufferPolicy) wait(ctx context.Context, job *config.Job, t scheduler.Tic
 	if done {
 		return nil, err // dropped (nil), or the buffer could not be written
 	}
-	return p.e.obtained(ctx, job, t, attempt, lease, err, log)
+	g, err := p.e.obtained(ctx, job, t, attempt, lease, err, log)
+	if g != nil {
+		g.waited = true
+	}
+	return g, err
 }
 
 // release marks the next kept tick (markNext) and releases the lease. The

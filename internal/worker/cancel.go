@@ -181,7 +181,7 @@ func (w *Worker) subscribeReplaceRequests(ctx context.Context) error {
 	var channels []string
 	for i := range w.cfg.Jobs {
 		j := &w.cfg.Jobs[i]
-		if _, replaces := w.policies[j.Name].(replacePolicy); replaces && (j.Mode == config.ModeCron || j.Mode == config.ModeLocal) {
+		if _, replaces := concurrencyOf(w.policies[j.Name]).(replacePolicy); replaces && (j.Mode == config.ModeCron || j.Mode == config.ModeLocal) {
 			channels = append(channels, cancelChannel(w.cfg.Namespace, j.Name))
 		}
 	}

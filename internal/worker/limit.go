@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,7 +39,9 @@ import (
 //	                              replica, started, fence}, on the queue
 //	                              Redis; PX = the job's lock_ttl, refreshed
 //	                              every lock_ttl/3 while the slot is held,
-//	                              deleted before the slot is released
+//	                              deleted before the slot is released;
+//	                              written and deleted by fence, never
+//	                              over a later holder's (lua/slotholder.lua)
 //
 // As the execution lease's, the side record is advice: the slot's lock
 // alone bounds the runs (status and the skip's why read the record).
@@ -68,6 +71,12 @@ func limitedFor(e *engine, job *config.Job, p policy) policy {
 	return limitedPolicy{policy: p, e: e, limit: name, size: size, sem: sem, err: err}
 }
 
+var (
+	//go:embed lua/slotholder.lua
+	slotHolderSrc    string
+	slotHolderScript = redis.NewScript(slotHolderSrc)
+)
+
 // errSlotWait is the cause that ends a wait for a slot at its bound.
 var errSlotWait = errors.New("worker: no slot of the limit within the tick's starting deadline")
 
@@ -92,6 +101,11 @@ func (p limitedPolicy) acquire(ctx context.Context, job *config.Job, t scheduler
 	}
 	g.slot = s
 	g.record = runlog.Both(g.record, p.e.slotRecord(job, t, attempt, s, log))
+	// the slot goes back before the job's lease (release): the job's next
+	// run (a replacing tick waiting for the lease) finds it free, not held
+	// by the run it follows, which its end record would have let go of the
+	// job first
+	g.giveBack = nil
 	return g, nil
 }
 
@@ -100,7 +114,9 @@ func (p limitedPolicy) acquire(ctx context.Context, job *config.Job, t scheduler
 func (p limitedPolicy) release(ctx context.Context, job *config.Job, t scheduler.Tick, g *grant, log *slog.Logger) {
 	if s := g.slot; s != nil {
 		rctx, cancel := releaseContext(ctx, job)
-		if err := p.e.rdb.Del(rctx, s.key).Err(); err != nil {
+		// only the run's own record: once its slot is lost another run
+		// may hold the slot and have written its own
+		if err := slotHolderScript.Run(rctx, p.e.rdb, []string{s.key}, "del", s.slot.Fence).Err(); err != nil {
 			log.Warn("cannot delete the slot's holder record (it expires at the job's lock_ttl)", slog.Any("error", err))
 		}
 		if err := s.lease.Release(rctx); err != nil && !errors.Is(err, locking.ErrNotHeld) {
@@ -131,7 +147,7 @@ func (p limitedPolicy) take(ctx context.Context, job *config.Job, t scheduler.Ti
 			_, _ = pipe.Exec(ctx)
 			check()
 		}
-		bound := p.e.slotWait(job, t, attempt)
+		bound := p.e.slotWait(job, t, attempt, g.waited)
 		log.Info("waiting for a slot of the limit", slog.String("limit", p.limit), slog.Int("slots", p.size),
 			slog.Duration("at_most", bound), slog.String("held_by", p.heldBy(ctx)))
 		wctx, cancel := clock.WithTimeoutCause(ctx, p.e.clock, bound, errSlotWait)
@@ -165,9 +181,17 @@ func (p limitedPolicy) notTaken(ctx context.Context, job *config.Job, t schedule
 		e.notStarted(ctx, job, t, attempt, jobs.StatusSkipped, why)
 		return nil
 	}
-	if ctx.Err() != nil {
-		_, res := e.notObtained(ctx, job, t, attempt, err, log)
-		return res
+	if cause := context.Cause(ctx); ctx.Err() != nil {
+		if errors.Is(cause, ErrReplaced) || stoppedOnRequest(cause) {
+			_, res := e.notObtained(ctx, job, t, attempt, err, log)
+			return res
+		}
+		// shut down, or the task's own end: the run held the job, and
+		// waited for a slot
+		e.count(t.Job, func(c *counters) { c.failed.Add(1) })
+		log.Warn("gave up waiting for a slot of the limit", slog.String("limit", p.limit), slog.Any("error", cause))
+		e.notStarted(ctx, job, t, attempt, jobs.StatusFailed, fmt.Sprintf("gave up waiting for a slot of limit %q: %s", p.limit, cause))
+		return fmt.Errorf("worker: %s: waiting for a slot of limit %q: %w", t.ID(), p.limit, errors.Join(err, cause))
 	}
 	e.count(t.Job, func(c *counters) { c.failed.Add(1) })
 	log.Error("cannot take a slot of the limit", slog.String("limit", p.limit), slog.Any("error", err))
@@ -176,12 +200,13 @@ func (p limitedPolicy) notTaken(ctx context.Context, job *config.Job, t schedule
 }
 
 // slotWait is how long attempt of tick t may wait for a slot: until the
-// tick's starting deadline for a scheduled tick's first attempt (at least
-// a moment: a slot freed at once is still taken); a starting deadline from
-// now for a retry, a manual or a backfilled tick, which started late on
-// purpose.
-func (e *engine) slotWait(job *config.Job, t scheduler.Tick, attempt int) time.Duration {
-	if attempt > 1 || t.Manual || t.Backfill {
+// tick's starting deadline for a scheduled tick's first attempt (none once
+// it passed: the slot was tried once already); a starting deadline from
+// now for a retry, a manual or a backfilled tick, or one that waited for
+// the job's lease on purpose (waited: a kept tick of a buffering job, a
+// replacing tick), which started late on purpose.
+func (e *engine) slotWait(job *config.Job, t scheduler.Tick, attempt int, waited bool) time.Duration {
+	if attempt > 1 || t.Manual || t.Backfill || waited {
 		return job.StartingDeadline
 	}
 	return max(t.At.Add(job.StartingDeadline).Sub(e.clock.Now()), 0)
@@ -215,15 +240,18 @@ func (p limitedPolicy) heldBy(ctx context.Context) string {
 func (e *engine) slotRecord(job *config.Job, t scheduler.Tick, attempt int, s *heldSlot, log *slog.Logger) runlog.Also {
 	rec, _ := json.Marshal(slotHolderRecord{V: formats.SlotHolderRecord, Job: job.Name, ID: t.ID(), Tick: t.At.UTC().Format(time.RFC3339Nano),
 		RunID: t.RunID, Attempt: attempt, Replica: e.replica, Started: time.Now().UnixMilli(), Fence: s.slot.Fence})
+	// never over the record of a run holding the slot after this one (a
+	// higher fence): this one's slot may be lost before it knows
+	args := []any{"set", s.slot.Fence, rec, job.LockTTL.Milliseconds()}
 	set := func() {
 		ctx := s.lease.Context()
-		if err := e.rdb.Set(ctx, s.key, rec, job.LockTTL).Err(); err != nil && ctx.Err() == nil {
+		if err := slotHolderScript.Run(ctx, e.rdb, []string{s.key}, args...).Err(); err != nil && ctx.Err() == nil {
 			log.Warn("cannot write the slot's holder record", slog.Any("error", err))
 		}
 	}
 	e.wg.Go(func() { clock.Every(s.lease.Done(), e.clock, job.LockTTL/3, set) })
 	return func(ctx context.Context, p redis.Pipeliner) func() {
-		cmd := p.Set(ctx, s.key, rec, job.LockTTL)
+		cmd := slotHolderScript.Eval(ctx, p, []string{s.key}, args...)
 		return func() {
 			if cmd.Err() != nil {
 				set()

@@ -44,6 +44,10 @@ type grant struct {
 	giveBack runlog.Also
 	hold     *tickHold // concurrency allow: the attempt's hold of its tick (nil: none)
 	slot     *heldSlot // the slot of the job's limit (nil: it names none)
+	// waited: the run got the job's lease after waiting for another run of
+	// the job on purpose (a kept tick of a buffering job, a replacing
+	// tick): its wait for a slot counts from now (slotWait)
+	waited bool
 }
 
 // policyFor is the policy of job's runs on e: its concurrency's, within
@@ -64,6 +68,15 @@ func concurrencyPolicy(e *engine, job *config.Job) policy {
 		return bufferPolicy{e}
 	}
 	return forbidPolicy{e}
+}
+
+// concurrencyOf is the job's concurrency policy within p: p itself, or
+// the policy a limit wraps (limitedPolicy).
+func concurrencyOf(p policy) policy {
+	if l, ok := p.(limitedPolicy); ok {
+		return l.policy
+	}
+	return p
 }
 
 // choosePolicies chooses the policy of each job of the config, once.

@@ -51,6 +51,9 @@ func (p replacePolicy) acquire(ctx context.Context, job *config.Job, t scheduler
 		return nil, nil
 	}
 	g, err = e.obtained(ctx, job, t, attempt, lease, err, log)
+	if g != nil {
+		g.waited = true
+	}
 	return e.givenBackWithEnd(g, job, log), err
 }
 
