@@ -25,7 +25,8 @@ type LimitStatus struct {
 }
 
 // SlotStatus is a slot of a limit held now: its number, its fencing
-// token, and the run holding it (nil when its holder record cannot be read:
+// token (the holder record's, else the highest the masters report), and
+// the run holding it (nil when its holder record cannot be read:
 // written by a later release, expired, or not yet written).
 type SlotStatus struct {
 	Index  int                `json:"index"`
@@ -59,8 +60,10 @@ func (c *Cluster) limitsStatus(ctx context.Context, heldBy map[string]*locking.H
 				continue
 			}
 			s := SlotStatus{Index: i, Fence: l.Fence}
-			if i < len(holders) {
-				s.Holder = holders[i]
+			if i < len(holders) && holders[i] != nil {
+				// the holder's own token: the masters' counters may run
+				// ahead of it (an acquisition under way, a lost one)
+				s.Holder, s.Fence = holders[i], holders[i].Fence
 			}
 			ls.Held = append(ls.Held, s)
 		}
