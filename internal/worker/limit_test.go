@@ -533,7 +533,7 @@ func TestAReplaceJobNamingALimitStopsItsOlderRun(t *testing.T) {
 
 // A kept tick of a buffering job naming a limit, which waited for the job
 // on purpose past its tick's starting deadline, waits for a slot a starting
-// deadline from when it got the job (as a retry does), not not at all: a
+// deadline from when it got the job (as a retry does), not at all: a
 // run of another job that took the slot in between does not cost the kept
 // tick its run.
 func TestAKeptTickWaitsForASlotAfterItGotTheJob(t *testing.T) {
@@ -577,7 +577,12 @@ func TestAKeptTickWaitsForASlotAfterItGotTheJob(t *testing.T) {
 	if s := worktest.Recv(t, exec.started, "y's run in the slot b freed"); s.run.Job != "y" {
 		t.Fatalf("ran %+v", s.run)
 	}
-	time.Sleep(time.Second) // the kept tick has the job by now
+	// the kept tick takes the job and, the slot being y's, waits: its
+	// holder record says so
+	poll.Require(t, worktest.Wait, "the kept tick holding b, waiting for a slot", func() bool {
+		v, _ := e.RDB.Get(context.Background(), holderKey("baton", "b")).Result()
+		return strings.Contains(v, `"id":"`+b2.ID()+`"`)
+	})
 	close(gates[ty.At])
 	close(gates[b2.At])
 	e.State(t, "baton:default", b2, asynq.TaskStateCompleted)
