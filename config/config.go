@@ -447,6 +447,16 @@ type Job struct {
 	Handler *HandlerSpec `yaml:"handler"`
 	// Concurrency is the overlap policy. Default forbid. Not for singletons.
 	Concurrency Concurrency `yaml:"concurrency"`
+	// After names the jobs this one runs after (a chain): it has no
+	// schedule of its own, and ticks once per tick of its parents, each
+	// run waiting until every parent with a tick at that instant ended it
+	// (OnParentFailure says what a parent's failure does). Job list jobs,
+	// not singletons; no cycles.
+	After []string `yaml:"after"`
+	// OnParentFailure is what a tick does whose parent's tick did not
+	// succeed: skip (the default: recorded skipped, naming the parent) or
+	// run. Only with After.
+	OnParentFailure ParentFailure `yaml:"on_parent_failure"`
 	// Limit names a limit (Config.Limits) the job's runs share with every
 	// job naming it: a run starts once it holds one of its slots, waiting
 	// for one up to the tick's starting deadline (then the tick is

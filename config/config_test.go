@@ -1122,3 +1122,87 @@ jobs:
 		}
 	}
 }
+
+// A chained job ticks at its parents' ticks (fan-in: any of them), waits
+// an hour by default; every mistake is named at its key: an unknown or
+// repeated parent, a cycle, a schedule of its own, a singleton.
+func TestChainedJobsTickWithTheirParents(t *testing.T) {
+	c, err := Load([]byte(`redis: {url: "redis://127.0.0.1:6379/0"}
+jobs:
+  - name: extract
+    schedule: "0 * * * *"
+    exec: {command: ["true"]}
+  - name: weekly
+    schedule: "30 0 * * 1"
+    exec: {command: ["true"]}
+  - name: load
+    after: [extract, weekly]
+    exec: {command: ["true"]}
+  - name: report
+    after: [load]
+    on_parent_failure: run
+    starting_deadline: 3h
+    exec: {command: ["true"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	load, _ := c.Job("load")
+	report, _ := c.Job("report")
+	if load.StartingDeadline != DefaultChainWait || load.OnParentFailure != ParentFailureSkip || report.OnParentFailure != ParentFailureRun || report.StartingDeadline != 3*time.Hour {
+		t.Errorf("load waits %s (%s), report %s (%s)", load.StartingDeadline, load.OnParentFailure, report.StartingDeadline, report.OnParentFailure)
+	}
+	mon := time.Date(2030, 1, 7, 0, 0, 0, 0, time.UTC) // a Monday
+	var got []string
+	for at := report.Sched.Next(mon); len(got) < 3; at = report.Sched.Next(at) {
+		got = append(got, at.Format("15:04"))
+	}
+	if fmt.Sprint(got) != "[00:30 01:00 02:00]" {
+		t.Errorf("report ticks %v, want extract's and weekly's", got)
+	}
+	names := func(js []*Job) string {
+		var out []string
+		for _, j := range js {
+			out = append(out, j.Name)
+		}
+		return fmt.Sprint(out)
+	}
+	if got := names(c.ParentsAt(load, mon.Add(time.Hour))); got != "[extract]" {
+		t.Errorf("load's parents at 01:00: %s", got)
+	}
+	if got := names(c.ParentsAt(load, mon.Add(30*time.Minute))); got != "[weekly]" {
+		t.Errorf("load's parents at 00:30: %s", got)
+	}
+	if got := names(c.Children("extract")); got != "[load]" {
+		t.Errorf("extract's children: %s", got)
+	}
+	if d := c.OutcomeTTL("load"); d < 3*time.Hour {
+		t.Errorf("load's outcome records live %s, less than report waits", d)
+	}
+	if d := c.OutcomeTTL("report"); d != 0 {
+		t.Errorf("report, which no job runs after, keeps outcome records %s", d)
+	}
+	job := func(name, body string) string {
+		return "  - name: " + name + "\n    " + body + "\n    exec: {command: [\"true\"]}\n"
+	}
+	base := job("a", `schedule: "@hourly"`)
+	for yaml, want := range map[string]string{
+		base + job("b", "after: [nope]"):                                    `job "b": after[0]: no job "nope" in the list`,
+		base + job("b", "after: [a, a]"):                                    `job "b": after[1]: "a" named twice`,
+		base + job("b", "after: [b]"):                                       `job "b": after[0]: the job itself`,
+		base + job("b", "after: [c]") + job("c", "after: [b]"):              `after: a cycle: b -> c -> b`,
+		base + job("b", "after: [a]\n    schedule: \"@daily\""):             `job "b": schedule: not with after`,
+		base + job("b", "after: [a]\n    timezone: Europe/Berlin"):          `job "b": timezone: not with after`,
+		base + job("b", "after: [a]\n    on_parent_failure: maybe"):         `job "b": on_parent_failure: unknown policy "maybe" (want skip or run)`,
+		base + job("b", "schedule: \"@daily\"\n    on_parent_failure: run"): `job "b": on_parent_failure: only with after`,
+		base + job("b", "after: [a]\n    mode: local"):                      `job "b": after: not for mode: local`,
+		base + job("b", "after: [a]\n    mode: singleton"):                  `job "b": after: not for singleton jobs`,
+		job("s", "mode: singleton") + job("b", "after: [s]"):                `job "b": after[0]: "s" is a singleton`,
+		base + job("b", "after: [\"@t/1\"]"):                                `not after a runtime schedule`,
+	} {
+		_, err := Load([]byte("redis: {url: \"redis://127.0.0.1:6379/0\"}\njobs:\n" + yaml))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s:\n%v\nwant an error saying %q", yaml, err, want)
+		}
+	}
+}

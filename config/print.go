@@ -157,6 +157,11 @@ func irrelevantKeys(j *Job) []string {
 	if j.MaxRuns == 0 {
 		keys = append(keys, "max_runs")
 	}
+	if len(j.After) > 0 {
+		keys = append(keys, chainOnlyKeys...)
+	} else {
+		keys = append(keys, "after", "on_parent_failure")
+	}
 	return keys
 }
 

@@ -236,6 +236,9 @@ func DecodeSchedule(base *Config, id string, doc []byte, created time.Time) (*Jo
 func (v *validator) runtimeRules(p string, j *Job) {
 	at := func(field string) string { return p + "." + field }
 	s := v.cfg.Schedules
+	if v.set(at("after")) || v.set(at("on_parent_failure")) {
+		v.errf(at("after"), "not in a runtime schedule yet: chains are jobs of the list (after: in the config file)")
+	}
 	if j.Exec != nil {
 		v.errf(at("exec"), "not in a runtime schedule: commands come only from the config file, so that write access to Redis does not become command execution; run a Go handler (handler.name) or an http request under schedules.http_prefixes")
 	}

@@ -223,3 +223,13 @@ jobs: []
 		t.Errorf("an unknown limit: %v", err)
 	}
 }
+
+// A runtime schedule cannot chain yet: after is refused at put, saying
+// where chains are written.
+func TestRuntimeScheduleCannotChainYet(t *testing.T) {
+	base := schedulesBase(t)
+	_, err := config.DecodeSchedule(base, "t/1", []byte(`{after: [extract], handler: {name: h}}`), time.Time{})
+	if err == nil || !strings.Contains(err.Error(), "after: not in a runtime schedule yet") {
+		t.Errorf("a runtime schedule with after: %v", err)
+	}
+}

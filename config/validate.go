@@ -153,6 +153,16 @@ func (v *validator) validate() {
 		}
 		v.job(p, j)
 	}
+	byName := make(map[string]*Job, len(c.Jobs))
+	paths := make(map[*Job]string, len(c.Jobs))
+	for i := range c.Jobs {
+		j := &c.Jobs[i]
+		if _, dup := byName[j.Name]; !dup && j.Name != "" {
+			byName[j.Name] = j
+		}
+		paths[j] = fmt.Sprintf("jobs[%d]", i)
+	}
+	v.chains(byName, paths)
 	v.quarantine()
 }
 
@@ -346,6 +356,7 @@ func (v *validator) jobBody(p string, j *Job) {
 	if mode != ModeSingleton {
 		v.jobLimit(p, j)
 	}
+	v.chainKeys(p, j, mode)
 	v.durations(p, j, mode)
 	if mode == ModeCron {
 		v.cronQueue(p, j)
@@ -526,6 +537,9 @@ func (v *validator) jobSchedule(p string, j *Job, mode Mode) {
 	if j.MaxRuns < 0 {
 		v.errf(at("max_runs"), "must be >= 0 (0: no limit), got %d", j.MaxRuns)
 	}
+	if len(j.After) > 0 {
+		return // its parents' ticks, once all jobs are read (chains)
+	}
 	if j.At != "" {
 		if j.DST != "" {
 			v.errf(at("dst"), "not for a one-shot job: its instant is absolute")
@@ -657,7 +671,12 @@ func (v *validator) spacing(p string, j *Job, sched schedule.Schedule, bounds [2
 			key += "\x00" + name
 		}
 	}
-	interval := parsed.interval(key, j.Location, bounds, sched, v.now)
+	var interval time.Duration
+	if len(j.After) > 0 {
+		interval = schedule.ShortestInterval(sched, v.now) // its parents' ticks: no spec to key a cache by
+	} else {
+		interval = parsed.interval(key, j.Location, bounds, sched, v.now)
+	}
 	if interval > 0 && j.Jitter >= interval && j.Jitter > 0 {
 		v.errf(at("jitter"), "%s is not shorter than the schedule's interval (%s): ticks would overlap", j.Jitter, interval)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/chain"
 	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/internal/tracing"
 	"github.com/batonhq/baton/jobs"
@@ -89,6 +90,13 @@ func (d *Sender) NotDispatched(ctx context.Context, t scheduler.Tick, paused boo
 		st = jobs.StatusPaused
 	}
 	d.hist.Decided(ctx, t, string(st), reason)
+	if d.rdb != nil {
+		// a job run after this one learns that this tick will not run
+		if err := chain.Record(ctx, d.rdb, d.cfg, t.Job, t.At, chain.Outcome{Status: st, Reason: reason}); err != nil {
+			d.log.Warn("cannot write the tick's outcome record: the jobs run after it wait for it until their starting deadline",
+				append(TickAttrs(t), slog.Any("error", err))...)
+		}
+	}
 	if job, ok := d.cfg.Job(t.Job); ok && job.MaxRuns > 0 && !paused && d.rdb != nil {
 		d.uncount(ctx, job, t)
 	}

@@ -27,6 +27,11 @@ func (w *Worker) retryDelay(n int, err error, task *asynq.Task) time.Duration {
 			return min(max(time.Until(t.At), elsewhereRetry), time.Minute)
 		}
 	}
+	if errors.Is(err, errWaitingForParents) {
+		if t, perr := handoff.ParseTask(task); perr == nil {
+			return parentPoll(time.Since(t.At))
+		}
+	}
 	if errors.Is(err, ErrRunsElsewhere) {
 		return elsewhereRetry
 	}

@@ -313,6 +313,7 @@ func (ls *lateStart) end() bool {
 // when it ran its command to an end of its own, an http job's response
 // status when it got one; also go in the same round trip.
 func (h runHistory) finished(ctx context.Context, t scheduler.Tick, run jobs.Run, st jobs.Status, job *config.Job, res jobs.Result, reason, output string, also ...runlog.Also) {
+	noteEnd(ctx, st, reason)
 	end := runlog.End{Replica: run.Replica, Attempt: run.Attempt, Fence: run.Fence, Status: string(st), Reason: reason, Output: output}
 	if h.start != nil {
 		if written := h.start.end(); !written || runlog.Compact(t.Job) {
@@ -336,6 +337,7 @@ func (h runHistory) finished(ctx context.Context, t scheduler.Tick, run jobs.Run
 // record of the tick, not of the run: a copy of a task that ran is
 // refused beside the run's own record, which it leaves as it was.
 func (h runHistory) refused(ctx context.Context, t scheduler.Tick, reason string) {
+	noteEnd(ctx, jobs.StatusRefused, reason)
 	h.w.NotRun(ctx, t, string(jobs.StatusRefused), reason)
 }
 

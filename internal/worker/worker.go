@@ -17,6 +17,7 @@ import (
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/lifecycle"
 	"github.com/batonhq/baton/internal/roster"
+	"github.com/batonhq/baton/internal/runlog"
 	"github.com/batonhq/baton/internal/tracing"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
@@ -288,7 +289,12 @@ func (w *Worker) RunLocal(ctx context.Context, job *config.Job, t scheduler.Tick
 		runCtx = trace.ContextWithSpanContext(runCtx, trace.SpanContextFromContext(ctx))
 	}
 	w.wg.Go(func() {
-		_ = w.runTick(runCtx, job, t, 1, false, nil) // logged and counted by runTick
+		ctx, end := withRunEnd(runCtx)
+		ow := &outcomeWrite{e: &w.engine, t: t}
+		err := w.runTick(ctx, job, t, 1, false, ow.also) // logged and counted by runTick
+		if ctx.Err() == nil || err == nil {
+			w.recordOutcome(ctx, t, end, ow)
+		}
 	})
 	return nil
 }
@@ -349,11 +355,15 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 	if retried < 0 {
 		return w.refuse(t, "a negative retry count", fmt.Errorf("retry count %d", retried))
 	}
+	ctx, end := withRunEnd(ctx)
 	adm, err := w.admit(ctx, job, t, handoff.PayloadExpiry(body))
 	if errors.Is(err, errEndedEarlier) {
 		return nil
 	}
 	if err != nil {
+		if taskEnded(ctx, err, false) {
+			w.recordOutcome(ctx, t, end, nil) // refused for good
+		}
 		return err
 	}
 	if retried > job.MaxRetry {
@@ -363,19 +373,32 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 		w.log.Error("retries exhausted: archiving the task", append(handoff.TickAttrs(t), slog.Int("retried", retried),
 			slog.Int("max_retry", job.MaxRetry))...)
 		w.markDone(ctx, t, adm.expiry)
+		noteEnd(ctx, jobs.StatusFailed, fmt.Sprintf("retries exhausted (%d of max_retry %d): its last attempt's worker died", retried, job.MaxRetry))
+		w.recordOutcome(ctx, t, end, nil)
 		return fmt.Errorf("worker: %s: retries exhausted (%d of max_retry %d): %w", t.ID(), retried, job.MaxRetry, asynq.SkipRetry)
 	}
 	if w.tracer != nil {
 		// the dispatch's span, as the task carries it, is the run's parent
 		ctx = tracing.Extract(ctx, handoff.PayloadTrace(body))
 	}
+	if done, err := w.awaitParents(ctx, job, t, retried+1); done {
+		if err == nil { // skipped: the task ends
+			w.markDone(ctx, t, adm.expiry)
+			w.recordOutcome(ctx, t, end, nil)
+		}
+		return err
+	}
 	led := &ledgerWrite{w: w, t: t, expiry: adm.expiry}
-	err = w.runTick(ctx, job, t, retried+1, true, led.also)
+	ow := &outcomeWrite{e: &w.engine, t: t}
+	err = w.runTick(ctx, job, t, retried+1, true, runlog.Both(led.also, ow.also))
 	if err != nil && retried >= job.MaxRetry && !errors.Is(err, asynq.SkipRetry) && !errors.Is(err, ErrRunsElsewhere) {
 		err = fmt.Errorf("%w (last attempt: max_retry %d): %w", err, job.MaxRetry, asynq.SkipRetry)
 	}
-	if taskEnded(ctx, err, retried >= job.MaxRetry) && !led.written {
-		w.markDone(ctx, t, adm.expiry)
+	if taskEnded(ctx, err, retried >= job.MaxRetry) {
+		if !led.written {
+			w.markDone(ctx, t, adm.expiry)
+		}
+		w.recordOutcome(ctx, t, end, ow)
 	}
 	return err
 }

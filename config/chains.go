@@ -1,0 +1,225 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton/schedule"
+)
+
+// ParentFailure is what a chained job's tick does when a parent's tick at
+// that instant did not succeed (Job.OnParentFailure).
+type ParentFailure string
+
+// The parent failure policies.
+const (
+	// ParentFailureSkip records the tick skipped, naming the parent and
+	// its outcome (the default).
+	ParentFailureSkip ParentFailure = "skip"
+	// ParentFailureRun runs the tick once every parent's tick ended,
+	// whatever its outcome.
+	ParentFailureRun ParentFailure = "run"
+)
+
+// DefaultChainWait is a chained job's default starting_deadline: how long
+// after its tick a run may still start, its wait for its parents
+// included.
+const DefaultChainWait = time.Hour
+
+// chainOnlyKeys are the keys that decide a job's own ticks: a chained job
+// has its parents' ticks, so none of them.
+var chainOnlyKeys = []string{"schedule", "at", "timezone", "dst", "exclude", "only", "start", "end", "jitter"}
+
+// chainKeys checks the keys of a job with after (or on_parent_failure
+// without it), before its schedule is checked: a chained job has no
+// schedule of its own, runs through the queue, and waits
+// DefaultChainWait by default.
+func (v *validator) chainKeys(p string, j *Job, mode Mode) {
+	at := func(field string) string { return p + "." + field }
+	if len(j.After) == 0 {
+		if v.set(at("after")) {
+			v.errf(at("after"), "empty: name the jobs this one runs after, or leave it out")
+		}
+		if v.set(at("on_parent_failure")) {
+			v.errf(at("on_parent_failure"), "only with after (what a tick does whose parent's tick failed)")
+		}
+		return
+	}
+	switch mode {
+	case ModeSingleton:
+		v.errf(at("after"), "not for singleton jobs: they run continuously, not once per tick")
+		return
+	case ModeLocal:
+		v.errf(at("after"), "not for mode: local yet: a chained run waits for its parents in the queue")
+	}
+	for _, k := range chainOnlyKeys {
+		if v.set(at(k)) {
+			v.errf(at(k), "not with after: the job ticks once per tick of its parents; leave %s out", k)
+		}
+	}
+	switch j.OnParentFailure {
+	case "":
+		j.OnParentFailure = ParentFailureSkip
+	case ParentFailureSkip, ParentFailureRun:
+	default:
+		v.errf(at("on_parent_failure"), "unknown policy %q (want skip or run)", string(j.OnParentFailure))
+	}
+	if !v.set(at("starting_deadline")) {
+		j.StartingDeadline = DefaultChainWait
+	}
+}
+
+// chains checks every job's parents, now that all are read: job list jobs
+// (named once each, not the job itself, not singletons), no cycle; and
+// gives each chained job its ticks, its parents' (schedule.Union), parents
+// first.
+func (v *validator) chains(byName map[string]*Job, paths map[*Job]string) {
+	for _, j := range sortedChained(byName) {
+		p := paths[j]
+		seen := map[string]bool{}
+		for i, name := range j.After {
+			at := fmt.Sprintf("%s.after[%d]", p, i)
+			parent, ok := byName[name]
+			switch {
+			case IsScheduleJob(name):
+				v.errf(at, "%q: a job of the list runs after other jobs of the list, not after a runtime schedule", name)
+			case !ok:
+				v.errf(at, "no job %q in the list", name)
+			case name == j.Name:
+				v.errf(at, "the job itself: a job cannot run after itself")
+			case seen[name]:
+				v.errf(at, "%q named twice", name)
+			case parent.Mode == ModeSingleton:
+				v.errf(at, "%q is a singleton: it runs continuously, not once per tick", name)
+			}
+			seen[name] = true
+		}
+	}
+	if cycle := findCycle(byName); len(cycle) > 0 {
+		first := byName[cycle[0]]
+		v.errf(paths[first]+".after", "a cycle: %s", strings.Join(append(cycle, cycle[0]), " -> "))
+		return
+	}
+	done := map[string]bool{}
+	var give func(j *Job)
+	give = func(j *Job) {
+		if done[j.Name] || len(j.After) == 0 {
+			return
+		}
+		done[j.Name] = true
+		u := schedule.Union{}
+		for _, name := range j.After {
+			if parent := byName[name]; parent != nil && parent.Mode != ModeSingleton && parent.Name != j.Name {
+				give(parent)
+				if parent.Sched != nil {
+					u = append(u, parent.Sched)
+				}
+			}
+		}
+		if len(u) == 0 {
+			return
+		}
+		j.Sched = u
+		v.spacing(paths[j], j, u, [2]time.Time{})
+	}
+	for _, j := range sortedChained(byName) {
+		give(j)
+	}
+}
+
+// sortedChained are the chained jobs of byName, by name.
+func sortedChained(byName map[string]*Job) []*Job {
+	var out []*Job
+	for _, j := range byName {
+		if len(j.After) > 0 {
+			out = append(out, j)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Job) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// findCycle returns a cycle of after edges (job names, each running after
+// the next, the last after the first), the first found in name order, or
+// nil.
+func findCycle(byName map[string]*Job) []string {
+	const (
+		unseen = iota
+		open
+		closed
+	)
+	state := map[string]int{}
+	var stack []string
+	var visit func(name string) []string
+	visit = func(name string) []string {
+		j := byName[name]
+		if j == nil {
+			return nil
+		}
+		state[name] = open
+		stack = append(stack, name)
+		for _, p := range j.After {
+			switch state[p] {
+			case open:
+				i := slices.Index(stack, p)
+				return slices.Clone(stack[i:])
+			case unseen:
+				if c := visit(p); c != nil {
+					return c
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		state[name] = closed
+		return nil
+	}
+	for _, j := range sortedChained(byName) {
+		if state[j.Name] == unseen {
+			if c := visit(j.Name); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// Children are the job list's jobs that run after job (after:), in file
+// order.
+func (c *Config) Children(job string) []*Job {
+	var out []*Job
+	for i := range c.Jobs {
+		if slices.Contains(c.Jobs[i].After, job) {
+			out = append(out, &c.Jobs[i])
+		}
+	}
+	return out
+}
+
+// ParentsAt are the parents of chained job j that have a tick at t (a
+// parent whose schedule has no tick then does not hold j's tick back),
+// in j's order.
+func (c *Config) ParentsAt(j *Job, t time.Time) []*Job {
+	var out []*Job
+	for _, name := range j.After {
+		if p, ok := c.Job(name); ok && schedule.Has(p.Sched, t) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// OutcomeTTL is how long the outcome record of a tick of job lives: as long
+// as the longest starting_deadline of the jobs that run after it (a child
+// waits for it that long after its tick), plus a margin; 0 when none does.
+func (c *Config) OutcomeTTL(job string) time.Duration {
+	var d time.Duration
+	for _, ch := range c.Children(job) {
+		d = max(d, ch.StartingDeadline)
+	}
+	if d == 0 {
+		return 0
+	}
+	return d + c.Scheduler.RetentionMargin + 10*time.Minute
+}
