@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -25,11 +24,6 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/jobs"
 )
-
-// Key is the outcome record of job's tick at.
-func Key(ns, job string, at time.Time) string {
-	return ns + ":{" + job + "}:outcome:" + strconv.FormatInt(at.UnixMilli(), 10)
-}
 
 // Outcome is how a parent's tick ended for good.
 type Outcome struct {

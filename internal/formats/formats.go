@@ -69,6 +69,7 @@ var All = []Format{
 	{"tick ledger record", 1, false},
 	{"holder record", HolderRecord, true},
 	{"slot holder record", SlotHolderRecord, true},
+	{"chain outcome record", 1, false},
 	{"buffer entries", 1, false},
 	{"max_runs count", 1, false},
 	{"replace request", CancelRequest, true},

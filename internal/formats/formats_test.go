@@ -58,7 +58,7 @@ func TestFormatVersions(t *testing.T) {
 		"history event": 1, "roster entry": 2, "roster job list": 1, "roster clock step": 1, "tick ledger record": 1, "holder record": 1,
 		"buffer entries": 1, "max_runs count": 1, "replace request": 1, "lock keys": 1, "forgotten floor": 1,
 		"election leader record": 1, "runtime schedule record": 1, "runtime schedule change": 1, "runtime schedule mark": 1,
-		"slot holder record": 1,
+		"slot holder record": 1, "chain outcome record": 1,
 	}
 	if len(All) != len(want) {
 		t.Errorf("%d formats, want %d", len(All), len(want))
