@@ -154,8 +154,12 @@ type JobStatus struct {
 	Schedule string `json:"schedule,omitempty"`
 	// Hashed is Schedule with its H resolved for this job (config.Job's
 	// Hashed); empty when it has none.
-	Hashed   string `json:"hashed,omitempty"`
-	Timezone string `json:"timezone,omitempty"`
+	Hashed string `json:"hashed,omitempty"`
+	// After names the jobs it runs after (a chain: config.Job's After),
+	// whose ticks are its own; OnParentFailure is its policy then.
+	After           []string `json:"after,omitempty"`
+	OnParentFailure string   `json:"on_parent_failure,omitempty"`
+	Timezone        string   `json:"timezone,omitempty"`
 	// Exclude and Only name the calendars whose days it excludes or runs
 	// only on (config.Job's).
 	Exclude []string `json:"exclude,omitempty"`
@@ -375,7 +379,8 @@ func leadersByJob(holders []singleton.Holder) map[string]*locking.Leader {
 // its runs and its leader. The warning is a pause flag found on some lock
 // masters but not on a majority; "" when there is none.
 func (r *statusReads) jobStatus(j *config.Job) (js JobStatus, warning string) {
-	js = JobStatus{Name: j.Name, Mode: string(j.Mode), Schedule: j.Schedule, Hashed: j.Hashed, Timezone: j.Location.String(), Exclude: j.Exclude, Only: j.Only}
+	js = JobStatus{Name: j.Name, Mode: string(j.Mode), Schedule: j.Schedule, Hashed: j.Hashed, Timezone: j.Location.String(), Exclude: j.Exclude, Only: j.Only,
+		After: j.After, OnParentFailure: string(j.OnParentFailure)}
 	if j.DST != "" && j.DST != schedule.DSTVixie {
 		js.DST = string(j.DST)
 	}

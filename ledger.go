@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/chain"
 	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/roster"
@@ -311,8 +312,44 @@ func (c *Cluster) ledgers(ctx context.Context, js []*config.Job, from, to time.T
 		b := ledgerBuilder{cfg: c.cfg, job: j, now: now, known: l.KnownFrom, histFrom: since[j.Name], records: records[j.Name], pausedNow: note, replicas: replicas, deployed: deployed}
 		l.Ticks = b.build(scheduled[i], inWindow(histories[j.Name], l.From, l.To))
 		l.Ticks = withExcluded(c.cfg, j, l, scheduled[i])
+		c.chainWaits(ctx, j, l)
 	}
 	return ls, nil
+}
+
+// chainWaits says, of each dispatched tick of chained job j that no run
+// has started yet, which parents' ticks it waits for ("waiting for
+// extract@T"), from their outcome records (a tick that waits for none is
+// about to run).
+func (c *Cluster) chainWaits(ctx context.Context, j *config.Job, l *TickLedger) {
+	if len(j.After) == 0 {
+		return
+	}
+	for i := range l.Ticks {
+		lt := &l.Ticks[i]
+		if lt.Outcome != OutcomeDispatched {
+			continue
+		}
+		var names []string
+		for _, p := range c.cfg.ParentsAt(j, lt.Tick) {
+			names = append(names, p.Name)
+		}
+		sctx, cancel := context.WithTimeout(ctx, statusStep)
+		outs, err := chain.Read(sctx, c.queue, c.cfg.Namespace, names, lt.Tick)
+		cancel()
+		if err != nil {
+			continue // the ledger says dispatched, as it would without the chain
+		}
+		var waiting []string
+		for _, n := range names {
+			if _, ended := outs[n]; !ended {
+				waiting = append(waiting, n+"@"+lt.Tick.UTC().Format(time.RFC3339))
+			}
+		}
+		if len(waiting) > 0 {
+			lt.Reason = "waiting for " + strings.Join(waiting, ", ")
+		}
+	}
 }
 
 // withExcluded adds to l's ticks the ticks of j's spec in l's window that

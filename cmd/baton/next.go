@@ -185,9 +185,13 @@ func printNext(w io.Writer, cfg *config.Config, j *config.Job, after time.Time, 
 	if j.MaxRuns > 0 {
 		extra += fmt.Sprintf(" (max_runs %d: stops after that many dispatched ticks, see baton status)", j.MaxRuns)
 	}
-	if j.At != "" {
+	switch {
+	case len(j.After) > 0:
+		fmt.Fprintf(w, "%s: after %s (on_parent_failure: %s): once per tick of its parents, once they ended it%s\n",
+			j.Name, strings.Join(j.After, ", "), j.OnParentFailure, extra)
+	case j.At != "":
 		fmt.Fprintf(w, "%s: one-shot at %s%s\n", j.Name, j.At, extra)
-	} else {
+	default:
 		hashed := ""
 		if j.Hashed != "" {
 			hashed = fmt.Sprintf(" (H for %s: %q)", j.Name, j.Hashed)
@@ -203,7 +207,7 @@ func printNext(w io.Writer, cfg *config.Config, j *config.Job, after time.Time, 
 		from = st.Add(-time.Second) // a window's first tick is at or after its start
 	}
 	marks, err := schedule.Marks(j.Sched, spec, j.Location, j.DST, from, n)
-	if err != nil || j.At != "" {
+	if err != nil || j.At != "" || len(j.After) > 0 {
 		marks = nil
 		for t := j.Sched.Next(after); !t.IsZero() && len(marks) < n; t = j.Sched.Next(t) {
 			marks = append(marks, schedule.Mark{At: t, Ran: true})

@@ -111,3 +111,21 @@ jobs:
 		t.Errorf("next: %d %q\n got:\n%s\nwant:\n%s", code, errs, out, want)
 	}
 }
+
+// baton next shows a chained job's parents and its ticks, theirs.
+func TestNextOfAChainedJob(t *testing.T) {
+	cfg := writeConfig(t, `redis: {url: "redis://127.0.0.1:6379/0"}
+jobs:
+  - {name: extract, schedule: "0 * * * *", exec: {command: ["true"]}}
+  - {name: weekly, schedule: "30 0 * * 1", exec: {command: ["true"]}}
+  - {name: load, after: [extract, weekly], on_parent_failure: run, exec: {command: ["true"]}}
+`)
+	want := `load: after extract, weekly (on_parent_failure: run): once per tick of its parents, once they ended it
+  2030-01-07T00:00:00Z
+  2030-01-07T00:30:00Z
+  2030-01-07T01:00:00Z
+`
+	if code, out, errs := runIn("next", "--config", cfg, "--job", "load", "-n", "3", "--from", "2030-01-06T23:30:00Z"); code != 0 || out != want {
+		t.Errorf("next: %d %q\n got:\n%s\nwant:\n%s", code, errs, out, want)
+	}
+}

@@ -125,6 +125,8 @@ func printStatus(w io.Writer, st *baton.Status) {
 	for _, j := range st.Jobs {
 		sched := j.Schedule
 		switch {
+		case len(j.After) > 0:
+			sched = "after " + strings.Join(j.After, ",")
 		case j.At != "":
 			sched = "at " + j.At
 		case j.Timezone != "" && j.Timezone != "UTC":

@@ -1,0 +1,149 @@
+package baton_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/jobs"
+)
+
+// lines reads a log file the jobs append to: one field list per line.
+func lines(t *testing.T, path string) [][]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out [][]string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if l != "" {
+			out = append(out, strings.Fields(l))
+		}
+	}
+	return out
+}
+
+// A chain across three replicas: for each tick of extract that succeeded,
+// load runs once, after extract's run ended; for each that failed, load's
+// tick is skipped, naming extract's failure; load never runs a tick twice
+// nor one extract did not end. The ledger said "waiting for extract@T" of
+// a load tick while its extract ran.
+func TestAChainRunsOnceAfterEachParentTickAcrossReplicas(t *testing.T) {
+	srv := redistest.New(t)
+	dir := t.TempDir()
+	// extract fails on the ticks whose second divides by 3, and runs 300 ms
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: chain
+worker: {shutdown_grace: 2s}
+jobs:
+  - name: extract
+    schedule: "@every 1s"
+    max_retry: 0
+    concurrency: allow
+    exec:
+      command: ["sh", "-c", "sleep 0.3; s=$${BATON_TICK#*:*:}; s=$${s%%Z}; s=$${s#0}; if [ $(($s %% 3)) -eq 0 ]; then echo \"$BATON_TICK $(date +%%s%%N)\" >> %[2]s/extract-failed; exit 1; fi; echo \"$BATON_TICK $(date +%%s%%N)\" >> %[2]s/extract-ok"]
+  - name: load
+    after: [extract]
+    concurrency: allow
+    exec:
+      command: ["sh", "-c", "echo \"$BATON_TICK $(date +%%s%%N)\" >> %[2]s/load"]
+`, srv.Addr(), dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := openCluster(t, cfg)
+	for i := 1; i <= 3; i++ {
+		running(t, cfg, baton.WithReplicaID(fmt.Sprintf("chain-%d", i)))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// a load tick waiting for its extract, seen in the ledger
+	sawWaiting := ""
+	poll.Require(t, 30*time.Second, "eight extract ticks ended", func() bool {
+		if sawWaiting == "" {
+			if l, err := c.Ticks(ctx, "load", time.Now().Add(-5*time.Second), time.Now()); err == nil {
+				for _, lt := range l.Ticks {
+					if lt.Outcome == baton.OutcomeDispatched && strings.HasPrefix(lt.Reason, "waiting for extract@") {
+						sawWaiting = lt.Reason
+					}
+				}
+			}
+		}
+		return len(lines(t, filepath.Join(dir, "extract-ok")))+len(lines(t, filepath.Join(dir, "extract-failed"))) >= 8
+	})
+	// every extract tick ended so far has its load tick decided, by history
+	ended := map[string]string{} // tick -> ok | failed
+	endedAt := map[string]int64{}
+	for _, f := range []string{"extract-ok", "extract-failed"} {
+		for _, l := range lines(t, filepath.Join(dir, f)) {
+			ended[l[0]] = strings.TrimPrefix(f, "extract-")
+			endedAt[l[0]], _ = strconv.ParseInt(l[1], 10, 64)
+		}
+	}
+	var recs []jobs.RunRecord
+	poll.Require(t, 30*time.Second, "load's ticks of the extract ticks ended decided", func() bool {
+		recs, _ = c.History(ctx, "load", 0)
+		decided := map[string]bool{}
+		for _, r := range recs {
+			if r.Status == jobs.StatusOK || r.Status == jobs.StatusSkipped {
+				decided[r.Tick.UTC().Format(time.RFC3339)] = true
+			}
+		}
+		for tick := range ended {
+			if !decided[tick] {
+				return false
+			}
+		}
+		return true
+	})
+	runs := map[string][]int64{}
+	for _, l := range lines(t, filepath.Join(dir, "load")) {
+		at, _ := strconv.ParseInt(l[1], 10, 64)
+		runs[l[0]] = append(runs[l[0]], at)
+	}
+	for tick, how := range ended {
+		switch {
+		case how == "ok" && len(runs[tick]) != 1:
+			t.Errorf("extract@%s succeeded; load ran it %d times", tick, len(runs[tick]))
+		case how == "ok" && runs[tick][0] < endedAt[tick]:
+			t.Errorf("load@%s started before extract's run of it ended", tick)
+		case how == "failed" && len(runs[tick]) != 0:
+			t.Errorf("extract@%s failed; load ran it %d times", tick, len(runs[tick]))
+		}
+	}
+	for tick, at := range runs {
+		if ended[tick] != "ok" && len(at) > 0 {
+			if _, seen := ended[tick]; seen || len(at) > 1 {
+				t.Errorf("load ran %s %d times, extract's tick %q", tick, len(at), ended[tick])
+			}
+		}
+	}
+	skippedRight := 0
+	for _, r := range recs {
+		tick := r.Tick.UTC().Format(time.RFC3339)
+		if ended[tick] == "failed" {
+			if r.Status != jobs.StatusSkipped || !strings.HasPrefix(r.Reason, "extract@"+tick+" failed: ") {
+				t.Errorf("load@%s, whose extract failed, recorded %s %q", tick, r.Status, r.Reason)
+			} else {
+				skippedRight++
+			}
+		}
+	}
+	if skippedRight == 0 {
+		t.Errorf("no load tick recorded skipped for a failed extract (ended %v)", ended)
+	}
+	if sawWaiting == "" {
+		t.Errorf("the ledger never said a load tick waited for its extract")
+	}
+}
