@@ -2,6 +2,8 @@ package batontest_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -423,5 +425,43 @@ jobs:
 	defer mu.Unlock()
 	if most != 1 || ran != 3 {
 		t.Errorf("%d runs at once at most, %d ran; want 1 and 3", most, ran)
+	}
+}
+
+// A chain on the fake clock: load runs once per tick of extract, after it,
+// and not for a tick extract failed.
+func TestAChainRunsOnTheFakeClock(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	reg := jobs.NewRegistry()
+	_ = reg.HandleFunc("extract", func(_ context.Context, run jobs.Run) error {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, "extract "+run.Tick.Format("15:04"))
+		if run.Tick.Hour() == 2 {
+			return errors.New("the source is down")
+		}
+		return nil
+	})
+	_ = reg.HandleFunc("load", func(_ context.Context, run jobs.Run) error {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, "load "+run.Tick.Format("15:04"))
+		return nil
+	})
+	env := batontest.Load(t, `
+jobs:
+  - {name: extract, schedule: "0 * * * *", max_retry: 0, handler: {name: extract}}
+  - {name: load, after: [extract], handler: {name: load}}
+`, batontest.WithHandlers(reg), batontest.WithStart(t0))
+	env.Advance(t, 3*time.Hour)
+	env.RequireRan(t, "load", t0.Add(time.Hour))
+	env.RequireRan(t, "load", t0.Add(3*time.Hour))
+	mu.Lock()
+	defer mu.Unlock()
+	want := fmt.Sprintf("[extract %s load %s extract %s extract %s load %s]", t0.Add(time.Hour).Format("15:04"), t0.Add(time.Hour).Format("15:04"),
+		t0.Add(2*time.Hour).Format("15:04"), t0.Add(3*time.Hour).Format("15:04"), t0.Add(3*time.Hour).Format("15:04"))
+	if fmt.Sprint(order) != want {
+		t.Errorf("ran %v, want %s", order, want)
 	}
 }

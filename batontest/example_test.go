@@ -2,8 +2,10 @@ package batontest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,3 +101,40 @@ jobs:
 }
 
 var berlin, _ = time.LoadLocation("Europe/Berlin")
+
+// A chain on the fake clock: load runs after each tick of extract that
+// succeeded, and is skipped for the one that failed.
+func ExampleEnv_chain() {
+	batontest.Run(os.Stdout, func(t testing.TB) {
+		reg := jobs.NewRegistry()
+		_ = reg.HandleFunc("extract", func(_ context.Context, run jobs.Run) error {
+			fmt.Println("extract", run.Tick.Format("15:04"))
+			if run.Tick.Hour() == 2 {
+				return errors.New("the source is down")
+			}
+			return nil
+		})
+		_ = reg.HandleFunc("load", func(_ context.Context, run jobs.Run) error {
+			fmt.Println("load", run.Tick.Format("15:04"))
+			return nil
+		})
+		env := batontest.Load(t, `
+jobs:
+  - {name: extract, schedule: "0 * * * *", max_retry: 0, handler: {name: extract}}
+  - {name: load, after: [extract], handler: {name: load}}
+`, batontest.WithHandlers(reg), batontest.WithStart(time.Date(2030, 1, 1, 0, 30, 0, 0, time.UTC)))
+		env.AdvanceTo(t, time.Date(2030, 1, 1, 3, 0, 0, 0, time.UTC))
+		for _, r := range env.Runs(t, "load") {
+			if r.Status == jobs.StatusSkipped {
+				fmt.Println("load", r.Tick.Format("15:04"), "skipped:", strings.SplitN(r.Reason, ": ", 2)[0])
+			}
+		}
+	})
+	// Output:
+	// extract 01:00
+	// load 01:00
+	// extract 02:00
+	// extract 03:00
+	// load 03:00
+	// load 02:00 skipped: extract@2030-01-01T02:00:00Z failed
+}
