@@ -33,10 +33,12 @@ const (
 )
 
 // chaosConfig writes a job list whose jobs append "tick fence start|end
-// unixnanos" lines to their own files, reached through addr.
+// unixnanos" lines to their own files, reached through addr; "chained"
+// runs after "every-second" (chained.out in dir).
 func chaosConfig(t *testing.T, dir, addr string) (cfg, every, forbid string) {
 	every = filepath.Join(dir, "every.out")
 	forbid = filepath.Join(dir, "forbid.out")
+	chained := filepath.Join(dir, "chained.out")
 	cfg = filepath.Join(dir, "chaos.yaml")
 	line := func(out, what string) string {
 		return fmt.Sprintf(`echo \"$BATON_TICK $BATON_FENCING_TOKEN %s $(date +%%s%%N)\" >> %s`, what, out)
@@ -68,7 +70,15 @@ jobs:
     lock_ttl: 2s
     exec:
       command: ["sh", "-c", "trap '%s; exit 143' TERM; %s; sleep 1.5 & wait $!; %s"]
-`, addr, line(every, "start"), line(every, "end"), line(forbid, "stopped"), line(forbid, "start"), line(forbid, "end"))
+  - name: chained
+    after: [every-second]
+    starting_deadline: 2m
+    concurrency: allow
+    lock_ttl: 3s
+    exec:
+      command: ["sh", "-c", "%s; %s"]
+`, addr, line(every, "start"), line(every, "end"), line(forbid, "stopped"), line(forbid, "start"), line(forbid, "end"),
+		line(chained, "start"), line(chained, "end"))
 	if err := os.WriteFile(cfg, []byte(y), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -191,6 +201,16 @@ type runLine struct {
 	at    time.Time
 }
 
+// readRunLinesIfAny is readRunLines of a file a job may not have written
+// yet.
+func readRunLinesIfAny(t *testing.T, path string) []runLine {
+	t.Helper()
+	if _, err := os.Stat(path); os.IsNotExist(err) {
+		return nil
+	}
+	return readRunLines(t, path)
+}
+
 func readRunLines(t *testing.T, path string) []runLine {
 	t.Helper()
 	f, err := os.Open(path)
@@ -224,8 +244,10 @@ func readRunLines(t *testing.T, path string) []runLine {
 // itself killed and restarted from its append-only file. Workers are not
 // killed (a killed worker's run is run again: asynq executes at least once).
 // The history checker then judges every tick of the window (ran exactly
-// once, or recorded in the job's history as not run, with why) and the
-// forbid job's runs (never overlapping); a summary is printed.
+// once, or recorded in the job's history as not run, with why), the
+// forbid job's runs (never overlapping) and the chain's (each run of
+// "chained" after its tick's run of "every-second" succeeded, once); a
+// summary is printed.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
@@ -367,6 +389,38 @@ func TestChaos(t *testing.T) {
 			h.Ran(*r) // without an end: cut off, and still excluding others
 		}
 	}
+	// the chain: each run of chained started after a run of its tick of
+	// every-second ended (its end line: the command's last, so a success)
+	chainRuns := 0
+	for _, job := range []struct{ name, out string }{{"every-second", every}, {"chained", filepath.Join(dir, "chained.out")}} {
+		byRun := map[string]*histcheck.Run{}
+		var order []string
+		for _, l := range readRunLinesIfAny(t, job.out) {
+			id := fmt.Sprintf("%s/%d", l.tick.Format(time.RFC3339), l.fence)
+			r := byRun[id]
+			if r == nil {
+				r = &histcheck.Run{Job: job.name, Tick: l.tick, Worker: fmt.Sprintf("fence %d", l.fence)}
+				if job.name == "chained" {
+					r.After = []string{"every-second"}
+				}
+				byRun[id] = r
+				order = append(order, id)
+			}
+			if l.what == "start" {
+				r.Start = l.at
+			} else {
+				r.End, r.Succeeded = l.at, true
+			}
+		}
+		for _, id := range order {
+			if r := byRun[id]; !r.Start.IsZero() {
+				h.Ran(*r)
+				if job.name == "chained" {
+					chainRuns++
+				}
+			}
+		}
+	}
 	lost := 0
 	for _, p := range append(scheds, workers...) {
 		b, _ := os.ReadFile(filepath.Join(dir, p.name+".log"))
@@ -381,7 +435,7 @@ func TestChaos(t *testing.T) {
 	fmt.Printf("chaos: seed %d, %v of faults %v\n", seed, d, faults)
 	fmt.Printf("chaos: ticks expected %d, ran %d, duplicated %d, missed %d (recorded) + %d (lost); forbid runs %d; leases lost %d; longest tick-to-start gap %v\n",
 		c.Expected, c.Dispatched, c.Duplicated, c.Missed, c.Lost, c.Runs, lost, gap.Round(time.Millisecond))
-	fmt.Printf("chaos: not run, by reason: %v; still open when the processes stopped: %d\n", o.why(), open)
+	fmt.Printf("chaos: not run, by reason: %v; still open when the processes stopped: %d; chained runs %d\n", o.why(), open, chainRuns)
 	fmt.Printf("chaos: checker: %s\n", verdict)
 	if err != nil {
 		// what the processes logged about the tick in question

@@ -18,7 +18,9 @@
 //     from a holder that believed it held the key when it wrote;
 //   - every (job, tick) of a window was dispatched exactly once, or was
 //     recorded missed with a reason, and runs of a job that forbids overlap
-//     never overlapped.
+//     never overlapped;
+//   - a run of a job that runs after others (a chain) started only after
+//     a run of the same tick of each of its parents succeeded and ended.
 //
 // Check reports the first violation with the two histories involved side by
 // side. A History is safe for concurrent use; fault-schedule tests record
@@ -226,6 +228,13 @@ type Run struct {
 	// Stopped says the run ended without completing (stopped when its
 	// lease was lost, or at shutdown): a retry of its tick is by design.
 	Stopped bool
+	// Succeeded says the run completed with success: its job's children
+	// (After) may run its tick.
+	Succeeded bool
+	// After names the jobs this run's job runs after that have a tick at
+	// Tick (a chain, on_parent_failure: skip): each must have a run of
+	// Tick that succeeded and ended before this one started.
+	After []string
 }
 
 // Ran records a run.
@@ -342,7 +351,7 @@ func (v *Violation) Error() string {
 func (h *History) Check() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, check := range []func() *Violation{h.checkOverlap, h.checkLimits, h.checkFences, h.checkWrites, h.checkTicks, h.checkRuns} {
+	for _, check := range []func() *Violation{h.checkOverlap, h.checkLimits, h.checkFences, h.checkWrites, h.checkTicks, h.checkRuns, h.checkChains} {
 		if v := check(); v != nil {
 			v.origin = h.start
 			return v
@@ -718,6 +727,36 @@ func (h *History) checkRuns() *Violation {
 					return &Violation{Rule: "runs overlapped", What: fmt.Sprintf("job %q forbids overlap", job), Left: run(rs[i]), Right: run(b)}
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// checkChains verifies the chain rule: a run of a chained job's tick
+// started after a run of that tick of each parent (Run.After) ended with
+// success.
+func (h *History) checkChains() *Violation {
+	ended := map[string][]Run{} // job@tick -> its runs that succeeded
+	for _, r := range h.runs {
+		if r.Succeeded && !r.End.IsZero() {
+			id := r.Job + "@" + r.Tick.UTC().Format(time.RFC3339Nano)
+			ended[id] = append(ended[id], r)
+		}
+	}
+	for _, r := range h.runs {
+		for _, p := range r.After {
+			id := p + "@" + r.Tick.UTC().Format(time.RFC3339Nano)
+			ok := slices.ContainsFunc(ended[id], func(pr Run) bool { return !pr.End.After(r.Start) })
+			if ok {
+				continue
+			}
+			child := Party{Name: r.Worker, Events: []Event{{r.Start, fmt.Sprintf("starts %s@%s", r.Job, r.Tick.UTC().Format(time.RFC3339))}}}
+			parent := Party{Name: p, Events: []Event{{r.Start, "no successful run of " + id + " ended by then"}}}
+			if rs := ended[id]; len(rs) > 0 {
+				parent = Party{Name: rs[0].Worker, Events: []Event{{rs[0].Start, "starts " + id}, {rs[0].End, "ends, successfully"}}}
+			}
+			return &Violation{Rule: "chain order", What: fmt.Sprintf("%s@%s ran before its parent %s's tick succeeded", r.Job, r.Tick.UTC().Format(time.RFC3339), p),
+				Left: parent, Right: child}
 		}
 	}
 	return nil

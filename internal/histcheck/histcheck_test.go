@@ -410,3 +410,44 @@ func TestSemaphoreOverTheLimit(t *testing.T) {
 		t.Errorf("report: %v", v)
 	}
 }
+
+// The chain rule: a child's run of a tick starts after a run of that tick
+// of each parent succeeded and ended; one that starts before, or after a
+// parent's run that failed, or with no parent run at all, is a violation.
+func TestAChildRunBeforeItsParentsSuccessIsAViolation(t *testing.T) {
+	tick := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name   string
+		runs   func(h *History) []Run
+		broken bool
+	}{
+		{"after its parent's success", func(h *History) []Run {
+			return []Run{{Job: "extract", Tick: tick, Worker: "w1", Start: h.at(0), End: h.at(100), Succeeded: true},
+				{Job: "load", Tick: tick, Worker: "w2", Start: h.at(150), End: h.at(200), After: []string{"extract"}}}
+		}, false},
+		{"before its parent ended", func(h *History) []Run {
+			return []Run{{Job: "extract", Tick: tick, Worker: "w1", Start: h.at(0), End: h.at(100), Succeeded: true},
+				{Job: "load", Tick: tick, Worker: "w2", Start: h.at(50), End: h.at(200), After: []string{"extract"}}}
+		}, true},
+		{"after its parent failed", func(h *History) []Run {
+			return []Run{{Job: "extract", Tick: tick, Worker: "w1", Start: h.at(0), End: h.at(100)},
+				{Job: "load", Tick: tick, Worker: "w2", Start: h.at(150), End: h.at(200), After: []string{"extract"}}}
+		}, true},
+		{"with no parent run", func(h *History) []Run {
+			return []Run{{Job: "load", Tick: tick, Worker: "w2", Start: h.at(150), End: h.at(200), After: []string{"extract"}}}
+		}, true},
+		{"after another tick's parent run", func(h *History) []Run {
+			return []Run{{Job: "extract", Tick: tick.Add(time.Second), Worker: "w1", Start: h.at(0), End: h.at(100), Succeeded: true},
+				{Job: "load", Tick: tick, Worker: "w2", Start: h.at(150), End: h.at(200), After: []string{"extract"}}}
+		}, true},
+	} {
+		h := New()
+		for _, r := range c.runs(h) {
+			h.Ran(r)
+		}
+		err := h.Check()
+		if got := err != nil && strings.Contains(err.Error(), "chain order"); got != c.broken {
+			t.Errorf("%s: Check = %v, want a chain violation: %v", c.name, err, c.broken)
+		}
+	}
+}
