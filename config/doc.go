@@ -32,8 +32,10 @@
 // ([CatchupSkip], [CatchupLatest], [CatchupAll]), its [DST] policy, the
 // calendars it excludes or runs only on (a [CalendarSpec] each, by name;
 // [Config.ExcludedBy] says why a tick is left out), the limit it runs
-// within (at most [MaxLimit] runs at once) and a singleton's restart
-// [Backoff].
+// within (at most [MaxLimit] runs at once), the jobs it runs after (a
+// chain: its [ParentFailure] policy, [ParentFailureSkip] or
+// [ParentFailureRun]; it waits [DefaultChainWait] by default) and a
+// singleton's restart [Backoff].
 //
 // Runtime schedules, jobs kept in Redis beside the list ([JobSource]):
 // [DecodeSchedule] checks a definition, [ScheduleDocument] stores it and

@@ -43,6 +43,11 @@ func Check(format string, understood, met int) error {
 // line per format per process, however many values of it a reader meets.
 var warned sync.Map
 
+// Forget has the next NewerError of format logged again by Warn: for a
+// test that runs more than once in a process (go test -count=2) and
+// expects its line.
+func Forget(format string) { warned.Delete(format) }
+
 // Warn logs err, a *NewerError a reader met, on log, the first time this
 // process meets a value of that format newer than it reads, saying what
 // the reader does instead (instead). Later ones are not logged. A nil log

@@ -328,6 +328,7 @@ func TestStartedIsNotAfterARunBegunWhileTheFirstBeatFailed(t *testing.T) {
 // than archived for want of a runner. The process says so once, naming
 // the format, the version met and the version it reads.
 func TestRosterEntryOfANewerFormatCountsLiveWithItsListUnknown(t *testing.T) {
+	formats.Forget("roster entry") // logged once per process: again for this test
 	e := worktest.NewEnv(t)
 	cfg := e.Config(t, "  - name: j\n    schedule: \"@every 1m\"\n    handler: {name: j}\n")
 	ctx := context.Background()
