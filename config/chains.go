@@ -209,17 +209,3 @@ func (c *Config) ParentsAt(j *Job, t time.Time) []*Job {
 	}
 	return out
 }
-
-// OutcomeTTL is how long the outcome record of a tick of job lives: as long
-// as the longest starting_deadline of the jobs that run after it (a child
-// waits for it that long after its tick), plus a margin; 0 when none does.
-func (c *Config) OutcomeTTL(job string) time.Duration {
-	var d time.Duration
-	for _, ch := range c.Children(job) {
-		d = max(d, ch.StartingDeadline)
-	}
-	if d == 0 {
-		return 0
-	}
-	return d + c.Scheduler.RetentionMargin + 10*time.Minute
-}

@@ -1176,12 +1176,6 @@ jobs:
 	if got := names(c.Children("extract")); got != "[load]" {
 		t.Errorf("extract's children: %s", got)
 	}
-	if d := c.OutcomeTTL("load"); d < 3*time.Hour {
-		t.Errorf("load's outcome records live %s, less than report waits", d)
-	}
-	if d := c.OutcomeTTL("report"); d != 0 {
-		t.Errorf("report, which no job runs after, keeps outcome records %s", d)
-	}
 	job := func(name, body string) string {
 		return "  - name: " + name + "\n    " + body + "\n    exec: {command: [\"true\"]}\n"
 	}

@@ -115,6 +115,12 @@ jobs:
     concurrency: allow
     starting_deadline: 24h
     exec: {command: ["true"]}
+  - name: extract
+    schedule: "0 * * * *"
+    exec: {command: ["true"]}
+  - name: load
+    after: [extract]
+    exec: {command: ["true"]}
 `
 
 // Every baton command line of README.md and docs/*.md runs as written

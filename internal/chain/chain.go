@@ -8,8 +8,14 @@
 //
 //	NS:{JOB}:outcome:<tick ms>  string "ok", or "<status> <reason>": how
 //	                            job's tick ended for good; PX =
-//	                            Config.OutcomeTTL(JOB), written only for a
+//	                            handoff.OutcomeTTL(JOB), written only for a
 //	                            job that others run after
+//
+// A tick's task may end more than once (a copy put back into the queue
+// and refused, a duplicate dispatch skipped, a replica that lets a tick go
+// as missed while another dispatched it): the first end of a tick that did
+// not succeed is kept (NX), and a success is written over anything, so a
+// later refusal or miss never hides that the tick ran and succeeded.
 package chain
 
 import (
@@ -21,7 +27,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/jobs"
 )
 
@@ -55,28 +60,33 @@ func decode(v string) Outcome {
 // maxReason bounds the reason kept in a record.
 const maxReason = 500
 
-// Write queues on p the outcome record of job's tick at, when jobs of cfg
-// run after job, and returns its command (nil when none is queued).
-func Write(ctx context.Context, p redis.Pipeliner, cfg *config.Config, job string, at time.Time, o Outcome) *redis.StatusCmd {
-	ttl := cfg.OutcomeTTL(job)
+// Write queues on p the outcome record of job's tick at in namespace ns,
+// living ttl (handoff.OutcomeTTL: 0 when no job runs after job), and
+// returns its command (nil when none is queued). A success replaces any
+// record; another outcome is written only where the tick has none yet
+// (its command then answers redis.Nil: the tick's first end stands).
+func Write(ctx context.Context, p redis.Pipeliner, ns, job string, at time.Time, ttl time.Duration, o Outcome) *redis.StatusCmd {
 	if ttl <= 0 {
 		return nil
+	}
+	if o.OK() {
+		return p.Set(ctx, Key(ns, job, at), o.encode(), ttl)
 	}
 	if len(o.Reason) > maxReason {
 		o.Reason = o.Reason[:maxReason]
 	}
-	return p.Set(ctx, Key(cfg.Namespace, job, at), o.encode(), ttl)
+	return p.SetArgs(ctx, Key(ns, job, at), o.encode(), redis.SetArgs{Mode: "NX", TTL: ttl})
 }
 
 // Record writes the outcome record of job's tick at alone (see Write).
-func Record(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, job string, at time.Time, o Outcome) error {
-	if cfg.OutcomeTTL(job) <= 0 {
+func Record(ctx context.Context, rdb redis.UniversalClient, ns, job string, at time.Time, ttl time.Duration, o Outcome) error {
+	if ttl <= 0 {
 		return nil
 	}
 	pipe := rdb.Pipeline()
-	Write(ctx, pipe, cfg, job, at, o)
-	_, err := pipe.Exec(ctx)
-	if err != nil {
+	cmd := Write(ctx, pipe, ns, job, at, ttl, o)
+	_, _ = pipe.Exec(ctx) // the command's own error is read below
+	if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("chain: the outcome of %s@%s: %w", job, at.UTC().Format(time.RFC3339), err)
 	}
 	return nil

@@ -6,35 +6,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/jobs"
 )
 
-// An outcome recorded for a job others run after reads back as written,
-// its reason bounded; a job nobody runs after records none; a record that
-// is not one reads as a failure saying so.
+// An outcome recorded reads back as written, its reason bounded, living
+// the ttl given; none is written with none (no job runs after the job); a
+// record that is not one reads as a failure saying so.
 func TestOutcomesReadBackAsRecorded(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
-	cfg, err := config.Load([]byte(`redis: {url: "redis://` + srv.Addr() + `/0"}
-jobs:
-  - {name: extract, schedule: "@hourly", exec: {command: ["true"]}}
-  - {name: load, after: [extract], exec: {command: ["true"]}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	at := time.Date(2030, 1, 1, 1, 0, 0, 0, time.UTC)
 	long := strings.Repeat("x", 2000)
-	if err := Record(ctx, rdb, cfg, "extract", at, Outcome{Status: jobs.StatusFailed, Reason: long}); err != nil {
+	if err := Record(ctx, rdb, "baton", "extract", at, 2*time.Hour, Outcome{Status: jobs.StatusFailed, Reason: long}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Record(ctx, rdb, cfg, "load", at, Outcome{Status: jobs.StatusOK}); err != nil {
+	if err := Record(ctx, rdb, "baton", "load", at, 0, Outcome{Status: jobs.StatusOK}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := Read(ctx, rdb, cfg.Namespace, []string{"extract", "load"}, at)
+	got, err := Read(ctx, rdb, "baton", []string{"extract", "load"}, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,14 +33,49 @@ jobs:
 		t.Errorf("extract's outcome %q (%d bytes of reason)", o.Status, len(o.Reason))
 	}
 	if _, ok := got["load"]; ok {
-		t.Errorf("load, which no job runs after, has an outcome record")
+		t.Errorf("load, recorded with no ttl (no job runs after it), has an outcome record")
 	}
-	if ttl := rdb.PTTL(ctx, Key(cfg.Namespace, "extract", at)).Val(); ttl <= time.Hour {
-		t.Errorf("the record lives %s, less than load waits for it", ttl)
+	if ttl := rdb.PTTL(ctx, Key("baton", "extract", at)).Val(); ttl <= time.Hour || ttl > 2*time.Hour {
+		t.Errorf("the record lives %s, want 2h", ttl)
 	}
-	rdb.Set(ctx, Key(cfg.Namespace, "extract", at), "done:run-1", 0)
-	got, _ = Read(ctx, rdb, cfg.Namespace, []string{"extract"}, at)
+	rdb.Set(ctx, Key("baton", "extract", at), "done:run-1", 0)
+	got, _ = Read(ctx, rdb, "baton", []string{"extract"}, at)
 	if o := got["extract"]; o.OK() || !strings.Contains(o.Reason, "an outcome record that is none") {
 		t.Errorf("a record that is none reads as %+v", o)
+	}
+}
+
+// A tick's first end that is not a success stands against a later one (a
+// copy refused, a miss recorded by another replica); a success is written
+// over any, and nothing but a success over it.
+func TestASuccessIsNeverOverwrittenByALaterEnd(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	at := time.Date(2030, 1, 1, 1, 0, 0, 0, time.UTC)
+	read := func() Outcome {
+		t.Helper()
+		got, err := Read(ctx, rdb, "baton", []string{"extract"}, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got["extract"]
+	}
+	record := func(o Outcome) {
+		t.Helper()
+		if err := Record(ctx, rdb, "baton", "extract", at, time.Hour, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record(Outcome{Status: jobs.StatusPaused, Reason: "the job is paused"})
+	record(Outcome{Status: jobs.StatusMissed, Reason: "past its starting deadline"})
+	if o := read(); o.Status != jobs.StatusPaused {
+		t.Errorf("after paused then missed: %+v, want the first end", o)
+	}
+	record(Outcome{Status: jobs.StatusOK}) // a resume's catch-up ran it
+	record(Outcome{Status: jobs.StatusRefused, Reason: "its tick's task ended already"})
+	record(Outcome{Status: jobs.StatusMissed, Reason: "let go as missed"})
+	if o := read(); !o.OK() {
+		t.Errorf("after ok then refused and missed: %+v, want ok", o)
 	}
 }

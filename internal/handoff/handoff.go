@@ -92,7 +92,7 @@ func (d *Sender) NotDispatched(ctx context.Context, t scheduler.Tick, paused boo
 	d.hist.Decided(ctx, t, string(st), reason)
 	if d.rdb != nil {
 		// a job run after this one learns that this tick will not run
-		if err := chain.Record(ctx, d.rdb, d.cfg, t.Job, t.At, chain.Outcome{Status: st, Reason: reason}); err != nil {
+		if err := chain.Record(ctx, d.rdb, d.cfg.Namespace, t.Job, t.At, OutcomeTTL(d.cfg, t.Job), chain.Outcome{Status: st, Reason: reason}); err != nil {
 			d.log.Warn("cannot write the tick's outcome record: the jobs run after it wait for it until their starting deadline",
 				append(TickAttrs(t), slog.Any("error", err))...)
 		}

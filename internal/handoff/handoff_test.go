@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/chain"
 	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/roster"
@@ -649,5 +650,62 @@ func TestATaskOfAJobNamingALimitHasTimeToWaitForASlot(t *testing.T) {
 	job, _ := cfg.Job("limited")
 	if w := RunWindow(cfg, job); w < 4*(10*time.Minute+2*time.Second) {
 		t.Errorf("run window %s does not count the attempts' waits for a slot", w)
+	}
+}
+
+// A tick that one replica lets go as missed (its claim held back by an
+// outage) while another replica dispatched it, and whose run succeeded,
+// keeps its successful outcome: the job run after it is not skipped for
+// a miss that did not happen.
+func TestATickLetGoAsMissedAfterItRanKeepsItsSuccessfulOutcome(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: extract
+    schedule: "@every 1m"
+    exec: {command: ["true"]}
+  - name: load
+    after: [extract]
+    exec: {command: ["true"]}
+`)
+	ctx := context.Background()
+	tick := worktest.TickOf("extract", 1)
+	// the run's end, as the worker writes it
+	if err := chain.Record(ctx, e.RDB, "baton", "extract", tick.At, OutcomeTTL(cfg, "extract"), chain.Outcome{Status: jobs.StatusOK}); err != nil {
+		t.Fatal(err)
+	}
+	New(cfg, e.Client, nil, WithQueueRedis(e.RDB)).NotDispatched(ctx, tick, false, "held back by an outage beyond the newest 1000 ticks held for the job: let go as missed")
+	got, err := chain.Read(ctx, e.RDB, "baton", []string{"extract"}, tick.At)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := got["extract"]; !o.OK() {
+		t.Errorf("extract's outcome %+v, want ok", o)
+	}
+}
+
+// The outcome record of a parent's tick lives as long as a task of its
+// child's tick may start: the child's starting deadline (its wait for its
+// parents), then its timeouts and retries (TickBound).
+func TestAnOutcomeRecordLivesAsLongAsItsChildsTaskMayStart(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: extract
+    schedule: "@every 1m"
+    exec: {command: ["true"]}
+  - name: load
+    after: [extract]
+    timeout: 2h
+    exec: {command: ["true"]}
+  - name: report
+    after: [extract]
+    exec: {command: ["true"]}
+`)
+	load, _ := cfg.Job("load")
+	if d, want := OutcomeTTL(cfg, "extract"), TickBound(cfg, load); d < want {
+		t.Errorf("extract's outcome records live %s, load's task may start until %s after its tick", d, want)
+	}
+	if w := RunWindow(cfg, load); w < load.StartingDeadline+4*2*time.Hour {
+		t.Errorf("load's run window %s does not count its wait for its parents", w)
+	}
+	if d := OutcomeTTL(cfg, "load"); d != 0 {
+		t.Errorf("load, which no job runs after, keeps outcome records %s", d)
 	}
 }

@@ -308,8 +308,11 @@ const AttemptSlack = 150 * time.Second
 // buffering job). Each attempt may run to its timeout, wait through a
 // shutdown's grace (asynq requeues the task without spending an attempt)
 // and be picked up late by asynq's recovery; then it fails and the next
-// one waits its backoff. A job without a timeout has no bound (the ledger
-// record still refuses a replay of a tick that ended).
+// one waits its backoff. A job run after others (after:) adds its
+// starting_deadline: its task is handed back, without spending an
+// attempt, until its parents' ticks ended, as late as that. A job without
+// a timeout has no bound (the ledger record still refuses a replay of a
+// tick that ended).
 func RunWindow(cfg *config.Config, j *config.Job) time.Duration {
 	const never = time.Duration(1<<63 - 1)
 	attempt := attemptTimeout(j)
@@ -317,6 +320,9 @@ func RunWindow(cfg *config.Config, j *config.Job) time.Duration {
 		return never
 	}
 	d := 2*cfg.MaxClockSkew + time.Duration(j.MaxRetry+1)*(attempt+AttemptSlack+cfg.Worker.ShutdownGrace)
+	if len(j.After) > 0 {
+		d += j.StartingDeadline // the wait for its parents
+	}
 	for n := range j.MaxRetry {
 		d += BackoffDelay(j.RetryBackoff, n)
 		if d > 100*365*24*time.Hour {
@@ -335,6 +341,23 @@ func TickBound(cfg *config.Config, j *config.Job) time.Duration {
 		return w
 	}
 	return j.StartingDeadline + w
+}
+
+// OutcomeTTL is how long the outcome record of a tick of job lives
+// (internal/chain): as long as an attempt of a tick of a job run after it
+// may still start, the longest TickBound of its children (the record is
+// written after the tick, and a child's retry looks at it again), plus
+// the clock skew bound and scheduler.retention_margin; 0 when no job runs
+// after it.
+func OutcomeTTL(cfg *config.Config, job string) time.Duration {
+	var d time.Duration
+	for _, ch := range cfg.Children(job) {
+		d = max(d, min(TickBound(cfg, ch), NoTimeout))
+	}
+	if d == 0 {
+		return 0
+	}
+	return d + 2*cfg.MaxClockSkew + cfg.Scheduler.RetentionMargin
 }
 
 // TaskExpiry is the expiry NewRunTask signs into tick t's task dispatched

@@ -43,6 +43,9 @@ type runEnd struct {
 	mu  sync.Mutex
 	o   chain.Outcome
 	set bool
+	// dup: the attempt was a duplicate of a run of its tick under way (a
+	// local dispatch twice): that run's end is the tick's, not this one's
+	dup bool
 }
 
 type runEndKey struct{}
@@ -63,11 +66,22 @@ func noteEnd(ctx context.Context, st jobs.Status, reason string) {
 	}
 }
 
-// outcome is the end kept, and whether there is one.
-func (e *runEnd) outcome() (chain.Outcome, bool) {
+// noteDuplicate marks ctx's runEnd, if it has one, as a duplicate's: its
+// end (skipped) is not its tick's.
+func noteDuplicate(ctx context.Context) {
+	if e, ok := ctx.Value(runEndKey{}).(*runEnd); ok {
+		e.mu.Lock()
+		e.dup = true
+		e.mu.Unlock()
+	}
+}
+
+// outcome is the end kept, and whether there is one; dup says it is a
+// duplicate's, not its tick's.
+func (e *runEnd) outcome() (o chain.Outcome, set, dup bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.o, e.set
+	return e.o, e.set, e.dup
 }
 
 // outcomeWrite is the outcome record of a successful run, written in the
@@ -80,28 +94,35 @@ type outcomeWrite struct {
 }
 
 func (o *outcomeWrite) also(ctx context.Context, p redis.Pipeliner) func() {
-	if o.e.cfg.OutcomeTTL(o.t.Job) <= 0 {
-		o.written = true // none is needed
+	ttl := handoff.OutcomeTTL(o.e.cfg, o.t.Job)
+	if ttl <= 0 || o.t.Manual {
+		o.written = true // none is needed (a trigger is no tick of the schedule)
 		return nil
 	}
-	cmd := chain.Write(ctx, p, o.e.cfg, o.t.Job, o.t.At, chain.Outcome{Status: jobs.StatusOK})
+	cmd := chain.Write(ctx, p, o.e.cfg.Namespace, o.t.Job, o.t.At, ttl, chain.Outcome{Status: jobs.StatusOK})
 	return func() { o.written = cmd.Err() == nil }
 }
 
 // recordOutcome writes the outcome record of tick t, whose task ended for
 // good as end says, for a job that others run after (unless ow wrote it
-// with the run's end already).
+// with the run's end already). A trigger's run records none: it is no
+// tick of the schedule, whose tick at the same instant (a trigger made on
+// a whole second) is the one the children wait for.
 func (e *engine) recordOutcome(ctx context.Context, t scheduler.Tick, end *runEnd, ow *outcomeWrite) {
-	if e.cfg.OutcomeTTL(t.Job) <= 0 || ow != nil && ow.written {
+	ttl := handoff.OutcomeTTL(e.cfg, t.Job)
+	if ttl <= 0 || t.Manual || ow != nil && ow.written {
 		return
 	}
-	o, ok := end.outcome()
+	o, ok, dup := end.outcome()
+	if dup {
+		return // the run under way records the tick's end
+	}
 	if !ok {
 		o = chain.Outcome{Status: jobs.StatusFailed, Reason: "its end was not recorded"}
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
 	defer cancel()
-	if err := chain.Record(ctx, e.rdb, e.cfg, t.Job, t.At, o); err != nil {
+	if err := chain.Record(ctx, e.rdb, e.cfg.Namespace, t.Job, t.At, ttl, o); err != nil {
 		e.log.Warn("cannot write the tick's outcome record: the jobs run after it wait for it until their starting deadline",
 			append(handoff.TickAttrs(t), slog.Any("error", err))...)
 	}
@@ -112,16 +133,22 @@ func (e *engine) recordOutcome(ctx context.Context, t scheduler.Tick, end *runEn
 // is run) lets it run (done false); a parent still running hands the task
 // back (errWaitingForParents), until the tick's starting deadline, after
 // which the tick is skipped, as it is when a parent did not succeed
-// (on_parent_failure: skip). A skip is recorded in the history (done true,
+// (on_parent_failure: skip). A tick at an instant no parent of this
+// replica's job list ticks at waits for every parent. A skip is recorded in the history (done true,
 // nil: the task ends). A manual or backfilled tick runs without waiting.
 func (w *Worker) awaitParents(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int) (done bool, err error) {
 	if len(job.After) == 0 || t.Manual || t.Backfill {
 		return false, nil
 	}
-	parents := w.cfg.ParentsAt(job, t.At)
-	names := make([]string, len(parents))
-	for i, p := range parents {
-		names[i] = p.Name
+	var names []string
+	for _, p := range w.cfg.ParentsAt(job, t.At) {
+		names = append(names, p.Name)
+	}
+	if len(names) == 0 {
+		// no parent ticks at t.At by this replica's job list: the tick
+		// comes from a replica whose list gives a parent another schedule
+		// (a rolling deploy), which ticks then: it waits for them all
+		names = job.After
 	}
 	rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 	outs, err := chain.Read(rctx, w.rdb, w.cfg.Namespace, names, t.At)
@@ -134,7 +161,7 @@ func (w *Worker) awaitParents(ctx context.Context, job *config.Job, t scheduler.
 		o, ok := outs[n]
 		switch {
 		case !ok:
-			waiting = append(waiting, n+"@"+t.At.UTC().Format(time.RFC3339))
+			waiting = append(waiting, n)
 		case !o.OK():
 			why := fmt.Sprintf("%s@%s %s", n, t.At.UTC().Format(time.RFC3339), o.Status)
 			if o.Reason != "" {
@@ -146,9 +173,9 @@ func (w *Worker) awaitParents(ctx context.Context, job *config.Job, t scheduler.
 	log := w.log.With(handoff.TickAttrs(t)...)
 	switch {
 	case len(waiting) > 0 && w.clock.Now().Before(t.At.Add(job.StartingDeadline)):
-		return true, fmt.Errorf("worker: %s: waiting for %s: %w", t.ID(), strings.Join(waiting, ", "), errWaitingForParents)
+		return true, fmt.Errorf("worker: %s: waiting for %s: %w", t.ID(), strings.Join(ticksOf(waiting, t.At), ", "), errWaitingForParents)
 	case len(waiting) > 0:
-		why := fmt.Sprintf("its parents did not end their ticks within its starting_deadline (%s): %s", job.StartingDeadline, strings.Join(waiting, ", "))
+		why := w.noOutcomes(ctx, job, t, waiting)
 		w.count(t.Job, func(c *counters) { c.skipped.Add(1) })
 		log.Warn("skipped: " + why)
 		w.notStarted(ctx, job, t, attempt, jobs.StatusSkipped, why)
@@ -163,4 +190,54 @@ func (w *Worker) awaitParents(ctx context.Context, job *config.Job, t scheduler.
 		log.Info("running after a parent's tick that did not succeed (on_parent_failure: run)", slog.String("parents", strings.Join(failed, "; ")))
 	}
 	return false, nil
+}
+
+// ticksOf are the ticks at of jobs names, "job@T".
+func ticksOf(names []string, at time.Time) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = n + "@" + at.UTC().Format(time.RFC3339)
+	}
+	return out
+}
+
+// noOutcomes says why chained tick t is skipped at its starting deadline,
+// its parents waiting having recorded no outcome of their ticks: those
+// whose ledger record says their task ended did end, without an outcome
+// record (run by a replica whose job list does not run job after them,
+// during a rolling deploy that adds the chain; or the record was lost).
+func (w *Worker) noOutcomes(ctx context.Context, job *config.Job, t scheduler.Tick, waiting []string) string {
+	ended := make([]bool, len(waiting))
+	if w.rdb != nil {
+		rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+		pipe := w.rdb.Pipeline()
+		cmds := make([]*redis.StringCmd, len(waiting))
+		for i, n := range waiting {
+			cmds[i] = pipe.Get(rctx, tickRecordKey(w.cfg.Namespace, scheduler.Tick{Job: n, At: t.At}))
+		}
+		_, _ = pipe.Exec(rctx) // each command's answer is read below
+		cancel()
+		for i := range waiting {
+			ended[i], _, _ = tickRecordOf(cmds[i], t)
+		}
+	}
+	ticks := ticksOf(waiting, t.At)
+	var gone []string
+	for i, e := range ended {
+		if e {
+			gone = append(gone, ticks[i])
+		}
+	}
+	if len(gone) == 0 {
+		return fmt.Sprintf("its parents did not end their ticks within its starting_deadline (%s): %s", job.StartingDeadline, strings.Join(ticks, ", "))
+	}
+	parts := make([]string, len(ticks))
+	for i, tk := range ticks {
+		if ended[i] {
+			parts[i] = tk + " ended without an outcome record (the replica that ran it does not run " + job.Name + " after it: a rolling deploy that adds the chain? or the record was lost)"
+		} else {
+			parts[i] = tk + " did not end"
+		}
+	}
+	return fmt.Sprintf("no outcome of its parents' ticks within its starting_deadline (%s): %s", job.StartingDeadline, strings.Join(parts, "; "))
 }

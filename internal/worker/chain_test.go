@@ -16,6 +16,7 @@ import (
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/worktest"
 	"github.com/batonhq/baton/jobs"
+	"github.com/batonhq/baton/scheduler"
 )
 
 // order keeps the runs' starts and ends in the order they happened.
@@ -243,4 +244,352 @@ func TestAParentsTickRecordsItsOutcomeWhereItsTaskEnds(t *testing.T) {
 	if n := e.RDB.Exists(ctx, chain.Key("baton", "alone", worktest.TickOf("alone", 1).At)).Val(); n != 0 {
 		t.Errorf("alone, which no job runs after, recorded an outcome")
 	}
+}
+
+// A copy of a parent's task put back into the queue after its tick ran
+// and succeeded is refused (ended already), and that refusal is not the
+// tick's outcome: the child's tick, dispatched after it, still runs.
+func TestACopyOfAParentsEndedTaskDoesNotUndoItsSuccess(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: extract
+    schedule: "@every 1s"
+    handler: {name: extract}
+  - name: load
+    after: [extract]
+    handler: {name: load}
+`)
+	exec := newFakeExec(nil)
+	e.worker(t, cfg, exec)
+	te, tl := freshTick("extract"), freshTick("load")
+	e.dispatch(t, cfg, te)
+	worktest.Recv(t, exec.started, "extract's run")
+	e.State(t, "baton:default", te, asynq.TaskStateCompleted)
+	putBack(t, e, te)
+	e.State(t, "baton:default", te, asynq.TaskStateArchived) // refused: ended already
+	e.dispatch(t, cfg, tl)
+	e.State(t, "baton:default", tl, asynq.TaskStateCompleted)
+	if r := recordOf(t, e, tl); r == nil || r.Status != jobs.StatusOK {
+		t.Errorf("load's tick recorded %+v, want it run after extract's tick succeeded", r)
+	}
+}
+
+// A duplicate local dispatch of a parent's tick that is running is skipped,
+// and that skip is not the tick's outcome: the child's tick waits for the
+// running parent's end and runs after it.
+func TestADuplicateLocalDispatchOfARunningParentDoesNotSkipItsChild(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: extract
+    schedule: "@every 1s"
+    mode: local
+    handler: {name: extract}
+  - name: load
+    after: [extract]
+    handler: {name: load}
+`)
+	gate := make(chan struct{})
+	exec := newFakeExec(func(ctx context.Context, run jobs.Run, v executor.Validity) error {
+		if run.Job == "extract" {
+			return blockUntil(gate)(ctx, run, v)
+		}
+		return nil
+	})
+	w := e.worker(t, cfg, exec)
+	job, _ := cfg.Job("extract")
+	te, tl := freshTick("extract"), freshTick("load")
+	if err := w.RunLocal(context.Background(), job, te); err != nil {
+		t.Fatal(err)
+	}
+	worktest.Recv(t, exec.started, "extract's run")
+	if err := w.RunLocal(context.Background(), job, te); err != nil {
+		t.Fatal(err)
+	}
+	poll.Require(t, worktest.Wait, "the duplicate to be skipped", func() bool { return w.Stats().Skipped == 1 })
+	e.dispatch(t, cfg, tl)
+	none(t, exec.started, 500*time.Millisecond, "load's run while extract runs")
+	close(gate)
+	e.State(t, "baton:default", tl, asynq.TaskStateCompleted)
+	if r := recordOf(t, e, tl); r == nil || r.Status != jobs.StatusOK {
+		t.Errorf("load's tick recorded %+v, want it run after extract's tick succeeded", r)
+	}
+}
+
+// A chained tick's wait for its parents is not its run: a parent that runs
+// longer than the child's own retry window (its timeout and retries), but
+// ends within the child's starting deadline, is followed by the child's
+// run, not by a refusal of its task as too old.
+func TestAChainedTickWhoseParentRunsLongerThanItsRunWindowRuns(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: extract
+    schedule: "@every 1s"
+    handler: {name: extract}
+  - name: load
+    after: [extract]
+    timeout: 1m
+    max_retry: 0
+    starting_deadline: 30m
+    handler: {name: load}
+`)
+	gate := make(chan struct{})
+	exec := newFakeExec(func(ctx context.Context, run jobs.Run, v executor.Validity) error {
+		if run.Job == "extract" {
+			return blockUntil(gate)(ctx, run, v)
+		}
+		return nil
+	})
+	clk := clock.NewFake(time.Now())
+	e.worker(t, cfg, exec, WithClock(clk))
+	te, tl := freshTick("extract"), freshTick("load")
+	e.dispatch(t, cfg, te)
+	e.dispatch(t, cfg, tl)
+	worktest.Recv(t, exec.started, "extract's run")
+	clk.Advance(10 * time.Minute)       // extract runs ten minutes
+	time.Sleep(1500 * time.Millisecond) // load looks at its parents again meanwhile
+	close(gate)
+	if s := worktest.Recv(t, exec.started, "load's run"); s.run.Job != "load" {
+		t.Fatalf("ran %+v", s.run)
+	}
+	e.State(t, "baton:default", tl, asynq.TaskStateCompleted)
+}
+
+// elapse moves the worker's clock d on, and the outcome records' time to
+// live with it (as the queue Redis's own clock would): the records d
+// outlives expire.
+func elapse(t *testing.T, e *env, clk *clock.Fake, d time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := e.RDB.Keys(ctx, "baton:{*}:outcome:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		ttl := e.RDB.PTTL(ctx, k).Val()
+		switch {
+		case ttl < 0: // no expiry
+		case ttl <= d:
+			e.RDB.Del(ctx, k)
+		default:
+			e.RDB.PExpire(ctx, k, ttl-d)
+		}
+	}
+	clk.Advance(d)
+}
+
+// A retry of a chained tick whose first attempt ran after its parent's
+// tick succeeded, and failed, runs: however long that first attempt took
+// (up to its timeout), the parent's outcome record still says it
+// succeeded, and the retry is not skipped as if the parent never ended.
+func TestARetryOfAChainedTickLongAfterItsParentSucceededRuns(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: extract
+    schedule: "@every 1s"
+    handler: {name: extract}
+  - name: load
+    after: [extract]
+    timeout: 2h
+    max_retry: 1
+    retry_backoff: 3s
+    handler: {name: load}
+`)
+	exec := newFakeExec(func(ctx context.Context, run jobs.Run, v executor.Validity) error {
+		if run.Job == "load" && run.Attempt == 1 {
+			return errors.New("the warehouse is full")
+		}
+		return nil
+	})
+	clk := clock.NewFake(time.Now())
+	e.worker(t, cfg, exec, WithClock(clk))
+	te, tl := freshTick("extract"), freshTick("load")
+	e.dispatch(t, cfg, te)
+	e.State(t, "baton:default", te, asynq.TaskStateCompleted)
+	e.dispatch(t, cfg, tl)
+	worktest.Recv(t, exec.started, "extract's run")
+	if s := worktest.Recv(t, exec.started, "load's first attempt"); s.run.Job != "load" {
+		t.Fatalf("ran %+v", s.run)
+	}
+	worktest.Recv(t, exec.ended, "extract's end")
+	worktest.Recv(t, exec.ended, "load's first attempt's end")
+	elapse(t, e, clk, 90*time.Minute) // the first attempt ran 90 minutes before it failed
+	if s := worktest.Recv(t, exec.started, "load's retry"); s.run.Job != "load" || s.run.Attempt != 2 {
+		t.Fatalf("ran %+v", s.run)
+	}
+	e.State(t, "baton:default", tl, asynq.TaskStateCompleted)
+}
+
+// A parent's tick run by a replica whose job list does not have the child
+// yet (a rolling deploy that adds it) ends without an outcome record: the
+// child's tick waits to its starting deadline, then is skipped saying the
+// parent's tick ended without one, not that it never ended.
+func TestAChainedTickWhoseParentRanOnAReplicaWithoutTheChainSaysSo(t *testing.T) {
+	e := newEnv(t)
+	old := e.Config(t, `  - name: extract
+    schedule: "@every 1s"
+    handler: {name: extract}
+`)
+	cfg := e.Config(t, `  - name: extract
+    schedule: "@every 1s"
+    handler: {name: extract}
+  - name: load
+    after: [extract]
+    starting_deadline: 10m
+    handler: {name: load}
+`)
+	exec := newFakeExec(nil)
+	te, tl := freshTick("extract"), freshTick("load")
+	w := e.worker(t, old, exec)
+	e.dispatch(t, old, te)
+	e.State(t, "baton:default", te, asynq.TaskStateCompleted)
+	ctx, cancel := context.WithTimeout(context.Background(), worktest.Wait)
+	defer cancel()
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.Now())
+	e.worker(t, cfg, exec, WithClock(clk))
+	e.dispatch(t, cfg, tl)
+	time.Sleep(300 * time.Millisecond)
+	clk.Advance(10 * time.Minute)
+	e.State(t, "baton:default", tl, asynq.TaskStateCompleted)
+	r := recordOf(t, e, tl)
+	if r == nil || r.Status != jobs.StatusSkipped || !strings.Contains(r.Reason, "extract@"+te.At.UTC().Format(time.RFC3339)+" ended without an outcome record") {
+		t.Errorf("load's tick recorded %+v", r)
+	}
+}
+
+// A chained tick at an instant none of its parents ticks at by this
+// replica's job list (dispatched by a replica whose list gives a parent
+// another schedule: a rolling deploy that changes it) still waits for its
+// parents' ticks at that instant: it does not run while its parent's tick,
+// dispatched by the same replica, runs.
+func TestAChainedTickAtNoParentsTickByThisListStillWaitsForItsParents(t *testing.T) {
+	e := newEnv(t)
+	old := e.Config(t, `  - name: extract
+    schedule: "@every 1s"
+    handler: {name: extract}
+  - name: load
+    after: [extract]
+    handler: {name: load}
+`)
+	cfg := e.Config(t, `  - name: extract
+    schedule: "0 0 1 1 *"
+    handler: {name: extract}
+  - name: load
+    after: [extract]
+    handler: {name: load}
+`)
+	var o order
+	gate := make(chan struct{})
+	exec := newFakeExec(func(ctx context.Context, run jobs.Run, v executor.Validity) error {
+		o.add(run.Job + "-start")
+		if run.Job == "extract" {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+		}
+		o.add(run.Job + "-end")
+		return nil
+	})
+	e.worker(t, cfg, exec)
+	defer func() {
+		select {
+		case <-gate:
+		default:
+			close(gate)
+		}
+	}()
+	te, tl := freshTick("extract"), freshTick("load")
+	e.dispatch(t, old, te) // by a replica on the old list
+	worktest.Recv(t, exec.started, "extract's run")
+	e.dispatch(t, old, tl)
+	none(t, exec.started, 500*time.Millisecond, "load's run while extract runs")
+	close(gate)
+	e.State(t, "baton:default", tl, asynq.TaskStateCompleted)
+	if got := o.String(); got != "extract-start extract-end load-start load-end" {
+		t.Errorf("runs in the order %q", got)
+	}
+}
+
+// A chain of three (a -> b -> c): a's tick failed, so b's is skipped
+// naming it, and c's is skipped naming b's skip; neither runs.
+func TestAChainOfThreeSkipsTheGrandchildOfAFailedTick(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: a
+    schedule: "@every 1s"
+    max_retry: 0
+    handler: {name: a}
+  - name: b
+    after: [a]
+    handler: {name: b}
+  - name: c
+    after: [b]
+    handler: {name: c}
+`)
+	exec := newFakeExec(func(ctx context.Context, run jobs.Run, _ executor.Validity) error {
+		if run.Job == "a" {
+			return errors.New("the source is down")
+		}
+		return nil
+	})
+	e.worker(t, cfg, exec)
+	ta, tb, tc := freshTick("a"), freshTick("b"), freshTick("c")
+	e.dispatch(t, cfg, tc)
+	e.dispatch(t, cfg, tb)
+	e.dispatch(t, cfg, ta)
+	e.State(t, "baton:default", tc, asynq.TaskStateCompleted)
+	at := ta.At.UTC().Format(time.RFC3339)
+	if r := recordOf(t, e, tb); r == nil || r.Status != jobs.StatusSkipped || !strings.HasPrefix(r.Reason, "a@"+at+" failed: ") {
+		t.Errorf("b's tick recorded %+v", r)
+	}
+	if r := recordOf(t, e, tc); r == nil || r.Status != jobs.StatusSkipped || !strings.HasPrefix(r.Reason, "b@"+at+" skipped: a@"+at+" failed: ") {
+		t.Errorf("c's tick recorded %+v", r)
+	}
+	for len(exec.started) > 0 {
+		if s := <-exec.started; s.run.Job != "a" {
+			t.Errorf("%s ran", s.run.Job)
+		}
+	}
+}
+
+// A triggered run of a parent is not a tick of its schedule: its end is
+// not the outcome of the scheduled tick at the same instant (a trigger
+// made on a whole second), and a child's tick there does not follow it.
+func TestATriggeredRunOfAParentIsNotTheOutcomeOfItsScheduledTick(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.Config(t, `  - name: extract
+    schedule: "@every 1s"
+    max_retry: 0
+    handler: {name: extract}
+  - name: load
+    after: [extract]
+    handler: {name: load}
+`)
+	exec := newFakeExec(func(ctx context.Context, run jobs.Run, _ executor.Validity) error {
+		if run.Job == "extract" && run.RunID == "triggered" {
+			return errors.New("a bad argument")
+		}
+		return nil
+	})
+	e.worker(t, cfg, exec)
+	te, tl := freshTick("extract"), freshTick("load")
+	manual := te
+	manual.Manual, manual.RunID = true, "triggered"
+	e.dispatch(t, cfg, manual)
+	e.State(t, "baton:default", manual, asynq.TaskStateArchived)
+	e.dispatch(t, cfg, tl)
+	worktest.Recv(t, exec.started, "the trigger's run")
+	time.Sleep(300 * time.Millisecond) // load looks at extract's tick
+	e.dispatch(t, cfg, te)
+	e.State(t, "baton:default", tl, asynq.TaskStateCompleted)
+	if r := recordOf(t, e, tl); r == nil || r.Status != jobs.StatusOK {
+		t.Errorf("load's tick recorded %+v, want it run after extract's scheduled tick succeeded", r)
+	}
+}
+
+// freshTick is job's tick of the current second (with the same run id
+// TickOf gives tick 1): a chained tick's task looks at its parents again
+// after a delay that grows with the tick's age (parentPoll), kept short.
+func freshTick(job string) scheduler.Tick {
+	t := worktest.TickOf(job, 1)
+	t.At = time.Now().UTC().Truncate(time.Second)
+	return t
 }

@@ -88,6 +88,7 @@ func (b busyLease) sameTick(t scheduler.Tick) bool { return b.ok && b.h.ID == t.
 func (e *engine) meetSameTick(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, retries bool, b busyLease, log *slog.Logger) (*grant, error) {
 	if !retries {
 		e.skipBusy(ctx, job, t, attempt, b, log)
+		noteDuplicate(ctx) // the run under way ends the tick
 		return nil, nil
 	}
 	log.Info("waiting for an earlier attempt of this tick", b.attr())
