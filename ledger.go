@@ -334,6 +334,9 @@ func (c *Cluster) chainWaits(ctx context.Context, j *config.Job, l *TickLedger) 
 		for _, p := range c.cfg.ParentsAt(j, lt.Tick) {
 			names = append(names, p.Name)
 		}
+		if len(names) == 0 {
+			names = j.After // as the worker does: a tick of another list's parent schedule
+		}
 		sctx, cancel := context.WithTimeout(ctx, statusStep)
 		outs, err := chain.Read(sctx, c.queue, c.cfg.Namespace, names, lt.Tick)
 		cancel()

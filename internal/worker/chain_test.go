@@ -60,7 +60,8 @@ func TestAChainedTickWaitsForItsParentAndRunsAfterItSucceeded(t *testing.T) {
 		return nil
 	})
 	e.worker(t, cfg, exec)
-	te, tl := worktest.TickOf("extract", 1), worktest.TickOf("load", 1)
+	now := time.Now().UTC().Truncate(time.Second)
+	te, tl := tickAt("extract", now), tickAt("load", now)
 	e.dispatch(t, cfg, tl)
 	none(t, exec.started, 300*time.Millisecond, "load's run before extract's tick ended")
 	e.dispatch(t, cfg, te)
@@ -104,8 +105,9 @@ func TestAChainedTickIsSkippedWhenItsParentFailedUnlessItRunsAnyway(t *testing.T
 		return nil
 	})
 	e.worker(t, cfg, exec)
-	te := worktest.TickOf("extract", 1)
-	tl, tn := worktest.TickOf("load", 1), worktest.TickOf("notify", 1)
+	now := time.Now().UTC().Truncate(time.Second)
+	te := tickAt("extract", now)
+	tl, tn := tickAt("load", now), tickAt("notify", now)
 	e.dispatch(t, cfg, te)
 	e.dispatch(t, cfg, tl)
 	e.dispatch(t, cfg, tn)
@@ -156,12 +158,13 @@ func TestAChainedTickRunsOnceEveryParentWithThatTickSucceeded(t *testing.T) {
 `)
 	exec := newFakeExec(nil)
 	e.worker(t, cfg, exec)
-	e.dispatch(t, cfg, worktest.TickOf("join", 1))
-	e.dispatch(t, cfg, worktest.TickOf("a", 1))
+	now := time.Now().UTC().Truncate(time.Second)
+	e.dispatch(t, cfg, tickAt("join", now))
+	e.dispatch(t, cfg, tickAt("a", now))
 	worktest.Recv(t, exec.started, "a's run")
-	e.State(t, "baton:default", worktest.TickOf("a", 1), asynq.TaskStateCompleted)
+	e.State(t, "baton:default", tickAt("a", now), asynq.TaskStateCompleted)
 	none(t, exec.started, 500*time.Millisecond, "join's run with b's tick not ended")
-	e.dispatch(t, cfg, worktest.TickOf("b", 1))
+	e.dispatch(t, cfg, tickAt("b", now))
 	worktest.Recv(t, exec.started, "b's run")
 	if s := worktest.Recv(t, exec.started, "join's run"); s.run.Job != "join" {
 		t.Fatalf("ran %+v", s.run)
@@ -183,7 +186,7 @@ func TestAChainedTickWhoseParentNeverEndsIsSkippedAtItsStartingDeadline(t *testi
     handler: {name: load}
 `)
 	exec := newFakeExec(nil)
-	tl := worktest.TickOf("load", 1)
+	tl := tickAt("load", time.Now().UTC().Truncate(time.Second))
 	clk := clock.NewFake(tl.At)
 	e.worker(t, cfg, exec, WithClock(clk))
 	e.dispatch(t, cfg, tl)
@@ -260,7 +263,8 @@ func TestACopyOfAParentsEndedTaskDoesNotUndoItsSuccess(t *testing.T) {
 `)
 	exec := newFakeExec(nil)
 	e.worker(t, cfg, exec)
-	te, tl := freshTick("extract"), freshTick("load")
+	now := time.Now().UTC().Truncate(time.Second)
+	te, tl := tickAt("extract", now), tickAt("load", now)
 	e.dispatch(t, cfg, te)
 	worktest.Recv(t, exec.started, "extract's run")
 	e.State(t, "baton:default", te, asynq.TaskStateCompleted)
@@ -295,7 +299,8 @@ func TestADuplicateLocalDispatchOfARunningParentDoesNotSkipItsChild(t *testing.T
 	})
 	w := e.worker(t, cfg, exec)
 	job, _ := cfg.Job("extract")
-	te, tl := freshTick("extract"), freshTick("load")
+	now := time.Now().UTC().Truncate(time.Second)
+	te, tl := tickAt("extract", now), tickAt("load", now)
 	if err := w.RunLocal(context.Background(), job, te); err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +343,8 @@ func TestAChainedTickWhoseParentRunsLongerThanItsRunWindowRuns(t *testing.T) {
 	})
 	clk := clock.NewFake(time.Now())
 	e.worker(t, cfg, exec, WithClock(clk))
-	te, tl := freshTick("extract"), freshTick("load")
+	now := time.Now().UTC().Truncate(time.Second)
+	te, tl := tickAt("extract", now), tickAt("load", now)
 	e.dispatch(t, cfg, te)
 	e.dispatch(t, cfg, tl)
 	worktest.Recv(t, exec.started, "extract's run")
@@ -398,7 +404,8 @@ func TestARetryOfAChainedTickLongAfterItsParentSucceededRuns(t *testing.T) {
 	})
 	clk := clock.NewFake(time.Now())
 	e.worker(t, cfg, exec, WithClock(clk))
-	te, tl := freshTick("extract"), freshTick("load")
+	now := time.Now().UTC().Truncate(time.Second)
+	te, tl := tickAt("extract", now), tickAt("load", now)
 	e.dispatch(t, cfg, te)
 	e.State(t, "baton:default", te, asynq.TaskStateCompleted)
 	e.dispatch(t, cfg, tl)
@@ -434,7 +441,8 @@ func TestAChainedTickWhoseParentRanOnAReplicaWithoutTheChainSaysSo(t *testing.T)
     handler: {name: load}
 `)
 	exec := newFakeExec(nil)
-	te, tl := freshTick("extract"), freshTick("load")
+	now := time.Now().UTC().Truncate(time.Second)
+	te, tl := tickAt("extract", now), tickAt("load", now)
 	w := e.worker(t, old, exec)
 	e.dispatch(t, old, te)
 	e.State(t, "baton:default", te, asynq.TaskStateCompleted)
@@ -497,7 +505,8 @@ func TestAChainedTickAtNoParentsTickByThisListStillWaitsForItsParents(t *testing
 			close(gate)
 		}
 	}()
-	te, tl := freshTick("extract"), freshTick("load")
+	now := time.Now().UTC().Truncate(time.Second)
+	te, tl := tickAt("extract", now), tickAt("load", now)
 	e.dispatch(t, old, te) // by a replica on the old list
 	worktest.Recv(t, exec.started, "extract's run")
 	e.dispatch(t, old, tl)
@@ -531,7 +540,8 @@ func TestAChainOfThreeSkipsTheGrandchildOfAFailedTick(t *testing.T) {
 		return nil
 	})
 	e.worker(t, cfg, exec)
-	ta, tb, tc := freshTick("a"), freshTick("b"), freshTick("c")
+	now := time.Now().UTC().Truncate(time.Second)
+	ta, tb, tc := tickAt("a", now), tickAt("b", now), tickAt("c", now)
 	e.dispatch(t, cfg, tc)
 	e.dispatch(t, cfg, tb)
 	e.dispatch(t, cfg, ta)
@@ -570,7 +580,8 @@ func TestATriggeredRunOfAParentIsNotTheOutcomeOfItsScheduledTick(t *testing.T) {
 		return nil
 	})
 	e.worker(t, cfg, exec)
-	te, tl := freshTick("extract"), freshTick("load")
+	now := time.Now().UTC().Truncate(time.Second)
+	te, tl := tickAt("extract", now), tickAt("load", now)
 	manual := te
 	manual.Manual, manual.RunID = true, "triggered"
 	e.dispatch(t, cfg, manual)
@@ -585,11 +596,11 @@ func TestATriggeredRunOfAParentIsNotTheOutcomeOfItsScheduledTick(t *testing.T) {
 	}
 }
 
-// freshTick is job's tick of the current second (with the same run id
-// TickOf gives tick 1): a chained tick's task looks at its parents again
-// after a delay that grows with the tick's age (parentPoll), kept short.
-func freshTick(job string) scheduler.Tick {
+// tickAt is job's tick at at: chained ticks wait for parents' ticks of
+// the same instant, and a waiting tick looks again later the older it is
+// (parentPoll): the tests take their ticks now, not at worktest.TickBase.
+func tickAt(job string, at time.Time) scheduler.Tick {
 	t := worktest.TickOf(job, 1)
-	t.At = time.Now().UTC().Truncate(time.Second)
+	t.At = at
 	return t
 }
