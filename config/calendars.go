@@ -218,17 +218,22 @@ func (v *validator) jobDays(p string, j *Job) (schedule.Days, bool) {
 }
 
 // knownCalendars is ": the calendars are a, b" for an error, or ": the
-// config defines none (calendars: at the top)".
+// config defines none (calendars: at the top level)".
 func (v *validator) knownCalendars() string {
-	if len(v.cfg.Calendars) == 0 {
-		return ": the config defines none (calendars: at the top level)"
+	return knownNames("calendars", v.cfg.Calendars, "")
+}
+
+// knownNames is ": the KIND are a, b" (m's names, sorted) for an error
+// naming something m lacks, or ": the config defines none (KIND: at the
+// top level, such as EXAMPLE)".
+func knownNames[V any](kind string, m map[string]V, example string) string {
+	if len(m) == 0 {
+		if example != "" {
+			example = ", such as " + example
+		}
+		return ": the config defines none (" + kind + ": at the top level" + example + ")"
 	}
-	names := make([]string, 0, len(v.cfg.Calendars))
-	for n := range v.cfg.Calendars {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return ": the calendars are " + strings.Join(names, ", ")
+	return ": the " + kind + " are " + strings.Join(slices.Sorted(mapKeys(m)), ", ")
 }
 
 // ExcludedBy says why j's calendars leave out a tick at t of its spec:

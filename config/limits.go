@@ -3,7 +3,6 @@ package config
 import (
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // MaxLimit bounds a limit's size (Config.Limits): a run waiting for a slot
@@ -13,12 +12,7 @@ const MaxLimit = 100
 // limits checks the named limits: a name as a job's, a size from 1 to
 // MaxLimit.
 func (v *validator) limits() {
-	names := make([]string, 0, len(v.cfg.Limits))
-	for name := range v.cfg.Limits {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(mapKeys(v.cfg.Limits)) {
 		p := "limits." + name
 		if !jobNameRE.MatchString(name) {
 			v.errf(p, "invalid limit name %q: use 1 to 64 of a-z, 0-9, '.', '_', '-'", name)
@@ -44,17 +38,9 @@ func (v *validator) jobLimit(p string, j *Job) {
 }
 
 // knownLimits is ": the limits are a, b" for an error, or ": the config
-// defines none (limits: at the top level)".
+// defines none (limits: at the top level, such as limits: {warehouse: 2})".
 func (v *validator) knownLimits() string {
-	if len(v.cfg.Limits) == 0 {
-		return ": the config defines none (limits: at the top level, such as limits: {warehouse: 2})"
-	}
-	names := make([]string, 0, len(v.cfg.Limits))
-	for n := range v.cfg.Limits {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return ": the limits are " + strings.Join(names, ", ")
+	return knownNames("limits", v.cfg.Limits, "limits: {warehouse: 2}")
 }
 
 // LimitOf is the size of the limit j names and its name, or ("", 0) when it
