@@ -127,6 +127,12 @@ func (v *validator) chains(byName map[string]*Job, paths map[*Job]string) {
 	for _, j := range sortedChained(byName) {
 		give(j)
 	}
+	v.cfg.children = map[string][]int{}
+	for i := range v.cfg.Jobs {
+		for _, p := range v.cfg.Jobs[i].After {
+			v.cfg.children[p] = append(v.cfg.children[p], i)
+		}
+	}
 }
 
 // sortedChained are the chained jobs of byName, by name.
@@ -189,6 +195,12 @@ func findCycle(byName map[string]*Job) []string {
 // order.
 func (c *Config) Children(job string) []*Job {
 	var out []*Job
+	if c.children != nil {
+		for _, i := range c.children[job] {
+			out = append(out, &c.Jobs[i])
+		}
+		return out
+	}
 	for i := range c.Jobs {
 		if slices.Contains(c.Jobs[i].After, job) {
 			out = append(out, &c.Jobs[i])

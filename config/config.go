@@ -58,9 +58,12 @@ type Config struct {
 	// File is the path the config was loaded from; empty for Load.
 	File string `yaml:"-"`
 
-	byName  map[string]int  // job name -> index in Jobs, built by Load
-	secrets *redact.Secrets // values that came from ${VAR}
-	source  JobSource       // the runtime schedules Job also finds (WithSource)
+	byName map[string]int // job name -> index in Jobs, built by Load
+	// job name -> the indexes in Jobs of the jobs run after it, built by
+	// Load (Children is asked at every tick's end)
+	children map[string][]int
+	secrets  *redact.Secrets // values that came from ${VAR}
+	source   JobSource       // the runtime schedules Job also finds (WithSource)
 	// the max_clock_skew the job list was checked with at Load; runtime
 	// schedules are checked with it too (DecodeSchedule)
 	loadedSkew time.Duration
