@@ -215,7 +215,7 @@ func TestDocsReachableFromReadme(t *testing.T) {
 // The README's two commands exist and are what CI runs.
 func TestReadmeCommandsExist(t *testing.T) {
 	readme := readDoc(t, "README.md")
-	for _, cmd := range []string{"make dev", "make test", "go run -tags dev,nootlp ./cmd/baton dev"} {
+	for _, cmd := range []string{"make dev", "make test", "go run -tags dev,nootlp -gcflags='all=-N -l' ./cmd/baton dev"} {
 		if !strings.Contains(readme, cmd) {
 			t.Errorf("README.md does not name %q", cmd)
 		}
@@ -227,8 +227,11 @@ func TestReadmeCommandsExist(t *testing.T) {
 			t.Errorf("Makefile has no %q target", name)
 		}
 	}
-	if recipe := targets["dev"]; !strings.Contains(recipe, "run -tags dev,nootlp ./cmd/baton dev") {
-		t.Errorf("Makefile's dev target is not `go run -tags dev,nootlp ./cmd/baton dev`:\n%s", recipe)
+	if recipe := targets["dev"]; !strings.Contains(recipe, "run -tags dev,nootlp -gcflags='$(DEVGCFLAGS)' ./cmd/baton dev") {
+		t.Errorf("Makefile's dev target is not `go run -tags dev,nootlp -gcflags='$(DEVGCFLAGS)' ./cmd/baton dev`:\n%s", recipe)
+	}
+	if !strings.Contains(readDoc(t, "Makefile"), "DEVGCFLAGS ?= all=-N -l") {
+		t.Errorf("Makefile's DEVGCFLAGS is not what the README's make dev line says (all=-N -l)")
 	}
 
 	ci := readDoc(t, filepath.Join(".ci", "run"))
