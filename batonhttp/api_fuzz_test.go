@@ -23,6 +23,7 @@ func FuzzAPI(f *testing.F) {
 		{"POST", "/api/jobs/report/trigger", `{"by": "a\nb"}`},
 		{"POST", "/api/jobs/report/backfill", `{"from": "2026-11-25T02:00:00Z", "to": "2026-11-25T06:00:00Z", "dry_run": true}`},
 		{"POST", "/api/jobs/report/backfill", `{"from": "yesterday"}`},
+		{"POST", "/api/jobs/report/backfill", `{"from": "2026-11-25T02:00:00Z", "to": "2026-11-25T06:00:00Z", "dry_run": true, "chain": true}`},
 		{"POST", "/api/jobs/nope/trigger", `{"x": 1}`},
 		{"GET", "/api/status", ""},
 		{"GET", "/api/jobs/report/history?n=-1", ""},

@@ -125,12 +125,15 @@ func (h *Handler) skip(ctx context.Context, r *http.Request) (any, error) {
 }
 
 // backfill answers POST /api/jobs/{job}/backfill: Cluster.Backfill of the
-// body's window, or its plan with dry_run.
+// body's window, or its plan with dry_run; with chain, Cluster.BackfillChain
+// ({"plans": [...]}, and "error" when a link after the first failed to
+// dispatch).
 func (h *Handler) backfill(ctx context.Context, r *http.Request) (any, error) {
 	var body struct {
 		From   time.Time `json:"from"`
 		To     time.Time `json:"to"`
 		DryRun bool      `json:"dry_run"`
+		Chain  bool      `json:"chain"`
 	}
 	if _, err := readBody(r, &body); err != nil {
 		return nil, err
@@ -140,5 +143,20 @@ func (h *Handler) backfill(ctx context.Context, r *http.Request) (any, error) {
 	}
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
+	if body.Chain {
+		plans, err := h.cluster.BackfillChain(bctx, r.PathValue("job"), body.From, body.To, body.DryRun)
+		if err != nil && (len(plans) == 0 || len(plans[0].Dispatched) == 0) {
+			return nil, err
+		}
+		// a chain dispatched in part says so beside its plans
+		out := struct {
+			Plans []baton.BackfillPlan `json:"plans"`
+			Error string               `json:"error,omitempty"`
+		}{Plans: plans}
+		if err != nil {
+			out.Error = h.cluster.Config().MaskSecrets(err.Error())
+		}
+		return out, nil
+	}
 	return h.cluster.Backfill(bctx, r.PathValue("job"), body.From, body.To, body.DryRun)
 }

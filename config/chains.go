@@ -221,3 +221,49 @@ func (c *Config) ParentsAt(j *Job, t time.Time) []*Job {
 	}
 	return out
 }
+
+// Descendants are the jobs that run after job, at any depth, each after
+// every parent it has among them (and job's place in the list decides
+// between jobs that could come either way): the order in which a chain's
+// backfill dispatches its links.
+func (c *Config) Descendants(job string) []*Job {
+	in := map[string]bool{}
+	var found []*Job
+	for next := []string{job}; len(next) > 0; {
+		name := next[0]
+		next = next[1:]
+		for _, ch := range c.Children(name) {
+			if !in[ch.Name] && ch.Name != job {
+				in[ch.Name] = true
+				found = append(found, ch)
+				next = append(next, ch.Name)
+			}
+		}
+	}
+	placed := map[string]bool{job: true}
+	out := make([]*Job, 0, len(found))
+	for len(out) < len(found) {
+		progressed := false
+		for i := range c.Jobs {
+			j := &c.Jobs[i]
+			if !in[j.Name] || placed[j.Name] {
+				continue
+			}
+			ready := true
+			for _, p := range j.After {
+				if in[p] && !placed[p] {
+					ready = false
+				}
+			}
+			if ready {
+				placed[j.Name] = true
+				out = append(out, j)
+				progressed = true
+			}
+		}
+		if !progressed { // a cycle, which Load refuses
+			break
+		}
+	}
+	return out
+}

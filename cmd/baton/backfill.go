@@ -11,7 +11,7 @@ import (
 	"github.com/batonhq/baton"
 )
 
-const backfillHelp = `usage: baton backfill [--config FILE] [--dry-run] [--json] --from TIME --to TIME JOB
+const backfillHelp = `usage: baton backfill [--config FILE] [--dry-run] [--json] [--chain] --from TIME --to TIME JOB
 
 Dispatches JOB's ticks between --from and --to (RFC 3339, inclusive) that
 never ran: ticks recorded missed or paused, and ticks with no record and no
@@ -22,6 +22,13 @@ dispatched again. --dry-run lists them and dispatches nothing. Only cron
 jobs can be backfilled. The window must be past, hold at most 10000 ticks,
 and start within what the job's history (history.max_age, history.runs)
 and tick records can tell.
+
+--chain also backfills the jobs that run after JOB (after:, at any
+depth), parents before children: each of their ticks in the window that
+never ran waits in the queue for that tick of its parents to end, then
+runs (or is skipped when a parent did not succeed, as on_parent_failure
+says). A link that cannot be backfilled refuses the whole chain before
+anything is dispatched.
 
 Exit status: 0 done (or listed); 1 Redis unreachable or ticks not
 dispatched; 2 usage error (unknown job, bad window, bad config).
@@ -35,6 +42,7 @@ type backfillOpts struct {
 	dry      bool
 	asJSON   bool
 	from, to string
+	chain    bool
 }
 
 // defineBackfill defines the flags of "baton backfill".
@@ -45,6 +53,7 @@ func defineBackfill(fs *flagSet) *backfillOpts {
 	fs.BoolVar(&o.asJSON, "json", false, "print JSON")
 	fs.StringVar(&o.from, "from", "", "the window's first instant, RFC 3339 `TIME` (required)")
 	fs.StringVar(&o.to, "to", "", "the window's last instant, RFC 3339 `TIME` (required)")
+	fs.BoolVar(&o.chain, "chain", false, "also the jobs that run after JOB, each tick after its parents'")
 	return o
 }
 
@@ -72,8 +81,15 @@ func runBackfill(fs *flagSet, o *backfillOpts, args []string, stdout, stderr io.
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	plan, err := c.Backfill(ctx, job, from, to, o.dry)
-	if err != nil {
+	var plans []baton.BackfillPlan
+	if o.chain {
+		plans, err = c.BackfillChain(ctx, job, from, to, o.dry)
+	} else {
+		var plan baton.BackfillPlan
+		plan, err = c.Backfill(ctx, job, from, to, o.dry)
+		plans = []baton.BackfillPlan{plan}
+	}
+	if err != nil && (len(plans) == 0 || len(plans[0].Dispatched) == 0) {
 		msg := c.Config().MaskSecrets(err.Error())
 		if isUsageError(err) {
 			return usageExit("backfill", usagef("%s", msg), stderr)
@@ -81,13 +97,36 @@ func runBackfill(fs *flagSet, o *backfillOpts, args []string, stdout, stderr io.
 		printf(stderr, "baton backfill: %s\n", errors.New(msg))
 		return 1
 	}
-	if o.asJSON {
-		code := printJSON(stdout, stderr, "backfill", plan)
+	code := 0
+	switch {
+	case o.asJSON && o.chain:
+		code = printJSON(stdout, stderr, "backfill", plans)
+	case o.asJSON:
+		code = printJSON(stdout, stderr, "backfill", plans[0])
+	default:
+		for _, plan := range plans {
+			if printBackfill(plan, o.dry, stdout, stderr) != 0 {
+				code = 1
+			}
+		}
+	}
+	if err != nil {
+		// a chain dispatched in part: what it did is above
+		printf(stderr, "baton backfill: %s\n", c.Config().MaskSecrets(err.Error()))
+		return 1
+	}
+	for _, plan := range plans {
 		if len(plan.Failed) > 0 {
 			return 1
 		}
-		return code
 	}
+	return code
+}
+
+// printBackfill prints what a backfill found in one job's window and did;
+// 1 when ticks were not dispatched.
+func printBackfill(plan baton.BackfillPlan, dry bool, stdout, stderr io.Writer) int {
+	job := plan.Job
 	list := func(ts []time.Time) string {
 		s := make([]string, len(ts))
 		for i, t := range ts {
@@ -95,13 +134,19 @@ func runBackfill(fs *flagSet, o *backfillOpts, args []string, stdout, stderr io.
 		}
 		return strings.Join(s, " ")
 	}
+	waits := ""
+	if !plan.AwaitUntil.IsZero() && len(plan.Ticks) > 0 {
+		waits = fmt.Sprintf(" (each waits for its parents' tick until %s)", plan.AwaitUntil.Format(time.RFC3339))
+	}
 	switch {
-	case o.dry:
-		fmt.Fprintf(stdout, "%s: %d ticks in the window never ran (%d ran): %s\n", job, len(plan.Ticks), plan.Ran, list(plan.Ticks))
+	case dry:
+		fmt.Fprintf(stdout, "%s: %d ticks in the window never ran (%d ran): %s%s\n", job, len(plan.Ticks), plan.Ran, list(plan.Ticks), waits)
 	case len(plan.Ticks) == 0:
 		fmt.Fprintf(stdout, "%s: every tick in the window ran (%d); nothing to backfill\n", job, plan.Ran)
+	case len(plan.Dispatched)+len(plan.Decided)+len(plan.Failed) == 0:
+		fmt.Fprintf(stdout, "%s: %d ticks not dispatched: the links before it did not finish\n", job, len(plan.Ticks))
 	default:
-		fmt.Fprintf(stdout, "%s: dispatched %d ticks: %s\n", job, len(plan.Dispatched), list(plan.Dispatched))
+		fmt.Fprintf(stdout, "%s: dispatched %d ticks: %s%s\n", job, len(plan.Dispatched), list(plan.Dispatched), waits)
 		if len(plan.Decided) > 0 {
 			fmt.Fprintf(stdout, "%s: %d ticks were dispatched meanwhile by another backfill or the schedule: %s\n", job, len(plan.Decided), list(plan.Decided))
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redact"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/internal/replicatest"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/locking"
 )
@@ -319,6 +321,84 @@ jobs:
 			t.Errorf("%q: %d %q, want exit 2 and %q", tc.args, code, errs, tc.want)
 		}
 	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t, 20*time.Second)
+}
+
+// baton backfill --chain lists and dispatches a chain's links in order,
+// the links after the first waiting for their parents until a time it
+// prints; a link that cannot be backfilled (concurrency forbid over
+// several ticks) refuses the whole chain before anything is dispatched.
+func TestBackfillChainCommand(t *testing.T) {
+	srv := redistest.New(t)
+	dir := t.TempDir()
+	cfg := writeConfig(t, fmt.Sprintf(`redis:
+  url: redis://%[1]s/0
+locking:
+  fresh_deployment: true
+namespace: bfchaincli
+jobs:
+  - name: extract
+    schedule: "@every 1s"
+    concurrency: allow
+    exec: {command: ["sh", "-c", "echo $BATON_TICK >> %[2]s/extract"]}
+  - name: load
+    after: [extract]
+    concurrency: allow
+    exec: {command: ["sh", "-c", "echo $BATON_TICK >> %[2]s/load"]}
+  - name: a
+    schedule: "@every 1s"
+    concurrency: allow
+    exec: {command: ["true"]}
+  - name: b
+    after: [a]
+    exec: {command: ["true"]}
+`, srv.Addr(), dir))
+	if code, _, errs := runIn("pause", "--config", cfg, "extract", "load", "a", "b"); code != 0 {
+		t.Fatal(errs)
+	}
+	p := start(t, nil, "run", "--config", cfg, "--http", "")
+	var paused []jobs.RunRecord
+	poll.Require(t, 20*time.Second, "3 paused ticks of load in the history", func() bool {
+		code, stdout, _ := runIn("history", "--config", cfg, "--json", "load")
+		paused = nil
+		var recs []jobs.RunRecord
+		if code != 0 || json.Unmarshal([]byte(stdout), &recs) != nil {
+			return false
+		}
+		for _, r := range recs {
+			if r.Status == jobs.StatusPaused {
+				paused = append(paused, r)
+			}
+		}
+		return len(paused) >= 3
+	})
+	from, to := paused[len(paused)-1].Tick.Format(time.RFC3339), paused[0].Tick.Format(time.RFC3339)
+	if code, _, errs := runIn("backfill", "--config", cfg, "--chain", "--from", from, "--to", to, "a"); code != 2 || !strings.Contains(errs, "b has concurrency forbid") {
+		t.Errorf("a chain with a forbid link over several ticks: %d %q, want exit 2 naming b", code, errs)
+	}
+	if ids := replicatest.PendingTasks(t, srv.TestClient(t), "bfchaincli:default"); len(ids) > 0 {
+		t.Errorf("a refused chain dispatched %v", ids)
+	}
+	window := []string{"--config", cfg, "--chain", "--from", from, "--to", to, "extract"}
+	code, stdout, errs := runIn(append([]string{"backfill", "--dry-run", "--json"}, window...)...)
+	var plans []baton.BackfillPlan
+	if code != 0 || json.Unmarshal([]byte(stdout), &plans) != nil || len(plans) != 2 || plans[0].Job != "extract" || plans[1].Job != "load" {
+		t.Fatalf("dry run: %d %q %q", code, stdout, errs)
+	}
+	if len(plans[1].Ticks) != len(paused) || plans[1].AwaitUntil.IsZero() || !plans[0].AwaitUntil.IsZero() {
+		t.Errorf("dry run's plans: %+v, want load's %d ticks waiting, extract's not", plans, len(paused))
+	}
+	code, stdout, errs = runIn(append([]string{"backfill"}, window...)...)
+	if code != 0 || !strings.Contains(stdout, "extract: dispatched") || !strings.Contains(stdout, "load: dispatched") || !strings.Contains(stdout, "each waits for its parents' tick until") {
+		t.Fatalf("backfill --chain: %d %q %q", code, stdout, errs)
+	}
+	poll.Require(t, 30*time.Second, "load ran every backfilled tick", func() bool {
+		data, _ := os.ReadFile(filepath.Join(dir, "load"))
+		return strings.Count(string(data), "\n") >= len(paused)
+	})
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

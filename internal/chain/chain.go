@@ -15,11 +15,14 @@
 // and refused, a duplicate dispatch skipped, a replica that lets a tick go
 // as missed while another dispatched it): the first end of a tick that did
 // not succeed is kept (NX), and a success is written over anything, so a
-// later refusal or miss never hides that the tick ran and succeeded.
+// later refusal or miss never hides that the tick ran and succeeded. A
+// chain's backfill forgets a record that says the tick did not run
+// (Forget) before it runs the tick again.
 package chain
 
 import (
 	"context"
+	_ "embed" // lua/forget.lua
 	"errors"
 	"fmt"
 	"strings"
@@ -117,4 +120,20 @@ func Read(ctx context.Context, rdb redis.UniversalClient, ns string, parents []s
 		}
 	}
 	return out, nil
+}
+
+var (
+	//go:embed lua/forget.lua
+	forgetSrc    string
+	forgetScript = redis.NewScript(forgetSrc)
+)
+
+// Forget deletes the outcome record of job's tick at unless it says ok
+// (lua/forget.lua): the tick did not run (missed, paused) and a chain's
+// backfill runs it again, so the jobs after it wait for that run's end.
+func Forget(ctx context.Context, rdb redis.UniversalClient, ns, job string, at time.Time) error {
+	if err := forgetScript.Run(ctx, rdb, []string{Key(ns, job, at)}).Err(); err != nil {
+		return fmt.Errorf("chain: forget the outcome of %s@%s: %w", job, at.UTC().Format(time.RFC3339), err)
+	}
+	return nil
 }

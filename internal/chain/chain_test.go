@@ -79,3 +79,36 @@ func TestASuccessIsNeverOverwrittenByALaterEnd(t *testing.T) {
 		t.Errorf("after ok then refused and missed: %+v, want ok", o)
 	}
 }
+
+// Forget deletes a record that says the tick did not run, keeps a success,
+// and is a no-op without a record.
+func TestForgetDeletesAnOutcomeThatIsNoSuccess(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	ctx := context.Background()
+	at := time.Date(2030, 1, 1, 1, 0, 0, 0, time.UTC)
+	if err := Record(ctx, rdb, "baton", "paused", at, time.Hour, Outcome{Status: jobs.StatusPaused, Reason: "the job is paused"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Record(ctx, rdb, "baton", "ran", at, time.Hour, Outcome{Status: jobs.StatusOK}); err != nil {
+		t.Fatal(err)
+	}
+	for _, job := range []string{"paused", "ran", "none"} {
+		if err := Forget(ctx, rdb, "baton", job, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Read(ctx, rdb, "baton", []string{"paused", "ran", "none"}, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got["paused"]; ok {
+		t.Errorf("a paused tick's outcome was not forgotten: %+v", got["paused"])
+	}
+	if o, ok := got["ran"]; !ok || !o.OK() {
+		t.Errorf("a success was forgotten: %+v", got)
+	}
+	if _, ok := got["none"]; ok {
+		t.Errorf("forgetting nothing wrote a record")
+	}
+}

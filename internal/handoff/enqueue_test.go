@@ -26,7 +26,7 @@ func oneJobTasks(t *testing.T, e *env) func(n int) taskMessage {
 `)
 	job, _ := cfg.Job("a")
 	return func(n int) taskMessage {
-		m, err := runTaskMessage(cfg, job, worktest.TickOf("a", n), time.Now(), nil)
+		m, err := runTaskMessage(cfg, job, worktest.TickOf("a", n), time.Now(), taskExtras{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func TestEnqueueWritesWhatAsynqsClientWrites(t *testing.T) {
 	job, _ := cfg.Job("report")
 	tick := worktest.TickOf("report", 1)
 	at := time.Now()
-	task, err := newRunTask(cfg, job, tick, at, map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+	task, err := newRunTask(cfg, job, tick, at, taskExtras{trace: map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestEnqueueWritesWhatAsynqsClientWrites(t *testing.T) {
 	if err := e.Insp.DeleteTask("baton:critical", tick.ID()); err != nil {
 		t.Fatal(err)
 	}
-	m, err := runTaskMessage(cfg, job, tick, at, map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+	m, err := runTaskMessage(cfg, job, tick, at, taskExtras{trace: map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestEnqueuedTasksRunRetryAndArchiveUnderAsynq(t *testing.T) {
 	enq := newEnqueuer(e.RDB)
 	for _, name := range []string{"ok", "flaky", "doomed"} {
 		job, _ := cfg.Job(name)
-		m, err := runTaskMessage(cfg, job, worktest.TickOf(name, 1), time.Now(), nil)
+		m, err := runTaskMessage(cfg, job, worktest.TickOf(name, 1), time.Now(), taskExtras{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +192,7 @@ func TestEnqueueOfATaskIDTheQueueHoldsIsAConflict(t *testing.T) {
 `)
 	ctx := context.Background()
 	job, _ := cfg.Job("once")
-	m, err := runTaskMessage(cfg, job, worktest.TickOf("once", 1), time.Now(), nil)
+	m, err := runTaskMessage(cfg, job, worktest.TickOf("once", 1), time.Now(), taskExtras{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestEnqueueOfATaskIDTheQueueHoldsIsAConflict(t *testing.T) {
 	if err := enq.enqueue(ctx, m); !errors.Is(err, asynq.ErrTaskIDConflict) {
 		t.Fatalf("second enqueue = %v, want asynq.ErrTaskIDConflict", err)
 	}
-	m2, _ := runTaskMessage(cfg, job, worktest.TickOf("once", 2), time.Now(), nil)
+	m2, _ := runTaskMessage(cfg, job, worktest.TickOf("once", 2), time.Now(), taskExtras{})
 	errs := enqueueQueued(t, enq, []taskMessage{m2, m2})
 	if errs[0] != nil || !errors.Is(errs[1], asynq.ErrTaskIDConflict) {
 		t.Fatalf("a task twice in one batch = %v; want nil, then a conflict", errs)
@@ -252,7 +252,7 @@ func TestConcurrentEnqueuesShareAScriptCall(t *testing.T) {
 	for i := range 40 {
 		name := []string{"a", "b"}[i%2]
 		job, _ := cfg.Job(name)
-		m, err := runTaskMessage(cfg, job, worktest.TickOf(name, i+1), time.Now(), nil)
+		m, err := runTaskMessage(cfg, job, worktest.TickOf(name, i+1), time.Now(), taskExtras{})
 		if err != nil {
 			t.Fatal(err)
 		}

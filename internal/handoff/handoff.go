@@ -46,6 +46,8 @@ type Sender struct {
 	queues     []string    // asynq's queue names, as last read
 	queuesAt   time.Time   // when they were read
 	refreshing *queuesRead // the read in flight; nil: none
+
+	await map[string]time.Time // WithParentsAwait; nil: none
 }
 
 var (
@@ -228,20 +230,26 @@ func (d *Sender) enqueue(ctx context.Context, job *config.Job, t scheduler.Tick,
 // client. A task with its ID in the queue already is asynq's
 // ErrTaskIDConflict either way.
 func (d *Sender) enqueueTask(ctx context.Context, job *config.Job, t scheduler.Tick) error {
-	// the dispatch's span, if traced, becomes the run's parent
 	if d.enq != nil {
-		m, err := runTaskMessage(d.cfg, job, t, time.Now(), tracing.Inject(ctx))
+		m, err := runTaskMessage(d.cfg, job, t, time.Now(), d.extras(ctx, job))
 		if err != nil {
 			return err
 		}
 		return d.enq.enqueue(ctx, m)
 	}
-	task, err := newRunTask(d.cfg, job, t, time.Now(), tracing.Inject(ctx))
+	task, err := newRunTask(d.cfg, job, t, time.Now(), d.extras(ctx, job))
 	if err != nil {
 		return err
 	}
 	_, err = d.client.EnqueueContext(ctx, task)
 	return err
+}
+
+// extras are what the payload of job's task carries beyond its tick: the
+// dispatch's span, if traced (it becomes the run's parent), and the wait
+// for its parents a chain's backfill gave the job (WithParentsAwait).
+func (d *Sender) extras(ctx context.Context, job *config.Job) taskExtras {
+	return taskExtras{trace: tracing.Inject(ctx), await: d.await[job.Name]}
 }
 
 // queuesFresh is how old the dispatcher's list of asynq's queues may be.

@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -37,4 +38,14 @@ func WithQueueRedis(rdb redis.UniversalClient) Option {
 // that enqueues it agree.
 func WithMovingJobs(moving func(job string) bool) Option {
 	return func(s *Sender) { s.moving = moving }
+}
+
+// WithParentsAwait makes the backfilled ticks of the chained jobs in until
+// wait for their parents' ticks until the time given (the payload's
+// Await): a chain's backfill (Cluster.BackfillChain) dispatches each link
+// at once, and each waits in the queue, as a scheduled tick does within
+// its starting deadline, for the links before it. Ticks that are not
+// backfilled, and jobs run after no other, are not affected.
+func WithParentsAwait(until map[string]time.Time) Option {
+	return func(s *Sender) { s.await = until }
 }

@@ -58,6 +58,31 @@ type Payload struct {
 	// with another it happens to hold. Signed with the rest; older
 	// workers ignore it.
 	Def string `json:"def,omitempty"`
+	// Await: a backfilled tick of a job run after others
+	// (Cluster.BackfillChain) waits for its parents' ticks from its
+	// dispatch until then, as a scheduled one waits within its starting
+	// deadline. Signed with the rest; older workers ignore it (the tick
+	// runs at once, as a backfilled one did before).
+	Await *Await `json:"await,omitempty"`
+}
+
+// Await is how long a backfilled tick of a chained job waits for its
+// parents' ticks: from its dispatch (From) until Until, unix ms.
+type Await struct {
+	From  int64 `json:"from"`
+	Until int64 `json:"until"`
+}
+
+// PayloadAwait returns the wait for its parents a TaskType payload names
+// (zero times if none).
+func PayloadAwait(b []byte) (from, until time.Time) {
+	var p struct {
+		Await *Await `json:"await"`
+	}
+	if json.Unmarshal(b, &p) != nil || p.Await == nil || p.Await.Until <= 0 {
+		return time.Time{}, time.Time{}
+	}
+	return time.UnixMilli(p.Await.From), time.UnixMilli(p.Await.Until)
 }
 
 // PayloadOf returns t's payload.
@@ -215,13 +240,21 @@ func NewRunTask(cfg *config.Config, j *config.Job, t scheduler.Tick) (*asynq.Tas
 // NewRunTaskAt is NewRunTask for a dispatch at now (its expiry counts from
 // there).
 func NewRunTaskAt(cfg *config.Config, j *config.Job, t scheduler.Tick, now time.Time) (*asynq.Task, error) {
-	return newRunTask(cfg, j, t, now, nil)
+	return newRunTask(cfg, j, t, now, taskExtras{})
+}
+
+// taskExtras are what a task's payload carries beyond its tick: the
+// dispatch's trace context (nil: none) and, for a backfilled tick of a
+// chained job, until when it waits for its parents (zero: it does not).
+type taskExtras struct {
+	trace map[string]string
+	await time.Time
 }
 
 // newRunTask is NewRunTaskAt for a task whose payload carries the trace
 // context trace (nil: none).
-func newRunTask(cfg *config.Config, j *config.Job, t scheduler.Tick, now time.Time, trace map[string]string) (*asynq.Task, error) {
-	m, err := runTaskMessage(cfg, j, t, now, trace)
+func newRunTask(cfg *config.Config, j *config.Job, t scheduler.Tick, now time.Time, x taskExtras) (*asynq.Task, error) {
+	m, err := runTaskMessage(cfg, j, t, now, x)
 	if err != nil {
 		return nil, err
 	}
@@ -236,13 +269,20 @@ func newRunTask(cfg *config.Config, j *config.Job, t scheduler.Tick, now time.Ti
 
 // runTaskMessage is the task of newRunTask as asynq stores it: what the
 // hand-off's own enqueue writes (enqueue.go).
-func runTaskMessage(cfg *config.Config, j *config.Job, t scheduler.Tick, now time.Time, trace map[string]string) (taskMessage, error) {
+func runTaskMessage(cfg *config.Config, j *config.Job, t scheduler.Tick, now time.Time, x taskExtras) (taskMessage, error) {
 	p := PayloadOf(t)
-	p.Trace = trace
+	p.Trace = x.trace
 	p.Namespace = cfg.Namespace
 	p.Queue = cfg.QueueFor(j.Queue, j.Name)
 	p.Exp = TaskExpiry(cfg, j, t, now)
 	p.Def = j.Ref.String()
+	if t.Backfill && len(j.After) > 0 && x.await.After(now) {
+		p.Await = &Await{From: now.UnixMilli(), Until: x.await.UnixMilli()}
+		if p.Exp > 0 {
+			// its run window starts when its wait ends
+			p.Exp = max(p.Exp, x.await.Add(RunWindow(cfg, j)).UnixMilli())
+		}
+	}
 	payload, err := json.Marshal(p)
 	if err != nil { // unreachable: plain fields
 		return taskMessage{}, fmt.Errorf("handoff: encode %s: %w", t.ID(), err)

@@ -107,7 +107,7 @@ func TestTaskCarriesTheDispatchTraceContextSigned(t *testing.T) {
 	})
 	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	ctx := trace.ContextWithSpanContext(context.Background(), sc)
-	task, err := newRunTask(cfg, job, tick, tick.At, tracing.Inject(ctx))
+	task, err := newRunTask(cfg, job, tick, tick.At, taskExtras{trace: tracing.Inject(ctx)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestTaskCarriesTheDispatchTraceContextSigned(t *testing.T) {
 	if _, err := g.Verify(DomainTask, forged); !errors.Is(err, ErrBadSignature) {
 		t.Errorf("a changed trace member verified: %v", err)
 	}
-	plain, err := newRunTask(cfg, job, tick, tick.At, tracing.Inject(context.Background()))
+	plain, err := newRunTask(cfg, job, tick, tick.At, taskExtras{trace: tracing.Inject(context.Background())})
 	if err != nil {
 		t.Fatal(err)
 	}

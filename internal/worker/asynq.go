@@ -29,7 +29,11 @@ func (w *Worker) retryDelay(n int, err error, task *asynq.Task) time.Duration {
 	}
 	if errors.Is(err, errWaitingForParents) {
 		if t, perr := handoff.ParseTask(task); perr == nil {
-			return parentPoll(time.Since(t.At))
+			since := t.At
+			if from, _ := handoff.PayloadAwait(task.Payload()); !from.IsZero() {
+				since = from // a chain's backfill: its wait began at the dispatch
+			}
+			return parentPoll(time.Since(since))
 		}
 	}
 	if errors.Is(err, ErrRunsElsewhere) {

@@ -134,11 +134,20 @@ func (e *engine) recordOutcome(ctx context.Context, t scheduler.Tick, end *runEn
 // back (errWaitingForParents), until the tick's starting deadline, after
 // which the tick is skipped, as it is when a parent did not succeed
 // (on_parent_failure: skip). A tick at an instant no parent of this
-// replica's job list ticks at waits for every parent. A skip is recorded in the history (done true,
-// nil: the task ends). A manual or backfilled tick runs without waiting.
-func (w *Worker) awaitParents(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int) (done bool, err error) {
-	if len(job.After) == 0 || t.Manual || t.Backfill {
+// replica's job list ticks at waits for every parent. A skip is recorded
+// in the history (done true, nil: the task ends). A manual tick runs
+// without waiting, and so does a backfilled one, unless a chain's backfill
+// dispatched it to wait for its parents until awaitUntil (its payload's
+// Await): then it waits until that time instead of its starting deadline.
+func (w *Worker) awaitParents(ctx context.Context, job *config.Job, t scheduler.Tick, attempt int, awaitUntil time.Time) (done bool, err error) {
+	deadline, within := t.At.Add(job.StartingDeadline), fmt.Sprintf("within its starting_deadline (%s)", job.StartingDeadline)
+	switch {
+	case len(job.After) == 0 || t.Manual:
 		return false, nil
+	case t.Backfill && awaitUntil.IsZero():
+		return false, nil
+	case t.Backfill:
+		deadline, within = awaitUntil, "by "+awaitUntil.UTC().Format(time.RFC3339)+", the wait its backfill gave it"
 	}
 	var names []string
 	for _, p := range w.cfg.ParentsAt(job, t.At) {
@@ -172,10 +181,10 @@ func (w *Worker) awaitParents(ctx context.Context, job *config.Job, t scheduler.
 	}
 	log := w.log.With(handoff.TickAttrs(t)...)
 	switch {
-	case len(waiting) > 0 && w.clock.Now().Before(t.At.Add(job.StartingDeadline)):
+	case len(waiting) > 0 && w.clock.Now().Before(deadline):
 		return true, fmt.Errorf("worker: %s: waiting for %s: %w", t.ID(), strings.Join(ticksOf(waiting, t.At), ", "), errWaitingForParents)
 	case len(waiting) > 0:
-		why := w.noOutcomes(ctx, job, t, waiting)
+		why := w.noOutcomes(ctx, job, t, waiting, within)
 		w.count(t.Job, func(c *counters) { c.skipped.Add(1) })
 		log.Warn("skipped: " + why)
 		w.notStarted(ctx, job, t, attempt, jobs.StatusSkipped, why)
@@ -206,7 +215,7 @@ func ticksOf(names []string, at time.Time) []string {
 // whose ledger record says their task ended did end, without an outcome
 // record (run by a replica whose job list does not run job after them,
 // during a rolling deploy that adds the chain; or the record was lost).
-func (w *Worker) noOutcomes(ctx context.Context, job *config.Job, t scheduler.Tick, waiting []string) string {
+func (w *Worker) noOutcomes(ctx context.Context, job *config.Job, t scheduler.Tick, waiting []string, within string) string {
 	ended := make([]bool, len(waiting))
 	if w.rdb != nil {
 		rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
@@ -229,7 +238,7 @@ func (w *Worker) noOutcomes(ctx context.Context, job *config.Job, t scheduler.Ti
 		}
 	}
 	if len(gone) == 0 {
-		return fmt.Sprintf("its parents did not end their ticks within its starting_deadline (%s): %s", job.StartingDeadline, strings.Join(ticks, ", "))
+		return fmt.Sprintf("its parents did not end their ticks %s: %s", within, strings.Join(ticks, ", "))
 	}
 	parts := make([]string, len(ticks))
 	for i, tk := range ticks {

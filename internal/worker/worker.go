@@ -381,7 +381,8 @@ func (w *Worker) process(ctx context.Context, task *asynq.Task) error {
 		// the dispatch's span, as the task carries it, is the run's parent
 		ctx = tracing.Extract(ctx, handoff.PayloadTrace(body))
 	}
-	if done, err := w.awaitParents(ctx, job, t, retried+1); done {
+	_, awaitUntil := handoff.PayloadAwait(body)
+	if done, err := w.awaitParents(ctx, job, t, retried+1, awaitUntil); done {
 		if err == nil { // skipped: the task ends
 			w.markDone(ctx, t, adm.expiry)
 			w.recordOutcome(ctx, t, end, nil)
