@@ -77,6 +77,9 @@ func (c *Cluster) Backfill(ctx context.Context, job string, from, to time.Time, 
 	if err := l.dispatchable(); err != nil {
 		return l.plan, err
 	}
+	if err := c.forgetNotRun(ctx, []*backfillLink{l}); err != nil {
+		return l.plan, err
+	}
 	err = c.dispatchBackfill(ctx, &l.plan, nil)
 	return l.plan, err
 }
@@ -121,7 +124,7 @@ func (c *Cluster) BackfillChain(ctx context.Context, job string, from, to time.T
 		// an instant of the window at which a parent of the chain ticks
 		inChain := func(at time.Time) bool {
 			for _, p := range c.cfg.ParentsAt(d, at) {
-				if byName[p.Name] != nil {
+				if pl := byName[p.Name]; pl != nil && pl.window[at.UnixMilli()] {
 					return true
 				}
 			}
@@ -174,6 +177,19 @@ type backfillLink struct {
 	job  *config.Job
 	plan BackfillPlan
 	recs []jobs.RunRecord
+	// window: the link's ticks in the window (ran or not), unix ms
+	window map[int64]bool
+}
+
+// AnyDispatched reports whether any of plans dispatched a tick: a chain's
+// backfill that failed after that dispatched in part.
+func AnyDispatched(plans []BackfillPlan) bool {
+	for _, p := range plans {
+		if len(p.Dispatched) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func plans(links []*backfillLink) []BackfillPlan {
@@ -203,7 +219,7 @@ func (c *Cluster) backfillNow(ctx context.Context, from, to time.Time) (time.Tim
 // planBackfill lists job's ticks in [from, to] (those keep says, or all
 // when nil) and which of them never ran.
 func (c *Cluster) planBackfill(ctx context.Context, job string, from, to, now time.Time, keep func(time.Time) bool) (*backfillLink, error) {
-	l := &backfillLink{plan: BackfillPlan{Job: job}}
+	l := &backfillLink{plan: BackfillPlan{Job: job}, window: map[int64]bool{}}
 	j, ok := c.cfg.Job(job)
 	switch {
 	case !ok:
@@ -216,6 +232,7 @@ func (c *Cluster) planBackfill(ctx context.Context, job string, from, to, now ti
 	for _, t := range scheduler.Ticks(j.Sched, from.Add(-time.Nanosecond), to, MaxBackfill+1) {
 		if keep == nil || keep(t) {
 			ticks = append(ticks, t)
+			l.window[t.UnixMilli()] = true
 		}
 	}
 	if len(ticks) > MaxBackfill {
@@ -288,7 +305,11 @@ func (c *Cluster) setAwaits(links []*backfillLink, byName map[string]*backfillLi
 		var w time.Duration
 		for _, p := range l.job.After {
 			if pl := byName[p]; pl != nil {
-				w = max(w, min(wait[p]+handoff.RunWindow(c.cfg, pl.job), MaxChainAwait))
+				d := MaxChainAwait // saturating: RunWindow is MaxInt64 when unbounded
+				if rw := handoff.RunWindow(c.cfg, pl.job); rw < MaxChainAwait-wait[p] {
+					d = wait[p] + rw
+				}
+				w = max(w, d)
 			}
 		}
 		wait[l.job.Name] = min(w+l.job.StartingDeadline, MaxChainAwait)
@@ -299,9 +320,10 @@ func (c *Cluster) setAwaits(links []*backfillLink, byName map[string]*backfillLi
 // seedOutcomes writes, for each tick a link of the chain will wait on,
 // the outcome record of each parent's tick the backfill does not dispatch
 // and whose record is gone, from the parent's run history: its last
-// record of the tick, when that is an end (a success; a tick not run; a
-// failure of its last attempt). A parent's tick still running, or never
-// recorded, is left to end (or not) by itself.
+// record of the tick, when that is an end (a success; a failure of its
+// last attempt; a tick skipped, dropped, replaced, refused or stopped). A
+// parent's tick still running, missed or paused (a backfill may run it
+// yet), or never recorded, is left to end (or not) by itself.
 func (c *Cluster) seedOutcomes(ctx context.Context, links []*backfillLink, byName map[string]*backfillLink) error {
 	hist := map[string][]jobs.RunRecord{}
 	for name, l := range byName {
@@ -379,7 +401,8 @@ func endOf(recs []jobs.RunRecord, parent *config.Job, at time.Time) (chain.Outco
 	switch last.Status {
 	case jobs.StatusOK:
 		return chain.Outcome{Status: jobs.StatusOK}, true
-	case jobs.StatusRunning, jobs.StatusDispatched, jobs.StatusUnknown:
+	case jobs.StatusRunning, jobs.StatusDispatched, jobs.StatusUnknown, jobs.StatusMissed, jobs.StatusPaused:
+		// under way, or never ran (it may be backfilled): no end yet
 		return chain.Outcome{}, false
 	case jobs.StatusFailed, jobs.StatusTimedOut, jobs.StatusLeaseLost:
 		if last.Attempt <= parent.MaxRetry {

@@ -49,7 +49,8 @@
 // ([PauseNote], [MaxPauseNote], [PauseResult], [ResumeResult],
 // [CatchUpResult], [SkippedTick], [SkipRequest], [SkipResult], [MaxSkip];
 // [ErrBadPause]); trigger and backfill ([BackfillPlan],
-// [MaxBackfill], a chain's backfill waiting at most [MaxChainAwait];
+// [MaxBackfill], a chain's backfill waiting at most [MaxChainAwait],
+// [AnyDispatched];
 // [ErrUnknownJob], [ErrNotTriggerable], [ErrBackfillWindow]).
 //
 // Runtime schedules: a [Schedule] is put from a [ScheduleSpec] (or a

@@ -145,7 +145,7 @@ func (h *Handler) backfill(ctx context.Context, r *http.Request) (any, error) {
 	defer cancel()
 	if body.Chain {
 		plans, err := h.cluster.BackfillChain(bctx, r.PathValue("job"), body.From, body.To, body.DryRun)
-		if err != nil && (len(plans) == 0 || len(plans[0].Dispatched) == 0) {
+		if err != nil && !baton.AnyDispatched(plans) {
 			return nil, err
 		}
 		// a chain dispatched in part says so beside its plans

@@ -102,16 +102,18 @@ func (p *dashboardPage) until(what, cond string) {
 	})
 }
 
-// text is the text of the first element sel matches.
+// text is the text of the first element sel matches, once there is one,
+// read in one evaluation: the page renders its view again every few
+// seconds, and a node looked up first and read after (chromedp.Text)
+// may have been replaced between the two and read as "".
 func (p *dashboardPage) text(sel string) string {
 	p.t.Helper()
-	var s string
-	p.step("read "+sel, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		var err error
-		s, err = chromedp.Text(sel)(ctx, t)
-		return chromedp.Void{}, err
-	})
-	return s
+	q, err := json.Marshal(sel)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.until("find "+sel, fmt.Sprintf(`document.querySelector(%s) !== null`, q))
+	return evalJS[string](p, fmt.Sprintf(`(document.querySelector(%[1]s) || {innerText: ""}).innerText`, q))
 }
 
 // evalJS evaluates a JavaScript expression on p.

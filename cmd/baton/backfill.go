@@ -89,7 +89,7 @@ func runBackfill(fs *flagSet, o *backfillOpts, args []string, stdout, stderr io.
 		plan, err = c.Backfill(ctx, job, from, to, o.dry)
 		plans = []baton.BackfillPlan{plan}
 	}
-	if err != nil && (len(plans) == 0 || len(plans[0].Dispatched) == 0) {
+	if err != nil && !baton.AnyDispatched(plans) {
 		msg := c.Config().MaskSecrets(err.Error())
 		if isUsageError(err) {
 			return usageExit("backfill", usagef("%s", msg), stderr)

@@ -16,7 +16,7 @@
 // as missed while another dispatched it): the first end of a tick that did
 // not succeed is kept (NX), and a success is written over anything, so a
 // later refusal or miss never hides that the tick ran and succeeded. A
-// chain's backfill forgets a record that says the tick did not run
+// backfill forgets a record that says the tick was missed or paused
 // (Forget) before it runs the tick again.
 package chain
 
@@ -128,9 +128,9 @@ var (
 	forgetScript = redis.NewScript(forgetSrc)
 )
 
-// Forget deletes the outcome record of job's tick at unless it says ok
-// (lua/forget.lua): the tick did not run (missed, paused) and a chain's
-// backfill runs it again, so the jobs after it wait for that run's end.
+// Forget deletes the outcome record of job's tick at if it says the tick
+// did not run (missed, paused; lua/forget.lua): a backfill runs it again,
+// so the jobs after it wait for that run's end. Any other record stays.
 func Forget(ctx context.Context, rdb redis.UniversalClient, ns, job string, at time.Time) error {
 	if err := forgetScript.Run(ctx, rdb, []string{Key(ns, job, at)}).Err(); err != nil {
 		return fmt.Errorf("chain: forget the outcome of %s@%s: %w", job, at.UTC().Format(time.RFC3339), err)

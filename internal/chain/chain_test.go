@@ -80,9 +80,9 @@ func TestASuccessIsNeverOverwrittenByALaterEnd(t *testing.T) {
 	}
 }
 
-// Forget deletes a record that says the tick did not run, keeps a success,
-// and is a no-op without a record.
-func TestForgetDeletesAnOutcomeThatIsNoSuccess(t *testing.T) {
+// Forget deletes a record that says the tick was missed or paused, keeps
+// a success and a failure, and is a no-op without a record.
+func TestForgetDeletesOnlyAMissOrAPause(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	ctx := context.Background()
@@ -93,17 +93,28 @@ func TestForgetDeletesAnOutcomeThatIsNoSuccess(t *testing.T) {
 	if err := Record(ctx, rdb, "baton", "ran", at, time.Hour, Outcome{Status: jobs.StatusOK}); err != nil {
 		t.Fatal(err)
 	}
-	for _, job := range []string{"paused", "ran", "none"} {
+	if err := Record(ctx, rdb, "baton", "failed", at, time.Hour, Outcome{Status: jobs.StatusFailed, Reason: "exit status 1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Record(ctx, rdb, "baton", "missed", at, time.Hour, Outcome{Status: jobs.StatusMissed}); err != nil {
+		t.Fatal(err)
+	}
+	for _, job := range []string{"paused", "ran", "failed", "missed", "none"} {
 		if err := Forget(ctx, rdb, "baton", job, at); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := Read(ctx, rdb, "baton", []string{"paused", "ran", "none"}, at)
+	got, err := Read(ctx, rdb, "baton", []string{"paused", "ran", "failed", "missed", "none"}, at)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := got["paused"]; ok {
-		t.Errorf("a paused tick's outcome was not forgotten: %+v", got["paused"])
+	for _, job := range []string{"paused", "missed"} {
+		if _, ok := got[job]; ok {
+			t.Errorf("a %s tick's outcome was not forgotten: %+v", job, got[job])
+		}
+	}
+	if o, ok := got["failed"]; !ok || o.Status != jobs.StatusFailed {
+		t.Errorf("a failure (a racing backfill's run of the tick) was forgotten: %+v", got)
 	}
 	if o, ok := got["ran"]; !ok || !o.OK() {
 		t.Errorf("a success was forgotten: %+v", got)

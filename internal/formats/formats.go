@@ -17,8 +17,11 @@ package formats
 // Versions of the formats that carry theirs.
 const (
 	// TaskPayload is the "v" member of a baton:run task's JSON payload
-	// (internal/handoff, asynq's task hash on the queue Redis).
-	TaskPayload = 1
+	// (internal/handoff, asynq's task hash on the queue Redis). 2 added
+	// "await" (a chain's backfilled link waits for its parents), which a
+	// replica that reads 1 would run at once: a payload without it is
+	// still written as 1, which every release reads.
+	TaskPayload = 2
 	// HistoryEvent is the "v" field of an entry in a job's history stream
 	// NS:{history:JOB} (internal/runlog).
 	HistoryEvent = 1

@@ -61,8 +61,8 @@ type Payload struct {
 	// Await: a backfilled tick of a job run after others
 	// (Cluster.BackfillChain) waits for its parents' ticks from its
 	// dispatch until then, as a scheduled one waits within its starting
-	// deadline. Signed with the rest; older workers ignore it (the tick
-	// runs at once, as a backfilled one did before).
+	// deadline. Signed with the rest; a payload with it is of format 2,
+	// which an older worker hands back rather than run it at once.
 	Await *Await `json:"await,omitempty"`
 }
 
@@ -85,10 +85,14 @@ func PayloadAwait(b []byte) (from, until time.Time) {
 	return time.UnixMilli(p.Await.From), time.UnixMilli(p.Await.Until)
 }
 
+// plainPayload is the format version of a payload without "await": 1,
+// which every release reads (formats.TaskPayload is 2 for one with it).
+const plainPayload = 1
+
 // PayloadOf returns t's payload.
 func PayloadOf(t scheduler.Tick) Payload {
 	return Payload{
-		V:        formats.TaskPayload,
+		V:        plainPayload,
 		Job:      t.Job,
 		Tick:     t.At.UTC().Format(time.RFC3339Nano), // a manual tick keeps its milliseconds
 		RunID:    t.RunID,
@@ -277,7 +281,9 @@ func runTaskMessage(cfg *config.Config, j *config.Job, t scheduler.Tick, now tim
 	p.Exp = TaskExpiry(cfg, j, t, now)
 	p.Def = j.Ref.String()
 	if t.Backfill && len(j.After) > 0 && x.await.After(now) {
-		p.Await = &Await{From: now.UnixMilli(), Until: x.await.UnixMilli()}
+		// a worker that reads format 1 would run it at once: it hands
+		// the task back for one that reads this format
+		p.V, p.Await = formats.TaskPayload, &Await{From: now.UnixMilli(), Until: x.await.UnixMilli()}
 		if p.Exp > 0 {
 			// its run window starts when its wait ends
 			p.Exp = max(p.Exp, x.await.Add(RunWindow(cfg, j)).UnixMilli())

@@ -37,13 +37,61 @@ func TestTaskPayloadCarriesFormatVersion(t *testing.T) {
 		t.Errorf("%s: read as %+v, %v", old, got, err)
 	}
 	for _, newer := range []string{
-		`{"v":2,"job":"report","tick":"2026-11-28T12:00:00Z","run_id":"r1","fence":7,"replica":"a","manual":false,"later":"x"}`,
-		`{"v":2,"job":"report","tick":"2026-11-28T12:00:00Z","run_id":"r1","fence":"now a string","replica":"a"}`,
+		`{"v":3,"job":"report","tick":"2026-11-28T12:00:00Z","run_id":"r1","fence":7,"replica":"a","manual":false,"later":"x"}`,
+		`{"v":3,"job":"report","tick":"2026-11-28T12:00:00Z","run_id":"r1","fence":"now a string","replica":"a"}`,
 	} {
 		got, err := ParsePayload([]byte(newer))
 		var nf *NewerFormatError
-		if !errors.As(err, &nf) || nf.Version != 2 || got.Job != tick.Job || !nf.Tick.At.Equal(tick.At) {
-			t.Errorf("%s: read as %+v, %v; want a NewerFormatError of version 2 naming the tick", newer, got, err)
+		if !errors.As(err, &nf) || nf.Version != 3 || got.Job != tick.Job || !nf.Tick.At.Equal(tick.At) {
+			t.Errorf("%s: read as %+v, %v; want a NewerFormatError of version 3 naming the tick", newer, got, err)
+		}
+	}
+}
+
+// A chain's backfilled link carries its wait for its parents ("await":
+// from its dispatch until the time given) in a payload of format 2, which
+// an older worker hands back rather than run it at once, and its expiry
+// covers the wait; a tick that is not backfilled, or of a job run after
+// none, carries no wait and stays format 1.
+func TestAWaitingBackfilledLinkIsATaskOfFormat2(t *testing.T) {
+	cfg, err := config.Load([]byte(`redis: {url: "redis://127.0.0.1:1"}
+jobs:
+  - {name: extract, schedule: "@every 1m", timeout: 1m, handler: {name: x}}
+  - {name: load, after: [extract], timeout: 1m, handler: {name: x}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	until := now.Add(3 * time.Hour)
+	at := now.Add(-24 * time.Hour)
+	for _, tc := range []struct {
+		job      string
+		backfill bool
+		want     int
+	}{{"load", true, 2}, {"load", false, 1}, {"extract", true, 1}} {
+		j, _ := cfg.Job(tc.job)
+		m, err := runTaskMessage(cfg, j, scheduler.Tick{Job: tc.job, At: at, RunID: "r", Backfill: tc.backfill}, now, taskExtras{await: until})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p Payload
+		if err := json.Unmarshal(m.payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		from, to := PayloadAwait(m.payload)
+		switch {
+		case p.V != tc.want:
+			t.Errorf("%s (backfill %v): format %d, want %d", tc.job, tc.backfill, p.V, tc.want)
+		case tc.want == 2 && (!from.Equal(now) || !to.Equal(until)):
+			t.Errorf("%s: waits from %s until %s, want %s until %s", tc.job, from, to, now, until)
+		case tc.want == 2 && p.Exp < until.Add(RunWindow(cfg, j)).UnixMilli():
+			t.Errorf("%s: expires at %d, before its wait and run window end", tc.job, p.Exp)
+		case tc.want == 1 && !to.IsZero():
+			t.Errorf("%s (backfill %v): waits until %s, want no wait", tc.job, tc.backfill, to)
+		}
+		if _, err := ParsePayload(m.payload); err != nil {
+			t.Errorf("%s: this release cannot read its own payload: %v", tc.job, err)
 		}
 	}
 }
