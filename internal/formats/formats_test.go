@@ -54,7 +54,7 @@ func TestFormatsTableMatchesAll(t *testing.T) {
 func TestFormatVersions(t *testing.T) {
 	want := map[string]int{
 		"tick record": 1, "tick writer": 1, "tick skip": 1, "job mark": 1, "dispatch fence": 1, "counted mark": 1,
-		"pause flag": 1, "quorum marker": 1, "tick binding": 1, "task payload": 1,
+		"pause flag": 1, "quorum marker": 1, "tick binding": 1, "task payload": 2,
 		"history event": 1, "roster entry": 2, "roster job list": 1, "roster clock step": 1, "tick ledger record": 1, "holder record": 1,
 		"buffer entries": 1, "max_runs count": 1, "replace request": 1, "lock keys": 1, "forgotten floor": 1,
 		"election leader record": 1, "runtime schedule record": 1, "runtime schedule change": 1, "runtime schedule mark": 1,

@@ -18,7 +18,6 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/chain"
-	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/roster"
 	"github.com/batonhq/baton/internal/runlog"
@@ -70,7 +69,7 @@ func TestDispatchEnqueuesOnceWithOptions(t *testing.T) {
 		t.Errorf("payload expiry %s, want its dispatch + %s", exp, RunWindow(cfg, job))
 	}
 	p.Exp = 0
-	want := Payload{V: formats.TaskPayload, Job: "report", Tick: tick.At.Format(time.RFC3339), RunID: tick.RunID, Fence: tick.Fence, Replica: "sched-1", Manual: true, Namespace: "baton", Queue: "baton:critical"}
+	want := Payload{V: plainPayload, Job: "report", Tick: tick.At.Format(time.RFC3339), RunID: tick.RunID, Fence: tick.Fence, Replica: "sched-1", Manual: true, Namespace: "baton", Queue: "baton:critical"}
 	if !reflect.DeepEqual(p, want) { // no trace member: the dispatch is not traced
 		t.Errorf("payload %+v, want %+v", p, want)
 	}

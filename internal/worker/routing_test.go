@@ -619,7 +619,7 @@ func TestATaskOfANewerFormatIsHandedBackNotMisread(t *testing.T) {
 		t.Errorf("expired: retried %d, last error %q", info.Retried, info.LastErr)
 	}
 	recs := historyOf(t, e, "report", 1, nil)
-	if recs[0].Status != jobs.StatusRefused || !strings.Contains(recs[0].Reason, "format version 2") {
+	if recs[0].Status != jobs.StatusRefused || !strings.Contains(recs[0].Reason, fmt.Sprintf("format version %d", formats.TaskPayload+1)) {
 		t.Errorf("record %+v", recs[0])
 	}
 	// one that names no expiry is bounded by its tick: handed back while
