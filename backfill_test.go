@@ -52,6 +52,7 @@ func ticksIn(t *testing.T, path string) map[string]bool {
 // B's old pause, and, recorded done, never run by the later
 // BackfillChain(Z) that does run B's odd ticks.
 func TestAChainBackfillLeavesADescendantTickWhoseParentLinkTickItDoesNotCover(t *testing.T) {
+	t.Parallel() // its own Redis and replicas
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	dir := t.TempDir()
@@ -129,6 +130,7 @@ jobs:
 // backfilled (its run takes 3 s), then the chain from A: C must run each
 // tick after B's backfilled run, not be skipped for B's old pause.
 func TestABackfilledChildWaitsForAParentOutsideTheChainBackfilledFirst(t *testing.T) {
+	t.Parallel() // its own Redis and replicas
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	dir := t.TempDir()
@@ -202,6 +204,7 @@ func schedHas(j *config.Job, at time.Time) bool {
 // that link's run window is unbounded (a timeout of 10 years or more):
 // report after load after extract; load's timeout is 100000h.
 func TestABackfilledGrandchildWaitsNoLessThanAnUnboundedParent(t *testing.T) {
+	t.Parallel() // its own Redis and replicas
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	first := time.Now().UTC().Truncate(time.Second)
@@ -252,6 +255,7 @@ jobs:
 // extract (its outcome record is gone); the tick extract fails is skipped
 // by load, naming extract's failure, and by report, naming load's skip.
 func TestABackfilledChainRunsEachLinkAfterItsParents(t *testing.T) {
+	t.Parallel() // its own Redis and replicas
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	dir := t.TempDir()

@@ -39,6 +39,7 @@ func lines(t *testing.T, path string) [][]string {
 // nor one extract did not end. The ledger said "waiting for extract@T" of
 // a load tick while its extract ran.
 func TestAChainRunsOnceAfterEachParentTickAcrossReplicas(t *testing.T) {
+	t.Parallel() // its own Redis and replicas
 	srv := redistest.New(t)
 	dir := t.TempDir()
 	// extract fails on the ticks whose second divides by 3, and runs 300 ms

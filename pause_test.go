@@ -617,6 +617,7 @@ jobs:
 // the ticks due before it are recorded paused (who paused, until when and
 // why in each record) and those after run again, without a resume. Pausing again without an end makes the pause last.
 func TestAPauseWithAnEndEndsByItself(t *testing.T) {
+	t.Parallel() // its own Redis and replicas
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	cfg, c := everySecond(t, srv, "until")

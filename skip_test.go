@@ -40,6 +40,7 @@ jobs:
 // history and the ledger say each was skipped, by whom and why: a skip
 // written before the ticks are due is what every replica's claim finds.
 func TestSkippedTicksRunNowhereAndSayWhoSkippedThem(t *testing.T) {
+	t.Parallel() // its own Redis and replicas
 	cfg, c := everySecond(t, redistest.New(t), "skip")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -187,6 +188,7 @@ jobs:
 // before the tick is due, so the runs in between push it out): a resume
 // with catch-up of a pause around it does not replay it.
 func TestASkippedTickIsNotReplayedByACatchUpOnceItsSkipRecordIsTrimmed(t *testing.T) {
+	t.Parallel() // its own Redis and replicas
 	srv := redistest.New(t)
 	cfg := schedulesConfig(t, srv, "")
 	c := openCluster(t, cfg)
