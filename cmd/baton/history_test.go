@@ -226,6 +226,28 @@ jobs:
 	p.wait(t, 20*time.Second)
 }
 
+// pausedTicks waits until job's history (read with baton history) holds
+// at least n paused ticks, and returns them, newest first.
+func pausedTicks(t *testing.T, cfg, job string, n int) []jobs.RunRecord {
+	t.Helper()
+	var paused []jobs.RunRecord
+	poll.Require(t, 20*time.Second, fmt.Sprintf("%d paused ticks of %s in the history", n, job), func() bool {
+		code, stdout, _ := runIn("history", "--config", cfg, "--json", job)
+		paused = nil
+		var recs []jobs.RunRecord
+		if code != 0 || json.Unmarshal([]byte(stdout), &recs) != nil {
+			return false
+		}
+		for _, r := range recs {
+			if r.Status == jobs.StatusPaused {
+				paused = append(paused, r)
+			}
+		}
+		return len(paused) >= n
+	})
+	return paused
+}
+
 // baton backfill runs the ticks of a window that never ran (here: paused),
 // each exactly once, also with three backfills racing; a dry run lists
 // them first; a second backfill finds nothing to do.
@@ -254,21 +276,7 @@ jobs:
 		t.Fatal(errs)
 	}
 	p := start(t, nil, "run", "--config", cfg, "--http", "")
-	var paused []jobs.RunRecord
-	poll.Require(t, 20*time.Second, "4 paused ticks in the history", func() bool {
-		code, stdout, _ := runIn("history", "--config", cfg, "--json", "b")
-		paused = nil
-		var recs []jobs.RunRecord
-		if code != 0 || json.Unmarshal([]byte(stdout), &recs) != nil {
-			return false
-		}
-		for _, r := range recs {
-			if r.Status == jobs.StatusPaused {
-				paused = append(paused, r)
-			}
-		}
-		return len(paused) >= 4
-	})
+	paused := pausedTicks(t, cfg, "b", 4)
 	from, to := paused[len(paused)-1].Tick, paused[0].Tick // newest first
 	window := []string{"--config", cfg, "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339), "b"}
 	code, stdout, errs := runIn(append([]string{"backfill", "--dry-run"}, window...)...)
@@ -360,21 +368,7 @@ jobs:
 		t.Fatal(errs)
 	}
 	p := start(t, nil, "run", "--config", cfg, "--http", "")
-	var paused []jobs.RunRecord
-	poll.Require(t, 20*time.Second, "3 paused ticks of load in the history", func() bool {
-		code, stdout, _ := runIn("history", "--config", cfg, "--json", "load")
-		paused = nil
-		var recs []jobs.RunRecord
-		if code != 0 || json.Unmarshal([]byte(stdout), &recs) != nil {
-			return false
-		}
-		for _, r := range recs {
-			if r.Status == jobs.StatusPaused {
-				paused = append(paused, r)
-			}
-		}
-		return len(paused) >= 3
-	})
+	paused := pausedTicks(t, cfg, "load", 3)
 	from, to := paused[len(paused)-1].Tick.Format(time.RFC3339), paused[0].Tick.Format(time.RFC3339)
 	if code, _, errs := runIn("backfill", "--config", cfg, "--chain", "--from", from, "--to", to, "a"); code != 2 || !strings.Contains(errs, "b has concurrency forbid") {
 		t.Errorf("a chain with a forbid link over several ticks: %d %q, want exit 2 naming b", code, errs)
