@@ -75,6 +75,7 @@ func countingReplicasOn(t *testing.T, srv *redistest.Server, n int) (*baton.Clus
 }
 
 func TestRuntimeScheduleRunsOncePerTickOnEveryReplicaSet(t *testing.T) {
+	t.Parallel() // its own Redis and replicas
 	c, counter := countingReplicas(t, 3)
 	ctx := context.Background()
 	s, err := c.PutSchedule(ctx, "report/tenant-42", baton.ScheduleSpec{
@@ -686,6 +687,7 @@ func TestRuntimeSchedulePauseWithAnEndLeavesTheStatusCountWhenItEnds(t *testing.
 // ticks skipped of the one deleted (baton skip) do not keep the new one
 // from running, as its pause does not (DeleteSchedule).
 func TestRuntimeSchedulePutAgainRunsTheTicksSkippedOfTheOneDeleted(t *testing.T) {
+	t.Parallel() // its own Redis and replicas
 	srv := redistest.New(t)
 	cfg := schedulesConfig(t, srv, "")
 	c := openCluster(t, cfg)

@@ -77,6 +77,7 @@ func replicaRun(t *testing.T, cfg *config.Config, opts ...baton.Option) (stop fu
 // after the first run: exactly 3 ticks run, the ticks after them are decided
 // without a run, and a manual trigger still runs without counting.
 func TestMaxRunsExactAcrossReplicasAndRestarts(t *testing.T) {
+	t.Parallel() // its own Redis and replicas
 	srv := redistest.New(t)
 	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}
@@ -160,6 +161,7 @@ func maxTime(a, b time.Time) time.Time {
 // at: one tick on three replicas runs once, at its time, and no other
 // tick follows.
 func TestAtRunsOnceAcrossReplicas(t *testing.T) {
+	t.Parallel() // its own Redis and replicas
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	ctx := context.Background()
