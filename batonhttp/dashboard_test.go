@@ -116,6 +116,22 @@ func (p *dashboardPage) text(sel string) string {
 	return evalJS[string](p, fmt.Sprintf(`(document.querySelector(%[1]s) || {innerText: ""}).innerText`, q))
 }
 
+// clickNow clicks the first element sel matches, once there is one, in
+// one evaluation: the page renders its view again every few seconds, and
+// a node looked up first and clicked after (chromedp.Click) may have been
+// replaced between the two ("Could not find node with given id").
+func clickNow(sel string) chromedp.Action[chromedp.Void] {
+	q, err := json.Marshal(sel)
+	if err != nil {
+		panic(err) // unreachable: a string
+	}
+	click := fmt.Sprintf(`(() => { const e = document.querySelector(%s); if (!e) return false; e.click(); return true; })()`, q)
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Poll[chromedp.Void](click)(ctx, t)
+		return chromedp.Void{}, err
+	}
+}
+
 // evalJS evaluates a JavaScript expression on p.
 func evalJS[T any](p *dashboardPage, expr string) T {
 	p.t.Helper()
@@ -250,7 +266,7 @@ func TestDashboardGridOpensAFailedRun(t *testing.T) {
 	}
 	p.step("go back to the grid", chromedp.Navigate(web.URL+"/#/"), chromedp.WaitVisible(`#grid .row[data-job="quiet"] a.cell.o-paused`))
 	p.screenshot("dashboard.png")
-	p.step("open a tick that never ran", chromedp.Click(`#grid .row[data-job="quiet"] a.cell.o-paused`), chromedp.WaitVisible(`#run[data-outcome="paused"]`))
+	p.step("open a tick that never ran", clickNow(`#grid .row[data-job="quiet"] a.cell.o-paused`), chromedp.WaitVisible(`#run[data-outcome="paused"]`))
 	if loc := evalJS[string](p, `location.hash`); !strings.HasPrefix(loc, "#/jobs/quiet/ticks/") {
 		t.Errorf("the page of a tick that never ran is at %q, want #/jobs/quiet/ticks/TICK", loc)
 	}
@@ -298,7 +314,7 @@ func TestDashboardRunPageByURL(t *testing.T) {
 		t.Errorf("the run's page shows output %q", out)
 	}
 	p.screenshot("dashboard-run.png")
-	p.step("follow the link to its job", chromedp.Click(`#view h2 a`), chromedp.WaitVisible(`#history tr[data-outcome="failed"] pre.output`))
+	p.step("follow the link to its job", clickNow(`#view h2 a`), chromedp.WaitVisible(`#history tr[data-outcome="failed"] pre.output`))
 	if loc := evalJS[string](p, `location.hash`); loc != "#/jobs/flaky" {
 		t.Errorf("the job's link leads to %q", loc)
 	}
@@ -320,7 +336,7 @@ func TestDashboardJobPagePausesAndTriggers(t *testing.T) {
 		t.Errorf("the job's page lists %d next ticks, want 10", n)
 	}
 	p.step("type a pause note", chromedp.SetValue(`#pause-note`, dashNote))
-	p.step("press pause", chromedp.Click(`button.pause[data-job="nightly-digest"]`))
+	p.step("press pause", clickNow(`button.pause[data-job="nightly-digest"]`))
 	p.step("see the resume button", chromedp.WaitVisible(`button.resume[data-job="nightly-digest"]`))
 	pausedText := p.text(`dd.paused`)
 	if !strings.Contains(pausedText, "by api:dashboard since ") || !strings.Contains(pausedText, dashNote) {
@@ -335,14 +351,14 @@ func TestDashboardJobPagePausesAndTriggers(t *testing.T) {
 	if rdb.Exists(ctx, scheduler.PauseKey("dash", "nightly-digest")).Val() != 1 {
 		t.Error("the dashboard's pause set no flag in Redis")
 	}
-	p.step("resume with catch-up", chromedp.Click(`button.catchup[data-job="nightly-digest"]`), chromedp.WaitVisible(`button.pause[data-job="nightly-digest"]`))
+	p.step("resume with catch-up", clickNow(`button.catchup[data-job="nightly-digest"]`), chromedp.WaitVisible(`button.pause[data-job="nightly-digest"]`))
 	if notice := p.text(`#notice`); !strings.Contains(notice, "nightly-digest resumed: ") {
 		t.Errorf("after resume with catch-up the page says %q", notice)
 	}
 	if rdb.Exists(ctx, scheduler.PauseKey("dash", "nightly-digest")).Val() != 0 {
 		t.Error("the dashboard's resume left the pause flag in Redis")
 	}
-	p.step("press trigger", chromedp.Click(`button.trigger[data-job="nightly-digest"]`), chromedp.WaitVisible(`#notice a`))
+	p.step("press trigger", clickNow(`button.trigger[data-job="nightly-digest"]`), chromedp.WaitVisible(`#notice a`))
 	runID := evalJS[string](p, `decodeURIComponent(document.querySelector("#notice a").hash.split("/").pop())`)
 	if runID == "" {
 		t.Fatal("the trigger's notice names no run")
@@ -350,7 +366,7 @@ func TestDashboardJobPagePausesAndTriggers(t *testing.T) {
 	p.step("see the run succeed in the history", chromedp.WaitVisible(fmt.Sprintf(`#history tr[data-run=%q][data-outcome="ok"]`, runID)))
 	p.step("see its duration in the chart", chromedp.WaitVisible(`svg.chart rect`))
 	p.screenshot("dashboard-job.png")
-	p.step("open the run from the notice", chromedp.Click(`#notice a`), chromedp.WaitVisible(`#run[data-outcome="ok"]`))
+	p.step("open the run from the notice", clickNow(`#notice a`), chromedp.WaitVisible(`#run[data-outcome="ok"]`))
 	if facts := p.text(`#run dl`); !strings.Contains(facts, runID) || !strings.Contains(facts, "manual") {
 		t.Errorf("the triggered run's page says %q, want its id %s and manual", facts, runID)
 	}
@@ -446,7 +462,7 @@ func TestDashboardSchedulesPageListsAndOpensASchedule(t *testing.T) {
 		t.Errorf("the schedules table's columns %q, or no sort choice", heads)
 	}
 	p.until("the banner names the refused schedule", `[...document.querySelectorAll("#attention li.refused a")].some((a) => a.textContent === "tenant/zz")`)
-	p.step("next page", chromedp.Click(`#sched-next`), chromedp.WaitVisible(`#schedules tr[data-id="tenant/50"]`))
+	p.step("next page", clickNow(`#sched-next`), chromedp.WaitVisible(`#schedules tr[data-id="tenant/50"]`))
 	if ids := evalJS[[]string](p, `[...document.querySelectorAll("#schedules tr[data-id]")].map((r) => r.dataset.id)`); strings.Join(ids, " ") != "tenant/49 tenant/50 tenant/zz" {
 		t.Errorf("the second page lists %v, want tenant/49, tenant/50 and tenant/zz", ids)
 	}
@@ -460,20 +476,20 @@ func TestDashboardSchedulesPageListsAndOpensASchedule(t *testing.T) {
 	if n := evalJS[int](p, `document.querySelectorAll("#schedules tr[data-id]").length`); n != 10 {
 		t.Errorf("prefix tenant/4 lists %d schedules, want 10", n)
 	}
-	p.step("open tenant/42", chromedp.Click(`#schedules tr[data-id="tenant/42"] a`), chromedp.WaitVisible(`button.pause[data-job="@tenant/42"]`))
+	p.step("open tenant/42", clickNow(`#schedules tr[data-id="tenant/42"] a`), chromedp.WaitVisible(`button.pause[data-job="@tenant/42"]`))
 	if hash := evalJS[string](p, `location.hash`); hash != "#/jobs/%40tenant%2F42" {
 		t.Errorf("the schedule's page is at %q", hash)
 	}
 	if facts := p.text(`#view dl`); !strings.Contains(facts, "0 9 * * * (Europe/Berlin)") || !strings.Contains(facts, "next tick") {
 		t.Errorf("the schedule's page says %q, want its schedule and next tick", facts)
 	}
-	p.step("pause it", chromedp.SetValue(`#pause-note`, "tenant moves"), chromedp.Click(`button.pause[data-job="@tenant/42"]`),
+	p.step("pause it", chromedp.SetValue(`#pause-note`, "tenant moves"), clickNow(`button.pause[data-job="@tenant/42"]`),
 		chromedp.WaitVisible(`button.resume[data-job="@tenant/42"]`))
 	rdb := srv.TestClient(t)
 	if rdb.Exists(ctx, scheduler.PauseKey("dash", "@tenant/42")).Val() != 1 {
 		t.Error("the dashboard's pause of a runtime schedule set no flag in Redis")
 	}
-	p.step("resume it", chromedp.Click(`button.resume[data-job="@tenant/42"]`), chromedp.WaitVisible(`button.pause[data-job="@tenant/42"]`))
+	p.step("resume it", clickNow(`button.resume[data-job="@tenant/42"]`), chromedp.WaitVisible(`button.pause[data-job="@tenant/42"]`))
 	if rdb.Exists(ctx, scheduler.PauseKey("dash", "@tenant/42")).Val() != 0 {
 		t.Error("the dashboard's resume of a runtime schedule left the pause flag in Redis")
 	}
