@@ -454,7 +454,7 @@ func TestAChainedTickWhoseParentRanOnAReplicaWithoutTheChainSaysSo(t *testing.T)
 	clk := clock.NewFake(time.Now())
 	e.worker(t, cfg, exec, WithClock(clk))
 	e.dispatch(t, cfg, tl)
-	time.Sleep(300 * time.Millisecond)
+	e.State(t, "baton:default", tl, asynq.TaskStateRetry) // load looked at its parent and was handed back
 	clk.Advance(10 * time.Minute)
 	e.State(t, "baton:default", tl, asynq.TaskStateCompleted)
 	r := recordOf(t, e, tl)
@@ -588,7 +588,7 @@ func TestATriggeredRunOfAParentIsNotTheOutcomeOfItsScheduledTick(t *testing.T) {
 	e.State(t, "baton:default", manual, asynq.TaskStateArchived)
 	e.dispatch(t, cfg, tl)
 	worktest.Recv(t, exec.started, "the trigger's run")
-	time.Sleep(300 * time.Millisecond) // load looks at extract's tick
+	e.State(t, "baton:default", tl, asynq.TaskStateRetry) // load looked at extract's tick and was handed back
 	e.dispatch(t, cfg, te)
 	e.State(t, "baton:default", tl, asynq.TaskStateCompleted)
 	if r := recordOf(t, e, tl); r == nil || r.Status != jobs.StatusOK {
