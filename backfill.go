@@ -326,14 +326,19 @@ func (c *Cluster) setAwaits(links []*backfillLink, byName map[string]*backfillLi
 // yet), or never recorded, is left to end (or not) by itself.
 func (c *Cluster) seedOutcomes(ctx context.Context, links []*backfillLink, byName map[string]*backfillLink) error {
 	hist := map[string][]jobs.RunRecord{}
+	planned := map[string]map[int64]bool{} // the ticks each link dispatches
 	for name, l := range byName {
 		hist[name] = l.recs
+		planned[name] = make(map[int64]bool, len(l.plan.Ticks))
+		for _, at := range l.plan.Ticks {
+			planned[name][at.UnixMilli()] = true
+		}
 	}
 	for _, l := range links {
 		for _, at := range l.plan.Ticks {
 			parents := c.cfg.ParentsAt(l.job, at)
 			for _, p := range parents {
-				if pl := byName[p.Name]; pl != nil && containsTime(pl.plan.Ticks, at) {
+				if pl := byName[p.Name]; pl != nil && planned[p.Name][at.UnixMilli()] {
 					continue // dispatched by this backfill: it writes its own
 				}
 				if _, ok := hist[p.Name]; !ok {
@@ -410,13 +415,4 @@ func endOf(recs []jobs.RunRecord, parent *config.Job, at time.Time) (chain.Outco
 		}
 	}
 	return chain.Outcome{Status: last.Status, Reason: last.Reason}, true
-}
-
-func containsTime(ts []time.Time, at time.Time) bool {
-	for _, t := range ts {
-		if t.Equal(at) {
-			return true
-		}
-	}
-	return false
 }
