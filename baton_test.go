@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 // reports them ready and counts the runs; both stop cleanly when the
 // context ends.
 func TestGoHandlerJobEndToEnd(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}
@@ -139,6 +140,7 @@ jobs:
 
 // New refuses a config it cannot wire, naming what is wrong and no secret.
 func TestNewBadConfig(t *testing.T) {
+	t.Parallel()
 	cfg, err := config.Load([]byte("redis: {url: \"redis://:s3cret@127.0.0.1:1/0\"}\nlocking: {masters: [\"redis://:s3cret@127.0.0.1:1/0\"]}\njobs: []\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -160,6 +162,7 @@ func TestNewBadConfig(t *testing.T) {
 // replica needs the handlers of local jobs only, a worker those of queued
 // and singleton jobs.
 func TestNewRefusesUnregisteredHandlers(t *testing.T) {
+	t.Parallel()
 	cfg, err := config.Load([]byte(`redis: {url: "redis://127.0.0.1:1/0"}
 jobs:
   - name: report
@@ -256,6 +259,7 @@ func (l *logBuffer) String() string {
 // why and until when, and the scheduler says its ticks wait for a
 // quarantine, not that anything fails.
 func TestBrandNewMasterQuarantineLoggedThroughProgramsLogger(t *testing.T) {
+	t.Parallel()
 	srv, cfg := beatOnBrandNewRedis(t, "newbie", "@every 1s")
 	var logs logBuffer
 	running(t, cfg, baton.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
@@ -286,6 +290,7 @@ func TestBrandNewMasterQuarantineLoggedThroughProgramsLogger(t *testing.T) {
 // A config file that sets locking.fresh_deployment gets a warning at every
 // start: what it gives up, and what replaces it.
 func TestFreshDeploymentInConfigFileWarnedAtStart(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}
@@ -372,6 +377,7 @@ func TestBrandNewMasterQuarantineOnStderrWithoutLogger(t *testing.T) {
 // outlives the replica in a program's shutdown order): Waiting on a closed
 // replica answers from what the masters last showed, without a server.
 func TestWaitingOfAClosedReplica(t *testing.T) {
+	t.Parallel()
 	_, cfg := beatOnBrandNewRedis(t, "closed", "@hourly")
 	r, err := baton.New(cfg, baton.WithReplicaID("closed-1"))
 	if err != nil {
@@ -391,6 +397,7 @@ func TestWaitingOfAClosedReplica(t *testing.T) {
 // asynq server fetching tasks. Replica.Start sets started only at its end,
 // and Close shuts the worker down only when started is set.
 func TestFailedStartLeavesNoWorkerRunning(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
@@ -443,6 +450,7 @@ jobs:
 // logger (worker.WithLogger(nil) keeps the discarding one), as the old
 // per-type options did. baton.WithLogger(nil) must not crash New.
 func TestNilLoggerIsNoLogger(t *testing.T) {
+	t.Parallel()
 	cfg, err := config.Load([]byte(`redis: {url: "redis://127.0.0.1:1/0"}
 jobs:
   - name: tick

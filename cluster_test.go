@@ -31,6 +31,7 @@ import (
 // the master in its restart quarantine: why (no marker) and until when, and
 // its attention line says how a brand-new set skips the wait.
 func TestStatusShowsMasterInQuarantineWithWhyAndUntil(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
 namespace: seen
@@ -80,6 +81,7 @@ jobs:
 // when that success ended, also when the streak is longer than the runs
 // Status reads at first; and it gives no next tick to a job that is done.
 func TestStatusFailureStreakAndLastSuccess(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	var n atomic.Int32
 	reg := jobs.NewRegistry()
@@ -146,6 +148,7 @@ func TestStatusFailureStreakAndLastSuccess(t *testing.T) {
 // allowed, finds "no run" for every N tick (records and asynq IDs expired
 // long ago) and dispatches ticks that ran.
 func TestBackfillTrustsHistoryTrimmedOutOfOrder(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	cfg := oneJobConfig(t, srv.Addr(), "rvtrim", "")
@@ -193,6 +196,7 @@ func TestBackfillTrustsHistoryTrimmedOutOfOrder(t *testing.T) {
 // setting (XLEN < 3000) and vouches for the whole max_age: the trimmed
 // ticks are listed as never ran.
 func TestBackfillAfterHistoryRunsRaised(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	old := oneJobConfig(t, srv.Addr(), "rvraise", "")
@@ -227,6 +231,7 @@ func TestBackfillAfterHistoryRunsRaised(t *testing.T) {
 // go-redis sends to one (random) node: baton locks / GET /api/locks /
 // status's Lock column list only the locks on that node.
 func TestLocksOnARedisCluster(t *testing.T) {
+	t.Parallel()
 	addrs := redistest.NewCluster(t)
 	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {cluster: {addrs: [%q, %q, %q]}}
 locking: {fresh_deployment: true}
@@ -278,6 +283,7 @@ jobs:
 // braces; and another namespace's lock. Each is listed once, under its own
 // name, in its own namespace only (expected to pass).
 func TestLocksWithGlobNames(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	cfg := oneJobConfig(t, srv.Addr(), "rvglob", "")
@@ -327,6 +333,7 @@ func TestLocksWithGlobNames(t *testing.T) {
 // its zone; fewer when its end or max_runs comes sooner; none for a
 // singleton.
 func TestStatusListsNextTicks(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}
@@ -384,6 +391,7 @@ jobs:
 // reads (a later release, mid-upgrade) is listed live, with its version
 // saying so, not with blank or misread members.
 func TestStatusShowsAReplicaOfANewerRosterFormat(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg, err := config.Load([]byte(fmt.Sprintf("redis: {url: \"redis://%s/0\"}\nlocking: {fresh_deployment: true}\nnamespace: nr\njobs: []\n", srv.Addr())))
 	if err != nil {
@@ -422,6 +430,7 @@ func TestStatusShowsAReplicaOfANewerRosterFormat(t *testing.T) {
 // the ones whose newest runs failed, how many in a row and why; a delete
 // forgets its pause and failures. Jobs has the job list's rows only.
 func TestStatusSummarisesRuntimeSchedules(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	const list = `redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}
@@ -504,6 +513,7 @@ jobs:
 // end; while it runs, status shows it running from its execution lease and
 // holder record: tick, run id, attempt, replica.
 func TestRunWithinStartAfterShowsRunningFromItsLease(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := handlerJobConfig(t, srv.Addr(), "within", "history: {start_after: 5s}", "slow", "@every 1s", "block")
 	h := newBlockingHandler()
@@ -552,6 +562,7 @@ func TestRunWithinStartAfterShowsRunningFromItsLease(t *testing.T) {
 // run took the lease and its holder write is late or failed), status must
 // not show the ended run as running: its history says it ended.
 func TestStatusDoesNotShowAnEndedRunAsRunning(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := handlerJobConfig(t, srv.Addr(), "ended", "", "quick", "@every 1h", "quick")
 	reg := jobs.NewRegistry()
@@ -599,6 +610,7 @@ func TestStatusDoesNotShowAnEndedRunAsRunning(t *testing.T) {
 // must show it running from its holder record: the history's record of the
 // run is of another attempt.
 func TestStatusShowsARetriedAttemptRunningFromItsLease(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := handlerJobConfig(t, srv.Addr(), "retried", "history: {start_after: 5s}", "flaky", "@every 1h", "flaky")
 	c, err := baton.NewCluster(cfg)
@@ -641,6 +653,7 @@ func TestStatusShowsARetriedAttemptRunningFromItsLease(t *testing.T) {
 // of its previous process, no longer live, is left out beside the live
 // one; a replica that is gone for good is still listed, not live.
 func TestStatusShowsAReplicaRestartedUnderItsIDOnce(t *testing.T) {
+	t.Parallel()
 	const ns = "restarted"
 	rdb, _, c, now := ledgerCluster(t, ns, "@every 1m")
 	ctx := context.Background()
@@ -668,6 +681,7 @@ func TestStatusShowsAReplicaRestartedUnderItsIDOnce(t *testing.T) {
 // is its own run: once its heartbeats land, baton history and status show
 // it running, not unknown as if the worker had started again after it.
 func TestHistoryRunBegunWhileItsWorkersHeartbeatsFailedIsRunning(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	const ns = "beatfailed"
 	cfg := handlerJobConfig(t, srv.Addr(), ns, "", "slow", "@every 1h", "slow")
@@ -737,6 +751,7 @@ func TestHistoryRunBegunWhileItsWorkersHeartbeatsFailedIsRunning(t *testing.T) {
 // unknown, with why, not running beside a RUNNING column that leaves it
 // out.
 func TestStatusLastRunWhoseWorkerIsGoneIsUnknown(t *testing.T) {
+	t.Parallel()
 	const ns = "lastgone"
 	rdb, _, c, now := ledgerCluster(t, ns, "@every 1m")
 	ctx := context.Background()
@@ -769,6 +784,7 @@ func TestStatusLastRunWhoseWorkerIsGoneIsUnknown(t *testing.T) {
 // was lost): baton history says what the ledger says of it, unknown with
 // why, not running until newer runs trim it.
 func TestHistoryRunPastItsTimeoutIsUnknownAsTheLedgerSays(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	const ns = "pasttimeout"
 	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}

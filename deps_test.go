@@ -12,6 +12,7 @@ import (
 // Prometheus (Replica.Stats is plain values). Package batonhttp, which
 // imports both, shows the check can fail.
 func TestRootImportsNoHTTPOrPrometheus(t *testing.T) {
+	t.Parallel()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("no go command on PATH: %v", err)

@@ -17,6 +17,7 @@ import (
 // baton.Init on a brand-new Redis: the masters vote at once (status shows
 // none in quarantine), and a second Init refuses, naming the master.
 func TestInitMarksBrandNewMastersOnceAndRefusesAfter(t *testing.T) {
+	t.Parallel()
 	srv, cfg := beatOnBrandNewRedis(t, "first", "@hourly")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -47,6 +48,7 @@ func TestInitMarksBrandNewMastersOnceAndRefusesAfter(t *testing.T) {
 // marker, but replicas live in the roster: this is no brand-new set, and
 // Init refuses, naming them, and marks nothing.
 func TestInitRefusesWhileReplicasRun(t *testing.T) {
+	t.Parallel()
 	queue, master := redistest.New(t), redistest.New(t)
 	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
 locking: {masters: ["redis://%s/0"]}

@@ -45,6 +45,7 @@ func layoutConfig(t *testing.T, addr string, shards, lanes int, jobs ...string) 
 // the new config holds them all, and one of the old config refuses to
 // start, naming both layouts, as does a tool's put.
 func TestInitMovesSchedulesToANewLayoutAndOldConfigsRefuse(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -96,6 +97,7 @@ func TestInitMovesSchedulesToANewLayoutAndOldConfigsRefuse(t *testing.T) {
 // shard changes, and a move that is run again (as after one that stopped
 // half way) finds nothing left to move.
 func TestInitMovesBetweenShardCounts(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -138,6 +140,7 @@ func TestInitMovesBetweenShardCounts(t *testing.T) {
 // (its own asynq queue, a slot of its own), the worker takes from every
 // lane, and every tick runs once.
 func TestLanesSpreadJobsOverQueuesAndWorkersTakeThemAll(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -206,6 +209,7 @@ func putMany(t *testing.T, ctx context.Context, c *baton.Cluster, n int) {
 // again, puts a new p/new and deletes p/01. Each is refused (ErrMoving),
 // not reported done and then lost with the old shard's keys.
 func TestWritesDuringAMoveAreRefusedNotLost(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -249,6 +253,7 @@ func TestWritesDuringAMoveAreRefusedNotLost(t *testing.T) {
 // the old config (1 shard) finishes the move back, and every schedule is
 // where the recorded layout reads it.
 func TestInitBackToTheOldLayoutAfterAHalfMoveKeepsEverySchedule(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -294,6 +299,7 @@ func TestInitBackToTheOldLayoutAfterAHalfMoveKeepsEverySchedule(t *testing.T) {
 // (A), one to 4 (B), B starting while A moves. One holds the layout's lock:
 // B is refused, naming it, and A's layout holds every schedule.
 func TestConcurrentInitsKeepEverySchedule(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -329,6 +335,7 @@ func TestConcurrentInitsKeepEverySchedule(t *testing.T) {
 // retried hand-off) would not find its task and run twice. The init is
 // refused while a lane holds tasks, naming it.
 func TestLaneChangeWaitsForTheQueuesToDrain(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

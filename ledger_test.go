@@ -109,6 +109,7 @@ func notRun(at time.Time, status, reason string) historyEvent {
 // dispatched and being dispatched (the tick records), due, not yet due; a trigger's run at its own tick, marked
 // manual; and, before what the history keeps, unknown: not missed.
 func TestTicksListsEveryOutcome(t *testing.T) {
+	t.Parallel()
 	const ns = "ledger"
 	rdb, _, c, now := ledgerCluster(t, ns, "@every 1m")
 	ctx := context.Background()
@@ -259,6 +260,7 @@ func TestTicksListsEveryOutcome(t *testing.T) {
 // 10,000 ticks is refused naming the limit, as is one that ends before it
 // starts; an unknown job and a singleton are refused too.
 func TestTicksWindow(t *testing.T) {
+	t.Parallel()
 	_, _, c, now := ledgerCluster(t, "window", "@every 1m")
 	ctx := context.Background()
 	l, err := c.Ticks(ctx, "r", time.Time{}, time.Time{})
@@ -336,6 +338,7 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // and on three lock masters besides the queue Redis (3 + 2 per master,
 // side by side).
 func TestTicksRoundTripsBounded(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		masters int
@@ -381,6 +384,7 @@ func TestTicksRoundTripsBounded(t *testing.T) {
 // "done" on one master says it was dispatched), and with a master down the
 // ledger is read from the others, saying what it could not read.
 func TestTicksAcrossMasters(t *testing.T) {
+	t.Parallel()
 	masters := redistest.NewN(t, 3)
 	_, _, c, now := ledgerCluster(t, "quorum", "@every 1m", masters...)
 	ctx := context.Background()
@@ -427,6 +431,7 @@ func TestTicksAcrossMasters(t *testing.T) {
 // cost the same, each source read once in one pipeline for all of them;
 // singletons have no ledger.
 func TestTicksAllRoundTripsBounded(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	ctx := context.Background()
@@ -479,6 +484,7 @@ func TestTicksAllRoundTripsBounded(t *testing.T) {
 // tick it ran failed with the job's exit code, with the replica that ran
 // it, its attempt and a fence that grows from tick to tick, in tick order.
 func TestTicksOfARunningReplica(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}
@@ -510,6 +516,7 @@ jobs:
 // one of them runs it, and the ledger then shows it ran, marked backfill
 // (the worker's history events say so).
 func TestTicksShowABackfilledPausedTick(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}
@@ -575,6 +582,7 @@ jobs:
 // before what the history tells: it is unknown, not "dispatched; no run
 // recorded yet", which says it has not started.
 func TestTicksATickWhoseRunWasTrimmedIsUnknownNotDispatched(t *testing.T) {
+	t.Parallel()
 	const ns = "trimmed"
 	rdb, _, c, now := ledgerCluster(t, ns, "@every 1m")
 	ctx := context.Background()
@@ -612,21 +620,26 @@ func TestTicksATickWhoseRunWasTrimmedIsUnknownNotDispatched(t *testing.T) {
 // job's ledger every few seconds, and history.runs may keep up to 100,000
 // runs of each. Measured as the bytes the queue Redis sends.
 func TestTicksReadsTheHistoryOnlyAsFarAsItsWindow(t *testing.T) {
+	t.Parallel()
 	const ns = "bounded"
 	rdb, _, c, now := ledgerCluster(t, ns, "@every 1m")
 	ctx := context.Background()
 	base := now.Truncate(time.Minute)
-	// 5,000 runs, one a second, ending two days ago
+	// 5,000 runs, one a second, ending two days ago; written 500 at a
+	// time (one pipeline of them all is megabytes, whose write outlasts
+	// the client's write timeout on a loaded host)
 	old := base.Add(-48 * time.Hour)
-	pipe := rdb.Pipeline()
-	for i := range 5000 {
-		at := old.Add(time.Duration(i-5000) * time.Second)
-		for k, e := range run(at, fmt.Sprintf("run-%d", i), 10*time.Millisecond, "ok", "exit_code", 0) {
-			pipe.XAdd(ctx, &redis.XAddArgs{Stream: ns + ":{history:r}", ID: fmt.Sprintf("%d-%d", e.at.UnixMilli(), k+1), Values: append([]any{"v", "1"}, e.fields...)})
+	for from := 0; from < 5000; from += 500 {
+		pipe := rdb.Pipeline()
+		for i := from; i < from+500; i++ {
+			at := old.Add(time.Duration(i-5000) * time.Second)
+			for k, e := range run(at, fmt.Sprintf("run-%d", i), 10*time.Millisecond, "ok", "exit_code", 0) {
+				pipe.XAdd(ctx, &redis.XAddArgs{Stream: ns + ":{history:r}", ID: fmt.Sprintf("%d-%d", e.at.UnixMilli(), k+1), Values: append([]any{"v", "1"}, e.fields...)})
+			}
 		}
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		t.Fatal(err)
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	writeHistory(t, rdb, ns, "r", run(base.Add(-time.Minute), "run-last", time.Second, "ok", "exit_code", 0))
 	sent := func() int64 {
@@ -661,6 +674,7 @@ func TestTicksReadsTheHistoryOnlyAsFarAsItsWindow(t *testing.T) {
 // than MaxLedgerTicksAll ticks of all jobs is refused, though each job's
 // share is within MaxLedgerTicks.
 func TestTicksAllRefusesATooLargeWindowOfAllJobs(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	var jobsYAML strings.Builder
 	for i := range 11 {
@@ -696,6 +710,7 @@ func newCluster(t *testing.T, cfg *config.Config) *baton.Cluster {
 // listed job's; TicksAll gives the job list's only (a listing of every
 // runtime schedule's ticks would have no bound).
 func TestTicksOfARuntimeSchedule(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}
@@ -763,6 +778,7 @@ func failedTicks(t *testing.T, c *baton.Cluster, job string, n int) []baton.Ledg
 // minutes) nor the new worker of a config reload in the same process (begun
 // after the run) makes the run of the live, earlier worker unknown.
 func TestTicksRunOfALiveWorkerBesideItsIDsOtherEntriesIsRunning(t *testing.T) {
+	t.Parallel()
 	const ns = "ledgerids"
 	rdb, _, c, now := ledgerCluster(t, ns, "@every 1m")
 	ctx := context.Background()
@@ -840,6 +856,7 @@ func TestTicksRunOfALiveWorkerBesideItsIDsOtherEntriesIsRunning(t *testing.T) {
 // of it and past its starting deadline, is not called missed: nothing could
 // dispatch it (within its deadline it is due: a replica may catch it up).
 func TestTicksBeforeTheDeploymentAreNotMissed(t *testing.T) {
+	t.Parallel()
 	rdb, _, c, now := ledgerCluster(t, "dep", "@every 10s") // ticks dense enough for every window below
 	ctx := context.Background()
 	deployed := now.Add(-150 * time.Second)
@@ -878,6 +895,7 @@ func TestTicksBeforeTheDeploymentAreNotMissed(t *testing.T) {
 // tick before it without a record is not known, not missed (the ticks the
 // lost records told of ran, or did not).
 func TestTicksBeforeTheMastersBirthAreNotMissed(t *testing.T) {
+	t.Parallel()
 	rdb, cfg, c, now := ledgerCluster(t, "born", "@every 10s")
 	ctx := context.Background()
 	// the master's marker (docs/operating.md's formats): born 90 s ago, as
@@ -905,6 +923,7 @@ func TestTicksBeforeTheMastersBirthAreNotMissed(t *testing.T) {
 // starting deadline: the masters in their restart quarantine, replicas
 // down) or paused, with no history event of it, says why.
 func TestTicksRecordedMissedOrPausedSayWhy(t *testing.T) {
+	t.Parallel()
 	rdb, cfg, c, now := ledgerCluster(t, "why", "@every 10s")
 	ctx := context.Background()
 	j, _ := cfg.Job("r")
@@ -937,6 +956,7 @@ func TestTicksRecordedMissedOrPausedSayWhy(t *testing.T) {
 // failing then, as it does when a catch-up follows an outage): its reason
 // says so, not that a replica came to it after its deadline.
 func TestTicksRecordedMissedWithinTheirDeadlineSayTheCatchUpLeftThemOut(t *testing.T) {
+	t.Parallel()
 	rdb, cfg, c, now := ledgerCluster(t, "leftout", "@every 10s")
 	ctx := context.Background()
 	j, _ := cfg.Job("r")
@@ -959,6 +979,7 @@ func TestTicksRecordedMissedWithinTheirDeadlineSayTheCatchUpLeftThemOut(t *testi
 // A job whose history holds an entry baton did not write gets the warning
 // in its own ledger, not in every job's of the same read.
 func TestACorruptHistoryWarnsOnlyItsOwnJobsLedger(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}

@@ -125,6 +125,7 @@ func backdatePause(t *testing.T, rdb *redis.Client, ns, job string, since time.T
 // replays only the newest (forbid), or the newest it can run and keep
 // (buffer_one: two). Resume without catch-up replays nothing.
 func TestResumeCatchUp(t *testing.T) {
+	t.Parallel()
 	const ns = "catchup"
 	rdb, cfg, c, ctx, now := pauseCluster(t, ns)
 	now = now.UTC().Truncate(time.Minute)
@@ -200,6 +201,7 @@ func TestResumeCatchUp(t *testing.T) {
 // Resume without catch-up (--skip) leaves the ticks recorded paused
 // skipped: nothing is dispatched, their records stay.
 func TestResumeSkip(t *testing.T) {
+	t.Parallel()
 	const ns = "skip"
 	rdb, cfg, c, ctx, now := pauseCluster(t, ns)
 	tick := now.UTC().Truncate(time.Minute).Add(-time.Minute)
@@ -227,6 +229,7 @@ func TestResumeSkip(t *testing.T) {
 // (a master that missed it keeps the older note) and since when from the
 // oldest; a majority with the flag decides that the job is paused.
 func TestPauseNoteAcrossMasters(t *testing.T) {
+	t.Parallel()
 	servers := redistest.NewN(t, 3)
 	var urls []string
 	for _, s := range servers {
@@ -286,6 +289,7 @@ jobs:
 // A pause flag's value carries its format version; lua/pause.lua adds at_ms
 // and set_ms to the object and keeps the rest.
 func TestPauseFlagCarriesFormatVersion(t *testing.T) {
+	t.Parallel()
 	b, err := baton.PauseValue(baton.PauseNote{By: "ops", Note: "vendor fix"})
 	if err != nil {
 		t.Fatal(err)
@@ -301,6 +305,7 @@ func TestPauseFlagCarriesFormatVersion(t *testing.T) {
 // master, never a note read as empty or a since-when from nonsense; a new
 // pause rewrites it, with since when from this pause.
 func TestCorruptPauseRecordIsReported(t *testing.T) {
+	t.Parallel()
 	servers := redistest.NewN(t, 3)
 	var urls []string
 	for _, s := range servers {
@@ -368,6 +373,7 @@ jobs:
 // (a *formats.NewerError); a catch-up, which needs since when, is refused.
 // It is never read as unpaused or as this release's note.
 func TestPauseFlagOfANewerFormatKeepsTheJobPaused(t *testing.T) {
+	t.Parallel()
 	rdb, _, c, ctx, _ := pauseCluster(t, "newer")
 	// its members may mean something else: "by" a number, "at_ms" a string
 	v := fmt.Sprintf(`{"v":%d,"by":7,"note":"a later note","at_ms":"soon","set_ms":1}`, formats.PauseFlag+1)
@@ -435,6 +441,7 @@ func ranTicks(t *testing.T, rdb *redis.Client, ns, job string, ticks ...time.Tim
 // replace did the same with one tick before the change.) Fixed: the cut
 // counts the ticks dispatched already.
 func TestCatchUpRerunDoesNotReplaySkippedTicks(t *testing.T) {
+	t.Parallel()
 	const ns = "rerun"
 	rdb, cfg, c, ctx, now := pauseCluster(t, ns)
 	now = now.UTC().Truncate(time.Minute)
@@ -474,6 +481,7 @@ func TestCatchUpRerunDoesNotReplaySkippedTicks(t *testing.T) {
 // is dispatched at most once, and together they dispatch only the newest
 // two.
 func TestCatchUpRacingResumesDispatchOnce(t *testing.T) {
+	t.Parallel()
 	const ns = "race"
 	rdb, cfg, c, ctx, now := pauseCluster(t, ns)
 	now = now.UTC().Truncate(time.Minute)
@@ -523,6 +531,7 @@ func TestCatchUpRacingResumesDispatchOnce(t *testing.T) {
 //     its due time: it is neither replayed nor listed as skipped, decided
 //     or failed. The tick did not run, the catch-up says nothing of it.
 func TestCatchUpReplaysATickDueBeforeThePauseButPausedAfter(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -137,6 +137,7 @@ func githubSlug(heading string) string {
 }
 
 func TestDocsLinksResolve(t *testing.T) {
+	t.Parallel()
 	if got := githubSlug("`baton lock`: a distributed flock(1)"); got != "baton-lock-a-distributed-flock1" {
 		t.Fatalf("slug rule: got %q", got)
 	}
@@ -184,6 +185,7 @@ func TestDocsLinksResolve(t *testing.T) {
 
 // Every page under docs/ can be reached from the README by following links.
 func TestDocsReachableFromReadme(t *testing.T) {
+	t.Parallel()
 	reached := map[string]bool{"README.md": true}
 	queue := []string{"README.md"}
 	for len(queue) > 0 {
@@ -214,6 +216,7 @@ func TestDocsReachableFromReadme(t *testing.T) {
 
 // The README's two commands exist and are what CI runs.
 func TestReadmeCommandsExist(t *testing.T) {
+	t.Parallel()
 	readme := readDoc(t, "README.md")
 	for _, cmd := range []string{"make dev", "make test", "go run -tags dev,nootlp -gcflags='all=-N -l' ./cmd/baton dev"} {
 		if !strings.Contains(readme, cmd) {
@@ -279,6 +282,7 @@ func makeTargets(t *testing.T, text string) map[string]string {
 }
 
 func TestReadmeIsShort(t *testing.T) {
+	t.Parallel()
 	readme := readDoc(t, "README.md")
 	if n := strings.Count(strings.TrimRight(readme, "\n"), "\n") + 1; n >= readmeMaxLines {
 		t.Errorf("README.md has %d lines, want under %d: move depth to docs/", n, readmeMaxLines)
@@ -307,6 +311,7 @@ func readmeLayout(t *testing.T) []string {
 // The Layout names every Go package directory of the module, and everything
 // it names exists.
 func TestReadmeLayoutNamesEveryPackage(t *testing.T) {
+	t.Parallel()
 	var named []string // the entries: "cmd/baton/", "baton.go", ...
 	for _, line := range readmeLayout(t) {
 		if line == "" || line[0] == ' ' {
@@ -423,6 +428,7 @@ func testFuncs(t *testing.T) map[string]bool {
 // ending in * stands for every test it prefixes) exists in some *_test.go
 // file: a renamed or deleted test fails here, not silently in the table.
 func TestReadmeGuaranteesNameExistingTests(t *testing.T) {
+	t.Parallel()
 	readme := readDoc(t, "README.md")
 	funcs := testFuncs(t)
 	row := regexp.MustCompile(`^\| G[0-9]+ \|`)
@@ -485,6 +491,7 @@ func TestReadmeJobListLoads(t *testing.T) {
 // The README's Go program builds against the module as it is: it is compiled
 // as a main package that exists only in a build overlay.
 func TestReadmeGoProgramBuilds(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds a program: not in -short")
 	}
@@ -535,6 +542,7 @@ func TestReadmeGoProgramBuilds(t *testing.T) {
 // of its code block (but "...") is in the example, so the doc cannot show
 // a call that does not compile.
 func TestPackageDocCodeIsTheExamples(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("baton.go")
 	if err != nil {
 		t.Fatal(err)

@@ -39,6 +39,7 @@ func hourlyJobs(t *testing.T, addr, ns string, jobs ...string) *config.Config {
 // only it runs (removed, or moved to another queue or Redis); a task of a
 // job both lists run does not hold it back.
 func TestRetirableAfterStopClaiming(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	list := func(ns string, jobs ...string) *config.Config { return hourlyJobs(t, srv.Addr(), ns, jobs...) }
 	cfg := list("retire", "keep", "gone")
@@ -102,6 +103,7 @@ func TestRetirableAfterStopClaiming(t *testing.T) {
 // task waits. The moves here are asynq's own scripts' effects (forwardCmd;
 // dequeue + retryCmd taken together, which cannot hide the task).
 func TestRetireForwardBetweenReadsDoesNotHideTask(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := hourlyJobs(t, srv.Addr(), "rr1", "keep", "gone")
 	next := hourlyJobs(t, srv.Addr(), "rr1", "keep")
@@ -182,6 +184,7 @@ return 0`)
 // replica retired, and the new worker archived the tick. Fixed: every
 // queue the old worker consumes is read.
 func TestRetireTaskInAnotherConsumedQueueHoldsItBack(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := hourlyJobs(t, srv.Addr(), "rr2", "keep", "gone")
 	next := hourlyJobs(t, srv.Addr(), "rr2", "keep")
@@ -253,6 +256,7 @@ func TestRetireTaskInAnotherConsumedQueueHoldsItBack(t *testing.T) {
 // says "", no task of it may land afterwards: the replica is stopped at
 // once, and a task landing later would be archived by the new worker.
 func TestRetireDispatchAtStopClaiming(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	load := func(jobs string) *config.Config {
 		t.Helper()

@@ -116,6 +116,7 @@ func TestRuntimeScheduleRunsOncePerTickOnEveryReplicaSet(t *testing.T) {
 }
 
 func TestRuntimeSchedulePutRefusesWhatTheJobListRefuses(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	c := openCluster(t, schedulesConfig(t, srv, `schedules: {http_prefixes: ["https://hooks.example/tenants/"]}`))
 	ctx := context.Background()
@@ -147,6 +148,7 @@ func TestRuntimeSchedulePutRefusesWhatTheJobListRefuses(t *testing.T) {
 }
 
 func TestRuntimeSchedulesListInPages(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	c := openCluster(t, schedulesConfig(t, srv, ""))
 	ctx := context.Background()
@@ -267,6 +269,7 @@ func deletedWhileRunning(t *testing.T, stopRunning bool) (*redistest.Server, *bl
 // whichever replica runs it: the handler's context ends, and the history
 // says the run was stopped because its schedule was deleted.
 func TestDeleteScheduleWithStopStopsTheRunUnderWay(t *testing.T) {
+	t.Parallel()
 	srv, h, run := deletedWhileRunning(t, true)
 	if cause := recv(t, h.ended, "the run's end"); cause == nil || !strings.Contains(cause.Error(), "its runtime schedule was deleted") {
 		t.Fatalf("the run ended with %v, want stopped because its schedule was deleted", cause)
@@ -280,6 +283,7 @@ func TestDeleteScheduleWithStopStopsTheRunUnderWay(t *testing.T) {
 // Deleting a runtime schedule without stopRunning lets its run under way
 // finish: it ends ok after every replica has followed the delete.
 func TestDeleteScheduleWithoutStopLetsTheRunFinish(t *testing.T) {
+	t.Parallel()
 	srv, h, run := deletedWhileRunning(t, false)
 	// replicas follow a delete within a second: the run must outlive that
 	time.Sleep(1500 * time.Millisecond) // real time: a stop that must not come
@@ -304,6 +308,7 @@ func TestDeleteScheduleWithoutStopLetsTheRunFinish(t *testing.T) {
 // per customer): a deleted schedule's would stay on every master for good,
 // its counters, on a quorum, for a day.
 func TestDeleteScheduleForgetsItsMarkAndFences(t *testing.T) {
+	t.Parallel()
 	srvs := redistest.NewN(t, 4)
 	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
 locking:
@@ -361,6 +366,7 @@ jobs: []
 // A schedule deleted and put again under the same id is a new schedule:
 // the runs of the old one do not count against the new one's max_runs.
 func TestScheduleRecreatedUnderItsIDRunsItsMaxRunsAgain(t *testing.T) {
+	t.Parallel()
 	c, counter := countingReplicas(t, 1)
 	ctx := context.Background()
 	spec := baton.ScheduleSpec{Schedule: "@every 1s", Handler: "report", MaxRuns: 1}
@@ -386,6 +392,7 @@ func TestScheduleRecreatedUnderItsIDRunsItsMaxRunsAgain(t *testing.T) {
 // A paused schedule deleted and put again under its id is a new schedule,
 // not paused: the pause went with the deleted one.
 func TestScheduleRecreatedUnderItsIDIsNotPaused(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := schedulesConfig(t, srv, "")
 	c := openCluster(t, cfg)
@@ -419,6 +426,7 @@ func TestScheduleRecreatedUnderItsIDIsNotPaused(t *testing.T) {
 // by the workers, counts it as failing: in the status (with why), in the
 // listing, and in the refused runs' metric.
 func TestScheduleNoLiveReplicaCanRunIsRefusedOrShownWaiting(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := schedulesConfig(t, srv, "")
 	c := openCluster(t, cfg)
@@ -468,6 +476,7 @@ func TestScheduleNoLiveReplicaCanRunIsRefusedOrShownWaiting(t *testing.T) {
 // read them, loudly: the status reports it, with what was put back, and
 // the metric counts it.
 func TestScheduleStoreThatWentBackIsPutBackAndReported(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := schedulesConfig(t, srv, "")
 	c := openCluster(t, cfg)
@@ -503,6 +512,7 @@ func TestScheduleStoreThatWentBackIsPutBackAndReported(t *testing.T) {
 // streak and last success, as the schedules page shows them; a get always
 // does.
 func TestScheduleListingGivesRecentRunsAndStreak(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := schedulesConfig(t, srv, "")
 	c := openCluster(t, cfg)
@@ -571,6 +581,7 @@ func (h *afterScheduleDelete) ProcessPipelineHook(next redis.ProcessPipelineHook
 // that puts it again and pauses it right after the delete finds it
 // paused.
 func TestConditionalDeleteLeavesThePauseOfTheScheduleThatFollowsIt(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := schedulesConfig(t, srv, "")
 	deleter, other := openCluster(t, cfg), openCluster(t, cfg)
@@ -604,6 +615,7 @@ func TestConditionalDeleteLeavesThePauseOfTheScheduleThatFollowsIt(t *testing.T)
 // list's is from the job's: its next ticks are those of the spec with H
 // resolved, and a wrong H is refused with the field named.
 func TestRuntimeScheduleHPicksAValueFromItsID(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	c := openCluster(t, schedulesConfig(t, srv, ""))
 	ctx := context.Background()
@@ -639,6 +651,7 @@ func TestRuntimeScheduleHPicksAValueFromItsID(t *testing.T) {
 // A runtime schedule takes a DST policy as a job of the list does; a
 // policy baton does not know is refused with the key named.
 func TestRuntimeScheduleDSTPolicy(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	c := openCluster(t, schedulesConfig(t, srv, ""))
 	ctx := context.Background()
@@ -659,6 +672,7 @@ func TestRuntimeScheduleDSTPolicy(t *testing.T) {
 // status while the pause lasts, and no more once it has ended by itself
 // (its flags expired on the lock masters, without a resume).
 func TestRuntimeSchedulePauseWithAnEndLeavesTheStatusCountWhenItEnds(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	c := openCluster(t, schedulesConfig(t, srv, ""))
 	ctx := context.Background()

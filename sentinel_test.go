@@ -68,6 +68,7 @@ func startSentinel(t *testing.T, master string) string {
 // and a held lock may pass to another holder: correctness-critical locks
 // belong on independent masters, see the locking guide).
 func TestSentinelFailoverKeepsTicking(t *testing.T) {
+	t.Parallel()
 	master := redistest.New(t)
 	mhost, mport, _ := net.SplitHostPort(master.Addr())
 	replica := redistest.New(t, redistest.WithArgs("--replicaof", mhost, mport))

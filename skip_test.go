@@ -97,6 +97,7 @@ func TestSkippedTicksRunNowhereAndSayWhoSkippedThem(t *testing.T) {
 // is no tick of the job, or a tick due already, is refused; the request
 // names the ticks one way.
 func TestSkipRefusesWhatItCannotSkip(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}
@@ -151,6 +152,7 @@ jobs:
 // The tick ledger lists the ticks a job's calendars leave out as
 // excluded, with the calendar, beside the ticks it has.
 func TestTheLedgerShowsTicksExcludedByACalendar(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	today := time.Now().UTC()
 	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}

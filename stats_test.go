@@ -18,6 +18,7 @@ import (
 // counter, the execution lease; the job's interval and the replica's
 // identity are there from the start.
 func TestStatsFollowATick(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}

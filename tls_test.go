@@ -50,6 +50,7 @@ func writeCert(t *testing.T, dir, name string, tmpl *x509.Certificate, parent *x
 // replica with the CA and a client certificate in redis.tls runs its jobs;
 // without the client certificate it cannot connect, and says so.
 func TestRedisOverTLSWithClientCertificates(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	now := time.Now()
 	ca, caKey := writeCert(t, dir, "ca", &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "baton test CA"},

@@ -22,6 +22,7 @@ import (
 // with a replica) run every tick of a queued and a local job once; the
 // history and status read it back.
 func TestReplicasOnARedisCluster(t *testing.T) {
+	t.Parallel()
 	addrs := redistest.NewCluster(t)
 	addReplicas(t, addrs)
 	cfg, err := config.Load([]byte(fmt.Sprintf(`redis: {cluster: {addrs: [%q, %q, %q]}}

@@ -58,6 +58,7 @@ func attr(s sdktrace.ReadOnlySpan, k string) attribute.Value {
 // job, the tick, the fence and the replica, and the run's log lines carry
 // the trace id.
 func TestOneTickIsOneTraceFromClaimToEachAttempt(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) }) // after the replicas stop
@@ -182,6 +183,7 @@ jobs:
 // A local-mode tick is one trace too: its run starts in the dispatching
 // scheduler's process, as a child of the dispatch, under that replica.
 func TestLocalRunIsAChildOfItsDispatch(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })

@@ -96,10 +96,7 @@ func (p *dashboardPage) step(what string, actions ...chromedp.Action[chromedp.Vo
 // until waits for the JavaScript condition cond.
 func (p *dashboardPage) until(what, cond string) {
 	p.t.Helper()
-	p.step(what, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Poll[chromedp.Void](cond)(ctx, t)
-		return chromedp.Void{}, err
-	})
+	p.step(what, pollJS(cond))
 }
 
 // text is the text of the first element sel matches, once there is one,
@@ -125,11 +122,40 @@ func clickNow(sel string) chromedp.Action[chromedp.Void] {
 	if err != nil {
 		panic(err) // unreachable: a string
 	}
-	click := fmt.Sprintf(`(() => { const e = document.querySelector(%s); if (!e) return false; e.click(); return true; })()`, q)
+	return pollJS(fmt.Sprintf(`(() => { const e = document.querySelector(%s); if (!e) return false; e.click(); return true; })()`, q))
+}
+
+// pollJS evaluates expr until it is true. An evaluation in a page that a
+// navigation has just replaced fails with "Cannot find context with
+// specified id" (the old page's JavaScript context is gone, the new one
+// not yet known): it is evaluated again in the new one.
+func pollJS(expr string) chromedp.Action[chromedp.Void] {
 	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Poll[chromedp.Void](click)(ctx, t)
-		return chromedp.Void{}, err
+		for {
+			_, err := chromedp.Poll[chromedp.Void](expr)(ctx, t)
+			if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "Cannot find context with specified id") {
+				return chromedp.Void{}, err
+			}
+			select {
+			case <-ctx.Done():
+				return chromedp.Void{}, ctx.Err()
+			case <-time.After(20 * time.Millisecond): // the browser's new page, not a clock of ours
+			}
+		}
 	}
+}
+
+// shownNow waits until the first element sel matches is shown (laid out:
+// it has a box), looked up and measured in one evaluation each time: the
+// page renders its view again every few seconds, and a wait that holds a
+// node found first (chromedp.WaitVisible) waits on a node the render
+// replaced, for ever, when the page is slow enough to render between.
+func shownNow(sel string) chromedp.Action[chromedp.Void] {
+	q, err := json.Marshal(sel)
+	if err != nil {
+		panic(err) // unreachable: a string
+	}
+	return pollJS(fmt.Sprintf(`(() => { const e = document.querySelector(%s); return !!e && e.getClientRects().length > 0; })()`, q))
 }
 
 // evalJS evaluates a JavaScript expression on p.
@@ -237,12 +263,12 @@ func TestDashboardGridOpensAFailedRun(t *testing.T) {
 	p.until("see that reads need the token", `document.querySelector("#error").textContent.includes("a valid token is required") && document.querySelectorAll("#grid .row").length === 0`)
 	p.step("enter the token", chromedp.SetValue(`#token`, apiToken))
 	p.until("commit the token", `document.querySelector("#token").dispatchEvent(new Event("change"))`)
-	p.step("see flaky's failed tick in the grid", chromedp.WaitVisible(`#grid .row[data-job="flaky"] a.cell.o-failed`))
-	p.step("see report's successful tick", chromedp.WaitVisible(`#grid .row[data-job="report"] a.cell.o-ok`))
-	p.step("see flaky's failure streak", chromedp.WaitVisible(`#grid .row[data-job="flaky"] .streak`))
-	p.step("see nightly-digest's next tick, not yet due", chromedp.WaitVisible(`#grid .row[data-job="nightly-digest"] .cell.o-not-due`))
-	p.step("see quiet's paused ticks, which never ran", chromedp.WaitVisible(`#grid .row[data-job="quiet"] a.cell.o-paused`))
-	p.step("see the banner name flaky", chromedp.WaitVisible(`#attention li.failing a`))
+	p.step("see flaky's failed tick in the grid", shownNow(`#grid .row[data-job="flaky"] a.cell.o-failed`))
+	p.step("see report's successful tick", shownNow(`#grid .row[data-job="report"] a.cell.o-ok`))
+	p.step("see flaky's failure streak", shownNow(`#grid .row[data-job="flaky"] .streak`))
+	p.step("see nightly-digest's next tick, not yet due", shownNow(`#grid .row[data-job="nightly-digest"] .cell.o-not-due`))
+	p.step("see quiet's paused ticks, which never ran", shownNow(`#grid .row[data-job="quiet"] a.cell.o-paused`))
+	p.step("see the banner name flaky", shownNow(`#attention li.failing a`))
 	if s := p.text(`#attention li.unsigned`); !strings.Contains(s, "not signed") {
 		t.Errorf("the banner says of unsigned tasks %q", s)
 	}
@@ -253,7 +279,7 @@ func TestDashboardGridOpensAFailedRun(t *testing.T) {
 		t.Errorf("the focused cell's tooltip says %q, want the job, the tick, failed and exit 1", tipText)
 	}
 	p.step("press Enter on it", chromedp.SendKeys(`#grid .row[data-job="flaky"] a.cell.o-failed:focus`, kb.Enter))
-	p.step("see the run's page", chromedp.WaitVisible(`#run[data-outcome="failed"] pre.output`))
+	p.step("see the run's page", shownNow(`#run[data-outcome="failed"] pre.output`))
 	if loc := evalJS[string](p, `location.hash`); !strings.HasPrefix(loc, "#/jobs/flaky/runs/") {
 		t.Errorf("the run's page is at %q, want #/jobs/flaky/runs/RUN", loc)
 	}
@@ -264,15 +290,15 @@ func TestDashboardGridOpensAFailedRun(t *testing.T) {
 	if n := evalJS[int](p, `document.querySelectorAll("#view img").length`); n != 0 {
 		t.Errorf("the output's markup became %d elements", n)
 	}
-	p.step("go back to the grid", chromedp.Navigate(web.URL+"/#/"), chromedp.WaitVisible(`#grid .row[data-job="quiet"] a.cell.o-paused`))
+	p.step("go back to the grid", chromedp.Navigate(web.URL+"/#/"), shownNow(`#grid .row[data-job="quiet"] a.cell.o-paused`))
 	p.screenshot("dashboard.png")
-	p.step("open a tick that never ran", clickNow(`#grid .row[data-job="quiet"] a.cell.o-paused`), chromedp.WaitVisible(`#run[data-outcome="paused"]`))
+	p.step("open a tick that never ran", clickNow(`#grid .row[data-job="quiet"] a.cell.o-paused`), shownNow(`#run[data-outcome="paused"]`))
 	if loc := evalJS[string](p, `location.hash`); !strings.HasPrefix(loc, "#/jobs/quiet/ticks/") {
 		t.Errorf("the page of a tick that never ran is at %q, want #/jobs/quiet/ticks/TICK", loc)
 	}
-	p.step("go back to the grid", chromedp.Navigate(web.URL+"/#/"), chromedp.WaitVisible(`#grid .row[data-job="flaky"] a.cell.o-failed`))
+	p.step("go back to the grid", chromedp.Navigate(web.URL+"/#/"), shownNow(`#grid .row[data-job="flaky"] a.cell.o-failed`))
 	p.step("narrow the window to a phone's", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)))
-	p.step("see the grid", chromedp.WaitVisible(`#grid .row[data-job="flaky"] a.cell`))
+	p.step("see the grid", shownNow(`#grid .row[data-job="flaky"] a.cell`))
 	if w := evalJS[int](p, `document.documentElement.scrollWidth`); w > 390 {
 		t.Errorf("at a phone's width (390px) the page is %dpx wide", w)
 	}
@@ -303,7 +329,7 @@ func TestDashboardRunPageByURL(t *testing.T) {
 	// the token is kept for the tab: typed once, then the link is opened
 	p.until("keep the token for the tab", fmt.Sprintf(`(sessionStorage.setItem("baton-token", %q), true)`, apiToken))
 	p.step("open the run's URL", chromedp.Navigate("about:blank"), chromedp.Navigate(web.URL+"/#/jobs/flaky/runs/"+run.RunID))
-	p.step("see the run's page", chromedp.WaitVisible(`#run[data-outcome="failed"]`))
+	p.step("see the run's page", shownNow(`#run[data-outcome="failed"]`))
 	facts := p.text(`#run dl`)
 	for _, want := range []string{run.RunID, "exit 1", "failed"} {
 		if !strings.Contains(facts, want) {
@@ -314,7 +340,7 @@ func TestDashboardRunPageByURL(t *testing.T) {
 		t.Errorf("the run's page shows output %q", out)
 	}
 	p.screenshot("dashboard-run.png")
-	p.step("follow the link to its job", clickNow(`#view h2 a`), chromedp.WaitVisible(`#history tr[data-outcome="failed"] pre.output`))
+	p.step("follow the link to its job", clickNow(`#view h2 a`), shownNow(`#history tr[data-outcome="failed"] pre.output`))
 	if loc := evalJS[string](p, `location.hash`); loc != "#/jobs/flaky" {
 		t.Errorf("the job's link leads to %q", loc)
 	}
@@ -328,7 +354,7 @@ func TestDashboardJobPagePausesAndTriggers(t *testing.T) {
 	web, _, srv := dashboardDeployment(t)
 	p := openDashboard(t, web.URL)
 	p.until("keep the token for the tab", fmt.Sprintf(`(sessionStorage.setItem("baton-token", %q), true)`, apiToken))
-	p.step("open nightly-digest's page", chromedp.Navigate("about:blank"), chromedp.Navigate(web.URL+"/#/jobs/nightly-digest"), chromedp.WaitVisible(`button.pause[data-job="nightly-digest"]`))
+	p.step("open nightly-digest's page", chromedp.Navigate("about:blank"), chromedp.Navigate(web.URL+"/#/jobs/nightly-digest"), shownNow(`button.pause[data-job="nightly-digest"]`))
 	if facts := p.text(`#view dl`); !strings.Contains(facts, "30 2 * * * (Europe/Berlin)") || !strings.Contains(facts, "next tick") {
 		t.Errorf("the job's page says %q, want its schedule and next tick", facts)
 	}
@@ -337,7 +363,7 @@ func TestDashboardJobPagePausesAndTriggers(t *testing.T) {
 	}
 	p.step("type a pause note", chromedp.SetValue(`#pause-note`, dashNote))
 	p.step("press pause", clickNow(`button.pause[data-job="nightly-digest"]`))
-	p.step("see the resume button", chromedp.WaitVisible(`button.resume[data-job="nightly-digest"]`))
+	p.step("see the resume button", shownNow(`button.resume[data-job="nightly-digest"]`))
 	pausedText := p.text(`dd.paused`)
 	if !strings.Contains(pausedText, "by api:dashboard since ") || !strings.Contains(pausedText, dashNote) {
 		t.Errorf("after pause the page shows paused = %q, want who, since when and the note %q", pausedText, dashNote)
@@ -351,28 +377,28 @@ func TestDashboardJobPagePausesAndTriggers(t *testing.T) {
 	if rdb.Exists(ctx, scheduler.PauseKey("dash", "nightly-digest")).Val() != 1 {
 		t.Error("the dashboard's pause set no flag in Redis")
 	}
-	p.step("resume with catch-up", clickNow(`button.catchup[data-job="nightly-digest"]`), chromedp.WaitVisible(`button.pause[data-job="nightly-digest"]`))
+	p.step("resume with catch-up", clickNow(`button.catchup[data-job="nightly-digest"]`), shownNow(`button.pause[data-job="nightly-digest"]`))
 	if notice := p.text(`#notice`); !strings.Contains(notice, "nightly-digest resumed: ") {
 		t.Errorf("after resume with catch-up the page says %q", notice)
 	}
 	if rdb.Exists(ctx, scheduler.PauseKey("dash", "nightly-digest")).Val() != 0 {
 		t.Error("the dashboard's resume left the pause flag in Redis")
 	}
-	p.step("press trigger", clickNow(`button.trigger[data-job="nightly-digest"]`), chromedp.WaitVisible(`#notice a`))
+	p.step("press trigger", clickNow(`button.trigger[data-job="nightly-digest"]`), shownNow(`#notice a`))
 	runID := evalJS[string](p, `decodeURIComponent(document.querySelector("#notice a").hash.split("/").pop())`)
 	if runID == "" {
 		t.Fatal("the trigger's notice names no run")
 	}
-	p.step("see the run succeed in the history", chromedp.WaitVisible(fmt.Sprintf(`#history tr[data-run=%q][data-outcome="ok"]`, runID)))
-	p.step("see its duration in the chart", chromedp.WaitVisible(`svg.chart rect`))
+	p.step("see the run succeed in the history", shownNow(fmt.Sprintf(`#history tr[data-run=%q][data-outcome="ok"]`, runID)))
+	p.step("see its duration in the chart", shownNow(`svg.chart rect`))
 	p.screenshot("dashboard-job.png")
-	p.step("open the run from the notice", clickNow(`#notice a`), chromedp.WaitVisible(`#run[data-outcome="ok"]`))
+	p.step("open the run from the notice", clickNow(`#notice a`), shownNow(`#run[data-outcome="ok"]`))
 	if facts := p.text(`#run dl`); !strings.Contains(facts, runID) || !strings.Contains(facts, "manual") {
 		t.Errorf("the triggered run's page says %q, want its id %s and manual", facts, runID)
 	}
 	// at a phone's width the job's page fits: wide tables scroll in their box
 	p.step("open flaky's page at a phone's width", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)),
-		chromedp.Navigate(web.URL+"/#/jobs/flaky"), chromedp.WaitVisible(`#history pre.output`))
+		chromedp.Navigate(web.URL+"/#/jobs/flaky"), shownNow(`#history pre.output`))
 	if w := evalJS[int](p, `document.documentElement.scrollWidth`); w > 390 {
 		t.Errorf("at a phone's width (390px) the job's page is %dpx wide", w)
 	}
@@ -402,7 +428,7 @@ jobs:
 	}
 	replicatest.Running(t, other, baton.WithReplicaID("fresh-2"))
 	p := openDashboard(t, web.URL)
-	p.step("see the master in the banner", chromedp.WaitVisible(`#attention li.master time`))
+	p.step("see the master in the banner", shownNow(`#attention li.master time`))
 	line := p.text(`#attention li.master`)
 	if !strings.Contains(line, "lock master 0") || !strings.Contains(line, "restart quarantine") || !strings.Contains(line, "which ends in ") ||
 		!strings.Contains(line, "baton init") {
@@ -411,11 +437,11 @@ jobs:
 	if title := evalJS[string](p, `document.querySelector("#attention li.master time").title`); !strings.Contains(title, "Z ·") {
 		t.Errorf("the quarantine's end has the title %q, want its UTC time", title)
 	}
-	p.step("see the ticks held back meanwhile", chromedp.WaitVisible(`#attention li.held`))
+	p.step("see the ticks held back meanwhile", shownNow(`#attention li.held`))
 	if s := p.text(`#attention li.held`); !strings.Contains(s, "replica fresh-1 holds ") {
 		t.Errorf("the banner says of held ticks %q", s)
 	}
-	p.step("see the job lists differ", chromedp.WaitVisible(`#attention li.lists`))
+	p.step("see the job lists differ", shownNow(`#attention li.lists`))
 	if s := p.text(`#attention li.lists`); !strings.Contains(s, "different job lists") || !strings.Contains(s, "newcomer") {
 		t.Errorf("the banner says of the job lists %q, want the job they differ on", s)
 	}
@@ -453,7 +479,7 @@ func TestDashboardSchedulesPageListsAndOpensASchedule(t *testing.T) {
 	// no token yet: the page says what it needs instead of "loading…"
 	p.until("the page to say it needs the token", `document.querySelector("#updated").textContent === "needs the token" && document.querySelector("#view").textContent.includes("behind http.token")`)
 	p.until("keep the token for the tab", fmt.Sprintf(`(sessionStorage.setItem("baton-token", %q), true)`, apiToken))
-	p.step("open the schedules' page", chromedp.Navigate("about:blank"), chromedp.Navigate(web.URL+"/#/schedules"), chromedp.WaitVisible(`#schedules tr[data-id="other/x"]`))
+	p.step("open the schedules' page", chromedp.Navigate("about:blank"), chromedp.Navigate(web.URL+"/#/schedules"), shownNow(`#schedules tr[data-id="other/x"]`))
 	if n := evalJS[int](p, `document.querySelectorAll("#schedules tr[data-id]").length`); n != 50 {
 		t.Errorf("the first page lists %d schedules, want 50", n)
 	}
@@ -462,7 +488,7 @@ func TestDashboardSchedulesPageListsAndOpensASchedule(t *testing.T) {
 		t.Errorf("the schedules table's columns %q, or no sort choice", heads)
 	}
 	p.until("the banner names the refused schedule", `[...document.querySelectorAll("#attention li.refused a")].some((a) => a.textContent === "tenant/zz")`)
-	p.step("next page", clickNow(`#sched-next`), chromedp.WaitVisible(`#schedules tr[data-id="tenant/50"]`))
+	p.step("next page", clickNow(`#sched-next`), shownNow(`#schedules tr[data-id="tenant/50"]`))
 	if ids := evalJS[[]string](p, `[...document.querySelectorAll("#schedules tr[data-id]")].map((r) => r.dataset.id)`); strings.Join(ids, " ") != "tenant/49 tenant/50 tenant/zz" {
 		t.Errorf("the second page lists %v, want tenant/49, tenant/50 and tenant/zz", ids)
 	}
@@ -472,11 +498,11 @@ func TestDashboardSchedulesPageListsAndOpensASchedule(t *testing.T) {
 	if waiting := p.text(`#schedules tr[data-id="tenant/50"]`); !strings.Contains(waiting, `waiting: no live replica registers Go handler "report"`) {
 		t.Errorf("the row of a schedule no replica can run says %q, want it waiting", waiting)
 	}
-	p.step("filter by a prefix", chromedp.SendKeys(`#sched-prefix`, "tenant/4"+kb.Enter), chromedp.WaitVisible(`#schedules tr[data-id="tenant/42"]`))
+	p.step("filter by a prefix", chromedp.SendKeys(`#sched-prefix`, "tenant/4"+kb.Enter), shownNow(`#schedules tr[data-id="tenant/42"]`))
 	if n := evalJS[int](p, `document.querySelectorAll("#schedules tr[data-id]").length`); n != 10 {
 		t.Errorf("prefix tenant/4 lists %d schedules, want 10", n)
 	}
-	p.step("open tenant/42", clickNow(`#schedules tr[data-id="tenant/42"] a`), chromedp.WaitVisible(`button.pause[data-job="@tenant/42"]`))
+	p.step("open tenant/42", clickNow(`#schedules tr[data-id="tenant/42"] a`), shownNow(`button.pause[data-job="@tenant/42"]`))
 	if hash := evalJS[string](p, `location.hash`); hash != "#/jobs/%40tenant%2F42" {
 		t.Errorf("the schedule's page is at %q", hash)
 	}
@@ -484,17 +510,17 @@ func TestDashboardSchedulesPageListsAndOpensASchedule(t *testing.T) {
 		t.Errorf("the schedule's page says %q, want its schedule and next tick", facts)
 	}
 	p.step("pause it", chromedp.SetValue(`#pause-note`, "tenant moves"), clickNow(`button.pause[data-job="@tenant/42"]`),
-		chromedp.WaitVisible(`button.resume[data-job="@tenant/42"]`))
+		shownNow(`button.resume[data-job="@tenant/42"]`))
 	rdb := srv.TestClient(t)
 	if rdb.Exists(ctx, scheduler.PauseKey("dash", "@tenant/42")).Val() != 1 {
 		t.Error("the dashboard's pause of a runtime schedule set no flag in Redis")
 	}
-	p.step("resume it", clickNow(`button.resume[data-job="@tenant/42"]`), chromedp.WaitVisible(`button.pause[data-job="@tenant/42"]`))
+	p.step("resume it", clickNow(`button.resume[data-job="@tenant/42"]`), shownNow(`button.pause[data-job="@tenant/42"]`))
 	if rdb.Exists(ctx, scheduler.PauseKey("dash", "@tenant/42")).Val() != 0 {
 		t.Error("the dashboard's resume of a runtime schedule left the pause flag in Redis")
 	}
 	// the grid shows them beside the job list, a page at a time
-	p.step("open the grid", chromedp.Navigate(web.URL+"/#/"), chromedp.WaitVisible(`#grid-schedules .row`))
+	p.step("open the grid", chromedp.Navigate(web.URL+"/#/"), shownNow(`#grid-schedules .row`))
 	if n := evalJS[int](p, `document.querySelectorAll("#grid-schedules .row").length`); n != 20 || evalJS[int](p, `document.querySelectorAll("#grid-sched-next").length`) != 1 {
 		t.Errorf("the grid shows %d runtime schedules (want a page of 20) or no next page", n)
 	}

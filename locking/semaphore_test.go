@@ -1,9 +1,11 @@
 package locking_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -394,7 +396,15 @@ func TestFairSemaphoreFIFOUnderBarging(t *testing.T) {
 		first[i] = l
 	}
 	holding.Store(2)
-	var order []int
+	// the order of the grants, by their fences (a grant's fence is above
+	// every earlier one's): with two places, two waiters granted one
+	// after the other both hold at once, and return from Acquire in
+	// whatever order the Go scheduler wakes them
+	type grant struct {
+		waiter int
+		fence  int64
+	}
+	var grants []grant
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	const n = 6
@@ -413,7 +423,7 @@ func TestFairSemaphoreFIFOUnderBarging(t *testing.T) {
 				t.Errorf("%d holders", h)
 			}
 			mu.Lock()
-			order = append(order, i)
+			grants = append(grants, grant{i, l.Fence()})
 			mu.Unlock()
 			time.Sleep(10 * time.Millisecond) // real time: a holder stays in a moment, so a third holder would be seen
 			holding.Add(-1)
@@ -447,6 +457,11 @@ func TestFairSemaphoreFIFOUnderBarging(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	hw.Wait()
+	slices.SortFunc(grants, func(a, b grant) int { return cmp.Compare(a.fence, b.fence) })
+	order := make([]int, len(grants))
+	for i, g := range grants {
+		order[i] = g.waiter
+	}
 	for i, who := range order {
 		if who != i {
 			t.Fatalf("served in order %v, want 0..%d", order, n-1)

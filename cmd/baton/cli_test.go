@@ -11,6 +11,7 @@ import (
 // the flag of this command nearest in spelling, else the command that takes
 // it, else this command's flags; and the command's usage line.
 func TestUnknownFlagSaysWhatToType(t *testing.T) {
+	t.Parallel()
 	cfg := writeConfig(t, twoJobs)
 	for _, tc := range []struct {
 		args []string
@@ -39,6 +40,7 @@ func TestUnknownFlagSaysWhatToType(t *testing.T) {
 // as it is typed: "baton schedules put", not "baton put" (which is no
 // command).
 func TestUnknownFlagOfASubcommandNamesTheCommandThatTakesItWhole(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -56,6 +58,7 @@ func TestUnknownFlagOfASubcommandNamesTheCommandThatTakesItWhole(t *testing.T) {
 // Flags go before or after the positional arguments, also the flags Go's
 // flag package spelt with one dash; "--" ends them.
 func TestFlagsBeforeOrAfterArguments(t *testing.T) {
+	t.Parallel()
 	cfg := writeConfig(t, twoJobs)
 	want := "a: \"@every 1m\" in UTC\n  2026-01-01T00:01:00Z\n"
 	for _, args := range [][]string{
@@ -80,6 +83,7 @@ func TestFlagsBeforeOrAfterArguments(t *testing.T) {
 // baton lock takes its flags before and after KEY; after "--" everything is
 // CMD's, flags included.
 func TestLockDashDashEndsFlags(t *testing.T) {
+	t.Parallel()
 	cfg, help, err := parseLock([]string{"--redis", "redis://127.0.0.1:1/0", "k", "--ttl", "7s", "--", "sh", "-c", "x", "--ttl", "1s", "--", "-h"}, io.Discard)
 	if help || err != nil {
 		t.Fatalf("help %v, err %v", help, err)

@@ -39,6 +39,7 @@ jobs:
 `
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	good := writeConfig(t, twoJobs)
 	bad := writeConfig(t, `redis:
   url: redis://127.0.0.1:1/0
@@ -109,6 +110,7 @@ jobs:
 `
 
 func TestNextAcrossDST(t *testing.T) {
+	t.Parallel()
 	cfg := writeConfig(t, berlinJobs)
 	for _, tc := range []struct {
 		args []string
@@ -190,6 +192,7 @@ thrice: "@daily" in UTC (max_runs 3: stops after that many dispatched ticks, see
 }
 
 func TestCommandUsageErrors(t *testing.T) {
+	t.Parallel()
 	cfg := writeConfig(t, twoJobs)
 	bad := writeConfig(t, "redis:\n  url: redis://127.0.0.1:1/0\njobs:\n  - name: x\n    schedule: nope\n    exec: {command: [\"true\"]}\n")
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
@@ -262,6 +265,7 @@ func TestEnvFlags(t *testing.T) {
 // baton validate accepts exactly what baton run accepts: every bad file of
 // the config package's table stops both, with the same errors.
 func TestValidateAndRunAgreeOnBadFiles(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("../../config/testdata/*.bad.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no bad files: %v", err)

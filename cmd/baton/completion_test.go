@@ -66,6 +66,7 @@ jobs:
 
 // baton completion writes the scripts of bash, zsh and fish.
 func TestCompletionScripts(t *testing.T) {
+	t.Parallel()
 	for shell, want := range map[string]string{"bash": "# bash completion V2 for baton", "zsh": "#compdef baton", "fish": "# fish completion for baton"} {
 		code, out, errs := runIn("completion", shell)
 		if code != 0 || !strings.Contains(out, want) {
@@ -78,6 +79,7 @@ func TestCompletionScripts(t *testing.T) {
 // runtime schedules' job names, and schedules get|delete their ids, from
 // Redis.
 func TestCompletionOffersWhatEachCommandTakes(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis: {url: "redis://%s/0"}
 locking: {fresh_deployment: true}

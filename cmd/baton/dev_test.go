@@ -27,6 +27,7 @@ import (
 // ID dedup with retention. (The scheduler's claim scripts and the asynq
 // server run in TestDevSmoke.)
 func TestMiniredisCompat(t *testing.T) {
+	t.Parallel()
 	mr, err := devredis.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +173,7 @@ func TestExampleJobsLogInTheDevRunsDirectory(t *testing.T) {
 // the dev config pointed at the embedded server, fresh (the server is new
 // at every start and reports no run_id), its jobs and ${VAR}s as written.
 func TestDevWritesTheOtherCommandsConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src := filepath.Join(dir, "dev.yaml")
 	if err := os.WriteFile(src, []byte(`redis: {url: "redis://elsewhere:6379/0"}

@@ -25,6 +25,7 @@ import (
 // Secrets with characters that logs escape (& < > " \\ and newlines) are
 // masked in JSON and console lines: masking happens before escaping.
 func TestLogMaskCoversEscapedForms(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, secret, format string
 		log                  func(secret string) []any
@@ -188,6 +189,7 @@ func waitFileOrEmpty(path string) string {
 // A ${VAR} value that looks like a number, a flag or a level is masked in
 // strings only: every line stays valid JSON with its level.
 func TestLogMaskKeepsJSONValid(t *testing.T) {
+	t.Parallel()
 	for _, secret := range []string{"8080", "true", "error"} {
 		var buf bytes.Buffer
 		log := newSlog(newZerolog(&buf, logFormatJSON, zerolog.InfoLevel), []string{secret})

@@ -25,6 +25,7 @@ import (
 // A replica records its runs; baton history prints them, newest first, as
 // a table and as JSON, with a failed run's reason and output tail.
 func TestHistoryCommand(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0
@@ -95,6 +96,7 @@ jobs:
 // and pause, and each replica with its skew; baton locks lists the
 // execution lease a running job holds.
 func TestStatusAndLocksCommands(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0
@@ -165,6 +167,7 @@ jobs:
 // forbid the second would be skipped while the first runs); a local job is
 // refused.
 func TestTriggerCommand(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	out := t.TempDir() + "/runs"
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
@@ -252,6 +255,7 @@ func pausedTicks(t *testing.T, cfg, job string, n int) []jobs.RunRecord {
 // each exactly once, also with three backfills racing; a dry run lists
 // them first; a second backfill finds nothing to do.
 func TestBackfillCommand(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	out := t.TempDir() + "/ticks"
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
@@ -340,6 +344,7 @@ jobs:
 // prints; a link that cannot be backfilled (concurrency forbid over
 // several ticks) refuses the whole chain before anything is dispatched.
 func TestBackfillChainCommand(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	dir := t.TempDir()
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
@@ -402,6 +407,7 @@ jobs:
 // Under concurrency: replace, a trigger stops the run of an earlier trigger
 // of the same second (triggers carry milliseconds, so the second is newer).
 func TestTriggerReplacesAnEarlierTriggerOfTheSameSecond(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0
@@ -467,6 +473,7 @@ jobs:
 // baton lock --max 2: two commands hold the key at once, the third is busy;
 // when one ends, a waiting third gets its slot.
 func TestLockMaxIsASemaphore(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	url := redisURL(srv)
 	dir := t.TempDir()
@@ -500,6 +507,7 @@ func TestLockMaxIsASemaphore(t *testing.T) {
 // hold, waits (with --wait) until they are gone, and keeps a new --shared
 // one out while it waits; flags that do not go together are usage errors.
 func TestLockSharedAndExclusive(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	url := redisURL(srv)
 	dir := t.TempDir()
@@ -548,6 +556,7 @@ func TestLockSharedAndExclusive(t *testing.T) {
 // The WHY cell of a failed run says its reason and the last line of its
 // output tail, escaped, on the row; a record without output its reason.
 func TestHistoryWhyShowsReasonAndLastOutputLine(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		r    jobs.RunRecord
 		want string
@@ -589,6 +598,7 @@ func forgeHistory(t *testing.T, srv *redistest.Server, ns, job string, at time.T
 // bytes never reach the terminal, and the entry stays one row of as many
 // cells as the header.
 func TestHistoryPrintsRedisTextInert(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0
@@ -624,6 +634,7 @@ jobs:
 // job of the list, is refused with what was meant; a deleted runtime
 // schedule's history and ticks stay readable.
 func TestHistorySaysWhichJobWasMeant(t *testing.T) {
+	t.Parallel()
 	cfg := schedulesConfigFile(t, redistest.New(t))
 	if code, out, errs := runIn("schedules", "put", "--config", cfg, "report/tenant-3", "--schedule", "@hourly", "--handler", "report"); code != 0 {
 		t.Fatalf("put: %d %q %q", code, out, errs)

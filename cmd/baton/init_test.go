@@ -13,6 +13,7 @@ import (
 // once (no restart quarantine); a second baton init refuses, naming the
 // master, and exits 1.
 func TestInitLetsBatonLockRunAtOnceAndRefusesTwice(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	if code, out, errs := runIn("init", "--redis", redisURL(srv)); code != 0 || !strings.Contains(out, "marked") {
 		t.Fatalf("baton init: exit %d, stdout %q, stderr %q", code, out, errs)
@@ -33,6 +34,7 @@ func TestInitLetsBatonLockRunAtOnceAndRefusesTwice(t *testing.T) {
 // baton init --config marks the config's masters under its namespace; a
 // master already in use is named in the refusal, and nothing is marked.
 func TestInitWithConfigRefusesMasterInUse(t *testing.T) {
+	t.Parallel()
 	servers := redistest.NewN(t, 3)
 	yml := fmt.Sprintf(`redis: {url: %q}
 namespace: shop

@@ -10,6 +10,7 @@ import (
 // A KEY that starts with "-" is given after a first "--", which ends the
 // flags: baton lock [flags] -- KEY -- CMD, as it always could be.
 func TestLockKeyStartingWithDashAfterDoubleDash(t *testing.T) {
+	t.Parallel()
 	cfg, help, err := parseLock([]string{"--redis", "redis://127.0.0.1:1/0", "--ttl", "7s", "--", "-nightly", "--", "echo", "--ttl", "1s"}, io.Discard)
 	if help || err != nil {
 		t.Fatalf("help %v, err %v", help, err)
@@ -23,6 +24,7 @@ func TestLockKeyStartingWithDashAfterDoubleDash(t *testing.T) {
 // their quarantine and how to skip it (baton init --redis URL), and calls
 // --fresh-deployment deprecated, naming the step that replaces it.
 func TestLockHelpSaysHowBrandNewMastersSkipTheQuarantine(t *testing.T) {
+	t.Parallel()
 	code, out, errs := runIn("help", "lock")
 	if code != 0 {
 		t.Fatalf("baton help lock: exit %d: %s", code, errs)
@@ -39,6 +41,7 @@ func TestLockHelpSaysHowBrandNewMastersSkipTheQuarantine(t *testing.T) {
 // password (internal/redact.URL masks the user info of a URL that
 // url.Parse cannot read).
 func TestLockUnparsableURLPasswordMasked(t *testing.T) {
+	t.Parallel()
 	const pw = "hunter2-s3cret"
 	_, _, err := parseLock([]string{"--redis", ":" + pw + "@127.0.0.1:6379", "key", "--", "true"}, io.Discard)
 	if err == nil {

@@ -13,6 +13,7 @@ import (
 )
 
 func TestSlogToZerolog(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	log := newSlog(newZerolog(&buf, logFormatJSON, zerolog.InfoLevel), nil)
 
@@ -55,6 +56,7 @@ func TestSlogToZerolog(t *testing.T) {
 }
 
 func TestConsoleFormat(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	newSlog(newZerolog(&buf, logFormatConsole, zerolog.DebugLevel), nil).Debug("tick dispatched", "job", "a", "replica", "dev-1")
 	if got := buf.String(); !strings.Contains(got, "DBG tick dispatched job=a replica=dev-1") {

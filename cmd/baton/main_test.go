@@ -45,10 +45,13 @@ func (t testMain) Run() int {
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "baton-cmd-test-")
 	if err == nil {
+		// both builds at once: each is mostly its own link, one core each
+		var devErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { devBin, devErr = batonbin.Build(dir, "dev") })
 		batonBin, err = batonbin.Build(dir)
-	}
-	if err == nil {
-		devBin, err = batonbin.Build(dir, "dev")
+		wg.Wait()
+		err = errors.Join(err, devErr)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -310,6 +313,7 @@ func (p *proc) stop(t *testing.T) {
 }
 
 func TestDispatch(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args     []string
 		code     int
@@ -333,6 +337,7 @@ func TestDispatch(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	badYAML := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(badYAML, []byte("locking:\n  masters: [redis://x\n  prefix: p\n"), 0o600); err != nil {

@@ -46,6 +46,7 @@ func TestNextBareSpec(t *testing.T) {
 // A bare spec with --job or --config, --tz without a spec, a bad zone or a
 // bad spec are usage errors naming what is wrong.
 func TestNextBareSpecUsageErrors(t *testing.T) {
+	t.Parallel()
 	cfg := writeConfig(t, twoJobs)
 	for _, tc := range []struct {
 		args []string
@@ -72,6 +73,7 @@ func TestNextBareSpecUsageErrors(t *testing.T) {
 
 // --job takes a runtime schedule's "@" name: its next ticks, in its zone.
 func TestNextOfARuntimeSchedule(t *testing.T) {
+	t.Parallel()
 	cfg := schedulesConfigFile(t, redistest.New(t))
 	if code, out, errs := runIn("schedules", "put", "--config", cfg, "report/tenant-7", "--schedule", "0 9 * * 1", "--timezone", "Europe/Berlin", "--handler", "report"); code != 0 {
 		t.Fatalf("put: %d %q %q", code, out, errs)
@@ -87,6 +89,7 @@ func TestNextOfARuntimeSchedule(t *testing.T) {
 
 // baton next lists the ticks a job's calendars leave out, and which one.
 func TestNextShowsWhatCalendarsRemove(t *testing.T) {
+	t.Parallel()
 	cfg := writeConfig(t, `redis: {url: "redis://127.0.0.1:6379/0"}
 timezone: Europe/Berlin
 calendars:
@@ -114,6 +117,7 @@ jobs:
 
 // baton next shows a chained job's parents and its ticks, theirs.
 func TestNextOfAChainedJob(t *testing.T) {
+	t.Parallel()
 	cfg := writeConfig(t, `redis: {url: "redis://127.0.0.1:6379/0"}
 jobs:
   - {name: extract, schedule: "0 * * * *", exec: {command: ["true"]}}

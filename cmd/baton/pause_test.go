@@ -18,6 +18,7 @@ import (
 )
 
 func TestPauseResume(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0
@@ -68,6 +69,7 @@ jobs:
 // master missed it and exits 1; run again once the master is back, it
 // repairs the rest.
 func TestPausePartialAndRepair(t *testing.T) {
+	t.Parallel()
 	servers := redistest.NewN(t, 3)
 	var urls []string
 	for _, s := range servers {
@@ -105,6 +107,7 @@ jobs:
 // pause --note --by records who, since when and why; status shows them
 // (table and --json); pause without --by names the OS user.
 func TestPauseWithNote(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0
@@ -146,6 +149,7 @@ jobs:
 // Bad flags of pause and resume are usage errors (exit 2) that change
 // nothing.
 func TestPauseResumeFlags(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0
@@ -186,6 +190,7 @@ jobs:
 // resume --catch-up says what it replayed and which paused ticks stay
 // skipped; run again, it replays nothing (the claim finds them done).
 func TestResumeCatchUpOutput(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0
@@ -240,6 +245,7 @@ jobs:
 // and baton status say until when, the flag expires then; the two
 // exclude each other, and an end that cannot be is a usage error.
 func TestPauseForAndUntil(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0
@@ -287,6 +293,7 @@ jobs:
 // why; baton history shows them skipped; what it cannot skip is a usage
 // error or, for a tick claimed already, exit 1 with why.
 func TestSkipCommand(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0

@@ -35,6 +35,7 @@ func ticksIn(t *testing.T, path string) []time.Time {
 // lost at the switch; an invalid file is rejected with its errors logged
 // and the running job list kept.
 func TestReloadSwitchesJobListsWithoutLosingTicks(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	dir := t.TempDir()
 	write := func(jobs string) {
@@ -170,6 +171,7 @@ func grepLines(s, sub string) string {
 // reload after it changed (SIGHUP) reads it again, so a day taken out of
 // an exclude calendar runs the job's ticks again without a restart.
 func TestReloadReadsAChangedCalendarFile(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	dir := t.TempDir()
 	today := time.Now().UTC()

@@ -393,6 +393,7 @@ jobs:
 // random port, which could be one that a parallel test picked as surely
 // free.
 func TestDevSmoke(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	cfg := filepath.Join(dir, "dev.yaml")
@@ -536,6 +537,7 @@ jobs:
 // binary registers none), naming the job, its line and the handler; baton
 // worker alike; baton scheduler needs handlers only for local jobs.
 func TestServeRefusesGoHandlerJobs(t *testing.T) {
+	t.Parallel()
 	path := writeConfig(t, `redis:
   url: redis://127.0.0.1:1/0
 jobs:
@@ -559,6 +561,7 @@ jobs:
 // the command's name without the package's prefix: "baton backfill: bad
 // backfill window: ...", not "baton backfill: baton: bad backfill window".
 func TestUsageExitSaysTheCommandOnce(t *testing.T) {
+	t.Parallel()
 	var buf strings.Builder
 	err := fmt.Errorf("%w: the window ends in the future", baton.ErrBackfillWindow)
 	if code := usageExit("backfill", usagef("%s", err), &buf); code != exitUsage {
@@ -572,6 +575,7 @@ func TestUsageExitSaysTheCommandOnce(t *testing.T) {
 // baton dev on a host where another process (another baton dev) holds the
 // HTTP address says so and how to pick a free port, not only the bind error.
 func TestDevHTTPAddressInUseSaysWhyAndTheWayOut(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -619,6 +623,7 @@ func (p *serveProbe) Run(ctx context.Context) error {
 // stop; it is closed after them. A replica that stops on its own stops
 // the others and the exit status is 1.
 func TestServeStopsReadinessFirstReplicasThenHTTP(t *testing.T) {
+	t.Parallel()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	url := "http://" + addr
 	a := &serveProbe{id: "a", url: url, fail: make(chan error, 1), readyz: make(chan string, 1), closed: make(chan struct{})}
@@ -705,6 +710,7 @@ func (p *stopProbe) Run(ctx context.Context) error {
 // before it handed back to the queue) while the others drain, and baton
 // dev's N replicas would take N times worker.shutdown_grace to stop.
 func TestServeStopsTheReplicasTogether(t *testing.T) {
+	t.Parallel()
 	a, b, c := newStopProbe("a"), newStopProbe("b"), newStopProbe("c")
 	b.peer = a
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -723,6 +729,7 @@ func TestServeStopsTheReplicasTogether(t *testing.T) {
 // here two fail at once (baton dev's replicas share one Redis) while
 // another starts; each error is logged and the exit status is 1.
 func TestServeLogsEveryReplicaThatStopsOnItsOwn(t *testing.T) {
+	t.Parallel()
 	a, b, c := newStopProbe("a"), newStopProbe("b"), newStopProbe("c")
 	c.after = []*stopProbe{a, b} // both failed before serve watches
 	a.fail <- errors.New("replica a lost its Redis")

@@ -18,6 +18,7 @@ import (
 )
 
 func TestStatusShowsSingletonHolder(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0
@@ -77,6 +78,7 @@ jobs:
 // whose latest runs failed, how many in a row with the newest reason and
 // output line, escaped (they come from Redis).
 func TestStatusPrintsFailureStreakAndLastSuccess(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	exit3 := 3
 	st := &baton.Status{Time: now, Jobs: []baton.JobStatus{
@@ -109,6 +111,7 @@ func TestStatusPrintsFailureStreakAndLastSuccess(t *testing.T) {
 // failing job's forged reason and output escaped in its failure line: no
 // raw escape, tab or extra line reaches the terminal.
 func TestStatusPrintsRedisTextInert(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0
@@ -158,6 +161,7 @@ jobs:
 // the execution lease has expired `baton status` no longer lists the run
 // as running.
 func TestStatusForgetsADeadWorkersRun(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0
@@ -202,6 +206,7 @@ jobs:
 // their number: how many, the first paused, the refused ones with why,
 // quoted (ids and reasons come from Redis), and a store that went back.
 func TestStatusPrintsRuntimeSchedulesSummary(t *testing.T) {
+	t.Parallel()
 	st := &baton.Status{Time: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC), Schedules: &baton.SchedulesStatus{
 		Count: 100000, Paused: 3, PausedFirst: []string{"report/a", "report/b"},
 		Refused: 2, RefusedFirst: []baton.ScheduleProblem{{ID: "hook/\x1bx", Job: "@hook/\x1bx", Why: "not signed"}},
@@ -231,6 +236,7 @@ func TestStatusPrintsRuntimeSchedulesSummary(t *testing.T) {
 // The replica table shows ids, roles, versions and queues as they are
 // (escaped, not quoted); a singleton's RUNNING cell names its leader.
 func TestStatusTablesShowNamesAsTheyAre(t *testing.T) {
+	t.Parallel()
 	st := &baton.Status{Time: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC),
 		Jobs: []baton.JobStatus{{Name: "pump", Mode: "singleton", Leader: &locking.Leader{ID: "r2", Since: time.Date(2030, 1, 1, 11, 0, 0, 0, time.UTC), Fence: 9}}},
 		Replicas: []baton.ReplicaStatus{{ID: "r1", Role: "run", Version: "v1.2", ListHash: "abc", Queues: []string{"default", "bad\x1bq"},
@@ -253,6 +259,7 @@ func TestStatusTablesShowNamesAsTheyAre(t *testing.T) {
 // and the run holding each, as its holder record names it; a slot whose
 // record is missing is held by a run unknown.
 func TestStatusShowsWhoHoldsALimitsSlots(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0
@@ -321,6 +328,7 @@ jobs:
 // go on until they end (docs/scheduling.md): baton status counts and
 // lists them too.
 func TestStatusShowsSlotsAboveALoweredLimit(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0

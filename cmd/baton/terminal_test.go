@@ -12,6 +12,7 @@ import (
 // error line by line (its newlines kept); numbers and the format stay as
 // they are.
 func TestPrintfMakesRedisTextInert(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	printf(&b, "%s|%s|%d|%v|%s\n", "a\x1b[2Kb", jobs.Status("\x1b[1G ok"), 7,
 		errors.Join(errors.New("master 0: \x1b]0;t\a"), errors.New("master 1: down")), []string{"q\t1"})
@@ -24,6 +25,7 @@ func TestPrintfMakesRedisTextInert(t *testing.T) {
 // A table's cells are inert: a tab or newline inside a value adds no
 // column and starts no row.
 func TestTableCellsAreInert(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	tw := newTable(&b, "A", "B")
 	tw.row("x\ty\nz", "\x1b[2J")

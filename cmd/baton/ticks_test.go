@@ -16,6 +16,7 @@ import (
 // --json prints the ledger as the API answers it; bad windows, unknown
 // jobs and singletons are usage errors naming what is wrong.
 func TestTicksCommand(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   url: redis://%s/0

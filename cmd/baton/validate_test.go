@@ -5,6 +5,7 @@ import "testing"
 // validate accepts a list with Go handler jobs and says, per job, that only
 // a Go program that registers the handler can run it.
 func TestValidateNamesGoHandlerJobs(t *testing.T) {
+	t.Parallel()
 	path := writeConfig(t, `redis:
   url: redis://127.0.0.1:1/0
 jobs:

@@ -12,6 +12,7 @@ import (
 )
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	var out, errb bytes.Buffer
 	if code := run([]string{"version"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
@@ -32,6 +33,7 @@ func TestVersion(t *testing.T) {
 // The version line names the commit, when it was made and whether the
 // work tree had changes, from the build info's VCS stamp.
 func TestVersionNamesTheCommit(t *testing.T) {
+	t.Parallel()
 	rev := "5d79056c1e9f44b0e1a40c2b1f6a8f3d7e2c9a11"
 	stamp := func(kv ...string) *debug.BuildInfo {
 		bi := &debug.BuildInfo{}

@@ -58,7 +58,10 @@ func pidsGone(t *testing.T, d time.Duration, pids ...int) {
 }
 
 // pidFrom waits up to 10s for path to hold a pid, and kills that process at
-// cleanup should it still run.
+// cleanup should it still run. The commands write it beside and move it
+// in (echo $$ > pid.tmp; mv pid.tmp pid): a command killed between the
+// redirection's create and the echo leaves no empty file a test would take
+// for a command that started.
 func pidFrom(t *testing.T, path string) int {
 	t.Helper()
 	var pid int
@@ -207,7 +210,7 @@ func TestExecCommandNotFound(t *testing.T) {
 
 func TestExecCancelKillsGroup(t *testing.T) {
 	dir := t.TempDir()
-	j := execJob(t, `echo $$ > pid; sleep 100 & echo $! > gpid; wait`)
+	j := execJob(t, `echo $$ > pid.tmp; mv pid.tmp pid; sleep 100 & echo $! > gpid; wait`)
 	j.Exec.Dir = dir
 	ctx, cancel := context.WithCancelCause(exCtx(t))
 	done := execAsync(ctx, exExecutor(), j, nil)
@@ -225,7 +228,7 @@ func TestExecCancelKillsGroup(t *testing.T) {
 
 func TestExecTimeout(t *testing.T) {
 	dir := t.TempDir()
-	j := execJob(t, `trap '' TERM; echo $$ > pid; sleep 100`) // deaf to SIGTERM: SIGKILL after timeout/10
+	j := execJob(t, `trap '' TERM; echo $$ > pid.tmp; mv pid.tmp pid; sleep 100`) // deaf to SIGTERM: SIGKILL after timeout/10
 	j.Exec.Dir = dir
 	j.Timeout = 300 * time.Millisecond
 	r := await(t, execAsync(exCtx(t), exExecutor(), j, nil))
@@ -248,7 +251,7 @@ func TestExecTimeout(t *testing.T) {
 // kills the command on its own.
 func TestExecLeaseDeadline(t *testing.T) {
 	dir := t.TempDir()
-	j := execJob(t, `echo $$ > pid; exec sleep 100`)
+	j := execJob(t, `echo $$ > pid.tmp; mv pid.tmp pid; exec sleep 100`)
 	j.Exec.Dir = dir
 	begin := time.Now()
 	r := await(t, execAsync(exCtx(t), exExecutor(), j, newValidity(300*time.Millisecond)))
@@ -363,7 +366,7 @@ func TestExecLeaseExtended(t *testing.T) {
 // TestExecLeaseEnded: the lease's Done stops the command like ctx does.
 func TestExecLeaseEnded(t *testing.T) {
 	dir := t.TempDir()
-	j := execJob(t, `echo $$ > pid; exec sleep 100`)
+	j := execJob(t, `echo $$ > pid.tmp; mv pid.tmp pid; exec sleep 100`)
 	j.Exec.Dir = dir
 	v := newValidity(time.Hour)
 	done := execAsync(exCtx(t), exExecutor(), j, v)

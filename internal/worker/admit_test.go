@@ -93,6 +93,7 @@ func wantRefusals(t *testing.T, w *Worker, want map[RefusalReason]uint64) {
 // records the refusal in the history (the run's own record stays ok),
 // counts it, and archives the copy.
 func TestTaskPutBackAfterItsRetentionIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	exec := newFakeExec(nil)
 	cfg, w := admitWorker(t, e, exec)
@@ -158,6 +159,7 @@ func putBack(t *testing.T, e *env, tick scheduler.Tick) {
 // set apart), a finished task's copy put back within its window is still
 // refused, not run again.
 func TestTaskPutBackIsRefusedWhileTheQueueRedisClockIsAhead(t *testing.T) {
+	t.Parallel()
 	clock := redistest.NewTestClock(t)
 	e := newEnv(t, redistest.WithClock(clock))
 	if err := clock.Step(10 * time.Minute); err != nil {
@@ -188,6 +190,7 @@ func TestTaskPutBackIsRefusedWhileTheQueueRedisClockIsAhead(t *testing.T) {
 // the queue now (its tick's ledger record long gone) is past its signed
 // expiry: refused as too old, not run.
 func TestTaskSignedLongAgoIsRefusedAsTooOld(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	exec := newFakeExec(nil)
 	cfg, w := admitWorker(t, e, exec)
@@ -214,6 +217,7 @@ func TestTaskSignedLongAgoIsRefusedAsTooOld(t *testing.T) {
 // refused (recorded, archived); a trigger of the paused job runs, as the
 // trigger is explicit.
 func TestPausedJobsTaskIsRefusedAndItsTriggerRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	exec := newFakeExec(nil)
 	cfg, w := admitWorker(t, e, exec)
@@ -243,6 +247,7 @@ func TestPausedJobsTaskIsRefusedAndItsTriggerRuns(t *testing.T) {
 // A task whose first attempt failed is retried within its window and runs;
 // once it succeeded, its tick's ledger record says done.
 func TestRetriedTaskWithinItsWindowRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	exec := newFakeExec(func(_ context.Context, run jobs.Run, _ executor.Validity) error {
 		if run.Attempt == 1 {
@@ -274,6 +279,7 @@ func TestRetriedTaskWithinItsWindowRuns(t *testing.T) {
 // later) does not take the job from the newest tick: it is skipped, with
 // its record naming the newer tick.
 func TestStaleRetryDoesNotDisplaceANewerTick(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	exec := newFakeExec(func(_ context.Context, run jobs.Run, _ executor.Validity) error {
 		if run.Attempt == 1 && run.Tick.Equal(worktest.TickOf("job", 4).At) {
@@ -307,6 +313,7 @@ func TestStaleRetryDoesNotDisplaceANewerTick(t *testing.T) {
 // its max_runs ticks (a tick not counted, later than every counted one), is
 // refused; a counted tick of the same job runs.
 func TestTaskPastTheJobsLimitsIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	exec := newFakeExec(nil)
 	cfg, w := admitWorker(t, e, exec)
@@ -354,6 +361,7 @@ func TestTaskPastTheJobsLimitsIsRefused(t *testing.T) {
 // and the backoffs between them. A payload without a signed expiry (an
 // older dispatcher) is bounded by its tick; a signed one by its expiry.
 func TestTickBoundIsTheRetryBudget(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: job
     schedule: "@every 1m"
@@ -396,6 +404,7 @@ func TestTickBoundIsTheRetryBudget(t *testing.T) {
 // the job differently (without the start): the task is handed back and the
 // other replica runs it.
 func TestListLimitHandsBackWhileALiveListDiffers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	newer := e.signedConfig(t, []string{keyA}, false, `  - name: later
     schedule: "@every 1s"
@@ -420,6 +429,7 @@ func TestListLimitHandsBackWhileALiveListDiffers(t *testing.T) {
 // reported as corrupt, naming the key, when a task's admission reads it,
 // never read as a count below the limit.
 func TestCorruptMaxRunsCountIsReportedAtAdmission(t *testing.T) {
+	t.Parallel()
 	for _, v := range []string{"-5", "+1", "01", "9007199254740993"} {
 		t.Run(v, func(t *testing.T) {
 			e := newEnv(t)
@@ -451,6 +461,7 @@ func TestCorruptMaxRunsCountIsReportedAtAdmission(t *testing.T) {
 // the old schedule had, dispatched by a replica that still has it, runs on
 // a worker with the new one.
 func TestTickOfAChangedScheduleRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	old := e.Config(t, "  - name: job\n    schedule: \"@every 1m\"\n    handler: {name: job}\n")
 	cur := e.Config(t, "  - name: job\n    schedule: \"@every 2m\"\n    handler: {name: job}\n")
@@ -468,6 +479,7 @@ func TestTickOfAChangedScheduleRuns(t *testing.T) {
 
 // The same for a job moved from UTC to Europe/Berlin.
 func TestTickOfAChangedTimezoneRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	old := e.Config(t, "  - name: job\n    schedule: \"0 3 * * *\"\n    handler: {name: job}\n")
 	cur := e.Config(t, "  - name: job\n    schedule: \"0 3 * * *\"\n    timezone: Europe/Berlin\n    handler: {name: job}\n")
@@ -486,6 +498,7 @@ func TestTickOfAChangedTimezoneRuns(t *testing.T) {
 // A worker whose clock is behind Redis sees on-time ticks in the future: they
 // wait (handed back) instead of being archived.
 func TestWorkerClockBehindLosesNoTick(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, "  - name: job\n    schedule: \"@every 1s\"\n    handler: {name: job}\n")
 	exec := newFakeExec(nil)
@@ -505,6 +518,7 @@ func TestWorkerClockBehindLosesNoTick(t *testing.T) {
 // tick of a schedule deleted since, whose id was put again) does not run
 // under the new definition: it is refused, and archived.
 func TestTaskOfATickBeforeItsRuntimeScheduleWasPutIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	base := e.Config(t, "  []")
 	created := worktest.TickBase.Add(30 * time.Second)
@@ -531,6 +545,7 @@ func TestTaskOfATickBeforeItsRuntimeScheduleWasPutIsRefused(t *testing.T) {
 // ledger record and the job's pause flag in one round trip, and a task of a
 // paused job is still refused.
 func TestAdmissionReadsLedgerAndPauseInOneRoundTrip(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	l := &tripLog{}
 	exec := newFakeExec(nil)
@@ -578,6 +593,7 @@ var admissionTopologies = []struct {
 // also where the queue Redis is the only lock master and the flag is read
 // in the round trip of the ledger record.
 func TestPauseFlagOfAnotherTypeRefusesTheTask(t *testing.T) {
+	t.Parallel()
 	for _, tc := range admissionTopologies {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -607,6 +623,7 @@ func TestPauseFlagOfAnotherTypeRefusesTheTask(t *testing.T) {
 // cannot say whether the tick's task ended: admission runs the task and
 // says so in the log, whatever the topology.
 func TestLedgerRecordOfAnotherTypeIsReportedAtAdmission(t *testing.T) {
+	t.Parallel()
 	for _, tc := range admissionTopologies {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -631,6 +648,7 @@ func TestLedgerRecordOfAnotherTypeIsReportedAtAdmission(t *testing.T) {
 // not run: that tick was skipped because this tick's first attempt held the
 // job. Skipping the retry too would leave the job with no run of either.
 func TestRetryRunsWhenTheNewerTickDidNotRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	gate := make(chan struct{})
 	older, newer := worktest.TickOf("job", 4), worktest.TickOf("job", 5)
@@ -670,6 +688,7 @@ func TestRetryRunsWhenTheNewerTickDidNotRun(t *testing.T) {
 // refused as a copy put back: it completes, with no run and no refused
 // record.
 func TestARetryAfterAnAttemptThatEndedLateCompletesWithoutARecord(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tick := worktest.TickOf("job", 1)
 	var first atomic.Bool

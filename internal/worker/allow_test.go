@@ -27,6 +27,7 @@ const allowJob = `  - name: report
 // by the running attempt and is handed back, and once that attempt ended
 // the copy is refused as done. The tick runs once.
 func TestACopyOfAnAllowTaskPutBackWhileItsTickRunsDoesNotRunItAgain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, allowJob)
 	gate := make(chan struct{})
@@ -66,6 +67,7 @@ func w0Refused(e *env, t *testing.T) bool {
 // tick from running: asynq's requeue of a crashed worker's task runs once
 // the hold expired, and the tick runs once.
 func TestATickHeldByADeadAttemptRunsOnceItsHoldExpires(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, allowJob)
 	exec := newFakeExec(nil)

@@ -19,6 +19,7 @@ import (
 // needs no key: a PUBLISH of a task ID there stops no baton run (the
 // worker's asynq server listens on NS:asynq-cancel instead).
 func TestAsynqCancelChannelStopsNoRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.signedConfig(t, []string{keyA}, false, `  - name: long
     schedule: "@every 1m"
@@ -50,6 +51,7 @@ func TestAsynqCancelChannelStopsNoRun(t *testing.T) {
 // asynq's inspector (a shared channel, keyed by task ID alone) stops
 // neither run and fails neither task.
 func TestAsynqCancelCrossesNoNamespace(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	load := func(ns string) *config.Config {
 		y := "redis: {url: \"redis://" + e.Srv.Addr() + "/0\"}\nnamespace: " + ns + "\nworker: {shutdown_grace: 2s}\njobs:\n  - name: long\n    schedule: \"@every 1m\"\n    max_retry: 0\n    handler: {name: long}\n"
@@ -110,6 +112,7 @@ func TestAsynqCancelCrossesNoNamespace(t *testing.T) {
 // handler found it replaced, stopped on request or refused) is a debug
 // line, once; any other task's stays a warning.
 func TestMeantEndIsNoRetryExhaustedWarning(t *testing.T) {
+	t.Parallel()
 	var logs strings.Builder
 	var meant sync.Map
 	meant.Store("stopped-1", true)

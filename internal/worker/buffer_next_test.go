@@ -85,6 +85,7 @@ func keptOrDropped(t *testing.T, e *env, tick scheduler.Tick) bool {
 // the run goes ahead "without looking at kept ticks". Fixed: a tick that
 // first() lets run removes any hand-off mark.
 func TestBufferNextRetryInTheGapKeepsOne(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: slow
     schedule: "@every 1m"
@@ -171,6 +172,7 @@ func TestBufferNextRetryInTheGapKeepsOne(t *testing.T) {
 //  5. tick 4 finds tick 2 running with tick 3 kept: buffer_one must drop
 //     it; join discounts tick 3 as "handed" and keeps tick 4.
 func TestBufferNextByARunThatLostItsLease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: slow
     schedule: "@every 1m"
@@ -260,6 +262,7 @@ func TestBufferNextByARunThatLostItsLease(t *testing.T) {
 // lapses within lock_ttl and the next tick runs (queued behind the dead one
 // meanwhile), once, without overlap; the buffer ends empty.
 func TestBufferNextToAKilledWaiterDoesNotStall(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	jobsYAML := `  - name: slow
     schedule: "@every 1m"
@@ -333,6 +336,7 @@ func TestBufferNextToAKilledWaiterDoesNotStall(t *testing.T) {
 //     both were dropped). Fixed: first() keeps the tick behind the older
 //     ones in the same call that marks the oldest.
 func TestBufferNextGiveBackKeepsItsPlace(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: slow
     schedule: "@every 1m"
@@ -404,6 +408,7 @@ func dropped(recs []jobs.RunRecord, tick scheduler.Tick) bool {
 //   - however ticks arrive, join never keeps more than bound+1 (holds): the
 //     marker discounts at most one entry.
 func TestBufferNextMarkerScript(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	const ttl = 5000

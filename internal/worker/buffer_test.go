@@ -159,6 +159,7 @@ func statusOf(t *testing.T, e *env, tick scheduler.Tick, st jobs.Status) jobs.Ru
 // on the other; later ticks dropped and recorded; the kept tick runs once,
 // after the slow run, under a newer fence.
 func TestBufferOneKeepsOneTickAcrossWorkers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: slow
     schedule: "@every 1m"
@@ -212,6 +213,7 @@ func TestBufferOneKeepsOneTickAcrossWorkers(t *testing.T) {
 // buffer_all keeps up to buffer_max ticks, runs them oldest first whatever
 // order they arrived in, one at a time, and drops the rest.
 func TestBufferAllRunsKeptTicksInOrder(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: batch
     schedule: "@every 1m"
@@ -283,6 +285,7 @@ func TestBufferAllRunsKeptTicksInOrder(t *testing.T) {
 // A tick that finds the job free while an older tick is kept does not
 // overtake it: it gives the lease back and queues behind.
 func TestBufferNewTickDoesNotOvertakeKeptOnes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: job
     schedule: "@every 1m"
@@ -348,6 +351,7 @@ func (e *env) slowWorker(t *testing.T, cfg *config.Config, exec executor.Runner,
 // it. Tick 3 is kept and runs after tick 2 (buffer_one keeps one tick while
 // one runs), under a newer fence.
 func TestBufferTickBetweenARunAndTheNextIsKept(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: slow
     schedule: "@every 1m"
@@ -398,6 +402,7 @@ func TestBufferTickBetweenARunAndTheNextIsKept(t *testing.T) {
 // lock_ttl, and the kept tick, waiting on another worker, runs then, once,
 // under a newer fence.
 func TestBufferKeptTickRunsAfterTheRunningWorkerIsKilled(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	jobsYAML := `  - name: slow
     schedule: "@every 1m"
@@ -441,6 +446,7 @@ func TestBufferKeptTickRunsAfterTheRunningWorkerIsKilled(t *testing.T) {
 // being renewed and leaves the buffer after lock_ttl, so a later tick is
 // kept in its place instead of dropped.
 func TestBufferKilledWaiterLeavesTheBuffer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	jobsYAML := `  - name: slow
     schedule: "@every 1m"
@@ -491,6 +497,7 @@ func TestBufferKilledWaiterLeavesTheBuffer(t *testing.T) {
 // first. (The lock masters' clock is not stepped here: it is a separate
 // server.)
 func TestQueueClockStepKeepsBufferedTicks(t *testing.T) {
+	t.Parallel()
 	for _, step := range []time.Duration{30 * time.Second, 15 * time.Minute} {
 		t.Run("+"+step.String(), func(t *testing.T) {
 			clock := redistest.NewTestClock(t)
@@ -584,6 +591,7 @@ func (e *env) rankOf(t *testing.T, job string, tick scheduler.Tick, ttl time.Dur
 //     older kept tick and tick 3 runs before tick 2, which was kept first
 //     and is older. (Both run: buffer_one kept two ticks, none dropped.)
 func TestBufferStalledWaiterKeepsItsPlace(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: slow
     schedule: "@every 1m"
@@ -707,6 +715,7 @@ func shutdownWithin(t *testing.T, w *Worker) {
 // running is skipped (forbid) or replaces the run (replace), and no buffer
 // keys appear. (Held.)
 func TestBufferKeysOnlyForBufferingJobs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: fb
     schedule: "@every 1m"

@@ -23,6 +23,7 @@ import (
 // replica still holds the schedule (it follows the delete a moment later),
 // does not start.
 func TestStopRequestStopsTheRunsOfADeletedSchedule(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := withSchedules(t, e.Config(t, "  []"), map[string]string{
 		"report/x": `{schedule: "@every 1m", max_retry: 3, handler: {name: report}}`,
@@ -72,6 +73,7 @@ func TestStopRequestStopsTheRunsOfADeletedSchedule(t *testing.T) {
 // A runtime schedule may have concurrency replace: a newer tick's run
 // stops the older one, on another replica, as for a job of the list.
 func TestRuntimeScheduleWithConcurrencyReplaceReplacesItsOlderRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := withSchedule(t, e.Config(t, "  []"), "sync/x", `{schedule: "@every 1m", concurrency: replace, handler: {name: sync}}`)
 	cfg.Worker.Concurrency = 1 // one run per worker: the newer tick goes to the other one
@@ -105,6 +107,7 @@ func TestRuntimeScheduleWithConcurrencyReplaceReplacesItsOlderRun(t *testing.T) 
 // who can publish on the queue Redis, or a copy held up) does not stop the
 // runs of a schedule put again since; a fresh one does.
 func TestStaleStopRequestDoesNotStopRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := withSchedule(t, e.Config(t, "  []"), "report/x", `{schedule: "@every 1m", handler: {name: report}}`)
 	gate := make(chan struct{})
@@ -132,6 +135,7 @@ func TestStaleStopRequestDoesNotStopRuns(t *testing.T) {
 // "Retry exhausted" line that follows is the one handleError expected (no
 // task ended on purpose stays remembered).
 func TestStopRequestStopsARunWaitingForTheJob(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := withSchedules(t, e.Config(t, "  []"), map[string]string{
 		"report/x": `{schedule: "@every 1m", max_retry: 3, retry_backoff: 10ms, concurrency: buffer_one, handler: {name: report}}`,

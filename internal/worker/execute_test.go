@@ -148,6 +148,7 @@ const quickJob = `  - name: quick
 // A run's start records its holder in the round trip of its "started"
 // history entry: one round trip to the queue Redis, not two.
 func TestRunStartRecordsItsHolderWithItsHistoryEntry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	l := &tripLog{}
 	cfg := e.Config(t, quickJob)
@@ -165,6 +166,7 @@ func TestRunStartRecordsItsHolderWithItsHistoryEntry(t *testing.T) {
 // A successful run's end writes its tick's ledger record in the round trip
 // of its history entry, and the record is written once.
 func TestSuccessfulRunWritesItsLedgerRecordWithItsEnd(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	l := &tripLog{}
 	cfg := e.Config(t, quickJob)
@@ -187,6 +189,7 @@ func TestSuccessfulRunWritesItsLedgerRecordWithItsEnd(t *testing.T) {
 // record is still written (alone), so a copy of its task put back is
 // refused.
 func TestLedgerRecordIsWrittenAloneWhenTheEndsRoundTripFails(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tk := worktest.TickOf("quick", 3)
 	rec := "set " + tickRecordKey("baton", tk)
@@ -205,6 +208,7 @@ func TestLedgerRecordIsWrittenAloneWhenTheEndsRoundTripFails(t *testing.T) {
 // execution lease back in the round trip of its history entry (after the
 // ledger record), and the lease is free once the run ended.
 func TestRunEndReleasesItsLeaseInItsRoundTrip(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	l := &tripLog{}
 	cfg := e.Config(t, quickJob)
@@ -238,6 +242,7 @@ func TestRunEndReleasesItsLeaseInItsRoundTrip(t *testing.T) {
 // released at once (on the lock client's own connection), not left to
 // expire at its ttl.
 func TestLeaseIsReleasedWhenTheEndsRoundTripFails(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	release := "evalsha baton:lock:{exec:quick}"
 	l := &tripLog{fail: func(cmds []string) bool { return carries(cmds, release) }}
@@ -325,6 +330,7 @@ func wiredLocks(t *testing.T, e *env, hooks ...redis.Hook) *locking.Client {
 // The queue Redis is the only lock master (WithQueueAsLockMaster); the lock
 // client is configured as baton's wiring makes it (ContextTimeoutEnabled).
 func TestRunEndIsRecordedWhenItEndsDuringItsLeasesExtension(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: quick
     schedule: "@every 1m"
@@ -393,6 +399,7 @@ func (h *pauseOnPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 // lock client is configured as baton's wiring makes it
 // (ContextTimeoutEnabled, go-redis defaults: 5s read timeout).
 func TestLeaseIsFreedWhenTheQueueRedisStallsAtTheRunsEnd(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: quick
     schedule: "@every 1m"
@@ -470,6 +477,7 @@ func (o watchedClusterOpt) MakeRedisClient() any {
 // "sync": its ledger record ({sync}) and its lease ({exec:sync}) live on
 // different nodes; the ledger's node answers 300ms later than the lease's.
 func TestLedgerRecordIsWrittenBeforeTheLeaseIsFreeOnACluster(t *testing.T) {
+	t.Parallel()
 	addrs := redistest.NewCluster(t)
 	cfg, err := config.Load(fmt.Appendf(nil, "redis: {cluster: {addrs: [%q]}}\nworker: {shutdown_grace: 2s}\njobs:\n  - name: sync\n    schedule: \"@every 1m\"\n    handler: {name: sync}\n", addrs[0]))
 	if err != nil {
@@ -566,6 +574,7 @@ func (s slowTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // written while the run holds the lease, not given up after the history
 // start's 250 ms and left missing until its first refresh at lock_ttl/3.
 func TestHolderRecordIsWrittenWhenTheStartsRoundTripIsSlow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, quickJob) // lock_ttl 30s: the first refresh comes after 10s
 	gate := make(chan struct{})

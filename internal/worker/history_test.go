@@ -95,6 +95,7 @@ func TestHistoryRecordsEachRun(t *testing.T) {
 // A tick that finds the job running (forbid) is recorded as skipped, naming
 // the run that held the job.
 func TestHistoryRecordsSkips(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: slow
     schedule: "@every 1m"
@@ -127,6 +128,7 @@ func TestHistoryRecordsSkips(t *testing.T) {
 // A failed run's reason names neither the job nor the tick (its record
 // does) nor the package twice; the task's last error names the tick once.
 func TestFailureReasonSaysItOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: report
     schedule: "@every 1m"
@@ -154,6 +156,7 @@ func TestFailureReasonSaysItOnce(t *testing.T) {
 // with its end, which says how long it took and who dispatched it: the
 // record still has its start, its end and its dispatcher.
 func TestShortRunIsOneHistoryEntry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: quick
     schedule: "@every 1m"
@@ -211,6 +214,7 @@ func startLongRun(t *testing.T) (e *env, clk *clock.Fake, gate string) {
 // A run that lasts longer than history.start_after shows as running while it
 // runs, and its end completes the same record.
 func TestLongRunShowsAsRunning(t *testing.T) {
+	t.Parallel()
 	e, clk, gate := startLongRun(t)
 	if recs, _ := history.Read(context.Background(), e.RDB, "baton", "long", 0); len(recs) != 0 {
 		t.Fatalf("history %+v before startedAfter; want none", recs)
@@ -235,6 +239,7 @@ func TestLongRunShowsAsRunning(t *testing.T) {
 // or every long run shows a start a second late and a duration a second
 // short (the ledger's duration_ms, baton history, the dashboard).
 func TestLongRunRecordStartsWhenTheRunStarted(t *testing.T) {
+	t.Parallel()
 	e, clk, gate := startLongRun(t)
 	running := time.Now() // the run has started by now
 	time.Sleep(700 * time.Millisecond)
@@ -258,6 +263,7 @@ func TestLongRunRecordStartsWhenTheRunStarted(t *testing.T) {
 // 1 ran, and the ledger's check for runs whose worker died (a "running"
 // record past its timeout) never sees it.
 func TestRunOfKilledWorkerLeavesARecord(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	jobsYAML := `  - name: doomed
     schedule: "@every 1m"

@@ -11,6 +11,7 @@ import (
 
 // The key table in docs/operating.md lists exactly the keys keys.go builds.
 func TestKeyTableMatchesKeyBuilders(t *testing.T) {
+	t.Parallel()
 	tick := scheduler.Tick{Job: "job", At: worktest.TickBase}
 	built := append([]string{tickRecordKey("ns", tick), holderKey("ns", "job"), cancelChannel("ns", "job"), asynqCancelRedirect("ns")},
 		bufferKeys("ns", "job")[0], slotHolderKey("ns", "limit", 0))

@@ -15,6 +15,7 @@ import (
 
 // The holder record and the replace request carry their format versions.
 func TestHolderRecordAndReplaceRequestCarryFormatVersion(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		v    any
 		want string
@@ -41,6 +42,7 @@ func TestHolderRecordAndReplaceRequestCarryFormatVersion(t *testing.T) {
 // end it would wait for): under forbid it is skipped, the holder
 // "unknown". The worker says so once, naming the format and both versions.
 func TestHolderRecordOfANewerFormatCountsAsHeldByARunUnknown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: sync
     schedule: "@every 1m"
@@ -80,6 +82,7 @@ func TestHolderRecordOfANewerFormatCountsAsHeldByARunUnknown(t *testing.T) {
 // run: what it asks may mean something else (a replacing run of a later
 // release waits for the lease instead).
 func TestReplaceRequestOfANewerFormatStopsNoRun(t *testing.T) {
+	t.Parallel()
 	var e engine
 	logs := &worktest.Logs{}
 	e.log = logs.Logger()

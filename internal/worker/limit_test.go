@@ -76,6 +76,7 @@ func (g *gates) let(job string) { close(g.open[job]) }
 // then takes the slot it freed; each run knows its slot and its fence, and
 // the slots' holder records name the runs.
 func TestALimitBoundsTheRunsOfEveryJobNamingItAcrossWorkers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := limitConfig(t, e, "{warehouse: 2}", `  - name: a
     schedule: "@every 1m"
@@ -159,6 +160,7 @@ func TestALimitBoundsTheRunsOfEveryJobNamingItAcrossWorkers(t *testing.T) {
 // history saying which limit and who held its slots; the job's execution
 // lease is given back (its next tick runs).
 func TestARunWithoutASlotByItsStartingDeadlineIsSkippedSayingWhoHeldTheSlots(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := limitConfig(t, e, "{warehouse: 1}", `  - name: a
     schedule: "@every 1m"
@@ -213,6 +215,7 @@ func TestARunWithoutASlotByItsStartingDeadlineIsSkippedSayingWhoHeldTheSlots(t *
 // was frozen) is stopped as one whose execution lease is lost, the error
 // naming the slot, and retried.
 func TestARunWhoseSlotIsLostIsStoppedAndRetried(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := limitConfig(t, e, "{warehouse: 1}", `  - name: lossy
     schedule: "@every 1m"
@@ -256,6 +259,7 @@ func TestARunWhoseSlotIsLostIsStoppedAndRetried(t *testing.T) {
 // A job naming a limit runs under its concurrency's policy within the
 // limit's; one naming none under its concurrency's alone.
 func TestAJobNamingALimitRunsItsConcurrencysPolicyWithinTheLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := limitConfig(t, e, "{warehouse: 1}", `  - name: limited
     schedule: "@every 1m"
@@ -299,6 +303,7 @@ func recordOf(t *testing.T, e *env, tick scheduler.Tick) *jobs.RunRecord {
 // run that got its slot still has its whole timeout. (The asynq task's
 // timeout is the job's: a wait longer than it ended the attempt as failed.)
 func TestAWaitForASlotDoesNotSpendTheRunsTimeout(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := limitConfig(t, e, "{warehouse: 1}", `  - name: a
     schedule: "@every 1m"
@@ -340,6 +345,7 @@ func TestAWaitForASlotDoesNotSpendTheRunsTimeout(t *testing.T) {
 // new holder's record as it gives its slot back: the record names the run
 // holding the slot.
 func TestARunThatLostItsSlotLeavesTheNewHoldersRecord(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := limitConfig(t, e, "{warehouse: 1}", `  - name: a
     schedule: "@every 1m"
@@ -426,6 +432,7 @@ func onKey(key string) func(redis.Cmder) bool {
 // new run, which waited for the job on purpose, waits for a slot a
 // starting deadline from then.
 func TestAReplacingTickTakesTheSlotOfTheRunItReplaced(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := limitConfig(t, e, "{warehouse: 1}", `  - name: r
     schedule: "@every 1m"
@@ -461,6 +468,7 @@ func TestAReplacingTickTakesTheSlotOfTheRunItReplaced(t *testing.T) {
 // replaced by a newer tick: recorded replaced, not retried, and the job's
 // lease given back, so that the newer tick takes the job and then the slot.
 func TestAReplacedRunWaitingForASlotGivesBackTheJob(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := limitConfig(t, e, "{warehouse: 1}", `  - name: x
     schedule: "@every 1m"
@@ -501,6 +509,7 @@ func TestAReplacedRunWaitingForASlotGivesBackTheJob(t *testing.T) {
 // tick stops the job's running run (the worker follows the job's replace
 // requests), then runs in the slot it freed.
 func TestAReplaceJobNamingALimitStopsItsOlderRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := limitConfig(t, e, "{warehouse: 1}", `  - name: r
     schedule: "@every 1m"
@@ -537,6 +546,7 @@ func TestAReplaceJobNamingALimitStopsItsOlderRun(t *testing.T) {
 // run of another job that took the slot in between does not cost the kept
 // tick its run.
 func TestAKeptTickWaitsForASlotAfterItGotTheJob(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := limitConfig(t, e, "{warehouse: 1}", `  - name: b
     schedule: "@every 1m"
@@ -595,6 +605,7 @@ func TestAKeptTickWaitsForASlotAfterItGotTheJob(t *testing.T) {
 // a retry), gives back the job's lease, and records the attempt as stopped
 // by the shutdown while it waited for a slot of the limit.
 func TestAShutdownStopsARunWaitingForASlotAndPutsItsTaskBack(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := limitConfig(t, e, "{warehouse: 1}", `  - name: a
     schedule: "@every 1m"

@@ -18,6 +18,7 @@ import (
 // defaults, as it always did (they were filled in after the options): the
 // roster a replica publishes says so.
 func TestEmptyReplicaInfoKeepsDefaults(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.TestClient(t)
 	cfg, err := config.Load([]byte(fmt.Sprintf("redis: {url: \"redis://%s/0\"}\nnamespace: rvinfo\njobs:\n  - name: j\n    schedule: \"@every 1m\"\n    exec: {command: [\"true\"]}\n", srv.Addr())))
@@ -53,6 +54,7 @@ func TestEmptyReplicaInfoKeepsDefaults(t *testing.T) {
 // and 1s, a non-nil (discarding) logger also when WithLogger(nil) is
 // given, and the real clock also when WithClock(nil) is given.
 func TestOptionDefaults(t *testing.T) {
+	t.Parallel()
 	o := newOptions([]Option{WithLogger(nil), WithClock(nil), WithPollIntervals(0, 0), WithReplicaInfo("v9", "")})
 	if o.log == nil || o.clock == nil {
 		t.Fatalf("nil logger %v or clock %v", o.log == nil, o.clock == nil)

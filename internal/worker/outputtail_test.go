@@ -61,6 +61,7 @@ func TestHTTPOutputTailKeepsASecretPrefix(t *testing.T) {
 // with another is masked whole) and before it cuts the output (a secret the
 // cut would split is masked whole).
 func TestOutputTailMasksLongestFirstBeforeTheCut(t *testing.T) {
+	t.Parallel()
 	job := &config.Job{Name: "j", Exec: &config.ExecSpec{Command: []string{"x"}, Env: map[string]string{
 		"USER_ID": "tok1", "TOKEN": "tok1-very-secret-part", "A": "aaaa", "B": "bbbb", "C": "cccc"}}}
 	for range 50 {

@@ -11,6 +11,7 @@ import (
 // job when the worker is made; a job the config does not hold gets its
 // kind's.
 func TestEachConcurrencyIsOnePolicyChosenOncePerJob(t *testing.T) {
+	t.Parallel()
 	want := map[config.Concurrency]string{
 		config.ConcurrencyForbid:    "worker.forbidPolicy",
 		config.ConcurrencyAllow:     "worker.allowPolicy",

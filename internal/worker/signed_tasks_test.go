@@ -30,6 +30,7 @@ const (
 // signed one's. A legitimate dispatch runs; a signed tick from the future
 // waits; one the job's schedule does not have runs (a rolling deploy).
 func TestWorkerRunsOnlySignedTasks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.signedConfig(t, []string{keyA}, false, `  - name: job
     schedule: "@every 1m"
@@ -115,6 +116,7 @@ func TestWorkerRunsOnlySignedTasks(t *testing.T) {
 // tasks run on the next step's workers. accept_unsigned lets a worker with
 // keys run unsigned tasks while signing is being introduced.
 func TestSigningKeyRotation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	jobs := "  - name: job\n    schedule: \"@every 1m\"\n    handler: {name: job}\n"
 	steps := [][]string{{keyA}, {keyA, keyB}, {keyB, keyA}, {keyB}}
@@ -153,6 +155,7 @@ func TestSigningKeyRotation(t *testing.T) {
 // A replace request must be signed too: a forged one on the cancel channel
 // stops nothing; the signed one a newer run sends stops the older run.
 func TestForgedReplaceRequestStopsNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.signedConfig(t, []string{keyA}, false, `  - name: sync
     schedule: "@every 1m"
@@ -239,6 +242,7 @@ func shutdown(t *testing.T, w *Worker) {
 // another queue of the deployment is refused (the payload's queue is
 // signed), so the tick does not run twice.
 func TestSignedTaskCopiedToAnotherQueueIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	k := `["` + keyA + `"]`
 	y := "redis: {url: \"redis://" + e.Srv.Addr() + "/0\"}\nworker: {shutdown_grace: 2s, queues: {default: 1, other: 1}}\nsecurity: {signing_keys: " + k + "}\njobs:\n" +
@@ -268,6 +272,7 @@ func TestSignedTaskCopiedToAnotherQueueIsRefused(t *testing.T) {
 // holds the bytes "sig" (a job or replica named sig) is unsigned, not
 // forged: it runs.
 func TestAcceptUnsignedRunsJobNamedSig(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	jobs := "  - name: sig\n    schedule: \"@every 1m\"\n    handler: {name: sig}\n  - name: other\n    schedule: \"@every 1m\"\n    handler: {name: other}\n"
 	switching := e.signedConfig(t, []string{keyA}, true, jobs)
@@ -291,6 +296,7 @@ func TestAcceptUnsignedRunsJobNamedSig(t *testing.T) {
 // Forged tasks choose their job, tick and namespace: refusals are logged
 // once per kind, not per forged value, and not again as task failures.
 func TestForgedTasksDoNotFloodTheLog(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.signedConfig(t, []string{keyA}, false, "  - name: job\n    schedule: \"@every 1m\"\n    handler: {name: job}\n")
 	logs := &worktest.Logs{}
@@ -320,6 +326,7 @@ func TestForgedTasksDoNotFloodTheLog(t *testing.T) {
 // format is read only from what a key signed, so a writer to Redis cannot
 // have a task handed back for ever.
 func TestAnUnsignedTaskOfANewerFormatIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.signedConfig(t, []string{keyA}, false, `  - name: job
     schedule: "@every 1m"

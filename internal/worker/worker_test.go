@@ -131,6 +131,7 @@ func none[T any](t *testing.T, ch <-chan T, d time.Duration, what string) {
 }
 
 func TestWorkerRunsTickOnceWithIdentity(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: report
     schedule: "@every 1m"
@@ -169,6 +170,7 @@ func TestWorkerRunsTickOnceWithIdentity(t *testing.T) {
 }
 
 func TestForbidSkipsOverlap(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: slow
     schedule: "@every 1m"
@@ -203,6 +205,7 @@ func TestForbidSkipsOverlap(t *testing.T) {
 }
 
 func TestSameTickRetryWaitsForItsEarlierAttempt(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: job
     schedule: "@every 1m"
@@ -241,6 +244,7 @@ func TestSameTickRetryWaitsForItsEarlierAttempt(t *testing.T) {
 }
 
 func TestReplaceAcrossWorkers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: sync
     schedule: "@every 1m"
@@ -279,6 +283,7 @@ func TestReplaceAcrossWorkers(t *testing.T) {
 }
 
 func TestReplaceOlderTickNeverReplacesNewer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: sync
     schedule: "@every 1m"
@@ -307,6 +312,7 @@ func TestReplaceOlderTickNeverReplacesNewer(t *testing.T) {
 // TestCancelRequestOnlyStopsOlderTicks checks the receiving side of replace:
 // a request cancels runs of older ticks of its job, and nothing else.
 func TestCancelRequestOnlyStopsOlderTicks(t *testing.T) {
+	t.Parallel()
 	var e engine
 	e.log = slog.New(slog.DiscardHandler)
 	mk := func(job string, minute int) (*activeRun, context.Context) {
@@ -334,6 +340,7 @@ func TestCancelRequestOnlyStopsOlderTicks(t *testing.T) {
 }
 
 func TestAllowOverlaps(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: par
     schedule: "@every 1m"
@@ -367,6 +374,7 @@ func TestAllowOverlaps(t *testing.T) {
 }
 
 func TestUnknownJobIsArchived(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: known
     schedule: "@every 1m"
@@ -394,6 +402,7 @@ func TestUnknownJobIsArchived(t *testing.T) {
 }
 
 func TestFailedRunIsRetriedPerMaxRetry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: flaky
     schedule: "@every 1m"
@@ -425,6 +434,7 @@ func TestFailedRunIsRetriedPerMaxRetry(t *testing.T) {
 }
 
 func TestLeaseLostMidRunIsRetried(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: lossy
     schedule: "@every 1m"
@@ -466,6 +476,7 @@ func TestLeaseLostMidRunIsRetried(t *testing.T) {
 }
 
 func TestShutdownCancelsAfterGraceAndReleases(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: long
     schedule: "@every 1m"
@@ -511,6 +522,7 @@ func TestShutdownCancelsAfterGraceAndReleases(t *testing.T) {
 }
 
 func TestShutdownDeadline(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: long
     schedule: "@every 1m"
@@ -539,6 +551,7 @@ func TestShutdownDeadline(t *testing.T) {
 // TestWorkerLogsCarryRunIdentity checks that a run's log lines carry job,
 // tick, run_id, fence and replica.
 func TestWorkerLogsCarryRunIdentity(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: report
     schedule: "@every 1m"
@@ -569,6 +582,7 @@ func TestWorkerLogsCarryRunIdentity(t *testing.T) {
 // Executor (its supervisor is this test binary, see TestMain): the command
 // sees the run's identity, with the execution lease's fence.
 func TestWorkerWithRealExecutor(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	out := t.TempDir() + "/out"
 	cfg := e.Config(t, fmt.Sprintf(`  - name: report
@@ -601,6 +615,7 @@ func TestWorkerWithRealExecutor(t *testing.T) {
 // env values masked; a command that cannot start fails once, not once per
 // retry.
 func TestFailedRunsShowWhy(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: fails
     schedule: "@every 1m"
@@ -640,6 +655,7 @@ func TestFailedRunsShowWhy(t *testing.T) {
 // replica that can has not beaten yet under the new clock: the task is
 // handed back, and runs once that replica's worker starts.
 func TestQueueClockStepForwardArchivesNothing(t *testing.T) {
+	t.Parallel()
 	for _, step := range []time.Duration{30 * time.Second, 15 * time.Minute} {
 		t.Run("+"+step.String(), func(t *testing.T) {
 			clock := redistest.NewTestClock(t)
@@ -708,6 +724,7 @@ func TestQueueClockStepForwardArchivesNothing(t *testing.T) {
 // it must give way as soon as the holder record shows the newer tick,
 // skipped, and never run after the newer one ends.
 func TestReplaceOlderTickGivesWayToANewerHolderSeenLate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: sync
     schedule: "@every 1m"
@@ -757,6 +774,7 @@ func TestReplaceOlderTickGivesWayToANewerHolderSeenLate(t *testing.T) {
 }
 
 func TestDispatchLocalRunsInProcess(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: cleanup
     schedule: "@every 1m"
@@ -798,6 +816,7 @@ func TestDispatchLocalRunsInProcess(t *testing.T) {
 }
 
 func TestLocalDuplicateOfRunningTickIsSkipped(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: cleanup
     schedule: "@every 1m"
@@ -828,6 +847,7 @@ func TestLocalDuplicateOfRunningTickIsSkipped(t *testing.T) {
 // way: the change does not wait for them (docs/scheduling.md says to let
 // them end, or stop them, first).
 func TestConcurrencyChangeFromAllowToForbidDoesNotWaitForAllowRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	job := func(c string) string {
 		return `  - name: par
@@ -861,6 +881,7 @@ func TestConcurrencyChangeFromAllowToForbidDoesNotWaitForAllowRuns(t *testing.T)
 // replica leaves the roster at once (not when its entry expires) and the
 // worker's connections are closed.
 func TestAWorkerWhoseStartFailsStopsWhatItStarted(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	if err := e.RDB.Do(ctx, "ACL", "SETUSER", "nosub", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
@@ -901,6 +922,7 @@ func TestAWorkerWhoseStartFailsStopsWhatItStarted(t *testing.T) {
 // The queue Redis answers nothing for a moment, so that each Start is
 // under way (its roster's first beat waits) when the other one begins.
 func TestConcurrentStartsStartTheWorkerOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	cfg := e.Config(t, `  - name: r
