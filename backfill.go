@@ -1,6 +1,7 @@
 package baton
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -110,6 +111,10 @@ func (c *Cluster) Backfill(ctx context.Context, job string, from, to time.Time, 
 // when a link fails to dispatch, the links after it are not dispatched
 // (run the backfill again: ticks dispatched are not dispatched twice).
 func (c *Cluster) BackfillChain(ctx context.Context, job string, from, to time.Time, dryRun bool) ([]BackfillPlan, error) {
+	c, err := c.withRuntimeChildren(ctx)
+	if err != nil {
+		return nil, err
+	}
 	now, err := c.backfillNow(ctx, from, to)
 	if err != nil {
 		return nil, err
@@ -348,7 +353,7 @@ func (c *Cluster) seedOutcomes(ctx context.Context, links []*backfillLink, byNam
 					}
 					hist[p.Name] = recs
 				}
-				o, ok := endOf(hist[p.Name], p, at)
+				o, ok := chain.EndOf(hist[p.Name], p.MaxRetry, at)
 				if !ok {
 					continue
 				}
@@ -387,32 +392,46 @@ func (c *Cluster) forgetNotRun(ctx context.Context, links []*backfillLink) error
 	return nil
 }
 
-// endOf is how parent's tick at ended, by its run history's last record
-// of it (not a manual run), if that is an end.
-func endOf(recs []jobs.RunRecord, parent *config.Job, at time.Time) (chain.Outcome, bool) {
-	var last *jobs.RunRecord
-	for i := range recs {
-		r := &recs[i]
-		if r.Manual || !r.Tick.Equal(at) {
-			continue
+// childIndex is a config.ChildSource of the runtime schedules that run
+// after others, read from the store at once (withRuntimeChildren); a
+// lookup of a job goes to the Cluster's config.
+type childIndex struct {
+	base     *config.Config
+	children map[string][]*config.Job
+}
+
+func (x *childIndex) ScheduleJob(name string) (*config.Job, bool) { return x.base.Job(name) }
+
+func (x *childIndex) ScheduleChildren(job string) []*config.Job { return x.children[job] }
+
+// withRuntimeChildren returns a copy of c whose config also knows which
+// runtime schedules run after which job: read from every stored
+// definition that names parents (the Cluster holds no copy of the store,
+// as a replica does), so that a chain's backfill finds its runtime links.
+func (c *Cluster) withRuntimeChildren(ctx context.Context) (*Cluster, error) {
+	x := &childIndex{base: c.cfg, children: map[string][]*config.Job{}}
+	for after := ""; ; {
+		recs, _, next, err := c.scheduleStore().List(ctx, "", after, 1000)
+		if err != nil {
+			return nil, fmt.Errorf("baton: backfill: read the runtime schedules for the chain's links: %w", err)
 		}
-		if last == nil || r.Attempt > last.Attempt || (r.Attempt == last.Attempt && r.Started.After(last.Started)) {
-			last = r
+		for _, r := range recs {
+			if !bytes.Contains(r.Doc, []byte(`"after":`)) {
+				continue
+			}
+			j, ok := c.cfg.Job(config.ScheduleJobName(r.ID))
+			if !ok {
+				continue // refused: the replicas do not run it either
+			}
+			for _, p := range j.After {
+				x.children[p] = append(x.children[p], j)
+			}
+		}
+		if after = next; after == "" {
+			break
 		}
 	}
-	if last == nil {
-		return chain.Outcome{}, false
-	}
-	switch last.Status {
-	case jobs.StatusOK:
-		return chain.Outcome{Status: jobs.StatusOK}, true
-	case jobs.StatusRunning, jobs.StatusDispatched, jobs.StatusUnknown, jobs.StatusMissed, jobs.StatusPaused:
-		// under way, or never ran (it may be backfilled): no end yet
-		return chain.Outcome{}, false
-	case jobs.StatusFailed, jobs.StatusTimedOut, jobs.StatusLeaseLost:
-		if last.Attempt <= parent.MaxRetry {
-			return chain.Outcome{}, false // another attempt may come
-		}
-	}
-	return chain.Outcome{Status: last.Status, Reason: last.Reason}, true
+	cc := *c
+	cc.cfg = c.cfg.WithSource(x)
+	return &cc, nil
 }

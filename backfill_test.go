@@ -385,3 +385,54 @@ jobs:
 	skipped("load", loadRecs, "extract@"+rfc(2)+" failed")
 	skipped("report", recs, "load@"+rfc(2)+" skipped")
 }
+
+// A chain's backfill finds the runtime schedules that run after its jobs
+// (the Cluster reads them from the store) and plans them after their
+// parents, each waiting longer than its parent: a job of the list, a
+// runtime schedule after it, another after that one. (The dispatch of a
+// planned link is the job list's: TestABackfilledChainRunsEachLinkAfterItsParents.)
+func TestAChainBackfillPlansItsRuntimeLinksAfterTheirParents(t *testing.T) {
+	t.Parallel() // its own Redis
+	srv := redistest.New(t)
+	rdb := srv.TestClient(t)
+	first := time.Now().UTC().Truncate(time.Second)
+	tick := func(i int) time.Time { return first.Add(time.Duration(i+2) * time.Second) }
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: bfrt
+jobs:
+  - {name: extract, schedule: "* * * * * *", concurrency: allow, handler: {name: h}}
+`, srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := openCluster(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, p := range []struct{ id, after string }{{"load", "extract"}, {"report", "@load"}} {
+		if _, err := c.PutSchedule(ctx, p.id, baton.ScheduleSpec{After: []string{p.after}, Handler: "h", Concurrency: config.ConcurrencyAllow}, baton.AheadOfDeploy()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newHistoryStream(t, rdb, "bfrt", "extract", cfg.History.Runs).paused(t, first)
+	poll.Require(t, 10*time.Second, "the window passed", func() bool { return time.Now().After(tick(3).Add(100 * time.Millisecond)) })
+	dry, err := c.BackfillChain(ctx, "extract", tick(0), tick(3), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var links []string
+	for _, p := range dry {
+		links = append(links, p.Job)
+	}
+	if strings.Join(links, " ") != "extract @load @report" {
+		t.Fatalf("links %v, want extract, @load, @report", links)
+	}
+	for i, p := range dry {
+		if len(p.Ticks) != 4 {
+			t.Errorf("%s plans %d ticks, want the window's 4", p.Job, len(p.Ticks))
+		}
+		if i > 0 && !p.AwaitUntil.After(dry[i-1].AwaitUntil) {
+			t.Errorf("%s waits until %s, not after its parent %s (%s)", p.Job, p.AwaitUntil, dry[i-1].Job, dry[i-1].AwaitUntil)
+		}
+	}
+}

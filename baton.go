@@ -57,7 +57,10 @@
 // document), with the [PutOption] [AheadOfDeploy], and listed a
 // [SchedulePage] at a time by a [ScheduleQuery]; [CheckETag] checks the
 // condition of a change. Their errors: [ErrNoSchedule],
-// [ErrScheduleChanged], [ErrNoRunner], [ErrBadQuery].
+// [ErrScheduleChanged], [ErrNoRunner], [ErrBadQuery]. The calendars they
+// name may be put at runtime too: a [Calendar] is put from a
+// [CalendarSpec] and listed a [CalendarPage] at a time; their errors:
+// [ErrNoCalendar], [ErrCalendarInUse].
 package baton
 
 import (
@@ -321,7 +324,8 @@ func New(cfg *config.Config, opts ...Option) (*Replica, error) {
 	// the marks of what replicas saw of them live on the lock masters
 	r.follower = schedstore.NewFollower(schedstore.Of(queue, cfg), cfg,
 		r.applySchedules, schedstore.WithLogger(log.With("component", "schedules")), schedstore.WithFetch(),
-		schedstore.WithWentBack(r.scheduleStoreWentBack), schedstore.WithMarks(schedstore.NewMasterMarks(r.mast, cfg.Namespace)))
+		schedstore.WithWentBack(r.scheduleStoreWentBack), schedstore.WithMarks(schedstore.NewMasterMarks(r.mast, cfg.Namespace)),
+		schedstore.WithRefusals(r.refuseSchedules))
 	cfg = cfg.WithSource(r.follower)
 	r.cfg = cfg
 	r.locks, err = locking.NewQuorum(r.mast, append(wiring.LockOptions(cfg),

@@ -2,11 +2,14 @@ package baton_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -146,5 +149,152 @@ jobs:
 	}
 	if sawWaiting == "" {
 		t.Errorf("the ledger never said a load tick waited for its extract")
+	}
+}
+
+// chainLog records the runs of a chain's Go handlers: each tick's end (ok
+// or failed) of the parent, each start of the child, with when.
+type chainLog struct {
+	mu      sync.Mutex
+	ended   map[string]string // parent tick -> ok | failed
+	endedAt map[string]time.Time
+	runs    map[string][]time.Time // child tick -> its starts
+}
+
+// Runtime schedules chain to a runtime schedule and to a job of the list
+// across replicas as the list's jobs do: the child runs once per parent
+// tick that succeeded, after it ended, and is skipped naming the parent's
+// failure otherwise.
+func TestARuntimeChainRunsOnceAfterEachParentTickAcrossReplicas(t *testing.T) {
+	t.Parallel() // its own Redis and replicas
+	srv := redistest.New(t)
+	cfg, err := config.Load(fmt.Appendf(nil, `redis: {url: "redis://%s/0"}
+locking: {fresh_deployment: true}
+namespace: rtchain
+worker: {shutdown_grace: 2s}
+schedules: {history: 200}
+jobs:
+  - {name: listed, schedule: "@every 1s", concurrency: allow, handler: {name: ok}}
+`, srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := openCluster(t, cfg)
+	l := &chainLog{ended: map[string]string{}, endedAt: map[string]time.Time{}, runs: map[string][]time.Time{}}
+	mirrored := map[string]int{}
+	reg := jobs.NewRegistry()
+	reg.Register("ok", jobs.HandlerFunc(func(context.Context, jobs.Run) error { return nil }))
+	reg.Register("extract", jobs.HandlerFunc(func(_ context.Context, run jobs.Run) error {
+		time.Sleep(200 * time.Millisecond) // a run that takes a while
+		tick := run.Tick.UTC().Format(time.RFC3339)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.endedAt[tick] = time.Now()
+		if run.Tick.Second()%3 == 0 {
+			l.ended[tick] = "failed"
+			return errors.New("extract failed")
+		}
+		l.ended[tick] = "ok"
+		return nil
+	}))
+	reg.Register("load", jobs.HandlerFunc(func(_ context.Context, run jobs.Run) error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if run.Job == "@mirror" {
+			mirrored[run.Tick.UTC().Format(time.RFC3339)]++
+			return nil
+		}
+		tick := run.Tick.UTC().Format(time.RFC3339)
+		l.runs[tick] = append(l.runs[tick], time.Now())
+		return nil
+	}))
+	for i := 1; i <= 3; i++ {
+		running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID(fmt.Sprintf("rtchain-%d", i)))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	retry := 0
+	if _, err := c.PutScheduleDocument(ctx, "extract", []byte(`{schedule: "@every 1s", concurrency: allow, max_retry: 0, handler: {name: extract}}`)); err != nil {
+		t.Fatal(err)
+	}
+	for id, parent := range map[string]string{"load": "@extract", "mirror": "listed"} {
+		spec := baton.ScheduleSpec{After: []string{parent}, Handler: "load", StartingDeadline: 20 * time.Second, Concurrency: config.ConcurrencyAllow, MaxRetry: &retry}
+		if _, err := c.PutSchedule(ctx, id, spec); err != nil {
+			t.Fatalf("put %s: %v", id, err)
+		}
+	}
+	poll.Require(t, 30*time.Second, "six extract ticks ended, mirror ran", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.ended) >= 6 && len(mirrored) >= 3
+	})
+	l.mu.Lock()
+	ended := maps.Clone(l.ended)
+	l.mu.Unlock()
+	var recs []jobs.RunRecord
+	if !poll.Until(30*time.Second, func() bool {
+		recs, _ = c.History(ctx, "@load", 0)
+		decided := map[string]bool{}
+		for _, r := range recs {
+			if r.Status == jobs.StatusOK || r.Status == jobs.StatusSkipped {
+				decided[r.Tick.UTC().Format(time.RFC3339)] = true
+			}
+		}
+		for tick := range ended {
+			if !decided[tick] {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("@load's ticks of the @extract ticks ended were not decided in 30s: history %+v; ended %v", recs, ended)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for tick, how := range ended {
+		switch runs := l.runs[tick]; {
+		case how == "ok" && len(runs) != 1:
+			t.Errorf("@extract@%s succeeded; @load ran it %d times", tick, len(runs))
+		case how == "ok" && runs[0].Before(l.endedAt[tick]):
+			t.Errorf("@load@%s started before @extract's run of it ended", tick)
+		case how == "failed" && len(runs) != 0:
+			t.Errorf("@extract@%s failed; @load ran it %d times", tick, len(runs))
+		}
+	}
+	for _, r := range recs {
+		tick := r.Tick.UTC().Format(time.RFC3339)
+		if ended[tick] == "failed" && (r.Status != jobs.StatusSkipped || !strings.HasPrefix(r.Reason, "@extract@"+tick+" failed")) {
+			t.Errorf("@load@%s, whose @extract failed, recorded %s %q", tick, r.Status, r.Reason)
+		}
+	}
+	for tick, n := range mirrored {
+		if n != 1 {
+			t.Errorf("@mirror ran %s %d times", tick, n)
+		}
+	}
+}
+
+// A runtime schedule may run after a parent and that parent's own parent
+// (summary after extract and transform, transform after extract), and
+// another after it (publish after summary): the put's check finds every
+// ancestor, the shared one being no cycle.
+func TestARuntimeScheduleAfterOneWhoseParentsShareAnAncestorCanBePut(t *testing.T) {
+	t.Parallel() // its own Redis
+	srv := redistest.New(t)
+	cfg, err := config.Load(fmt.Appendf(nil, "redis: {url: \"redis://%s/0\"}\nlocking: {fresh_deployment: true}\nnamespace: rtdiamond\n", srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := openCluster(t, cfg)
+	ctx := context.Background()
+	for _, p := range []struct{ id, doc string }{
+		{"extract", `{schedule: "@hourly", handler: {name: h}}`},
+		{"transform", `{after: ["@extract"], handler: {name: h}}`},
+		{"summary", `{after: ["@extract", "@transform"], handler: {name: h}}`},
+		{"publish", `{after: ["@summary"], handler: {name: h}}`},
+	} {
+		if _, err := c.PutScheduleDocument(ctx, p.id, []byte(p.doc)); err != nil {
+			t.Fatalf("put %s: %v", p.id, err)
+		}
 	}
 }

@@ -48,15 +48,19 @@ var ErrScheduleChanged = schedstore.ErrChanged
 // (Handler, with Payload) or an http request (HTTP) to a URL under one of
 // the config's schedules.http_prefixes; never a command.
 type ScheduleSpec struct {
-	Schedule         string // a cron spec; or At
-	At               time.Time
-	Timezone         string
-	DST              config.DST // vixie (default), once, skip or both
-	Exclude, Only    []string   // calendars of the job list (config.Calendars)
-	Start, End       time.Time
-	MaxRuns          int
-	Concurrency      config.Concurrency
-	Limit            string // a limit of the job list (config.Limits)
+	Schedule      string // a cron spec; or At
+	At            time.Time
+	Timezone      string
+	DST           config.DST // vixie (default), once, skip or both
+	Exclude, Only []string   // calendars of the job list (config.Calendars)
+	Start, End    time.Time
+	MaxRuns       int
+	Concurrency   config.Concurrency
+	Limit         string // a limit of the job list (config.Limits)
+	// After names the jobs it runs after (a chain): jobs of the list, or
+	// runtime schedules as "@" + id; then it has no Schedule of its own.
+	After            []string
+	OnParentFailure  config.ParentFailure // skip (default) or run
 	BufferMax        int
 	Catchup          config.Catchup
 	CatchupMax       int
@@ -94,6 +98,8 @@ func (s ScheduleSpec) Document() (json.RawMessage, error) {
 	set("max_runs", s.MaxRuns, s.MaxRuns != 0)
 	set("concurrency", s.Concurrency, s.Concurrency != "")
 	set("limit", s.Limit, s.Limit != "")
+	set("after", s.After, len(s.After) > 0)
+	set("on_parent_failure", s.OnParentFailure, s.OnParentFailure != "")
 	set("buffer_max", s.BufferMax, s.BufferMax != 0)
 	set("catchup", s.Catchup, s.Catchup != "")
 	set("catchup_max", s.CatchupMax, s.CatchupMax != 0)
@@ -293,7 +299,11 @@ func (c *Cluster) putSchedule(ctx context.Context, id string, doc []byte, match 
 	for _, opt := range opts {
 		opt(&o)
 	}
-	job, err := config.DecodeSchedule(c.cfg, id, doc, time.Time{})
+	base, err := c.withCalendars(ctx, doc)
+	if err != nil {
+		return Schedule{}, err
+	}
+	job, err := config.DecodeSchedule(base, id, doc, time.Time{})
 	if err != nil {
 		return Schedule{}, err
 	}
@@ -510,6 +520,10 @@ func (c *Cluster) describeSchedules(ctx context.Context, ss []Schedule, next int
 	}); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("baton: runtime schedules: the failing ones: %w", err)
 	}
+	base, err := c.withCalendars(ctx, definitions(ss)...)
+	if err != nil {
+		return err
+	}
 	now := time.Now()
 	for i := range ss {
 		s := &ss[i]
@@ -523,7 +537,7 @@ func (c *Cluster) describeSchedules(ctx context.Context, ss []Schedule, next int
 		if s.Error != "" {
 			continue
 		}
-		j, err := config.DecodeSchedule(c.cfg, s.ID, s.Definition, s.Created)
+		j, err := config.DecodeSchedule(base, s.ID, s.Definition, s.Created)
 		if err != nil {
 			s.Error = err.Error()
 			continue
@@ -561,6 +575,10 @@ func (c *Cluster) scheduleRuns(ctx context.Context, ss []Schedule) error {
 	for i := range ss {
 		byJob[ss[i].Job] = &ss[i]
 	}
+	base, err := c.withCalendars(ctx, definitions(ss)...)
+	if err != nil {
+		return err
+	}
 	c.markUnknownRuns(ctx, func(job string) *config.Job {
 		// its definition as read (its timeout), decoded only for a run
 		// recorded running
@@ -568,7 +586,7 @@ func (c *Cluster) scheduleRuns(ctx context.Context, ss []Schedule) error {
 		if s == nil || s.Definition == nil {
 			return nil
 		}
-		j, err := config.DecodeSchedule(c.cfg, s.ID, s.Definition, s.Created)
+		j, err := config.DecodeSchedule(base, s.ID, s.Definition, s.Created)
 		if err != nil {
 			return nil
 		}
@@ -588,6 +606,15 @@ func (c *Cluster) scheduleRuns(ctx context.Context, ss []Schedule) error {
 		}
 	}
 	return nil
+}
+
+// definitions are the definitions of ss.
+func definitions(ss []Schedule) [][]byte {
+	out := make([][]byte, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, s.Definition)
+	}
+	return out
 }
 
 func scheduleOf(r schedstore.Record) Schedule {
@@ -613,6 +640,17 @@ func (r *Replica) ScheduleChange(id string) int64 { return r.follower.Version(id
 
 // Schedules returns how many runtime schedules the replica holds.
 func (r *Replica) Schedules() int { return r.follower.Len() }
+
+// refuseSchedules takes the runtime schedules a replica's follower now
+// refuses out of its scheduler, leaving their marks on the lock masters
+// (they are not deleted: a replica that takes them claims their ticks
+// against those marks, and a refusal that passes, a calendar or parent
+// put again, finds them too); a delete of them forgets the marks.
+func (r *Replica) refuseSchedules(names []string) {
+	if r.sched != nil {
+		r.sched.Remove(names...)
+	}
+}
 
 // applySchedules puts the runtime schedules a replica's follower found
 // changed into its scheduler, and removes the deleted ones, with their

@@ -38,6 +38,7 @@ var surfacePackages = []string{".", "locking", "config", "scheduler", "jobs", "o
 const namesHeading = "# Exported names"
 
 func TestPackageDocsNameTheirExports(t *testing.T) {
+	t.Parallel()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command on PATH")
@@ -70,7 +71,9 @@ var exportedErrors = map[string]error{
 	"baton.ErrBackfillWindow":        baton.ErrBackfillWindow,
 	"baton.ErrBadPause":              baton.ErrBadPause,
 	"baton.ErrBadQuery":              baton.ErrBadQuery,
+	"baton.ErrCalendarInUse":         baton.ErrCalendarInUse,
 	"baton.ErrLayoutMismatch":        baton.ErrLayoutMismatch,
+	"baton.ErrNoCalendar":            baton.ErrNoCalendar,
 	"baton.ErrNoRunner":              baton.ErrNoRunner,
 	"baton.ErrNoSchedule":            baton.ErrNoSchedule,
 	"baton.ErrNotTriggerable":        baton.ErrNotTriggerable,
@@ -105,6 +108,7 @@ var exportedErrors = map[string]error{
 // another package's name. exportedErrors holds every Err name `go doc`
 // shows, so a new one is checked too.
 func TestExportedErrorsBeginWithTheirPackage(t *testing.T) {
+	t.Parallel()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command on PATH")

@@ -18,7 +18,7 @@ type route struct {
 // set, unless http.public_reads), h.change (http.token, from this origin),
 // h.tokenOnly (http.token, also as HTTP Basic for a browser); see auth.go.
 // The methods are in the file of their resource: status.go, runs.go,
-// controls.go, schedules.go, metrics.go, dashboard.go.
+// controls.go, schedules.go, calendars.go, metrics.go, dashboard.go.
 func (h *Handler) table() []route {
 	return []route{
 		{"GET /healthz", open(h.healthz)},
@@ -43,6 +43,11 @@ func (h *Handler) table() []route {
 		{"GET /api/schedules/{id...}", h.read(h.getSchedule)},         // Cluster.GetSchedule (?next=N), its version as the ETag
 		{"PUT /api/schedules/{id...}", h.change(h.putSchedule)},       // Cluster.PutScheduleDocument (If-Match, ?force=true)
 		{"DELETE /api/schedules/{id...}", h.change(h.deleteSchedule)}, // Cluster.DeleteSchedule (If-Match, ?stop=true)
+
+		{"GET /api/calendars", h.read(h.listCalendars)},              // Cluster.ListCalendars (?after=NAME&limit=N)
+		{"GET /api/calendars/{name}", h.read(h.getCalendar)},         // Cluster.GetCalendar
+		{"PUT /api/calendars/{name}", h.change(h.putCalendar)},       // Cluster.PutCalendarDocument
+		{"DELETE /api/calendars/{name}", h.change(h.deleteCalendar)}, // Cluster.DeleteCalendar (409 while schedules name it)
 	}
 }
 

@@ -210,8 +210,10 @@ func scheduleStatus(err error) (int, []fieldProblem) {
 			out[i] = fieldProblem{Field: fe.Field, Line: fe.Line, Msg: fe.Msg}
 		}
 		return http.StatusBadRequest, out
-	case errors.Is(err, baton.ErrNoSchedule):
+	case errors.Is(err, baton.ErrNoSchedule), errors.Is(err, baton.ErrNoCalendar):
 		return http.StatusNotFound, nil
+	case errors.Is(err, baton.ErrCalendarInUse):
+		return http.StatusConflict, nil
 	case errors.Is(err, baton.ErrScheduleChanged):
 		return http.StatusPreconditionFailed, nil
 	case errors.Is(err, baton.ErrNoRunner):

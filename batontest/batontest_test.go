@@ -465,3 +465,49 @@ jobs:
 		t.Errorf("ran %v, want %s", order, want)
 	}
 }
+
+// A runtime schedule naming a runtime calendar runs on the fake clock on
+// the days the calendar leaves, and a change of the calendar reaches it
+// (PutCalendar returns once the replica follows).
+func TestPutCalendarReachesItsSchedulesOnTheFakeClock(t *testing.T) {
+	reg, ran := registry(t, "report")
+	env := batontest.Load(t, "timezone: UTC\njobs: []\n", batontest.WithHandlers(reg), batontest.WithStart(t0))
+	day := func(n int) string { return t0.AddDate(0, 0, n).Format(time.DateOnly) }
+	env.PutCalendar(t, "off", baton.CalendarSpec{Dates: []string{day(1), day(2)}})
+	s := env.PutSchedule(t, "report/a", baton.ScheduleSpec{Schedule: "0 9 * * *", Handler: "report", Exclude: []string{"off"}})
+	env.AdvanceTo(t, t0.AddDate(0, 0, 1).Add(time.Hour)) // day 0 at 09:00 runs
+	// day 1 and 2 are no longer off, day 3 is: the tick awaited (day 3's)
+	// moves back to day 1's
+	env.PutCalendar(t, "off", baton.CalendarSpec{Dates: []string{day(3)}})
+	env.AdvanceTo(t, t0.AddDate(0, 0, 5).Add(time.Hour))
+	var got []string
+	for _, at := range env.Dispatched(t, s.Job) {
+		got = append(got, at.Format(time.DateOnly))
+	}
+	if want := []string{day(0), day(1), day(2), day(4)}; !slices.Equal(got, want) {
+		t.Fatalf("dispatched %v, want %v", got, want)
+	}
+	if n := len(ran["report"].ticks); n != 4 {
+		t.Fatalf("ran %d", n)
+	}
+}
+
+// A chain of runtime schedules on the fake clock: the child runs once per
+// tick of its parent, after it.
+func TestARuntimeChainRunsOnTheFakeClock(t *testing.T) {
+	reg, ran := registry(t, "extract", "load")
+	env := batontest.Load(t, "timezone: UTC\njobs: []\n", batontest.WithHandlers(reg), batontest.WithStart(t0))
+	env.PutSchedule(t, "extract", baton.ScheduleSpec{Schedule: "0 * * * *", Handler: "extract"})
+	env.AdvanceTo(t, t0.Add(30*time.Minute)) // extract's 00:00 runs alone
+	s := env.PutSchedule(t, "load", baton.ScheduleSpec{After: []string{"@extract"}, Handler: "load"})
+	env.AdvanceTo(t, t0.Add(3*time.Hour+time.Minute))
+	env.RequireRan(t, s.Job, t0.Add(3*time.Hour))
+	if n, m := len(ran["extract"].ticks), len(ran["load"].ticks); n != 4 || m != 3 {
+		t.Fatalf("extract ran %d ticks, load %d: want 4 (from 00:00) and 3 (from its put on)", n, m)
+	}
+	ran["load"].mu.Lock()
+	defer ran["load"].mu.Unlock()
+	if first := ran["load"].ticks[0]; !first.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("load's first tick %s, want 01:00", first)
+	}
+}

@@ -2,6 +2,7 @@ package batontest
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/schedstore"
 )
 
 // runtimeJobs are the jobs of the runtime schedules put through an Env: the
@@ -53,18 +55,68 @@ func (e *Env) PutSchedule(t testing.TB, id string, spec baton.ScheduleSpec) bato
 	if err != nil {
 		t.Fatalf("batontest: PutSchedule(%q): %v", id, err)
 	}
-	j, err := config.DecodeSchedule(e.cfg, id, s.Definition, s.Created)
-	if err != nil {
-		t.Fatalf("batontest: PutSchedule(%q): %v", id, err)
+	e.follow(t, "PutSchedule", id, s.Change)
+	// the job as the replica decoded it (with the calendars it names)
+	j, ok := e.replicaJob(s.Job)
+	if !ok {
+		t.Fatalf("batontest: PutSchedule(%q): the replica does not run it (baton schedules get %s says why)", id, id)
 	}
-	j.Ref = config.ScheduleRef{Version: s.Version, Created: s.Created}
 	e.runtime.set(j.Name, j)
 	delete(e.next, j.Name)
 	if first := e.firstTick(j, s.Updated); !first.IsZero() {
 		e.next[j.Name] = first
 	}
-	e.follow(t, "PutSchedule", id, s.Change)
 	return s
+}
+
+// replicaJob is runtime job name as the Env's replica holds it.
+func (e *Env) replicaJob(name string) (*config.Job, bool) {
+	j, ok := e.replica.Config().Job(name)
+	if !ok || j.Ref.Version == 0 {
+		return nil, false
+	}
+	return j, true
+}
+
+// PutCalendar creates or replaces runtime calendar name
+// (Cluster.PutCalendar) and returns once the Env's replica follows it:
+// from then on the runtime schedules that name it tick on its new days
+// (their next tick is the first after Now that the calendar leaves). It
+// fails the test when the calendar is refused.
+func (e *Env) PutCalendar(t testing.TB, name string, spec baton.CalendarSpec) baton.Calendar {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cal, err := e.Cluster(t).PutCalendar(ctx, name, spec)
+	if err != nil {
+		t.Fatalf("batontest: PutCalendar(%q): %v", name, err)
+	}
+	e.follow(t, "PutCalendar", schedstore.CalendarID(name), cal.Change)
+	e.runtime.mu.Lock()
+	var naming []string
+	for n, j := range e.runtime.byName {
+		if slices.Contains(j.Exclude, name) || slices.Contains(j.Only, name) {
+			naming = append(naming, n)
+		}
+	}
+	e.runtime.mu.Unlock()
+	for _, n := range naming {
+		j, ok := e.replicaJob(n)
+		if !ok {
+			t.Fatalf("batontest: PutCalendar(%q): the replica no longer runs %s", name, n)
+		}
+		e.runtime.set(n, j)
+		// the ticks up to now are settled: its next is the first after
+		// now its new days leave
+		if _, ok := e.next[n]; ok {
+			if next := j.Sched.Next(e.clk.Now()); next.IsZero() {
+				delete(e.next, n)
+			} else {
+				e.next[n] = next.UTC()
+			}
+		}
+	}
+	return cal
 }
 
 // DeleteSchedule deletes runtime schedule id (Cluster.DeleteSchedule) and

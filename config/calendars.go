@@ -61,8 +61,8 @@ func (c *Config) CalendarFiles() []string {
 func (c *Config) JobDefinition(j *Job) string {
 	def := c.RedactedJob(j)
 	for _, name := range slices.Concat(j.Exclude, j.Only) {
-		if cs := c.Calendars[name]; cs != nil {
-			def += "\ncalendar " + name + ": " + cs.Calendar.String()
+		if cal := c.calendarOf(j, name); cal != nil {
+			def += "\ncalendar " + name + ": " + cal.String()
 		}
 	}
 	return def + c.limitLine(j)
@@ -90,49 +90,53 @@ func (v *validator) calendars() {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		c := v.cfg.Calendars[name]
-		p := "calendars." + name
-		if !jobNameRE.MatchString(name) {
-			v.errf(p, "invalid calendar name %q: use 1 to 64 of a-z, 0-9, '.', '_', '-'", name)
-			continue
-		}
-		if c == nil {
-			v.errf(p, "empty: give dates, ranges, weekdays or a file")
-			continue
-		}
-		cal := &schedule.Calendar{}
-		for i, d := range c.Dates {
-			if err := addDay(cal, d); err != nil {
-				v.errf(fmt.Sprintf("%s.dates[%d]", p, i), "%s", err.Error())
-			}
-		}
-		for i, r := range c.Ranges {
-			if err := addDay(cal, r); err != nil || !strings.Contains(r, "..") {
-				if err == nil {
-					err = fmt.Errorf("%q: want FROM..TO, two dates such as 2026-12-24..2026-12-26", r)
-				}
-				v.errf(fmt.Sprintf("%s.ranges[%d]", p, i), "%s", err.Error())
-			}
-		}
-		for i, w := range c.Weekdays {
-			d, ok := weekdayNames[strings.ToLower(strings.TrimSpace(w))]
-			if !ok {
-				v.errf(fmt.Sprintf("%s.weekdays[%d]", p, i), "%q is no weekday: write mon, tue, wed, thu, fri, sat or sun", w)
-				continue
-			}
-			cal.AddWeekday(d)
-		}
-		if c.File != "" {
-			if err := v.calendarFile(cal, c.File); err != nil {
-				v.errf(p+".file", "%s", err.Error())
-			}
-			c.Path = v.calendarPath(c.File)
-		}
-		if len(c.Dates)+len(c.Ranges)+len(c.Weekdays) == 0 && c.File == "" {
-			v.errf(p, "empty: give dates, ranges, weekdays or a file")
-		}
-		c.Calendar = cal
+		v.calendar("calendars."+name, name, v.cfg.Calendars[name])
 	}
+}
+
+// calendar checks calendar c, named name at path p, and builds its set of
+// days (c.Calendar).
+func (v *validator) calendar(p, name string, c *CalendarSpec) {
+	if !jobNameRE.MatchString(name) {
+		v.errf(p, "invalid calendar name %q: use 1 to 64 of a-z, 0-9, '.', '_', '-'", name)
+		return
+	}
+	if c == nil {
+		v.errf(p, "empty: give dates, ranges, weekdays or a file")
+		return
+	}
+	cal := &schedule.Calendar{}
+	for i, d := range c.Dates {
+		if err := addDay(cal, d); err != nil {
+			v.errf(fmt.Sprintf("%s.dates[%d]", p, i), "%s", err.Error())
+		}
+	}
+	for i, r := range c.Ranges {
+		if err := addDay(cal, r); err != nil || !strings.Contains(r, "..") {
+			if err == nil {
+				err = fmt.Errorf("%q: want FROM..TO, two dates such as 2026-12-24..2026-12-26", r)
+			}
+			v.errf(fmt.Sprintf("%s.ranges[%d]", p, i), "%s", err.Error())
+		}
+	}
+	for i, w := range c.Weekdays {
+		d, ok := weekdayNames[strings.ToLower(strings.TrimSpace(w))]
+		if !ok {
+			v.errf(fmt.Sprintf("%s.weekdays[%d]", p, i), "%q is no weekday: write mon, tue, wed, thu, fri, sat or sun", w)
+			continue
+		}
+		cal.AddWeekday(d)
+	}
+	if c.File != "" {
+		if err := v.calendarFile(cal, c.File); err != nil {
+			v.errf(p+".file", "%s", err.Error())
+		}
+		c.Path = v.calendarPath(c.File)
+	}
+	if len(c.Dates)+len(c.Ranges)+len(c.Weekdays) == 0 && c.File == "" {
+		v.errf(p, "empty: give dates, ranges, weekdays or a file")
+	}
+	c.Calendar = cal
 }
 
 // addDay adds a date (YYYY-MM-DD) or a range (FROM..TO) to cal.
@@ -211,6 +215,10 @@ func (v *validator) jobDays(p string, j *Job) (schedule.Days, bool) {
 			}
 			if c != nil && c.Calendar != nil {
 				*l.into = append(*l.into, c.Calendar)
+				if j.Calendars == nil {
+					j.Calendars = map[string]*schedule.Calendar{}
+				}
+				j.Calendars[name] = c.Calendar
 			}
 		}
 	}
@@ -220,7 +228,11 @@ func (v *validator) jobDays(p string, j *Job) (schedule.Days, bool) {
 // knownCalendars is ": the calendars are a, b" for an error, or ": the
 // config defines none (calendars: at the top level)".
 func (v *validator) knownCalendars() string {
-	return knownNames("calendars", v.cfg.Calendars, "")
+	known := knownNames("calendars", v.cfg.Calendars, "")
+	if v.runtime {
+		known += "; a runtime schedule may also name a calendar put at runtime (baton calendars put)"
+	}
+	return known
 }
 
 // knownNames is ": the KIND are a, b" (m's names, sorted) for an error
@@ -243,14 +255,27 @@ func (c *Config) ExcludedBy(j *Job, t time.Time) string {
 	local := t.In(j.Location)
 	var why []string
 	for _, name := range j.Exclude {
-		if cs := c.Calendars[name]; cs != nil && cs.Calendar.Contains(local) {
+		if cal := c.calendarOf(j, name); cal != nil && cal.Contains(local) {
 			why = append(why, name)
 		}
 	}
 	for _, name := range j.Only {
-		if cs := c.Calendars[name]; cs != nil && !cs.Calendar.Contains(local) {
+		if cal := c.calendarOf(j, name); cal != nil && !cal.Contains(local) {
 			why = append(why, "not in "+name)
 		}
 	}
 	return strings.Join(why, ", ")
+}
+
+// calendarOf is the calendar name as job j was decoded with it
+// (Job.Calendars: a runtime schedule's may be one put at runtime), else
+// the config's.
+func (c *Config) calendarOf(j *Job, name string) *schedule.Calendar {
+	if cal := j.Calendars[name]; cal != nil {
+		return cal
+	}
+	if cs := c.Calendars[name]; cs != nil {
+		return cs.Calendar
+	}
+	return nil
 }

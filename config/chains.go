@@ -191,22 +191,116 @@ func findCycle(byName map[string]*Job) []string {
 	return nil
 }
 
-// Children are the job list's jobs that run after job (after:), in file
-// order.
+// Children are the jobs that run after job (after:): the job list's, in
+// file order, then the runtime schedules of the config's source that do
+// (a ChildSource's).
 func (c *Config) Children(job string) []*Job {
 	var out []*Job
 	if c.children != nil {
 		for _, i := range c.children[job] {
 			out = append(out, &c.Jobs[i])
 		}
-		return out
-	}
-	for i := range c.Jobs {
-		if slices.Contains(c.Jobs[i].After, job) {
-			out = append(out, &c.Jobs[i])
+	} else {
+		for i := range c.Jobs {
+			if slices.Contains(c.Jobs[i].After, job) {
+				out = append(out, &c.Jobs[i])
+			}
 		}
 	}
+	if cs, ok := c.source.(ChildSource); ok {
+		out = append(out, cs.ScheduleChildren(job)...)
+	}
 	return out
+}
+
+// maxChainDepth bounds how far a runtime schedule's parents are followed
+// up when its chain is checked for a cycle.
+const maxChainDepth = 64
+
+// runtimeChain checks a runtime schedule's parents (after:): jobs of the
+// list or runtime schedules ("@" + id) the config finds (its source),
+// each named once, not itself, not a singleton, with no way back to it;
+// and gives it their ticks (schedule.Union) as they are now. A change of
+// a parent's ticks reaches it when it is decoded again (a replica does so
+// when a parent changes).
+func (v *validator) runtimeChain(p string, j *Job) {
+	if len(j.After) == 0 {
+		return
+	}
+	u := schedule.Union{}
+	seen := map[string]bool{}
+	for i, name := range j.After {
+		at := fmt.Sprintf("%s.after[%d]", p, i)
+		parent, ok := v.cfg.Job(name)
+		switch {
+		case name == j.Name:
+			v.errf(at, "the schedule itself: a job cannot run after itself")
+		case seen[name]:
+			v.errf(at, "%q named twice", name)
+		case !ok:
+			v.errf(at, "no job %q: name a job of the list, or a runtime schedule as \"@\" + its id, put before this one", name)
+		case parent.Mode == ModeSingleton:
+			v.errf(at, "%q is a singleton: it runs continuously, not once per tick", name)
+		case parent.Sched != nil:
+			u = append(u, parent.Sched)
+		}
+		seen[name] = true
+	}
+	cycle, tooDeep := v.runtimeCycle(j)
+	switch {
+	case cycle != nil:
+		v.errf(p+".after", "a cycle: %s", strings.Join(cycle, " -> "))
+		return
+	case tooDeep:
+		v.errf(p+".after", "its parents run after others more than %d deep: a chain of runtime schedules is at most %d long", maxChainDepth, maxChainDepth+2)
+		return
+	}
+	if len(u) > 0 && len(v.errs) == 0 {
+		j.Sched = u
+		v.spacing(p, j, u, [2]time.Time{})
+	}
+}
+
+// runtimeCycle returns a way from runtime schedule j's parents back to j
+// (j, a parent, ..., j), following each job's after through the config's
+// lookups; nil when there is none. tooDeep: its ancestors go further up
+// than maxChainDepth (where a way back is not looked for).
+func (v *validator) runtimeCycle(j *Job) (cycle []string, tooDeep bool) {
+	var path []string
+	visited := map[string]bool{}
+	var walk func(name string, depth int) bool
+	walk = func(name string, depth int) bool {
+		if name == j.Name {
+			return true
+		}
+		if depth > maxChainDepth {
+			tooDeep = true
+			return false
+		}
+		if visited[name] {
+			return false
+		}
+		visited[name] = true
+		parent, ok := v.cfg.Job(name)
+		if !ok {
+			return false
+		}
+		for _, pn := range parent.After {
+			path = append(path, pn)
+			if walk(pn, depth+1) {
+				return true
+			}
+			path = path[:len(path)-1]
+		}
+		return false
+	}
+	for _, name := range j.After {
+		path = []string{j.Name, name}
+		if name != j.Name && walk(name, 0) {
+			return path, false
+		}
+	}
+	return nil, tooDeep
 }
 
 // ParentsAt are the parents of chained job j that have a tick at t (a
@@ -222,10 +316,11 @@ func (c *Config) ParentsAt(j *Job, t time.Time) []*Job {
 	return out
 }
 
-// Descendants are the jobs that run after job, at any depth, each after
-// every parent it has among them (and job's place in the list decides
-// between jobs that could come either way): the order in which a chain's
-// backfill dispatches its links.
+// Descendants are the jobs that run after job, at any depth (runtime
+// schedules too, those the config's ChildSource knows), each after every
+// parent it has among them (and job's place in the list, then a runtime
+// schedule's name, decides between jobs that could come either way): the
+// order in which a chain's backfill dispatches its links.
 func (c *Config) Descendants(job string) []*Job {
 	in := map[string]bool{}
 	var found []*Job
@@ -240,13 +335,28 @@ func (c *Config) Descendants(job string) []*Job {
 			}
 		}
 	}
+	// the candidates: the job list's in file order, then the runtime
+	// schedules by name
+	var cands []*Job
+	for i := range c.Jobs {
+		if in[c.Jobs[i].Name] {
+			cands = append(cands, &c.Jobs[i])
+		}
+	}
+	var runtime []*Job
+	for _, j := range found {
+		if IsScheduleJob(j.Name) {
+			runtime = append(runtime, j)
+		}
+	}
+	slices.SortFunc(runtime, func(a, b *Job) int { return strings.Compare(a.Name, b.Name) })
+	cands = append(cands, runtime...)
 	placed := map[string]bool{job: true}
 	out := make([]*Job, 0, len(found))
 	for len(out) < len(found) {
 		progressed := false
-		for i := range c.Jobs {
-			j := &c.Jobs[i]
-			if !in[j.Name] || placed[j.Name] {
+		for _, j := range cands {
+			if placed[j.Name] {
 				continue
 			}
 			ready := true

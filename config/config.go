@@ -407,6 +407,10 @@ type Job struct {
 	// Only names calendars the job's ticks must all fall within: a tick on
 	// a day missing from one of them is not due.
 	Only []string `yaml:"only"`
+	// Calendars are the calendars Exclude and Only name, by name, as the
+	// job was decoded with them: the job list's, and for a runtime
+	// schedule those put at runtime too (Config.WithCalendars).
+	Calendars map[string]*schedule.Calendar `yaml:"-"`
 	// Unfiltered is Sched without Exclude and Only (nil when they name no
 	// calendar): what baton next shows removed.
 	Unfiltered schedule.Schedule `yaml:"-"`

@@ -37,11 +37,14 @@
 // [ParentFailureRun]; it waits [DefaultChainWait] by default) and a
 // singleton's restart [Backoff].
 //
-// Runtime schedules, jobs kept in Redis beside the list ([JobSource]):
+// Runtime schedules, jobs kept in Redis beside the list ([JobSource]; a
+// [ChildSource] also knows which of them run after a job):
 // [DecodeSchedule] checks a definition, [ScheduleDocument] stores it and
 // [MaskScheduleDocument] shows it; [MaxScheduleDocument] bounds it, a
 // [ScheduleRef] ([ParseScheduleRef]) names one of its versions.
 // [CheckScheduleID], [ScheduleJobName], [ScheduleID] and [IsScheduleJob]
 // go between an id and its job's name; [ScheduleShard] and [ScheduleKeys]
-// find where it is kept.
+// find where it is kept. Calendars put at runtime: [CheckCalendarName]
+// checks a name, [DecodeCalendar] a definition ([MaxCalendarDocument]
+// bounds it); [ScheduleCalendars] are the calendars a schedule names.
 package config

@@ -80,6 +80,15 @@ type JobSource interface {
 	ScheduleJob(name string) (*Job, bool)
 }
 
+// ChildSource is a JobSource that also knows which of its runtime
+// schedules run after a job (after:): Config.Children adds them to the
+// job list's.
+type ChildSource interface {
+	JobSource
+	// ScheduleChildren returns the runtime schedules that run after job.
+	ScheduleChildren(job string) []*Job
+}
+
 // WithSource returns a copy of c whose Job also finds the runtime
 // schedules of src. c itself is unchanged; both share the job list.
 func (c *Config) WithSource(src JobSource) *Config {
@@ -208,7 +217,7 @@ func DecodeSchedule(base *Config, id string, doc []byte, created time.Time) (*Jo
 		// check fail
 		cfg.MaxClockSkew = base.loadedSkew
 	}
-	v := &validator{decoder: d, cfg: &cfg, now: time.Now()}
+	v := &validator{decoder: d, cfg: &cfg, now: time.Now(), runtime: true}
 	const p = "jobs[0]"
 	if v.set(p + ".name") {
 		v.errf(p+".name", "not in a runtime schedule's definition: its id names it")
@@ -217,6 +226,7 @@ func DecodeSchedule(base *Config, id string, doc []byte, created time.Time) (*Jo
 	j.Line, _ = v.Line(p)
 	v.jobBody(p, j)
 	v.runtimeRules(p, j)
+	v.runtimeChain(p, j)
 	if len(d.errs) > 0 {
 		for i := range d.errs {
 			d.errs[i].File = ""
@@ -236,9 +246,6 @@ func DecodeSchedule(base *Config, id string, doc []byte, created time.Time) (*Jo
 func (v *validator) runtimeRules(p string, j *Job) {
 	at := func(field string) string { return p + "." + field }
 	s := v.cfg.Schedules
-	if v.set(at("after")) || v.set(at("on_parent_failure")) {
-		v.errf(at("after"), "not in a runtime schedule yet: chains are jobs of the list (after: in the config file)")
-	}
 	if j.Exec != nil {
 		v.errf(at("exec"), "not in a runtime schedule: commands come only from the config file, so that write access to Redis does not become command execution; run a Go handler (handler.name) or an http request under schedules.http_prefixes")
 	}

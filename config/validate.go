@@ -33,8 +33,9 @@ var (
 // line map says where each value was written.
 type validator struct {
 	*decoder
-	cfg *Config
-	now time.Time
+	cfg     *Config
+	now     time.Time
+	runtime bool // checking a runtime schedule or calendar (DecodeSchedule, DecodeCalendar)
 }
 
 // errf records a problem at path, on the line of path or of its nearest

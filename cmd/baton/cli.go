@@ -64,6 +64,7 @@ func newRoot(c *cli) *cobra.Command {
 		subcommand(c, "resume", pauseHelp, jobNames(0, withTicks), pauseFlags(false), runPause),
 		subcommand(c, "skip", skipHelp, jobNames(1, withTicks), defineSkip, runSkip),
 		c.schedulesCommand(),
+		c.calendarsCommand(),
 		c.lockCommand(),
 		subcommand(c, "init", initHelp, nil, defineInit, runInit),
 		subcommand(c, "version", versionHelp, nil, func(*flagSet) struct{} { return struct{}{} }, runVersion),

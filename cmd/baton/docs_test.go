@@ -135,6 +135,7 @@ jobs:
 // within what the new Redis's history can tell; a line that is not a
 // command line (a synopsis, a flag named in prose) is in docSkips with why.
 func TestEveryDocumentedCommandRuns(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	url := redisURL(srv)
 	dir := t.TempDir()
@@ -149,7 +150,7 @@ func TestEveryDocumentedCommandRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	// the files the docs' command lines read, as the docs show them
-	for _, name := range []string{"tenant-42.yaml"} {
+	for _, name := range []string{"tenant-42.yaml", "business.yaml", "holidays-de.txt"} {
 		if err := writeFile(filepath.Join(dir, name), docFileBlock(t, name)); err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +186,7 @@ func TestEveryDocumentedCommandRuns(t *testing.T) {
 			continue
 		}
 		args := words[1:]
-		if d.inline && (len(args) == 1 || len(args) == 2 && args[0] == "schedules") {
+		if d.inline && (len(args) == 1 || len(args) == 2 && (args[0] == "schedules" || args[0] == "calendars")) {
 			args = append([]string{"help"}, args...) // names the command
 		}
 		for i, a := range args {
@@ -240,7 +241,9 @@ func docFileBlock(t *testing.T, name string) string {
 		}
 		_, rest, ok := strings.Cut(string(data), "```yaml\n# "+name+"\n")
 		if !ok {
-			continue
+			if _, rest, ok = strings.Cut(string(data), "```text\n# "+name+"\n"); !ok {
+				continue
+			}
 		}
 		block, _, ok := strings.Cut(rest, "```")
 		if !ok {
@@ -361,6 +364,7 @@ func shellWords(s string) ([]string, error) {
 // The extractor finds the command lines of code blocks (also after "$ " and
 // a crontab's schedule) and of inline code, and splits them as sh does.
 func TestDocCommandLinesExtraction(t *testing.T) {
+	t.Parallel()
 	md := filepath.Join(t.TempDir(), "x.md")
 	if err := writeFile(md, "Run `baton status --json` or `make`.\n```sh\n$ baton pause report --note \"vendor fix\"  # why\n*/5 * * * * baton lock k -- sh -c 'a # b'\nbatonx\n```\nnot baton here\n"); err != nil {
 		t.Fatal(err)

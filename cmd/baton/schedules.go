@@ -175,6 +175,7 @@ type putOpts struct {
 	at, start, end   string
 	concurrency      string
 	catchup          string
+	dst              string
 	maxRetry         int
 	payload          string
 	httpURL          string
@@ -191,7 +192,7 @@ var definitionFlags = map[string]string{
 	"max_runs": "max-runs", "concurrency": "concurrency", "buffer_max": "buffer-max", "catchup": "catchup",
 	"catchup_max": "catchup-max", "starting_deadline": "starting-deadline", "jitter": "jitter",
 	"timeout": "timeout", "max_retry": "max-retry", "retry_backoff": "retry-backoff", "lock_ttl": "lock-ttl",
-	"queue": "queue", "handler": "handler", "handler.name": "handler", "handler.payload": "payload",
+	"queue": "queue", "exclude": "exclude", "only": "only", "limit": "limit", "dst": "dst", "handler": "handler", "handler.name": "handler", "handler.payload": "payload",
 	"http": "http-url", "http.url": "http-url", "http.method": "http-method", "http.body": "http-body",
 	"http.headers": "http-header", "http.expect_status": "http-expect-status",
 }
@@ -210,6 +211,10 @@ func definePut(fs *flagSet) *putOpts {
 	fs.StringVar(&s.Timezone, "timezone", "", "the schedule's time `ZONE` (Europe/Berlin; default: the config's)")
 	fs.StringVar(&o.start, "start", "", "no tick before `TIME` (RFC 3339)")
 	fs.StringVar(&o.end, "end", "", "no tick after `TIME` (RFC 3339)")
+	fs.StringSliceVar(&s.Exclude, "exclude", nil, "no tick on the days of these `CALENDARS` (the job list's or baton calendars put; repeatable, or a,b)")
+	fs.StringSliceVar(&s.Only, "only", nil, "ticks only on the days of these `CALENDARS` (repeatable, or a,b)")
+	fs.StringVar(&o.dst, "dst", "", "on days the clocks change: vixie (default), once, skip or both")
+	fs.StringVar(&s.Limit, "limit", "", "the job list's limit (`NAME`) whose slot each run holds")
 	fs.StringVar(&s.Handler, "handler", "", "the registered Go handler's `NAME`")
 	fs.StringVar(&o.payload, "payload", "", "the handler's payload: `JSON` handed to the run (run.Payload)")
 	fs.StringVar(&o.httpURL, "http-url", "", "request `URL` (under schedules.http_prefixes) instead of a handler")
@@ -349,6 +354,7 @@ func (o *putOpts) specFromFlags(fs *flagSet) (baton.ScheduleSpec, error) {
 	}
 	s.Concurrency = config.Concurrency(o.concurrency)
 	s.Catchup = config.Catchup(o.catchup)
+	s.DST = config.DST(o.dst)
 	if fs.isSet("max-retry") {
 		n := o.maxRetry
 		s.MaxRetry = &n

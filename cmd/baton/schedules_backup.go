@@ -21,8 +21,9 @@ import (
 
 const schedulesExportHelp = `usage: baton schedules export [--config FILE] [--prefix P] -o FILE
 
-Writes every runtime schedule (or those whose id starts with P) to FILE
-as JSON Lines, one schedule a line: {"id", "definition", "created",
+Writes every runtime calendar ({"calendar", "definition", ...} lines,
+first) and every runtime schedule (or those whose id starts with P) to
+FILE as JSON Lines, one a line: {"id", "definition", "created",
 "updated", "version"}, in id order, a page of 1,000 at a time. The
 definitions are as put, their http header values included: FILE is
 created with mode 0600, and "-o -" writes to standard output only when
@@ -37,9 +38,10 @@ flags:
 
 const schedulesImportHelp = `usage: baton schedules import [--config FILE] [--force] -f FILE
 
-Puts every schedule of FILE (JSON Lines, as "baton schedules export"
-writes them; "-" reads stdin) back under its id, signed with this
-config's keys. Every line is checked first, as a put checks it, and no
+Puts every calendar and schedule of FILE (JSON Lines, as "baton
+schedules export" writes them; "-" reads stdin) back under its name or
+id, signed with this config's keys: the calendars first, then each
+schedule after the parents it runs after (after:). Every line is checked first, as a put checks it, and no
 id may be on two lines (each problem is printed with its line, and
 nothing is put while one is wrong); then they are put one by one, with progress every 10,000. A
 schedule no live replica can run is put too with --force (as
@@ -54,7 +56,8 @@ flags:
 
 // exportLine is one schedule of an export.
 type exportLine struct {
-	ID         string          `json:"id"`
+	ID         string          `json:"id,omitempty"`
+	Calendar   string          `json:"calendar,omitempty"` // a runtime calendar's line (before the schedules)
 	Definition json.RawMessage `json:"definition"`
 	Created    time.Time       `json:"created"`
 	Updated    time.Time       `json:"updated"`
@@ -104,6 +107,30 @@ func runExport(fs *flagSet, o *exportOpts, args []string, stdout, stderr io.Writ
 	}
 	bw := bufio.NewWriter(w)
 	n, left, after := 0, 0, ""
+	// the runtime calendars first: an import puts them before the
+	// schedules that name them
+	cals := 0
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		page, err := c.ListCalendars(ctx, after, 1000)
+		cancel()
+		if code, failed := calendarFailed(name, c, err, stderr); failed {
+			return code
+		}
+		for _, cal := range page.Calendars {
+			if cal.Error != "" {
+				printf(stderr, "baton %s: calendar %s left out: %s\n", name, cal.Name, cal.Error)
+				left++
+				continue
+			}
+			b, _ := json.Marshal(exportLine{Calendar: cal.Name, Definition: cal.Definition, Created: cal.Created, Updated: cal.Updated, Version: cal.Version})
+			bw.Write(append(b, '\n'))
+			cals++
+		}
+		if after = page.Next; after == "" {
+			break
+		}
+	}
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		page, err := c.ListSchedules(ctx, baton.ScheduleQuery{Prefix: o.prefix, After: after, Limit: 1000})
@@ -160,8 +187,16 @@ func runExport(fs *flagSet, o *exportOpts, args []string, stdout, stderr io.Writ
 		printf(stderr, "baton %s: %d runtime schedules exported, %d left out (see above): the export is not whole\n", name, n, left)
 		return 1
 	}
-	printf(stderr, "baton %s: %d runtime schedules exported\n", name, n)
+	printf(stderr, "baton %s: %d runtime schedules exported%s\n", name, n, calendarCount(cals))
 	return 0
+}
+
+// calendarCount is ", and N runtime calendars" for a message; "" for none.
+func calendarCount(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", and %d runtime calendars", n)
 }
 
 type importOpts struct {
@@ -199,10 +234,18 @@ func runImport(fs *flagSet, o *importOpts, args []string, stdout, stderr io.Writ
 	if err != nil {
 		return usageExit(name, err, stderr)
 	}
-	// every line is checked before anything is put
-	var lines []exportLine
+	c, err := baton.NewCluster(cfg)
+	if err != nil {
+		return usageExit(name, err, stderr)
+	}
+	defer c.Close()
+	// every line is checked before anything is put: the calendars, then
+	// the schedules with them, each after the parents it names (found
+	// among the lines, or else in Redis)
+	var lines, cals []exportLine
 	bad := 0
-	lineOf := map[string]int{} // id -> the line that holds it
+	lineOf := map[string]int{} // id (a calendar: "calendar " + name) -> the line that holds it
+	calendars := map[string]*config.CalendarSpec{}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for no := 1; sc.Scan(); no++ {
@@ -211,8 +254,8 @@ func runImport(fs *flagSet, o *importOpts, args []string, stdout, stderr io.Writ
 			continue
 		}
 		var l exportLine
-		if err := json.Unmarshal([]byte(text), &l); err != nil || l.ID == "" || len(l.Definition) == 0 {
-			why := "want a JSON object with \"id\" and \"definition\""
+		if err := json.Unmarshal([]byte(text), &l); err != nil || (l.ID == "") == (l.Calendar == "") || len(l.Definition) == 0 {
+			why := "want a JSON object with \"id\" (or \"calendar\") and \"definition\""
 			if err != nil {
 				why = err.Error()
 			}
@@ -220,15 +263,25 @@ func runImport(fs *flagSet, o *importOpts, args []string, stdout, stderr io.Writ
 			bad++
 			continue
 		}
-		if first, dup := lineOf[l.ID]; dup {
-			printf(stderr, "%s:%d: %s: also on line %d (an export holds each id once)\n", source, no, l.ID, first)
+		key, what := l.ID, l.ID
+		if l.Calendar != "" {
+			key, what = "calendar "+l.Calendar, "calendar "+l.Calendar
+		}
+		if first, dup := lineOf[key]; dup {
+			printf(stderr, "%s:%d: %s: also on line %d (an export holds each once)\n", source, no, what, first)
 			bad++
 			continue
 		}
-		lineOf[l.ID] = no
-		if _, err := config.DecodeSchedule(cfg, l.ID, l.Definition, time.Time{}); err != nil {
-			printf(stderr, "%s:%d: %s: %s\n", source, no, l.ID, cfg.MaskSecrets(err.Error()))
-			bad++
+		lineOf[key] = no
+		if l.Calendar != "" {
+			spec, _, err := config.DecodeCalendar(l.Calendar, l.Definition)
+			if err != nil {
+				printf(stderr, "%s:%d: %s: %s\n", source, no, what, err)
+				bad++
+				continue
+			}
+			calendars[l.Calendar] = spec
+			cals = append(cals, l)
 			continue
 		}
 		lines = append(lines, l)
@@ -236,15 +289,22 @@ func runImport(fs *flagSet, o *importOpts, args []string, stdout, stderr io.Writ
 	if err := sc.Err(); err != nil {
 		return usageExit(name, usagef("reading %s: %v", source, err), stderr)
 	}
+	lines, bad = checkImport(c.Config().WithCalendars(calendars), lines, lineOf, source, bad, stderr)
 	if bad > 0 {
 		printf(stderr, "baton %s: %d line(s) of %s are not valid schedules: nothing was put\n", name, bad, source)
 		return exitUsage
 	}
-	c, err := baton.NewCluster(cfg)
-	if err != nil {
-		return usageExit(name, err, stderr)
+	putCals := 0
+	for _, l := range cals {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := c.PutCalendarDocument(ctx, l.Calendar, l.Definition)
+		cancel()
+		if err != nil {
+			printf(stderr, "baton %s: calendar %s not put (nor the schedules): %v\n", name, l.Calendar, err)
+			return 1
+		}
+		putCals++
 	}
-	defer c.Close()
 	var opts []baton.PutOption
 	if o.force {
 		opts = append(opts, baton.AheadOfDeploy())
@@ -264,11 +324,69 @@ func runImport(fs *flagSet, o *importOpts, args []string, stdout, stderr io.Writ
 			printf(stderr, "baton %s: %d of %d done\n", name, i+1, len(lines))
 		}
 	}
-	printf(stdout, "%d runtime schedules put from %s", put, source)
+	printf(stdout, "%d runtime schedules%s put from %s", put, calendarCount(putCals), source)
 	if failed > 0 {
 		printf(stdout, ", %d not put (above)\n", failed)
 		return 1
 	}
 	fmt.Fprintln(stdout)
 	return 0
+}
+
+// importSource finds the parents of the schedules an import checks: the
+// lines checked already, else the cluster's (Redis).
+type importSource struct {
+	lines map[string]*config.Job
+	base  *config.Config
+}
+
+func (s importSource) ScheduleJob(name string) (*config.Job, bool) {
+	if j, ok := s.lines[name]; ok {
+		return j, true
+	}
+	return s.base.Job(name)
+}
+
+// checkImport checks the schedules of an import, each after the parents it
+// names among them, and returns them in that order (the order they are
+// put in) with bad counting the lines that are not valid (each printed).
+func checkImport(base *config.Config, lines []exportLine, lineOf map[string]int, source string, bad int, stderr io.Writer) ([]exportLine, int) {
+	src := importSource{lines: map[string]*config.Job{}, base: base}
+	cfg := base.WithSource(src)
+	byName := map[string]int{}
+	for i, l := range lines {
+		byName[config.ScheduleJobName(l.ID)] = i
+	}
+	ordered := make([]exportLine, 0, len(lines))
+	placed := map[string]bool{}
+	var place func(i int, depth int)
+	place = func(i int, depth int) {
+		l := lines[i]
+		name := config.ScheduleJobName(l.ID)
+		if placed[name] {
+			return
+		}
+		placed[name] = true
+		var d struct {
+			After []string `json:"after"`
+		}
+		_ = json.Unmarshal(l.Definition, &d)
+		for _, p := range d.After {
+			if k, ok := byName[p]; ok && depth < 64 {
+				place(k, depth+1)
+			}
+		}
+		j, err := config.DecodeSchedule(cfg, l.ID, l.Definition, time.Time{})
+		if err != nil {
+			printf(stderr, "%s:%d: %s: %s\n", source, lineOf[l.ID], l.ID, base.MaskSecrets(err.Error()))
+			bad++
+			return
+		}
+		src.lines[name] = j
+		ordered = append(ordered, l)
+	}
+	for i := range lines {
+		place(i, 0)
+	}
+	return ordered, bad
 }

@@ -37,6 +37,7 @@ jobs: []
 // A definition put from a file (YAML) or stdin (JSON) is stored as given;
 // get prints it with its next ticks, as text and as JSON.
 func TestSchedulesPutFromFileAndGet(t *testing.T) {
+	t.Parallel()
 	cfg := schedulesConfigFile(t, redistest.New(t))
 	def := filepath.Join(t.TempDir(), "tenant-42.yaml")
 	if err := writeFile(def, "schedule: \"0 9 * * 1\"\ntimezone: Europe/Berlin\nhandler:\n  name: report\n  payload: {tenant: 42}\n"); err != nil {
@@ -98,6 +99,7 @@ func TestSchedulesPutFromFileAndGet(t *testing.T) {
 
 // put builds the definition from flags; what is wrong names the flag.
 func TestSchedulesPutFromFlags(t *testing.T) {
+	t.Parallel()
 	cfg := schedulesConfigFile(t, redistest.New(t))
 	code, out, errs := runIn("schedules", "put", "--config", cfg, "report/tenant-7", "--schedule", "0 9 * * 1", "--timezone", "Europe/Berlin",
 		"--handler", "report", "--payload", `{"tenant": 7}`, "--max-retry", "0", "--timeout", "10m", "--concurrency", "allow", "--starting-deadline", "1h")
@@ -143,6 +145,7 @@ func TestSchedulesPutFromFlags(t *testing.T) {
 // get and list do not print an http schedule's header values (a token,
 // as often as not), as text or as JSON: they are masked.
 func TestSchedulesGetAndListMaskHTTPHeaderValues(t *testing.T) {
+	t.Parallel()
 	cfg := schedulesConfigFile(t, redistest.New(t))
 	if code, out, errs := runIn("schedules", "put", "--config", cfg, "hook/7", "--schedule", "@daily",
 		"--http-url", "https://hooks.example/tenants/7", "--http-header", "Authorization: Bearer hdr-s3cret-7"); code != 0 {
@@ -161,6 +164,7 @@ func TestSchedulesGetAndListMaskHTTPHeaderValues(t *testing.T) {
 // A definition from a file that is refused prints every problem with the
 // file's name and line.
 func TestSchedulesPutBadFileNamesFileAndLine(t *testing.T) {
+	t.Parallel()
 	cfg := schedulesConfigFile(t, redistest.New(t))
 	def := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := writeFile(def, "# tenant 42\nschedule: \"61 * * * *\"\ntimezone: Mars/Olympus\nexec: {command: [rm, -rf, /]}\n"); err != nil {
@@ -183,6 +187,7 @@ func TestSchedulesPutBadFileNamesFileAndLine(t *testing.T) {
 // list prints a page as a table and the command for the next page; the
 // pages together hold every schedule once.
 func TestSchedulesListPages(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := schedulesConfigFile(t, srv)
 	for i := range 5 {
@@ -228,6 +233,7 @@ func TestSchedulesListPages(t *testing.T) {
 // delete removes the schedule; --stop also publishes the request that
 // stops its runs under way.
 func TestSchedulesDeleteStopAsksRunsToStop(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := schedulesConfigFile(t, srv)
 	for _, id := range []string{"a", "b"} {
@@ -269,6 +275,7 @@ func TestSchedulesDeleteStopAsksRunsToStop(t *testing.T) {
 // "baton schedules" alone, or with an unknown subcommand, is a usage
 // error; each subcommand has its help.
 func TestSchedulesUsage(t *testing.T) {
+	t.Parallel()
 	if code, _, errs := runIn("schedules"); code != 2 || !strings.Contains(errs, "name what to do") {
 		t.Fatalf("schedules: %d %q", code, errs)
 	}
@@ -290,6 +297,7 @@ func TestSchedulesUsage(t *testing.T) {
 // A put no live replica can run fails, naming the handler meant; --force
 // puts it, and put, get and list say it waits.
 func TestSchedulesPutNoLiveReplicaCanRunNeedsForce(t *testing.T) {
+	t.Parallel()
 	path := schedulesConfigFile(t, redistest.New(t))
 	cfg, err := config.LoadFile(path)
 	if err != nil {
@@ -334,6 +342,7 @@ func TestSchedulesPutNoLiveReplicaCanRunNeedsForce(t *testing.T) {
 // reads; import puts them back on another Redis, after checking every
 // line: one bad line puts nothing.
 func TestSchedulesExportImportRoundTrip(t *testing.T) {
+	t.Parallel()
 	fromSrv := redistest.New(t)
 	from := schedulesConfigFile(t, fromSrv)
 	for i := range 3 {
@@ -403,6 +412,7 @@ func TestSchedulesExportImportRoundTrip(t *testing.T) {
 // An export holding one id on two lines is refused whole, naming both
 // lines: which definition to put back is not for import to guess.
 func TestSchedulesImportRefusesAnIDOnTwoLines(t *testing.T) {
+	t.Parallel()
 	to := schedulesConfigFile(t, redistest.New(t))
 	dup := filepath.Join(t.TempDir(), "dup.jsonl")
 	line := func(s string) string {
@@ -422,6 +432,7 @@ func TestSchedulesImportRefusesAnIDOnTwoLines(t *testing.T) {
 // A put without what to run offers what a runtime schedule takes (no
 // command); a flag error's usage shows both forms of put.
 func TestSchedulesPutErrorsOfferWhatItTakes(t *testing.T) {
+	t.Parallel()
 	cfg := schedulesConfigFile(t, redistest.New(t))
 	code, _, errs := runIn("schedules", "put", "--config", cfg, "x", "--schedule", "@hourly")
 	if code != 2 || !strings.Contains(errs, "set one of handler") || strings.Contains(errs, "exec") {
@@ -430,5 +441,45 @@ func TestSchedulesPutErrorsOfferWhatItTakes(t *testing.T) {
 	code, _, errs = runIn("schedules", "put", "--config", cfg, "x", "--bogus")
 	if code != 2 || !strings.Contains(errs, "usage: baton schedules put [--config FILE] [--if-version N|--if-match ETAG] [--force] ID -f FILE\n       baton schedules put") {
 		t.Fatalf("a flag error's usage: %d %q", code, errs)
+	}
+}
+
+// An export of schedules naming a calendar put at runtime carries what an
+// import needs to put them back on another Redis (a Redis lost for good):
+// the import puts the calendars, then the schedules, each after the
+// parents it runs after, and they keep their calendar's days.
+func TestSchedulesExportImportKeepsTheRuntimeCalendarsTheyName(t *testing.T) {
+	from := schedulesConfigFile(t, redistest.New(t))
+	if code, out, errs := runIn("calendars", "put", "--config", from, "holidays", "--date", "2026-12-25"); code != 0 {
+		t.Fatalf("calendars put: %d %q %q", code, out, errs)
+	}
+	if code, out, errs := runIn("schedules", "put", "--config", from, "report/a", "--schedule", "0 9 * * *", "--handler", "report", "--force", "--exclude", "holidays"); code != 0 {
+		t.Fatalf("schedules put: %d %q %q", code, out, errs)
+	}
+	// a chain whose child's id sorts before its parent's: put after it
+	parent := filepath.Join(t.TempDir(), "child.yaml")
+	if err := writeFile(parent, "after: [\"@z-parent\"]\nhandler: {name: report}\n"); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := runIn("schedules", "put", "--config", from, "z-parent", "--schedule", "0 9 * * *", "--handler", "report", "--force"); code != 0 {
+		t.Fatalf("schedules put: %d %q %q", code, out, errs)
+	}
+	if code, out, errs := runIn("schedules", "put", "--config", from, "a-child", "-f", parent, "--force"); code != 0 {
+		t.Fatalf("schedules put: %d %q %q", code, out, errs)
+	}
+	dump := filepath.Join(t.TempDir(), "schedules.jsonl")
+	if code, out, errs := runIn("schedules", "export", "--config", from, "-o", dump); code != 0 {
+		t.Fatalf("export: %d %q %q", code, out, errs)
+	}
+	to := schedulesConfigFile(t, redistest.New(t))
+	if code, out, errs := runIn("schedules", "import", "--config", to, "-f", dump); code != 0 {
+		b, _ := os.ReadFile(dump)
+		t.Fatalf("import of the export: %d %q %q\nexport:\n%s", code, out, errs, b)
+	}
+	if code, out, errs := runIn("calendars", "get", "--config", to, "holidays"); code != 0 || !strings.Contains(out, "2026-12-25") {
+		t.Fatalf("the calendar after the import: %d %q %q", code, out, errs)
+	}
+	if code, out, errs := runIn("schedules", "get", "--config", to, "a-child"); code != 0 || strings.Contains(out, "REFUSED") {
+		t.Fatalf("the chained schedule after the import: %d %q %q", code, out, errs)
 	}
 }

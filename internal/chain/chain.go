@@ -137,3 +137,36 @@ func Forget(ctx context.Context, rdb redis.UniversalClient, ns, job string, at t
 	}
 	return nil
 }
+
+// EndOf is how a parent's tick at ended, by its run history's last record
+// of it (not a manual run), if that is an end: the outcome its record
+// would hold (a failed attempt with retries left, maxRetry being its
+// job's, is no end yet). Where the record is gone (a backfill seeds it;
+// a child's worker reads it at its deadline).
+func EndOf(recs []jobs.RunRecord, maxRetry int, at time.Time) (Outcome, bool) {
+	var last *jobs.RunRecord
+	for i := range recs {
+		r := &recs[i]
+		if r.Manual || !r.Tick.Equal(at) {
+			continue
+		}
+		if last == nil || r.Attempt > last.Attempt || (r.Attempt == last.Attempt && r.Started.After(last.Started)) {
+			last = r
+		}
+	}
+	if last == nil {
+		return Outcome{}, false
+	}
+	switch last.Status {
+	case jobs.StatusOK:
+		return Outcome{Status: jobs.StatusOK}, true
+	case jobs.StatusRunning, jobs.StatusDispatched, jobs.StatusUnknown, jobs.StatusMissed, jobs.StatusPaused:
+		// under way, or never ran (it may be backfilled): no end yet
+		return Outcome{}, false
+	case jobs.StatusFailed, jobs.StatusTimedOut, jobs.StatusLeaseLost:
+		if last.Attempt <= maxRetry {
+			return Outcome{}, false // another attempt may come
+		}
+	}
+	return Outcome{Status: last.Status, Reason: last.Reason}, true
+}

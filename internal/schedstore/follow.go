@@ -56,8 +56,21 @@ type Follower struct {
 
 	beforeBatch func() // tests: called before each batch of a restore
 
-	mu         sync.RWMutex
-	byName     map[string]entry  // job name -> the schedule as last read
+	refusedFn func(names []string) // WithRefusals
+
+	mu     sync.RWMutex
+	byName map[string]entry // job name (a calendar: its id) -> the schedule as last read
+	// the calendars of byName, by name, and the base they make
+	// (config.Config.WithCalendars): under mu
+	cals     map[string]*config.CalendarSpec
+	calsBase *config.Config
+	// calendars and schedules changed or gone since the last recheck (a
+	// schedule only when others run after it)
+	dirty []string
+	// parent job name -> the names of the runtime schedules of the copy
+	// that run after it (after:)
+	children   map[string]map[string]bool
+	fresh      map[string]bool   // the chained schedules the last changed decoded (under applyMu)
 	refused    map[string]error  // id -> why it is not run
 	refusedRaw map[string]string // id -> its stored value (put back when Redis goes back), when known
 	// id -> the newest of it seen (with signing keys only): an older
@@ -103,8 +116,27 @@ type entry struct {
 	// raw is the stored value as last read: what a resync compares, and
 	// what is put back when Redis went back (restore.go)
 	raw   string
-	job   *config.Job
+	job   *config.Job          // a schedule's
+	cal   *config.CalendarSpec // a calendar's
+	ref   config.ScheduleRef
 	bound bool // its signature vouches for its created and version
+}
+
+// keyOf is the key of id in the copy (byName): a schedule's job name, a
+// calendar's id.
+func keyOf(id string) string {
+	if _, cal := CalendarName(id); cal {
+		return id
+	}
+	return config.ScheduleJobName(id)
+}
+
+// idOf is the id of key of the copy.
+func idOf(key string) string {
+	if id, ok := config.ScheduleID(key); ok {
+		return id
+	}
+	return key
 }
 
 // FollowerOption configures a Follower.
@@ -120,6 +152,34 @@ func WithLogger(l *slog.Logger) FollowerOption { return func(f *Follower) { f.lo
 // Default: in memory only.
 func WithMarks(keep Marks) FollowerOption { return func(f *Follower) { f.keep = keep } }
 
+// WithRefusals passes to refused the schedules the copy held and now
+// refuses (a definition this replica does not take, a calendar or parent
+// gone): they are no longer run here, but they are not deleted (other
+// replicas may run them), so what apply does for a delete (forget their
+// shared marks) is not done until they are. Default: apply them as
+// removed.
+func WithRefusals(refused func(names []string)) FollowerOption {
+	return func(f *Follower) { f.refusedFn = refused }
+}
+
+// goneRefused applies as removed the schedules of ids, refused and now
+// deleted from the store, when refusals go to WithRefusals (whose schedules
+// were taken out without what a delete does).
+func (f *Follower) goneRefused(ids []string) {
+	if f.refusedFn == nil || len(ids) == 0 {
+		return
+	}
+	var names []string
+	for _, id := range ids {
+		if _, isCal := CalendarName(id); !isCal {
+			names = append(names, config.ScheduleJobName(id))
+		}
+	}
+	if len(names) > 0 {
+		f.apply(nil, names)
+	}
+}
+
 // WithFetch makes ScheduleJob read a schedule the copy does not hold from
 // Redis (a worker's run of a schedule put a moment ago). Default: off.
 func WithFetch() FollowerOption { return func(f *Follower) { f.fetch = true } }
@@ -128,7 +188,7 @@ func WithFetch() FollowerOption { return func(f *Follower) { f.fetch = true } }
 // (config.DecodeSchedule), calling apply (nil: nothing) with each change.
 func NewFollower(st *Store, base *config.Config, apply func(put []Change, removed []string), opts ...FollowerOption) *Follower {
 	f := &Follower{st: st, base: base, apply: apply, log: slog.New(slog.DiscardHandler), resync: base.Schedules.Resync,
-		byName: map[string]entry{}, refused: map[string]error{}, refusedRaw: map[string]string{}, shards: make([]shardState, st.Shards()),
+		byName: map[string]entry{}, cals: map[string]*config.CalendarSpec{}, children: map[string]map[string]bool{}, calsBase: base, refused: map[string]error{}, refusedRaw: map[string]string{}, shards: make([]shardState, st.Shards()),
 		marks: map[string]Mark{}, raised: make([]map[string]Mark, st.Shards())}
 	for _, o := range opts {
 		o(f)
@@ -168,7 +228,7 @@ func (f *Follower) ScheduleJob(name string) (*config.Job, bool) {
 		}
 		return nil, false
 	}
-	j, err := rec.Job(f.base)
+	j, err := f.decode(ctx, rec)
 	if err != nil {
 		// logged once per definition: a worker asks at every task
 		if f.firstWarning(rec.raw) {
@@ -196,12 +256,20 @@ func (f *Follower) firstWarning(key string) bool {
 	return true
 }
 
-// Len returns how many schedules the copy holds (refused ones not
-// counted).
+// Len returns how many schedules the copy holds (refused ones and
+// calendars not counted).
 func (f *Follower) Len() int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return len(f.byName)
+	return len(f.byName) - len(f.cals)
+}
+
+// Calendars returns the calendars put at runtime that the copy holds, by
+// name.
+func (f *Follower) Calendars() map[string]*config.CalendarSpec {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return maps.Clone(f.cals)
 }
 
 // Refused returns the schedules the copy does not run, and why.
@@ -279,7 +347,7 @@ func (f *Follower) syncShard(ctx context.Context, sh int, back bool) error {
 	f.mu.RLock()
 	var removed []string
 	for name := range f.byName {
-		if id, _ := config.ScheduleID(name); f.st.ShardOf(id) == sh && raws[id] == "" {
+		if id := idOf(name); f.st.ShardOf(id) == sh && raws[id] == "" {
 			removed = append(removed, name)
 		}
 	}
@@ -293,8 +361,10 @@ func (f *Follower) syncShard(ctx context.Context, sh int, back bool) error {
 	for _, id := range unrefused {
 		f.forgetRefusal(id)
 	}
-	put := f.changed(raws)
-	f.commit(put, removed)
+	f.goneRefused(unrefused)
+	put := f.changed(ctx, raws, false)
+	f.commit(ctx, put, removed)
+	f.recheck(ctx)
 	f.keepMarks(ctx, sh)
 	f.shards[sh] = shardState{ver: ver, last: last, synced: time.Now()}
 	return nil
@@ -357,40 +427,89 @@ func (f *Follower) readShard(ctx context.Context, sh int, since string) (ver int
 	}
 }
 
-// changed decodes the values of raws that differ from the copy's, on
-// every core: at start a replica decodes them all (a million, it may be).
-func (f *Follower) changed(raws map[string]string) []Change {
+// changed decodes the values of raws that differ from the copy's (all of
+// them when force), on every core: at start a replica decodes them all (a
+// million, it may be). The calendars among them go into the copy first
+// (putCalendars), and the schedules are decoded with them.
+func (f *Follower) changed(ctx context.Context, raws map[string]string, force bool) []Change {
 	type decoded struct {
 		id, raw string
 		c       Change
 		err     error
 	}
 	var todo []decoded
+	cals := map[string]string{}
 	f.mu.RLock()
 	for id, raw := range raws {
-		if e, ok := f.byName[config.ScheduleJobName(id)]; ok && e.raw == raw {
+		if e, ok := f.byName[keyOf(id)]; ok && e.raw == raw && !force {
+			continue
+		}
+		if _, isCal := CalendarName(id); isCal {
+			cals[id] = raw
 			continue
 		}
 		todo = append(todo, decoded{id: id, raw: raw})
 	}
 	f.mu.RUnlock()
+	f.putCalendars(cals)
 	workers := min(runtime.GOMAXPROCS(0), len(todo)/decodePerWorker+1)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < len(todo); i += workers {
 				d := &todo[i]
-				rec, err := f.st.parse(d.id, d.raw)
-				if err != nil {
-					d.err = err
-					continue
-				}
-				j, err := rec.Job(f.base)
-				d.c, d.err = Change{Rec: rec, Job: j}, err
+				d.c.Rec, d.err = f.st.parse(d.id, d.raw)
 			}
 		})
 	}
 	wg.Wait()
+	var recs []Record
+	for _, d := range todo {
+		if d.err == nil {
+			recs = append(recs, d.c.Rec)
+		}
+	}
+	f.fetchCalendars(ctx, recs)
+	// the schedules run after others are decoded after the rest, parents
+	// first, each finding its parents among those decoded here or in the
+	// copy (batchSource)
+	batch := &batchSource{f: f, batch: map[string]*config.Job{}}
+	f.mu.RLock()
+	base := f.calsBase.WithSource(batch)
+	f.mu.RUnlock()
+	var chained []int
+	for i := range todo {
+		if d := &todo[i]; d.err == nil && chainedDoc(d.c.Rec.Doc) {
+			chained = append(chained, i)
+		}
+	}
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(todo); i += workers {
+				if d := &todo[i]; d.err == nil && !chainedDoc(d.c.Rec.Doc) {
+					d.c.Job, d.err = d.c.Rec.Job(base)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, d := range todo {
+		if d.err == nil && d.c.Job != nil {
+			batch.batch[d.c.Job.Name] = d.c.Job
+		}
+	}
+	decodeInOrder(len(chained), func(k int) []string { return parentsOf(todo[chained[k]].c.Rec.Doc) },
+		func(k int) string { return config.ScheduleJobName(todo[chained[k]].id) },
+		func(k int) {
+			d := &todo[chained[k]]
+			if d.c.Job, d.err = d.c.Rec.Job(base); d.err == nil {
+				batch.batch[d.c.Job.Name] = d.c.Job
+			}
+		})
+	f.fresh = map[string]bool{}
+	for _, i := range chained {
+		f.fresh[config.ScheduleJobName(todo[i].id)] = true
+	}
 	var put []Change
 	for _, d := range todo {
 		if d.err == nil {
@@ -423,14 +542,29 @@ func (f *Follower) refuse(id, raw string, err error) {
 	} else {
 		delete(f.refusedRaw, id)
 	}
-	name := config.ScheduleJobName(id)
-	_, inCopy := f.byName[name]
+	name := keyOf(id)
+	prevEntry, inCopy := f.byName[name]
 	delete(f.byName, name)
-	f.mu.Unlock()
-	if inCopy {
-		f.apply(nil, []string{name})
+	if inCopy && prevEntry.job != nil {
+		f.unlink(prevEntry.job)
 	}
-	if !had || prev.Error() != err.Error() {
+	calName, isCal := CalendarName(id)
+	if isCal && inCopy {
+		f.dropCalendar(calName)
+	}
+	f.mu.Unlock()
+	if inCopy && !isCal {
+		if f.refusedFn != nil {
+			f.refusedFn([]string{name})
+		} else {
+			f.apply(nil, []string{name})
+		}
+	}
+	switch {
+	case had && prev.Error() == err.Error():
+	case isCal:
+		f.log.Warn("runtime calendar refused: the schedules that name it are not run", "calendar", calName, "err", err, "bytes", len(raw))
+	default:
 		f.log.Warn("runtime schedule refused: not run", "job", name, "err", err, "bytes", len(raw))
 	}
 }
@@ -442,31 +576,52 @@ func (f *Follower) forgetRefusal(id string) {
 	f.mu.Unlock()
 }
 
-// commit puts the changes into the copy and passes them to apply.
-func (f *Follower) commit(put []Change, removed []string) {
+// commit puts the changes into the copy and passes them to apply; a
+// calendar removed is noted for recheck.
+func (f *Follower) commit(ctx context.Context, put []Change, removed []string) {
 	if len(put) == 0 && len(removed) == 0 {
 		return
 	}
+	var jobs []string // schedules removed
 	f.mu.Lock()
 	for _, c := range put {
+		if prev, ok := f.byName[c.Job.Name]; ok && prev.job != nil {
+			f.unlink(prev.job)
+		}
+		f.link(c.Job)
 		// the job decoded from it, and its stored value (to tell a
 		// changed one, and to put it back when Redis goes back)
-		f.byName[c.Job.Name] = entry{raw: c.Rec.raw, job: c.Job, bound: c.Rec.Bound}
+		f.byName[c.Job.Name] = entry{raw: c.Rec.raw, job: c.Job, ref: c.Rec.Ref(), bound: c.Rec.Bound}
 		if c.Rec.Bound {
 			f.raise(c.Rec.ID, Mark{Created: c.Rec.Created.UnixMilli(), Version: c.Rec.Version})
 		}
 	}
 	for _, n := range removed {
-		if e, ok := f.byName[n]; ok && e.bound {
+		e, ok := f.byName[n]
+		if ok && e.bound {
 			// deleted: no definition of it comes back (a new schedule
 			// under its id is created after the delete)
-			id, _ := config.ScheduleID(n)
-			f.raise(id, Mark{Created: e.job.Ref.Created.UnixMilli(), Version: e.job.Ref.Version, Deleted: true})
+			f.raise(idOf(n), Mark{Created: e.ref.Created.UnixMilli(), Version: e.ref.Version, Deleted: true})
 		}
 		delete(f.byName, n)
+		if ok && e.job != nil {
+			f.unlink(e.job)
+		}
+		if name, isCal := CalendarName(n); isCal {
+			if ok {
+				f.dropCalendar(name)
+			}
+			continue
+		}
+		jobs = append(jobs, n)
+	}
+	if len(put) > 0 && f.refusedDependent() {
+		// a schedule refused for a parent or a calendar it lacked may
+		// decode now (recheck retries them)
+		f.dirty = append(f.dirty, config.ScheduleJobName(""))
 	}
 	f.mu.Unlock()
-	f.apply(put, removed)
+	f.apply(put, jobs)
 }
 
 // Run follows the changes until ctx ends: it reads each shard's stream of
@@ -580,20 +735,27 @@ func (f *Follower) follow(ctx context.Context, sh int, synced time.Time) (gap, b
 		}
 		r, ok := recs[id]
 		if !ok {
-			name := config.ScheduleJobName(id)
+			name := keyOf(id)
 			f.mu.RLock()
 			_, had := f.byName[name]
 			f.mu.RUnlock()
 			if had {
 				removed = append(removed, name)
 			}
+			f.mu.RLock()
+			_, wasRefused := f.refused[id]
+			f.mu.RUnlock()
 			f.forgetRefusal(id)
+			if wasRefused {
+				f.goneRefused([]string{id})
+			}
 			continue
 		}
 		raws[id] = r.raw
 	}
-	put = f.changed(raws)
-	f.commit(put, removed)
+	put = f.changed(ctx, raws, false)
+	f.commit(ctx, put, removed)
+	f.recheck(ctx)
 	f.keepMarks(ctx, sh)
 	f.shards[sh].ver, f.shards[sh].last = ver, lastID
 	return false, false, nil

@@ -213,7 +213,7 @@ func (m *MasterMarks) Reserve(ctx context.Context, id string, created, v int64) 
 		return nil
 	})
 	if err != nil {
-		return false, 0, fmt.Errorf("runtime schedule %q: reserve the version to sign: %w", id, err)
+		return false, 0, fmt.Errorf("%s: reserve the version to sign: %w", describe(id), err)
 	}
 	return granted > len(m.masters)/2, high, nil
 }
@@ -265,16 +265,16 @@ func olderThan(rec Record, m Mark, who string) error {
 	var why string
 	switch {
 	case !rec.Bound:
-		why = fmt.Sprintf("runtime schedule %q: a definition signed for its id alone (before 0.2.0), where %s one signed for its version (%d, created %s): refused as a copy put back (put the schedule again)",
-			rec.ID, who, m.Version, created(m.Created))
+		why = fmt.Sprintf("%s: a definition signed for its id alone (before 0.2.0), where %s one signed for its version (%d, created %s): refused as a copy put back (put the schedule again)",
+			describe(rec.ID), who, m.Version, created(m.Created))
 	case m.admits(rec.Created.UnixMilli(), rec.Version):
 		return nil
 	case m.Deleted:
-		why = fmt.Sprintf("runtime schedule %q: a definition (version %d) of the schedule created %s, which was deleted, put back into the queue Redis: refused (put the schedule again to run it)",
-			rec.ID, rec.Version, created(rec.Created.UnixMilli()))
+		why = fmt.Sprintf("%s: a definition (version %d) of the schedule created %s, which was deleted, put back into the queue Redis: refused (put the schedule again to run it)",
+			describe(rec.ID), rec.Version, created(rec.Created.UnixMilli()))
 	default:
-		why = fmt.Sprintf("runtime schedule %q: version %d (created %s) put back into the queue Redis where %s version %d (created %s): refused as older (put the schedule again to run it)",
-			rec.ID, rec.Version, created(rec.Created.UnixMilli()), who, m.Version, created(m.Created))
+		why = fmt.Sprintf("%s: version %d (created %s) put back into the queue Redis where %s version %d (created %s): refused as older (put the schedule again to run it)",
+			describe(rec.ID), rec.Version, created(rec.Created.UnixMilli()), who, m.Version, created(m.Created))
 	}
 	return &OlderError{ID: rec.ID, why: why, Mark: m}
 }
@@ -375,7 +375,7 @@ func (f *Follower) olderFetched(ctx context.Context, rec Record) error {
 	if !known && !f.loaded.Load() && f.keep != nil && f.st.sign.Enabled() {
 		m, ok, err := f.keep.Get(ctx, rec.ID)
 		if err != nil {
-			return fmt.Errorf("runtime schedule %q: read the mark of what replicas saw of it: %w", rec.ID, err)
+			return fmt.Errorf("%s: read the mark of what replicas saw of it: %w", describe(rec.ID), err)
 		}
 		if ok {
 			f.mu.Lock()

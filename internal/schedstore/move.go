@@ -119,16 +119,16 @@ func moveBatch(ctx context.Context, rdb redis.UniversalClient, ns, oldPrefix str
 		}
 		nk := newKeys(ns, sh, to)
 		if err := moveScript.Run(ctx, rdb, nk.all(), id, raw, LogLength).Err(); err != nil {
-			return n, fmt.Errorf("runtime schedule %q: move to shard %d of %d: %w", id, sh, to, err)
+			return n, fmt.Errorf("%s: move to shard %d of %d: %w", describe(id), sh, to, err)
 		}
 		// its failing entry follows it, then the old copy goes
 		newFailing := config.ScheduleKeys(ns, sh, to) + "failing"
 		if since, err := rdb.ZScore(ctx, oldPrefix+"failing", id).Result(); err == nil {
 			if err := rdb.ZAddNX(ctx, newFailing, redis.Z{Score: since, Member: id}).Err(); err != nil {
-				return n, fmt.Errorf("runtime schedule %q: move its failing entry: %w", id, err)
+				return n, fmt.Errorf("%s: move its failing entry: %w", describe(id), err)
 			}
 		} else if err != redis.Nil {
-			return n, fmt.Errorf("runtime schedule %q: read its failing entry: %w", id, err)
+			return n, fmt.Errorf("%s: read its failing entry: %w", describe(id), err)
 		}
 		_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.HDel(ctx, old.defs, id)
@@ -137,7 +137,7 @@ func moveBatch(ctx context.Context, rdb redis.UniversalClient, ns, oldPrefix str
 			return nil
 		})
 		if err != nil {
-			return n, fmt.Errorf("runtime schedule %q: delete it from its old shard: %w", id, err)
+			return n, fmt.Errorf("%s: delete it from its old shard: %w", describe(id), err)
 		}
 		n++
 	}

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/batonhq/baton/config"
 )
 
 // When the queue Redis goes back (restarted without persistence, or
@@ -149,8 +147,7 @@ func (f *Follower) restoreShard(ctx context.Context, sh int, prev shardState, no
 	held := map[string]string{}
 	f.mu.RLock()
 	for name, e := range f.byName {
-		id, _ := config.ScheduleID(name)
-		held[id] = e.raw
+		held[idOf(name)] = e.raw
 	}
 	for id := range f.refused {
 		held[id] = f.refusedRaw[id] // "": not known, left as it is

@@ -124,7 +124,7 @@ type CorruptError struct {
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("runtime schedule %q: the value in %s is not a baton schedule record (%s): put the schedule again, or delete it", e.ID, e.Key, e.Why)
+	return fmt.Sprintf("%s: the value in %s is not a baton schedule record (%s): put the schedule again, or delete it", describe(e.ID), e.Key, e.Why)
 }
 
 // Store reads and writes a namespace's runtime schedules.
@@ -226,7 +226,7 @@ const putAttempts = 64
 // is still as read; another put or delete in between makes it read again.
 func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, m Match) (Record, error) {
 	if err := storable(doc); err != nil {
-		return Record{}, fmt.Errorf("runtime schedule %q: %w", id, err)
+		return Record{}, fmt.Errorf("%s: %w", describe(id), err)
 	}
 	if !s.sign.Enabled() {
 		return s.put(ctx, id, doc, doc, m, nil)
@@ -281,7 +281,7 @@ func (s *Store) Put(ctx context.Context, id string, doc json.RawMessage, m Match
 		rec.Bound = err == nil
 		return rec, err
 	}
-	return Record{}, fmt.Errorf("runtime schedule %q: put: changed by other puts or deletes %d times while this one read it: %w", id, putAttempts, ErrChanged)
+	return Record{}, fmt.Errorf("%s: put: changed by other puts or deletes %d times while this one read it: %w", describe(id), putAttempts, ErrChanged)
 }
 
 // reserve reserves binding b of a put over cur on the lock masters (Marks
@@ -305,7 +305,7 @@ func (s *Store) reserve(ctx context.Context, id string, b binding) (binding, err
 		}
 		b.own = high + 1
 	}
-	return binding{}, fmt.Errorf("runtime schedule %q: put: the version to sign was taken by other puts %d times: %w", id, putAttempts, ErrChanged)
+	return binding{}, fmt.Errorf("%s: put: the version to sign was taken by other puts %d times: %w", describe(id), putAttempts, ErrChanged)
 }
 
 // errRaced: a signed put found the schedule changed since it read it.
@@ -325,10 +325,10 @@ func (s *Store) put(ctx context.Context, id string, doc, body []byte, m Match, b
 	}
 	res, err := putScript.Run(ctx, s.rdb, s.keysOf(id).all(), id, body, LogLength, version, created, bc, bo).Int64Slice()
 	if moving(err) {
-		return Record{}, fmt.Errorf("runtime schedule %q: put: %w", id, layout.ErrMoving)
+		return Record{}, fmt.Errorf("%s: put: %w", describe(id), layout.ErrMoving)
 	}
 	if err != nil {
-		return Record{}, fmt.Errorf("runtime schedule %q: put: %w", id, err)
+		return Record{}, fmt.Errorf("%s: put: %w", describe(id), err)
 	}
 	if len(res) == 1 && res[0] == -2 {
 		return Record{}, errRaced
@@ -341,7 +341,7 @@ func (s *Store) put(ctx context.Context, id string, doc, body []byte, m Match, b
 		return Record{}, s.changed(id, "put", m, res[1])
 	}
 	if len(res) != 4 {
-		return Record{}, fmt.Errorf("runtime schedule %q: put: unexpected reply %v", id, res)
+		return Record{}, fmt.Errorf("%s: put: unexpected reply %v", describe(id), res)
 	}
 	return Record{ID: id, Doc: doc, Change: res[0], Created: time.UnixMilli(res[1]).UTC(), Updated: time.UnixMilli(res[2]).UTC(), Version: res[3]}, nil
 }
@@ -394,11 +394,11 @@ func (s *Store) readForPut(ctx context.Context, id string) (putRead, error) {
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return putRead{}, fmt.Errorf("runtime schedule %q: put: read it: %w", id, err)
+		return putRead{}, fmt.Errorf("%s: put: read it: %w", describe(id), err)
 	}
 	t, err := now.Result()
 	if err != nil {
-		return putRead{}, fmt.Errorf("runtime schedule %q: put: read Redis's time: %w", id, err)
+		return putRead{}, fmt.Errorf("%s: put: read Redis's time: %w", describe(id), err)
 	}
 	r := putRead{next: t.UnixMilli()}
 	if msgs, _ := top.Result(); len(msgs) == 1 {
@@ -413,7 +413,7 @@ func (s *Store) readForPut(ctx context.Context, id string) (putRead, error) {
 		return r, nil
 	}
 	if err != nil {
-		return putRead{}, fmt.Errorf("runtime schedule %q: put: read it: %w", id, err)
+		return putRead{}, fmt.Errorf("%s: put: read it: %w", describe(id), err)
 	}
 	r.exists = true
 	h, err := s.head(id, raw)
@@ -438,7 +438,7 @@ func (s *Store) markOf(ctx context.Context, id string) (Mark, bool, error) {
 	}
 	m, ok, err := s.keep.Get(ctx, id)
 	if err != nil {
-		return Mark{}, false, fmt.Errorf("runtime schedule %q: put: read the mark of what replicas saw of it: %w", id, err)
+		return Mark{}, false, fmt.Errorf("%s: put: read the mark of what replicas saw of it: %w", describe(id), err)
 	}
 	return m, ok, nil
 }
@@ -487,15 +487,15 @@ func (r putRead) same(doc []byte) bool { return r.doc != nil && bytes.Equal(r.do
 func (s *Store) changed(id, op string, m Match, cur int64) error {
 	switch {
 	case cur == -1:
-		return fmt.Errorf("runtime schedule %q: the value in %s is not a baton schedule record, which no version matches (put it without a condition, or delete it): %w", id, s.keysOf(id).defs, ErrChanged)
+		return fmt.Errorf("%s: the value in %s is not a baton schedule record, which no version matches (put it without a condition, or delete it): %w", describe(id), s.keysOf(id).defs, ErrChanged)
 	case cur == 0:
-		return fmt.Errorf("runtime schedule %q does not exist (the %s expected version %d): %w", id, op, m.Version, ErrChanged)
+		return fmt.Errorf("%s does not exist (the %s expected version %d): %w", describe(id), op, m.Version, ErrChanged)
 	case m.Version == 0:
-		return fmt.Errorf("runtime schedule %q exists already (version %d): %w", id, cur, ErrChanged)
+		return fmt.Errorf("%s exists already (version %d): %w", describe(id), cur, ErrChanged)
 	case m.Version >= 0 && cur != m.Version:
-		return fmt.Errorf("runtime schedule %q is at version %d, not %d: %w", id, cur, m.Version, ErrChanged)
+		return fmt.Errorf("%s is at version %d, not %d: %w", describe(id), cur, m.Version, ErrChanged)
 	}
-	return fmt.Errorf("runtime schedule %q was deleted and put again since it was read (now at version %d): %w", id, cur, ErrChanged)
+	return fmt.Errorf("%s was deleted and put again since it was read (now at version %d): %w", describe(id), cur, ErrChanged)
 }
 
 // splitOwn cuts the schedule's own version off what follows the change in
@@ -561,10 +561,10 @@ func (s *Store) DeleteIf(ctx context.Context, id string, m Match) (ok bool, crea
 	version, createdArg := m.args()
 	res, err := deleteScript.Run(ctx, s.rdb, append(k.all(), k.restored), id, LogLength, version, createdArg).Int64Slice()
 	if moving(err) {
-		return false, time.Time{}, fmt.Errorf("runtime schedule %q: delete: %w", id, layout.ErrMoving)
+		return false, time.Time{}, fmt.Errorf("%s: delete: %w", describe(id), layout.ErrMoving)
 	}
 	if err != nil {
-		return false, time.Time{}, fmt.Errorf("runtime schedule %q: delete: %w", id, err)
+		return false, time.Time{}, fmt.Errorf("%s: delete: %w", describe(id), err)
 	}
 	switch {
 	case len(res) == 2 && res[0] == -1:
@@ -572,7 +572,7 @@ func (s *Store) DeleteIf(ctx context.Context, id string, m Match) (ok bool, crea
 	case len(res) == 1 && res[0] == 0:
 		return false, time.Time{}, nil
 	case len(res) != 2:
-		return false, time.Time{}, fmt.Errorf("runtime schedule %q: delete: unexpected reply %v", id, res)
+		return false, time.Time{}, fmt.Errorf("%s: delete: unexpected reply %v", describe(id), res)
 	}
 	if res[1] > 0 {
 		created = time.UnixMilli(res[1]).UTC()
@@ -600,7 +600,7 @@ func (s *Store) Get(ctx context.Context, id string) (Record, error) {
 		return Record{}, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
 	if err != nil {
-		return Record{}, fmt.Errorf("runtime schedule %q: read: %w", id, err)
+		return Record{}, fmt.Errorf("%s: read: %w", describe(id), err)
 	}
 	return s.parse(id, v)
 }
@@ -650,8 +650,17 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]Record, m
 // List returns up to limit schedules in id order: those whose id starts
 // with prefix, after the id after (exclusive; "" from the first). next is
 // the id to pass as after for the next page, "" after the last. Records
-// that cannot be read come back in bad, by id.
+// that cannot be read come back in bad, by id. Calendars (ListCalendars)
+// are not listed.
 func (s *Store) List(ctx context.Context, prefix, after string, limit int) (recs []Record, bad map[string]error, next string, err error) {
+	if strings.HasPrefix(prefix, calendarPrefix[:1]) {
+		return nil, nil, "", nil // no schedule id begins so
+	}
+	return s.list(ctx, prefix, after, limit, "("+calendarPrefix[:1])
+}
+
+// list is List of the ids from prefix up to hi (a ZRANGE BYLEX bound).
+func (s *Store) list(ctx context.Context, prefix, after string, limit int, hi string) (recs []Record, bad map[string]error, next string, err error) {
 	if limit < 1 {
 		limit = 100
 	}
@@ -659,7 +668,6 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) (recs
 	if after != "" && after >= prefix {
 		lo = "(" + after
 	}
-	hi := "+"
 	if prefix != "" {
 		hi = "[" + prefix + "\xff"
 	}
@@ -696,12 +704,15 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) (recs
 	return recs, bad, next, nil
 }
 
-// Count returns how many runtime schedules there are.
+// Count returns how many runtime schedules there are (calendars not
+// counted).
 func (s *Store) Count(ctx context.Context) (int64, error) {
 	cmds := make([]*redis.IntCmd, len(s.shards))
+	cals := make([]*redis.IntCmd, len(s.shards))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for k, ks := range s.shards {
 			cmds[k] = p.HLen(ctx, ks.defs)
+			cals[k] = p.ZLexCount(ctx, ks.ids, "["+calendarPrefix, "["+calendarPrefix+"\xff")
 		}
 		return nil
 	})
@@ -709,8 +720,8 @@ func (s *Store) Count(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	var n int64
-	for _, c := range cmds {
-		n += c.Val()
+	for k, c := range cmds {
+		n += c.Val() - cals[k].Val()
 	}
 	return n, nil
 }
@@ -775,7 +786,7 @@ func (s *Store) verify(h headed) (Record, error) {
 		return Record{}, &CorruptError{Key: s.keysOf(id).defs, ID: id, Why: why}
 	}
 	refused := func(err error) (Record, error) {
-		return Record{}, fmt.Errorf("runtime schedule %q: %w: refused (put it again with a replica or tool that has the signing key)", id, err)
+		return Record{}, fmt.Errorf("%s: %w: refused (put it again with a replica or tool that has the signing key)", describe(id), err)
 	}
 	if strings.HasPrefix(h.def, earlierPrefix) {
 		body, err := s.sign.Verify(s.domain(), []byte(h.def))
@@ -787,7 +798,7 @@ func (s *Store) verify(h headed) (Record, error) {
 			return corrupt("its definition is not JSON: " + err.Error())
 		}
 		if e.ID != id {
-			return Record{}, fmt.Errorf("runtime schedule %q: the stored definition is schedule %q's: refused", id, e.ID)
+			return Record{}, fmt.Errorf("%s: the stored definition is schedule %q's: refused", describe(id), e.ID)
 		}
 		rec.Doc = e.Doc
 		return rec, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/chain"
 	"github.com/batonhq/baton/internal/handoff"
+	"github.com/batonhq/baton/internal/history"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -159,24 +161,39 @@ func (w *Worker) awaitParents(ctx context.Context, job *config.Job, t scheduler.
 		// (a rolling deploy), which ticks then: it waits for them all
 		names = job.After
 	}
+	// every parent's record is read: one whose schedule no longer has the
+	// instant (replaced since) may have ended its tick at it, and a
+	// failure it recorded stands
 	rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
-	outs, err := chain.Read(rctx, w.rdb, w.cfg.Namespace, names, t.At)
+	outs, err := chain.Read(rctx, w.rdb, w.cfg.Namespace, job.After, t.At)
 	cancel()
 	if err != nil {
 		return true, fmt.Errorf("worker: %s: %w (%w)", t.ID(), errWaitingForParents, err)
 	}
 	var waiting, failed []string
-	for _, n := range names {
+	for _, n := range job.After {
 		o, ok := outs[n]
 		switch {
-		case !ok:
+		case !ok && slices.Contains(names, n):
 			waiting = append(waiting, n)
+		case !ok:
 		case !o.OK():
 			why := fmt.Sprintf("%s@%s %s", n, t.At.UTC().Format(time.RFC3339), o.Status)
 			if o.Reason != "" {
 				why += ": " + o.Reason
 			}
 			failed = append(failed, why)
+		}
+	}
+	if len(waiting) > 0 && !w.clock.Now().Before(deadline) {
+		// at the deadline, a parent that ended its tick without an
+		// outcome record (run by a replica whose copy did not know the
+		// chain yet) is read from its history
+		for n, o := range w.outcomesFromHistory(ctx, waiting, t.At) {
+			waiting = slices.DeleteFunc(waiting, func(w string) bool { return w == n })
+			if !o.OK() {
+				failed = append(failed, fmt.Sprintf("%s@%s %s: %s", n, t.At.UTC().Format(time.RFC3339), o.Status, o.Reason))
+			}
 		}
 	}
 	log := w.log.With(handoff.TickAttrs(t)...)
@@ -199,6 +216,35 @@ func (w *Worker) awaitParents(ctx context.Context, job *config.Job, t scheduler.
 		log.Info("running after a parent's tick that did not succeed (on_parent_failure: run)", slog.String("parents", strings.Join(failed, "; ")))
 	}
 	return false, nil
+}
+
+// outcomesFromHistory returns how the parents names ended their ticks at,
+// as their histories say, for those whose history holds an end of it
+// (chain.EndOf): the outcome each would have recorded. A replica writes a tick's outcome record only
+// for a job it knows others run after, so a parent run by a replica whose
+// copy had not yet read the child's put (runtime schedules) ends without
+// one.
+func (w *Worker) outcomesFromHistory(ctx context.Context, names []string, at time.Time) map[string]chain.Outcome {
+	if w.rdb == nil {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	defer cancel()
+	hist, err := history.ReadJobsSince(rctx, w.rdb, w.cfg.Namespace, names, at)
+	if err != nil {
+		return nil
+	}
+	out := map[string]chain.Outcome{}
+	for _, n := range names {
+		maxRetry := 0
+		if p, ok := w.cfg.Job(n); ok {
+			maxRetry = p.MaxRetry
+		}
+		if o, ok := chain.EndOf(hist[n], maxRetry, at); ok {
+			out[n] = o
+		}
+	}
+	return out
 }
 
 // ticksOf are the ticks at of jobs names, "job@T".

@@ -10,10 +10,13 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/chain"
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/executor"
 	"github.com/batonhq/baton/internal/poll"
+	"github.com/batonhq/baton/internal/runlog"
+	"github.com/batonhq/baton/internal/schedstore"
 	"github.com/batonhq/baton/internal/worktest"
 	"github.com/batonhq/baton/jobs"
 	"github.com/batonhq/baton/scheduler"
@@ -41,6 +44,7 @@ func (o *order) String() string {
 // spending an attempt, until the parent's tick succeeded; then it runs,
 // once, after it.
 func TestAChainedTickWaitsForItsParentAndRunsAfterItSucceeded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: extract
     schedule: "@every 1s"
@@ -85,6 +89,7 @@ func TestAChainedTickWaitsForItsParentAndRunsAfterItSucceeded(t *testing.T) {
 // parent and why (on_parent_failure: skip, the default); with
 // on_parent_failure: run it runs all the same.
 func TestAChainedTickIsSkippedWhenItsParentFailedUnlessItRunsAnyway(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: extract
     schedule: "@every 1s"
@@ -145,6 +150,7 @@ func countRuns(exec *fakeExec, job string) int {
 // Fan-in: a tick of a job run after two others runs once both parents
 // with a tick at that instant succeeded, not after the first.
 func TestAChainedTickRunsOnceEveryParentWithThatTickSucceeded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: a
     schedule: "@every 1s"
@@ -176,6 +182,7 @@ func TestAChainedTickRunsOnceEveryParentWithThatTickSucceeded(t *testing.T) {
 // worker's clock; then the child's tick is skipped, saying which parent it
 // waited for.
 func TestAChainedTickWhoseParentNeverEndsIsSkippedAtItsStartingDeadline(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: extract
     schedule: "@every 1s"
@@ -203,6 +210,7 @@ func TestAChainedTickWhoseParentNeverEndsIsSkippedAtItsStartingDeadline(t *testi
 // its task ends for good: ok with the run's end, the status and why for a
 // tick that did not succeed; a job nobody runs after records none.
 func TestAParentsTickRecordsItsOutcomeWhereItsTaskEnds(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: extract
     schedule: "@every 1s"
@@ -253,6 +261,7 @@ func TestAParentsTickRecordsItsOutcomeWhereItsTaskEnds(t *testing.T) {
 // and succeeded is refused (ended already), and that refusal is not the
 // tick's outcome: the child's tick, dispatched after it, still runs.
 func TestACopyOfAParentsEndedTaskDoesNotUndoItsSuccess(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: extract
     schedule: "@every 1s"
@@ -281,6 +290,7 @@ func TestACopyOfAParentsEndedTaskDoesNotUndoItsSuccess(t *testing.T) {
 // and that skip is not the tick's outcome: the child's tick waits for the
 // running parent's end and runs after it.
 func TestADuplicateLocalDispatchOfARunningParentDoesNotSkipItsChild(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: extract
     schedule: "@every 1s"
@@ -323,6 +333,7 @@ func TestADuplicateLocalDispatchOfARunningParentDoesNotSkipItsChild(t *testing.T
 // ends within the child's starting deadline, is followed by the child's
 // run, not by a refusal of its task as too old.
 func TestAChainedTickWhoseParentRunsLongerThanItsRunWindowRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: extract
     schedule: "@every 1s"
@@ -385,6 +396,7 @@ func elapse(t *testing.T, e *env, clk *clock.Fake, d time.Duration) {
 // (up to its timeout), the parent's outcome record still says it
 // succeeded, and the retry is not skipped as if the parent never ended.
 func TestARetryOfAChainedTickLongAfterItsParentSucceededRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: extract
     schedule: "@every 1s"
@@ -424,9 +436,13 @@ func TestARetryOfAChainedTickLongAfterItsParentSucceededRuns(t *testing.T) {
 
 // A parent's tick run by a replica whose job list does not have the child
 // yet (a rolling deploy that adds it) ends without an outcome record: the
-// child's tick waits to its starting deadline, then is skipped saying the
-// parent's tick ended without one, not that it never ended.
+// child's tick waits to its starting deadline, then reads the parent's
+// end from its history (TestARuntimeParentsTickOnAReplicaBehindTheChilds
+// PutRecordsItsOutcome); when the history no longer holds it either, it
+// is skipped saying the parent's tick ended without one, not that it
+// never ended.
 func TestAChainedTickWhoseParentRanOnAReplicaWithoutTheChainSaysSo(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	old := e.Config(t, `  - name: extract
     schedule: "@every 1s"
@@ -451,6 +467,10 @@ func TestAChainedTickWhoseParentRanOnAReplicaWithoutTheChainSaysSo(t *testing.T)
 	if err := w.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// the parent's history lost (trimmed by its later runs)
+	if err := e.RDB.Del(context.Background(), runlog.Key("baton", "extract"), runlog.ListKey("baton", "extract")).Err(); err != nil {
+		t.Fatal(err)
+	}
 	clk := clock.NewFake(time.Now())
 	e.worker(t, cfg, exec, WithClock(clk))
 	e.dispatch(t, cfg, tl)
@@ -469,6 +489,7 @@ func TestAChainedTickWhoseParentRanOnAReplicaWithoutTheChainSaysSo(t *testing.T)
 // parents' ticks at that instant: it does not run while its parent's tick,
 // dispatched by the same replica, runs.
 func TestAChainedTickAtNoParentsTickByThisListStillWaitsForItsParents(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	old := e.Config(t, `  - name: extract
     schedule: "@every 1s"
@@ -521,6 +542,7 @@ func TestAChainedTickAtNoParentsTickByThisListStillWaitsForItsParents(t *testing
 // A chain of three (a -> b -> c): a's tick failed, so b's is skipped
 // naming it, and c's is skipped naming b's skip; neither runs.
 func TestAChainOfThreeSkipsTheGrandchildOfAFailedTick(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: a
     schedule: "@every 1s"
@@ -564,6 +586,7 @@ func TestAChainOfThreeSkipsTheGrandchildOfAFailedTick(t *testing.T) {
 // not the outcome of the scheduled tick at the same instant (a trigger
 // made on a whole second), and a child's tick there does not follow it.
 func TestATriggeredRunOfAParentIsNotTheOutcomeOfItsScheduledTick(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: extract
     schedule: "@every 1s"
@@ -603,4 +626,130 @@ func tickAt(job string, at time.Time) scheduler.Tick {
 	t := worktest.TickOf(job, 1)
 	t.At = at
 	return t
+}
+
+// followerOf is a replica's copy of the runtime schedules in e's store,
+// read at the call (not following: Sync reads it again), and base with it
+// as its source.
+func followerOf(t *testing.T, e *env, base *config.Config) (*schedstore.Follower, *config.Config) {
+	t.Helper()
+	f := schedstore.NewFollower(schedstore.Of(e.RDB, base), base, nil, schedstore.WithFetch())
+	if err := f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return f, base.WithSource(f)
+}
+
+func putSchedule(t *testing.T, st *schedstore.Store, id, doc string) schedstore.Record {
+	t.Helper()
+	d, err := config.ScheduleDocument([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.Put(context.Background(), id, d, schedstore.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// A runtime schedule put to run after another whose tick then runs on a
+// replica whose copy has not read the child's put yet (its stream a
+// moment behind: the child was put before the tick, another replica
+// dispatched the child's tick): that replica writes no outcome record,
+// and the child's tick reads the parent's success from its history at
+// its starting deadline and runs, not skipped as though the parent never
+// ended.
+func TestARuntimeParentsTickOnAReplicaBehindTheChildsPutRecordsItsOutcome(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	base := e.Config(t, "  []")
+	st := schedstore.Of(e.RDB, base)
+	putSchedule(t, st, "extract", `{schedule: "@every 1s", concurrency: allow, max_retry: 0, handler: {name: extract}}`)
+	_, behind := followerOf(t, e, base) // replica A: has not read the child's put yet
+	child := putSchedule(t, st, "load", `{after: ["@extract"], concurrency: allow, starting_deadline: 10m, handler: {name: load}}`)
+	_, current := followerOf(t, e, base) // replica B: has
+	at := child.Created.Truncate(time.Second).Add(time.Second)
+	poll.Require(t, worktest.Wait, "the store's clock past the tick", func() bool {
+		now, err := e.RDB.Time(ctx).Result()
+		return err == nil && now.After(at)
+	})
+	te := scheduler.Tick{Job: "@extract", At: at, RunID: "run-e", Fence: 1, Replica: "b"}
+	tl := scheduler.Tick{Job: "@load", At: at, RunID: "run-l", Fence: 1, Replica: "b"}
+	exec := newFakeExec(nil)
+	a := e.worker(t, behind, exec, WithReplica("a"), WithHandlers(registry(t, "extract", "load")))
+	e.dispatch(t, current, te) // B's scheduler dispatches both ticks
+	e.State(t, runtimeQueue, te, asynq.TaskStateCompleted)
+	sctx, cancel := context.WithTimeout(ctx, worktest.Wait)
+	defer cancel()
+	if err := a.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.Now())
+	e.worker(t, current, exec, WithReplica("b"), WithHandlers(registry(t, "extract", "load")), WithClock(clk))
+	e.dispatch(t, current, tl)
+	poll.Require(t, worktest.Wait, "@load's task looked at its parent", func() bool {
+		info, err := e.Insp.GetTaskInfo(runtimeQueue, tl.ID())
+		return err == nil && (info.State == asynq.TaskStateRetry || info.State == asynq.TaskStateCompleted)
+	})
+	clk.Advance(10 * time.Minute)
+	e.State(t, runtimeQueue, tl, asynq.TaskStateCompleted)
+	if r := recordOf(t, e, tl); r == nil || r.Status != jobs.StatusOK {
+		t.Errorf("@load's tick, whose parent's tick succeeded, recorded %+v", r)
+	}
+}
+
+// A chained runtime schedule's tick is skipped when a parent's tick at that
+// instant failed, even when that parent's schedule is replaced, before the
+// child's tick runs, by one without the instant (the child still waiting
+// for its other parent): the failed tick was the parent's tick at that
+// instant.
+func TestAChainedTickIsSkippedAfterItsParentsFailedTickThoughThatParentIsReplacedSince(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	base := e.Config(t, "  []")
+	st := schedstore.Of(e.RDB, base)
+	putSchedule(t, st, "extract", `{schedule: "@every 1s", concurrency: allow, max_retry: 0, handler: {name: extract}}`)
+	putSchedule(t, st, "fetch", `{schedule: "@every 1s", concurrency: allow, max_retry: 0, handler: {name: fetch}}`)
+	child := putSchedule(t, st, "load", `{after: ["@extract", "@fetch"], concurrency: allow, handler: {name: load}}`)
+	f, cfg := followerOf(t, e, base)
+	at := child.Created.Truncate(time.Second).Add(time.Second)
+	poll.Require(t, worktest.Wait, "the store's clock past the tick", func() bool {
+		now, err := e.RDB.Time(ctx).Result()
+		return err == nil && now.After(at)
+	})
+	te := scheduler.Tick{Job: "@extract", At: at, RunID: "run-e", Fence: 1, Replica: "s"}
+	tf := scheduler.Tick{Job: "@fetch", At: at, RunID: "run-f", Fence: 1, Replica: "s"}
+	tl := scheduler.Tick{Job: "@load", At: at, RunID: "run-l", Fence: 1, Replica: "s"}
+	gate := make(chan struct{})
+	exec := newFakeExec(func(ctx context.Context, run jobs.Run, _ executor.Validity) error {
+		switch run.Job {
+		case "@extract":
+			return errors.New("the source is down")
+		case "@fetch":
+			<-gate
+		}
+		return nil
+	})
+	e.worker(t, cfg, exec, WithReplica("w"), WithHandlers(registry(t, "extract", "fetch", "load")))
+	e.dispatch(t, cfg, te)
+	e.dispatch(t, cfg, tf)
+	e.dispatch(t, cfg, tl)
+	poll.Require(t, worktest.Wait, "@extract's failed tick recorded", func() bool {
+		outs, err := chain.Read(ctx, e.RDB, "baton", []string{"@extract"}, at)
+		return err == nil && outs["@extract"].Status == jobs.StatusFailed
+	})
+	e.State(t, runtimeQueue, tl, asynq.TaskStateRetry) // waiting for @fetch
+	// the operator moves extract to another schedule; the replica reads it
+	putSchedule(t, st, "extract", `{schedule: "0 0 1 1 *", concurrency: allow, max_retry: 0, handler: {name: extract}}`)
+	if err := f.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	e.State(t, runtimeQueue, tl, asynq.TaskStateCompleted)
+	if r := recordOf(t, e, tl); r == nil || r.Status != jobs.StatusSkipped || !strings.Contains(r.Reason, "@extract@") {
+		t.Errorf("@load's tick, whose parent @extract failed its tick, recorded %+v; ran %d times", r, countRuns(exec, "@load"))
+	}
 }

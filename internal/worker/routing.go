@@ -184,7 +184,14 @@ func (w *Worker) scheduleDefinition(ctx context.Context, t scheduler.Tick, held 
 		return nil, fmt.Errorf("worker: %s: %w: %w", t.ID(), err, ErrRunsElsewhere)
 	}
 	stored := rec.Ref()
-	job, decodeErr := rec.Job(w.cfg)
+	// with the runtime calendars it names, read from the store as it is
+	base, err := st.WithCalendarsOf(ctx, w.cfg, nil, rec.Doc)
+	if err != nil {
+		w.log.Warn("cannot read the calendars this task's runtime schedule names: handing the task back", append(handoff.TickAttrs(t),
+			slog.Any("error", err))...)
+		return nil, fmt.Errorf("worker: %s: %w: %w", t.ID(), err, ErrRunsElsewhere)
+	}
+	job, decodeErr := rec.Job(base)
 	switch {
 	case def.IsZero() || stored == def:
 		// run with it, if this replica's config takes it

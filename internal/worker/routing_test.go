@@ -33,6 +33,7 @@ import (
 // once. With no live replica that can, the task is archived with a clear
 // line.
 func TestTaskHandedBackToAReplicaThatKnowsTheJob(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	oldCfg := e.Config(t, `  - name: known
     schedule: "@every 1m"
@@ -122,6 +123,7 @@ func TestTaskHandedBackToAReplicaThatKnowsTheJob(t *testing.T) {
 // A replica that stops gracefully leaves the roster at once: tasks only it
 // could run are archived, not handed back for minutes.
 func TestRosterLeaveAndDiff(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.Config(t, `  - name: x
     schedule: "@every 1m"
@@ -256,6 +258,7 @@ func registry(t *testing.T, names ...string) *jobs.Registry {
 // handler: a task it fetches is handed back (no attempt spent, nothing
 // failed), and every tick runs once, on the replica that has the handler.
 func TestRuntimeScheduleRunsOnlyOnAReplicaWithItsHandler(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := withSchedule(t, e.Config(t, "  []"), "report/x", `{schedule: "@every 1m", concurrency: allow, handler: {name: report}}`)
 	execA := newFakeExec(nil)
@@ -316,6 +319,7 @@ func TestRuntimeScheduleRunsOnlyOnAReplicaWithItsHandler(t *testing.T) {
 // record in its history; a task of a runtime schedule that was deleted
 // too.
 func TestRuntimeScheduleNoLiveReplicaCanRunIsArchivedWithARecord(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	base := e.Config(t, "  []")
 	cfg := withSchedule(t, base, "report/x", `{schedule: "@every 1m", handler: {name: report}}`)
@@ -356,6 +360,7 @@ func TestRuntimeScheduleNoLiveReplicaCanRunIsArchivedWithARecord(t *testing.T) {
 // replica whose prefixes allow it, and archives it, with a record, when
 // there is none.
 func TestRuntimeHTTPScheduleGoesToAReplicaThatAllowsItsURL(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	load := func(prefix string) *config.Config {
 		y := e.YAML("  []") + fmt.Sprintf("\nschedules: {http_prefixes: [%q]}\n", prefix)
@@ -445,6 +450,7 @@ func reportSchedule(t *testing.T, st *schedstore.Store, base *config.Config, spe
 //     that holds the new one archives a task dispatched for the deleted
 //     one, with a record.
 func TestARuntimeScheduleTickRunsWithTheDefinitionItWasDispatchedFor(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	base := e.Config(t, "  []")
@@ -571,6 +577,7 @@ func TestARuntimeScheduleTickRunsWithTheDefinitionItWasDispatchedFor(t *testing.
 // the replica says so once; once the expiry it names has passed, it is
 // archived with a record.
 func TestATaskOfANewerFormatIsHandedBackNotMisread(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.Config(t, `  - name: report
     schedule: "@every 1m"
@@ -644,6 +651,7 @@ func TestATaskOfANewerFormatIsHandedBackNotMisread(t *testing.T) {
 // it) runs with the replacement: a trigger is on no schedule's course, so
 // every definition has it.
 func TestATriggeredTickOfAReplacedScheduleRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	base := e.Config(t, "  []")
@@ -684,6 +692,7 @@ func TestATriggeredTickOfAReplacedScheduleRuns(t *testing.T) {
 // back meanwhile); once its signed expiry passed it is archived with a
 // record, not handed back for ever.
 func TestATaskOfAScheduleTheStoreLostIsArchivedOnceItExpired(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	base := e.Config(t, "  []")
@@ -759,6 +768,7 @@ func TestATaskOfAScheduleTheStoreLostIsArchivedOnceItExpired(t *testing.T) {
 // the mark, the copy (a replacement of version 1 that has the tick) would
 // run it.
 func TestATaskIsNotRunWithAnOlderCopyPutBackIntoTheStore(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	base := e.signedConfig(t, []string{"0123456789abcdef0123456789abcdef-test-key"}, false, "  []")
@@ -793,5 +803,65 @@ func TestATaskIsNotRunWithAnOlderCopyPutBackIntoTheStore(t *testing.T) {
 	worktest.None(t, exec.started, 100*time.Millisecond, "a run with the copy put back")
 	if logs.Count("the store holds an older copy of this task's runtime schedule") != 1 {
 		t.Errorf("logs:\n%s", logs.String())
+	}
+}
+
+// A worker whose copy is behind a replace of a runtime schedule that names
+// a calendar put at runtime (the copy holds version 1, the task names
+// version 2) runs the tick with version 2 read from the store, decoded
+// with the runtime calendar it names, as it does for a schedule naming no
+// calendar (TestATriggeredTickOfAReplacedScheduleRuns).
+func TestATickOfAReplacedScheduleNamingARuntimeCalendarRunsWithTheReplacement(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	base := e.Config(t, "  []")
+	st := schedstore.Of(e.RDB, base)
+	spec, stored, err := config.DecodeCalendar("holidays", []byte(`{dates: [2020-01-01]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put(ctx, schedstore.CalendarID("holidays"), stored, schedstore.Any); err != nil {
+		t.Fatal(err)
+	}
+	withCal := base.WithCalendars(map[string]*config.CalendarSpec{"holidays": spec})
+	put := func(n int) schedstore.Record {
+		t.Helper()
+		rec, err := st.Put(ctx, "report/x", []byte(fmt.Sprintf(`{"schedule":"@every 1h","exclude":["holidays"],"concurrency":"allow","handler":{"name":"report","payload":{"n":%d}}}`, n)), schedstore.Any)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	holding := func(rec schedstore.Record) *config.Config {
+		t.Helper()
+		j, err := rec.Job(withCal) // as the replica's Follower decodes it
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base.WithSource(scheduleSource{j.Name: j})
+	}
+	v1 := put(1)
+	poll.Require(t, worktest.Wait, "the store's clock past the first put", func() bool {
+		now, err := e.RDB.Time(ctx).Result()
+		return err == nil && now.After(v1.Updated.Add(time.Millisecond))
+	})
+	v2 := put(2)
+	exec := newFakeExec(nil)
+	logs := &worktest.Logs{}
+	e.worker(t, holding(v1), exec, WithReplica("w"), WithHandlers(registry(t, "report")), WithLogger(logs.Logger()))
+	tick := scheduler.Tick{Job: "@report/x", At: v2.Updated, RunID: "trigger-v2", Replica: "api", Manual: true}
+	e.dispatch(t, holding(v2), tick)
+	select {
+	case s := <-exec.started:
+		if string(s.run.Payload) != `{"n":2}` {
+			t.Errorf("ran with %s, want the replacement's payload {\"n\":2}", s.run.Payload)
+		}
+	case <-time.After(worktest.Wait):
+		info, _ := e.Insp.GetTaskInfo(runtimeQueue, tick.ID())
+		var state, lastErr string
+		if info != nil {
+			state, lastErr = info.State.String(), info.LastErr
+		}
+		t.Fatalf("the tick did not run: task %s, last error %q\n%s", state, lastErr, logs.String())
 	}
 }
