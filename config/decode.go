@@ -233,7 +233,7 @@ func (d *decoder) expandTree(n *yaml.Node, path string) {
 		}
 		var own redact.Builder // the values of this scalar's variables
 		out, masked, err := expandEnv(n.Value, d.lookup, &own)
-		vals := own.Secrets().Values()
+		vals := own.Values()
 		for _, v := range vals {
 			d.secrets.Add(v)
 		}

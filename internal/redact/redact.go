@@ -61,22 +61,31 @@ func (b *Builder) AddValue(value, masked string) {
 	b.whole[value] = masked
 }
 
+// longestFirst orders secrets so that one inside another is masked whole.
+func longestFirst(a, b string) int {
+	if d := len(b) - len(a); d != 0 {
+		return d
+	}
+	return strings.Compare(a, b)
+}
+
+// Values returns the secret values b collected, longest first, as
+// Secrets().Values() does without working out how each is escaped.
+func (b *Builder) Values() []string {
+	var vs []string
+	for v := range b.values {
+		vs = append(vs, v)
+	}
+	slices.SortFunc(vs, longestFirst)
+	return vs
+}
+
 // Secrets returns what b collected; nil when nothing.
 func (b *Builder) Secrets() *Secrets {
 	if len(b.values) == 0 && len(b.whole) == 0 {
 		return nil
 	}
-	s := &Secrets{whole: b.whole}
-	for v := range b.values {
-		s.values = append(s.values, v)
-	}
-	longestFirst := func(a, b string) int {
-		if d := len(b) - len(a); d != 0 {
-			return d
-		}
-		return strings.Compare(a, b)
-	}
-	slices.SortFunc(s.values, longestFirst)
+	s := &Secrets{whole: b.whole, values: b.Values()}
 	seen := map[string]bool{}
 	for _, v := range s.values {
 		if len(v) < MinSubstring {
