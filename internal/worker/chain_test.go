@@ -359,13 +359,26 @@ func TestAChainedTickWhoseParentRunsLongerThanItsRunWindowRuns(t *testing.T) {
 	e.dispatch(t, cfg, te)
 	e.dispatch(t, cfg, tl)
 	worktest.Recv(t, exec.started, "extract's run")
-	clk.Advance(10 * time.Minute)       // extract runs ten minutes
-	time.Sleep(1500 * time.Millisecond) // load looks at its parents again meanwhile
+	clk.Advance(10 * time.Minute) // extract runs ten minutes
+	lookedAgain(t, e, tl)         // load looks at its parents again meanwhile
 	close(gate)
 	if s := worktest.Recv(t, exec.started, "load's run"); s.run.Job != "load" {
 		t.Fatalf("ran %+v", s.run)
 	}
 	e.State(t, "baton:default", tl, asynq.TaskStateCompleted)
+}
+
+// lookedAgain waits until a chained tick's task, handed back while its
+// parents run, is handed back once more by a look at them that began after
+// the call: the task is seen waiting, then waiting to be looked at again at
+// another time.
+func lookedAgain(t *testing.T, e *env, tick scheduler.Tick) {
+	t.Helper()
+	first := e.State(t, "baton:default", tick, asynq.TaskStateRetry).NextProcessAt
+	poll.Require(t, worktest.Wait, "another look at its parents", func() bool {
+		info, err := e.Insp.GetTaskInfo("baton:default", tick.ID())
+		return err == nil && info.State == asynq.TaskStateRetry && !info.NextProcessAt.Equal(first)
+	})
 }
 
 // elapse moves the worker's clock d on, and the outcome records' time to
