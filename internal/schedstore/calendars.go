@@ -3,6 +3,7 @@ package schedstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -194,12 +195,18 @@ func (f *Follower) fetchCalendars(ctx context.Context, recs []Record) {
 	for i, n := range need {
 		ids[i] = CalendarID(n)
 	}
-	got, _, err := f.st.GetMany(ctx, ids)
+	got, bad, err := f.st.GetMany(ctx, ids)
 	if err != nil {
 		// the schedules that name them are refused, and decoded again
 		// when their calendars are read
 		f.log.Warn("cannot read the runtime calendars schedules name", "calendars", need, "err", err)
 		return
+	}
+	for _, id := range slices.Sorted(maps.Keys(bad)) {
+		// refused as its own shard's read refuses it: listed with why, its
+		// stored value put back if Redis goes back
+		raw, _ := f.st.rdb.HGet(ctx, f.st.keysOf(id).defs, id).Result()
+		f.refuse(id, raw, bad[id])
 	}
 	raws := map[string]string{}
 	for id, r := range got {
@@ -289,7 +296,9 @@ func (f *Follower) decodedWith(j *config.Job, name string) bool {
 // docs name that base lacks, read from s (config.Config.WithCalendars): what
 // a definition read outside a Follower's copy is decoded with. A calendar
 // that does not exist, cannot be read, or is older than the replicas saw
-// (older; nil: s.Older) is left out (the decode names it).
+// (older; nil: s.Older) is left out; one that cannot be read, is older or
+// does not decode is an error naming it and why (else the decode would say
+// only that there is no such calendar).
 func (s *Store) WithCalendarsOf(ctx context.Context, base *config.Config, older func(context.Context, Record) error, docs ...[]byte) (*config.Config, error) {
 	if older == nil {
 		older = s.Older
@@ -317,15 +326,23 @@ func (s *Store) WithCalendarsOf(ctx context.Context, base *config.Config, older 
 		return nil, fmt.Errorf("runtime calendars: %w", err)
 	}
 	extra := map[string]*config.CalendarSpec{}
+	var errs []error
 	for _, id := range ids {
 		name, _ := CalendarName(id)
 		r, ok := recs[id]
-		if !ok || bad[id] != nil || older(ctx, r) != nil {
-			continue
+		err := bad[id]
+		if err == nil && ok {
+			err = older(ctx, r)
 		}
-		if spec, _, err := config.DecodeCalendar(name, r.Doc); err == nil {
-			extra[name] = spec
+		if err == nil && ok {
+			extra[name], _, err = config.DecodeCalendar(name, r.Doc)
 		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("runtime calendar %q: %w", name, err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return base.WithCalendars(extra), nil
 }

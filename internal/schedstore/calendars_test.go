@@ -268,3 +268,40 @@ func TestARefusedScheduleIsNotAppliedAsDeletedUntilItIs(t *testing.T) {
 	}
 	poll.Require(t, 5*time.Second, "the delete of the refused schedule applied", func() bool { return !a.has("@s") })
 }
+
+// A calendar whose stored record cannot be read is refused with why, not
+// dropped: read from its own shard for a schedule of another, it is listed
+// among the refusals, and a definition naming it decoded outside the copy
+// fails naming the calendar and why, not as if it did not exist.
+func TestAnUnreadableCalendarIsRefusedSayingWhy(t *testing.T) {
+	rdb := redistest.New(t).TestClient(t)
+	cfg := testConfig(t, "schedules: {shards: 8}\n")
+	writer := Of(rdb, cfg)
+	putCalendar(t, writer, "holidays", `{dates: [2026-12-25]}`)
+	var id string
+	for i := 0; id == ""; i++ {
+		if c := fmt.Sprintf("tenant-%d", i); writer.ShardOf(c) != writer.ShardOf(CalendarID("holidays")) {
+			id = c
+		}
+	}
+	put(t, writer, id, dailyAtNine)
+	ctx := context.Background()
+	if err := rdb.HSet(ctx, writer.keysOf(CalendarID("holidays")).defs, CalendarID("holidays"), "{not a record").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := writer.WithCalendarsOf(ctx, cfg, nil, []byte(dailyAtNine))
+	if err == nil || !strings.Contains(err.Error(), `runtime calendar "holidays": `) {
+		t.Errorf("a definition naming the unreadable calendar: %v, want an error naming it", err)
+	}
+	_, f, a := following(t, rdb, cfg)
+	if a.has("@" + id) {
+		t.Fatal("the schedule naming an unreadable calendar was applied")
+	}
+	r := f.Refused() // in id order
+	if len(r) != 2 || r[0].ID != id || r[1].ID != CalendarID("holidays") {
+		t.Fatalf("refused %v, want the schedule and the calendar", r)
+	}
+	if !strings.Contains(r[1].Err.Error(), "is not a baton schedule record") {
+		t.Errorf("the calendar refused as %v, want why it cannot be read", r[1].Err)
+	}
+}
