@@ -454,7 +454,8 @@ jobs:
 // with a prefix filter; a row opens the schedule's job page ("@" + id,
 // escaped whole in the URL), whose pause reaches Redis through the jobs'
 // routes; a schedule the replicas refuse is in the banner, one no live
-// replica can run is shown waiting.
+// replica can run is shown waiting. The runtime calendars are listed below
+// with their days.
 func TestDashboardSchedulesPageListsAndOpensASchedule(t *testing.T) {
 	t.Parallel() // its own Redis, replicas and browser
 	web, c, srv := dashboardDeployment(t)
@@ -468,6 +469,9 @@ func TestDashboardSchedulesPageListsAndOpensASchedule(t *testing.T) {
 		}
 	}
 	put("other/x")
+	if _, err := c.PutCalendar(ctx, "holidays-de", baton.CalendarSpec{Dates: []string{"2026-12-25"}, Ranges: []string{"2026-12-31..2027-01-01"}, Weekdays: []string{"sun"}}); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 51 {
 		put(fmt.Sprintf("tenant/%02d", i))
 	}
@@ -486,6 +490,9 @@ func TestDashboardSchedulesPageListsAndOpensASchedule(t *testing.T) {
 	if heads := evalJS[string](p, `[...document.querySelectorAll("#schedules th")].map((h) => h.textContent).join(",")`); heads != "id,schedule,next tick,last,recent,paused,updated" ||
 		evalJS[int](p, `document.querySelectorAll("#sched-sort option").length`) != 2 {
 		t.Errorf("the schedules table's columns %q, or no sort choice", heads)
+	}
+	if cal := p.text(`#calendars tr[data-name="holidays-de"]`); !strings.Contains(cal, "2026-12-25, 2026-12-31..2027-01-01, every sun") {
+		t.Errorf("the runtime calendar's row says %q, want its days", cal)
 	}
 	p.until("the banner names the refused schedule", `[...document.querySelectorAll("#attention li.refused a")].some((a) => a.textContent === "tenant/zz")`)
 	p.step("next page", clickNow(`#sched-next`), shownNow(`#schedules tr[data-id="tenant/50"]`))
