@@ -298,3 +298,81 @@ func TestARuntimeScheduleAfterOneWhoseParentsShareAnAncestorCanBePut(t *testing.
 		}
 	}
 }
+
+// A queue Redis that loses a runtime chain (restarted without persistence:
+// flushed here) gets it back from the replica, the child put back before
+// its parent (ids in order: "a-load" before "b-extract"), and the chain
+// runs as before: for each parent tick after the store was put back, the
+// child runs once, after the parent's run ended, and neither stays
+// refused.
+func TestARuntimeChainPutBackAfterTheQueueRedisLostItRunsAfterItsParentAgain(t *testing.T) {
+	t.Parallel() // its own Redis and replica
+	srv := redistest.New(t)
+	cfg := schedulesConfig(t, srv, "schedules: {history: 200}")
+	c := openCluster(t, cfg)
+	l := &chainLog{ended: map[string]string{}, endedAt: map[string]time.Time{}, runs: map[string][]time.Time{}}
+	reg := jobs.NewRegistry()
+	reg.Register("extract", jobs.HandlerFunc(func(_ context.Context, run jobs.Run) error {
+		time.Sleep(100 * time.Millisecond) // a run that takes a while
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		tick := run.Tick.UTC().Format(time.RFC3339)
+		l.endedAt[tick], l.ended[tick] = time.Now(), "ok"
+		return nil
+	}))
+	reg.Register("load", jobs.HandlerFunc(func(_ context.Context, run jobs.Run) error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		tick := run.Tick.UTC().Format(time.RFC3339)
+		l.runs[tick] = append(l.runs[tick], time.Now())
+		return nil
+	}))
+	r := running(t, cfg, baton.WithHandlers(reg), baton.WithReplicaID("r1"))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	retry := 0
+	if _, err := c.PutScheduleDocument(ctx, "b-extract", []byte(`{schedule: "@every 1s", concurrency: allow, max_retry: 0, handler: {name: extract}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutSchedule(ctx, "a-load", baton.ScheduleSpec{After: []string{"@b-extract"}, Handler: "load", StartingDeadline: 20 * time.Second,
+		Concurrency: config.ConcurrencyAllow, MaxRetry: &retry}); err != nil {
+		t.Fatal(err)
+	}
+	ranOnce := func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.runs) >= 2
+	}
+	poll.Require(t, 30*time.Second, "the chain to run", ranOnce)
+	if err := srv.TestClient(t).FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	poll.Require(t, 30*time.Second, "both put back", func() bool {
+		st, err := c.Status(ctx)
+		return err == nil && st.Schedules != nil && st.Schedules.Count == 2 && st.Schedules.WentBack != nil && r.Schedules() == 2
+	})
+	back := time.Now().Add(time.Second) // ticks from here on were claimed after the restore
+	after := func() []string {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		var ticks []string
+		for tick := range l.ended {
+			if at, _ := time.Parse(time.RFC3339, tick); at.After(back) && l.endedAt[tick].Before(time.Now().Add(-5*time.Second)) {
+				ticks = append(ticks, tick) // ended 5 s ago: its child is decided
+			}
+		}
+		return ticks
+	}
+	poll.Require(t, 40*time.Second, "three parent ticks after the restore ended a while ago", func() bool { return len(after()) >= 3 })
+	ticks := after()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, tick := range ticks {
+		if runs := l.runs[tick]; len(runs) != 1 || runs[0].Before(l.endedAt[tick]) {
+			t.Errorf("@b-extract@%s ended at %v; @a-load ran it at %v, want once after", tick, l.endedAt[tick], runs)
+		}
+	}
+	if st, err := c.Status(ctx); err != nil || st.Schedules.Refused != 0 {
+		t.Errorf("refused after the restore: %+v %v", st.Schedules, err)
+	}
+}
