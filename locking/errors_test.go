@@ -3,9 +3,14 @@ package locking_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/locking"
@@ -67,8 +72,83 @@ func TestWrappedErrorsSayWhatHappened(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	_, err = c.Lock(wctx, "busy", time.Second)
-	if !errors.Is(err, locking.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, locking.ErrUnavailable) {
+	if !errors.Is(err, locking.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Lock cut short = %v, want ErrNotObtained and DeadlineExceeded", err)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Lock cut short says %q: more than one line", err)
+	}
+}
+
+// cutContext is a context whose wait ends (DeadlineExceeded) when cut is
+// called, not at a time: a test ends a wait between two attempts whatever
+// each takes.
+type cutContext struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newCutContext(parent context.Context) *cutContext {
+	return &cutContext{Context: parent, done: make(chan struct{})}
+}
+
+func (c *cutContext) cut()                                    { c.once.Do(func() { close(c.done) }) }
+func (c *cutContext) Done() <-chan struct{}                   { return c.done }
+func (c *cutContext) Deadline() (deadline time.Time, ok bool) { return time.Time{}, false }
+func (c *cutContext) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// cutSecondCall ends the wait of ctx when the second command naming key (in
+// a Redis key of it) is sent, and holds that command until its own context
+// ends: the attempt it belongs to is cut short by the wait's end.
+type cutSecondCall struct {
+	key   string
+	ctx   *cutContext
+	calls atomic.Int32
+}
+
+func (h *cutSecondCall) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *cutSecondCall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *cutSecondCall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if slices.ContainsFunc(cmd.Args(), func(a any) bool { s, ok := a.(string); return ok && strings.Contains(s, h.key) }) && h.calls.Add(1) == 2 {
+			h.ctx.cut()
+			<-ctx.Done()
+			cmd.SetErr(ctx.Err())
+			return ctx.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// A wait that ends during an attempt says why the attempt before it did not
+// get the lock (someone holds it), not that the masters are unavailable:
+// the attempt cut short only ran out of the wait's time.
+func TestAWaitEndedDuringAnAttemptSaysWhyTheOneBeforeFailed(t *testing.T) {
+	s := redistest.New(t)
+	holder := newClient(t, clientsOf(t, s))
+	ctx := testCtx(t)
+	held, err := holder.TryLock(ctx, "busy", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx)
+	rdb := s.TestClient(t)
+	wctx := newCutContext(ctx)
+	rdb.AddHook(&cutSecondCall{key: "busy", ctx: wctx})
+	c := newClient(t, []*redis.Client{rdb})
+	_, err = c.Lock(wctx, "busy", time.Second)
+	if !errors.Is(err, locking.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, locking.ErrUnavailable) {
+		t.Fatalf("Lock cut short = %v, want ErrNotObtained and DeadlineExceeded, not ErrUnavailable", err)
 	}
 	var oe *locking.ObtainError
 	if !errors.As(err, &oe) || oe.Key != "busy" {

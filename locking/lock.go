@@ -162,11 +162,18 @@ func (c *Client) wait(ctx context.Context, ks []keys, token string, ttl time.Dur
 			if l != nil {
 				return l, queued, nil
 			}
-			err = e
 			var oe *ObtainError
-			if errors.As(err, &oe) {
+			if errors.As(e, &oe) {
 				queued[i] = queued[i] || oe.mayQueue()
 			}
+			if ctx.Err() != nil && err != nil && errors.Is(e, ctx.Err()) {
+				// cut short by the wait's end, the attempt says only that
+				// its masters did not answer in time (which would read as
+				// unavailable): the attempt before it says why the lock
+				// was not had
+				return nil, queued, waitEnded(err, ctx)
+			}
+			err = e
 			switch {
 			case ctx.Err() != nil:
 				return nil, queued, waitEnded(err, ctx)

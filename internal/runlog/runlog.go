@@ -69,12 +69,14 @@ type Writer struct {
 	cfg *config.Config
 	rdb redis.UniversalClient
 	log *slog.Logger
+	// startTimeout bounds a start's write (historyStartTimeout)
+	startTimeout time.Duration
 }
 
 // NewWriter returns a writer of cfg's jobs' histories to the queue Redis
 // rdb (nil: none), logging failed writes to log.
 func NewWriter(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger) *Writer {
-	return &Writer{cfg: cfg, rdb: rdb, log: log}
+	return &Writer{cfg: cfg, rdb: rdb, log: log, startTimeout: historyStartTimeout}
 }
 
 // enabled reports whether job's events are written.
@@ -421,7 +423,7 @@ func (h *Writer) StartedAgo(ctx context.Context, t schedule.Tick, replica string
 	if took > 0 {
 		f = append(f, "took_ms", took.Milliseconds())
 	}
-	return h.write(ctx, historyStartTimeout, t.Job, "", true, also, f...)
+	return h.write(ctx, h.startTimeout, t.Job, "", true, also, f...)
 }
 
 // End is how one attempt of a run ended.

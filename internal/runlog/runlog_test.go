@@ -68,7 +68,7 @@ func TestFailedRunsOfRuntimeSchedulesIndexed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := NewWriter(cfg, rdb, slog.New(slog.DiscardHandler))
+	w := testWriter(cfg, rdb, slog.New(slog.DiscardHandler))
 	rdb.HSet(ctx, "ix:{schedules}:defs", "a", "x", "b", "x")
 	end := func(job, status string) {
 		w.Finished(ctx, worktest.TickOf(job, 1), &config.Job{Name: job}, End{Replica: "r1", Attempt: 1, Status: status})
@@ -214,7 +214,7 @@ func nsWriter(t *testing.T) (*redis.Client, *Writer) {
 	t.Helper()
 	rdb := redistest.New(t).TestClient(t)
 	cfg := &config.Config{Namespace: "ns", History: config.HistoryConfig{Runs: 10, MaxAge: time.Hour}, Schedules: config.SchedulesConfig{History: 10}}
-	return rdb, NewWriter(cfg, rdb, slog.New(slog.DiscardHandler))
+	return rdb, testWriter(cfg, rdb, slog.New(slog.DiscardHandler))
 }
 
 // A tick before 1970 (unix ms below zero) written in the list's short form
@@ -333,7 +333,7 @@ func TestLostRunEndIsLogged(t *testing.T) {
 	rdb := redistest.New(t).TestClient(t)
 	var logs worktest.Logs
 	cfg := &config.Config{Namespace: "ns", History: config.HistoryConfig{Runs: 10, MaxAge: time.Hour}, Schedules: config.SchedulesConfig{History: 10}}
-	w := NewWriter(cfg, rdb, logs.Logger())
+	w := testWriter(cfg, rdb, logs.Logger())
 	ctx := context.Background()
 	job := "full"
 	tick := scheduler.Tick{Job: job, At: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), RunID: "0123456789abcdef0123456789abcdef", Replica: "d1"}
@@ -377,7 +377,7 @@ func TestRunEndKeepsItsMaxAgeBesideAnOlderReleasesEnds(t *testing.T) {
 	clk := redistest.NewTestClock(t)
 	rdb := redistest.New(t, redistest.WithClock(clk)).TestClient(t)
 	cfg := &config.Config{Namespace: "ns", History: config.HistoryConfig{Runs: 10, MaxAge: time.Hour}, Schedules: config.SchedulesConfig{History: 10}}
-	w := NewWriter(cfg, rdb, slog.New(slog.DiscardHandler))
+	w := testWriter(cfg, rdb, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 	job := "rolling"
 	key := Key("ns", job)
@@ -418,7 +418,7 @@ func TestRunEndKeepsItsMaxAgeAfterTheQueueRedisReloadsASnapshot(t *testing.T) {
 	srv := redistest.New(t, redistest.WithClock(clk))
 	rdb := srv.TestClient(t)
 	cfg := &config.Config{Namespace: "ns", History: config.HistoryConfig{Runs: 10, MaxAge: time.Hour}, Schedules: config.SchedulesConfig{History: 10}}
-	w := NewWriter(cfg, rdb, slog.New(slog.DiscardHandler))
+	w := testWriter(cfg, rdb, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 	job := "reloaded"
 	key := Key("ns", job)
@@ -529,7 +529,7 @@ func TestRunEndTakesItsStartsPlaceWhateverItsRunIDHolds(t *testing.T) {
 func TestLastSuccessSurvivesTheHistoryCount(t *testing.T) {
 	rdb := redistest.New(t).TestClient(t)
 	cfg := &config.Config{Namespace: "ns", History: config.HistoryConfig{Runs: 10, MaxAge: time.Hour}, Schedules: config.SchedulesConfig{History: 3}}
-	w := NewWriter(cfg, rdb, slog.New(slog.DiscardHandler))
+	w := testWriter(cfg, rdb, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 	const job = "@report/failing"
 	key := ListKey("ns", job)
@@ -557,4 +557,14 @@ func TestLastSuccessSurvivesTheHistoryCount(t *testing.T) {
 	if len(msgs) != 3 || msgs[0].Values["run"] != "run-5" || msgs[2].Values["run"] != "run-3" {
 		t.Fatalf("after a success the list holds %d: %v", len(msgs), msgs)
 	}
+}
+
+// testWriter is NewWriter whose starts wait as long as the other writes: a
+// run's start gives up sooner in production, so as not to delay the run,
+// and a busy test machine can take longer than that to answer; the tests
+// here are about what is written.
+func testWriter(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger) *Writer {
+	w := NewWriter(cfg, rdb, log)
+	w.startTimeout = historyTimeout
+	return w
 }
