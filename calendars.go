@@ -198,6 +198,13 @@ func (c *Cluster) withCalendars(ctx context.Context, docs ...[]byte) (*config.Co
 	return c.scheduleStore().WithCalendarsOf(ctx, c.cfg, nil, docs...)
 }
 
+// readableCalendars is withCalendars for a listing: the calendars that
+// cannot be used are left out, their errors by name, so that only the
+// schedules naming one of them say so.
+func (c *Cluster) readableCalendars(ctx context.Context, docs ...[]byte) (*config.Config, map[string]error, error) {
+	return c.scheduleStore().ReadableCalendarsOf(ctx, c.cfg, nil, docs...)
+}
+
 // checkedCalendar is r as a Calendar, with why the replicas refuse it
 // when it is older than they saw (a copy put back).
 func (c *Cluster) checkedCalendar(ctx context.Context, r schedstore.Record) Calendar {

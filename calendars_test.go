@@ -11,6 +11,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/poll"
 	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/internal/schedstore"
 	"github.com/batonhq/baton/jobs"
 )
 
@@ -129,5 +130,67 @@ func TestReplicasRunARuntimeScheduleByItsCalendarAsItChanges(t *testing.T) {
 	})
 	if _, most := counter.ticks("@report/a"); most != 1 {
 		t.Fatalf("a tick ran %d times", most)
+	}
+}
+
+// One runtime calendar whose stored record cannot be read (bad data in
+// Redis) fails only the schedules naming it: a listing gives those their
+// Error, naming the calendar once and saying to put it again, and lists
+// the others with their next ticks; a get of one naming no calendar works.
+func TestAnUnreadableCalendarFailsOnlyTheSchedulesNamingIt(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	c := openCluster(t, schedulesConfig(t, srv, "timezone: UTC"))
+	ctx := context.Background()
+	if _, err := c.PutCalendar(ctx, "holidays", baton.CalendarSpec{Dates: []string{"2030-12-25"}}); err != nil {
+		t.Fatal(err)
+	}
+	for id, doc := range map[string]string{
+		"report/a": `{schedule: "0 9 * * *", exclude: [holidays], handler: {name: report}}`,
+		"plain":    `{schedule: "0 9 * * *", handler: {name: report}}`,
+	} {
+		if _, err := c.PutScheduleDocument(ctx, id, []byte(doc), baton.AheadOfDeploy()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rdb := srv.TestClient(t)
+	id := schedstore.CalendarID("holidays")
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupted := 0
+	for _, k := range keys {
+		if rdb.Type(ctx, k).Val() == "hash" && rdb.HExists(ctx, k, id).Val() {
+			if err := rdb.HSet(ctx, k, id, "{not a record").Err(); err != nil {
+				t.Fatal(err)
+			}
+			corrupted++
+		}
+	}
+	if corrupted != 1 {
+		t.Fatalf("found the calendar's record in %d hashes", corrupted)
+	}
+	page, err := c.ListSchedules(ctx, baton.ScheduleQuery{Next: 1, Runs: true})
+	if err != nil {
+		t.Fatalf("ListSchedules with one unreadable calendar: %v", err)
+	}
+	if len(page.Schedules) != 2 {
+		t.Fatalf("listed %+v", page.Schedules)
+	}
+	for _, s := range page.Schedules {
+		switch s.ID {
+		case "plain":
+			if s.Error != "" || len(s.Next) == 0 {
+				t.Errorf("plain, naming no calendar: error %q, next %v", s.Error, s.Next)
+			}
+		case "report/a":
+			if strings.Count(s.Error, `runtime calendar "holidays"`) != 1 || !strings.Contains(s.Error, "put the calendar again") {
+				t.Errorf("report/a, naming the unreadable calendar, says %q", s.Error)
+			}
+		}
+	}
+	if s, err := c.GetSchedule(ctx, "plain", 1); err != nil || len(s.Next) != 1 {
+		t.Errorf("GetSchedule(plain): %+v %v", s, err)
 	}
 }

@@ -520,7 +520,7 @@ func (c *Cluster) describeSchedules(ctx context.Context, ss []Schedule, next int
 	}); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("baton: runtime schedules: the failing ones: %w", err)
 	}
-	base, err := c.withCalendars(ctx, definitions(ss)...)
+	base, badCals, err := c.readableCalendars(ctx, definitions(ss)...)
 	if err != nil {
 		return err
 	}
@@ -535,6 +535,10 @@ func (c *Cluster) describeSchedules(ctx context.Context, ss []Schedule, next int
 			s.FailingSince = &since
 		}
 		if s.Error != "" {
+			continue
+		}
+		if err := schedstore.CalendarErrorOf(badCals, s.Definition); err != nil {
+			s.Error = err.Error()
 			continue
 		}
 		j, err := config.DecodeSchedule(base, s.ID, s.Definition, s.Created)
@@ -575,7 +579,8 @@ func (c *Cluster) scheduleRuns(ctx context.Context, ss []Schedule) error {
 	for i := range ss {
 		byJob[ss[i].Job] = &ss[i]
 	}
-	base, err := c.withCalendars(ctx, definitions(ss)...)
+	// a schedule naming a calendar in error is not decoded (nil below)
+	base, _, err := c.readableCalendars(ctx, definitions(ss)...)
 	if err != nil {
 		return err
 	}

@@ -161,3 +161,82 @@ func TestAWaitEndedDuringAnAttemptSaysWhyTheOneBeforeFailed(t *testing.T) {
 		t.Fatalf("Lock cut short says %q: more than one line", err)
 	}
 }
+
+// deadlineContext is a context.WithTimeout whose deadline is set late (by
+// set), as a real one is: go-redis sees it (Deadline) and puts it on the
+// connection, Done closes at that time, and Err says DeadlineExceeded.
+type deadlineContext struct {
+	context.Context
+	mu   sync.Mutex
+	at   time.Time
+	done chan struct{}
+}
+
+func (c *deadlineContext) set(d time.Duration) {
+	c.mu.Lock()
+	c.at = time.Now().Add(d)
+	c.mu.Unlock()
+	time.AfterFunc(d, func() { close(c.done) })
+}
+func (c *deadlineContext) Done() <-chan struct{} { return c.done }
+func (c *deadlineContext) Deadline() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.at, !c.at.IsZero()
+}
+func (c *deadlineContext) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// slowSecondCall, at the second command naming key, sets the wait's
+// deadline 150 ms ahead and makes the master slow for 400 ms (it answers,
+// late).
+type slowSecondCall struct {
+	key   string
+	ctx   *deadlineContext
+	s     *redistest.Server
+	calls atomic.Int32
+}
+
+func (h *slowSecondCall) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *slowSecondCall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *slowSecondCall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if slices.ContainsFunc(cmd.Args(), func(a any) bool { s, ok := a.(string); return ok && strings.Contains(s, h.key) }) && h.calls.Add(1) == 2 {
+			h.ctx.set(150 * time.Millisecond)
+			if err := h.s.Pause(); err == nil {
+				time.AfterFunc(400*time.Millisecond, func() { _ = h.s.Resume() })
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// A wait whose deadline (on the connection, as go-redis puts it) passes
+// while a slow master has not answered the second attempt says why the
+// first did not get the lock, not that the master is unavailable.
+func TestAWaitWhoseDeadlinePassesDuringASlowAttemptIsNotUnavailable(t *testing.T) {
+	s := redistest.New(t)
+	holder := newClient(t, clientsOf(t, s))
+	ctx := testCtx(t)
+	held, err := holder.TryLock(ctx, "busy", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx)
+	rdb := s.TestClient(t)
+	wctx := &deadlineContext{Context: ctx, done: make(chan struct{})}
+	rdb.AddHook(&slowSecondCall{key: "busy", ctx: wctx, s: s})
+	c := newClient(t, []*redis.Client{rdb})
+	_, err = c.Lock(wctx, "busy", time.Second)
+	if !errors.Is(err, locking.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, locking.ErrUnavailable) {
+		t.Fatalf("Lock cut short = %v, want ErrNotObtained and DeadlineExceeded, not ErrUnavailable", err)
+	}
+}

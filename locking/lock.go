@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"time"
@@ -166,7 +167,7 @@ func (c *Client) wait(ctx context.Context, ks []keys, token string, ttl time.Dur
 			if errors.As(e, &oe) {
 				queued[i] = queued[i] || oe.mayQueue()
 			}
-			if ctx.Err() != nil && err != nil && errors.Is(e, ctx.Err()) {
+			if ctx.Err() != nil && err != nil && cutShort(e, ctx) {
 				// cut short by the wait's end, the attempt says only that
 				// its masters did not answer in time (which would read as
 				// unavailable): the attempt before it says why the lock
@@ -203,6 +204,12 @@ func (c *Client) wait(ctx context.Context, ks []keys, token string, ttl time.Dur
 			n = len(ks)
 		}
 	}
+}
+
+// cutShort reports whether attempt error e, after ctx ended, is ctx's end:
+// its error, or the deadline go-redis put on a connection from ctx's.
+func cutShort(e error, ctx context.Context) bool {
+	return errors.Is(e, ctx.Err()) || errors.Is(e, os.ErrDeadlineExceeded)
 }
 
 // waitEnded is Lock's error when ctx ends the wait: not obtained, why the last

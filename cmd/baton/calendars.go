@@ -92,32 +92,12 @@ flags:
 
 // calendarsCommand is "baton calendars" and its subcommands.
 func (c *cli) calendarsCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:               "calendars",
-		Long:              calendarsHelp,
-		Annotations:       map[string]string{helpAnnotation: "calendars"},
-		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE: func(_ *cobra.Command, args []string) error {
-			msg := "name what to do: put, get, list or delete"
-			if len(args) > 0 {
-				msg = fmt.Sprintf("unknown subcommand %q: put, get, list or delete", args[0])
-			}
-			printf(c.stderr, "baton calendars: %s\n%s", msg, calendarsHelp)
-			c.code = exitUsage
-			return nil
-		},
-	}
-	sub := func(sc *cobra.Command) *cobra.Command {
-		sc.Use = strings.TrimPrefix(sc.Use, "calendars ")
-		return sc
-	}
-	cmd.AddCommand(
-		sub(subcommand(c, "calendars put", calendarsPutHelp, calendarNames(1), defineCalendarPut, runCalendarPut)),
-		sub(subcommand(c, "calendars get", calendarsGetHelp, calendarNames(1), defineCalendarGet, runCalendarGet)),
-		sub(subcommand(c, "calendars list", calendarsListHelp, nil, defineCalendarList, runCalendarList)),
-		sub(subcommand(c, "calendars delete", calendarsDeleteHelp, calendarNames(1), defineCalendarDelete, runCalendarDelete)),
+	return c.groupCommand("calendars", calendarsHelp,
+		subcommand(c, "calendars put", calendarsPutHelp, calendarNames(1), defineCalendarPut, runCalendarPut),
+		subcommand(c, "calendars get", calendarsGetHelp, calendarNames(1), defineCalendarGet, runCalendarGet),
+		subcommand(c, "calendars list", calendarsListHelp, nil, defineCalendarList, runCalendarList),
+		subcommand(c, "calendars delete", calendarsDeleteHelp, calendarNames(1), defineCalendarDelete, runCalendarDelete),
 	)
-	return cmd
 }
 
 // calendarPutOpts are the flags of "baton calendars put".

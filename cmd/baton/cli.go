@@ -114,6 +114,38 @@ func subcommand[O any](c *cli, name, help string, complete cobra.CompletionFunc,
 	return cmd
 }
 
+// groupCommand is "baton GROUP" with its subcommands, each made by
+// subcommand under the name "GROUP VERB": alone, or with a verb it does not
+// have, it prints which it has and help, and exits 2.
+func (c *cli) groupCommand(group, help string, subs ...*cobra.Command) *cobra.Command {
+	verbs := make([]string, len(subs))
+	for i, sc := range subs {
+		sc.Use = strings.TrimPrefix(sc.Use, group+" ")
+		verbs[i] = sc.Name()
+	}
+	list := verbs[0]
+	if n := len(verbs); n > 1 {
+		list = strings.Join(verbs[:n-1], ", ") + " or " + verbs[n-1]
+	}
+	cmd := &cobra.Command{
+		Use:               group,
+		Long:              help,
+		Annotations:       map[string]string{helpAnnotation: group},
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(_ *cobra.Command, args []string) error {
+			msg := "name what to do: " + list
+			if len(args) > 0 {
+				msg = fmt.Sprintf("unknown subcommand %q: %s", args[0], list)
+			}
+			printf(c.stderr, "baton %s: %s\n%s", group, msg, help)
+			c.code = exitUsage
+			return nil
+		},
+	}
+	cmd.AddCommand(subs...)
+	return cmd
+}
+
 // printHelp prints cmd's help text and, when it ends with "flags:", its
 // flags.
 func (c *cli) printHelp(cmd *cobra.Command) {

@@ -131,36 +131,16 @@ var stdin io.Reader = os.Stdin
 
 // schedulesCommand is "baton schedules" and its subcommands.
 func (c *cli) schedulesCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:               "schedules",
-		Long:              schedulesHelp,
-		Annotations:       map[string]string{helpAnnotation: "schedules"},
-		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE: func(_ *cobra.Command, args []string) error {
-			msg := "name what to do: put, get, list, delete, pause, resume, export or import"
-			if len(args) > 0 {
-				msg = fmt.Sprintf("unknown subcommand %q: put, get, list, delete, pause, resume, export or import", args[0])
-			}
-			printf(c.stderr, "baton schedules: %s\n%s", msg, schedulesHelp)
-			c.code = exitUsage
-			return nil
-		},
-	}
-	sub := func(sc *cobra.Command) *cobra.Command {
-		sc.Use = strings.TrimPrefix(sc.Use, "schedules ")
-		return sc
-	}
-	cmd.AddCommand(
-		sub(subcommand(c, "schedules put", schedulesPutHelp, nil, definePut, runPut)),
-		sub(subcommand(c, "schedules get", schedulesGetHelp, scheduleIDs(1), defineGet, runGet)),
-		sub(subcommand(c, "schedules list", schedulesListHelp, nil, defineList, runList)),
-		sub(subcommand(c, "schedules delete", schedulesDeleteHelp, scheduleIDs(1), defineDelete, runDelete)),
-		sub(subcommand(c, "schedules pause", schedulesPauseHelp, scheduleIDs(0), pauseFlags(true), runSchedulePause)),
-		sub(subcommand(c, "schedules resume", schedulesPauseHelp, scheduleIDs(0), pauseFlags(false), runSchedulePause)),
-		sub(subcommand(c, "schedules export", schedulesExportHelp, nil, defineExport, runExport)),
-		sub(subcommand(c, "schedules import", schedulesImportHelp, nil, defineImport, runImport)),
+	return c.groupCommand("schedules", schedulesHelp,
+		subcommand(c, "schedules put", schedulesPutHelp, nil, definePut, runPut),
+		subcommand(c, "schedules get", schedulesGetHelp, scheduleIDs(1), defineGet, runGet),
+		subcommand(c, "schedules list", schedulesListHelp, nil, defineList, runList),
+		subcommand(c, "schedules delete", schedulesDeleteHelp, scheduleIDs(1), defineDelete, runDelete),
+		subcommand(c, "schedules pause", schedulesPauseHelp, scheduleIDs(0), pauseFlags(true), runSchedulePause),
+		subcommand(c, "schedules resume", schedulesPauseHelp, scheduleIDs(0), pauseFlags(false), runSchedulePause),
+		subcommand(c, "schedules export", schedulesExportHelp, nil, defineExport, runExport),
+		subcommand(c, "schedules import", schedulesImportHelp, nil, defineImport, runImport),
 	)
-	return cmd
 }
 
 // putOpts are the flags of "baton schedules put".

@@ -72,6 +72,9 @@ func longestFirst(a, b string) int {
 // Values returns the secret values b collected, longest first, as
 // Secrets().Values() does without working out how each is escaped.
 func (b *Builder) Values() []string {
+	if b == nil {
+		return nil
+	}
 	var vs []string
 	for v := range b.values {
 		vs = append(vs, v)

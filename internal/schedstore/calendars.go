@@ -295,11 +295,30 @@ func (f *Follower) decodedWith(j *config.Job, name string) bool {
 // WithCalendarsOf returns base with the runtime calendars the definitions
 // docs name that base lacks, read from s (config.Config.WithCalendars): what
 // a definition read outside a Follower's copy is decoded with. A calendar
-// that does not exist, cannot be read, or is older than the replicas saw
-// (older; nil: s.Older) is left out; one that cannot be read, is older or
-// does not decode is an error naming it and why (else the decode would say
-// only that there is no such calendar).
+// that does not exist is left out (the decode names it); one that cannot be
+// read, is older than the replicas saw (older; nil: s.Older) or does not
+// decode is an error naming it and why (else the decode would say only that
+// there is no such calendar). For a listing of many definitions, where one
+// bad calendar should not fail the others, see ReadableCalendarsOf.
 func (s *Store) WithCalendarsOf(ctx context.Context, base *config.Config, older func(context.Context, Record) error, docs ...[]byte) (*config.Config, error) {
+	cfg, bad, err := s.ReadableCalendarsOf(ctx, base, older, docs...)
+	if err != nil {
+		return nil, err
+	}
+	if len(bad) > 0 {
+		errs := make([]error, 0, len(bad))
+		for _, name := range slices.Sorted(maps.Keys(bad)) {
+			errs = append(errs, bad[name])
+		}
+		return nil, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+// ReadableCalendarsOf is WithCalendarsOf that leaves out the calendars in
+// error and gives their errors by name (CalendarErrorOf finds those a
+// definition names); err is a failed read of Redis.
+func (s *Store) ReadableCalendarsOf(ctx context.Context, base *config.Config, older func(context.Context, Record) error, docs ...[]byte) (cfg *config.Config, bad map[string]error, err error) {
 	if older == nil {
 		older = s.Older
 	}
@@ -315,34 +334,57 @@ func (s *Store) WithCalendarsOf(ctx context.Context, base *config.Config, older 
 		}
 	}
 	if len(need) == 0 {
-		return base, nil
+		return base, nil, nil
 	}
 	ids := make([]string, 0, len(need))
 	for _, n := range slices.Sorted(maps.Keys(need)) {
 		ids = append(ids, CalendarID(n))
 	}
-	recs, bad, err := s.GetMany(ctx, ids)
+	recs, unread, err := s.GetMany(ctx, ids)
 	if err != nil {
-		return nil, fmt.Errorf("runtime calendars: %w", err)
+		return nil, nil, fmt.Errorf("runtime calendars: %w", err)
 	}
 	extra := map[string]*config.CalendarSpec{}
-	var errs []error
 	for _, id := range ids {
 		name, _ := CalendarName(id)
-		r, ok := recs[id]
-		err := bad[id]
-		if err == nil && ok {
-			err = older(ctx, r)
+		if err := unread[id]; err != nil {
+			bad = mapWith(bad, name, err) // names the calendar
+			continue
 		}
-		if err == nil && ok {
+		r, ok := recs[id]
+		if !ok {
+			continue
+		}
+		err := older(ctx, r)
+		if err == nil {
 			extra[name], _, err = config.DecodeCalendar(name, r.Doc)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("runtime calendar %q: %w", name, err))
+			delete(extra, name)
+			bad = mapWith(bad, name, fmt.Errorf("runtime calendar %q: %w", name, err))
 		}
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	return base.WithCalendars(extra), bad, nil
+}
+
+// CalendarErrorOf is the error of the first calendar in bad (by name, from
+// ReadableCalendarsOf) that definition doc names, nil when none.
+func CalendarErrorOf(bad map[string]error, doc []byte) error {
+	if len(bad) == 0 {
+		return nil
 	}
-	return base.WithCalendars(extra), nil
+	for _, n := range config.ScheduleCalendars(doc) {
+		if err := bad[n]; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mapWith(m map[string]error, k string, v error) map[string]error {
+	if m == nil {
+		m = map[string]error{}
+	}
+	m[k] = v
+	return m
 }

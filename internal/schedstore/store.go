@@ -124,7 +124,11 @@ type CorruptError struct {
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("%s: the value in %s is not a baton schedule record (%s): put the schedule again, or delete it", describe(e.ID), e.Key, e.Why)
+	what := "schedule"
+	if _, ok := CalendarName(e.ID); ok {
+		what = "calendar"
+	}
+	return fmt.Sprintf("%s: the value in %s is not a baton schedule record (%s): put the %s again, or delete it", describe(e.ID), e.Key, e.Why, what)
 }
 
 // Store reads and writes a namespace's runtime schedules.

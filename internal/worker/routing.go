@@ -185,10 +185,24 @@ func (w *Worker) scheduleDefinition(ctx context.Context, t scheduler.Tick, held 
 	}
 	stored := rec.Ref()
 	// with the runtime calendars it names, read from the store as it is
-	base, err := st.WithCalendarsOf(ctx, w.cfg, nil, rec.Doc)
+	base, badCals, err := st.ReadableCalendarsOf(ctx, w.cfg, nil, rec.Doc)
 	if err != nil {
 		w.log.Warn("cannot read the calendars this task's runtime schedule names: handing the task back", append(handoff.TickAttrs(t),
 			slog.Any("error", err))...)
+		return nil, fmt.Errorf("worker: %s: %w: %w", t.ID(), err, ErrRunsElsewhere)
+	}
+	if err := schedstore.CalendarErrorOf(badCals, rec.Doc); err != nil {
+		// a calendar put back older, or stored unreadable: it may be put
+		// again (a replica's copy puts an older one back), so the task
+		// waits for it, until it expires
+		if w.expired(t, exp, held, nil) {
+			return nil, w.archiveUnrunnable(ctx, t, "a calendar its runtime schedule names cannot be used, and was not put again before the task expired: "+err.Error(),
+				"archiving an expired task of a runtime schedule whose calendar cannot be used", slog.Any("error", err))
+		}
+		if _, logged := w.handing.LoadOrStore(t.Job+"\x00calendar", true); !logged {
+			w.log.Warn("a calendar this task's runtime schedule names cannot be used: handing the task back until it is put again or the task expires",
+				append(handoff.TickAttrs(t), slog.Any("error", err))...)
+		}
 		return nil, fmt.Errorf("worker: %s: %w: %w", t.ID(), err, ErrRunsElsewhere)
 	}
 	job, decodeErr := rec.Job(base)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/formats"
 	"github.com/batonhq/baton/internal/handoff"
 	"github.com/batonhq/baton/internal/history"
@@ -864,4 +865,57 @@ func TestATickOfAReplacedScheduleNamingARuntimeCalendarRunsWithTheReplacement(t 
 		}
 		t.Fatalf("the tick did not run: task %s, last error %q\n%s", state, lastErr, logs.String())
 	}
+}
+
+// A task of a runtime schedule naming a runtime calendar whose stored
+// record cannot be read (the worker's copy refuses both) waits for it, handed back (the calendar may be put
+// again) with one warning, never run; once the task expires it is archived
+// as refused, naming the calendar.
+func TestATaskWhoseRuntimeCalendarCannotBeReadWaitsThenIsArchived(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	base := e.Config(t, "  []")
+	st := schedstore.Of(e.RDB, base)
+	spec, stored, err := config.DecodeCalendar("holidays", []byte(`{dates: [2020-01-01]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put(ctx, schedstore.CalendarID("holidays"), stored, schedstore.Any); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.Put(ctx, "report/x", []byte(`{"schedule":"@every 1h","exclude":["holidays"],"concurrency":"allow","handler":{"name":"report"}}`), schedstore.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := rec.Job(base.WithCalendars(map[string]*config.CalendarSpec{"holidays": spec}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holding := base.WithSource(scheduleSource{j.Name: j})
+	defs := schedstore.Keys(base.Namespace, 1)[0]
+	if err := e.RDB.HSet(ctx, defs, schedstore.CalendarID("holidays"), "{not a record").Err(); err != nil {
+		t.Fatal(err)
+	}
+	exec := newFakeExec(nil)
+	logs := &worktest.Logs{}
+	clk := clock.NewFake(time.Now())
+	// the worker's copy refuses the schedule with its calendar, so holds
+	// none: the task's definition is read from the store
+	e.worker(t, base, exec, WithReplica("w"), WithHandlers(registry(t, "report")), WithLogger(logs.Logger()), WithClock(clk))
+	tick := scheduler.Tick{Job: "@report/x", At: time.Now().UTC().Truncate(time.Second), RunID: "trigger", Replica: "api", Manual: true}
+	e.dispatch(t, holding, tick)
+	poll.Require(t, worktest.Wait, "the task handed back, naming the calendar", func() bool {
+		info, err := e.Insp.GetTaskInfo(runtimeQueue, tick.ID())
+		return err == nil && info.State == asynq.TaskStateRetry && strings.Contains(info.LastErr, `runtime calendar "holidays"`)
+	})
+	if n := logs.Count("a calendar this task's runtime schedule names cannot be used"); n != 1 {
+		t.Errorf("%d warnings, want one:\n%s", n, logs.String())
+	}
+	clk.Advance(48 * time.Hour)
+	info := e.State(t, runtimeQueue, tick, asynq.TaskStateArchived)
+	if !strings.Contains(info.LastErr, `a calendar its runtime schedule names cannot be used`) {
+		t.Errorf("archived with %q", info.LastErr)
+	}
+	worktest.None(t, exec.started, 100*time.Millisecond, "a run without its calendar")
 }
