@@ -80,91 +80,10 @@ func TestWrappedErrorsSayWhatHappened(t *testing.T) {
 	}
 }
 
-// cutContext is a context whose wait ends (DeadlineExceeded) when cut is
-// called, not at a time: a test ends a wait between two attempts whatever
-// each takes.
-type cutContext struct {
-	context.Context
-	done chan struct{}
-	once sync.Once
-}
-
-func newCutContext(parent context.Context) *cutContext {
-	return &cutContext{Context: parent, done: make(chan struct{})}
-}
-
-func (c *cutContext) cut()                                    { c.once.Do(func() { close(c.done) }) }
-func (c *cutContext) Done() <-chan struct{}                   { return c.done }
-func (c *cutContext) Deadline() (deadline time.Time, ok bool) { return time.Time{}, false }
-func (c *cutContext) Err() error {
-	select {
-	case <-c.done:
-		return context.DeadlineExceeded
-	default:
-		return nil
-	}
-}
-
-// cutSecondCall ends the wait of ctx when the second command naming key (in
-// a Redis key of it) is sent, and holds that command until its own context
-// ends: the attempt it belongs to is cut short by the wait's end.
-type cutSecondCall struct {
-	key   string
-	ctx   *cutContext
-	calls atomic.Int32
-}
-
-func (h *cutSecondCall) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *cutSecondCall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (h *cutSecondCall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if slices.ContainsFunc(cmd.Args(), func(a any) bool { s, ok := a.(string); return ok && strings.Contains(s, h.key) }) && h.calls.Add(1) == 2 {
-			h.ctx.cut()
-			<-ctx.Done()
-			cmd.SetErr(ctx.Err())
-			return ctx.Err()
-		}
-		return next(ctx, cmd)
-	}
-}
-
-// A wait that ends during an attempt says why the attempt before it did not
-// get the lock (someone holds it), not that the masters are unavailable:
-// the attempt cut short only ran out of the wait's time.
-func TestAWaitEndedDuringAnAttemptSaysWhyTheOneBeforeFailed(t *testing.T) {
-	s := redistest.New(t)
-	holder := newClient(t, clientsOf(t, s))
-	ctx := testCtx(t)
-	held, err := holder.TryLock(ctx, "busy", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Release(ctx)
-	rdb := s.TestClient(t)
-	wctx := newCutContext(ctx)
-	rdb.AddHook(&cutSecondCall{key: "busy", ctx: wctx})
-	c := newClient(t, []*redis.Client{rdb})
-	_, err = c.Lock(wctx, "busy", time.Second)
-	if !errors.Is(err, locking.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, locking.ErrUnavailable) {
-		t.Fatalf("Lock cut short = %v, want ErrNotObtained and DeadlineExceeded, not ErrUnavailable", err)
-	}
-	var oe *locking.ObtainError
-	if !errors.As(err, &oe) || oe.Key != "busy" {
-		t.Fatalf("Lock cut short = %v, want the last attempt's *ObtainError", err)
-	}
-	if want := `locking: not obtained: the wait ended (context deadline exceeded); last attempt: not obtained: key "busy"`; !strings.HasPrefix(err.Error(), want) {
-		t.Fatalf("Lock cut short says %q, want it to start with %q", err, want)
-	}
-	if strings.Contains(err.Error(), "\n") {
-		t.Fatalf("Lock cut short says %q: more than one line", err)
-	}
-}
-
 // deadlineContext is a context.WithTimeout whose deadline is set late (by
 // set), as a real one is: go-redis sees it (Deadline) and puts it on the
-// connection, Done closes at that time, and Err says DeadlineExceeded.
+// connection, Done closes at that time, and Err says DeadlineExceeded. A
+// test ends a wait at a chosen attempt with it, whatever each takes.
 type deadlineContext struct {
 	context.Context
 	mu   sync.Mutex
@@ -193,36 +112,32 @@ func (c *deadlineContext) Err() error {
 	}
 }
 
-// slowSecondCall, at the second command naming key, sets the wait's
-// deadline 150 ms ahead and makes the master slow for 400 ms (it answers,
-// late).
-type slowSecondCall struct {
+// onSecondCall calls then when the second command naming key (in a Redis
+// key of it) is sent, before sending it.
+type onSecondCall struct {
 	key   string
-	ctx   *deadlineContext
-	s     *redistest.Server
+	then  func()
 	calls atomic.Int32
 }
 
-func (h *slowSecondCall) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *slowSecondCall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *onSecondCall) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *onSecondCall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
-func (h *slowSecondCall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *onSecondCall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if slices.ContainsFunc(cmd.Args(), func(a any) bool { s, ok := a.(string); return ok && strings.Contains(s, h.key) }) && h.calls.Add(1) == 2 {
-			h.ctx.set(150 * time.Millisecond)
-			if err := h.s.Pause(); err == nil {
-				time.AfterFunc(400*time.Millisecond, func() { _ = h.s.Resume() })
-			}
+			h.then()
 		}
 		return next(ctx, cmd)
 	}
 }
 
-// A wait whose deadline (on the connection, as go-redis puts it) passes
-// while a slow master has not answered the second attempt says why the
-// first did not get the lock, not that the master is unavailable.
-func TestAWaitWhoseDeadlinePassesDuringASlowAttemptIsNotUnavailable(t *testing.T) {
+// lockEndedAtTheSecondAttempt waits for a lock another client holds, and
+// at its second attempt calls end with the wait's context (to end it) and
+// the master: Lock's error.
+func lockEndedAtTheSecondAttempt(t *testing.T, end func(wctx *deadlineContext, s *redistest.Server)) error {
+	t.Helper()
 	s := redistest.New(t)
 	holder := newClient(t, clientsOf(t, s))
 	ctx := testCtx(t)
@@ -233,9 +148,41 @@ func TestAWaitWhoseDeadlinePassesDuringASlowAttemptIsNotUnavailable(t *testing.T
 	defer held.Release(ctx)
 	rdb := s.TestClient(t)
 	wctx := &deadlineContext{Context: ctx, done: make(chan struct{})}
-	rdb.AddHook(&slowSecondCall{key: "busy", ctx: wctx, s: s})
-	c := newClient(t, []*redis.Client{rdb})
-	_, err = c.Lock(wctx, "busy", time.Second)
+	rdb.AddHook(&onSecondCall{key: "busy", then: func() { end(wctx, s) }})
+	_, err = newClient(t, []*redis.Client{rdb}).Lock(wctx, "busy", time.Second)
+	return err
+}
+
+// A wait that ends during an attempt says why the attempt before it did not
+// get the lock (someone holds it), not that the masters are unavailable:
+// the attempt cut short only ran out of the wait's time.
+func TestAWaitEndedDuringAnAttemptSaysWhyTheOneBeforeFailed(t *testing.T) {
+	err := lockEndedAtTheSecondAttempt(t, func(wctx *deadlineContext, _ *redistest.Server) { wctx.set(0) })
+	if !errors.Is(err, locking.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, locking.ErrUnavailable) {
+		t.Fatalf("Lock cut short = %v, want ErrNotObtained and DeadlineExceeded, not ErrUnavailable", err)
+	}
+	var oe *locking.ObtainError
+	if !errors.As(err, &oe) || oe.Key != "busy" {
+		t.Fatalf("Lock cut short = %v, want the last attempt's *ObtainError", err)
+	}
+	if want := `locking: not obtained: the wait ended (context deadline exceeded); last attempt: not obtained: key "busy"`; !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("Lock cut short says %q, want it to start with %q", err, want)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Lock cut short says %q: more than one line", err)
+	}
+}
+
+// A wait whose deadline (on the connection, as go-redis puts it) passes
+// while a slow master has not answered the second attempt says why the
+// first did not get the lock, not that the master is unavailable.
+func TestAWaitWhoseDeadlinePassesDuringASlowAttemptIsNotUnavailable(t *testing.T) {
+	err := lockEndedAtTheSecondAttempt(t, func(wctx *deadlineContext, s *redistest.Server) {
+		wctx.set(150 * time.Millisecond)
+		if err := s.Pause(); err == nil { // it answers 400 ms later
+			time.AfterFunc(400*time.Millisecond, func() { _ = s.Resume() })
+		}
+	})
 	if !errors.Is(err, locking.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, locking.ErrUnavailable) {
 		t.Fatalf("Lock cut short = %v, want ErrNotObtained and DeadlineExceeded, not ErrUnavailable", err)
 	}
