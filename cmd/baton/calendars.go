@@ -259,15 +259,7 @@ func runCalendarGet(fs *flagSet, o *calendarGetOpts, args []string, stdout, stde
 // calendarFailed prints err, an error of a call about runtime calendars,
 // and returns the exit status it calls for; false when err is nil.
 func calendarFailed(name string, c *baton.Cluster, err error, stderr io.Writer) (int, bool) {
-	if err == nil {
-		return 0, false
-	}
-	msg := c.Config().MaskSecrets(err.Error())
-	if errors.Is(err, baton.ErrNoCalendar) || errors.Is(err, baton.ErrBadQuery) || strings.Contains(msg, "calendar name") {
-		return usageExit(name, usagef("%s", msg), stderr), true
-	}
-	printf(stderr, "baton %s: %v\n", name, errors.New(msg))
-	return 1, true
+	return callFailed(name, c, err, stderr, baton.ErrNoCalendar, "calendar name")
 }
 
 // calendarListOpts are the flags of "baton calendars list".

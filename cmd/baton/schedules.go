@@ -478,11 +478,19 @@ func runGet(fs *flagSet, o *getOpts, args []string, stdout, stderr io.Writer) in
 // scheduleFailed prints err, an error of a call about runtime schedules,
 // and returns the exit status it calls for; false when err is nil.
 func scheduleFailed(name string, c *baton.Cluster, err error, stderr io.Writer) (int, bool) {
+	return callFailed(name, c, err, stderr, baton.ErrNoSchedule, "schedule id")
+}
+
+// callFailed prints err, an error of a Cluster call, its secrets masked,
+// and returns the exit status it calls for: a usage error (2) when it is
+// notFound, ErrBadQuery or speaks of a bad badName, else 1; false when err
+// is nil.
+func callFailed(name string, c *baton.Cluster, err error, stderr io.Writer, notFound error, badName string) (int, bool) {
 	if err == nil {
 		return 0, false
 	}
 	msg := c.Config().MaskSecrets(err.Error())
-	if errors.Is(err, baton.ErrNoSchedule) || errors.Is(err, baton.ErrBadQuery) || strings.Contains(msg, "schedule id") {
+	if errors.Is(err, notFound) || errors.Is(err, baton.ErrBadQuery) || strings.Contains(msg, badName) {
 		return usageExit(name, usagef("%s", msg), stderr), true
 	}
 	printf(stderr, "baton %s: %v\n", name, errors.New(msg))
